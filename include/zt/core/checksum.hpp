@@ -1,0 +1,28 @@
+#pragma once
+// zt-sum64: the checksum of a tensor's contents in checkpoints (docs/checkpoint-format.md).
+//
+//   checksum(x[0..n)) = sum over i of mix64(mix64(i) ^ bits(x[i]))   (mod 2^64)
+//
+// where i is the element's index in the whole (global, row-major) tensor and bits(x) the
+// element's IEEE-754 bit pattern (fp32: the 32 bits, zero-extended). Each term depends on
+// its index and value only, so the checksum of a tensor is the sum of the checksums of any
+// slices that partition it: every rank sums the elements it writes or reads, and one
+// all_reduce (unsigned 64-bit sum, wrapping) gives the whole tensor's. A changed element
+// changes its term (mix64 is a bijection), so a flipped byte is caught.
+#include <bit>
+#include <cstdint>
+#include <span>
+
+#include "zt/core/hash.hpp"
+
+namespace zt {
+
+// The checksum of x, whose first element has index `first` in the whole tensor.
+inline uint64_t sum64(std::span<const float> x, uint64_t first = 0) {
+  uint64_t s = 0;
+  for (size_t k = 0; k < x.size(); ++k)
+    s += mix64(mix64(first + k) ^ static_cast<uint64_t>(std::bit_cast<uint32_t>(x[k])));
+  return s;
+}
+
+}  // namespace zt
