@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs each libFuzzer target for SECONDS on its committed seed corpus (fuzz/corpus/NAME)
+# plus a scratch corpus of what it finds, and fails on the first crash, leak or sanitizer
+# report (the reproducer is written to the scratch folder).
+# Usage: fuzz/run.sh BUILD_DIR SECONDS [TARGET...]   (default: every fuzz_* in BUILD_DIR/fuzz)
+# Example (CI): cmake --preset fuzz && cmake --build --preset fuzz && fuzz/run.sh build-fuzz 60
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+build="$1"
+seconds="$2"
+shift 2
+targets=("$@")
+if ((${#targets[@]} == 0)); then
+  for t in "$build"/fuzz/fuzz_*; do [[ -x "$t" ]] && targets+=("$(basename "$t")"); done
+fi
+scratch="${ZT_FUZZ_SCRATCH:-$(mktemp -d)}"
+export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+status=0
+for t in "${targets[@]}"; do
+  name="${t#fuzz_}"
+  mkdir -p "$scratch/$name"
+  echo "fuzz: $t for ${seconds}s (seeds fuzz/corpus/$name, scratch $scratch/$name)"
+  if "$build/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
+      -artifact_prefix="$scratch/$name/" "$scratch/$name" "$here/corpus/$name" \
+      > "$scratch/$t.log" 2>&1; then
+    grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb)|^#[0-9]+.*DONE" "$scratch/$t.log" || true
+    echo "fuzz: $t ok"
+  else
+    tail -n 60 "$scratch/$t.log"
+    echo "fuzz: $t FAILED (reproducer under $scratch/$name/)"
+    status=1
+  fi
+done
+exit $status
