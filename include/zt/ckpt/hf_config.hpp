@@ -1,0 +1,44 @@
+#pragma once
+// Hugging Face Llama config.json <-> zt::model::Config.
+//
+//   config.json key          zt field                default when the key is absent
+//   vocab_size               vocab                   (required)
+//   hidden_size              hidden                  (required)
+//   num_hidden_layers        layers                  (required)
+//   num_attention_heads      heads                   (required)
+//   num_key_value_heads      kv_heads                num_attention_heads
+//   intermediate_size        intermediate            (required)
+//   max_position_embeddings  context                 (required)
+//   rope_theta               rope_theta              10000 (as transformers' LlamaConfig)
+//   rms_norm_eps             norm_eps                1e-6  (as transformers' LlamaConfig)
+//   tie_word_embeddings      tied_embeddings         false
+//
+// What zt's model cannot represent is refused with zt::InputError naming the file and the
+// key: model_type other than "llama", rope_scaling (any non-null value), attention_bias or
+// mlp_bias true, hidden_act other than "silu", head_dim other than hidden/heads.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "zt/model/config.hpp"
+
+namespace zt::ckpt {
+
+struct HfConfig {
+  model::Config model;                 // validated
+  std::optional<int64_t> bos_token_id; // kept for export, when config.json has them
+  std::optional<int64_t> eos_token_id;
+  std::string torch_dtype;             // "bfloat16", "float32", ... or "" when absent
+};
+
+// Parses config.json text; `where` names the file in errors.
+HfConfig parse_hf_config(const std::string& json_text, const std::string& where);
+HfConfig read_hf_config(const std::string& path);  // missing file: zt::InputError
+
+// config.json text for LlamaForCausalLM (pretty-printed, 2 spaces). torch_dtype is
+// transformers' name: "float32", "bfloat16" or "float16".
+std::string hf_config_json(const model::Config& cfg, const std::string& torch_dtype,
+                           std::optional<int64_t> bos_token_id = std::nullopt,
+                           std::optional<int64_t> eos_token_id = std::nullopt);
+
+}  // namespace zt::ckpt

@@ -1,0 +1,37 @@
+// Strict JSON parsing for the Hugging Face converters (see hf_json.hpp).
+#include "hf_json.hpp"
+
+#include <set>
+#include <vector>
+
+#include "zt/core/error.hpp"
+
+namespace zt::ckpt::detail {
+
+nlohmann::json parse_json_strict(std::string_view text, const std::string& what,
+                                 const std::string& hint) {
+  using json = nlohmann::json;
+  std::vector<std::set<std::string>> open_objects;  // keys seen, one set per open object
+  std::string duplicate;
+  json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end(), cb);
+  } catch (const json::exception& e) {
+    throw InputError(what + ": not valid JSON: " + e.what(), hint);
+  }
+  if (!duplicate.empty()) throw InputError(what + ": key '" + duplicate + "' appears twice", hint);
+  return j;
+}
+
+}  // namespace zt::ckpt::detail
