@@ -1,0 +1,134 @@
+// RMSNorm fused with the residual add, forward and backward, on the GPU.
+#include "common.cuh"
+#include "zt/kernels/cuda/rmsnorm.hpp"
+
+namespace zt::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One block per row (grid-stride over rows).
+template <class T>
+__global__ void residual_rmsnorm_forward_kernel(T* y, float* rstd, T* sum_out, const T* x,
+                                                const T* residual, const T* w, int64_t N,
+                                                int64_t C, float eps) {
+  __shared__ float scratch[32];
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const T* xr = x + n * C;  // [C]
+    float ss = 0.0f;
+    if (residual) {
+      const T* rr = residual + n * C;  // [C]
+      T* sr = sum_out + n * C;         // [C] (may alias xr or rr: same element, read first)
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        const T s = detail::from_f32<T>(detail::to_f32(xr[c]) + detail::to_f32(rr[c]));
+        sr[c] = s;
+        const float sf = detail::to_f32(s);
+        ss += sf * sf;
+      }
+      xr = sr;  // normalise the rounded sum (each thread re-reads only what it wrote)
+    } else {
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        const float v = detail::to_f32(xr[c]);
+        ss += v * v;
+      }
+    }
+    ss = detail::block_sum(ss, scratch);
+    const float r = 1.0f / sqrtf(ss / static_cast<float>(C) + eps);
+    if (rstd && threadIdx.x == 0) rstd[n] = r;
+    T* yr = y + n * C;  // [C]
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      yr[c] = detail::from_f32<T>(detail::to_f32(xr[c]) * r * detail::to_f32(w[c]));
+  }
+}
+
+// One block per row: dx = r (g - xhat mean(g xhat)), g = dout w.
+template <class T>
+__global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* w,
+                                           const float* rstd, int64_t N, int64_t C,
+                                           bool accumulate) {
+  __shared__ float scratch[32];
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const T* xr = x + n * C;     // [C]
+    const T* dyr = dout + n * C; // [C]
+    T* dxr = dx + n * C;         // [C]
+    const float r = rstd[n];
+    float dot = 0.0f;  // sum_c dy w x
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      dot += detail::to_f32(dyr[c]) * detail::to_f32(w[c]) * detail::to_f32(xr[c]);
+    dot = detail::block_sum(dot, scratch);
+    const float m = dot * r / static_cast<float>(C);  // mean(g xhat)
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const float g = detail::to_f32(dyr[c]) * detail::to_f32(w[c]);
+      float v = r * (g - detail::to_f32(xr[c]) * r * m);
+      if (accumulate) v += detail::to_f32(dxr[c]);
+      dxr[c] = detail::from_f32<T>(v);
+    }
+  }
+}
+
+// Block (32, 8) per 32 columns: thread (cx, ry) sums rows ry, ry + 8, ... of column
+// c0 + cx; the 8 partial sums are then added in ry order.
+template <class T, class G>
+__global__ void rmsnorm_backward_dw_kernel(G* dw, const T* dout, const T* x, const float* rstd,
+                                           int64_t N, int64_t C) {
+  __shared__ float part[8][33];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (c < C) {
+    for (int64_t n = threadIdx.y; n < N; n += 8)
+      acc += detail::to_f32(dout[n * C + c]) * (detail::to_f32(x[n * C + c]) * rstd[n]);
+  }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float s = 0.0f;
+    for (int i = 0; i < 8; ++i) s += part[i][threadIdx.x];
+    dw[c] = detail::from_f32<G>(detail::to_f32(dw[c]) + s);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void residual_rmsnorm_forward(T* y, float* rstd, T* sum_out, const T* x, const T* residual,
+                              const T* w, int64_t N, int64_t C, double eps,
+                              cudaStream_t stream) {
+  if (N == 0) return;
+  residual_rmsnorm_forward_kernel<T><<<detail::grid_for(N, 1), kThreads, 0, stream>>>(
+      y, rstd, sum_out, x, residual, w, N, C, static_cast<float>(eps));
+  ZT_CUDA_LAUNCH_CHECK("residual_rmsnorm_forward_kernel");
+}
+
+template <class T, class G>
+void rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w, const float* rstd,
+                      int64_t N, int64_t C, bool accumulate_dx, cudaStream_t stream) {
+  if (N == 0) return;
+  if (dx) {
+    rmsnorm_backward_dx_kernel<T><<<detail::grid_for(N, 1), kThreads, 0, stream>>>(
+        dx, dout, x, w, rstd, N, C, accumulate_dx);
+    ZT_CUDA_LAUNCH_CHECK("rmsnorm_backward_dx_kernel");
+  }
+  if (dw) {
+    const unsigned blocks = static_cast<unsigned>((C + 31) / 32);
+    rmsnorm_backward_dw_kernel<T, G><<<blocks, dim3(32, 8), 0, stream>>>(dw, dout, x, rstd, N, C);
+    ZT_CUDA_LAUNCH_CHECK("rmsnorm_backward_dw_kernel");
+  }
+}
+
+template void residual_rmsnorm_forward<float>(float*, float*, float*, const float*, const float*,
+                                              const float*, int64_t, int64_t, double,
+                                              cudaStream_t);
+template void residual_rmsnorm_forward<bf16_t>(bf16_t*, float*, bf16_t*, const bf16_t*,
+                                               const bf16_t*, const bf16_t*, int64_t, int64_t,
+                                               double, cudaStream_t);
+template void rmsnorm_backward<float, float>(float*, float*, const float*, const float*,
+                                             const float*, const float*, int64_t, int64_t, bool,
+                                             cudaStream_t);
+template void rmsnorm_backward<bf16_t, float>(bf16_t*, float*, const bf16_t*, const bf16_t*,
+                                              const bf16_t*, const float*, int64_t, int64_t, bool,
+                                              cudaStream_t);
+template void rmsnorm_backward<bf16_t, bf16_t>(bf16_t*, bf16_t*, const bf16_t*, const bf16_t*,
+                                               const bf16_t*, const float*, int64_t, int64_t,
+                                               bool, cudaStream_t);
+
+}  // namespace zt::kernels::cuda
