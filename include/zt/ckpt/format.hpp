@@ -1,0 +1,62 @@
+#pragma once
+// The zt checkpoint format, version 1 (docs/checkpoint-format.md): dataset paths, the
+// header (root attributes), the training state (/state) and the model config as JSON.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zt/model/config.hpp"
+
+namespace zt::ckpt {
+
+inline constexpr const char* kFormat = "zt-checkpoint";
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr const char* kContentsTraining = "training";  // params + moments + state
+inline constexpr const char* kContentsWeights = "weights";    // params only
+
+// Dataset paths of a tensor, by its Hugging Face name.
+std::string param_path(std::string_view hf_name);       // "/params/<name>"
+std::string exp_avg_path(std::string_view hf_name);     // "/optim/exp_avg/<name>"
+std::string exp_avg_sq_path(std::string_view hf_name);  // "/optim/exp_avg_sq/<name>"
+
+// Root attributes.
+struct Header {
+  uint32_t format_version = kFormatVersion;
+  std::string contents = kContentsTraining;  // kContentsTraining or kContentsWeights
+  std::string zt_version;
+  std::string zt_commit;
+  model::Config config;
+  std::string source_dtype;  // optional ("" when absent), set by `zt convert hf-to-h5`
+};
+
+// /state: where training stands. Written by the trainer, restored on resume.
+struct TrainState {
+  int64_t step = 0;         // optimizer steps done
+  int64_t tokens_seen = 0;  // training tokens consumed, all ranks
+  uint64_t sampler_seed = 0;
+  int64_t sampler_next_step = 0;  // = step (the sampler is a pure function of seed, step)
+  double lr = 0, min_lr = 0;      // schedule
+  int64_t warmup = 0, steps = 0;
+  double beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, grad_clip = 0;
+  int64_t global_batch = 0, seq_len = 0;
+  int64_t world_size = 1, zero_stage = 0, hpz = 1;  // layout at save (informational)
+  std::vector<uint64_t> rng;  // [world]: the seed each rank's randomness derives from
+};
+
+// The model config as JSON text (every field), and back. from_json throws zt::InputError
+// naming `file` for malformed text or a missing field.
+std::string config_to_json(const model::Config& cfg);
+model::Config config_from_json(const std::string& text, const std::string& file);
+
+// Throws zt::InputError naming `file` and the field when `saved` and `run` differ in a
+// shape field (vocab, hidden, layers, heads, kv_heads, intermediate, tied_embeddings);
+// returns warnings for the rest (name, context, rope_theta, norm_eps).
+std::vector<std::string> check_same_shape(const model::Config& saved, const model::Config& run,
+                                          const std::string& file);
+
+// zt-sum64 of uint64 data (same definition as zt::sum64 with the 64-bit pattern).
+uint64_t sum64_u64(std::span<const uint64_t> x, uint64_t first = 0);
+
+}  // namespace zt::ckpt

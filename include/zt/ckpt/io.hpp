@@ -1,0 +1,70 @@
+#pragma once
+// Writing and reading one checkpoint file from per-rank shards of the parameter units
+// (docs/checkpoint-format.md). Collective over `comm` (parallel HDF5, MPI-IO, collective
+// transfers): each rank writes / reads only the parts of the tensors its shards cover, as
+// unions of hyperslabs. With comm == MPI_COMM_NULL the same code runs serially (HDF5's
+// default file driver, no MPI needed): then the shards must cover every unit whole.
+//
+// These functions touch exactly `path`: publishing (tmp, fsync, rename, `latest`) is
+// publish.hpp's job; engine-level save/load is checkpoint.hpp's.
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "zt/ckpt/format.hpp"
+#include "zt/model/config.hpp"
+
+namespace zt::ckpt {
+
+// This rank's part of unit u: elements [begin, begin + count) of the unit's flat buffer
+// (no padding). exp_avg / exp_avg_sq are empty for a weights-only file.
+struct UnitShard {
+  int64_t begin = 0;
+  int64_t count = 0;
+  std::span<const float> params;      // [count]
+  std::span<const float> exp_avg;     // [count] or empty
+  std::span<const float> exp_avg_sq;  // [count] or empty
+};
+
+// Where a load puts this rank's part of unit u. exp_avg / exp_avg_sq empty: not read.
+struct UnitTarget {
+  int64_t begin = 0;
+  int64_t count = 0;
+  std::span<float> params;      // [count]
+  std::span<float> exp_avg;     // [count] or empty
+  std::span<float> exp_avg_sq;  // [count] or empty
+};
+
+struct WriteContents {
+  Header header;                       // config, contents, source_dtype; version filled in
+  std::vector<UnitShard> units;        // one per unit of header.config's layout
+  std::optional<TrainState> state;     // required when contents == "training"
+  uint64_t rng_seed = 0;               // this rank's element of /state/rng
+};
+
+// Creates (truncates) `path` and writes it. Collective. Throws zt::Error naming the path
+// and HDF5's reason on failure (the caller removes the partial file).
+void write_file(MPI_Comm comm, const std::string& path, const WriteContents& contents);
+
+// Reads and checks the root attributes (format, version, model config). Collective.
+// Throws zt::InputError naming the file for a missing file, a non-HDF5 or truncated file,
+// another format, a newer version.
+Header read_header(MPI_Comm comm, const std::string& path);
+
+enum class ReadWhat { kParams, kTraining };
+
+// Reads this rank's parts of every tensor into `units` (one per unit of `run_config`'s
+// layout) and verifies every dataset's checksum (partial sums, one all_reduce). kTraining
+// also reads the moments and /state and refuses a weights-only file. Throws
+// zt::InputError naming the file and the dataset for a missing or extra tensor, a wrong
+// shape or type, a checksum mismatch, or a model of another shape. Collective.
+std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
+                                    const model::Config& run_config,
+                                    std::span<const UnitTarget> units, ReadWhat what,
+                                    std::vector<std::string>* warnings = nullptr);
+
+}  // namespace zt::ckpt

@@ -1,0 +1,40 @@
+#pragma once
+// Atomic publication of checkpoints in ckpt.dir (docs/checkpoint-format.md):
+//   step-N.h5.tmp -> written -> fsync -> rename to step-N.h5 -> fsync the folder ->
+//   latest.tmp ("step-N.h5") -> fsync -> rename to latest -> fsync the folder -> prune.
+// Rank 0 does the file-system work; with a communicator every rank learns the outcome
+// and throws the same zt::Error (naming the path and errno). comm may be MPI_COMM_NULL
+// (a single process).
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+namespace zt::ckpt {
+
+std::string step_file_name(int64_t step);  // "step-N.h5"
+
+// Creates ckpt.dir if needed and a fresh, empty DIR/step-N.h5.tmp (O_EXCL|O_NOFOLLOW; a
+// stale file or symlink of that name is unlinked, never followed). Returns its path.
+std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step);
+
+// After the .tmp is written and closed: fsync it, rename to step-N.h5, fsync the folder,
+// point `latest` at it (the same way), then keep only the `keep` newest step-*.h5 (never
+// the one `latest` names; keep <= 0 keeps all) and remove other step-*.h5.tmp. Returns
+// the final path.
+std::string finish_publish(MPI_Comm comm, const std::string& dir, int64_t step, int keep);
+
+// After a failed write: removes the .tmp (best effort); `latest` and the older files are
+// untouched.
+void abandon_publish(MPI_Comm comm, const std::string& tmp_path);
+
+// The checkpoint `latest` in dir names: its path, or "" when dir has no `latest`. Throws
+// zt::InputError when `latest` names something that is not a complete checkpoint file.
+// Reads the file system on the calling rank only.
+std::string read_latest(const std::string& dir);
+
+// A single process's atomic publish of one file: fsync tmp, rename to final, fsync the
+// folder. Throws zt::Error naming the path and errno.
+void publish_file(const std::string& tmp, const std::string& final_path);
+
+}  // namespace zt::ckpt

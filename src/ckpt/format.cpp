@@ -1,0 +1,105 @@
+// The checkpoint format's names, the model config as JSON, and shape checks.
+#include "zt/ckpt/format.hpp"
+
+#include <bit>
+#include <nlohmann/json.hpp>
+
+#include "zt/core/error.hpp"
+#include "zt/core/hash.hpp"
+#include "zt/core/log.hpp"
+
+namespace zt::ckpt {
+
+std::string param_path(std::string_view n) { return "/params/" + std::string(n); }
+std::string exp_avg_path(std::string_view n) { return "/optim/exp_avg/" + std::string(n); }
+std::string exp_avg_sq_path(std::string_view n) { return "/optim/exp_avg_sq/" + std::string(n); }
+
+std::string config_to_json(const model::Config& c) {
+  const nlohmann::json j = {{"name", c.name},
+                            {"vocab", c.vocab},
+                            {"hidden", c.hidden},
+                            {"layers", c.layers},
+                            {"heads", c.heads},
+                            {"kv_heads", c.kv_heads},
+                            {"intermediate", c.intermediate},
+                            {"context", c.context},
+                            {"tied_embeddings", c.tied_embeddings},
+                            {"rope_theta", c.rope_theta},
+                            {"norm_eps", c.norm_eps}};
+  return j.dump();
+}
+
+model::Config config_from_json(const std::string& text, const std::string& file) {
+  const char* hint = "the checkpoint's model_config attribute is damaged; write it again";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("checkpoint '" + file + "': attribute model_config is not JSON (" +
+                         e.what() + ")",
+                     hint);
+  }
+  model::Config c;
+  try {
+    c.name = j.at("name").get<std::string>();
+    c.vocab = j.at("vocab").get<int64_t>();
+    c.hidden = j.at("hidden").get<int64_t>();
+    c.layers = j.at("layers").get<int64_t>();
+    c.heads = j.at("heads").get<int64_t>();
+    c.kv_heads = j.at("kv_heads").get<int64_t>();
+    c.intermediate = j.at("intermediate").get<int64_t>();
+    c.context = j.at("context").get<int64_t>();
+    c.tied_embeddings = j.at("tied_embeddings").get<bool>();
+    c.rope_theta = j.at("rope_theta").get<double>();
+    c.norm_eps = j.at("norm_eps").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("checkpoint '" + file + "': attribute model_config: " + e.what(), hint);
+  }
+  try {
+    c.validate();
+  } catch (const InputError& e) {
+    throw InputError("checkpoint '" + file + "': its model_config is invalid: " + e.message(), hint);
+  }
+  return c;
+}
+
+std::vector<std::string> check_same_shape(const model::Config& saved, const model::Config& run,
+                                          const std::string& file) {
+  const auto refuse = [&](const char* field, long long s, long long r) {
+    throw InputError(strf("checkpoint '%s' holds a model of another shape: model.%s is %lld in "
+                          "the checkpoint and %lld in this run",
+                          file.c_str(), field, s, r),
+                     "load it with the same model.* settings it was saved with (its "
+                     "model_config attribute lists them: h5dump -a model_config FILE)");
+  };
+  const std::pair<const char*, std::pair<int64_t, int64_t>> ints[] = {
+      {"vocab", {saved.vocab, run.vocab}},
+      {"hidden", {saved.hidden, run.hidden}},
+      {"layers", {saved.layers, run.layers}},
+      {"heads", {saved.heads, run.heads}},
+      {"kv_heads", {saved.kv_heads, run.kv_heads}},
+      {"intermediate", {saved.intermediate, run.intermediate}},
+      {"tied_embeddings", {saved.tied_embeddings ? 1 : 0, run.tied_embeddings ? 1 : 0}}};
+  for (const auto& [field, v] : ints)
+    if (v.first != v.second) refuse(field, v.first, v.second);
+  std::vector<std::string> warnings;
+  if (saved.context != run.context)
+    warnings.push_back(strf("checkpoint '%s': model.context %lld, this run %lld", file.c_str(),
+                            static_cast<long long>(saved.context),
+                            static_cast<long long>(run.context)));
+  if (saved.rope_theta != run.rope_theta)
+    warnings.push_back(strf("checkpoint '%s': model.rope_theta %g, this run %g", file.c_str(),
+                            saved.rope_theta, run.rope_theta));
+  if (saved.norm_eps != run.norm_eps)
+    warnings.push_back(strf("checkpoint '%s': model.norm_eps %g, this run %g", file.c_str(),
+                            saved.norm_eps, run.norm_eps));
+  return warnings;
+}
+
+uint64_t sum64_u64(std::span<const uint64_t> x, uint64_t first) {
+  uint64_t s = 0;
+  for (size_t k = 0; k < x.size(); ++k) s += mix64(mix64(first + k) ^ x[k]);
+  return s;
+}
+
+}  // namespace zt::ckpt

@@ -1,0 +1,228 @@
+// Private HDF5 helpers of the checkpoint layer (see h5.hpp).
+#include "h5.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "zt/core/error.hpp"
+
+namespace zt::ckpt::h5 {
+namespace {
+
+constexpr const char* kWriteHint = "check free disk space and that ckpt.dir is writable";
+constexpr const char* kReadHint = "the file may be damaged or not a zt checkpoint";
+
+void write_scalar(hid_t obj, const char* name, hid_t file_type, hid_t mem_type, const void* value,
+                  const std::string& path) {
+  Handle space(ZT_H5_CHECK(H5Screate(H5S_SCALAR), path, kWriteHint), Kind::kDataspace);
+  Handle attr(ZT_H5_CHECK(H5Acreate2(obj, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                          path, kWriteHint),
+              Kind::kAttribute);
+  ZT_H5_CHECK(H5Awrite(attr.get(), mem_type, value), path, kWriteHint);
+  attr.close(path);
+}
+
+Handle open_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
+  if (!has_attr(obj, name, path))
+    throw InputError("checkpoint '" + path + "': " + what + " has no attribute '" + name + "'",
+                     kReadHint);
+  return Handle(ZT_H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), path, kReadHint), Kind::kAttribute);
+}
+
+template <class T>
+T read_number(hid_t obj, const char* name, hid_t mem_type, H5T_class_t cls, const std::string& path,
+              const std::string& what) {
+  Handle attr = open_attr(obj, name, path, what);
+  Handle type(ZT_H5_CHECK(H5Aget_type(attr.get()), path, kReadHint), Kind::kDatatype);
+  Handle space(ZT_H5_CHECK(H5Aget_space(attr.get()), path, kReadHint), Kind::kDataspace);
+  if (H5Tget_class(type.get()) != cls || H5Sget_simple_extent_npoints(space.get()) != 1)
+    throw InputError("checkpoint '" + path + "': " + what + ": attribute '" + name +
+                         "' is not a scalar of the expected type",
+                     kReadHint);
+  T value{};
+  ZT_H5_CHECK(H5Aread(attr.get(), mem_type, &value), path, kReadHint);
+  return value;
+}
+
+}  // namespace
+
+Handle file_access(MPI_Comm comm, const std::string& path) {
+  Handle fapl(ZT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), path, kWriteHint), Kind::kPlist);
+  if (comm != MPI_COMM_NULL) {
+    ZT_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL), path, kWriteHint);
+    ZT_H5_CHECK(H5Pset_coll_metadata_write(fapl.get(), true), path, kWriteHint);
+    ZT_H5_CHECK(H5Pset_all_coll_metadata_ops(fapl.get(), true), path, kWriteHint);
+  }
+  // Large tensors start on 1 MiB boundaries (file-system stripes, O_DIRECT-friendly);
+  // small ones (norms, the tiny model's tensors) pack tightly.
+  ZT_H5_CHECK(H5Pset_alignment(fapl.get(), 1 << 20, 1 << 20), path, kWriteHint);
+  return fapl;
+}
+
+Handle transfer(MPI_Comm comm, const std::string& path) {
+  Handle dxpl(ZT_H5_CHECK(H5Pcreate(H5P_DATASET_XFER), path, kWriteHint), Kind::kPlist);
+  if (comm != MPI_COMM_NULL)
+    ZT_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE), path, kWriteHint);
+  return dxpl;
+}
+
+void select_range(hid_t space, const std::vector<int64_t>& shape, int64_t first, int64_t n,
+                  const std::string& path) {
+  ZT_H5_CHECK(H5Sselect_none(space), path, kWriteHint);
+  if (n <= 0) return;
+  const int rank = static_cast<int>(shape.size());
+  // The tensor seen as [rows, C] with C its last dim. add() selects the rectangle
+  // [row0, row0 + rows) x [col0, col0 + cols) of that view (for tensors above 2-D, one
+  // row at a time: zt has none today).
+  const int64_t C = rank == 0 ? 1 : shape.back();
+  const auto add = [&](int64_t row0, int64_t col0, int64_t rows, int64_t cols) {
+    if (rows <= 0 || cols <= 0) return;
+    std::vector<hsize_t> start(static_cast<size_t>(std::max(rank, 1)), 0);
+    std::vector<hsize_t> count(start.size(), 1);
+    if (rank <= 1) {
+      start[0] = static_cast<hsize_t>(row0 * C + col0);
+      count[0] = static_cast<hsize_t>(cols);
+      ZT_CHECK(rows == 1 || rank == 0, "1-D range of more than one row", "internal");
+    } else {
+      // Row index over the leading dims -> their coordinates; whole rows must not wrap a
+      // leading dim, so multi-dim tensors above 2-D go row by row (zt has none today).
+      if (rank == 2) {
+        start[0] = static_cast<hsize_t>(row0);
+        count[0] = static_cast<hsize_t>(rows);
+      } else {
+        ZT_CHECK(rows == 1, "ranges of tensors above 2-D span one row at a time", "internal");
+        int64_t r = row0;
+        for (int d = rank - 2; d >= 0; --d) {
+          start[static_cast<size_t>(d)] = static_cast<hsize_t>(r % shape[static_cast<size_t>(d)]);
+          r /= shape[static_cast<size_t>(d)];
+        }
+      }
+      start.back() = static_cast<hsize_t>(col0);
+      count.back() = static_cast<hsize_t>(cols);
+    }
+    ZT_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(),
+                                    nullptr),
+                path, kWriteHint);
+  };
+  if (rank <= 1) {
+    add(0, first, 1, n);
+    return;
+  }
+  const int64_t last = first + n;  // exclusive
+  const int64_t row_a = first / C, col_a = first % C;
+  const int64_t row_b = last / C, col_b = last % C;  // last element is (row_b, col_b - 1)
+  if (row_a == row_b) {  // inside one row
+    add(row_a, col_a, 1, col_b - col_a);
+    return;
+  }
+  int64_t full_from = row_a;
+  if (col_a != 0) {  // rest of the first row
+    add(row_a, col_a, 1, C - col_a);
+    full_from = row_a + 1;
+  }
+  if (rank == 2) {
+    add(full_from, 0, row_b - full_from, C);  // whole rows
+  } else {
+    for (int64_t r = full_from; r < row_b; ++r) add(r, 0, 1, C);
+  }
+  add(row_b, 0, 1, col_b);  // start of the last row
+}
+
+void write_string_attr(hid_t obj, const char* name, const std::string& value, const std::string& path) {
+  Handle type(ZT_H5_CHECK(H5Tcopy(H5T_C_S1), path, kWriteHint), Kind::kDatatype);
+  ZT_H5_CHECK(H5Tset_size(type.get(), std::max<size_t>(1, value.size())), path, kWriteHint);
+  ZT_H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), path, kWriteHint);
+  ZT_H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8), path, kWriteHint);
+  std::string padded = value;
+  if (padded.empty()) padded.push_back('\0');
+  write_scalar(obj, name, type.get(), type.get(), padded.data(), path);
+}
+
+void write_u64_attr(hid_t obj, const char* name, uint64_t v, const std::string& path) {
+  write_scalar(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &v, path);
+}
+void write_i64_attr(hid_t obj, const char* name, int64_t v, const std::string& path) {
+  write_scalar(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+}
+void write_u32_attr(hid_t obj, const char* name, uint32_t v, const std::string& path) {
+  write_scalar(obj, name, H5T_STD_U32LE, H5T_NATIVE_UINT32, &v, path);
+}
+void write_f64_attr(hid_t obj, const char* name, double v, const std::string& path) {
+  write_scalar(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, path);
+}
+
+bool has_attr(hid_t obj, const char* name, const std::string& path) {
+  return ZT_H5_CHECK(H5Aexists(obj, name), path, kReadHint) > 0;
+}
+
+std::string read_string_attr(hid_t obj, const char* name, const std::string& path,
+                             const std::string& what) {
+  Handle attr = open_attr(obj, name, path, what);
+  Handle ftype(ZT_H5_CHECK(H5Aget_type(attr.get()), path, kReadHint), Kind::kDatatype);
+  if (H5Tget_class(ftype.get()) != H5T_STRING)
+    throw InputError("checkpoint '" + path + "': " + what + ": attribute '" + name +
+                         "' is not a string",
+                     kReadHint);
+  Handle mtype(ZT_H5_CHECK(H5Tcopy(H5T_C_S1), path, kReadHint), Kind::kDatatype);
+  ZT_H5_CHECK(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())), path, kReadHint);
+  if (ZT_H5_CHECK(H5Tis_variable_str(ftype.get()), path, kReadHint) > 0) {
+    ZT_H5_CHECK(H5Tset_size(mtype.get(), H5T_VARIABLE), path, kReadHint);
+    char* text = nullptr;
+    ZT_H5_CHECK(H5Aread(attr.get(), mtype.get(), &text), path, kReadHint);
+    std::string out = text ? text : "";
+    H5free_memory(text);
+    return out;
+  }
+  const size_t size = H5Tget_size(ftype.get());
+  std::string out(size + 1, '\0');
+  ZT_H5_CHECK(H5Tset_size(mtype.get(), size + 1), path, kReadHint);
+  ZT_H5_CHECK(H5Aread(attr.get(), mtype.get(), out.data()), path, kReadHint);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+uint64_t read_u64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
+  return read_number<uint64_t>(obj, name, H5T_NATIVE_UINT64, H5T_INTEGER, path, what);
+}
+int64_t read_i64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
+  return read_number<int64_t>(obj, name, H5T_NATIVE_INT64, H5T_INTEGER, path, what);
+}
+double read_f64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
+  return read_number<double>(obj, name, H5T_NATIVE_DOUBLE, H5T_FLOAT, path, what);
+}
+
+bool link_exists(hid_t loc, const std::string& name, const std::string& path) {
+  return ZT_H5_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT), path, kReadHint) > 0;
+}
+
+Handle create_group(hid_t loc, const char* name, const std::string& path) {
+  return Handle(ZT_H5_CHECK(H5Gcreate2(loc, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path,
+                            kWriteHint),
+                Kind::kGroup);
+}
+
+Handle open_group(hid_t loc, const char* name, const std::string& path) {
+  if (!link_exists(loc, name, path))
+    throw InputError("checkpoint '" + path + "' has no group '" + name + "'", kReadHint);
+  return Handle(ZT_H5_CHECK(H5Gopen2(loc, name, H5P_DEFAULT), path, kReadHint), Kind::kGroup);
+}
+
+std::vector<std::string> group_members(hid_t group, const std::string& path) {
+  H5G_info_t info;
+  ZT_H5_CHECK(H5Gget_info(group, &info), path, kReadHint);
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t len = ZT_H5_CHECK(H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i,
+                                                       nullptr, 0, H5P_DEFAULT),
+                                    path, kReadHint);
+    std::string name(static_cast<size_t>(len) + 1, '\0');
+    ZT_H5_CHECK(H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
+                                   name.size(), H5P_DEFAULT),
+                path, kReadHint);
+    name.resize(static_cast<size_t>(len));
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+}  // namespace zt::ckpt::h5

@@ -1,0 +1,194 @@
+// Atomic publication of checkpoint files and `latest` (see publish.hpp).
+#include "zt/ckpt/publish.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <vector>
+
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/runtime/mpi_check.hpp"
+
+namespace zt::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kDirHint = "check that ckpt.dir exists or can be created, is writable and "
+                                 "has free space";
+
+[[noreturn]] void fail_errno(const std::string& what, const std::string& path, int err) {
+  throw Error(strf("%s '%s' failed: %s (errno %d)", what.c_str(), path.c_str(), std::strerror(err), err),
+              kDirHint);
+}
+
+// fsync a file or a folder (some file systems refuse fsync on folders: ignored there).
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_NOFOLLOW);
+  if (fd < 0) fail_errno("open for fsync", path, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && !(directory && (err == EINVAL || err == EROFS))) fail_errno("fsync", path, err);
+}
+
+// Removes path if it exists (a file or a symlink, never what a symlink points to).
+void unlink_if_there(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    fail_errno("lstat", path, errno);
+  }
+  if (S_ISDIR(st.st_mode))
+    throw Error("'" + path + "' is a folder where zt wants to write a file", "remove or rename it");
+  if (::unlink(path.c_str()) != 0) fail_errno("unlink", path, errno);
+}
+
+// A new, empty file (the user's umask, never through a symlink).
+int create_exclusive(const std::string& path) {
+  unlink_if_there(path);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) fail_errno("create", path, errno);
+  return fd;
+}
+
+void rename_path(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) fail_errno("rename to '" + to + "' of", from, errno);
+}
+
+// Runs f on rank 0 (or the only process); every rank then throws rank 0's error, if any.
+template <class F>
+void on_rank0(MPI_Comm comm, F f) {
+  int rank = 0;
+  if (comm != MPI_COMM_NULL) ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  int code = 0;
+  std::string message, hint;
+  if (rank == 0) {
+    try {
+      f();
+    } catch (const Error& e) {
+      code = static_cast<int>(e.exit_code());
+      message = e.message();
+      hint = e.hint();
+    } catch (const std::exception& e) {
+      code = static_cast<int>(ExitCode::kFailed);
+      message = e.what();
+      hint = kDirHint;
+    }
+  }
+  if (comm == MPI_COMM_NULL) {
+    if (code != 0) throw Error(message, hint, static_cast<ExitCode>(code));
+    return;
+  }
+  ZT_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, 0, comm));
+  if (code == 0) return;
+  for (std::string* s : {&message, &hint}) {
+    int len = static_cast<int>(s->size());
+    ZT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
+    s->resize(static_cast<size_t>(len));
+    ZT_MPI_CHECK(MPI_Bcast(s->data(), len, MPI_CHAR, 0, comm));
+  }
+  if (rank != 0) message = "(rank 0) " + message;
+  throw Error(message, hint, static_cast<ExitCode>(code));
+}
+
+// Step numbers of the step-N.h5 (or .tmp) files in dir.
+std::vector<int64_t> steps_in(const std::string& dir, bool tmp) {
+  static const std::regex complete(R"(step-(\d+)\.h5)"), partial(R"(step-(\d+)\.h5\.tmp)");
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, tmp ? partial : complete) && m[1].length() < 18)
+      steps.push_back(std::stoll(m[1].str()));
+  }
+  if (ec) fail_errno("list", dir, ec.value());
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+}  // namespace
+
+std::string step_file_name(int64_t step) { return "step-" + std::to_string(step) + ".h5"; }
+
+std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step) {
+  const std::string tmp = (fs::path(dir) / (step_file_name(step) + ".tmp")).string();
+  on_rank0(comm, [&] {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) fail_errno("create folder", dir, ec.value());
+    const int fd = create_exclusive(tmp);
+    ::close(fd);
+  });
+  return tmp;
+}
+
+std::string finish_publish(MPI_Comm comm, const std::string& dir, int64_t step, int keep) {
+  const std::string name = step_file_name(step);
+  const std::string final_path = (fs::path(dir) / name).string();
+  on_rank0(comm, [&] {
+    publish_file(final_path + ".tmp", final_path);
+    // latest -> name, the same way.
+    const std::string latest = (fs::path(dir) / "latest").string();
+    const std::string latest_tmp = latest + ".tmp";
+    const int fd = create_exclusive(latest_tmp);
+    const std::string line = name + "\n";
+    const ssize_t n = ::write(fd, line.data(), line.size());
+    const int err = errno;
+    ::close(fd);
+    if (n != static_cast<ssize_t>(line.size())) fail_errno("write", latest_tmp, n < 0 ? err : ENOSPC);
+    publish_file(latest_tmp, latest);
+    // Prune: the newest `keep` complete checkpoints stay, and always this one.
+    if (keep > 0) {
+      const std::vector<int64_t> steps = steps_in(dir, false);
+      const size_t drop = steps.size() > static_cast<size_t>(keep) ? steps.size() - static_cast<size_t>(keep) : 0;
+      for (size_t i = 0; i < drop; ++i)
+        if (steps[i] != step) unlink_if_there((fs::path(dir) / step_file_name(steps[i])).string());
+    }
+    for (const int64_t s : steps_in(dir, true))
+      unlink_if_there((fs::path(dir) / (step_file_name(s) + ".tmp")).string());
+  });
+  return final_path;
+}
+
+void abandon_publish(MPI_Comm comm, const std::string& tmp_path) {
+  int rank = 0;
+  if (comm != MPI_COMM_NULL) ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  if (rank == 0) ::unlink(tmp_path.c_str());  // best effort: the error that led here matters
+}
+
+std::string read_latest(const std::string& dir) {
+  const std::string latest = (fs::path(dir) / "latest").string();
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(latest, ec))) return "";
+  std::ifstream in(latest);
+  std::string name;
+  std::getline(in, name);
+  static const std::regex valid(R"(step-\d+\.h5)");
+  if (!std::regex_match(name, valid))
+    throw InputError("'" + latest + "' does not name a checkpoint (it reads \"" + name + "\")",
+                     "write the file name of a complete checkpoint into it (e.g. step-40.h5), "
+                     "or give ckpt.resume=PATH");
+  const std::string path = (fs::path(dir) / name).string();
+  if (!fs::is_regular_file(fs::symlink_status(path, ec)))
+    throw InputError("'" + latest + "' names '" + name + "', which is not in " + dir,
+                     "give ckpt.resume=PATH of a checkpoint that exists, or ckpt.resume=none");
+  return path;
+}
+
+void publish_file(const std::string& tmp, const std::string& final_path) {
+  fsync_path(tmp, false);
+  rename_path(tmp, final_path);
+  const fs::path parent = fs::path(final_path).parent_path();
+  fsync_path(parent.empty() ? "." : parent.string(), true);
+}
+
+}  // namespace zt::ckpt
