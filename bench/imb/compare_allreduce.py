@@ -68,11 +68,11 @@ def zt_rows(report):
     return rows
 
 
-def imb_round(imb, np_, iters, min_b, max_b):
+def imb_round(imb, np_, iters, min_b, max_b, sync):
     lo, hi = min_b.bit_length() - 1, max_b.bit_length() - 1
     cmd = mpirun(np_) + [imb, "Allreduce", "-npmin", str(np_), "-msglog", f"{lo}:{hi}",
                          "-iter", str(iters), "-iter_policy", "off", "-mem", "4",
-                         "-time", "1000"]
+                         "-time", "1000", "-sync", str(sync)]
     text = run(cmd)
     out = {}
     for line in text.splitlines():
@@ -94,12 +94,16 @@ def main():
     ap.add_argument("--min-bytes", type=int, default=1 << 20)
     ap.add_argument("--max-bytes", type=int, default=256 << 20)
     ap.add_argument("--out", default=str(ROOT / "bench/results/allreduce-zt-vs-imb.md"))
+    # IMB times each call alone and, with -sync 1 (its default), puts a barrier between
+    # calls outside the timed region; nccl-tests and zt time back-to-back calls. -sync 0
+    # makes IMB's per-iteration time comparable to theirs.
+    ap.add_argument("--imb-sync", type=int, choices=[0, 1], default=0)
     a = ap.parse_args()
 
     zt_runs, imb_runs = [], []
     for r in range(a.rounds):
         z, zt_cmd = zt_round(a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes)
-        i, imb_cmd = imb_round(a.imb, a.np, a.iters, a.min_bytes, a.max_bytes)
+        i, imb_cmd = imb_round(a.imb, a.np, a.iters, a.min_bytes, a.max_bytes, a.imb_sync)
         zt_runs.append(z)
         imb_runs.append(i)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
@@ -119,6 +123,9 @@ def main():
         f"- peer: `{imb_cmd}` (IMB-MPI1 built from intel/mpi-benchmarks outside this repository)",
         f"- reproduce: `python3 bench/imb/compare_allreduce.py --imb PATH/IMB-MPI1 --np {a.np} --rounds {a.rounds}`",
         "- busbw = bytes / t_avg * 2(n-1)/n in GB/s (1e9 B/s); medians over rounds",
+        f"- IMB -sync {a.imb_sync}: " + ("no barrier between timed calls, as zt and nccl-tests time back-to-back calls"
+                                          if a.imb_sync == 0 else
+                                          "IMB's default, a barrier between calls outside the timed region"),
         "",
         "| size (B) | zt busbw | IMB busbw | zt / IMB | within 5% |",
         "|---:|---:|---:|---:|:---:|",
