@@ -59,6 +59,11 @@ int main(int argc, char** argv) {
 #ifdef ZT_APP_CONVERT
   add(zt::apps::add_convert_command(app));
 #endif
+#if defined(ZT_APP_CONVERT) && defined(ZT_APP_HF_CONVERT)
+  // h5-to-hf and hf-to-h5 (src/ckpt) join `zt convert`; their leaves are matched first.
+  for (zt::apps::LeafRun& leaf : zt::apps::add_hf_convert_commands(*app.get_subcommand("convert")))
+    entries.insert(entries.begin(), {leaf.sub, std::move(leaf.run)});
+#endif
 #ifdef ZT_APP_ESTIMATE
   add(zt::apps::add_estimate_command(app));
 #endif

@@ -1,0 +1,68 @@
+#pragma once
+// Hugging Face <-> zt checkpoint conversion (`zt convert h5-to-hf`, `zt convert hf-to-h5`).
+//
+// A Hugging Face model folder holds config.json (LlamaForCausalLM, see hf_config.hpp) and
+// either model.safetensors, or model.safetensors.index.json
+//   {"metadata": {"total_size": BYTES}, "weight_map": {"<tensor>": "<shard file>", ...}}
+// with shards model-00001-of-0000N.safetensors ... Tensor names and shapes are the same
+// on both sides (zt's parameters carry their HF names and [out, in] shapes), so conversion
+// only changes the element type: the checkpoint holds fp32; safetensors F32, BF16 or F16.
+// BF16/F16 -> fp32 is exact, so hf-to-h5 then h5-to-hf in the source dtype gives back
+// every tensor's bytes.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zt::ckpt {
+
+struct HfExportOptions {
+  // "f32", "bf16" or "f16" (also "float32", "bfloat16", "float16"); "" = the checkpoint's
+  // source_dtype attribute when it has one, else f32.
+  std::string dtype;
+  // Largest shard (tensor bytes); a model above it is split into shards with an index.
+  // A single tensor larger than this gets a shard of its own.
+  uint64_t max_shard_size = 5ull << 30;
+};
+
+struct HfExportResult {
+  std::string dtype;                // "f32", "bf16" or "f16"
+  std::vector<std::string> files;   // written into the folder (safetensors, index, config)
+  int64_t tensors = 0;
+  uint64_t tensor_bytes = 0;        // sum over tensors (the index's total_size)
+};
+
+// Writes OUTDIR/config.json and the safetensors file(s) from a zt checkpoint (its
+// parameters; optimizer moments are ignored). OUTDIR is created when missing.
+HfExportResult export_hf(const std::string& checkpoint, const std::string& outdir,
+                         const HfExportOptions& options = {});
+
+struct HfImportResult {
+  std::string source_dtype;         // "f32", "bf16" or "f16"
+  std::vector<std::string> files;   // safetensors files read
+  int64_t tensors = 0;
+  int64_t params = 0;               // elements
+  std::string model_name;           // the matching preset, or "custom"
+};
+
+// Reads a Hugging Face Llama folder (config.json + safetensors) into a weights-only zt
+// checkpoint at OUT.h5 (for ckpt.init_from). Refuses, with zt::InputError naming the file
+// and the field: a missing file, a hostile safetensors header or index, a model zt cannot
+// represent, a tensor whose shape disagrees with config.json, a missing or unknown tensor.
+HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5);
+
+// model.safetensors.index.json, checked: a JSON object whose "weight_map" maps each tensor
+// name (once) to a shard file name that stays in the folder (no "/", "\\", "..", NUL, not
+// empty); "metadata.total_size", when present, a non-negative integer. No file access (a
+// fuzzing entry point); `where` names the file in errors (zt::InputError).
+struct HfIndex {
+  std::map<std::string, std::string> weight_map;  // tensor -> shard file
+  std::optional<uint64_t> total_size;
+};
+HfIndex parse_hf_index(const std::string& json_text, const std::string& where);
+
+// Shard file names of the index: "model-00001-of-00003.safetensors" (1-based k of n).
+std::string hf_shard_name(int k, int n);
+
+}  // namespace zt::ckpt

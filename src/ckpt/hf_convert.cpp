@@ -1,0 +1,363 @@
+// Hugging Face folder <-> zt checkpoint (see include/zt/ckpt/hf_convert.hpp).
+#include "zt/ckpt/hf_convert.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "hf_json.hpp"
+#include "zt/ckpt/hf_config.hpp"
+#include "zt/ckpt/safetensors.hpp"
+#include "zt/ckpt/serial.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/model/layout.hpp"
+
+namespace zt::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* kConfigFile = "config.json";
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr const char* kIndexHint =
+    "model.safetensors.index.json must map every tensor to a shard file in the same folder "
+    "(as transformers' save_pretrained writes it)";
+
+struct DTypeNames { const char* zt; const char* torch; StDType st; };
+constexpr DTypeNames kDTypes[] = {{"f32", "float32", StDType::kF32},
+                                  {"bf16", "bfloat16", StDType::kBF16},
+                                  {"f16", "float16", StDType::kF16}};
+
+const DTypeNames& dtype_by_name(const std::string& name) {
+  for (const DTypeNames& d : kDTypes)
+    if (name == d.zt || name == d.torch) return d;
+  throw InputError("unknown export dtype '" + name + "'", "use --dtype f32, bf16 or f16");
+}
+
+const DTypeNames& dtype_by_st(StDType t) {
+  for (const DTypeNames& d : kDTypes)
+    if (d.st == t) return d;
+  throw InputError(std::string("dtype ") + st_dtype_name(t) + " is not a weight dtype zt imports",
+                   "zt imports F32, BF16 and F16 tensors");
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot open '" + path.string() + "'", "check the path and permissions");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out)
+      throw Error("cannot write '" + tmp.string() + "'",
+                  "check that the output folder is writable and has free space");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec)
+    throw Error("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message(),
+                "check that the output folder is writable");
+}
+
+// A model::Config equal to a preset in every shape field takes the preset's name.
+void name_after_preset(model::Config& cfg) {
+  for (const std::string& name : model::Config::preset_names()) {
+    const model::Config p = model::Config::preset(name);
+    if (p.vocab == cfg.vocab && p.hidden == cfg.hidden && p.layers == cfg.layers &&
+        p.heads == cfg.heads && p.kv_heads == cfg.kv_heads && p.intermediate == cfg.intermediate &&
+        p.context == cfg.context && p.tied_embeddings == cfg.tied_embeddings &&
+        p.rope_theta == cfg.rope_theta && p.norm_eps == cfg.norm_eps) {
+      cfg.name = name;
+      return;
+    }
+  }
+  cfg.name = "custom";
+}
+
+// Where each tensor of a Hugging Face folder lives.
+struct Located {
+  std::string file;  // full path of its safetensors file
+  StTensor tensor;
+};
+
+}  // namespace
+
+std::string hf_shard_name(int k, int n) {
+  return strf("model-%05d-of-%05d.safetensors", k, n);
+}
+
+HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
+  const std::string what = "index '" + where + "'";
+  const json j = detail::parse_json_strict(json_text, what, kIndexHint);
+  if (!j.is_object()) throw InputError(what + " is not a JSON object", kIndexHint);
+  HfIndex idx;
+  if (j.contains("metadata")) {
+    const json& m = j.at("metadata");
+    if (!m.is_object()) throw InputError(what + ": 'metadata' is not an object", kIndexHint);
+    if (m.contains("total_size")) {
+      const json& t = m.at("total_size");
+      if (!t.is_number_unsigned())
+        throw InputError(what + ": 'metadata.total_size' is " + t.dump() +
+                             ", not a non-negative integer",
+                         kIndexHint);
+      idx.total_size = t.get<uint64_t>();
+    }
+  }
+  if (!j.contains("weight_map")) throw InputError(what + " has no 'weight_map'", kIndexHint);
+  const json& wm = j.at("weight_map");
+  if (!wm.is_object() || wm.empty())
+    throw InputError(what + ": 'weight_map' is not a non-empty object", kIndexHint);
+  for (const auto& [name, file] : wm.items()) {
+    const std::string field = what + ": 'weight_map." + name + "'";
+    if (name.empty()) throw InputError(what + ": 'weight_map' names an empty tensor", kIndexHint);
+    if (!file.is_string()) throw InputError(field + " is " + file.dump() + ", not a file name", kIndexHint);
+    const std::string f = file.get<std::string>();
+    const bool escapes = f.empty() || f == "." || f.find('/') != std::string::npos ||
+                         f.find('\\') != std::string::npos || f.find("..") != std::string::npos ||
+                         f.find('\0') != std::string::npos;
+    if (escapes)
+      throw InputError(field + " is \"" + f +
+                           "\": a shard must be a plain file name in the model's folder (no "
+                           "path separators, no '..')",
+                       kIndexHint);
+    idx.weight_map[name] = f;
+  }
+  return idx;
+}
+
+// ---- export ----------------------------------------------------------------------
+
+HfExportResult export_hf(const std::string& checkpoint, const std::string& outdir,
+                         const HfExportOptions& options) {
+  if (options.max_shard_size == 0)
+    throw InputError("--max-shard-size is 0", "give a size such as 5G or 500M");
+  const FullCheckpoint ck = read_full(checkpoint);  // verifies every checksum
+  const model::Config& cfg = ck.header.config;
+  const model::ParamLayout layout(cfg);
+
+  std::string dtype = options.dtype;
+  if (dtype.empty()) dtype = ck.header.source_dtype.empty() ? "f32" : ck.header.source_dtype;
+  const DTypeNames& dt = dtype_by_name(dtype);
+
+  // Plan the shards: tensors in layout order, a new shard when the next tensor would
+  // push the current one past max_shard_size.
+  std::vector<std::vector<int>> shards;  // tensor indices of each shard
+  uint64_t shard_bytes = 0, total = 0;
+  for (size_t i = 0; i < layout.tensors().size(); ++i) {
+    const uint64_t bytes = static_cast<uint64_t>(layout.tensors()[i].numel) * st_dtype_size(dt.st);
+    if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_size)) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(static_cast<int>(i));
+    shard_bytes += bytes;
+    total += bytes;
+  }
+
+  std::error_code ec;
+  fs::create_directories(outdir, ec);
+  if (ec || !fs::is_directory(outdir))
+    throw InputError("cannot create output folder '" + outdir + "'" +
+                         (ec ? ": " + ec.message() : std::string()),
+                     "give a folder path that is writable (it is created when missing)");
+  const fs::path dir(outdir);
+  HfExportResult r;
+  r.dtype = dt.zt;
+  r.tensors = static_cast<int64_t>(layout.tensors().size());
+  r.tensor_bytes = total;
+
+  const int n = static_cast<int>(shards.size());
+  json weight_map = json::object();
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  for (int k = 0; k < n; ++k) {
+    const std::string file = n == 1 ? kSingleFile : hf_shard_name(k + 1, n);
+    std::vector<StTensorSpec> specs;
+    for (int i : shards[static_cast<size_t>(k)]) {
+      const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(i)];
+      specs.push_back({t.name, dt.st, t.shape});
+      weight_map[t.name] = file;
+    }
+    SafetensorsWriter w((dir / file).string(), specs, metadata);
+    for (int i : shards[static_cast<size_t>(k)]) {
+      const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(i)];
+      const std::vector<float>& unit = ck.params[static_cast<size_t>(t.unit)];
+      w.write(std::span<const float>(unit).subspan(static_cast<size_t>(t.offset),
+                                                   static_cast<size_t>(t.numel)));
+    }
+    w.finish();
+    r.files.push_back(file);
+  }
+  // A loader prefers model.safetensors to an index: never leave the other layout behind.
+  const fs::path stale = dir / (n == 1 ? kIndexFile : kSingleFile);
+  if (fs::exists(stale, ec)) {
+    fs::remove(stale, ec);
+    log::warn("removed the stale '" + stale.string() + "' of an earlier export");
+  }
+  if (n > 1) {
+    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    write_text(dir / kIndexFile, index.dump(2) + "\n");
+    r.files.push_back(kIndexFile);
+  }
+  write_text(dir / kConfigFile, hf_config_json(cfg, dt.torch));
+  r.files.push_back(kConfigFile);
+  return r;
+}
+
+// ---- import ----------------------------------------------------------------------
+
+HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
+  const fs::path dir(hfdir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw InputError("Hugging Face model folder '" + hfdir + "' not found (or not a folder)",
+                     "give the folder that holds config.json and model.safetensors (or "
+                     "model.safetensors.index.json and its shards)");
+  HfConfig hc = read_hf_config((dir / kConfigFile).string());
+  model::Config cfg = hc.model;
+  name_after_preset(cfg);
+  const model::ParamLayout layout(cfg);
+
+  // Locate every tensor: one file, or an index and its shards.
+  std::map<std::string, Located> found;
+  HfImportResult r;
+  const fs::path index_path = dir / kIndexFile;
+  if (fs::exists(index_path, ec)) {
+    const HfIndex idx = parse_hf_index(read_text(index_path), index_path.string());
+    std::map<std::string, std::set<std::string>> by_shard;  // shard -> tensors it should hold
+    for (const auto& [name, file] : idx.weight_map) by_shard[file].insert(name);
+    uint64_t total = 0;
+    for (const auto& [file, names] : by_shard) {
+      const std::string path = (dir / file).string();
+      const StHeader h = read_safetensors_header(path);
+      for (const StTensor& t : h.tensors) {
+        if (!names.count(t.name))
+          throw InputError("shard '" + path + "' holds tensor '" + t.name + "', which '" +
+                               index_path.string() + "' ('weight_map') does not place there",
+                           kIndexHint);
+        found[t.name] = Located{path, t};
+        total += t.nbytes();
+      }
+      for (const std::string& name : names)
+        if (!h.find(name))
+          throw InputError("'" + index_path.string() + "' ('weight_map') places tensor '" + name +
+                               "' in '" + path + "', which does not hold it",
+                           kIndexHint);
+      r.files.push_back(path);
+    }
+    if (idx.total_size && *idx.total_size != total)
+      log::warn(strf("'%s': metadata.total_size is %llu but the shards' tensors hold %llu bytes",
+                     index_path.string().c_str(), static_cast<unsigned long long>(*idx.total_size),
+                     static_cast<unsigned long long>(total)));
+  } else {
+    const std::string path = (dir / kSingleFile).string();
+    if (!fs::exists(path, ec))
+      throw InputError("'" + hfdir + "' holds neither " + kSingleFile + " nor " + kIndexFile,
+                       "zt imports safetensors weights; convert a pytorch_model.bin first "
+                       "(e.g. load it in transformers and save_pretrained(safe_serialization=True))");
+    const StHeader h = read_safetensors_header(path);
+    for (const StTensor& t : h.tensors) found[t.name] = Located{path, t};
+    r.files.push_back(path);
+  }
+
+  // Every tensor of the model, with the shape config.json implies; nothing unknown.
+  for (const model::TensorInfo& t : layout.tensors()) {
+    const auto it = found.find(t.name);
+    if (it == found.end())
+      throw InputError("tensor '" + t.name + "' is missing from '" + hfdir + "'",
+                       "config.json describes a model with this tensor; is the folder complete?");
+    const StTensor& st = it->second.tensor;
+    if (st.shape != t.shape)
+      throw InputError("tensor '" + t.name + "' in '" + it->second.file + "' has shape " +
+                           shape_str(st.shape) + ", but '" + (dir / kConfigFile).string() +
+                           "' implies " + shape_str(t.shape),
+                       "the config and the weights come from different models");
+    dtype_by_st(st.dtype);  // F32, BF16 or F16
+  }
+  const std::string embed = "model.embed_tokens.weight";
+  for (const auto& [name, loc] : found) {
+    if (layout.try_find(name)) continue;
+    if (name.size() > 21 && name.ends_with(".rotary_emb.inv_freq")) continue;  // derived from rope_theta
+    if (name == "lm_head.weight" && cfg.tied_embeddings) continue;  // checked equal below
+    throw InputError("tensor '" + name + "' in '" + loc.file + "' is not part of zt's Llama model",
+                     "zt's model has no biases and no extra buffers; is this a Llama checkpoint?");
+  }
+
+  // Read into the units' flat buffers (ParamLayout order).
+  std::vector<std::vector<float>> units(static_cast<size_t>(layout.num_units()));
+  for (int u = 0; u < layout.num_units(); ++u)
+    units[static_cast<size_t>(u)].resize(static_cast<size_t>(layout.unit(u).numel));
+  std::map<StDType, int64_t> dtype_elems;
+  std::vector<float> buf;  // [numel] one tensor
+  std::map<std::string, StHeader> headers;
+  auto header_of = [&](const std::string& path) -> const StHeader& {
+    auto it = headers.find(path);
+    if (it == headers.end()) it = headers.emplace(path, read_safetensors_header(path)).first;
+    return it->second;
+  };
+  for (const model::TensorInfo& t : layout.tensors()) {
+    const Located& loc = found.at(t.name);
+    read_safetensors_tensor(loc.file, header_of(loc.file), loc.tensor, buf);
+    std::copy(buf.begin(), buf.end(),
+              units[static_cast<size_t>(t.unit)].begin() + static_cast<ptrdiff_t>(t.offset));
+    dtype_elems[loc.tensor.dtype] += t.numel;
+  }
+  if (cfg.tied_embeddings && found.count("lm_head.weight")) {
+    const Located& loc = found.at("lm_head.weight");
+    if (loc.tensor.shape != layout.find(embed).shape)
+      throw InputError("tied model: 'lm_head.weight' in '" + loc.file + "' has shape " +
+                           shape_str(loc.tensor.shape) + ", unlike '" + embed + "'",
+                       "with tie_word_embeddings the head is the embedding");
+    read_safetensors_tensor(loc.file, header_of(loc.file), loc.tensor, buf);
+    const std::vector<float>& e = units[model::ParamLayout::kEmbeddingUnit];
+    if (std::memcmp(buf.data(), e.data(), buf.size() * sizeof(float)) != 0)
+      throw InputError("'" + (dir / kConfigFile).string() +
+                           "' says tie_word_embeddings, but 'lm_head.weight' in '" + loc.file +
+                           "' differs from '" + embed + "'",
+                       "set tie_word_embeddings to false in config.json if the head is its own "
+                       "matrix");
+  }
+
+  // The source dtype: the one holding most elements (mixed files are rare).
+  StDType source = StDType::kF32;
+  int64_t most = -1;
+  for (const auto& [t, count] : dtype_elems)
+    if (count > most) {
+      most = count;
+      source = t;
+    }
+  if (dtype_elems.size() > 1)
+    log::warn("'" + hfdir + "' mixes dtypes; source_dtype is " + dtype_by_st(source).zt +
+              " (most elements); h5-to-hf will write every tensor in it");
+  r.source_dtype = dtype_by_st(source).zt;
+
+  WeightsOptions wo;
+  wo.source_dtype = r.source_dtype;
+  write_weights_only(out_h5, cfg, units, wo);
+  r.tensors = static_cast<int64_t>(layout.tensors().size());
+  r.params = layout.total_numel();
+  r.model_name = cfg.name;
+  return r;
+}
+
+}  // namespace zt::ckpt
