@@ -71,6 +71,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   adam_m.resize(us);
   adam_v.resize(us);
   secondary_valid.assign(us, 0);
+  state_offloaded = opt.offload.optimizer != offload::Home::kNone;
+  params_offloaded = opt.offload.params == offload::Home::kNvme;
   for (int u = 0; u < units; ++u) {
     const UnitPartition& p = part.unit(u);
     const size_t i = static_cast<size_t>(u);
@@ -89,8 +91,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     if (hpz > 1) secondary[i].assign(static_cast<size_t>(p.secondary), 0.0f);
     if (stage <= 1) full_grads[i].assign(static_cast<size_t>(p.padded), 0.0f);
     if (stage >= 2) grad_shard[i].assign(static_cast<size_t>(p.shard), 0.0f);
-    adam_m[i].assign(moments, 0.0f);
-    adam_v[i].assign(moments, 0.0f);
+    if (!state_offloaded) {  // else the offload store holds them (init_offload)
+      adam_m[i].assign(moments, 0.0f);
+      adam_v[i].assign(moments, 0.0f);
+    }
   }
 
   // Working buffers.
@@ -127,6 +131,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
                       stage <= 1 ? std::span<float>(full_grads[i].data(), numel)
                                  : std::span<float>());
   }
+  init_offload(world.rank());
   install_hooks();
   traffic_at_step = groups.traffic();
   note_peak();
@@ -138,7 +143,9 @@ MemoryStats Engine::Impl::memory() const {
   m.param_shards = bytes_of(param_shard);
   m.secondary_shards = bytes_of(secondary);
   m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
-  m.optimizer = bytes_of(adam_m) + bytes_of(adam_v);
+  m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0) +
+                (co_master.capacity() + co_m.capacity() + co_v.capacity()) * sizeof(float);
+  m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float);
   m.gather_buffers = bytes_of(gather_buf);
   m.grad_buffers = bytes_of(grad_buf);
   m.comm_buffers = bytes_of(gather_q) + bytes_of(reduce_half) + bytes_of(reduce_qsend) +
@@ -160,7 +167,9 @@ std::span<float> Engine::Impl::params_for_update(int u) {
   const size_t i = static_cast<size_t>(u);
   switch (opt.stage) {
     case 0: return {full_params[i].data(), static_cast<size_t>(p.numel)};
-    case 3: return {param_shard[i].data(), static_cast<size_t>(p.owned)};
+    case 3:  // with offload.params = nvme: the staging copy adamw_update fills
+      return {params_offloaded ? unit_params.data() : param_shard[i].data(),
+              static_cast<size_t>(p.owned)};
     default: return {full_params[i].data() + p.begin, static_cast<size_t>(p.owned)};
   }
 }
@@ -214,6 +223,7 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                           int64_t B, int64_t T, bool recompute, double grad_scale) {
   Impl& e = *impl_;
+  e.flush_checkout();
   if (e.micro_done >= e.opt.accum)
     throw Error(strf("micro_step %d of a step with train.accum = %d", e.micro_done + 1,
                      e.opt.accum),
@@ -242,6 +252,7 @@ StepStats Engine::step(double lr) { return impl_->step(lr); }
 double Engine::eval_loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                          int64_t B, int64_t T) {
   Impl& e = *impl_;
+  e.flush_checkout();
   e.begin_pass(Impl::Mode::kEval, e.eval_order);
   double loss = 0;
   try {
@@ -257,6 +268,7 @@ double Engine::eval_loss(std::span<const int32_t> tokens, std::span<const int32_
 
 void Engine::logits_last(std::span<const int32_t> tokens, int64_t T, std::span<float> out) {
   Impl& e = *impl_;
+  e.flush_checkout();
   e.begin_pass(Impl::Mode::kEval, e.eval_order);
   try {
     e.model.logits_last(tokens, T, out);
@@ -273,6 +285,7 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
            "call it between steps");
   ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
            "make it from this engine's model().layout()");
+  e.flush_checkout();
   for (int u = 0; u < e.units; ++u) {
     const size_t numel = static_cast<size_t>(e.part.unit(u).numel);
     std::span<float> dst = out.params(u);
@@ -287,6 +300,7 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
 
 OwnedSlice Engine::owned(int u) {
   Impl& e = *impl_;
+  if (e.state_offloaded || e.params_offloaded) return e.checkout(u);
   const UnitPartition& p = e.part.unit(u);
   const size_t i = static_cast<size_t>(u);
   const size_t count = static_cast<size_t>(p.owned);
@@ -306,6 +320,7 @@ OwnedSlice Engine::owned(int u) {
 void Engine::after_load() {
   Impl& e = *impl_;
   ZT_CHECK(e.mode == Impl::Mode::kIdle, "after_load during a micro-step", "call it between steps");
+  e.flush_checkout();
   if (e.opt.stage <= 2) e.gather_in_place(e.full_params);
   if (e.opt.stage == 0) {
     e.gather_in_place(e.adam_m);
@@ -333,6 +348,7 @@ MemoryStats Engine::memory() const { return impl_->memory(); }
 std::string Engine::describe() const {
   const Impl& e = *impl_;
   const detail::Groups& g = e.groups;
+  const std::string offload = e.store ? "; " + e.store->describe() : std::string();
   return strf("ZeRO stage %d on %d ranks (%d node%s x %d, %s collectives), partition %d, "
               "hpZ %s, prefetch %d, qwZ %s, qgZ %s (block %d), reduce %s, accum %d; "
               "%lld parameters, %lld padded",
@@ -342,7 +358,7 @@ std::string Engine::describe() const {
               e.opt.quantize_weights ? "on" : "off", e.opt.quantize_grads ? "on" : "off",
               e.opt.quantize_block, std::string(dtype_name(e.opt.reduce_dtype)).c_str(),
               e.opt.accum, static_cast<long long>(e.part.total_numel()),
-              static_cast<long long>(e.part.total_padded()));
+              static_cast<long long>(e.part.total_padded())) + offload;
 }
 
 }  // namespace zt::zero

@@ -46,11 +46,12 @@ void Engine::Impl::start_gather(size_t position) {
   pos_slot[position] = slot;
   if (!from_secondary) {
     primary_pos[i] = static_cast<int>(position);
+    if (params_offloaded) load_shard(u, slot);
     if (opt.quantize_weights) {
       const UnitPartition& p = part.unit(u);
       const size_t chunk = packed_bytes(static_cast<size_t>(p.shard), qblock);
       uint8_t* q = gather_q[static_cast<size_t>(slot)].data();
-      quantize_pack(param_shard[i].data(), static_cast<size_t>(p.shard), qblock,
+      quantize_pack(shard_src(u, slot), static_cast<size_t>(p.shard), qblock,
                     q + static_cast<size_t>(part.index()) * chunk);
     }
   }
@@ -72,7 +73,7 @@ void Engine::Impl::start_gather_phase(GatherJob& job, int slot) {
     groups.start_gather(job.phase, q + static_cast<size_t>(part.index()) * chunk, q, chunk,
                         DType::kU8, job.handles);
   } else {
-    groups.start_gather(job.phase, param_shard[i].data(), full, static_cast<size_t>(p.shard),
+    groups.start_gather(job.phase, shard_src(job.unit, slot), full, static_cast<size_t>(p.shard),
                         DType::kF32, job.handles);
   }
 }
@@ -132,9 +133,14 @@ void Engine::Impl::release_gather(size_t position) {
 
 void Engine::Impl::gather_exact(int u, float* out) {
   const UnitPartition& p = part.unit(u);
+  const float* src = param_shard.empty() ? nullptr : param_shard[static_cast<size_t>(u)].data();
+  if (params_offloaded) {  // idle: unit_params is free
+    store->read_params(u, unit_params.data());
+    src = unit_params.data();
+  }
   detail::Handles handles;
   for (int phase = 0; phase < groups.gather_phases(); ++phase) {
-    groups.start_gather(phase, param_shard[static_cast<size_t>(u)].data(), out,
+    groups.start_gather(phase, src, out,
                         static_cast<size_t>(p.shard), DType::kF32, handles);
     detail::wait_all(handles);
   }

@@ -5,6 +5,7 @@
 //   engine_gather.cpp  stage-3 parameter gathers: primary, qwZ, hpZ secondary
 //   engine_reduce.cpp  gradient reductions: all-reduce, reduce-scatter, bf16, qgZ
 //   engine_step.cpp    the optimizer step: global norm, clipping, AdamW on shards
+//   engine_offload.cpp the offload store behind the optimizer state (offload.*)
 //
 // The schedule. Every use of a unit by the model is bracketed by before_use/after_use;
 // uses come in a fixed order (`order`, from model.hpp's hook contract), so every rank
@@ -16,11 +17,14 @@
 // in its last phase is completed. Gathers complete when their unit is needed. All of this
 // depends only on program order, never on timing, so it is identical on every rank.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "groups.hpp"
 #include "zt/core/dtype.hpp"
 #include "zt/model/model.hpp"
+#include "zt/offload/cpu_adam.hpp"
+#include "zt/offload/store.hpp"
 #include "zt/zero/engine.hpp"
 
 namespace zt::zero {
@@ -162,6 +166,29 @@ struct Engine::Impl {
 
   // ---- engine_step.cpp --------------------------------------------------------------
   StepStats step(double lr);
+
+  // ---- engine_offload.cpp -----------------------------------------------------------
+  // offload.optimizer != none: the store holds master, m, v of the owned elements (adam_m
+  // and adam_v stay empty) and the step writes the compute parameters from the master.
+  // offload.params = nvme (stage 3): param_shard stays empty; a gather reads the shard
+  // into its slot's param_stage buffer.
+  offload::Isa isa = offload::Isa::kScalar;  // the CPU AdamW level (every home, and none)
+  std::unique_ptr<offload::Store> store;
+  bool state_offloaded = false;
+  bool params_offloaded = false;
+  std::vector<std::vector<float>> param_stage;  // params on NVMe: per gather slot [shard max]
+  std::vector<float> unit_params;               // params on NVMe: one unit's shard [shard max]
+  // owned(u) of an offloaded unit: its state, paged in for a checkpoint; written back by
+  // flush_checkout() (every public method starts with it).
+  int checkout_unit = -1;
+  std::vector<float> co_master, co_m, co_v;     // [shard max]
+  void init_offload(int rank);
+  void adamw_update(const model::AdamWConfig& adam, int64_t step);
+  const float* shard_src(int u, int slot) const;  // the send buffer of u's primary gather
+  void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]
+  OwnedSlice checkout(int u);
+  void flush_checkout();
+  std::string nonfinite_units();  // after a non-finite step: the units to blame
 };
 
 }  // namespace zt::zero

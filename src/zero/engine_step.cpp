@@ -5,11 +5,12 @@
 // marks the hpZ secondary copies stale (the next primary gather rebuilds them).
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "engine_impl.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
-#include "zt/model/optimizer.hpp"
 
 namespace zt::zero {
 namespace {
@@ -22,8 +23,42 @@ double clip_coefficient(double norm, double max_norm) {
 
 }  // namespace
 
+// Names of the units whose gradient holds a NaN or Inf on some rank ("layers.3
+// (model.layers.3.*)"), from one all_reduce of per-unit flags; only after a bad step.
+std::string Engine::Impl::nonfinite_units() {
+  std::vector<int32_t> bad(static_cast<size_t>(units), 0);  // [units] 1: non-finite here
+  for (int u = 0; u < units; ++u) {
+    const UnitPartition& p = part.unit(u);
+    const size_t i = static_cast<size_t>(u);
+    const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
+    for (int64_t k = 0; k < p.owned; ++k)
+      if (!std::isfinite(g[k])) {
+        bad[i] = 1;
+        break;
+      }
+  }
+  groups.world().all_reduce(bad.data(), bad.data(), bad.size(), DType::kI32, comm::ReduceOp::kMax);
+  std::string names;
+  for (int u = 0; u < units; ++u) {
+    if (!bad[static_cast<size_t>(u)]) continue;
+    const model::UnitInfo& info = layout.unit(u);
+    std::string hf;  // the unit's Hugging Face tensors: "model.layers.3.*", "lm_head.weight"
+    for (int t = info.first_tensor; t < info.first_tensor + info.num_tensors; ++t) {
+      std::string name = layout.tensors()[static_cast<size_t>(t)].name;
+      if (info.kind == model::UnitKind::kBlock) {
+        hf = strf("model.layers.%d.*", info.layer);
+        break;
+      }
+      hf += (hf.empty() ? "" : ", ") + name;
+    }
+    names += (names.empty() ? "" : ", ") + info.name + " (" + hf + ")";
+  }
+  return names.empty() ? "none (the loss alone is not finite)" : names;
+}
+
 StepStats Engine::Impl::step(double lr) {
   ZT_CHECK(mode == Mode::kIdle, "step() during a micro-step", "the engine is not reentrant");
+  flush_checkout();
   if (micro_done != opt.accum)
     throw Error(strf("step() after %d micro_steps; train.accum is %d", micro_done, opt.accum),
                 "call micro_step exactly accum times per optimizer step");
@@ -46,18 +81,34 @@ StepStats Engine::Impl::step(double lr) {
   stats.loss = sums[1] / static_cast<double>(n);
   stats.clip_coef = clip_coefficient(stats.grad_norm, opt.grad_clip);
 
+  // A NaN or Inf in the loss or any gradient (every rank sees the same reduced sums, so
+  // all decide alike): skip the update. Parameters, AdamW moments and AdamW's step count
+  // stay as they were; the gradients are dropped.
+  if (!std::isfinite(sums[0]) || !std::isfinite(sums[1])) {
+    stats.skipped = true;
+    stats.bad_units = nonfinite_units();
+    for (auto& g : full_grads) std::fill(g.begin(), g.end(), 0.0f);
+    for (auto& g : grad_shard) std::fill(g.begin(), g.end(), 0.0f);
+    micro_done = 0;
+    loss_sum = 0.0;
+    stats.step = steps;
+    const Traffic now = groups.traffic();
+    stats.traffic = now.minus(traffic_at_step);
+    traffic_at_step = now;
+    stats.memory = memory();
+    return stats;
+  }
+
   model::AdamWConfig adam = opt.adamw;
   adam.lr = lr;
-  for (int u = 0; u < units; ++u) {
-    std::span<float> g = grads_for_update(u);
-    if (stats.clip_coef != 1.0) {
-      const float c = static_cast<float>(stats.clip_coef);
-      for (float& x : g) x *= c;
-    }
-    if (g.empty()) continue;  // this rank's shard of u is all padding
-    model::adamw_unit_slice<float>(layout, u, update_begin(u), params_for_update(u), g,
-                                   m_for_update(u), v_for_update(u), adam, steps + 1);
+  if (stats.clip_coef != 1.0) {
+    const float c = static_cast<float>(stats.clip_coef);
+    for (int u = 0; u < units; ++u)
+      for (float& x : grads_for_update(u)) x *= c;
   }
+  // The offload store's CPU AdamW (same floats as model::adamw_unit_slice) on the owned
+  // elements, wherever their state lives (engine_offload.cpp).
+  adamw_update(adam, steps + 1);
 
   if (opt.stage == 1 || opt.stage == 2) gather_in_place(full_params);
   std::fill(secondary_valid.begin(), secondary_valid.end(), 0);

@@ -78,6 +78,7 @@ void EngineOptions::validate(int world_size, int ranks_per_node) const {
                           "sequence >= 0",
                           static_cast<long long>(max_batch), static_cast<long long>(max_seq)),
                      "train.micro_batch and train.seq_len size the activation workspace");
+  offload.validate(stage);
 }
 
 int EngineOptions::effective_hpz(int world_size, int ranks_per_node) const {

@@ -8,6 +8,7 @@
 
 #include "zt/core/dtype.hpp"
 #include "zt/model/optimizer.hpp"
+#include "zt/offload/options.hpp"
 
 namespace zt::zero {
 
@@ -41,6 +42,10 @@ struct EngineOptions {
   model::AdamWConfig adamw;
   int64_t max_batch = 1;
   int64_t max_seq = 0;
+
+  // offload.*: homes of the optimizer state and the stage-3 parameter shards
+  // (docs/offload.md). Checked against the stage by validate().
+  offload::Options offload;
 
   // Throws zt::InputError for the first bad key. world_size is the number of ranks,
   // ranks_per_node the ranks of one node (world_size when the caller gives no node

@@ -1,0 +1,125 @@
+// The offload store behind the engine's optimizer state (offload.*, docs/offload.md):
+// construction of the store, the AdamW pass over every home, the stage-3 parameter
+// shards on NVMe, and the checkpoint view of offloaded units (owned / after_load).
+#include <algorithm>
+
+#include "engine_impl.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+
+namespace zt::zero {
+
+void Engine::Impl::init_offload(int rank) {
+  isa = offload::default_isa();
+  if (!state_offloaded && !params_offloaded) return;
+  std::vector<int64_t> state_counts(static_cast<size_t>(units)), param_counts;
+  int64_t max_shard = 0;
+  for (int u = 0; u < units; ++u) {
+    const UnitPartition& p = part.unit(u);
+    state_counts[static_cast<size_t>(u)] = p.owned;
+    max_shard = std::max(max_shard, p.shard);
+  }
+  if (params_offloaded)
+    for (int u = 0; u < units; ++u) param_counts.push_back(part.unit(u).shard);
+  // Preflight (path, room, memlock) and the NVMe file: before any step.
+  store = std::make_unique<offload::Store>(opt.offload, state_counts, param_counts, rank);
+  if (state_offloaded)
+    for (int u = 0; u < units; ++u)  // the master starts as the initial parameters
+      store->init_unit(u, opt.stage == 3 ? param_shard[static_cast<size_t>(u)].data()
+                                         : params_for_update(u).data());
+  if (params_offloaded) {
+    for (int u = 0; u < units; ++u) {
+      store->write_params(u, param_shard[static_cast<size_t>(u)].data());
+      std::vector<float>().swap(param_shard[static_cast<size_t>(u)]);
+    }
+    param_shard.clear();
+    param_stage.assign(gathers.size(), std::vector<float>(static_cast<size_t>(max_shard), 0.0f));
+    unit_params.assign(static_cast<size_t>(max_shard), 0.0f);
+  }
+}
+
+const float* Engine::Impl::shard_src(int u, int slot) const {
+  return params_offloaded ? param_stage[static_cast<size_t>(slot)].data()
+                          : param_shard[static_cast<size_t>(u)].data();
+}
+
+void Engine::Impl::load_shard(int u, int slot) {
+  store->read_params(u, param_stage[static_cast<size_t>(slot)].data());
+}
+
+// AdamW on every owned element. Without an optimizer store: in place on the engine's
+// parameters (the fp32 master on CPU) and moments. With one: the store's pipelined pass
+// over sub-groups updates master, m, v and the kernel writes the compute parameters in
+// the same pass. The same kernel and order serve every home, so the floats are equal.
+void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step) {
+  if (!state_offloaded) {
+    for (int u = 0; u < units; ++u) {
+      std::span<float> g = grads_for_update(u);
+      if (g.empty()) continue;  // this rank's shard of u is all padding
+      if (params_offloaded) store->read_params(u, unit_params.data());
+      offload::adamw_unit_slice(layout, u, update_begin(u), params_for_update(u), g, m_for_update(u),
+                                v_for_update(u), {}, adam, step, isa);
+      if (params_offloaded) store->write_params(u, unit_params.data());
+    }
+    return;
+  }
+  const std::vector<offload::SubGroup>& groups_ = store->subgroups();
+  store->update([&](const offload::SubGroup& sg, const offload::StateView& st) {
+    const size_t c = static_cast<size_t>(sg.count);
+    float* out = params_offloaded ? unit_params.data() + sg.first
+                                  : params_for_update(sg.unit).data() + sg.first;
+    offload::adamw_unit_slice(layout, sg.unit, update_begin(sg.unit) + sg.first,
+                              {st.master, c}, {grads_for_update(sg.unit).data() + sg.first, c},
+                              {st.m, c}, {st.v, c}, offload::ParamCopy{out, nullptr}, adam, step,
+                              isa);
+    // The unit's last sub-group: its new parameter shard goes to NVMe.
+    const bool last = &sg == &groups_.back() || (&sg + 1)->unit != sg.unit;
+    if (params_offloaded && last) store->write_params(sg.unit, unit_params.data());
+  });
+}
+
+OwnedSlice Engine::Impl::checkout(int u) {
+  ZT_CHECK(mode == Mode::kIdle, "owned() during a micro-step", "call it between steps");
+  flush_checkout();
+  const UnitPartition& p = part.unit(u);
+  const size_t count = static_cast<size_t>(p.owned);
+  const size_t shard = static_cast<size_t>(p.shard);
+  co_master.assign(shard, 0.0f);  // padding beyond `owned` stays zero
+  OwnedSlice s;
+  s.begin = p.begin;
+  s.count = p.owned;
+  if (state_offloaded) {
+    co_m.assign(count, 0.0f);
+    co_v.assign(count, 0.0f);
+    store->read_unit(u, co_master.data(), co_m.data(), co_v.data());
+    s.m = {co_m.data(), count};
+    s.v = {co_v.data(), count};
+  } else {  // only the parameters are on NVMe (stage 3: moments are shards)
+    store->read_params(u, co_master.data());
+    s.m = {adam_m[static_cast<size_t>(u)].data(), count};
+    s.v = {adam_v[static_cast<size_t>(u)].data(), count};
+  }
+  s.params = {co_master.data(), count};
+  checkout_unit = u;
+  return s;
+}
+
+// Writes the checked-out unit back (a checkpoint load may have changed it): master, m, v
+// to the store, and the master into the compute parameters (fp32 on CPU: a copy).
+void Engine::Impl::flush_checkout() {
+  if (checkout_unit < 0) return;
+  const int u = checkout_unit;
+  checkout_unit = -1;
+  if (state_offloaded) store->write_unit(u, co_master.data(), co_m.data(), co_v.data());
+  if (params_offloaded) {
+    store->write_params(u, co_master.data());
+  } else {
+    std::span<float> params = params_for_update(u);
+    std::copy_n(co_master.data(), params.size(), params.data());
+  }
+  std::vector<float>().swap(co_master);
+  std::vector<float>().swap(co_m);
+  std::vector<float>().swap(co_v);
+}
+
+}  // namespace zt::zero
