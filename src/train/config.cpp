@@ -5,6 +5,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/offload/config.hpp"
 #include "zt/zero/config.hpp"
 
 namespace zt::train {
@@ -86,6 +87,8 @@ config::Schema train_schema() {
 
   // --- zero: the ZeRO engine (stage 0 = plain data parallelism) -----------------------
   zero::add_zero_keys(s);
+  // --- offload: homes of the optimizer state and stage-3 parameters (docs/offload.md) --
+  offload::add_offload_keys(s);
   return s;
 }
 
@@ -175,6 +178,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.zero.adamw = model::AdamWConfig{t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
   t.zero.max_batch = t.micro_batch;
   t.zero.max_seq = t.seq_len;
+  t.zero.offload = offload::offload_options(c);
   return t;
 }
 
