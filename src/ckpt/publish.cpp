@@ -48,7 +48,7 @@ void unlink_if_there(const std::string& path) {
   }
   if (S_ISDIR(st.st_mode))
     throw Error("'" + path + "' is a folder where zt wants to write a file", "remove or rename it");
-  if (::unlink(path.c_str()) != 0) fail_errno("unlink", path, errno);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) fail_errno("unlink", path, errno);
 }
 
 // A new, empty file (the user's umask, never through a symlink).
@@ -153,8 +153,9 @@ std::string finish_publish(MPI_Comm comm, const std::string& dir, int64_t step, 
       for (size_t i = 0; i < drop; ++i)
         if (steps[i] != step) unlink_if_there((fs::path(dir) / step_file_name(steps[i])).string());
     }
+    // Leftovers of crashed saves of earlier steps.
     for (const int64_t s : steps_in(dir, true))
-      unlink_if_there((fs::path(dir) / (step_file_name(s) + ".tmp")).string());
+      if (s < step) unlink_if_there((fs::path(dir) / (step_file_name(s) + ".tmp")).string());
   });
   return final_path;
 }

@@ -5,6 +5,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/ckpt/config.hpp"
 #include "zt/offload/config.hpp"
 #include "zt/zero/config.hpp"
 
@@ -87,6 +88,8 @@ config::Schema train_schema() {
 
   // --- zero: the ZeRO engine (stage 0 = plain data parallelism) -----------------------
   zero::add_zero_keys(s);
+  // --- ckpt: checkpoints (docs/checkpoint-format.md) -----------------------------------
+  ckpt::add_ckpt_keys(s);
   // --- offload: homes of the optimizer state and stage-3 parameters (docs/offload.md) --
   offload::add_offload_keys(s);
   return s;
@@ -179,6 +182,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.zero.max_batch = t.micro_batch;
   t.zero.max_seq = t.seq_len;
   t.zero.offload = offload::offload_options(c);
+  t.ckpt = ckpt::ckpt_options(c);
   return t;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "zt/ckpt/preemption.hpp"
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
@@ -288,13 +289,22 @@ int run_train(const TrainArgs& args) {
     }
   };
 
+  // SIGTERM / SIGUSR1 (Slurm's warning before a kill) only set a flag from here on: the
+  // loop agrees on it at the next step boundary, saves a checkpoint and ends (exit 0).
+  const ckpt::PreemptionSignals preemption;
   const train::TrainResult result =
-      train::train(tc, *comm, tokens, hooks, train::NodeComms{node_comm.get(), cross_comm.get()});
+      train::train(tc, *comm, tokens, hooks,
+                   train::NodeComms{node_comm.get(), cross_comm.get(), rt.world()});
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   const train::StepRecord& last = result.steps.back();
-  log::info(strf("done: %lld steps in %.1f s, final loss %.4f", static_cast<long long>(steps),
-                 total, last.loss) +
+  if (result.stopped) {
+    log::info(strf("stopped at step %lld of %lld after %.1f s; resume with --set ckpt.resume=auto",
+                   static_cast<long long>(last.step), static_cast<long long>(steps), total));
+    return 0;
+  }
+  log::info(strf("done: %lld steps in %.1f s, final loss %.4f",
+                 static_cast<long long>(result.steps.size()), total, last.loss) +
             (last.eval_loss ? strf(", eval loss %.4f", *last.eval_loss) : std::string()));
   if (!result.sample.empty()) {
     log::info(strf("sample (%lld tokens, temperature %g, seed %llu):",

@@ -9,6 +9,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/data/sampler.hpp"
+#include "checkpoints.hpp"
 #include "zt/train/generate.hpp"
 #include "zt/train/metrics.hpp"
 #include "zt/train/schedule.hpp"
@@ -115,7 +116,14 @@ TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFil
   zero::Engine engine(cfg.model, comm, nodes.node, nodes.cross, cfg.zero,
                       model::InitOptions{cfg.seed, cfg.init_std, true});
 
+  // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
+  // on preemption (checkpoints.hpp).
+  LoopCheckpoints checkpoints(cfg, comm, nodes.mpi, engine);
+  int64_t tokens_seen = 0;
+  const int64_t first_step = checkpoints.start(tokens_seen);
+
   TrainResult result;
+  result.first_step = first_step;
   result.params = cfg.model.num_params();
   result.engine = engine.describe();
   if (cfg.peak_tflops > 0) {
@@ -149,7 +157,7 @@ TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFil
     return mean;
   };
 
-  for (int64_t step = 0; step < cfg.steps; ++step) {
+  for (int64_t step = first_step; step < cfg.steps; ++step) {
     const auto t0 = Clock::now();
     const double lr = lr_at(schedule, step);
 
@@ -177,14 +185,24 @@ TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFil
     rec.step_time_s = seconds;
     rec.tokens_per_s = static_cast<double>(cfg.tokens_per_step()) / seconds;
     rec.mfu = mfu(rec.tokens_per_s, flops_per_token, world, result.peak_flops_per_rank);
-    rec.tokens_seen = (step + 1) * cfg.tokens_per_step();
+    tokens_seen += cfg.tokens_per_step();
+    rec.tokens_seen = tokens_seen;
     reduce_max_over_ranks(comm, process_memory(), stats, rec);
     const bool last = step + 1 == cfg.steps;
     if (eval_windows && (last || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0)))
       rec.eval_loss = evaluate();
     if (hooks.on_step) hooks.on_step(rec);
     result.steps.push_back(rec);
+    if (checkpoints.after_step(step + 1, tokens_seen)) break;  // preempted: saved, stop
   }
+  result.stopped = checkpoints.stopped();
+  result.stop_signal = checkpoints.signal();
+  if (result.stopped) {
+    result.checkpoint = checkpoints.last_path();
+    return result;  // no final evaluation or sample: the job is being ended
+  }
+  checkpoints.finish(cfg.steps, tokens_seen);
+  result.checkpoint = checkpoints.last_path();
 
   if (cfg.sample_tokens > 0 && rank == 0 && data.tokenizer != "bytes")
     log::warn("no sample: the dataset's tokenizer is \"" + data.tokenizer +

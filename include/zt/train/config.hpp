@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "zt/ckpt/config.hpp"
 #include "zt/core/config.hpp"
 #include "zt/model/config.hpp"
 #include "zt/zero/options.hpp"
@@ -56,6 +57,8 @@ struct TrainConfig {
   // zero.* keys, plus the train.* fields the engine needs (accum, grad_clip, AdamW,
   // micro-batch shape). Checked against the world and ranks per node by validate().
   zero::EngineOptions zero;
+
+  ckpt::CkptOptions ckpt;  // ckpt.* keys (checkpoints: cadence, resume, preemption)
 
   int64_t tokens_per_step() const { return global_batch * seq_len; }
 };

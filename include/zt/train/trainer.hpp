@@ -9,6 +9,8 @@
 // so the update equals that of one process running the whole global batch. Evaluation and
 // the final sample also run through the engine (collective: every rank takes part).
 #include <cstdint>
+#include <mpi.h>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -54,6 +56,10 @@ struct TrainResult {
   double peak_flops_per_rank = 0;     // used for MFU
   int64_t params = 0;                 // parameter count
   std::string engine;                 // Engine::describe() of rank 0's engine
+  int64_t first_step = 0;             // steps done before this run (resumed from a checkpoint)
+  bool stopped = false;               // ended early: preemption signal or ckpt.stop_after
+  int stop_signal = 0;                // the signal that preempted it (0: none / stop_after)
+  std::string checkpoint;             // the last checkpoint written ("" if none)
 };
 
 // The communicators of this rank's node and of its peers on other nodes (runtime's
@@ -61,6 +67,9 @@ struct TrainResult {
 struct NodeComms {
   comm::Comm* node = nullptr;
   comm::Comm* cross = nullptr;
+  // The MPI communicator of the training comm's ranks, for checkpoints (parallel HDF5);
+  // MPI_COMM_NULL: no checkpoint is read or written (ckpt.* keys that need one are refused).
+  MPI_Comm mpi = MPI_COMM_NULL;
 };
 
 // Trains cfg.model on `data` over `comm` (its ranks are the data-parallel ranks;

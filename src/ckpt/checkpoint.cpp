@@ -1,0 +1,117 @@
+// Engine-level save and load over the collective file writer and reader (see
+// checkpoint.hpp): the engine's owned slices are the shards.
+#include "zt/ckpt/checkpoint.hpp"
+
+#include <chrono>
+
+#include "zt/ckpt/io.hpp"
+#include "zt/ckpt/publish.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/runtime/mpi_check.hpp"
+
+namespace zt::ckpt {
+namespace {
+
+int rank_of(MPI_Comm comm) {
+  int r = 0;
+  ZT_MPI_CHECK(MPI_Comm_rank(comm, &r));
+  return r;
+}
+
+std::vector<UnitTarget> targets_of(zero::Engine& engine, bool moments) {
+  std::vector<UnitTarget> t;
+  const int units = engine.model().layout().num_units();
+  for (int u = 0; u < units; ++u) {
+    const zero::OwnedSlice s = engine.owned(u);
+    t.push_back(UnitTarget{s.begin, s.count, s.params, moments ? s.m : std::span<float>(),
+                           moments ? s.v : std::span<float>()});
+  }
+  return t;
+}
+
+}  // namespace
+
+SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, const TrainState& state,
+                int keep, uint64_t rng_seed) {
+  const auto t0 = std::chrono::steady_clock::now();
+  WriteContents c;
+  c.header.config = engine.model().layout().config();
+  c.header.contents = kContentsTraining;
+  c.state = state;
+  c.rng_seed = rng_seed;
+  const int units = engine.model().layout().num_units();
+  for (int u = 0; u < units; ++u) {
+    const zero::OwnedSlice s = engine.owned(u);
+    c.units.push_back(UnitShard{s.begin, s.count, s.params, s.m, s.v});
+  }
+  const std::string tmp = begin_publish(comm, dir, state.step);
+  // Every rank reaches the agreement below, failed or not, so none waits for another.
+  int failed = 0;
+  std::string error;
+  try {
+    write_file(comm, tmp, c);
+  } catch (const Error& e) {
+    failed = 1;
+    error = e.what();
+  }
+  ZT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm));
+  if (failed) {
+    abandon_publish(comm, tmp);
+    throw Error(error.empty() ? "writing checkpoint '" + tmp + "' failed on another rank (its "
+                                "message says why); the file was removed"
+                              : error,
+                "check free disk space and that ckpt.dir is writable; `latest` still names the "
+                "previous checkpoint");
+  }
+  SaveResult r;
+  r.path = finish_publish(comm, dir, state.step, keep);
+  r.bytes = static_cast<uint64_t>(engine.model().layout().total_numel()) * 3 * sizeof(float);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+TrainState load(zero::Engine& engine, MPI_Comm comm, const std::string& path,
+                std::vector<std::string>* warnings) {
+  const std::vector<UnitTarget> t = targets_of(engine, true);
+  const std::optional<TrainState> st =
+      read_file(comm, path, engine.model().layout().config(), t, ReadWhat::kTraining, warnings);
+  engine.after_load();
+  engine.set_steps_done(st->step);
+  return *st;
+}
+
+void load_weights(zero::Engine& engine, MPI_Comm comm, const std::string& path,
+                  std::vector<std::string>* warnings) {
+  const std::vector<UnitTarget> t = targets_of(engine, false);
+  read_file(comm, path, engine.model().layout().config(), t, ReadWhat::kParams, warnings);
+  engine.after_load();
+}
+
+std::string resolve_resume(MPI_Comm comm, const std::string& resume, const std::string& dir) {
+  if (resume == "none" || resume.empty()) return "";
+  if (resume != "auto") return resume;
+  // Rank 0 reads `latest`; everyone gets its answer (or its error).
+  int code = 0;
+  std::string text, hint;
+  if (rank_of(comm) == 0) {
+    try {
+      text = read_latest(dir);
+    } catch (const Error& e) {
+      code = static_cast<int>(e.exit_code());
+      text = e.message();
+      hint = e.hint();
+    }
+  }
+  ZT_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, 0, comm));
+  for (std::string* s : {&text, &hint}) {
+    int len = static_cast<int>(s->size());
+    ZT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
+    s->resize(static_cast<size_t>(len));
+    ZT_MPI_CHECK(MPI_Bcast(s->data(), len, MPI_CHAR, 0, comm));
+  }
+  if (code != 0) throw Error(text, hint, static_cast<ExitCode>(code));
+  return text;
+}
+
+}  // namespace zt::ckpt

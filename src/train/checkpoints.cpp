@@ -1,0 +1,133 @@
+// Checkpoints inside the training loop (see checkpoints.hpp).
+#include "checkpoints.hpp"
+
+#include <vector>
+
+#include "zt/ckpt/checkpoint.hpp"
+#include "zt/ckpt/preemption.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+
+namespace zt::train {
+
+LoopCheckpoints::LoopCheckpoints(const TrainConfig& cfg, comm::Comm& comm, MPI_Comm mpi,
+                                 zero::Engine& engine)
+    : cfg_(cfg), comm_(comm), mpi_(mpi), engine_(engine) {
+  const ckpt::CkptOptions& o = cfg.ckpt;
+  if (mpi_ == MPI_COMM_NULL &&
+      (o.resume != "none" || !o.init_from.empty() || o.every > 0 || o.stop_after > 0))
+    throw InputError("ckpt.resume / ckpt.init_from / ckpt.every / ckpt.stop_after need the "
+                     "training communicator as an MPI communicator (NodeComms::mpi)",
+                     "zt train passes it; a caller of train::train must too");
+}
+
+int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
+  tokens_seen = 0;
+  if (mpi_ == MPI_COMM_NULL) return 0;
+  const ckpt::CkptOptions& o = cfg_.ckpt;
+  const bool root = comm_.rank() == 0;
+  std::vector<std::string> warnings;
+  int64_t first = 0;
+  if (!o.init_from.empty()) {
+    ckpt::load_weights(engine_, mpi_, o.init_from, &warnings);
+    if (root) log::info("ckpt: initial weights from " + o.init_from + " (fresh optimizer, step 0)");
+  } else {
+    const std::string path = ckpt::resolve_resume(mpi_, o.resume, o.dir);
+    if (path.empty()) {
+      if (root && o.resume == "auto")
+        log::info("ckpt: no checkpoint in " + o.dir + " (no 'latest'): starting fresh");
+    } else {
+      const ckpt::TrainState st = ckpt::load(engine_, mpi_, path, &warnings);
+      if (st.step >= cfg_.steps)
+        throw InputError(strf("checkpoint '%s' is at step %lld and train.steps = %lld: nothing "
+                              "is left to train",
+                              path.c_str(), static_cast<long long>(st.step),
+                              static_cast<long long>(cfg_.steps)),
+                         "raise train.steps to continue training from it");
+      first = st.step;
+      tokens_seen = st.tokens_seen;
+      saved_step_ = st.step;
+      if (st.steps != cfg_.steps || st.lr != cfg_.lr || st.min_lr != cfg_.min_lr || st.warmup != cfg_.warmup)
+        warnings.push_back(strf("the LR schedule differs from the checkpoint's (steps %lld, lr %g, "
+                                "min_lr %g, warmup %lld): this run follows its own train.* keys",
+                                static_cast<long long>(st.steps), st.lr, st.min_lr,
+                                static_cast<long long>(st.warmup)));
+      if (st.sampler_seed != cfg_.seed)
+        warnings.push_back(strf("train.seed %llu differs from the checkpoint's %llu: the data "
+                                "order changes",
+                                static_cast<unsigned long long>(cfg_.seed),
+                                static_cast<unsigned long long>(st.sampler_seed)));
+      if (st.global_batch != cfg_.global_batch || st.seq_len != cfg_.seq_len)
+        warnings.push_back(strf("the batch shape differs from the checkpoint's (global_batch %lld, "
+                                "seq_len %lld)",
+                                static_cast<long long>(st.global_batch),
+                                static_cast<long long>(st.seq_len)));
+      if (root)
+        log::info(strf("ckpt: resumed from %s at step %lld (saved by %lld rank%s, stage %lld, hpZ %lld)",
+                       path.c_str(), static_cast<long long>(st.step),
+                       static_cast<long long>(st.world_size), st.world_size == 1 ? "" : "s",
+                       static_cast<long long>(st.zero_stage), static_cast<long long>(st.hpz)));
+    }
+  }
+  if (root)
+    for (const std::string& w : warnings) log::warn("ckpt: " + w);
+  return first;
+}
+
+bool LoopCheckpoints::after_step(int64_t done, int64_t tokens_seen) {
+  // Preemption: any rank's flag, agreed by all at this boundary.
+  int32_t flag[2] = {ckpt::preemption_requested() ? 1 : 0, ckpt::preemption_signal()};
+  comm_.all_reduce(flag, flag, 2, DType::kI32, comm::ReduceOp::kMax);
+  const bool stop = flag[0] != 0 || (cfg_.ckpt.stop_after > 0 && done >= cfg_.ckpt.stop_after);
+  const bool due = cfg_.ckpt.every > 0 && done % cfg_.ckpt.every == 0;
+  if (mpi_ != MPI_COMM_NULL && (stop || due)) save(done, tokens_seen);
+  if (stop && done < cfg_.steps) {
+    stopped_ = true;
+    signal_ = flag[1];
+    if (comm_.rank() == 0)
+      log::info(strf("%s at step %lld: checkpoint %s written",
+                     flag[0] ? (signal_ ? strf("preempted (signal %d)", signal_).c_str() : "preempted")
+                             : "ckpt.stop_after reached",
+                     static_cast<long long>(done),
+                     last_path_.empty() ? "(none: no MPI communicator)" : last_path_.c_str()));
+  }
+  return stopped_;
+}
+
+void LoopCheckpoints::finish(int64_t done, int64_t tokens_seen) {
+  if (mpi_ == MPI_COMM_NULL || !cfg_.ckpt.save_final || saved_step_ == done) return;
+  save(done, tokens_seen);
+}
+
+void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
+  if (saved_step_ == done) return;
+  ckpt::TrainState st;
+  st.step = done;
+  st.tokens_seen = tokens_seen;
+  st.sampler_seed = cfg_.seed;
+  st.sampler_next_step = done;
+  st.lr = cfg_.lr;
+  st.min_lr = cfg_.min_lr;
+  st.warmup = cfg_.warmup;
+  st.steps = cfg_.steps;
+  st.beta1 = cfg_.beta1;
+  st.beta2 = cfg_.beta2;
+  st.eps = cfg_.eps;
+  st.weight_decay = cfg_.weight_decay;
+  st.grad_clip = cfg_.grad_clip;
+  st.global_batch = cfg_.global_batch;
+  st.seq_len = cfg_.seq_len;
+  st.world_size = comm_.size();
+  st.zero_stage = engine_.options().stage;
+  st.hpz = engine_.hpz();
+  const ckpt::SaveResult r = ckpt::save(engine_, mpi_, cfg_.ckpt.dir, st, cfg_.ckpt.keep, cfg_.seed);
+  saved_step_ = done;
+  last_path_ = r.path;
+  if (comm_.rank() == 0)
+    log::info(strf("ckpt: step %lld -> %s (%.1f MB in %.2f s, %.0f MB/s; training stalled %.2f s)",
+                   static_cast<long long>(done), r.path.c_str(), static_cast<double>(r.bytes) / 1e6,
+                   r.seconds, static_cast<double>(r.bytes) / 1e6 / std::max(r.seconds, 1e-9),
+                   r.seconds));
+}
+
+}  // namespace zt::train

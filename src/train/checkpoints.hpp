@@ -1,0 +1,51 @@
+#pragma once
+// Checkpoints inside the training loop (private to zt_train): resume or init_from at the
+// start, saves on the ckpt.every cadence, after the last step (ckpt.save_final), and on
+// preemption (SIGTERM/SIGUSR1 on any rank, or ckpt.stop_after): all ranks agree at the
+// step boundary (one max-all_reduce of a flag per step), save, and the loop ends.
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+#include "zt/comm/comm.hpp"
+#include "zt/train/config.hpp"
+#include "zt/zero/engine.hpp"
+
+namespace zt::train {
+
+class LoopCheckpoints {
+ public:
+  // mpi: the MPI communicator of comm's ranks (parallel HDF5), or MPI_COMM_NULL: then
+  // nothing is saved or loaded, and ckpt.* keys that need a file are refused.
+  LoopCheckpoints(const TrainConfig& cfg, comm::Comm& comm, MPI_Comm mpi, zero::Engine& engine);
+
+  // Loads what ckpt.resume / ckpt.init_from name. Returns the first step to run (steps
+  // done so far) and sets tokens_seen.
+  int64_t start(int64_t& tokens_seen);
+
+  // Every rank after step `done` (steps done): agrees on preemption, saves when due.
+  // True when the run must end here (preempted or ckpt.stop_after).
+  bool after_step(int64_t done, int64_t tokens_seen);
+
+  // After the last step: the final save (ckpt.save_final) unless that step was saved.
+  void finish(int64_t done, int64_t tokens_seen);
+
+  bool stopped() const { return stopped_; }
+  int signal() const { return signal_; }
+  const std::string& last_path() const { return last_path_; }
+
+ private:
+  void save(int64_t done, int64_t tokens_seen);
+
+  const TrainConfig& cfg_;
+  comm::Comm& comm_;
+  MPI_Comm mpi_;
+  zero::Engine& engine_;
+  int64_t saved_step_ = -1;
+  bool stopped_ = false;
+  int signal_ = 0;
+  std::string last_path_;
+};
+
+}  // namespace zt::train
