@@ -118,7 +118,7 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
     if (m.contains("total_size")) {
       const json& t = m.at("total_size");
       if (!t.is_number_unsigned())
-        throw InputError(what + ": 'metadata.total_size' is " + t.dump() +
+        throw InputError(what + ": 'metadata.total_size' is " + detail::describe(t) +
                              ", not a non-negative integer",
                          kIndexHint);
       idx.total_size = t.get<uint64_t>();
@@ -131,7 +131,7 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
   for (const auto& [name, file] : wm.items()) {
     const std::string field = what + ": 'weight_map." + name + "'";
     if (name.empty()) throw InputError(what + ": 'weight_map' names an empty tensor", kIndexHint);
-    if (!file.is_string()) throw InputError(field + " is " + file.dump() + ", not a file name", kIndexHint);
+    if (!file.is_string()) throw InputError(field + " is " + detail::describe(file) + ", not a file name", kIndexHint);
     const std::string f = file.get<std::string>();
     const bool escapes = f.empty() || f == "." || f.find('/') != std::string::npos ||
                          f.find('\\') != std::string::npos || f.find("..") != std::string::npos ||

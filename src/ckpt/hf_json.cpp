@@ -34,4 +34,16 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& what,
   return j;
 }
 
+std::string describe(const nlohmann::json& value) {
+  if (value.is_array()) return "an array of " + std::to_string(value.size());
+  if (value.is_object()) return "an object of " + std::to_string(value.size()) + " keys";
+  if (value.is_string()) {
+    const std::string& s = value.get_ref<const std::string&>();
+    if (s.size() > 64) return nlohmann::json(s.substr(0, 64))
+                                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                              "...";
+  }
+  return value.dump();
+}
+
 }  // namespace zt::ckpt::detail

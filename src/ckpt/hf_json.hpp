@@ -13,4 +13,9 @@ namespace zt::ckpt::detail {
 nlohmann::json parse_json_strict(std::string_view text, const std::string& what,
                                  const std::string& hint);
 
+// A short description of a value for an error message: scalars as JSON (strings cut to
+// 64 characters), arrays and objects by kind and size (dump() recurses, and a hostile
+// header may nest deeply).
+std::string describe(const nlohmann::json& value);
+
 }  // namespace zt::ckpt::detail

@@ -82,30 +82,31 @@ StTensor parse_entry(const std::string& name, const json& e, const std::string& 
   uint64_t numel = 1;
   for (const json& d : shape) {
     if (!d.is_number_unsigned())
-      bad(where, field + ": 'shape' holds " + d.dump() + ", not a non-negative integer");
+      bad(where, field + ": 'shape' holds " + detail::describe(d) + ", not a non-negative integer");
     const uint64_t dim = d.get<uint64_t>();
     if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         __builtin_mul_overflow(numel, dim, &numel) ||
         numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      bad(where, field + ": 'shape' " + shape.dump() + " has more elements than fit in 63 bits");
+      bad(where, field + ": 'shape' has more elements than fit in 63 bits");
     t.shape.push_back(static_cast<int64_t>(dim));
   }
   uint64_t nbytes = 0;
   if (__builtin_mul_overflow(numel, static_cast<uint64_t>(st_dtype_size(t.dtype)), &nbytes))
-    bad(where, field + ": 'shape' " + shape.dump() + " is too large");
+    bad(where, field + ": 'shape' " + shape_str(t.shape) + " is too large");
 
   const json& off = e.at("data_offsets");
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
       !off[1].is_number_unsigned())
     bad(where, field + ": 'data_offsets' must be [begin, end] (non-negative integers), got " +
-                   off.dump());
+                   detail::describe(off));
   t.begin = off[0].get<uint64_t>();
   t.end = off[1].get<uint64_t>();
+  const std::string offsets = "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]";
   if (t.end < t.begin)
-    bad(where, field + ": 'data_offsets' " + off.dump() + " ends before it begins");
+    bad(where, field + ": 'data_offsets' " + offsets + " ends before it begins");
   if (t.end - t.begin != nbytes)
     bad(where, strf("%s: 'data_offsets' %s span %llu bytes but dtype %s and shape %s need %llu",
-                    field.c_str(), off.dump().c_str(),
+                    field.c_str(), offsets.c_str(),
                     static_cast<unsigned long long>(t.end - t.begin), st_dtype_name(t.dtype),
                     shape_str(t.shape).c_str(), static_cast<unsigned long long>(nbytes)));
   return t;
