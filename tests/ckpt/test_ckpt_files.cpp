@@ -1,0 +1,223 @@
+// Checkpoint files without MPI: the serial writer and reader round trip; the stored
+// checksums against zt::sum64 of the tensors read with plain HDF5 calls (an independent
+// reader); refusals (a flipped byte in a tensor, a truncated file, another model shape, a
+// missing file, a .tmp file, a weights-only file to resume) each naming the file or the
+// dataset; publishing: `latest`, ckpt.keep, stale .tmp files, symlinks never followed.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "support/expect_error.hpp"
+#include "zt/ckpt/io.hpp"
+#include "zt/ckpt/publish.hpp"
+#include "zt/ckpt/serial.hpp"
+#include "zt/core/checksum.hpp"
+#include "zt/model/layout.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using zt::testing::expect_input_error;
+
+zt::model::Config small() {
+  zt::model::Config c = zt::model::Config::preset("tiny");
+  c.hidden = 32;
+  c.layers = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.intermediate = 48;
+  c.context = 16;
+  return c;
+}
+
+std::vector<std::vector<float>> random_units(const zt::model::Config& cfg, uint32_t seed) {
+  const zt::model::ParamLayout layout(cfg);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<std::vector<float>> units;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    units.emplace_back(static_cast<size_t>(layout.unit(u).numel));
+    for (float& x : units.back()) x = n(gen);
+  }
+  return units;
+}
+
+std::string dir_for(const std::string& name) {
+  const fs::path d = fs::current_path() / ("files_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+// Plain HDF5: a dataset's values and its checksum attribute.
+std::vector<float> h5_read(const std::string& file, const std::string& dset, uint64_t* checksum) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(f, 0);
+  const hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
+  EXPECT_GE(d, 0);
+  const hid_t s = H5Dget_space(d);
+  std::vector<float> v(static_cast<size_t>(H5Sget_simple_extent_npoints(s)));
+  EXPECT_GE(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  const hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
+  EXPECT_GE(H5Aread(a, H5T_NATIVE_UINT64, checksum), 0);
+  H5Aclose(a);
+  H5Sclose(s);
+  H5Dclose(d);
+  H5Fclose(f);
+  return v;
+}
+
+haddr_t h5_offset(const std::string& file, const std::string& dset) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
+  const haddr_t off = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  return off;
+}
+
+TEST(CkptFiles, WeightsOnlyRoundTripAndChecksums) {
+  const zt::model::Config cfg = small();
+  const auto units = random_units(cfg, 7);
+  const std::string path = dir_for("roundtrip") + "/w.h5";
+  zt::ckpt::write_weights_only(path, cfg, units, {"bf16"});
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  const zt::ckpt::FullCheckpoint f = zt::ckpt::read_full(path);
+  EXPECT_EQ(f.header.contents, "weights");
+  EXPECT_EQ(f.header.source_dtype, "bf16");
+  EXPECT_EQ(f.header.config.hidden, 32);
+  EXPECT_EQ(f.header.format_version, 1u);
+  EXPECT_FALSE(f.state.has_value());
+  EXPECT_TRUE(f.exp_avg.empty());
+  ASSERT_EQ(f.params.size(), units.size());
+  for (size_t u = 0; u < units.size(); ++u) EXPECT_EQ(f.params[u], units[u]) << "unit " << u;
+  // Every tensor through plain HDF5: global shape's values at the layout's offsets, and
+  // the checksum attribute equals zt::sum64 of them.
+  const zt::model::ParamLayout layout(cfg);
+  for (const auto& t : layout.tensors()) {
+    uint64_t stored = 0;
+    const std::vector<float> v = h5_read(path, "/params/" + t.name, &stored);
+    const std::vector<float> expect(units[static_cast<size_t>(t.unit)].begin() + t.offset,
+                                    units[static_cast<size_t>(t.unit)].begin() + t.offset + t.numel);
+    EXPECT_EQ(v, expect) << t.name;
+    EXPECT_EQ(stored, zt::sum64(expect)) << t.name;
+  }
+}
+
+TEST(CkptFiles, RefusesDamagedOrForeignFiles) {
+  const zt::model::Config cfg = small();
+  const std::string dir = dir_for("refuse");
+  const std::string good = dir + "/good.h5";
+  zt::ckpt::write_weights_only(good, cfg, random_units(cfg, 1));
+
+  // A flipped byte inside one tensor: the checksum names the dataset.
+  const std::string flipped = dir + "/flipped.h5";
+  fs::copy_file(good, flipped);
+  const std::string victim = "/params/model.layers.1.mlp.up_proj.weight";
+  const haddr_t off = h5_offset(flipped, victim);
+  ASSERT_NE(off, HADDR_UNDEF);
+  {
+    std::fstream io(flipped, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(static_cast<std::streamoff>(off + 101));
+    char b = 0;
+    io.read(&b, 1);
+    b = static_cast<char>(b ^ 0x10);
+    io.seekp(static_cast<std::streamoff>(off + 101));
+    io.write(&b, 1);
+  }
+  expect_input_error([&] { zt::ckpt::read_full(flipped); },
+                     {flipped, victim, "fails its checksum", "damaged"});
+
+  // A truncated file (half of it).
+  const std::string truncated = dir + "/truncated.h5";
+  fs::copy_file(good, truncated);
+  fs::resize_file(truncated, fs::file_size(good) / 2);
+  expect_input_error([&] { zt::ckpt::read_full(truncated); }, {truncated});
+
+  // Another model shape.
+  zt::model::Config other = cfg;
+  other.hidden = 64;
+  const zt::model::ParamLayout layout(other);
+  std::vector<std::vector<float>> bufs;
+  std::vector<zt::ckpt::UnitTarget> targets;
+  for (int u = 0; u < layout.num_units(); ++u) bufs.emplace_back(static_cast<size_t>(layout.unit(u).numel));
+  for (int u = 0; u < layout.num_units(); ++u)
+    targets.push_back({0, layout.unit(u).numel, bufs[static_cast<size_t>(u)], {}, {}});
+  expect_input_error([&] {
+    zt::ckpt::read_file(MPI_COMM_NULL, good, other, targets, zt::ckpt::ReadWhat::kParams);
+  }, {good, "another shape", "model.hidden is 32 in the checkpoint and 64 in this run"});
+
+  // A missing file, a .tmp, a text file, a weights-only file to resume.
+  expect_input_error([&] { zt::ckpt::read_full(dir + "/nope.h5"); }, {dir + "/nope.h5", "does not exist"});
+  fs::copy_file(good, good + ".tmp");
+  expect_input_error([&] { zt::ckpt::read_full(good + ".tmp"); }, {good + ".tmp", "never loaded"});
+  std::ofstream(dir + "/text.h5") << "not hdf5\n";
+  expect_input_error([&] { zt::ckpt::read_full(dir + "/text.h5"); }, {dir + "/text.h5", "not an HDF5 file"});
+  const zt::model::ParamLayout same(cfg);
+  std::vector<std::vector<float>> p, m, v;
+  std::vector<zt::ckpt::UnitTarget> full;
+  for (int u = 0; u < same.num_units(); ++u) {
+    const size_t n = static_cast<size_t>(same.unit(u).numel);
+    p.emplace_back(n);
+    m.emplace_back(n);
+    v.emplace_back(n);
+  }
+  for (size_t u = 0; u < p.size(); ++u) full.push_back({0, static_cast<int64_t>(p[u].size()), p[u], m[u], v[u]});
+  expect_input_error([&] {
+    zt::ckpt::read_file(MPI_COMM_NULL, good, cfg, full, zt::ckpt::ReadWhat::kTraining);
+  }, {good, "weights only", "ckpt.init_from"});
+}
+
+TEST(CkptFiles, PublishLatestKeepAndSymlinks) {
+  const zt::model::Config cfg = small();
+  const std::string dir = dir_for("publish");
+  const auto units = random_units(cfg, 3);
+  zt::ckpt::WriteContents c;
+  c.header.config = cfg;
+  c.header.contents = "weights";
+  for (const auto& u : units) c.units.push_back({0, static_cast<int64_t>(u.size()), u, {}, {}});
+
+  EXPECT_EQ(zt::ckpt::read_latest(dir), "");  // none yet
+  // A stale .tmp of an older step (a crashed save) and a symlink where step 30's .tmp goes.
+  std::ofstream(dir + "/step-5.h5.tmp") << "partial";
+  const std::string target = dir + "/../publish_target.txt";
+  std::ofstream(target) << "must survive";
+  fs::create_symlink(target, dir + "/step-30.h5.tmp");
+  for (const int64_t step : {10, 20, 30}) {
+    const std::string tmp = zt::ckpt::begin_publish(MPI_COMM_NULL, dir, step);
+    EXPECT_FALSE(fs::is_symlink(tmp));
+    zt::ckpt::write_file(MPI_COMM_NULL, tmp, c);
+    const std::string final_path = zt::ckpt::finish_publish(MPI_COMM_NULL, dir, step, 2);
+    EXPECT_EQ(zt::ckpt::read_latest(dir), final_path);
+  }
+  EXPECT_FALSE(fs::exists(dir + "/step-10.h5"));  // keep = 2
+  EXPECT_TRUE(fs::exists(dir + "/step-20.h5"));
+  EXPECT_TRUE(fs::exists(dir + "/step-30.h5"));
+  EXPECT_FALSE(fs::exists(dir + "/step-5.h5.tmp"));
+  EXPECT_FALSE(fs::exists(dir + "/latest.tmp"));
+  std::string line;
+  std::getline(std::ifstream(dir + "/latest") >> std::ws, line);
+  EXPECT_EQ(line, "step-30.h5");
+  std::string survived;
+  std::getline(std::ifstream(target), survived);
+  EXPECT_EQ(survived, "must survive");
+  EXPECT_EQ(zt::ckpt::read_full(dir + "/step-30.h5").params, units);
+
+  // `latest` naming something else is refused, naming it.
+  std::ofstream(dir + "/latest") << "../../etc/passwd\n";
+  expect_input_error([&] { zt::ckpt::read_latest(dir); }, {dir + "/latest", "does not name a checkpoint"});
+  // ckpt.dir that is a file: a zt::Error naming it.
+  std::ofstream(dir + "/afile") << "x";
+  try {
+    zt::ckpt::begin_publish(MPI_COMM_NULL, dir + "/afile", 40);
+    FAIL() << "no error";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/afile"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
