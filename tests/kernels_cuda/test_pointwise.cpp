@@ -1,0 +1,168 @@
+// GPU embedding, fused residual + RMSNorm, RoPE and SwiGLU against the CPU reference
+// kernels run in double on the same (rounded) inputs. fp32 and bf16.
+#include <gtest/gtest.h>
+
+#include <climits>
+
+#include "cuda_test_util.hpp"
+#include "zt/kernels/cpu.hpp"
+#include "zt/kernels/cuda/embedding.hpp"
+#include "zt/kernels/cuda/rmsnorm.hpp"
+#include "zt/kernels/cuda/rope.hpp"
+#include "zt/kernels/cuda/swiglu.hpp"
+
+namespace zt::kernels::cuda::testing {
+namespace {
+
+template <class T>
+class Pointwise : public GpuTest {};
+using Types = ::testing::Types<float, bf16_t>;
+TYPED_TEST_SUITE(Pointwise, Types);
+
+TYPED_TEST(Pointwise, EmbeddingForwardBackward) {
+  using T = TypeParam;
+  const int64_t N = 77, V = 300, C = 96;
+  Vec W = this->randn(V * C);
+  std::vector<int32_t> tok(N);
+  for (auto& t : tok) t = this->randint(0, 40);  // few ids: rows repeat, backward adds
+  auto dW = to_device<T>(W);
+  auto dtok = to_device_i32(tok);
+  auto dout = poisoned<T>(N * C);
+  DeviceBuffer<int32_t> bad(1);
+  const std::vector<int32_t> none{INT_MAX};
+  bad.upload(none);
+  embedding_forward<T>(dout.data(), dtok.data(), dW.data(), N, V, C, bad.data());
+  Vec ref(N * C);
+  cpu::embedding_forward<double>(ref.data(), tok.data(), W.data(), N, V, C);
+  expect_close(to_host(dout), ref, 1e-12, std::string("embedding out ") + type_name<T>());
+  EXPECT_EQ(bad.to_host()[0], INT_MAX);
+
+  // backward: dweight (fp32) += scatter of dout
+  Vec G0 = this->randn(V * C), R = this->randn(N * C);
+  auto dG = to_device<float>(G0);
+  auto dR = to_device<T>(R);
+  embedding_backward<T, float>(dG.data(), dR.data(), dtok.data(), N, C);
+  cpu::embedding_backward<double>(G0.data(), R.data(), tok.data(), N, C);
+  expect_close(to_host(dG), G0, kTolF32, std::string("embedding dweight ") + type_name<T>());
+
+  // an id outside [0, V) is reported (first position) and its row is zero
+  tok[5] = static_cast<int32_t>(V) + 3;
+  tok[9] = -1;
+  auto dtok_bad = to_device_i32(tok);
+  embedding_forward<T>(dout.data(), dtok_bad.data(), dW.data(), N, V, C, bad.data());
+  EXPECT_EQ(bad.to_host()[0], 5);
+  const Vec got = to_host(dout);
+  for (int64_t c = 0; c < C; ++c) EXPECT_EQ(got[9 * C + c], 0.0);
+}
+
+TYPED_TEST(Pointwise, ResidualRmsnormForwardBackward) {
+  using T = TypeParam;
+  const double tol = tolerance<T>();
+  const int64_t N = 37, C = 320;
+  const double eps = 1e-5;
+  Vec x = this->randn(N * C), res = this->randn(N * C), w = this->randn(C, 0.3, 1.0);
+  auto dx_in = to_device<T>(x);
+  auto dres = to_device<T>(res);
+  auto dw = to_device<T>(w);
+  auto dy = poisoned<T>(N * C);
+  auto dsum = poisoned<T>(N * C);
+  auto drstd = poisoned<float>(N);
+  residual_rmsnorm_forward<T>(dy.data(), drstd.data(), dsum.data(), dx_in.data(), dres.data(),
+                              dw.data(), N, C, eps);
+  // reference: the sum rounded to T, then the CPU norm in double
+  Vec s(N * C);
+  for (int64_t i = 0; i < N * C; ++i) s[i] = round_to<T>(x[i] + res[i]);
+  Vec y(N * C), rstd(N);
+  cpu::rmsnorm_forward<double>(y.data(), rstd.data(), s.data(), w.data(), N, C, eps);
+  expect_close(to_host(dsum), s, tol, std::string("residual sum ") + type_name<T>());
+  expect_close(to_host(dy), y, tol, std::string("rmsnorm y ") + type_name<T>());
+  expect_close(to_host(drstd), rstd, kTolF32, std::string("rmsnorm rstd ") + type_name<T>());
+
+  // without a residual, in place over a copy of the sum
+  auto dy2 = poisoned<T>(N * C);
+  residual_rmsnorm_forward<T>(dy2.data(), nullptr, nullptr, dsum.data(), nullptr, dw.data(), N,
+                              C, eps);
+  expect_close(to_host(dy2), y, tol, std::string("rmsnorm y, no residual ") + type_name<T>());
+
+  // backward, accumulating onto a gradient already in dx (the residual stream's) and dw
+  Vec R = this->randn(N * C), dx0 = this->randn(N * C), dw0 = this->randn(C);
+  auto dR = to_device<T>(R);
+  auto ddx = to_device<T>(dx0);
+  auto ddw = to_device<float>(dw0);
+  rmsnorm_backward<T, float>(ddx.data(), ddw.data(), dR.data(), dsum.data(), dw.data(),
+                             drstd.data(), N, C, /*accumulate_dx=*/true);
+  Vec ref_dx = dx0, ref_dw = dw0;
+  cpu::rmsnorm_backward<double>(ref_dx.data(), ref_dw.data(), R.data(), s.data(), w.data(),
+                                rstd.data(), N, C, true);
+  expect_close(to_host(ddx), ref_dx, tol, std::string("rmsnorm dx (accumulated) ") + type_name<T>());
+  expect_close(to_host(ddw), ref_dw, std::is_same_v<T, float> ? kTolF32 : kTolBF16,
+               std::string("rmsnorm dw (fp32 grad) ") + type_name<T>());
+
+  // write mode
+  auto ddx2 = poisoned<T>(N * C);
+  rmsnorm_backward<T, float>(ddx2.data(), nullptr, dR.data(), dsum.data(), dw.data(),
+                             drstd.data(), N, C, /*accumulate_dx=*/false);
+  Vec ref_dx2(N * C);
+  cpu::rmsnorm_backward<double>(ref_dx2.data(), nullptr, R.data(), s.data(), w.data(),
+                                rstd.data(), N, C, false);
+  expect_close(to_host(ddx2), ref_dx2, tol, std::string("rmsnorm dx (written) ") + type_name<T>());
+}
+
+TYPED_TEST(Pointwise, RopeForwardBackward) {
+  using T = TypeParam;
+  const double tol = tolerance<T>();
+  const int64_t B = 2, Tn = 50, nh = 3, D = 64, half = D / 2;
+  std::vector<float> cosf(Tn * half), sinf(Tn * half);
+  cpu::rope_table<float>(cosf.data(), sinf.data(), Tn, D, 10000.0);
+  DeviceBuffer<float> dcos(cosf.size()), dsin(sinf.size());
+  dcos.upload(cosf);
+  dsin.upload(sinf);
+  const Vec cosd(cosf.begin(), cosf.end()), sind(sinf.begin(), sinf.end());
+
+  Vec x = this->randn(B * Tn * nh * D);
+  auto dxb = to_device<T>(x);
+  rope_forward<T>(dxb.data(), dcos.data(), dsin.data(), B, Tn, nh, D);
+  Vec y = x;
+  cpu::rope_forward<double>(y.data(), cosd.data(), sind.data(), B, Tn, nh, D);
+  expect_close(to_host(dxb), y, tol, std::string("rope forward ") + type_name<T>());
+
+  Vec g = this->randn(B * Tn * nh * D);
+  auto dg = to_device<T>(g);
+  rope_backward<T>(dg.data(), dcos.data(), dsin.data(), B, Tn, nh, D);
+  cpu::rope_backward<double>(g.data(), cosd.data(), sind.data(), B, Tn, nh, D);
+  expect_close(to_host(dg), g, tol, std::string("rope backward ") + type_name<T>());
+}
+
+TYPED_TEST(Pointwise, SwigluForwardBackward) {
+  using T = TypeParam;
+  const double tol = tolerance<T>();
+  const int64_t n = 10007;
+  Vec g = this->randn(n, 3.0), u = this->randn(n), R = this->randn(n);
+  auto dgate = to_device<T>(g);
+  auto dup = to_device<T>(u);
+  auto dR = to_device<T>(R);
+  auto dh = poisoned<T>(n);
+  swiglu_forward<T>(dh.data(), dgate.data(), dup.data(), n);
+  Vec h(n);
+  cpu::swiglu_forward<double>(h.data(), g.data(), u.data(), n);
+  expect_close(to_host(dh), h, tol, std::string("swiglu h ") + type_name<T>());
+
+  Vec dg0 = this->randn(n), du0 = this->randn(n);
+  auto ddg = to_device<T>(dg0);
+  auto ddu = to_device<T>(du0);
+  swiglu_backward<T>(ddg.data(), ddu.data(), dR.data(), dgate.data(), dup.data(), n, true);
+  Vec rdg = dg0, rdu = du0;
+  cpu::swiglu_backward<double>(rdg.data(), rdu.data(), R.data(), g.data(), u.data(), n, true);
+  expect_close(to_host(ddg), rdg, tol, std::string("swiglu dg (accumulated) ") + type_name<T>());
+  expect_close(to_host(ddu), rdu, tol, std::string("swiglu du (accumulated) ") + type_name<T>());
+
+  // write mode, in place over the gate and up buffers (the model's use)
+  swiglu_backward<T>(dgate.data(), dup.data(), dR.data(), dgate.data(), dup.data(), n, false);
+  Vec wdg(n), wdu(n);
+  cpu::swiglu_backward<double>(wdg.data(), wdu.data(), R.data(), g.data(), u.data(), n, false);
+  expect_close(to_host(dgate), wdg, tol, std::string("swiglu dg (written, in place) ") + type_name<T>());
+  expect_close(to_host(dup), wdu, tol, std::string("swiglu du (written, in place) ") + type_name<T>());
+}
+
+}  // namespace
+}  // namespace zt::kernels::cuda::testing
