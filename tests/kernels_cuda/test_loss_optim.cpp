@@ -67,8 +67,13 @@ TYPED_TEST(LossOptim, CrossEntropyFusedInPlace) {
   const Vec d2 = to_host(dl2);
   for (int64_t j = 0; j < V; ++j) ASSERT_EQ(d2[8 * V + j], 0.0);
 
-  // loss only (no dlogits)
-  cross_entropy<T>(nullptr, dd.data(), dtg.data(), 0, V, scale, row_loss.data(), totals.data());
+  // loss only (no dlogits): the logits stay as they were
+  auto dl3 = to_device<T>(logits);
+  cross_entropy<T>(nullptr, dl3.data(), dtg.data(), N, V, scale, row_loss.data(), totals.data());
+  EXPECT_LT(std::abs(totals.to_host()[0].loss_sum - ref.loss_sum) / ref.loss_sum, kTolF32);
+  expect_close(to_host(dl3), logits, 1e-12, "cross_entropy loss only leaves logits");
+  // no rows at all
+  cross_entropy<T>(nullptr, dl3.data(), dtg.data(), 0, V, scale, row_loss.data(), totals.data());
   EXPECT_EQ(totals.to_host()[0].count, 0);
 }
 
