@@ -292,7 +292,10 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
                            shape_str(st.shape) + ", but '" + (dir / kConfigFile).string() +
                            "' implies " + shape_str(t.shape),
                        "the config and the weights come from different models");
-    dtype_by_st(st.dtype);  // F32, BF16 or F16
+    if (st.dtype != StDType::kF32 && st.dtype != StDType::kBF16 && st.dtype != StDType::kF16)
+      throw InputError("tensor '" + t.name + "' in '" + it->second.file + "' has dtype " +
+                           st_dtype_name(st.dtype) + "; zt imports F32, BF16 and F16 weights",
+                       "convert the model to a floating-point dtype first");
   }
   const std::string embed = "model.embed_tokens.weight";
   for (const auto& [name, loc] : found) {

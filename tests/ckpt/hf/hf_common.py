@@ -1,0 +1,107 @@
+"""Shared helpers of the Hugging Face conversion tests (tests/ckpt/hf/*.py).
+
+Independent of zt's C++ code: tensors are made with torch and written with the
+`safetensors` package; checkpoints are read with h5py; the zt-sum64 checksum is the numpy
+definition of docs/checkpoint-format.md.
+"""
+import json
+import os
+import subprocess
+import sys
+
+SKIP = 77  # CTest SKIP_RETURN_CODE
+
+
+def require(*modules):
+    """Import the modules or exit with SKIP and a message naming the missing one."""
+    out = []
+    for name in modules:
+        try:
+            out.append(__import__(name))
+        except ImportError as e:
+            print(f"SKIPPED: python module '{name}' is missing ({e}); "
+                  "install it (scripts/install-deps.sh installs python3-h5py, python3-numpy "
+                  "and pip's safetensors)")
+            sys.exit(SKIP)
+    return out
+
+
+def run_zt(zt, *args):
+    """Runs `zt ARGS...`; returns (exit code, stdout + stderr)."""
+    p = subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    return p.returncode, p.stdout
+
+
+def hf_config(vocab=64, hidden=32, inter=64, layers=2, heads=4, kv=2, ctx=64, tied=False,
+              torch_dtype="bfloat16", **extra):
+    cfg = dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=vocab,
+               hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+               num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=ctx,
+               rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=tied,
+               torch_dtype=torch_dtype, bos_token_id=1, eos_token_id=2)
+    cfg.update(extra)
+    return cfg
+
+
+def llama_shapes(cfg):
+    """HF Llama tensor names and shapes, written out from the architecture."""
+    V, C, I = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
+    H, G = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    D = C // H
+    shapes = {"model.embed_tokens.weight": (V, C)}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        shapes.update({p + "input_layernorm.weight": (C,),
+                       p + "self_attn.q_proj.weight": (H * D, C),
+                       p + "self_attn.k_proj.weight": (G * D, C),
+                       p + "self_attn.v_proj.weight": (G * D, C),
+                       p + "self_attn.o_proj.weight": (C, H * D),
+                       p + "post_attention_layernorm.weight": (C,),
+                       p + "mlp.gate_proj.weight": (I, C),
+                       p + "mlp.up_proj.weight": (I, C),
+                       p + "mlp.down_proj.weight": (C, I)})
+    shapes["model.norm.weight"] = (C,)
+    if not cfg["tie_word_embeddings"]:
+        shapes["lm_head.weight"] = (V, C)
+    return shapes
+
+
+def mix64(z, np):
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def sum64(x, np):
+    """zt-sum64 of a float32 array (docs/checkpoint-format.md)."""
+    bits = np.ascontiguousarray(x, np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
+    i = np.arange(bits.size, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        return int(mix64(mix64(i, np) ^ bits, np).sum(dtype=np.uint64))
+
+
+def write_config(folder, cfg):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
+class Checker:
+    """Counts failures; each check prints one line."""
+
+    def __init__(self):
+        self.failures = 0
+        self.checks = 0
+
+    def check(self, ok, what):
+        self.checks += 1
+        if not ok:
+            self.failures += 1
+        print(("ok    " if ok else "FAIL  ") + what, flush=True)
+
+    def finish(self):
+        print(f"{self.checks - self.failures}/{self.checks} checks passed")
+        sys.exit(1 if self.failures else 0)

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""zt convert hf-to-h5 / h5-to-hf against the Python reference packages.
+
+Usage: hf_roundtrip_test.py ZT_BINARY WORKDIR
+
+For a small Llama (tiny-like shapes, GQA) in BF16, F32 and F16, tied and untied, from one
+file and from an index with shards, made with torch + safetensors:
+  1. hf-to-h5: h5py reads every /params tensor equal to the source tensor converted to
+     fp32, with the zt-sum64 checksum computed here in numpy; root attributes as in
+     docs/checkpoint-format.md (source_dtype, contents "weights", model_config);
+  2. h5-to-hf (default dtype = source): safetensors' own loader reads every tensor with
+     the source's dtype, shape and identical bytes; no extra tensor;
+  3. h5-to-hf --max-shard-size: an index whose weight_map covers every tensor, shard names
+     model-0000k-of-0000N.safetensors, total_size = the tensors' bytes;
+  4. h5-to-hf --dtype f32 of a BF16 model: values equal to the BF16 values;
+  5. config.json: the source's shape fields; transformers (when importable) loads the
+     config and the model with no missing or unexpected keys.
+Exit 77 (skip) when torch, safetensors, numpy or h5py is missing.
+"""
+import json
+import os
+import re
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import Checker, hf_config, llama_shapes, require, run_zt, sum64, write_config  # noqa: E402
+
+np, torch, h5py, safetensors = require("numpy", "torch", "h5py", "safetensors")
+from safetensors.torch import load_file, save_file  # noqa: E402
+
+TORCH_DTYPE = {"bf16": torch.bfloat16, "f32": torch.float32, "f16": torch.float16}
+TORCH_NAME = {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}
+ST_NAME = {torch.bfloat16: "BF16", torch.float32: "F32", torch.float16: "F16"}
+
+
+def make_model(cfg, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, shape in llama_shapes(cfg).items():
+        t = torch.randn(*shape, generator=g) * (0.02 if len(shape) == 2 else 1.0)
+        if len(shape) == 1:
+            t = 1.0 + 0.1 * t  # norm weights near 1
+        out[name] = t.to(TORCH_DTYPE[dtype]).contiguous()
+    return out
+
+
+def save_sharded(tensors, folder, shards):
+    """Writes `tensors` as `shards` files + model.safetensors.index.json, like save_pretrained."""
+    names = list(tensors)
+    per = (len(names) + shards - 1) // shards
+    weight_map, total = {}, 0
+    for k in range(shards):
+        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for n in names[k * per:(k + 1) * per]}
+        save_file(part, os.path.join(folder, file), metadata={"format": "pt"})
+        for n, t in part.items():
+            weight_map[n] = file
+            total += t.numel() * t.element_size()
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
+def load_folder(folder):
+    """Every tensor of an HF folder (single file or index), with safetensors' loader."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    out = {}
+    for file in files:
+        out.update(load_file(os.path.join(folder, file)))
+    return out
+
+
+def same_bytes(a, b):
+    return (a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape) and
+            a.contiguous().view(torch.uint8).numpy().tobytes() ==
+            b.contiguous().view(torch.uint8).numpy().tobytes())
+
+
+def case(c, zt, work, name, dtype, tied, shards):
+    print(f"--- {name}: {dtype}, {'tied' if tied else 'untied'}, "
+          f"{'%d shards' % shards if shards else 'one file'}")
+    src = os.path.join(work, name, "src")
+    shutil.rmtree(os.path.join(work, name), ignore_errors=True)
+    cfg = hf_config(tied=tied, torch_dtype=TORCH_NAME[dtype])
+    write_config(src, cfg)
+    tensors = make_model(cfg, dtype, seed=len(name))
+    if shards:
+        save_sharded(tensors, src, shards)
+    else:
+        save_file(tensors, os.path.join(src, "model.safetensors"), metadata={"format": "pt"})
+
+    ck = os.path.join(work, name, "ck.h5")
+    rc, out = run_zt(zt, "convert", "hf-to-h5", src, ck)
+    c.check(rc == 0, f"hf-to-h5 exits 0 (got {rc}) {out.strip()}")
+    if rc != 0:
+        return
+
+    # 1. h5py reads what the source holds.
+    with h5py.File(ck, "r") as f:
+        c.check(f.attrs["format"] in ("zt-checkpoint", b"zt-checkpoint"), "format attribute")
+        sd = f.attrs["source_dtype"]
+        sd = sd.decode() if isinstance(sd, bytes) else sd
+        c.check(sd == dtype, f"source_dtype is {sd!r}, expected {dtype!r}")
+        contents = f.attrs["contents"]
+        contents = contents.decode() if isinstance(contents, bytes) else contents
+        c.check(contents == "weights", f"contents is {contents!r}")
+        mc = json.loads(f.attrs["model_config"])
+        c.check((mc["vocab"], mc["hidden"], mc["layers"], mc["heads"], mc["kv_heads"],
+                 mc["intermediate"], mc["context"], mc["tied_embeddings"]) ==
+                (cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"],
+                 cfg["num_attention_heads"], cfg["num_key_value_heads"],
+                 cfg["intermediate_size"], cfg["max_position_embeddings"], tied),
+                f"model_config matches config.json: {f.attrs['model_config']}")
+        c.check("optim" not in f, "no /optim in a weights-only file")
+        c.check(set(f["params"].keys()) == set(tensors), "/params holds exactly the source's tensors")
+        bad_values, bad_sums = [], []
+        for n, t in tensors.items():
+            d = f["params"][n]
+            ref = t.float().numpy()
+            if d.dtype != np.float32 or d.shape != ref.shape or not np.array_equal(d[...], ref):
+                bad_values.append(n)
+            if int(d.attrs["checksum"]) != sum64(ref, np):
+                bad_sums.append(n)
+        c.check(not bad_values, f"h5py reads every tensor equal to the source in fp32 ({len(tensors)} tensors) {bad_values[:3]}")
+        c.check(not bad_sums, f"every checksum equals numpy's zt-sum64 {bad_sums[:3]}")
+
+    # 2. Back to safetensors in the source dtype: identical bytes.
+    out_dir = os.path.join(work, name, "out")
+    rc, out = run_zt(zt, "convert", "h5-to-hf", ck, out_dir)
+    c.check(rc == 0, f"h5-to-hf exits 0 (got {rc}) {out.strip()}")
+    if rc != 0:
+        return
+    back = load_folder(out_dir)
+    c.check(set(back) == set(tensors), f"exported tensor names equal the source's ({len(back)})")
+    diff = [n for n in tensors if n not in back or not same_bytes(tensors[n], back[n])]
+    c.check(not diff, f"every tensor has identical dtype ({ST_NAME[TORCH_DTYPE[dtype]]}), shape and bytes {diff[:3]}")
+    with open(os.path.join(out_dir, "config.json")) as f:
+        oc = json.load(f)
+    keys = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "max_position_embeddings",
+            "rms_norm_eps", "rope_theta", "tie_word_embeddings", "model_type", "architectures"]
+    c.check(all(oc.get(k) == cfg[k] for k in keys) and oc["torch_dtype"] == TORCH_NAME[dtype],
+            "config.json carries the source's shape, eps, theta, tying and torch_dtype")
+
+    # 3. Sharded export.
+    sh_dir = os.path.join(work, name, "out-sharded")
+    rc, out = run_zt(zt, "convert", "h5-to-hf", ck, sh_dir, "--max-shard-size", "16K")
+    c.check(rc == 0, f"h5-to-hf --max-shard-size 16K exits 0 (got {rc})")
+    with open(os.path.join(sh_dir, "model.safetensors.index.json")) as f:
+        idx = json.load(f)
+    files = sorted(set(idx["weight_map"].values()))
+    n = len(files)
+    c.check(n > 1 and all(re.fullmatch(r"model-\d{5}-of-%05d\.safetensors" % n, x) for x in files)
+            and files == [f"model-{k:05d}-of-{n:05d}.safetensors" for k in range(1, n + 1)],
+            f"{n} shards named model-0000k-of-{n:05d}.safetensors")
+    c.check(not os.path.exists(os.path.join(sh_dir, "model.safetensors")), "no model.safetensors beside the index")
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    c.check(idx["metadata"]["total_size"] == total, f"total_size {idx['metadata']['total_size']} == {total}")
+    sizes = [os.path.getsize(os.path.join(sh_dir, x)) for x in files]
+    print(f"      shard file sizes: {sizes}")
+    back = load_folder(sh_dir)
+    c.check(set(back) == set(tensors) and all(same_bytes(tensors[k], back[k]) for k in tensors),
+            "sharded export: every tensor identical")
+    # A shard's tensors match where the index puts them.
+    ok = True
+    for file in files:
+        for k in load_file(os.path.join(sh_dir, file)):
+            ok &= idx["weight_map"][k] == file
+    c.check(ok, "each shard holds exactly the tensors the index places there")
+
+    # 4. Another dtype on request.
+    if dtype == "bf16":
+        f32_dir = os.path.join(work, name, "out-f32")
+        rc, _ = run_zt(zt, "convert", "h5-to-hf", ck, f32_dir, "--dtype", "f32")
+        back = load_folder(f32_dir)
+        c.check(rc == 0 and all(back[k].dtype == torch.float32 and torch.equal(back[k], tensors[k].float())
+                                for k in tensors), "--dtype f32 of a BF16 model: F32 tensors equal to the BF16 values")
+        with open(os.path.join(f32_dir, "config.json")) as f:
+            c.check(json.load(f)["torch_dtype"] == "float32", "--dtype f32: torch_dtype float32")
+
+    # 5. transformers, when importable, loads what zt wrote.
+    try:
+        import transformers  # noqa: F401
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except Exception as e:  # noqa: BLE001
+        print(f"      (transformers not importable: {e}; config/model loading not checked)")
+        return
+    lc = LlamaConfig.from_pretrained(out_dir)
+    c.check((lc.hidden_size, lc.num_key_value_heads, lc.tie_word_embeddings) ==
+            (cfg["hidden_size"], cfg["num_key_value_heads"], tied),
+            f"transformers {transformers.__version__} LlamaConfig.from_pretrained reads config.json")
+    for folder in (out_dir, sh_dir):
+        model, info = LlamaForCausalLM.from_pretrained(folder, output_loading_info=True,
+                                                       torch_dtype=TORCH_DTYPE[dtype])
+        missing = [k for k in info["missing_keys"] if not k.endswith("rotary_emb.inv_freq")]
+        sd = model.state_dict()
+        same = all(torch.equal(sd[k], tensors[k]) for k in tensors)
+        c.check(not missing and not info["unexpected_keys"] and same,
+                f"LlamaForCausalLM.from_pretrained({os.path.basename(folder)}): no missing/unexpected keys, weights equal")
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    zt, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    c = Checker()
+    case(c, zt, work, "bf16-untied", "bf16", False, 0)
+    case(c, zt, work, "bf16-tied", "bf16", True, 0)
+    case(c, zt, work, "f32-untied", "f32", False, 0)
+    case(c, zt, work, "f32-tied-sharded", "f32", True, 3)
+    case(c, zt, work, "bf16-untied-sharded", "bf16", False, 4)
+    case(c, zt, work, "f16-untied", "f16", False, 0)
+    c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

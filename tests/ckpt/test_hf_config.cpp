@@ -1,0 +1,123 @@
+// Hugging Face config.json <-> model::Config. References: TinyLlama-1.1B's published
+// config.json (typed here), and the keys transformers' LlamaConfig reads, checked with an
+// independent JSON parse of what zt writes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/expect_error.hpp"
+#include "zt/ckpt/hf_config.hpp"
+
+namespace {
+
+using zt::testing::expect_input_error;
+
+// TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json (as published).
+const char* kTinyLlama = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "bos_token_id": 1,
+  "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+  "intermediate_size": 5632, "max_position_embeddings": 2048, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 22, "num_key_value_heads": 4,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0,
+  "tie_word_embeddings": false, "torch_dtype": "float32", "transformers_version": "4.31.0.dev0",
+  "use_cache": true, "vocab_size": 32000})";
+
+TEST(HfConfig, ReadsTinyLlamaAsThePreset) {
+  const zt::ckpt::HfConfig c = zt::ckpt::parse_hf_config(kTinyLlama, "config.json");
+  const zt::model::Config p = zt::model::Config::preset("tinyllama-1.1b");
+  EXPECT_EQ(c.model.vocab, p.vocab);
+  EXPECT_EQ(c.model.hidden, p.hidden);
+  EXPECT_EQ(c.model.layers, p.layers);
+  EXPECT_EQ(c.model.heads, p.heads);
+  EXPECT_EQ(c.model.kv_heads, p.kv_heads);
+  EXPECT_EQ(c.model.intermediate, p.intermediate);
+  EXPECT_EQ(c.model.context, p.context);
+  EXPECT_EQ(c.model.tied_embeddings, p.tied_embeddings);
+  EXPECT_EQ(c.model.rope_theta, p.rope_theta);
+  EXPECT_EQ(c.model.norm_eps, p.norm_eps);
+  EXPECT_EQ(c.model.num_params(), 1100048384);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_id, 2);
+  EXPECT_EQ(c.torch_dtype, "float32");
+}
+
+TEST(HfConfig, DefaultsFollowLlamaConfig) {
+  // No num_key_value_heads (MHA), rope_theta, rms_norm_eps or tie_word_embeddings.
+  const zt::ckpt::HfConfig c = zt::ckpt::parse_hf_config(
+      R"({"model_type": "llama", "vocab_size": 32, "hidden_size": 16, "num_hidden_layers": 1,
+          "num_attention_heads": 4, "intermediate_size": 32, "max_position_embeddings": 8})",
+      "c.json");
+  EXPECT_EQ(c.model.kv_heads, 4);
+  EXPECT_EQ(c.model.rope_theta, 10000.0);
+  EXPECT_EQ(c.model.norm_eps, 1e-6);
+  EXPECT_FALSE(c.model.tied_embeddings);
+  EXPECT_FALSE(c.bos_token_id.has_value());
+}
+
+TEST(HfConfig, WritesWhatLlamaConfigReads) {
+  zt::model::Config m = zt::model::Config::preset("tiny");
+  m.tied_embeddings = true;
+  m.rope_theta = 500000.0;
+  const std::string text = zt::ckpt::hf_config_json(m, "bfloat16", 0, 255);
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j.at("architectures"), nlohmann::json::array({"LlamaForCausalLM"}));
+  EXPECT_EQ(j.at("model_type"), "llama");
+  EXPECT_EQ(j.at("vocab_size"), 256);
+  EXPECT_EQ(j.at("hidden_size"), 128);
+  EXPECT_EQ(j.at("intermediate_size"), 512);
+  EXPECT_EQ(j.at("num_hidden_layers"), 4);
+  EXPECT_EQ(j.at("num_attention_heads"), 4);
+  EXPECT_EQ(j.at("num_key_value_heads"), 2);
+  EXPECT_EQ(j.at("head_dim"), 32);
+  EXPECT_EQ(j.at("max_position_embeddings"), 256);
+  EXPECT_EQ(j.at("rms_norm_eps").get<double>(), 1e-5);
+  EXPECT_EQ(j.at("rope_theta").get<double>(), 500000.0);
+  EXPECT_EQ(j.at("tie_word_embeddings"), true);
+  EXPECT_EQ(j.at("torch_dtype"), "bfloat16");
+  EXPECT_EQ(j.at("hidden_act"), "silu");
+  EXPECT_TRUE(j.at("rope_scaling").is_null());
+  EXPECT_EQ(j.at("bos_token_id"), 0);
+  EXPECT_EQ(j.at("eos_token_id"), 255);
+  // And zt reads it back as the same shape.
+  const zt::ckpt::HfConfig back = zt::ckpt::parse_hf_config(text, "c.json");
+  EXPECT_EQ(back.model.num_params(), m.num_params());
+  EXPECT_TRUE(back.model.tied_embeddings);
+  EXPECT_EQ(back.model.rope_theta, 500000.0);
+}
+
+TEST(HfConfig, RefusesWhatZtCannotRepresent) {
+  auto with = [](const std::string& key, const std::string& value) {
+    nlohmann::json j = nlohmann::json::parse(kTinyLlama);
+    j[key] = nlohmann::json::parse(value);
+    return j.dump();
+  };
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"rope_scaling", R"({"type": "linear", "factor": 2.0})"},
+           {"attention_bias", "true"},
+           {"mlp_bias", "true"},
+           {"model_type", R"("mistral")"},
+           {"architectures", R"(["MistralForCausalLM"])"},
+           {"hidden_act", R"("gelu")"},
+           {"head_dim", "128"},
+           {"hidden_size", R"("2048")"},
+           {"num_hidden_layers", "22.5"},
+           {"tie_word_embeddings", "1"},
+           {"rope_theta", R"("big")"}}) {
+    SCOPED_TRACE(key);
+    expect_input_error([&] { zt::ckpt::parse_hf_config(with(key, value), "dir/config.json"); },
+                       {"dir/config.json", key});
+  }
+  nlohmann::json j = nlohmann::json::parse(kTinyLlama);
+  j.erase("vocab_size");
+  expect_input_error([&] { zt::ckpt::parse_hf_config(j.dump(), "config.json"); },
+                     {"vocab_size", "missing"});
+  expect_input_error([&] { zt::ckpt::parse_hf_config(with("num_key_value_heads", "5"), "config.json"); },
+                     {"config.json", "model.kv_heads"});
+  expect_input_error([] { zt::ckpt::parse_hf_config("{\"model_type\": \"llama\",", "config.json"); },
+                     {"config.json", "JSON"});
+  expect_input_error([] { zt::ckpt::read_hf_config("/nonexistent/zt/config.json"); },
+                     {"/nonexistent/zt/config.json"});
+}
+
+}  // namespace
