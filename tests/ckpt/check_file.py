@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""A zt checkpoint read by tools that are not zt (tests/ckpt/CMakeLists.txt runs it).
+
+  check_file.py FILE DUMPDIR
+
+- `h5dump -H FILE` lists every tensor of the model (named in the model_config attribute)
+  under /params, /optim/exp_avg and /optim/exp_avg_sq with its global shape, fp32;
+- h5py reads /params/model.layers.0.self_attn.q_proj.weight and
+  /params/model.embed_tokens.weight bitwise equal to Engine::gather_full_params of the
+  engine that saved them (raw float32 dumps in DUMPDIR, written by test_ckpt_reshard.np4);
+- every dataset's `checksum` attribute equals zt-sum64 of its contents, computed here
+  with numpy from the definition in docs/checkpoint-format.md.
+Exit 77 (skipped) when h5py or h5dump is missing.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+try:
+    import h5py
+    import numpy as np
+except ImportError:
+    print("SKIP: h5py/numpy not installed (pip install h5py)")
+    sys.exit(77)
+if not shutil.which("h5dump"):
+    print("SKIP: h5dump not found (apt-get install hdf5-tools)")
+    sys.exit(77)
+
+U = np.uint64
+
+
+def mix64(z):
+    z = z + U(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> U(30))) * U(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> U(27))) * U(0x94D049BB133111EB)
+    return z ^ (z >> U(31))
+
+
+def sum64(x):
+    x = np.ascontiguousarray(x).reshape(-1)
+    bits = x.view(np.uint32).astype(U) if x.dtype == np.float32 else x.astype(U)
+    i = np.arange(bits.size, dtype=U)
+    with np.errstate(over="ignore"):
+        return int(mix64(mix64(i) ^ bits).sum(dtype=U))
+
+
+def tensors(c):
+    """HF Llama names and shapes of the model (zt's ParamLayout order)."""
+    V, C, I, D = c["vocab"], c["hidden"], c["intermediate"], c["hidden"] // c["heads"]
+    H, G = c["heads"], c["kv_heads"]
+    out = [("model.embed_tokens.weight", (V, C))]
+    for l in range(c["layers"]):
+        p = "model.layers.%d." % l
+        out += [(p + "input_layernorm.weight", (C,)), (p + "self_attn.q_proj.weight", (H * D, C)),
+                (p + "self_attn.k_proj.weight", (G * D, C)), (p + "self_attn.v_proj.weight", (G * D, C)),
+                (p + "self_attn.o_proj.weight", (C, H * D)), (p + "post_attention_layernorm.weight", (C,)),
+                (p + "mlp.gate_proj.weight", (I, C)), (p + "mlp.up_proj.weight", (I, C)),
+                (p + "mlp.down_proj.weight", (C, I))]
+    out.append(("model.norm.weight", (C,)))
+    if not c["tied_embeddings"]:
+        out.append(("lm_head.weight", (V, C)))
+    return out
+
+
+def main():
+    path, dumps = sys.argv[1], sys.argv[2]
+    f = h5py.File(path, "r")
+    attr = lambda k: f.attrs[k].decode() if isinstance(f.attrs[k], bytes) else str(f.attrs[k])
+    assert attr("format") == "zt-checkpoint", attr("format")
+    cfg = json.loads(attr("model_config"))
+    expect = tensors(cfg)
+
+    # h5dump -H: every dataset with its global shape, in each group.
+    header = subprocess.run(["h5dump", "-H", path], capture_output=True, text=True, check=True).stdout
+    # Groups and datasets nest by indentation in h5dump's output.
+    found = {}
+    stack = []
+    last = None
+    for line in header.splitlines():
+        indent = len(line) - len(line.lstrip())
+        s = line.strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        m = re.match(r'GROUP "([^"]+)" \{', s)
+        if m:
+            stack.append((indent, m.group(1)))
+            continue
+        m = re.match(r'DATASET "([^"]+)" \{', s)
+        if m:
+            last = "/".join(g for _, g in stack if g != "/") + "/" + m.group(1)
+            continue
+        m = re.match(r"DATASPACE\s+SIMPLE \{ \( ([\d, ]+) \)", s)
+        if m and last:
+            found[last] = tuple(int(x) for x in m.group(1).split(","))
+            last = None
+    missing = []
+    for group in ("params", "optim/exp_avg", "optim/exp_avg_sq"):
+        for name, shape in expect:
+            if found.get(group + "/" + name) != shape:
+                missing.append((group + "/" + name, shape, found.get(group + "/" + name)))
+    if missing:
+        print("FAIL: h5dump -H does not list these with their global shape:", missing[:5])
+        return 1
+    print("h5dump -H: %d datasets, every tensor of %s in /params, /optim/exp_avg, "
+          "/optim/exp_avg_sq with its global shape, e.g. %s %s"
+          % (len(found), cfg["name"], expect[1][0], expect[1][1]))
+
+    # h5py against the engine's gathered parameters.
+    for name, dump in (("model.layers.0.self_attn.q_proj.weight", "q_proj0.f32"),
+                       ("model.embed_tokens.weight", "embed.f32")):
+        got = f["/params/" + name][...]
+        ref = np.fromfile(os.path.join(dumps, dump), dtype=np.float32)
+        if got.dtype != np.float32 or got.tobytes() != ref.tobytes():
+            print("FAIL: h5py's %s differs from Engine::gather_full_params" % name)
+            return 1
+        print("h5py: /params/%s %s float32 == Engine::gather_full_params (bitwise, %d elements)"
+              % (name, got.shape, got.size))
+
+    # Checksums from the definition.
+    bad = []
+    count = 0
+    def visit(name, obj):
+        nonlocal count
+        if isinstance(obj, h5py.Dataset):
+            count += 1
+            if int(obj.attrs["checksum"]) != sum64(obj[...]):
+                bad.append(name)
+    f.visititems(visit)
+    if bad:
+        print("FAIL: checksum attribute differs from zt-sum64 of the contents:", bad[:5])
+        return 1
+    print("checksums: all %d datasets match zt-sum64 computed with numpy" % count)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
