@@ -8,6 +8,8 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/model/layout.hpp"
+#include "zt/offload/host_buffer.hpp"
+#include "zt/offload/store.hpp"
 #include "zt/zero/partition.hpp"
 #include "zt/zero/quantize.hpp"
 
@@ -81,6 +83,34 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   return e * static_cast<u64>(elem_bytes);
 }
 
+// The CPU engine's offload store (src/zero/engine_offload.cpp, src/offload/store.cpp):
+// with the optimizer offloaded, the engine keeps no m, v; the store holds master + m + v
+// (12 B per owned element, each unit's buffer rounded up to 4 KiB) in host memory, or
+// `buffers` sub-group records in host memory and the rest on NVMe. With the parameters on
+// NVMe (stage 3), the engine keeps a staging shard per gather slot + one for the step,
+// and the store a bounce buffer. The engine counts the store's host bytes as optimizer.
+static void offload_cpu(Row& r, const Setup& s, const zero::Partition& part, u64 gather_slots) {
+  offload::Options o = s.zero.offload;
+  o.optimizer = static_cast<offload::Home>(r.optimizer);
+  o.params = static_cast<offload::Home>(r.params);
+  std::vector<int64_t> owned, shards;
+  int64_t max_shard = 0, max_owned = 0;
+  for (int u = 0; u < part.num_units(); ++u) {
+    owned.push_back(part.unit(u).owned);
+    shards.push_back(part.unit(u).shard);
+    max_shard = std::max(max_shard, part.unit(u).shard);
+    max_owned = std::max(max_owned, part.unit(u).owned);
+  }
+  u64 store_host = offload::nvme_host_bytes(o, max_owned, max_shard);
+  if (o.optimizer == offload::Home::kCpu)
+    for (int64_t c : owned) store_host += offload::round_up(static_cast<size_t>(c) * 12u);
+  if (o.optimizer != offload::Home::kNone) r.optimizer_bytes = 0;
+  r.optimizer_bytes += store_host;
+  if (o.params == offload::Home::kNvme)
+    r.param_bytes = 4 * (gather_slots + 1) * to_u64(max_shard);
+  r.nvme_bytes = offload::nvme_file_bytes(o, owned, shards);
+}
+
 Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, Offload params) {
   if (stage < 0 || stage > 3)
     throw InputError(strf("ZeRO stage %d does not exist", stage), "zero.stage is 0, 1, 2 or 3");
@@ -93,6 +123,8 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   zero::EngineOptions o = s.zero;
   o.stage = stage;
   o.hpz_partition_size = hpz_request;
+  o.offload.optimizer = offload::Home::kNone;  // the row's homes are checked above; the
+  o.offload.params = offload::Home::kNone;     // store's sizes come from s.zero.offload
   o.validate(n, s.gpus_per_node);
   const int hpz = o.effective_hpz(n, s.gpus_per_node);
   if (hpz > 1 && params != Offload::kNone)
@@ -113,7 +145,9 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   r.hpz = hpz;
   r.optimizer = optimizer;
   r.params = params;
-  r.offload = optimizer != Offload::kNone || params != Offload::kNone;
+  // On the CPU engine the offload rows are its own accounting (offload_cpu below); on
+  // GPU they model an engine zt does not have yet.
+  r.offload = s.device == Device::kGpu && (optimizer != Offload::kNone || params != Offload::kNone);
 
   // Model states (engine.cpp: full_params / param_shard / secondary / grads / m, v).
   r.param_bytes = p.param * (stage <= 2 ? full : shard);
@@ -139,6 +173,10 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                                                   static_cast<int>(p.activation),
                                                   s.device == Device::kCpu ? s.threads : 0);
 
+  if (s.device == Device::kCpu) {
+    offload_cpu(r, s, part, gather_slots);
+    return r;
+  }
   // Offload (ZeRO-Offload / ZeRO-Infinity accounting; estimates only). The rank's
   // optimizer shard (fp32 master + m + v) leaves the device, and the host keeps an fp32
   // copy of the rank's gradient shard for the host-side AdamW; at stages 2-3 the
@@ -177,14 +215,21 @@ std::vector<Row> estimate_all(const Setup& s) {
   o.hpz_partition_size = hpz_request;
   const bool hpz_on = o.effective_hpz(s.world(), s.gpus_per_node) > 1;
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kNone, Offload::kNone));
-  if (s.device == Device::kCpu) return rows;
+  if (s.device == Device::kCpu) {  // host memory is the device: offload cpu = none for params
+    for (int stage = 1; stage <= 3; ++stage)
+      for (Offload opt : {Offload::kCpu, Offload::kNvme})
+        rows.push_back(estimate_row(s, stage, 1, opt, Offload::kNone));
+    for (Offload opt : {Offload::kNone, Offload::kCpu, Offload::kNvme})
+      rows.push_back(estimate_row(s, 3, 1, opt, Offload::kNvme));
+    return rows;
+  }
   for (int stage = 1; stage <= 3; ++stage)
     for (Offload opt : {Offload::kCpu, Offload::kNvme})
       rows.push_back(estimate_row(s, stage, 1, opt, Offload::kNone));
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kCpu, Offload::kNone));
-  rows.push_back(estimate_row(s, 3, 1, Offload::kCpu, Offload::kCpu));
-  rows.push_back(estimate_row(s, 3, 1, Offload::kNvme, Offload::kCpu));
-  rows.push_back(estimate_row(s, 3, 1, Offload::kNvme, Offload::kNvme));
+  for (Offload par : {Offload::kCpu, Offload::kNvme})
+    for (Offload opt : {Offload::kNone, Offload::kCpu, Offload::kNvme})
+      rows.push_back(estimate_row(s, 3, 1, opt, par));
   return rows;
 }
 

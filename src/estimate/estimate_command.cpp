@@ -112,6 +112,7 @@ Resolved resolve(const Args& a) {
   s.nodes = a.nodes;
   s.device = a.device == "cpu" ? Device::kCpu : Device::kGpu;
   s.zero = zero::zero_options(cfg);
+  s.zero.offload = tc.zero.offload;  // the configured homes and the store's sizes
   s.threads = tc.threads > 0 ? tc.threads : 1;
   r.configured_stage = s.zero.stage;
   r.recompute = tc.recompute;
@@ -201,7 +202,10 @@ int run(const Args& a) {
     const estimate::Fit f = estimate::check_fit(row, s, r.device_bytes, r.host_bytes);
     const uint64_t host = cpu ? ranks * row.total(false) : ranks * row.host_bytes;
     std::printf("%-9s %-5s %-5s %9s %9s %9s %7s %9s %9s %9s %9s %10s %9s  %s%s\n",
-                (config_name(row) + (row.stage == r.configured_stage && row.hpz == 1 && !row.offload ? "*" : "")).c_str(),
+                (config_name(row) + (row.stage == r.configured_stage && row.hpz == 1 &&
+                                     static_cast<int>(row.optimizer) == static_cast<int>(s.zero.offload.optimizer) &&
+                                     static_cast<int>(row.params) == static_cast<int>(s.zero.offload.params)
+                                 ? "*" : "")).c_str(),
                 std::string(estimate::offload_name(row.optimizer)).c_str(),
                 std::string(estimate::offload_name(row.params)).c_str(), in(row.param_bytes, u).c_str(),
                 in(row.grad_bytes, u).c_str(), in(row.optimizer_bytes, u).c_str(), in(row.working(), u).c_str(),
@@ -209,11 +213,15 @@ int run(const Args& a) {
                 in(row.total(false), u).c_str(), in(row.total(true), u).c_str(), in(host, u).c_str(),
                 in(row.nvme_bytes, u).c_str(), fit_word(f).c_str(), row.offload ? " (estimate)" : "");
   }
-  std::printf("* the configured zero.stage. \"fits with recompute\": only with train.recompute = "
+  std::printf("* the configured zero.stage and offload.*. \"fits with recompute\": only with train.recompute = "
               "true; \"(host)\": the node's host memory is too small.\n");
   if (!cpu)
-    std::printf("Offload rows are estimates (ZeRO-Offload/Infinity accounting): the engine does not "
-                "offload yet.\n");
+    std::printf("GPU offload rows are estimates (ZeRO-Offload/Infinity accounting of a GPU engine zt "
+                "does not have yet); on --device cpu they are the engine's own accounting.\n");
+  else
+    std::printf("Offload on the CPU engine: optim = the store's host memory (offload.subgroup_bytes x "
+                "offload.buffers on nvme); host memory is the device, so offload.params = cpu is "
+                "the same as none.\n");
   return 0;
 }
 

@@ -31,10 +31,11 @@ int64_t subgroup_elements(const Options& o) {
   return std::max<int64_t>(e, 1024);
 }
 
-uint64_t nvme_host_bytes(const Options& o, int64_t largest_param_shard) {
+uint64_t nvme_host_bytes(const Options& o, int64_t largest_state_count, int64_t largest_param_shard) {
   uint64_t b = 0;
   if (o.optimizer == Home::kNvme)
-    b += static_cast<uint64_t>(o.buffers) * record_bytes(subgroup_elements(o));
+    b += static_cast<uint64_t>(o.buffers) *
+         record_bytes(std::min(subgroup_elements(o), std::max<int64_t>(largest_state_count, 1)));
   if (o.params == Home::kNvme) b += round_up(static_cast<size_t>(largest_param_shard) * 4u);
   return b;
 }
@@ -124,9 +125,11 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
   }
 
   // Host budget.
-  int64_t largest_param = 0;
+  int64_t largest_param = 0, largest_state = 0;
   for (int64_t c : s.param_counts) largest_param = std::max(largest_param, c);
-  uint64_t host = nvme_host_bytes(o, o.params == Home::kNvme ? largest_param : 0);
+  for (int64_t c : s.counts) largest_state = std::max(largest_state, c);
+  const int64_t ring_elems = std::min(e, std::max<int64_t>(largest_state, 1));
+  uint64_t host = nvme_host_bytes(o, largest_state, o.params == Home::kNvme ? largest_param : 0);
   if (o.optimizer == Home::kCpu)
     for (int64_t c : s.counts) host += round_up(static_cast<size_t>(c) * 12u);
   if (o.max_host_bytes > 0 && host > o.max_host_bytes)
@@ -154,7 +157,7 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
     fs.block_bytes = o.block_bytes;
     s.file = std::make_unique<NvmeFile>(path, offset, fs);
     if (o.optimizer == Home::kNvme)
-      for (int b = 0; b < o.buffers; ++b) s.ring.emplace_back(record_bytes(e), s.pinned);
+      for (int b = 0; b < o.buffers; ++b) s.ring.emplace_back(record_bytes(ring_elems), s.pinned);
     if (o.params == Home::kNvme) s.bounce = HostBuffer(static_cast<size_t>(largest_param) * 4u, s.pinned);
   }
 }

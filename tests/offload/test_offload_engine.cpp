@@ -14,6 +14,7 @@
 #include "support/expect_error.hpp"
 #include "zt/core/log.hpp"
 #include "zero/zero_fixtures.hpp"
+#include "zt/estimate/estimate.hpp"
 
 namespace zt::zero::testing {
 namespace {
@@ -166,6 +167,48 @@ TEST(OffloadEngine, CheckpointRoundTripThroughOwnedSlices) {
     EXPECT_TRUE(same_bits(full_params(b), want));
     run_steps(a, cfg, h, 4, 8);  // a went on after its save: the same too
     EXPECT_TRUE(same_bits(full_params(a), want));
+  }
+}
+
+// `zt estimate --device cpu` offload rows against the engine's own peak after one step
+// (Engine::memory: the store's host bytes count as optimizer): the same bytes.
+TEST(OffloadEngine, EstimateRowsAreTheEngineAccounting) {
+  const model::Config cfg = model::Config::preset("tiny");
+  Hyper h = tiny_hyper();
+  h.accum = 1;
+  using offload::Home;
+  for (const Case& c : {Case{1, Home::kCpu, Home::kNone, 3}, Case{2, Home::kNvme, Home::kNone, 3},
+                        Case{3, Home::kNone, Home::kNvme, 3}, Case{3, Home::kNvme, Home::kNvme, 4}}) {
+    SCOPED_TRACE(strf("stage %d, optimizer %s, params %s", c.stage,
+                      std::string(offload::home_name(c.optimizer)).c_str(),
+                      std::string(offload::home_name(c.params)).c_str()));
+    Comms cm = make_comms(0);
+    EngineOptions o = engine_options(h, c.stage);
+    o.offload = small_store(c.optimizer, c.params, nvme_dir("estimate"));
+    o.offload.buffers = c.buffers;
+    Engine e(cfg, *cm.world, nullptr, nullptr, o, h.init);
+    run_steps(e, cfg, h, 0, 1);
+    estimate::Setup s;
+    s.model = cfg;
+    s.micro_batch = h.B;
+    s.seq_len = h.T;
+    s.gpus_per_node = world_size();
+    s.device = estimate::Device::kCpu;
+    s.zero = o;
+    s.threads = 1;
+    const estimate::Row r = estimate::estimate_row(s, c.stage, 1, static_cast<estimate::Offload>(c.optimizer),
+                                                   static_cast<estimate::Offload>(c.params));
+    const MemoryStats m = e.memory();
+    if (world_rank() == 0)
+      std::printf("stage %d optimizer %s params %s: estimate %llu B, engine %llu B; nvme %llu B\n", c.stage,
+                  std::string(offload::home_name(c.optimizer)).c_str(), std::string(offload::home_name(c.params)).c_str(),
+                  static_cast<unsigned long long>(r.total(false)), static_cast<unsigned long long>(m.peak_total),
+                  static_cast<unsigned long long>(r.nvme_bytes));
+    if (world_rank() == 0) {  // the estimate is rank 0's partition
+      EXPECT_EQ(r.optimizer_bytes, m.optimizer);
+      EXPECT_EQ(r.param_bytes, m.param_shards + m.full_params);
+      EXPECT_EQ(r.total(false), m.peak_total);
+    }
   }
 }
 

@@ -15,7 +15,9 @@
 // Padding, shard sizes, buffer slot counts and the activation workspace follow the engine
 // (zt::zero::Partition, engine.cpp) and the model (Model::workspace_bytes) exactly.
 // Offload (optimizer / parameters to host memory or NVMe, ZeRO-Offload / ZeRO-Infinity
-// style) is not implemented in the engine: those rows are estimates only (Row::offload).
+// style): on Device::kCpu the rows are the CPU engine's offload store, sized from
+// Setup::zero.offload (offload.subgroup_bytes, offload.buffers); on Device::kGpu they model
+// a GPU engine zt does not have yet and are estimates only (Row::offload).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -55,7 +57,7 @@ struct Row {
   int hpz = 1;  // hpZ secondary group size in effect (1: none)
   Offload optimizer = Offload::kNone;
   Offload params = Offload::kNone;
-  bool offload = false;  // an offload row: not implemented in the engine, estimate only
+  bool offload = false;  // a GPU offload row: no GPU engine offloads yet, estimate only
 
   // per rank, on the device
   uint64_t param_bytes = 0;      // full params (stages 0-2) or shard (3) + hpZ secondary

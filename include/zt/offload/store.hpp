@@ -83,8 +83,10 @@ uint64_t nvme_file_bytes(const Options& options, const std::vector<int64_t>& sta
                          const std::vector<int64_t>& param_counts);
 // Elements per sub-group: subgroup_bytes / 12, a multiple of 1024 (4 KiB of fp32).
 int64_t subgroup_elements(const Options& options);
-// Host bytes of the NVMe pipeline: buffers x the record of one full sub-group, plus the
-// parameter bounce buffer (largest shard) with offload.params = nvme.
-uint64_t nvme_host_bytes(const Options& options, int64_t largest_param_shard);
+// Host bytes of the NVMe pipeline: buffers x the record of the largest sub-group (a full
+// one, or the largest unit's state when smaller), plus the parameter bounce buffer
+// (largest shard) with offload.params = nvme.
+uint64_t nvme_host_bytes(const Options& options, int64_t largest_state_count,
+                         int64_t largest_param_shard);
 
 }  // namespace zt::offload
