@@ -6,6 +6,8 @@
 #include <ostream>
 
 #include "sweep.hpp"
+#include "verdict.hpp"
+#include "zt/check/stages.hpp"
 #include "zt/check/report_writer.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -27,6 +29,7 @@ GateResult open_gate(const OpThresholds& t, const char* kind, uint64_t size, dou
                      const Row* row) {
   GateResult g;
   g.op = t.op;
+  g.name = op_str(t.op);
   g.kind = kind;
   g.size = size;
   g.limit = limit;
@@ -105,6 +108,8 @@ void evaluate_report(Report& report) {
                                        static_cast<long long>(p->nwrong)));
     }
   }
+  if (report.options.thresholds)
+    for (const std::string& d : report.options.thresholds->dropped) report.notes.push_back(d);
   if (report.options.thresholds) {
     const std::vector<CheckOp>& ran = report.options.ops;
     for (const OpThresholds& t : report.options.thresholds->ops) {
@@ -117,7 +122,10 @@ void evaluate_report(Report& report) {
         report.gates.push_back(latency_gate(t, find_row(report.rows, t.op, t.latency->size)));
     }
   }
+  evaluate_stages(report);
   bool warn = !report.environment.warnings.empty();
+  for (const NodeVerdict& v : report.node_verdicts)
+    if (v.verdict == Verdict::kWarn) warn = true;
   for (const GateResult& g : report.gates) {
     if (g.status == GateStatus::kFail) report.failures.push_back("gate " + g.message);
     if (g.status == GateStatus::kWarn) warn = true;
@@ -125,18 +133,84 @@ void evaluate_report(Report& report) {
   report.verdict = !report.failures.empty() ? Verdict::kFail : warn ? Verdict::kWarn : Verdict::kPass;
 }
 
+namespace {
+
+// Stages before the sweep, in the design's order: fabric, per-node copies and I/O, then
+// all-reduce within each node, then pairs between nodes. Each prints as it finishes.
+void run_stages_before_sweep(comm::Comm& bench, comm::Comm& control, Report& report,
+                             const NcclProbe& probe, std::ostream* out) {
+  const CheckOptions& o = report.options;
+  const std::vector<RankInfo>& ranks = report.environment.ranks;
+  const int me = control.rank();
+  report.fabric = collect_fabric(control, ranks, probe);
+  if (out) *out << fabric_text(report) << std::flush;
+
+  // Host<->device copies on every rank with a GPU.
+  const CopyBandwidth mine = measure_copy_bandwidth(ranks[static_cast<size_t>(me)].device,
+                                                    o.copy_bytes, o.copy_iters);
+  const double numbers[3] = {mine.ran ? 1.0 : 0.0, mine.h2d_gbs, mine.d2h_gbs};
+  std::vector<double> all(3 * static_cast<size_t>(control.size()));  // [n][3]
+  control.all_gather(numbers, all.data(), 3, DType::kF64);
+  const std::vector<std::string> copy_notes = gather_strings(control, mine.note);
+  for (size_t r = 0; r < copy_notes.size(); ++r)
+    report.copies.push_back({all[3 * r] > 0.5, copy_notes[r], all[3 * r + 1], all[3 * r + 2]});
+
+  // The I/O directory, written by each node's leader.
+  const std::vector<int> leaders = node_leaders(ranks);
+  IoBandwidth io;
+  const int my_node = ranks[static_cast<size_t>(me)].node;
+  if (leaders[static_cast<size_t>(my_node)] == me)
+    io = measure_io_write(o.io_dir, o.io_bytes, strf("node%d", my_node));
+  const double io_numbers[3] = {io.ran ? 1.0 : 0.0, static_cast<double>(io.bytes), io.write_gbs};
+  control.all_gather(io_numbers, all.data(), 3, DType::kF64);
+  const std::vector<std::string> io_notes = gather_strings(control, io.note);
+  for (int leader : leaders) {
+    const size_t r = static_cast<size_t>(leader);
+    report.io.push_back({all[3 * r] > 0.5, io_notes[r], static_cast<uint64_t>(all[3 * r + 1]), all[3 * r + 2]});
+  }
+  if (out) *out << node_text(report) << std::flush;
+
+  // All-reduce within each node at the intra-node gate's size, else the largest of the sweep.
+  uint64_t intra_bytes = sweep_of(o).back();
+  if (o.thresholds)
+    for (const StageThresholds& t : o.thresholds->stages)
+      if (t.stage == Stage::kIntraNodeAllReduce && t.size > 0) intra_bytes = t.size;
+  report.intra = run_intra_node(bench, control, ranks, intra_bytes, o.iters, o.warmup);
+  report.pairs = run_pairs(bench, control, ranks, o.pair_bytes, o.pair_iters);
+  if (out) *out << pairs_text(report) << std::flush;
+}
+
+}  // namespace
+
 Report run_checklist(comm::Comm& bench, comm::Comm& control, const CheckOptions& options,
-                     Environment environment, std::ostream* out) {
+                     Environment environment, std::ostream* out, const NcclProbe* probe) {
   validate_options(options);
+  if (options.baseline) check_baseline_world(*options.baseline, bench.size());
   Report report;
   report.options = options;
   report.backend = std::string(bench.backend());
   report.nranks = bench.size();
   report.timeout_s = std::chrono::duration<double>(bench.timeout()).count();
   report.environment = std::move(environment);
+  if (report.environment.ranks.size() != static_cast<size_t>(bench.size())) {
+    // No environment given (a test): every rank on one node.
+    report.environment.ranks.clear();
+    for (int r = 0; r < bench.size(); ++r) {
+      RankInfo info;
+      info.rank = r;
+      info.host = "?";
+      info.local_rank = r;
+      report.environment.ranks.push_back(info);
+    }
+  }
+  NcclProbe skipped;
+  skipped.note = "skipped: not probed";
+  run_stages_before_sweep(bench, control, report, probe ? *probe : skipped, out);
   report.rows = run_sweep(bench, control, options, out);
+  report.stragglers = run_stragglers(bench, control, options.straggler_bytes, options.straggler_iters,
+                                     options.straggler_factor);
   evaluate_report(report);
-  if (out) *out << latency_table(report) << verdict_text(report) << std::flush;
+  if (out) *out << latency_table(report) << stragglers_text(report) << verdict_text(report) << std::flush;
   return report;
 }
 

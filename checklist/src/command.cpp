@@ -1,6 +1,11 @@
 // `zt check`: the CLI (CLI11). Every flag is validated while parsing or before the
 // runtime starts, so bad input ends every rank with exit 2 before any collective.
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -9,6 +14,7 @@
 #include "zt/check/checklist.hpp"
 #include "zt/check/environment.hpp"
 #include "zt/check/report_writer.hpp"
+#include "zt/check/stages.hpp"
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/comm/nccl_comm.hpp"
 #include "zt/core/error.hpp"
@@ -35,7 +41,53 @@ struct CheckCli {
   std::string report;
   double timeout_s = 0.0;  // 0: the comm's default
   int ranks_per_node = 0;
+  std::string baseline;
+  double baseline_fraction = 0.9;
+  std::string pair_bytes = "64M";
+  int pair_iters = 5;
+  std::string straggler_bytes = "1M";
+  int straggler_iters = 20;
+  double straggler_factor = 1.5;
+  std::string copy_bytes = "256M";
+  std::string io_dir;
+  std::string io_bytes = "256M";
+  std::string nccl_log_dir;
 };
+
+// Where the shipped thresholds tables are: $ZT_THRESHOLDS_DIR, else the source tree's.
+std::string thresholds_dir() {
+  const char* env = std::getenv("ZT_THRESHOLDS_DIR");
+  return env != nullptr && *env != '\0' ? env : ZT_THRESHOLDS_DIR;
+}
+
+// First /sys/class/infiniband/*/ports/1/rate ("400 Gb/sec (4X NDR)"), or "".
+std::string infiniband_rate() {
+  std::error_code ec;
+  for (const auto& dev : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
+    std::ifstream in(dev.path() / "ports" / "1" / "rate");
+    std::string rate;
+    if (std::getline(in, rate)) return rate;
+  }
+  return {};
+}
+
+// --thresholds auto: the shipped tables for rank 0's GPU and fabric, merged; gates at
+// sizes outside the sweep are dropped with a note.
+check::Thresholds auto_thresholds(const check::Environment& env, const std::vector<uint64_t>& sweep) {
+  check::FabricFacts facts;
+  facts.providers = env.fabric_providers;
+  facts.infiniband_sysfs = !infiniband_rate().empty();
+  const std::string device = env.ranks.empty() ? "" : env.ranks[0].device_name;
+  const std::vector<std::string> files = check::select_threshold_files(
+      thresholds_dir(), device, check::expected_network(facts), infiniband_rate());
+  if (files.empty())
+    throw InputError("--thresholds auto: zt ships no table for GPU '" + device + "'",
+                     "give --thresholds FILE (checklist/thresholds/ has examples)");
+  check::Thresholds t = check::parse_thresholds_file(files[0]);
+  for (size_t i = 1; i < files.size(); ++i) t = check::merge_thresholds(t, check::parse_thresholds_file(files[i]));
+  check::drop_gates_outside(t, sweep);
+  return t;
+}
 
 // A CLI11 validator from a function that throws zt::InputError: its message becomes the
 // parse error ("--max-bytes: bad size string '12Q': ..."), so the exit code is 2.
@@ -78,7 +130,27 @@ check::CheckOptions to_options(const CheckCli& cli) {
   o.dtype = parse_dtype(cli.dtype);
   o.redop = check::parse_check_redop(cli.redop);
   o.root = cli.root;
-  if (!cli.thresholds.empty()) o.thresholds = check::parse_thresholds_file(cli.thresholds);
+  if (cli.thresholds == "auto") o.thresholds_auto = true;
+  else if (!cli.thresholds.empty()) o.thresholds = check::parse_thresholds_file(cli.thresholds);
+  if (!cli.baseline.empty()) {
+    o.baseline = check::parse_baseline_file(cli.baseline);
+    check::check_baseline_ops(*o.baseline, o.ops);
+    o.baseline->fraction = cli.baseline_fraction;
+  }
+  o.pair_bytes = parse_size(cli.pair_bytes);
+  o.pair_iters = cli.pair_iters;
+  o.straggler_bytes = parse_size(cli.straggler_bytes);
+  o.straggler_iters = cli.straggler_iters;
+  o.straggler_factor = cli.straggler_factor;
+  o.copy_bytes = parse_size(cli.copy_bytes);
+  o.io_bytes = parse_size(cli.io_bytes);
+  if (!cli.io_dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(cli.io_dir, ec) || ::access(cli.io_dir.c_str(), W_OK | X_OK) != 0)
+      throw InputError("--io-dir '" + cli.io_dir + "' is not a writable directory",
+                       "give the checkpoint or offload directory the job will write to");
+    o.io_dir = cli.io_dir;
+  }
   check::validate_options(o);
   return o;
 }
@@ -95,7 +167,7 @@ std::string run_header(const check::CheckOptions& o, const std::string& backend,
 
 int run_check(const CheckCli& cli) {
   // 1. Everything the user gave, checked on every rank before MPI starts.
-  const check::CheckOptions options = to_options(cli);
+  check::CheckOptions options = to_options(cli);
   if (cli.backend == "nccl" && !comm::nccl_available())
     throw InputError("--backend nccl: this zt was built without CUDA/NCCL",
                      "use --backend mpi (or auto), or rebuild with -DZT_CUDA=ON");
@@ -112,6 +184,11 @@ int run_check(const CheckCli& cli) {
                      rt.visible_devices()),
                 "check CUDA_VISIBLE_DEVICES and the GPUs the scheduler gave the job, or use --backend mpi");
   std::unique_ptr<comm::Comm> control = comm::make_mpi_comm(rt.world());
+  // NCCL's network, probed before any other NCCL comm exists (NCCL reads NCCL_DEBUG once).
+  const std::string log_dir = !cli.nccl_log_dir.empty() ? cli.nccl_log_dir
+                              : report_dir              ? report_dir->string()
+                                                        : std::filesystem::temp_directory_path().string();
+  const check::NcclProbe probe = check::probe_nccl_network(rt.world(), *control, rt.device(), log_dir);
   std::unique_ptr<comm::Comm> bench =
       use_nccl ? comm::make_nccl_comm(rt.world()) : comm::make_mpi_comm(rt.world());
   if (cli.timeout_s > 0.0) {
@@ -120,14 +197,19 @@ int run_check(const CheckCli& cli) {
     control->set_timeout(timeout);
   }
   check::Environment env = check::collect_environment(rt, *control);
+  if (options.thresholds_auto) options.thresholds = auto_thresholds(env, check::sweep_of(options));
   if (rank0)
     std::cout << run_header(options, std::string(bench->backend()), bench->size())
               << check::environment_text(env) << std::flush;
 
   // 3. The sweep, gates, verdict; rank 0 writes the report.
-  const check::Report report =
-      check::run_checklist(*bench, *control, options, std::move(env), rank0 ? &std::cout : nullptr);
+  if (rank0 && options.thresholds)
+    std::cout << "# thresholds: " << options.thresholds->source << "\n";
+  check::Report report = check::run_checklist(*bench, *control, options, std::move(env),
+                                              rank0 ? &std::cout : nullptr, &probe);
   if (report_dir && rank0) {
+    check::write_plots(report, *report_dir);
+    if (!report.plot_note.empty()) std::cout << "# plots: " << report.plot_note << "\n";
     check::write_report_files(report, *report_dir);
     std::cout << "# report: " << (*report_dir / "report.json").string() << ", "
               << (*report_dir / "report.md").string() << std::endl;
@@ -175,7 +257,31 @@ Run add_check_command(CLI::App& app) {
       ->check(throwing_validator([](const std::string& s) { check::parse_check_redop(s); }, "REDOP"))
       ->capture_default_str();
   sub->add_option("--root", cli->root, "broadcast root")->check(at_least(0))->capture_default_str();
-  sub->add_option("--thresholds", cli->thresholds, "TOML file of gates (docs/checklist.md)");
+  sub->add_option("--thresholds", cli->thresholds,
+                  "TOML file of gates (docs/checklist.md), or 'auto': the shipped table for this GPU and fabric");
+  sub->add_option("--baseline", cli->baseline, "report.json of an earlier healthy run: gate at a fraction of it");
+  sub->add_option("--baseline-fraction", cli->baseline_fraction, "fraction of the baseline a result must reach")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  sub->add_option("--pair-bytes", cli->pair_bytes, "bytes each node leader sends per exchange in the pair test")
+      ->check(size_check)
+      ->capture_default_str();
+  sub->add_option("--pair-iters", cli->pair_iters, "timed exchanges per pair")->check(at_least(1))->capture_default_str();
+  sub->add_option("--straggler-bytes", cli->straggler_bytes, "all_reduce size of the straggler loop")
+      ->check(size_check)
+      ->capture_default_str();
+  sub->add_option("--straggler-iters", cli->straggler_iters, "rounds of the straggler loop")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--straggler-factor", cli->straggler_factor, "a rank above this times the median is a straggler")
+      ->check(CLI::Range(1.0, 100.0))
+      ->capture_default_str();
+  sub->add_option("--copy-bytes", cli->copy_bytes, "bytes per pinned host<->device copy (CUDA builds)")
+      ->check(size_check)
+      ->capture_default_str();
+  sub->add_option("--io-dir", cli->io_dir, "directory whose write bandwidth to measure (checkpoint or offload dir)");
+  sub->add_option("--io-bytes", cli->io_bytes, "bytes written to --io-dir per node")->check(size_check)->capture_default_str();
+  sub->add_option("--nccl-log-dir", cli->nccl_log_dir, "where the NCCL probe writes its INFO log (default: --report dir, else /tmp)");
   sub->add_option("--report", cli->report, "directory for report.json and report.md (created if missing)");
   sub->add_option("--timeout", cli->timeout_s, "seconds a collective may take before the job is ended")
       ->check(CLI::PositiveNumber);

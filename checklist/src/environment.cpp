@@ -49,6 +49,8 @@ std::string libfabric_version() {
   return strf("%u.%u", FI_MAJOR(v), FI_MINOR(v));
 }
 
+}  // namespace
+
 // Distinct prov_name of every fabric interface fi_getinfo reports, sorted.
 std::vector<std::string> libfabric_providers(std::vector<std::string>* warnings) {
   struct fi_info* info = nullptr;
@@ -66,6 +68,8 @@ std::vector<std::string> libfabric_providers(std::vector<std::string>* warnings)
   fi_freeinfo(info);
   return {names.begin(), names.end()};
 }
+
+namespace {
 
 void copy_name(const std::string& from, uint8_t* to) {
   std::memset(to, 0, kNameBytes);

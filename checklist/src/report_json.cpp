@@ -38,6 +38,45 @@ json environment_json(const Environment& env) {
               {"warnings", env.warnings}};
 }
 
+json stages_json(const Report& r) {
+  json fabric = json::array();
+  for (const NodeFabric& f : r.fabric)
+    fabric.push_back({{"providers", f.providers}, {"infiniband_sysfs", f.infiniband_sysfs},
+                      {"expected", f.expected}, {"nccl_probed", f.nccl_probed}, {"nccl", f.nccl_note},
+                      {"status", f.fabric_status}, {"message", f.fabric_message}, {"nics", f.nics},
+                      {"affinity_status", f.affinity_status}, {"affinity", f.affinity}});
+  json copies = json::array();
+  for (const CopyBandwidth& c : r.copies)
+    copies.push_back({{"ran", c.ran}, {"note", c.note},
+                      {"h2d_gbs", c.ran ? json(c.h2d_gbs) : json(nullptr)},
+                      {"d2h_gbs", c.ran ? json(c.d2h_gbs) : json(nullptr)}});
+  json io = json::array();
+  for (const IoBandwidth& x : r.io)
+    io.push_back({{"ran", x.ran}, {"note", x.note}, {"bytes", x.bytes},
+                  {"write_gbs", x.ran ? json(x.write_gbs) : json(nullptr)}});
+  const PairMatrix& m = r.pairs;
+  const Stragglers& st = r.stragglers;
+  json nodes = json::array();
+  for (const NodeVerdict& v : r.node_verdicts)
+    nodes.push_back({{"node", v.node}, {"hostname", v.host}, {"verdict", verdict_name(v.verdict)},
+                     {"reasons", v.reasons}, {"line", node_verdict_line(v)}});
+  return json{{"fabric", fabric},
+              {"copies", copies},
+              {"io", io},
+              {"intra_node", {{"ran", r.intra.ran}, {"note", r.intra.note}, {"size", r.intra.size},
+                              {"busbw", r.intra.busbw}}},
+              {"pairs", {{"ran", m.ran}, {"note", m.note}, {"bytes", m.bytes}, {"iters", m.iters},
+                         {"leaders", m.leaders}, {"gbs", m.gbs}, {"slowest", {m.slow_a, m.slow_b}},
+                         {"slowest_gbs", m.slowest_gbs}, {"reference_gbs", m.reference_gbs},
+                         {"slow_nodes", m.slow_nodes}}},
+              {"stragglers", {{"ran", st.ran}, {"bytes", st.bytes}, {"iters", st.iters},
+                              {"factor", st.factor}, {"rank_us", st.rank_us},
+                              {"median_us", st.median_us}, {"ranks", st.ranks}}},
+              {"nodes", nodes},
+              {"plots", r.plots},
+              {"plot_note", r.plot_note}};
+}
+
 }  // namespace
 
 json report_json(const Report& report) {
@@ -56,7 +95,11 @@ json report_json(const Report& report) {
                  {"redop", comm::reduce_op_name(o.redop)},
                  {"root", o.root},
                  {"timeout_s", report.timeout_s},
-                 {"thresholds_file", o.thresholds ? json(o.thresholds->source) : json(nullptr)}};
+                 {"thresholds_file", o.thresholds ? json(o.thresholds->source) : json(nullptr)},
+                 {"baseline_file", o.baseline ? json(o.baseline->source) : json(nullptr)},
+                 {"baseline_fraction", o.baseline ? json(o.baseline->fraction) : json(nullptr)},
+                 {"pair_bytes", o.pair_bytes},
+                 {"io_dir", o.io_dir.empty() ? json(nullptr) : json(o.io_dir)}};
 
   json results = json::array();
   for (const Row& row : report.rows) {
@@ -80,7 +123,7 @@ json report_json(const Report& report) {
 
   json gates = json::array();
   for (const GateResult& g : report.gates) {
-    gates.push_back({{"op", check_op_name(g.op)},
+    gates.push_back({{"op", g.name},
                      {"kind", g.kind},
                      {"size", g.size},
                      {"measured", g.measured},
@@ -90,7 +133,7 @@ json report_json(const Report& report) {
                      {"message", g.message}});
   }
 
-  return json{{"zt_version", kVersion},
+  json out = json{{"zt_version", kVersion},
               {"git_commit", kGitCommit},
               {"config", config},
               {"environment", environment_json(report.environment)},
@@ -101,6 +144,8 @@ json report_json(const Report& report) {
               {"notes", report.notes},
               {"verdict", verdict_name(report.verdict)},
               {"exit_code", exit_code(report)}};
+  out.update(stages_json(report));
+  return out;
 }
 
 }  // namespace zt::check

@@ -2,6 +2,7 @@
 // verdict).
 #include <map>
 
+#include "report_md_stages.hpp"
 #include "zt/check/report_writer.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
@@ -58,7 +59,14 @@ std::string report_markdown(const Report& report) {
             static_cast<unsigned long long>(o.step_factor), o.warmup, o.iters,
             std::string(dtype_name(o.dtype)).c_str(),
             std::string(comm::reduce_op_name(o.redop)).c_str());
+  if (o.thresholds)
+    s += "Thresholds: " + o.thresholds->source +
+         (o.thresholds->description.empty() ? std::string() : " (" + o.thresholds->description + ")") + ".\n\n";
+  if (o.baseline)
+    s += strf("Baseline: %s, gated at %.2f of it.\n\n", o.baseline->source.c_str(), o.baseline->fraction);
+  s += node_verdicts_md(report);
   s += environment_md(report.environment);
+  s += stages_md(report);
 
   s += "## Collectives\n\n"
        "time: mean over ranks of each rank's mean time per op (us); algbw = size / time; "
@@ -90,14 +98,15 @@ std::string report_markdown(const Report& report) {
 
   s += "## Gates\n\n";
   if (report.gates.empty()) {
-    s += "No thresholds file: only correctness (#wrong) decides the verdict.\n\n";
+    s += "No thresholds file or baseline: correctness (#wrong) and the per-node checks decide the verdict.\n\n";
   } else {
     s += "| op | kind | size | measured | limit | warn band | status |\n"
          "|---|---|---|---|---|---|---|\n";
     for (const GateResult& g : report.gates) {
       s += strf("| %s | %s | %s | %.2f %s | %.2f | %.0f%% | %s |\n",
-                std::string(check_op_name(g.op)).c_str(), g.kind.c_str(),
-                format_size(g.size).c_str(), g.measured, g.kind == "busbw" ? "GB/s" : "us",
+                g.name.c_str(), g.kind.c_str(),
+                g.size > 0 ? format_size(g.size).c_str() : "-", g.measured,
+                g.kind == "latency" ? "us" : "GB/s",
                 g.limit, g.warn_band * 100.0, std::string(gate_status_name(g.status)).c_str());
     }
     s += "\n";

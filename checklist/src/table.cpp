@@ -108,6 +108,7 @@ std::string verdict_text(const Report& report) {
     s += "# gate " + g.message + "\n";
   for (const std::string& n : report.notes) s += "# note: " + n + "\n";
   for (const std::string& f : report.failures) s += "# FAILED: " + f + "\n";
+  for (const NodeVerdict& v : report.node_verdicts) s += node_verdict_line(v) + "\n";
   s += "# zt check: " + std::string(verdict_name(report.verdict)) + "\n";
   return s;
 }

@@ -1,10 +1,13 @@
 // Thresholds TOML file -> gates, and the pass/warn/fail rules (include/zt/check/thresholds.hpp).
+#include "join.hpp"
 #include "zt/check/thresholds.hpp"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
+#include <utility>
 #include <toml++/toml.h>
 
 #include "zt/core/error.hpp"
@@ -16,35 +19,63 @@ namespace {
 
 constexpr std::string_view kSchemaHint =
     "see docs/checklist.md (thresholds): one table per op ([all_reduce], [all_gather], "
-    "[reduce_scatter], [broadcast], [sendrecv]) with keys size, min_busbw_gbs, warn_band, "
-    "latency_size, max_latency_us; top level: warn_band, description";
+    "[reduce_scatter], [broadcast], [sendrecv]) with keys size, min_busbw_gbs or min_busbw, "
+    "warn_band, latency_size, max_latency_us or max_latency; stage tables [pairs], [h2d], "
+    "[d2h], [io_write] with min_bw, warn_band; [intra_node_all_reduce] with size, min_busbw; "
+    "top level: warn_band, description; units GB/s MB/s TB/s Gb/s Gbit/s Gbps, ns us ms s";
 
 [[noreturn]] void bad(const std::string& source, const std::string& what) {
   throw InputError("thresholds file " + source + ": " + what, std::string(kSchemaHint));
 }
 
+// "file, line N: what" when the node knows where it came from.
+[[noreturn]] void bad_at(const std::string& source, const toml::source_region& where,
+                         const std::string& what) {
+  if (where.begin.line == 0) bad(source, what);
+  bad(source, strf("line %u: ", static_cast<unsigned>(where.begin.line)) + what);
+}
+
 double number_at(const toml::node& node, const std::string& source, const std::string& key) {
-  if (!node.is_number()) bad(source, "'" + key + "' must be a number");
+  if (!node.is_number()) bad_at(source, node.source(), "'" + key + "' must be a number");
   return node.value<double>().value_or(0.0);
+}
+
+// A number with a unit, in a string: "360 GB/s". `parse` converts it (bandwidth or latency).
+double unit_at(const toml::node& node, const std::string& source, const std::string& key,
+               double (*parse)(std::string_view)) {
+  if (!node.is_string())
+    bad_at(source, node.source(), "'" + key + "' must be a string with a unit such as \"360 GB/s\"");
+  try {
+    return parse(node.value<std::string>().value_or(""));
+  } catch (const InputError& e) {
+    bad_at(source, node.source(), "'" + key + "': " + e.message());
+  }
+}
+
+double positive(double v, const toml::node& node, const std::string& source, const std::string& key) {
+  if (!(v > 0.0)) bad_at(source, node.source(), "'" + key + "' must be > 0");
+  return v;
 }
 
 uint64_t size_at(const toml::node& node, const std::string& source, const std::string& key) {
   if (node.is_integer()) {
     const int64_t v = node.value<int64_t>().value_or(-1);
-    if (v < 1) bad(source, "'" + key + "' must be a positive number of bytes");
+    if (v < 1) bad_at(source, node.source(), "'" + key + "' must be a positive number of bytes");
     return static_cast<uint64_t>(v);
   }
-  if (!node.is_string()) bad(source, "'" + key + "' must be a size string such as \"64M\"");
+  if (!node.is_string())
+    bad_at(source, node.source(), "'" + key + "' must be a size string such as \"64M\"");
   try {
     return parse_size(node.value<std::string>().value_or(""));
   } catch (const InputError& e) {
-    bad(source, "'" + key + "': " + e.message());
+    bad_at(source, node.source(), "'" + key + "': " + e.message());
   }
 }
 
 double warn_band_at(const toml::node& node, const std::string& source, const std::string& key) {
   const double band = number_at(node, source, key);
-  if (!(band >= 0.0 && band < 1.0)) bad(source, "'" + key + "' must be in [0, 1)");
+  if (!(band >= 0.0 && band < 1.0))
+    bad_at(source, node.source(), strf("'%s' must be in [0, 1) (got %g)", key.c_str(), band));
   return band;
 }
 
@@ -62,31 +93,132 @@ OpThresholds parse_op_table(CheckOp op, const toml::table& table, const std::str
     if (key == "size") {
       size = size_at(value, source, full);
     } else if (key == "min_busbw_gbs") {
-      min_busbw = number_at(value, source, full);
-      if (!(*min_busbw > 0.0)) bad(source, "'" + full + "' must be > 0");
+      min_busbw = positive(number_at(value, source, full), value, source, full);
+    } else if (key == "min_busbw") {
+      min_busbw = positive(unit_at(value, source, full, parse_bandwidth_gbs), value, source, full);
     } else if (key == "warn_band") {
       t.warn_band = warn_band_at(value, source, full);
     } else if (key == "latency_size") {
       latency_size = size_at(value, source, full);
     } else if (key == "max_latency_us") {
-      max_latency = number_at(value, source, full);
-      if (!(*max_latency > 0.0)) bad(source, "'" + full + "' must be > 0");
+      max_latency = positive(number_at(value, source, full), value, source, full);
+    } else if (key == "max_latency") {
+      max_latency = positive(unit_at(value, source, full, parse_latency_us), value, source, full);
     } else {
-      bad(source, "unknown key '" + full + "'");
+      bad_at(source, key_node.source(), "unknown key '" + full + "'");
     }
   }
+  const toml::source_region& where = table.source();
   if (size.has_value() != min_busbw.has_value())
-    bad(source, "[" + name + "] needs both 'size' and 'min_busbw_gbs' (or neither)");
+    bad_at(source, where, "[" + name + "] needs both 'size' and 'min_busbw_gbs' (or neither)");
   if (latency_size.has_value() != max_latency.has_value())
-    bad(source, "[" + name + "] needs both 'latency_size' and 'max_latency_us' (or neither)");
+    bad_at(source, where, "[" + name + "] needs both 'latency_size' and 'max_latency_us' (or neither)");
   if (!size && !latency_size)
-    bad(source, "[" + name + "] has no gate: give size + min_busbw_gbs or latency_size + max_latency_us");
+    bad_at(source, where, "[" + name + "] has no gate: give size + min_busbw_gbs or latency_size + max_latency_us");
   if (size) t.busbw = BusbwGate{*size, *min_busbw};
   if (latency_size) t.latency = LatencyGate{*latency_size, *max_latency};
   return t;
 }
 
+// [pairs], [h2d], [d2h], [io_write]: min_bw (+ warn_band); [intra_node_all_reduce]:
+// size + min_busbw (or min_busbw_gbs) (+ warn_band).
+StageThresholds parse_stage_table(Stage stage, const toml::table& table, const std::string& source,
+                                  double default_band) {
+  const std::string name(stage_name(stage));
+  const bool busbw = stage == Stage::kIntraNodeAllReduce;
+  StageThresholds t;
+  t.stage = stage;
+  t.warn_band = default_band;
+  std::optional<double> minimum;
+  for (auto&& [key_node, value] : table) {
+    const std::string key(key_node.str());
+    const std::string full = name + "." + key;
+    if (key == "warn_band") {
+      t.warn_band = warn_band_at(value, source, full);
+    } else if (busbw && key == "size") {
+      t.size = size_at(value, source, full);
+    } else if (busbw && key == "min_busbw_gbs") {
+      minimum = positive(number_at(value, source, full), value, source, full);
+    } else if (key == (busbw ? "min_busbw" : "min_bw")) {
+      minimum = positive(unit_at(value, source, full, parse_bandwidth_gbs), value, source, full);
+    } else {
+      bad_at(source, key_node.source(), "unknown key '" + full + "'");
+    }
+  }
+  if (!minimum)
+    bad_at(source, table.source(),
+           "[" + name + "] has no gate: give " + (busbw ? "min_busbw" : "min_bw") + " = \"N GB/s\"");
+  t.min_gbs = *minimum;
+  return t;
+}
+
+// A number followed by a unit from `units` (name, factor to the result unit).
+double number_with_unit(std::string_view text, const char* what,
+                        std::initializer_list<std::pair<std::string_view, double>> units,
+                        const char* unit_list) {
+  const std::string s(text);
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(s, &used);
+  } catch (const std::exception&) {
+    throw InputError(strf("'%s' is not a %s (a number and a unit)", s.c_str(), what),
+                     std::string("write it as e.g. \"") + (what[0] == 'b' ? "360 GB/s" : "50 us") + "\"");
+  }
+  std::string unit = s.substr(used);
+  unit.erase(0, unit.find_first_not_of(' '));
+  unit.erase(unit.find_last_not_of(' ') + 1);
+  for (const auto& [name, factor] : units)
+    if (unit == name) return value * factor;
+  throw InputError(strf("unknown unit '%s' in '%s'", unit.c_str(), s.c_str()),
+                   std::string("use one of: ") + unit_list);
+}
+
 }  // namespace
+
+std::string_view stage_name(Stage s) {
+  switch (s) {
+    case Stage::kIntraNodeAllReduce: return "intra_node_all_reduce";
+    case Stage::kPairs: return "pairs";
+    case Stage::kH2D: return "h2d";
+    case Stage::kD2H: return "d2h";
+    case Stage::kIoWrite: return "io_write";
+  }
+  return "?";
+}
+
+double parse_bandwidth_gbs(std::string_view text) {
+  // bytes: GB/s = 1e9 B/s; bits: Gb/s = 1e9 bit/s = 0.125 GB/s.
+  return number_with_unit(text, "bandwidth",
+                          {{"GB/s", 1.0}, {"MB/s", 1e-3}, {"TB/s", 1e3}, {"Gb/s", 0.125},
+                           {"Gbit/s", 0.125}, {"Gbps", 0.125}},
+                          "GB/s, MB/s, TB/s (bytes), Gb/s, Gbit/s, Gbps (bits)");
+}
+
+double parse_latency_us(std::string_view text) {
+  return number_with_unit(text, "latency", {{"ns", 1e-3}, {"us", 1.0}, {"ms", 1e3}, {"s", 1e6}},
+                          "ns, us, ms, s");
+}
+
+Thresholds merge_thresholds(Thresholds a, const Thresholds& b) {
+  for (const OpThresholds& t : b.ops) {
+    auto same = std::find_if(a.ops.begin(), a.ops.end(), [&](const OpThresholds& x) { return x.op == t.op; });
+    if (same != a.ops.end()) *same = t;
+    else a.ops.push_back(t);
+  }
+  for (const StageThresholds& t : b.stages) {
+    auto same = std::find_if(a.stages.begin(), a.stages.end(),
+                             [&](const StageThresholds& x) { return x.stage == t.stage; });
+    if (same != a.stages.end()) *same = t;
+    else a.stages.push_back(t);
+  }
+  std::sort(a.ops.begin(), a.ops.end(), [](const OpThresholds& x, const OpThresholds& y) { return x.op < y.op; });
+  std::sort(a.stages.begin(), a.stages.end(),
+            [](const StageThresholds& x, const StageThresholds& y) { return x.stage < y.stage; });
+  a.source += " + " + b.source;
+  if (!b.description.empty()) a.description = join({a.description, b.description}, "; ");
+  return a;
+}
 
 Thresholds parse_thresholds_text(std::string_view text, const std::string& source) {
   toml::table root;
@@ -107,25 +239,29 @@ Thresholds parse_thresholds_text(std::string_view text, const std::string& sourc
     const std::string key(key_node.str());
     if (key == "warn_band") continue;
     if (key == "description") {
-      if (!value.is_string()) bad(source, "'description' must be a string");
+      if (!value.is_string()) bad_at(source, value.source(), "'description' must be a string");
+      thresholds.description = value.value<std::string>().value_or("");
       continue;
     }
-    CheckOp op{};
-    bool known = false;
-    for (CheckOp candidate : kAllCheckOps) {
-      if (check_op_name(candidate) == key) {
-        op = candidate;
-        known = true;
-      }
-    }
-    if (!known) bad(source, "unknown key or op '" + key + "'");
-    if (!value.is_table()) bad(source, "'" + key + "' must be a table: [" + key + "]");
-    thresholds.ops.push_back(parse_op_table(op, *value.as_table(), source, default_band));
+    const auto op = std::find_if(std::begin(kAllCheckOps), std::end(kAllCheckOps),
+                                 [&](CheckOp c) { return check_op_name(c) == key; });
+    const auto stage = std::find_if(std::begin(kAllStages), std::end(kAllStages),
+                                    [&](Stage c) { return stage_name(c) == key; });
+    if (op == std::end(kAllCheckOps) && stage == std::end(kAllStages))
+      bad_at(source, key_node.source(), "unknown key or op '" + key + "'");
+    if (!value.is_table()) bad_at(source, value.source(), "'" + key + "' must be a table: [" + key + "]");
+    if (op != std::end(kAllCheckOps))
+      thresholds.ops.push_back(parse_op_table(*op, *value.as_table(), source, default_band));
+    else
+      thresholds.stages.push_back(parse_stage_table(*stage, *value.as_table(), source, default_band));
   }
-  if (thresholds.ops.empty()) bad(source, "it has no gates (no op table such as [all_reduce])");
+  if (thresholds.ops.empty() && thresholds.stages.empty())
+    bad(source, "it has no gates (no op table such as [all_reduce])");
   // TOML tables have no order; gates are listed in run order (all_reduce first).
   std::sort(thresholds.ops.begin(), thresholds.ops.end(),
             [](const OpThresholds& a, const OpThresholds& b) { return a.op < b.op; });
+  std::sort(thresholds.stages.begin(), thresholds.stages.end(),
+            [](const StageThresholds& a, const StageThresholds& b) { return a.stage < b.stage; });
   return thresholds;
 }
 

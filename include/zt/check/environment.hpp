@@ -15,6 +15,10 @@ namespace zt::check {
 // returns the same Environment. Versions and providers come from rank 0.
 Environment collect_environment(const runtime::Runtime& runtime, comm::Comm& control);
 
+// Distinct libfabric provider names fi_getinfo reports on this host, sorted; a failing
+// fi_getinfo adds a warning and returns none.
+std::vector<std::string> libfabric_providers(std::vector<std::string>* warnings);
+
 // This rank's facts (no communication).
 RankInfo local_rank_info(const runtime::Runtime& runtime);
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "zt/check/baseline.hpp"
 #include "zt/check/ops.hpp"
 #include "zt/check/thresholds.hpp"
 #include "zt/comm/comm.hpp"
@@ -25,6 +26,19 @@ struct CheckOptions {
   // Sizes up to this go into the latency table (us per op).
   uint64_t latency_max_bytes = uint64_t{8} << 10;
   std::optional<Thresholds> thresholds;
+  bool thresholds_auto = false;  // --thresholds auto: pick shipped tables by GPU and fabric
+  std::optional<Baseline> baseline;
+
+  // Stages beyond the sweep (docs/checklist.md).
+  uint64_t pair_bytes = uint64_t{64} << 20;      // per direction, per exchange
+  int pair_iters = 5;
+  uint64_t straggler_bytes = uint64_t{1} << 20;  // all_reduce size of the straggler loop
+  int straggler_iters = 20;
+  double straggler_factor = 1.5;                 // above factor * median: a straggler
+  uint64_t copy_bytes = uint64_t{256} << 20;     // host<->device copies (CUDA builds)
+  int copy_iters = 5;
+  std::string io_dir;                            // "": the write test is skipped
+  uint64_t io_bytes = uint64_t{256} << 20;
 };
 
 // Throws zt::InputError naming the first problem: no ops, min < 1, max < min,

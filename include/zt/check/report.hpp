@@ -56,11 +56,79 @@ struct Row {
   Placement in_place;
 };
 
+// --- stages beyond the sweep -----------------------------------------------------------
+
+// The fabric of one node, judged from its leader rank: what libfabric and sysfs offer,
+// what NCCL chose (nccl_log.hpp), and GPU-NIC NUMA affinity (hwloc).
+struct NodeFabric {
+  std::vector<std::string> providers;  // fi_getinfo prov_name on this node
+  bool infiniband_sysfs = false;       // /sys/class/infiniband has entries
+  std::string expected;                // efa, ib or any (expected_network)
+  bool nccl_probed = false;            // false: skipped (nccl_note says why)
+  std::string nccl_note;               // "skipped: no GPU", or NCCL's network and plugin
+  int fabric_status = -1;              // FabricStatus (0 pass, 1 warn, 2 fail); -1 skipped
+  std::string fabric_message;
+  std::vector<std::string> nics;       // "mlx5_0 (NUMA 0)", from hwloc
+  int affinity_status = -1;            // 0 pass, 1 warn; -1 skipped
+  std::string affinity;                // one line: GPUs and NICs per NUMA node, or why skipped
+};
+
+// Pinned host<->device copy bandwidth of one rank's GPU (cudaMemcpyAsync, pinned memory).
+struct CopyBandwidth {
+  bool ran = false;
+  std::string note;   // "skipped: no GPU" when not run
+  double h2d_gbs = 0.0;
+  double d2h_gbs = 0.0;
+};
+
+// Write bandwidth of --io-dir, measured by the node's leader.
+struct IoBandwidth {
+  bool ran = false;
+  std::string note;   // "skipped: no --io-dir" / "O_DIRECT" / "buffered + fsync"
+  uint64_t bytes = 0;
+  double write_gbs = 0.0;
+};
+
+// All-reduce within each node (the node communicator) at one size.
+struct IntraNode {
+  bool ran = false;
+  std::string note;
+  uint64_t size = 0;
+  std::vector<double> busbw;  // [node] busbw of that node's all-reduce (GB/s)
+};
+
+// Bandwidth between the leaders (lowest world rank) of every pair of nodes: both send
+// `bytes` to each other at once, one pair at a time; gbs = bytes / time per exchange.
+struct PairMatrix {
+  bool ran = false;
+  std::string note;                    // why not ran (one node)
+  uint64_t bytes = 0;
+  int iters = 0;
+  std::vector<int> leaders;            // [node] world rank of its leader
+  std::vector<std::vector<double>> gbs;  // [node][node], symmetric, 0 on the diagonal
+  int slow_a = -1, slow_b = -1;        // the slowest pair (nodes), slow_a < slow_b
+  double slowest_gbs = 0.0;
+  double reference_gbs = 0.0;          // median over nodes of each node's best pair
+  std::vector<int> slow_nodes;         // nodes whose best pair is < half the reference
+};
+
+// Per-rank mean time of a fixed loop (barrier, all_reduce of `bytes`, synchronize).
+struct Stragglers {
+  bool ran = false;
+  uint64_t bytes = 0;
+  int iters = 0;
+  double factor = 1.5;
+  std::vector<double> rank_us;  // [rank]
+  double median_us = 0.0;
+  std::vector<int> ranks;       // ranks above factor * median
+};
+
 // --- gates and verdict ------------------------------------------------------------------
 
 struct GateResult {
   CheckOp op = CheckOp::kAllReduce;
-  std::string kind;        // "busbw" or "latency"
+  std::string name;        // op or stage name (all_reduce, pairs, h2d ...)
+  std::string kind;        // "busbw", "latency", "bw" (stages) or "baseline"
   uint64_t size = 0;       // nominal size gated
   double measured = 0.0;   // busbw (GB/s): worse placement; latency (us): worse placement
   double limit = 0.0;      // min_busbw_gbs or max_latency_us
@@ -72,6 +140,15 @@ struct GateResult {
 enum class Verdict : uint8_t { kPass, kWarn, kFail };
 std::string_view verdict_name(Verdict v);  // PASS, WARN, FAIL
 
+// One line per node: "node 0 (host): PASS|WARN|FAIL — reason; reason".
+struct NodeVerdict {
+  int node = 0;
+  std::string host;
+  Verdict verdict = Verdict::kPass;
+  std::vector<std::string> reasons;
+};
+std::string node_verdict_line(const NodeVerdict& v);
+
 struct Report {
   CheckOptions options;
   std::string backend;  // "mpi" or "nccl"
@@ -79,7 +156,16 @@ struct Report {
   double timeout_s = 0.0;
   Environment environment;
   std::vector<Row> rows;
+  std::vector<NodeFabric> fabric;     // [node]
+  std::vector<CopyBandwidth> copies;  // [rank]
+  std::vector<IoBandwidth> io;        // [node]
+  IntraNode intra;
+  PairMatrix pairs;
+  Stragglers stragglers;
   std::vector<GateResult> gates;
+  std::vector<NodeVerdict> node_verdicts;  // [node]
+  std::vector<std::string> plots;          // PNG files written next to report.md
+  std::string plot_note;                   // why there are none (gnuplot missing ...)
   std::vector<std::string> failures;  // one line per reason the verdict is FAIL
   std::vector<std::string> notes;     // e.g. gates not evaluated because their op did not run
   Verdict verdict = Verdict::kPass;

@@ -20,6 +20,14 @@ std::string environment_text(const Environment& env);
 // Gates, failures and the verdict line.
 std::string verdict_text(const Report& report);
 
+// The stages beyond the sweep, for stdout (report_stages_text.cpp): fabric per node,
+// copies and I/O per node, the pair matrix (slowest pair, slow nodes), stragglers, and
+// the per-node verdict lines (inside verdict_text).
+std::string fabric_text(const Report& report);
+std::string node_text(const Report& report);
+std::string pairs_text(const Report& report);
+std::string stragglers_text(const Report& report);
+
 nlohmann::json report_json(const Report& report);
 std::string report_markdown(const Report& report);
 
@@ -32,5 +40,11 @@ std::filesystem::path prepare_report_dir(const std::string& dir);
 // final name, so a symlink planted at report.json is replaced, never followed.
 // Throws zt::Error on I/O failure.
 void write_report_files(const Report& report, const std::filesystem::path& dir);
+
+// Plots (plots.cpp): writes the data files and a gnuplot script into `dir`, runs
+// `gnuplot` on it, and records in report.plots the PNGs written (busbw.png: busbw
+// against size, one line per op; pairs.png: the pair-bandwidth matrix) or in
+// report.plot_note why there are none. A missing gnuplot is a note, never a failure.
+void write_plots(Report& report, const std::filesystem::path& dir);
 
 }  // namespace zt::check

@@ -1,0 +1,185 @@
+// Plots of a report with gnuplot: data files and a script written into the report
+// directory, then `gnuplot plots.gp` (posix_spawnp, no shell). busbw.png: busbw against
+// size, one line per op (out-of-place; broadcast in-place), log2 size axis.
+// pairs.png: the pair-bandwidth matrix, one coloured cell per pair with its value.
+// Without gnuplot the report says so; it never fails the check.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "zt/check/report_writer.hpp"
+#include "zt/check/stages.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/core/units.hpp"
+
+extern char** environ;
+
+namespace zt::check {
+namespace {
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw Error("cannot write " + path.string(), "check free space and permissions of the report directory");
+}
+
+// A path inside single quotes for gnuplot (which has no escape inside them).
+std::string quoted(const std::filesystem::path& p) {
+  const std::string s = p.string();
+  if (s.find('\'') != std::string::npos)
+    throw InputError("report directory '" + s + "' contains a single quote", "choose another --report directory");
+  return "'" + s + "'";
+}
+
+// busbw.dat: one block per op (gnuplot `index`), "size busbw" per line.
+std::string busbw_data(const Report& r) {
+  std::string s;
+  for (CheckOp op : r.options.ops) {
+    s += "# " + std::string(check_op_name(op)) + ": size (B), busbw (GB/s)\n";
+    for (const Row& row : r.rows) {
+      if (row.op != op) continue;
+      const Placement& p = row.out_of_place.ran ? row.out_of_place : row.in_place;
+      s += strf("%llu %.6g\n", static_cast<unsigned long long>(row.size), p.bus_bw);
+    }
+    s += "\n\n";
+  }
+  return s;
+}
+
+std::string busbw_script(const Report& r, const std::filesystem::path& dir) {
+  std::string s = "set terminal pngcairo noenhanced size 720,420 font ',9'\n";
+  s += "set output " + quoted(dir / "busbw.png") + "\n";
+  s += strf("set title 'zt check: busbw against size (%d ranks, %s)'\n", r.nranks, r.backend.c_str());
+  s += "set logscale x 2\nset format x '%.0b %BB'\nset xlabel 'size (bytes)'\n"
+       "set ylabel 'busbw (GB/s)'\nset key top left\nset grid\n";
+  s += "plot ";
+  int index = 0;
+  for (CheckOp op : r.options.ops) {
+    if (index > 0) s += ", \\\n     ";
+    s += strf("%s index %d using 1:2 with linespoints title '%s'", quoted(dir / "busbw.dat").c_str(),
+              index, std::string(check_op_name(op)).c_str());
+    ++index;
+  }
+  return s + "\n";
+}
+
+// Colour of a pair's cell: red (slowest) through white to blue (fastest), as #rrggbb.
+std::string cell_colour(double value, double lo, double hi) {
+  const double t = hi > lo ? (value - lo) / (hi - lo) : 1.0;  // 0 slowest .. 1 fastest
+  auto mix = [](double a, double b, double f) { return static_cast<int>(a + (b - a) * f + 0.5); };
+  int r, g, b;
+  if (t < 0.5) {  // red (178,24,43) -> white
+    r = mix(178, 247, 2 * t); g = mix(24, 247, 2 * t); b = mix(43, 247, 2 * t);
+  } else {        // white -> blue (33,102,172)
+    r = mix(247, 33, 2 * t - 1); g = mix(247, 102, 2 * t - 1); b = mix(247, 172, 2 * t - 1);
+  }
+  return strf("#%02x%02x%02x", r, g, b);
+}
+
+// The matrix as one rectangle and one label per cell (exact cell geometry; gnuplot's
+// `matrix with image` cannot leave the diagonal empty).
+std::string pairs_script(const Report& r, const std::filesystem::path& dir) {
+  const PairMatrix& m = r.pairs;
+  const size_t n = m.gbs.size();
+  const std::vector<int> leaders = node_leaders(r.environment.ranks);
+  double lo = 0.0, hi = 0.0;
+  bool first = true;
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b)
+      if (a != b) {
+        lo = first ? m.gbs[a][b] : std::min(lo, m.gbs[a][b]);
+        hi = first ? m.gbs[a][b] : std::max(hi, m.gbs[a][b]);
+        first = false;
+      }
+  std::string tics;
+  for (size_t k = 0; k < n; ++k) {
+    if (!tics.empty()) tics += ", ";
+    tics += strf("'%zu %s' %zu", k, r.environment.ranks[static_cast<size_t>(leaders[k])].host.c_str(), k);
+  }
+  std::string s = "reset\nset terminal pngcairo noenhanced size 520,460 font ',9'\n";
+  s += "set output " + quoted(dir / "pairs.png") + "\n";
+  s += strf("set title \"pair bandwidth, GB/s per direction (%s exchanges)\\nred: slowest, blue: fastest; "
+            "boxed: the slowest pair\"\n", format_size(m.bytes).c_str());
+  s += "set xtics (" + tics + ") rotate by 30 right\nset ytics (" + tics + ")\n";
+  s += strf("set xrange [-0.5:%zu.5]\nset yrange [%zu.5:-0.5]\n", n - 1, n - 1);
+  s += "set xlabel 'node'\nset ylabel 'node'\nset size ratio -1\nunset key\n";
+  int object = 1;
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = 0; b < n; ++b) {
+      const double x = static_cast<double>(b), y = static_cast<double>(a);
+      const bool slowest = (static_cast<int>(a) == m.slow_a && static_cast<int>(b) == m.slow_b) ||
+                           (static_cast<int>(a) == m.slow_b && static_cast<int>(b) == m.slow_a);
+      const std::string fill = a == b ? std::string("#dddddd") : cell_colour(m.gbs[a][b], lo, hi);
+      s += strf("set object %d rect from %g,%g to %g,%g fc rgb '%s' fs solid 1.0 %s\n", object++, x - 0.5,
+                y - 0.5, x + 0.5, y + 0.5, fill.c_str(), slowest ? "border lc rgb 'black' lw 3" : "noborder");
+      s += strf("set label %d '%s' at %g,%g center front\n", object, a == b ? "-" : strf("%.2f", m.gbs[a][b]).c_str(),
+                x, y);
+    }
+  }
+  return s + "plot NaN notitle\n";
+}
+
+// Runs `gnuplot script` with stdout and stderr into `log`; returns its exit status,
+// or -1 with errno set when it could not be started.
+int run_gnuplot(const std::filesystem::path& script, const std::filesystem::path& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  const std::string program = "gnuplot";
+  const std::string script_path = script.string();
+  char* argv[] = {const_cast<char*>(program.c_str()), const_cast<char*>(script_path.c_str()), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    errno = rc;
+    return -1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+void write_plots(Report& r, const std::filesystem::path& dir) {
+  r.plots.clear();
+  r.plot_note.clear();
+  std::string script;
+  std::vector<std::string> pngs;
+  if (!r.rows.empty()) {
+    write_text(dir / "busbw.dat", busbw_data(r));
+    script += busbw_script(r, dir);
+    pngs.push_back("busbw.png");
+  }
+  if (r.pairs.ran) {
+    script += pairs_script(r, dir);
+    pngs.push_back("pairs.png");
+  }
+  if (script.empty()) {
+    r.plot_note = "nothing to plot";
+    return;
+  }
+  write_text(dir / "plots.gp", script);
+  const int status = run_gnuplot(dir / "plots.gp", dir / "plots.log");
+  if (status < 0 || status == 127) {
+    r.plot_note = "gnuplot not found: plots not drawn (data and script are in plots.gp; "
+                  "HINT: apt-get install gnuplot-nox, then run gnuplot plots.gp)";
+    return;
+  }
+  if (status != 0) {
+    r.plot_note = strf("gnuplot failed (exit %d): see plots.log", status);
+    return;
+  }
+  r.plots = pngs;
+}
+
+}  // namespace zt::check
