@@ -15,7 +15,8 @@ file and from an index with shards, made with torch + safetensors:
   4. h5-to-hf --dtype f32 of a BF16 model: values equal to the BF16 values;
   5. config.json: the source's shape fields; transformers (when importable) loads the
      config and the model with no missing or unexpected keys.
-Exit 77 (skip) when torch, safetensors, numpy or h5py is missing.
+Exit 77 (skip) when safetensors, numpy or h5py is missing; without torch only the F32
+and F16 cases run (numpy has no bfloat16) and transformers is not tried.
 """
 import json
 import os
@@ -26,22 +27,65 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import Checker, hf_config, llama_shapes, require, run_zt, sum64, write_config  # noqa: E402
 
-np, torch, h5py, safetensors = require("numpy", "torch", "h5py", "safetensors")
-from safetensors.torch import load_file, save_file  # noqa: E402
+np, h5py, safetensors = require("numpy", "h5py", "safetensors")
+import safetensors.numpy  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+try:  # BF16 (numpy has no bfloat16) and the transformers checks need torch
+    import torch
+    import safetensors.torch
+except ImportError:
+    torch = None
 
-TORCH_DTYPE = {"bf16": torch.bfloat16, "f32": torch.float32, "f16": torch.float16}
 TORCH_NAME = {"bf16": "bfloat16", "f32": "float32", "f16": "float16"}
-ST_NAME = {torch.bfloat16: "BF16", torch.float32: "F32", torch.float16: "F16"}
+ST_NAME = {"bf16": "BF16", "f32": "F32", "f16": "F16"}
+
+
+def is_torch(t):
+    return torch is not None and isinstance(t, torch.Tensor)
+
+
+def raw(t):
+    """The tensor's bytes as safetensors stores them (row-major, little-endian)."""
+    return t.contiguous().view(torch.uint8).numpy().tobytes() if is_torch(t) else t.tobytes()
+
+
+def as_f32(t):
+    return t.float().numpy() if is_torch(t) else t.astype(np.float32)
+
+
+def dtype_of(t):
+    if is_torch(t):
+        return {torch.bfloat16: "bf16", torch.float32: "f32", torch.float16: "f16"}[t.dtype]
+    return {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}[t.dtype]
+
+
+def save_file(tensors, path):
+    if any(is_torch(t) for t in tensors.values()):
+        safetensors.torch.save_file(tensors, path, metadata={"format": "pt"})
+    else:
+        safetensors.numpy.save_file(tensors, path, metadata={"format": "np"})
+
+
+def load_file(path):
+    """A file's tensors with safetensors' own reader (torch when available: it reads BF16)."""
+    out = {}
+    with safe_open(path, framework="pt" if torch is not None else "numpy") as f:
+        for k in f.keys():
+            out[k] = f.get_tensor(k)
+    return out
 
 
 def make_model(cfg, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
     out = {}
     for name, shape in llama_shapes(cfg).items():
-        t = torch.randn(*shape, generator=g) * (0.02 if len(shape) == 2 else 1.0)
+        t = rng.standard_normal(shape).astype(np.float32) * np.float32(0.02 if len(shape) == 2 else 1.0)
         if len(shape) == 1:
-            t = 1.0 + 0.1 * t  # norm weights near 1
-        out[name] = t.to(TORCH_DTYPE[dtype]).contiguous()
+            t = np.float32(1.0) + np.float32(0.1) * t  # norm weights near 1
+        if dtype == "bf16":
+            out[name] = torch.from_numpy(np.ascontiguousarray(t)).to(torch.bfloat16).contiguous()
+        else:
+            out[name] = np.ascontiguousarray(t.astype({"f32": np.float32, "f16": np.float16}[dtype]))
     return out
 
 
@@ -53,10 +97,10 @@ def save_sharded(tensors, folder, shards):
     for k in range(shards):
         file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
         part = {n: tensors[n] for n in names[k * per:(k + 1) * per]}
-        save_file(part, os.path.join(folder, file), metadata={"format": "pt"})
+        save_file(part, os.path.join(folder, file))
         for n, t in part.items():
             weight_map[n] = file
-            total += t.numel() * t.element_size()
+            total += len(raw(t))
     with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
 
@@ -76,9 +120,7 @@ def load_folder(folder):
 
 
 def same_bytes(a, b):
-    return (a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape) and
-            a.contiguous().view(torch.uint8).numpy().tobytes() ==
-            b.contiguous().view(torch.uint8).numpy().tobytes())
+    return (dtype_of(a) == dtype_of(b) and tuple(a.shape) == tuple(b.shape) and raw(a) == raw(b))
 
 
 def case(c, zt, work, name, dtype, tied, shards):
@@ -92,7 +134,7 @@ def case(c, zt, work, name, dtype, tied, shards):
     if shards:
         save_sharded(tensors, src, shards)
     else:
-        save_file(tensors, os.path.join(src, "model.safetensors"), metadata={"format": "pt"})
+        save_file(tensors, os.path.join(src, "model.safetensors"))
 
     ck = os.path.join(work, name, "ck.h5")
     rc, out = run_zt(zt, "convert", "hf-to-h5", src, ck)
@@ -121,7 +163,7 @@ def case(c, zt, work, name, dtype, tied, shards):
         bad_values, bad_sums = [], []
         for n, t in tensors.items():
             d = f["params"][n]
-            ref = t.float().numpy()
+            ref = as_f32(t)
             if d.dtype != np.float32 or d.shape != ref.shape or not np.array_equal(d[...], ref):
                 bad_values.append(n)
             if int(d.attrs["checksum"]) != sum64(ref, np):
@@ -138,7 +180,7 @@ def case(c, zt, work, name, dtype, tied, shards):
     back = load_folder(out_dir)
     c.check(set(back) == set(tensors), f"exported tensor names equal the source's ({len(back)})")
     diff = [n for n in tensors if n not in back or not same_bytes(tensors[n], back[n])]
-    c.check(not diff, f"every tensor has identical dtype ({ST_NAME[TORCH_DTYPE[dtype]]}), shape and bytes {diff[:3]}")
+    c.check(not diff, f"every tensor has identical dtype ({ST_NAME[dtype]}), shape and bytes {diff[:3]}")
     with open(os.path.join(out_dir, "config.json")) as f:
         oc = json.load(f)
     keys = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -159,7 +201,7 @@ def case(c, zt, work, name, dtype, tied, shards):
             and files == [f"model-{k:05d}-of-{n:05d}.safetensors" for k in range(1, n + 1)],
             f"{n} shards named model-0000k-of-{n:05d}.safetensors")
     c.check(not os.path.exists(os.path.join(sh_dir, "model.safetensors")), "no model.safetensors beside the index")
-    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    total = sum(len(raw(t)) for t in tensors.values())
     c.check(idx["metadata"]["total_size"] == total, f"total_size {idx['metadata']['total_size']} == {total}")
     sizes = [os.path.getsize(os.path.join(sh_dir, x)) for x in files]
     print(f"      shard file sizes: {sizes}")
@@ -178,12 +220,15 @@ def case(c, zt, work, name, dtype, tied, shards):
         f32_dir = os.path.join(work, name, "out-f32")
         rc, _ = run_zt(zt, "convert", "h5-to-hf", ck, f32_dir, "--dtype", "f32")
         back = load_folder(f32_dir)
-        c.check(rc == 0 and all(back[k].dtype == torch.float32 and torch.equal(back[k], tensors[k].float())
+        c.check(rc == 0 and all(dtype_of(back[k]) == "f32" and np.array_equal(as_f32(back[k]), as_f32(tensors[k]))
                                 for k in tensors), "--dtype f32 of a BF16 model: F32 tensors equal to the BF16 values")
         with open(os.path.join(f32_dir, "config.json")) as f:
             c.check(json.load(f)["torch_dtype"] == "float32", "--dtype f32: torch_dtype float32")
 
     # 5. transformers, when importable, loads what zt wrote.
+    if torch is None:
+        print("      (torch missing: transformers loading not checked)")
+        return
     try:
         import transformers  # noqa: F401
         from transformers import LlamaConfig, LlamaForCausalLM
@@ -195,11 +240,12 @@ def case(c, zt, work, name, dtype, tied, shards):
             (cfg["hidden_size"], cfg["num_key_value_heads"], tied),
             f"transformers {transformers.__version__} LlamaConfig.from_pretrained reads config.json")
     for folder in (out_dir, sh_dir):
-        model, info = LlamaForCausalLM.from_pretrained(folder, output_loading_info=True,
-                                                       torch_dtype=TORCH_DTYPE[dtype])
+        model, info = LlamaForCausalLM.from_pretrained(
+            folder, output_loading_info=True,
+            torch_dtype={"bf16": torch.bfloat16, "f32": torch.float32, "f16": torch.float16}[dtype])
         missing = [k for k in info["missing_keys"] if not k.endswith("rotary_emb.inv_freq")]
         sd = model.state_dict()
-        same = all(torch.equal(sd[k], tensors[k]) for k in tensors)
+        same = all(same_bytes(sd[k].contiguous(), tensors[k]) for k in tensors)
         c.check(not missing and not info["unexpected_keys"] and same,
                 f"LlamaForCausalLM.from_pretrained({os.path.basename(folder)}): no missing/unexpected keys, weights equal")
 
@@ -211,12 +257,14 @@ def main():
     zt, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     c = Checker()
-    case(c, zt, work, "bf16-untied", "bf16", False, 0)
-    case(c, zt, work, "bf16-tied", "bf16", True, 0)
-    case(c, zt, work, "f32-untied", "f32", False, 0)
-    case(c, zt, work, "f32-tied-sharded", "f32", True, 3)
-    case(c, zt, work, "bf16-untied-sharded", "bf16", False, 4)
-    case(c, zt, work, "f16-untied", "f16", False, 0)
+    cases = [("bf16-untied", "bf16", False, 0), ("bf16-tied", "bf16", True, 0),
+             ("f32-untied", "f32", False, 0), ("f32-tied-sharded", "f32", True, 3),
+             ("bf16-untied-sharded", "bf16", False, 4), ("f16-untied", "f16", False, 0)]
+    for name, dtype, tied, shards in cases:
+        if dtype == "bf16" and torch is None:
+            print(f"--- {name}: SKIPPED (BF16 needs torch; numpy has no bfloat16)")
+            continue
+        case(c, zt, work, name, dtype, tied, shards)
     c.finish()
 
 
