@@ -6,7 +6,7 @@
 #  2. the same chain with a gate no cluster can pass: the check job fails with exit 1 and
 #     the train job is cancelled without ever starting (no output file, no checkpoint).
 set -euo pipefail
-zt="$1" src="$2"
+zt=$(realpath "$1") src=$(realpath "$2")
 source "$src/tests/slurm/lib.sh"
 require_slurm "$src"
 

@@ -8,7 +8,7 @@
 # checkpoint and finishes every step. Its final loss must equal that of the same run
 # done in one go with mpirun (the independent reference).
 set -euo pipefail
-zt="$1" src="$2"
+zt=$(realpath "$1") src=$(realpath "$2")
 source "$src/tests/slurm/lib.sh"
 has_ckpt "$zt" || skip "this zt has no ckpt.* keys (checkpoints), so a preempted job cannot resume"
 require_slurm "$src"
