@@ -27,10 +27,12 @@ void throw_timeout(std::string_view backend, const std::string& what, int rank, 
       "other ranks' logs for the first error. If the operation is legitimately slow, raise "
       "--timeout (config comm.timeout)";
   if (!extra_hint.empty()) hint += "; " + std::string(extra_hint);
-  throw Error(strf("%.*s %s did not complete within %lld ms on rank %d of %d (host %s)",
+  std::string lost;
+  if (runtime::Liveness* live = runtime::Liveness::current()) lost = live->verdict();
+  throw Error(strf("%.*s %s did not complete within %lld ms on rank %d of %d (host %s)%s%s",
                    static_cast<int>(backend.size()), backend.data(), what.c_str(),
                    static_cast<long long>(timeout.count()), rank, size,
-                   process_host().c_str()),
+                   process_host().c_str(), lost.empty() ? "" : ": ", lost.c_str()),
               hint);
 }
 

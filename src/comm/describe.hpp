@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "zt/comm/comm.hpp"
+#include "zt/runtime/liveness.hpp"
 
 namespace zt::comm::detail {
 
@@ -16,22 +17,38 @@ std::string describe(Op what, size_t count, DType dtype, ReduceOp op = ReduceOp:
                      int peer = -1);
 
 // The zt::Error for an operation that timed out: names the backend, the operation,
-// the communicator's rank and size, the host, the timeout, and hints what to do.
+// the communicator's rank and size, the host, the timeout, the ranks that did not answer
+// the liveness probe of the wait (runtime::Liveness, when the process has one) with their
+// hosts, and hints what to do.
 [[noreturn]] void throw_timeout(std::string_view backend, const std::string& what, int rank,
                                 int size, std::chrono::milliseconds timeout,
                                 std::string_view extra_hint = {});
 
 // Polls done() until it returns true. Past `timeout` calls on_timeout(), which must throw
 // (the backend marks the request failed, aborts what it must, then throw_timeout). After
-// the first polls it yields the core: hosts often run more ranks than cores.
+// the first polls it yields the core (hosts often run more ranks than cores) and serves
+// the process's liveness channel: it answers other ranks' probes, and half way to the
+// timeout probes every rank, so that a timeout can name the ranks that are gone.
 template <class Done, class OnTimeout>
 void poll_until(Done&& done, std::chrono::milliseconds timeout, OnTimeout&& on_timeout) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
+  runtime::Liveness* live = nullptr;
+  bool probed = false;
   for (long polls = 0;; ++polls) {
     if (done()) return;
-    if (Clock::now() - start > timeout) on_timeout();
-    if (polls > 64) std::this_thread::yield();
+    const Clock::duration waited = Clock::now() - start;
+    if (waited > timeout) on_timeout();
+    if (polls < 64) continue;
+    if (polls == 64) live = runtime::Liveness::current();
+    if (live) {
+      live->serve();
+      if (!probed && waited > timeout / 2) {
+        live->start_round();
+        probed = true;
+      }
+    }
+    std::this_thread::yield();
   }
 }
 

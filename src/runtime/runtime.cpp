@@ -99,6 +99,7 @@ Runtime::Runtime(const Options& options) {
     device_ = (options.ranks_per_node > 0 ? shared_rank : topo_.local_rank) % visible_devices_;
     cuda_set_device(device_);
   }
+  liveness_ = std::make_unique<Liveness>(world_);
 }
 
 Runtime::~Runtime() {
@@ -106,6 +107,7 @@ Runtime::~Runtime() {
   // collective and would wait for ranks that may never come; main() ends the job with
   // MPI_Abort instead (src/apps/main.cpp).
   if (std::uncaught_exceptions() > 0) return;
+  liveness_.reset();
   // Destructors must not throw; report and carry on.
   for (MPI_Comm* c : {&cross_, &node_, &world_})
     if (*c != MPI_COMM_NULL && MPI_Comm_free(c) != MPI_SUCCESS) log::warn("MPI_Comm_free failed");

@@ -74,12 +74,12 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   return first;
 }
 
-bool LoopCheckpoints::after_step(int64_t done, int64_t tokens_seen) {
+bool LoopCheckpoints::after_step(int64_t done, int64_t tokens_seen, bool cadence_save) {
   // Preemption: any rank's flag, agreed by all at this boundary.
   int32_t flag[2] = {ckpt::preemption_requested() ? 1 : 0, ckpt::preemption_signal()};
   comm_.all_reduce(flag, flag, 2, DType::kI32, comm::ReduceOp::kMax);
   const bool stop = flag[0] != 0 || (cfg_.ckpt.stop_after > 0 && done >= cfg_.ckpt.stop_after);
-  const bool due = cfg_.ckpt.every > 0 && done % cfg_.ckpt.every == 0;
+  const bool due = cadence_save && cfg_.ckpt.every > 0 && done % cfg_.ckpt.every == 0;
   if (mpi_ != MPI_COMM_NULL && (stop || due)) save(done, tokens_seen);
   if (stop && done < cfg_.steps) {
     stopped_ = true;

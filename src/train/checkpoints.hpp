@@ -25,8 +25,10 @@ class LoopCheckpoints {
   int64_t start(int64_t& tokens_seen);
 
   // Every rank after step `done` (steps done): agrees on preemption, saves when due.
-  // True when the run must end here (preempted or ckpt.stop_after).
-  bool after_step(int64_t done, int64_t tokens_seen);
+  // True when the run must end here (preempted or ckpt.stop_after). cadence_save false
+  // (a skipped NaN/Inf step): no ckpt.every save at this step, so a run of bad steps never
+  // rotates good checkpoints out (ckpt.keep).
+  bool after_step(int64_t done, int64_t tokens_seen, bool cadence_save = true);
 
   // After the last step: the final save (ckpt.save_final) unless that step was saved.
   void finish(int64_t done, int64_t tokens_seen);

@@ -50,6 +50,10 @@ config::Schema train_schema() {
   }
   s.add_float("train.eps", 1e-8, "AdamW epsilon").min = 0.0;
   s.add_float("train.grad_clip", 1.0, "clip the global gradient norm to this; 0 disables").min = 0.0;
+  s.add_int("train.max_bad_steps", 5,
+            "steps in a row with a NaN/Inf loss or gradient (each skipped with a warning) "
+            "before the job stops with exit 1, saving nothing new")
+      .min = 1;
   s.add_int("train.seed", 1234, "seed of the parameter init and the data order").min = 0;
   s.add_bool("train.recompute", false, "recompute activations in the backward (less memory)");
   s.add_float("train.peak_tflops", 0.0,
@@ -154,6 +158,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.beta2 = c.get_float("train.beta2");
   t.eps = c.get_float("train.eps");
   t.grad_clip = c.get_float("train.grad_clip");
+  t.max_bad_steps = c.get_int("train.max_bad_steps");
   t.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   t.recompute = c.get_bool("train.recompute");
   t.peak_tflops = c.get_float("train.peak_tflops");

@@ -2,7 +2,10 @@
 #include "zt/train/trainer.hpp"
 
 #include <chrono>
+#include <fstream>
+#include <new>
 #include <optional>
+#include <sstream>
 #include <span>
 #include <vector>
 
@@ -92,6 +95,49 @@ void reduce_max_over_ranks(comm::Comm& comm, const Memory& mem, const zero::Step
   for (int g = 0; g < zero::kGroupCount; ++g) rec.comm_bytes[g] = next();
 }
 
+// MemAvailable of /proc/meminfo in bytes; 0 where unavailable.
+size_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      std::istringstream fields(line.substr(13));
+      size_t kib = 0;
+      fields >> kib;
+      return kib * 1024;
+    }
+  return 0;
+}
+
+std::string gib(double bytes) { return strf("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
+
+// The error for a failed host allocation: what was being allocated (and its size when
+// known), what the machine had free, and how to find a configuration that fits.
+Error out_of_memory(const TrainConfig& cfg, const std::string& what) {
+  return Error(strf("out of host memory while allocating %s; MemAvailable %s (/proc/meminfo), "
+                    "this rank's peak RSS %s",
+                    what.c_str(), gib(static_cast<double>(mem_available())).c_str(),
+                    gib(static_cast<double>(process_memory().peak_rss_bytes)).c_str()),
+               strf("`zt estimate --config <this TOML> --gpus %d` prints the memory per rank of "
+                    "each ZeRO stage and whether it fits; try zero.stage = 3, more ranks, "
+                    "train.recompute = true or a smaller train.micro_batch",
+                    cfg.world));
+}
+
+// The fp32 model states the engine allocates per rank, by the ZeRO paper's count with
+// fp32 parameters, gradients and two AdamW moments (4 bytes each, Ψ parameters, n ranks):
+// stage 0: 16Ψ; 1: 8Ψ + 8Ψ/n; 2: 4Ψ + 12Ψ/n; 3: 16Ψ/n (buffers come on top).
+double model_state_bytes(const TrainConfig& cfg) {
+  const double psi = static_cast<double>(cfg.model.num_params());
+  const double n = static_cast<double>(cfg.world);
+  switch (cfg.zero.stage) {
+    case 0: return 16 * psi;
+    case 1: return 8 * psi + 8 * psi / n;
+    case 2: return 4 * psi + 12 * psi / n;
+    default: return 16 * psi / n;
+  }
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile& data,
@@ -113,8 +159,18 @@ TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFil
   // The engine: it initialises the parameters from train.seed (a pure function of seed,
   // tensor and index: every rank fills what it holds with the values one process would
   // have) and validates zero.* against the ranks before any collective.
-  zero::Engine engine(cfg.model, comm, nodes.node, nodes.cross, cfg.zero,
-                      model::InitOptions{cfg.seed, cfg.init_std, true});
+  std::optional<zero::Engine> engine_storage;
+  try {
+    engine_storage.emplace(cfg.model, comm, nodes.node, nodes.cross, cfg.zero,
+                           model::InitOptions{cfg.seed, cfg.init_std, true});
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(cfg, strf("the ZeRO engine for %s (%lld parameters, stage %d over %d "
+                                  "ranks): about %s of fp32 model states per rank",
+                                  cfg.model.name.c_str(),
+                                  static_cast<long long>(cfg.model.num_params()),
+                                  cfg.zero.stage, world, gib(model_state_bytes(cfg)).c_str()));
+  }
+  zero::Engine& engine = *engine_storage;
 
   // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
   // on preemption (checkpoints.hpp).
@@ -157,6 +213,7 @@ TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFil
     return mean;
   };
 
+  int64_t bad_in_row = 0;  // consecutive skipped (non-finite) steps
   for (int64_t step = first_step; step < cfg.steps; ++step) {
     const auto t0 = Clock::now();
     const double lr = lr_at(schedule, step);
@@ -169,11 +226,40 @@ TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFil
       for (size_t i = 0; i < B; ++i)
         fill_row(batch, i, T, data.tokens,
                  sampler.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank, world, B, i));
-      engine.micro_step(batch.tokens, batch.targets, cfg.micro_batch, cfg.seq_len, cfg.recompute,
-                        1.0 / static_cast<double>(cfg.accum));
+      try {
+        engine.micro_step(batch.tokens, batch.targets, cfg.micro_batch, cfg.seq_len,
+                          cfg.recompute, 1.0 / static_cast<double>(cfg.accum));
+      } catch (const std::bad_alloc&) {
+        throw out_of_memory(cfg, strf("the activations of step %lld (train.micro_batch %lld x "
+                                      "train.seq_len %lld tokens, recompute %s)",
+                                      static_cast<long long>(step + 1),
+                                      static_cast<long long>(cfg.micro_batch),
+                                      static_cast<long long>(cfg.seq_len),
+                                      cfg.recompute ? "on" : "off"));
+      }
     }
     zero::StepStats stats = engine.step(lr);
     stats.traffic = engine.traffic().minus(traffic_before);
+    // A non-finite step was skipped by the engine (same verdict on every rank): warn;
+    // too many in a row end the job before anything (a checkpoint) is saved.
+    bad_in_row = stats.skipped ? bad_in_row + 1 : 0;
+    if (stats.skipped) {
+      if (rank == 0)
+        log::warn(strf("step %lld: loss %g, gradient norm %g: NaN/Inf in the gradient of %s; "
+                       "update skipped (%lld in a row, train.max_bad_steps = %lld)",
+                       static_cast<long long>(step + 1), stats.loss, stats.grad_norm,
+                       stats.bad_units.c_str(), static_cast<long long>(bad_in_row),
+                       static_cast<long long>(cfg.max_bad_steps)));
+      if (bad_in_row >= cfg.max_bad_steps)
+        throw Error(strf("%lld steps in a row had a NaN/Inf loss or gradient (steps %lld-%lld; "
+                         "last in %s); stopping without saving",
+                         static_cast<long long>(bad_in_row),
+                         static_cast<long long>(step + 2 - bad_in_row),
+                         static_cast<long long>(step + 1), stats.bad_units.c_str()),
+                    "training diverged or the data is bad: lower train.lr, raise train.warmup, "
+                    "keep train.grad_clip on, or resume from the last checkpoint; "
+                    "train.max_bad_steps sets how many bad steps in a row are tolerated");
+    }
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
     StepRecord rec;
@@ -182,6 +268,7 @@ TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFil
     rec.lr = lr;
     rec.grad_norm = stats.grad_norm;
     rec.clip_coef = stats.clip_coef;
+    rec.skipped = stats.skipped;
     rec.step_time_s = seconds;
     rec.tokens_per_s = static_cast<double>(cfg.tokens_per_step()) / seconds;
     rec.mfu = mfu(rec.tokens_per_s, flops_per_token, world, result.peak_flops_per_rank);
@@ -193,7 +280,7 @@ TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFil
       rec.eval_loss = evaluate();
     if (hooks.on_step) hooks.on_step(rec);
     result.steps.push_back(rec);
-    if (checkpoints.after_step(step + 1, tokens_seen)) break;  // preempted: saved, stop
+    if (checkpoints.after_step(step + 1, tokens_seen, !stats.skipped)) break;  // preempted: saved, stop
   }
   result.stopped = checkpoints.stopped();
   result.stop_signal = checkpoints.signal();

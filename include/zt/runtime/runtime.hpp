@@ -7,7 +7,10 @@
 // (hpZ, intra/inter-node collectives) runs and is tested on one host.
 #include <mpi.h>
 
+#include <memory>
 #include <string>
+
+#include "zt/runtime/liveness.hpp"
 
 namespace zt::runtime {
 
@@ -29,7 +32,8 @@ struct Options {
 class Runtime {
  public:
   // Initialises MPI (MPI_THREAD_FUNNELED) unless it already is; derives the topology;
-  // binds the CUDA device (local rank modulo visible devices) when one exists.
+  // binds the CUDA device (local rank modulo visible devices) when one exists; starts the
+  // liveness channel (runtime::Liveness: host names and pids of every rank).
   explicit Runtime(const Options& options = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -57,6 +61,8 @@ class Runtime {
   int device_ = -1;
   int visible_devices_ = 0;
   bool owns_mpi_ = false;
+  // The probe channel that lets a timed-out collective name the ranks that are gone.
+  std::unique_ptr<Liveness> liveness_;
 };
 
 // Number of CUDA devices this process sees; 0 in a CPU-only build or with no driver.

@@ -32,6 +32,7 @@ struct TrainConfig {
   int64_t warmup = 0;         // linear warm-up steps
   double weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0;
   double grad_clip = 0;  // max global gradient norm; 0 disables clipping
+  int64_t max_bad_steps = 5;  // non-finite steps in a row before the job fails
   uint64_t seed = 0;     // parameter init and data order
   double init_std = 0.02;
   bool recompute = false;

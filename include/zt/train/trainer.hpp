@@ -29,6 +29,7 @@ struct StepRecord {
   double lr = 0;             // learning rate used by this step
   double grad_norm = 0;      // global gradient norm before clipping
   double clip_coef = 1;      // factor applied to the gradients (1: not clipped)
+  bool skipped = false;      // NaN/Inf loss or gradient: no update (see train.max_bad_steps)
   double step_time_s = 0;    // wall time of the step (compute + comm + optimizer)
   double tokens_per_s = 0;   // tokens of the global batch / step_time_s
   double mfu = 0;            // see metrics.hpp

@@ -68,6 +68,11 @@ struct StepStats {
   double loss = 0;       // mean micro-batch loss of the step, averaged over ranks
   double grad_norm = 0;  // global gradient norm before clipping
   double clip_coef = 1;  // factor applied to the gradients (1: not clipped)
+  // A NaN or Inf in the loss or a gradient: the update was skipped (parameters, moments
+  // and AdamW's step count unchanged); bad_units names the units whose gradient was not
+  // finite, e.g. "layers.3 (model.layers.3.*)".
+  bool skipped = false;
+  std::string bad_units;
   Traffic traffic;       // sent by this rank since the previous step() (or construction)
   MemoryStats memory;
 };
