@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zt needs. Idempotent: installs only what is missing.
-# Usage: scripts/install-deps.sh [--slurm]   (--slurm adds slurm-wlm + munge for the job tests)
+# Usage: scripts/install-deps.sh [--slurm]   (--slurm adds slurm-wlm + munge for the Slurm job
+# tests and iproute2 (ip netns, tc) for the simulated multi-node tests)
 set -euo pipefail
 
 packages=(
@@ -17,7 +18,7 @@ packages=(
   python3-numpy python3-h5py python3-pip   # checkpoint tests (tests/ckpt/hf) read files with h5py
 )
 if [[ "${1:-}" == "--slurm" ]]; then
-  packages+=(slurm-wlm munge slurm-wlm-basic-plugins)
+  packages+=(slurm-wlm munge slurm-wlm-basic-plugins iproute2)
 fi
 
 missing=()
