@@ -130,7 +130,7 @@ Isa parse_isa(std::string_view text) {
   if (text == "avx2") return Isa::kAvx2;
   if (text == "avx512") return Isa::kAvx512;
   throw InputError(strf("CPU AdamW level '%.*s' is unknown", static_cast<int>(text.size()), text.data()),
-                   "HINT: valid values of ZT_CPU_ADAM_ISA: scalar, avx2, avx512.");
+                   "valid values of ZT_CPU_ADAM_ISA: scalar, avx2, avx512.");
 }
 
 bool isa_supported(Isa isa) {
@@ -149,7 +149,7 @@ Isa default_isa() {
     const Isa forced = parse_isa(env);
     if (!isa_supported(forced))
       throw InputError(strf("ZT_CPU_ADAM_ISA=%s: this CPU does not support it", env),
-                       "HINT: check /proc/cpuinfo flags (avx2, avx512f, avx512bw), or unset it.");
+                       "check /proc/cpuinfo flags (avx2, avx512f, avx512bw), or unset it.");
     return forced;
   }
   if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
@@ -161,7 +161,7 @@ AdamScalars adam_scalars(double lr, double beta1, double beta2, double eps, doub
                          int64_t step) {
   if (step < 1)
     throw InputError(strf("AdamW step %lld: steps count from 1", static_cast<long long>(step)),
-                     "HINT: pass the number of optimizer steps taken so far, plus one.");
+                     "pass the number of optimizer steps taken so far, plus one.");
   const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
   AdamScalars s;
@@ -181,7 +181,7 @@ void adamw(const AdamScalars& s, float* master, const float* grad, float* m, flo
   if (!isa_supported(isa))
     throw InputError(strf("CPU AdamW level %s is not supported by this CPU",
                           std::string(isa_name(isa)).c_str()),
-                     "HINT: use default_isa().");
+                     "use default_isa().");
   const int64_t tiles = (n + kTile - 1) / kTile;
 #pragma omp parallel for schedule(static) if (tiles > 1)
   for (int64_t t = 0; t < tiles; ++t) {
@@ -204,9 +204,9 @@ void adamw_unit_slice(const model::ParamLayout& layout, int u, int64_t begin,
   const int64_t end = begin + n;
   ZT_CHECK(grad.size() == master.size() && m.size() == master.size() && v.size() == master.size(),
            "offload::adamw_unit_slice: master, grad, m and v differ in size",
-           "HINT: pass the same slice of each buffer.");
+           "pass the same slice of each buffer.");
   ZT_CHECK(begin >= 0 && end <= unit.numel, "offload::adamw_unit_slice: slice outside unit " + unit.name,
-           "HINT: a bug in the caller's shard arithmetic.");
+           "a bug in the caller's shard arithmetic.");
   const AdamScalars decayed = adam_scalars(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, step);
   const AdamScalars plain = adam_scalars(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, 0.0, step);
   for (int i = unit.first_tensor; i < unit.first_tensor + unit.num_tensors; ++i) {

@@ -37,7 +37,7 @@ HostBuffer::HostBuffer(size_t bytes, bool pinned) : size_(round_up(bytes)) {
     if (posix_memalign(&data_, kAlign, size_) != 0)
       throw Error(strf("posix_memalign of %s for an offload buffer failed",
                        format_size_approx(size_).c_str()),
-                  "HINT: lower offload.subgroup_bytes or offload.buffers, or free host memory.");
+                  "lower offload.subgroup_bytes or offload.buffers, or free host memory.");
   }
   std::memset(data_, 0, size_);
 }

@@ -24,12 +24,12 @@ std::string errno_text(int err) { return strf("%s (errno %d)", std::strerror(err
 
 std::string io_hint(int err) {
   if (err == ENOSPC || err == EDQUOT || err == EFBIG)
-    return "HINT: the file system of offload.nvme_path is full (or over quota): free space "
+    return "the file system of offload.nvme_path is full (or over quota): free space "
            "there or point offload.nvme_path at a larger drive. Checkpoints are written "
            "elsewhere and were not touched by this failure.";
-  if (err == EIO) return "HINT: the drive reported an I/O error: check dmesg and the drive's health.";
-  if (err == EROFS) return "HINT: the file system became read-only (often after errors): check dmesg.";
-  return "HINT: check the drive behind offload.nvme_path (dmesg, df, mount options).";
+  if (err == EIO) return "the drive reported an I/O error: check dmesg and the drive's health.";
+  if (err == EROFS) return "the file system became read-only (often after errors): check dmesg.";
+  return "check the drive behind offload.nvme_path (dmesg, df, mount options).";
 }
 
 }  // namespace
@@ -194,9 +194,9 @@ NvmeFile::NvmeFile(std::string path, uint64_t bytes, const Settings& settings)
     throw InputError(strf("cannot create the NVMe offload file %s: %s", f.path.c_str(),
                           errno_text(err).c_str()),
                      err == EROFS || err == EACCES || err == EPERM
-                         ? "HINT: offload.nvme_path must be writable by this user (a read-only "
+                         ? "offload.nvme_path must be writable by this user (a read-only "
                            "mount or a permission problem); choose another directory."
-                         : "HINT: check that offload.nvme_path exists and is a directory.");
+                         : "check that offload.nvme_path exists and is a directory.");
   }
   if (f.bytes > 0) {
     int rc = settings.preallocate ? ::posix_fallocate(f.fd, 0, static_cast<off_t>(f.bytes)) : EOPNOTSUPP;

@@ -22,7 +22,7 @@ Home parse_home(std::string_view text, std::string_view key) {
   if (text == "nvme") return Home::kNvme;
   throw InputError(strf("%.*s = '%.*s' is not a home of model states", static_cast<int>(key.size()),
                         key.data(), static_cast<int>(text.size()), text.data()),
-                   "HINT: valid values: none (device memory), cpu (host memory), nvme (files "
+                   "valid values: none (device memory), cpu (host memory), nvme (files "
                    "under offload.nvme_path).");
 }
 
@@ -30,33 +30,33 @@ void Options::validate(int zero_stage) const {
   if (optimizer != Home::kNone && zero_stage < 1)
     throw InputError(strf("offload.optimizer = %s needs zero.stage >= 1 (zero.stage = %d)",
                           std::string(home_name(optimizer)).c_str(), zero_stage),
-                     "HINT: offload moves this rank's optimizer shard; stage 0 has no shard. Set "
+                     "offload moves this rank's optimizer shard; stage 0 has no shard. Set "
                      "zero.stage = 1, 2 or 3, or offload.optimizer = none.");
   if (params != Home::kNone && zero_stage != 3)
     throw InputError(strf("offload.params = %s needs zero.stage = 3 (zero.stage = %d)",
                           std::string(home_name(params)).c_str(), zero_stage),
-                     "HINT: only stage 3 shards the parameters; set zero.stage = 3 or "
+                     "only stage 3 shards the parameters; set zero.stage = 3 or "
                      "offload.params = none.");
   if (uses_nvme() && nvme_path.empty())
     throw InputError("offload.nvme_path is empty but an offload home is nvme",
-                     "HINT: set offload.nvme_path to a directory on a local NVMe drive, e.g. "
+                     "set offload.nvme_path to a directory on a local NVMe drive, e.g. "
                      "--set offload.nvme_path=/local/scratch/zt-offload.");
   if (buffers < 3)
     throw InputError(strf("offload.buffers = %d is below 3", buffers),
-                     "HINT: the NVMe pipeline reads sub-group k+1 while k is updated and k-1 is "
+                     "the NVMe pipeline reads sub-group k+1 while k is updated and k-1 is "
                      "written back: it needs at least 3 buffers.");
   if (queue_depth < 1 || queue_depth > 4096)
     throw InputError(strf("offload.queue_depth = %d is outside 1..4096", queue_depth),
-                     "HINT: 8 to 64 requests in flight saturate most NVMe drives.");
+                     "8 to 64 requests in flight saturate most NVMe drives.");
   if (subgroup_bytes < 12 * 4096)
     throw InputError(strf("offload.subgroup_bytes = %s is below 48K",
                           format_size(subgroup_bytes).c_str()),
-                     "HINT: a sub-group holds master + m + v (12 bytes per element) in 4 KiB "
+                     "a sub-group holds master + m + v (12 bytes per element) in 4 KiB "
                      "aligned pieces; use at least 48K (default 8M).");
   if (block_bytes < 4096 || block_bytes % 4096 != 0)
     throw InputError(strf("offload block size %llu is not a multiple of 4096",
                           static_cast<unsigned long long>(block_bytes)),
-                     "HINT: O_DIRECT needs 4 KiB aligned requests.");
+                     "O_DIRECT needs 4 KiB aligned requests.");
 }
 
 }  // namespace zt::offload

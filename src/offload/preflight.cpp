@@ -24,24 +24,24 @@ uint64_t preflight_nvme(const std::string& dir, const std::string& file, uint64_
   if (::stat(dir.c_str(), &st) != 0) {
     const int err = errno;
     throw InputError(strf("offload.nvme_path = %s: %s (errno %d)", dir.c_str(), std::strerror(err), err),
-                     "HINT: create the directory on a local NVMe drive (mkdir -p) or point "
+                     "create the directory on a local NVMe drive (mkdir -p) or point "
                      "offload.nvme_path at an existing one.");
   }
   if (!S_ISDIR(st.st_mode))
     throw InputError(strf("offload.nvme_path = %s is not a directory (errno %d, ENOTDIR)", dir.c_str(), ENOTDIR),
-                     "HINT: offload.nvme_path names the directory that holds the per-rank files.");
+                     "offload.nvme_path names the directory that holds the per-rank files.");
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) {
     const int err = errno;
     throw InputError(strf("offload.nvme_path = %s: statvfs failed: %s (errno %d)", dir.c_str(),
                           std::strerror(err), err),
-                     "HINT: check the mount behind offload.nvme_path.");
+                     "check the mount behind offload.nvme_path.");
   }
   if ((vfs.f_flag & ST_RDONLY) != 0 || ::access(dir.c_str(), W_OK) != 0) {
     const int err = (vfs.f_flag & ST_RDONLY) != 0 ? EROFS : errno;
     throw InputError(strf("offload.nvme_path = %s is not writable: %s (errno %d)", dir.c_str(),
                           std::strerror(err), err),
-                     "HINT: it is a read-only mount or this user may not write there; choose a "
+                     "it is a read-only mount or this user may not write there; choose a "
                      "writable directory on a local drive.");
   }
   uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
@@ -53,7 +53,7 @@ uint64_t preflight_nvme(const std::string& dir, const std::string& file, uint64_
                           "needs %s (errno %d, ENOSPC)",
                           dir.c_str(), format_size_approx(avail).c_str(),
                           format_size_approx(bytes).c_str(), ENOSPC),
-                     "HINT: free space there, use a larger drive, or offload less (offload.params "
+                     "free space there, use a larger drive, or offload less (offload.params "
                      "= none, or more ranks per model). `zt estimate` gives the bytes per rank.");
   return avail;
 }

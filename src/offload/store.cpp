@@ -138,9 +138,9 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
              "= %s",
              format_size_approx(host).c_str(), format_size_approx(o.max_host_bytes).c_str()),
         o.optimizer == Home::kCpu
-            ? "HINT: offload.optimizer = nvme keeps only offload.buffers sub-groups in host "
+            ? "offload.optimizer = nvme keeps only offload.buffers sub-groups in host "
               "memory; or raise offload.max_host_bytes."
-            : "HINT: lower offload.subgroup_bytes or offload.buffers (>= 3), or raise "
+            : "lower offload.subgroup_bytes or offload.buffers (>= 3), or raise "
               "offload.max_host_bytes.");
   s.pinned = kPin && preflight_memlock(host);
 
