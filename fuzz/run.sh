@@ -14,6 +14,8 @@ if ((${#targets[@]} == 0)); then
   for t in "$build"/fuzz/fuzz_*; do [[ -x "$t" ]] && targets+=("$(basename "$t")"); done
 fi
 scratch="${ZT_FUZZ_SCRATCH:-$(mktemp -d)}"
+# Full malloc stacks (libhdf5 has no frame pointers), so suppressions match by function.
+export ASAN_OPTIONS="fast_unwind_on_malloc=0:${ASAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 status=0

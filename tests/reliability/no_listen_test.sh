@@ -27,12 +27,30 @@ listeners() {  # PID -> one line per listening socket it holds: "tcp PORT" / "un
   for fd in /proc/"$pid"/fd/*; do
     inode=$(readlink "$fd" 2>/dev/null | sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p')
     [[ -n "$inode" ]] || continue
-    awk -v ino="$inode" 'NR > 1 && $4 == "0A" && $10 == ino { split($2, a, ":"); print "tcp port " strtonum("0x" a[2]) }' \
+    awk -v ino="$inode" 'NR > 1 && $4 == "0A" && $10 == ino { split($2, a, ":"); print "tcp port 0x" a[2] }' \
       /proc/"$pid"/net/tcp /proc/"$pid"/net/tcp6 2>/dev/null
     awk -v ino="$inode" 'NR > 1 && $7 == ino && $4 == "00010000" { print "unix " ($8 == "" ? "(unnamed)" : $8) }' \
       /proc/"$pid"/net/unix 2>/dev/null
   done
 }
+
+# Control: the inspection must see a process that does listen (a TCP and a unix socket).
+ctl_dir=$(mktemp -d)
+python3 -c "
+import socket, sys, os
+t = socket.socket(); t.bind(('127.0.0.1', 0)); t.listen()
+u = socket.socket(socket.AF_UNIX); u.bind(sys.argv[1] + '/ctl.sock'); u.listen()
+sys.stdout.write('ready\n'); sys.stdout.flush(); sys.stdin.read()
+" "$ctl_dir" > "$ctl_dir/out" < <(sleep 30) &
+ctl_pid=$!
+for _ in $(seq 1 100); do grep -q ready "$ctl_dir/out" 2>/dev/null && break; sleep 0.1; done
+control=$(listeners "$ctl_pid")
+kill "$ctl_pid" 2>/dev/null
+wait "$ctl_pid" 2>/dev/null
+rm -rf "$ctl_dir"
+[[ $(echo "$control" | grep -c "^tcp port") -eq 1 && $(echo "$control" | grep -c "^unix .*ctl.sock") -eq 1 ]] ||
+  fail "the inspection does not see a listening python process: '$control'"
+echo "no_listen_test: control: the inspection sees a python process's 2 listeners ($(echo $control))"
 
 run_and_inspect() {  # MCA-ARGS... ; prints the listeners of every rank, one per line
   local log pid mpirun_pid
