@@ -1,0 +1,66 @@
+#pragma once
+// The Llama-style decoder on one GPU (CUDA builds only): the same forward and backward as
+// zt::model::Model (model.hpp), the same unit layout, hook order and loss, on device
+// buffers and the kernels of zt/kernels/cuda. Parameters and gradients are device spans
+// bound per unit (the ZeRO engine can own and gather them); activations live in a device
+// workspace preallocated for (max_batch, max_seq). No activation recompute yet.
+//
+// Precision: T is the type of the weights the kernels read and of activations; G the type
+// of parameter gradients.
+//   DeviceModel<float, float>    fp32
+//   DeviceModel<bf16_t, float>   bf16-mixed (bind the bf16 copy of the fp32 master)
+//   DeviceModel<bf16_t, bf16_t>  bf16-true
+//
+// Residual adds are fused into the RMSNorms: block l's input x_l = x_mid(l-1) + mlp(l-1)
+// is formed by the fused residual + RMSNorm that also normalises it, and x_mid = x_l +
+// o_proj(att) by the one before the MLP.
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "zt/kernels/cuda/types.hpp"
+#include "zt/model/config.hpp"
+#include "zt/model/layout.hpp"
+#include "zt/model/model.hpp"
+
+namespace zt::model {
+
+template <class T, class G>
+class DeviceModel {
+ public:
+  // All work is enqueued on `stream`; loss_and_grad and loss synchronise it once at the
+  // end to read the loss.
+  DeviceModel(const Config& cfg, int64_t max_batch, int64_t max_seq,
+              cudaStream_t stream = nullptr);
+  ~DeviceModel();
+  DeviceModel(const DeviceModel&) = delete;
+  DeviceModel& operator=(const DeviceModel&) = delete;
+
+  const Config& config() const;
+  const ParamLayout& layout() const;
+
+  // Device pointers to unit u's parameters (layout().unit(u).numel elements) and
+  // gradients (same size; nullptr for eval-only use).
+  void bind_unit(int u, const T* params, G* grads);
+  void set_hooks(UnitHooks hooks);
+
+  // tokens, targets: host [B, T] row-major (targets < 0 ignored). Returns the mean
+  // cross-entropy and ADDS grad_scale * d(mean loss)/d(params) into the bound gradients.
+  double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                       int64_t B, int64_t seq, double grad_scale = 1.0);
+  // Forward only.
+  double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+              int64_t seq);
+
+  size_t workspace_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+extern template class DeviceModel<float, float>;
+extern template class DeviceModel<kernels::cuda::bf16_t, float>;
+extern template class DeviceModel<kernels::cuda::bf16_t, kernels::cuda::bf16_t>;
+
+}  // namespace zt::model

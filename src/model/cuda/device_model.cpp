@@ -1,0 +1,436 @@
+// The Llama-style decoder on one GPU: forward and backward over per-unit device parameter
+// spans with the CUDA kernels (see zt/model/device_model.hpp). Mirrors src/model/model.cpp
+// op for op, with the residual adds fused into the RMSNorms and attention keeping the
+// log-sum-exp instead of the probabilities. Shapes: B batch, T sequence, N = B*T rows,
+// C hidden, H heads, G kv heads, D head_dim, I intermediate, V vocab, L layers.
+#include "zt/model/device_model.hpp"
+
+#include <vector>
+
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/kernels/cpu.hpp"
+#include "zt/kernels/cuda/cuda.hpp"
+
+namespace zt::model {
+
+namespace kc = zt::kernels::cuda;
+using kc::DeviceBuffer;
+
+namespace {
+
+// One block's activations, kept from its forward for its backward.
+template <class T>
+struct DeviceBlockActs {
+  DeviceBuffer<T> xn1;        // [N, C]     input_layernorm(x_in)
+  DeviceBuffer<float> rstd1;  // [N]
+  DeviceBuffer<T> q;          // [N, H*D]   after RoPE
+  DeviceBuffer<T> k;          // [N, G*D]   after RoPE
+  DeviceBuffer<T> v;          // [N, G*D]
+  DeviceBuffer<T> att;        // [N, H*D]   attention output, before o_proj
+  DeviceBuffer<float> lse;    // [B, H, T]  attention log-sum-exp
+  DeviceBuffer<T> x_mid;      // [N, C]     x_in + o_proj(att)
+  DeviceBuffer<T> xn2;        // [N, C]     post_attention_layernorm(x_mid)
+  DeviceBuffer<float> rstd2;  // [N]
+  DeviceBuffer<T> gate;       // [N, I]
+  DeviceBuffer<T> up;         // [N, I]
+  DeviceBuffer<T> h;          // [N, I]     silu(gate) * up
+
+  DeviceBlockActs(const Config& c, int64_t N) {
+    const size_t n = static_cast<size_t>(N);
+    const size_t C = static_cast<size_t>(c.hidden), I = static_cast<size_t>(c.intermediate);
+    const size_t HD = static_cast<size_t>(c.heads * c.head_dim());
+    const size_t GD = static_cast<size_t>(c.kv_dim());
+    xn1 = DeviceBuffer<T>(n * C);
+    rstd1 = DeviceBuffer<float>(n);
+    q = DeviceBuffer<T>(n * HD);
+    k = DeviceBuffer<T>(n * GD);
+    v = DeviceBuffer<T>(n * GD);
+    att = DeviceBuffer<T>(n * HD);
+    lse = DeviceBuffer<float>(n * static_cast<size_t>(c.heads));
+    x_mid = DeviceBuffer<T>(n * C);
+    xn2 = DeviceBuffer<T>(n * C);
+    rstd2 = DeviceBuffer<float>(n);
+    gate = DeviceBuffer<T>(n * I);
+    up = DeviceBuffer<T>(n * I);
+    h = DeviceBuffer<T>(n * I);
+  }
+  size_t bytes() const {
+    return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
+           lse.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() +
+           up.bytes() + h.bytes();
+  }
+};
+
+}  // namespace
+
+template <class T, class G>
+struct DeviceModel<T, G>::Impl {
+  Config cfg;
+  ParamLayout layout;
+  cudaStream_t stream;
+  kc::Gemm gemm;
+  std::vector<const T*> params;  // per unit, device
+  std::vector<G*> grads;         // per unit, device (nullptr when unbound)
+  UnitHooks hooks;
+
+  int64_t capacity = 0;                     // rows N the workspace holds
+  DeviceBuffer<float> rope_cos, rope_sin;   // [context, D/2]
+  DeviceBuffer<T> xs;                       // [L+1, N, C] block inputs + final hidden state
+  std::vector<DeviceBlockActs<T>> acts;     // [L]
+  DeviceBuffer<T> delta;                    // [N, C] o_proj or down_proj output, pending add
+  DeviceBuffer<T> xf;                       // [N, C] final norm output
+  DeviceBuffer<float> rstd_f;               // [N]
+  DeviceBuffer<T> logits;                   // [N, V] logits, then dlogits (in place)
+  DeviceBuffer<float> row_loss;             // [N]
+  DeviceBuffer<kc::CrossEntropyTotals> totals;  // [1]
+  DeviceBuffer<int32_t> tokens_d, targets_d;    // [N]
+  // backward scratch
+  DeviceBuffer<T> dres, dxn;                // [N, C]
+  DeviceBuffer<T> datt, dq;                 // [N, H*D]
+  DeviceBuffer<T> dk, dv;                   // [N, G*D]
+  DeviceBuffer<T> dh, dgate, dup;           // [N, I]
+  DeviceBuffer<float> attn_delta;           // [B, H, T]
+
+  Impl(const Config& c, cudaStream_t s)
+      : cfg(c), layout(c), stream(s),
+        params(static_cast<size_t>(layout.num_units()), nullptr),
+        grads(static_cast<size_t>(layout.num_units()), nullptr), totals(1) {
+    cfg.validate();
+    const int64_t D = cfg.head_dim(), half = D / 2;
+    if (!kc::attention_head_dim_supported(D))
+      throw InputError(strf("head dim %lld (hidden %lld / heads %lld) has no CUDA attention "
+                            "kernel",
+                            static_cast<long long>(D), static_cast<long long>(cfg.hidden),
+                            static_cast<long long>(cfg.heads)),
+                       "HINT: the CUDA kernels support head dims 16, 32, 64 and 128.");
+    std::vector<float> cs(static_cast<size_t>(cfg.context * half));
+    std::vector<float> sn(cs.size());
+    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta);
+    rope_cos = DeviceBuffer<float>(cs.size());
+    rope_sin = DeviceBuffer<float>(sn.size());
+    rope_cos.upload(cs);
+    rope_sin.upload(sn);
+  }
+
+  // Grows the workspace to N rows (no-op once the largest shape has been seen).
+  void ensure(int64_t N) {
+    if (N <= capacity) return;
+    const size_t n = static_cast<size_t>(N);
+    const size_t C = static_cast<size_t>(cfg.hidden), V = static_cast<size_t>(cfg.vocab);
+    const size_t I = static_cast<size_t>(cfg.intermediate);
+    const size_t HD = static_cast<size_t>(cfg.heads * cfg.head_dim());
+    const size_t GD = static_cast<size_t>(cfg.kv_dim());
+    acts.clear();
+    for (int64_t l = 0; l < cfg.layers; ++l) acts.emplace_back(cfg, N);
+    xs = DeviceBuffer<T>(static_cast<size_t>(cfg.layers + 1) * n * C);
+    delta = DeviceBuffer<T>(n * C);
+    xf = DeviceBuffer<T>(n * C);
+    rstd_f = DeviceBuffer<float>(n);
+    logits = DeviceBuffer<T>(n * V);
+    row_loss = DeviceBuffer<float>(n);
+    tokens_d = DeviceBuffer<int32_t>(n);
+    targets_d = DeviceBuffer<int32_t>(n);
+    dres = DeviceBuffer<T>(n * C);
+    dxn = DeviceBuffer<T>(n * C);
+    datt = DeviceBuffer<T>(n * HD);
+    dq = DeviceBuffer<T>(n * HD);
+    dk = DeviceBuffer<T>(n * GD);
+    dv = DeviceBuffer<T>(n * GD);
+    dh = DeviceBuffer<T>(n * I);
+    dgate = DeviceBuffer<T>(n * I);
+    dup = DeviceBuffer<T>(n * I);
+    attn_delta = DeviceBuffer<float>(n * static_cast<size_t>(cfg.heads));
+    capacity = N;
+  }
+
+  void use(int u) {
+    if (hooks.before_use) hooks.before_use(u);
+    if (!params[static_cast<size_t>(u)])
+      throw Error(strf("parameter unit %d (%s) is not bound", u, layout.unit(u).name.c_str()),
+                  "HINT: call DeviceModel::bind_unit for every unit first.");
+  }
+  void done(int u) {
+    if (hooks.after_use) hooks.after_use(u);
+  }
+  void ready(int u) {
+    if (hooks.grad_ready) hooks.grad_ready(u);
+  }
+  G* grad_of(int u) {
+    G* g = grads[static_cast<size_t>(u)];
+    if (!g)
+      throw Error(strf("gradient buffer of unit %d (%s) is not bound", u,
+                       layout.unit(u).name.c_str()),
+                  "HINT: loss_and_grad needs bind_unit(u, params, grads) with a gradient buffer.");
+    return g;
+  }
+
+  // Checks the shape and the ids on the host (kernels cannot throw) and uploads them.
+  void upload_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                    int64_t Tn) {
+    if (B <= 0 || Tn <= 0 || Tn > cfg.context)
+      throw InputError(strf("batch %lld x sequence %lld (context %lld)",
+                            static_cast<long long>(B), static_cast<long long>(Tn),
+                            static_cast<long long>(cfg.context)),
+                       "HINT: B and T must be > 0 and T <= model.context.");
+    const int64_t N = B * Tn;
+    if (static_cast<int64_t>(tokens.size()) != N || static_cast<int64_t>(targets.size()) != N)
+      throw InputError(strf("tokens/targets hold %zu/%zu ids, expected B*T = %lld", tokens.size(),
+                            targets.size(), static_cast<long long>(N)),
+                       "HINT: tokens and targets are [B, T] row-major.");
+    for (int64_t n = 0; n < N; ++n) {
+      if (tokens[n] < 0 || tokens[n] >= cfg.vocab || targets[n] >= cfg.vocab)
+        throw InputError(strf("token %d / target %d at position %lld is outside the vocabulary "
+                              "[0, %lld)",
+                              tokens[n], targets[n], static_cast<long long>(n),
+                              static_cast<long long>(cfg.vocab)),
+                         "HINT: the data was tokenized for a different vocabulary; targets < 0 "
+                         "are ignored, others must be < vocab.");
+    }
+    ensure(N);
+    ZT_CUDA_CHECK(cudaMemcpyAsync(tokens_d.data(), tokens.data(), N * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, stream));
+    ZT_CUDA_CHECK(cudaMemcpyAsync(targets_d.data(), targets.data(), N * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, stream));
+  }
+
+  T* x_at(int l, int64_t N) { return xs.data() + static_cast<int64_t>(l) * N * cfg.hidden; }
+  const T* lm_head_w() const {
+    return cfg.tied_embeddings ? params[0]
+                               : params[static_cast<size_t>(layout.head_unit())] +
+                                     layout.lm_head_offset();
+  }
+
+  // Block l. Its input x_l = base + pending (pending == nullptr for block 0: x_0 is
+  // already in xs[0]) is formed and normalised by one fused kernel and stored in xs[l].
+  // Leaves x_mid in acts[l].x_mid and the down projection in `delta`.
+  void block_forward(int l, const T* base, const T* pending, int64_t B, int64_t Tn) {
+    const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
+    const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
+    const T* p = params[static_cast<size_t>(layout.block_unit(l))];
+    const BlockOffsets& o = layout.block_offsets();
+    DeviceBlockActs<T>& a = acts[static_cast<size_t>(l)];
+    T* x_in = x_at(l, N);
+    kc::residual_rmsnorm_forward<T>(a.xn1.data(), a.rstd1.data(), x_in, base, pending,
+                                    p + o.input_norm, N, C, cfg.norm_eps, stream);
+    kc::linear_forward<T>(gemm, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D, stream);
+    kc::linear_forward<T>(gemm, a.k.data(), a.xn1.data(), p + o.k, N, C, Gk * D, stream);
+    kc::linear_forward<T>(gemm, a.v.data(), a.xn1.data(), p + o.v, N, C, Gk * D, stream);
+    kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream);
+    kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream);
+    kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B,
+                             Tn, H, Gk, D, stream);
+    kc::linear_forward<T>(gemm, delta.data(), a.att.data(), p + o.o, N, H * D, C, stream);
+    kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in,
+                                    delta.data(), p + o.post_norm, N, C, cfg.norm_eps, stream);
+    kc::linear_forward<T>(gemm, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I, stream);
+    kc::linear_forward<T>(gemm, a.up.data(), a.xn2.data(), p + o.up, N, C, I, stream);
+    kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
+    kc::linear_forward<T>(gemm, delta.data(), a.h.data(), p + o.down, N, I, C, stream);
+  }
+
+  // Block l backward: dres [N, C] holds dL/dx_{l+1} on entry and dL/dx_l on exit.
+  void block_backward(int l, int64_t B, int64_t Tn) {
+    const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
+    const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
+    const int u = layout.block_unit(l);
+    const T* p = params[static_cast<size_t>(u)];
+    G* g = grad_of(u);
+    const BlockOffsets& o = layout.block_offsets();
+    DeviceBlockActs<T>& a = acts[static_cast<size_t>(l)];
+    const T* x_in = x_at(l, N);
+    // MLP half: x_{l+1} = x_mid + down(h); dres passes through the residual unchanged.
+    kc::linear_backward<T, G>(gemm, dh.data(), g + o.down, dres.data(), a.h.data(), p + o.down,
+                              N, I, C, /*accumulate_dx=*/false, stream);
+    kc::swiglu_backward<T>(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(),
+                           N * I, /*accumulate=*/false, stream);
+    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.gate, dgate.data(), a.xn2.data(),
+                              p + o.gate, N, C, I, /*accumulate_dx=*/false, stream);
+    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.up, dup.data(), a.xn2.data(), p + o.up, N,
+                              C, I, /*accumulate_dx=*/true, stream);
+    kc::rmsnorm_backward<T, G>(dres.data(), g + o.post_norm, dxn.data(), a.x_mid.data(),
+                               p + o.post_norm, a.rstd2.data(), N, C, /*accumulate_dx=*/true,
+                               stream);
+    // attention half: x_mid = x_in + o_proj(att)
+    kc::linear_backward<T, G>(gemm, datt.data(), g + o.o, dres.data(), a.att.data(), p + o.o, N,
+                              H * D, C, /*accumulate_dx=*/false, stream);
+    kc::attention_backward<T>(dq.data(), dk.data(), dv.data(), attn_delta.data(), datt.data(),
+                              a.att.data(), a.q.data(), a.k.data(), a.v.data(), a.lse.data(), B,
+                              Tn, H, Gk, D, /*accumulate=*/false, stream);
+    kc::rope_backward<T>(dq.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream);
+    kc::rope_backward<T>(dk.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream);
+    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.q, dq.data(), a.xn1.data(), p + o.q, N, C,
+                              H * D, /*accumulate_dx=*/false, stream);
+    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.k, dk.data(), a.xn1.data(), p + o.k, N, C,
+                              Gk * D, /*accumulate_dx=*/true, stream);
+    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.v, dv.data(), a.xn1.data(), p + o.v, N, C,
+                              Gk * D, /*accumulate_dx=*/true, stream);
+    kc::rmsnorm_backward<T, G>(dres.data(), g + o.input_norm, dxn.data(), x_in,
+                               p + o.input_norm, a.rstd1.data(), N, C, /*accumulate_dx=*/true,
+                               stream);
+  }
+
+  // Embedding, every block and the final norm: xf [N, C] normalised, xs[L] = x_L.
+  void forward_trunk_and_norm(int64_t B, int64_t Tn) {
+    const int64_t N = B * Tn;
+    use(0);
+    kc::embedding_forward<T>(x_at(0, N), tokens_d.data(), params[0] + layout.embed_offset(), N,
+                             cfg.vocab, cfg.hidden, nullptr, stream);
+    done(0);
+    const T* base = x_at(0, N);
+    const T* pending = nullptr;
+    for (int l = 0; l < static_cast<int>(cfg.layers); ++l) {
+      const int u = layout.block_unit(l);
+      use(u);
+      block_forward(l, base, pending, B, Tn);
+      done(u);
+      base = acts[static_cast<size_t>(l)].x_mid.data();
+      pending = delta.data();
+    }
+    // the head's norm (the head unit is in use from here: see use_head)
+    use_head();
+    const T* ph = params[static_cast<size_t>(layout.head_unit())];
+    kc::residual_rmsnorm_forward<T>(xf.data(), rstd_f.data(),
+                                    x_at(static_cast<int>(cfg.layers), N), base, pending,
+                                    ph + layout.final_norm_offset(), N, cfg.hidden, cfg.norm_eps,
+                                    stream);
+    kc::linear_forward<T>(gemm, logits.data(), xf.data(), lm_head_w(), N, cfg.hidden, cfg.vocab,
+                          stream);
+  }
+
+  void use_head() {
+    use(layout.head_unit());
+    if (cfg.tied_embeddings) use(0);
+  }
+  void done_head() {
+    if (cfg.tied_embeddings) done(0);
+    done(layout.head_unit());
+  }
+
+  kc::CrossEntropyTotals read_totals() {
+    kc::CrossEntropyTotals t{};
+    ZT_CUDA_CHECK(cudaMemcpyAsync(&t, totals.data(), sizeof t, cudaMemcpyDeviceToHost, stream));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return t;
+  }
+
+  double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                       int64_t B, int64_t Tn, double grad_scale) {
+    upload_batch(tokens, targets, B, Tn);
+    const int64_t N = B * Tn, C = cfg.hidden, V = cfg.vocab;
+    const int hu = layout.head_unit();
+    if (!hooks.before_use) {
+      for (int u = 0; u < layout.num_units(); ++u) grad_of(u);
+    }
+    int64_t count = 0;
+    for (int32_t t : targets) count += t >= 0 ? 1 : 0;
+    const double scale = count > 0 ? grad_scale / static_cast<double>(count) : 0.0;
+
+    forward_trunk_and_norm(B, Tn);  // leaves the head unit in use
+    kc::cross_entropy<T>(logits.data(), logits.data(), targets_d.data(), N, V, scale,
+                         row_loss.data(), totals.data(), stream);
+    G* gh = grad_of(hu);
+    G* g_lm = cfg.tied_embeddings ? grad_of(0) : gh + layout.lm_head_offset();
+    kc::linear_backward<T, G>(gemm, dxn.data(), g_lm, logits.data(), xf.data(), lm_head_w(), N,
+                              C, V, /*accumulate_dx=*/false, stream);
+    kc::rmsnorm_backward<T, G>(dres.data(), gh + layout.final_norm_offset(), dxn.data(),
+                               x_at(static_cast<int>(cfg.layers), N),
+                               params[static_cast<size_t>(hu)] + layout.final_norm_offset(),
+                               rstd_f.data(), N, C, /*accumulate_dx=*/false, stream);
+    done_head();
+    ready(hu);
+
+    for (int l = static_cast<int>(cfg.layers) - 1; l >= 0; --l) {
+      const int u = layout.block_unit(l);
+      use(u);
+      block_backward(l, B, Tn);
+      done(u);
+      ready(u);
+    }
+
+    use(0);
+    kc::embedding_backward<T, G>(grad_of(0) + layout.embed_offset(), dres.data(),
+                                 tokens_d.data(), N, C, stream);
+    done(0);
+    ready(0);
+    const kc::CrossEntropyTotals t = read_totals();
+    return count > 0 ? t.loss_sum / static_cast<double>(count) : 0.0;
+  }
+
+  double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+              int64_t Tn) {
+    upload_batch(tokens, targets, B, Tn);
+    const int64_t N = B * Tn;
+    forward_trunk_and_norm(B, Tn);
+    done_head();
+    kc::cross_entropy<T>(nullptr, logits.data(), targets_d.data(), N, cfg.vocab, 1.0,
+                         row_loss.data(), totals.data(), stream);
+    const kc::CrossEntropyTotals t = read_totals();
+    return t.count > 0 ? t.loss_sum / static_cast<double>(t.count) : 0.0;
+  }
+
+  size_t workspace_bytes() const {
+    size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + delta.bytes() + xf.bytes() +
+               rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
+               tokens_d.bytes() + targets_d.bytes() + dres.bytes() + dxn.bytes() +
+               datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
+               dgate.bytes() + dup.bytes() + attn_delta.bytes();
+    for (const auto& a : acts) b += a.bytes();
+    return b;
+  }
+};
+
+template <class T, class G>
+DeviceModel<T, G>::DeviceModel(const Config& cfg, int64_t max_batch, int64_t max_seq,
+                               cudaStream_t stream)
+    : impl_(std::make_unique<Impl>(cfg, stream)) {
+  if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
+}
+
+template <class T, class G>
+DeviceModel<T, G>::~DeviceModel() = default;
+
+template <class T, class G>
+const Config& DeviceModel<T, G>::config() const {
+  return impl_->cfg;
+}
+template <class T, class G>
+const ParamLayout& DeviceModel<T, G>::layout() const {
+  return impl_->layout;
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::bind_unit(int u, const T* params, G* grads) {
+  impl_->layout.unit(u);  // throws InputError when out of range
+  impl_->params[static_cast<size_t>(u)] = params;
+  impl_->grads[static_cast<size_t>(u)] = grads;
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::set_hooks(UnitHooks hooks) {
+  impl_->hooks = std::move(hooks);
+}
+
+template <class T, class G>
+double DeviceModel<T, G>::loss_and_grad(std::span<const int32_t> tokens,
+                                        std::span<const int32_t> targets, int64_t B, int64_t T_,
+                                        double grad_scale) {
+  return impl_->loss_and_grad(tokens, targets, B, T_, grad_scale);
+}
+
+template <class T, class G>
+double DeviceModel<T, G>::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                               int64_t B, int64_t T_) {
+  return impl_->loss(tokens, targets, B, T_);
+}
+
+template <class T, class G>
+size_t DeviceModel<T, G>::workspace_bytes() const {
+  return impl_->workspace_bytes();
+}
+
+template class DeviceModel<float, float>;
+template class DeviceModel<kc::bf16_t, float>;
+template class DeviceModel<kc::bf16_t, kc::bf16_t>;
+
+}  // namespace zt::model

@@ -1,0 +1,176 @@
+// The whole model on the GPU (zt::model::DeviceModel) against the CPU model: loss and
+// every unit's gradient of `tiny` (fp32, bf16-mixed, bf16-true) and of a 4-layer
+// TinyLlama (its real widths, 4 of its 22 layers); 50 AdamW steps of `tiny` tracking the
+// CPU run's losses. Errors: loss |gpu - cpu| / cpu; gradients max|gpu - cpu| / max|cpu|
+// per unit. Tolerances: fp32 loss 1e-5, gradients 1e-4 (the CPU fp32 model's own bound
+// against fp64, docs/model.md); bf16 loss 1e-2, gradients 5e-2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cuda_test_util.hpp"
+#include "zt/kernels/cuda/adamw.hpp"
+#include "zt/model/device_model.hpp"
+#include "zt/model/model.hpp"
+#include "zt/model/optimizer.hpp"
+
+namespace zt::kernels::cuda::testing {
+namespace {
+
+using model::Config;
+using model::ParamLayout;
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+};
+
+class DeviceModelTest : public GpuTest {
+ public:
+  // A random batch (some targets ignored) drawn from the test's seeded generator.
+  Batch batch(const Config& cfg, int64_t N) {
+    Batch b;
+    b.tokens.resize(N);
+    b.targets.resize(N);
+    for (int64_t n = 0; n < N; ++n) {
+      b.tokens[n] = randint(0, static_cast<int32_t>(cfg.vocab) - 1);
+      b.targets[n] = n % 11 == 5 ? -1 : randint(0, static_cast<int32_t>(cfg.vocab) - 1);
+    }
+    return b;
+  }
+
+ protected:
+  // CPU model in Real on params (rounded to TP first) vs DeviceModel<TP, TG>.
+  template <class Real, class TP, class TG>
+  void check_model(const Config& cfg, int64_t B, int64_t Tn, double loss_tol, double grad_tol,
+                   const std::string& tag) {
+    const ParamLayout layout(cfg);
+    model::Parameters<float> init(layout);
+    init.init({.seed = seed_});
+    const Batch data = batch(cfg, B * Tn);
+
+    model::Parameters<Real> cpu(layout);
+    std::vector<DeviceBuffer<TP>> dp;
+    std::vector<DeviceBuffer<TG>> dg;
+    model::DeviceModel<TP, TG> gpu(cfg, B, Tn);
+    for (int u = 0; u < layout.num_units(); ++u) {
+      Vec p(init.params(u).begin(), init.params(u).end());
+      dp.push_back(to_device<TP>(p));  // rounds p to TP
+      std::copy(p.begin(), p.end(), cpu.params(u).begin());
+      dg.emplace_back(p.size());
+      dg.back().fill_bytes(0);
+      gpu.bind_unit(u, dp.back().data(), dg.back().data());
+    }
+    model::Model<Real> ref(cfg, B, Tn);
+    cpu.bind(ref);
+    cpu.zero_grads();
+    const double ref_loss = ref.loss_and_grad(data.tokens, data.targets, B, Tn);
+    const double got_loss = gpu.loss_and_grad(data.tokens, data.targets, B, Tn);
+    const double le = std::abs(got_loss - ref_loss) / std::abs(ref_loss);
+    std::printf("[gpu vs cpu] %s loss %.8f vs %.8f rel err %.3e (tol %.0e)\n", tag.c_str(),
+                got_loss, ref_loss, le, loss_tol);
+    EXPECT_LT(le, loss_tol) << tag;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const Vec want(cpu.grads(u).begin(), cpu.grads(u).end());
+      expect_close(to_host(dg[static_cast<size_t>(u)]), want, grad_tol,
+                   tag + " grad " + layout.unit(u).name);
+    }
+    const double eval = gpu.loss(data.tokens, data.targets, B, Tn);
+    EXPECT_LT(std::abs(eval - ref_loss) / ref_loss, loss_tol) << tag << " forward-only loss";
+  }
+};
+
+TEST_F(DeviceModelTest, TinyFp32) {
+  check_model<double, float, float>(Config::preset("tiny"), 2, 64, 1e-5, 1e-4, "tiny fp32");
+}
+TEST_F(DeviceModelTest, TinyFp32Tied) {
+  Config cfg = Config::preset("tiny");
+  cfg.tied_embeddings = true;
+  check_model<double, float, float>(cfg, 2, 33, 1e-5, 1e-4, "tiny tied fp32");
+}
+TEST_F(DeviceModelTest, TinyBf16Mixed) {
+  check_model<double, bf16_t, float>(Config::preset("tiny"), 2, 64, 1e-2, 5e-2,
+                                     "tiny bf16-mixed");
+}
+TEST_F(DeviceModelTest, TinyBf16True) {
+  check_model<double, bf16_t, bf16_t>(Config::preset("tiny"), 2, 64, 1e-2, 5e-2,
+                                      "tiny bf16-true");
+}
+TEST_F(DeviceModelTest, TinyLlamaFourLayersFp32) {
+  Config cfg = Config::preset("tinyllama-1.1b");
+  cfg.layers = 4;
+  check_model<float, float, float>(cfg, 1, 64, 1e-5, 1e-4, "tinyllama 4 layers fp32");
+}
+
+// 50 AdamW steps of tiny on the same batches: CPU fp32 model + CPU AdamW vs GPU model +
+// GPU AdamW (per tensor, decay only where TensorInfo::weight_decay). bf16-mixed keeps an
+// fp32 master on the GPU and binds its bf16 copy to the model.
+template <class TP>
+void train_and_compare(DeviceModelTest& t, Batch (DeviceModelTest::*make)(const Config&, int64_t),
+                       double tol, const char* tag) {
+  const Config cfg = Config::preset("tiny");
+  const ParamLayout layout(cfg);
+  const int64_t B = 4, Tn = 64, steps = 50;
+  const model::AdamWConfig opt{.lr = 3e-3};
+  model::Parameters<float> cpu(layout);
+  cpu.init({.seed = 7});
+  model::Model<float> ref(cfg, B, Tn);
+  cpu.bind(ref);
+  std::vector<std::vector<float>> m, v;
+  std::vector<DeviceBuffer<float>> master, dgrad, dm, dv;
+  std::vector<DeviceBuffer<TP>> copy;  // what the model reads (== master for fp32)
+  model::DeviceModel<TP, float> gpu(cfg, B, Tn);
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const size_t n = cpu.params(u).size();
+    m.emplace_back(n, 0.0f);
+    v.emplace_back(n, 0.0f);
+    Vec p(cpu.params(u).begin(), cpu.params(u).end());
+    master.push_back(to_device<float>(p));
+    copy.push_back(to_device<TP>(p));
+    dgrad.emplace_back(n);
+    dm.emplace_back(n);
+    dv.emplace_back(n);
+    dm.back().fill_bytes(0);
+    dv.back().fill_bytes(0);
+    const TP* bound = std::is_same_v<TP, float> ? reinterpret_cast<const TP*>(master.back().data())
+                                                : copy.back().data();
+    gpu.bind_unit(u, bound, dgrad.back().data());
+  }
+  double worst = 0;
+  for (int64_t step = 1; step <= steps; ++step) {
+    const Batch data = (t.*make)(cfg, B * Tn);
+    cpu.zero_grads();
+    const double lc = ref.loss_and_grad(data.tokens, data.targets, B, Tn);
+    for (int u = 0; u < layout.num_units(); ++u)
+      model::adamw_unit_slice<float>(layout, u, 0, cpu.params(u), cpu.grads(u), m[u], v[u], opt,
+                                     step);
+    for (auto& g : dgrad) g.fill_bytes(0);
+    const double lg = gpu.loss_and_grad(data.tokens, data.targets, B, Tn);
+    for (const auto& ti : layout.tensors()) {
+      const size_t u = static_cast<size_t>(ti.unit);
+      bf16_t* bcopy = std::is_same_v<TP, float> ? nullptr
+                                                : reinterpret_cast<bf16_t*>(copy[u].data()) + ti.offset;
+      adamw_step<float, float>(master[u].data() + ti.offset, dgrad[u].data() + ti.offset,
+                               dm[u].data() + ti.offset, dv[u].data() + ti.offset, bcopy, ti.numel,
+                               opt.lr, opt.beta1, opt.beta2, opt.eps,
+                               ti.weight_decay ? opt.weight_decay : 0.0, step);
+    }
+    const double e = std::abs(lg - lc) / lc;
+    worst = std::max(worst, e);
+    if (step == 1 || step % 10 == 0)
+      std::printf("[%s] step %2lld loss gpu %.6f cpu %.6f rel diff %.2e\n", tag,
+                  static_cast<long long>(step), lg, lc, e);
+  }
+  std::printf("[%s] worst loss rel diff over %lld steps %.3e (tol %.0e)\n", tag,
+              static_cast<long long>(steps), worst, tol);
+  EXPECT_LT(worst, tol) << tag;
+}
+
+TEST_F(DeviceModelTest, Tiny50StepsFp32TrackCpu) {
+  train_and_compare<float>(*this, &DeviceModelTest::batch, 1e-3, "train fp32");
+}
+TEST_F(DeviceModelTest, Tiny50StepsBf16MixedTrackCpu) {
+  train_and_compare<bf16_t>(*this, &DeviceModelTest::batch, 2e-2, "train bf16-mixed");
+}
+
+}  // namespace
+}  // namespace zt::kernels::cuda::testing
