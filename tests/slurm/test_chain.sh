@@ -2,7 +2,8 @@
 # tests/slurm/test_chain.sh ZT SRC_DIR: slurm/submit.sh on a real single-node Slurm.
 #  1. check + train chained with --dependency=afterok (tiny model, CPU, 2 tasks): the check
 #     job completes with exit 0 and a report, then the train job runs to the end, writes
-#     its checkpoints (steps 3 and 6, `latest` naming the last), and its log has every step.
+#     its checkpoints (steps 3 and 6, `latest` naming the last), and its log has every step
+#     and srun's report that each task was bound to a core of its own.
 #  2. the same chain with a gate no cluster can pass: the check job fails with exit 1 and
 #     the train job is cancelled without ever starting (no output file, no checkpoint).
 set -euo pipefail
@@ -12,6 +13,7 @@ require_slurm "$src"
 
 work=$(mktemp -d /tmp/zt-slurm-chain.XXXXXX)
 export ZT_BIN="$zt"
+export ZT_CPU_BIND=verbose,cores   # srun prints each task's CPU mask: checked below
 steps=6
 check_args="--ops all_reduce --min-bytes 8 --max-bytes 64K --iters 3 --warmup 1"
 train_args=(--set train.steps=$steps --set eval.every=0 --set sample.tokens=0 --set train.threads=1
@@ -47,6 +49,10 @@ tlog="$work/logs/zt-chain-ok-$train_id.out"
 expect_match "$tlog" "^step +$steps/$steps " "last step"
 expect_match "$tlog" "^done: $steps steps" "end of training"
 expect_match "$tlog" "^fabric: tcp" "fabric summary"
+# CPU binding: srun pinned each of the 2 tasks (1 core each) to its own core.
+masks=$(sed -n 's/^cpu-bind=MASK - .*, task *\([0-9]*\) .*: mask \(0x[0-9a-f]*\) set$/\1 \2/p' "$tlog" | sort -u)
+[[ $(wc -l <<<"$masks") -eq 2 && $(cut -d' ' -f2 <<<"$masks" | sort -u | wc -l) -eq 2 ]] ||
+  fail "expected 2 tasks bound to 2 different cores, srun reported: ${masks:-nothing}"
 d="$ckpt_dir/zt-chain-ok"
 for s in 3 $steps; do
   [[ -s "$d/step-$s.h5" ]] || { ls -la "$d" >&2 || true; fail "no checkpoint $d/step-$s.h5 (ckpt.every=3)"; }
