@@ -44,6 +44,20 @@ Part part_of(const model::TensorInfo& t, int64_t begin, int64_t count) {
   return {lo - t.offset, hi - lo, lo - begin};
 }
 
+// zt-sum64 of x (first element at index `first`), over the rank's OpenMP threads: the
+// sum is slice-additive, so chunks are summed apart and added (mod 2^64).
+uint64_t checksum(std::span<const float> x, uint64_t first) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  const int64_t chunks = static_cast<int64_t>((x.size() + kChunk - 1) / kChunk);
+  uint64_t total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t at = static_cast<size_t>(c) * kChunk;
+    total += sum64(x.subspan(at, std::min(kChunk, x.size() - at)), first + at);
+  }
+  return total;
+}
+
 int comm_rank(MPI_Comm comm) {
   int r = 0;
   if (comm != MPI_COMM_NULL) ZT_MPI_CHECK(MPI_Comm_rank(comm, &r));
@@ -155,7 +169,7 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c) 
     for (size_t i = 0; i < nt; ++i) {
       const UnitShard& s = c.units[static_cast<size_t>(tensors[i].unit)];
       const Part p = part_of(tensors[i], s.begin, s.count);
-      sums[static_cast<size_t>(k) * nt + i] = sum64(slice_of(k, tensors[i], p), static_cast<uint64_t>(p.first));
+      sums[static_cast<size_t>(k) * nt + i] = checksum(slice_of(k, tensors[i], p), static_cast<uint64_t>(p.first));
     }
   if (training) {
     const uint64_t seed = c.rng_seed;
@@ -358,7 +372,7 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
       ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl.get(),
                           p.n > 0 ? out.data() : &dummy),
                   path, kReadHint);
-      sums[d] = sum64(out, static_cast<uint64_t>(p.first));
+      sums[d] = checksum(out, static_cast<uint64_t>(p.first));
     }
 
   std::optional<TrainState> state;

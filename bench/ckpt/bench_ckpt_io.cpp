@@ -1,0 +1,145 @@
+// Checkpoint write and read bandwidth: the training state of a model preset (fp32
+// parameters + AdamW exp_avg + exp_avg_sq: 12 bytes per parameter) written and read by
+// every rank's ZeRO-style shard through zt's collective writer and reader (parallel HDF5,
+// hyperslabs, checksums, fsync, rename, `latest`), the way `zt train` saves.
+//
+//   mpiexec -n 2 bench_ckpt_io --preset tinyllama-1.1b --dir DIR [--repeats N]
+//
+// Each rank owns [r*S, (r+1)*S) of every unit (S = ceil(numel / n)), as the engine's
+// partition does. To fit in memory the three tensors of a shard share one buffer (the
+// bytes on disk and the work are the same). Before each read the file's pages are
+// dropped from the page cache (fsync'ed, then POSIX_FADV_DONTNEED), so reads come from the
+// device. Prints one line per repeat and medians (rank 0): MB = 1e6 bytes of tensor data.
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "zt/ckpt/io.hpp"
+#include "zt/ckpt/publish.hpp"
+#include "zt/core/checksum.hpp"
+#include "zt/model/config.hpp"
+#include "zt/model/layout.hpp"
+
+namespace {
+
+double now() { return MPI_Wtime(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void drop_cache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("checkpoint write/read bandwidth through zt's collective HDF5 path");
+  std::string preset = "tinyllama-1.1b", dir = "/work/peers/ckpt-bench";
+  int repeats = 2;
+  int layers = 0;
+  app.add_option("--preset", preset, "model preset");
+  app.add_option("--layers", layers, "override the preset's layers (0: keep)");
+  app.add_option("--dir", dir, "folder for the checkpoint files");
+  app.add_option("--repeats", repeats, "write + read rounds");
+  CLI11_PARSE(app, argc, argv);
+
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  int rc = 0;
+  try {
+    zt::model::Config cfg = zt::model::Config::preset(preset);
+    if (layers > 0) cfg.layers = layers;
+    const zt::model::ParamLayout layout(cfg);
+    // This rank's shard of each unit; params, exp_avg and exp_avg_sq share its buffer.
+    std::vector<std::vector<float>> bufs;
+    zt::ckpt::WriteContents c;
+    c.header.config = cfg;
+    c.header.contents = zt::ckpt::kContentsTraining;
+    c.state = zt::ckpt::TrainState{};
+    c.state->step = 1;
+    std::vector<zt::ckpt::UnitTarget> targets;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const int64_t numel = layout.unit(u).numel;
+      const int64_t S = (numel + n - 1) / n;
+      const int64_t begin = std::min<int64_t>(numel, rank * S);
+      const int64_t count = std::min<int64_t>(numel, begin + S) - begin;
+      bufs.emplace_back(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i)
+        bufs.back()[static_cast<size_t>(i)] = static_cast<float>((begin + i) % 1000) * 1e-3f;
+      const std::span<float> b = bufs.back();
+      c.units.push_back({begin, count, b, b, b});
+      targets.push_back({begin, count, b, b, b});
+    }
+    const double bytes = 12.0 * static_cast<double>(layout.total_numel());
+    if (rank == 0)
+      std::printf("# %s: %lld parameters, %.3f GB of training state (fp32 params + 2 moments), "
+                  "%d ranks, dir %s\n",
+                  cfg.name.c_str(), static_cast<long long>(layout.total_numel()), bytes / 1e9, n,
+                  dir.c_str());
+    // The checksum's share: zt-sum64 over this rank's three tensors per shard, alone.
+    if (repeats > 0) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now();
+      uint64_t sink = 0;
+      for (const auto& b : bufs)
+        for (int k = 0; k < 3; ++k) sink += zt::sum64(b, static_cast<uint64_t>(k));
+      double dt = now() - t0;
+      MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (rank == 0)
+        std::printf("checksums alone (zt-sum64 of every rank's shards, slowest rank): %.2f s "
+                    "(%llx)\n", dt, static_cast<unsigned long long>(sink));
+    }
+    std::vector<double> w, r;
+    for (int k = 0; k < repeats; ++k) {
+      const int64_t step = k + 1;
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now();
+      const std::string tmp = zt::ckpt::begin_publish(MPI_COMM_WORLD, dir, step);
+      zt::ckpt::write_file(MPI_COMM_WORLD, tmp, c);
+      const double t1 = now();
+      const std::string path = zt::ckpt::finish_publish(MPI_COMM_WORLD, dir, step, 1);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t2 = now();
+      if (rank == 0) drop_cache(path);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t3 = now();
+      zt::ckpt::read_file(MPI_COMM_WORLD, path, cfg, targets, zt::ckpt::ReadWhat::kTraining);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t4 = now();
+      w.push_back(bytes / (t2 - t0) / 1e6);
+      r.push_back(bytes / (t4 - t3) / 1e6);
+      if (rank == 0)
+        std::printf("round %d: write %.2f s (HDF5 %.2f s + fsync/rename/latest %.2f s) = %.0f MB/s; "
+                    "read %.2f s = %.0f MB/s\n",
+                    k + 1, t2 - t0, t1 - t0, t2 - t1, w.back(), t4 - t3, r.back());
+      std::fflush(stdout);
+    }
+    if (rank == 0) {
+      std::printf("median: write %.0f MB/s, read %.0f MB/s (%d rounds)\n", median(w), median(r), repeats);
+      std::filesystem::remove_all(dir);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    rc = 1;
+  }
+  MPI_Finalize();
+  return rc;
+}
