@@ -103,3 +103,86 @@ TEST(Thresholds, MaximumGate) {
   EXPECT_EQ(zt::check::judge_maximum(100.0, 100.0, 0.2), GateStatus::kWarn);
   EXPECT_EQ(zt::check::judge_maximum(100.5, 100.0, 0.2), GateStatus::kFail);
 }
+
+TEST(Thresholds, UnitsAndStageTables) {
+  const auto t = zt::check::parse_thresholds_text(R"(
+[all_reduce]
+size = "1G"
+min_busbw = "360 GB/s"
+latency_size = 8
+max_latency = "0.05 ms"
+[pairs]
+min_bw = "400 Gbps"
+warn_band = 0.2
+[h2d]
+min_bw = "900MB/s"
+[intra_node_all_reduce]
+size = "256M"
+min_busbw = "3200 Gb/s"
+)", "u.toml");
+  ASSERT_EQ(t.ops.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.ops[0].busbw->min_busbw_gbs, 360.0);
+  EXPECT_DOUBLE_EQ(t.ops[0].latency->max_latency_us, 50.0);
+  ASSERT_EQ(t.stages.size(), 3u);  // run order: intra_node_all_reduce, pairs, h2d
+  EXPECT_EQ(t.stages[0].stage, zt::check::Stage::kIntraNodeAllReduce);
+  EXPECT_EQ(t.stages[0].size, uint64_t{256} << 20);
+  EXPECT_EQ(t.stages[1].stage, zt::check::Stage::kPairs);
+  EXPECT_DOUBLE_EQ(t.stages[1].min_gbs, 50.0);  // 400 Gb/s = 50 GB/s
+  EXPECT_DOUBLE_EQ(t.stages[1].warn_band, 0.2);
+  EXPECT_DOUBLE_EQ(t.stages[2].min_gbs, 0.9);
+  EXPECT_DOUBLE_EQ(zt::check::parse_bandwidth_gbs("3200 Gb/s"), 400.0);
+  EXPECT_DOUBLE_EQ(zt::check::parse_latency_us("250ns"), 0.25);
+}
+
+TEST(Thresholds, UnknownUnitOpAndBadBandNameFileLineAndKey) {
+  const std::string unit = error_of("[all_reduce]\nsize = \"1M\"\nmin_busbw = \"5 GB/h\"\n");
+  EXPECT_NE(unit.find("t.toml: line 3: 'all_reduce.min_busbw': unknown unit 'GB/h' in '5 GB/h'"),
+            std::string::npos) << unit;
+  const std::string no_unit = error_of("[pairs]\nmin_bw = \"40\"\n");
+  EXPECT_NE(no_unit.find("line 2: 'pairs.min_bw': unknown unit ''"), std::string::npos) << no_unit;
+  const std::string op = error_of("description = \"x\"\n\n[alltoall]\nsize = 8\nmin_busbw_gbs = 1\n");
+  EXPECT_NE(op.find("t.toml: line 3: unknown key or op 'alltoall'"), std::string::npos) << op;
+  const std::string band = error_of("[all_reduce]\nsize = 8\nmin_busbw_gbs = 1\nwarn_band = 1.5\n");
+  EXPECT_NE(band.find("line 4: 'all_reduce.warn_band' must be in [0, 1) (got 1.5)"), std::string::npos) << band;
+  const std::string key = error_of("[pairs]\nmin_busbw = \"1 GB/s\"\n");
+  EXPECT_NE(key.find("line 2: unknown key 'pairs.min_busbw'"), std::string::npos) << key;
+  EXPECT_NE(error_of("[h2d]\nwarn_band = 0.1\n").find("[h2d] has no gate"), std::string::npos);
+}
+
+TEST(Thresholds, ShippedTablesParse) {
+  for (const char* name : {"cpu-local", "gpu-h100", "gpu-h200", "gpu-a100", "fabric-efa", "fabric-ib-ndr",
+                           "fabric-ib-hdr"}) {
+    const std::string path = std::string(ZT_SOURCE_DIR "/checklist/thresholds/") + name + ".toml";
+    EXPECT_NO_THROW(zt::check::parse_thresholds_file(path)) << path;
+  }
+  const auto h100 = zt::check::parse_thresholds_file(ZT_SOURCE_DIR "/checklist/thresholds/gpu-h100.toml");
+  ASSERT_FALSE(h100.stages.empty());
+  EXPECT_EQ(h100.stages[0].stage, zt::check::Stage::kIntraNodeAllReduce);
+  EXPECT_DOUBLE_EQ(h100.stages[0].min_gbs, 360.0);
+  const auto ndr = zt::check::parse_thresholds_file(ZT_SOURCE_DIR "/checklist/thresholds/fabric-ib-ndr.toml");
+  EXPECT_DOUBLE_EQ(ndr.stages[0].min_gbs, 40.0);  // 320 Gb/s
+}
+
+TEST(Thresholds, AutoSelectionMergeAndDrop) {
+  using zt::check::select_threshold_files;
+  EXPECT_EQ(select_threshold_files("d", "", "any", ""), std::vector<std::string>{"d/cpu-local.toml"});
+  EXPECT_EQ(select_threshold_files("d", "NVIDIA H100 80GB HBM3 [0000:1B:00.0]", "efa", ""),
+            (std::vector<std::string>{"d/gpu-h100.toml", "d/fabric-efa.toml"}));
+  EXPECT_EQ(select_threshold_files("d", "NVIDIA H200", "ib", "400 Gb/sec (4X NDR)"),
+            (std::vector<std::string>{"d/gpu-h200.toml", "d/fabric-ib-ndr.toml"}));
+  EXPECT_EQ(select_threshold_files("d", "NVIDIA A100-SXM4-80GB", "ib", "200 Gb/sec (4X HDR)"),
+            (std::vector<std::string>{"d/gpu-a100.toml", "d/fabric-ib-hdr.toml"}));
+  EXPECT_TRUE(select_threshold_files("d", "Tesla T4", "any", "").empty());
+
+  auto a = zt::check::parse_thresholds_text("[all_reduce]\nsize = 8\nmin_busbw_gbs = 1\n[h2d]\nmin_bw = \"1 GB/s\"\n", "a");
+  const auto b = zt::check::parse_thresholds_text("[h2d]\nmin_bw = \"2 GB/s\"\n[pairs]\nmin_bw = \"3 GB/s\"\n", "b");
+  auto m = zt::check::merge_thresholds(a, b);
+  EXPECT_EQ(m.source, "a + b");
+  ASSERT_EQ(m.stages.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.stages[0].min_gbs, 3.0);  // pairs before h2d (run order)
+  EXPECT_DOUBLE_EQ(m.stages[1].min_gbs, 2.0);  // b's h2d replaced a's
+  zt::check::drop_gates_outside(m, {16, 32});
+  EXPECT_TRUE(m.ops.empty());
+  ASSERT_EQ(m.dropped.size(), 1u);
+  EXPECT_NE(m.dropped[0].find("all_reduce busbw @ 8"), std::string::npos) << m.dropped[0];
+}

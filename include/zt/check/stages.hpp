@@ -21,8 +21,9 @@ namespace zt::check {
 std::vector<int> node_leaders(const std::vector<RankInfo>& ranks);
 
 // Leaders of each pair of nodes exchange `bytes` both ways at once (sendrecv), `iters`
-// times after one warm-up, one pair at a time; a leader's time is the median of its
-// exchanges, the pair's time the slower leader's; gbs = bytes / time (per direction).
+// times after one warm-up, one pair at a time; a leader's time is its fastest exchange
+// (a slow link slows every exchange, a busy host only some), the pair's time the slower
+// leader's; gbs = bytes / time (per direction).
 // Fewer than two nodes: ran = false.
 PairMatrix run_pairs(comm::Comm& bench, comm::Comm& control, const std::vector<RankInfo>& ranks,
                      uint64_t bytes, int iters);
