@@ -51,9 +51,10 @@ done
 
 commit=$(git -C "$root" rev-parse --short HEAD)
 dirty=$(git -C "$root" status --porcelain -- src include checklist | head -1)
+version="$("$zt" --version) at HEAD $commit${dirty:+ (the working tree had uncommitted changes in src/include/checklist)}"
 cmd="bench/multinode/hpz_vs_zero3.sh --rate $rate --rounds $rounds --steps $steps"
-python3 - "$work" "$rounds" "$rate" "$commit${dirty:+ (+ uncommitted changes in src/include/checklist)}" "$cmd" "$(nproc)" > "$out" <<'PY'
-import json, statistics, sys
+python3 - "$work" "$rounds" "$rate" "$version" "$cmd" "$(nproc)" > "$out" <<'PY'
+import json, re, statistics, sys
 work, rounds, rate, commit, cmd, cores = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 def load(name):
     return [json.loads(l) for l in open(f"{work}/{name}.jsonl")]
@@ -74,7 +75,7 @@ print("# hpZ vs plain ZeRO-3 across 2 simulated nodes, cross-node link throttled
 print(f"Machine: this project's dev VM, {cores} cores, no GPU; nodes are network namespaces "
       "(tests/multinode/netns.sh): 2 nodes x 2 ranks, shared memory (vader) inside a node, "
       "TCP over veth + bridge between nodes.  ")
-print(f"Commit: {commit}  ")
+print(f"zt: {commit}  ")
 print(f"Command: `{cmd}` (as root)  ")
 print(f"Link: `full` = veth at full speed; `throttled` = node 1's veth limited to {rate} "
       "both ways (`tc qdisc ... tbf rate " + rate + " burst 32kbit latency 50ms`), so every "
@@ -84,7 +85,7 @@ print("Job: tiny preset (1.05M parameters, fp32 on CPU), zero.stage 3, micro bat
       "(secondary copy per node), ZeRO-3 = `zero.hpz_partition_size=1`. Runs interleaved "
       "hpZ, ZeRO-3, hpZ, ... on a shared 2-core machine; step time = median over every step "
       "but the first of each run.\n")
-print("| link | config | median step (s) | per-run medians (s) | inter-node MB/step/rank | intra-node MB/step/rank | hpz group MB | final loss |")
+print("| link | config | median step (s) | per-run medians (s) | inter-node MB/step/rank | intra-node MB/step/rank | of which hpZ group | final loss |")
 print("|---|---|---|---|---|---|---|---|")
 for link, cfg, m, pr, inter, intra, cb, loss in rows:
     print(f"| {link} | {'hpZ' if cfg == 'hpz' else 'ZeRO-3'} | {m:.3f} | {', '.join(f'{x:.3f}' for x in pr)} | "
@@ -97,6 +98,11 @@ for link in ("full", "throttled"):
           f"{inter[link,'hpz']/inter[link,'zero3']:.3f}")
 print(f"- throttling the link costs ZeRO-3 {med['throttled','zero3']-med['full','zero3']:+.3f} s per step "
       f"and hpZ {med['throttled','hpz']-med['full','hpz']:+.3f} s.")
+num, unit = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate.lower()).groups()
+bytes_per_s = float(num) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[unit] / 8
+print(f"- the link alone: node 1's 2 ranks send (and receive) 2 x the inter-node bytes per rank "
+      f"each step; at {rate} that takes {2*inter['throttled','zero3']/bytes_per_s:.2f} s for ZeRO-3 and "
+      f"{2*inter['throttled','hpz']/bytes_per_s:.2f} s for hpZ (a lower bound: bytes / rate, no TCP or tbf overhead).")
 PY
 echo "wrote $out"
 cat "$out"
