@@ -8,6 +8,7 @@
 #include "cuda_test_util.hpp"
 #include "zt/kernels/cpu.hpp"
 #include "zt/kernels/cuda/adamw.hpp"
+#include "zt/kernels/cuda/convert.hpp"
 #include "zt/kernels/cuda/cross_entropy.hpp"
 #include "zt/kernels/cuda/grad_norm.hpp"
 #include "zt/kernels/cuda/quantize.hpp"
@@ -181,6 +182,27 @@ TEST_F(Optim, QuantizeMatchesZeroBitForBit) {
     EXPECT_EQ(std::memcmp(gd.data(), deq.data(), n * sizeof(float)), 0) << "dequantize";
     EXPECT_EQ(std::memcmp(ga.data(), acc.data(), n * sizeof(float)), 0) << "dequantize_add";
   }
+}
+
+TEST_F(Optim, ConvertAndAddScaled) {
+  const int64_t n = 70001;
+  Vec x = randn(n, 10.0);
+  auto dx = to_device<float>(x);
+  auto db = poisoned<bf16_t>(n);
+  convert<float, bf16_t>(db.data(), dx.data(), n);  // round to nearest even, as zt::bf16
+  Vec xb = x;
+  round_all<bf16_t>(xb);
+  expect_close(to_host(db), xb, 1e-300, "convert f32 -> bf16 (bit exact)");
+  auto dback = poisoned<float>(n);
+  convert<bf16_t, float>(dback.data(), db.data(), n);
+  expect_close(to_host(dback), xb, 1e-300, "convert bf16 -> f32 (exact)");
+
+  Vec acc = randn(n);
+  auto dacc = to_device<float>(acc);
+  add_scaled<bf16_t>(dacc.data(), db.data(), n, 0.5f);
+  add_scaled<float>(dacc.data(), dx.data(), n, -2.0f);
+  for (int64_t i = 0; i < n; ++i) acc[i] += 0.5 * xb[i] - 2.0 * x[i];
+  expect_close(to_host(dacc), acc, kTolF32, "add_scaled");
 }
 
 TEST(QuantizeShapes, PartialBlockIsAnError) {

@@ -8,6 +8,7 @@
 #include "zt/kernels/cuda/attention.hpp"
 #include "zt/kernels/cuda/buffer.hpp"
 #include "zt/kernels/cuda/check.hpp"
+#include "zt/kernels/cuda/convert.hpp"
 #include "zt/kernels/cuda/cross_entropy.hpp"
 #include "zt/kernels/cuda/embedding.hpp"
 #include "zt/kernels/cuda/gemm.hpp"
