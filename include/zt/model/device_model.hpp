@@ -3,7 +3,8 @@
 // zt::model::Model (model.hpp), the same unit layout, hook order and loss, on device
 // buffers and the kernels of zt/kernels/cuda. Parameters and gradients are device spans
 // bound per unit (the ZeRO engine can own and gather them); activations live in a device
-// workspace preallocated for (max_batch, max_seq). No activation recompute yet.
+// workspace preallocated for (max_batch, max_seq) (the per-block activations of a step
+// without recompute are allocated by the first such step, as in Model).
 //
 // Precision: T is the type of the weights the kernels read and of activations; G the type
 // of parameter gradients.
@@ -46,8 +47,10 @@ class DeviceModel {
 
   // tokens, targets: host [B, T] row-major (targets < 0 ignored). Returns the mean
   // cross-entropy and ADDS grad_scale * d(mean loss)/d(params) into the bound gradients.
+  // recompute: keep only each block's input in the forward and recompute the block in the
+  // backward (same kernels on the same inputs: the same values).
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                       int64_t B, int64_t seq, double grad_scale = 1.0);
+                       int64_t B, int64_t seq, bool recompute = false, double grad_scale = 1.0);
   // Forward only.
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
               int64_t seq);

@@ -77,7 +77,9 @@ struct DeviceModel<T, G>::Impl {
   int64_t capacity = 0;                     // rows N the workspace holds
   DeviceBuffer<float> rope_cos, rope_sin;   // [context, D/2]
   DeviceBuffer<T> xs;                       // [L+1, N, C] block inputs + final hidden state
-  std::vector<DeviceBlockActs<T>> acts;     // [L]
+  std::vector<DeviceBlockActs<T>> shared;   // [1]: forward-only use and recompute
+  std::vector<DeviceBlockActs<T>> acts;     // [L]: a step without recompute keeps every block's
+  int64_t acts_rows = 0;                    // rows the per-block activations hold
   DeviceBuffer<T> delta;                    // [N, C] o_proj or down_proj output, pending add
   DeviceBuffer<T> xf;                       // [N, C] final norm output
   DeviceBuffer<float> rstd_f;               // [N]
@@ -113,6 +115,14 @@ struct DeviceModel<T, G>::Impl {
     rope_sin.upload(sn);
   }
 
+  // Per-block activations for N rows (allocated by the first step without recompute).
+  void ensure_all_acts(int64_t N) {
+    if (N <= acts_rows) return;
+    acts.clear();
+    for (int64_t l = 0; l < cfg.layers; ++l) acts.emplace_back(cfg, N);
+    acts_rows = N;
+  }
+
   // Grows the workspace to N rows (no-op once the largest shape has been seen).
   void ensure(int64_t N) {
     if (N <= capacity) return;
@@ -121,8 +131,8 @@ struct DeviceModel<T, G>::Impl {
     const size_t I = static_cast<size_t>(cfg.intermediate);
     const size_t HD = static_cast<size_t>(cfg.heads * cfg.head_dim());
     const size_t GD = static_cast<size_t>(cfg.kv_dim());
-    acts.clear();
-    for (int64_t l = 0; l < cfg.layers; ++l) acts.emplace_back(cfg, N);
+    shared.clear();
+    shared.emplace_back(cfg, N);
     xs = DeviceBuffer<T>(static_cast<size_t>(cfg.layers + 1) * n * C);
     delta = DeviceBuffer<T>(n * C);
     xf = DeviceBuffer<T>(n * C);
@@ -201,15 +211,16 @@ struct DeviceModel<T, G>::Impl {
                                      layout.lm_head_offset();
   }
 
-  // Block l. Its input x_l = base + pending (pending == nullptr for block 0: x_0 is
-  // already in xs[0]) is formed and normalised by one fused kernel and stored in xs[l].
-  // Leaves x_mid in acts[l].x_mid and the down projection in `delta`.
-  void block_forward(int l, const T* base, const T* pending, int64_t B, int64_t Tn) {
+  // Block l into the activations a. Its input x_l = base + pending (pending == nullptr
+  // when x_l is already in xs[l]: block 0, and recompute) is formed and normalised by one
+  // fused kernel and stored in xs[l]. Leaves x_mid in a.x_mid and, with_down, the down
+  // projection in `delta` (the recompute in the backward needs nothing after h).
+  void block_forward(int l, const T* base, const T* pending, DeviceBlockActs<T>& a, int64_t B,
+                     int64_t Tn, bool with_down) {
     const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
     const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
     const T* p = params[static_cast<size_t>(layout.block_unit(l))];
     const BlockOffsets& o = layout.block_offsets();
-    DeviceBlockActs<T>& a = acts[static_cast<size_t>(l)];
     T* x_in = x_at(l, N);
     kc::residual_rmsnorm_forward<T>(a.xn1.data(), a.rstd1.data(), x_in, base, pending,
                                     p + o.input_norm, N, C, cfg.norm_eps, stream);
@@ -226,18 +237,18 @@ struct DeviceModel<T, G>::Impl {
     kc::linear_forward<T>(gemm, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I, stream);
     kc::linear_forward<T>(gemm, a.up.data(), a.xn2.data(), p + o.up, N, C, I, stream);
     kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
-    kc::linear_forward<T>(gemm, delta.data(), a.h.data(), p + o.down, N, I, C, stream);
+    if (with_down)
+      kc::linear_forward<T>(gemm, delta.data(), a.h.data(), p + o.down, N, I, C, stream);
   }
 
   // Block l backward: dres [N, C] holds dL/dx_{l+1} on entry and dL/dx_l on exit.
-  void block_backward(int l, int64_t B, int64_t Tn) {
+  void block_backward(int l, DeviceBlockActs<T>& a, int64_t B, int64_t Tn) {
     const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
     const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
     const int u = layout.block_unit(l);
     const T* p = params[static_cast<size_t>(u)];
     G* g = grad_of(u);
     const BlockOffsets& o = layout.block_offsets();
-    DeviceBlockActs<T>& a = acts[static_cast<size_t>(l)];
     const T* x_in = x_at(l, N);
     // MLP half: x_{l+1} = x_mid + down(h); dres passes through the residual unchanged.
     kc::linear_backward<T, G>(gemm, dh.data(), g + o.down, dres.data(), a.h.data(), p + o.down,
@@ -270,8 +281,9 @@ struct DeviceModel<T, G>::Impl {
                                stream);
   }
 
-  // Embedding, every block and the final norm: xf [N, C] normalised, xs[L] = x_L.
-  void forward_trunk_and_norm(int64_t B, int64_t Tn) {
+  // Embedding, every block and the final norm: xf [N, C] normalised, xs[L] = x_L. With
+  // keep_all each block's activations go to acts[l], else all share one set.
+  void forward_trunk_and_norm(int64_t B, int64_t Tn, bool keep_all) {
     const int64_t N = B * Tn;
     use(0);
     kc::embedding_forward<T>(x_at(0, N), tokens_d.data(), params[0] + layout.embed_offset(), N,
@@ -282,9 +294,10 @@ struct DeviceModel<T, G>::Impl {
     for (int l = 0; l < static_cast<int>(cfg.layers); ++l) {
       const int u = layout.block_unit(l);
       use(u);
-      block_forward(l, base, pending, B, Tn);
+      DeviceBlockActs<T>& a = keep_all ? acts[static_cast<size_t>(l)] : shared[0];
+      block_forward(l, base, pending, a, B, Tn, /*with_down=*/true);
       done(u);
-      base = acts[static_cast<size_t>(l)].x_mid.data();
+      base = a.x_mid.data();
       pending = delta.data();
     }
     // the head's norm (the head unit is in use from here: see use_head)
@@ -315,8 +328,9 @@ struct DeviceModel<T, G>::Impl {
   }
 
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                       int64_t B, int64_t Tn, double grad_scale) {
+                       int64_t B, int64_t Tn, bool recompute, double grad_scale) {
     upload_batch(tokens, targets, B, Tn);
+    if (!recompute) ensure_all_acts(B * Tn);
     const int64_t N = B * Tn, C = cfg.hidden, V = cfg.vocab;
     const int hu = layout.head_unit();
     if (!hooks.before_use) {
@@ -326,7 +340,7 @@ struct DeviceModel<T, G>::Impl {
     for (int32_t t : targets) count += t >= 0 ? 1 : 0;
     const double scale = count > 0 ? grad_scale / static_cast<double>(count) : 0.0;
 
-    forward_trunk_and_norm(B, Tn);  // leaves the head unit in use
+    forward_trunk_and_norm(B, Tn, !recompute);  // leaves the head unit in use
     kc::cross_entropy<T>(logits.data(), logits.data(), targets_d.data(), N, V, scale,
                          row_loss.data(), totals.data(), stream);
     G* gh = grad_of(hu);
@@ -343,7 +357,9 @@ struct DeviceModel<T, G>::Impl {
     for (int l = static_cast<int>(cfg.layers) - 1; l >= 0; --l) {
       const int u = layout.block_unit(l);
       use(u);
-      block_backward(l, B, Tn);
+      if (recompute)
+        block_forward(l, x_at(l, N), nullptr, shared[0], B, Tn, /*with_down=*/false);
+      block_backward(l, recompute ? shared[0] : acts[static_cast<size_t>(l)], B, Tn);
       done(u);
       ready(u);
     }
@@ -361,7 +377,7 @@ struct DeviceModel<T, G>::Impl {
               int64_t Tn) {
     upload_batch(tokens, targets, B, Tn);
     const int64_t N = B * Tn;
-    forward_trunk_and_norm(B, Tn);
+    forward_trunk_and_norm(B, Tn, /*keep_all=*/false);
     done_head();
     kc::cross_entropy<T>(nullptr, logits.data(), targets_d.data(), N, cfg.vocab, 1.0,
                          row_loss.data(), totals.data(), stream);
@@ -375,6 +391,7 @@ struct DeviceModel<T, G>::Impl {
                tokens_d.bytes() + targets_d.bytes() + dres.bytes() + dxn.bytes() +
                datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
                dgate.bytes() + dup.bytes() + attn_delta.bytes();
+    for (const auto& a : shared) b += a.bytes();
     for (const auto& a : acts) b += a.bytes();
     return b;
   }
@@ -414,8 +431,8 @@ void DeviceModel<T, G>::set_hooks(UnitHooks hooks) {
 template <class T, class G>
 double DeviceModel<T, G>::loss_and_grad(std::span<const int32_t> tokens,
                                         std::span<const int32_t> targets, int64_t B, int64_t T_,
-                                        double grad_scale) {
-  return impl_->loss_and_grad(tokens, targets, B, T_, grad_scale);
+                                        bool recompute, double grad_scale) {
+  return impl_->loss_and_grad(tokens, targets, B, T_, recompute, grad_scale);
 }
 
 template <class T, class G>
