@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "cuda_test_util.hpp"
 #include "zt/kernels/cuda/adamw.hpp"
@@ -130,6 +131,54 @@ TEST_F(DeviceModelTest, TinyRecomputeSameValues) {
   for (int u = 0; u < layout.num_units(); ++u)
     expect_close(grads[1][static_cast<size_t>(u)], grads[0][static_cast<size_t>(u)], 1e-6,
                  "recompute grad " + layout.unit(u).name);
+}
+
+// The unit hooks fire in the CPU model's order (the ZeRO engine relies on it), for
+// loss_and_grad with and without recompute and for loss, tied and untied.
+TEST_F(DeviceModelTest, HookOrderMatchesCpuModel) {
+  for (bool tied : {false, true}) {
+    Config cfg = Config::preset("tiny");
+    cfg.layers = 2;
+    cfg.tied_embeddings = tied;
+    const ParamLayout layout(cfg);
+    const int64_t B = 1, Tn = 8;
+    const Batch data = batch(cfg, B * Tn);
+    model::Parameters<float> cpu(layout);
+    cpu.init({.seed = 3});
+    model::Model<float> ref(cfg, B, Tn);
+    cpu.bind(ref);
+    model::DeviceModel<float, float> gpu(cfg, B, Tn);
+    std::vector<DeviceBuffer<float>> dp, dg;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      Vec p(cpu.params(u).begin(), cpu.params(u).end());
+      dp.push_back(to_device<float>(p));
+      dg.emplace_back(p.size());
+      dg.back().fill_bytes(0);
+      gpu.bind_unit(u, dp.back().data(), dg.back().data());
+    }
+    auto recorder = [](std::vector<std::string>& log) {
+      model::UnitHooks h;
+      h.before_use = [&log](int u) { log.push_back("use " + std::to_string(u)); };
+      h.after_use = [&log](int u) { log.push_back("done " + std::to_string(u)); };
+      h.grad_ready = [&log](int u) { log.push_back("ready " + std::to_string(u)); };
+      return h;
+    };
+    for (int mode = 0; mode < 3; ++mode) {  // loss_and_grad, with recompute, loss
+      std::vector<std::string> want, got;
+      ref.set_hooks(recorder(want));
+      gpu.set_hooks(recorder(got));
+      if (mode < 2) {
+        ref.loss_and_grad(data.tokens, data.targets, B, Tn, /*recompute=*/mode == 1);
+        gpu.loss_and_grad(data.tokens, data.targets, B, Tn, /*recompute=*/mode == 1);
+      } else {
+        ref.loss(data.tokens, data.targets, B, Tn);
+        gpu.loss(data.tokens, data.targets, B, Tn);
+      }
+      EXPECT_EQ(got, want) << "tied " << tied << " mode " << mode;
+      ref.set_hooks({});
+      gpu.set_hooks({});
+    }
+  }
 }
 
 // 50 AdamW steps of tiny on the same batches: CPU fp32 model + CPU AdamW vs GPU model +
