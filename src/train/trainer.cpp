@@ -1,6 +1,8 @@
 // The data-parallel training loop over the ZeRO engine (see trainer.hpp).
 #include "zt/train/trainer.hpp"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <fstream>
 #include <new>
@@ -114,9 +116,14 @@ std::string gib(double bytes) { return strf("%.2f GiB", bytes / (1024.0 * 1024.0
 // The error for a failed host allocation: what was being allocated (and its size when
 // known), what the machine had free, and how to find a configuration that fits.
 Error out_of_memory(const TrainConfig& cfg, const std::string& what) {
-  return Error(strf("out of host memory while allocating %s; MemAvailable %s (/proc/meminfo), "
+  rlimit as{};
+  const bool limited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+  return Error(strf("out of host memory while allocating %s; MemAvailable %s (/proc/meminfo)%s, "
                     "this rank's peak RSS %s",
                     what.c_str(), gib(static_cast<double>(mem_available())).c_str(),
+                    limited ? strf(", address-space limit (ulimit -v) %s",
+                                   gib(static_cast<double>(as.rlim_cur)).c_str()).c_str()
+                            : "",
                     gib(static_cast<double>(process_memory().peak_rss_bytes)).c_str()),
                strf("`zt estimate --config <this TOML> --gpus %d` prints the memory per rank of "
                     "each ZeRO stage and whether it fits; try zero.stage = 3, more ranks, "
