@@ -12,6 +12,7 @@
 
 #include "hf_json.hpp"
 #include "zt/ckpt/hf_config.hpp"
+#include "zt/ckpt/publish.hpp"
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/ckpt/serial.hpp"
 #include "zt/core/error.hpp"
@@ -152,7 +153,16 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
                          const HfExportOptions& options) {
   if (options.max_shard_size == 0)
     throw InputError("--max-shard-size is 0", "give a size such as 5G or 500M");
-  const FullCheckpoint ck = read_full(checkpoint);  // verifies every checksum
+  // A ckpt.dir stands for the checkpoint its `latest` names.
+  std::string ckpt_file = checkpoint;
+  std::error_code dir_ec;
+  if (fs::is_directory(checkpoint, dir_ec)) {
+    ckpt_file = read_latest(checkpoint);
+    if (ckpt_file.empty())
+      throw InputError("checkpoint folder '" + checkpoint + "' has no 'latest' file",
+                       "name a checkpoint file (step-N.h5) or a ckpt.dir that holds `latest`");
+  }
+  const FullCheckpoint ck = read_full(ckpt_file);  // verifies every checksum
   const model::Config& cfg = ck.header.config;
   const model::ParamLayout layout(cfg);
 
@@ -241,8 +251,9 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
   // Locate every tensor: one file, or an index and its shards.
   std::map<std::string, Located> found;
   HfImportResult r;
+  // As transformers: model.safetensors when present, else the index.
   const fs::path index_path = dir / kIndexFile;
-  if (fs::exists(index_path, ec)) {
+  if (!fs::exists(dir / kSingleFile, ec) && fs::exists(index_path, ec)) {
     const HfIndex idx = parse_hf_index(read_text(index_path), index_path.string());
     std::map<std::string, std::set<std::string>> by_shard;  // shard -> tensors it should hold
     for (const auto& [name, file] : idx.weight_map) by_shard[file].insert(name);

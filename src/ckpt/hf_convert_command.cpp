@@ -23,7 +23,9 @@ std::vector<LeafRun> add_hf_convert_commands(CLI::App& convert) {
       "zt checkpoint -> Hugging Face folder: config.json (LlamaForCausalLM) and "
       "model.safetensors, or shards model-0000k-of-0000N.safetensors with "
       "model.safetensors.index.json above --max-shard-size. Optimizer state is not exported.");
-  export_cmd->add_option("checkpoint", a->checkpoint, "CKPT.h5 (a zt checkpoint)")->required();
+  export_cmd->add_option("checkpoint", a->checkpoint,
+                         "CKPT.h5 (a zt checkpoint), or a ckpt.dir: the checkpoint its `latest` names")
+      ->required();
   export_cmd->add_option("outdir", a->outdir, "OUTDIR (created when missing)")->required();
   export_cmd->add_option("--dtype", a->dtype,
                          "safetensors dtype: f32, bf16 or f16 (default: the checkpoint's "

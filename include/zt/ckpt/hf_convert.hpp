@@ -34,7 +34,8 @@ struct HfExportResult {
 };
 
 // Writes OUTDIR/config.json and the safetensors file(s) from a zt checkpoint (its
-// parameters; optimizer moments are ignored). OUTDIR is created when missing.
+// parameters; optimizer moments are ignored), or from the checkpoint `latest` names when
+// `checkpoint` is a ckpt.dir. OUTDIR is created when missing.
 HfExportResult export_hf(const std::string& checkpoint, const std::string& outdir,
                          const HfExportOptions& options = {});
 
@@ -46,8 +47,9 @@ struct HfImportResult {
   std::string model_name;           // the matching preset, or "custom"
 };
 
-// Reads a Hugging Face Llama folder (config.json + safetensors) into a weights-only zt
-// checkpoint at OUT.h5 (for ckpt.init_from). Refuses, with zt::InputError naming the file
+// Reads a Hugging Face Llama folder (config.json + model.safetensors, or when that is
+// absent model.safetensors.index.json and its shards, as transformers does) into a
+// weights-only zt checkpoint at OUT.h5 (for ckpt.init_from). Refuses, with zt::InputError naming the file
 // and the field: a missing file, a hostile safetensors header or index, a model zt cannot
 // represent, a tensor whose shape disagrees with config.json, a missing or unknown tensor.
 HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5);
