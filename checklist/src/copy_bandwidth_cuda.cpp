@@ -6,6 +6,7 @@
 #include "zt/check/stages.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/units.hpp"
 
 namespace zt::check {
 namespace {
