@@ -1,6 +1,7 @@
 // Hugging Face Llama config.json <-> zt::model::Config (see include/zt/ckpt/hf_config.hpp).
 #include "zt/ckpt/hf_config.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -109,6 +110,9 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
 }
 
 HfConfig read_hf_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw InputError("config '" + path + "' is not a regular file", "config.json must be a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw InputError("cannot open config '" + path + "'",

@@ -57,6 +57,9 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 }
 
 std::string read_text(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw InputError("'" + path.string() + "' is not a regular file", "check the model folder");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot open '" + path.string() + "'", "check the path and permissions");
   std::ostringstream text;

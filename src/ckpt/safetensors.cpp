@@ -262,7 +262,8 @@ StHeader parse_safetensors_header(std::span<const std::byte> bytes, uint64_t fil
 }
 
 StHeader read_safetensors_header(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO in place of the file must not hang the open (fstat refuses it).
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0)
     throw InputError("cannot open safetensors file '" + path + "': " + std::strerror(errno),
                      "check the path; a Hugging Face model folder holds model.safetensors or "
@@ -290,7 +291,7 @@ void read_safetensors_tensor(const std::string& path, const StHeader& h, const S
                           "and F16 weights",
                           path.c_str(), t.name.c_str(), st_dtype_name(t.dtype)),
                      "convert the model to a floating-point dtype first");
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0)
     throw InputError("cannot open safetensors file '" + path + "': " + std::strerror(errno),
                      "check the path");

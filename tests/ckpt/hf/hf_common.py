@@ -28,7 +28,7 @@ def require(*modules):
 
 def run_zt(zt, *args):
     """Runs `zt ARGS...`; returns (exit code, stdout + stderr)."""
-    p = subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    p = subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
                        env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
     return p.returncode, p.stdout

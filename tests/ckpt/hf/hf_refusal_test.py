@@ -98,6 +98,12 @@ def main():
     expect_refusal(c, zt, "header length beyond the file", imp(d), [st_name(d), "header length"])
     d = folder(work, "tiny-file", cfg, b"\x01\x02\x03")
     expect_refusal(c, zt, "file shorter than 8 bytes", imp(d), [st_name(d), "8-byte"])
+    d = folder(work, "fifo", cfg)
+    os.mkfifo(os.path.join(d, "model.safetensors"))
+    expect_refusal(c, zt, "a FIFO as model.safetensors (must not hang)", imp(d), [st_name(d), "not a regular file"])
+    d = folder(work, "fifo-config", None, st_bytes(entries, data))
+    os.mkfifo(os.path.join(d, "config.json"))
+    expect_refusal(c, zt, "a FIFO as config.json (must not hang)", imp(d), [os.path.join(d, "config.json"), "not a regular file"])
     d = folder(work, "bad-json", cfg, st_bytes([], data, raw_header=b'{"a": [1, 2'))
     expect_refusal(c, zt, "header not JSON", imp(d), [st_name(d), "not valid JSON"])
     e = [list(x) for x in entries]
