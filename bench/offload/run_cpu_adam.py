@@ -13,6 +13,7 @@ ap.add_argument("--n", type=int, default=32 << 20)
 ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--iters", type=int, default=20)
+ap.add_argument("--impls", nargs="+", default=["zt avx512", "deepspeed", "zt scalar", "torch fused", "zt avx512 +bf16 copy"])
 ap.add_argument("--from-log", help="only print the table of an earlier run's JSON lines")
 a = ap.parse_args()
 here = os.path.dirname(os.path.abspath(__file__))
@@ -49,7 +50,8 @@ for rnd in range(a.rounds):
             ("torch fused", [sys.executable, os.path.join(here, "ds_cpu_adam.py"), "--impl", "torch-fused"] + common),
             ("zt avx512 +bf16 copy", [zt] + common + ["--isa", "avx512", "--copy", "bf16"]),
         ]:
-            res.setdefault((t, name), []).append(run(cmd, t))
+            if name in a.impls:
+                res.setdefault((t, name), []).append(run(cmd, t))
 
 print("\nwall: median over rounds of each run's median step, and the fastest step of all rounds;")
 print("cpu: process CPU seconds per step / threads (leaves out time the threads were preempted).")
