@@ -57,7 +57,7 @@ std::string busbw_script(const Report& r, const std::filesystem::path& dir) {
   std::string s = "set terminal pngcairo noenhanced size 720,420 font ',9'\n";
   s += "set output " + quoted(dir / "busbw.png") + "\n";
   s += strf("set title 'zt check: busbw against size (%d ranks, %s)'\n", r.nranks, r.backend.c_str());
-  s += "set logscale x 2\nset format x '%.0b %BB'\nset xlabel 'size (bytes)'\n"
+  s += "set logscale x 2\nset format x '%.0b%BB'\nset xlabel 'size (bytes)'\n"
        "set ylabel 'busbw (GB/s)'\nset key top left\nset grid\n";
   s += "plot ";
   int index = 0;

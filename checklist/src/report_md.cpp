@@ -52,6 +52,8 @@ std::string report_markdown(const Report& report) {
   std::string s = "# zt check report\n\n";
   s += strf("**Verdict: %s** (exit code %d)\n\n", std::string(verdict_name(report.verdict)).c_str(),
             exit_code(report));
+  for (const std::string& f : report.failures) s += "- FAILED: " + f + "\n";
+  if (!report.failures.empty()) s += "\n";
   s += strf("zt %s (%s); backend %s; %d ranks; sweep %s..%s by x%llu; %d warm-up + %d timed "
             "iterations per size; type %s; redop %s.\n\n",
             kVersion, kGitCommit, report.backend.c_str(), report.nranks,

@@ -26,7 +26,9 @@ std::string status_line(int status, const std::string& text) {
 
 std::string node_verdicts_md(const Report& r) {
   if (r.node_verdicts.empty()) return {};
-  std::string s = "## Per node\n\n";
+  std::string s = "## Per node\n\nWhat can be pinned on a node: its fabric, GPU-NIC affinity, copies, I/O "
+                  "directory, host warnings, stragglers among its ranks, its pairs. Results of the "
+                  "world collectives are in the gates below.\n\n";
   for (const NodeVerdict& v : r.node_verdicts) s += "- " + node_verdict_line(v) + "\n";
   return s + "\n";
 }
