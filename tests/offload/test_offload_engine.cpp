@@ -32,6 +32,17 @@ std::string nvme_dir(const std::string& tag) {
   return dir;
 }
 
+// Removes the test's directories (the stores unlink their files when destroyed).
+void remove_dirs() {
+  std::string base = nvme_dir("");  // collective: "<tmp>/zt-offload-test-<pid>/"
+  base.pop_back();
+  if (world_rank() == 0) {
+    for (const char* d : {"equal", "ckpt-a", "ckpt-b", "estimate"}) ::rmdir((base + "/" + d).c_str());
+    ::rmdir(base.c_str());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 offload::Options small_store(offload::Home opt_home, offload::Home params_home, const std::string& dir) {
   offload::Options o;
   o.optimizer = opt_home;
@@ -102,6 +113,7 @@ TEST(OffloadEngine, EveryHomeEqualsNoOffloadBitForBit) {
     EXPECT_TRUE(same_bits(r.params, ref.params)) << "parameters differ after " << h.steps << " steps";
     if (world_rank() == 0 && c.stage == 3 && c.optimizer == Home::kNvme) std::printf("%s\n", e.describe().c_str());
   }
+  remove_dirs();
 }
 
 // The loop of engine_run, from step s0 to s1 (batches and learning rate of those steps).
@@ -168,6 +180,7 @@ TEST(OffloadEngine, CheckpointRoundTripThroughOwnedSlices) {
     run_steps(a, cfg, h, 4, 8);  // a went on after its save: the same too
     EXPECT_TRUE(same_bits(full_params(a), want));
   }
+  remove_dirs();
 }
 
 // `zt estimate --device cpu` offload rows against the engine's own peak after one step
@@ -210,6 +223,7 @@ TEST(OffloadEngine, EstimateRowsAreTheEngineAccounting) {
       EXPECT_EQ(r.total(false), m.peak_total);
     }
   }
+  remove_dirs();
 }
 
 TEST(OffloadEngine, OptionsAreCheckedAgainstTheStage) {
