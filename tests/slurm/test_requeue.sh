@@ -15,7 +15,7 @@ require_slurm "$src"
 
 work=$(mktemp -d /tmp/zt-slurm-requeue.XXXXXX)
 export ZT_BIN="$zt"
-steps=40
+steps=60
 train_args=(--set train.steps=$steps --set eval.every=0 --set sample.tokens=0 --set train.threads=1
             --set train.micro_batch=4 --set train.global_batch=8 --set train.seq_len=64
             --set ckpt.save_final=false)
