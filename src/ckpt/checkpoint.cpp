@@ -3,11 +3,14 @@
 #include "zt/ckpt/checkpoint.hpp"
 
 #include <chrono>
+#include <exception>
+#include <thread>
 
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/model/layout.hpp"
 #include "zt/runtime/mpi_check.hpp"
 
 namespace zt::ckpt {
@@ -30,22 +33,11 @@ std::vector<UnitTarget> targets_of(zero::Engine& engine, bool moments) {
   return t;
 }
 
-}  // namespace
-
-SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, const TrainState& state,
-                int keep, uint64_t rng_seed) {
+// Publishes `c` as DIR/step-N.h5: .tmp, collective write, agreement, fsync + rename.
+SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteContents& c, int keep) {
   const auto t0 = std::chrono::steady_clock::now();
-  WriteContents c;
-  c.header.config = engine.model().layout().config();
-  c.header.contents = kContentsTraining;
-  c.state = state;
-  c.rng_seed = rng_seed;
-  const int units = engine.model().layout().num_units();
-  for (int u = 0; u < units; ++u) {
-    const zero::OwnedSlice s = engine.owned(u);
-    c.units.push_back(UnitShard{s.begin, s.count, s.params, s.m, s.v});
-  }
-  const std::string tmp = begin_publish(comm, dir, state.step);
+  const int64_t step = c.state->step;
+  const std::string tmp = begin_publish(comm, dir, step);
   // Every rank reaches the agreement below, failed or not, so none waits for another.
   int failed = 0;
   std::string error;
@@ -65,10 +57,104 @@ SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, con
                 "previous checkpoint");
   }
   SaveResult r;
-  r.path = finish_publish(comm, dir, state.step, keep);
-  r.bytes = static_cast<uint64_t>(engine.model().layout().total_numel()) * 3 * sizeof(float);
+  r.path = finish_publish(comm, dir, step, keep);
+  r.bytes = static_cast<uint64_t>(model::ParamLayout(c.header.config).total_numel()) * 3 * sizeof(float);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+WriteContents contents_of(zero::Engine& engine, const TrainState& state, uint64_t rng_seed) {
+  WriteContents c;
+  c.header.config = engine.model().layout().config();
+  c.header.contents = kContentsTraining;
+  c.state = state;
+  c.rng_seed = rng_seed;
+  const int units = engine.model().layout().num_units();
+  for (int u = 0; u < units; ++u) {
+    const zero::OwnedSlice s = engine.owned(u);
+    c.units.push_back(UnitShard{s.begin, s.count, s.params, s.m, s.v});
+  }
+  return c;
+}
+
+}  // namespace
+
+SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, const TrainState& state,
+                int keep, uint64_t rng_seed) {
+  return save_contents(comm, dir, contents_of(engine, state, rng_seed), keep);
+}
+
+// ---- AsyncSaver ----------------------------------------------------------------------
+
+struct AsyncSaver::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;  // private duplicate: the writer's collectives never meet the trainer's
+  std::vector<std::vector<float>> snapshot;  // [units * 3]: params, m, v of each owned slice
+  std::thread writer;
+  std::optional<SaveResult> result;
+  std::exception_ptr error;
+};
+
+AsyncSaver::AsyncSaver(MPI_Comm comm) : impl_(std::make_unique<Impl>()) {
+  int level = 0;
+  ZT_MPI_CHECK(MPI_Query_thread(&level));
+  if (level < MPI_THREAD_MULTIPLE)
+    throw InputError("ckpt.async = true needs MPI_THREAD_MULTIPLE; MPI was initialised with "
+                     "thread level " + std::to_string(level),
+                     "zt train asks for it when ckpt.async is set; other callers must initialise "
+                     "MPI with MPI_THREAD_MULTIPLE, or set ckpt.async = false");
+  ZT_MPI_CHECK(MPI_Comm_dup(comm, &impl_->comm));
+}
+
+AsyncSaver::~AsyncSaver() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    log::error(std::string("background checkpoint: ") + e.what());
+  }
+  if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
+}
+
+bool AsyncSaver::busy() const { return impl_->writer.joinable(); }
+
+std::optional<SaveResult> AsyncSaver::wait() {
+  Impl& a = *impl_;
+  if (!a.writer.joinable()) return std::nullopt;
+  a.writer.join();
+  std::optional<SaveResult> r = std::move(a.result);
+  a.result.reset();
+  if (a.error) {
+    std::exception_ptr e = a.error;
+    a.error = nullptr;
+    std::rethrow_exception(e);
+  }
+  return r;
+}
+
+double AsyncSaver::start(zero::Engine& engine, const std::string& dir, const TrainState& state,
+                         int keep, uint64_t rng_seed) {
+  const auto t0 = std::chrono::steady_clock::now();
+  wait();
+  Impl& a = *impl_;
+  // The snapshot: this rank's owned slices, copied (buffers reused from save to save).
+  WriteContents c = contents_of(engine, state, rng_seed);
+  a.snapshot.resize(c.units.size() * 3);
+  for (size_t u = 0; u < c.units.size(); ++u) {
+    UnitShard& s = c.units[u];
+    std::span<const float>* parts[3] = {&s.params, &s.exp_avg, &s.exp_avg_sq};
+    for (int k = 0; k < 3; ++k) {
+      std::vector<float>& buf = a.snapshot[u * 3 + static_cast<size_t>(k)];
+      buf.assign(parts[k]->begin(), parts[k]->end());
+      *parts[k] = buf;
+    }
+  }
+  a.writer = std::thread([&a, c = std::move(c), dir, keep]() {
+    try {
+      a.result = save_contents(a.comm, dir, c, keep);
+    } catch (...) {
+      a.error = std::current_exception();
+    }
+  });
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 TrainState load(zero::Engine& engine, MPI_Comm comm, const std::string& path,

@@ -75,8 +75,13 @@ void select_range(hid_t space, const std::vector<int64_t>& shape, int64_t first,
   // [row0, row0 + rows) x [col0, col0 + cols) of that view (for tensors above 2-D, one
   // row at a time: zt has none today).
   const int64_t C = rank == 0 ? 1 : shape.back();
+  // The first rectangle replaces the empty selection (a regular hyperslab, which HDF5
+  // turns into one contiguous MPI type); the others are OR-ed onto it.
+  bool first_rect = true;
   const auto add = [&](int64_t row0, int64_t col0, int64_t rows, int64_t cols) {
     if (rows <= 0 || cols <= 0) return;
+    const H5S_seloper_t op = first_rect ? H5S_SELECT_SET : H5S_SELECT_OR;
+    first_rect = false;
     std::vector<hsize_t> start(static_cast<size_t>(std::max(rank, 1)), 0);
     std::vector<hsize_t> count(start.size(), 1);
     if (rank <= 1) {
@@ -100,7 +105,7 @@ void select_range(hid_t space, const std::vector<int64_t>& shape, int64_t first,
       start.back() = static_cast<hsize_t>(col0);
       count.back() = static_cast<hsize_t>(cols);
     }
-    ZT_H5_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(),
+    ZT_H5_CHECK(H5Sselect_hyperslab(space, op, start.data(), nullptr, count.data(),
                                     nullptr),
                 path, kWriteHint);
   };

@@ -27,8 +27,13 @@ Runtime::Runtime(const Options& options) {
   ZT_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) {
     int provided = 0;
-    ZT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    const int wanted = options.thread_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
+    ZT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, wanted, &provided));
     owns_mpi_ = true;
+    if (provided < wanted)
+      throw Error("MPI provides thread level " + std::to_string(provided) +
+                      ", below MPI_THREAD_MULTIPLE, which background checkpoints need",
+                  "set ckpt.async = false, or use an MPI built with thread support");
   }
   ZT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   ZT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_));

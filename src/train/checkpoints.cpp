@@ -1,6 +1,7 @@
 // Checkpoints inside the training loop (see checkpoints.hpp).
 #include "checkpoints.hpp"
 
+#include <chrono>
 #include <vector>
 
 #include "zt/ckpt/checkpoint.hpp"
@@ -19,6 +20,7 @@ LoopCheckpoints::LoopCheckpoints(const TrainConfig& cfg, comm::Comm& comm, MPI_C
     throw InputError("ckpt.resume / ckpt.init_from / ckpt.every / ckpt.stop_after need the "
                      "training communicator as an MPI communicator (NodeComms::mpi)",
                      "zt train passes it; a caller of train::train must too");
+  if (o.async && mpi_ != MPI_COMM_NULL) async_ = std::make_unique<ckpt::AsyncSaver>(mpi_);
 }
 
 int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
@@ -81,6 +83,7 @@ bool LoopCheckpoints::after_step(int64_t done, int64_t tokens_seen, bool cadence
   const bool stop = flag[0] != 0 || (cfg_.ckpt.stop_after > 0 && done >= cfg_.ckpt.stop_after);
   const bool due = cadence_save && cfg_.ckpt.every > 0 && done % cfg_.ckpt.every == 0;
   if (mpi_ != MPI_COMM_NULL && (stop || due)) save(done, tokens_seen);
+  if (stop) collect();  // the job ends: the checkpoint must be complete
   if (stop && done < cfg_.steps) {
     stopped_ = true;
     signal_ = flag[1];
@@ -95,8 +98,20 @@ bool LoopCheckpoints::after_step(int64_t done, int64_t tokens_seen, bool cadence
 }
 
 void LoopCheckpoints::finish(int64_t done, int64_t tokens_seen) {
-  if (mpi_ == MPI_COMM_NULL || !cfg_.ckpt.save_final || saved_step_ == done) return;
-  save(done, tokens_seen);
+  if (mpi_ != MPI_COMM_NULL && cfg_.ckpt.save_final && saved_step_ != done) save(done, tokens_seen);
+  collect();
+}
+
+void LoopCheckpoints::collect() {
+  if (!async_ || !async_->busy()) return;
+  const std::optional<ckpt::SaveResult> r = async_->wait();
+  if (!r) return;
+  last_path_ = r->path;
+  if (comm_.rank() == 0)
+    log::info(strf("ckpt: step %lld -> %s written in the background (%.1f MB in %.2f s, %.0f MB/s)",
+                   static_cast<long long>(async_step_), r->path.c_str(),
+                   static_cast<double>(r->bytes) / 1e6, r->seconds,
+                   static_cast<double>(r->bytes) / 1e6 / std::max(r->seconds, 1e-9)));
 }
 
 void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
@@ -120,6 +135,20 @@ void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
   st.world_size = comm_.size();
   st.zero_stage = engine_.options().stage;
   st.hpz = engine_.hpz();
+  if (async_) {
+    // The stall: waiting for the previous background save, then the snapshot copy.
+    const auto t0 = std::chrono::steady_clock::now();
+    collect();
+    async_->start(engine_, cfg_.ckpt.dir, st, cfg_.ckpt.keep, cfg_.seed);
+    const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    saved_step_ = done;
+    async_step_ = done;
+    if (comm_.rank() == 0)
+      log::info(strf("ckpt: step %lld snapshot taken, writing in the background (training "
+                     "stalled %.3f s)",
+                     static_cast<long long>(done), stall));
+    return;
+  }
   const ckpt::SaveResult r = ckpt::save(engine_, mpi_, cfg_.ckpt.dir, st, cfg_.ckpt.keep, cfg_.seed);
   saved_step_ = done;
   last_path_ = r.path;

@@ -6,8 +6,10 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "zt/ckpt/checkpoint.hpp"
 #include "zt/comm/comm.hpp"
 #include "zt/train/config.hpp"
 #include "zt/zero/engine.hpp"
@@ -39,6 +41,8 @@ class LoopCheckpoints {
 
  private:
   void save(int64_t done, int64_t tokens_seen);
+  void collect();  // waits for a background save (ckpt.async) and logs it
+
 
   const TrainConfig& cfg_;
   comm::Comm& comm_;
@@ -48,6 +52,8 @@ class LoopCheckpoints {
   bool stopped_ = false;
   int signal_ = 0;
   std::string last_path_;
+  std::unique_ptr<ckpt::AsyncSaver> async_;  // ckpt.async
+  int64_t async_step_ = -1;                  // the step the background save holds
 };
 
 }  // namespace zt::train

@@ -194,7 +194,7 @@ int run_train(const TrainArgs& args) {
   const int ranks_per_node = args.ranks_per_node > 0
                                  ? args.ranks_per_node
                                  : static_cast<int>(cfg.get_int("runtime.ranks_per_node"));
-  runtime::Runtime rt(runtime::Options{ranks_per_node});
+  runtime::Runtime rt(runtime::Options{ranks_per_node, cfg.get_bool("ckpt.async")});
   const runtime::Topology& topo = rt.topology();
   train::TrainConfig tc = train::resolve(cfg, topo.world_size);
   // zero.* against the ranks (the same verdict on every rank, before any collective):

@@ -4,6 +4,8 @@
   signals_test.py preempt WORKDIR ZT LAUNCHER...   SIGUSR1 to one rank mid-run: all ranks
       agree at the next step boundary, a checkpoint appears, exit code 0; resuming with
       ckpt.resume=auto gives the losses of an uninterrupted run, bitwise (JSONL doubles).
+  signals_test.py async WORKDIR ZT LAUNCHER...     ckpt.async saves while training: a stop
+      and resume gives the losses of a synchronous uninterrupted run, bitwise.
   signals_test.py kill9 WORKDIR ZT LAUNCHER...     kill -9 of one rank while a checkpoint
       is being written (its .tmp exists, the file does not): the job dies, `latest` still
       names the previous complete checkpoint, and resuming from it works.
@@ -160,11 +162,46 @@ def kill9(work, zt, launcher):
           "resumed from step 3 to 8 (latest step-8.h5, the stale .tmp removed)" % p.returncode)
 
 
+def async_resume(work, zt, launcher):
+    """ckpt.async: saves every 10 steps from a snapshot while training goes on; stop at 20,
+    resume (also async) to 40: losses bitwise those of a synchronous uninterrupted run."""
+    steps = 40
+    straight = run(zt, launcher, SMALL + ["train.steps=%d" % steps, "ckpt.dir=%s/straight" % work,
+                                          "log.metrics=%s/straight.jsonl" % work], "straight run (sync)")
+    if straight.returncode != 0:
+        fail("the straight run failed")
+    keys = SMALL + ["train.steps=%d" % steps, "ckpt.dir=%s/async" % work, "ckpt.async=true",
+                    "ckpt.every=10"]
+    first = run(zt, launcher, keys + ["ckpt.stop_after=20", "log.metrics=%s/first.jsonl" % work],
+                "async run, stopped after step 20")
+    if first.returncode != 0:
+        fail("the async run failed")
+    text = first.stdout + first.stderr
+    for s in (10, 20):
+        if "ckpt: step %d snapshot taken, writing in the background" % s not in text:
+            fail("no background save at step %d" % s)
+        if "ckpt: step %d -> %s/async/step-%d.h5 written in the background" % (s, work, s) not in text:
+            fail("the background save of step %d was not reported complete" % s)
+    if latest("%s/async" % work) != "step-20.h5":
+        fail("latest names %s" % latest("%s/async" % work))
+    second = run(zt, launcher, keys + ["ckpt.resume=auto", "log.metrics=%s/second.jsonl" % work],
+                 "async run resumed")
+    if second.returncode != 0:
+        fail("the resumed async run failed")
+    ref, got = losses("%s/straight.jsonl" % work), losses("%s/second.jsonl" % work)
+    diff = [s for s in got if got[s] != ref[s]]
+    if sorted(got) != list(range(21, steps + 1)) or diff:
+        fail("resumed steps %s, differing %s" % (sorted(got), diff))
+    stalls = [float(x) for x in __import__("re").findall(r"training stalled ([0-9.]+) s", text)]
+    print("PASS: ckpt.async saves at 10, 20 (stalls %s s), resumed from step 20: steps "
+          "21-40 losses bitwise equal to a synchronous straight run" % stalls)
+
+
 def main():
     mode, work, zt, launcher = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     subprocess.run(["rm", "-rf", work])
     os.makedirs(work)
-    {"preempt": preempt, "kill9": kill9}[mode](work, zt, launcher)
+    {"preempt": preempt, "kill9": kill9, "async": async_resume}[mode](work, zt, launcher)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,30 @@ struct SaveResult {
 // previous checkpoint and `latest` stay).
 SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, const TrainState& state,
                 int keep, uint64_t rng_seed);
+
+// ckpt.async: start() copies this rank's shards into a host snapshot (the only time
+// training waits) and a background thread writes and publishes them while training goes
+// on, over a private duplicate of `comm`. Needs MPI_THREAD_MULTIPLE (runtime::Options::
+// thread_multiple); only the writer thread calls HDF5 meanwhile. One save at a time:
+// start() first waits for the previous one.
+class AsyncSaver {
+ public:
+  explicit AsyncSaver(MPI_Comm comm);  // collective (duplicates comm); checks the thread level
+  ~AsyncSaver();                       // waits for a write in flight (errors are logged)
+  AsyncSaver(const AsyncSaver&) = delete;
+  AsyncSaver& operator=(const AsyncSaver&) = delete;
+
+  // Returns the stall: seconds spent waiting for the previous save plus copying.
+  double start(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,
+               uint64_t rng_seed);
+  // Waits for the write in flight; its result (rethrows its error). nullopt: none.
+  std::optional<SaveResult> wait();
+  bool busy() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Resumes: parameters, moments and the step count into the engine (then after_load);
 // returns /state. Refuses weights-only files, other model shapes, damaged files

@@ -27,6 +27,9 @@ struct Topology {
 
 struct Options {
   int ranks_per_node = 0;  // 0: nodes are physical hosts; K: simulate nodes of K ranks
+  // Ask for MPI_THREAD_MULTIPLE instead of FUNNELED (ckpt.async: a background thread
+  // writes checkpoints with MPI-IO while the main thread trains).
+  bool thread_multiple = false;
 };
 
 class Runtime {
