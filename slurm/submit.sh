@@ -14,7 +14,8 @@
 #   --nodelist LIST       run both jobs on these nodes (so the checked nodes are the ones that train)
 #   --ckpt-dir DIR        checkpoint directory (default ckpt/<job name>; "none": no checkpoints)
 #   --job-name NAME       train job name (default zt-train)
-#   --thresholds FILE     gates for zt check (docs/checklist.md)
+#   --thresholds FILE     gates for zt check (docs/checklist.md); default auto (zt's table for
+#                         the GPU and fabric it finds), none: no gates
 #   --check-args "ARGS"   extra zt check arguments, e.g. "--max-bytes 1G --iters 50"
 #   --log-dir DIR         job output files and NCCL debug files (default logs)
 #   --no-check            submit only the train job
