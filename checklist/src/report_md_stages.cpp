@@ -94,7 +94,7 @@ std::string stages_md(const Report& r) {
     s += "\n";
   }
   const Stragglers& st = r.stragglers;
-  if (st.ran) {
+  if (st.ran && st.rank_us.size() == r.environment.ranks.size()) {
     s += strf("## Stragglers\n\nEach rank's mean time of %d rounds of (barrier, all_reduce of %s); a rank above "
               "%.1fx the median (%.1f us) is a straggler.\n\n| rank | node | host | time (us) | x median |\n"
               "|---|---|---|---|---|\n",

@@ -97,6 +97,7 @@ std::string stragglers_text(const Report& r) {
   s += "\n";
   if (st.ranks.empty()) s += "#   none\n";
   for (int rank : st.ranks) {
+    if (static_cast<size_t>(rank) >= r.environment.ranks.size()) continue;
     const RankInfo& info = r.environment.ranks[static_cast<size_t>(rank)];
     s += strf("#   straggler: rank %d (node %d, %s): %.1f us\n", rank, info.node, info.host.c_str(),
               st.rank_us[static_cast<size_t>(rank)]);

@@ -239,10 +239,11 @@ void evaluate_stages(Report& r) {
   // Stragglers and slow nodes of the pair matrix (relative rules, warnings).
   if (r.stragglers.ran)
     for (int rank : r.stragglers.ranks)
-      notes.add(r.environment.ranks[static_cast<size_t>(rank)].node, Verdict::kWarn,
-                strf("rank %d straggles: %.1f us per all_reduce, median %.1f us (> %.1fx)", rank,
-                     r.stragglers.rank_us[static_cast<size_t>(rank)], r.stragglers.median_us,
-                     r.stragglers.factor));
+      if (static_cast<size_t>(rank) < r.environment.ranks.size())
+        notes.add(r.environment.ranks[static_cast<size_t>(rank)].node, Verdict::kWarn,
+                  strf("rank %d straggles: %.1f us per all_reduce, median %.1f us (> %.1fx)", rank,
+                       r.stragglers.rank_us[static_cast<size_t>(rank)], r.stragglers.median_us,
+                       r.stragglers.factor));
   if (r.pairs.ran)
     for (int node : r.pairs.slow_nodes) {
       double best = 0.0;
