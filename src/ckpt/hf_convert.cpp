@@ -188,9 +188,9 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
     total += bytes;
   }
 
-  std::error_code ec;
+  std::error_code ec, is_dir_ec;
   fs::create_directories(outdir, ec);
-  if (ec || !fs::is_directory(outdir))
+  if (ec || !fs::is_directory(outdir, is_dir_ec))
     throw InputError("cannot create output folder '" + outdir + "'" +
                          (ec ? ": " + ec.message() : std::string()),
                      "give a folder path that is writable (it is created when missing)");
