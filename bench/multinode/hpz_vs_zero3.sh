@@ -104,5 +104,5 @@ print(f"- the link alone: node 1's 2 ranks send (and receive) 2 x the inter-node
       f"each step; at {rate} that takes {2*inter['throttled','zero3']/bytes_per_s:.2f} s for ZeRO-3 and "
       f"{2*inter['throttled','hpz']/bytes_per_s:.2f} s for hpZ (a lower bound: bytes / rate, no TCP or tbf overhead).")
 PY
-echo "wrote $out"
+echo "wrote $out (raw runs: $work)"
 cat "$out"
