@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
   app.add_option("--layers", layers, "override the preset's layers (0: keep)");
   app.add_option("--dir", dir, "folder for the checkpoint files");
   app.add_option("--repeats", repeats, "write + read rounds");
+  bool serial = false;
+  app.add_flag("--serial", serial, "1 rank: HDF5's default (sec2) driver instead of MPI-IO");
   CLI11_PARSE(app, argc, argv);
 
   int provided = 0;
@@ -107,21 +110,23 @@ int main(int argc, char** argv) {
         std::printf("checksums alone (zt-sum64 of every rank's shards, slowest rank): %.2f s "
                     "(%llx)\n", dt, static_cast<unsigned long long>(sink));
     }
+    if (serial && n != 1) throw std::runtime_error("--serial runs at 1 rank");
+    const MPI_Comm io = serial ? MPI_COMM_NULL : MPI_COMM_WORLD;
     std::vector<double> w, r;
     for (int k = 0; k < repeats; ++k) {
       const int64_t step = k + 1;
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = now();
-      const std::string tmp = zt::ckpt::begin_publish(MPI_COMM_WORLD, dir, step);
-      zt::ckpt::write_file(MPI_COMM_WORLD, tmp, c);
+      const std::string tmp = zt::ckpt::begin_publish(io, dir, step);
+      zt::ckpt::write_file(io, tmp, c);
       const double t1 = now();
-      const std::string path = zt::ckpt::finish_publish(MPI_COMM_WORLD, dir, step, 1);
+      const std::string path = zt::ckpt::finish_publish(io, dir, step, 1);
       MPI_Barrier(MPI_COMM_WORLD);
       const double t2 = now();
       if (rank == 0) drop_cache(path);
       MPI_Barrier(MPI_COMM_WORLD);
       const double t3 = now();
-      zt::ckpt::read_file(MPI_COMM_WORLD, path, cfg, targets, zt::ckpt::ReadWhat::kTraining);
+      zt::ckpt::read_file(io, path, cfg, targets, zt::ckpt::ReadWhat::kTraining);
       MPI_Barrier(MPI_COMM_WORLD);
       const double t4 = now();
       w.push_back(bytes / (t2 - t0) / 1e6);
