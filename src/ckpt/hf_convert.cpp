@@ -12,6 +12,7 @@
 
 #include "hf_json.hpp"
 #include "zt/ckpt/hf_config.hpp"
+#include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/ckpt/serial.hpp"
@@ -165,12 +166,21 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
       throw InputError("checkpoint folder '" + checkpoint + "' has no 'latest' file",
                        "name a checkpoint file (step-N.h5) or a ckpt.dir that holds `latest`");
   }
-  const FullCheckpoint ck = read_full(ckpt_file);  // verifies every checksum
-  const model::Config& cfg = ck.header.config;
+  // The parameters only (a training file's moments stay on disk), every checksum verified.
+  const Header header = read_header(MPI_COMM_NULL, ckpt_file);
+  const model::Config& cfg = header.config;
   const model::ParamLayout layout(cfg);
+  std::vector<std::vector<float>> params(static_cast<size_t>(layout.num_units()));  // [units][numel]
+  std::vector<UnitTarget> targets;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    std::vector<float>& p = params[static_cast<size_t>(u)];
+    p.resize(static_cast<size_t>(layout.unit(u).numel));
+    targets.push_back(UnitTarget{0, layout.unit(u).numel, p, {}, {}});
+  }
+  read_file(MPI_COMM_NULL, ckpt_file, cfg, targets, ReadWhat::kParams);
 
   std::string dtype = options.dtype;
-  if (dtype.empty()) dtype = ck.header.source_dtype.empty() ? "f32" : ck.header.source_dtype;
+  if (dtype.empty()) dtype = header.source_dtype.empty() ? "f32" : header.source_dtype;
   const DTypeNames& dt = dtype_by_name(dtype);
 
   // Plan the shards: tensors in layout order, a new shard when the next tensor would
@@ -214,7 +224,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
     SafetensorsWriter w((dir / file).string(), specs, metadata);
     for (int i : shards[static_cast<size_t>(k)]) {
       const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(i)];
-      const std::vector<float>& unit = ck.params[static_cast<size_t>(t.unit)];
+      const std::vector<float>& unit = params[static_cast<size_t>(t.unit)];
       w.write(std::span<const float>(unit).subspan(static_cast<size_t>(t.offset),
                                                    static_cast<size_t>(t.numel)));
     }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "zt/ckpt/hf_convert.hpp"
+#include "zt/ckpt/io.hpp"
 #include "zt/ckpt/serial.hpp"
 #include "zt/model/layout.hpp"
 #include "zt/model/model.hpp"
@@ -137,5 +138,47 @@ void round_trip(bool tied, uint64_t max_shard) {
 
 TEST(HfConvert, UntiedShardedRoundTripIsExact) { round_trip(false, 2048); }
 TEST(HfConvert, TiedSingleFileRoundTripIsExact) { round_trip(true, 5ull << 30); }
+
+// A training checkpoint (moments + /state) exports its parameters only: F32 tensors whose
+// bytes are the parameters' own.
+TEST(HfConvert, TrainingFileExportsParametersOnly) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "zt_hf_training";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const zt::model::Config cfg = small(false);
+  const zt::model::ParamLayout layout(cfg);
+  zt::model::Parameters<float> P(layout);
+  P.init({.seed = 11});
+  std::vector<std::vector<float>> m(static_cast<size_t>(layout.num_units()));
+  zt::ckpt::WriteContents c;
+  c.header.config = cfg;
+  c.header.contents = zt::ckpt::kContentsTraining;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    m[static_cast<size_t>(u)].assign(static_cast<size_t>(layout.unit(u).numel), 0.5f);
+    c.units.push_back({0, layout.unit(u).numel, P.params(u), m[static_cast<size_t>(u)],
+                       m[static_cast<size_t>(u)]});
+  }
+  c.state = zt::ckpt::TrainState{};
+  c.state->step = 5;
+  c.state->rng = {1};
+  const std::string ck = (dir / "step-5.h5").string();
+  zt::ckpt::write_file(MPI_COMM_NULL, ck, c);
+
+  const zt::ckpt::HfExportResult r = zt::ckpt::export_hf(ck, (dir / "hf").string());
+  EXPECT_EQ(r.dtype, "f32");  // no source_dtype: f32
+  const std::vector<char> f = slurp(dir / "hf" / "model.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, f.data(), 8);
+  const nlohmann::json h = nlohmann::json::parse(f.begin() + 8, f.begin() + 8 + static_cast<long>(n));
+  EXPECT_EQ(h.size(), layout.tensors().size() + 1);  // + __metadata__
+  for (const zt::model::TensorInfo& t : layout.tensors()) {
+    const uint64_t begin = h.at(t.name).at("data_offsets")[0].get<uint64_t>();
+    EXPECT_EQ(h.at(t.name).at("dtype"), "F32");
+    EXPECT_EQ(std::memcmp(f.data() + 8 + n + begin, P.params(t.unit).data() + t.offset,
+                          static_cast<size_t>(t.numel) * 4),
+              0)
+        << t.name;
+  }
+}
 
 }  // namespace
