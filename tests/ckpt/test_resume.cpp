@@ -10,8 +10,12 @@
 #include <filesystem>
 
 #include "ckpt_fixtures.hpp"
+#include "zt/ckpt/checkpoint.hpp"
 #include "zt/ckpt/publish.hpp"
+#include "zt/model/model.hpp"
+#include "zt/zero/engine.hpp"
 #include "zt/ckpt/serial.hpp"
+#include "zt/core/error.hpp"
 #include "zt/train/trainer.hpp"
 
 namespace {
@@ -92,6 +96,50 @@ TEST(ExactResume, SameWorldSize) {
     check_exact_resume(Layout{0, 0, 0}, "np" + std::to_string(world_size()) + "_stage0");
     check_exact_resume(Layout{1, 0, 0}, "np" + std::to_string(world_size()) + "_stage1");
   }
+}
+
+// ckpt.init_from: a weights-only file (as `zt convert hf-to-h5` writes) loads as the
+// initial parameters at step 0 with fresh (zero) moments. The reference is the
+// Parameters object the file was written from (initialised in one process from another
+// seed), compared bitwise with the engine's gathered parameters; train() starts from it.
+TEST(InitFrom, WeightsOnlyFileIsTheInitialParameters) {
+  omp_set_num_threads(1);
+  const int world = world_size();
+  Comms c = make_comms(0);
+  const zt::train::TrainConfig t = small_config(world, {"zero.stage=3", "train.steps=3"});
+  const std::string dir = fresh_dir("init_from_np" + std::to_string(world));
+  const std::string path = dir + "/weights.h5";
+  const zt::model::ParamLayout layout(t.model);
+  zt::model::Parameters<float> ref(layout);
+  ref.init(zt::model::InitOptions{777, 0.02, true});
+  if (world_rank() == 0) zt::ckpt::write_weights_only(path, t.model, ref, {"f32"});
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  zt::zero::Engine engine(t.model, *c.world, nullptr, nullptr, t.zero,
+                          zt::model::InitOptions{t.seed, t.init_std, true});
+  zt::ckpt::load_weights(engine, c.mpi, path);
+  EXPECT_EQ(engine.steps_done(), 0);
+  zt::model::Parameters<float> full(layout);
+  engine.gather_full_params(full);
+  int unequal = 0, nonzero_moments = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    unequal += !same_bits(std::span<const float>(full.params(u)), std::span<const float>(ref.params(u)));
+    const zt::zero::OwnedSlice o = engine.owned(u);
+    for (size_t i = 0; i < o.m.size(); ++i) nonzero_moments += o.m[i] != 0.0f || o.v[i] != 0.0f;
+  }
+  EXPECT_EQ(unequal, 0);
+  EXPECT_EQ(nonzero_moments, 0);
+  // Resuming from it is refused; init_from trains from step 0.
+  EXPECT_THROW(zt::ckpt::load(engine, c.mpi, path), zt::InputError);
+  const auto r = zt::train::train(small_config(world, {"zero.stage=3", "train.steps=3", "ckpt.dir=" + dir,
+                                                       "ckpt.init_from=" + path}),
+                                  *c.world, corpus(), {}, zt::train::NodeComms{nullptr, nullptr, c.mpi});
+  EXPECT_EQ(r.first_step, 0);
+  ASSERT_EQ(r.steps.size(), 3u);
+  if (world_rank() == 0)
+    std::printf("[init_from] %d ranks: weights-only file -> engine parameters bitwise equal: %s, "
+                "moments zero, step 0; resume refused; 3 steps from it, first loss %.6f\n",
+                world, unequal == 0 ? "yes" : "NO", r.steps[0].loss);
 }
 
 }  // namespace
