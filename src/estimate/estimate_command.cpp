@@ -116,7 +116,9 @@ Resolved resolve(const Args& a) {
   s.threads = tc.threads > 0 ? tc.threads : 1;
   r.configured_stage = s.zero.stage;
   r.recompute = tc.recompute;
-  s.zero.validate(s.world(), s.gpus_per_node);
+  zero::EngineOptions checked = s.zero;  // an estimate writes nothing: no path needed
+  if (checked.offload.nvme_path.empty()) checked.offload.nvme_path = "(estimate)";
+  checked.validate(s.world(), s.gpus_per_node);
   return r;
 }
 
