@@ -8,6 +8,7 @@
 #include "zt/ckpt/preemption.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/runtime/watchdog.hpp"
 
 namespace zt::train {
 
@@ -104,6 +105,9 @@ void LoopCheckpoints::finish(int64_t done, int64_t tokens_seen) {
 
 void LoopCheckpoints::collect() {
   if (!async_ || !async_->busy()) return;
+  const runtime::Watchdog guard(strf("the background checkpoint of step %lld into %s",
+                                     static_cast<long long>(async_step_), cfg_.ckpt.dir.c_str()),
+                                comm_timeout());
   const std::optional<ckpt::SaveResult> r = async_->wait();
   if (!r) return;
   last_path_ = r->path;
@@ -149,6 +153,11 @@ void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
                      static_cast<long long>(done), stall));
     return;
   }
+  // Parallel HDF5 blocks inside MPI: bound the save by comm.timeout (a full or read-only
+  // disk can leave the ranks in different collectives forever).
+  const runtime::Watchdog guard(strf("saving the checkpoint of step %lld into %s",
+                                     static_cast<long long>(done), cfg_.ckpt.dir.c_str()),
+                                comm_timeout());
   const ckpt::SaveResult r = ckpt::save(engine_, mpi_, cfg_.ckpt.dir, st, cfg_.ckpt.keep, cfg_.seed);
   saved_step_ = done;
   last_path_ = r.path;
@@ -157,6 +166,10 @@ void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
                    static_cast<long long>(done), r.path.c_str(), static_cast<double>(r.bytes) / 1e6,
                    r.seconds, static_cast<double>(r.bytes) / 1e6 / std::max(r.seconds, 1e-9),
                    r.seconds));
+}
+
+std::chrono::milliseconds LoopCheckpoints::comm_timeout() const {
+  return std::chrono::milliseconds(static_cast<int64_t>(cfg_.comm_timeout_s * 1000.0));
 }
 
 }  // namespace zt::train

@@ -5,6 +5,7 @@
 // step boundary (one max-all_reduce of a flag per step), save, and the loop ends.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,6 +42,7 @@ class LoopCheckpoints {
 
  private:
   void save(int64_t done, int64_t tokens_seen);
+  std::chrono::milliseconds comm_timeout() const;  // comm.timeout: the watchdog's limit
   void collect();  // waits for a background save (ckpt.async) and logs it
 
 
