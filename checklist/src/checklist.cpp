@@ -176,7 +176,9 @@ void run_stages_before_sweep(comm::Comm& bench, comm::Comm& control, Report& rep
     for (const StageThresholds& t : o.thresholds->stages)
       if (t.stage == Stage::kIntraNodeAllReduce && t.size > 0) intra_bytes = t.size;
   report.intra = run_intra_node(bench, control, ranks, intra_bytes, o.iters, o.warmup);
-  report.pairs = run_pairs(bench, control, ranks, o.pair_bytes, o.pair_iters);
+  const bool rounds = static_cast<int>(node_leaders(ranks).size()) > o.pair_sequential_max_nodes;
+  report.pairs = run_pairs(bench, control, ranks, o.pair_bytes, o.pair_iters, rounds,
+                           o.slow_node_fraction);
   if (out) *out << pairs_text(report) << std::flush;
 }
 

@@ -45,6 +45,8 @@ struct CheckCli {
   double baseline_fraction = 0.9;
   std::string pair_bytes = "64M";
   int pair_iters = 5;
+  int pair_rounds_above = 16;
+  double slow_node_fraction = 0.5;
   std::string straggler_bytes = "1M";
   int straggler_iters = 20;
   double straggler_factor = 1.5;
@@ -139,6 +141,8 @@ check::CheckOptions to_options(const CheckCli& cli) {
   }
   o.pair_bytes = parse_size(cli.pair_bytes);
   o.pair_iters = cli.pair_iters;
+  o.pair_sequential_max_nodes = cli.pair_rounds_above;
+  o.slow_node_fraction = cli.slow_node_fraction;
   o.straggler_bytes = parse_size(cli.straggler_bytes);
   o.straggler_iters = cli.straggler_iters;
   o.straggler_factor = cli.straggler_factor;
@@ -267,6 +271,14 @@ Run add_check_command(CLI::App& app) {
       ->check(size_check)
       ->capture_default_str();
   sub->add_option("--pair-iters", cli->pair_iters, "timed exchanges per pair")->check(at_least(1))->capture_default_str();
+  sub->add_option("--pair-rounds-above", cli->pair_rounds_above,
+                  "above this many nodes, pairs run in rounds of disjoint pairs instead of one at a time")
+      ->check(at_least(1))
+      ->capture_default_str();
+  sub->add_option("--slow-node-fraction", cli->slow_node_fraction,
+                  "a node whose best pair is under this fraction of the median node's best is named slow")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
   sub->add_option("--straggler-bytes", cli->straggler_bytes, "all_reduce size of the straggler loop")
       ->check(size_check)
       ->capture_default_str();

@@ -51,15 +51,60 @@ void analyse_pairs(PairMatrix& m) {
   m.reference_gbs = median_of(best);
   if (n < 3) return;  // with two nodes the slow pair has no slow end to name
   for (size_t k = 0; k < n; ++k)
-    if (best[k] < 0.5 * m.reference_gbs) m.slow_nodes.push_back(static_cast<int>(k));
+    if (best[k] < m.slow_fraction * m.reference_gbs) m.slow_nodes.push_back(static_cast<int>(k));
 }
 
-PairMatrix run_pairs(comm::Comm& bench, comm::Comm& control, const std::vector<RankInfo>& ranks,
-                     uint64_t bytes, int iters) {
+std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  if (n < 2) return rounds;
+  const int m = n % 2 == 0 ? n : n + 1;  // with a resting slot m-1 when n is odd
+  for (int r = 0; r < m - 1; ++r) {
+    std::vector<std::pair<int, int>> round;
+    // Slot m-1 stays put; the others turn one place each round.
+    auto add = [&](int a, int b) {
+      if (a >= n || b >= n) return;  // the resting slot
+      round.emplace_back(std::min(a, b), std::max(a, b));
+    };
+    add(m - 1, r);
+    for (int i = 1; i < m / 2; ++i) add((r + i) % (m - 1), (r - i + (m - 1)) % (m - 1));
+    std::sort(round.begin(), round.end());
+    rounds.push_back(round);
+  }
+  return rounds;
+}
+
+namespace {
+
+// `iters` timed exchanges of `bytes` with `peer` after one warm-up; the fastest one's
+// seconds (a slow link slows every exchange, a busy host only some).
+double exchange_with(comm::Comm& bench, Buffer& send, Buffer& recv, int peer, uint64_t bytes, int iters) {
   using Clock = std::chrono::steady_clock;
+  bench.sendrecv(send.data(), peer, recv.data(), peer, bytes, DType::kU8);  // warm-up
+  bench.synchronize();
+  double best = 0.0;
+  for (int i = 0; i < iters; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    bench.sendrecv(send.data(), peer, recv.data(), peer, bytes, DType::kU8);
+    bench.synchronize();
+    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = i == 0 ? t : std::min(best, t);
+  }
+  return best;
+}
+
+double gbs_of(uint64_t bytes, double seconds) {
+  return seconds > 0.0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
+}
+
+}  // namespace
+
+PairMatrix run_pairs(comm::Comm& bench, comm::Comm& control, const std::vector<RankInfo>& ranks,
+                     uint64_t bytes, int iters, bool rounds, double slow_fraction) {
   PairMatrix m;
+  m.slow_fraction = slow_fraction;
   m.bytes = bytes;
   m.iters = iters;
+  m.rounds = rounds;
   m.leaders = node_leaders(ranks);
   const size_t n = m.leaders.size();
   if (n < 2) {
@@ -68,38 +113,43 @@ PairMatrix run_pairs(comm::Comm& bench, comm::Comm& control, const std::vector<R
   }
   ZT_CHECK(bytes > 0 && iters > 0, "pair test needs bytes > 0 and iters > 0", "see --pair-bytes");
   const int me = bench.rank();
-  const bool leader = std::find(m.leaders.begin(), m.leaders.end(), me) != m.leaders.end();
+  const auto mine = std::find(m.leaders.begin(), m.leaders.end(), me);
+  const int my_node = mine == m.leaders.end() ? -1 : static_cast<int>(mine - m.leaders.begin());
   std::unique_ptr<Buffer> send, recv;  // [bytes] each, on leaders only
-  if (leader) {
+  if (my_node >= 0) {
     send = make_buffer(bench.memory(), bytes);
     recv = make_buffer(bench.memory(), bytes);
     send->zero(bytes);
   }
   m.gbs.assign(n, std::vector<double>(n, 0.0));
-  for (size_t a = 0; a < n; ++a) {
-    for (size_t b = a + 1; b < n; ++b) {
-      const int ra = m.leaders[a], rb = m.leaders[b];
+  if (rounds) {
+    std::vector<double> seconds(static_cast<size_t>(control.size()));  // [rank] this round's time
+    for (const auto& round : pair_rounds(static_cast<int>(n))) {
       double my_seconds = 0.0;
       control.barrier();
-      if (me == ra || me == rb) {
-        const int peer = me == ra ? rb : ra;
-        bench.sendrecv(send->data(), peer, recv->data(), peer, bytes, DType::kU8);  // warm-up
-        bench.synchronize();
-        // Each exchange timed alone; the fastest one counts: a slow link makes every
-        // exchange slow, while a shared or oversubscribed host only delays some.
-        std::vector<double> times;  // [iters] seconds
-        for (int i = 0; i < iters; ++i) {
-          const Clock::time_point t0 = Clock::now();
-          bench.sendrecv(send->data(), peer, recv->data(), peer, bytes, DType::kU8);
-          bench.synchronize();
-          times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-        }
-        my_seconds = *std::min_element(times.begin(), times.end());
+      for (const auto& [a, b] : round)
+        if (a == my_node || b == my_node)
+          my_seconds = exchange_with(bench, *send, *recv, m.leaders[static_cast<size_t>(a == my_node ? b : a)],
+                                     bytes, iters);
+      control.all_gather(&my_seconds, seconds.data(), 1, DType::kF64);
+      for (const auto& [a, b] : round) {
+        const double t = std::max(seconds[static_cast<size_t>(m.leaders[static_cast<size_t>(a)])],
+                                  seconds[static_cast<size_t>(m.leaders[static_cast<size_t>(b)])]);
+        m.gbs[static_cast<size_t>(a)][static_cast<size_t>(b)] = m.gbs[static_cast<size_t>(b)][static_cast<size_t>(a)] =
+            gbs_of(bytes, t);
       }
-      double seconds = 0.0;  // the slower of the two leaders
-      control.all_reduce(&my_seconds, &seconds, 1, DType::kF64, comm::ReduceOp::kMax);
-      const double g = seconds > 0.0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
-      m.gbs[a][b] = m.gbs[b][a] = g;
+    }
+  } else {
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = a + 1; b < n; ++b) {
+        const int ra = m.leaders[a], rb = m.leaders[b];
+        double my_seconds = 0.0;
+        control.barrier();
+        if (me == ra || me == rb) my_seconds = exchange_with(bench, *send, *recv, me == ra ? rb : ra, bytes, iters);
+        double seconds = 0.0;  // the slower of the two leaders
+        control.all_reduce(&my_seconds, &seconds, 1, DType::kF64, comm::ReduceOp::kMax);
+        m.gbs[a][b] = m.gbs[b][a] = gbs_of(bytes, seconds);
+      }
     }
   }
   m.ran = true;

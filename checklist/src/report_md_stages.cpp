@@ -72,8 +72,9 @@ std::string stages_md(const Report& r) {
   if (!m.ran) {
     s += m.note + ".\n\n";
   } else {
-    s += strf("The leaders (lowest rank) of each pair of nodes exchange %s both ways at once, %d times, "
-              "one pair at a time; GB/s per direction.\n\n| node |", format_size(m.bytes).c_str(), m.iters);
+    s += strf("The leaders (lowest rank) of each pair of nodes exchange %s both ways at once, %d times "
+              "(the fastest counts), %s; GB/s per direction.\n\n| node |", format_size(m.bytes).c_str(), m.iters,
+              m.rounds ? "in rounds of disjoint pairs" : "one pair at a time");
     for (size_t b = 0; b < m.gbs.size(); ++b) s += strf(" %zu %s |", b, host_of(r, static_cast<int>(b)).c_str());
     s += "\n|---|";
     for (size_t b = 0; b < m.gbs.size(); ++b) s += "---|";
@@ -89,8 +90,8 @@ std::string stages_md(const Report& r) {
               host_of(r, m.slow_b).c_str(), m.leaders[static_cast<size_t>(m.slow_b)], m.slowest_gbs,
               m.reference_gbs);
     for (int k : m.slow_nodes)
-      s += strf("Slow node: node %d (%s, rank %d): even its best pair is under half that median.\n", k,
-                host_of(r, k).c_str(), m.leaders[static_cast<size_t>(k)]);
+      s += strf("Slow node: node %d (%s, rank %d): even its best pair is under %.2f x that median.\n", k,
+                host_of(r, k).c_str(), m.leaders[static_cast<size_t>(k)], m.slow_fraction);
     s += "\n";
   }
   const Stragglers& st = r.stragglers;

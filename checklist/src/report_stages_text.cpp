@@ -68,7 +68,8 @@ std::string pairs_text(const Report& r) {
                 r.intra.busbw[k], format_size(r.intra.size).c_str());
   }
   const PairMatrix& m = r.pairs;
-  s += "#\n# pairs: node leaders exchange " + format_size(m.bytes) + " both ways (GB/s per direction)\n";
+  s += "#\n# pairs: node leaders exchange " + format_size(m.bytes) + " both ways (GB/s per direction; " +
+       (m.rounds ? "rounds of disjoint pairs" : "one pair at a time") + ")\n";
   if (!m.ran) return s + "#   " + m.note + "\n";
   s += "#   node ";
   for (size_t b = 0; b < m.gbs.size(); ++b) s += strf(" %8zu", b);
@@ -83,8 +84,8 @@ std::string pairs_text(const Report& r) {
             host_of_node(r, m.slow_b).c_str(), m.leaders[static_cast<size_t>(m.slow_b)], m.slowest_gbs,
             m.reference_gbs);
   for (int k : m.slow_nodes)
-    s += strf("#   slow node: node %d (%s, rank %d): every pair under half the median\n", k,
-              host_of_node(r, k).c_str(), m.leaders[static_cast<size_t>(k)]);
+    s += strf("#   slow node: node %d (%s, rank %d): even its best pair is under %.2f x the median node's best\n",
+              k, host_of_node(r, k).c_str(), m.leaders[static_cast<size_t>(k)], m.slow_fraction);
   return s;
 }
 

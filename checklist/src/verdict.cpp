@@ -249,8 +249,8 @@ void evaluate_stages(Report& r) {
       double best = 0.0;
       for (double g : r.pairs.gbs[static_cast<size_t>(node)]) best = std::max(best, g);
       notes.add(node, Verdict::kWarn,
-                strf("slow network: its best pair %.2f GB/s, under half the median node's %.2f GB/s",
-                     best, r.pairs.reference_gbs));
+                strf("slow network: its best pair %.2f GB/s, under %.2f x the median node's %.2f GB/s",
+                     best, r.pairs.slow_fraction, r.pairs.reference_gbs));
     }
   stage_gates(r, notes);
   baseline_gates(r, notes);

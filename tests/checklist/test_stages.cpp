@@ -140,3 +140,24 @@ TEST(PairsGate, TheNodeInEveryFailingPairIsBlamed) {
   EXPECT_EQ(report.gates[0].name, "pairs");
   EXPECT_DOUBLE_EQ(report.gates[0].measured, 1.0);
 }
+
+TEST(Pairs, RoundsCoverEveryPairOnceWithoutSharingANode) {
+  for (int n = 2; n <= 9; ++n) {
+    const auto rounds = zt::check::pair_rounds(n);
+    EXPECT_EQ(rounds.size(), static_cast<size_t>(n % 2 == 0 ? n - 1 : n)) << n;
+    std::vector<std::vector<int>> seen(static_cast<size_t>(n), std::vector<int>(static_cast<size_t>(n), 0));
+    for (const auto& round : rounds) {
+      std::vector<int> busy(static_cast<size_t>(n), 0);
+      for (const auto& [a, b] : round) {
+        ASSERT_LT(a, b);
+        ASSERT_LT(b, n);
+        ++seen[static_cast<size_t>(a)][static_cast<size_t>(b)];
+        EXPECT_EQ(++busy[static_cast<size_t>(a)], 1) << "n " << n << " node " << a;
+        EXPECT_EQ(++busy[static_cast<size_t>(b)], 1) << "n " << n << " node " << b;
+      }
+    }
+    for (int a = 0; a < n; ++a)
+      for (int b = a + 1; b < n; ++b) EXPECT_EQ(seen[static_cast<size_t>(a)][static_cast<size_t>(b)], 1) << n;
+  }
+  EXPECT_TRUE(zt::check::pair_rounds(1).empty());
+}

@@ -32,6 +32,9 @@ struct CheckOptions {
   // Stages beyond the sweep (docs/checklist.md).
   uint64_t pair_bytes = uint64_t{64} << 20;      // per direction, per exchange
   int pair_iters = 5;
+  // Pair schedule: one pair at a time up to this many nodes, rounds of disjoint pairs above.
+  int pair_sequential_max_nodes = 16;
+  double slow_node_fraction = 0.5;  // a node whose best pair is under this x the median node's
   uint64_t straggler_bytes = uint64_t{1} << 20;  // all_reduce size of the straggler loop
   int straggler_iters = 20;
   double straggler_factor = 1.5;                 // above factor * median: a straggler

@@ -98,18 +98,21 @@ struct IntraNode {
 };
 
 // Bandwidth between the leaders (lowest world rank) of every pair of nodes: both send
-// `bytes` to each other at once, one pair at a time; gbs = bytes / time per exchange.
+// `bytes` to each other at once, one pair at a time (or in rounds of disjoint pairs);
+// gbs = bytes / time per exchange.
 struct PairMatrix {
   bool ran = false;
   std::string note;                    // why not ran (one node)
   uint64_t bytes = 0;
   int iters = 0;
+  bool rounds = false;                 // disjoint pairs at once (pair_rounds), else one at a time
   std::vector<int> leaders;            // [node] world rank of its leader
   std::vector<std::vector<double>> gbs;  // [node][node], symmetric, 0 on the diagonal
   int slow_a = -1, slow_b = -1;        // the slowest pair (nodes), slow_a < slow_b
   double slowest_gbs = 0.0;
   double reference_gbs = 0.0;          // median over nodes of each node's best pair
-  std::vector<int> slow_nodes;         // nodes whose best pair is < half the reference
+  double slow_fraction = 0.5;          // a node whose best pair is under this x reference ...
+  std::vector<int> slow_nodes;         // ... is a slow node
 };
 
 // Per-rank mean time of a fixed loop (barrier, all_reduce of `bytes`, synchronize).

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zt/check/nccl_log.hpp"
@@ -25,11 +26,17 @@ std::vector<int> node_leaders(const std::vector<RankInfo>& ranks);
 // (a slow link slows every exchange, a busy host only some), the pair's time the slower
 // leader's; gbs = bytes / time (per direction).
 // Fewer than two nodes: ran = false.
+// With `rounds`, disjoint pairs run at once, in the rounds of pair_rounds (n-1 or n
+// rounds instead of n(n-1)/2 steps; for large clusters, on a non-blocking fabric).
 PairMatrix run_pairs(comm::Comm& bench, comm::Comm& control, const std::vector<RankInfo>& ranks,
-                     uint64_t bytes, int iters);
+                     uint64_t bytes, int iters, bool rounds = false, double slow_fraction = 0.5);
+
+// Every pair (a < b) of `n` nodes exactly once, in rounds where no node appears twice
+// (the circle method): n-1 rounds for even n, n rounds for odd n (one node rests).
+std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n);
 // From m.gbs: the slowest pair; each node's best pair; reference = median of those;
-// slow nodes = best pair below half the reference (needs >= 3 nodes to tell which end
-// of a pair is slow).
+// slow nodes = best pair below m.slow_fraction (0.5) x the reference (needs >= 3 nodes to
+// tell which end of a pair is slow).
 void analyse_pairs(PairMatrix& m);
 
 // Each rank's mean time of `iters` rounds of: control barrier, all_reduce of `bytes`
