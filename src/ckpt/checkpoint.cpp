@@ -37,7 +37,10 @@ std::vector<UnitTarget> targets_of(zero::Engine& engine, bool moments) {
 SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteContents& c, int keep) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t step = c.state->step;
-  const std::string tmp = begin_publish(comm, dir, step);
+  // Tensor bytes (params + 2 moments), a lower bound of the file's size.
+  const uint64_t bytes =
+      static_cast<uint64_t>(model::ParamLayout(c.header.config).total_numel()) * 3 * sizeof(float);
+  const std::string tmp = begin_publish(comm, dir, step, bytes);
   // Every rank reaches the agreement below, failed or not, so none waits for another.
   int failed = 0;
   std::string error;
@@ -58,7 +61,7 @@ SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteConte
   }
   SaveResult r;
   r.path = finish_publish(comm, dir, step, keep);
-  r.bytes = static_cast<uint64_t>(model::ParamLayout(c.header.config).total_numel()) * 3 * sizeof(float);
+  r.bytes = bytes;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -58,6 +58,25 @@ uint64_t checksum(std::span<const float> x, uint64_t first) {
   return total;
 }
 
+// After a data transfer that may fail on some ranks only (a full disk, an I/O error): all
+// ranks agree (one min-all_reduce) and all throw, so none is left in the next collective.
+void agree(MPI_Comm comm, herr_t rc, const std::string& what, const std::string& path) {
+  std::string why;
+  if (rc < 0) {
+    try {
+      data::h5::fail(what.c_str(), path, kWriteHint, false, __FILE__, __LINE__);
+    } catch (const Error& e) {
+      why = e.message();
+    }
+  }
+  int ok = rc >= 0 ? 1 : 0;
+  if (comm != MPI_COMM_NULL) ZT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm));
+  if (!ok)
+    throw Error(why.empty() ? what + " failed on another rank writing '" + path + "' (its message says why)"
+                            : why,
+                kWriteHint);
+}
+
 int comm_rank(MPI_Comm comm) {
   int r = 0;
   if (comm != MPI_COMM_NULL) ZT_MPI_CHECK(MPI_Comm_rank(comm, &r));
@@ -236,9 +255,9 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c) 
       const std::span<const float> data = slice_of(k, tensors[i], p);
       h5::select_range(spaces[d].get(), tensors[i].shape, p.first, p.n, path);
       Handle mem = memory_space(p.n, path);
-      ZT_H5_CHECK(H5Dwrite(dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(), spaces[d].get(), dxpl.get(),
-                           p.n > 0 ? data.data() : &dummy),
-                  path, kWriteHint);
+      const herr_t rc = H5Dwrite(dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(), spaces[d].get(),
+                                 dxpl.get(), p.n > 0 ? data.data() : &dummy);
+      agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
     }
   for (Handle& d : dsets) d.close(path);
 

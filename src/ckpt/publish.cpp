@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -119,7 +120,8 @@ std::vector<int64_t> steps_in(const std::string& dir, bool tmp) {
 
 std::string step_file_name(int64_t step) { return "step-" + std::to_string(step) + ".h5"; }
 
-std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step) {
+std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step,
+                          uint64_t bytes_needed) {
   const std::string tmp = (fs::path(dir) / (step_file_name(step) + ".tmp")).string();
   on_rank0(comm, [&] {
     std::error_code ec;
@@ -127,6 +129,19 @@ std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step) {
     if (ec) fail_errno("create folder", dir, ec.value());
     const int fd = create_exclusive(tmp);
     ::close(fd);
+    struct statvfs fs_info;
+    if (bytes_needed > 0 && ::statvfs(dir.c_str(), &fs_info) == 0) {
+      const uint64_t free_bytes = static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize;
+      if (free_bytes < bytes_needed) {
+        ::unlink(tmp.c_str());
+        throw Error(strf("cannot write '%s': the checkpoint needs at least %.2f MB and the file "
+                         "system of '%s' has %.2f MB free: %s (errno %d)",
+                         tmp.c_str(), static_cast<double>(bytes_needed) / 1e6, dir.c_str(),
+                         static_cast<double>(free_bytes) / 1e6, std::strerror(ENOSPC), ENOSPC),
+                    "free space there, lower ckpt.keep, or point ckpt.dir elsewhere; `latest` "
+                    "still names the previous checkpoint");
+      }
+    }
   });
   return tmp;
 }

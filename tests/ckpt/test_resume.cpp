@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <sys/mount.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "ckpt_fixtures.hpp"
 #include "zt/ckpt/checkpoint.hpp"
@@ -140,6 +143,63 @@ TEST(InitFrom, WeightsOnlyFileIsTheInitialParameters) {
     std::printf("[init_from] %d ranks: weights-only file -> engine parameters bitwise equal: %s, "
                 "moments zero, step 0; resume refused; 3 steps from it, first loss %.6f\n",
                 world, unequal == 0 ? "yes" : "NO", r.steps[0].loss);
+}
+
+// A full disk and a read-only folder: the save fails with a zt::Error naming the path
+// (and errno), on every rank; `latest` and the previous checkpoint stay, no .tmp is left.
+// tmpfs mounts need root (CI and the dev machines run as root); skipped otherwise.
+struct Tmpfs {
+  std::string dir;
+  bool ok = false;
+  Tmpfs(const std::string& name, const std::string& size, bool read_only) : dir(fresh_dir(name)) {
+    int mounted = 0;
+    if (world_rank() == 0)
+      mounted = ::mount("tmpfs", dir.c_str(), "tmpfs", read_only ? MS_RDONLY : 0,
+                        ("size=" + size).c_str()) == 0;
+    MPI_Bcast(&mounted, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    ok = mounted != 0;
+  }
+  ~Tmpfs() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (ok && world_rank() == 0) ::umount2(dir.c_str(), MNT_DETACH);
+  }
+};
+
+std::string train_error(Comms& c, const std::vector<std::string>& keys) {
+  try {
+    zt::train::train(small_config(world_size(), keys), *c.world, corpus(), {},
+                     zt::train::NodeComms{nullptr, nullptr, c.mpi});
+  } catch (const zt::Error& e) {
+    EXPECT_EQ(e.exit_code(), zt::ExitCode::kFailed);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SaveFailure, DiskFullAndReadOnly) {
+  omp_set_num_threads(1);
+  Comms c = make_comms(0);
+  {
+    // 2 MiB: the step-2 checkpoint (1.43 MB) fits, the step-4 one does not.
+    Tmpfs full("disk_full_np" + std::to_string(world_size()), "2m", false);
+    if (!full.ok) GTEST_SKIP() << "cannot mount a tmpfs (not root?)";
+    const std::string msg = train_error(c, {"train.steps=4", "ckpt.every=2", "ckpt.dir=" + full.dir});
+    EXPECT_NE(msg.find(full.dir + "/step-4.h5.tmp"), std::string::npos) << msg;
+    EXPECT_EQ(zt::ckpt::read_latest(full.dir), full.dir + "/step-2.h5");
+    EXPECT_FALSE(std::filesystem::exists(full.dir + "/step-4.h5.tmp"));
+    EXPECT_FALSE(std::filesystem::exists(full.dir + "/step-4.h5"));
+    if (world_rank() == 0) {
+      EXPECT_EQ(zt::ckpt::read_full(full.dir + "/step-2.h5").state->step, 2);  // intact
+      std::printf("[disk full] %s\n", msg.substr(0, 400).c_str());
+    }
+  }
+  {
+    Tmpfs ro("read_only_np" + std::to_string(world_size()), "1m", true);
+    const std::string msg = train_error(c, {"train.steps=2", "ckpt.dir=" + ro.dir});
+    EXPECT_NE(msg.find(ro.dir + "/step-2.h5.tmp"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("errno 30"), std::string::npos) << msg;
+    if (world_rank() == 0) std::printf("[read-only] %s\n", msg.substr(0, 400).c_str());
+  }
 }
 
 }  // namespace

@@ -16,7 +16,10 @@ std::string step_file_name(int64_t step);  // "step-N.h5"
 
 // Creates ckpt.dir if needed and a fresh, empty DIR/step-N.h5.tmp (O_EXCL|O_NOFOLLOW; a
 // stale file or symlink of that name is unlinked, never followed). Returns its path.
-std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step);
+// bytes_needed > 0: refuses (zt::Error, ENOSPC) when the folder's file system has less
+// free space than that, before anything is written.
+std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step,
+                          uint64_t bytes_needed = 0);
 
 // After the .tmp is written and closed: fsync it, rename to step-N.h5, fsync the folder,
 // point `latest` at it (the same way), then keep only the `keep` newest step-*.h5 (never
