@@ -122,6 +122,12 @@ void Liveness::reap_sends() {
 }
 
 void Liveness::serve() {
+  // Another thread serving right now does the same work: skip rather than wait.
+  const std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (lock.owns_lock()) serve_locked();
+}
+
+void Liveness::serve_locked() {
   // Answer every probe that arrived; record every answer that arrived.
   for (;;) {
     int done = 0;
@@ -144,6 +150,7 @@ void Liveness::serve() {
 }
 
 int Liveness::start_round() {
+  const std::lock_guard<std::mutex> lock(mutex_);
   ++round_;
   round_start_ = std::chrono::steady_clock::now();
   for (int p = 0; p < size(); ++p)
@@ -153,7 +160,12 @@ int Liveness::start_round() {
 }
 
 std::vector<int> Liveness::silent(int round) {
-  serve();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return silent_locked(round);
+}
+
+std::vector<int> Liveness::silent_locked(int round) {
+  serve_locked();
   std::vector<int> out;
   for (int p = 0; p < size(); ++p)
     if (answered_[static_cast<size_t>(p)] < round) out.push_back(p);
@@ -170,8 +182,9 @@ std::string Liveness::describe(const std::vector<int>& ranks) const {
 }
 
 std::string Liveness::verdict() {
+  const std::lock_guard<std::mutex> lock(mutex_);
   if (round_ == 0) return {};
-  const std::vector<int> lost = silent(round_);
+  const std::vector<int> lost = silent_locked(round_);
   const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - round_start_)
                            .count();

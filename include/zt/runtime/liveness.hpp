@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,8 @@ class Liveness {
   int size() const { return static_cast<int>(peers_.size()); }
   const PeerInfo& peer(int world_rank) const { return peers_[static_cast<size_t>(world_rank)]; }
 
-  // Answers the probes that arrived and records the answers that arrived. Never blocks.
+  // Answers the probes that arrived and records the answers that arrived. Never blocks
+  // (skips when another thread is serving). Thread-safe, as are the calls below.
   void serve();
   // Sends a probe to every other rank; returns the round number to pass to silent().
   int start_round();
@@ -59,8 +61,12 @@ class Liveness {
   std::string verdict();
 
  private:
+  void serve_locked();
+  std::vector<int> silent_locked(int round);
   void send(int payload, int peer, int tag);
   void reap_sends();
+
+  std::mutex mutex_;  // serve() may run on any thread that waits (MPI_THREAD_MULTIPLE)
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
