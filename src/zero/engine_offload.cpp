@@ -66,6 +66,10 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step) {
   const std::vector<offload::SubGroup>& groups_ = store->subgroups();
   store->update([&](const offload::SubGroup& sg, const offload::StateView& st) {
     const size_t c = static_cast<size_t>(sg.count);
+    if (params_offloaded && sg.first == 0) {  // a new unit: its padding must stay zero
+      const UnitPartition& p = part.unit(sg.unit);  // (qwZ scales see the whole shard)
+      std::fill(unit_params.begin() + p.owned, unit_params.begin() + p.shard, 0.0f);
+    }
     float* out = params_offloaded ? unit_params.data() + sg.first
                                   : params_for_update(sg.unit).data() + sg.first;
     offload::adamw_unit_slice(layout, sg.unit, update_begin(sg.unit) + sg.first,
