@@ -125,6 +125,10 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   o.hpz_partition_size = hpz_request;
   o.offload.optimizer = offload::Home::kNone;  // the row's homes are checked above; the
   o.offload.params = offload::Home::kNone;     // store's sizes come from s.zero.offload
+  // The configuration's qwZ / qgZ apply to the rows whose stage supports them (qwZ:
+  // stage 3; qgZ: stages 1-3): a stage-3 config with both still gets its stage 0-2 rows.
+  if (stage < 3) o.quantize_weights = false;
+  if (stage < 1) o.quantize_grads = false;
   o.validate(n, s.gpus_per_node);
   const int hpz = o.effective_hpz(n, s.gpus_per_node);
   if (hpz > 1 && params != Offload::kNone)
