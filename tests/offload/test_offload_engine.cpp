@@ -124,19 +124,21 @@ TEST(OffloadEngine, QuantizedAndHpzGathersFromNvmeShards) {
   Hyper h = tiny_hyper();
   h.steps = 8;
   const int rpn = world_size() == 4 ? 2 : 0;
-  EngineOptions base = engine_options(h, 3);
-  base.quantize_weights = true;
-  base.quantize_grads = true;
-  Comms c0 = make_comms(rpn);
-  Engine plain(cfg, *c0.world, c0.node.get(), c0.cross.get(), base, h.init);
-  const EngineRun want = engine_run(plain, cfg, h, h.steps);
-  EngineOptions o = base;
-  o.offload = small_store(offload::Home::kNvme, offload::Home::kNvme, nvme_dir("equal"));
-  Engine e(cfg, *c0.world, c0.node.get(), c0.cross.get(), o, h.init);  // one Runtime per process
-  if (world_rank() == 0) std::printf("%s\n", e.describe().c_str());
-  const EngineRun r = engine_run(e, cfg, h, h.steps);
-  EXPECT_TRUE(same_bits(r.losses, want.losses));
-  EXPECT_TRUE(same_bits(r.params, want.params));
+  {  // the engines (and their stores) end before the directories go
+    EngineOptions base = engine_options(h, 3);
+    base.quantize_weights = true;
+    base.quantize_grads = true;
+    Comms c0 = make_comms(rpn);
+    Engine plain(cfg, *c0.world, c0.node.get(), c0.cross.get(), base, h.init);
+    const EngineRun want = engine_run(plain, cfg, h, h.steps);
+    EngineOptions o = base;
+    o.offload = small_store(offload::Home::kNvme, offload::Home::kNvme, nvme_dir("equal"));
+    Engine e(cfg, *c0.world, c0.node.get(), c0.cross.get(), o, h.init);  // one Runtime per process
+    if (world_rank() == 0) std::printf("%s\n", e.describe().c_str());
+    const EngineRun r = engine_run(e, cfg, h, h.steps);
+    EXPECT_TRUE(same_bits(r.losses, want.losses));
+    EXPECT_TRUE(same_bits(r.params, want.params));
+  }
   remove_dirs();
 }
 
