@@ -72,7 +72,7 @@ Liveness::Liveness(MPI_Comm world) {
 
 Liveness::~Liveness() {
   if (!mpi_running()) return;
-  MPI_Comm_delete_attr(MPI_COMM_SELF, self_keyval());
+  if (current() == this) MPI_Comm_delete_attr(MPI_COMM_SELF, self_keyval());  // a newer one stays
   // Unwinding from an error (the job is being aborted): touch nothing else.
   if (std::uncaught_exceptions() > 0) return;
   for (MPI_Request* r : {&probe_req_, &answer_req_}) {
