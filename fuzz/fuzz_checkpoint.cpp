@@ -1,7 +1,7 @@
 // libFuzzer target: the HDF5 checkpoint loader (zt::ckpt::read_header, then read_file of
 // everything a resume reads) on arbitrary bytes, serially (comm = MPI_COMM_NULL). The
 // bytes are a memfd opened through /proc/self/fd, like a ckpt.resume path. The run's
-// model config is the user's (trusted): a 1-layer model of 870 parameters; the file is not.
+// model config is the user's (trusted): a 1-layer model of 856 parameters; the file is not.
 // Anything the loader rejects must be a zt::Error (no crash, no leak, no sanitizer report).
 //
 // Seeds: ZT_FUZZ_WRITE_SEEDS=DIR fuzz_checkpoint writes a training checkpoint and a
