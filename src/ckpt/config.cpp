@@ -39,11 +39,15 @@ CkptOptions ckpt_options(const config::Config& c) {
   o.stop_after = c.get_int("ckpt.stop_after");
   if (o.dir.empty())
     throw InputError("ckpt.dir is empty", "name a folder, e.g. --set ckpt.dir=checkpoints");
-  if (o.resume != "none" && !o.init_from.empty())
+  // resume = auto with init_from is the fine-tuning job that may be requeued: it resumes
+  // from `latest` when there is one, else starts from init_from's weights. A named resume
+  // path and init_from contradict each other.
+  if (o.resume != "none" && o.resume != "auto" && !o.init_from.empty())
     throw InputError("ckpt.resume = \"" + o.resume + "\" and ckpt.init_from = \"" + o.init_from +
                          "\" are both set",
                      "resume continues a run (weights, optimizer, step); init_from starts a new "
-                     "one from weights: choose one");
+                     "one from weights: choose one, or use ckpt.resume = \"auto\" with "
+                     "init_from (resume when ckpt.dir has a checkpoint, else start from init_from)");
   return o;
 }
 

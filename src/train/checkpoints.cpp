@@ -31,11 +31,13 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   const bool root = comm_.rank() == 0;
   std::vector<std::string> warnings;
   int64_t first = 0;
-  if (!o.init_from.empty()) {
+  // ckpt.resume (a path, or `latest` in ckpt.dir with "auto") wins; init_from applies
+  // when there is nothing to resume (ckpt_options refuses a named path with init_from).
+  const std::string path = ckpt::resolve_resume(mpi_, o.resume, o.dir);
+  if (path.empty() && !o.init_from.empty()) {
     ckpt::load_weights(engine_, mpi_, o.init_from, &warnings);
     if (root) log::info("ckpt: initial weights from " + o.init_from + " (fresh optimizer, step 0)");
   } else {
-    const std::string path = ckpt::resolve_resume(mpi_, o.resume, o.dir);
     if (path.empty()) {
       if (root && o.resume == "auto")
         log::info("ckpt: no checkpoint in " + o.dir + " (no 'latest'): starting fresh");

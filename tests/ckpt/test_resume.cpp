@@ -139,6 +139,25 @@ TEST(InitFrom, WeightsOnlyFileIsTheInitialParameters) {
                                   *c.world, corpus(), {}, zt::train::NodeComms{nullptr, nullptr, c.mpi});
   EXPECT_EQ(r.first_step, 0);
   ASSERT_EQ(r.steps.size(), 3u);
+
+  // resume = auto with init_from (a fine-tuning job that may be requeued): an empty
+  // ckpt.dir starts from init_from's weights (the same first loss as above); once the
+  // run saved, the same configuration resumes from `latest` instead.
+  const std::string requeue_dir = fresh_dir("init_from_requeue_np" + std::to_string(world));
+  const auto requeue_cfg = [&](const std::string& steps) {
+    return small_config(world, {"zero.stage=3", "train.steps=" + steps, "ckpt.dir=" + requeue_dir,
+                                "ckpt.resume=auto", "ckpt.init_from=" + path});
+  };
+  const zt::train::NodeComms mpi_only{nullptr, nullptr, c.mpi};
+  const auto fresh = zt::train::train(requeue_cfg("3"), *c.world, corpus(), {}, mpi_only);
+  EXPECT_EQ(fresh.first_step, 0);
+  ASSERT_EQ(fresh.steps.size(), 3u);
+  EXPECT_EQ(fresh.steps[0].loss, r.steps[0].loss);
+  const auto resumed = zt::train::train(requeue_cfg("5"), *c.world, corpus(), {}, mpi_only);
+  EXPECT_EQ(resumed.first_step, 3);
+  EXPECT_EQ(resumed.steps.size(), 2u);
+  // A named resume path with init_from contradicts itself.
+  EXPECT_THROW(small_config(world, {"ckpt.resume=" + path, "ckpt.init_from=" + path}), zt::InputError);
   if (world_rank() == 0)
     std::printf("[init_from] %d ranks: weights-only file -> engine parameters bitwise equal: %s, "
                 "moments zero, step 0; resume refused; 3 steps from it, first loss %.6f\n",
