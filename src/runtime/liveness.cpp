@@ -132,6 +132,7 @@ void Liveness::serve_locked() {
   for (;;) {
     int done = 0;
     MPI_Status st;
+    if (probe_req_ == MPI_REQUEST_NULL) break;  // a re-post failed earlier
     if (MPI_Test(&probe_req_, &done, &st) != MPI_SUCCESS || !done) break;
     send(probe_in_, st.MPI_SOURCE, kAnswerTag);
     if (MPI_Irecv(&probe_in_, 1, MPI_INT, MPI_ANY_SOURCE, kProbeTag, comm_, &probe_req_) != MPI_SUCCESS)
@@ -140,7 +141,9 @@ void Liveness::serve_locked() {
   for (;;) {
     int done = 0;
     MPI_Status st;
+    if (answer_req_ == MPI_REQUEST_NULL) break;  // a re-post failed earlier
     if (MPI_Test(&answer_req_, &done, &st) != MPI_SUCCESS || !done) break;
+    if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= size()) break;
     int& a = answered_[static_cast<size_t>(st.MPI_SOURCE)];
     if (answer_in_ > a) a = answer_in_;
     if (MPI_Irecv(&answer_in_, 1, MPI_INT, MPI_ANY_SOURCE, kAnswerTag, comm_, &answer_req_) != MPI_SUCCESS)
