@@ -143,8 +143,9 @@ MemoryStats Engine::Impl::memory() const {
   m.param_shards = bytes_of(param_shard);
   m.secondary_shards = bytes_of(secondary);
   m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
-  m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0) +
-                (co_master.capacity() + co_m.capacity() + co_v.capacity()) * sizeof(float);
+  m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0);
+  for (const Checkout& c : checkouts)
+    m.optimizer += (c.master.capacity() + c.m.capacity() + c.v.capacity()) * sizeof(float);
   m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float);
   m.gather_buffers = bytes_of(gather_buf);
   m.grad_buffers = bytes_of(grad_buf);

@@ -178,10 +178,15 @@ struct Engine::Impl {
   bool params_offloaded = false;
   std::vector<std::vector<float>> param_stage;  // params on NVMe: per gather slot [shard max]
   std::vector<float> unit_params;               // params on NVMe: one unit's shard [shard max]
-  // owned(u) of an offloaded unit: its state, paged in for a checkpoint; written back by
-  // flush_checkout() (every public method starts with it).
-  int checkout_unit = -1;
-  std::vector<float> co_master, co_m, co_v;     // [shard max]
+  // owned(u) of an offloaded unit: its state, paged in for a checkpoint and kept (the
+  // checkpoint code holds every unit's slice at once); written back and freed by
+  // flush_checkout() (every other public method starts with it).
+  struct Checkout {
+    bool active = false;
+    std::vector<float> master;  // [shard] (padding zero)
+    std::vector<float> m, v;    // [owned] (state offloaded)
+  };
+  std::vector<Checkout> checkouts;  // per unit
   void init_offload(int rank);
   void adamw_update(const model::AdamWConfig& adam, int64_t step);
   const float* shard_src(int u, int slot) const;  // the send buffer of u's primary gather

@@ -84,46 +84,53 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step) {
 
 OwnedSlice Engine::Impl::checkout(int u) {
   ZT_CHECK(mode == Mode::kIdle, "owned() during a micro-step", "call it between steps");
-  flush_checkout();
+  if (checkouts.empty()) checkouts.resize(static_cast<size_t>(units));
+  Checkout& c = checkouts[static_cast<size_t>(u)];
   const UnitPartition& p = part.unit(u);
   const size_t count = static_cast<size_t>(p.owned);
-  const size_t shard = static_cast<size_t>(p.shard);
-  co_master.assign(shard, 0.0f);  // padding beyond `owned` stays zero
+  if (!c.active) {  // page it in once; later owned(u) calls see the same memory
+    c.master.assign(static_cast<size_t>(p.shard), 0.0f);  // padding beyond `owned` stays zero
+    if (state_offloaded) {
+      c.m.assign(count, 0.0f);
+      c.v.assign(count, 0.0f);
+      store->read_unit(u, c.master.data(), c.m.data(), c.v.data());
+    } else {  // only the parameters are on NVMe (stage 3: moments are shards)
+      store->read_params(u, c.master.data());
+    }
+    c.active = true;
+  }
   OwnedSlice s;
   s.begin = p.begin;
   s.count = p.owned;
+  s.params = {c.master.data(), count};
   if (state_offloaded) {
-    co_m.assign(count, 0.0f);
-    co_v.assign(count, 0.0f);
-    store->read_unit(u, co_master.data(), co_m.data(), co_v.data());
-    s.m = {co_m.data(), count};
-    s.v = {co_v.data(), count};
-  } else {  // only the parameters are on NVMe (stage 3: moments are shards)
-    store->read_params(u, co_master.data());
+    s.m = {c.m.data(), count};
+    s.v = {c.v.data(), count};
+  } else {
     s.m = {adam_m[static_cast<size_t>(u)].data(), count};
     s.v = {adam_v[static_cast<size_t>(u)].data(), count};
   }
-  s.params = {co_master.data(), count};
-  checkout_unit = u;
   return s;
 }
 
-// Writes the checked-out unit back (a checkpoint load may have changed it): master, m, v
-// to the store, and the master into the compute parameters (fp32 on CPU: a copy).
+// Writes every checked-out unit back (a checkpoint load may have changed it): master, m,
+// v to the store, and the master into the compute parameters (fp32 on CPU: a copy).
 void Engine::Impl::flush_checkout() {
-  if (checkout_unit < 0) return;
-  const int u = checkout_unit;
-  checkout_unit = -1;
-  if (state_offloaded) store->write_unit(u, co_master.data(), co_m.data(), co_v.data());
-  if (params_offloaded) {
-    store->write_params(u, co_master.data());
-  } else {
-    std::span<float> params = params_for_update(u);
-    std::copy_n(co_master.data(), params.size(), params.data());
+  for (int u = 0; u < static_cast<int>(checkouts.size()); ++u) {
+    Checkout& c = checkouts[static_cast<size_t>(u)];
+    if (!c.active) continue;
+    c.active = false;
+    if (state_offloaded) store->write_unit(u, c.master.data(), c.m.data(), c.v.data());
+    if (params_offloaded) {
+      store->write_params(u, c.master.data());
+    } else {
+      std::span<float> params = params_for_update(u);
+      std::copy_n(c.master.data(), params.size(), params.data());
+    }
+    std::vector<float>().swap(c.master);
+    std::vector<float>().swap(c.m);
+    std::vector<float>().swap(c.v);
   }
-  std::vector<float>().swap(co_master);
-  std::vector<float>().swap(co_m);
-  std::vector<float>().swap(co_v);
 }
 
 }  // namespace zt::zero

@@ -182,9 +182,12 @@ TEST(OffloadEngine, CheckpointRoundTripThroughOwnedSlices) {
     Engine a(cfg, *c1.world, nullptr, nullptr, o, h.init);
     run_steps(a, cfg, h, 0, 4);
     const int units = a.model().layout().num_units();
+    // As the checkpoint code does: every unit's slice first, then the reads (or writes).
+    std::vector<OwnedSlice> saved;
+    for (int u = 0; u < units; ++u) saved.push_back(a.owned(u));
     std::vector<std::vector<float>> sp, sm, sv;
     for (int u = 0; u < units; ++u) {
-      const OwnedSlice s = a.owned(u);
+      const OwnedSlice& s = saved[static_cast<size_t>(u)];
       sp.emplace_back(s.params.begin(), s.params.end());
       sm.emplace_back(s.m.begin(), s.m.end());
       sv.emplace_back(s.v.begin(), s.v.end());
@@ -193,8 +196,10 @@ TEST(OffloadEngine, CheckpointRoundTripThroughOwnedSlices) {
     model::InitOptions other = h.init;
     other.seed += 99;
     Engine b(cfg, *c1.world, nullptr, nullptr, o, other);
+    std::vector<OwnedSlice> loading;
+    for (int u = 0; u < units; ++u) loading.push_back(b.owned(u));
     for (int u = 0; u < units; ++u) {
-      const OwnedSlice s = b.owned(u);
+      const OwnedSlice& s = loading[static_cast<size_t>(u)];
       std::copy(sp[static_cast<size_t>(u)].begin(), sp[static_cast<size_t>(u)].end(), s.params.begin());
       std::copy(sm[static_cast<size_t>(u)].begin(), sm[static_cast<size_t>(u)].end(), s.m.begin());
       std::copy(sv[static_cast<size_t>(u)].begin(), sv[static_cast<size_t>(u)].end(), s.v.begin());
