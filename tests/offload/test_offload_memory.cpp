@@ -2,10 +2,11 @@
 // process's VmHWM (kernel's high-water mark of resident pages, from /proc/self/status)
 // must stay under
 //   resident before the engine + the engine's own non-offloaded memory (its peak_total
-//   without the optimizer category) + offload.max_host_bytes + a margin of 48 MiB
-// (allocator slack, MPI and OpenMP buffers, code paged in by the first steps). The
-// optimizer state offloaded (12 bytes per owned element) is several times that margin,
-// so a store that kept it resident would fail. Its own process: VmHWM never goes down.
+//   without the optimizer category) + offload.max_host_bytes + a margin of 64 MiB
+// (allocator slack, MPI and OpenMP buffers, code paged in by the first steps; observed
+// 22-45 MiB at 1 rank, varying between runs). The optimizer state offloaded (12 bytes
+// per owned element: 237 MiB at 1 rank, 118 MiB at 2) exceeds margin + budget, so a
+// store that kept it resident would fail. Its own process: VmHWM never goes down.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,7 +47,7 @@ TEST(OffloadMemory, PeakResidentStaysUnderTheHostBudgetPlusMargin) {
   ::mkdir(dir.c_str(), 0700);
   MPI_Barrier(MPI_COMM_WORLD);
 
-  const uint64_t budget = 8ull << 20, margin = 48ull << 20;
+  const uint64_t budget = 8ull << 20, margin = 64ull << 20;
   const uint64_t before = status_kb("VmRSS") * 1024;
   uint64_t state_bytes = 0, engine_bytes = 0, store_bytes = 0;
   {
@@ -77,7 +78,7 @@ TEST(OffloadMemory, PeakResidentStaysUnderTheHostBudgetPlusMargin) {
               store_bytes / 1048576.0, state_bytes / 1048576.0);
   EXPECT_LE(store_bytes, budget);
   EXPECT_LE(hwm, bound);
-  EXPECT_GT(state_bytes, 2 * margin) << "the model is too small for this test to mean anything";
+  EXPECT_GT(state_bytes, margin + budget) << "the model is too small for this test to mean anything";
   MPI_Barrier(MPI_COMM_WORLD);
   ::rmdir(dir.c_str());
 }
