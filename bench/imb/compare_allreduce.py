@@ -98,8 +98,16 @@ def main():
     # calls outside the timed region; nccl-tests and zt time back-to-back calls. -sync 0
     # makes IMB's per-iteration time comparable to theirs.
     ap.add_argument("--imb-sync", type=int, choices=[0, 1], default=0)
+    # zt's MPI backend runs MPI_Iallreduce (Open MPI's libnbc), IMB MPI_Allreduce
+    # (coll/tuned); each picks its own algorithm by size. "ring" pins both to their ring
+    # algorithm, so the two measure the same data movement and differ only in timing.
+    ap.add_argument("--algorithm", choices=["default", "ring"], default="default")
     a = ap.parse_args()
 
+    if a.algorithm == "ring":
+        os.environ["OMPI_MCA_coll_libnbc_iallreduce_algorithm"] = "1"  # ring
+        os.environ["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
+        os.environ["OMPI_MCA_coll_tuned_allreduce_algorithm"] = "4"    # ring
     zt_runs, imb_runs = [], []
     for r in range(a.rounds):
         z, zt_cmd = zt_round(a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes)
@@ -121,8 +129,13 @@ def main():
         f"interleaved zt/IMB; {a.iters} iterations per size (IMB -iter_policy off), float, sum",
         f"- zt: `{zt_cmd}`",
         f"- peer: `{imb_cmd}` (IMB-MPI1 built from intel/mpi-benchmarks outside this repository)",
-        f"- reproduce: `python3 bench/imb/compare_allreduce.py --imb PATH/IMB-MPI1 --np {a.np} --rounds {a.rounds}`",
+        f"- reproduce: `python3 bench/imb/compare_allreduce.py --imb PATH/IMB-MPI1 --np {a.np} --rounds {a.rounds} "
+        f"--imb-sync {a.imb_sync} --algorithm {a.algorithm}`",
         "- busbw = bytes / t_avg * 2(n-1)/n in GB/s (1e9 B/s); medians over rounds",
+        ("- algorithm: Open MPI's defaults (zt: libnbc MPI_Iallreduce, IMB: coll/tuned MPI_Allreduce, each chooses by size)"
+         if a.algorithm == "default" else
+         "- algorithm: ring for both (OMPI_MCA_coll_libnbc_iallreduce_algorithm=1; OMPI_MCA_coll_tuned_use_dynamic_rules=1, "
+         "OMPI_MCA_coll_tuned_allreduce_algorithm=4)"),
         f"- IMB -sync {a.imb_sync}: " + ("no barrier between timed calls, as zt and nccl-tests time back-to-back calls"
                                           if a.imb_sync == 0 else
                                           "IMB's default, a barrier between calls outside the timed region"),
