@@ -131,7 +131,7 @@ std::string pairs_script(const Report& r, const std::filesystem::path& dir) {
 int run_gnuplot(const std::filesystem::path& script, const std::filesystem::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   // $ZT_GNUPLOT names another gnuplot (tests point it at a missing one).
   const char* chosen = std::getenv("ZT_GNUPLOT");

@@ -37,7 +37,8 @@ struct Fd {
 void write_file_in(int dir_fd, const std::filesystem::path& dir, const std::string& name,
                    const std::string& text) {
   const std::string tmp = "." + name + ".tmp." + std::to_string(::getpid());
-  Fd fd(::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  // Mode 0666: the user's umask decides, as for any file a tool creates.
+  Fd fd(::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
   if (fd.fd < 0) io_fail(dir, name, "openat(temporary file)", errno);
   size_t done = 0;
   while (done < text.size()) {

@@ -350,7 +350,10 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<StTensorSpec>
     ZT_CHECK(names.insert(s.name).second, "tensor '" + s.name + "' given twice", "");
   }
   const std::string header = make_header(specs_, metadata);
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A stale temporary (or a symlink planted under its name) is removed, never followed;
+  // the final rename replaces a symlink at `path` rather than writing through it.
+  ::unlink(tmp_.c_str());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd_ < 0)
     throw Error("cannot create '" + tmp_ + "': " + std::strerror(errno),
                 "check that the output folder exists and is writable");

@@ -68,5 +68,24 @@ TEST_F(DeviceBufferTest, RoundTripMoveAndBounds) {
   EXPECT_TRUE(empty.to_host().empty());
 }
 
+// Out of GPU memory: 1 TiB cannot be allocated on any current GPU; the message names
+// what and how much, the device's free memory, and `zt estimate`.
+TEST_F(DeviceBufferTest, OutOfMemoryNamesSizeFreeMemoryAndEstimate) {
+  std::string w;
+  try {
+    DeviceBuffer<float> huge(size_t{1} << 38, "the test's 1 TiB buffer");
+  } catch (const Error& e) {
+    w = e.what();
+  }
+  std::printf("%s\n", w.c_str());
+  EXPECT_NE(w.find("out of GPU memory"), std::string::npos) << w;
+  EXPECT_NE(w.find("1024.000 GiB for the test's 1 TiB buffer"), std::string::npos) << w;
+  EXPECT_NE(w.find("GiB free of"), std::string::npos) << w;
+  EXPECT_NE(w.find("zt estimate"), std::string::npos) << w;
+  // The context stays usable.
+  DeviceBuffer<float> small(16);
+  EXPECT_EQ(small.size(), 16u);
+}
+
 }  // namespace
 }  // namespace zt::kernels::cuda::testing

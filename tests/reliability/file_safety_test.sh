@@ -76,13 +76,9 @@ else
   grep -q "ERROR" "$log" || fail "zt check refused the report folder without an error message"
 fi
 check 002 "$work/rep2"
-# Reports are created with mode 0644 & ~umask today (checklist/src/report_files.cpp), one
-# bit stricter than 0666 & ~umask: never more permissive than the umask allows. Accepted,
-# with a note, until the report writer creates with 0666 (docs/reliability.md).
 for f in report.json report.md; do
   m=$(mode_of "$work/rep2/$f")
-  [[ $m == 664 || $m == 644 ]] || fail "$f mode $m under umask 002"
-  [[ $m == 664 ]] || echo "file_safety_test: NOTE: $f is $m under umask 002 (0644 & ~umask, not 0666 & ~umask)"
+  [[ $m == 664 ]] || fail "$f mode $m under umask 002 (expected 0666 & ~umask = 664)"
 done
 echo "file_safety_test: report modes: umask 027 -> 640, umask 002 -> $(mode_of "$work/rep2/report.json")"
 echo "PASS"

@@ -46,6 +46,20 @@ int device_count() {
   return n;
 }
 
+void device_alloc_error(const char* what, size_t bytes, cudaError_t rc) {
+  cudaGetLastError();  // clear the sticky allocation error before querying
+  size_t free_bytes = 0, total_bytes = 0;
+  const bool known = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  throw Error(strf("out of GPU memory: cudaMalloc of %.3f GiB for %s failed (%s; %s): %s", bytes / gib,
+                   what, cudaGetErrorString(rc), where_device().c_str(),
+                   known ? strf("%.2f GiB free of %.2f GiB", free_bytes / gib, total_bytes / gib).c_str()
+                         : "free memory unknown"),
+              "see what fits: zt estimate --config <your job.toml> --gpus-per-node <N> --nodes <M> "
+              "(it lists every ZeRO stage, offload choice and recompute); raise zero.stage, turn "
+              "on train.recompute or offload, or lower train.micro_batch");
+}
+
 void buffer_size_error(size_t count, size_t n) {
   throw Error(strf("copy of %zu elements into or out of a device buffer of %zu", count, n),
               "this is a bug in the caller: size the DeviceBuffer for the largest copy");

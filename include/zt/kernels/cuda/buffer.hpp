@@ -16,13 +16,23 @@ namespace zt::kernels::cuda {
 
 // Throws zt::Error for a copy of `count` elements into or out of an n-element buffer.
 [[noreturn]] void buffer_size_error(size_t count, size_t n);
+// Throws zt::Error for a failed cudaMalloc of `bytes` for `what`: with the device's free
+// and total memory (cudaMemGetInfo) and how to ask `zt estimate` what fits.
+[[noreturn]] void device_alloc_error(const char* what, size_t bytes, cudaError_t rc);
 
 template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) : n_(n) {
-    if (n_ > 0) ZT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), n_ * sizeof(T)));
+  // `what` names the buffer in an out-of-memory message.
+  explicit DeviceBuffer(size_t n, const char* what = "a device buffer") : n_(n) {
+    if (n_ == 0) return;
+    const cudaError_t rc = cudaMalloc(reinterpret_cast<void**>(&ptr_), n_ * sizeof(T));
+    if (rc != cudaSuccess) {
+      ptr_ = nullptr;
+      n_ = 0;
+      device_alloc_error(what, n * sizeof(T), rc);
+    }
   }
   ~DeviceBuffer() {
     if (ptr_) cudaFree(ptr_);  // no throw from a destructor; a failure here is a dead context
