@@ -8,21 +8,16 @@
 #include "zt/core/units.hpp"
 
 namespace zt::check {
-namespace {
-
-std::string host_of(const Report& r, int node) {
+std::string host_of_node(const Report& r, int node) {
   const std::vector<int> leaders = node_leaders(r.environment.ranks);
   if (node < 0 || node >= static_cast<int>(leaders.size())) return "?";
   return r.environment.ranks[static_cast<size_t>(leaders[static_cast<size_t>(node)])].host;
 }
 
-// "PASS: text"; a skipped check's text already says "skipped: why".
 std::string status_line(int status, const std::string& text) {
   if (status < 0) return text;
   return std::string(status == 0 ? "PASS" : status == 1 ? "WARN" : "FAIL") + ": " + text;
 }
-
-}  // namespace
 
 std::string node_verdicts_md(const Report& r) {
   if (r.node_verdicts.empty()) return {};
@@ -38,7 +33,7 @@ std::string stages_md(const Report& r) {
                   "|---|---|---|---|---|---|---|\n";
   for (size_t k = 0; k < r.fabric.size(); ++k) {
     const NodeFabric& f = r.fabric[k];
-    s += strf("| %zu | %s | %s | %s | %s | %s | %s |\n", k, host_of(r, static_cast<int>(k)).c_str(),
+    s += strf("| %zu | %s | %s | %s | %s | %s | %s |\n", k, host_of_node(r, static_cast<int>(k)).c_str(),
               f.providers.empty() ? "(none)" : join(f.providers, ", ").c_str(), f.infiniband_sysfs ? "yes" : "no",
               f.expected.c_str(), status_line(f.fabric_status, f.nccl_probed ? f.fabric_message : f.nccl_note).c_str(),
               status_line(f.affinity_status, f.affinity).c_str());
@@ -53,9 +48,9 @@ std::string stages_md(const Report& r) {
   s += "\n| node | host | io-dir write (GB/s) | bytes | note |\n|---|---|---|---|---|\n";
   for (size_t k = 0; k < r.io.size(); ++k) {
     const IoBandwidth& io = r.io[k];
-    s += io.ran ? strf("| %zu | %s | %.2f | %s | %s |\n", k, host_of(r, static_cast<int>(k)).c_str(), io.write_gbs,
+    s += io.ran ? strf("| %zu | %s | %.2f | %s | %s |\n", k, host_of_node(r, static_cast<int>(k)).c_str(), io.write_gbs,
                        format_size_approx(io.bytes).c_str(), io.note.c_str())
-                : strf("| %zu | %s | - | - | %s |\n", k, host_of(r, static_cast<int>(k)).c_str(), io.note.c_str());
+                : strf("| %zu | %s | - | - | %s |\n", k, host_of_node(r, static_cast<int>(k)).c_str(), io.note.c_str());
   }
   s += "\n## All-reduce within each node\n\n";
   if (!r.intra.ran) {
@@ -63,7 +58,7 @@ std::string stages_md(const Report& r) {
   } else {
     s += "| node | host | size | busbw (GB/s) |\n|---|---|---|---|\n";
     for (size_t k = 0; k < r.intra.busbw.size(); ++k)
-      s += strf("| %zu | %s | %s | %.2f |\n", k, host_of(r, static_cast<int>(k)).c_str(),
+      s += strf("| %zu | %s | %s | %.2f |\n", k, host_of_node(r, static_cast<int>(k)).c_str(),
                 format_size(r.intra.size).c_str(), r.intra.busbw[k]);
     s += "\n";
   }
@@ -75,23 +70,23 @@ std::string stages_md(const Report& r) {
     s += strf("The leaders (lowest rank) of each pair of nodes exchange %s both ways at once, %d times "
               "(the fastest counts), %s; GB/s per direction.\n\n| node |", format_size(m.bytes).c_str(), m.iters,
               m.rounds ? "in rounds of disjoint pairs" : "one pair at a time");
-    for (size_t b = 0; b < m.gbs.size(); ++b) s += strf(" %zu %s |", b, host_of(r, static_cast<int>(b)).c_str());
+    for (size_t b = 0; b < m.gbs.size(); ++b) s += strf(" %zu %s |", b, host_of_node(r, static_cast<int>(b)).c_str());
     s += "\n|---|";
     for (size_t b = 0; b < m.gbs.size(); ++b) s += "---|";
     s += "\n";
     for (size_t a = 0; a < m.gbs.size(); ++a) {
-      s += strf("| %zu %s (rank %d) |", a, host_of(r, static_cast<int>(a)).c_str(), m.leaders[a]);
+      s += strf("| %zu %s (rank %d) |", a, host_of_node(r, static_cast<int>(a)).c_str(), m.leaders[a]);
       for (size_t b = 0; b < m.gbs.size(); ++b) s += a == b ? " - |" : strf(" %.2f |", m.gbs[a][b]);
       s += "\n";
     }
     s += strf("\nSlowest pair: node %d (%s, rank %d) <-> node %d (%s, rank %d), %.2f GB/s; median of each "
               "node's best pair %.2f GB/s.\n",
-              m.slow_a, host_of(r, m.slow_a).c_str(), m.leaders[static_cast<size_t>(m.slow_a)], m.slow_b,
-              host_of(r, m.slow_b).c_str(), m.leaders[static_cast<size_t>(m.slow_b)], m.slowest_gbs,
+              m.slow_a, host_of_node(r, m.slow_a).c_str(), m.leaders[static_cast<size_t>(m.slow_a)], m.slow_b,
+              host_of_node(r, m.slow_b).c_str(), m.leaders[static_cast<size_t>(m.slow_b)], m.slowest_gbs,
               m.reference_gbs);
     for (int k : m.slow_nodes)
       s += strf("Slow node: node %d (%s, rank %d): even its best pair is under %.2f x that median.\n", k,
-                host_of(r, k).c_str(), m.leaders[static_cast<size_t>(k)], m.slow_fraction);
+                host_of_node(r, k).c_str(), m.leaders[static_cast<size_t>(k)], m.slow_fraction);
     s += "\n";
   }
   const Stragglers& st = r.stragglers;

@@ -1,27 +1,13 @@
 // Plain-text rendering of the stages beyond the sweep, for stdout
 // (include/zt/check/report_writer.hpp).
 #include "join.hpp"
+#include "report_md_stages.hpp"
 #include "zt/check/report_writer.hpp"
 #include "zt/check/stages.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 
 namespace zt::check {
-namespace {
-
-std::string host_of_node(const Report& r, int node) {
-  const std::vector<int> leaders = node_leaders(r.environment.ranks);
-  if (node < 0 || node >= static_cast<int>(leaders.size())) return "?";
-  return r.environment.ranks[static_cast<size_t>(leaders[static_cast<size_t>(node)])].host;
-}
-
-// "PASS: text"; a skipped check's text already says "skipped: why".
-std::string status_line(int status, const std::string& text) {
-  if (status < 0) return text;
-  return std::string(status == 0 ? "PASS" : status == 1 ? "WARN" : "FAIL") + ": " + text;
-}
-
-}  // namespace
 
 std::string fabric_text(const Report& r) {
   std::string s = "#\n# fabric (per node, from its leader)\n";

@@ -81,22 +81,30 @@ StepStats Engine::Impl::step(double lr) {
   stats.loss = sums[1] / static_cast<double>(n);
   stats.clip_coef = clip_coefficient(stats.grad_norm, opt.grad_clip);
 
-  // A NaN or Inf in the loss or any gradient (every rank sees the same reduced sums, so
-  // all decide alike): skip the update. Parameters, AdamW moments and AdamW's step count
-  // stay as they were; the gradients are dropped.
-  if (!std::isfinite(sums[0]) || !std::isfinite(sums[1])) {
-    stats.skipped = true;
-    stats.bad_units = nonfinite_units();
+  // What ends every step, taken or skipped: gradients zeroed for the next one, the
+  // micro-step count and loss reset, the step's traffic and memory.
+  const auto finish = [&](bool took_update) {
     for (auto& g : full_grads) std::fill(g.begin(), g.end(), 0.0f);
     for (auto& g : grad_shard) std::fill(g.begin(), g.end(), 0.0f);
+    if (took_update) steps += 1;
     micro_done = 0;
     loss_sum = 0.0;
     stats.step = steps;
     const Traffic now = groups.traffic();
     stats.traffic = now.minus(traffic_at_step);
     traffic_at_step = now;
+    if (took_update) note_peak();
     stats.memory = memory();
     return stats;
+  };
+
+  // A NaN or Inf in the loss or any gradient (every rank sees the same reduced sums, so
+  // all decide alike): skip the update. Parameters, AdamW moments and AdamW's step count
+  // stay as they were; the gradients are dropped.
+  if (!std::isfinite(sums[0]) || !std::isfinite(sums[1])) {
+    stats.skipped = true;
+    stats.bad_units = nonfinite_units();
+    return finish(false);
   }
 
   model::AdamWConfig adam = opt.adamw;
@@ -112,19 +120,7 @@ StepStats Engine::Impl::step(double lr) {
 
   if (opt.stage == 1 || opt.stage == 2) gather_in_place(full_params);
   std::fill(secondary_valid.begin(), secondary_valid.end(), 0);
-  for (auto& g : full_grads) std::fill(g.begin(), g.end(), 0.0f);
-  for (auto& g : grad_shard) std::fill(g.begin(), g.end(), 0.0f);
-  steps += 1;
-  micro_done = 0;
-  loss_sum = 0.0;
-
-  stats.step = steps;
-  const Traffic now = groups.traffic();
-  stats.traffic = now.minus(traffic_at_step);
-  traffic_at_step = now;
-  note_peak();
-  stats.memory = memory();
-  return stats;
+  return finish(true);
 }
 
 }  // namespace zt::zero
