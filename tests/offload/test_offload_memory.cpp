@@ -28,6 +28,11 @@ uint64_t status_kb(const std::string& key) {
 }
 
 TEST(OffloadMemory, PeakResidentStaysUnderTheHostBudgetPlusMargin) {
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's shadow memory and freed-memory quarantine add hundreds of MiB of
+  // resident memory by design: a peak-RSS bound means nothing in that build.
+  GTEST_SKIP() << "peak resident memory is not meaningful under AddressSanitizer";
+#endif
   model::Config cfg = model::Config::preset("tiny");
   cfg.name = "tiny-wide";
   cfg.hidden = 512;
