@@ -26,7 +26,7 @@ for t in "${targets[@]}"; do
   name="${t#fuzz_}"
   mkdir -p "$scratch/$name"
   echo "fuzz: $t for ${seconds}s (seeds fuzz/corpus/$name, scratch $scratch/$name)"
-  if "$build/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1048576 -timeout=30 -print_final_stats=1 \
+  if "$build/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=4096 -malloc_limit_mb=1048576 -timeout=30 -print_final_stats=1 \
       -artifact_prefix="$scratch/$name/" "$scratch/$name" "$here/corpus/$name" \
       > "$scratch/$t.log" 2>&1; then
     grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb)|^#[0-9]+.*DONE" "$scratch/$t.log" || true
