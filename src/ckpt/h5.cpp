@@ -22,26 +22,8 @@ void write_scalar(hid_t obj, const char* name, hid_t file_type, hid_t mem_type, 
   attr.close(path);
 }
 
-Handle open_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
-  if (!has_attr(obj, name, path))
-    throw InputError("checkpoint '" + path + "': " + what + " has no attribute '" + name + "'",
-                     kReadHint);
-  return Handle(ZT_H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), path, kReadHint), Kind::kAttribute);
-}
-
-template <class T>
-T read_number(hid_t obj, const char* name, hid_t mem_type, H5T_class_t cls, const std::string& path,
-              const std::string& what) {
-  Handle attr = open_attr(obj, name, path, what);
-  Handle type(ZT_H5_CHECK(H5Aget_type(attr.get()), path, kReadHint), Kind::kDatatype);
-  Handle space(ZT_H5_CHECK(H5Aget_space(attr.get()), path, kReadHint), Kind::kDataspace);
-  if (H5Tget_class(type.get()) != cls || H5Sget_simple_extent_npoints(space.get()) != 1)
-    throw InputError("checkpoint '" + path + "': " + what + ": attribute '" + name +
-                         "' is not a scalar of the expected type",
-                     kReadHint);
-  T value{};
-  ZT_H5_CHECK(H5Aread(attr.get(), mem_type, &value), path, kReadHint);
-  return value;
+std::string where_of(const std::string& path, const std::string& what) {
+  return "checkpoint '" + path + "': " + what;
 }
 
 }  // namespace
@@ -157,43 +139,21 @@ void write_f64_attr(hid_t obj, const char* name, double v, const std::string& pa
 }
 
 bool has_attr(hid_t obj, const char* name, const std::string& path) {
-  return ZT_H5_CHECK(H5Aexists(obj, name), path, kReadHint) > 0;
+  return data::h5::has_attr(obj, name, path, kReadHint);
 }
 
 std::string read_string_attr(hid_t obj, const char* name, const std::string& path,
                              const std::string& what) {
-  Handle attr = open_attr(obj, name, path, what);
-  Handle ftype(ZT_H5_CHECK(H5Aget_type(attr.get()), path, kReadHint), Kind::kDatatype);
-  if (H5Tget_class(ftype.get()) != H5T_STRING)
-    throw InputError("checkpoint '" + path + "': " + what + ": attribute '" + name +
-                         "' is not a string",
-                     kReadHint);
-  Handle mtype(ZT_H5_CHECK(H5Tcopy(H5T_C_S1), path, kReadHint), Kind::kDatatype);
-  ZT_H5_CHECK(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())), path, kReadHint);
-  if (ZT_H5_CHECK(H5Tis_variable_str(ftype.get()), path, kReadHint) > 0) {
-    ZT_H5_CHECK(H5Tset_size(mtype.get(), H5T_VARIABLE), path, kReadHint);
-    char* text = nullptr;
-    ZT_H5_CHECK(H5Aread(attr.get(), mtype.get(), &text), path, kReadHint);
-    std::string out = text ? text : "";
-    H5free_memory(text);
-    return out;
-  }
-  const size_t size = H5Tget_size(ftype.get());
-  std::string out(size + 1, '\0');
-  ZT_H5_CHECK(H5Tset_size(mtype.get(), size + 1), path, kReadHint);
-  ZT_H5_CHECK(H5Aread(attr.get(), mtype.get(), out.data()), path, kReadHint);
-  out.resize(std::strlen(out.c_str()));
-  return out;
+  return data::h5::read_string_attr(obj, name, path, where_of(path, what), kReadHint);
 }
-
 uint64_t read_u64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
-  return read_number<uint64_t>(obj, name, H5T_NATIVE_UINT64, H5T_INTEGER, path, what);
+  return data::h5::read_u64_attr(obj, name, path, where_of(path, what), kReadHint);
 }
 int64_t read_i64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
-  return read_number<int64_t>(obj, name, H5T_NATIVE_INT64, H5T_INTEGER, path, what);
+  return data::h5::read_i64_attr(obj, name, path, where_of(path, what), kReadHint);
 }
 double read_f64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
-  return read_number<double>(obj, name, H5T_NATIVE_DOUBLE, H5T_FLOAT, path, what);
+  return data::h5::read_f64_attr(obj, name, path, where_of(path, what), kReadHint);
 }
 
 bool link_exists(hid_t loc, const std::string& name, const std::string& path) {

@@ -379,6 +379,7 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                              "], this run's model needs [" + want + "]",
                          "load it with the model.* settings it was saved with");
       }
+      data::h5::require_stored_here(dset.get(), path, names[d], kReadHint);
       stored[d] = h5::read_u64_attr(dset.get(), "checksum", path, "dataset '" + names[d] + "'");
       const UnitTarget& u = units[static_cast<size_t>(t.unit)];
       const std::span<float> all = k == kParams ? u.params : k == kExpAvg ? u.exp_avg : u.exp_avg_sq;
@@ -430,6 +431,7 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
     if (H5Sget_simple_extent_npoints(space.get()) != st.world_size)
       throw InputError("checkpoint '" + path + "': dataset '/state/rng' does not hold world_size "
                        "elements", kReadHint);
+    data::h5::require_stored_here(d.get(), path, "/state/rng", kReadHint);
     stored.back() = h5::read_u64_attr(d.get(), "checksum", path, "dataset '/state/rng'");
     st.rng.resize(static_cast<size_t>(st.world_size));
     ZT_H5_CHECK(H5Dread(d.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, dxpl.get(), st.rng.data()),

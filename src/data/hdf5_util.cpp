@@ -1,9 +1,12 @@
 // Private HDF5 helpers of the data layer (see hdf5_util.hpp).
 #include "hdf5_util.hpp"
 
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
 
 namespace zt::data::h5 {
 namespace {
@@ -73,6 +76,141 @@ void Handle::close(const std::string& path) {
 void Handle::reset() noexcept {
   if (id_ >= 0) close_id(id_, kind_);
   id_ = H5I_INVALID_HID;
+}
+
+namespace {
+
+// The attribute `name` of `obj`, open, after checking it exists and holds one value.
+Handle open_single_attr(hid_t obj, const char* name, const std::string& path,
+                        const std::string& where, std::string_view hint) {
+  if (!has_attr(obj, name, path, hint))
+    throw InputError(where + " has no attribute '" + name + "'", std::string(hint));
+  Handle attr(ZT_H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), path, hint), Kind::kAttribute);
+  Handle space(ZT_H5_CHECK(H5Aget_space(attr.get()), path, hint), Kind::kDataspace);
+  if (H5Sget_simple_extent_npoints(space.get()) != 1)
+    throw InputError(where + ": attribute '" + name + "' must hold a single value",
+                     std::string(hint));
+  return attr;
+}
+
+template <class T>
+T read_number_attr(hid_t obj, const char* name, hid_t mem_type, H5T_class_t cls,
+                   const std::string& path, const std::string& where, std::string_view hint) {
+  Handle attr = open_single_attr(obj, name, path, where, hint);
+  Handle type(ZT_H5_CHECK(H5Aget_type(attr.get()), path, hint), Kind::kDatatype);
+  if (H5Tget_class(type.get()) != cls)
+    throw InputError(where + ": attribute '" + name + "' must be " +
+                         (cls == H5T_INTEGER ? "an integer" : "a floating-point number"),
+                     std::string(hint));
+  T value{};
+  if (H5Aread(attr.get(), mem_type, &value) < 0)
+    fail("H5Aread", path, std::string("attribute '") + name + "' does not fit; " + std::string(hint),
+         true, __FILE__, __LINE__);
+  return value;
+}
+
+}  // namespace
+
+bool has_attr(hid_t obj, const char* name, const std::string& path, std::string_view hint) {
+  return ZT_H5_CHECK(H5Aexists(obj, name), path, hint) > 0;
+}
+
+std::string read_string_attr(hid_t obj, const char* name, const std::string& path,
+                             const std::string& where, std::string_view hint) {
+  Handle attr = open_single_attr(obj, name, path, where, hint);
+  Handle ftype(ZT_H5_CHECK(H5Aget_type(attr.get()), path, hint), Kind::kDatatype);
+  if (H5Tget_class(ftype.get()) != H5T_STRING)
+    throw InputError(where + ": attribute '" + name + "' is not a string", std::string(hint));
+  Handle mtype(ZT_H5_CHECK(H5Tcopy(H5T_C_S1), path, hint), Kind::kDatatype);
+  ZT_H5_CHECK(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())), path, hint);
+  if (ZT_H5_CHECK(H5Tis_variable_str(ftype.get()), path, hint) > 0) {
+    // HDF5 allocates what the file stores (bounded by the file); copied out and freed.
+    ZT_H5_CHECK(H5Tset_size(mtype.get(), H5T_VARIABLE), path, hint);
+    char* text = nullptr;
+    ZT_H5_CHECK(H5Aread(attr.get(), mtype.get(), &text), path, hint);
+    std::string out = text ? text : "";
+    H5free_memory(text);
+    return out;
+  }
+  const size_t size = H5Tget_size(ftype.get());
+  if (size > kMaxStringAttrBytes)
+    throw InputError(strf("%s: attribute '%s' is a string of %zu bytes; zt's are under %zu",
+                          where.c_str(), name, size, kMaxStringAttrBytes),
+                     std::string(hint));
+  std::string out(size + 1, '\0');
+  ZT_H5_CHECK(H5Tset_size(mtype.get(), size + 1), path, hint);
+  ZT_H5_CHECK(H5Aread(attr.get(), mtype.get(), out.data()), path, hint);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+uint32_t read_u32_attr(hid_t obj, const char* name, const std::string& path,
+                       const std::string& where, std::string_view hint) {
+  return read_number_attr<uint32_t>(obj, name, H5T_NATIVE_UINT32, H5T_INTEGER, path, where, hint);
+}
+uint64_t read_u64_attr(hid_t obj, const char* name, const std::string& path,
+                       const std::string& where, std::string_view hint) {
+  return read_number_attr<uint64_t>(obj, name, H5T_NATIVE_UINT64, H5T_INTEGER, path, where, hint);
+}
+int64_t read_i64_attr(hid_t obj, const char* name, const std::string& path,
+                      const std::string& where, std::string_view hint) {
+  return read_number_attr<int64_t>(obj, name, H5T_NATIVE_INT64, H5T_INTEGER, path, where, hint);
+}
+double read_f64_attr(hid_t obj, const char* name, const std::string& path,
+                     const std::string& where, std::string_view hint) {
+  return read_number_attr<double>(obj, name, H5T_NATIVE_DOUBLE, H5T_FLOAT, path, where, hint);
+}
+
+void require_stored_here(hid_t dset, const std::string& path, const std::string& name,
+                         std::string_view hint) {
+  const std::string h(hint);
+  const auto refuse = [&](const std::string& why) {
+    throw InputError("'" + path + "': dataset '" + name + "' " + why, h);
+  };
+  Handle dcpl(ZT_H5_CHECK(H5Dget_create_plist(dset), path, hint), Kind::kPlist);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT)
+    refuse("has a virtual or unknown storage layout (its data would come from other files)");
+  if (ZT_H5_CHECK(H5Pget_external_count(dcpl.get()), path, hint) > 0)
+    refuse("keeps its data in external files");
+  Handle type(ZT_H5_CHECK(H5Dget_type(dset), path, hint), Kind::kDatatype);
+  Handle space(ZT_H5_CHECK(H5Dget_space(dset), path, hint), Kind::kDataspace);
+  const hssize_t points = ZT_H5_CHECK(H5Sget_simple_extent_npoints(space.get()), path, hint);
+  const size_t element = H5Tget_size(type.get());
+  if (points == 0) return;
+  if (element == 0) refuse("has an element type of size 0");
+  const auto n = static_cast<unsigned long long>(points);
+  if (n > ~0ULL / element) refuse(strf("declares %llu elements of %zu bytes: more than 2^64 bytes", n, element));
+  const unsigned long long declared = n * element;
+  if (ZT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, hint) > 0) {
+    // Compressed: every chunk must be in the file (HDF5's space status cannot tell,
+    // it compares compressed bytes with declared ones).
+    const int rank = ZT_H5_CHECK(H5Sget_simple_extent_ndims(space.get()), path, hint);
+    std::vector<hsize_t> dims(static_cast<size_t>(rank)), chunk(static_cast<size_t>(rank));
+    ZT_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), path, hint);
+    if (ZT_H5_CHECK(H5Pget_chunk(dcpl.get(), rank, chunk.data()), path, hint) != rank)
+      refuse("is filtered but not chunked");
+    unsigned long long expected = 1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (chunk[i] == 0) refuse("has a chunk dimension of 0");
+      expected *= dims[i] / chunk[i] + (dims[i] % chunk[i] != 0);
+    }
+    hsize_t present = 0;
+    ZT_H5_CHECK(H5Dget_num_chunks(dset, space.get(), &present), path, hint);
+    if (present < expected)
+      refuse(strf("declares %llu bytes in %llu chunks but the file holds %s%llu of them (never "
+                  "written)",
+                  declared, expected, present == 0 ? "" : "only ",
+                  static_cast<unsigned long long>(present)));
+    return;
+  }
+  const unsigned long long stored = H5Dget_storage_size(dset);
+  if (stored < declared)
+    refuse(stored == 0 ? strf("declares %llu bytes but the file holds none of them (never written)",
+                              declared)
+                       : strf("declares %llu bytes but the file holds only %llu (never written, "
+                              "or a forged file)",
+                              declared, stored));
 }
 
 }  // namespace zt::data::h5

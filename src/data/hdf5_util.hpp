@@ -4,6 +4,8 @@
 // the file, HDF5's own description (from its error stack) and a hint.
 #include <hdf5.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -46,6 +48,33 @@ class Handle {
   hid_t id_ = H5I_INVALID_HID;
   Kind kind_ = Kind::kFile;
 };
+
+// Readers of single-valued attributes of files zt reads (token files, checkpoints).
+// `where` names the object in messages ("token file 'x.h5'", "checkpoint 'c.h5': group
+// /state"). A missing attribute, one of another type class, one holding more than one
+// value, or a string longer than kMaxStringAttrBytes is a zt::InputError with `hint`;
+// nothing is allocated from what the file declares before those checks.
+inline constexpr size_t kMaxStringAttrBytes = size_t{1} << 20;
+bool has_attr(hid_t obj, const char* name, const std::string& path, std::string_view hint);
+std::string read_string_attr(hid_t obj, const char* name, const std::string& path,
+                             const std::string& where, std::string_view hint);
+uint32_t read_u32_attr(hid_t obj, const char* name, const std::string& path,
+                       const std::string& where, std::string_view hint);
+uint64_t read_u64_attr(hid_t obj, const char* name, const std::string& path,
+                       const std::string& where, std::string_view hint);
+int64_t read_i64_attr(hid_t obj, const char* name, const std::string& path,
+                      const std::string& where, std::string_view hint);
+double read_f64_attr(hid_t obj, const char* name, const std::string& path,
+                     const std::string& where, std::string_view hint);
+
+// Refuses a dataset whose contents this file does not hold, before anything is allocated
+// for it: raw data in other files (external storage, virtual layout), and storage that
+// was never written (read back as fill value, so a few hundred bytes of header can
+// declare gigabytes). Unfiltered data must store at least its declared bytes; filtered
+// (compressed) data must have every chunk written. Throws zt::InputError naming `path`
+// and the dataset `name`, with `hint`.
+void require_stored_here(hid_t dset, const std::string& path, const std::string& name,
+                         std::string_view hint);
 
 }  // namespace zt::data::h5
 

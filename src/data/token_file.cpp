@@ -135,49 +135,6 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
 
 // ---- reading ---------------------------------------------------------------------
 
-bool has_attr(hid_t obj, const char* name, const std::string& path) {
-  return ZT_H5_CHECK(H5Aexists(obj, name), path, kReconvertHint) > 0;
-}
-
-template <class T>
-T read_scalar_attr(hid_t obj, const char* name, hid_t mem_type, const std::string& path) {
-  if (!has_attr(obj, name, path))
-    throw InputError("token file '" + path + "' has no attribute '" + name + "'", kReconvertHint);
-  Handle attr(ZT_H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), path, kReconvertHint), Kind::kAttribute);
-  T value{};
-  if (H5Aread(attr.get(), mem_type, &value) < 0)
-    h5::fail("H5Aread", path, std::string("attribute '") + name + "' must be an integer; " +
-                                  kReconvertHint,
-             true, __FILE__, __LINE__);
-  return value;
-}
-
-std::string read_string_attr(hid_t obj, const char* name, const std::string& path) {
-  if (!has_attr(obj, name, path))
-    throw InputError("token file '" + path + "' has no attribute '" + name + "'", kReconvertHint);
-  Handle attr(ZT_H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), path, kReconvertHint), Kind::kAttribute);
-  Handle ftype(ZT_H5_CHECK(H5Aget_type(attr.get()), path, kReconvertHint), Kind::kDatatype);
-  if (H5Tget_class(ftype.get()) != H5T_STRING)
-    throw InputError("token file '" + path + "': attribute '" + name + "' is not a string",
-                     kReconvertHint);
-  Handle mtype(ZT_H5_CHECK(H5Tcopy(H5T_C_S1), path, kReconvertHint), Kind::kDatatype);
-  ZT_H5_CHECK(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())), path, kReconvertHint);
-  if (ZT_H5_CHECK(H5Tis_variable_str(ftype.get()), path, kReconvertHint) > 0) {
-    ZT_H5_CHECK(H5Tset_size(mtype.get(), H5T_VARIABLE), path, kReconvertHint);
-    char* text = nullptr;
-    ZT_H5_CHECK(H5Aread(attr.get(), mtype.get(), &text), path, kReconvertHint);
-    std::string out = text ? text : "";
-    H5free_memory(text);
-    return out;
-  }
-  const size_t size = H5Tget_size(ftype.get());
-  std::string out(size + 1, '\0');
-  ZT_H5_CHECK(H5Tset_size(mtype.get(), size + 1), path, kReconvertHint);
-  ZT_H5_CHECK(H5Aread(attr.get(), mtype.get(), out.data()), path, kReconvertHint);
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
-
 // Reads the 1-D dataset `name` into `out` (converted by HDF5 to mem_type).
 template <class T>
 void read_vector(hid_t file, const char* name, hid_t mem_type, std::vector<T>& out,
@@ -195,6 +152,7 @@ void read_vector(hid_t file, const char* name, hid_t mem_type, std::vector<T>& o
     throw InputError(strf("token file '%s': /%s must be 1-D", path.c_str(), name), kReconvertHint);
   hsize_t n = 0;
   ZT_H5_CHECK(H5Sget_simple_extent_dims(space.get(), &n, nullptr), path, kReconvertHint);
+  h5::require_stored_here(dset.get(), path, std::string("/") + name, kReconvertHint);
   out.resize(static_cast<size_t>(n));
   if (n > 0)
     ZT_H5_CHECK(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path,
@@ -247,8 +205,9 @@ TokenFile read_token_file(const std::string& path) {
   read_vector(file.get(), "tokens", H5T_NATIVE_UINT32, f.tokens, path);
   if (ZT_H5_CHECK(H5Lexists(file.get(), "doc_starts", H5P_DEFAULT), path, kReconvertHint) > 0)
     read_vector(file.get(), "doc_starts", H5T_NATIVE_UINT64, f.doc_starts, path);
-  f.vocab_size = read_scalar_attr<uint32_t>(file.get(), "vocab_size", H5T_NATIVE_UINT32, path);
-  f.tokenizer = read_string_attr(file.get(), "tokenizer", path);
+  const std::string where = "token file '" + path + "'";
+  f.vocab_size = h5::read_u32_attr(file.get(), "vocab_size", path, where, kReconvertHint);
+  f.tokenizer = h5::read_string_attr(file.get(), "tokenizer", path, where, kReconvertHint);
   file.close(path);
   validate(f, path);
   return f;

@@ -79,6 +79,45 @@ void raw_write(const std::string& path, const std::vector<uint32_t>& tokens, hid
   H5Fclose(f);
 }
 
+// Raw HDF5: /tokens declaring `declared` uint16 elements with creation list `dcpl`;
+// the first written.size() elements are written, the rest never are.
+void raw_write_declared(const std::string& path, hsize_t declared, hid_t dcpl,
+                        const std::vector<uint32_t>& written) {
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t s = H5Screate_simple(1, &declared, nullptr);
+  hid_t d = H5Dcreate2(f, "tokens", H5T_STD_U16LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  if (!written.empty()) {
+    const hsize_t start = 0, count = written.size();
+    hid_t mem = H5Screate_simple(1, &count, nullptr);
+    ASSERT_GE(H5Sselect_hyperslab(s, H5S_SELECT_SET, &start, nullptr, &count, nullptr), 0);
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_UINT32, mem, s, H5P_DEFAULT, written.data()), 0);
+    H5Sclose(mem);
+  }
+  hid_t scalar = H5Screate(H5S_SCALAR);
+  const uint32_t vocab = 256;
+  hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_U32LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_UINT32, &vocab);
+  H5Aclose(a);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, 5);
+  a = H5Acreate2(f, "tokenizer", t, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, t, "bytes");
+  H5Aclose(a);
+  H5Tclose(t);
+  H5Sclose(scalar);
+  H5Dclose(d);
+  H5Sclose(s);
+  H5Fclose(f);
+}
+
+hid_t chunked(hsize_t chunk) {
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 1, &chunk);
+  return dcpl;
+}
+
 }  // namespace
 
 TEST(ByteTokenizer, RoundTripsEveryByte) {
@@ -255,4 +294,99 @@ TEST(Corpus, ShippedCorpusFoundAndCacheNameFollowsContent) {
   EXPECT_EQ(fs::path(p1).parent_path(), temp_dir() / "zt");
   // FNV-1a 64 of "abc", computed independently: e71fa2190541574b.
   EXPECT_EQ(fs::path(p1).filename().string(), "c1-bytes-e71fa2190541574b.h5");
+}
+
+// A file of a few kilobytes that declares gigabytes of never-written tokens (HDF5 would
+// read them back as fill value) is refused before anything is allocated for them: the
+// fuzzer's out-of-memory finding. So are tokens kept in another file.
+TEST(TokenFile, DeclaredButUnstoredTokensAreRefused) {
+  const fs::path dir = temp_dir();
+  const std::string none = (dir / "declared.h5").string();
+  hid_t dcpl = chunked(1 << 20);
+  raw_write_declared(none, 1000000000ULL, dcpl, {});
+  EXPECT_LT(fs::file_size(none), 64u * 1024);
+  expect_input_error([&] { zt::data::read_token_file(none); },
+                     {"declared.h5", "/tokens", "declares 2000000000 bytes", "holds none"});
+
+  const std::string part = (dir / "part.h5").string();
+  raw_write_declared(part, 1000000000ULL, dcpl, std::vector<uint32_t>(100, 7));
+  expect_input_error([&] { zt::data::read_token_file(part); },
+                     {"part.h5", "/tokens", "holds only 2097152"});
+  H5Pclose(dcpl);
+
+  // Contiguous, allocated late and never written.
+  dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE);
+  const std::string late = (dir / "late.h5").string();
+  raw_write_declared(late, 500000000ULL, dcpl, {});
+  expect_input_error([&] { zt::data::read_token_file(late); }, {"late.h5", "holds none"});
+  H5Pclose(dcpl);
+
+  // Raw data in an external file, here one holding exactly the declared bytes.
+  const std::string outside = write_text("outside.bin", std::string(8, '\x01'));
+  dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_external(dcpl, outside.c_str(), 0, 8);
+  const std::string external = (dir / "external.h5").string();
+  raw_write_declared(external, 4, dcpl, {});
+  expect_input_error([&] { zt::data::read_token_file(external); },
+                     {"external.h5", "/tokens", "external files"});
+  H5Pclose(dcpl);
+}
+
+// Compressed tokens with every chunk written are read as written: the check does not
+// compare compressed bytes with declared ones.
+TEST(TokenFile, CompressedTokensWithEveryChunkWrittenAreRead) {
+  if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0) GTEST_SKIP() << "this HDF5 has no deflate filter";
+  std::vector<uint32_t> tokens(50000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i % 7);
+  hid_t dcpl = chunked(4096);
+  H5Pset_deflate(dcpl, 9);
+  const std::string path = (temp_dir() / "deflate.h5").string();
+  raw_write_declared(path, tokens.size(), dcpl, tokens);
+  H5Pclose(dcpl);
+  EXPECT_LT(fs::file_size(path), tokens.size());  // smaller than its 100,000 bytes of ids
+  EXPECT_EQ(zt::data::read_token_file(path).tokens, tokens);
+
+  // One compressed chunk written of the 244,141 that a billion tokens declare.
+  dcpl = chunked(4096);
+  H5Pset_deflate(dcpl, 9);
+  const std::string bomb = (temp_dir() / "deflate-declared.h5").string();
+  raw_write_declared(bomb, 1000000000ULL, dcpl, std::vector<uint32_t>(4096, 3));
+  H5Pclose(dcpl);
+  expect_input_error([&] { zt::data::read_token_file(bomb); },
+                     {"deflate-declared.h5", "in 244141 chunks", "holds only 1 of them"});
+}
+
+// Attributes are read only when they hold one value of the right class: an array where
+// one number is expected would otherwise be written past the number by H5Aread.
+TEST(TokenFile, AttributesMustHoldOneValue) {
+  const std::string path = (temp_dir() / "array-attr.h5").string();
+  raw_write(path, {1, 2}, H5T_STD_U16LE, false, 0, true);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const hsize_t three = 3;
+  hid_t space = H5Screate_simple(1, &three, nullptr);
+  hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_U32LE, space, H5P_DEFAULT, H5P_DEFAULT);
+  const uint32_t values[3] = {256, 256, 256};
+  H5Awrite(a, H5T_NATIVE_UINT32, values);
+  H5Aclose(a);
+  H5Sclose(space);
+  H5Fclose(f);
+  expect_input_error([&] { zt::data::read_token_file(path); },
+                     {"array-attr.h5", "attribute 'vocab_size' must hold a single value"});
+
+  const std::string text = (temp_dir() / "text-vocab.h5").string();
+  raw_write(text, {1, 2}, H5T_STD_U16LE, false, 0, true);
+  f = H5Fopen(text.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t scalar = H5Screate(H5S_SCALAR);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, 3);
+  a = H5Acreate2(f, "vocab_size", t, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, t, "256");
+  H5Aclose(a);
+  H5Tclose(t);
+  H5Sclose(scalar);
+  H5Fclose(f);
+  expect_input_error([&] { zt::data::read_token_file(text); },
+                     {"text-vocab.h5", "attribute 'vocab_size' must be an integer"});
 }
