@@ -28,6 +28,7 @@ namespace {
 // The flags as typed; turned into CheckOptions once parsing is done.
 struct CheckCli {
   std::string backend = "auto";
+  std::string mpi_collectives = "blocking";
   std::string ops = "all";
   std::string min_bytes = "8";
   std::string max_bytes = "256M";
@@ -127,6 +128,7 @@ check::CheckOptions to_options(const CheckCli& cli) {
   o.min_bytes = parse_size(cli.min_bytes);
   o.max_bytes = parse_size(cli.max_bytes);
   o.step_factor = static_cast<uint64_t>(cli.step_factor);
+  o.mpi_blocking = cli.mpi_collectives == "blocking";
   o.iters = cli.iters;
   o.warmup = cli.warmup;
   o.dtype = parse_dtype(cli.dtype);
@@ -160,9 +162,10 @@ check::CheckOptions to_options(const CheckCli& cli) {
 }
 
 std::string run_header(const check::CheckOptions& o, const std::string& backend, int nranks) {
+  const std::string shown = backend == "mpi" ? (o.mpi_blocking ? "mpi(blocking)" : "mpi(nonblocking)") : backend;
   return strf("# zt check: nranks %d backend %s minBytes %llu maxBytes %llu step: %llu(factor) "
               "warmup iters: %d iters: %d validation: 1 type: %s redop: %s\n",
-              nranks, backend.c_str(), static_cast<unsigned long long>(o.min_bytes),
+              nranks, shown.c_str(), static_cast<unsigned long long>(o.min_bytes),
               static_cast<unsigned long long>(o.max_bytes),
               static_cast<unsigned long long>(o.step_factor), o.warmup, o.iters,
               std::string(dtype_name(o.dtype)).c_str(),
@@ -193,8 +196,10 @@ int run_check(const CheckCli& cli) {
                               : report_dir              ? report_dir->string()
                                                         : std::filesystem::temp_directory_path().string();
   const check::NcclProbe probe = check::probe_nccl_network(rt.world(), *control, rt.device(), log_dir);
+  comm::MpiCommOptions mpi_options;
+  mpi_options.blocking_collectives = options.mpi_blocking;
   std::unique_ptr<comm::Comm> bench =
-      use_nccl ? comm::make_nccl_comm(rt.world()) : comm::make_mpi_comm(rt.world());
+      use_nccl ? comm::make_nccl_comm(rt.world()) : comm::make_mpi_comm(rt.world(), mpi_options);
   if (cli.timeout_s > 0.0) {
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cli.timeout_s * 1000.0));
     bench->set_timeout(timeout);
@@ -234,6 +239,11 @@ Run add_check_command(CLI::App& app) {
   const auto size_check = throwing_validator([](const std::string& s) { parse_size(s); }, "SIZE");
   sub->add_option("--backend", cli->backend, "auto (nccl when built with CUDA and a GPU is bound, else mpi), mpi, nccl")
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
+      ->capture_default_str();
+  sub->add_option("--mpi-collectives", cli->mpi_collectives,
+                  "MPI backend: time blocking calls (MPI_Allreduce ..., as IMB and OSU do) or "
+                  "nonblocking ones (MPI_Iallreduce + wait, as the training engine overlaps them)")
+      ->check(CLI::IsMember({"blocking", "nonblocking"}))
       ->capture_default_str();
   sub->add_option("--ops", cli->ops,
                   "comma-separated: all_reduce,all_gather,reduce_scatter,broadcast,sendrecv or all")

@@ -54,9 +54,12 @@ std::string report_markdown(const Report& report) {
             exit_code(report));
   for (const std::string& f : report.failures) s += "- FAILED: " + f + "\n";
   if (!report.failures.empty()) s += "\n";
+  const std::string backend =
+      report.backend == "mpi" ? strf("mpi (%s collectives)", o.mpi_blocking ? "blocking" : "nonblocking")
+                              : report.backend;
   s += strf("zt %s (%s); backend %s; %d ranks; sweep %s..%s by x%llu; %d warm-up + %d timed "
             "iterations per size; type %s; redop %s.\n\n",
-            kVersion, kGitCommit, report.backend.c_str(), report.nranks,
+            kVersion, kGitCommit, backend.c_str(), report.nranks,
             format_size(o.min_bytes).c_str(), format_size(o.max_bytes).c_str(),
             static_cast<unsigned long long>(o.step_factor), o.warmup, o.iters,
             std::string(dtype_name(o.dtype)).c_str(),

@@ -1,4 +1,5 @@
-// MpiComm: the Comm interface over MPI nonblocking collectives and host memory.
+// MpiComm: the Comm interface over MPI nonblocking (optionally blocking) collectives and
+// host memory.
 // Blocking operations are the async ones followed by wait() (comm.hpp). Operations on
 // more elements than one MPI call takes (`int` counts) are split into several calls:
 // all_reduce and broadcast chunk the buffer; all_gather becomes one broadcast per rank
@@ -14,6 +15,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/runtime/mpi_check.hpp"
+#include "zt/runtime/watchdog.hpp"
 
 namespace zt::comm {
 namespace {
@@ -63,9 +65,8 @@ class MpiComm final : public Comm {
     const MPI_Op mpi_op = ctx_->types->op(dtype, op);
     for (size_t off = 0; off < count || off == 0; off += chunk_limit()) {
       const int n = chunk(count, off);
-      ZT_MPI_CHECK(MPI_Iallreduce(in_place ? MPI_IN_PLACE : at(send, off, dtype),
-                                  at(recv, off, dtype), n, type, mpi_op, ctx_->comm,
-                                  req->add()));
+      post_allreduce(in_place ? MPI_IN_PLACE : at(send, off, dtype), at(recv, off, dtype), n,
+                     type, mpi_op, *req);
       if (count == 0) break;
     }
     finish_avg(*req, recv, count, dtype, op);
@@ -84,8 +85,7 @@ class MpiComm final : public Comm {
     const MPI_Datatype type = ctx_->types->datatype(dtype);
     if (count <= chunk_limit()) {
       const int n = static_cast<int>(count);
-      ZT_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, type, recv, n, type,
-                                  ctx_->comm, req->add()));
+      post_allgather(in_place ? MPI_IN_PLACE : send, recv, n, type, *req);
       return req;
     }
     // Too large for one call: every rank broadcasts its part, in chunks.
@@ -93,8 +93,7 @@ class MpiComm final : public Comm {
     for (int root = 0; root < size(); ++root) {
       void* base = at(recv, count * static_cast<size_t>(root), dtype);
       for (size_t off = 0; off < count; off += chunk_limit())
-        ZT_MPI_CHECK(MPI_Ibcast(at(base, off, dtype), chunk(count, off), type, root,
-                                ctx_->comm, req->add()));
+        post_bcast(at(base, off, dtype), chunk(count, off), type, root, *req);
     }
     return req;
   }
@@ -116,12 +115,10 @@ class MpiComm final : public Comm {
         // MPI_IN_PLACE would put the result at the start of the buffer, not at part
         // `rank`: reduce into scratch, copy into place when done.
         void* tmp = req->scratch(part);
-        ZT_MPI_CHECK(MPI_Ireduce_scatter_block(send, tmp, n, type, mpi_op, ctx_->comm,
-                                               req->add()));
+        post_reduce_scatter_block(send, tmp, n, type, mpi_op, *req);
         req->then([tmp, recv, part] { std::memcpy(recv, tmp, part); });
       } else {
-        ZT_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, n, type, mpi_op, ctx_->comm,
-                                               req->add()));
+        post_reduce_scatter_block(send, recv, n, type, mpi_op, *req);
       }
     } else {
       // Too large for one call: one reduce per rank (root r gets part r), in chunks.
@@ -130,9 +127,8 @@ class MpiComm final : public Comm {
         for (size_t off = 0; off < count; off += chunk_limit()) {
           const bool mine = root == rank();
           const void* s = (mine && in_place) ? MPI_IN_PLACE : at(base, off, dtype);
-          ZT_MPI_CHECK(MPI_Ireduce(s, mine ? at(recv, off, dtype) : nullptr,
-                                   chunk(count, off), type, mpi_op, root, ctx_->comm,
-                                   req->add()));
+          post_reduce(s, mine ? at(recv, off, dtype) : nullptr, chunk(count, off), type, mpi_op,
+                      root, *req);
         }
       }
     }
@@ -145,8 +141,7 @@ class MpiComm final : public Comm {
     auto req = start(Op::kBroadcast, count, dtype, ReduceOp::kSum, root);
     const MPI_Datatype type = ctx_->types->datatype(dtype);
     for (size_t off = 0; off < count || off == 0; off += chunk_limit()) {
-      ZT_MPI_CHECK(MPI_Ibcast(at(buf, off, dtype), chunk(count, off), type, root, ctx_->comm,
-                              req->add()));
+      post_bcast(at(buf, off, dtype), chunk(count, off), type, root, *req);
       if (count == 0) break;
     }
     return req;
@@ -205,6 +200,58 @@ class MpiComm final : public Comm {
              "peers and roots are ranks of this communicator, 0 <= r < size()");
   }
 
+  // Each posts one MPI collective into `req`: the nonblocking call, or with
+  // blocking_collectives the blocking one, under the comm's timeout (complete on
+  // return; nothing is added to `req`, whose completion steps still run at wait()).
+  void post_allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op,
+                      MpiRequest& req) {
+    if (!options_.blocking_collectives) {
+      ZT_MPI_CHECK(MPI_Iallreduce(s, r, n, t, op, ctx_->comm, req.add()));
+      return;
+    }
+    const auto guard = arm(req);
+    ZT_MPI_CHECK(MPI_Allreduce(s, r, n, t, op, ctx_->comm));
+  }
+  void post_allgather(const void* s, void* r, int n, MPI_Datatype t, MpiRequest& req) {
+    if (!options_.blocking_collectives) {
+      ZT_MPI_CHECK(MPI_Iallgather(s, n, t, r, n, t, ctx_->comm, req.add()));
+      return;
+    }
+    const auto guard = arm(req);
+    ZT_MPI_CHECK(MPI_Allgather(s, n, t, r, n, t, ctx_->comm));
+  }
+  void post_reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op,
+                                 MpiRequest& req) {
+    if (!options_.blocking_collectives) {
+      ZT_MPI_CHECK(MPI_Ireduce_scatter_block(s, r, n, t, op, ctx_->comm, req.add()));
+      return;
+    }
+    const auto guard = arm(req);
+    ZT_MPI_CHECK(MPI_Reduce_scatter_block(s, r, n, t, op, ctx_->comm));
+  }
+  void post_reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root,
+                   MpiRequest& req) {
+    if (!options_.blocking_collectives) {
+      ZT_MPI_CHECK(MPI_Ireduce(s, r, n, t, op, root, ctx_->comm, req.add()));
+      return;
+    }
+    const auto guard = arm(req);
+    ZT_MPI_CHECK(MPI_Reduce(s, r, n, t, op, root, ctx_->comm));
+  }
+  void post_bcast(void* buf, int n, MPI_Datatype t, int root, MpiRequest& req) {
+    if (!options_.blocking_collectives) {
+      ZT_MPI_CHECK(MPI_Ibcast(buf, n, t, root, ctx_->comm, req.add()));
+      return;
+    }
+    const auto guard = arm(req);
+    ZT_MPI_CHECK(MPI_Bcast(buf, n, t, root, ctx_->comm));
+  }
+  // The watchdog of blocking calls, started with the first one.
+  runtime::CallWatchdog::Guard arm(const MpiRequest& req) {
+    if (!watchdog_) watchdog_ = std::make_unique<runtime::CallWatchdog>();
+    return watchdog_->arm(req.what(), timeout());
+  }
+
   // Counts the operation and makes its request.
   std::unique_ptr<MpiRequest> start(Op what, size_t elems, DType dtype,
                                     ReduceOp op = ReduceOp::kSum, int peer = 0) {
@@ -224,6 +271,7 @@ class MpiComm final : public Comm {
 
   std::shared_ptr<const MpiContext> ctx_;
   MpiCommOptions options_;
+  std::unique_ptr<runtime::CallWatchdog> watchdog_;  // blocking_collectives only
 };
 
 }  // namespace

@@ -45,6 +45,7 @@ class MpiRequest final : public Request {
 
   void wait() override;
   bool test() override;
+  const std::string& what() const { return what_; }  // the operation, for messages
 
  private:
   std::shared_ptr<const MpiContext> ctx_;

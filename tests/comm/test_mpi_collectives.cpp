@@ -2,7 +2,8 @@
 // counts not divisible by the world size, checked element by element against the
 // independent reference of values.hpp. Run twice: with MPI's own count limit and with
 // at most 3 elements per MPI call, which exercises the split path that operations over
-// INT_MAX elements take.
+// INT_MAX elements take; each with MPI's nonblocking collectives (the default) and its
+// blocking ones (MpiCommOptions::blocking_collectives).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -16,18 +17,24 @@
 namespace zt::comm::testing {
 namespace {
 
-class MpiCollectives : public ::testing::TestWithParam<size_t> {
+struct Variant {
+  size_t max_elements_per_call;
+  bool blocking;
+};
+
+class MpiCollectives : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
     MpiCommOptions options;
-    options.max_elements_per_call = GetParam();
+    options.max_elements_per_call = GetParam().max_elements_per_call;
+    options.blocking_collectives = GetParam().blocking;
     comm_ = make_mpi_comm(MPI_COMM_WORLD, options);
     comm_->set_timeout(std::chrono::seconds(60));  // fail, never hang
   }
   // The split path makes one MPI call per 3 elements (reduce_scatter: per rank too), so
   // it runs on smaller counts: still 1, a count below n * 3, and a prime above it.
   std::vector<size_t> counts() const {
-    if (GetParam() == static_cast<size_t>(INT_MAX)) return {std::begin(kCounts), std::end(kCounts)};
+    if (GetParam().max_elements_per_call == static_cast<size_t>(INT_MAX)) return {std::begin(kCounts), std::end(kCounts)};
     return {1, 7, 31};
   }
   std::unique_ptr<Comm> comm_;
@@ -79,10 +86,14 @@ TEST_P(MpiCollectives, ZeroCountIsANoOp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Limits, MpiCollectives,
-                         ::testing::Values(static_cast<size_t>(INT_MAX), size_t{3}),
-                         [](const ::testing::TestParamInfo<size_t>& p) {
-                           return p.param == INT_MAX ? std::string("OneCall")
-                                                        : "Split" + std::to_string(p.param);
+                         ::testing::Values(Variant{INT_MAX, false}, Variant{3, false},
+                                           Variant{INT_MAX, true}, Variant{3, true}),
+                         [](const ::testing::TestParamInfo<Variant>& p) {
+                           const Variant& v = p.param;
+                           return (v.max_elements_per_call == INT_MAX
+                                       ? std::string("OneCall")
+                                       : "Split" + std::to_string(v.max_elements_per_call)) +
+                                  (v.blocking ? "Blocking" : "");
                          });
 
 }  // namespace

@@ -23,6 +23,10 @@ struct CheckOptions {
   DType dtype = DType::kF32;
   comm::ReduceOp redop = comm::ReduceOp::kSum;  // for all_reduce and reduce_scatter
   int root = 0;                                 // broadcast root
+  // MPI backend: time MPI's blocking collectives (MPI_Allreduce, ...: the calls IMB and
+  // OSU time) or its nonblocking ones (MPI_Iallreduce + wait: the calls the training
+  // engine overlaps). Open MPI serves the two with different components and algorithms.
+  bool mpi_blocking = true;
   // Sizes up to this go into the latency table (us per op).
   uint64_t latency_max_bytes = uint64_t{8} << 10;
   std::optional<Thresholds> thresholds;

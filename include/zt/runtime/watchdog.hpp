@@ -37,4 +37,53 @@ class Watchdog {
   std::thread thread_;
 };
 
+// CallWatchdog: the same deadline for many short blocking calls (e.g. every blocking MPI
+// collective of a benchmark loop), without a thread per call. One thread, started with
+// the CallWatchdog, looks every `tick` at the call in progress; a call that overran its
+// limit ends the job as Watchdog does. Arming and disarming cost a clock read and two
+// uncontended mutex operations, so timed loops stay undisturbed.
+//
+//   runtime::CallWatchdog dog;
+//   { auto guard = dog.arm(what, timeout); MPI_Allreduce(...); }
+class CallWatchdog {
+ public:
+  explicit CallWatchdog(std::chrono::milliseconds tick = std::chrono::milliseconds(50));
+  ~CallWatchdog();
+  CallWatchdog(const CallWatchdog&) = delete;
+  CallWatchdog& operator=(const CallWatchdog&) = delete;
+
+  // Disarms on destruction. `what` must outlive the guard (it is read only when the
+  // call overran).
+  class Guard {
+   public:
+    explicit Guard(CallWatchdog* dog) : dog_(dog) {}
+    ~Guard() { if (dog_) dog_->disarm(); }
+    Guard(Guard&& o) noexcept : dog_(o.dog_) { o.dog_ = nullptr; }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    Guard& operator=(Guard&&) = delete;
+
+   private:
+    CallWatchdog* dog_;
+  };
+  [[nodiscard]] Guard arm(const std::string& what, std::chrono::milliseconds limit);
+
+ private:
+  void disarm();
+  void watch();
+
+  std::chrono::milliseconds tick_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  const std::string* what_ = nullptr;  // the armed call, or nullptr
+  std::chrono::milliseconds limit_{0};
+  std::chrono::steady_clock::time_point deadline_{};
+  std::thread thread_;
+};
+
+// Logs that `what` did not finish within `limit` (rank, host, a hint) and ends the job
+// with MPI_Abort (std::_Exit(1) if that returns). For watchdog threads.
+[[noreturn]] void end_stuck_job(const std::string& what, std::chrono::milliseconds limit);
+
 }  // namespace zt::runtime
