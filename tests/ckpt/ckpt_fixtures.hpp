@@ -1,7 +1,7 @@
 #pragma once
 // Shared by the checkpoint tests: a small training configuration through the real
 // schema (tiny's shape cut down, short sequences), the shipped corpus in memory, the
-// communicators of a run (simulated nodes for hpZ), and bitwise comparisons.
+// communicators of a run (support/mpi_fixtures.hpp), and bitwise comparisons.
 #include <mpi.h>
 
 #include <cstring>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/mpi_fixtures.hpp"
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/core/config.hpp"
 #include "zt/data/corpus.hpp"
@@ -19,16 +20,10 @@
 
 namespace zt::ckpt::testing {
 
-inline int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-inline int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using zt::testing::Comms;
+using zt::testing::make_comms;
+using zt::testing::world_rank;
+using zt::testing::world_size;
 
 // `zt train` keys for a small, fast run; `extra` appended (later keys win).
 inline train::TrainConfig small_config(int world, std::vector<std::string> extra) {
@@ -49,25 +44,6 @@ inline const data::TokenFile& corpus() {
   return data;
 }
 
-// World (a duplicate of MPI_COMM_WORLD) and, with ranks_per_node > 0, simulated nodes.
-struct Comms {
-  std::unique_ptr<runtime::Runtime> rt;
-  std::unique_ptr<comm::Comm> world, node, cross;
-  MPI_Comm mpi = MPI_COMM_WORLD;
-};
-inline Comms make_comms(int ranks_per_node) {
-  Comms c;
-  if (ranks_per_node > 0) {
-    c.rt = std::make_unique<runtime::Runtime>(runtime::Options{ranks_per_node});
-    c.world = comm::make_mpi_comm(c.rt->world());
-    c.node = comm::make_mpi_comm(c.rt->node());
-    c.cross = comm::make_mpi_comm(c.rt->cross());
-    c.mpi = c.rt->world();
-  } else {
-    c.world = comm::make_mpi_comm(MPI_COMM_WORLD);
-  }
-  return c;
-}
 
 // A fresh folder (rank 0 removes and creates it; everyone waits).
 inline std::string fresh_dir(const std::string& name) {

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,74 +43,95 @@ std::string named(int rank, const Card& c) {
   return strf("world rank %d (host %s, pid %ld)", rank, c.host.data(), c.pid);
 }
 
-TEST(Liveness, TimeoutNamesTheSilentRankOnly) {
-  runtime::Runtime rt;
-  auto comm = comm::make_mpi_comm(rt.world());
-  if (comm->size() < 3) GTEST_SKIP() << "needs 3 ranks";
-  const std::vector<Card> who = cards();
-  const int last = comm->size() - 1;
-  std::vector<float> x(100, 1.0f);
-  if (comm->rank() == last) {
-    int go = 0;  // blocked outside zt's communication until rank 0 has seen the timeout
-    MPI_Recv(&go, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    comm->set_timeout(std::chrono::seconds(60));
-    comm->all_reduce(x.data(), x.data(), x.size(), DType::kF32, comm::ReduceOp::kSum);
-  } else {
-    comm->set_timeout(std::chrono::seconds(2));
-    comm::Handle h = comm->iall_reduce(x.data(), x.data(), x.size(), DType::kF32, comm::ReduceOp::kSum);
+// One all_reduce of 100 ones over the world; the ranks but the last start it under a 2 s
+// timeout and see it time out, the last rank joins late.
+class Liveness : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rt_ = std::make_unique<runtime::Runtime>();
+    comm_ = comm::make_mpi_comm(rt_->world());
+    last_ = comm_->size() - 1;
+  }
+  void TearDown() override {  // every rank that took part holds the sum
+    if (ran_) {
+      EXPECT_EQ(x_[99], static_cast<float>(comm_->size()));
+    }
+  }
+
+  // The early ranks: starts the all_reduce, returns the timeout's message.
+  std::string early_all_reduce_times_out() {
+    comm_->set_timeout(std::chrono::seconds(2));
+    pending_ = comm_->iall_reduce(x_.data(), x_.data(), x_.size(), DType::kF32, comm::ReduceOp::kSum);
     std::string msg;
     try {
-      h->wait();
+      pending_->wait();
     } catch (const Error& e) {
       msg = e.what();
     }
     EXPECT_NE(msg.find("did not complete within 2000 ms"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("no answer to a liveness probe"), std::string::npos) << msg;
-    EXPECT_NE(msg.find(named(last, who[static_cast<size_t>(last)])), std::string::npos) << msg;
-    for (int r = 0; r < last; ++r)  // alive, polling: never named
-      EXPECT_EQ(msg.find(strf("world rank %d (", r)), std::string::npos) << msg;
-    // Release the silent rank; the same request then finishes.
-    if (comm->rank() == 0) {
-      int go = 1;
-      MPI_Send(&go, 1, MPI_INT, last, 99, MPI_COMM_WORLD);
-    }
-    comm->set_timeout(std::chrono::seconds(60));
-    h->wait();
+    return msg;
   }
-  EXPECT_EQ(x[99], static_cast<float>(comm->size()));
+  // The early ranks, after releasing the last: the same request now finishes.
+  void early_finish() {
+    comm_->set_timeout(std::chrono::seconds(60));
+    pending_->wait();
+    ran_ = true;
+  }
+  // The last rank, once released.
+  void late_all_reduce() {
+    comm_->set_timeout(std::chrono::seconds(60));
+    comm_->all_reduce(x_.data(), x_.data(), x_.size(), DType::kF32, comm::ReduceOp::kSum);
+    ran_ = true;
+  }
+
+  std::unique_ptr<runtime::Runtime> rt_;
+  std::unique_ptr<comm::Comm> comm_;
+  int last_ = 0;
+  std::vector<float> x_ = std::vector<float>(100, 1.0f);
+  comm::Handle pending_;
+  bool ran_ = false;
+};
+
+TEST_F(Liveness, TimeoutNamesTheSilentRankOnly) {
+  if (comm_->size() < 3) GTEST_SKIP() << "needs 3 ranks";
+  const std::vector<Card> who = cards();
+  if (comm_->rank() == last_) {
+    int go = 0;  // blocked outside zt's communication until rank 0 has seen the timeout
+    MPI_Recv(&go, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    late_all_reduce();
+    return;
+  }
+  const std::string msg = early_all_reduce_times_out();
+  EXPECT_NE(msg.find("no answer to a liveness probe"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(named(last_, who[static_cast<size_t>(last_)])), std::string::npos) << msg;
+  for (int r = 0; r < last_; ++r)  // alive, polling: never named
+    EXPECT_EQ(msg.find(strf("world rank %d (", r)), std::string::npos) << msg;
+  if (comm_->rank() == 0) {
+    int go = 1;
+    MPI_Send(&go, 1, MPI_INT, last_, 99, MPI_COMM_WORLD);
+  }
+  early_finish();
 }
 
-TEST(Liveness, TimeoutSaysEveryRankAnsweredWhenAllAreAlive) {
-  runtime::Runtime rt;
-  auto comm = comm::make_mpi_comm(rt.world());
-  if (comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  const int last = comm->size() - 1;
-  std::vector<float> x(100, 1.0f);
-  if (comm->rank() == last) {
+TEST_F(Liveness, TimeoutSaysEveryRankAnsweredWhenAllAreAlive) {
+  if (comm_->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  if (comm_->rank() == last_) {
     // Alive and polling, but in a different operation (a receive) than the others.
     int go = 0;
-    comm->set_timeout(std::chrono::seconds(60));
-    comm->recv(&go, 1, DType::kI32, 0);
-    comm->all_reduce(x.data(), x.data(), x.size(), DType::kF32, comm::ReduceOp::kSum);
-  } else {
-    comm->set_timeout(std::chrono::seconds(2));
-    comm::Handle h = comm->iall_reduce(x.data(), x.data(), x.size(), DType::kF32, comm::ReduceOp::kSum);
-    std::string msg;
-    try {
-      h->wait();
-    } catch (const Error& e) {
-      msg = e.what();
-    }
-    EXPECT_NE(msg.find("every rank answered a liveness probe"), std::string::npos) << msg;
-    EXPECT_EQ(msg.find("world rank "), std::string::npos) << msg;
-    comm->set_timeout(std::chrono::seconds(60));
-    if (comm->rank() == 0) {
-      int go = 1;
-      comm->send(&go, 1, DType::kI32, last);
-    }
-    h->wait();
+    comm_->set_timeout(std::chrono::seconds(60));
+    comm_->recv(&go, 1, DType::kI32, 0);
+    late_all_reduce();
+    return;
   }
-  EXPECT_EQ(x[99], static_cast<float>(comm->size()));
+  const std::string msg = early_all_reduce_times_out();
+  EXPECT_NE(msg.find("every rank answered a liveness probe"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("world rank "), std::string::npos) << msg;
+  comm_->set_timeout(std::chrono::seconds(60));
+  if (comm_->rank() == 0) {
+    int go = 1;
+    comm_->send(&go, 1, DType::kI32, last_);
+  }
+  early_finish();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "support/mpi_fixtures.hpp"
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/model/model.hpp"
 #include "zt/model/optimizer.hpp"
@@ -19,16 +20,10 @@
 
 namespace zt::zero::testing {
 
-inline int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-inline int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using zt::testing::Comms;
+using zt::testing::make_comms;
+using zt::testing::world_rank;
+using zt::testing::world_size;
 
 // tiny's shape (byte vocabulary, GQA, SwiGLU) cut down: 2 layers, narrower, short context.
 inline model::Config reduced_config(bool tied = false) {
@@ -138,24 +133,6 @@ inline ReferenceRun reference_run(const model::Config& cfg, const Hyper& h, int 
   return out;
 }
 
-// Communicators of one run: world, and node/cross from a Runtime simulating nodes of
-// ranks_per_node ranks (0: no node communicators).
-struct Comms {
-  std::unique_ptr<runtime::Runtime> rt;
-  std::unique_ptr<comm::Comm> world, node, cross;
-};
-inline Comms make_comms(int ranks_per_node) {
-  Comms c;
-  if (ranks_per_node > 0) {
-    c.rt = std::make_unique<runtime::Runtime>(runtime::Options{ranks_per_node});
-    c.world = comm::make_mpi_comm(c.rt->world());
-    c.node = comm::make_mpi_comm(c.rt->node());
-    c.cross = comm::make_mpi_comm(c.rt->cross());
-  } else {
-    c.world = comm::make_mpi_comm(MPI_COMM_WORLD);
-  }
-  return c;
-}
 
 inline EngineOptions engine_options(const Hyper& h, int stage) {
   EngineOptions o;
