@@ -104,7 +104,19 @@ def main():
     # with its own algorithms. "ring" pins both components to their ring algorithm.
     ap.add_argument("--mpi-collectives", choices=["blocking", "nonblocking"], default="blocking")
     ap.add_argument("--algorithm", choices=["default", "ring"], default="default")
+    # Open MPI's large all_reduce allocates a temporary buffer per call. glibc serves it
+    # from the heap or from a fresh mmap (page faults on every call) by a threshold that
+    # moves with the process's history of frees, so two programs making the same call
+    # can differ by 10% (seen at 32 MiB). A fixed threshold for both removes that, but a
+    # fixed mmap threshold also fixes glibc's trim threshold at 128 KiB (heap returned and
+    # faulted in again on every call): with --malloc-mmap-threshold both are set, the trim
+    # threshold to 1 GiB. 0 (default) leaves glibc's dynamic thresholds.
+    ap.add_argument("--malloc-mmap-threshold", type=int, default=0)
     a = ap.parse_args()
+
+    if a.malloc_mmap_threshold > 0:
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(a.malloc_mmap_threshold)
+        os.environ["MALLOC_TRIM_THRESHOLD_"] = str(1 << 30)
 
     if a.algorithm == "ring":
         os.environ["OMPI_MCA_coll_libnbc_iallreduce_algorithm"] = "1"  # ring
@@ -138,7 +150,11 @@ def main():
         f"- zt: `{zt_cmd}`",
         f"- peer: `{imb_cmd}` (IMB-MPI1 built from intel/mpi-benchmarks outside this repository)",
         f"- reproduce: `python3 bench/imb/compare_allreduce.py --imb PATH/IMB-MPI1 --np {a.np} --rounds {a.rounds} "
-        f"--imb-sync {a.imb_sync} --mpi-collectives {a.mpi_collectives} --algorithm {a.algorithm}`",
+        f"--imb-sync {a.imb_sync} --mpi-collectives {a.mpi_collectives} --algorithm {a.algorithm} "
+        f"--malloc-mmap-threshold {a.malloc_mmap_threshold}`",
+        (f"- both run with MALLOC_MMAP_THRESHOLD_={a.malloc_mmap_threshold} MALLOC_TRIM_THRESHOLD_={1 << 30} "
+         "(glibc's thresholds fixed, not moved by each process's history)" if a.malloc_mmap_threshold > 0 else
+         "- glibc's dynamic mmap threshold (not fixed)"),
         "- busbw = bytes / t_avg * 2(n-1)/n in GB/s (1e9 B/s); medians over rounds",
         (f"- calls: zt {'MPI_Allreduce (coll/tuned), the same call as IMB' if a.mpi_collectives == 'blocking' else 'MPI_Iallreduce + wait (libnbc)'}; "
          "IMB MPI_Allreduce (coll/tuned)"),
