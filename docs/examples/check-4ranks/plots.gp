@@ -26,34 +26,34 @@ set size ratio -1
 unset key
 set object 1 rect from -0.5,-0.5 to 0.5,0.5 fc rgb '#dddddd' fs solid 1.0 noborder
 set label 2 '-' at 0,0 center front
-set object 2 rect from 0.5,-0.5 to 1.5,0.5 fc rgb '#b92f40' fs solid 1.0 noborder
-set label 3 '0.73' at 1,0 center front
-set object 3 rect from 1.5,-0.5 to 2.5,0.5 fc rgb '#f7f7f7' fs solid 1.0 noborder
-set label 4 '1.05' at 2,0 center front
-set object 4 rect from 2.5,-0.5 to 3.5,0.5 fc rgb '#f6f4f5' fs solid 1.0 noborder
-set label 5 '1.04' at 3,0 center front
-set object 5 rect from -0.5,0.5 to 0.5,1.5 fc rgb '#b92f40' fs solid 1.0 noborder
-set label 6 '0.73' at 0,1 center front
+set object 2 rect from 0.5,-0.5 to 1.5,0.5 fc rgb '#286baf' fs solid 1.0 noborder
+set label 3 '10.63' at 1,0 center front
+set object 3 rect from 1.5,-0.5 to 2.5,0.5 fc rgb '#2166ac' fs solid 1.0 noborder
+set label 4 '10.74' at 2,0 center front
+set object 4 rect from 2.5,-0.5 to 3.5,0.5 fc rgb '#286bae' fs solid 1.0 noborder
+set label 5 '10.63' at 3,0 center front
+set object 5 rect from -0.5,0.5 to 0.5,1.5 fc rgb '#286baf' fs solid 1.0 noborder
+set label 6 '10.63' at 0,1 center front
 set object 6 rect from 0.5,0.5 to 1.5,1.5 fc rgb '#dddddd' fs solid 1.0 noborder
 set label 7 '-' at 1,1 center front
-set object 7 rect from 1.5,0.5 to 2.5,1.5 fc rgb '#b2182b' fs solid 1.0 border lc rgb 'black' lw 3
-set label 8 '0.70' at 2,1 center front
-set object 8 rect from 2.5,0.5 to 3.5,1.5 fc rgb '#2166ac' fs solid 1.0 noborder
-set label 9 '1.40' at 3,1 center front
-set object 9 rect from -0.5,1.5 to 0.5,2.5 fc rgb '#f7f7f7' fs solid 1.0 noborder
-set label 10 '1.05' at 0,2 center front
-set object 10 rect from 0.5,1.5 to 1.5,2.5 fc rgb '#b2182b' fs solid 1.0 border lc rgb 'black' lw 3
-set label 11 '0.70' at 1,2 center front
+set object 7 rect from 1.5,0.5 to 2.5,1.5 fc rgb '#b31b2e' fs solid 1.0 noborder
+set label 8 '4.44' at 2,1 center front
+set object 8 rect from 2.5,0.5 to 3.5,1.5 fc rgb '#b41d30' fs solid 1.0 noborder
+set label 9 '4.46' at 3,1 center front
+set object 9 rect from -0.5,1.5 to 0.5,2.5 fc rgb '#2166ac' fs solid 1.0 noborder
+set label 10 '10.74' at 0,2 center front
+set object 10 rect from 0.5,1.5 to 1.5,2.5 fc rgb '#b31b2e' fs solid 1.0 noborder
+set label 11 '4.44' at 1,2 center front
 set object 11 rect from 1.5,1.5 to 2.5,2.5 fc rgb '#dddddd' fs solid 1.0 noborder
 set label 12 '-' at 2,2 center front
-set object 12 rect from 2.5,1.5 to 3.5,2.5 fc rgb '#2468ad' fs solid 1.0 noborder
-set label 13 '1.39' at 3,2 center front
-set object 13 rect from -0.5,2.5 to 0.5,3.5 fc rgb '#f6f4f5' fs solid 1.0 noborder
-set label 14 '1.04' at 0,3 center front
-set object 14 rect from 0.5,2.5 to 1.5,3.5 fc rgb '#2166ac' fs solid 1.0 noborder
-set label 15 '1.40' at 1,3 center front
-set object 15 rect from 1.5,2.5 to 2.5,3.5 fc rgb '#2468ad' fs solid 1.0 noborder
-set label 16 '1.39' at 2,3 center front
+set object 12 rect from 2.5,1.5 to 3.5,2.5 fc rgb '#b2182b' fs solid 1.0 border lc rgb 'black' lw 3
+set label 13 '4.39' at 3,2 center front
+set object 13 rect from -0.5,2.5 to 0.5,3.5 fc rgb '#286bae' fs solid 1.0 noborder
+set label 14 '10.63' at 0,3 center front
+set object 14 rect from 0.5,2.5 to 1.5,3.5 fc rgb '#b41d30' fs solid 1.0 noborder
+set label 15 '4.46' at 1,3 center front
+set object 15 rect from 1.5,2.5 to 2.5,3.5 fc rgb '#b2182b' fs solid 1.0 border lc rgb 'black' lw 3
+set label 16 '4.39' at 2,3 center front
 set object 16 rect from 2.5,2.5 to 3.5,3.5 fc rgb '#dddddd' fs solid 1.0 noborder
 set label 17 '-' at 3,3 center front
 plot NaN notitle
