@@ -162,7 +162,7 @@ check::CheckOptions to_options(const CheckCli& cli) {
 }
 
 std::string run_header(const check::CheckOptions& o, const std::string& backend, int nranks) {
-  const std::string shown = backend == "mpi" ? (o.mpi_blocking ? "mpi(blocking)" : "mpi(nonblocking)") : backend;
+  const std::string shown = backend == "mpi" ? strf("mpi(%s)", o.mpi_collectives()) : backend;
   return strf("# zt check: nranks %d backend %s minBytes %llu maxBytes %llu step: %llu(factor) "
               "warmup iters: %d iters: %d validation: 1 type: %s redop: %s\n",
               nranks, shown.c_str(), static_cast<unsigned long long>(o.min_bytes),

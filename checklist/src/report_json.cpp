@@ -84,7 +84,7 @@ json report_json(const Report& report) {
   json ops = json::array();
   for (CheckOp op : o.ops) ops.push_back(check_op_name(op));
   json config = {{"backend", report.backend},
-                 {"mpi_collectives", report.backend == "mpi" ? json(o.mpi_blocking ? "blocking" : "nonblocking")
+                 {"mpi_collectives", report.backend == "mpi" ? json(o.mpi_collectives())
                                                              : json(nullptr)},
                  {"nranks", report.nranks},
                  {"ops", ops},

@@ -55,7 +55,7 @@ std::string report_markdown(const Report& report) {
   for (const std::string& f : report.failures) s += "- FAILED: " + f + "\n";
   if (!report.failures.empty()) s += "\n";
   const std::string backend =
-      report.backend == "mpi" ? strf("mpi (%s collectives)", o.mpi_blocking ? "blocking" : "nonblocking")
+      report.backend == "mpi" ? strf("mpi (%s collectives)", o.mpi_collectives())
                               : report.backend;
   s += strf("zt %s (%s); backend %s; %d ranks; sweep %s..%s by x%llu; %d warm-up + %d timed "
             "iterations per size; type %s; redop %s.\n\n",

@@ -46,6 +46,26 @@ std::string write_text(const std::string& name, const std::string& text) {
 
 using zt::testing::expect_input_error;
 
+// Raw HDF5: the root attributes of a token file, each optional: vocab_size (uint32) and
+// tokenizer "bytes" (a fixed-length string, as other tools may write it).
+void raw_write_attrs(hid_t f, bool with_vocab, uint32_t vocab, bool with_tokenizer) {
+  hid_t scalar = H5Screate(H5S_SCALAR);
+  if (with_vocab) {
+    hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_U32LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_UINT32, &vocab);
+    H5Aclose(a);
+  }
+  if (with_tokenizer) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, 5);
+    hid_t a = H5Acreate2(f, "tokenizer", t, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, "bytes");
+    H5Aclose(a);
+    H5Tclose(t);
+  }
+  H5Sclose(scalar);
+}
+
 // Raw HDF5: a file with /tokens of the given file type, written from uint32 values, and
 // optional vocab_size/tokenizer attributes. The reference writer for reader tests.
 void raw_write(const std::string& path, const std::vector<uint32_t>& tokens, hid_t file_type,
@@ -61,21 +81,7 @@ void raw_write(const std::string& path, const std::vector<uint32_t>& tokens, hid
   }
   H5Dclose(d);
   H5Sclose(s);
-  hid_t scalar = H5Screate(H5S_SCALAR);
-  if (with_vocab) {
-    hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_U32LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, H5T_NATIVE_UINT32, &vocab);
-    H5Aclose(a);
-  }
-  if (with_tokenizer) {  // fixed-length string, as other tools may write it
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, 5);
-    hid_t a = H5Acreate2(f, "tokenizer", t, scalar, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, t, "bytes");
-    H5Aclose(a);
-    H5Tclose(t);
-  }
-  H5Sclose(scalar);
+  raw_write_attrs(f, with_vocab, vocab, with_tokenizer);
   H5Fclose(f);
 }
 
@@ -95,18 +101,7 @@ void raw_write_declared(const std::string& path, hsize_t declared, hid_t dcpl,
     ASSERT_GE(H5Dwrite(d, H5T_NATIVE_UINT32, mem, s, H5P_DEFAULT, written.data()), 0);
     H5Sclose(mem);
   }
-  hid_t scalar = H5Screate(H5S_SCALAR);
-  const uint32_t vocab = 256;
-  hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_U32LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, H5T_NATIVE_UINT32, &vocab);
-  H5Aclose(a);
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, 5);
-  a = H5Acreate2(f, "tokenizer", t, scalar, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, t, "bytes");
-  H5Aclose(a);
-  H5Tclose(t);
-  H5Sclose(scalar);
+  raw_write_attrs(f, true, 256, true);
   H5Dclose(d);
   H5Sclose(s);
   H5Fclose(f);

@@ -27,6 +27,8 @@ struct CheckOptions {
   // OSU time) or its nonblocking ones (MPI_Iallreduce + wait: the calls the training
   // engine overlaps). Open MPI serves the two with different components and algorithms.
   bool mpi_blocking = true;
+  // "blocking" or "nonblocking": the --mpi-collectives value, as reports name it.
+  const char* mpi_collectives() const { return mpi_blocking ? "blocking" : "nonblocking"; }
   // Sizes up to this go into the latency table (us per op).
   uint64_t latency_max_bytes = uint64_t{8} << 10;
   std::optional<Thresholds> thresholds;
