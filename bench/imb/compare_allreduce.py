@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +85,12 @@ def imb_round(imb, np_, iters, min_b, max_b, sync):
     return out, " ".join(cmd)
 
 
+def imb_warmup(iters):
+    """The untimed calls IMB-MPI1 makes before each size (IMB_warm_up: a tenth of the
+    timed iterations, at least 10 or all of them), so zt can be given the same number."""
+    return iters // 10 if iters // 10 >= 10 else min(10, iters)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--imb", required=True)
@@ -91,7 +98,12 @@ def main():
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="zt's untimed calls per size (default: as many as IMB makes for --iters)")
+    # A run that has just ended can still be giving back its memory and shared-memory
+    # segments when the next starts: the next one's first sizes read low (seen: IMB's
+    # 1-2 MiB at 2/3 of its usual busbw right after zt). Pause between runs.
+    ap.add_argument("--settle-s", type=float, default=3.0)
     ap.add_argument("--min-bytes", type=int, default=1 << 20)
     ap.add_argument("--max-bytes", type=int, default=256 << 20)
     ap.add_argument("--out", default=str(ROOT / "bench/results/allreduce-zt-vs-imb.md"))
@@ -113,6 +125,8 @@ def main():
     # threshold to 1 GiB. 0 (default) leaves glibc's dynamic thresholds.
     ap.add_argument("--malloc-mmap-threshold", type=int, default=0)
     a = ap.parse_args()
+    if a.warmup is None:
+        a.warmup = imb_warmup(a.iters)
 
     if a.malloc_mmap_threshold > 0:
         os.environ["MALLOC_MMAP_THRESHOLD_"] = str(a.malloc_mmap_threshold)
@@ -126,12 +140,20 @@ def main():
     for r in range(a.rounds):
         # Odd rounds zt first, even rounds IMB first: whatever one run leaves behind
         # (freed pages, caches) falls on both equally.
+        def run_zt():
+            time.sleep(a.settle_s)
+            return zt_round(a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes, a.mpi_collectives)
+
+        def run_imb():
+            time.sleep(a.settle_s)
+            return imb_round(a.imb, a.np, a.iters, a.min_bytes, a.max_bytes, a.imb_sync)
+
         if r % 2 == 0:
-            z, zt_cmd = zt_round(a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes, a.mpi_collectives)
-            i, imb_cmd = imb_round(a.imb, a.np, a.iters, a.min_bytes, a.max_bytes, a.imb_sync)
+            z, zt_cmd = run_zt()
+            i, imb_cmd = run_imb()
         else:
-            i, imb_cmd = imb_round(a.imb, a.np, a.iters, a.min_bytes, a.max_bytes, a.imb_sync)
-            z, zt_cmd = zt_round(a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes, a.mpi_collectives)
+            i, imb_cmd = run_imb()
+            z, zt_cmd = run_zt()
         zt_runs.append(z)
         imb_runs.append(i)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
@@ -146,12 +168,14 @@ def main():
         f"- machine: {platform.node()}, {cpu}, {os.cpu_count()} cores; {mpi}",
         f"- commit: {commit}",
         f"- ranks: {a.np} on one host (oversubscribed, shared memory transport); {a.rounds} rounds, "
-        f"interleaved (zt first in odd rounds, IMB first in even ones); {a.iters} iterations per size (IMB -iter_policy off), float, sum",
+        f"interleaved (zt first in odd rounds, IMB first in even ones), {a.settle_s:g} s pause before each run; "
+        f"{a.iters} timed and {a.warmup} untimed calls per size for both (IMB -iter_policy off makes "
+        f"{imb_warmup(a.iters)} warm-up calls for -iter {a.iters}), float, sum",
         f"- zt: `{zt_cmd}`",
         f"- peer: `{imb_cmd}` (IMB-MPI1 built from intel/mpi-benchmarks outside this repository)",
         f"- reproduce: `python3 bench/imb/compare_allreduce.py --imb PATH/IMB-MPI1 --np {a.np} --rounds {a.rounds} "
         f"--imb-sync {a.imb_sync} --mpi-collectives {a.mpi_collectives} --algorithm {a.algorithm} "
-        f"--malloc-mmap-threshold {a.malloc_mmap_threshold}`",
+        f"--malloc-mmap-threshold {a.malloc_mmap_threshold} --warmup {a.warmup} --settle-s {a.settle_s:g}`",
         (f"- both run with MALLOC_MMAP_THRESHOLD_={a.malloc_mmap_threshold} MALLOC_TRIM_THRESHOLD_={1 << 30} "
          "(glibc's thresholds fixed, not moved by each process's history)" if a.malloc_mmap_threshold > 0 else
          "- glibc's dynamic mmap threshold (not fixed)"),

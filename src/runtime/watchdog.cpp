@@ -1,4 +1,5 @@
-// Watchdog (see watchdog.hpp): ends the job when a guarded blocking step overruns.
+// CallWatchdog and Watchdog (see watchdog.hpp): end the job when a guarded blocking step
+// overruns.
 #include "zt/runtime/watchdog.hpp"
 
 #include <mpi.h>
@@ -9,24 +10,6 @@
 #include "zt/core/log.hpp"
 
 namespace zt::runtime {
-
-Watchdog::Watchdog(std::string what, std::chrono::milliseconds limit)
-    : what_(std::move(what)), limit_(limit), thread_([this] { watch(); }) {}
-
-Watchdog::~Watchdog() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    done_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void Watchdog::watch() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (cv_.wait_for(lock, limit_, [this] { return done_; })) return;
-  end_stuck_job(what_, limit_);
-}
 
 CallWatchdog::CallWatchdog(std::chrono::milliseconds tick)
     : tick_(tick), thread_([this] { watch(); }) {}

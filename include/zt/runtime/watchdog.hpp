@@ -3,7 +3,7 @@
 // parallel HDF5 checkpoint write, whose MPI-IO and metadata collectives block inside MPI.
 // When one rank fails inside such a call (disk full, read-only file system) the ranks can
 // end up waiting in different collectives forever. While a Watchdog is alive, a thread
-// waits; if the guarded scope has not ended within `limit`, it logs which operation was
+// watches; if the guarded scope has not ended within `limit`, it logs which operation was
 // stuck (rank, host, limit) and ends the whole job with MPI_Abort, so no rank hangs.
 //
 //   { runtime::Watchdog guard("writing checkpoint step-7.h5", timeout); save(...); }
@@ -16,26 +16,9 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace zt::runtime {
-
-class Watchdog {
- public:
-  Watchdog(std::string what, std::chrono::milliseconds limit);
-  ~Watchdog();  // disarms and joins
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
- private:
-  void watch();
-
-  std::string what_;
-  std::chrono::milliseconds limit_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
 
 // CallWatchdog: the same deadline for many short blocking calls (e.g. every blocking MPI
 // collective of a benchmark loop), without a thread per call. One thread, started with
@@ -80,6 +63,19 @@ class CallWatchdog {
   std::chrono::milliseconds limit_{0};
   std::chrono::steady_clock::time_point deadline_{};
   std::thread thread_;
+};
+
+// Watchdog: one guarded scope, a CallWatchdog of its own armed for its whole life (the
+// deadline is checked every 50 ms, so the job ends within limit + 50 ms).
+class Watchdog {
+ public:
+  Watchdog(std::string what, std::chrono::milliseconds limit)
+      : what_(std::move(what)), dog_(), guard_(dog_.arm(what_, limit)) {}
+
+ private:
+  std::string what_;            // read by dog_ when the scope overran
+  CallWatchdog dog_;
+  CallWatchdog::Guard guard_;   // destroyed first: disarms before dog_ joins its thread
 };
 
 // Logs that `what` did not finish within `limit` (rank, host, a hint) and ends the job
