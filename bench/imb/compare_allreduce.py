@@ -46,10 +46,10 @@ def bus_factor(n):
     return 2.0 * (n - 1) / n
 
 
-def zt_round(zt, np_, iters, warmup, min_b, max_b, collectives):
+def zt_round(zt, np_, iters, warmup, min_b, max_b, collectives, lead_in):
     with tempfile.TemporaryDirectory() as d:
         cmd = mpirun(np_) + [zt, "check", "--ops", "all_reduce", "--mpi-collectives", collectives,
-                             "--min-bytes", str(min_b),
+                             "--min-bytes", str(min_b >> lead_in),
                              "--max-bytes", str(max_b), "--iters", str(iters),
                              "--warmup", str(warmup), "--report", d]
         run(cmd)
@@ -57,6 +57,8 @@ def zt_round(zt, np_, iters, warmup, min_b, max_b, collectives):
     out = {}
     for row in zt_rows(report):
         size = int(row["size"])
+        if size < min_b:
+            continue
         t_us = float(row["out_of_place"]["time"])
         out[size] = size / (t_us * 1e-6) * bus_factor(np_) / 1e9
     return out, " ".join(cmd[:-1] + ["DIR"])
@@ -70,8 +72,8 @@ def zt_rows(report):
     return rows
 
 
-def imb_round(imb, np_, iters, min_b, max_b, sync):
-    lo, hi = min_b.bit_length() - 1, max_b.bit_length() - 1
+def imb_round(imb, np_, iters, min_b, max_b, sync, lead_in):
+    lo, hi = min_b.bit_length() - 1 - lead_in, max_b.bit_length() - 1
     cmd = mpirun(np_) + [imb, "Allreduce", "-npmin", str(np_), "-msglog", f"{lo}:{hi}",
                          "-iter", str(iters), "-iter_policy", "off", "-mem", "4",
                          "-time", "1000", "-sync", str(sync)]
@@ -104,6 +106,11 @@ def main():
     # segments when the next starts: the next one's first sizes read low (seen: IMB's
     # 1-2 MiB at 2/3 of its usual busbw right after zt). Pause between runs.
     ap.add_argument("--settle-s", type=float, default=3.0)
+    # The first size a process measures also pays what it does once: shared-memory
+    # connections set up on first use, the other ranks still starting. Both sweeps
+    # start this many sizes (each half the next) below --min-bytes; the table leaves
+    # them out.
+    ap.add_argument("--lead-in", type=int, default=1)
     ap.add_argument("--min-bytes", type=int, default=1 << 20)
     ap.add_argument("--max-bytes", type=int, default=256 << 20)
     ap.add_argument("--out", default=str(ROOT / "bench/results/allreduce-zt-vs-imb.md"))
@@ -142,11 +149,11 @@ def main():
         # (freed pages, caches) falls on both equally.
         def run_zt():
             time.sleep(a.settle_s)
-            return zt_round(a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes, a.mpi_collectives)
+            return zt_round(a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes, a.mpi_collectives, a.lead_in)
 
         def run_imb():
             time.sleep(a.settle_s)
-            return imb_round(a.imb, a.np, a.iters, a.min_bytes, a.max_bytes, a.imb_sync)
+            return imb_round(a.imb, a.np, a.iters, a.min_bytes, a.max_bytes, a.imb_sync, a.lead_in)
 
         if r % 2 == 0:
             z, zt_cmd = run_zt()
@@ -170,12 +177,14 @@ def main():
         f"- ranks: {a.np} on one host (oversubscribed, shared memory transport); {a.rounds} rounds, "
         f"interleaved (zt first in odd rounds, IMB first in even ones), {a.settle_s:g} s pause before each run; "
         f"{a.iters} timed and {a.warmup} untimed calls per size for both (IMB -iter_policy off makes "
-        f"{imb_warmup(a.iters)} warm-up calls for -iter {a.iters}), float, sum",
+        f"{imb_warmup(a.iters)} warm-up calls for -iter {a.iters}), float, sum; both sweeps start {a.lead_in} "
+        f"size(s) below the table's first (lead-in, left out)",
         f"- zt: `{zt_cmd}`",
         f"- peer: `{imb_cmd}` (IMB-MPI1 built from intel/mpi-benchmarks outside this repository)",
         f"- reproduce: `python3 bench/imb/compare_allreduce.py --imb PATH/IMB-MPI1 --np {a.np} --rounds {a.rounds} "
         f"--imb-sync {a.imb_sync} --mpi-collectives {a.mpi_collectives} --algorithm {a.algorithm} "
-        f"--malloc-mmap-threshold {a.malloc_mmap_threshold} --warmup {a.warmup} --settle-s {a.settle_s:g}`",
+        f"--malloc-mmap-threshold {a.malloc_mmap_threshold} --warmup {a.warmup} --settle-s {a.settle_s:g} --lead-in {a.lead_in} "
+        f"--iters {a.iters} --min-bytes {a.min_bytes} --max-bytes {a.max_bytes}`",
         (f"- both run with MALLOC_MMAP_THRESHOLD_={a.malloc_mmap_threshold} MALLOC_TRIM_THRESHOLD_={1 << 30} "
          "(glibc's thresholds fixed, not moved by each process's history)" if a.malloc_mmap_threshold > 0 else
          "- glibc's dynamic mmap threshold (not fixed)"),
