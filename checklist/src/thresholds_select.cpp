@@ -2,8 +2,14 @@
 // sweep (include/zt/check/thresholds.hpp).
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
+#include "zt/check/environment.hpp"
+#include "zt/check/nccl_log.hpp"
 #include "zt/check/thresholds.hpp"
+#include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 
@@ -13,6 +19,23 @@ namespace {
 std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   return s;
+}
+
+// Where the shipped thresholds tables are: $ZT_THRESHOLDS_DIR, else the source tree's.
+std::string thresholds_dir() {
+  const char* env = std::getenv("ZT_THRESHOLDS_DIR");
+  return env != nullptr && *env != '\0' ? env : ZT_THRESHOLDS_DIR;
+}
+
+// First /sys/class/infiniband/*/ports/1/rate ("400 Gb/sec (4X NDR)"), or "".
+std::string infiniband_rate() {
+  std::error_code ec;
+  for (const auto& dev : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
+    std::ifstream in(dev.path() / "ports" / "1" / "rate");
+    std::string rate;
+    if (std::getline(in, rate)) return rate;
+  }
+  return {};
 }
 
 }  // namespace
@@ -54,6 +77,24 @@ void drop_gates_outside(Thresholds& t, const std::vector<uint64_t>& sweep) {
   t.ops.erase(std::remove_if(t.ops.begin(), t.ops.end(),
                              [](const OpThresholds& op) { return !op.busbw && !op.latency; }),
               t.ops.end());
+}
+
+// --thresholds auto: the shipped tables for rank 0's GPU and fabric, merged; gates at
+// sizes outside the sweep are dropped with a note.
+Thresholds auto_thresholds(const Environment& env, const std::vector<uint64_t>& sweep) {
+  FabricFacts facts;
+  facts.providers = env.fabric_providers;
+  facts.infiniband_sysfs = !infiniband_rate().empty();
+  const std::string device = env.ranks.empty() ? "" : env.ranks[0].device_name;
+  const std::vector<std::string> files = select_threshold_files(
+      thresholds_dir(), device, expected_network(facts), infiniband_rate());
+  if (files.empty())
+    throw InputError("--thresholds auto: zt ships no table for GPU '" + device + "'",
+                     "give --thresholds FILE (checklist/thresholds/ has examples)");
+  Thresholds t = parse_thresholds_file(files[0]);
+  for (size_t i = 1; i < files.size(); ++i) t = merge_thresholds(t, parse_thresholds_file(files[i]));
+  drop_gates_outside(t, sweep);
+  return t;
 }
 
 }  // namespace zt::check

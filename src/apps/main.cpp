@@ -1,4 +1,4 @@
-// zt: the one command. Subcommands: check, train, convert (and later estimate).
+// zt: the one command. Subcommands: check, train, convert, estimate (one file each here).
 //
 // Exit codes: 0 success; 1 a check failed or a runtime failure; 2 bad usage or input.
 // A failure seen after MPI started ends every rank (MPI_Abort with the exit code), so a
@@ -44,29 +44,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("zt ") + zt::kVersion + " (" + zt::kGitCommit + ")");
   app.require_subcommand(1);
 
-  struct Entry { CLI::App* sub; zt::apps::Run run; };
+  // Every subcommand, with the function that runs it.
+  struct Entry {
+    CLI::App* sub;
+    zt::apps::Run run;
+  };
   std::vector<Entry> entries;
-  auto add = [&](zt::apps::Run run) {
+  for (auto add : {zt::apps::add_check_command, zt::apps::add_train_command,
+                   zt::apps::add_convert_command, zt::apps::add_estimate_command}) {
+    zt::apps::Run run = add(app);
     // get_subcommands() with no filter lists only the *parsed* ones; this lists all.
     entries.push_back({app.get_subcommands([](CLI::App*) { return true; }).back(), std::move(run)});
-  };
-#ifdef ZT_APP_CHECK
-  add(zt::apps::add_check_command(app));
-#endif
-#ifdef ZT_APP_TRAIN
-  add(zt::apps::add_train_command(app));
-#endif
-#ifdef ZT_APP_CONVERT
-  add(zt::apps::add_convert_command(app));
-#endif
-#if defined(ZT_APP_CONVERT) && defined(ZT_APP_HF_CONVERT)
-  // h5-to-hf and hf-to-h5 (src/ckpt) join `zt convert`; their leaves are matched first.
-  for (zt::apps::LeafRun& leaf : zt::apps::add_hf_convert_commands(*app.get_subcommand("convert")))
-    entries.insert(entries.begin(), {leaf.sub, std::move(leaf.run)});
-#endif
-#ifdef ZT_APP_ESTIMATE
-  add(zt::apps::add_estimate_command(app));
-#endif
+  }
 
   try {
     app.parse(argc, argv);

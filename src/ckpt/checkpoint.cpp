@@ -11,6 +11,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/model/layout.hpp"
+#include "zt/runtime/agree.hpp"
 #include "zt/runtime/mpi_check.hpp"
 
 namespace zt::ckpt {
@@ -41,21 +42,14 @@ SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteConte
   const uint64_t bytes =
       static_cast<uint64_t>(model::ParamLayout(c.header.config).total_numel()) * 3 * sizeof(float);
   const std::string tmp = begin_publish(comm, dir, step, bytes);
-  // Every rank reaches the agreement below, failed or not, so none waits for another.
-  int failed = 0;
-  std::string error;
-  try {
-    write_file(comm, tmp, c);
-  } catch (const Error& e) {
-    failed = 1;
-    error = e.what();
-  }
-  ZT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm));
-  if (failed) {
+  // Every rank reaches the agreement, failed or not, so none waits for another.
+  const runtime::Agreement written = runtime::agree(comm, [&] { write_file(comm, tmp, c); });
+  if (written.failed()) {
     abandon_publish(comm, tmp);
-    throw Error(error.empty() ? "writing checkpoint '" + tmp + "' failed on another rank (its "
-                                "message says why); the file was removed"
-                              : error,
+    const std::string own = written.own_message();
+    throw Error(own.empty() ? "writing checkpoint '" + tmp + "' failed on another rank (its "
+                              "message says why); the file was removed"
+                            : own,
                 "check free disk space and that ckpt.dir is writable; `latest` still names the "
                 "previous checkpoint");
   }

@@ -10,6 +10,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/model/layout.hpp"
+#include "zt/runtime/agree.hpp"
 #include "zt/runtime/mpi_check.hpp"
 #include "zt/version.hpp"
 
@@ -59,22 +60,11 @@ uint64_t checksum(std::span<const float> x, uint64_t first) {
 }
 
 // After a data transfer that may fail on some ranks only (a full disk, an I/O error): all
-// ranks agree (one min-all_reduce) and all throw, so none is left in the next collective.
+// ranks agree (one all_reduce) and all throw, so none is left in the next collective.
 void agree(MPI_Comm comm, herr_t rc, const std::string& what, const std::string& path) {
-  std::string why;
-  if (rc < 0) {
-    try {
-      data::h5::fail(what.c_str(), path, kWriteHint, false, __FILE__, __LINE__);
-    } catch (const Error& e) {
-      why = e.message();
-    }
-  }
-  int ok = rc >= 0 ? 1 : 0;
-  if (comm != MPI_COMM_NULL) ZT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm));
-  if (!ok)
-    throw Error(why.empty() ? what + " failed on another rank writing '" + path + "' (its message says why)"
-                            : why,
-                kWriteHint);
+  runtime::agree(comm, [&] {
+    if (rc < 0) data::h5::fail(what.c_str(), path, kWriteHint, false, __FILE__, __LINE__);
+  }).rethrow(what + " failed on another rank writing '" + path + "' (its message says why)", kWriteHint);
 }
 
 int comm_rank(MPI_Comm comm) {

@@ -101,4 +101,35 @@ std::string format_size_approx(uint64_t bytes) {
   return text;
 }
 
+double in_unit(uint64_t bytes, BinaryUnit unit) {
+  double scale = 1.0;
+  for (int i = 0; i < static_cast<int>(unit); ++i) scale *= 1024.0;
+  return static_cast<double>(bytes) / scale;
+}
+
+const char* unit_name(BinaryUnit unit) {
+  switch (unit) {
+    case BinaryUnit::kKiB: return "KiB";
+    case BinaryUnit::kMiB: return "MiB";
+    case BinaryUnit::kGiB: return "GiB";
+  }
+  return "?";
+}
+
+std::string format_binary(uint64_t bytes, BinaryUnit unit, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f %s", decimals, in_unit(bytes, unit), unit_name(unit));
+  return text;
+}
+
+std::string format_si(uint64_t bytes) {
+  const double x = static_cast<double>(bytes);
+  char text[32];
+  if (x < 1e3) std::snprintf(text, sizeof text, "%.0f B", x);
+  else if (x < 1e6) std::snprintf(text, sizeof text, "%.0f kB", x / 1e3);
+  else if (x < 1e9) std::snprintf(text, sizeof text, "%.2f MB", x / 1e6);
+  else std::snprintf(text, sizeof text, "%.2f GB", x / 1e9);
+  return text;
+}
+
 }  // namespace zt

@@ -6,10 +6,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/shipped.hpp"
+#include "zt/data/text.hpp"
+#include "zt/runtime/agree.hpp"
+#include "zt/runtime/mpi_check.hpp"
 
 namespace zt::data {
 namespace fs = std::filesystem;
@@ -55,6 +59,29 @@ std::string cached_tokens_path(const std::string& text_path) {
   return (fs::path(cache_dir()) /
           strf("%s-bytes-%016llx.h5", stem.c_str(), static_cast<unsigned long long>(h)))
       .string();
+}
+
+std::string prepare_shipped_tokens(MPI_Comm world) {
+  std::string path;
+  runtime::collectively(world, [&] {
+    const std::string corpus = find_shipped_corpus();
+    path = cached_tokens_path(corpus);
+    std::error_code ec;
+    if (fs::exists(path, ec)) return;
+    const fs::path dir = fs::path(path).parent_path();
+    fs::create_directories(dir, ec);
+    if (ec)
+      throw InputError("cannot create the cache folder '" + dir.string() + "': " + ec.message(),
+                       "set XDG_CACHE_HOME to a writable folder, or convert the corpus "
+                       "yourself and set data.path");
+    log::info("zt train: converting " + corpus + " -> " + path + " (first use)");
+    convert_text_to_tokens({corpus}, path, WriteOptions{".tmp." + std::to_string(::getpid())});
+  }, /*rank0_only=*/true);
+  int len = static_cast<int>(path.size());
+  ZT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, world));
+  path.resize(static_cast<size_t>(len));
+  ZT_MPI_CHECK(MPI_Bcast(path.data(), len, MPI_CHAR, 0, world));
+  return path;
 }
 
 }  // namespace zt::data

@@ -32,4 +32,17 @@ std::string decode_ids(std::span<const Id> ids) {
 std::string ByteTokenizer::decode(std::span<const uint32_t> ids) { return decode_ids(ids); }
 std::string ByteTokenizer::decode(std::span<const int32_t> ids) { return decode_ids(ids); }
 
+std::string ByteTokenizer::printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const unsigned char c : text) {
+    if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) {
+      out += static_cast<char>(c);
+    } else {
+      out += strf("\\x%02x", c);
+    }
+  }
+  return out;
+}
+
 }  // namespace zt::data

@@ -1,7 +1,13 @@
 // The schema of `zt train` and its resolution into a TrainConfig.
 #include "zt/train/config.hpp"
 
+#include <omp.h>
+#include <sched.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <thread>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -189,6 +195,17 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.zero.offload = offload::offload_options(c);
   t.ckpt = ckpt::ckpt_options(c);
   return t;
+}
+
+int resolve_threads(int configured, int ranks_on_node) {
+  if (configured > 0) return configured;
+  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && *env) return omp_get_max_threads();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int bound = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  const int host = static_cast<int>(std::thread::hardware_concurrency());
+  if (bound > 0 && bound < host) return bound;
+  return std::max(1, host / std::max(1, ranks_on_node));
 }
 
 }  // namespace zt::train

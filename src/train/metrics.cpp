@@ -5,8 +5,11 @@
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <nlohmann/json.hpp>
 #include <vector>
 
+#include "zt/core/log.hpp"
+#include "zt/core/units.hpp"
 #include "zt/kernels/linear.hpp"
 
 namespace zt::train {
@@ -50,6 +53,48 @@ double measure_cpu_peak_flops() {
 double mfu(double tokens_per_s, double flops_per_token, int ranks, double peak_flops_per_rank) {
   if (peak_flops_per_rank <= 0.0 || ranks <= 0) return 0.0;
   return tokens_per_s * flops_per_token / (static_cast<double>(ranks) * peak_flops_per_rank);
+}
+
+std::string step_line(const StepRecord& r, int64_t steps) {
+  const zero::MemoryStats& m = r.zero_memory;
+  const auto mib = [](size_t bytes) { return format_binary(bytes, BinaryUnit::kMiB, 1); };
+  return strf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f%s | %8.0f tok/s | MFU %5.1f%% "
+              "| mem %s (peak %s) | comm intra %s inter %s | states %s + work %s (peak %s) | %.3f s",
+              static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
+              r.grad_norm, r.clip_coef < 1.0 ? " (clipped)" : "", r.tokens_per_s, 100.0 * r.mfu,
+              mib(r.rss_bytes).c_str(), mib(r.peak_rss_bytes).c_str(),
+              format_si(r.intra_node_bytes).c_str(), format_si(r.inter_node_bytes).c_str(),
+              mib(m.model_states()).c_str(), mib(m.total() - m.model_states()).c_str(),
+              mib(m.peak_total).c_str(), r.step_time_s);
+}
+
+std::string step_json(const StepRecord& r) {
+  nlohmann::json j = {{"step", r.step},
+                      {"loss", r.loss},
+                      {"lr", r.lr},
+                      {"grad_norm", r.grad_norm},
+                      {"clip_coef", r.clip_coef},
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"mfu", r.mfu},
+                      {"step_time_s", r.step_time_s},
+                      {"tokens", r.tokens_seen},
+                      {"rss_bytes", r.rss_bytes},
+                      {"peak_rss_bytes", r.peak_rss_bytes},
+                      {"comm_intra_node_bytes", r.intra_node_bytes},
+                      {"comm_inter_node_bytes", r.inter_node_bytes}};
+  nlohmann::json groups;
+  for (int g = 0; g < zero::kGroupCount; ++g)
+    groups[std::string(zero::group_name(static_cast<zero::Group>(g)))] = r.comm_bytes[g];
+  j["comm_bytes"] = groups;
+  const zero::MemoryStats& m = r.zero_memory;
+  nlohmann::json memory;
+  for (const zero::MemoryField& f : zero::kMemoryFields) memory[f.key] = m.*f.bytes;
+  memory["model_states"] = m.model_states();
+  memory["total"] = m.total();
+  memory["peak_total"] = m.peak_total;
+  j["memory"] = memory;
+  if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
+  return j.dump();
 }
 
 }  // namespace zt::train

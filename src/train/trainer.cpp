@@ -13,6 +13,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/units.hpp"
 #include "zt/data/sampler.hpp"
 #include "checkpoints.hpp"
 #include "zt/train/generate.hpp"
@@ -111,7 +112,7 @@ size_t mem_available() {
   return 0;
 }
 
-std::string gib(double bytes) { return strf("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
+std::string gib(double bytes) { return format_binary(static_cast<uint64_t>(bytes), BinaryUnit::kGiB, 2); }
 
 // The error for a failed host allocation: what was being allocated (and its size when
 // known), what the machine had free, and how to find a configuration that fits.

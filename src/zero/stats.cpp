@@ -52,14 +52,28 @@ std::string Traffic::summary() const {
          format_size_approx(inter_node_bytes()) + ")";
 }
 
+size_t MemoryStats::model_states() const {
+  size_t sum = 0;
+  for (const MemoryField& f : kMemoryFields)
+    if (f.model_state) sum += this->*f.bytes;
+  return sum;
+}
+
+size_t MemoryStats::total() const {
+  size_t sum = 0;
+  for (const MemoryField& f : kMemoryFields) sum += this->*f.bytes;
+  return sum;
+}
+
+// "model states 8M (full params 2M, ..., optimizer 4M), gather 0, ...; total 9M, peak 9M"
 std::string MemoryStats::summary() const {
-  return "model states " + format_size_approx(model_states()) + " (full params " +
-         format_size_approx(full_params) + ", param shards " + format_size_approx(param_shards) +
-         ", secondary " + format_size_approx(secondary_shards) + ", grads " + format_size_approx(grads) +
-         ", optimizer " + format_size_approx(optimizer) + "), gather " + format_size_approx(gather_buffers) +
-         ", grad buffers " + format_size_approx(grad_buffers) + ", comm " + format_size_approx(comm_buffers) +
-         ", activations " + format_size_approx(activations) + "; total " + format_size_approx(total()) +
-         ", peak " + format_size_approx(peak_total);
+  std::string states, working;
+  for (const MemoryField& f : kMemoryFields) {
+    std::string& s = f.model_state ? states : working;
+    s += (s.empty() ? "" : ", ") + std::string(f.label) + " " + format_size_approx(this->*f.bytes);
+  }
+  return "model states " + format_size_approx(model_states()) + " (" + states + "), " + working +
+         "; total " + format_size_approx(total()) + ", peak " + format_size_approx(peak_total);
 }
 
 }  // namespace zt::zero

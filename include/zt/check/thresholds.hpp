@@ -97,6 +97,12 @@ std::vector<std::string> select_threshold_files(const std::string& dir, const st
                                                 const std::string& expected_network,
                                                 const std::string& ib_rate);
 
+// --thresholds auto: the shipped tables ($ZT_THRESHOLDS_DIR, else the source tree's
+// checklist/thresholds) for rank 0's GPU and this fabric, merged; gates at sizes outside
+// `sweep` are dropped with a note. Throws zt::InputError when zt ships no table for the GPU.
+struct Environment;
+Thresholds auto_thresholds(const Environment& env, const std::vector<uint64_t>& sweep);
+
 // Removes the op gates whose sizes are not sizes of `sweep` (an auto-selected table does
 // not know the sweep), recording each in `dropped`.
 void drop_gates_outside(Thresholds& t, const std::vector<uint64_t>& sweep);

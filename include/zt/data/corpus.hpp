@@ -1,6 +1,8 @@
 #pragma once
 // The shipped corpus (data/tinyshakespeare.txt) and the cache of its converted form,
 // used by the embedded default (`zt train` with no data.path).
+#include <mpi.h>
+
 #include <string>
 #include <vector>
 
@@ -26,5 +28,11 @@ std::string cache_dir();
 // The cache file for a text corpus: cache_dir()/<stem>-bytes-<16 hex digits of the
 // FNV-1a hash of its contents>.h5, so an edited corpus gets a new file.
 std::string cached_tokens_path(const std::string& text_path);
+
+// The embedded default's token file, for every rank of `world`: rank 0 converts the
+// shipped corpus into the cache on first use (once, atomically: a unique .tmp, then
+// rename) while the others wait, then all learn the path from rank 0. A failure on rank 0
+// ends every rank with an error (runtime::collectively).
+std::string prepare_shipped_tokens(MPI_Comm world);
 
 }  // namespace zt::data

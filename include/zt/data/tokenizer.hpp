@@ -17,6 +17,9 @@ struct ByteTokenizer {
   // Ids must be < 256 (throws zt::InputError naming the first bad id otherwise).
   static std::string decode(std::span<const uint32_t> ids);
   static std::string decode(std::span<const int32_t> ids);
+  // Decoded bytes made safe for a terminal: printable ASCII, newlines and tabs as they
+  // are, every other byte as \xNN (a byte-level model can emit any byte).
+  static std::string printable(std::string_view text);
 };
 
 }  // namespace zt::data

@@ -68,4 +68,8 @@ struct TrainConfig {
 // the keys at fault (e.g. global batch not divisible by micro_batch * world).
 TrainConfig resolve(const config::Config& cfg, int world);
 
+// OpenMP threads per rank: train.threads when > 0; else OMP_NUM_THREADS when set; else
+// the cores this rank is bound to, or (unbound) the host's cores shared by its ranks.
+int resolve_threads(int configured, int ranks_on_node);
+
 }  // namespace zt::train

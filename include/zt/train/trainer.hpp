@@ -19,33 +19,10 @@
 #include "zt/comm/comm.hpp"
 #include "zt/data/token_file.hpp"
 #include "zt/train/config.hpp"
+#include "zt/train/metrics.hpp"
 #include "zt/zero/stats.hpp"
 
 namespace zt::train {
-
-struct StepRecord {
-  int64_t step = 0;          // optimizer steps done (1 after the first)
-  double loss = 0;           // mean training loss of the step's global batch (nats)
-  double lr = 0;             // learning rate used by this step
-  double grad_norm = 0;      // global gradient norm before clipping
-  double clip_coef = 1;      // factor applied to the gradients (1: not clipped)
-  bool skipped = false;      // NaN/Inf loss or gradient: no update (see train.max_bad_steps)
-  double step_time_s = 0;    // wall time of the step (compute + comm + optimizer)
-  double tokens_per_s = 0;   // tokens of the global batch / step_time_s
-  double mfu = 0;            // see metrics.hpp
-  int64_t tokens_seen = 0;   // training tokens consumed so far, all ranks
-  size_t rss_bytes = 0;      // resident memory, max over ranks
-  size_t peak_rss_bytes = 0; // peak resident memory, max over ranks
-  // Bytes this rank sent during the step, per engine communicator (world, node, cross,
-  // hpz), and split by the links they cross; the maximum over ranks of each figure.
-  uint64_t comm_bytes[zero::kGroupCount] = {};
-  uint64_t intra_node_bytes = 0;
-  uint64_t inter_node_bytes = 0;
-  // The engine's memory by category after the step (with its peak so far), maximum over
-  // ranks of each field.
-  zero::MemoryStats zero_memory;
-  std::optional<double> eval_loss;  // held-out loss, averaged over ranks, when evaluated
-};
 
 struct TrainHooks {
   std::function<void(const StepRecord&)> on_step;  // every step, every rank

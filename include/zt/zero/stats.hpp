@@ -52,14 +52,31 @@ struct MemoryStats {
   size_t comm_buffers = 0;      // bf16 staging and quantized payloads
   size_t activations = 0;       // the model's workspace (Model::workspace_bytes)
 
-  size_t model_states() const {
-    return full_params + param_shards + secondary_shards + grads + optimizer;
-  }
-  size_t total() const {
-    return model_states() + gather_buffers + grad_buffers + comm_buffers + activations;
-  }
   size_t peak_total = 0;  // largest total() seen so far (activations grow once)
+
+  size_t model_states() const;
+  size_t total() const;
   std::string summary() const;
+};
+
+// The categories of MemoryStats, in order: every writer and reader of them (the summary,
+// the step's maximum over ranks, the metrics JSON) walks this one table.
+struct MemoryField {
+  const char* key;    // JSON key and member name: "full_params"
+  const char* label;  // for people: "full params"
+  size_t MemoryStats::*bytes;
+  bool model_state;   // a model state (partitioned by ZeRO), else working memory
+};
+inline constexpr MemoryField kMemoryFields[] = {
+    {"full_params", "full params", &MemoryStats::full_params, true},
+    {"param_shards", "param shards", &MemoryStats::param_shards, true},
+    {"secondary_shards", "secondary", &MemoryStats::secondary_shards, true},
+    {"grads", "grads", &MemoryStats::grads, true},
+    {"optimizer", "optimizer", &MemoryStats::optimizer, true},
+    {"gather_buffers", "gather", &MemoryStats::gather_buffers, false},
+    {"grad_buffers", "grad buffers", &MemoryStats::grad_buffers, false},
+    {"comm_buffers", "comm", &MemoryStats::comm_buffers, false},
+    {"activations", "activations", &MemoryStats::activations, false},
 };
 
 // One optimizer step.

@@ -6,6 +6,7 @@
 #include "zt/kernels/cuda/buffer.hpp"
 
 #include "zt/core/error.hpp"
+#include "zt/core/units.hpp"
 #include "zt/core/log.hpp"
 
 namespace zt::kernels::cuda {
@@ -50,10 +51,11 @@ void device_alloc_error(const char* what, size_t bytes, cudaError_t rc) {
   cudaGetLastError();  // clear the sticky allocation error before querying
   size_t free_bytes = 0, total_bytes = 0;
   const bool known = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
-  const double gib = 1024.0 * 1024.0 * 1024.0;
-  throw Error(strf("out of GPU memory: cudaMalloc of %.3f GiB for %s failed (%s; %s): %s", bytes / gib,
-                   what, cudaGetErrorString(rc), where_device().c_str(),
-                   known ? strf("%.2f GiB free of %.2f GiB", free_bytes / gib, total_bytes / gib).c_str()
+  throw Error(strf("out of GPU memory: cudaMalloc of %s for %s failed (%s; %s): %s",
+                   format_binary(bytes, BinaryUnit::kGiB, 3).c_str(), what, cudaGetErrorString(rc),
+                   where_device().c_str(),
+                   known ? (format_binary(free_bytes, BinaryUnit::kGiB, 2) + " free of " +
+                            format_binary(total_bytes, BinaryUnit::kGiB, 2)).c_str()
                          : "free memory unknown"),
               "see what fits: zt estimate --config <your job.toml> --gpus-per-node <N> --nodes <M> "
               "(it lists every ZeRO stage, offload choice and recompute); raise zero.stage, turn "

@@ -50,17 +50,13 @@ uint64_t parse_size_flag(const std::string& text, const char* flag) {
 }
 
 // The table's unit: GiB, or MiB / KiB for small models (so the figures are not all 0.00).
-struct Unit {
-  double bytes;
-  const char* name;
-};
-Unit table_unit(uint64_t largest) {
-  if (largest >= (1ull << 30)) return {1024.0 * 1024.0 * 1024.0, "GiB"};
-  if (largest >= (1ull << 20)) return {1024.0 * 1024.0, "MiB"};
-  return {1024.0, "KiB"};
+BinaryUnit table_unit(uint64_t largest) {
+  if (largest >= (1ull << 30)) return BinaryUnit::kGiB;
+  if (largest >= (1ull << 20)) return BinaryUnit::kMiB;
+  return BinaryUnit::kKiB;
 }
-std::string in(uint64_t b, const Unit& u) { return strf("%.2f", static_cast<double>(b) / u.bytes); }
-std::string gib(uint64_t b) { return in(b, {1024.0 * 1024.0 * 1024.0, "GiB"}); }
+std::string in(uint64_t b, BinaryUnit u) { return strf("%.2f", in_unit(b, u)); }
+std::string gib(uint64_t b) { return in(b, BinaryUnit::kGiB); }
 
 std::string config_name(const Row& r) {
   std::string s = strf("%d", r.stage);
@@ -194,9 +190,9 @@ int run(const Args& a) {
                 gib(r.host_bytes).c_str());
   uint64_t largest = 0;
   for (const Row& row : rows) largest = std::max(largest, row.total(false));
-  const Unit u = table_unit(largest);
+  const BinaryUnit u = table_unit(largest);
   std::printf("Sizes in %s per %s unless noted; act = activations of one micro-batch (rc: with "
-              "recompute); work = gather + gradient + comm buffers.\n", u.name, cpu ? "rank" : "GPU");
+              "recompute); work = gather + gradient + comm buffers.\n", unit_name(u), cpu ? "rank" : "GPU");
   std::printf("%-9s %-5s %-5s %9s %9s %9s %7s %9s %9s %9s %9s %10s %9s  %s\n", "stage", "opt", "param",
               "params", "grads", "optim", "work", "act", "act(rc)", "total", "total(rc)",
               "host/node", "nvme/rank", "fits");

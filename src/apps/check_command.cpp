@@ -10,7 +10,7 @@
 #include <memory>
 #include <optional>
 
-#include "apps/commands.hpp"
+#include "commands.hpp"
 #include "zt/check/checklist.hpp"
 #include "zt/check/environment.hpp"
 #include "zt/check/report_writer.hpp"
@@ -56,41 +56,6 @@ struct CheckCli {
   std::string io_bytes = "256M";
   std::string nccl_log_dir;
 };
-
-// Where the shipped thresholds tables are: $ZT_THRESHOLDS_DIR, else the source tree's.
-std::string thresholds_dir() {
-  const char* env = std::getenv("ZT_THRESHOLDS_DIR");
-  return env != nullptr && *env != '\0' ? env : ZT_THRESHOLDS_DIR;
-}
-
-// First /sys/class/infiniband/*/ports/1/rate ("400 Gb/sec (4X NDR)"), or "".
-std::string infiniband_rate() {
-  std::error_code ec;
-  for (const auto& dev : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
-    std::ifstream in(dev.path() / "ports" / "1" / "rate");
-    std::string rate;
-    if (std::getline(in, rate)) return rate;
-  }
-  return {};
-}
-
-// --thresholds auto: the shipped tables for rank 0's GPU and fabric, merged; gates at
-// sizes outside the sweep are dropped with a note.
-check::Thresholds auto_thresholds(const check::Environment& env, const std::vector<uint64_t>& sweep) {
-  check::FabricFacts facts;
-  facts.providers = env.fabric_providers;
-  facts.infiniband_sysfs = !infiniband_rate().empty();
-  const std::string device = env.ranks.empty() ? "" : env.ranks[0].device_name;
-  const std::vector<std::string> files = check::select_threshold_files(
-      thresholds_dir(), device, check::expected_network(facts), infiniband_rate());
-  if (files.empty())
-    throw InputError("--thresholds auto: zt ships no table for GPU '" + device + "'",
-                     "give --thresholds FILE (checklist/thresholds/ has examples)");
-  check::Thresholds t = check::parse_thresholds_file(files[0]);
-  for (size_t i = 1; i < files.size(); ++i) t = check::merge_thresholds(t, check::parse_thresholds_file(files[i]));
-  check::drop_gates_outside(t, sweep);
-  return t;
-}
 
 // A CLI11 validator from a function that throws zt::InputError: its message becomes the
 // parse error ("--max-bytes: bad size string '12Q': ..."), so the exit code is 2.
@@ -206,7 +171,7 @@ int run_check(const CheckCli& cli) {
     control->set_timeout(timeout);
   }
   check::Environment env = check::collect_environment(rt, *control);
-  if (options.thresholds_auto) options.thresholds = auto_thresholds(env, check::sweep_of(options));
+  if (options.thresholds_auto) options.thresholds = check::auto_thresholds(env, check::sweep_of(options));
   if (rank0)
     std::cout << run_header(options, std::string(bench->backend()), bench->size())
               << check::environment_text(env) << std::flush;

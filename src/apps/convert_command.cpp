@@ -1,0 +1,106 @@
+// `zt convert`: get data and weights into and out of zt's formats. Subcommands:
+//   text-to-tokens IN.txt [IN2.txt ...] OUT.h5   byte tokenizer, one document per input
+//   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
+//   hf-to-h5 HFDIR OUT.h5                        Hugging Face Llama -> weights for ckpt.init_from
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "zt/ckpt/hf_convert.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/core/units.hpp"
+#include "zt/data/text.hpp"
+
+namespace zt::apps {
+namespace {
+
+struct ConvertArgs {
+  std::vector<std::string> text_files;  // text-to-tokens: inputs..., output
+  std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
+  std::string hfdir, out_h5;                                // hf-to-h5
+};
+
+int text_to_tokens(const ConvertArgs& a) {
+  if (a.text_files.size() < 2)
+    throw InputError("text-to-tokens needs at least one input and one output file",
+                     "zt convert text-to-tokens IN.txt OUT.h5");
+  const std::vector<std::string> inputs(a.text_files.begin(), a.text_files.end() - 1);
+  const std::string& output = a.text_files.back();
+  const data::TokenFile f = data::convert_text_to_tokens(inputs, output);
+  const size_t docs = f.doc_starts.empty() ? 1 : f.doc_starts.size();
+  log::info(strf("wrote %s: %zu tokens (uint16), vocab %u, tokenizer \"%s\", %zu document%s",
+                 output.c_str(), f.tokens.size(), f.vocab_size, f.tokenizer.c_str(), docs,
+                 docs == 1 ? "" : "s"));
+  return 0;
+}
+
+int h5_to_hf(const ConvertArgs& a) {
+  ckpt::HfExportOptions o;
+  o.dtype = a.dtype;
+  o.max_shard_size = parse_size(a.max_shard);
+  const ckpt::HfExportResult r = ckpt::export_hf(a.checkpoint, a.outdir, o);
+  std::string files;
+  for (const std::string& f : r.files) files += (files.empty() ? "" : ", ") + f;
+  log::info(strf("wrote %s: %lld tensors, %s of %s weights (%s)", a.outdir.c_str(),
+                 static_cast<long long>(r.tensors), format_size_approx(r.tensor_bytes).c_str(),
+                 r.dtype.c_str(), files.c_str()));
+  return 0;
+}
+
+int hf_to_h5(const ConvertArgs& a) {
+  const ckpt::HfImportResult r = ckpt::import_hf(a.hfdir, a.out_h5);
+  log::info(strf("wrote %s: %lld tensors, %lld parameters (model %s), source dtype %s, "
+                 "from %zu safetensors file%s",
+                 a.out_h5.c_str(), static_cast<long long>(r.tensors),
+                 static_cast<long long>(r.params), r.model_name.c_str(), r.source_dtype.c_str(),
+                 r.files.size(), r.files.size() == 1 ? "" : "s"));
+  return 0;
+}
+
+}  // namespace
+
+Run add_convert_command(CLI::App& app) {
+  CLI::App* convert = app.add_subcommand("convert", "Convert data into zt's formats");
+  convert->require_subcommand(1);
+  auto a = std::make_shared<ConvertArgs>();
+
+  CLI::App* t2t = convert->add_subcommand(
+      "text-to-tokens",
+      "Text files -> an HDF5 token file (byte-level tokenizer \"bytes\", vocab 256; each input "
+      "file is one document). The file is written to OUT.h5.tmp, then renamed.");
+  t2t->add_option("files", a->text_files, "IN.txt [IN2.txt ...] OUT.h5")->required();
+
+  CLI::App* export_cmd = convert->add_subcommand(
+      "h5-to-hf",
+      "zt checkpoint -> Hugging Face folder: config.json (LlamaForCausalLM) and "
+      "model.safetensors, or shards model-0000k-of-0000N.safetensors with "
+      "model.safetensors.index.json above --max-shard-size. Optimizer state is not exported.");
+  export_cmd->add_option("checkpoint", a->checkpoint,
+                         "CKPT.h5 (a zt checkpoint), or a ckpt.dir: the checkpoint its `latest` names")
+      ->required();
+  export_cmd->add_option("outdir", a->outdir, "OUTDIR (created when missing)")->required();
+  export_cmd->add_option("--dtype", a->dtype,
+                         "safetensors dtype: f32, bf16 or f16 (default: the checkpoint's "
+                         "source_dtype attribute, else f32)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  export_cmd->add_option("--max-shard-size", a->max_shard,
+                         "largest shard, e.g. 5G, 500M (binary units; default 5G)");
+
+  CLI::App* import_cmd = convert->add_subcommand(
+      "hf-to-h5",
+      "Hugging Face Llama folder (config.json + model.safetensors or index + shards; F32, "
+      "BF16, F16) -> a weights-only zt checkpoint, to start training from with ckpt.init_from.");
+  import_cmd->add_option("hfdir", a->hfdir, "HFDIR (holds config.json)")->required();
+  import_cmd->add_option("out", a->out_h5, "OUT.h5")->required();
+
+  return [=]() -> int {
+    if (t2t->parsed()) return text_to_tokens(*a);
+    if (export_cmd->parsed()) return h5_to_hf(*a);
+    if (import_cmd->parsed()) return hf_to_h5(*a);
+    return static_cast<int>(ExitCode::kBadInput);
+  };
+}
+
+}  // namespace zt::apps
