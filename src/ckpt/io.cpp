@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include "h5.hpp"
 #include "zt/core/checksum.hpp"
@@ -149,9 +151,264 @@ Header header_of(hid_t file, const std::string& path) {
   return h;
 }
 
-}  // namespace
 
 // ---- writing -----------------------------------------------------------------------
+
+// This rank's part of one checkpoint file: the tensors of each kind (params, then the two
+// moments of a training file) and the dataset of each.
+struct FileParts {
+  const model::ParamLayout& layout;
+  int kinds = 1;  // 1: params only; 3: params and both moments
+  size_t nt() const { return layout.tensors().size(); }
+  size_t index(int kind, size_t i) const { return static_cast<size_t>(kind) * nt() + i; }
+};
+
+// This rank's slice of tensor i of `kind`, and where it lies in the tensor.
+std::span<const float> slice_of(const WriteContents& c, int kind, const model::TensorInfo& t, Part* part) {
+  const UnitShard& s = c.units[static_cast<size_t>(t.unit)];
+  const std::span<const float> all = kind == kParams ? s.params : kind == kExpAvg ? s.exp_avg : s.exp_avg_sq;
+  ZT_CHECK(all.size() == static_cast<size_t>(s.count), "shard span size differs from its count",
+           "every span of a UnitShard holds `count` elements");
+  *part = part_of(t, s.begin, s.count);
+  return all.subspan(static_cast<size_t>(part->at), static_cast<size_t>(part->n));
+}
+
+// The checksum of every dataset (and of /state/rng last, for a training file), summed
+// over the ranks' slices: the same on every rank.
+std::vector<uint64_t> file_checksums(MPI_Comm comm, const WriteContents& c, const FileParts& f, bool training) {
+  const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
+  std::vector<uint64_t> sums(static_cast<size_t>(f.kinds) * f.nt() + (training ? 1 : 0), 0);
+  for (int k = 0; k < f.kinds; ++k)
+    for (size_t i = 0; i < f.nt(); ++i) {
+      Part p;
+      const std::span<const float> x = slice_of(c, k, tensors[i], &p);
+      sums[f.index(k, i)] = checksum(x, static_cast<uint64_t>(p.first));
+    }
+  if (training) {
+    const uint64_t seed = c.rng_seed;
+    sums.back() = sum64_u64(std::span<const uint64_t>(&seed, 1), static_cast<uint64_t>(comm_rank(comm)));
+  }
+  sum_over_ranks(comm, sums);
+  return sums;
+}
+
+void write_root_attributes(hid_t file, const Header& h, const std::string& path) {
+  h5::write_string_attr(file, "format", kFormat, path);
+  h5::write_u32_attr(file, "format_version", kFormatVersion, path);
+  h5::write_string_attr(file, "contents", h.contents, path);
+  h5::write_string_attr(file, "zt_version", kVersion, path);
+  h5::write_string_attr(file, "zt_commit", kGitCommit, path);
+  h5::write_string_attr(file, "model_config", config_to_json(h.config), path);
+  if (!h.source_dtype.empty()) h5::write_string_attr(file, "source_dtype", h.source_dtype, path);
+}
+
+// Contiguous datasets, allocated at once, never filled.
+Handle dataset_creation(const std::string& path) {
+  Handle dcpl(ZT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE), path, kWriteHint), Kind::kPlist);
+  ZT_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), path, kWriteHint);
+  ZT_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), path, kWriteHint);
+  ZT_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), path, kWriteHint);
+  return dcpl;
+}
+
+// Every tensor dataset with its checksum attribute (collective metadata: the same calls
+// on every rank), then per dataset one collective write of this rank's hyperslabs.
+void write_tensors(MPI_Comm comm, hid_t file, const WriteContents& c, const FileParts& f,
+                   const std::vector<uint64_t>& sums, hid_t dcpl, hid_t dxpl, const std::string& path) {
+  const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
+  { Handle g = h5::create_group(file, "params", path); }
+  if (f.kinds == 3) {
+    Handle g = h5::create_group(file, "optim", path);
+    Handle a = h5::create_group(g.get(), "exp_avg", path);
+    Handle b = h5::create_group(g.get(), "exp_avg_sq", path);
+  }
+  std::vector<Handle> dsets;
+  std::vector<Handle> spaces;
+  for (int k = 0; k < f.kinds; ++k)
+    for (size_t i = 0; i < f.nt(); ++i) {
+      const std::vector<hsize_t> dims = dims_of(tensors[i].shape);
+      Handle space(ZT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                               path, kWriteHint),
+                   Kind::kDataspace);
+      const std::string name = dataset_path(k, tensors[i].name);
+      Handle d(ZT_H5_CHECK(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                      dcpl, H5P_DEFAULT),
+                           path, kWriteHint),
+               Kind::kDataset);
+      h5::write_u64_attr(d.get(), "checksum", sums[f.index(k, i)], path);
+      dsets.push_back(std::move(d));
+      spaces.push_back(std::move(space));
+    }
+  const float dummy = 0.0f;  // a valid buffer for ranks that write nothing
+  for (int k = 0; k < f.kinds; ++k)
+    for (size_t i = 0; i < f.nt(); ++i) {
+      const size_t d = f.index(k, i);
+      Part p;
+      const std::span<const float> data = slice_of(c, k, tensors[i], &p);
+      h5::select_range(spaces[d].get(), tensors[i].shape, p.first, p.n, path);
+      Handle mem = memory_space(p.n, path);
+      const herr_t rc = H5Dwrite(dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(), spaces[d].get(), dxpl,
+                                 p.n > 0 ? data.data() : &dummy);
+      agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+    }
+  for (Handle& d : dsets) d.close(path);
+}
+
+// /state: the TrainState fields (kStateFields) and, for a training file, /state/rng
+// [world], each rank writing its own element.
+// `state` null: a weights-only file (step and tokens_seen 0, no /state/rng).
+void write_state(MPI_Comm comm, hid_t file, const TrainState* state, uint64_t rng_seed,
+                 uint64_t rng_sum, hid_t dcpl, hid_t dxpl, const std::string& path) {
+  const bool training = state != nullptr;
+  TrainState st = training ? *state : TrainState{};
+  st.world_size = comm_size(comm);
+  Handle group = h5::create_group(file, "state", path);
+  for (const StateField& f : kStateFields) {
+    if (f.training_only && !training) continue;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(st.*member)>;
+          if constexpr (std::is_same_v<T, double>) h5::write_f64_attr(group.get(), f.name, st.*member, path);
+          else if constexpr (std::is_same_v<T, uint64_t>) h5::write_u64_attr(group.get(), f.name, st.*member, path);
+          else h5::write_i64_attr(group.get(), f.name, st.*member, path);
+        },
+        f.member);
+  }
+  if (training) {
+    const hsize_t dims[1] = {static_cast<hsize_t>(st.world_size)};
+    Handle space(ZT_H5_CHECK(H5Screate_simple(1, dims, nullptr), path, kWriteHint), Kind::kDataspace);
+    Handle d(ZT_H5_CHECK(H5Dcreate2(group.get(), "rng", H5T_STD_U64LE, space.get(), H5P_DEFAULT, dcpl,
+                                    H5P_DEFAULT),
+                         path, kWriteHint),
+             Kind::kDataset);
+    h5::write_u64_attr(d.get(), "checksum", rng_sum, path);
+    const hsize_t start[1] = {static_cast<hsize_t>(comm_rank(comm))}, one[1] = {1};
+    ZT_H5_CHECK(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, one, nullptr), path,
+                kWriteHint);
+    Handle mem = memory_space(1, path);
+    ZT_H5_CHECK(H5Dwrite(d.get(), H5T_NATIVE_UINT64, mem.get(), space.get(), dxpl, &rng_seed), path,
+                kWriteHint);
+    d.close(path);
+  }
+  group.close(path);
+}
+
+// ---- reading -----------------------------------------------------------------------
+
+// Refuses a file whose groups hold a tensor this run's model does not have.
+void check_no_extra_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
+                            const std::string& path) {
+  std::set<std::string> expected;
+  for (const model::TensorInfo& t : layout.tensors()) expected.insert(t.name);
+  for (int k = 0; k < kinds; ++k) {
+    const std::string group = k == kParams ? "/params" : k == kExpAvg ? "/optim/exp_avg" : "/optim/exp_avg_sq";
+    Handle g = h5::open_group(file, group.c_str(), path);
+    for (const std::string& name : h5::group_members(g.get(), path))
+      if (!expected.count(name))
+        throw InputError("checkpoint '" + path + "' holds dataset '" + group + "/" + name +
+                             "', which this run's model (" + layout.config().name + ") does not have",
+                         "load it with the model.* settings it was saved with");
+  }
+}
+
+// Opens dataset `name` and checks it is an fp32 tensor of `shape` whose bytes this file
+// holds; its stored checksum into *stored.
+Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_t>& shape,
+                   const std::string& path, Handle* space, uint64_t* stored) {
+  if (!h5::link_exists(file, name, path))
+    throw InputError("checkpoint '" + path + "' has no dataset '" + name + "'",
+                     "the file is incomplete or of another model; load another checkpoint");
+  Handle dset(ZT_H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path, kReadHint), Kind::kDataset);
+  Handle type(ZT_H5_CHECK(H5Dget_type(dset.get()), path, kReadHint), Kind::kDatatype);
+  if (H5Tget_class(type.get()) != H5T_FLOAT || H5Tget_size(type.get()) != 4)
+    throw InputError("checkpoint '" + path + "': dataset '" + name + "' is not fp32",
+                     "zt checkpoints hold fp32 tensors; convert the file again");
+  *space = Handle(ZT_H5_CHECK(H5Dget_space(dset.get()), path, kReadHint), Kind::kDataspace);
+  const int nd = ZT_H5_CHECK(H5Sget_simple_extent_ndims(space->get()), path, kReadHint);
+  std::vector<hsize_t> dims(static_cast<size_t>(std::max(nd, 0)));
+  ZT_H5_CHECK(H5Sget_simple_extent_dims(space->get(), dims.data(), nullptr), path, kReadHint);
+  if (dims != dims_of(shape)) {
+    std::string got, want;
+    for (const hsize_t x : dims) got += (got.empty() ? "" : ", ") + std::to_string(x);
+    for (const int64_t x : shape) want += (want.empty() ? "" : ", ") + std::to_string(x);
+    throw InputError("checkpoint '" + path + "': dataset '" + name + "' has shape [" + got +
+                         "], this run's model needs [" + want + "]",
+                     "load it with the model.* settings it was saved with");
+  }
+  data::h5::require_stored_here(dset.get(), path, name, kReadHint);
+  *stored = h5::read_u64_attr(dset.get(), "checksum", path, "dataset '" + name + "'");
+  return dset;
+}
+
+// Reads this rank's part of every tensor of each kind into `units`; the partial
+// checksums of what was read into sums[d], the stored ones into stored[d].
+void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
+                  std::span<const UnitTarget> units, hid_t dxpl, const std::string& path,
+                  std::vector<uint64_t>& sums, std::vector<uint64_t>& stored,
+                  std::vector<std::string>& names) {
+  const std::vector<model::TensorInfo>& tensors = layout.tensors();
+  const size_t nt = tensors.size();
+  float dummy = 0.0f;
+  for (int k = 0; k < kinds; ++k)
+    for (size_t i = 0; i < nt; ++i) {
+      const model::TensorInfo& t = tensors[i];
+      const size_t d = static_cast<size_t>(k) * nt + i;
+      names[d] = dataset_path(k, t.name);
+      Handle space;
+      Handle dset = open_tensor(file, names[d], t.shape, path, &space, &stored[d]);
+      const UnitTarget& u = units[static_cast<size_t>(t.unit)];
+      const std::span<float> all = k == kParams ? u.params : k == kExpAvg ? u.exp_avg : u.exp_avg_sq;
+      ZT_CHECK(all.size() == static_cast<size_t>(u.count), "target span size differs from its count",
+               "every span of a UnitTarget holds `count` elements");
+      const Part p = part_of(t, u.begin, u.count);
+      const std::span<float> out = all.subspan(static_cast<size_t>(p.at), static_cast<size_t>(p.n));
+      h5::select_range(space.get(), t.shape, p.first, p.n, path);
+      Handle mem = memory_space(p.n, path);
+      ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl,
+                          p.n > 0 ? out.data() : &dummy),
+                  path, kReadHint);
+      sums[d] = checksum(out, static_cast<uint64_t>(p.first));
+    }
+}
+
+// /state of a training file: the TrainState fields (kStateFields) and /state/rng, whose
+// stored checksum goes to *stored and the sum of what was read (rank 0's) to *sum.
+TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& path,
+                      uint64_t* sum, uint64_t* stored) {
+  Handle g = h5::open_group(file, "state", path);
+  const std::string what_state = "group /state";
+  TrainState st;
+  for (const StateField& f : kStateFields)
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(st.*member)>;
+          if constexpr (std::is_same_v<T, double>) st.*member = h5::read_f64_attr(g.get(), f.name, path, what_state);
+          else if constexpr (std::is_same_v<T, uint64_t>) st.*member = h5::read_u64_attr(g.get(), f.name, path, what_state);
+          else st.*member = h5::read_i64_attr(g.get(), f.name, path, what_state);
+        },
+        f.member);
+  if (st.step < 0 || st.world_size < 1)
+    throw InputError(strf("checkpoint '%s': /state has step %lld, world_size %lld", path.c_str(),
+                          static_cast<long long>(st.step), static_cast<long long>(st.world_size)),
+                     kReadHint);
+  // /state/rng: every rank reads it whole (world_size elements); rank 0's sum counts.
+  if (!h5::link_exists(g.get(), "rng", path))
+    throw InputError("checkpoint '" + path + "' has no dataset '/state/rng'", kReadHint);
+  Handle d(ZT_H5_CHECK(H5Dopen2(g.get(), "rng", H5P_DEFAULT), path, kReadHint), Kind::kDataset);
+  Handle space(ZT_H5_CHECK(H5Dget_space(d.get()), path, kReadHint), Kind::kDataspace);
+  if (H5Sget_simple_extent_npoints(space.get()) != st.world_size)
+    throw InputError("checkpoint '" + path + "': dataset '/state/rng' does not hold world_size "
+                     "elements", kReadHint);
+  data::h5::require_stored_here(d.get(), path, "/state/rng", kReadHint);
+  *stored = h5::read_u64_attr(d.get(), "checksum", path, "dataset '/state/rng'");
+  st.rng.resize(static_cast<size_t>(st.world_size));
+  ZT_H5_CHECK(H5Dread(d.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, dxpl, st.rng.data()), path,
+              kReadHint);
+  *sum = comm_rank(comm) == 0 ? sum64_u64(st.rng) : 0;
+  return st;
+}
+
+}  // namespace
 
 void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c) {
   const model::ParamLayout layout(c.header.config);
@@ -159,141 +416,22 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c) 
   const bool training = c.header.contents == kContentsTraining;
   ZT_CHECK(!training || c.state.has_value(), "a training checkpoint without /state",
            "fill WriteContents::state");
-  const std::vector<model::TensorInfo>& tensors = layout.tensors();
-  const size_t nt = tensors.size();
-  const int kinds = training ? 3 : 1;
-  const int rank = comm_rank(comm);
-  const int world = comm_size(comm);
-
-  // This rank's slice of each tensor of each kind, and the partial checksums.
-  const auto slice_of = [&](int kind, const model::TensorInfo& t, const Part& p) {
-    const UnitShard& s = c.units[static_cast<size_t>(t.unit)];
-    const std::span<const float> all = kind == kParams ? s.params : kind == kExpAvg ? s.exp_avg : s.exp_avg_sq;
-    ZT_CHECK(all.size() == static_cast<size_t>(s.count), "shard span size differs from its count",
-             "every span of a UnitShard holds `count` elements");
-    return all.subspan(static_cast<size_t>(p.at), static_cast<size_t>(p.n));
-  };
-  std::vector<uint64_t> sums(static_cast<size_t>(kinds) * nt + (training ? 1 : 0), 0);
-  for (int k = 0; k < kinds; ++k)
-    for (size_t i = 0; i < nt; ++i) {
-      const UnitShard& s = c.units[static_cast<size_t>(tensors[i].unit)];
-      const Part p = part_of(tensors[i], s.begin, s.count);
-      sums[static_cast<size_t>(k) * nt + i] = checksum(slice_of(k, tensors[i], p), static_cast<uint64_t>(p.first));
-    }
-  if (training) {
-    const uint64_t seed = c.rng_seed;
-    sums.back() = sum64_u64(std::span<const uint64_t>(&seed, 1), static_cast<uint64_t>(rank));
-  }
-  sum_over_ranks(comm, sums);
+  const FileParts parts{layout, training ? 3 : 1};
+  const std::vector<uint64_t> sums = file_checksums(comm, c, parts, training);
 
   h5::QuietErrors quiet;
   Handle fapl = h5::file_access(comm, path);
   Handle file(ZT_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path,
                           kWriteHint),
               Kind::kFile);
-
-  // Root attributes.
-  h5::write_string_attr(file.get(), "format", kFormat, path);
-  h5::write_u32_attr(file.get(), "format_version", kFormatVersion, path);
-  h5::write_string_attr(file.get(), "contents", c.header.contents, path);
-  h5::write_string_attr(file.get(), "zt_version", kVersion, path);
-  h5::write_string_attr(file.get(), "zt_commit", kGitCommit, path);
-  h5::write_string_attr(file.get(), "model_config", config_to_json(c.header.config), path);
-  if (!c.header.source_dtype.empty())
-    h5::write_string_attr(file.get(), "source_dtype", c.header.source_dtype, path);
-
-  // Every dataset first (collective metadata, the same on every rank), each with its
-  // checksum; contiguous, allocated at once, never filled.
-  Handle dcpl(ZT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE), path, kWriteHint), Kind::kPlist);
-  ZT_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), path, kWriteHint);
-  ZT_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), path, kWriteHint);
-  ZT_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), path, kWriteHint);
-  {
-    Handle g = h5::create_group(file.get(), "params", path);
-  }
-  if (training) {
-    Handle g = h5::create_group(file.get(), "optim", path);
-    Handle a = h5::create_group(g.get(), "exp_avg", path);
-    Handle b = h5::create_group(g.get(), "exp_avg_sq", path);
-  }
-  std::vector<Handle> dsets;
-  std::vector<Handle> spaces;
-  for (int k = 0; k < kinds; ++k)
-    for (size_t i = 0; i < nt; ++i) {
-      const std::vector<hsize_t> dims = dims_of(tensors[i].shape);
-      Handle space(ZT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                               path, kWriteHint),
-                   Kind::kDataspace);
-      const std::string name = dataset_path(k, tensors[i].name);
-      Handle d(ZT_H5_CHECK(H5Dcreate2(file.get(), name.c_str(), H5T_IEEE_F32LE, space.get(),
-                                      H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                           path, kWriteHint),
-               Kind::kDataset);
-      h5::write_u64_attr(d.get(), "checksum", sums[static_cast<size_t>(k) * nt + i], path);
-      dsets.push_back(std::move(d));
-      spaces.push_back(std::move(space));
-    }
-
-  // The data: per dataset, one collective write of this rank's hyperslabs.
+  write_root_attributes(file.get(), c.header, path);
+  Handle dcpl = dataset_creation(path);
   Handle dxpl = h5::transfer(comm, path);
-  const float dummy = 0.0f;  // a valid buffer for ranks that write nothing
-  for (int k = 0; k < kinds; ++k)
-    for (size_t i = 0; i < nt; ++i) {
-      const size_t d = static_cast<size_t>(k) * nt + i;
-      const UnitShard& s = c.units[static_cast<size_t>(tensors[i].unit)];
-      const Part p = part_of(tensors[i], s.begin, s.count);
-      const std::span<const float> data = slice_of(k, tensors[i], p);
-      h5::select_range(spaces[d].get(), tensors[i].shape, p.first, p.n, path);
-      Handle mem = memory_space(p.n, path);
-      const herr_t rc = H5Dwrite(dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(), spaces[d].get(),
-                                 dxpl.get(), p.n > 0 ? data.data() : &dummy);
-      agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
-    }
-  for (Handle& d : dsets) d.close(path);
-
-  // /state.
-  Handle state = h5::create_group(file.get(), "state", path);
-  const TrainState st = training ? *c.state : TrainState{};
-  h5::write_i64_attr(state.get(), "step", st.step, path);
-  h5::write_i64_attr(state.get(), "tokens_seen", st.tokens_seen, path);
-  if (training) {
-    h5::write_u64_attr(state.get(), "sampler_seed", st.sampler_seed, path);
-    h5::write_i64_attr(state.get(), "sampler_next_step", st.sampler_next_step, path);
-    h5::write_f64_attr(state.get(), "lr", st.lr, path);
-    h5::write_f64_attr(state.get(), "min_lr", st.min_lr, path);
-    h5::write_i64_attr(state.get(), "warmup", st.warmup, path);
-    h5::write_i64_attr(state.get(), "steps", st.steps, path);
-    h5::write_f64_attr(state.get(), "beta1", st.beta1, path);
-    h5::write_f64_attr(state.get(), "beta2", st.beta2, path);
-    h5::write_f64_attr(state.get(), "eps", st.eps, path);
-    h5::write_f64_attr(state.get(), "weight_decay", st.weight_decay, path);
-    h5::write_f64_attr(state.get(), "grad_clip", st.grad_clip, path);
-    h5::write_i64_attr(state.get(), "global_batch", st.global_batch, path);
-    h5::write_i64_attr(state.get(), "seq_len", st.seq_len, path);
-    h5::write_i64_attr(state.get(), "world_size", world, path);
-    h5::write_i64_attr(state.get(), "zero_stage", st.zero_stage, path);
-    h5::write_i64_attr(state.get(), "hpz", st.hpz, path);
-    // /state/rng [world]: each rank writes its own element.
-    const hsize_t dims[1] = {static_cast<hsize_t>(world)};
-    Handle space(ZT_H5_CHECK(H5Screate_simple(1, dims, nullptr), path, kWriteHint), Kind::kDataspace);
-    Handle d(ZT_H5_CHECK(H5Dcreate2(state.get(), "rng", H5T_STD_U64LE, space.get(), H5P_DEFAULT,
-                                    dcpl.get(), H5P_DEFAULT),
-                         path, kWriteHint),
-             Kind::kDataset);
-    h5::write_u64_attr(d.get(), "checksum", sums.back(), path);
-    const hsize_t start[1] = {static_cast<hsize_t>(rank)}, one[1] = {1};
-    ZT_H5_CHECK(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, one, nullptr), path,
-                kWriteHint);
-    Handle mem = memory_space(1, path);
-    ZT_H5_CHECK(H5Dwrite(d.get(), H5T_NATIVE_UINT64, mem.get(), space.get(), dxpl.get(), &c.rng_seed),
-                path, kWriteHint);
-    d.close(path);
-  }
-  state.close(path);
+  write_tensors(comm, file.get(), c, parts, sums, dcpl.get(), dxpl.get(), path);
+  write_state(comm, file.get(), training ? &*c.state : nullptr, c.rng_seed,
+              training ? sums.back() : 0, dcpl.get(), dxpl.get(), path);
   file.close(path);
 }
-
-// ---- reading -----------------------------------------------------------------------
 
 Header read_header(MPI_Comm comm, const std::string& path) {
   Handle file = open_file(comm, path);
@@ -320,114 +458,18 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                          "\", no /optim): it cannot be resumed",
                      "start from these weights with a fresh optimizer at step 0: "
                      "--set ckpt.init_from=" + path);
-
-  const std::vector<model::TensorInfo>& tensors = layout.tensors();
-  const size_t nt = tensors.size();
   const int kinds = training ? 3 : 1;
-
-  // Exactly the run model's tensors in each group.
-  for (int k = 0; k < kinds; ++k) {
-    const std::string group = k == kParams ? "/params" : k == kExpAvg ? "/optim/exp_avg" : "/optim/exp_avg_sq";
-    Handle g = h5::open_group(file.get(), group.c_str(), path);
-    std::set<std::string> expected;
-    for (const model::TensorInfo& t : tensors) expected.insert(t.name);
-    for (const std::string& name : h5::group_members(g.get(), path))
-      if (!expected.count(name))
-        throw InputError("checkpoint '" + path + "' holds dataset '" + group + "/" + name +
-                             "', which this run's model (" + run_config.name + ") does not have",
-                         "load it with the model.* settings it was saved with");
-  }
+  check_no_extra_tensors(file.get(), layout, kinds, path);
 
   Handle dxpl = h5::transfer(comm, path);
-  std::vector<uint64_t> sums(static_cast<size_t>(kinds) * nt + (training ? 1 : 0), 0);
-  std::vector<uint64_t> stored(sums.size(), 0);
-  std::vector<std::string> names(sums.size());
-  float dummy = 0.0f;
-  for (int k = 0; k < kinds; ++k)
-    for (size_t i = 0; i < nt; ++i) {
-      const model::TensorInfo& t = tensors[i];
-      const size_t d = static_cast<size_t>(k) * nt + i;
-      names[d] = dataset_path(k, t.name);
-      if (!h5::link_exists(file.get(), names[d], path))
-        throw InputError("checkpoint '" + path + "' has no dataset '" + names[d] + "'",
-                         "the file is incomplete or of another model; load another checkpoint");
-      Handle dset(ZT_H5_CHECK(H5Dopen2(file.get(), names[d].c_str(), H5P_DEFAULT), path, kReadHint),
-                  Kind::kDataset);
-      Handle type(ZT_H5_CHECK(H5Dget_type(dset.get()), path, kReadHint), Kind::kDatatype);
-      if (H5Tget_class(type.get()) != H5T_FLOAT || H5Tget_size(type.get()) != 4)
-        throw InputError("checkpoint '" + path + "': dataset '" + names[d] + "' is not fp32",
-                         "zt checkpoints hold fp32 tensors; convert the file again");
-      Handle space(ZT_H5_CHECK(H5Dget_space(dset.get()), path, kReadHint), Kind::kDataspace);
-      const int nd = ZT_H5_CHECK(H5Sget_simple_extent_ndims(space.get()), path, kReadHint);
-      std::vector<hsize_t> dims(static_cast<size_t>(std::max(nd, 0)));
-      ZT_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), path, kReadHint);
-      if (dims != dims_of(t.shape)) {
-        std::string got, want;
-        for (const hsize_t x : dims) got += (got.empty() ? "" : ", ") + std::to_string(x);
-        for (const int64_t x : t.shape) want += (want.empty() ? "" : ", ") + std::to_string(x);
-        throw InputError("checkpoint '" + path + "': dataset '" + names[d] + "' has shape [" + got +
-                             "], this run's model needs [" + want + "]",
-                         "load it with the model.* settings it was saved with");
-      }
-      data::h5::require_stored_here(dset.get(), path, names[d], kReadHint);
-      stored[d] = h5::read_u64_attr(dset.get(), "checksum", path, "dataset '" + names[d] + "'");
-      const UnitTarget& u = units[static_cast<size_t>(t.unit)];
-      const std::span<float> all = k == kParams ? u.params : k == kExpAvg ? u.exp_avg : u.exp_avg_sq;
-      ZT_CHECK(all.size() == static_cast<size_t>(u.count), "target span size differs from its count",
-               "every span of a UnitTarget holds `count` elements");
-      const Part p = part_of(t, u.begin, u.count);
-      const std::span<float> out = all.subspan(static_cast<size_t>(p.at), static_cast<size_t>(p.n));
-      h5::select_range(space.get(), t.shape, p.first, p.n, path);
-      Handle mem = memory_space(p.n, path);
-      ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl.get(),
-                          p.n > 0 ? out.data() : &dummy),
-                  path, kReadHint);
-      sums[d] = checksum(out, static_cast<uint64_t>(p.first));
-    }
-
+  const size_t n = static_cast<size_t>(kinds) * layout.tensors().size() + (training ? 1 : 0);
+  std::vector<uint64_t> sums(n, 0), stored(n, 0);
+  std::vector<std::string> names(n);
+  read_tensors(file.get(), layout, kinds, units, dxpl.get(), path, sums, stored, names);
   std::optional<TrainState> state;
   if (training) {
-    Handle g = h5::open_group(file.get(), "state", path);
-    const std::string what_state = "group /state";
-    TrainState st;
-    st.step = h5::read_i64_attr(g.get(), "step", path, what_state);
-    st.tokens_seen = h5::read_i64_attr(g.get(), "tokens_seen", path, what_state);
-    st.sampler_seed = h5::read_u64_attr(g.get(), "sampler_seed", path, what_state);
-    st.sampler_next_step = h5::read_i64_attr(g.get(), "sampler_next_step", path, what_state);
-    st.lr = h5::read_f64_attr(g.get(), "lr", path, what_state);
-    st.min_lr = h5::read_f64_attr(g.get(), "min_lr", path, what_state);
-    st.warmup = h5::read_i64_attr(g.get(), "warmup", path, what_state);
-    st.steps = h5::read_i64_attr(g.get(), "steps", path, what_state);
-    st.beta1 = h5::read_f64_attr(g.get(), "beta1", path, what_state);
-    st.beta2 = h5::read_f64_attr(g.get(), "beta2", path, what_state);
-    st.eps = h5::read_f64_attr(g.get(), "eps", path, what_state);
-    st.weight_decay = h5::read_f64_attr(g.get(), "weight_decay", path, what_state);
-    st.grad_clip = h5::read_f64_attr(g.get(), "grad_clip", path, what_state);
-    st.global_batch = h5::read_i64_attr(g.get(), "global_batch", path, what_state);
-    st.seq_len = h5::read_i64_attr(g.get(), "seq_len", path, what_state);
-    st.world_size = h5::read_i64_attr(g.get(), "world_size", path, what_state);
-    st.zero_stage = h5::read_i64_attr(g.get(), "zero_stage", path, what_state);
-    st.hpz = h5::read_i64_attr(g.get(), "hpz", path, what_state);
-    if (st.step < 0 || st.world_size < 1)
-      throw InputError(strf("checkpoint '%s': /state has step %lld, world_size %lld", path.c_str(),
-                            static_cast<long long>(st.step), static_cast<long long>(st.world_size)),
-                       kReadHint);
-    // /state/rng: every rank reads it whole (world_size elements); rank 0's sum counts.
     names.back() = "/state/rng";
-    if (!h5::link_exists(g.get(), "rng", path))
-      throw InputError("checkpoint '" + path + "' has no dataset '/state/rng'", kReadHint);
-    Handle d(ZT_H5_CHECK(H5Dopen2(g.get(), "rng", H5P_DEFAULT), path, kReadHint), Kind::kDataset);
-    Handle space(ZT_H5_CHECK(H5Dget_space(d.get()), path, kReadHint), Kind::kDataspace);
-    if (H5Sget_simple_extent_npoints(space.get()) != st.world_size)
-      throw InputError("checkpoint '" + path + "': dataset '/state/rng' does not hold world_size "
-                       "elements", kReadHint);
-    data::h5::require_stored_here(d.get(), path, "/state/rng", kReadHint);
-    stored.back() = h5::read_u64_attr(d.get(), "checksum", path, "dataset '/state/rng'");
-    st.rng.resize(static_cast<size_t>(st.world_size));
-    ZT_H5_CHECK(H5Dread(d.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, dxpl.get(), st.rng.data()),
-                path, kReadHint);
-    sums.back() = comm_rank(comm) == 0 ? sum64_u64(st.rng) : 0;
-    state = std::move(st);
+    state = read_state(comm, file.get(), dxpl.get(), path, &sums.back(), &stored.back());
   }
   file.close(path);
 

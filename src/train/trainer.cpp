@@ -40,7 +40,9 @@ void fill_row(Batch& b, size_t i, size_t T, const std::vector<uint32_t>& data, s
   }
 }
 
-void check_data_fits(const TrainConfig& cfg, const data::TokenFile& data, const data::Split& split) {
+// The train / held-out split of the token file, checked against the configuration.
+data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
+  const data::Split split = data::split_tail(data.tokens.size(), cfg.eval_fraction);
   if (static_cast<int64_t>(data.vocab_size) > cfg.model.vocab)
     throw InputError(strf("dataset '%s' has vocab_size %u, more than the model's vocabulary %lld",
                           cfg.data_path.c_str(), data.vocab_size,
@@ -60,6 +62,7 @@ void check_data_fits(const TrainConfig& cfg, const data::TokenFile& data, const 
                           cfg.data_path.c_str(), cfg.eval_fraction, split.eval.size(),
                           static_cast<long long>(cfg.seq_len + 1)),
                      "raise data.eval_fraction, lower train.seq_len, or use a larger dataset");
+  return split;
 }
 
 // The step's comm bytes and memory figures into rec: the maximum over ranks of each (one
@@ -69,12 +72,9 @@ void reduce_max_over_ranks(comm::Comm& comm, const Memory& mem, const zero::Step
   const zero::MemoryStats& z = stats.memory;
   std::vector<double> v = {static_cast<double>(mem.rss_bytes), static_cast<double>(mem.peak_rss_bytes),
                            static_cast<double>(stats.traffic.intra_node_bytes()),
-                           static_cast<double>(stats.traffic.inter_node_bytes()),
-                           static_cast<double>(z.full_params), static_cast<double>(z.param_shards),
-                           static_cast<double>(z.secondary_shards), static_cast<double>(z.grads),
-                           static_cast<double>(z.optimizer), static_cast<double>(z.gather_buffers),
-                           static_cast<double>(z.grad_buffers), static_cast<double>(z.comm_buffers),
-                           static_cast<double>(z.activations), static_cast<double>(z.peak_total)};
+                           static_cast<double>(stats.traffic.inter_node_bytes())};
+  for (const zero::MemoryField& f : zero::kMemoryFields) v.push_back(static_cast<double>(z.*f.bytes));
+  v.push_back(static_cast<double>(z.peak_total));
   for (int g = 0; g < zero::kGroupCount; ++g)
     v.push_back(static_cast<double>(stats.traffic.bytes(static_cast<zero::Group>(g))));
   comm.all_reduce(v.data(), v.data(), v.size(), DType::kF64, comm::ReduceOp::kMax);
@@ -85,15 +85,7 @@ void reduce_max_over_ranks(comm::Comm& comm, const Memory& mem, const zero::Step
   rec.intra_node_bytes = next();
   rec.inter_node_bytes = next();
   zero::MemoryStats& m = rec.zero_memory;
-  m.full_params = next();
-  m.param_shards = next();
-  m.secondary_shards = next();
-  m.grads = next();
-  m.optimizer = next();
-  m.gather_buffers = next();
-  m.grad_buffers = next();
-  m.comm_buffers = next();
-  m.activations = next();
+  for (const zero::MemoryField& f : zero::kMemoryFields) m.*f.bytes = next();
   m.peak_total = next();
   for (int g = 0; g < zero::kGroupCount; ++g) rec.comm_bytes[g] = next();
 }
@@ -146,183 +138,229 @@ double model_state_bytes(const TrainConfig& cfg) {
   }
 }
 
+// One training run in layers, as torchtitan's trainer: train_step (forward/backward over
+// the micro-batches, then the optimizer step), evaluate, record and sample; run() is the
+// loop over them.
+class Trainer {
+ public:
+  Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile& data, const NodeComms& nodes);
+  TrainResult run(const TrainHooks& hooks);
+
+ private:
+  zero::StepStats train_step(int64_t step, double lr);
+  void count_bad_step(int64_t step, const zero::StepStats& stats);
+  double evaluate();
+  StepRecord record(int64_t step, double lr, const zero::StepStats& stats, double seconds);
+  std::vector<int32_t> sample();
+
+  const TrainConfig& cfg_;
+  comm::Comm& comm_;
+  const data::TokenFile& data_;
+  const int rank_, world_;
+  const size_t B_, T_;
+  const data::Split split_;
+  const data::Sampler sampler_;
+  std::optional<data::EvalWindows> eval_windows_;  // none when data.eval_fraction is 0
+  std::optional<zero::Engine> engine_;
+  std::optional<LoopCheckpoints> checkpoints_;
+  Batch batch_;
+  double peak_flops_per_rank_ = 0;
+  int64_t tokens_seen_ = 0;
+  int64_t bad_in_row_ = 0;  // consecutive skipped (non-finite) steps
+};
+
+Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile& data,
+                 const NodeComms& nodes)
+    : cfg_(cfg),
+      comm_(comm),
+      data_(data),
+      rank_(comm.rank()),
+      world_(comm.size()),
+      B_(static_cast<size_t>(cfg.micro_batch)),
+      T_(static_cast<size_t>(cfg.seq_len)),
+      split_(split_checked(cfg, data)),
+      sampler_(split_.train, T_, static_cast<size_t>(cfg.global_batch), cfg.seed),
+      batch_{std::vector<int32_t>(B_ * T_), std::vector<int32_t>(B_ * T_)} {
+  if (cfg.eval_fraction > 0) eval_windows_.emplace(split_.eval, T_);
+  // The engine: it initialises the parameters from train.seed (a pure function of seed,
+  // tensor and index: every rank fills what it holds with the values one process would
+  // have) and validates zero.* against the ranks before any collective.
+  try {
+    engine_.emplace(cfg.model, comm, nodes.node, nodes.cross, cfg.zero,
+                    model::InitOptions{cfg.seed, cfg.init_std, true});
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(cfg, strf("the ZeRO engine for %s (%lld parameters, stage %d over %d "
+                                  "ranks): about %s of fp32 model states per rank",
+                                  cfg.model.name.c_str(),
+                                  static_cast<long long>(cfg.model.num_params()),
+                                  cfg.zero.stage, world_, gib(model_state_bytes(cfg)).c_str()));
+  }
+  // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
+  // on preemption (checkpoints.hpp).
+  checkpoints_.emplace(cfg, comm, nodes.mpi, *engine_);
+  if (cfg.peak_tflops > 0) {
+    peak_flops_per_rank_ = cfg.peak_tflops * 1e12;
+  } else {
+    double peak = measure_cpu_peak_flops();
+    comm.all_reduce(&peak, &peak, 1, DType::kF64, comm::ReduceOp::kAvg);
+    peak_flops_per_rank_ = peak;
+  }
+}
+
+TrainResult Trainer::run(const TrainHooks& hooks) {
+  TrainResult result;
+  result.first_step = checkpoints_->start(tokens_seen_);
+  result.params = cfg_.model.num_params();
+  result.engine = engine_->describe();
+  result.peak_flops_per_rank = peak_flops_per_rank_;
+  const Schedule schedule{cfg_.lr, cfg_.min_lr, cfg_.warmup, cfg_.steps};
+  for (int64_t step = result.first_step; step < cfg_.steps; ++step) {
+    const auto t0 = Clock::now();
+    const double lr = lr_at(schedule, step);
+    const zero::StepStats stats = train_step(step, lr);
+    count_bad_step(step, stats);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const StepRecord rec = record(step, lr, stats, seconds);
+    if (hooks.on_step) hooks.on_step(rec);
+    result.steps.push_back(rec);
+    if (checkpoints_->after_step(step + 1, tokens_seen_, !stats.skipped)) break;  // preempted: saved, stop
+  }
+  result.stopped = checkpoints_->stopped();
+  result.stop_signal = checkpoints_->signal();
+  if (result.stopped) {
+    result.checkpoint = checkpoints_->last_path();
+    return result;  // no final evaluation or sample: the job is being ended
+  }
+  checkpoints_->finish(cfg_.steps, tokens_seen_);
+  result.checkpoint = checkpoints_->last_path();
+  result.sample = sample();
+  return result;
+}
+
+// Forward/backward over this rank's micro-batches: gradients accumulate (and are reduced
+// as the stage prescribes); then the optimizer step. The step's bytes are counted from
+// here (StepStats::traffic would include an evaluation in between).
+zero::StepStats Trainer::train_step(int64_t step, double lr) {
+  const zero::Traffic traffic_before = engine_->traffic();
+  for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
+    for (size_t i = 0; i < B_; ++i)
+      fill_row(batch_, i, T_, data_.tokens,
+               sampler_.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank_, world_, B_, i));
+    try {
+      engine_->micro_step(batch_.tokens, batch_.targets, cfg_.micro_batch, cfg_.seq_len,
+                          cfg_.recompute, 1.0 / static_cast<double>(cfg_.accum));
+    } catch (const std::bad_alloc&) {
+      throw out_of_memory(cfg_, strf("the activations of step %lld (train.micro_batch %lld x "
+                                     "train.seq_len %lld tokens, recompute %s)",
+                                     static_cast<long long>(step + 1),
+                                     static_cast<long long>(cfg_.micro_batch),
+                                     static_cast<long long>(cfg_.seq_len),
+                                     cfg_.recompute ? "on" : "off"));
+    }
+  }
+  zero::StepStats stats = engine_->step(lr);
+  stats.traffic = engine_->traffic().minus(traffic_before);
+  return stats;
+}
+
+// A non-finite step was skipped by the engine (same verdict on every rank): warn; too
+// many in a row end the job before anything (a checkpoint) is saved.
+void Trainer::count_bad_step(int64_t step, const zero::StepStats& stats) {
+  bad_in_row_ = stats.skipped ? bad_in_row_ + 1 : 0;
+  if (!stats.skipped) return;
+  if (rank_ == 0)
+    log::warn(strf("step %lld: loss %g, gradient norm %g: NaN/Inf in the gradient of %s; "
+                   "update skipped (%lld in a row, train.max_bad_steps = %lld)",
+                   static_cast<long long>(step + 1), stats.loss, stats.grad_norm,
+                   stats.bad_units.c_str(), static_cast<long long>(bad_in_row_),
+                   static_cast<long long>(cfg_.max_bad_steps)));
+  if (bad_in_row_ >= cfg_.max_bad_steps)
+    throw Error(strf("%lld steps in a row had a NaN/Inf loss or gradient (steps %lld-%lld; "
+                     "last in %s); stopping without saving",
+                     static_cast<long long>(bad_in_row_),
+                     static_cast<long long>(step + 2 - bad_in_row_),
+                     static_cast<long long>(step + 1), stats.bad_units.c_str()),
+                "training diverged or the data is bad: lower train.lr, raise train.warmup, "
+                "keep train.grad_clip on, or resume from the last checkpoint; "
+                "train.max_bad_steps sets how many bad steps in a row are tolerated");
+}
+
+// Mean held-out loss over eval.batches global batches of fixed windows of the tail.
+double Trainer::evaluate() {
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int64_t b = 0; b < cfg_.eval_batches; ++b)
+    for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
+      for (size_t i = 0; i < B_; ++i) {
+        const size_t e = static_cast<size_t>(b * cfg_.global_batch) +
+                         data::batch_index(static_cast<int>(micro), rank_, world_, B_, i);
+        fill_row(batch_, i, T_, data_.tokens, eval_windows_->start(e));
+      }
+      sum += engine_->eval_loss(batch_.tokens, batch_.targets, cfg_.micro_batch, cfg_.seq_len);
+      ++count;
+    }
+  double mean = sum / static_cast<double>(count);
+  comm_.all_reduce(&mean, &mean, 1, DType::kF64, comm::ReduceOp::kAvg);
+  return mean;
+}
+
+// The step's figures (memory and bytes: the maximum over ranks), with an evaluation on
+// the eval.every cadence and at the last step.
+StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats, double seconds) {
+  StepRecord rec;
+  rec.step = step + 1;
+  rec.loss = stats.loss;
+  rec.lr = lr;
+  rec.grad_norm = stats.grad_norm;
+  rec.clip_coef = stats.clip_coef;
+  rec.skipped = stats.skipped;
+  rec.step_time_s = seconds;
+  rec.tokens_per_s = static_cast<double>(cfg_.tokens_per_step()) / seconds;
+  rec.mfu = mfu(rec.tokens_per_s, cfg_.model.flops_per_token(cfg_.seq_len), world_, peak_flops_per_rank_);
+  tokens_seen_ += cfg_.tokens_per_step();
+  rec.tokens_seen = tokens_seen_;
+  reduce_max_over_ranks(comm_, process_memory(), stats, rec);
+  const bool last = step + 1 == cfg_.steps;
+  if (eval_windows_ && (last || (cfg_.eval_every > 0 && (step + 1) % cfg_.eval_every == 0)))
+    rec.eval_loss = evaluate();
+  return rec;
+}
+
+// The sample after training (sample.* keys): generated tokens on rank 0, empty elsewhere.
+std::vector<int32_t> Trainer::sample() {
+  if (cfg_.sample_tokens > 0 && rank_ == 0 && data_.tokenizer != "bytes")
+    log::warn("no sample: the dataset's tokenizer is \"" + data_.tokenizer +
+              "\" and zt decodes only \"bytes\"");
+  if (cfg_.sample_tokens <= 0 || data_.tokenizer != "bytes") return {};
+  std::vector<int32_t> prompt;
+  for (const char ch : cfg_.sample_prompt)
+    prompt.push_back(static_cast<int32_t>(static_cast<unsigned char>(ch)));
+  for (const int32_t id : prompt)
+    if (id >= cfg_.model.vocab)
+      throw InputError("sample.prompt holds a byte outside the model vocabulary",
+                       "the prompt is byte-tokenized; use a byte-level model (vocab 256)");
+  // logits_last is collective (stage 3 gathers the units): every rank runs the sampler.
+  // Rank 0's logits are broadcast so every rank draws the same token even if the ranks'
+  // arithmetic differed in the last bit.
+  const LogitsFn logits = [&](std::span<const int32_t> window, std::span<float> out) {
+    engine_->logits_last(window, static_cast<int64_t>(window.size()), out);
+    comm_.broadcast(out.data(), out.size(), DType::kF32, 0);
+  };
+  std::vector<int32_t> tokens =
+      generate(logits, cfg_.model.vocab, cfg_.model.context, prompt,
+               SampleOptions{cfg_.sample_tokens, cfg_.sample_temperature, cfg_.sample_seed, cfg_.seq_len});
+  if (rank_ != 0) tokens.clear();
+  return tokens;
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile& data,
                   const TrainHooks& hooks, const NodeComms& nodes) {
   ZT_CHECK(cfg.world == comm.size(), "TrainConfig.world differs from the communicator size",
            "resolve the configuration with the world size of the comm that trains");
-  const int rank = comm.rank();
-  const int world = comm.size();
-  const size_t B = static_cast<size_t>(cfg.micro_batch);
-  const size_t T = static_cast<size_t>(cfg.seq_len);
-
-  const data::Split split = data::split_tail(data.tokens.size(), cfg.eval_fraction);
-  check_data_fits(cfg, data, split);
-  const data::Sampler sampler(split.train, T, static_cast<size_t>(cfg.global_batch), cfg.seed);
-  // Held-out windows; none when data.eval_fraction is 0 (no evaluation).
-  std::optional<data::EvalWindows> eval_windows;
-  if (cfg.eval_fraction > 0) eval_windows.emplace(split.eval, T);
-
-  // The engine: it initialises the parameters from train.seed (a pure function of seed,
-  // tensor and index: every rank fills what it holds with the values one process would
-  // have) and validates zero.* against the ranks before any collective.
-  std::optional<zero::Engine> engine_storage;
-  try {
-    engine_storage.emplace(cfg.model, comm, nodes.node, nodes.cross, cfg.zero,
-                           model::InitOptions{cfg.seed, cfg.init_std, true});
-  } catch (const std::bad_alloc&) {
-    throw out_of_memory(cfg, strf("the ZeRO engine for %s (%lld parameters, stage %d over %d "
-                                  "ranks): about %s of fp32 model states per rank",
-                                  cfg.model.name.c_str(),
-                                  static_cast<long long>(cfg.model.num_params()),
-                                  cfg.zero.stage, world, gib(model_state_bytes(cfg)).c_str()));
-  }
-  zero::Engine& engine = *engine_storage;
-
-  // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
-  // on preemption (checkpoints.hpp).
-  LoopCheckpoints checkpoints(cfg, comm, nodes.mpi, engine);
-  int64_t tokens_seen = 0;
-  const int64_t first_step = checkpoints.start(tokens_seen);
-
-  TrainResult result;
-  result.first_step = first_step;
-  result.params = cfg.model.num_params();
-  result.engine = engine.describe();
-  if (cfg.peak_tflops > 0) {
-    result.peak_flops_per_rank = cfg.peak_tflops * 1e12;
-  } else {
-    double peak = measure_cpu_peak_flops();
-    comm.all_reduce(&peak, &peak, 1, DType::kF64, comm::ReduceOp::kAvg);
-    result.peak_flops_per_rank = peak;
-  }
-  const double flops_per_token = cfg.model.flops_per_token(cfg.seq_len);
-
-  const Schedule schedule{cfg.lr, cfg.min_lr, cfg.warmup, cfg.steps};
-  Batch batch{std::vector<int32_t>(B * T), std::vector<int32_t>(B * T)};
-
-  // Mean held-out loss over eval.batches global batches of fixed windows of the tail.
-  const auto evaluate = [&]() {
-    double sum = 0.0;
-    int64_t count = 0;
-    for (int64_t b = 0; b < cfg.eval_batches; ++b)
-      for (int64_t micro = 0; micro < cfg.accum; ++micro) {
-        for (size_t i = 0; i < B; ++i) {
-          const size_t e = static_cast<size_t>(b * cfg.global_batch) +
-                           data::batch_index(static_cast<int>(micro), rank, world, B, i);
-          fill_row(batch, i, T, data.tokens, eval_windows->start(e));
-        }
-        sum += engine.eval_loss(batch.tokens, batch.targets, cfg.micro_batch, cfg.seq_len);
-        ++count;
-      }
-    double mean = sum / static_cast<double>(count);
-    comm.all_reduce(&mean, &mean, 1, DType::kF64, comm::ReduceOp::kAvg);
-    return mean;
-  };
-
-  int64_t bad_in_row = 0;  // consecutive skipped (non-finite) steps
-  for (int64_t step = first_step; step < cfg.steps; ++step) {
-    const auto t0 = Clock::now();
-    const double lr = lr_at(schedule, step);
-
-    // Forward/backward over this rank's micro-batches: gradients accumulate (and are
-    // reduced as the stage prescribes); then the optimizer step. The step's bytes are
-    // counted from here (StepStats::traffic would include an evaluation in between).
-    const zero::Traffic traffic_before = engine.traffic();
-    for (int64_t micro = 0; micro < cfg.accum; ++micro) {
-      for (size_t i = 0; i < B; ++i)
-        fill_row(batch, i, T, data.tokens,
-                 sampler.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank, world, B, i));
-      try {
-        engine.micro_step(batch.tokens, batch.targets, cfg.micro_batch, cfg.seq_len,
-                          cfg.recompute, 1.0 / static_cast<double>(cfg.accum));
-      } catch (const std::bad_alloc&) {
-        throw out_of_memory(cfg, strf("the activations of step %lld (train.micro_batch %lld x "
-                                      "train.seq_len %lld tokens, recompute %s)",
-                                      static_cast<long long>(step + 1),
-                                      static_cast<long long>(cfg.micro_batch),
-                                      static_cast<long long>(cfg.seq_len),
-                                      cfg.recompute ? "on" : "off"));
-      }
-    }
-    zero::StepStats stats = engine.step(lr);
-    stats.traffic = engine.traffic().minus(traffic_before);
-    // A non-finite step was skipped by the engine (same verdict on every rank): warn;
-    // too many in a row end the job before anything (a checkpoint) is saved.
-    bad_in_row = stats.skipped ? bad_in_row + 1 : 0;
-    if (stats.skipped) {
-      if (rank == 0)
-        log::warn(strf("step %lld: loss %g, gradient norm %g: NaN/Inf in the gradient of %s; "
-                       "update skipped (%lld in a row, train.max_bad_steps = %lld)",
-                       static_cast<long long>(step + 1), stats.loss, stats.grad_norm,
-                       stats.bad_units.c_str(), static_cast<long long>(bad_in_row),
-                       static_cast<long long>(cfg.max_bad_steps)));
-      if (bad_in_row >= cfg.max_bad_steps)
-        throw Error(strf("%lld steps in a row had a NaN/Inf loss or gradient (steps %lld-%lld; "
-                         "last in %s); stopping without saving",
-                         static_cast<long long>(bad_in_row),
-                         static_cast<long long>(step + 2 - bad_in_row),
-                         static_cast<long long>(step + 1), stats.bad_units.c_str()),
-                    "training diverged or the data is bad: lower train.lr, raise train.warmup, "
-                    "keep train.grad_clip on, or resume from the last checkpoint; "
-                    "train.max_bad_steps sets how many bad steps in a row are tolerated");
-    }
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-
-    StepRecord rec;
-    rec.step = step + 1;
-    rec.loss = stats.loss;
-    rec.lr = lr;
-    rec.grad_norm = stats.grad_norm;
-    rec.clip_coef = stats.clip_coef;
-    rec.skipped = stats.skipped;
-    rec.step_time_s = seconds;
-    rec.tokens_per_s = static_cast<double>(cfg.tokens_per_step()) / seconds;
-    rec.mfu = mfu(rec.tokens_per_s, flops_per_token, world, result.peak_flops_per_rank);
-    tokens_seen += cfg.tokens_per_step();
-    rec.tokens_seen = tokens_seen;
-    reduce_max_over_ranks(comm, process_memory(), stats, rec);
-    const bool last = step + 1 == cfg.steps;
-    if (eval_windows && (last || (cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0)))
-      rec.eval_loss = evaluate();
-    if (hooks.on_step) hooks.on_step(rec);
-    result.steps.push_back(rec);
-    if (checkpoints.after_step(step + 1, tokens_seen, !stats.skipped)) break;  // preempted: saved, stop
-  }
-  result.stopped = checkpoints.stopped();
-  result.stop_signal = checkpoints.signal();
-  if (result.stopped) {
-    result.checkpoint = checkpoints.last_path();
-    return result;  // no final evaluation or sample: the job is being ended
-  }
-  checkpoints.finish(cfg.steps, tokens_seen);
-  result.checkpoint = checkpoints.last_path();
-
-  if (cfg.sample_tokens > 0 && rank == 0 && data.tokenizer != "bytes")
-    log::warn("no sample: the dataset's tokenizer is \"" + data.tokenizer +
-              "\" and zt decodes only \"bytes\"");
-  if (cfg.sample_tokens > 0 && data.tokenizer == "bytes") {
-    std::vector<int32_t> prompt;
-    for (const char ch : cfg.sample_prompt)
-      prompt.push_back(static_cast<int32_t>(static_cast<unsigned char>(ch)));
-    for (const int32_t id : prompt)
-      if (id >= cfg.model.vocab)
-        throw InputError("sample.prompt holds a byte outside the model vocabulary",
-                         "the prompt is byte-tokenized; use a byte-level model (vocab 256)");
-    // logits_last is collective (stage 3 gathers the units): every rank runs the sampler.
-    // Rank 0's logits are broadcast so every rank draws the same token even if the
-    // ranks' arithmetic differed in the last bit.
-    const LogitsFn logits = [&](std::span<const int32_t> window, std::span<float> out) {
-      engine.logits_last(window, static_cast<int64_t>(window.size()), out);
-      comm.broadcast(out.data(), out.size(), DType::kF32, 0);
-    };
-    std::vector<int32_t> tokens =
-        generate(logits, cfg.model.vocab, cfg.model.context, prompt,
-                 SampleOptions{cfg.sample_tokens, cfg.sample_temperature, cfg.sample_seed, cfg.seq_len});
-    if (rank == 0) result.sample = std::move(tokens);
-  }
-  return result;
+  Trainer trainer(cfg, comm, data, nodes);
+  return trainer.run(hooks);
 }
 
 }  // namespace zt::train

@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "zt/model/config.hpp"
@@ -43,6 +44,35 @@ struct TrainState {
   int64_t global_batch = 0, seq_len = 0;
   int64_t world_size = 1, zero_stage = 0, hpz = 1;  // layout at save (informational)
   std::vector<uint64_t> rng;  // [world]: the seed each rank's randomness derives from
+};
+
+// The scalar fields of TrainState, each an attribute of /state of the same name and type
+// (int64, uint64, float64), in file order. The checkpoint writer and reader walk this one
+// table. Weights-only files carry only the fields not marked training_only.
+struct StateField {
+  const char* name;
+  std::variant<int64_t TrainState::*, uint64_t TrainState::*, double TrainState::*> member;
+  bool training_only;
+};
+inline const StateField kStateFields[] = {
+    {"step", &TrainState::step, false},
+    {"tokens_seen", &TrainState::tokens_seen, false},
+    {"sampler_seed", &TrainState::sampler_seed, true},
+    {"sampler_next_step", &TrainState::sampler_next_step, true},
+    {"lr", &TrainState::lr, true},
+    {"min_lr", &TrainState::min_lr, true},
+    {"warmup", &TrainState::warmup, true},
+    {"steps", &TrainState::steps, true},
+    {"beta1", &TrainState::beta1, true},
+    {"beta2", &TrainState::beta2, true},
+    {"eps", &TrainState::eps, true},
+    {"weight_decay", &TrainState::weight_decay, true},
+    {"grad_clip", &TrainState::grad_clip, true},
+    {"global_batch", &TrainState::global_batch, true},
+    {"seq_len", &TrainState::seq_len, true},
+    {"world_size", &TrainState::world_size, true},
+    {"zero_stage", &TrainState::zero_stage, true},
+    {"hpz", &TrainState::hpz, true},
 };
 
 // The model config as JSON text (every field), and back. from_json throws zt::InputError
