@@ -12,16 +12,6 @@ namespace {
 constexpr const char* kWriteHint = "check free disk space and that ckpt.dir is writable";
 constexpr const char* kReadHint = "the file may be damaged or not a zt checkpoint";
 
-void write_scalar(hid_t obj, const char* name, hid_t file_type, hid_t mem_type, const void* value,
-                  const std::string& path) {
-  Handle space(ZT_H5_CHECK(H5Screate(H5S_SCALAR), path, kWriteHint), Kind::kDataspace);
-  Handle attr(ZT_H5_CHECK(H5Acreate2(obj, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                          path, kWriteHint),
-              Kind::kAttribute);
-  ZT_H5_CHECK(H5Awrite(attr.get(), mem_type, value), path, kWriteHint);
-  attr.close(path);
-}
-
 std::string where_of(const std::string& path, const std::string& what) {
   return "checkpoint '" + path + "': " + what;
 }
@@ -116,78 +106,55 @@ void select_range(hid_t space, const std::vector<int64_t>& shape, int64_t first,
 }
 
 void write_string_attr(hid_t obj, const char* name, const std::string& value, const std::string& path) {
-  Handle type(ZT_H5_CHECK(H5Tcopy(H5T_C_S1), path, kWriteHint), Kind::kDatatype);
-  ZT_H5_CHECK(H5Tset_size(type.get(), std::max<size_t>(1, value.size())), path, kWriteHint);
-  ZT_H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), path, kWriteHint);
-  ZT_H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8), path, kWriteHint);
-  std::string padded = value;
-  if (padded.empty()) padded.push_back('\0');
-  write_scalar(obj, name, type.get(), type.get(), padded.data(), path);
+  ::zt::h5::write_string_attr(obj, name, value, ::zt::h5::StringLayout::kFixed, path, kWriteHint);
 }
-
 void write_u64_attr(hid_t obj, const char* name, uint64_t v, const std::string& path) {
-  write_scalar(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &v, path);
+  ::zt::h5::write_u64_attr(obj, name, v, path, kWriteHint);
 }
 void write_i64_attr(hid_t obj, const char* name, int64_t v, const std::string& path) {
-  write_scalar(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+  ::zt::h5::write_i64_attr(obj, name, v, path, kWriteHint);
 }
 void write_u32_attr(hid_t obj, const char* name, uint32_t v, const std::string& path) {
-  write_scalar(obj, name, H5T_STD_U32LE, H5T_NATIVE_UINT32, &v, path);
+  ::zt::h5::write_u32_attr(obj, name, v, path, kWriteHint);
 }
 void write_f64_attr(hid_t obj, const char* name, double v, const std::string& path) {
-  write_scalar(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, path);
+  ::zt::h5::write_f64_attr(obj, name, v, path, kWriteHint);
 }
 
 bool has_attr(hid_t obj, const char* name, const std::string& path) {
-  return data::h5::has_attr(obj, name, path, kReadHint);
+  return ::zt::h5::has_attr(obj, name, path, kReadHint);
 }
 
 std::string read_string_attr(hid_t obj, const char* name, const std::string& path,
                              const std::string& what) {
-  return data::h5::read_string_attr(obj, name, path, where_of(path, what), kReadHint);
+  return ::zt::h5::read_string_attr(obj, name, path, where_of(path, what), kReadHint);
 }
 uint64_t read_u64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
-  return data::h5::read_u64_attr(obj, name, path, where_of(path, what), kReadHint);
+  return ::zt::h5::read_u64_attr(obj, name, path, where_of(path, what), kReadHint);
 }
 int64_t read_i64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
-  return data::h5::read_i64_attr(obj, name, path, where_of(path, what), kReadHint);
+  return ::zt::h5::read_i64_attr(obj, name, path, where_of(path, what), kReadHint);
 }
 double read_f64_attr(hid_t obj, const char* name, const std::string& path, const std::string& what) {
-  return data::h5::read_f64_attr(obj, name, path, where_of(path, what), kReadHint);
+  return ::zt::h5::read_f64_attr(obj, name, path, where_of(path, what), kReadHint);
 }
 
 bool link_exists(hid_t loc, const std::string& name, const std::string& path) {
-  return ZT_H5_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT), path, kReadHint) > 0;
+  return ::zt::h5::link_exists(loc, name, path, kReadHint);
 }
 
 Handle create_group(hid_t loc, const char* name, const std::string& path) {
-  return Handle(ZT_H5_CHECK(H5Gcreate2(loc, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path,
-                            kWriteHint),
-                Kind::kGroup);
+  return ::zt::h5::create_group(loc, name, path, kWriteHint);
 }
 
 Handle open_group(hid_t loc, const char* name, const std::string& path) {
   if (!link_exists(loc, name, path))
     throw InputError("checkpoint '" + path + "' has no group '" + name + "'", kReadHint);
-  return Handle(ZT_H5_CHECK(H5Gopen2(loc, name, H5P_DEFAULT), path, kReadHint), Kind::kGroup);
+  return ::zt::h5::open_group(loc, name, path, kReadHint);
 }
 
 std::vector<std::string> group_members(hid_t group, const std::string& path) {
-  H5G_info_t info;
-  ZT_H5_CHECK(H5Gget_info(group, &info), path, kReadHint);
-  std::vector<std::string> names;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = ZT_H5_CHECK(H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i,
-                                                       nullptr, 0, H5P_DEFAULT),
-                                    path, kReadHint);
-    std::string name(static_cast<size_t>(len) + 1, '\0');
-    ZT_H5_CHECK(H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
-                                   name.size(), H5P_DEFAULT),
-                path, kReadHint);
-    name.resize(static_cast<size_t>(len));
-    names.push_back(std::move(name));
-  }
-  return names;
+  return ::zt::h5::group_members(group, path, kReadHint);
 }
 
 }  // namespace zt::ckpt::h5

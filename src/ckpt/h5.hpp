@@ -1,6 +1,7 @@
 #pragma once
-// Private HDF5 helpers of the checkpoint layer, over the data layer's checked handles
-// (src/data/hdf5_util.hpp): attributes, row-major range selections, file access lists.
+// Private HDF5 helpers of the checkpoint layer over the HDF5 layer (zt/h5/h5.hpp): file
+// access and transfer lists for parallel HDF5, row-major range selections, and the
+// layer's attribute and group calls bound to the checkpoint's hints and messages.
 #include <hdf5.h>
 #include <mpi.h>
 
@@ -8,13 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "hdf5_util.hpp"
+#include "zt/h5/h5.hpp"
 
 namespace zt::ckpt::h5 {
 
-using data::h5::Handle;
-using data::h5::Kind;
-using data::h5::QuietErrors;
+using ::zt::h5::Handle;
+using ::zt::h5::Kind;
+using ::zt::h5::QuietErrors;
+using ::zt::h5::fail;
+using ::zt::h5::require_stored_here;
 
 // File access: MPI-IO with collective metadata when comm is not MPI_COMM_NULL, else
 // HDF5's default (serial) driver; datasets of 1 MiB or more aligned to 1 MiB.
@@ -28,7 +31,7 @@ Handle transfer(MPI_Comm comm, const std::string& path);
 void select_range(hid_t space, const std::vector<int64_t>& shape, int64_t first, int64_t n,
                   const std::string& path);
 
-// Scalar attributes (fixed-length UTF-8 strings; little-endian numbers).
+// Scalar attributes (fixed-length UTF-8 strings; little-endian numbers), with the write hint.
 void write_string_attr(hid_t obj, const char* name, const std::string& value, const std::string& path);
 void write_u64_attr(hid_t obj, const char* name, uint64_t value, const std::string& path);
 void write_i64_attr(hid_t obj, const char* name, int64_t value, const std::string& path);

@@ -65,7 +65,7 @@ uint64_t checksum(std::span<const float> x, uint64_t first) {
 // ranks agree (one all_reduce) and all throw, so none is left in the next collective.
 void agree(MPI_Comm comm, herr_t rc, const std::string& what, const std::string& path) {
   runtime::agree(comm, [&] {
-    if (rc < 0) data::h5::fail(what.c_str(), path, kWriteHint, false, __FILE__, __LINE__);
+    if (rc < 0) h5::fail(what.c_str(), path, kWriteHint, false, __FILE__, __LINE__);
   }).rethrow(what + " failed on another rank writing '" + path + "' (its message says why)", kWriteHint);
 }
 
@@ -122,7 +122,7 @@ Handle open_file(MPI_Comm comm, const std::string& path) {
     throw InputError("checkpoint '" + path + "' is not an HDF5 file", kReadHint);
   Handle fapl = h5::file_access(comm, path);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
-  if (id < 0) data::h5::fail("H5Fopen", path, kReadHint, /*bad_input=*/true, __FILE__, __LINE__);
+  if (id < 0) h5::fail("H5Fopen", path, kReadHint, /*bad_input=*/true, __FILE__, __LINE__);
   return Handle(id, Kind::kFile);
 }
 
@@ -335,7 +335,7 @@ Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_
                          "], this run's model needs [" + want + "]",
                      "load it with the model.* settings it was saved with");
   }
-  data::h5::require_stored_here(dset.get(), path, name, kReadHint);
+  h5::require_stored_here(dset.get(), path, name, kReadHint);
   *stored = h5::read_u64_attr(dset.get(), "checksum", path, "dataset '" + name + "'");
   return dset;
 }
@@ -399,7 +399,7 @@ TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& 
   if (H5Sget_simple_extent_npoints(space.get()) != st.world_size)
     throw InputError("checkpoint '" + path + "': dataset '/state/rng' does not hold world_size "
                      "elements", kReadHint);
-  data::h5::require_stored_here(d.get(), path, "/state/rng", kReadHint);
+  h5::require_stored_here(d.get(), path, "/state/rng", kReadHint);
   *stored = h5::read_u64_attr(d.get(), "checksum", path, "dataset '/state/rng'");
   st.rng.resize(static_cast<size_t>(st.world_size));
   ZT_H5_CHECK(H5Dread(d.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, dxpl, st.rng.data()), path,

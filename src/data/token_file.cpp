@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "hdf5_util.hpp"
+#include "zt/h5/h5.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -59,26 +59,7 @@ void validate(const TokenFile& f, const std::string& where) {
 
 // ---- writing ---------------------------------------------------------------------
 
-void write_scalar_attr(hid_t obj, const char* name, hid_t file_type, hid_t mem_type,
-                       const void* value, const std::string& path) {
-  const char* hint = "check free disk space";
-  Handle space(ZT_H5_CHECK(H5Screate(H5S_SCALAR), path, hint), Kind::kDataspace);
-  Handle attr(ZT_H5_CHECK(H5Acreate2(obj, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                          path, hint),
-              Kind::kAttribute);
-  ZT_H5_CHECK(H5Awrite(attr.get(), mem_type, value), path, hint);
-  attr.close(path);
-}
-
-void write_string_attr(hid_t obj, const char* name, const std::string& value,
-                       const std::string& path) {
-  const char* hint = "check free disk space";
-  Handle type(ZT_H5_CHECK(H5Tcopy(H5T_C_S1), path, hint), Kind::kDatatype);
-  ZT_H5_CHECK(H5Tset_size(type.get(), H5T_VARIABLE), path, hint);
-  ZT_H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8), path, hint);
-  const char* data = value.c_str();
-  write_scalar_attr(obj, name, type.get(), type.get(), &data, path);
-}
+constexpr const char* kAttrHint = "check free disk space";
 
 // A 1-D dataset of n elements of file_type, written from memory of mem_type.
 void write_vector(hid_t file, const char* name, hid_t file_type, hid_t mem_type,
@@ -122,13 +103,12 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
     write_vector(file.get(), "doc_starts", H5T_STD_U64LE, H5T_NATIVE_UINT64, f.doc_starts.data(),
                  f.doc_starts.size(), tmp);
   const uint64_t num_tokens = f.tokens.size();
-  write_string_attr(file.get(), "format", kFormat, tmp);
-  write_scalar_attr(file.get(), "format_version", H5T_STD_U32LE, H5T_NATIVE_UINT32,
-                    &kFormatVersion, tmp);
-  write_scalar_attr(file.get(), "vocab_size", H5T_STD_U32LE, H5T_NATIVE_UINT32, &f.vocab_size, tmp);
-  write_string_attr(file.get(), "tokenizer", f.tokenizer, tmp);
-  write_scalar_attr(file.get(), "num_tokens", H5T_STD_U64LE, H5T_NATIVE_UINT64, &num_tokens, tmp);
-  write_scalar_attr(file.get(), "num_docs", H5T_STD_U64LE, H5T_NATIVE_UINT64, &num_docs, tmp);
+  h5::write_string_attr(file.get(), "format", kFormat, h5::StringLayout::kVariable, tmp, kAttrHint);
+  h5::write_u32_attr(file.get(), "format_version", kFormatVersion, tmp, kAttrHint);
+  h5::write_u32_attr(file.get(), "vocab_size", f.vocab_size, tmp, kAttrHint);
+  h5::write_string_attr(file.get(), "tokenizer", f.tokenizer, h5::StringLayout::kVariable, tmp, kAttrHint);
+  h5::write_u64_attr(file.get(), "num_tokens", num_tokens, tmp, kAttrHint);
+  h5::write_u64_attr(file.get(), "num_docs", num_docs, tmp, kAttrHint);
   ZT_H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp, "check free disk space");
   file.close(tmp);
 }

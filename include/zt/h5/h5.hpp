@@ -1,15 +1,17 @@
 #pragma once
-// Private HDF5 helpers of the data layer: owned handles and checked calls. Every HDF5
-// call goes through ZT_H5_CHECK, which turns a failure into a zt::Error naming the call,
-// the file, HDF5's own description (from its error stack) and a hint.
+// The one HDF5 helper layer, below data and ckpt: owned handles, checked calls, scalar
+// attributes and groups. Every HDF5 call goes through ZT_H5_CHECK, which turns a failure
+// into a zt::Error naming the call, the file, HDF5's own description (from its error
+// stack) and a hint.
 #include <hdf5.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
-namespace zt::data::h5 {
+namespace zt::h5 {
 
 // Throws zt::Error (or zt::InputError when `bad_input`) for a failed HDF5 call.
 [[noreturn]] void fail(const char* call, const std::string& path, std::string_view hint,
@@ -49,6 +51,26 @@ class Handle {
   Kind kind_ = Kind::kFile;
 };
 
+// Writers of scalar attributes (little-endian numbers; UTF-8 strings, fixed-length and
+// null-padded or variable-length). `hint` goes into the error of a failed call.
+void write_scalar_attr(hid_t obj, const char* name, hid_t file_type, hid_t mem_type,
+                       const void* value, const std::string& path, std::string_view hint);
+enum class StringLayout { kFixed, kVariable };
+void write_string_attr(hid_t obj, const char* name, const std::string& value, StringLayout layout,
+                       const std::string& path, std::string_view hint);
+void write_u32_attr(hid_t obj, const char* name, uint32_t value, const std::string& path, std::string_view hint);
+void write_u64_attr(hid_t obj, const char* name, uint64_t value, const std::string& path, std::string_view hint);
+void write_i64_attr(hid_t obj, const char* name, int64_t value, const std::string& path, std::string_view hint);
+void write_f64_attr(hid_t obj, const char* name, double value, const std::string& path, std::string_view hint);
+
+// Groups and links. open_group throws zt::InputError naming `path` and the group when it
+// is missing.
+bool link_exists(hid_t loc, const std::string& name, const std::string& path, std::string_view hint);
+Handle create_group(hid_t loc, const char* name, const std::string& path, std::string_view hint);
+Handle open_group(hid_t loc, const char* name, const std::string& path, std::string_view hint);
+// Names of the links in a group, in name order.
+std::vector<std::string> group_members(hid_t group, const std::string& path, std::string_view hint);
+
 // Readers of single-valued attributes of files zt reads (token files, checkpoints).
 // `where` names the object in messages ("token file 'x.h5'", "checkpoint 'c.h5': group
 // /state"). A missing attribute, one of another type class, one holding more than one
@@ -76,12 +98,12 @@ double read_f64_attr(hid_t obj, const char* name, const std::string& path,
 void require_stored_here(hid_t dset, const std::string& path, const std::string& name,
                          std::string_view hint);
 
-}  // namespace zt::data::h5
+}  // namespace zt::h5
 
 // ZT_H5_CHECK(expr, path, hint): expr returns hid_t or herr_t; negative is failure.
 #define ZT_H5_CHECK(expr, path, hint)                                                   \
   [&]() {                                                                               \
     const auto zt_h5_rc_ = (expr);                                                      \
-    if (zt_h5_rc_ < 0) ::zt::data::h5::fail(#expr, (path), (hint), false, __FILE__, __LINE__); \
+    if (zt_h5_rc_ < 0) ::zt::h5::fail(#expr, (path), (hint), false, __FILE__, __LINE__); \
     return zt_h5_rc_;                                                                   \
   }()

@@ -1,6 +1,7 @@
-// Private HDF5 helpers of the data layer (see hdf5_util.hpp).
-#include "hdf5_util.hpp"
+// The HDF5 helper layer (see include/zt/h5/h5.hpp).
+#include "zt/h5/h5.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -8,7 +9,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
-namespace zt::data::h5 {
+namespace zt::h5 {
 namespace {
 
 // Collects "function: description" of each entry of HDF5's error stack, innermost last.
@@ -213,4 +214,80 @@ void require_stored_here(hid_t dset, const std::string& path, const std::string&
                               declared, stored));
 }
 
-}  // namespace zt::data::h5
+// ---- writing attributes, groups --------------------------------------------------------
+
+void write_scalar_attr(hid_t obj, const char* name, hid_t file_type, hid_t mem_type,
+                       const void* value, const std::string& path, std::string_view hint) {
+  Handle space(ZT_H5_CHECK(H5Screate(H5S_SCALAR), path, hint), Kind::kDataspace);
+  Handle attr(ZT_H5_CHECK(H5Acreate2(obj, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                          path, hint),
+              Kind::kAttribute);
+  ZT_H5_CHECK(H5Awrite(attr.get(), mem_type, value), path, hint);
+  attr.close(path);
+}
+
+void write_string_attr(hid_t obj, const char* name, const std::string& value, StringLayout layout,
+                       const std::string& path, std::string_view hint) {
+  Handle type(ZT_H5_CHECK(H5Tcopy(H5T_C_S1), path, hint), Kind::kDatatype);
+  if (layout == StringLayout::kVariable) {
+    ZT_H5_CHECK(H5Tset_size(type.get(), H5T_VARIABLE), path, hint);
+    ZT_H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8), path, hint);
+    const char* data = value.c_str();
+    write_scalar_attr(obj, name, type.get(), type.get(), &data, path, hint);
+    return;
+  }
+  ZT_H5_CHECK(H5Tset_size(type.get(), std::max<size_t>(1, value.size())), path, hint);
+  ZT_H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), path, hint);
+  ZT_H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8), path, hint);
+  std::string padded = value;
+  if (padded.empty()) padded.push_back('\0');
+  write_scalar_attr(obj, name, type.get(), type.get(), padded.data(), path, hint);
+}
+
+void write_u32_attr(hid_t obj, const char* name, uint32_t v, const std::string& path, std::string_view hint) {
+  write_scalar_attr(obj, name, H5T_STD_U32LE, H5T_NATIVE_UINT32, &v, path, hint);
+}
+void write_u64_attr(hid_t obj, const char* name, uint64_t v, const std::string& path, std::string_view hint) {
+  write_scalar_attr(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &v, path, hint);
+}
+void write_i64_attr(hid_t obj, const char* name, int64_t v, const std::string& path, std::string_view hint) {
+  write_scalar_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path, hint);
+}
+void write_f64_attr(hid_t obj, const char* name, double v, const std::string& path, std::string_view hint) {
+  write_scalar_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, path, hint);
+}
+
+bool link_exists(hid_t loc, const std::string& name, const std::string& path, std::string_view hint) {
+  return ZT_H5_CHECK(H5Lexists(loc, name.c_str(), H5P_DEFAULT), path, hint) > 0;
+}
+
+Handle create_group(hid_t loc, const char* name, const std::string& path, std::string_view hint) {
+  return Handle(ZT_H5_CHECK(H5Gcreate2(loc, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path, hint),
+                Kind::kGroup);
+}
+
+Handle open_group(hid_t loc, const char* name, const std::string& path, std::string_view hint) {
+  if (!link_exists(loc, name, path, hint))
+    throw InputError("'" + path + "' has no group '" + name + "'", std::string(hint));
+  return Handle(ZT_H5_CHECK(H5Gopen2(loc, name, H5P_DEFAULT), path, hint), Kind::kGroup);
+}
+
+std::vector<std::string> group_members(hid_t group, const std::string& path, std::string_view hint) {
+  H5G_info_t info;
+  ZT_H5_CHECK(H5Gget_info(group, &info), path, hint);
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t len = ZT_H5_CHECK(H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i,
+                                                       nullptr, 0, H5P_DEFAULT),
+                                    path, hint);
+    std::string name(static_cast<size_t>(len) + 1, '\0');
+    ZT_H5_CHECK(H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
+                                   name.size(), H5P_DEFAULT),
+                path, hint);
+    name.resize(static_cast<size_t>(len));
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+}  // namespace zt::h5
