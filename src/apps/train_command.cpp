@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,68 @@ struct TrainArgs {
   bool print_config = false;
   int ranks_per_node = 0;
 };
+
+// The start-up banner (rank 0): model, batch, data, optimizer, ZeRO, MFU reference.
+void log_banner(const train::TrainConfig& tc, const runtime::Topology& topo,
+                const data::TokenFile& tokens, int threads, bool measured) {
+  const data::Split split = data::split_tail(tokens.tokens.size(), tc.eval_fraction);
+  log::info(strf("zt train: model %s (%lld parameters), %d rank%s x %d thread%s",
+                 tc.model.name.c_str(), static_cast<long long>(tc.model.num_params()),
+                 topo.world_size, topo.world_size == 1 ? "" : "s", threads,
+                 threads == 1 ? "" : "s"));
+  log::info(strf("  batch: micro_batch %lld x %d ranks x accumulation %lld = global batch %lld "
+                 "sequences x %lld tokens = %lld tokens/step; %lld steps",
+                 static_cast<long long>(tc.micro_batch), topo.world_size,
+                 static_cast<long long>(tc.accum), static_cast<long long>(tc.global_batch),
+                 static_cast<long long>(tc.seq_len), static_cast<long long>(tc.tokens_per_step()),
+                 static_cast<long long>(tc.steps)));
+  log::info(strf("  data: %s (%zu tokens, tokenizer \"%s\", vocab %u): train %zu, held-out "
+                 "tail %zu (data.eval_fraction %g)",
+                 tc.data_path.c_str(), tokens.tokens.size(), tokens.tokenizer.c_str(),
+                 tokens.vocab_size, split.train.size(), split.eval.size(), tc.eval_fraction));
+  log::info(strf("  optimizer: AdamW lr %g -> %g (warm-up %lld, cosine), weight decay %g, "
+                 "betas %g/%g, grad clip %g",
+                 tc.lr, tc.min_lr, static_cast<long long>(tc.warmup), tc.weight_decay, tc.beta1,
+                 tc.beta2, tc.grad_clip));
+  log::info(strf("  zero: stage %d, %d node%s x %d rank%s%s; hpz_partition_size %d, prefetch %d, "
+                 "quantize weights %s / grads %s, reduce %s",
+                 tc.zero.stage, topo.node_count, topo.node_count == 1 ? "" : "s", topo.local_size,
+                 topo.local_size == 1 ? "" : "s", topo.simulated ? " (simulated on one host)" : "",
+                 tc.zero.hpz_partition_size, tc.zero.prefetch,
+                 tc.zero.quantize_weights ? "on" : "off", tc.zero.quantize_grads ? "on" : "off",
+                 tc.zero.reduce_dtype == DType::kF32 ? "fp32" : "bf16"));
+  log::info(strf("  MFU against %.1f GFLOP/s per rank (%s); %.2f MFLOP per token (6N + 12LHQT)",
+                 tc.peak_tflops * 1e3,
+                 measured ? "measured fp32 GEMM" : "train.peak_tflops",
+                 tc.model.flops_per_token(tc.seq_len) / 1e6));
+}
+
+// What every step reports: rank 0 logs the step line (the first, every log.every-th and the
+// last), the eval line, and the JSON line of log.metrics; a failed metrics write ends the job.
+std::function<void(const train::StepRecord&)> step_reporter(
+    const train::TrainConfig& tc, const runtime::Runtime& rt, std::ofstream& metrics,
+    std::chrono::steady_clock::time_point t_start) {
+  const int64_t steps = tc.steps, every = tc.log_every;
+  return [&tc, &rt, &metrics, t_start, steps, every](const train::StepRecord& r) {
+    if (rt.topology().world_rank != 0) return;
+    if (r.step == 1 || r.step == steps || r.step % every == 0) log::info(train::step_line(r, steps));
+    if (r.eval_loss) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+      log::info(strf("eval  step %lld | eval loss %.4f | elapsed %.1f s",
+                     static_cast<long long>(r.step), *r.eval_loss, elapsed));
+    }
+    if (metrics.is_open()) {
+      metrics << train::step_json(r) << '\n';
+      metrics.flush();
+      if (!metrics) {  // only rank 0 knows: end the whole job rather than leave others waiting
+        log::error("writing the metrics file '" + tc.metrics_path + "' failed (log.metrics)\n"
+                   "  HINT: check free disk space");
+        rt.abort(static_cast<int>(ExitCode::kFailed));
+      }
+    }
+  };
+}
 
 int run_train(const TrainArgs& args) {
   const config::Schema schema = train::train_schema();
@@ -91,60 +154,11 @@ int run_train(const TrainArgs& args) {
                          "check that its folder exists and is writable");
     }, /*rank0_only=*/true);
 
-  const data::Split split = data::split_tail(tokens.tokens.size(), tc.eval_fraction);
-  log::info(strf("zt train: model %s (%lld parameters), %d rank%s x %d thread%s",
-                 tc.model.name.c_str(), static_cast<long long>(tc.model.num_params()),
-                 topo.world_size, topo.world_size == 1 ? "" : "s", threads,
-                 threads == 1 ? "" : "s"));
-  log::info(strf("  batch: micro_batch %lld x %d ranks x accumulation %lld = global batch %lld "
-                 "sequences x %lld tokens = %lld tokens/step; %lld steps",
-                 static_cast<long long>(tc.micro_batch), topo.world_size,
-                 static_cast<long long>(tc.accum), static_cast<long long>(tc.global_batch),
-                 static_cast<long long>(tc.seq_len), static_cast<long long>(tc.tokens_per_step()),
-                 static_cast<long long>(tc.steps)));
-  log::info(strf("  data: %s (%zu tokens, tokenizer \"%s\", vocab %u): train %zu, held-out "
-                 "tail %zu (data.eval_fraction %g)",
-                 tc.data_path.c_str(), tokens.tokens.size(), tokens.tokenizer.c_str(),
-                 tokens.vocab_size, split.train.size(), split.eval.size(), tc.eval_fraction));
-  log::info(strf("  optimizer: AdamW lr %g -> %g (warm-up %lld, cosine), weight decay %g, "
-                 "betas %g/%g, grad clip %g",
-                 tc.lr, tc.min_lr, static_cast<long long>(tc.warmup), tc.weight_decay, tc.beta1,
-                 tc.beta2, tc.grad_clip));
-  log::info(strf("  zero: stage %d, %d node%s x %d rank%s%s; hpz_partition_size %d, prefetch %d, "
-                 "quantize weights %s / grads %s, reduce %s",
-                 tc.zero.stage, topo.node_count, topo.node_count == 1 ? "" : "s", topo.local_size,
-                 topo.local_size == 1 ? "" : "s", topo.simulated ? " (simulated on one host)" : "",
-                 tc.zero.hpz_partition_size, tc.zero.prefetch,
-                 tc.zero.quantize_weights ? "on" : "off", tc.zero.quantize_grads ? "on" : "off",
-                 tc.zero.reduce_dtype == DType::kF32 ? "fp32" : "bf16"));
-  log::info(strf("  MFU against %.1f GFLOP/s per rank (%s); %.2f MFLOP per token (6N + 12LHQT)",
-                 tc.peak_tflops * 1e3,
-                 measured ? "measured fp32 GEMM" : "train.peak_tflops",
-                 tc.model.flops_per_token(tc.seq_len) / 1e6));
+  log_banner(tc, topo, tokens, threads, measured);
 
-  const int64_t steps = tc.steps;
-  const int64_t every = tc.log_every;
   const auto t_start = std::chrono::steady_clock::now();
   train::TrainHooks hooks;
-  hooks.on_step = [&](const train::StepRecord& r) {
-    if (topo.world_rank != 0) return;
-    if (r.step == 1 || r.step == steps || r.step % every == 0) log::info(train::step_line(r, steps));
-    if (r.eval_loss) {
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-      log::info(strf("eval  step %lld | eval loss %.4f | elapsed %.1f s",
-                     static_cast<long long>(r.step), *r.eval_loss, elapsed));
-    }
-    if (metrics.is_open()) {
-      metrics << train::step_json(r) << '\n';
-      metrics.flush();
-      if (!metrics) {  // only rank 0 knows: end the whole job rather than leave others waiting
-        log::error("writing the metrics file '" + tc.metrics_path + "' failed (log.metrics)\n"
-                   "  HINT: check free disk space");
-        rt.abort(static_cast<int>(ExitCode::kFailed));
-      }
-    }
-  };
+  hooks.on_step = step_reporter(tc, rt, metrics, t_start);
 
   // SIGTERM / SIGUSR1 (Slurm's warning before a kill) only set a flag from here on: the
   // loop agrees on it at the next step boundary, saves a checkpoint and ends (exit 0).
@@ -155,6 +169,7 @@ int run_train(const TrainArgs& args) {
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   const train::StepRecord& last = result.steps.back();
+  const int64_t steps = tc.steps;
   if (result.stopped) {
     log::info(strf("stopped at step %lld of %lld after %.1f s; resume with --set ckpt.resume=auto",
                    static_cast<long long>(last.step), static_cast<long long>(steps), total));

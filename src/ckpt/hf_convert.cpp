@@ -249,22 +249,14 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
 
 // ---- import ----------------------------------------------------------------------
 
-HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
-  const fs::path dir(hfdir);
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw InputError("Hugging Face model folder '" + hfdir + "' not found (or not a folder)",
-                     "give the folder that holds config.json and model.safetensors (or "
-                     "model.safetensors.index.json and its shards)");
-  HfConfig hc = read_hf_config((dir / kConfigFile).string());
-  model::Config cfg = hc.model;
-  name_after_preset(cfg);
-  const model::ParamLayout layout(cfg);
+namespace {
 
-  // Locate every tensor: one file, or an index and its shards.
+// Every tensor of the folder, located: one file, or an index and its shards (as
+// transformers: model.safetensors when present, else the index). The files into *files.
+std::map<std::string, Located> locate_tensors(const fs::path& dir, const std::string& hfdir,
+                                              std::vector<std::string>* files) {
   std::map<std::string, Located> found;
-  HfImportResult r;
-  // As transformers: model.safetensors when present, else the index.
+  std::error_code ec;
   const fs::path index_path = dir / kIndexFile;
   if (!fs::exists(dir / kSingleFile, ec) && fs::exists(index_path, ec)) {
     const HfIndex idx = parse_hf_index(read_text(index_path), index_path.string());
@@ -287,24 +279,29 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
           throw InputError("'" + index_path.string() + "' ('weight_map') places tensor '" + name +
                                "' in '" + path + "', which does not hold it",
                            kIndexHint);
-      r.files.push_back(path);
+      files->push_back(path);
     }
     if (idx.total_size && *idx.total_size != total)
       log::warn(strf("'%s': metadata.total_size is %llu but the shards' tensors hold %llu bytes",
                      index_path.string().c_str(), static_cast<unsigned long long>(*idx.total_size),
                      static_cast<unsigned long long>(total)));
-  } else {
-    const std::string path = (dir / kSingleFile).string();
-    if (!fs::exists(path, ec))
-      throw InputError("'" + hfdir + "' holds neither " + kSingleFile + " nor " + kIndexFile,
-                       "zt imports safetensors weights; convert a pytorch_model.bin first "
-                       "(e.g. load it in transformers and save_pretrained(safe_serialization=True))");
-    const StHeader h = read_safetensors_header(path);
-    for (const StTensor& t : h.tensors) found[t.name] = Located{path, t};
-    r.files.push_back(path);
+    return found;
   }
+  const std::string path = (dir / kSingleFile).string();
+  if (!fs::exists(path, ec))
+    throw InputError("'" + hfdir + "' holds neither " + kSingleFile + " nor " + kIndexFile,
+                     "zt imports safetensors weights; convert a pytorch_model.bin first "
+                     "(e.g. load it in transformers and save_pretrained(safe_serialization=True))");
+  const StHeader h = read_safetensors_header(path);
+  for (const StTensor& t : h.tensors) found[t.name] = Located{path, t};
+  files->push_back(path);
+  return found;
+}
 
-  // Every tensor of the model, with the shape config.json implies; nothing unknown.
+// Every tensor of the model is there, with the shape config.json implies and a float
+// dtype; nothing unknown is.
+void check_tensors(const model::ParamLayout& layout, const std::map<std::string, Located>& found,
+                   const fs::path& dir, const std::string& hfdir) {
   for (const model::TensorInfo& t : layout.tensors()) {
     const auto it = found.find(t.name);
     if (it == found.end())
@@ -321,20 +318,24 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
                            st_dtype_name(st.dtype) + "; zt imports F32, BF16 and F16 weights",
                        "convert the model to a floating-point dtype first");
   }
-  const std::string embed = "model.embed_tokens.weight";
   for (const auto& [name, loc] : found) {
     if (layout.try_find(name)) continue;
     if (name.size() > 21 && name.ends_with(".rotary_emb.inv_freq")) continue;  // derived from rope_theta
-    if (name == "lm_head.weight" && cfg.tied_embeddings) continue;  // checked equal below
+    if (name == "lm_head.weight" && layout.config().tied_embeddings) continue;  // checked equal on read
     throw InputError("tensor '" + name + "' in '" + loc.file + "' is not part of zt's Llama model",
                      "zt's model has no biases and no extra buffers; is this a Llama checkpoint?");
   }
+}
 
-  // Read into the units' flat buffers (ParamLayout order).
+// The weights in the units' flat buffers (ParamLayout order); elements per source dtype
+// into *dtype_elems. A tied model's lm_head.weight, when present, must equal the embedding.
+std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
+                                           const std::map<std::string, Located>& found,
+                                           const fs::path& dir,
+                                           std::map<StDType, int64_t>* dtype_elems) {
   std::vector<std::vector<float>> units(static_cast<size_t>(layout.num_units()));
   for (int u = 0; u < layout.num_units(); ++u)
     units[static_cast<size_t>(u)].resize(static_cast<size_t>(layout.unit(u).numel));
-  std::map<StDType, int64_t> dtype_elems;
   std::vector<float> buf;  // [numel] one tensor
   std::map<std::string, StHeader> headers;
   auto header_of = [&](const std::string& path) -> const StHeader& {
@@ -347,9 +348,10 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
     read_safetensors_tensor(loc.file, header_of(loc.file), loc.tensor, buf);
     std::copy(buf.begin(), buf.end(),
               units[static_cast<size_t>(t.unit)].begin() + static_cast<ptrdiff_t>(t.offset));
-    dtype_elems[loc.tensor.dtype] += t.numel;
+    (*dtype_elems)[loc.tensor.dtype] += t.numel;
   }
-  if (cfg.tied_embeddings && found.count("lm_head.weight")) {
+  const std::string embed = "model.embed_tokens.weight";
+  if (layout.config().tied_embeddings && found.count("lm_head.weight")) {
     const Located& loc = found.at("lm_head.weight");
     if (loc.tensor.shape != layout.find(embed).shape)
       throw InputError("tied model: 'lm_head.weight' in '" + loc.file + "' has shape " +
@@ -364,8 +366,11 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
                        "set tie_word_embeddings to false in config.json if the head is its own "
                        "matrix");
   }
+  return units;
+}
 
-  // The source dtype: the one holding most elements (mixed files are rare).
+// The source dtype: the one holding most elements (mixed files are rare).
+std::string source_dtype_of(const std::map<StDType, int64_t>& dtype_elems, const std::string& hfdir) {
   StDType source = StDType::kF32;
   int64_t most = -1;
   for (const auto& [t, count] : dtype_elems)
@@ -376,7 +381,29 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
   if (dtype_elems.size() > 1)
     log::warn("'" + hfdir + "' mixes dtypes; source_dtype is " + dtype_by_st(source).zt +
               " (most elements); h5-to-hf will write every tensor in it");
-  r.source_dtype = dtype_by_st(source).zt;
+  return dtype_by_st(source).zt;
+}
+
+}  // namespace
+
+HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
+  const fs::path dir(hfdir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw InputError("Hugging Face model folder '" + hfdir + "' not found (or not a folder)",
+                     "give the folder that holds config.json and model.safetensors (or "
+                     "model.safetensors.index.json and its shards)");
+  HfConfig hc = read_hf_config((dir / kConfigFile).string());
+  model::Config cfg = hc.model;
+  name_after_preset(cfg);
+  const model::ParamLayout layout(cfg);
+
+  HfImportResult r;
+  const std::map<std::string, Located> found = locate_tensors(dir, hfdir, &r.files);
+  check_tensors(layout, found, dir, hfdir);
+  std::map<StDType, int64_t> dtype_elems;
+  const std::vector<std::vector<float>> units = read_units(layout, found, dir, &dtype_elems);
+  r.source_dtype = source_dtype_of(dtype_elems, hfdir);
 
   WeightsOptions wo;
   wo.source_dtype = r.source_dtype;
