@@ -70,8 +70,10 @@ def main():
         p = props.get(name, {})
         lines = [ln for ln in output.splitlines() if ln.startswith("SKIPPED")]
         if status.startswith("Skipped"):
-            reason = [ln for ln in output.splitlines() if "SKIPPED" in ln or "Skipped" in ln]
-            skipped[name] = " | ".join(x.strip() for x in reason[:3]) or "skip expression matched"
+            # gtest prints "FILE:LINE: Skipped" and then the GTEST_SKIP message
+            out_lines = output.splitlines()
+            reasons = [out_lines[i + 1].strip() for i, ln in enumerate(out_lines[:-1]) if ln.endswith(": Skipped")]
+            skipped[name] = "; ".join(r for r in reasons if r) or "skip expression matched"
         elif status != "Test Passed.":
             continue
         elif "SKIP_RETURN_CODE" in p and lines:
