@@ -25,11 +25,14 @@ function(zt_add_unit_test name)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${_props}")
 endfunction()
 
-# zt_add_mpi_test(NAME SOURCES ... LIBS ... NP 1 2 3 4 [LABELS ...] [TIMEOUT s])
+# zt_add_mpi_test(NAME SOURCES ... LIBS ... NP 1 2 3 4 [LABELS ...] [TIMEOUT s] [SEPARATE Suite ...])
 # One CTest entry per rank count: NAME.npN, run under mpiexec. The test binary
-# uses tests/mpi_main.cpp, which initialises MPI and only prints on rank 0.
+# uses tests/mpi_main.cpp, which initialises MPI and only prints on rank 0, and exits 77
+# (SKIP_RETURN_CODE: CTest reports "skipped") when every test on rank 0 was skipped.
+# SEPARATE: gtest suites that may skip (e.g. they need root) run as their own entries,
+# NAME.Suite.npN, so that their skip shows in CTest instead of inside NAME.npN's pass.
 function(zt_add_mpi_test name)
-  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LIBS;NP;LABELS" ${ARGN})
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LIBS;NP;LABELS;SEPARATE" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
@@ -37,11 +40,31 @@ function(zt_add_mpi_test name)
   zt_target_defaults(${name})
   target_link_libraries(${name} PRIVATE ${A_LIBS} GTest::gtest MPI::MPI_C)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  set(_rest)
+  if(A_SEPARATE)
+    list(TRANSFORM A_SEPARATE APPEND ".*" OUTPUT_VARIABLE _patterns)
+    list(JOIN _patterns ":" _joined)
+    set(_rest "--gtest_filter=-${_joined}")
+  endif()
   foreach(np ${A_NP})
-    add_test(NAME ${name}.np${np}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${ZT_MPIEXEC_FLAGS}
-                     $<TARGET_FILE:${name}>)
-    set_tests_properties(${name}.np${np} PROPERTIES LABELS "mpi;${A_LABELS}"
-                         ENVIRONMENT "${ZT_TEST_ENV}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${np})
+    set(_entries "${name}.np${np}|${_rest}")
+    foreach(suite ${A_SEPARATE})
+      list(APPEND _entries "${name}.${suite}.np${np}|--gtest_filter=${suite}.*")
+    endforeach()
+    foreach(entry ${_entries})
+      string(REPLACE "|" ";" entry "${entry}")
+      list(GET entry 0 _test)
+      list(LENGTH entry _len)
+      set(_filter)
+      if(_len GREATER 1)
+        list(GET entry 1 _filter)
+      endif()
+      add_test(NAME ${_test}
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${ZT_MPIEXEC_FLAGS}
+                       $<TARGET_FILE:${name}> ${_filter})
+      set_tests_properties(${_test} PROPERTIES LABELS "mpi;${A_LABELS}"
+                           ENVIRONMENT "${ZT_TEST_ENV}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${np}
+                           SKIP_RETURN_CODE 77)
+    endforeach()
   endforeach()
 endfunction()

@@ -17,6 +17,7 @@ packages=(
   clang libclang-rt-dev libomp-dev         # fuzz targets (libFuzzer, ASan, UBSan; fuzz preset)
   gnuplot-nox                              # zt check plots (optional at run time)
   python3
+  bc procps                                # test scripts: elapsed-time arithmetic (bc), pgrep / pkill
   python3-numpy python3-h5py python3-pip   # checkpoint tests (tests/ckpt/hf) read files with h5py
 )
 if [[ "${1:-}" == "--slurm" ]]; then

@@ -8,7 +8,8 @@
 #   bench/multinode/hpz_vs_zero3.sh [--zt PATH] [--rate 100mbit] [--rounds 3] [--steps 6]
 #                                   [--out bench/results/hpz-vs-zero3-netns.md]
 # Needs root (namespaces, tc). Step times: median of every step but the first of every
-# round; bytes: zt's per-step counters (bytes this rank sent, per communicator).
+# round (measured); bytes: zt's per-step counters (bytes this rank sent, per communicator),
+# modelled from the calls (the ring formula on each call's arguments), not measured on the link.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 zt="$root/build/src/apps/zt" rate=100mbit rounds=3 steps=6 out="$root/bench/results/hpz-vs-zero3-netns.md"
@@ -84,7 +85,8 @@ print("Job: tiny preset (1.05M parameters, fp32 on CPU), zero.stage 3, micro bat
       "accumulation 4 = 32 sequences x 128 tokens per step; hpZ = `zero.hpz_partition_size=0` "
       "(secondary copy per node), ZeRO-3 = `zero.hpz_partition_size=1`. Runs interleaved "
       "hpZ, ZeRO-3, hpZ, ... on a shared 2-core machine; step time = median over every step "
-      "but the first of each run.\n")
+      "but the first of each run. The MB columns are modelled from the calls (zt's comm "
+      "counters: the ring formula applied to each call's arguments), not measured on the link.\n")
 print("| link | config | median step (s) | per-run medians (s) | inter-node MB/step/rank | intra-node MB/step/rank | of which hpZ group | final loss |")
 print("|---|---|---|---|---|---|---|---|")
 for link, cfg, m, pr, inter, intra, cb, loss in rows:

@@ -63,7 +63,7 @@ all-to-all gradient reduce-scatters).
 
 Final training loss {fl:.4f} vs {ql:.4f} ({100 * rel(ql, fl):+.2f}%), final eval loss {fe:.4f}
 vs {qe:.4f} ({100 * rel(qe, fe):+.2f}%): {'within' if ok else 'NOT within'} the 2% bound.
-Bytes sent per rank per step (median): {bytes_med(p, 'comm_intra_node_bytes') + bytes_med(p, 'comm_inter_node_bytes'):.2f} MB
+Bytes sent per rank per step (median, modelled from the calls by the comm counters' ring formula): {bytes_med(p, 'comm_intra_node_bytes') + bytes_med(p, 'comm_inter_node_bytes'):.2f} MB
 exact, {bytes_med(q, 'comm_intra_node_bytes') + bytes_med(q, 'comm_inter_node_bytes'):.2f} MB quantized.
 
 ## Commands

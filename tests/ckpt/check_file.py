@@ -23,10 +23,10 @@ try:
     import h5py
     import numpy as np
 except ImportError:
-    print("SKIP: h5py/numpy not installed (pip install h5py)")
+    print("SKIPPED: h5py/numpy not installed (scripts/install-deps.sh installs python3-h5py, python3-numpy)")
     sys.exit(77)
 if not shutil.which("h5dump"):
-    print("SKIP: h5dump not found (apt-get install hdf5-tools)")
+    print("SKIPPED: h5dump not found (apt-get install hdf5-tools)")
     sys.exit(77)
 
 U = np.uint64

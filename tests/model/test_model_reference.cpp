@@ -2,6 +2,11 @@
 // the loss and the last-position logits agree to double rounding.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <span>
+#include <vector>
+
 #include "model_fixtures.hpp"
 #include "zt/core/error.hpp"
 #include "naive_llama.hpp"
@@ -54,21 +59,50 @@ TEST(ModelReference, SmallTiedMatchesNaive) {
 }
 TEST(ModelReference, TinyMatchesNaive) { check_against_naive(Config::preset("tiny"), 2, 7, 3); }
 
-TEST(ModelReference, InitialLossIsLogVocab) {
-  // With the 0.02 init the logits are small and random: logit ~ N(0, s^2) with
-  // s^2 = 0.02^2 * hidden (the final norm output has unit RMS), and then
-  // E[loss] ~ ln(vocab) + s^2 / 2 = 5.545 + 0.026 (independent of the code).
+TEST(ModelReference, InitialLossMatchesNaiveAndIsNearLogVocab) {
+  // The fp32 model at the default 0.02 init against the naive double reference on the
+  // same parameters: loss and last-position logits. A loss near ln(vocab) alone proves
+  // little (all-zero logits give exactly ln 256), so the logits must also spread as
+  // the init predicts: logit ~ N(0, s^2), s^2 = 0.02^2 * hidden (the final norm output
+  // has unit RMS), and E[loss] ~ ln(vocab) + s^2 / 2 = 5.545 + 0.026 (independent of
+  // the code).
   Config cfg = Config::preset("tiny");
   ParamLayout layout(cfg);
   Parameters<float> P(layout);
   P.init(InitOptions{});
   Model<float> m(cfg);
   P.bind(m);
-  auto tok = testing::random_tokens(4 * 64, cfg.vocab, 5);
-  auto tgt = testing::random_tokens(4 * 64, cfg.vocab, 6);
-  const double l = m.loss(tok, tgt, 4, 64);
-  std::printf("[reference] tiny initial loss %.5f, ln(256) = %.5f\n", l, std::log(256.0));
-  EXPECT_NEAR(l, std::log(256.0) + 0.5 * 0.02 * 0.02 * 128, 0.05);
+  const int64_t B = 4, T = 64;
+  auto tok = testing::random_tokens(B * T, cfg.vocab, 5);
+  auto tgt = testing::random_tokens(B * T, cfg.vocab, 6);
+  const double l = m.loss(tok, tgt, B, T);
+  std::vector<std::vector<double>> units;
+  for (int i = 0; i < P.num_units(); ++i) units.emplace_back(P.params(i).begin(), P.params(i).end());
+  testing::NaiveLlama naive(layout, units);
+  const double want = naive.loss(tok, tgt, B, T);
+  std::printf("[reference] tiny initial loss zt %.7f naive %.7f, ln(256) = %.5f\n", l, want, std::log(256.0));
+  EXPECT_NEAR(l, want, 1e-5 * want);  // fp32 against double
+
+  std::vector<float> last(static_cast<size_t>(cfg.vocab));
+  std::span<const int32_t> seq0(tok.data(), static_cast<size_t>(T));
+  m.logits_last(seq0, T, last);
+  const auto ref = naive.logits(seq0, 1, T);
+  double err = 0, scale = 0, sum = 0, sum2 = 0;
+  for (int64_t j = 0; j < cfg.vocab; ++j) {
+    const double r = ref[static_cast<size_t>((T - 1) * cfg.vocab + j)];
+    err = std::max(err, std::abs(static_cast<double>(last[static_cast<size_t>(j)]) - r));
+    scale = std::max(scale, std::abs(r));
+    sum += r;
+    sum2 += r * r;
+  }
+  EXPECT_LE(err, 1e-4 * scale) << "last-position logits differ from the naive reference";
+  const double mean = sum / static_cast<double>(cfg.vocab);
+  const double sd = std::sqrt(sum2 / static_cast<double>(cfg.vocab) - mean * mean);
+  const double s = 0.02 * std::sqrt(static_cast<double>(cfg.hidden));
+  std::printf("[reference] tiny initial logits: sd %.4f (init predicts %.4f)\n", sd, s);
+  EXPECT_GT(sd, 0.5 * s) << "the logits barely vary: the model is not using its parameters";
+  EXPECT_LT(sd, 2.0 * s);
+  EXPECT_NEAR(l, std::log(256.0) + 0.5 * s * s, 0.05);
 }
 
 TEST(ModelReference, BadInputsThrow) {

@@ -3,7 +3,7 @@
 set -euo pipefail
 ZT_SKIP=77
 here_mn="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-skip() { echo "SKIP: $*"; exit "$ZT_SKIP"; }
+skip() { echo "SKIPPED: $*"; exit "$ZT_SKIP"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 log() { echo "[$(date +%T)] $*"; }
 

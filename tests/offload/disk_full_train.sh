@@ -13,7 +13,7 @@ ZT=$(realpath "$1")
 D=$(mktemp -d /tmp/zt-disk-full-XXXXXX)
 mkdir -p "$D/nvme" "$D/ck"
 if ! mount -t tmpfs -o size=16m tmpfs "$D/nvme" 2>/dev/null; then
-  rm -rf "$D"; echo "mount needs root: skipped"; exit 77
+  rm -rf "$D"; echo "SKIPPED: cannot mount a tmpfs (needs root)"; exit 77
 fi
 cleanup() { umount "$D/nvme" 2>/dev/null; rm -rf "$D"; }
 trap cleanup EXIT

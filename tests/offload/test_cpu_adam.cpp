@@ -1,13 +1,17 @@
 // The CPU AdamW of the offload store against the scalar reference kernel
 // (kernels::cpu::adamw_step, and model::adamw_unit_slice for per-tensor decay), bit for
 // bit, at every SIMD level this CPU runs; the parameter copies (fp32, bf16) against the
-// master; the level chosen through ZT_CPU_ADAM_ISA.
+// master; the level chosen through ZT_CPU_ADAM_ISA. Each SIMD level is its own test
+// (CpuAdam/Level.*/scalar|avx2|avx512); a level this CPU lacks is a GTEST_SKIP naming
+// it, which CTest reports as skipped.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "support/expect_error.hpp"
@@ -18,6 +22,10 @@
 #include "zt/offload/cpu_adam.hpp"
 
 namespace zt::offload {
+
+// The level's name in test names and messages (gtest would print "1-byte object <01>").
+void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
+
 namespace {
 
 std::vector<float> randn(size_t n, uint32_t seed, float scale) {
@@ -32,17 +40,17 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-std::vector<Isa> levels() {
-  std::vector<Isa> l;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
-    if (isa_supported(i)) l.push_back(i);
-  return l;
-}
+class Level : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "this CPU lacks the " << isa_name(GetParam()) << " level";
+  }
+};
 
-TEST(CpuAdam, EveryLevelEqualsTheReferenceBitForBit) {
+TEST_P(Level, EqualsTheReferenceBitForBit) {
   const size_t n = 100003;  // several OpenMP tiles and a ragged SIMD tail
-  for (Isa isa : levels()) {
-    SCOPED_TRACE(std::string(isa_name(isa)));
+  {
+    const Isa isa = GetParam();
     std::vector<float> p = randn(n, 1, 0.05f), m(n, 0.0f), v(n, 0.0f);
     std::vector<float> rp = p, rm = m, rv = v;
     std::vector<float> copy(n);
@@ -73,8 +81,9 @@ TEST(CpuAdam, EveryLevelEqualsTheReferenceBitForBit) {
   }
 }
 
-TEST(CpuAdam, Bf16CopyKeepsNanAndInf) {
-  for (Isa isa : levels()) {
+TEST_P(Level, Bf16CopyKeepsNanAndInf) {
+  {
+    const Isa isa = GetParam();
     std::vector<float> p = {1.0f, 2.0f, 3.0f}, m(3, 0.0f), v(3, 0.0f);
     p.resize(32, 0.5f);
     m.resize(32, 0.0f);
@@ -91,7 +100,7 @@ TEST(CpuAdam, Bf16CopyKeepsNanAndInf) {
   }
 }
 
-TEST(CpuAdam, UnitSliceEqualsModelAdamwPerTensorDecay) {
+TEST_P(Level, UnitSliceEqualsModelAdamwPerTensorDecay) {
   model::Config c = model::Config::preset("tiny");
   model::ParamLayout layout(c);
   const int u = layout.block_unit(1);
@@ -99,8 +108,8 @@ TEST(CpuAdam, UnitSliceEqualsModelAdamwPerTensorDecay) {
   // A slice that starts inside the input norm and ends inside the MLP: decayed and
   // undecayed tensors both.
   const int64_t begin = 37, count = numel - 1000;
-  for (Isa isa : levels()) {
-    SCOPED_TRACE(std::string(isa_name(isa)));
+  {
+    const Isa isa = GetParam();
     std::vector<float> p = randn(static_cast<size_t>(count), 7, 0.05f);
     p[0] = 1.0f;  // a norm weight
     std::vector<float> m(p.size(), 0.0f), v(p.size(), 0.0f), rp = p, rm = m, rv = v, copy(p.size());
@@ -117,13 +126,16 @@ TEST(CpuAdam, UnitSliceEqualsModelAdamwPerTensorDecay) {
   }
 }
 
-TEST(CpuAdam, LevelForcedByEnvironment) {
-  ::setenv("ZT_CPU_ADAM_ISA", "scalar", 1);
-  EXPECT_EQ(default_isa(), Isa::kScalar);
-  if (isa_supported(Isa::kAvx2)) {
-    ::setenv("ZT_CPU_ADAM_ISA", "avx2", 1);
-    EXPECT_EQ(default_isa(), Isa::kAvx2);
-  }
+TEST_P(Level, ForcedByEnvironment) {
+  ::setenv("ZT_CPU_ADAM_ISA", std::string(isa_name(GetParam())).c_str(), 1);
+  EXPECT_EQ(default_isa(), GetParam());
+  ::unsetenv("ZT_CPU_ADAM_ISA");
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuAdam, Level, ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+                         [](const ::testing::TestParamInfo<Isa>& i) { return std::string(isa_name(i.param)); });
+
+TEST(CpuAdam, UnknownLevelInTheEnvironmentIsRefused) {
   ::setenv("ZT_CPU_ADAM_ISA", "sse9", 1);
   zt::testing::expect_input_error([] { (void)default_isa(); }, {"sse9", "scalar, avx2, avx512"});
   ::unsetenv("ZT_CPU_ADAM_ISA");

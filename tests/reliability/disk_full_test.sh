@@ -27,7 +27,7 @@ fail() { echo "FAIL: $*"; echo "---- output ----"; cat "$log"; exit 1; }
 size=20m
 [[ "$mode" == readonly ]] && size=64m
 if ! mount -t tmpfs -o size=$size tmpfs "$mnt" 2>/dev/null; then
-  echo "SKIP: cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)"
+  echo "SKIPPED: cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)"
   exit 77
 fi
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 ZT_SKIP=77
-skip() { echo "SKIP: $*"; exit "$ZT_SKIP"; }
+skip() { echo "SKIPPED: $*"; exit "$ZT_SKIP"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 log() { echo "[$(date +%T)] $*"; }
 

@@ -5,7 +5,7 @@
 set -u
 work=$1
 zt=$2
-command -v h5dump >/dev/null || { echo "h5dump not installed (apt-get install hdf5-tools)"; exit 77; }
+command -v h5dump >/dev/null || { echo "SKIPPED: h5dump not installed (apt-get install hdf5-tools)"; exit 77; }
 fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
 rm -rf "$work"
 mkdir -p "$work"

@@ -10,8 +10,11 @@
 #include <mpi.h>
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/core/config.hpp"
@@ -19,6 +22,7 @@
 #include "zt/data/text.hpp"
 #include "zt/train/config.hpp"
 #include "zt/train/trainer.hpp"
+#include "zero/zero_fixtures.hpp"
 
 namespace {
 
@@ -78,7 +82,8 @@ TEST(DataParallel, TwoRanksMatchOneRankForTheSameGlobalBatch) {
 }
 
 TEST(DataParallel, RanksEndWithIdenticalParametersAndLosses) {
-  // Every rank reports the same (averaged) loss at every step.
+  // Losses: every rank reports the same (averaged) loss at every step. That holds by
+  // construction (the loss is all-reduced), so it is only half of the check.
   omp_set_num_threads(1);
   const zt::data::TokenFile data = zt::data::text_files_to_tokens({zt::data::find_shipped_corpus()});
   auto comm = zt::comm::make_mpi_comm(MPI_COMM_WORLD);
@@ -90,6 +95,47 @@ TEST(DataParallel, RanksEndWithIdenticalParametersAndLosses) {
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     EXPECT_EQ(lo, hi) << "step " << s.step;
+  }
+
+  // Parameters: train() hands back no parameters, so the engine is driven the way train()
+  // drives it (micro_step on this rank's own micro-batch, then step) for 3 steps at
+  // stages 0-2, where every rank keeps its own full copy of the parameters
+  // (gather_full_params copies that local copy; it communicates only at stage 3). Each
+  // rank's copy is sent to rank 0 and compared bit for bit with rank 0's.
+  namespace zz = zt::zero::testing;
+  const int rank = zz::world_rank(), world = zz::world_size();
+  const zt::model::Config cfg = zz::reduced_config();
+  for (int stage = 0; stage <= 2; ++stage) {
+    zz::Comms comms = zz::make_comms(0);
+    zz::Hyper h;
+    h.B = 2;
+    zt::zero::Engine init_engine(cfg, *comms.world, nullptr, nullptr, zz::engine_options(h, stage), h.init);
+    const zz::EngineRun before = zz::engine_run(init_engine, cfg, h, 0);
+    zt::zero::Engine e(cfg, *comms.world, nullptr, nullptr, zz::engine_options(h, stage), h.init);
+    const zz::EngineRun run = zz::engine_run(e, cfg, h, 3);
+    std::vector<uint32_t> mine, initial;
+    for (const auto& u : run.params)
+      for (float x : u) mine.push_back(std::bit_cast<uint32_t>(x));
+    for (const auto& u : before.params)
+      for (float x : u) initial.push_back(std::bit_cast<uint32_t>(x));
+    ASSERT_EQ(mine.size(), initial.size());
+    size_t moved = 0;
+    for (size_t i = 0; i < mine.size(); ++i) moved += mine[i] != initial[i];
+    EXPECT_GT(moved, mine.size() / 2) << "stage " << stage << ": training left the parameters at their init";
+    std::vector<uint32_t> all(rank == 0 ? mine.size() * static_cast<size_t>(world) : 0);
+    MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_UINT32_T, all.data(),
+               static_cast<int>(mine.size()), MPI_UINT32_T, 0, MPI_COMM_WORLD);
+    if (rank != 0) continue;
+    for (int other = 1; other < world; ++other) {
+      size_t differ = 0, first = 0;
+      for (size_t i = 0; i < mine.size(); ++i) {
+        if (all[static_cast<size_t>(other) * mine.size() + i] != mine[i] && differ++ == 0) first = i;
+      }
+      EXPECT_EQ(differ, 0u) << "stage " << stage << ": rank " << other << "'s parameters differ from rank 0's in "
+                            << differ << " of " << mine.size() << " elements (first: element " << first << ")";
+    }
+    std::printf("stage %d: %d ranks hold bitwise identical parameters after 3 steps (%zu elements, %zu moved "
+                "from their init)\n", stage, world, mine.size(), moved);
   }
 }
 

@@ -37,9 +37,8 @@ for f in '"step":' '"loss":' '"lr":' '"grad_norm":' '"tokens_per_s":' '"mfu":' '
   [ "$(grep -c "$f" "$m")" = 6 ] || fail "field $f is not on every line of $m"
 done
 [ "$(grep -c '"eval_loss":' "$m")" = 2 ] || fail "eval_loss is not on exactly 2 lines"
-if command -v python3 >/dev/null; then
-  python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$m" || fail "invalid JSON in $m"
-fi
+command -v python3 >/dev/null || fail "python3 not found: the JSON check of $m needs it (scripts/install-deps.sh installs it)"
+python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$m" || fail "invalid JSON in $m"
 
 out=$("$@" train --set train.steps=1 --set train.seq_len=32 --set train.micro_batch=4 \
   --set train.global_batch=8 --set sample.tokens=0 2>&1)

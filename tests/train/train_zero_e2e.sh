@@ -31,8 +31,9 @@ printf '%s\n' "$out" | grep -q "^ROMEO:" || fail "no sample"
 
 m="$work/metrics.jsonl"
 [ "$(wc -l < "$m")" = 8 ] || fail "$m does not have 8 lines"
-if command -v python3 >/dev/null; then
-  python3 - "$m" <<'PY' || fail "metrics check"
+# The metrics and the falling-loss check need python3 (scripts/install-deps.sh installs it).
+command -v python3 >/dev/null || fail "python3 not found: the metrics and falling-loss checks need it (scripts/install-deps.sh installs it)"
+python3 - "$m" <<'PY' || fail "metrics check"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 for r in rows:
@@ -53,5 +54,4 @@ print("metrics ok: loss %.4f -> %.4f, step 8 intra %d B inter %d B" % (
     rows[0]["loss"], rows[-1]["loss"], rows[-1]["comm_intra_node_bytes"],
     rows[-1]["comm_inter_node_bytes"]))
 PY
-fi
 echo "ok"

@@ -1,5 +1,8 @@
 // Bytes sent per optimizer step, read from the comm layer's counters on the engine's
-// communicators, against the ZeRO / ZeRO++ formulas computed here (Ψ = parameter bytes
+// communicators, against the ZeRO / ZeRO++ formulas computed here. The counters are
+// modelled from the calls (algorithm_bytes: the ring formula on each call's arguments),
+// not measured on a wire, so this checks which collectives the engine issues and how
+// large, per communicator; it cannot see what the MPI library really sends. (Ψ = parameter bytes
 // in the comm dtype, fp32 here; n ranks, K per node, N nodes, h the hpZ group):
 //
 //   one gather or reduce-scatter of Ψ:  inter-node Ψ (N-1)/n, intra-node Ψ (K-1)/K
@@ -56,7 +59,7 @@ double psi_head() {
 
 void expect_bytes(const char* what, uint64_t actual, double expected, const std::string& label) {
   if (world_rank() == 0)
-    std::printf("[ bytes ] np %d %-28s %-6s %10llu B/step, theory %12.1f (%+.3f%%)\n",
+    std::printf("[ bytes ] np %d %-28s %-6s modelled %10llu B/step, theory %12.1f (%+.3f%%)\n",
                 world_size(), label.c_str(), what, static_cast<unsigned long long>(actual),
                 expected, expected > 0 ? 100.0 * (static_cast<double>(actual) / expected - 1) : 0.0);
   if (expected == 0) {

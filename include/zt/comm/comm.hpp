@@ -38,7 +38,9 @@ std::string_view op_name(Op op);  // all_reduce, all_gather, ...
 
 // Bytes this rank sends and calls it made, per operation. The byte counts are the
 // bytes the bandwidth-optimal (ring) algorithm must send from this rank, the volume
-// that nccl-tests' bus bandwidth is defined against (see docs/comm.md):
+// that nccl-tests' bus bandwidth is defined against (see docs/comm.md). They are
+// modelled from the calls (algorithm_bytes on each call's arguments), not measured on
+// a link: whatever algorithm the library really runs, the count is the same. Per op:
 //   all_reduce     2 (n-1)/n * S   (S = count * dtype size; exact chunked integer form)
 //   all_gather     (n-1) * count * size     (count per rank)
 //   reduce_scatter (n-1) * count * size     (count per rank)

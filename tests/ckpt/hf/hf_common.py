@@ -12,6 +12,12 @@ import sys
 SKIP = 77  # CTest SKIP_RETURN_CODE
 
 
+def skip(reason):
+    """Exit with SKIP (CTest reports the test as skipped) after printing why."""
+    print(f"SKIPPED: {reason}", flush=True)
+    sys.exit(SKIP)
+
+
 def require(*modules):
     """Import the modules or exit with SKIP and a message naming the missing one."""
     out = []
@@ -104,4 +110,7 @@ class Checker:
 
     def finish(self):
         print(f"{self.checks - self.failures}/{self.checks} checks passed")
+        if self.checks == 0:
+            print("FAIL  no check ran: a test that checks nothing must not pass")
+            sys.exit(1)
         sys.exit(1 if self.failures else 0)

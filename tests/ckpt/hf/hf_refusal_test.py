@@ -5,8 +5,8 @@ file and the field at fault.
 Usage: hf_refusal_test.py ZT_BINARY WORKDIR
 
 Every hostile file is written byte by byte here (struct + json), so no safetensors
-writer's own checks stand between the test and zt's reader. Needs numpy only; the
-tampered-checkpoint case also needs h5py (skipped without it).
+writer's own checks stand between the test and zt's reader. Needs numpy and h5py (the
+tampered-checkpoint case); exits 77 (CTest: skipped, with the reason) without them.
 """
 import json
 import os
@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import Checker, hf_config, llama_shapes, require, run_zt, write_config  # noqa: E402
 
-(np,) = require("numpy")
+np, h5py = require("numpy", "h5py")
 
 
 def st_bytes(entries, data, header_len=None, raw_header=None, metadata=None):
@@ -214,12 +214,7 @@ def main():
                    [os.path.join(work, "valid"), "latest"])
     expect_refusal(c, zt, "--dtype f8", ["convert", "h5-to-hf", ck, os.path.join(work, "o"), "--dtype", "f8"], ["--dtype", "f8"])
     expect_refusal(c, zt, "--max-shard-size 5Q", ["convert", "h5-to-hf", ck, os.path.join(work, "o"), "--max-shard-size", "5Q"], ["5Q"])
-    try:
-        import h5py
-    except ImportError:
-        print("      (h5py missing: the tampered-checkpoint case is skipped)")
-        h5py = None
-    if h5py is not None and rc == 0:
+    if rc == 0:
         bad_ck = os.path.join(work, "tampered.h5")
         shutil.copy(ck, bad_ck)
         with h5py.File(bad_ck, "r+") as f:

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """zt convert hf-to-h5 / h5-to-hf against the Python reference packages.
 
-Usage: hf_roundtrip_test.py ZT_BINARY WORKDIR
+Usage: hf_roundtrip_test.py ZT_BINARY WORKDIR GROUP
 
 For a small Llama (tiny-like shapes, GQA) in BF16, F32 and F16, tied and untied, from one
-file and from an index with shards, made with torch + safetensors:
+file and from an index with shards, made with numpy / torch + safetensors:
   1. hf-to-h5: h5py reads every /params tensor equal to the source tensor converted to
      fp32, with the zt-sum64 checksum computed here in numpy; root attributes as in
      docs/checkpoint-format.md (source_dtype, contents "weights", model_config);
@@ -15,8 +15,13 @@ file and from an index with shards, made with torch + safetensors:
   4. h5-to-hf --dtype f32 of a BF16 model: values equal to the BF16 values;
   5. config.json: the source's shape fields; transformers (when importable) loads the
      config and the model with no missing or unexpected keys.
-Exit 77 (skip) when safetensors, numpy or h5py is missing; without torch only the F32
-and F16 cases run (numpy has no bfloat16) and transformers is not tried.
+GROUP picks the cases, one CTest test each (tests/ckpt/CMakeLists.txt), so that a skip
+shows as a skip and never hides inside a pass:
+  f32-f16       the F32 and F16 cases, checks 1-4 and config.json's fields (numpy);
+  bf16          the BF16 cases, checks 1-4 (needs torch: numpy has no bfloat16);
+  transformers  every case, checks 1-5 (needs torch and transformers).
+Exit 77 (CTest: skipped), with the reason printed, when a module the group needs is
+missing (numpy, h5py and safetensors for every group).
 """
 import json
 import os
@@ -25,7 +30,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import Checker, hf_config, llama_shapes, require, run_zt, sum64, write_config  # noqa: E402
+from hf_common import Checker, hf_config, llama_shapes, require, run_zt, skip, sum64, write_config  # noqa: E402
 
 np, h5py, safetensors = require("numpy", "h5py", "safetensors")
 import safetensors.numpy  # noqa: E402
@@ -123,7 +128,7 @@ def same_bytes(a, b):
     return (dtype_of(a) == dtype_of(b) and tuple(a.shape) == tuple(b.shape) and raw(a) == raw(b))
 
 
-def case(c, zt, work, name, dtype, tied, shards):
+def case(c, zt, work, name, dtype, tied, shards, with_transformers):
     print(f"--- {name}: {dtype}, {'tied' if tied else 'untied'}, "
           f"{'%d shards' % shards if shards else 'one file'}")
     src = os.path.join(work, name, "src")
@@ -225,16 +230,11 @@ def case(c, zt, work, name, dtype, tied, shards):
         with open(os.path.join(f32_dir, "config.json")) as f:
             c.check(json.load(f)["torch_dtype"] == "float32", "--dtype f32: torch_dtype float32")
 
-    # 5. transformers, when importable, loads what zt wrote.
-    if torch is None:
-        print("      (torch missing: transformers loading not checked)")
+    # 5. transformers loads what zt wrote (group "transformers" only).
+    if not with_transformers:
         return
-    try:
-        import transformers  # noqa: F401
-        from transformers import LlamaConfig, LlamaForCausalLM
-    except Exception as e:  # noqa: BLE001
-        print(f"      (transformers not importable: {e}; config/model loading not checked)")
-        return
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
     lc = LlamaConfig.from_pretrained(out_dir)
     c.check((lc.hidden_size, lc.num_key_value_heads, lc.tie_word_embeddings) ==
             (cfg["hidden_size"], cfg["num_key_value_heads"], tied),
@@ -251,20 +251,27 @@ def case(c, zt, work, name, dtype, tied, shards):
 
 
 def main():
-    if len(sys.argv) != 3:
+    groups = ("f32-f16", "bf16", "transformers")
+    if len(sys.argv) != 4 or sys.argv[3] not in groups:
         print(__doc__)
         return 2
-    zt, work = sys.argv[1], sys.argv[2]
+    zt, work, group = sys.argv[1], sys.argv[2], sys.argv[3]
+    if group in ("bf16", "transformers") and torch is None:
+        skip(f"group {group} needs torch (numpy has no bfloat16), which is not importable")
+    if group == "transformers":
+        try:
+            import transformers  # noqa: F401
+        except Exception as e:  # noqa: BLE001
+            skip(f"group transformers needs the transformers package, which is not importable ({e})")
     os.makedirs(work, exist_ok=True)
     c = Checker()
     cases = [("bf16-untied", "bf16", False, 0), ("bf16-tied", "bf16", True, 0),
              ("f32-untied", "f32", False, 0), ("f32-tied-sharded", "f32", True, 3),
              ("bf16-untied-sharded", "bf16", False, 4), ("f16-untied", "f16", False, 0)]
     for name, dtype, tied, shards in cases:
-        if dtype == "bf16" and torch is None:
-            print(f"--- {name}: SKIPPED (BF16 needs torch; numpy has no bfloat16)")
+        if group == "f32-f16" and dtype == "bf16" or group == "bf16" and dtype != "bf16":
             continue
-        case(c, zt, work, name, dtype, tied, shards)
+        case(c, zt, work, name, dtype, tied, shards, group == "transformers")
     c.finish()
 
 
