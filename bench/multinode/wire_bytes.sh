@@ -27,15 +27,10 @@ while (($#)); do
 done
 mn="$root/tests/multinode"
 export ZT_NETNS_ID="${ZT_NETNS_ID:-6}"
-P="zt$ZT_NETNS_ID-"
 why=$(bash "$mn/netns.sh" can) || { echo "wire_bytes: needs network namespaces: $why" >&2; exit 2; }
 work=$(mktemp -d /tmp/zt-wire-bench.XXXXXX)
 trap 'bash "$mn/netns.sh" down >/dev/null 2>&1 || true' EXIT
-wire() {  # "BYTES PACKETS" the nodes sent so far: host-side veth rx of node 0 and node 1
-  local s=/sys/class/net/${P}h
-  echo "$(($(cat ${s}0/statistics/rx_bytes) + $(cat ${s}1/statistics/rx_bytes)))" \
-       "$(($(cat ${s}0/statistics/rx_packets) + $(cat ${s}1/statistics/rx_packets)))"
-}
+wire() { bash "$mn/netns.sh" wire; }  # "BYTES FRAMES" the nodes have sent (host-side veth rx)
 args=(train --set train.micro_batch=2 --set train.global_batch=32 --set eval.every=0
       --set sample.tokens=0 --set train.threads=1 --set zero.stage=3 --set ckpt.save_final=false
       --set train.peak_tflops=1)

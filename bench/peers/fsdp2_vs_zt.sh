@@ -35,11 +35,7 @@ python3 -c "import torch, transformers" || { echo "fsdp2_vs_zt: needs torch + tr
 work=$(mktemp -d /tmp/zt-fsdp2-bench.XXXXXX)
 trap 'bash "$mn/netns.sh" down >/dev/null 2>&1 || true' EXIT
 
-wire() {  # "BYTES PACKETS" the nodes sent so far: host-side veth rx of node 0 and node 1
-  local s=/sys/class/net/${P}h
-  echo "$(($(cat ${s}0/statistics/rx_bytes) + $(cat ${s}1/statistics/rx_bytes)))" \
-       "$(($(cat ${s}0/statistics/rx_packets) + $(cat ${s}1/statistics/rx_packets)))"
-}
+wire() { bash "$mn/netns.sh" wire; }  # "BYTES FRAMES" the nodes have sent (host-side veth rx)
 # the default job's batch: micro 16 x 2 ranks = global 32 sequences of 128 tokens, 1 thread per rank
 zt_args=(train --set train.micro_batch=16 --set train.global_batch=32 --set train.seq_len=128
          --set eval.every=0 --set sample.tokens=0 --set train.threads=1 --set zero.stage=3

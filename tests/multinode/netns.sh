@@ -10,6 +10,8 @@
 #   netns.sh throttle I RATE   limit node I's link to RATE (tc tbf, both directions), e.g. 200mbit
 #   netns.sh down              remove every zt-n* namespace and the bridge
 #   netns.sh can               exit 0 when namespaces can be created here (root, ip netns)
+#   netns.sh wire              "BYTES FRAMES" nodes 0-3 have sent so far (host-side veth rx
+#                              counters): read before and after a run for its wire bytes
 # Needs root, iproute2 (ip, tc) and util-linux (unshare).
 set -euo pipefail
 # ZT_NETNS_ID=K (1-9; default 0 = the names above) selects a separate set of nodes: namespaces
@@ -79,10 +81,21 @@ can() {
   unshare --uts true 2>/dev/null || { echo "'unshare --uts' is not permitted here"; return 1; }
 }
 
+wire() {
+  local bytes=0 frames=0 i
+  for i in 0 1 2 3; do
+    [[ -e /sys/class/net/${P}h$i ]] || continue
+    bytes=$((bytes + $(cat "/sys/class/net/${P}h$i/statistics/rx_bytes")))
+    frames=$((frames + $(cat "/sys/class/net/${P}h$i/statistics/rx_packets")))
+  done
+  echo "$bytes $frames"
+}
+
 case "${1:-}" in
   up) up "${2:?netns.sh up N}" ;;
   down) down ;;
   throttle) throttle "${2:?node}" "${3:?rate}" ;;
   can) can ;;
+  wire) wire ;;
   *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
