@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zt needs. Idempotent: installs only what is missing.
-# Usage: scripts/install-deps.sh [--slurm]   (--slurm adds slurm-wlm + munge for the Slurm job
-# tests and iproute2 (ip netns, tc) for the simulated multi-node tests)
+# Usage: scripts/install-deps.sh [--slurm] [--hf-peers]
+#   --slurm     adds slurm-wlm + munge for the Slurm job tests and iproute2 (ip netns, tc)
+#               for the simulated multi-node tests
+#   --hf-peers  adds PyPI's torch (CPU use) and transformers, for the test that sets zt
+#               beside transformers' Llama (ckpt.hf.peer_transformers) and the FSDP2 bench
 set -euo pipefail
+slurm=0 hf_peers=0
+for arg in "$@"; do
+  case "$arg" in
+    --slurm) slurm=1 ;;
+    --hf-peers) hf_peers=1 ;;
+    *) echo "install-deps: unknown option '$arg' (--slurm, --hf-peers)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -20,7 +31,7 @@ packages=(
   bc procps                                # test scripts: elapsed-time arithmetic (bc), pgrep / pkill
   python3-numpy python3-h5py python3-pip   # checkpoint tests (tests/ckpt/hf) read files with h5py
 )
-if [[ "${1:-}" == "--slurm" ]]; then
+if ((slurm)); then
   packages+=(slurm-wlm munge slurm-wlm-basic-plugins iproute2)
 fi
 
@@ -42,4 +53,33 @@ fi
 if ! python3 -c "import safetensors" 2>/dev/null; then
   echo "install-deps: pip install safetensors"
   $SUDO python3 -m pip install --quiet --break-system-packages safetensors
+fi
+
+# torch + transformers from PyPI (--hf-peers). PyPI has no CPU-only torch; its Linux wheel
+# requires about 3 GB of nvidia-* CUDA wheels. Where the machine already has a CUDA 13
+# toolkit (this project's machines: /usr/local/cuda, for the CUDA build), torch loads its
+# CUDA libraries from there, and only the four that toolkit lacks or has too old (cuFile,
+# cuSPARSELt, NVSHMEM, NCCL; ~450 MB) come from PyPI: torch --no-deps plus those plus its
+# pure-Python dependencies. If that torch does not import, the full `pip install torch`.
+# Skipped when both import already.
+if ((hf_peers)); then
+  pip=($SUDO python3 -m pip install --quiet --break-system-packages)
+  if python3 -c "import torch, transformers" 2>/dev/null; then
+    echo "install-deps: torch and transformers present"
+  else
+    start=$SECONDS
+    if ! python3 -c "import torch" 2>/dev/null; then
+      echo "install-deps: pip install torch (CPU use: --no-deps + the CUDA libraries the toolkit lacks)"
+      "${pip[@]}" --no-deps torch==2.15.0
+      "${pip[@]}" --no-deps "nvidia-cufile==1.17.1.22.*" nvidia-cusparselt-cu13==0.8.1 \
+        nvidia-nvshmem-cu13==3.7.2 nvidia-nccl-cu13==2.30.7
+      "${pip[@]}" filelock "typing-extensions>=4.13" "sympy>=1.13.3" "networkx>=2.5.1" jinja2 "fsspec>=0.8.5"
+      if ! python3 -c "import torch; torch.ones(2) @ torch.ones(2)" 2>/dev/null; then
+        echo "install-deps: torch without its CUDA wheels does not import here; pip install torch (with them)"
+        "${pip[@]}" torch==2.15.0
+      fi
+    fi
+    python3 -c "import transformers" 2>/dev/null || { echo "install-deps: pip install transformers"; "${pip[@]}" transformers; }
+    echo "install-deps: torch + transformers in $((SECONDS - start)) s"
+  fi
 fi
