@@ -18,12 +18,12 @@ void adamw_unit_slice(const ParamLayout& layout, int u, int64_t begin, std::span
   const int64_t end = begin + n;
   ZT_CHECK(grad.size() == param.size() && m.size() == param.size() && v.size() == param.size(),
            "adamw_unit_slice: param, grad, m and v differ in size",
-           "HINT: pass the same slice of each buffer.");
+           "pass the same slice of each buffer.");
   ZT_CHECK(begin >= 0 && end <= unit.numel, "adamw_unit_slice: slice outside the unit " + unit.name,
-           "HINT: a bug in the caller's shard arithmetic.");
+           "a bug in the caller's shard arithmetic.");
   if (step < 1) {
     throw InputError(strf("AdamW step %lld: steps count from 1", static_cast<long long>(step)),
-                     "HINT: pass the number of optimizer steps taken so far, plus one.");
+                     "pass the number of optimizer steps taken so far, plus one.");
   }
   for (int i = unit.first_tensor; i < unit.first_tensor + unit.num_tensors; ++i) {
     const TensorInfo& t = layout.tensors()[static_cast<size_t>(i)];
