@@ -1,4 +1,4 @@
-# Test helpers. Labels: unit, mpi, gpu, slow.
+# Test helpers. Labels: unit, mpi, gpu, slow (more in tests/CMakeLists.txt).
 include(GoogleTest)
 set(ZT_MPIEXEC_FLAGS --oversubscribe --bind-to none CACHE STRING "Extra flags for mpiexec in tests")
 # Open MPI refuses to run as root without these; CI and the dev machines run as root.

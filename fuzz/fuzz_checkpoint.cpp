@@ -23,18 +23,10 @@
 
 namespace {
 
+// RoPE base and norm epsilon: Config's defaults, which are tiny's.
 zt::model::Config run_config() {
-  zt::model::Config c = zt::model::Config::preset("tiny");
-  c.name = "fuzz";
-  c.vocab = 16;
-  c.hidden = 8;
-  c.layers = 1;
-  c.heads = 2;
-  c.kv_heads = 1;
-  c.intermediate = 16;
-  c.context = 8;
-  c.tied_embeddings = false;
-  return c;
+  return {.name = "fuzz", .vocab = 16, .hidden = 8, .layers = 1, .heads = 2, .kv_heads = 1,
+          .intermediate = 16, .context = 8};
 }
 
 // Per unit: [numel] buffers for params and the two moments.

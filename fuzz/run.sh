@@ -3,7 +3,10 @@
 # plus a scratch corpus of what it finds, and fails on the first crash, leak or sanitizer
 # report (the reproducer is written to the scratch folder).
 # Usage: fuzz/run.sh BUILD_DIR SECONDS [TARGET...]   (default: every fuzz_* in BUILD_DIR/fuzz)
-# Example (CI): cmake --preset fuzz && cmake --build --preset fuzz && fuzz/run.sh build-fuzz 60
+# ZT_FUZZ_BUDGET=TOTAL bounds the whole run: each target gets min(SECONDS, TOTAL / targets)
+# seconds (at least 1), so adding targets does not lengthen CI.
+# Example (CI): cmake --preset fuzz && cmake --build --preset fuzz &&
+#               ZT_FUZZ_BUDGET=150 fuzz/run.sh build-fuzz 30
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="$1"
@@ -12,6 +15,13 @@ shift 2
 targets=("$@")
 if ((${#targets[@]} == 0)); then
   for t in "$build"/fuzz/fuzz_*; do [[ -x "$t" ]] && targets+=("$(basename "$t")"); done
+fi
+if [[ -n "${ZT_FUZZ_BUDGET:-}" && ${#targets[@]} -gt 0 ]]; then
+  [[ "$ZT_FUZZ_BUDGET" =~ ^[0-9]+$ ]] || { echo "fuzz: ZT_FUZZ_BUDGET='$ZT_FUZZ_BUDGET' is not a number of seconds" >&2; exit 2; }
+  share=$((ZT_FUZZ_BUDGET / ${#targets[@]}))
+  if ((share < 1)); then share=1; fi
+  if ((share < seconds)); then seconds=$share; fi
+  echo "fuzz: ${#targets[@]} targets, budget ${ZT_FUZZ_BUDGET}s: ${seconds}s each"
 fi
 scratch="${ZT_FUZZ_SCRATCH:-$(mktemp -d)}"
 # Full malloc stacks (libhdf5 has no frame pointers), so suppressions match by function.

@@ -20,16 +20,8 @@ namespace {
 using zt::model::Config;
 
 Config llama_small() {
-  Config c;
-  c.name = "llama-small";
-  c.vocab = 256;
-  c.hidden = 512;
-  c.layers = 4;
-  c.heads = 8;
-  c.kv_heads = 4;
-  c.intermediate = 1376;
-  c.context = 256;
-  return c;
+  return {.name = "llama-small", .vocab = 256, .hidden = 512, .layers = 4, .heads = 8,
+          .kv_heads = 4, .intermediate = 1376, .context = 256};
 }
 
 void train_steps(benchmark::State& state, const Config& cfg, int64_t B, int64_t T,

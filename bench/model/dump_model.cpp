@@ -25,7 +25,7 @@ template <class T>
 void write_raw(const std::filesystem::path& p, const std::vector<T>& v) {
   std::ofstream f(p, std::ios::binary);
   f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
-  if (!f) throw zt::Error("cannot write " + p.string(), "HINT: check the folder is writable.");
+  if (!f) throw zt::Error("cannot write " + p.string(), "check the folder is writable.");
 }
 
 }  // namespace

@@ -24,6 +24,18 @@ Identity& identity() {
   return id;
 }
 
+// compose() and `zt`'s last message print a hint after "HINT: ", so a hint written with
+// that label already would read "HINT: HINT: ...": the label (and the blanks after it)
+// is dropped here, once for every error.
+std::string without_label(std::string hint) {
+  constexpr std::string_view kLabel = "HINT:";
+  while (std::string_view(hint).starts_with(kLabel)) {
+    const size_t text = hint.find_first_not_of(" \t", kLabel.size());
+    hint.erase(0, text == std::string::npos ? hint.size() : text);
+  }
+  return hint;
+}
+
 std::string compose(const std::string& message, const std::string& hint) {
   std::string s = where_prefix() + message;
   if (!hint.empty()) s += "\n  HINT: " + hint;
@@ -33,9 +45,9 @@ std::string compose(const std::string& message, const std::string& hint) {
 }  // namespace
 
 Error::Error(std::string message, std::string hint, ExitCode code)
-    : std::runtime_error(compose(message, hint)),
+    : std::runtime_error(compose(message, without_label(hint))),
       message_(std::move(message)),
-      hint_(std::move(hint)),
+      hint_(without_label(std::move(hint))),
       code_(code) {}
 
 std::string where_prefix() {

@@ -31,7 +31,7 @@ Config make(const char* name, int64_t vocab, int64_t hidden, int64_t layers, int
 void require_positive(int64_t value, const char* field) {
   if (value <= 0) {
     throw InputError(strf("model.%s = %lld: must be > 0", field, static_cast<long long>(value)),
-                     "HINT: every size of the model (vocab, hidden, layers, heads, kv_heads, "
+                     "every size of the model (vocab, hidden, layers, heads, kv_heads, "
                      "intermediate, context) must be a positive integer.");
   }
 }
@@ -54,7 +54,7 @@ Config Config::preset(std::string_view name) {
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError(strf("unknown model preset '%.*s'", static_cast<int>(name.size()), name.data()),
-                   "HINT: known presets: " + known + ".");
+                   "known presets: " + known + ".");
 }
 
 void Config::validate() const {
@@ -67,32 +67,32 @@ void Config::validate() const {
   require_positive(context, "context");
   if (vocab > std::numeric_limits<int32_t>::max()) {
     throw InputError(strf("model.vocab = %lld: token ids are int32", static_cast<long long>(vocab)),
-                     "HINT: use a vocabulary below 2^31.");
+                     "use a vocabulary below 2^31.");
   }
   if (hidden % heads != 0) {
     throw InputError(strf("model.heads = %lld does not divide model.hidden = %lld",
                           static_cast<long long>(heads), static_cast<long long>(hidden)),
-                     "HINT: head_dim = hidden / heads must be a whole number; e.g. hidden 2048 "
+                     "head_dim = hidden / heads must be a whole number; e.g. hidden 2048 "
                      "with 32 heads.");
   }
   if (heads % kv_heads != 0) {
     throw InputError(strf("model.kv_heads = %lld does not divide model.heads = %lld",
                           static_cast<long long>(kv_heads), static_cast<long long>(heads)),
-                     "HINT: grouped-query attention shares each KV head among heads / kv_heads "
+                     "grouped-query attention shares each KV head among heads / kv_heads "
                      "query heads; use kv_heads = heads for plain multi-head attention.");
   }
   if (head_dim() % 2 != 0) {
     throw InputError(strf("model.heads = %lld gives an odd head_dim %lld",
                           static_cast<long long>(heads), static_cast<long long>(head_dim())),
-                     "HINT: RoPE rotates pairs of dimensions, so hidden / heads must be even.");
+                     "RoPE rotates pairs of dimensions, so hidden / heads must be even.");
   }
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) {
     throw InputError(strf("model.rope_theta = %g: must be a finite number > 0", rope_theta),
-                     "HINT: Llama uses 10000.");
+                     "Llama uses 10000.");
   }
   if (!(norm_eps > 0) || !std::isfinite(norm_eps)) {
     throw InputError(strf("model.norm_eps = %g: must be a finite number > 0", norm_eps),
-                     "HINT: Llama uses 1e-5 or 1e-6.");
+                     "Llama uses 1e-5 or 1e-6.");
   }
 }
 

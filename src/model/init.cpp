@@ -53,7 +53,7 @@ void init_tensor(const TensorInfo& t, const Config& cfg, const InitOptions& opt,
                  std::span<T> out) {
   const int64_t n = static_cast<int64_t>(out.size());
   ZT_CHECK(begin >= 0 && begin + n <= t.numel, "init slice outside the tensor " + t.name,
-           "HINT: a bug in the caller's shard arithmetic.");
+           "a bug in the caller's shard arithmetic.");
   if (t.init == InitKind::kOnes) {
     for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(j)] = T(1);
     return;
@@ -74,7 +74,7 @@ void init_unit_slice(const ParamLayout& layout, int u, const InitOptions& opt, i
            strf("init slice [%lld, %lld) outside unit %s of %lld elements",
                 static_cast<long long>(begin), static_cast<long long>(end), unit.name.c_str(),
                 static_cast<long long>(unit.numel)),
-           "HINT: a bug in the caller's shard arithmetic.");
+           "a bug in the caller's shard arithmetic.");
   for (int i = unit.first_tensor; i < unit.first_tensor + unit.num_tensors; ++i) {
     const TensorInfo& t = layout.tensors()[static_cast<size_t>(i)];
     const int64_t lo = std::max(begin, t.offset);
@@ -89,7 +89,7 @@ template <class T>
 void init_unit(const ParamLayout& layout, int u, const InitOptions& opt, std::span<T> out) {
   ZT_CHECK(static_cast<int64_t>(out.size()) == layout.unit(u).numel,
            "init_unit: buffer size differs from the unit's numel",
-           "HINT: allocate layout.unit(u).numel elements.");
+           "allocate layout.unit(u).numel elements.");
   init_unit_slice(layout, u, opt, 0, out);
 }
 

@@ -72,14 +72,14 @@ ParamLayout::ParamLayout(const Config& cfg) : cfg_(cfg) {
   }
   for (const auto& u : units_) total_numel_ += u.numel;
   ZT_CHECK(total_numel_ == cfg_.num_params(), "layout and Config::num_params() disagree",
-           "HINT: a bug in zt's model layout.");
+           "a bug in zt's model layout.");
 }
 
 const UnitInfo& ParamLayout::unit(int u) const {
   if (u < 0 || u >= num_units()) {
     throw InputError(strf("parameter unit %d does not exist (the model has %d units)", u,
                           num_units()),
-                     "HINT: units are 0 = embedding, 1..layers = blocks, layers+1 = head.");
+                     "units are 0 = embedding, 1..layers = blocks, layers+1 = head.");
   }
   return units_[static_cast<size_t>(u)];
 }
@@ -95,7 +95,7 @@ const TensorInfo& ParamLayout::find(std::string_view name) const {
   if (const TensorInfo* t = try_find(name)) return *t;
   throw InputError(strf("no parameter named '%.*s' in model '%s'", static_cast<int>(name.size()),
                         name.data(), cfg_.name.c_str()),
-                   "HINT: names follow Hugging Face Llama, e.g. "
+                   "names follow Hugging Face Llama, e.g. "
                    "model.layers.0.self_attn.q_proj.weight; tied models have no lm_head.weight.");
 }
 

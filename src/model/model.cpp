@@ -99,7 +99,7 @@ struct Model<R>::Impl {
     if (hooks.before_use) hooks.before_use(u);
     if (!params[static_cast<size_t>(u)]) {
       throw Error(strf("parameter unit %d (%s) is not bound", u, layout.unit(u).name.c_str()),
-                  "HINT: call Model::bind_unit for every unit (or Parameters::bind) first.");
+                  "call Model::bind_unit for every unit (or Parameters::bind) first.");
     }
   }
   void done(int u) {
@@ -113,7 +113,7 @@ struct Model<R>::Impl {
     if (!g) {
       throw Error(strf("gradient buffer of unit %d (%s) is not bound", u,
                        layout.unit(u).name.c_str()),
-                  "HINT: loss_and_grad needs bind_unit(u, params, grads) with a gradient span.");
+                  "loss_and_grad needs bind_unit(u, params, grads) with a gradient span.");
     }
     return g;
   }
@@ -123,18 +123,18 @@ struct Model<R>::Impl {
     if (B <= 0 || T <= 0) {
       throw InputError(strf("batch %lld x sequence %lld: both must be > 0",
                             static_cast<long long>(B), static_cast<long long>(T)),
-                       "HINT: pass at least one token.");
+                       "pass at least one token.");
     }
     if (T > cfg.context) {
       throw InputError(strf("sequence length %lld exceeds the model context %lld",
                             static_cast<long long>(T), static_cast<long long>(cfg.context)),
-                       "HINT: lower the sequence length or raise model.context.");
+                       "lower the sequence length or raise model.context.");
     }
     if (static_cast<int64_t>(tokens.size()) != B * T ||
         (need_targets && static_cast<int64_t>(targets.size()) != B * T)) {
       throw InputError(strf("tokens/targets hold %zu/%zu ids, expected B*T = %lld", tokens.size(),
                             targets.size(), static_cast<long long>(B * T)),
-                       "HINT: tokens and targets are [B, T] row-major.");
+                       "tokens and targets are [B, T] row-major.");
     }
   }
 
@@ -339,7 +339,7 @@ struct Model<R>::Impl {
     if (static_cast<int64_t>(out.size()) != cfg.vocab) {
       throw InputError(strf("logits_last: output holds %zu values, the vocabulary has %lld",
                             out.size(), static_cast<long long>(cfg.vocab)),
-                       "HINT: pass a span of config().vocab elements.");
+                       "pass a span of config().vocab elements.");
     }
     ensure(1, T, false, false);
     forward_trunk(tokens, 1, T, false);
@@ -398,7 +398,7 @@ void Model<R>::bind_unit(int u, std::span<const R> params, std::span<R> grads) {
                           "%lld",
                           u, unit.name.c_str(), params.size(), grads.size(),
                           static_cast<long long>(unit.numel)),
-                     "HINT: allocate layout().unit(u).numel elements per buffer (grads may be "
+                     "allocate layout().unit(u).numel elements per buffer (grads may be "
                      "empty for eval).");
   }
   impl_->params[static_cast<size_t>(u)] = params.data();

@@ -208,28 +208,19 @@ void adamw_unit_slice(const model::ParamLayout& layout, int u, int64_t begin,
                       std::span<float> master, std::span<const float> grad, std::span<float> m,
                       std::span<float> v, ParamCopy out, const model::AdamWConfig& cfg,
                       int64_t step, Isa isa) {
-  const model::UnitInfo& unit = layout.unit(u);
   const int64_t n = static_cast<int64_t>(master.size());
-  const int64_t end = begin + n;
-  ZT_CHECK(grad.size() == master.size() && m.size() == master.size() && v.size() == master.size(),
-           "offload::adamw_unit_slice: master, grad, m and v differ in size",
-           "pass the same slice of each buffer.");
-  ZT_CHECK(begin >= 0 && end <= unit.numel, "offload::adamw_unit_slice: slice outside unit " + unit.name,
-           "a bug in the caller's shard arithmetic.");
+  model::check_unit_slice(layout, u, begin, n, {grad.size(), m.size(), v.size()},
+                          "offload::adamw_unit_slice");
   const AdamScalars decayed = adam_scalars(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, step);
   const AdamScalars plain = adam_scalars(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, 0.0, step);
-  for (int i = unit.first_tensor; i < unit.first_tensor + unit.num_tensors; ++i) {
-    const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(i)];
-    const int64_t lo = std::max(begin, t.offset);
-    const int64_t hi = std::min(end, t.offset + t.numel);
-    if (lo >= hi) continue;
-    const size_t j = static_cast<size_t>(lo - begin);
+  model::for_each_decay_run(layout, u, begin, n, [&](int64_t lo, int64_t count, bool decay) {
+    const size_t j = static_cast<size_t>(lo);
     ParamCopy o;
     if (out.f32) o.f32 = out.f32 + j;
     if (out.half) o.half = out.half + j;
-    adamw(t.weight_decay ? decayed : plain, master.data() + j, grad.data() + j, m.data() + j,
-          v.data() + j, o, hi - lo, isa);
-  }
+    adamw(decay ? decayed : plain, master.data() + j, grad.data() + j, m.data() + j, v.data() + j,
+          o, count, isa);
+  });
 }
 
 }  // namespace zt::offload

@@ -11,17 +11,9 @@
 #include "engine_impl.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/zero/clip.hpp"
 
 namespace zt::zero {
-namespace {
-
-// Same rule as torch.nn.utils.clip_grad_norm_ (and zt train's clip_coefficient).
-double clip_coefficient(double norm, double max_norm) {
-  if (max_norm <= 0 || !(norm > max_norm)) return 1.0;
-  return max_norm / (norm + 1e-6);
-}
-
-}  // namespace
 
 // Names of the units whose gradient holds a NaN or Inf on some rank ("layers.3
 // (model.layers.3.*)"), from one all_reduce of per-unit flags; only after a bad step.

@@ -23,15 +23,10 @@ namespace {
 namespace fs = std::filesystem;
 using zt::testing::expect_input_error;
 
+// tiny cut down (unnamed fields: Config's defaults, which are tiny's).
 zt::model::Config small() {
-  zt::model::Config c = zt::model::Config::preset("tiny");
-  c.hidden = 32;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.intermediate = 48;
-  c.context = 16;
-  return c;
+  return {.name = "tiny", .hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2,
+          .intermediate = 48, .context = 16};
 }
 
 std::vector<std::vector<float>> random_units(const zt::model::Config& cfg, uint32_t seed) {

@@ -38,16 +38,8 @@ uint16_t bf16_bits(float x) {
 }
 
 zt::model::Config small(bool tied) {
-  zt::model::Config c;
-  c.vocab = 32;
-  c.hidden = 16;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.intermediate = 32;
-  c.context = 16;
-  c.tied_embeddings = tied;
-  return c;
+  return {.vocab = 32, .hidden = 16, .layers = 2, .heads = 4, .kv_heads = 2, .intermediate = 32,
+          .context = 16, .tied_embeddings = tied};
 }
 
 void round_trip(bool tied, uint64_t max_shard) {

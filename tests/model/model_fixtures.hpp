@@ -12,17 +12,8 @@ namespace zt::testing {
 // Same shape family as `tiny` (GQA, SwiGLU, untied head), small enough to check every
 // coordinate by finite differences: 1,256 parameters.
 inline model::Config small_config(bool tied = false) {
-  model::Config c;
-  c.name = "small-test";
-  c.vocab = 16;
-  c.hidden = 8;
-  c.layers = 2;
-  c.heads = 2;
-  c.kv_heads = 1;
-  c.intermediate = 12;
-  c.context = 8;
-  c.tied_embeddings = tied;
-  return c;
+  return {.name = "small-test", .vocab = 16, .hidden = 8, .layers = 2, .heads = 2, .kv_heads = 1,
+          .intermediate = 12, .context = 8, .tied_embeddings = tied};
 }
 
 inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {

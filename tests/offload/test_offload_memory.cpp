@@ -33,14 +33,9 @@ TEST(OffloadMemory, PeakResidentStaysUnderTheHostBudgetPlusMargin) {
   // resident memory by design: a peak-RSS bound means nothing in that build.
   GTEST_SKIP() << "peak resident memory is not meaningful under AddressSanitizer";
 #endif
-  model::Config cfg = model::Config::preset("tiny");
-  cfg.name = "tiny-wide";
-  cfg.hidden = 512;
-  cfg.layers = 6;
-  cfg.heads = 8;
-  cfg.kv_heads = 8;
-  cfg.intermediate = 1536;
-  cfg.context = 16;
+  // tiny (Config's defaults) made wider and deeper.
+  const model::Config cfg{.name = "tiny-wide", .hidden = 512, .layers = 6, .heads = 8,
+                          .kv_heads = 8, .intermediate = 1536, .context = 16};
   Hyper h;
   h.B = 1;
   h.T = 16;

@@ -1,4 +1,4 @@
-// Unit tests of the training pieces: configuration keys, LR schedule, clipping, sampling.
+// Unit tests of the training pieces: configuration keys, LR schedule, sampling.
 #include <gtest/gtest.h>
 
 #include "support/expect_error.hpp"
@@ -10,7 +10,6 @@
 
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
-#include "zt/train/clip.hpp"
 #include "zt/train/config.hpp"
 #include "zt/train/generate.hpp"
 #include "zt/train/metrics.hpp"
@@ -94,22 +93,6 @@ TEST(Schedule, KnownValues) {
   EXPECT_DOUBLE_EQ(zt::train::lr_at(zt::train::Schedule{3e-4, 0.0, 0, 5}, 0), 3e-4);
   // Monotone non-increasing after warm-up.
   for (int64_t k = 10; k < 109; ++k) EXPECT_LE(zt::train::lr_at(s, k + 1), zt::train::lr_at(s, k));
-}
-
-TEST(Clip, NormOverAllUnitsAgainstHandValue) {
-  // Units {3, 4}, {12}, {0, 0, 0}: norm = sqrt(9 + 16 + 144) = 13.
-  std::vector<float> a = {3, 4}, b = {12}, c = {0, 0, 0};
-  const std::vector<std::span<const float>> g = {a, b, c};
-  EXPECT_DOUBLE_EQ(zt::train::global_grad_norm(g), 13.0);
-  const double coef = zt::train::clip_coefficient(13.0, 1.0);
-  EXPECT_DOUBLE_EQ(coef, 1.0 / (13.0 + 1e-6));
-  zt::train::scale_grads({a, b, c}, coef);
-  EXPECT_NEAR(a[0], 3.0 / 13.0, 1e-6);
-  EXPECT_NEAR(b[0], 12.0 / 13.0, 1e-6);
-  const std::vector<std::span<const float>> g2 = {a, b, c};
-  EXPECT_NEAR(zt::train::global_grad_norm(g2), 1.0, 1e-6);  // clipped to the max norm
-  EXPECT_EQ(zt::train::clip_coefficient(0.5, 1.0), 1.0);   // below the max: untouched
-  EXPECT_EQ(zt::train::clip_coefficient(50.0, 0.0), 1.0);  // 0 disables
 }
 
 TEST(Sampling, InverseCdfAgainstHandProbabilities) {

@@ -26,17 +26,10 @@ using zt::testing::world_rank;
 using zt::testing::world_size;
 
 // tiny's shape (byte vocabulary, GQA, SwiGLU) cut down: 2 layers, narrower, short context.
+// Unnamed fields keep Config's defaults, which are tiny's (vocab 256, RoPE, norm eps).
 inline model::Config reduced_config(bool tied = false) {
-  model::Config c = model::Config::preset("tiny");
-  c.name = "tiny-reduced";
-  c.hidden = 64;
-  c.layers = 2;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.intermediate = 160;
-  c.context = 32;
-  c.tied_embeddings = tied;
-  return c;
+  return {.name = "tiny-reduced", .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2,
+          .intermediate = 160, .context = 32, .tied_embeddings = tied};
 }
 
 // Sequence g of the data: tokens [T], targets [T] (the next tokens). A fixed pseudo-

@@ -17,6 +17,8 @@ enum class ExitCode : int {
 
 // A failure with a hint. `what()` gives the whole message:
 //   "[rank 3 on node7] MPI_Allreduce failed: MPI_ERR_TRUNCATE (comm.cpp:120)\n  HINT: ..."
+// The hint is the advice alone: the "HINT: " label is added when printing (a hint that
+// starts with "HINT:" has it removed, so no message reads "HINT: HINT:").
 class Error : public std::runtime_error {
  public:
   Error(std::string message, std::string hint = {}, ExitCode code = ExitCode::kFailed);

@@ -20,7 +20,7 @@ CrossEntropyResult cross_entropy(T* dlogits, const T* logits, const int32_t* tar
     if (targets[n] >= V) {
       throw InputError(strf("target id %d at position %lld is outside the vocabulary [0, %lld)",
                             targets[n], static_cast<long long>(n), static_cast<long long>(V)),
-                       "HINT: the data was tokenized for a different vocabulary; targets < 0 "
+                       "the data was tokenized for a different vocabulary; targets < 0 "
                        "are ignored, others must be < vocab.");
     }
   }

@@ -17,7 +17,7 @@ void embedding_forward(T* out, const int32_t* tokens, const T* weight, int64_t N
     if (tok < 0 || tok >= V) {
       throw InputError(strf("token id %d at position %lld is outside the vocabulary [0, %lld)",
                             tok, static_cast<long long>(n), static_cast<long long>(V)),
-                       "HINT: the data was tokenized for a different vocabulary; check the "
+                       "the data was tokenized for a different vocabulary; check the "
                        "model's vocab size against the tokenizer.");
     }
     std::copy_n(weight + static_cast<int64_t>(tok) * C, C, out + n * C);

@@ -73,7 +73,7 @@ void dispatch_head_dim(int64_t D, F&& f) {
   }
   throw InputError(strf("attention head dim %lld is not supported by the CUDA kernels",
                         static_cast<long long>(D)),
-                   "HINT: the CUDA attention is compiled for head dims 16, 32, 64 and 128 "
+                   "the CUDA attention is compiled for head dims 16, 32, 64 and 128 "
                    "(hidden / heads); choose heads so that hidden / heads is one of them.");
 }
 

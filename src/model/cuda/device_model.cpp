@@ -105,7 +105,7 @@ struct DeviceModel<T, G>::Impl {
                             "kernel",
                             static_cast<long long>(D), static_cast<long long>(cfg.hidden),
                             static_cast<long long>(cfg.heads)),
-                       "HINT: the CUDA kernels support head dims 16, 32, 64 and 128.");
+                       "the CUDA kernels support head dims 16, 32, 64 and 128.");
     std::vector<float> cs(static_cast<size_t>(cfg.context * half));
     std::vector<float> sn(cs.size());
     kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta);
@@ -158,7 +158,7 @@ struct DeviceModel<T, G>::Impl {
     if (hooks.before_use) hooks.before_use(u);
     if (!params[static_cast<size_t>(u)])
       throw Error(strf("parameter unit %d (%s) is not bound", u, layout.unit(u).name.c_str()),
-                  "HINT: call DeviceModel::bind_unit for every unit first.");
+                  "call DeviceModel::bind_unit for every unit first.");
   }
   void done(int u) {
     if (hooks.after_use) hooks.after_use(u);
@@ -171,7 +171,7 @@ struct DeviceModel<T, G>::Impl {
     if (!g)
       throw Error(strf("gradient buffer of unit %d (%s) is not bound", u,
                        layout.unit(u).name.c_str()),
-                  "HINT: loss_and_grad needs bind_unit(u, params, grads) with a gradient buffer.");
+                  "loss_and_grad needs bind_unit(u, params, grads) with a gradient buffer.");
     return g;
   }
 
@@ -182,19 +182,19 @@ struct DeviceModel<T, G>::Impl {
       throw InputError(strf("batch %lld x sequence %lld (context %lld)",
                             static_cast<long long>(B), static_cast<long long>(Tn),
                             static_cast<long long>(cfg.context)),
-                       "HINT: B and T must be > 0 and T <= model.context.");
+                       "B and T must be > 0 and T <= model.context.");
     const int64_t N = B * Tn;
     if (static_cast<int64_t>(tokens.size()) != N || static_cast<int64_t>(targets.size()) != N)
       throw InputError(strf("tokens/targets hold %zu/%zu ids, expected B*T = %lld", tokens.size(),
                             targets.size(), static_cast<long long>(N)),
-                       "HINT: tokens and targets are [B, T] row-major.");
+                       "tokens and targets are [B, T] row-major.");
     for (int64_t n = 0; n < N; ++n) {
       if (tokens[n] < 0 || tokens[n] >= cfg.vocab || targets[n] >= cfg.vocab)
         throw InputError(strf("token %d / target %d at position %lld is outside the vocabulary "
                               "[0, %lld)",
                               tokens[n], targets[n], static_cast<long long>(n),
                               static_cast<long long>(cfg.vocab)),
-                         "HINT: the data was tokenized for a different vocabulary; targets < 0 "
+                         "the data was tokenized for a different vocabulary; targets < 0 "
                          "are ignored, others must be < vocab.");
     }
     ensure(N);

@@ -30,7 +30,7 @@ inline Precision parse_precision(std::string_view s) {
   if (s == "bf16-mixed") return Precision::kBf16Mixed;
   if (s == "bf16-true") return Precision::kBf16True;
   throw InputError("train.precision = '" + std::string(s) + "' is not a precision mode",
-                   "HINT: use fp32, bf16-mixed or bf16-true (LitGPT's names).");
+                   "use fp32, bf16-mixed or bf16-true (LitGPT's names).");
 }
 
 // Whether the weights the kernels compute with are bf16 (a bf16 copy or the weights).
