@@ -13,16 +13,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 zt="$root/build/src/apps/zt" rate=100mbit rounds=3 steps=6 out="$root/bench/results/hpz-vs-zero3-netns.md"
-while (($#)); do
-  case "$1" in
-    --zt) zt="$(realpath "$2")"; shift 2 ;;
-    --rate) rate="$2"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
-  esac
-done
+source "$root/bench/flags.sh"
+bench_flags 2,13p "$@"
+zt="$(realpath "$zt")"
 mn="$root/tests/multinode"
 why=$(bash "$mn/netns.sh" can) || { echo "hpz_vs_zero3: needs network namespaces: $why" >&2; exit 2; }
 work=$(mktemp -d /tmp/zt-hpz-bench.XXXXXX)

@@ -15,16 +15,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 zt="$root/build/src/apps/zt" rounds=3 steps=6 short=2 out="$root/bench/results/hpz-vs-zero3-wire-bytes.md"
-while (($#)); do
-  case "$1" in
-    --zt) zt="$(realpath "$2")"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --short) short="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
-  esac
-done
+source "$root/bench/flags.sh"
+bench_flags 2,14p "$@"
+zt="$(realpath "$zt")"
 mn="$root/tests/multinode"
 export ZT_NETNS_ID="${ZT_NETNS_ID:-6}"
 why=$(bash "$mn/netns.sh" can) || { echo "wire_bytes: needs network namespaces: $why" >&2; exit 2; }

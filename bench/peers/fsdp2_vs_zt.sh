@@ -15,16 +15,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 zt="$root/build/src/apps/zt" rounds=3 steps=8 short=3 out="$root/bench/results/fsdp2-vs-zt-zero3-netns.md"
-while (($#)); do
-  case "$1" in
-    --zt) zt="$(realpath "$2")"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --short) short="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
-  esac
-done
+source "$root/bench/flags.sh"
+bench_flags 2,15p "$@"
+zt="$(realpath "$zt")"
 mn="$root/tests/multinode"
 # Nodes of our own (tests/multinode/netns.sh's ZT_NETNS_ID): the tests' nodes zt-n* may be
 # torn down by a test run beside us, and their traffic must not reach our counters.
