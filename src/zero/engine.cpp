@@ -40,7 +40,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       n(world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
-      model(cfg, options.max_batch, options.max_seq),
+      model_owner(model::make_host_model(cfg, options.max_batch, options.max_seq)),
+      model(*model_owner),
       layout(model.layout()),
       part(layout, n, groups.partition_index(),
            (options.quantize_weights || options.quantize_grads) ? options.quantize_block : 16,
@@ -127,9 +128,9 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     const size_t i = static_cast<size_t>(u);
     const size_t numel = static_cast<size_t>(part.unit(u).numel);
     if (stage <= 2)
-      model.bind_unit(u, std::span<const float>(full_params[i].data(), numel),
-                      stage <= 1 ? std::span<float>(full_grads[i].data(), numel)
-                                 : std::span<float>());
+      model.bind_unit(u, model::host_view(std::span<const float>(full_params[i].data(), numel)),
+                      model::host_view(stage <= 1 ? std::span<float>(full_grads[i].data(), numel)
+                                                  : std::span<float>()));
   }
   init_offload(world.rank());
   install_hooks();
@@ -272,7 +273,7 @@ void Engine::logits_last(std::span<const int32_t> tokens, int64_t T, std::span<f
   e.flush_checkout();
   e.begin_pass(Impl::Mode::kEval, e.eval_order);
   try {
-    e.model.logits_last(tokens, T, out);
+    e.model.logits_last(tokens, T, model::host_view(out));
     e.end_pass();
   } catch (...) {
     e.abandon_pass();
@@ -340,7 +341,7 @@ void Engine::set_steps_done(int64_t steps) {
 
 const EngineOptions& Engine::options() const { return impl_->opt; }
 const Partition& Engine::partition() const { return impl_->part; }
-const model::Model<float>& Engine::model() const { return impl_->model; }
+const model::TrainableModel& Engine::model() const { return impl_->model; }
 int Engine::hpz() const { return impl_->hpz; }
 bool Engine::hierarchical() const { return impl_->groups.hierarchical(); }
 Traffic Engine::traffic() const { return impl_->groups.traffic(); }

@@ -87,8 +87,8 @@ void Engine::Impl::before_use(int u) {
     grads = grad_buf[static_cast<size_t>(grad_slot[i])].data();
   }
   if (opt.stage == 3 || opt.stage == 2)
-    model.bind_unit(u, std::span<const float>(params, numel),
-                    grads ? std::span<float>(grads, numel) : std::span<float>());
+    model.bind_unit(u, model::host_view(std::span<const float>(params, numel)),
+                    model::host_view(grads ? std::span<float>(grads, numel) : std::span<float>()));
   active.push_back(static_cast<int>(pos));
   ++pos;
 }

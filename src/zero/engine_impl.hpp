@@ -23,6 +23,7 @@
 #include "groups.hpp"
 #include "zt/core/dtype.hpp"
 #include "zt/model/model.hpp"
+#include "zt/model/trainable.hpp"
 #include "zt/offload/cpu_adam.hpp"
 #include "zt/offload/store.hpp"
 #include "zt/zero/engine.hpp"
@@ -70,7 +71,8 @@ struct Engine::Impl {
   int n = 1;        // ranks
   int hpz = 1;      // secondary group size in effect
   size_t qblock = 256;
-  model::Model<float> model;
+  std::unique_ptr<model::TrainableModel> model_owner;
+  model::TrainableModel& model;  // the host model today; the device model implements the same
   const model::ParamLayout& layout;
   Partition part;
   int units = 0;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "cuda_test_util.hpp"
@@ -250,6 +251,57 @@ TEST_F(DeviceModelTest, Tiny50StepsFp32TrackCpu) {
 }
 TEST_F(DeviceModelTest, Tiny50StepsBf16MixedTrackCpu) {
   train_and_compare<bf16_t>(*this, &DeviceModelTest::batch, 2e-2, "train bf16-mixed");
+}
+
+}  // namespace
+}  // namespace zt::kernels::cuda::testing
+
+namespace zt::kernels::cuda::testing {
+namespace {
+
+// The engine's view of the GPU model (make_device_model): logits of the last position
+// against the CPU model's, fp32 (1e-4 of the largest logit) and bf16-mixed (5e-2); a
+// host buffer bound to the device model is refused by name.
+TEST_F(DeviceModelTest, TrainableLogitsLastMatchesCpu) {
+  const Config cfg = Config::preset("tiny");
+  const ParamLayout layout(cfg);
+  model::Parameters<float> init(layout);
+  init.init({.seed = seed_});
+  const int64_t Tn = 37;
+  const Batch data = batch(cfg, Tn);
+  model::Model<float> ref(cfg, 1, Tn);
+  init.bind(ref);
+  std::vector<float> logits(static_cast<size_t>(cfg.vocab));
+  ref.logits_last(data.tokens, Tn, logits);
+  const Vec want(logits.begin(), logits.end());
+  for (const std::string precision : {"fp32", "bf16-mixed"}) {
+    std::unique_ptr<model::TrainableModel> m = model::make_device_model(cfg, 1, Tn, precision, nullptr);
+    const bool bf = precision != "fp32";
+    std::vector<DeviceBuffer<float>> pf;
+    std::vector<DeviceBuffer<bf16_t>> pb;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      Vec p(init.params(u).begin(), init.params(u).end());  // to_device rounds it to the type
+      const int64_t n = static_cast<int64_t>(p.size());
+      if (bf) {
+        pb.push_back(to_device<bf16_t>(p));
+        m->bind_unit(u, {pb.back().data(), n, DType::kBF16, model::Space::kDevice}, {});
+      } else {
+        pf.push_back(to_device<float>(p));
+        m->bind_unit(u, {pf.back().data(), n, DType::kF32, model::Space::kDevice}, {});
+      }
+    }
+    if (bf) {
+      DeviceBuffer<bf16_t> out(want.size());
+      m->logits_last(data.tokens, Tn, {out.data(), cfg.vocab, DType::kBF16, model::Space::kDevice});
+      expect_close(to_host(out), want, 5e-2, "logits_last bf16-mixed");
+    } else {
+      DeviceBuffer<float> out(want.size());
+      m->logits_last(data.tokens, Tn, {out.data(), cfg.vocab, DType::kF32, model::Space::kDevice});
+      expect_close(to_host(out), want, 1e-4, "logits_last fp32");
+    }
+    EXPECT_THROW(m->bind_unit(0, model::host_view(std::span<const float>(init.params(0))), {}),
+                 InputError);
+  }
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "zt/model/config.hpp"
 #include "zt/model/layout.hpp"
 #include "zt/model/model.hpp"
+#include "zt/model/trainable.hpp"
 
 namespace zt::model {
 
@@ -55,12 +56,24 @@ class DeviceModel {
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
               int64_t seq);
 
+  // Forward only over one sequence of T tokens: the logits of its last position into
+  // out (device [vocab] of T).
+  void logits_last(std::span<const int32_t> tokens, int64_t seq, T* out);
+
   size_t workspace_bytes() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// DeviceModel<T, G> behind the engine's model interface (trainable.hpp): parameters of T
+// (fp32 or bf16) and gradients of G in device memory, work on `stream`. precision:
+// "fp32" (float, float), "bf16-mixed" (bf16, float), "bf16-true" (bf16, bf16); anything
+// else is an InputError naming train.precision.
+std::unique_ptr<TrainableModel> make_device_model(const Config& cfg, int64_t max_batch,
+                                                  int64_t max_seq, const std::string& precision,
+                                                  cudaStream_t stream);
 
 extern template class DeviceModel<float, float>;
 extern template class DeviceModel<kernels::cuda::bf16_t, float>;

@@ -21,6 +21,7 @@
 #include "zt/model/config.hpp"
 #include "zt/model/init.hpp"
 #include "zt/model/model.hpp"
+#include "zt/model/trainable.hpp"
 #include "zt/zero/options.hpp"
 #include "zt/zero/partition.hpp"
 #include "zt/zero/stats.hpp"
@@ -87,7 +88,7 @@ class Engine {
 
   const EngineOptions& options() const;
   const Partition& partition() const;
-  const model::Model<float>& model() const;
+  const model::TrainableModel& model() const;
   int hpz() const;             // secondary group size in effect (1: no hpZ)
   bool hierarchical() const;   // world collectives run as node + cross phases
   Traffic traffic() const;     // since construction

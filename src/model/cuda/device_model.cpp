@@ -5,6 +5,7 @@
 // C hidden, H heads, G kv heads, D head_dim, I intermediate, V vocab, L layers.
 #include "zt/model/device_model.hpp"
 
+#include <type_traits>
 #include <vector>
 
 #include "zt/core/error.hpp"
@@ -385,6 +386,17 @@ struct DeviceModel<T, G>::Impl {
     return t.count > 0 ? t.loss_sum / static_cast<double>(t.count) : 0.0;
   }
 
+  void logits_last(std::span<const int32_t> tokens, int64_t Tn, T* out) {
+    const std::vector<int32_t> no_targets(tokens.size(), -1);
+    upload_batch(tokens, no_targets, 1, Tn);
+    forward_trunk_and_norm(1, Tn, /*keep_all=*/false);
+    done_head();
+    ZT_CUDA_CHECK(cudaMemcpyAsync(out, logits.data() + (Tn - 1) * cfg.vocab,
+                                  static_cast<size_t>(cfg.vocab) * sizeof(T),
+                                  cudaMemcpyDeviceToDevice, stream));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
   size_t workspace_bytes() const {
     size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + delta.bytes() + xf.bytes() +
                rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
@@ -444,6 +456,75 @@ double DeviceModel<T, G>::loss(std::span<const int32_t> tokens, std::span<const 
 template <class T, class G>
 size_t DeviceModel<T, G>::workspace_bytes() const {
   return impl_->workspace_bytes();
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::logits_last(std::span<const int32_t> tokens, int64_t T_, T* out) {
+  impl_->logits_last(tokens, T_, out);
+}
+
+namespace {
+
+template <class X>
+constexpr DType dtype_of() {
+  return std::is_same_v<X, float> ? DType::kF32 : DType::kBF16;
+}
+
+// DeviceModel<T, G> on device memory, as the engine sees models.
+template <class T, class G>
+class DeviceTrainable final : public TrainableModel {
+ public:
+  DeviceTrainable(const Config& cfg, int64_t max_batch, int64_t max_seq, cudaStream_t stream)
+      : model_(cfg, max_batch, max_seq, stream) {}
+
+  const ParamLayout& layout() const override { return model_.layout(); }
+  Space space() const override { return Space::kDevice; }
+  DType param_dtype() const override { return dtype_of<T>(); }
+  DType grad_dtype() const override { return dtype_of<G>(); }
+  std::string describe() const override {
+    return strf("device %s / grads %s", std::string(dtype_name(dtype_of<T>())).c_str(),
+                std::string(dtype_name(dtype_of<G>())).c_str());
+  }
+  void bind_unit(int u, ConstView params, MutView grads) override {
+    const int64_t numel = model_.layout().unit(u).numel;
+    check_view(params, Space::kDevice, dtype_of<T>(), numel, strf("unit %d parameters", u));
+    if (grads.data != nullptr || grads.numel != 0)
+      check_view(grads, Space::kDevice, dtype_of<G>(), numel, strf("unit %d gradients", u));
+    model_.bind_unit(u, static_cast<const T*>(params.data), static_cast<G*>(grads.data));
+  }
+  void set_hooks(UnitHooks hooks) override { model_.set_hooks(std::move(hooks)); }
+  double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                       int64_t Tn, bool recompute, double grad_scale) override {
+    return model_.loss_and_grad(tokens, targets, B, Tn, recompute, grad_scale);
+  }
+  double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+              int64_t Tn) override {
+    return model_.loss(tokens, targets, B, Tn);
+  }
+  void logits_last(std::span<const int32_t> tokens, int64_t Tn, MutView out) override {
+    check_view(out, Space::kDevice, dtype_of<T>(), model_.config().vocab, "logits_last output");
+    model_.logits_last(tokens, Tn, static_cast<T*>(out.data));
+  }
+  size_t workspace_bytes() const override { return model_.workspace_bytes(); }
+
+ private:
+  DeviceModel<T, G> model_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainableModel> make_device_model(const Config& cfg, int64_t max_batch,
+                                                  int64_t max_seq, const std::string& precision,
+                                                  cudaStream_t stream) {
+  if (precision == "fp32")
+    return std::make_unique<DeviceTrainable<float, float>>(cfg, max_batch, max_seq, stream);
+  if (precision == "bf16-mixed")
+    return std::make_unique<DeviceTrainable<kc::bf16_t, float>>(cfg, max_batch, max_seq, stream);
+  if (precision == "bf16-true")
+    return std::make_unique<DeviceTrainable<kc::bf16_t, kc::bf16_t>>(cfg, max_batch, max_seq, stream);
+  throw InputError("train.precision = '" + precision + "' is not a precision",
+                   "use fp32, bf16-mixed (bf16 compute, fp32 master weights and moments) or "
+                   "bf16-true");
 }
 
 template class DeviceModel<float, float>;

@@ -1,0 +1,76 @@
+#pragma once
+// What the ZeRO engine needs of a model, whatever memory it computes in: the host model
+// (Model<float>) and the GPU model (DeviceModel<T, G>) both implement it, so stages 0-3,
+// hpZ, qwZ/qgZ, accumulation and the optimizer stay one engine (docs/zero.md).
+//
+// Buffers cross this interface as views that name their memory space and element type;
+// a model accepts only the space and types it computes in (an InputError otherwise), so
+// a host span is never handed to a kernel as a device pointer.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "zt/core/dtype.hpp"
+#include "zt/model/config.hpp"
+#include "zt/model/layout.hpp"
+#include "zt/model/model.hpp"
+
+namespace zt::model {
+
+enum class Space : uint8_t { kHost, kDevice };
+const char* space_name(Space s);  // "host", "device"
+
+// numel elements of `dtype` at `data`, in `space`.
+struct ConstView {
+  const void* data = nullptr;
+  int64_t numel = 0;
+  DType dtype = DType::kF32;
+  Space space = Space::kHost;
+};
+struct MutView {
+  void* data = nullptr;
+  int64_t numel = 0;
+  DType dtype = DType::kF32;
+  Space space = Space::kHost;
+};
+inline ConstView host_view(std::span<const float> s) {
+  return {s.data(), static_cast<int64_t>(s.size()), DType::kF32, Space::kHost};
+}
+inline MutView host_view(std::span<float> s) {
+  return {s.data(), static_cast<int64_t>(s.size()), DType::kF32, Space::kHost};
+}
+
+class TrainableModel {
+ public:
+  virtual ~TrainableModel() = default;
+
+  virtual const ParamLayout& layout() const = 0;
+  virtual Space space() const = 0;          // where parameters, gradients and logits live
+  virtual DType param_dtype() const = 0;    // of the bound parameters (compute dtype)
+  virtual DType grad_dtype() const = 0;     // of the bound gradients
+  virtual std::string describe() const = 0; // "host fp32", "device bf16 / grads fp32"
+
+  // Model::bind_unit / set_hooks / loss_and_grad / loss / logits_last / workspace_bytes,
+  // with buffers as views (grads may be empty for eval-only use; out holds vocab values
+  // of the parameter dtype). Tokens and targets are host [B, T] row-major.
+  virtual void bind_unit(int u, ConstView params, MutView grads) = 0;
+  virtual void set_hooks(UnitHooks hooks) = 0;
+  virtual double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                               int64_t B, int64_t T, bool recompute, double grad_scale) = 0;
+  virtual double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                      int64_t B, int64_t T) = 0;
+  virtual void logits_last(std::span<const int32_t> tokens, int64_t T, MutView out) = 0;
+  virtual size_t workspace_bytes() const = 0;
+};
+
+// Throws zt::InputError unless `v` holds `numel` elements of `dtype` in `space` (numel < 0:
+// any count); `what` names the buffer ("unit 3 parameters").
+void check_view(const ConstView& v, Space space, DType dtype, int64_t numel, const std::string& what);
+void check_view(const MutView& v, Space space, DType dtype, int64_t numel, const std::string& what);
+
+// The fp32 host model behind the interface (Model<float>).
+std::unique_ptr<TrainableModel> make_host_model(const Config& cfg, int64_t max_batch, int64_t max_seq);
+
+}  // namespace zt::model
