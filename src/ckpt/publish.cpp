@@ -84,8 +84,13 @@ void on_rank0(MPI_Comm comm, F f) {
       hint = kDirHint;
     }
   }
+  // An InputError stays one (exit 2, and callers may catch it as such).
+  const auto rethrow = [&] {
+    if (code == static_cast<int>(ExitCode::kBadInput)) throw InputError(message, hint);
+    throw Error(message, hint, static_cast<ExitCode>(code));
+  };
   if (comm == MPI_COMM_NULL) {
-    if (code != 0) throw Error(message, hint, static_cast<ExitCode>(code));
+    if (code != 0) rethrow();
     return;
   }
   ZT_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, 0, comm));
@@ -97,7 +102,7 @@ void on_rank0(MPI_Comm comm, F f) {
     ZT_MPI_CHECK(MPI_Bcast(s->data(), len, MPI_CHAR, 0, comm));
   }
   if (rank != 0) message = "(rank 0) " + message;
-  throw Error(message, hint, static_cast<ExitCode>(code));
+  rethrow();
 }
 
 // Step numbers of the step-N.h5 (or .tmp) files in dir.
