@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -15,6 +16,7 @@ namespace {
 
 const char* kind_of(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
+  if (S_ISREG(mode)) return "a regular file";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
@@ -40,6 +42,23 @@ void require_regular_file(const std::string& path, std::string_view what, std::s
                      std::string(hint));
   if (!allow_empty && st.st_size == 0)
     throw InputError(name + " is empty", std::string(hint));
+}
+
+void require_output_folder(const std::string& path, std::string_view what) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  const std::string name = std::string(what) + " '" + path + "'";
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    throw InputError(strf("%s: its folder '%s' %s (errno %d)", name.c_str(), dir.c_str(),
+                          err == ENOENT ? "does not exist" : std::strerror(err), err),
+                     "create the folder first (mkdir -p '" + dir + "') or write elsewhere");
+  }
+  if (!S_ISDIR(st.st_mode))
+    throw InputError(strf("%s: '%s' is %s, not a folder", name.c_str(), dir.c_str(),
+                          kind_of(st.st_mode)),
+                     "name an output inside an existing folder");
 }
 
 }  // namespace zt

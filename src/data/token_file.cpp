@@ -153,6 +153,7 @@ void read_vector(hid_t file, const char* name, hid_t mem_type, std::vector<T>& o
 
 void write_token_file(const std::string& path, const TokenFile& file, const WriteOptions& options) {
   validate(file, path);
+  require_output_folder(path, "token file");
   const std::string tmp = path + options.tmp_suffix;
   std::error_code ec;
   fs::remove(tmp, ec);  // a stale intermediate from a crashed run

@@ -12,4 +12,10 @@ namespace zt {
 void require_regular_file(const std::string& path, std::string_view what, std::string_view hint,
                           bool allow_empty = true);
 
+// Throws zt::InputError (exit 2) unless the folder that will hold the new file `path`
+// exists and is a folder: "<what> '<path>': its folder '<dir>' does not exist" (or is not
+// a folder), with the hint to create it. Called before a library (HDF5) would report it
+// in its own words.
+void require_output_folder(const std::string& path, std::string_view what);
+
 }  // namespace zt
