@@ -213,8 +213,8 @@ std::vector<uint64_t> file_checksums(MPI_Comm comm, const WriteContents& c, cons
                     static_cast<long long>(tensors[i].numel));
     }
   if (bad_count > 0)
-    throw Error(strf("refusing to write checkpoint '%s': %zu tensor%s hold NaN or Inf: %s%s",
-                     path.c_str(), bad_count, bad_count == 1 ? "" : "s", bad.c_str(),
+    throw Error(strf("refusing to write checkpoint '%s': %zu tensor%s NaN or Inf: %s%s",
+                     path.c_str(), bad_count, bad_count == 1 ? " holds" : "s hold", bad.c_str(),
                      bad_count > 4 ? ", ..." : ""),
                 "the model diverged (check train.lr, train.eps, train.grad_clip) or the state "
                 "was corrupted; `latest` still names the last good checkpoint: resume from it "
