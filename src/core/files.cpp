@@ -59,6 +59,10 @@ void require_output_folder(const std::string& path, std::string_view what) {
     throw InputError(strf("%s: '%s' is %s, not a folder", name.c_str(), dir.c_str(),
                           kind_of(st.st_mode)),
                      "name an output inside an existing folder");
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw InputError(strf("%s is %s; it would be replaced by a file", name.c_str(),
+                          kind_of(st.st_mode)),
+                     "name a new file (or an existing regular file to replace)");
 }
 
 }  // namespace zt

@@ -14,7 +14,8 @@ void require_regular_file(const std::string& path, std::string_view what, std::s
 
 // Throws zt::InputError (exit 2) unless the folder that will hold the new file `path`
 // exists and is a folder: "<what> '<path>': its folder '<dir>' does not exist" (or is not
-// a folder), with the hint to create it. Called before a library (HDF5) would report it
+// a folder), with the hint to create it; `path` itself, when it exists, must be a
+// regular file (not a directory, device or FIFO). Called before a library (HDF5) would report it
 // in its own words.
 void require_output_folder(const std::string& path, std::string_view what);
 
