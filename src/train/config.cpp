@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "zt/core/checked.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/ckpt/config.hpp"
@@ -165,6 +166,29 @@ TrainConfig resolve(const config::Config& c, int world) {
                           static_cast<long long>(t.seq_len),
                           static_cast<long long>(t.model.context)),
                      "lower train.seq_len or raise model.context");
+
+  // The products the run forms from these sizes must fit in 64 bits, with bytes (8 per
+  // element at most): tokens per step and per run (tokens_seen), and per micro-batch the
+  // logits (tokens x vocab), the attention scores (tokens x seq_len x heads) and the MLP
+  // (tokens x intermediate).
+  {
+    const char* hint = "lower train.micro_batch, train.global_batch or train.seq_len";
+    const auto mul = [&](int64_t a, int64_t b, const char* what) {
+      return mul_checked(a, b, what, hint);
+    };
+    mul(mul(mul(t.global_batch, t.seq_len, "train.global_batch x train.seq_len"), t.steps,
+            "the tokens of the run (train.steps x global_batch x seq_len)"),
+        8, "the tokens of the run, as bytes");
+    const int64_t tokens = mul(t.micro_batch, t.seq_len, "train.micro_batch x train.seq_len");
+    mul(mul(tokens, t.model.vocab, "the logits of one micro-batch (tokens x model.vocab)"), 8,
+        "the logits of one micro-batch, as bytes");
+    mul(mul(mul(tokens, t.seq_len, "the attention scores of one micro-batch (tokens x seq_len)"),
+            t.model.heads, "the attention scores of one micro-batch (x model.heads)"),
+        8, "the attention scores of one micro-batch, as bytes");
+    mul(mul(tokens, std::max(t.model.intermediate, t.model.hidden),
+            "the MLP activations of one micro-batch (tokens x model.intermediate)"),
+        8 * 4, "the activations of one block of one micro-batch, as bytes");
+  }
 
   t.lr = c.get_float("train.lr");
   t.min_lr = c.get_float("train.min_lr");
