@@ -16,4 +16,14 @@ Run add_train_command(CLI::App& app);     // train_command.cpp    : zt train
 Run add_convert_command(CLI::App& app);   // convert_command.cpp  : zt convert ...
 Run add_estimate_command(CLI::App& app);  // estimate_command.cpp : zt estimate
 
+// For --config: an empty path (`--config ""`, an unset shell variable) is a usage error,
+// not "no file" (what it was read as before). The file itself is checked when loaded.
+inline CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return s.empty() ? "an empty path: name a file, or leave the option out" : "";
+      },
+      "FILE");
+}
+
 }  // namespace zt::apps

@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "zt/ckpt/hf_convert.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 #include "zt/data/text.hpp"
@@ -28,6 +29,7 @@ int text_to_tokens(const ConvertArgs& a) {
                      "zt convert text-to-tokens IN.txt OUT.h5");
   const std::vector<std::string> inputs(a.text_files.begin(), a.text_files.end() - 1);
   const std::string& output = a.text_files.back();
+  require_output_folder(output, "output token file");
   const data::TokenFile f = data::convert_text_to_tokens(inputs, output);
   const size_t docs = f.doc_starts.empty() ? 1 : f.doc_starts.size();
   log::info(strf("wrote %s: %zu tokens (uint16), vocab %u, tokenizer \"%s\", %zu document%s",
@@ -50,6 +52,7 @@ int h5_to_hf(const ConvertArgs& a) {
 }
 
 int hf_to_h5(const ConvertArgs& a) {
+  require_output_folder(a.out_h5, "output file");
   const ckpt::HfImportResult r = ckpt::import_hf(a.hfdir, a.out_h5);
   log::info(strf("wrote %s: %lld tensors, %lld parameters (model %s), source dtype %s, "
                  "from %zu safetensors file%s",

@@ -85,6 +85,16 @@ Resolved resolve(const Args& a) {
                      "ranks (GPUs) per node, e.g. --gpus-per-node 8");
   if (a.nodes < 1)
     throw InputError(strf("--nodes: %d, must be >= 1", a.nodes), "nodes in the job, e.g. --nodes 2");
+  // A world of more than 2^24 ranks is far beyond any cluster, and keeps every per-rank
+  // count (ranks x shards, int world sizes) inside its type.
+  constexpr int64_t kMaxWorld = int64_t{1} << 24;
+  if (static_cast<int64_t>(a.gpus_per_node) * a.nodes > kMaxWorld)
+    throw InputError(strf("--nodes %d x --gpus-per-node %d = %lld ranks: more than %lld", a.nodes,
+                          a.gpus_per_node,
+                          static_cast<long long>(static_cast<int64_t>(a.gpus_per_node) * a.nodes),
+                          static_cast<long long>(kMaxWorld)),
+                     "give the nodes and ranks per node of the job, e.g. --nodes 64 "
+                     "--gpus-per-node 8");
   if (a.device != "gpu" && a.device != "cpu")
     throw InputError("--device: '" + a.device + "' is not gpu or cpu",
                      "gpu: bf16 mixed precision; cpu: zt's fp32 CPU engine");
@@ -229,7 +239,8 @@ Run add_estimate_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "estimate", "memory per GPU / host for each ZeRO stage, hpZ and offload choice, and what fits");
-  sub->add_option("--config", args->config_file, "TOML file of `zt train` keys");
+  sub->add_option("--config", args->config_file, "TOML file of `zt train` keys")
+      ->check(non_empty_path());
   sub->add_option("--set", args->sets, "override one key: --set model.preset=llama-7b (repeatable)");
   sub->add_option("--gpus-per-node", args->gpus_per_node, "ranks (GPUs) per node (default 1)");
   sub->add_option("--nodes", args->nodes, "nodes (default 1)");

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "commands.hpp"
@@ -55,6 +56,22 @@ int main(int argc, char** argv) {
     zt::apps::Run run = add(app);
     // get_subcommands() with no filter lists only the *parsed* ones; this lists all.
     entries.push_back({app.get_subcommands([](CLI::App*) { return true; }).back(), std::move(run)});
+  }
+
+  // An unknown subcommand: CLI11 would only say that one is required, without the word.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    bool known = false;
+    std::string names;
+    for (const Entry& entry : entries) {
+      known = known || entry.sub->check_name(word);
+      names += (names.empty() ? "" : ", ") + entry.sub->get_name();
+    }
+    if (!known) {
+      zt::log::error("'" + word + "' is not a zt command\n  HINT: the commands are " + names +
+                     "; `zt --help` describes them, `zt COMMAND --help` each one");
+      return static_cast<int>(zt::ExitCode::kBadInput);
+    }
   }
 
   try {

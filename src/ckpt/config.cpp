@@ -8,10 +8,18 @@ namespace zt::ckpt {
 void add_ckpt_keys(config::Schema& s) {
   const CkptOptions d;
   s.add_string("ckpt.dir", d.dir, "folder of the checkpoints (step-N.h5, latest)");
-  s.add_int("ckpt.every", d.every,
-            "save a checkpoint every N steps; 0: only after the last step and on preemption")
-      .min = 0;
-  s.add_int("ckpt.keep", d.keep, "newest complete checkpoints kept in ckpt.dir; 0: all").min = 0;
+  {
+    auto& k = s.add_int("ckpt.every", d.every,
+                        "save a checkpoint every N steps; 0: only after the last step and on "
+                        "preemption");
+    k.min = 0;
+    k.max = 1e12;
+  }
+  {
+    auto& k = s.add_int("ckpt.keep", d.keep, "newest complete checkpoints kept in ckpt.dir; 0: all");
+    k.min = 0;
+    k.max = 1e6;
+  }
   s.add_string("ckpt.resume", d.resume,
                "continue from a checkpoint: none, auto (the one ckpt.dir/latest names, if any) "
                "or a path");
@@ -21,10 +29,13 @@ void add_ckpt_keys(config::Schema& s) {
   s.add_bool("ckpt.async", d.async,
              "copy the shards to a host snapshot and write them while training goes on");
   s.add_bool("ckpt.save_final", d.save_final, "save a checkpoint after the last step");
-  s.add_int("ckpt.stop_after", d.stop_after,
-            "end the run after this step with a checkpoint, as a preemption would (the "
-            "schedule still spans train.steps); 0: run to train.steps")
-      .min = 0;
+  {
+    auto& k = s.add_int("ckpt.stop_after", d.stop_after,
+                        "end the run after this step with a checkpoint, as a preemption would "
+                        "(the schedule still spans train.steps); 0: run to train.steps");
+    k.min = 0;
+    k.max = 1e12;
+  }
 }
 
 CkptOptions ckpt_options(const config::Config& c) {

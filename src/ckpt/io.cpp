@@ -2,6 +2,7 @@
 // io.hpp and docs/checkpoint-format.md.
 #include "zt/ckpt/io.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <type_traits>
@@ -49,15 +50,20 @@ Part part_of(const model::TensorInfo& t, int64_t begin, int64_t count) {
 
 // zt-sum64 of x (first element at index `first`), over the rank's OpenMP threads: the
 // sum is slice-additive, so chunks are summed apart and added (mod 2^64).
-uint64_t checksum(std::span<const float> x, uint64_t first) {
+// With `non_finite`, also counts the NaN/Inf elements into it (the chunk is in cache).
+uint64_t checksum(std::span<const float> x, uint64_t first, uint64_t* non_finite = nullptr) {
   constexpr size_t kChunk = size_t{1} << 20;
   const int64_t chunks = static_cast<int64_t>((x.size() + kChunk - 1) / kChunk);
-  uint64_t total = 0;
-#pragma omp parallel for reduction(+ : total) schedule(static) if (chunks > 1)
+  uint64_t total = 0, bad = 0;
+#pragma omp parallel for reduction(+ : total, bad) schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const size_t at = static_cast<size_t>(c) * kChunk;
-    total += sum64(x.subspan(at, std::min(kChunk, x.size() - at)), first + at);
+    const std::span<const float> chunk = x.subspan(at, std::min(kChunk, x.size() - at));
+    total += sum64(chunk, first + at);
+    if (non_finite)
+      for (const float v : chunk) bad += std::isfinite(v) ? 0u : 1u;
   }
+  if (non_finite) *non_finite = bad;
   return total;
 }
 
@@ -174,21 +180,46 @@ std::span<const float> slice_of(const WriteContents& c, int kind, const model::T
 }
 
 // The checksum of every dataset (and of /state/rng last, for a training file), summed
-// over the ranks' slices: the same on every rank.
-std::vector<uint64_t> file_checksums(MPI_Comm comm, const WriteContents& c, const FileParts& f, bool training) {
+// over the ranks' slices: the same on every rank. The same pass counts the NaN/Inf
+// elements of each dataset (summed in the same all_reduce): a checkpoint with one is
+// refused on every rank alike, before the file is created (a NaN weight would be
+// resumed from forever; issue 20).
+std::vector<uint64_t> file_checksums(MPI_Comm comm, const WriteContents& c, const FileParts& f,
+                                     bool training, const std::string& path) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
-  std::vector<uint64_t> sums(static_cast<size_t>(f.kinds) * f.nt() + (training ? 1 : 0), 0);
+  const size_t n = static_cast<size_t>(f.kinds) * f.nt();
+  std::vector<uint64_t> sums(n + (training ? 1 : 0) + n, 0);  // checksums, rng, non-finite
+  const size_t bad_at = n + (training ? 1 : 0);
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
       Part p;
       const std::span<const float> x = slice_of(c, k, tensors[i], &p);
-      sums[f.index(k, i)] = checksum(x, static_cast<uint64_t>(p.first));
+      sums[f.index(k, i)] = checksum(x, static_cast<uint64_t>(p.first), &sums[bad_at + f.index(k, i)]);
     }
   if (training) {
     const uint64_t seed = c.rng_seed;
-    sums.back() = sum64_u64(std::span<const uint64_t>(&seed, 1), static_cast<uint64_t>(comm_rank(comm)));
+    sums[n] = sum64_u64(std::span<const uint64_t>(&seed, 1), static_cast<uint64_t>(comm_rank(comm)));
   }
   sum_over_ranks(comm, sums);
+  std::string bad;
+  size_t bad_count = 0;
+  for (int k = 0; k < f.kinds; ++k)
+    for (size_t i = 0; i < f.nt(); ++i) {
+      const uint64_t b = sums[bad_at + f.index(k, i)];
+      if (b == 0) continue;
+      if (bad_count++ < 4)
+        bad += strf("%s'%s' (%llu of %lld elements)", bad.empty() ? "" : ", ",
+                    dataset_path(k, tensors[i].name).c_str(), static_cast<unsigned long long>(b),
+                    static_cast<long long>(tensors[i].numel));
+    }
+  if (bad_count > 0)
+    throw Error(strf("refusing to write checkpoint '%s': %zu tensor%s NaN or Inf: %s%s",
+                     path.c_str(), bad_count, bad_count == 1 ? " holds" : "s hold", bad.c_str(),
+                     bad_count > 4 ? ", ..." : ""),
+                "the model diverged (check train.lr, train.eps, train.grad_clip) or the state "
+                "was corrupted; `latest` still names the last good checkpoint: resume from it "
+                "with different settings");
+  sums.resize(bad_at);
   return sums;
 }
 
@@ -417,7 +448,7 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c) 
   ZT_CHECK(!training || c.state.has_value(), "a training checkpoint without /state",
            "fill WriteContents::state");
   const FileParts parts{layout, training ? 3 : 1};
-  const std::vector<uint64_t> sums = file_checksums(comm, c, parts, training);
+  const std::vector<uint64_t> sums = file_checksums(comm, c, parts, training, path);
 
   h5::QuietErrors quiet;
   Handle fapl = h5::file_access(comm, path);

@@ -84,8 +84,13 @@ void on_rank0(MPI_Comm comm, F f) {
       hint = kDirHint;
     }
   }
+  // An InputError stays one (exit 2, and callers may catch it as such).
+  const auto rethrow = [&] {
+    if (code == static_cast<int>(ExitCode::kBadInput)) throw InputError(message, hint);
+    throw Error(message, hint, static_cast<ExitCode>(code));
+  };
   if (comm == MPI_COMM_NULL) {
-    if (code != 0) throw Error(message, hint, static_cast<ExitCode>(code));
+    if (code != 0) rethrow();
     return;
   }
   ZT_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, 0, comm));
@@ -97,7 +102,7 @@ void on_rank0(MPI_Comm comm, F f) {
     ZT_MPI_CHECK(MPI_Bcast(s->data(), len, MPI_CHAR, 0, comm));
   }
   if (rank != 0) message = "(rank 0) " + message;
-  throw Error(message, hint, static_cast<ExitCode>(code));
+  rethrow();
 }
 
 // Step numbers of the step-N.h5 (or .tmp) files in dir.
@@ -117,6 +122,47 @@ std::vector<int64_t> steps_in(const std::string& dir, bool tmp) {
 }
 
 }  // namespace
+
+void preflight_dir(MPI_Comm comm, const std::string& dir) {
+  on_rank0(comm, [&] {
+    const char* hint =
+        "ckpt.dir names the folder of the checkpoints (created when missing): point it at a "
+        "writable folder, e.g. --set ckpt.dir=checkpoints";
+    const auto refuse = [&](const std::string& what) {
+      throw InputError("ckpt.dir = '" + dir + "': " + what, hint);
+    };
+    // The folder itself, else the nearest existing folder above it (where it would be made).
+    fs::path p = fs::path(dir);
+    std::string probe = dir;
+    while (true) {
+      struct stat st {};
+      if (::stat(probe.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+          refuse(probe == dir ? "it exists and is not a folder"
+                              : "'" + probe + "' above it is a file, not a folder");
+        break;
+      }
+      const int err = errno;
+      if (err == ENOTDIR) {  // a component of the path is a file: find it
+        p = p.parent_path();
+        probe = p.empty() ? "." : p.string();
+        continue;
+      }
+      if (err != ENOENT) refuse(strf("'%s': %s (errno %d)", probe.c_str(), std::strerror(err), err));
+      if (p.empty() || p == p.root_path()) break;
+      p = p.parent_path();
+      probe = p.empty() ? "." : p.string();
+    }
+    struct statvfs vfs {};
+    if (::statvfs(probe.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0)
+      refuse(strf("'%s' is on a read-only file system: %s (errno %d)", probe.c_str(),
+                  std::strerror(EROFS), EROFS));
+    if (::access(probe.c_str(), W_OK | X_OK) != 0) {
+      const int err = errno;
+      refuse(strf("'%s' is not writable: %s (errno %d)", probe.c_str(), std::strerror(err), err));
+    }
+  });
+}
 
 std::string step_file_name(int64_t step) { return "step-" + std::to_string(step) + ".h5"; }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 
 namespace zt::config {
@@ -65,6 +66,12 @@ std::string where_in(const toml::node& node, const std::string& origin) {
   if (src.begin.line == 0) return origin;
   return strf("%s:%u:%u", origin.c_str(), static_cast<unsigned>(src.begin.line),
               static_cast<unsigned>(src.begin.column));
+}
+
+// A limit as written in messages: 1048576, not 1.04858e+06.
+std::string limit_text(double x) {
+  if (std::floor(x) == x && std::fabs(x) < 1e15) return strf("%.0f", x);
+  return strf("%g", x);
 }
 
 }  // namespace
@@ -175,12 +182,13 @@ std::string Schema::help() const {
   for (size_t i = 0; i < keys_.size(); ++i) {
     const Key& k = keys_[i];
     std::string desc = k.description;
+    const char* open = k.min_exclusive ? "(" : "[";
     if (k.min && k.max)
-      desc += strf(" [%g, %g]", *k.min, *k.max);
+      desc += strf(" %s%s, %s]", open, limit_text(*k.min).c_str(), limit_text(*k.max).c_str());
     else if (k.min)
-      desc += strf(" [>= %g]", *k.min);
+      desc += strf(" [%s %s]", k.min_exclusive ? ">" : ">=", limit_text(*k.min).c_str());
     else if (k.max)
-      desc += strf(" [<= %g]", *k.max);
+      desc += strf(" [<= %s]", limit_text(*k.max).c_str());
     if (!k.choices.empty()) {
       desc += " {";
       for (size_t c = 0; c < k.choices.size(); ++c) desc += (c ? "|" : "") + k.choices[c];
@@ -229,10 +237,15 @@ void Config::set(std::string_view name, const Value& given, const std::string& o
       throw InputError(strf("config key '%s' (in %s) must be a finite number, got %s",
                             key->name.c_str(), origin.c_str(), value_to_string(value).c_str()),
                        key->description);
-    if ((key->min && x < *key->min) || (key->max && x > *key->max)) {
-      std::string range = key->min && key->max ? strf("in [%g, %g]", *key->min, *key->max)
-                          : key->min           ? strf(">= %g", *key->min)
-                                               : strf("<= %g", *key->max);
+    const bool below = key->min && (key->min_exclusive ? x <= *key->min : x < *key->min);
+    if (below || (key->max && x > *key->max)) {
+      const char* open = key->min_exclusive ? "(" : "[";
+      std::string range =
+          key->min && key->max
+              ? strf("in %s%s, %s]", open, limit_text(*key->min).c_str(),
+                     limit_text(*key->max).c_str())
+          : key->min ? strf("%s %s", key->min_exclusive ? ">" : ">=", limit_text(*key->min).c_str())
+                     : strf("<= %s", limit_text(*key->max).c_str());
       throw InputError(strf("config key '%s' (in %s) must be %s, got %s", key->name.c_str(),
                             origin.c_str(), range.c_str(), value_to_string(value).c_str()),
                        key->description);
@@ -253,6 +266,12 @@ void Config::set(std::string_view name, const Value& given, const std::string& o
 }
 
 void Config::load_file(const std::string& path) {
+  // A directory would read as nothing (all defaults), a device or FIFO until memory runs
+  // out; an empty file is most likely one a failed script truncated.
+  require_regular_file(path, "config file (--config)",
+                       "--config names a TOML file of keys (jobs/tiny.toml is an example); "
+                       "leave it out to use the defaults",
+                       /*allow_empty=*/false);
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw InputError("cannot open config file '" + path + "'",

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/data/tokenizer.hpp"
 
 namespace zt::data {
@@ -16,12 +17,8 @@ TokenFile text_files_to_tokens(const std::vector<std::string>& paths) {
   out.vocab_size = ByteTokenizer::kVocabSize;
   out.tokenizer = std::string(ByteTokenizer::kName);
   for (const std::string& path : paths) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec))
-      throw InputError("input text file '" + path + "' not found",
-                       "check the path (relative paths are from the current directory)");
-    if (std::filesystem::is_directory(path, ec))
-      throw InputError("input text file '" + path + "' is a directory", "name a text file");
+    require_regular_file(path, "input text file",
+                         "name a text file (relative paths are from the current directory)");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError("cannot read input text file '" + path + "'", "check its permissions");
     std::stringstream text;

@@ -11,6 +11,7 @@
 
 #include "zt/h5/h5.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 
 namespace zt::data {
@@ -119,6 +120,15 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
 template <class T>
 void read_vector(hid_t file, const char* name, hid_t mem_type, std::vector<T>& out,
                  const std::string& path) {
+  {  // A group or a named type where the dataset belongs: say so, not H5Dopen2's text.
+    const hid_t obj = ZT_H5_CHECK(H5Oopen(file, name, H5P_DEFAULT), path, kReconvertHint);
+    const H5I_type_t type = H5Iget_type(obj);
+    ZT_H5_CHECK(H5Oclose(obj), path, kReconvertHint);
+    if (type != H5I_DATASET)
+      throw InputError(strf("token file '%s': /%s is %s, not a dataset", path.c_str(), name,
+                            type == H5I_GROUP ? "a group" : "a named datatype"),
+                       kReconvertHint);
+  }
   Handle dset(ZT_H5_CHECK(H5Dopen2(file, name, H5P_DEFAULT), path, kReconvertHint), Kind::kDataset);
   Handle type(ZT_H5_CHECK(H5Dget_type(dset.get()), path, kReconvertHint), Kind::kDatatype);
   if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_sign(type.get()) != H5T_SGN_NONE ||
@@ -143,6 +153,7 @@ void read_vector(hid_t file, const char* name, hid_t mem_type, std::vector<T>& o
 
 void write_token_file(const std::string& path, const TokenFile& file, const WriteOptions& options) {
   validate(file, path);
+  require_output_folder(path, "token file");
   const std::string tmp = path + options.tmp_suffix;
   std::error_code ec;
   fs::remove(tmp, ec);  // a stale intermediate from a crashed run
@@ -168,8 +179,8 @@ TokenFile read_token_file(const std::string& path) {
     throw InputError("token file '" + path + "' not found",
                      "make one with `zt convert text-to-tokens IN.txt " + path +
                          "`, or check data.path");
-  if (fs::is_directory(path, ec))
-    throw InputError("token file '" + path + "' is a directory", "data.path names one .h5 file");
+  require_regular_file(path, "token file", "data.path names one .h5 file made by `zt convert "
+                                           "text-to-tokens`");
   h5::QuietErrors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw InputError("'" + path + "' is not an HDF5 file",

@@ -89,7 +89,9 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
 // `buffers` sub-group records in host memory and the rest on NVMe. With the parameters on
 // NVMe (stage 3), the engine keeps a staging shard per gather slot + one for the step,
 // and the store a bounce buffer. The engine counts the store's host bytes as optimizer.
-static void offload_cpu(Row& r, const Setup& s, const zero::Partition& part, u64 gather_slots) {
+// `more_blocks`: blocks beyond those of `part`, each the same as its unit 1.
+static void offload_cpu(Row& r, const Setup& s, const zero::Partition& part, int64_t more_blocks,
+                        u64 gather_slots) {
   offload::Options o = s.zero.offload;
   o.optimizer = static_cast<offload::Home>(r.optimizer);
   o.params = static_cast<offload::Home>(r.params);
@@ -101,6 +103,9 @@ static void offload_cpu(Row& r, const Setup& s, const zero::Partition& part, u64
     max_shard = std::max(max_shard, part.unit(u).shard);
     max_owned = std::max(max_owned, part.unit(u).owned);
   }
+  // One entry per unit: 16 bytes per block (the files' per-unit rounding needs them).
+  owned.insert(owned.begin() + 1, static_cast<size_t>(more_blocks), part.unit(1).owned);
+  shards.insert(shards.begin() + 1, static_cast<size_t>(more_blocks), part.unit(1).shard);
   u64 store_host = offload::nvme_host_bytes(o, max_owned, max_shard);
   if (o.optimizer == offload::Home::kCpu)
     for (int64_t c : owned) store_host += offload::round_up(static_cast<size_t>(c) * 12u);
@@ -136,11 +141,18 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                      "the secondary copy lives on the GPU; use one or the other");
 
   const Precision p = precision_of(s.device);
-  const model::ParamLayout layout(s.model);
+  // Every block is the same unit: partition the model cut to at most 2 blocks and count
+  // the other blocks from one, so time and memory do not grow with model.layers.
+  model::Config cut = s.model;
+  cut.layers = std::min<int64_t>(s.model.layers, 2);
+  const int64_t more_blocks = s.model.layers - cut.layers;
+  const model::ParamLayout layout(cut);
   const int align = (o.quantize_weights || o.quantize_grads) ? o.quantize_block : 16;
   const zero::Partition part(layout, n, 0, align, hpz, 0);
-  const u64 full = to_u64(part.total_padded());  // every unit, padded
-  const u64 shard = to_u64(part.total_shard());  // this rank's shard of every unit
+  const zero::UnitPartition& block = part.unit(1);  // units: embedding, blocks..., head
+  // every unit, padded
+  const u64 full = to_u64(part.total_padded()) + to_u64(more_blocks) * to_u64(block.padded);
+  const u64 shard = full / static_cast<u64>(n);  // this rank's shard of every unit
   const u64 maxp = to_u64(part.max_padded());    // largest padded unit
   const bool tied = s.model.tied_embeddings;
 
@@ -178,7 +190,7 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                                                   s.device == Device::kCpu ? s.threads : 0);
 
   if (s.device == Device::kCpu) {
-    offload_cpu(r, s, part, gather_slots);
+    offload_cpu(r, s, part, more_blocks, gather_slots);
     return r;
   }
   // Offload (ZeRO-Offload / ZeRO-Infinity accounting; estimates only). The rank's

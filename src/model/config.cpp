@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "zt/core/checked.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -94,6 +95,25 @@ void Config::validate() const {
     throw InputError(strf("model.norm_eps = %g: must be a finite number > 0", norm_eps),
                      "Llama uses 1e-5 or 1e-6.");
   }
+  // The parameter count and the 16 bytes of fp32 model states per parameter must fit in
+  // 64 bits (num_params() and every size derived from it compute unchecked).
+  const char* hint = "lower model.hidden, model.intermediate, model.layers or model.vocab; "
+                     "`zt estimate` tells what fits";
+  const std::string what = "the parameter count of model " + name;
+  const auto mul = [&](int64_t a, int64_t b) { return mul_checked(a, b, what, hint); };
+  const auto add = [&](int64_t a, int64_t b) { return add_checked(a, b, what, hint); };
+  const int64_t kv = mul(kv_heads, head_dim());
+  const int64_t block =
+      add(add(mul(2, mul(hidden, hidden)), mul(2, mul(hidden, kv))),
+          add(mul(3, mul(hidden, intermediate)), mul(2, hidden)));
+  const int64_t embedding = mul(vocab, hidden);
+  const int64_t total =
+      add(add(embedding, mul(layers, block)), add(hidden, tied_embeddings ? 0 : embedding));
+  mul_checked(total, 16, "the fp32 model-state bytes (16 per parameter) of model " + name, hint);
+  // Activations: a context of T tokens keeps T x T attention scores per head.
+  mul_checked(mul_checked(context, context, "model.context squared", "lower model.context"),
+              heads, "the attention scores of one sequence (context^2 x heads)",
+              "lower model.context or model.heads");
 }
 
 int64_t Config::num_embedding_params() const { return vocab * hidden; }

@@ -24,9 +24,13 @@ void add_offload_keys(config::Schema& s) {
     k.min = 1;
     k.max = 4096;
   }
-  s.add_int("offload.buffers", d.buffers,
-            "sub-group buffers of the NVMe pipeline (read k+1, update k, write k-1): >= 3")
-      .min = 3;
+  {
+    auto& k = s.add_int("offload.buffers", d.buffers,
+                        "sub-group buffers of the NVMe pipeline (read k+1, update k, write k-1): "
+                        ">= 3");
+    k.min = 3;
+    k.max = 1024;
+  }
   s.add_string("offload.subgroup_bytes", format_size(d.subgroup_bytes),
                "master + exp_avg + exp_avg_sq bytes per sub-group of the pipelined step "
                "(size string)");

@@ -6,6 +6,7 @@
 
 #include "zt/ckpt/checkpoint.hpp"
 #include "zt/ckpt/preemption.hpp"
+#include "zt/ckpt/publish.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/runtime/watchdog.hpp"
@@ -29,6 +30,9 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   if (mpi_ == MPI_COMM_NULL) return 0;
   const ckpt::CkptOptions& o = cfg_.ckpt;
   const bool root = comm_.rank() == 0;
+  // A checkpoint may be saved (cadence, the end, a preemption): an unusable ckpt.dir is
+  // said now, not after the training (issue 20).
+  ckpt::preflight_dir(mpi_, o.dir);
   std::vector<std::string> warnings;
   int64_t first = 0;
   // ckpt.resume (a path, or `latest` in ckpt.dir with "auto") wins; init_from applies

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "zt/core/checked.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/ckpt/config.hpp"
@@ -21,53 +22,64 @@ config::Schema train_schema() {
   config::Schema s;
   // --- model: a preset, then optional overrides of its fields ------------------------
   s.add_string("model.preset", "tiny", "model shape preset").choices = model::Config::preset_names();
-  s.add_int("model.vocab", std::nullopt, "override: vocabulary size (>= the dataset's)").min = 1;
-  s.add_int("model.hidden", std::nullopt, "override: model width").min = 1;
-  s.add_int("model.layers", std::nullopt, "override: transformer blocks").min = 1;
-  s.add_int("model.heads", std::nullopt, "override: query heads").min = 1;
-  s.add_int("model.kv_heads", std::nullopt, "override: key/value heads (GQA)").min = 1;
-  s.add_int("model.intermediate", std::nullopt, "override: SwiGLU inner width").min = 1;
-  s.add_int("model.context", std::nullopt, "override: longest sequence (RoPE table)").min = 1;
+  // Limits: what the kernels and the int32/int64 arithmetic of the engine can take. A
+  // model far larger than any host is refused later by the memory check (trainer.cpp).
+  const auto range = [](config::Key& k, double lo, double hi) -> config::Key& {
+    k.min = lo;
+    k.max = hi;
+    return k;
+  };
+  constexpr double kInt32Max = 2147483647.0;
+  range(s.add_int("model.vocab", std::nullopt, "override: vocabulary size (>= the dataset's)"), 1, kInt32Max);
+  range(s.add_int("model.hidden", std::nullopt, "override: model width"), 1, 1 << 20);
+  range(s.add_int("model.layers", std::nullopt, "override: transformer blocks"), 1, 1 << 16);
+  range(s.add_int("model.heads", std::nullopt, "override: query heads"), 1, 1 << 16);
+  range(s.add_int("model.kv_heads", std::nullopt, "override: key/value heads (GQA)"), 1, 1 << 16);
+  range(s.add_int("model.intermediate", std::nullopt, "override: SwiGLU inner width"), 1, 1 << 22);
+  range(s.add_int("model.context", std::nullopt, "override: longest sequence (RoPE table)"), 1, 1 << 24);
   s.add_bool("model.tied_embeddings", std::nullopt, "override: lm_head shares the embedding");
-  s.add_float("model.rope_theta", std::nullopt, "override: RoPE base");
-  s.add_float("model.norm_eps", std::nullopt, "override: RMSNorm epsilon");
-  s.add_float("model.init_std", 0.02, "std of the normal init of weights").min = 0.0;
+  {
+    auto& k = s.add_float("model.rope_theta", std::nullopt, "override: RoPE base");
+    k.min = 0.0;
+    k.min_exclusive = true;
+  }
+  {
+    auto& k = s.add_float("model.norm_eps", std::nullopt, "override: RMSNorm epsilon");
+    range(k, 0.0, 1.0).min_exclusive = true;
+  }
+  range(s.add_float("model.init_std", 0.02, "std of the normal init of weights"), 0.0, 1e3);
 
   // --- train ------------------------------------------------------------------------
-  s.add_int("train.steps", 200, "optimizer steps").min = 1;
-  s.add_int("train.micro_batch", 16, "sequences per rank per forward/backward").min = 1;
-  s.add_int("train.global_batch", 32,
-            "sequences per optimizer step over all ranks; = micro_batch * ranks * accumulation")
-      .min = 1;
-  s.add_int("train.seq_len", 128, "tokens per sequence (<= model context)").min = 1;
+  range(s.add_int("train.steps", 200, "optimizer steps"), 1, 1e12);
+  range(s.add_int("train.micro_batch", 16, "sequences per rank per forward/backward"), 1, 1 << 24);
+  range(s.add_int("train.global_batch", 32,
+                  "sequences per optimizer step over all ranks; = micro_batch * ranks * "
+                  "accumulation"),
+        1, 1LL << 40);
+  range(s.add_int("train.seq_len", 128, "tokens per sequence (<= model context)"), 1, 1 << 24);
+  // lr has no upper limit: a huge lr is how the divergence test provokes NaN steps.
   s.add_float("train.lr", 3e-3, "peak learning rate (after warm-up)").min = 0.0;
   s.add_float("train.min_lr", 3e-4, "learning rate at the end of the cosine decay").min = 0.0;
-  s.add_int("train.warmup", 20, "linear warm-up steps").min = 0;
-  s.add_float("train.weight_decay", 0.1, "AdamW decoupled weight decay (2-D weights only)").min = 0.0;
-  {
-    auto& k = s.add_float("train.beta1", 0.9, "AdamW beta1");
-    k.min = 0.0;
-    k.max = 0.999999;
-  }
-  {
-    auto& k = s.add_float("train.beta2", 0.95, "AdamW beta2");
-    k.min = 0.0;
-    k.max = 0.999999;
-  }
-  s.add_float("train.eps", 1e-8, "AdamW epsilon").min = 0.0;
+  range(s.add_int("train.warmup", 20, "linear warm-up steps"), 0, 1e12);
+  range(s.add_float("train.weight_decay", 0.1, "AdamW decoupled weight decay (2-D weights only)"), 0.0, 1e3);
+  range(s.add_float("train.beta1", 0.9, "AdamW beta1"), 0.0, 0.999999);
+  range(s.add_float("train.beta2", 0.95, "AdamW beta2"), 0.0, 0.999999);
+  // eps = 0 divides 0 by 0 for an element whose gradient is 0: NaN weights.
+  range(s.add_float("train.eps", 1e-8, "AdamW epsilon (> 0)"), 0.0, 1.0).min_exclusive = true;
   s.add_float("train.grad_clip", 1.0, "clip the global gradient norm to this; 0 disables").min = 0.0;
-  s.add_int("train.max_bad_steps", 5,
-            "steps in a row with a NaN/Inf loss or gradient (each skipped with a warning) "
-            "before the job stops with exit 1, saving nothing new")
-      .min = 1;
+  range(s.add_int("train.max_bad_steps", 5,
+                  "steps in a row with a NaN/Inf loss or gradient (each skipped with a warning) "
+                  "before the job stops with exit 1, saving nothing new"),
+        1, 1e9);
   s.add_int("train.seed", 1234, "seed of the parameter init and the data order").min = 0;
   s.add_bool("train.recompute", false, "recompute activations in the backward (less memory)");
-  s.add_float("train.peak_tflops", 0.0,
-              "peak TFLOP/s per rank for MFU; 0: CPU measures an fp32 GEMM at start-up")
-      .min = 0.0;
-  s.add_int("train.threads", 0,
-            "OpenMP threads per rank; 0: OMP_NUM_THREADS, else the rank's cores / ranks on the node")
-      .min = 0;
+  range(s.add_float("train.peak_tflops", 0.0,
+                    "peak TFLOP/s per rank for MFU; 0: CPU measures an fp32 GEMM at start-up"),
+        0.0, 1e6);
+  range(s.add_int("train.threads", 0,
+                  "OpenMP threads per rank; 0: OMP_NUM_THREADS, else the rank's cores / ranks "
+                  "on the node; more than 4x the host's cores is refused"),
+        0, kMaxThreads);
 
   // --- data -------------------------------------------------------------------------
   s.add_string("data.path", "",
@@ -82,19 +94,21 @@ config::Schema train_schema() {
   }
 
   // --- eval, sample, log, comm ----------------------------------------------------------
-  s.add_int("eval.every", 50, "evaluate every N steps (and after the last); 0: only after the last").min = 0;
-  s.add_int("eval.batches", 4, "global batches of held-out sequences per evaluation").min = 1;
-  s.add_int("sample.tokens", 300, "tokens generated after training (rank 0); 0: no sample").min = 0;
+  range(s.add_int("eval.every", 50, "evaluate every N steps (and after the last); 0: only after the last"), 0, 1e12);
+  range(s.add_int("eval.batches", 4, "global batches of held-out sequences per evaluation"), 1, 1e6);
+  range(s.add_int("sample.tokens", 300, "tokens generated after training (rank 0); 0: no sample"), 0, 1e7);
   s.add_string("sample.prompt", "ROMEO:", "prompt of the sample");
-  s.add_float("sample.temperature", 0.8, "sampling temperature (> 0)").min = 1e-6;
+  range(s.add_float("sample.temperature", 0.8, "sampling temperature (> 0)"), 1e-6, 1e6);
   s.add_int("sample.seed", 42, "seed of the sampler").min = 0;
   s.add_string("log.metrics", "", "JSONL file: one JSON object per step (rank 0); empty: none");
-  s.add_int("log.every", 1, "print a log line every N steps (and the first and last)").min = 1;
-  s.add_float("comm.timeout", 300.0, "seconds a collective may wait before the job is ended").min = 0.001;
-  s.add_int("runtime.ranks_per_node", 0,
-            "simulate nodes of this many ranks on one host (hierarchical collectives, hpZ); "
-            "0: nodes are physical hosts; --ranks-per-node overrides it")
-      .min = 0;
+  range(s.add_int("log.every", 1, "print a log line every N steps (and the first and last)"), 1, 1e12);
+  // Milliseconds are kept in an int64 and handed to timers as int: a week at most.
+  range(s.add_float("comm.timeout", 300.0, "seconds a collective may wait before the job is ended"),
+        0.001, 7 * 24 * 3600.0);
+  range(s.add_int("runtime.ranks_per_node", 0,
+                  "simulate nodes of this many ranks on one host (hierarchical collectives, hpZ); "
+                  "0: nodes are physical hosts; --ranks-per-node overrides it"),
+        0, 1 << 20);
 
   // --- zero: the ZeRO engine (stage 0 = plain data parallelism) -----------------------
   zero::add_zero_keys(s);
@@ -153,6 +167,29 @@ TrainConfig resolve(const config::Config& c, int world) {
                           static_cast<long long>(t.model.context)),
                      "lower train.seq_len or raise model.context");
 
+  // The products the run forms from these sizes must fit in 64 bits, with bytes (8 per
+  // element at most): tokens per step and per run (tokens_seen), and per micro-batch the
+  // logits (tokens x vocab), the attention scores (tokens x seq_len x heads) and the MLP
+  // (tokens x intermediate).
+  {
+    const char* hint = "lower train.micro_batch, train.global_batch or train.seq_len";
+    const auto mul = [&](int64_t a, int64_t b, const char* what) {
+      return mul_checked(a, b, what, hint);
+    };
+    mul(mul(mul(t.global_batch, t.seq_len, "train.global_batch x train.seq_len"), t.steps,
+            "the tokens of the run (train.steps x global_batch x seq_len)"),
+        8, "the tokens of the run, as bytes");
+    const int64_t tokens = mul(t.micro_batch, t.seq_len, "train.micro_batch x train.seq_len");
+    mul(mul(tokens, t.model.vocab, "the logits of one micro-batch (tokens x model.vocab)"), 8,
+        "the logits of one micro-batch, as bytes");
+    mul(mul(mul(tokens, t.seq_len, "the attention scores of one micro-batch (tokens x seq_len)"),
+            t.model.heads, "the attention scores of one micro-batch (x model.heads)"),
+        8, "the attention scores of one micro-batch, as bytes");
+    mul(mul(tokens, std::max(t.model.intermediate, t.model.hidden),
+            "the MLP activations of one micro-batch (tokens x model.intermediate)"),
+        8 * 4, "the activations of one block of one micro-batch, as bytes");
+  }
+
   t.lr = c.get_float("train.lr");
   t.min_lr = c.get_float("train.min_lr");
   if (t.min_lr > t.lr)
@@ -198,14 +235,41 @@ TrainConfig resolve(const config::Config& c, int world) {
 }
 
 int resolve_threads(int configured, int ranks_on_node) {
-  if (configured > 0) return configured;
-  if (const char* env = std::getenv("OMP_NUM_THREADS"); env && *env) return omp_get_max_threads();
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int bound = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-  const int host = static_cast<int>(std::thread::hardware_concurrency());
-  if (bound > 0 && bound < host) return bound;
-  return std::max(1, host / std::max(1, ranks_on_node));
+  const int host = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  const bool from_env = configured <= 0 && env && *env;
+  const std::string source = from_env ? strf("OMP_NUM_THREADS = %s", env)
+                                      : strf("train.threads = %d", configured);
+  int threads = 0;
+  if (configured > 0) {
+    threads = configured;
+  } else if (from_env) {
+    // OpenMP parses the variable itself (a list such as "8,2" takes its first entry).
+    const long long asked = std::atoll(env);
+    threads = asked > kMaxThreads ? kMaxThreads + 1 : omp_get_max_threads();
+  } else {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int bound = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (bound > 0 && bound < host) return bound;
+    return std::max(1, host / std::max(1, ranks_on_node));
+  }
+  const int cap = std::min(kMaxThreads, 4 * host);
+  if (threads > cap)
+    throw InputError(strf("%s: more OpenMP threads per rank than 4x this host's %d cores "
+                          "(at most %d)",
+                          source.c_str(), host, cap),
+                     strf("use at most the cores per rank (%d here with %d rank%s on the node); "
+                          "0 picks that itself",
+                          std::max(1, host / std::max(1, ranks_on_node)), ranks_on_node,
+                          ranks_on_node == 1 ? "" : "s"));
+  const int per_rank = std::max(1, host / std::max(1, ranks_on_node));
+  if (threads > per_rank)
+    log::warn(strf("%s: %d OpenMP threads per rank on %d cores shared by %d rank%s "
+                   "(%d each): oversubscribed, expect slow steps; 0 picks the cores per rank",
+                   source.c_str(), threads, host, ranks_on_node, ranks_on_node == 1 ? "" : "s",
+                   per_rank));
+  return threads;
 }
 
 }  // namespace zt::train

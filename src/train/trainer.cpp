@@ -182,6 +182,28 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
       sampler_(split_.train, T_, static_cast<size_t>(cfg.global_batch), cfg.seed),
       batch_{std::vector<int32_t>(B_ * T_), std::vector<int32_t>(B_ * T_)} {
   if (cfg.eval_fraction > 0) eval_windows_.emplace(split_.eval, T_);
+  // Before allocating: the model states of this node's ranks against MemAvailable (the
+  // smallest over the ranks, so every rank decides alike). A model that cannot fit is
+  // refused with both numbers instead of being ended by the OOM killer without a word.
+  // States offloaded to NVMe are not in host memory: not counted then.
+  if (cfg.zero.offload.optimizer != offload::Home::kNvme) {
+    const int on_node = nodes.node ? nodes.node->size() : 1;
+    const double need = model_state_bytes(cfg) * on_node;
+    double avail = static_cast<double>(mem_available());
+    comm_.all_reduce(&avail, &avail, 1, DType::kF64, comm::ReduceOp::kMin);
+    if (avail > 0 && need > avail)
+      throw InputError(
+          strf("model %s (%lld parameters, zero.stage %d over %d ranks) needs about %s of fp32 "
+               "model states per rank, %s for the %d rank%s on a node; MemAvailable is %s "
+               "(/proc/meminfo, the smallest over the nodes)",
+               cfg.model.name.c_str(), static_cast<long long>(cfg.model.num_params()),
+               cfg.zero.stage, world_, gib(model_state_bytes(cfg)).c_str(), gib(need).c_str(),
+               on_node, on_node == 1 ? "" : "s", gib(avail).c_str()),
+          strf("`zt estimate --config <this TOML> --gpus %d` prints the memory per rank of each "
+               "ZeRO stage and whether it fits; try zero.stage = 3, more nodes, "
+               "offload.optimizer = nvme or a smaller model",
+               cfg.world));
+  }
   // The engine: it initialises the parameters from train.seed (a pure function of seed,
   // tensor and index: every rank fills what it holds with the values one process would
   // have) and validates zero.* against the ranks before any collective.

@@ -12,10 +12,13 @@ void add_zero_keys(config::Schema& s) {
     k.min = 0;
     k.max = 3;
   }
-  s.add_int("zero.hpz_partition_size", d.hpz_partition_size,
-            "hpZ secondary group (stage 3): 0 = ranks per node, 1 = off, or a divisor of the "
-            "ranks per node")
-      .min = 0;
+  {
+    auto& k = s.add_int("zero.hpz_partition_size", d.hpz_partition_size,
+                        "hpZ secondary group (stage 3): 0 = ranks per node, 1 = off, or a "
+                        "divisor of the ranks per node");
+    k.min = 0;
+    k.max = 1 << 20;
+  }
   {
     auto& k = s.add_int("zero.prefetch", d.prefetch,
                         "stage-3 unit gathers in flight ahead of the computing unit");

@@ -7,6 +7,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -213,6 +214,46 @@ TEST(CkptFiles, PublishLatestKeepAndSymlinks) {
   } catch (const zt::Error& e) {
     EXPECT_NE(std::string(e.what()).find(dir + "/afile"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A checkpoint holding a NaN or Inf parameter is never written (issue 20): the writer
+// refuses before creating the file, naming the tensors and how many elements.
+TEST(CkptFiles, NonFiniteTensorsAreNeverWritten) {
+  const zt::model::Config cfg = small();
+  auto units = random_units(cfg, 11);
+  const zt::model::ParamLayout layout(cfg);
+  const zt::model::TensorInfo& t = layout.tensors()[1];  // in unit 1
+  units[static_cast<size_t>(t.unit)][static_cast<size_t>(t.offset)] = std::nanf("");
+  units[static_cast<size_t>(t.unit)][static_cast<size_t>(t.offset + 1)] = INFINITY;
+  const std::string path = dir_for("nonfinite") + "/w.h5";
+  try {
+    zt::ckpt::write_weights_only(path, cfg, units, {"bf16"});
+    FAIL() << "no error";
+  } catch (const zt::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("NaN or Inf"), std::string::npos) << what;
+    EXPECT_NE(what.find("/params/" + t.name + "' (2 of"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+// ckpt.dir is checked before training: a file, a folder under a file are exit 2 naming
+// ckpt.dir and the path; a missing folder under a writable one passes (nothing made).
+TEST(CkptFiles, PreflightDirRefusesUnusableFolders) {
+  const std::string dir = dir_for("preflight");
+  std::ofstream(dir + "/afile") << "x";
+  expect_input_error([&] { zt::ckpt::preflight_dir(MPI_COMM_NULL, dir + "/afile"); },
+                     {"ckpt.dir = '" + dir + "/afile'", "is not a folder"});
+  expect_input_error([&] { zt::ckpt::preflight_dir(MPI_COMM_NULL, dir + "/afile/sub/x"); },
+                     {"'" + dir + "/afile' above it is a file"});
+  zt::ckpt::preflight_dir(MPI_COMM_NULL, dir + "/new/a/b");
+  EXPECT_FALSE(fs::exists(dir + "/new"));
+  zt::ckpt::preflight_dir(MPI_COMM_NULL, dir);
 }
 
 }  // namespace

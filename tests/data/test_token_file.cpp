@@ -218,6 +218,23 @@ TEST(TokenFile, BadFilesAreInputErrorsNamingTheFile) {
   raw_write(empty, {}, H5T_STD_U16LE, true, 256, true);
   expect_input_error([&] { zt::data::read_token_file(empty); }, {"empty.h5", "no tokens"});
 
+  // /tokens a group, not a dataset: said so, not H5Dopen2's text (issue 20).
+  const std::string group = (dir / "group.h5").string();
+  {
+    const hid_t f = H5Fcreate(group.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t g = H5Gcreate2(f, "tokens", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(g, 0);
+    ASSERT_GE(H5Gclose(g), 0);
+    ASSERT_GE(H5Fclose(f), 0);
+  }
+  expect_input_error([&] { zt::data::read_token_file(group); },
+                     {"group.h5", "/tokens is a group, not a dataset"});
+  // Not a regular file: a directory, a character device (read until memory runs out).
+  expect_input_error([&] { zt::data::read_token_file(dir.string()); }, {"is a directory"});
+  expect_input_error([&] { zt::data::read_token_file("/dev/zero"); },
+                     {"'/dev/zero' is a character device"});
+
   const std::string novocab = (dir / "novocab.h5").string();
   raw_write(novocab, {1}, H5T_STD_U16LE, false, 0, true);
   expect_input_error([&] { zt::data::read_token_file(novocab); }, {"novocab.h5", "vocab_size"});
@@ -247,12 +264,16 @@ TEST(TokenFile, WriterRefusesBadContentsAndReplacesAtomically) {
   zt::data::write_token_file(path, f);  // replaces the old file
   EXPECT_EQ(zt::data::read_token_file(path).tokens, (std::vector<uint32_t>{3, 4, 5}));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
+  // A destination in a missing folder: exit 2 naming the file and its folder, before
+  // HDF5 is asked (issue 20: no H5Fcreate text).
+  expect_input_error([&] { zt::data::write_token_file("/nonexistent-dir/x.h5", f); },
+                     {"'/nonexistent-dir/x.h5'", "its folder '/nonexistent-dir' does not exist"});
   // An unwritable destination is an error naming the intermediate file.
   try {
-    zt::data::write_token_file("/nonexistent-dir/x.h5", f);
+    zt::data::write_token_file("/proc/x.h5", f);
     FAIL();
   } catch (const zt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.h5.tmp"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/proc/x.h5.tmp"), std::string::npos) << e.what();
   }
 }
 

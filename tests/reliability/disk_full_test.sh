@@ -4,7 +4,9 @@
 # and the previous checkpoint and `latest` must stay intact: same bytes as before, and a
 # resume from a copy of the folder loads it (zt verifies every dataset's checksum).
 #   full:      a 20 MiB tmpfs; step 1's checkpoint (12.7 MB) fits, step 2's does not.
-#   read-only: step 1 saved, the tmpfs remounted read-only, then a resume saves step 2.
+#   read-only: step 1 saved, the tmpfs remounted read-only, then a resume that would save
+#              step 2: refused before its first step (ckpt::preflight_dir), exit 2 naming
+#              ckpt.dir and the read-only file system.
 # Needs root (mount -t tmpfs); exits 77 (skipped) where mounting is not permitted.
 # Usage: disk_full_test.sh ZT_BINARY full|readonly
 set -uo pipefail
@@ -67,8 +69,15 @@ fi
 wait_bounded
 echo "disk_full_test ($mode): exit code $rc after ${elapsed} s (comm.timeout ${timeout_s} s)"
 [[ $rc -ne 0 ]] || fail "exit code 0 although step 2's checkpoint cannot be written"
-grep -E "ERROR: .*(checkpoint|step-2)" "$log" | head -3
-grep -qE "ERROR: .*(checkpoint|step-2)" "$log" || fail "no error naming the checkpoint"
+if [[ "$mode" == readonly ]]; then
+  [[ $rc -eq 2 ]] || fail "exit code $rc, expected 2 (ckpt.dir refused before the first step)"
+  pattern="ERROR: ckpt.dir = '$mnt/ck': '$mnt/ck' is on a read-only file system"
+  grep -q "^step " "$log" && fail "a step ran although ckpt.dir is read-only"
+else
+  pattern="ERROR: .*(checkpoint|step-2)"
+fi
+grep -E "$pattern" "$log" | head -3
+grep -qE "$pattern" "$log" || fail "no error matching /$pattern/"
 [[ -f "$mnt/ck/step-1.h5" ]] || fail "step-1.h5 is gone"
 grep -q "step-1.h5" "$mnt/ck/latest" || fail "latest does not name step-1.h5: $(cat "$mnt/ck/latest")"
 if [[ "$mode" == readonly ]]; then

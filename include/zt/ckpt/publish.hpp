@@ -14,6 +14,13 @@ namespace zt::ckpt {
 
 std::string step_file_name(int64_t step);  // "step-N.h5"
 
+// Before the first step: can ckpt.dir be written? Rank 0 checks, every rank throws the
+// same zt::InputError (exit 2) naming ckpt.dir and the path when it exists and is not a
+// folder, when the nearest existing folder above it is a file (or the path runs through
+// one), or when that folder is read-only (a read-only mount, or no write permission).
+// Creates nothing: a run that never saves leaves no folder behind.
+void preflight_dir(MPI_Comm comm, const std::string& dir);
+
 // Creates ckpt.dir if needed and a fresh, empty DIR/step-N.h5.tmp (O_EXCL|O_NOFOLLOW; a
 // stale file or symlink of that name is unlinked, never followed). Returns its path.
 // bytes_needed > 0: refuses (zt::Error, ENOSPC) when the folder's file system has less

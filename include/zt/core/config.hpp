@@ -44,6 +44,7 @@ struct Key {
   std::string description;
   std::optional<double> min;           // numbers: inclusive lower limit
   std::optional<double> max;           // numbers: inclusive upper limit
+  bool min_exclusive = false;          // numbers: the lower limit itself is refused (> min)
   std::vector<std::string> choices;    // strings: allowed values (empty: any)
 };
 

@@ -68,8 +68,14 @@ struct TrainConfig {
 // the keys at fault (e.g. global batch not divisible by micro_batch * world).
 TrainConfig resolve(const config::Config& cfg, int world);
 
+// The schema's upper limit of train.threads, whatever the host.
+inline constexpr int kMaxThreads = 4096;
+
 // OpenMP threads per rank: train.threads when > 0; else OMP_NUM_THREADS when set; else
 // the cores this rank is bound to, or (unbound) the host's cores shared by its ranks.
+// More than 4x the host's cores (train.threads or OMP_NUM_THREADS) is a zt::InputError:
+// the OpenMP runtime cannot start that many threads' stacks (100000 crashed the
+// attention kernel); more than the cores per rank is run with a warning.
 int resolve_threads(int configured, int ranks_on_node);
 
 }  // namespace zt::train
