@@ -208,7 +208,8 @@ std::vector<Row> run_sweep(comm::Comm& bench, comm::Comm& control, const CheckOp
 
   std::vector<Row> rows;
   uint32_t seed = 1;
-  // Size by size, on rank 0: the last size's bus bandwidth rides in each line.
+  // Size by size, on rank 0: the last size's time, bus bandwidth and slowest rank ride
+  // in each line.
   Progress progress("check sweep", o.ops.size() * sizes.size(), ProgressUnit::kSizes);
   for (CheckOp op : o.ops) {
     if (out) *out << table_header(op) << std::flush;
@@ -234,8 +235,9 @@ std::vector<Row> run_sweep(comm::Comm& bench, comm::Comm& control, const CheckOp
       if (has_in_place(op)) row.in_place = measure(call, bench, control, o, seed++, shape.bytes);
       if (out) *out << table_row(row, o.dtype, o.redop) << "\n" << std::flush;
       const Placement& shown = row.out_of_place.ran ? row.out_of_place : row.in_place;
-      progress.note(strf("%s %s busbw %.2f GB/s", std::string(check_op_name(op)).c_str(),
-                         format_size_approx(nominal).c_str(), shown.bus_bw));
+      progress.note(strf("%s %s %.1f us busbw %.3g GB/s, slowest rank %d",
+                         std::string(check_op_name(op)).c_str(), format_size_approx(nominal).c_str(),
+                         shown.time_us, shown.bus_bw, shown.slowest_rank));
       progress.advance(1);
       rows.push_back(row);
     }

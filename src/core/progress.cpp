@@ -41,6 +41,7 @@ const char* unit_word(ProgressUnit u) {
     case ProgressUnit::kTokens: return " tokens";
     case ProgressUnit::kSizes: return " sizes";
     case ProgressUnit::kPairs: return " pairs";
+    case ProgressUnit::kPhases: return " phases";
     case ProgressUnit::kItems: return "";
   }
   return "";
@@ -58,6 +59,7 @@ std::string rate_str(double per_s, ProgressUnit u) {
     case ProgressUnit::kTensors: return strf("%.1f tensors/s", per_s);
     case ProgressUnit::kSizes: return strf("%.2f sizes/s", per_s);
     case ProgressUnit::kPairs: return strf("%.2f pairs/s", per_s);
+    case ProgressUnit::kPhases: return "";  // phases differ too much for a rate
     case ProgressUnit::kItems: return strf("%.1f/s", per_s);
   }
   return "";
@@ -133,7 +135,7 @@ std::string Progress::figures(double now) const {
     s += ' ';
     s += items_name_;
   }
-  if (elapsed > 0) s += ", " + rate_str(rate, unit_);
+  if (elapsed > 0 && unit_ != ProgressUnit::kPhases) s += ", " + rate_str(rate, unit_);
   if (!note_.empty()) s += ", " + note_;
   if (total_ > 0 && rate > 0 && done_ < total_)
     s += ", ETA " + format_duration(static_cast<double>(total_ - done_) / rate);
@@ -148,7 +150,8 @@ void Progress::print_locked(double now, bool final) {
     if (!items_name_.empty())
       line += ", " + count_str(static_cast<double>(items_done_)) + " " + items_name_;
     line += " in " + format_duration(elapsed);
-    if (elapsed > 0) line += ", " + rate_str(static_cast<double>(done_) / elapsed, unit_);
+    if (elapsed > 0 && unit_ != ProgressUnit::kPhases)
+      line += ", " + rate_str(static_cast<double>(done_) / elapsed, unit_);
   } else {
     line = "progress: " + what_ + " " + figures(now);
   }

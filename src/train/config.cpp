@@ -90,6 +90,10 @@ config::Schema train_schema() {
   s.add_int("sample.seed", 42, "seed of the sampler").min = 0;
   s.add_string("log.metrics", "", "JSONL file: one JSON object per step (rank 0); empty: none");
   s.add_int("log.every", 1, "print a log line every N steps (and the first and last)").min = 1;
+  s.add_float("log.progress_every", 10.0,
+              "seconds between progress lines of long start-up work (data preparation, engine "
+              "init, checkpoint load and save of 1 GiB and more) in a log; 0: off")
+      .min = 0.0;
   s.add_float("comm.timeout", 300.0, "seconds a collective may wait before the job is ended").min = 0.001;
   s.add_int("runtime.ranks_per_node", 0,
             "simulate nodes of this many ranks on one host (hierarchical collectives, hpZ); "

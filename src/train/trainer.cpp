@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fstream>
 #include <new>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <span>
@@ -13,6 +14,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 #include "zt/data/sampler.hpp"
 #include "checkpoints.hpp"
@@ -163,6 +165,7 @@ class Trainer {
   std::optional<data::EvalWindows> eval_windows_;  // none when data.eval_fraction is 0
   std::optional<zero::Engine> engine_;
   std::optional<LoopCheckpoints> checkpoints_;
+  std::unique_ptr<Progress> startup_;  // start-up phases: engine init, resume (rank 0 prints)
   Batch batch_;
   double peak_flops_per_rank_ = 0;
   int64_t tokens_seen_ = 0;
@@ -182,6 +185,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
       sampler_(split_.train, T_, static_cast<size_t>(cfg.global_batch), cfg.seed),
       batch_{std::vector<int32_t>(B_ * T_), std::vector<int32_t>(B_ * T_)} {
   if (cfg.eval_fraction > 0) eval_windows_.emplace(split_.eval, T_);
+  // Start-up in phases, on rank 0: the engine's init, then resume / init_from (a big
+  // checkpoint's load reports its own bytes).
+  startup_ = std::make_unique<Progress>("train start-up", 2, ProgressUnit::kPhases);
+  startup_->note("engine init");
   // The engine: it initialises the parameters from train.seed (a pure function of seed,
   // tensor and index: every rank fills what it holds with the values one process would
   // have) and validates zero.* against the ranks before any collective.
@@ -198,6 +205,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
   // on preemption (checkpoints.hpp).
   checkpoints_.emplace(cfg, comm, nodes.mpi, *engine_);
+  startup_->advance(1);
   if (cfg.peak_tflops > 0) {
     peak_flops_per_rank_ = cfg.peak_tflops * 1e12;
   } else {
@@ -209,7 +217,11 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
 
 TrainResult Trainer::run(const TrainHooks& hooks) {
   TrainResult result;
+  startup_->note("resume");
   result.first_step = checkpoints_->start(tokens_seen_);
+  startup_->note("");
+  startup_->advance(1);
+  startup_->finish();
   result.params = cfg_.model.num_params();
   result.engine = engine_->describe();
   result.peak_flops_per_rank = peak_flops_per_rank_;

@@ -23,7 +23,7 @@
 namespace zt {
 
 // What `total` and `advance(n)` count; sets how figures and rates are printed.
-enum class ProgressUnit { kBytes, kTensors, kTokens, kSizes, kPairs, kItems };
+enum class ProgressUnit { kBytes, kTensors, kTokens, kSizes, kPairs, kPhases, kItems };
 
 // The process-wide interval between plain lines, in seconds; 0 = off. Set by the
 // apps from `--progress SECONDS` or `log.progress_every`. Throws InputError when
