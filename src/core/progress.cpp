@@ -137,7 +137,7 @@ std::string Progress::figures(double now) const {
   }
   if (elapsed > 0 && unit_ != ProgressUnit::kPhases) s += ", " + rate_str(rate, unit_);
   if (!note_.empty()) s += ", " + note_;
-  if (total_ > 0 && rate > 0 && done_ < total_)
+  if (total_ > 0 && rate > 0 && done_ < total_ && unit_ != ProgressUnit::kPhases)
     s += ", ETA " + format_duration(static_cast<double>(total_ - done_) / rate);
   return s;
 }

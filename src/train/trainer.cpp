@@ -205,6 +205,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
   // on preemption (checkpoints.hpp).
   checkpoints_.emplace(cfg, comm, nodes.mpi, *engine_);
+  startup_->note("resume");  // the phase that runs next (Trainer::run)
   startup_->advance(1);
   if (cfg.peak_tflops > 0) {
     peak_flops_per_rank_ = cfg.peak_tflops * 1e12;
@@ -217,7 +218,6 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
 
 TrainResult Trainer::run(const TrainHooks& hooks) {
   TrainResult result;
-  startup_->note("resume");
   result.first_step = checkpoints_->start(tokens_seen_);
   startup_->note("");
   startup_->advance(1);

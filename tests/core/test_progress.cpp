@@ -105,6 +105,24 @@ TEST(Progress, ItemsNotesAndUnits) {
   EXPECT_EQ(m3.text(), "progress: tokens 5.00M tokens, 2.50M tok/s\n");
 }
 
+TEST(Progress, PhasesHaveNoRateOrEta) {
+  MemFile m;
+  FakeClock c;
+  zt::Progress p("train start-up", 2, zt::ProgressUnit::kPhases, opts(m, c, false, 1));
+  p.note("engine init");
+  c.now += 3;
+  p.note("resume");
+  p.advance(1);
+  c.now += 1;
+  p.note("");
+  p.advance(1);
+  p.finish();
+  EXPECT_EQ(m.text(),
+            "progress: train start-up 1 / 2 phases (50%), resume\n"
+            "progress: train start-up 2 / 2 phases (100%)\n"
+            "progress: train start-up done: 2 phases in 4.0s\n");
+}
+
 TEST(Progress, OffPrintsNothing) {
   MemFile m;
   FakeClock c;
