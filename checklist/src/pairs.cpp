@@ -7,6 +7,7 @@
 #include "zt/check/stages.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 
 namespace zt::check {
 namespace {
@@ -122,6 +123,12 @@ PairMatrix run_pairs(comm::Comm& bench, comm::Comm& control, const std::vector<R
     send->zero(bytes);
   }
   m.gbs.assign(n, std::vector<double>(n, 0.0));
+  // Pairs measured, on rank 0; the last pair's bandwidth rides in each line.
+  Progress progress("check pairs", n * (n - 1) / 2, ProgressUnit::kPairs);
+  auto measured = [&](size_t a, size_t b, size_t count) {
+    progress.note(strf("nodes %zu-%zu %.2f GB/s", a, b, m.gbs[a][b]));
+    progress.advance(count);
+  };
   if (rounds) {
     std::vector<double> seconds(static_cast<size_t>(control.size()));  // [rank] this round's time
     for (const auto& round : pair_rounds(static_cast<int>(n))) {
@@ -138,6 +145,8 @@ PairMatrix run_pairs(comm::Comm& bench, comm::Comm& control, const std::vector<R
         m.gbs[static_cast<size_t>(a)][static_cast<size_t>(b)] = m.gbs[static_cast<size_t>(b)][static_cast<size_t>(a)] =
             gbs_of(bytes, t);
       }
+      if (!round.empty())
+        measured(static_cast<size_t>(round.back().first), static_cast<size_t>(round.back().second), round.size());
     }
   } else {
     for (size_t a = 0; a < n; ++a) {
@@ -149,9 +158,11 @@ PairMatrix run_pairs(comm::Comm& bench, comm::Comm& control, const std::vector<R
         double seconds = 0.0;  // the slower of the two leaders
         control.all_reduce(&my_seconds, &seconds, 1, DType::kF64, comm::ReduceOp::kMax);
         m.gbs[a][b] = m.gbs[b][a] = gbs_of(bytes, seconds);
+        measured(a, b, 1);
       }
     }
   }
+  progress.finish();
   m.ran = true;
   analyse_pairs(m);
   return m;

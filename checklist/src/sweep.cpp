@@ -18,6 +18,7 @@
 #include "zt/check/report_writer.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 
 namespace zt::check {
@@ -207,6 +208,9 @@ std::vector<Row> run_sweep(comm::Comm& bench, comm::Comm& control, const CheckOp
 
   std::vector<Row> rows;
   uint32_t seed = 1;
+  // Size by size, on rank 0: the last size's time, bus bandwidth and slowest rank ride
+  // in each line.
+  Progress progress("check sweep", o.ops.size() * sizes.size(), ProgressUnit::kSizes);
   for (CheckOp op : o.ops) {
     if (out) *out << table_header(op) << std::flush;
     for (uint64_t nominal : sizes) {
@@ -216,6 +220,7 @@ std::vector<Row> run_sweep(comm::Comm& bench, comm::Comm& control, const CheckOp
           *out << strf("  %10llu: fewer than one %s per rank, skipped\n",
                        static_cast<unsigned long long>(nominal),
                        std::string(dtype_name(o.dtype)).c_str()) << std::flush;
+        progress.advance(1);
         continue;
       }
       Row row;
@@ -229,9 +234,15 @@ std::vector<Row> run_sweep(comm::Comm& bench, comm::Comm& control, const CheckOp
       call.place = Place::kIn;
       if (has_in_place(op)) row.in_place = measure(call, bench, control, o, seed++, shape.bytes);
       if (out) *out << table_row(row, o.dtype, o.redop) << "\n" << std::flush;
+      const Placement& shown = row.out_of_place.ran ? row.out_of_place : row.in_place;
+      progress.note(strf("%s %s %.1f us busbw %.3g GB/s, slowest rank %d",
+                         std::string(check_op_name(op)).c_str(), format_size_approx(nominal).c_str(),
+                         shown.time_us, shown.bus_bw, shown.slowest_rank));
+      progress.advance(1);
       rows.push_back(row);
     }
   }
+  progress.finish();
   return rows;
 }
 

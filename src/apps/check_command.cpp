@@ -19,6 +19,7 @@
 #include "zt/comm/nccl_comm.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 #include "zt/runtime/runtime.hpp"
 
@@ -27,6 +28,7 @@ namespace {
 
 // The flags as typed; turned into CheckOptions once parsing is done.
 struct CheckCli {
+  double progress = kDefaultProgressInterval;  // --progress SECONDS (0 = off)
   std::string backend = "auto";
   std::string mpi_collectives = "blocking";
   std::string ops = "all";
@@ -140,6 +142,7 @@ std::string run_header(const check::CheckOptions& o, const std::string& backend,
 int run_check(const CheckCli& cli) {
   // 1. Everything the user gave, checked on every rank before MPI starts.
   check::CheckOptions options = to_options(cli);
+  set_progress_interval(cli.progress, "--progress");
   if (cli.backend == "nccl" && !comm::nccl_available())
     throw InputError("--backend nccl: this zt was built without CUDA/NCCL",
                      "use --backend mpi (or auto), or rebuild with -DZT_CUDA=ON");
@@ -274,6 +277,11 @@ Run add_check_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--ranks-per-node", cli->ranks_per_node, "simulate nodes of K ranks on one host")
       ->check(at_least(0));
+  sub->add_option("--progress", cli->progress,
+                  "seconds between progress lines of the sweep and the pair test in a log (0 = "
+                  "off); on a terminal one line is redrawn in place")
+      ->option_text("SECONDS")
+      ->capture_default_str();
   return [cli]() { return run_check(*cli); };
 }
 

@@ -11,6 +11,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 #include "zt/data/text.hpp"
 
@@ -21,6 +22,7 @@ struct ConvertArgs {
   std::vector<std::string> text_files;  // text-to-tokens: inputs..., output
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
   std::string hfdir, out_h5;                                // hf-to-h5
+  double progress = kDefaultProgressInterval;               // --progress SECONDS
 };
 
 int text_to_tokens(const ConvertArgs& a) {
@@ -68,6 +70,13 @@ Run add_convert_command(CLI::App& app) {
   CLI::App* convert = app.add_subcommand("convert", "Convert data into zt's formats");
   convert->require_subcommand(1);
   auto a = std::make_shared<ConvertArgs>();
+  // Every converter takes --progress (after its name: `zt convert hf-to-h5 --progress 5 ...`).
+  auto progress_flag = [a](CLI::App* cmd) {
+    cmd->add_option("--progress", a->progress,
+                    "seconds between progress lines in a log (default 10; 0 = off); on a "
+                    "terminal one line is redrawn in place")
+        ->option_text("SECONDS");
+  };
 
   CLI::App* t2t = convert->add_subcommand(
       "text-to-tokens",
@@ -98,7 +107,10 @@ Run add_convert_command(CLI::App& app) {
   import_cmd->add_option("hfdir", a->hfdir, "HFDIR (holds config.json)")->required();
   import_cmd->add_option("out", a->out_h5, "OUT.h5")->required();
 
+  for (CLI::App* cmd : {t2t, export_cmd, import_cmd}) progress_flag(cmd);
+
   return [=]() -> int {
+    set_progress_interval(a->progress, "--progress");
     if (t2t->parsed()) return text_to_tokens(*a);
     if (export_cmd->parsed()) return h5_to_hf(*a);
     if (import_cmd->parsed()) return hf_to_h5(*a);

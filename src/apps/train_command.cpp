@@ -18,6 +18,7 @@
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/data/corpus.hpp"
 #include "zt/data/sampler.hpp"
 #include "zt/data/tokenizer.hpp"
@@ -109,6 +110,7 @@ int run_train(const TrainArgs& args) {
   }
   // Configuration errors are the same on every rank: exit 2 before MPI starts.
   const config::Config cfg = config::load(schema, args.config_file, args.sets);
+  set_progress_interval(cfg.get_float("log.progress_every"), "log.progress_every");
 
   // --ranks-per-node wins over the runtime.ranks_per_node key.
   const int ranks_per_node = args.ranks_per_node > 0

@@ -18,6 +18,7 @@
 #include "zt/ckpt/serial.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/model/layout.hpp"
 
 namespace zt::ckpt {
@@ -211,6 +212,8 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   r.tensor_bytes = total;
 
   const int n = static_cast<int>(shards.size());
+  Progress progress("h5-to-hf", total, ProgressUnit::kBytes);
+  progress.count_items(layout.tensors().size(), "tensors");
   json weight_map = json::object();
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   for (int k = 0; k < n; ++k) {
@@ -227,6 +230,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
       const std::vector<float>& unit = params[static_cast<size_t>(t.unit)];
       w.write(std::span<const float>(unit).subspan(static_cast<size_t>(t.offset),
                                                    static_cast<size_t>(t.numel)));
+      progress.advance(static_cast<uint64_t>(t.numel) * st_dtype_size(dt.st), 1);
     }
     w.finish();
     r.files.push_back(file);
@@ -244,6 +248,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   }
   write_text(dir / kConfigFile, hf_config_json(cfg, dt.torch));
   r.files.push_back(kConfigFile);
+  progress.finish();
   return r;
 }
 
@@ -332,7 +337,8 @@ void check_tensors(const model::ParamLayout& layout, const std::map<std::string,
 std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
                                            const std::map<std::string, Located>& found,
                                            const fs::path& dir,
-                                           std::map<StDType, int64_t>* dtype_elems) {
+                                           std::map<StDType, int64_t>* dtype_elems,
+                                           Progress& progress) {
   std::vector<std::vector<float>> units(static_cast<size_t>(layout.num_units()));
   for (int u = 0; u < layout.num_units(); ++u)
     units[static_cast<size_t>(u)].resize(static_cast<size_t>(layout.unit(u).numel));
@@ -349,6 +355,7 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
     std::copy(buf.begin(), buf.end(),
               units[static_cast<size_t>(t.unit)].begin() + static_cast<ptrdiff_t>(t.offset));
     (*dtype_elems)[loc.tensor.dtype] += t.numel;
+    progress.advance(static_cast<uint64_t>(t.numel) * st_dtype_size(loc.tensor.dtype), 1);
   }
   const std::string embed = "model.embed_tokens.weight";
   if (layout.config().tied_embeddings && found.count("lm_head.weight")) {
@@ -402,7 +409,14 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
   const std::map<std::string, Located> found = locate_tensors(dir, hfdir, &r.files);
   check_tensors(layout, found, dir, hfdir);
   std::map<StDType, int64_t> dtype_elems;
-  const std::vector<std::vector<float>> units = read_units(layout, found, dir, &dtype_elems);
+  // Progress over the safetensors bytes read; the end line comes after OUT.h5 is written.
+  uint64_t source_bytes = 0;
+  for (const model::TensorInfo& t : layout.tensors())
+    source_bytes += static_cast<uint64_t>(t.numel) * st_dtype_size(found.at(t.name).tensor.dtype);
+  Progress progress("hf-to-h5", source_bytes, ProgressUnit::kBytes);
+  progress.count_items(layout.tensors().size(), "tensors");
+  const std::vector<std::vector<float>> units =
+      read_units(layout, found, dir, &dtype_elems, progress);
   r.source_dtype = source_dtype_of(dtype_elems, hfdir);
 
   WeightsOptions wo;
@@ -411,6 +425,7 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
   r.tensors = static_cast<int64_t>(layout.tensors().size());
   r.params = layout.total_numel();
   r.model_name = cfg.name;
+  progress.finish();
   return r;
 }
 

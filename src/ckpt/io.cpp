@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <type_traits>
 #include <variant>
@@ -12,6 +13,7 @@
 #include "zt/core/checksum.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/model/layout.hpp"
 #include "zt/runtime/agree.hpp"
 #include "zt/runtime/mpi_check.hpp"
@@ -23,6 +25,24 @@ namespace {
 namespace fs = std::filesystem;
 using h5::Handle;
 using h5::Kind;
+
+// A checkpoint file at least this big reports progress while it is written or read.
+constexpr uint64_t kProgressBytes = uint64_t{1} << 30;
+
+// Progress over the whole file's tensor bytes (every rank writes or reads its part of
+// each dataset together), printed by rank 0 when the file is big enough.
+std::unique_ptr<Progress> file_progress(const char* what, const std::string& path,
+                                        const model::ParamLayout& layout, int kinds) {
+  const uint64_t total = static_cast<uint64_t>(kinds) * static_cast<uint64_t>(layout.total_numel()) *
+                         sizeof(float);
+  ProgressOptions o;
+  o.print = total >= kProgressBytes && process_rank() <= 0;
+  std::string name = std::filesystem::path(path).filename().string();
+  if (name.ends_with(".tmp")) name.resize(name.size() - 4);  // the file being published
+  auto p = std::make_unique<Progress>(std::string(what) + " " + name, total, ProgressUnit::kBytes, o);
+  p->count_items(static_cast<uint64_t>(kinds) * layout.tensors().size(), "tensors");
+  return p;
+}
 
 constexpr const char* kWriteHint = "check free disk space and that ckpt.dir is writable";
 constexpr const char* kReadHint = "the file may be damaged, truncated or not a zt checkpoint; "
@@ -245,7 +265,8 @@ Handle dataset_creation(const std::string& path) {
 // Every tensor dataset with its checksum attribute (collective metadata: the same calls
 // on every rank), then per dataset one collective write of this rank's hyperslabs.
 void write_tensors(MPI_Comm comm, hid_t file, const WriteContents& c, const FileParts& f,
-                   const std::vector<uint64_t>& sums, hid_t dcpl, hid_t dxpl, const std::string& path) {
+                   const std::vector<uint64_t>& sums, hid_t dcpl, hid_t dxpl, const std::string& path,
+                   Progress& progress) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
   { Handle g = h5::create_group(file, "params", path); }
   if (f.kinds == 3) {
@@ -281,6 +302,7 @@ void write_tensors(MPI_Comm comm, hid_t file, const WriteContents& c, const File
       const herr_t rc = H5Dwrite(dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(), spaces[d].get(), dxpl,
                                  p.n > 0 ? data.data() : &dummy);
       agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+      progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
     }
   for (Handle& d : dsets) d.close(path);
 }
@@ -376,7 +398,7 @@ Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_
 void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
                   std::span<const UnitTarget> units, hid_t dxpl, const std::string& path,
                   std::vector<uint64_t>& sums, std::vector<uint64_t>& stored,
-                  std::vector<std::string>& names) {
+                  std::vector<std::string>& names, Progress& progress) {
   const std::vector<model::TensorInfo>& tensors = layout.tensors();
   const size_t nt = tensors.size();
   float dummy = 0.0f;
@@ -399,6 +421,7 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
                           p.n > 0 ? out.data() : &dummy),
                   path, kReadHint);
       sums[d] = checksum(out, static_cast<uint64_t>(p.first));
+      progress.advance(static_cast<uint64_t>(t.numel) * sizeof(float), 1);
     }
 }
 
@@ -458,10 +481,12 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c) 
   write_root_attributes(file.get(), c.header, path);
   Handle dcpl = dataset_creation(path);
   Handle dxpl = h5::transfer(comm, path);
-  write_tensors(comm, file.get(), c, parts, sums, dcpl.get(), dxpl.get(), path);
+  const std::unique_ptr<Progress> progress = file_progress("save", path, layout, parts.kinds);
+  write_tensors(comm, file.get(), c, parts, sums, dcpl.get(), dxpl.get(), path, *progress);
   write_state(comm, file.get(), training ? &*c.state : nullptr, c.rng_seed,
               training ? sums.back() : 0, dcpl.get(), dxpl.get(), path);
   file.close(path);
+  progress->finish();
 }
 
 Header read_header(MPI_Comm comm, const std::string& path) {
@@ -496,13 +521,15 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   const size_t n = static_cast<size_t>(kinds) * layout.tensors().size() + (training ? 1 : 0);
   std::vector<uint64_t> sums(n, 0), stored(n, 0);
   std::vector<std::string> names(n);
-  read_tensors(file.get(), layout, kinds, units, dxpl.get(), path, sums, stored, names);
+  const std::unique_ptr<Progress> progress = file_progress("load", path, layout, kinds);
+  read_tensors(file.get(), layout, kinds, units, dxpl.get(), path, sums, stored, names, *progress);
   std::optional<TrainState> state;
   if (training) {
     names.back() = "/state/rng";
     state = read_state(comm, file.get(), dxpl.get(), path, &sums.back(), &stored.back());
   }
   file.close(path);
+  progress->finish();
 
   sum_over_ranks(comm, sums);
   for (size_t d = 0; d < sums.size(); ++d)

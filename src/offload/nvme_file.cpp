@@ -14,6 +14,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 #include "zt/offload/host_buffer.hpp"
 
@@ -199,7 +200,23 @@ NvmeFile::NvmeFile(std::string path, uint64_t bytes, const Settings& settings)
                          : "check that offload.nvme_path exists and is a directory.");
   }
   if (f.bytes > 0) {
-    int rc = settings.preallocate ? ::posix_fallocate(f.fd, 0, static_cast<off_t>(f.bytes)) : EOPNOTSUPP;
+    int rc = EOPNOTSUPP;
+    if (settings.preallocate) {
+      // In pieces, so a file system that allocates slowly shows its rate (rank 0, files of
+      // 1 GiB and more: every rank allocates its own file alike).
+      constexpr uint64_t kPiece = uint64_t{1} << 30;
+      ProgressOptions po;
+      po.print = f.bytes >= kPiece && process_rank() <= 0;
+      Progress progress("offload file allocation", f.bytes, ProgressUnit::kBytes, po);
+      rc = 0;
+      for (uint64_t at = 0; at < f.bytes && rc == 0;) {
+        const uint64_t n = std::min(kPiece, f.bytes - at);
+        rc = ::posix_fallocate(f.fd, static_cast<off_t>(at), static_cast<off_t>(n));
+        if (rc == 0) progress.advance(n);
+        at += n;
+      }
+      if (rc == 0) progress.finish();
+    }
     if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(f.fd, static_cast<off_t>(f.bytes)) == 0 ? 0 : errno;
     if (rc != 0) {
       const std::string what = strf("cannot reserve %s for the NVMe offload file %s: %s",

@@ -102,6 +102,10 @@ config::Schema train_schema() {
   s.add_int("sample.seed", 42, "seed of the sampler").min = 0;
   s.add_string("log.metrics", "", "JSONL file: one JSON object per step (rank 0); empty: none");
   range(s.add_int("log.every", 1, "print a log line every N steps (and the first and last)"), 1, 1e12);
+  range(s.add_float("log.progress_every", 10.0,
+                    "seconds between progress lines of long start-up work (data preparation, "
+                    "engine init, checkpoint load and save of 1 GiB and more) in a log; 0: off"),
+        0.0, 7 * 24 * 3600.0);
   // Milliseconds are kept in an int64 and handed to timers as int: a week at most.
   range(s.add_float("comm.timeout", 300.0, "seconds a collective may wait before the job is ended"),
         0.001, 7 * 24 * 3600.0);

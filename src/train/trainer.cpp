@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fstream>
 #include <new>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <span>
@@ -13,6 +14,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 #include "zt/data/sampler.hpp"
 #include "checkpoints.hpp"
@@ -163,6 +165,7 @@ class Trainer {
   std::optional<data::EvalWindows> eval_windows_;  // none when data.eval_fraction is 0
   std::optional<zero::Engine> engine_;
   std::optional<LoopCheckpoints> checkpoints_;
+  std::unique_ptr<Progress> startup_;  // start-up phases: engine init, resume (rank 0 prints)
   Batch batch_;
   double peak_flops_per_rank_ = 0;
   int64_t tokens_seen_ = 0;
@@ -204,6 +207,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
                "offload.optimizer = nvme or a smaller model",
                cfg.world));
   }
+  // Start-up in phases, on rank 0: the engine's init, then resume / init_from (a big
+  // checkpoint's load reports its own bytes).
+  startup_ = std::make_unique<Progress>("train start-up", 2, ProgressUnit::kPhases);
+  startup_->note("engine init");
   // The engine: it initialises the parameters from train.seed (a pure function of seed,
   // tensor and index: every rank fills what it holds with the values one process would
   // have) and validates zero.* against the ranks before any collective.
@@ -220,6 +227,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
   // on preemption (checkpoints.hpp).
   checkpoints_.emplace(cfg, comm, nodes.mpi, *engine_);
+  startup_->note("resume");  // the phase that runs next (Trainer::run)
+  startup_->advance(1);
   if (cfg.peak_tflops > 0) {
     peak_flops_per_rank_ = cfg.peak_tflops * 1e12;
   } else {
@@ -232,6 +241,9 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
 TrainResult Trainer::run(const TrainHooks& hooks) {
   TrainResult result;
   result.first_step = checkpoints_->start(tokens_seen_);
+  startup_->note("");
+  startup_->advance(1);
+  startup_->finish();
   result.params = cfg_.model.num_params();
   result.engine = engine_->describe();
   result.peak_flops_per_rank = peak_flops_per_rank_;
