@@ -20,6 +20,12 @@ void check(const View& v, Space space, DType dtype, int64_t numel, const std::st
                      "the buffer must hold exactly the unit's (or the vocabulary's) elements");
 }
 
+// A host fp32 view of numel elements: the case bind_unit takes without formatting a name.
+template <class View>
+bool fits(const View& v, int64_t numel) {
+  return v.space == Space::kHost && v.dtype == DType::kF32 && v.numel == numel;
+}
+
 // Model<float> on host memory.
 class HostModel final : public TrainableModel {
  public:
@@ -31,10 +37,11 @@ class HostModel final : public TrainableModel {
   DType grad_dtype() const override { return DType::kF32; }
   std::string describe() const override { return "host fp32"; }
 
+  // Called at every use of a unit at stages 2-3: the message is only formatted on a mismatch.
   void bind_unit(int u, ConstView params, MutView grads) override {
     const int64_t numel = model_.layout().unit(u).numel;
-    check(params, Space::kHost, DType::kF32, numel, strf("unit %d parameters", u));
-    if (grads.data != nullptr || grads.numel != 0)
+    if (!fits(params, numel)) check(params, Space::kHost, DType::kF32, numel, strf("unit %d parameters", u));
+    if ((grads.data != nullptr || grads.numel != 0) && !fits(grads, numel))
       check(grads, Space::kHost, DType::kF32, numel, strf("unit %d gradients", u));
     model_.bind_unit(u, std::span<const float>(static_cast<const float*>(params.data), static_cast<size_t>(params.numel)),
                      std::span<float>(static_cast<float*>(grads.data), static_cast<size_t>(grads.numel)));
