@@ -380,9 +380,14 @@ std::vector<int32_t> Trainer::sample() {
     engine_->logits_last(window, static_cast<int64_t>(window.size()), out);
     comm_.broadcast(out.data(), out.size(), DType::kF32, 0);
   };
+  SampleOptions options;
+  options.tokens = cfg_.sample_tokens;
+  options.temperature = cfg_.sample_temperature;
+  options.seed = cfg_.sample_seed;
+  options.window = cfg_.seq_len;
   std::vector<int32_t> tokens =
-      generate(logits, cfg_.model.vocab, cfg_.model.context, prompt,
-               SampleOptions{cfg_.sample_tokens, cfg_.sample_temperature, cfg_.sample_seed, cfg_.seq_len});
+      generate(recompute_decoder(logits, cfg_.model.vocab, cfg_.model.context), prompt, options)
+          .tokens;
   if (rank_ != 0) tokens.clear();
   return tokens;
 }
