@@ -2,9 +2,13 @@
 // io.hpp and docs/checkpoint-format.md.
 #include "zt/ckpt/io.hpp"
 
+#include <fcntl.h>
 #include <omp.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -172,6 +176,81 @@ class ChecksumWorker {
   double busy_ = 0;
   std::thread thread_;  // last: starts once the members above exist
 };
+
+// Raw access to a dataset's bytes. zt's datasets are contiguous, allocated when created,
+// never filled, fp32 little-endian: a rank's part of a tensor is one byte range of the
+// file, written or read with pwrite / pread on a descriptor of its own, as fio does (no
+// MPI-IO layer between, no two-phase aggregation). Another writer's layout (chunked,
+// filtered, big-endian: h5py can write those) goes through H5Dread, which converts.
+class RawFile {
+ public:
+  RawFile(const std::string& path, bool write) : path_(path) {
+    fd_ = ::open(path.c_str(), (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+    if (fd_ < 0) open_errno_ = errno;
+  }
+  ~RawFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawFile(const RawFile&) = delete;
+  RawFile& operator=(const RawFile&) = delete;
+
+  // errno of the open (0: open).
+  int open_error() const { return open_errno_; }
+  // Writes n bytes at `at`; returns 0 or the errno.
+  int write_at(const void* data, size_t n, uint64_t at) const {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd_, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(at));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return errno;
+      if (w == 0) return EIO;
+      p += w;
+      at += static_cast<uint64_t>(w);
+      n -= static_cast<size_t>(w);
+    }
+    return 0;
+  }
+  // Reads n bytes at `at`; returns 0, the errno, or -1 when the file ends first.
+  int read_at(void* data, size_t n, uint64_t at) const {
+    char* p = static_cast<char*>(data);
+    while (n > 0) {
+      const ssize_t r = ::pread(fd_, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(at));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return errno;
+      if (r == 0) return -1;
+      p += r;
+      at += static_cast<uint64_t>(r);
+      n -= static_cast<size_t>(r);
+    }
+    return 0;
+  }
+  // Closes, returning 0 or the errno (a write's error can first show here).
+  int close() {
+    if (fd_ < 0) return 0;
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int open_errno_ = 0;
+};
+
+// The file offset of dataset `dset`'s first element when its bytes can be accessed raw
+// (contiguous, allocated, fp32 little-endian, no filters, not external), else nullopt.
+std::optional<uint64_t> raw_offset(hid_t dset, const std::string& path) {
+  Handle dcpl(ZT_H5_CHECK(H5Dget_create_plist(dset), path, kReadHint), Kind::kPlist);
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return std::nullopt;
+  if (ZT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, kReadHint) > 0) return std::nullopt;
+  if (ZT_H5_CHECK(H5Pget_external_count(dcpl.get()), path, kReadHint) > 0) return std::nullopt;
+  Handle type(ZT_H5_CHECK(H5Dget_type(dset), path, kReadHint), Kind::kDatatype);
+  if (ZT_H5_CHECK(H5Tequal(type.get(), H5T_IEEE_F32LE), path, kReadHint) <= 0) return std::nullopt;
+  const haddr_t at = H5Dget_offset(dset);
+  if (at == HADDR_UNDEF) return std::nullopt;
+  return static_cast<uint64_t>(at);
+}
 
 // After a data transfer that may fail on some ranks only (a full disk, an I/O error): all
 // ranks agree (one all_reduce) and all throw, so none is left in the next collective.
@@ -396,23 +475,46 @@ Datasets create_tensors(hid_t file, const FileParts& f, hid_t dcpl, const std::s
   return ds;
 }
 
-// Per dataset one collective write of this rank's hyperslabs.
+// The ranks agree on a raw write's outcome (errno 0 or not) after each dataset, so a full
+// disk on one rank ends every rank with the message of the one that saw it.
+void agree_errno(MPI_Comm comm, int err, const std::string& what, const std::string& path) {
+  runtime::agree(comm, [&] {
+    if (err != 0)
+      throw Error(strf("%s of checkpoint '%s' failed: %s", what.c_str(), path.c_str(),
+                       std::strerror(err)),
+                  kWriteHint);
+  }).rethrow(what + " failed on another rank writing '" + path + "' (its message says why)", kWriteHint);
+}
+
+// Per dataset, this rank's part: raw (one pwrite of its byte range) where the dataset's
+// storage allows, else one H5Dwrite of its hyperslabs.
 void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds,
                    hid_t dxpl, const std::string& path, Progress& progress) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
+  RawFile raw(path, /*write=*/true);
+  agree_errno(comm, raw.open_error(), "opening the data", path);
   const float dummy = 0.0f;  // a valid buffer for ranks that write nothing
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
       const size_t d = f.index(k, i);
       Part p;
       const std::span<const float> data = slice_of(c, k, tensors[i], &p);
-      h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
-      Handle mem = memory_space(p.n, path);
-      const herr_t rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(), ds.spaces[d].get(),
-                                 dxpl, p.n > 0 ? data.data() : &dummy);
-      agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+      const std::string what = "writing " + dataset_path(k, tensors[i].name);
+      if (const std::optional<uint64_t> at = raw_offset(ds.dsets[d].get(), path)) {
+        const int err = p.n > 0 ? raw.write_at(data.data(), data.size_bytes(),
+                                               *at + static_cast<uint64_t>(p.first) * sizeof(float))
+                                : 0;
+        agree_errno(comm, err, what, path);
+      } else {
+        h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
+        Handle mem = memory_space(p.n, path);
+        const herr_t rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(),
+                                   ds.spaces[d].get(), dxpl, p.n > 0 ? data.data() : &dummy);
+        agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+      }
       progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
     }
+  agree_errno(comm, raw.close(), "closing the data", path);
 }
 
 // Each dataset's checksum attribute (collective metadata), then the datasets closed.
@@ -521,6 +623,7 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
   const std::vector<model::TensorInfo>& tensors = layout.tensors();
   const size_t nt = tensors.size();
   float dummy = 0.0f;
+  const RawFile raw(path, /*write=*/false);  // unusable: every dataset through H5Dread
   for (int k = 0; k < kinds; ++k)
     for (size_t i = 0; i < nt; ++i) {
       const model::TensorInfo& t = tensors[i];
@@ -537,11 +640,24 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
       const Part p = part_of(t, u.begin, u.count);
       const std::span<float> out = all.subspan(static_cast<size_t>(p.at), static_cast<size_t>(p.n));
       t0 = std::chrono::steady_clock::now();
-      h5::select_range(space.get(), t.shape, p.first, p.n, path);
-      Handle mem = memory_space(p.n, path);
-      ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl,
-                          p.n > 0 ? out.data() : &dummy),
-                  path, kReadHint);
+      const std::optional<uint64_t> at = raw.open_error() == 0 ? raw_offset(dset.get(), path)
+                                                                : std::nullopt;
+      if (at && p.n > 0) {
+        const int err = raw.read_at(out.data(), out.size_bytes(),
+                                    *at + static_cast<uint64_t>(p.first) * sizeof(float));
+        if (err != 0)
+          throw InputError(strf("checkpoint '%s': reading dataset '%s' failed: %s", path.c_str(),
+                                names[d].c_str(),
+                                err < 0 ? "the file ends before its data (truncated)"
+                                        : std::strerror(err)),
+                           kReadHint);
+      } else if (!at) {
+        h5::select_range(space.get(), t.shape, p.first, p.n, path);
+        Handle mem = memory_space(p.n, path);
+        ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl,
+                            p.n > 0 ? out.data() : &dummy),
+                    path, kReadHint);
+      }
       times.data += seconds_since(t0);
       worker.push({out, static_cast<uint64_t>(p.first), &sums[d], nullptr});
       progress.advance(static_cast<uint64_t>(t.numel) * sizeof(float), 1);
