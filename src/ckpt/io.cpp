@@ -475,8 +475,9 @@ Datasets create_tensors(hid_t file, const FileParts& f, hid_t dcpl, const std::s
   return ds;
 }
 
-// The ranks agree on a raw write's outcome (errno 0 or not) after each dataset, so a full
-// disk on one rank ends every rank with the message of the one that saw it.
+// The ranks agree once on the raw writes' outcome (errno 0, or the first error and the
+// write it ended), so a full disk on one rank ends every rank with its message; no rank
+// waits for another between datasets.
 void agree_errno(MPI_Comm comm, int err, const std::string& what, const std::string& path) {
   runtime::agree(comm, [&] {
     if (err != 0)
@@ -487,24 +488,26 @@ void agree_errno(MPI_Comm comm, int err, const std::string& what, const std::str
 }
 
 // Per dataset, this rank's part: raw (one pwrite of its byte range) where the dataset's
-// storage allows, else one H5Dwrite of its hyperslabs.
+// storage allows (always, for the datasets create_tensors made), else one H5Dwrite of its
+// hyperslabs. After a failed write the rank writes nothing more; all agree at the end.
 void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds,
                    hid_t dxpl, const std::string& path, Progress& progress) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
   RawFile raw(path, /*write=*/true);
-  agree_errno(comm, raw.open_error(), "opening the data", path);
+  int err = raw.open_error();
+  std::string failed = err != 0 ? "opening the data" : "";
   const float dummy = 0.0f;  // a valid buffer for ranks that write nothing
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
       const size_t d = f.index(k, i);
       Part p;
       const std::span<const float> data = slice_of(c, k, tensors[i], &p);
-      const std::string what = "writing " + dataset_path(k, tensors[i].name);
       if (const std::optional<uint64_t> at = raw_offset(ds.dsets[d].get(), path)) {
-        const int err = p.n > 0 ? raw.write_at(data.data(), data.size_bytes(),
-                                               *at + static_cast<uint64_t>(p.first) * sizeof(float))
-                                : 0;
-        agree_errno(comm, err, what, path);
+        if (err == 0 && p.n > 0) {
+          err = raw.write_at(data.data(), data.size_bytes(),
+                             *at + static_cast<uint64_t>(p.first) * sizeof(float));
+          if (err != 0) failed = "writing " + dataset_path(k, tensors[i].name);
+        }
       } else {
         h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
         Handle mem = memory_space(p.n, path);
@@ -514,7 +517,12 @@ void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Da
       }
       progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
     }
-  agree_errno(comm, raw.close(), "closing the data", path);
+  const int close_err = raw.close();
+  if (err == 0 && close_err != 0) {
+    err = close_err;
+    failed = "closing the data";
+  }
+  agree_errno(comm, err, failed, path);
 }
 
 // Each dataset's checksum attribute (collective metadata), then the datasets closed.
