@@ -143,7 +143,7 @@ TEST_F(AttentionTest, Bf16EveryHeadDim) {
 // Written gradients (the training step's mode) and accumulated ones (zt's backward on the
 // forward's lse, whichever path made it).
 TEST_F(AttentionTest, DispatchedEveryPresetHeadDim) {
-  std::printf("attention backend: %s\n", attention_backend_summary().c_str());
+  std::printf("attention backend: %s\n", attention_backend_summary(true, 64).c_str());
   for (int64_t D : {32, 64, 80, 96, 100, 128}) {
     const AttentionPath want = cudnn_attention_available() && D % 8 == 0 && !std::getenv("ZT_ATTENTION")
                                    ? AttentionPath::kCudnn
@@ -189,10 +189,18 @@ TEST(AttentionShapes, UnsupportedHeadDimIsAnInputError) {
 TEST(AttentionPaths, ChosenPerShape) {
   const char* prev = std::getenv("ZT_ATTENTION");
   if (prev) GTEST_SKIP() << "ZT_ATTENTION is set in the environment";
-  const std::string summary = attention_backend_summary();
+  const std::string summary = attention_backend_summary(true, 64);
   std::printf("attention backend: %s\n", summary.c_str());
   const bool cudnn = cudnn_attention_available();
   EXPECT_EQ(summary.rfind(cudnn ? "cudnn" : "zt", 0), 0u) << summary;
+  const std::string fp32 = attention_backend_summary(false, 64);
+  const std::string d100 = attention_backend_summary(true, 100);
+  EXPECT_EQ(fp32.rfind("zt (", 0), 0u) << fp32;
+  EXPECT_EQ(d100.rfind("zt (", 0), 0u) << d100;
+  if (cudnn) {
+    EXPECT_NE(fp32.find("fp32"), std::string::npos) << fp32;
+    EXPECT_NE(d100.find("head dim 100"), std::string::npos) << d100;
+  }
   const char* lib = std::getenv("ZT_CUDNN_LIB");  // ctest kernels_cuda_without_cudnn
   if (lib && std::string(lib).find("absent") != std::string::npos) {
     EXPECT_FALSE(cudnn);

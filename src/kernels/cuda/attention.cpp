@@ -65,15 +65,18 @@ bool cudnn_attention_available() {
   return detail::cudnn_attention_load(&version).empty();
 }
 
-std::string attention_backend_summary() {
+std::string attention_backend_summary(bool bf16, int64_t D) {
   size_t version = 0;
   const std::string why = detail::cudnn_attention_load(&version);
   if (!why.empty()) return "zt (" + why + ")";
   const std::string ver = strf("cuDNN %zu.%zu.%zu", version / 10000, version / 100 % 100,
                                version % 100);
   if (forced_zt()) return "zt (ZT_ATTENTION=zt; " + ver + " loaded)";
-  return "cudnn for bf16 with head dims that are multiples of 8 up to 128, zt otherwise (" +
-         ver + ")";
+  if (!bf16) return "zt (fp32: cuDNN's fused attention is used for bf16 only; " + ver + " loaded)";
+  if (!cudnn_takes(bf16, D))
+    return strf("zt (head dim %lld is not a multiple of 8 up to 128; %s loaded)",
+                static_cast<long long>(D), ver.c_str());
+  return strf("cudnn (%s fused SDPA; bf16, head dim %lld)", ver.c_str(), static_cast<long long>(D));
 }
 
 AttentionPath attention_path(bool bf16, int64_t B, int64_t Tn, int64_t H, int64_t G,

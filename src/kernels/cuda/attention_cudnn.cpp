@@ -98,6 +98,7 @@ struct Cache {
   std::map<std::pair<bool, ShapeKey>, std::shared_ptr<fe::graph::Graph>> graphs;  // bwd?, shape
   std::map<ShapeKey, std::string> failed;                              // shape -> why
   std::map<std::pair<int, cudaStream_t>, DeviceBuffer<std::byte>> workspaces;
+  std::string disabled;  // why cuDNN cannot be used after all (no handle): "" while usable
 };
 Cache& cache() {
   static Cache* c = new Cache;  // never destroyed: graphs outlive static destruction order
@@ -110,11 +111,18 @@ int current_device() {
   return d;
 }
 
+// The device's handle; nullptr (c.disabled says why, warned once) when cuDNN loaded but
+// cannot create one (e.g. its sub-libraries or the driver do not fit): zt's kernel then.
 cudnnHandle_t handle_for(Cache& c, int dev) {
   auto it = c.handles.find(dev);
   if (it != c.handles.end()) return it->second;
   cudnnHandle_t h = nullptr;
-  ZT_CUDNN_CHECK(fe::detail::create_handle(&h));
+  const cudnnStatus_t rc = fe::detail::create_handle(&h);
+  if (rc != CUDNN_STATUS_SUCCESS) {
+    c.disabled = strf("cudnnCreate failed on device %d: %s", dev, fe::detail::get_error_string(rc));
+    log::warn("attention: " + c.disabled + "; attention runs on zt's own kernel");
+    return nullptr;
+  }
   c.handles.emplace(dev, h);
   return h;
 }
@@ -200,12 +208,18 @@ bool run(bool backward, int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D,
   std::lock_guard<std::mutex> lock(c.mu);
   const int dev = current_device();
   const ShapeKey key{dev, B, Tn, H, G, D};
-  if (c.failed.count(key)) return false;
+  if (c.failed.count(key) || !c.disabled.empty()) return false;
   cudnnHandle_t handle = handle_for(c, dev);
+  if (!handle) return false;
   auto& graph = c.graphs[{backward, key}];
   if (!graph) {
     std::string why;
-    graph = make_graph(backward, key, handle, &why);
+    try {
+      graph = make_graph(backward, key, handle, &why);
+    } catch (const std::exception& ex) {  // the frontend throws on loader failures
+      graph = nullptr;
+      why = ex.what();
+    }
     if (!graph) {
       c.graphs.erase({backward, key});
       c.failed.emplace(key, why);
@@ -245,7 +259,10 @@ void* mut(const void* p) { return const_cast<void*>(p); }  // cuDNN's pack takes
 std::string cudnn_attention_load(size_t* version) {
   const Loaded& l = loaded();
   *version = l.version;
-  return l.why_not;
+  if (!l.why_not.empty()) return l.why_not;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.disabled;
 }
 
 bool cudnn_attention_shape_failed(int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D) {

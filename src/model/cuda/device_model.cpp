@@ -109,6 +109,8 @@ struct DeviceModel<T, G>::Impl {
                        "zt's CUDA attention supports head dims 16, 32, 64, 80, 96, 100 and "
                        "128 (cuDNN's fused attention, where it loads, takes the bf16 ones that "
                        "are multiples of 8).");
+    log::info("attention on the GPU: " +
+              kc::attention_backend_summary(std::is_same_v<T, kc::bf16_t>, D));
     std::vector<float> cs(static_cast<size_t>(cfg.context * half));
     std::vector<float> sn(cs.size());
     kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta);

@@ -35,9 +35,11 @@ const char* attention_path_name(AttentionPath p);  // "cudnn" or "zt"
 // A backward with accumulate = true always runs zt's kernel (cuDNN writes its gradients).
 AttentionPath attention_path(bool bf16, int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D);
 
-// One line for the start-up banner: "cudnn (cuDNN 9.19.0, frontend 1.32.0)" or
-// "zt (cuDNN not built in: ...)" / "zt (libcudnn.so.9 did not load: ...)".
-std::string attention_backend_summary();
+// One line for the start-up banner: the path a model of this element type and head dim
+// takes and why, e.g. "cudnn (cuDNN 9.19.0 fused SDPA; bf16, head dim 64)",
+// "zt (head dim 100 is not a multiple of 8; cuDNN 9.19.0 loaded)", "zt (fp32: ...)",
+// "zt (libcudnn.so.9 did not load: ...)". Shapes cuDNN then fails to plan warn on their own.
+std::string attention_backend_summary(bool bf16, int64_t D);
 
 // Whether cuDNN's fused attention can run in this process (built in and the library
 // loaded with version >= 9); the first call tries to load it and warns once if it cannot.
