@@ -53,6 +53,7 @@ do_test() {
   local rc=$?
   (cd build-gpu && ctest -L gpu --output-on-failure -j1) >"$logs/ctest.log" 2>&1
   grep -m1 "attention backend" "$logs/test.log"
+  grep "^\[timing\]" "$logs/test.log"
   grep -E "\[gpu vs cpu\]|loss rel diff" "$logs/test.log" | awk '{ if ($0 ~ /rel err/) print }' | sort -k2 | tail -60
   echo "test_kernels_cuda exit $rc"
   grep -E "tests passed|Total Test" "$logs/ctest.log"

@@ -169,6 +169,51 @@ TEST_F(AttentionTest, ShortSequences) {
   check<float>({1, 5, 2, 2, 64}, true);
 }
 
+// Not a pass/fail check: times forward + backward of tinyllama-1.1b's attention (B 1,
+// T 2048, H 32, G 4, D 64, bf16) on each path and prints ms and TFLOP/s (causal FLOPs:
+// forward 2 B H T^2 D, backward 2.5x), for docs/gpu-verification.md and the step-time
+// model's attention efficiencies (docs/estimate.md).
+TEST_F(AttentionTest, TimingReportTinyllamaShape) {
+  const int64_t B = 1, Tn = 2048, H = 32, G = 4, D = 64;
+  Vec q = randn(B * Tn * H * D), k = randn(B * Tn * G * D), v = randn(B * Tn * G * D);
+  auto dq_in = to_device<bf16_t>(q), dk_in = to_device<bf16_t>(k), dv_in = to_device<bf16_t>(v);
+  auto out = poisoned<bf16_t>(q.size()), dout = to_device<bf16_t>(q);
+  auto dq = poisoned<bf16_t>(q.size()), dk = poisoned<bf16_t>(k.size()), dv = poisoned<bf16_t>(v.size());
+  auto lse = poisoned<float>(B * H * Tn), delta = poisoned<float>(B * H * Tn);
+  cudaEvent_t t0, t1, t2;
+  ZT_CUDA_CHECK(cudaEventCreate(&t0));
+  ZT_CUDA_CHECK(cudaEventCreate(&t1));
+  ZT_CUDA_CHECK(cudaEventCreate(&t2));
+  const double fwd_flops = 2.0 * B * H * Tn * Tn * D, bwd_flops = 2.5 * fwd_flops;
+  for (const Via via : {Via::kAuto, Via::kZt}) {
+    auto fwd = via == Via::kZt ? attention_forward_zt<bf16_t> : attention_forward<bf16_t>;
+    auto bwd = via == Via::kZt ? attention_backward_zt<bf16_t> : attention_backward<bf16_t>;
+    const char* name =
+        via == Via::kZt ? "zt" : attention_path_name(attention_path(true, B, Tn, H, G, D));
+    float fwd_ms = 0, bwd_ms = 0;
+    for (int rep = 0; rep < 3; ++rep) {  // the first builds plans / warms up; the last counts
+      ZT_CUDA_CHECK(cudaEventRecord(t0));
+      fwd(out.data(), lse.data(), dq_in.data(), dk_in.data(), dv_in.data(), B, Tn, H, G, D,
+          nullptr);
+      ZT_CUDA_CHECK(cudaEventRecord(t1));
+      bwd(dq.data(), dk.data(), dv.data(), delta.data(), dout.data(), out.data(), dq_in.data(),
+          dk_in.data(), dv_in.data(), lse.data(), B, Tn, H, G, D, false, nullptr);
+      ZT_CUDA_CHECK(cudaEventRecord(t2));
+      ZT_CUDA_CHECK(cudaEventSynchronize(t2));
+      ZT_CUDA_CHECK(cudaEventElapsedTime(&fwd_ms, t0, t1));
+      ZT_CUDA_CHECK(cudaEventElapsedTime(&bwd_ms, t1, t2));
+    }
+    std::printf("[timing] attention %-5s bf16 B1 T2048 H32 G4 D64: fwd %.3f ms (%.1f TFLOP/s), "
+                "bwd %.3f ms (%.1f TFLOP/s)\n",
+                name, fwd_ms, fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_ms,
+                bwd_flops / (bwd_ms * 1e-3) / 1e12);
+    EXPECT_LT(rel_to_max(to_host(dq), Vec(q.size(), 0.0)), INFINITY) << name << ": dq not finite";
+  }
+  ZT_CUDA_CHECK(cudaEventDestroy(t0));
+  ZT_CUDA_CHECK(cudaEventDestroy(t1));
+  ZT_CUDA_CHECK(cudaEventDestroy(t2));
+}
+
 TEST(AttentionShapes, UnsupportedHeadDimIsAnInputError) {
   EXPECT_FALSE(attention_head_dim_supported(48));
   EXPECT_TRUE(attention_head_dim_supported(128));
