@@ -56,6 +56,20 @@ if ! python3 -c "import safetensors" 2>/dev/null; then
   $SUDO python3 -m pip install --quiet --break-system-packages safetensors
 fi
 
+# The cuDNN frontend's C++ headers (header-only, PyPI's nvidia-cudnn-frontend) for CUDA
+# builds: zt's attention then runs on cuDNN's fused SDPA (src/kernels/cuda/CMakeLists.txt
+# finds the package's include/). --no-deps: only the headers are used; cuDNN itself comes
+# with the CUDA toolkit (or nvidia-cudnn-cu13) and is loaded at run time. Without it the
+# build falls back to zt's own attention kernel.
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  if python3 -c "import importlib.util as u, os, sys; s = u.find_spec('cudnn'); sys.exit(0 if s and s.origin and os.path.exists(os.path.join(os.path.dirname(os.path.dirname(s.origin)), 'include', 'cudnn_frontend.h')) else 1)" 2>/dev/null; then
+    echo "install-deps: nvidia-cudnn-frontend present"
+  else
+    echo "install-deps: pip install nvidia-cudnn-frontend (cuDNN frontend headers, for the CUDA build)"
+    $SUDO python3 -m pip install --quiet --break-system-packages --no-deps "nvidia-cudnn-frontend==1.32.0"
+  fi
+fi
+
 # torch + transformers from PyPI (--hf-peers). PyPI has no CPU-only torch; its Linux wheel
 # requires about 3 GB of nvidia-* CUDA wheels. Where the machine already has a CUDA 13
 # toolkit (this project's machines: /usr/local/cuda, for the CUDA build), torch loads its

@@ -53,8 +53,6 @@ __global__ void dequantize_nf4_kernel(const uint8_t* codes, const uint8_t* absma
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 namespace detail {
@@ -62,7 +60,7 @@ namespace detail {
 template <class T>
 void launch_dequantize_nf4(const Nf4View& q, const Nf4Tables& tables, T* out,
                            cudaStream_t stream) {
-  const bool aligned = aligned16(q.codes) && aligned16(out);
+  const bool aligned = aligned16(q.codes, out);  // common.cuh
   const int64_t chunks = (q.n + kChunk - 1) / kChunk;
   dequantize_nf4_kernel<T><<<grid_for(chunks, kThreads), kThreads, 0, stream>>>(
       q.codes, q.absmax_codes, q.absmax_scale, q.offset, q.n, aligned, tables, out);
