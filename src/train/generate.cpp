@@ -46,6 +46,7 @@ std::vector<int32_t> generate(const LogitsFn& logits_fn, int64_t vocab, int64_t 
   std::vector<float> logits(static_cast<size_t>(vocab));  // [V]
   std::vector<int32_t> out;
   for (int64_t k = 0; k < options.tokens; ++k) {
+    if (options.stop && options.stop()) break;
     const int64_t T = std::min<int64_t>(static_cast<int64_t>(prompt.size()), context);
     const std::span<const int32_t> window(prompt.data() + prompt.size() - static_cast<size_t>(T),
                                           static_cast<size_t>(T));

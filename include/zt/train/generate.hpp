@@ -16,6 +16,9 @@ struct SampleOptions {
   int64_t window = 0;        // the model sees at most this many last tokens; 0: its context.
                              // Set it to the training seq_len: positions beyond it were
                              // never trained and give garbage.
+  // Asked before each token; true ends the sample there (a stop request: SIGTERM during
+  // the sample). With the ZeRO engine it must answer alike on every rank.
+  std::function<bool()> stop;
 };
 
 // The token whose cumulative softmax(logits / temperature) probability first exceeds u
