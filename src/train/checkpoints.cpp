@@ -50,13 +50,9 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
         log::info("ckpt: no checkpoint in " + o.dir + " (no 'latest'): starting fresh");
     } else {
       const ckpt::TrainState st = ckpt::load(engine_, mpi_, path, &warnings);
-      // A finished job requeued (slurm/train.sbatch) finds its last checkpoint: not an
-      // error, the run just has nothing to do (Trainer::run says so, exit 0).
-      if (st.step >= cfg_.steps && root)
-        log::info(strf("ckpt: checkpoint '%s' is at step %lld and train.steps = %lld: nothing is "
-                       "left to train (raise train.steps to continue from it)",
-                       path.c_str(), static_cast<long long>(st.step),
-                       static_cast<long long>(cfg_.steps)));
+      // A finished job requeued (slurm/train.sbatch) finds its last checkpoint at or past
+      // train.steps: not an error, the run has nothing to do (Trainer::run returns at
+      // once, zt train says "nothing is left to train" and exits 0).
       first = st.step;
       tokens_seen = st.tokens_seen;
       saved_step_ = st.step;
