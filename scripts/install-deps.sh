@@ -4,7 +4,8 @@
 #   --slurm     adds slurm-wlm + munge for the Slurm job tests and iproute2 (ip netns, tc)
 #               for the simulated multi-node tests
 #   --hf-peers  adds PyPI's torch (CPU use) and transformers, for the test that sets zt
-#               beside transformers' Llama (ckpt.hf.peer_transformers) and the FSDP2 bench
+#               beside transformers' Llama (ckpt.hf.peer_transformers) and the FSDP2 bench,
+#               and bitsandbytes (the NF4 peer, kernels.nf4_peer)
 set -euo pipefail
 slurm=0 hf_peers=0
 for arg in "$@"; do
@@ -82,4 +83,8 @@ if ((hf_peers)); then
     python3 -c "import transformers" 2>/dev/null || { echo "install-deps: pip install transformers"; "${pip[@]}" transformers; }
     echo "install-deps: torch + transformers in $((SECONDS - start)) s"
   fi
+  # bitsandbytes (42 MB; its dependencies torch, numpy, packaging are the ones above): the
+  # NF4 peer of kernels.nf4_peer (its CPU functions, no GPU needed).
+  python3 -c "import bitsandbytes" 2>/dev/null ||
+    { echo "install-deps: pip install bitsandbytes"; "${pip[@]}" --no-deps bitsandbytes==0.50.2; }
 fi

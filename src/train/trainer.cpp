@@ -394,11 +394,17 @@ std::vector<int32_t> Trainer::sample() {
     engine_->logits_last(window, static_cast<int64_t>(window.size()), out);
     comm_.broadcast(out.data(), out.size(), DType::kF32, 0);
   };
+  SampleOptions options;
+  options.tokens = cfg_.sample_tokens;
+  options.temperature = cfg_.sample_temperature;
+  options.seed = cfg_.sample_seed;
+  options.window = cfg_.seq_len;
+  // A stop request (SIGTERM, SIGUSR1, SIGINT) ends the sample after the token in hand:
+  // every rank asks, all agree (one all_reduce per token).
+  options.stop = [this](std::span<const int32_t>) { return checkpoints_->stop_requested(); };
   std::vector<int32_t> tokens =
-      generate(logits, cfg_.model.vocab, cfg_.model.context, prompt,
-               SampleOptions{cfg_.sample_tokens, cfg_.sample_temperature, cfg_.sample_seed, cfg_.seq_len,
-                             // a stop request ends the sample at the next token (all ranks agree)
-                             [this] { return checkpoints_->stop_requested(); }});
+      generate(recompute_decoder(logits, cfg_.model.vocab, cfg_.model.context), prompt, options)
+          .tokens;
   if (rank_ != 0) tokens.clear();
   return tokens;
 }
