@@ -9,8 +9,8 @@ The table is generated, not hand-copied:
     negative, NaN, inf) and for its type, through `zt estimate --set` (the same validation
     as `zt train`, then the memory model) and once as a wrong TOML type through
     `zt estimate --config FILE`;
-  - every option of every subcommand (check, train, estimate, convert text-to-tokens,
-    hf-to-h5, h5-to-hf), from its `--help`, with hostile values;
+  - every option of every subcommand (check, train, estimate, generate, convert
+    text-to-tokens, hf-to-h5, h5-to-hf), from its `--help`, with hostile values;
   - every path argument and path key (`--config`, `--report`, `--baseline`, `data.path`,
     `ckpt.dir`, `log.metrics`, the convert inputs and outputs, ...) set to a directory,
     /dev/zero, /dev/null, a FIFO, a symlink out of the work folder, a dangling symlink, a
@@ -128,6 +128,11 @@ def main():
     tokens = os.path.join(work, "tokens.h5")
     subprocess.run([zt, "convert", "text-to-tokens", os.path.join(work, "in.txt"), tokens],
                    cwd=work, env=env, check=True, capture_output=True)
+    # A checkpoint for `zt generate --weights` (one step of the small model).
+    setup_ck = os.path.join(work, "setup-ck")
+    subprocess.run([zt, "train"] + sets(TINY + ["data.path=" + tokens, "ckpt.dir=" + setup_ck]),
+                   cwd=work, env=env, check=True, capture_output=True, timeout=120)
+    generate_base = {"--weights": setup_ck, "--prompt": "ab", "--max-new-tokens": "2", "--threads": "1"}
     paths = {"dir": os.path.join(work, "adir"), "/dev/zero": "/dev/zero", "/dev/null": "/dev/null",
              "fifo": os.path.join(work, "fifo"), "symlink-out": os.path.join(work, "link"),
              "dangling": os.path.join(work, "dangling"), "missing": os.path.join(work, "no/such/file"),
@@ -181,14 +186,17 @@ def main():
             ("convert h5-to-hf <%s> OUT" % kind, [zt, "convert", "h5-to-hf", p, os.path.join(work, "hf-out-" + kind)]),
             ("convert h5-to-hf CKPT <%s>" % kind, [zt, "convert", "h5-to-hf", tokens, p]),
         ]
+        args = dict(generate_base)
+        args["--weights"] = p
+        cases.append(("generate --weights <%s>" % kind, [zt, "generate"] + [x for kv in args.items() for x in kv]))
         for opt in ("--report", "--baseline", "--thresholds", "--io-dir", "--nccl-log-dir"):
             args = dict(CHECK_FAST)
             args[opt] = p
             cases.append(("check %s <%s>" % (opt, kind), [zt, "check"] + [x for kv in args.items() for x in kv]))
     # 4. Every option of every subcommand with hostile values.
-    subs = [("check",), ("estimate",), ("train",), ("convert", "text-to-tokens"),
+    subs = [("check",), ("estimate",), ("train",), ("generate",), ("convert", "text-to-tokens"),
             ("convert", "hf-to-h5"), ("convert", "h5-to-hf")]
-    tail = {"check": [], "estimate": [], "train": sets(TINY + ["data.path=" + tokens]),
+    tail = {"check": [], "estimate": [], "generate": [], "train": sets(TINY + ["data.path=" + tokens]),
             "text-to-tokens": [os.path.join(work, "in.txt"), os.path.join(work, "opt.h5")],
             "hf-to-h5": [os.path.join(work, "adir"), os.path.join(work, "opt.h5")],
             "h5-to-hf": [tokens, os.path.join(work, "opt-hf")]}
@@ -199,10 +207,10 @@ def main():
                 continue
             n_options += 1
             for v in OPTION_VALUES:
-                if sub == ("check",):
-                    args = dict(CHECK_FAST)
+                if sub in (("check",), ("generate",)):  # options with values given: replace one
+                    args = dict(CHECK_FAST if sub == ("check",) else generate_base)
                     args[opt] = v
-                    argv = [zt, "check"] + [x for kv in args.items() for x in kv]
+                    argv = [zt, sub[0]] + [x for kv in args.items() for x in kv]
                 else:
                     argv = [zt, *sub, opt, v] + tail[sub[-1]]
                 cases.append(("%s %s %r" % (" ".join(sub), opt, v), argv))
