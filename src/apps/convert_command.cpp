@@ -2,8 +2,11 @@
 //   text-to-tokens IN.txt [IN2.txt ...] OUT.h5   byte tokenizer, one document per input
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
 //   hf-to-h5 HFDIR OUT.h5                        Hugging Face Llama -> weights for ckpt.init_from
+#include <filesystem>
 #include <memory>
+#include <regex>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands.hpp"
@@ -23,7 +26,35 @@ struct ConvertArgs {
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
   std::string hfdir, out_h5;                                // hf-to-h5
   double progress = kDefaultProgressInterval;               // --progress SECONDS
+  bool force = false;                                       // --force: replace existing outputs
 };
+
+// The files a converter reads from `path`: itself, or every file in it when it is a
+// folder (a Hugging Face folder, a ckpt.dir); compared with the outputs by inode.
+std::vector<std::string> inputs_at(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) files.push_back(e.path().string());
+  return files;
+}
+
+// The files `h5-to-hf` may write into OUTDIR that exist now (its shard names depend on
+// --max-shard-size, so every model-K-of-N.safetensors there counts).
+std::vector<std::string> hf_outputs_in(const std::string& dir) {
+  namespace fs = std::filesystem;
+  static const std::regex shard(R"(model-\d+-of-\d+\.safetensors)");
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "config.json" || name == "model.safetensors" ||
+        name == "model.safetensors.index.json" || std::regex_match(name, shard))
+      found.push_back(e.path().string());
+  }
+  return found;
+}
 
 int text_to_tokens(const ConvertArgs& a) {
   if (a.text_files.size() < 2)
@@ -32,6 +63,7 @@ int text_to_tokens(const ConvertArgs& a) {
   const std::vector<std::string> inputs(a.text_files.begin(), a.text_files.end() - 1);
   const std::string& output = a.text_files.back();
   require_output_folder(output, "output token file");
+  require_new_output(output, "output token file", inputs, a.force);
   const data::TokenFile f = data::convert_text_to_tokens(inputs, output);
   const size_t docs = f.doc_starts.empty() ? 1 : f.doc_starts.size();
   log::info(strf("wrote %s: %zu tokens (uint16), vocab %u, tokenizer \"%s\", %zu document%s",
@@ -41,6 +73,9 @@ int text_to_tokens(const ConvertArgs& a) {
 }
 
 int h5_to_hf(const ConvertArgs& a) {
+  const std::vector<std::string> inputs = inputs_at(a.checkpoint);
+  for (const std::string& out : hf_outputs_in(a.outdir))
+    require_new_output(out, "output file", inputs, a.force);
   ckpt::HfExportOptions o;
   o.dtype = a.dtype;
   o.max_shard_size = parse_size(a.max_shard);
@@ -55,6 +90,7 @@ int h5_to_hf(const ConvertArgs& a) {
 
 int hf_to_h5(const ConvertArgs& a) {
   require_output_folder(a.out_h5, "output file");
+  require_new_output(a.out_h5, "output file", inputs_at(a.hfdir), a.force);
   const ckpt::HfImportResult r = ckpt::import_hf(a.hfdir, a.out_h5);
   log::info(strf("wrote %s: %lld tensors, %lld parameters (model %s), source dtype %s, "
                  "from %zu safetensors file%s",
@@ -70,8 +106,12 @@ Run add_convert_command(CLI::App& app) {
   CLI::App* convert = app.add_subcommand("convert", "Convert data into zt's formats");
   convert->require_subcommand(1);
   auto a = std::make_shared<ConvertArgs>();
-  // Every converter takes --progress (after its name: `zt convert hf-to-h5 --progress 5 ...`).
+  // Every converter takes --progress and --force (after its name: `zt convert hf-to-h5
+  // --progress 5 ...`).
   auto progress_flag = [a](CLI::App* cmd) {
+    cmd->add_flag("--force", a->force,
+                  "replace outputs that exist (never an input: an output that is one of the "
+                  "inputs is refused even so)");
     cmd->add_option("--progress", a->progress,
                     "seconds between progress lines in a log (default 10; 0 = off); on a "
                     "terminal one line is redrawn in place")

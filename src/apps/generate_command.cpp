@@ -71,6 +71,13 @@ int run_generate(const GenerateArgs& a) {
       throw InputError(strf("--prompt-ids: id %d is outside the vocabulary [0, %lld)", id,
                             static_cast<long long>(cfg.vocab)),
                        "give ids of this model's tokenizer");
+  // As sample.tokens: at most 10^7 (issue 20: a huge count ran for ever, found by
+  // reliability.hostile_cli).
+  constexpr int64_t kMaxNewTokens = 10'000'000;
+  if (a.max_new_tokens > kMaxNewTokens)
+    throw InputError(strf("--max-new-tokens %lld: more than %lld tokens", static_cast<long long>(a.max_new_tokens),
+                          static_cast<long long>(kMaxNewTokens)),
+                     "generate fewer tokens (the model sees at most its context; --window)");
   if (a.max_new_tokens < 0 || a.temperature < 0 || a.top_k < 0 || !(a.top_p > 0 && a.top_p <= 1) ||
       a.window < 0)
     throw InputError("--max-new-tokens, --temperature, --top-k and --window must be >= 0 and "

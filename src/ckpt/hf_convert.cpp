@@ -17,6 +17,7 @@
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/ckpt/serial.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/model/layout.hpp"
@@ -70,20 +71,7 @@ std::string read_text(const fs::path& path) {
 }
 
 void write_text(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out)
-      throw Error("cannot write '" + tmp.string() + "'",
-                  "check that the output folder is writable and has free space");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec)
-    throw Error("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message(),
-                "check that the output folder is writable");
+  write_file_safely(path.string(), text, "Hugging Face export");
 }
 
 // A model::Config equal to a preset in every shape field takes the preset's name.
