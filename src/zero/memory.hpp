@@ -125,11 +125,12 @@ class Buf {
   T* p_ = nullptr;
 };
 
-// Wraps `inner` (not owned; it must outlive the result) so that collectives on buffers of `space` run on pinned host copies
-// (staged_comm.cpp): each operation copies its send range to a pinned staging buffer
-// from a pool, runs on `inner`, and its wait() copies the receive range back. The
-// aliasing of send and receive (in place or not) is kept, so the results are those of
-// `inner` on the same values. split() wraps the split (sharing the pool).
+// Wraps `inner` (not owned; it must outlive the result) so that collectives on buffers
+// of `space` run on host copies (staged_comm.cpp): each operation copies its send range
+// to a staging buffer from a pool (pinned for a device space), runs on `inner`, and its
+// wait() copies the receive range back. The aliasing of send and receive (in place or
+// not) is kept, so the results are those of `inner` on the same values. split() wraps
+// the split (sharing the pool).
 std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space);
 
 }  // namespace zt::zero::detail

@@ -17,10 +17,13 @@
 namespace zt::zero::detail {
 namespace {
 
-// Pinned host buffers reused across operations: after the first few steps no operation
-// allocates (the engine keeps a bounded number in flight).
+// Host buffers reused across operations: after the first few steps no operation
+// allocates (the engine keeps a bounded number in flight). Pinned for a device space
+// (fast, asynchronous copies); plain for the host-staged test space, which has no device
+// to pin for.
 class StagePool {
  public:
+  explicit StagePool(bool pinned) : pinned_(pinned) {}
   // A free buffer of at least `bytes` (the smallest such), or a new one.
   int acquire(size_t bytes) {
     int best = -1;
@@ -29,7 +32,7 @@ class StagePool {
           (best < 0 || bufs_[i].size() < bufs_[static_cast<size_t>(best)].size()))
         best = static_cast<int>(i);
     if (best < 0) {
-      bufs_.emplace_back(bytes, /*pinned=*/true);
+      bufs_.emplace_back(bytes, pinned_);
       busy_.push_back(0);
       best = static_cast<int>(bufs_.size() - 1);
     }
@@ -40,6 +43,7 @@ class StagePool {
   uint8_t* data(int i) { return static_cast<uint8_t*>(bufs_[static_cast<size_t>(i)].data()); }
 
  private:
+  bool pinned_;
   std::vector<offload::HostBuffer> bufs_;
   std::vector<uint8_t> busy_;
 };
@@ -199,7 +203,8 @@ class StagedComm final : public comm::Comm {
 }  // namespace
 
 std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space) {
-  return std::make_unique<StagedComm>(inner, nullptr, space, std::make_shared<StagePool>());
+  const bool pinned = space.model_space() == model::Space::kDevice;
+  return std::make_unique<StagedComm>(inner, nullptr, space, std::make_shared<StagePool>(pinned));
 }
 
 }  // namespace zt::zero::detail

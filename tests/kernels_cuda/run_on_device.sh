@@ -2,6 +2,7 @@
 # What to run on a lent GPU machine for the CUDA kernels (docs/gpu-verification.md), in
 # stages so each fits one device call:
 #   tests/kernels_cuda/run_on_device.sh build      configure build-gpu for the local GPU, build
+#                                                  (and ZT_EXTRA_TARGETS, e.g. zt)
 #   tests/kernels_cuda/run_on_device.sh test       the gpu tests, per-buffer errors to the log
 #   tests/kernels_cuda/run_on_device.sh sanitize   compute-sanitizer memcheck, racecheck, synccheck
 #   tests/kernels_cuda/run_on_device.sh all        the three in order
@@ -25,7 +26,7 @@ do_build() {
     nvidia-smi
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON \
           -DCMAKE_CUDA_ARCHITECTURES="$(arch)" -DZT_WERROR=ON -DZT_BUILD_BENCH=OFF &&
-      cmake --build build-gpu --target test_kernels_cuda test_comm_nccl -j"$jobs"
+      cmake --build build-gpu --target test_kernels_cuda test_comm_nccl ${ZT_EXTRA_TARGETS:-} -j"$jobs"
   } >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; return 1; }
   echo "build ok (sm_$(arch))"
 }
