@@ -218,8 +218,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // have) and validates zero.* against the ranks before any collective.
   try {
     engine_.emplace(cfg.model, nodes.engine_world ? *nodes.engine_world : comm, nodes.node,
-                    nodes.cross, cfg.zero,
-                    model::InitOptions{cfg.seed, cfg.init_std, true});
+                    nodes.cross, cfg.zero, model::InitOptions{cfg.seed, cfg.init_std, true},
+                    &comm);
   } catch (const std::bad_alloc&) {
     throw out_of_memory(cfg, strf("the ZeRO engine for %s (%lld parameters, stage %d over %d "
                                   "ranks): about %s of fp32 model states per rank",

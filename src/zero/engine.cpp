@@ -58,11 +58,11 @@ comm::Comm* staged(detail::Space& space, comm::Comm* c, std::unique_ptr<comm::Co
 
 Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node,
                    comm::Comm* cross, const EngineOptions& options,
-                   const model::InitOptions& init)
+                   const model::InitOptions& init, comm::Comm* control)
     : opt(options),
       mem(detail::make_space(options, offload::default_isa())),
       groups(*staged(*mem, &world, staged_world), staged(*mem, node, staged_node),
-             staged(*mem, cross, staged_cross), checked_hpz(options, world, node)),
+             staged(*mem, cross, staged_cross), checked_hpz(options, world, node), control),
       n(world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
@@ -240,8 +240,9 @@ void Engine::Impl::gather_in_place(Bufs<float>& bufs) {
 // ---- Engine ------------------------------------------------------------------------
 
 Engine::Engine(const model::Config& cfg, comm::Comm& world, comm::Comm* node, comm::Comm* cross,
-               const EngineOptions& options, const model::InitOptions& init)
-    : impl_(std::make_unique<Impl>(cfg, world, node, cross, options, init)) {}
+               const EngineOptions& options, const model::InitOptions& init,
+               comm::Comm* control)
+    : impl_(std::make_unique<Impl>(cfg, world, node, cross, options, init, control)) {}
 
 Engine::~Engine() = default;
 Engine::Engine(Engine&&) noexcept = default;

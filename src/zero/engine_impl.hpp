@@ -67,7 +67,7 @@ struct Engine::Impl {
   };
 
   Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node, comm::Comm* cross,
-       const EngineOptions& options, const model::InitOptions& init);
+       const EngineOptions& options, const model::InitOptions& init, comm::Comm* control);
 
   // ---- configuration --------------------------------------------------------------
   EngineOptions opt;

@@ -25,7 +25,7 @@ std::string Engine::Impl::nonfinite_units() {
     const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
     if (!mem->all_finite(g, static_cast<size_t>(p.owned))) bad[i] = 1;
   }
-  groups.world().all_reduce(bad.data(), bad.data(), bad.size(), DType::kI32, comm::ReduceOp::kMax);
+  groups.host().all_reduce(bad.data(), bad.data(), bad.size(), DType::kI32, comm::ReduceOp::kMax);
   std::string names;
   for (int u = 0; u < units; ++u) {
     if (!bad[static_cast<size_t>(u)]) continue;
@@ -62,7 +62,7 @@ StepStats Engine::Impl::step(double lr) {
     mem->sum_squares_add(g, static_cast<size_t>(p.owned));
   }
   sums[0] = mem->sum_squares_take();
-  groups.world().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
+  groups.host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
   StepStats stats;
   stats.grad_norm = std::sqrt(sums[0]);
   stats.loss = sums[1] / static_cast<double>(n);

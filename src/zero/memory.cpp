@@ -20,7 +20,8 @@ class HostSpace final : public Space {
 
   const char* name() const override { return staged_ ? "host-staged" : "host"; }
   model::Space model_space() const override { return model::Space::kHost; }
-  bool host_accessible() const override { return true; }
+  // host-staged plays a device: checkpoints (owned) and logits go through host copies.
+  bool host_accessible() const override { return !staged_; }
   bool stages(const comm::Comm&) const override { return staged_; }
 
   std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg, int64_t max_batch,

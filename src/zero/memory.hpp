@@ -11,9 +11,11 @@
 //
 //   host          host memory; the entries are the CPU code the engine always ran
 //                 (bit for bit: the same loops in the same order)
-//   host-staged   host memory and the host entries, but every collective on its buffers
-//                 goes through the pinned-host staging path of a device space on the MPI
-//                 backend (staged_comm.hpp): tests the device orchestration on a CPU
+//   host-staged   host memory and the host entries, but the engine treats it as a device:
+//                 every collective on its buffers goes through the staging path of a
+//                 device space on the MPI backend (make_staged_comm), and checkpoint
+//                 slices (owned) and logits through host copies: tests the device
+//                 orchestration on a CPU
 //   device        CUDA device memory; the entries call src/kernels/cuda on the compute
 //                 stream (CUDA builds only, memory_cuda.cpp)
 #include <cstddef>
@@ -39,7 +41,8 @@ class Space {
 
   virtual const char* name() const = 0;              // "host", "host-staged", "device"
   virtual model::Space model_space() const = 0;      // of the views the model is bound to
-  virtual bool host_accessible() const = 0;          // the host may read and write buffers
+  // The engine may hand the host pointers into buffers (else it copies: owned, logits).
+  virtual bool host_accessible() const = 0;
   // Collectives on this space's buffers over `c` must be staged through pinned host
   // memory (a device space on a host backend; the host-staged space always).
   virtual bool stages(const comm::Comm& c) const = 0;

@@ -122,10 +122,10 @@ class StagedComm final : public comm::Comm {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::string_view backend() const override { return inner_.backend(); }
-  comm::Memory memory() const override {
-    return space_.model_space() == model::Space::kDevice ? comm::Memory::kDevice
-                                                         : comm::Memory::kHost;
-  }
+  // What it takes is the space's buffers: device memory, or the host-staged space's host
+  // memory that the engine treats as a device's (so it also takes the device path for its
+  // host values: Groups::host()).
+  comm::Memory memory() const override { return comm::Memory::kDevice; }
 
   comm::Handle iall_reduce(const void* send, void* recv, size_t count, DType dtype,
                            comm::ReduceOp op) override {
