@@ -27,18 +27,24 @@ struct StagedCase {
   DType reduce = DType::kF32;
 };
 
-EngineRun run(const StagedCase& c, EngineOptions::Device device, const model::Config& cfg,
-              const Hyper& h, Traffic* traffic, MemoryStats* memory) {
-  Comms comms = make_comms(c.rpn);
+// The engine of case c on `device`. The host-memory control communicator carries the
+// engine's host values on the staged (device-like) path.
+Engine make_engine(const StagedCase& c, EngineOptions::Device device, const model::Config& cfg,
+                   const Hyper& h, Comms& comms) {
   EngineOptions o = engine_options(h, c.stage);
   o.hpz_partition_size = c.hpz;
   o.quantize_weights = c.qw;
   o.quantize_grads = c.qg;
   o.reduce_dtype = c.reduce;
   o.device = device;
-  // The host-memory control communicator carries the engine's host values on the staged
-  // (device-like) path.
-  Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init, comms.world.get());
+  return Engine(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init,
+                comms.world.get());
+}
+
+EngineRun run(const StagedCase& c, EngineOptions::Device device, const model::Config& cfg,
+              const Hyper& h, Traffic* traffic, MemoryStats* memory) {
+  Comms comms = make_comms(c.rpn);
+  Engine e = make_engine(c, device, cfg, h, comms);
   EngineRun r = engine_run(e, cfg, h, h.steps);
   *traffic = e.traffic();
   *memory = e.memory();
@@ -116,14 +122,9 @@ TEST(Staged, CheckpointSlicesResumeAndLogitsThroughHostCopies) {
   for (const StagedCase& c : {StagedCase{"stage0", 0, 0, 1}, StagedCase{"stage3 rpn2 hpZ", 3, 2, 0}}) {
     if (c.rpn > 0 && n % c.rpn != 0) continue;
     Comms comms = make_comms(c.rpn);
-    EngineOptions o = engine_options(h, c.stage);
-    o.hpz_partition_size = c.hpz;
-    Engine direct(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init);
-    o.device = EngineOptions::Device::kHostStaged;
-    Engine staged(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init,
-                  comms.world.get());
-    Engine fresh(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init,
-                 comms.world.get());
+    Engine direct = make_engine(c, EngineOptions::Device::kHost, cfg, h, comms);
+    Engine staged = make_engine(c, EngineOptions::Device::kHostStaged, cfg, h, comms);
+    Engine fresh = make_engine(c, EngineOptions::Device::kHostStaged, cfg, h, comms);
     engine_run(direct, cfg, h, h.steps);
     engine_run(staged, cfg, h, h.steps);
     const int units = direct.partition().num_units();
