@@ -1,7 +1,8 @@
 // `zt train [--config FILE.toml] [--set key=value ...]`: the training command.
 //
 // Order of work: configuration (before MPI, so a bad key fails fast with exit 2 on every
-// rank), MPI runtime, OpenMP threads, data (the shipped corpus is converted by rank 0
+// rank), MPI runtime, device / precision / backend (train.device, comm.backend), OpenMP
+// threads, data (the shipped corpus is converted by rank 0
 // into the cache on first use while the others wait), the loop, the sample.
 #include <omp.h>
 
@@ -15,6 +16,7 @@
 #include "commands.hpp"
 #include "zt/ckpt/preemption.hpp"
 #include "zt/comm/mpi_comm.hpp"
+#include "zt/comm/nccl_comm.hpp"
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -23,8 +25,10 @@
 #include "zt/data/sampler.hpp"
 #include "zt/data/tokenizer.hpp"
 #include "zt/runtime/agree.hpp"
+#include "zt/runtime/mpi_check.hpp"
 #include "zt/runtime/runtime.hpp"
 #include "zt/train/config.hpp"
+#include "zt/train/device.hpp"
 #include "zt/train/metrics.hpp"
 #include "zt/train/trainer.hpp"
 
@@ -39,14 +43,38 @@ struct TrainArgs {
   int ranks_per_node = 0;
 };
 
-// The start-up banner (rank 0): model, batch, data, optimizer, ZeRO, MFU reference.
+// What this rank sees for choose_device: the build, its GPUs, and the world ranks on its
+// physical host (not a simulated node: ranks of one host share its GPUs whatever the
+// simulation).
+train::DeviceFacts device_facts(const runtime::Runtime& rt) {
+  train::DeviceFacts f;
+  f.cuda_built = comm::nccl_available();  // the CUDA backend is built with NCCL
+  f.nccl_built = f.cuda_built;
+  f.nccl_version = comm::nccl_version();
+  f.visible_gpus = rt.visible_devices();
+  f.world_rank = rt.topology().world_rank;
+  f.host = rt.topology().host;
+  MPI_Comm host = MPI_COMM_NULL;
+  ZT_MPI_CHECK(MPI_Comm_split_type(rt.world(), MPI_COMM_TYPE_SHARED, f.world_rank, MPI_INFO_NULL,
+                                   &host));
+  int size = 1;
+  ZT_MPI_CHECK(MPI_Comm_size(host, &size));
+  f.host_ranks.resize(static_cast<size_t>(size));  // [ranks on the host] ascending world ranks
+  ZT_MPI_CHECK(MPI_Allgather(&f.world_rank, 1, MPI_INT, f.host_ranks.data(), 1, MPI_INT, host));
+  ZT_MPI_CHECK(MPI_Comm_free(&host));
+  return f;
+}
+
+// The start-up banner (rank 0): model, device, batch, data, optimizer, ZeRO, MFU reference.
 void log_banner(const train::TrainConfig& tc, const runtime::Topology& topo,
-                const data::TokenFile& tokens, int threads, bool measured) {
+                const data::TokenFile& tokens, int threads, bool measured,
+                const std::string& device_line) {
   const data::Split split = data::split_tail(tokens.tokens.size(), tc.eval_fraction);
   log::info(strf("zt train: model %s (%lld parameters), %d rank%s x %d thread%s",
                  tc.model.name.c_str(), static_cast<long long>(tc.model.num_params()),
                  topo.world_size, topo.world_size == 1 ? "" : "s", threads,
                  threads == 1 ? "" : "s"));
+  log::info("  " + device_line);
   log::info(strf("  batch: micro_batch %lld x %d ranks x accumulation %lld = global batch %lld "
                  "sequences x %lld tokens = %lld tokens/step; %lld steps",
                  static_cast<long long>(tc.micro_batch), topo.world_size,
@@ -129,6 +157,18 @@ int run_train(const TrainArgs& args) {
   tc.zero.validate(topo.world_size, topo.local_size);
   if (args.print_config) log::info(cfg.to_toml());
 
+  // train.device / train.precision / comm.backend against what this rank sees (exit 2
+  // naming the key); on cuda the rank's GPU becomes current and the engine holds its
+  // state in device memory.
+  const train::DeviceFacts facts = device_facts(rt);
+  const train::DeviceChoice device =
+      train::choose_device(tc.device, tc.precision, tc.share_gpu, tc.comm_backend, facts);
+  if (device.cuda) {
+    runtime::cuda_set_device(device.gpu);
+    tc.zero.device = zero::EngineOptions::Device::kCuda;
+    tc.zero.precision = device.precision;
+  }
+
   const int threads = train::resolve_threads(tc.threads, topo.local_size);
   omp_set_num_threads(threads);
 
@@ -143,8 +183,22 @@ int run_train(const TrainArgs& args) {
   std::unique_ptr<comm::Comm> node_comm = comm::make_mpi_comm(rt.node());
   std::unique_ptr<comm::Comm> cross_comm = comm::make_mpi_comm(rt.cross());
   for (comm::Comm* c : {comm.get(), node_comm.get(), cross_comm.get()}) c->set_timeout(timeout);
+  // comm.backend = nccl: the engine's collectives over NCCL communicators bootstrapped
+  // over MPI (the engine splits its node, cross and hpZ groups from these); the loop's
+  // own host-memory collectives stay on MPI. With mpi on cuda the engine stages device
+  // buffers through pinned host memory itself.
+  std::unique_ptr<comm::Comm> nccl_world, nccl_node, nccl_cross;
+  if (device.backend == "nccl") {
+    nccl_world = comm::make_nccl_comm(rt.world());
+    nccl_node = comm::make_nccl_comm(rt.node());
+    nccl_cross = comm::make_nccl_comm(rt.cross());
+    for (comm::Comm* c : {nccl_world.get(), nccl_node.get(), nccl_cross.get()}) c->set_timeout(timeout);
+  }
 
   bool measured = false;
+  if (device.cuda && tc.peak_tflops <= 0)
+    log::warn("train.peak_tflops is 0: MFU is reported against this host's measured fp32 CPU "
+              "GEMM, not the GPU; set train.peak_tflops to the GPU's peak");
   if (tc.peak_tflops <= 0) {
     double peak = train::measure_cpu_peak_flops();
     comm->all_reduce(&peak, &peak, 1, DType::kF64, comm::ReduceOp::kAvg);
@@ -155,7 +209,7 @@ int run_train(const TrainArgs& args) {
   // log.metrics is opened once the resumed step is known (continued, never truncated).
   train::MetricsFile metrics;
 
-  log_banner(tc, topo, tokens, threads, measured);
+  log_banner(tc, topo, tokens, threads, measured, device.describe(facts.nccl_version));
 
   const auto t_start = std::chrono::steady_clock::now();
   train::TrainHooks hooks;
@@ -169,7 +223,9 @@ int run_train(const TrainArgs& args) {
 
   const train::TrainResult result =
       train::train(tc, *comm, tokens, hooks,
-                   train::NodeComms{node_comm.get(), cross_comm.get(), rt.world()});
+                   train::NodeComms{nccl_node ? nccl_node.get() : node_comm.get(),
+                                    nccl_cross ? nccl_cross.get() : cross_comm.get(), rt.world(),
+                                    nccl_world.get()});
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   const int64_t steps = tc.steps;

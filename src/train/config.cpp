@@ -73,6 +73,16 @@ config::Schema train_schema() {
         1, 1e9);
   s.add_int("train.seed", 1234, "seed of the parameter init and the data order").min = 0;
   s.add_bool("train.recompute", false, "recompute activations in the backward (less memory)");
+  s.add_string("train.device", "auto",
+               "where each rank computes: auto (cuda when built with CUDA and the rank sees a "
+               "GPU, else cpu), cpu, cuda (the host's local rank picks the GPU)")
+      .choices = {"auto", "cpu", "cuda"};
+  s.add_string("train.precision", "fp32",
+               "fp32, bf16-mixed (bf16 compute, fp32 master weights and moments) or bf16-true; "
+               "the CPU trains in fp32 only")
+      .choices = {"fp32", "bf16-mixed", "bf16-true"};
+  s.add_bool("train.share_gpu", false,
+             "allow more ranks than GPUs on a host (they take turns on a GPU; for tests)");
   range(s.add_float("train.peak_tflops", 0.0,
                     "peak TFLOP/s per rank for MFU; 0: CPU measures an fp32 GEMM at start-up"),
         0.0, 1e6);
@@ -109,6 +119,10 @@ config::Schema train_schema() {
   // Milliseconds are kept in an int64 and handed to timers as int: a week at most.
   range(s.add_float("comm.timeout", 300.0, "seconds a collective may wait before the job is ended"),
         0.001, 7 * 24 * 3600.0);
+  s.add_string("comm.backend", "auto",
+               "collectives of the engine: auto (nccl on cuda, mpi on cpu), nccl, mpi (device "
+               "buffers staged through pinned host memory)")
+      .choices = {"auto", "nccl", "mpi"};
   range(s.add_int("runtime.ranks_per_node", 0,
                   "simulate nodes of this many ranks on one host (hierarchical collectives, hpZ); "
                   "0: nodes are physical hosts; --ranks-per-node overrides it"),
@@ -225,6 +239,10 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.metrics_path = c.get_string("log.metrics");
   t.log_every = c.get_int("log.every");
   t.comm_timeout_s = c.get_float("comm.timeout");
+  t.device = c.get_string("train.device");
+  t.precision = c.get_string("train.precision");
+  t.share_gpu = c.get_bool("train.share_gpu");
+  t.comm_backend = c.get_string("comm.backend");
   t.ranks_per_node = static_cast<int>(c.get_int("runtime.ranks_per_node"));
 
   t.zero = zero::zero_options(c);

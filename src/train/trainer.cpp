@@ -189,7 +189,9 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // smallest over the ranks, so every rank decides alike). A model that cannot fit is
   // refused with both numbers instead of being ended by the OOM killer without a word.
   // States offloaded to NVMe are not in host memory: not counted then.
-  if (cfg.zero.offload.optimizer != offload::Home::kNvme) {
+  // On a GPU the model states live in device memory: not counted here.
+  if (cfg.zero.offload.optimizer != offload::Home::kNvme &&
+      cfg.zero.device != zero::EngineOptions::Device::kCuda) {
     const int on_node = nodes.node ? nodes.node->size() : 1;
     const double need = model_state_bytes(cfg) * on_node;
     double avail = static_cast<double>(mem_available());
@@ -215,8 +217,9 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // tensor and index: every rank fills what it holds with the values one process would
   // have) and validates zero.* against the ranks before any collective.
   try {
-    engine_.emplace(cfg.model, comm, nodes.node, nodes.cross, cfg.zero,
-                    model::InitOptions{cfg.seed, cfg.init_std, true});
+    engine_.emplace(cfg.model, nodes.engine_world ? *nodes.engine_world : comm, nodes.node,
+                    nodes.cross, cfg.zero, model::InitOptions{cfg.seed, cfg.init_std, true},
+                    &comm);
   } catch (const std::bad_alloc&) {
     throw out_of_memory(cfg, strf("the ZeRO engine for %s (%lld parameters, stage %d over %d "
                                   "ranks): about %s of fp32 model states per rank",

@@ -29,18 +29,44 @@ size_t bytes_of(const std::vector<std::vector<T>>& v) {
   for (const auto& x : v) b += x.capacity() * sizeof(T);
   return b;
 }
+template <class T>
+size_t bytes_of(const std::vector<detail::Buf<T>>& v) {
+  size_t b = 0;
+  for (const auto& x : v) b += x.bytes();
+  return b;
+}
+
+// n buffers of `each` elements in `space`, zero-filled.
+template <class T>
+std::vector<detail::Buf<T>> make_bufs(detail::Space& space, size_t n, size_t each,
+                                      const char* what) {
+  std::vector<detail::Buf<T>> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; ++i) v.emplace_back(space, each, what);
+  return v;
+}
+
+// The caller's communicator, or its staging wrapper (made into `keep`) when the space
+// stages collectives over it.
+comm::Comm* staged(detail::Space& space, comm::Comm* c, std::unique_ptr<comm::Comm>& keep) {
+  if (c == nullptr || !space.stages(*c)) return c;
+  keep = detail::make_staged_comm(*c, space);
+  return keep.get();
+}
 
 }  // namespace
 
 Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node,
                    comm::Comm* cross, const EngineOptions& options,
-                   const model::InitOptions& init)
+                   const model::InitOptions& init, comm::Comm* control)
     : opt(options),
-      groups(world, node, cross, checked_hpz(options, world, node)),
+      mem(detail::make_space(options, offload::default_isa())),
+      groups(*staged(*mem, &world, staged_world), staged(*mem, node, staged_node),
+             staged(*mem, cross, staged_cross), checked_hpz(options, world, node), control),
       n(world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
-      model_owner(model::make_host_model(cfg, options.max_batch, options.max_seq)),
+      model_owner(mem->make_model(cfg, options.max_batch, options.max_seq)),
       model(*model_owner),
       layout(model.layout()),
       part(layout, n, groups.partition_index(),
@@ -64,56 +90,56 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   const size_t maxp = static_cast<size_t>(part.max_padded());
   // Model states. Padding stays zero forever: it is never written but by reductions of
   // zeros, and AdamW only touches real elements.
-  if (stage <= 2) full_params.resize(us);
-  if (stage == 3) param_shard.resize(us);
-  if (hpz > 1) secondary.resize(us);
-  if (stage <= 1) full_grads.resize(us);
-  if (stage >= 2) grad_shard.resize(us);
-  adam_m.resize(us);
-  adam_v.resize(us);
+  if (!mem->host_accessible() && (opt.offload.optimizer != offload::Home::kNone ||
+                                  opt.offload.params != offload::Home::kNone))
+    throw InputError(strf("offload.optimizer / offload.params with the engine on the %s",
+                          mem->name()),
+                     "offload from a GPU is not built yet (issue 17, part 4): set "
+                     "offload.optimizer = none and offload.params = none, or train.device = cpu");
   secondary_valid.assign(us, 0);
   state_offloaded = opt.offload.optimizer != offload::Home::kNone;
   params_offloaded = opt.offload.params == offload::Home::kNvme;
+  std::vector<float> init_buf;  // host: one unit's initial values, copied into mem
   for (int u = 0; u < units; ++u) {
     const UnitPartition& p = part.unit(u);
-    const size_t i = static_cast<size_t>(u);
     const size_t moments = static_cast<size_t>(stage == 0 ? p.padded : p.shard);
     if (stage <= 2) {
-      full_params[i].assign(static_cast<size_t>(p.padded), 0.0f);
-      model::init_unit_slice<float>(layout, u, init, 0,
-                                    std::span<float>(full_params[i].data(),
-                                                     static_cast<size_t>(p.numel)));
+      full_params.emplace_back(*mem, static_cast<size_t>(p.padded), "parameters");
+      init_buf.assign(static_cast<size_t>(p.numel), 0.0f);
+      model::init_unit_slice<float>(layout, u, init, 0, std::span<float>(init_buf));
+      mem->from_host(full_params.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
     } else {
-      param_shard[i].assign(static_cast<size_t>(p.shard), 0.0f);
-      model::init_unit_slice<float>(layout, u, init, p.begin,
-                                    std::span<float>(param_shard[i].data(),
-                                                     static_cast<size_t>(p.owned)));
+      param_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
+      init_buf.assign(static_cast<size_t>(p.owned), 0.0f);
+      model::init_unit_slice<float>(layout, u, init, p.begin, std::span<float>(init_buf));
+      mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
     }
-    if (hpz > 1) secondary[i].assign(static_cast<size_t>(p.secondary), 0.0f);
-    if (stage <= 1) full_grads[i].assign(static_cast<size_t>(p.padded), 0.0f);
-    if (stage >= 2) grad_shard[i].assign(static_cast<size_t>(p.shard), 0.0f);
-    if (!state_offloaded) {  // else the offload store holds them (init_offload)
-      adam_m[i].assign(moments, 0.0f);
-      adam_v[i].assign(moments, 0.0f);
-    }
+    if (hpz > 1) secondary.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
+    if (stage <= 1) full_grads.emplace_back(*mem, static_cast<size_t>(p.padded), "gradients");
+    if (stage >= 2) grad_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "gradient shards");
+    // Offloaded state: the offload store holds the moments (init_offload); these stay empty.
+    adam_m.emplace_back(*mem, state_offloaded ? 0 : moments, "AdamW m");
+    adam_v.emplace_back(*mem, state_offloaded ? 0 : moments, "AdamW v");
   }
+  std::vector<float>().swap(init_buf);
 
   // Working buffers.
   if (stage == 3) {
     const size_t slots = static_cast<size_t>(opt.prefetch + (tied ? 2 : 1));
     gathers.resize(slots);
-    gather_buf.assign(slots, std::vector<float>(maxp, 0.0f));
-    if (opt.quantize_weights) gather_q.assign(slots, std::vector<uint8_t>(packed_bytes(maxp, qblock)));
+    gather_buf = make_bufs<float>(*mem, slots, maxp, "stage-3 gather buffers");
+    if (opt.quantize_weights)
+      gather_q = make_bufs<uint8_t>(*mem, slots, packed_bytes(maxp, qblock), "qwZ buffers");
   }
   const size_t reduce_slots =
       static_cast<size_t>(stage >= 2 ? 1 + kReducesInFlight + (tied ? 1 : 0) : kReducesInFlight);
   reduces.resize(reduce_slots);
-  if (stage >= 2) grad_buf.assign(reduce_slots, std::vector<float>(maxp, 0.0f));
+  if (stage >= 2) grad_buf = make_bufs<float>(*mem, reduce_slots, maxp, "gradient buffers");
   if (opt.quantize_grads) {
-    reduce_qsend.assign(reduce_slots, std::vector<uint8_t>(packed_bytes(maxp, qblock)));
-    reduce_qrecv.assign(reduce_slots, std::vector<uint8_t>(packed_bytes(maxp, qblock)));
+    reduce_qsend = make_bufs<uint8_t>(*mem, reduce_slots, packed_bytes(maxp, qblock), "qgZ buffers");
+    reduce_qrecv = make_bufs<uint8_t>(*mem, reduce_slots, packed_bytes(maxp, qblock), "qgZ buffers");
   } else if (opt.reduce_dtype == DType::kBF16) {
-    reduce_half.assign(reduce_slots, std::vector<bf16>(maxp));
+    reduce_half = make_bufs<bf16>(*mem, reduce_slots, maxp, "bf16 reduce buffers");
   }
   gather_fifo.reserve(gathers.size());
   reduce_fifo.reserve(reduces.size());
@@ -128,9 +154,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     const size_t i = static_cast<size_t>(u);
     const size_t numel = static_cast<size_t>(part.unit(u).numel);
     if (stage <= 2)
-      model.bind_unit(u, model::host_view(std::span<const float>(full_params[i].data(), numel)),
-                      model::host_view(stage <= 1 ? std::span<float>(full_grads[i].data(), numel)
-                                                  : std::span<float>()));
+      model.bind_unit(u, cview(full_params[i].data(), numel),
+                      stage <= 1 ? mview(full_grads[i].data(), numel) : model::MutView{});
   }
   init_offload(world.rank());
   install_hooks();
@@ -151,7 +176,7 @@ MemoryStats Engine::Impl::memory() const {
   m.gather_buffers = bytes_of(gather_buf);
   m.grad_buffers = bytes_of(grad_buf);
   m.comm_buffers = bytes_of(gather_q) + bytes_of(reduce_half) + bytes_of(reduce_qsend) +
-                   bytes_of(reduce_qrecv);
+                   bytes_of(reduce_qrecv) + logits_buf.bytes();
   m.activations = model.workspace_bytes();
   m.peak_total = std::max(peak, m.total());
   return m;
@@ -198,7 +223,7 @@ std::span<float> Engine::Impl::v_for_update(int u) {
           static_cast<size_t>(opt.stage == 0 ? p.numel : p.owned)};
 }
 
-void Engine::Impl::gather_in_place(std::vector<std::vector<float>>& bufs) {
+void Engine::Impl::gather_in_place(Bufs<float>& bufs) {
   // Phase by phase over all units, so the units' operations overlap.
   std::vector<detail::Handles> handles(static_cast<size_t>(units));
   for (int phase = 0; phase < groups.gather_phases(); ++phase) {
@@ -215,8 +240,9 @@ void Engine::Impl::gather_in_place(std::vector<std::vector<float>>& bufs) {
 // ---- Engine ------------------------------------------------------------------------
 
 Engine::Engine(const model::Config& cfg, comm::Comm& world, comm::Comm* node, comm::Comm* cross,
-               const EngineOptions& options, const model::InitOptions& init)
-    : impl_(std::make_unique<Impl>(cfg, world, node, cross, options, init)) {}
+               const EngineOptions& options, const model::InitOptions& init,
+               comm::Comm* control)
+    : impl_(std::make_unique<Impl>(cfg, world, node, cross, options, init, control)) {}
 
 Engine::~Engine() = default;
 Engine::Engine(Engine&&) noexcept = default;
@@ -273,7 +299,14 @@ void Engine::logits_last(std::span<const int32_t> tokens, int64_t T, std::span<f
   e.flush_checkout();
   e.begin_pass(Impl::Mode::kEval, e.eval_order);
   try {
-    e.model.logits_last(tokens, T, model::host_view(out));
+    if (e.mem->host_accessible()) {
+      e.model.logits_last(tokens, T, model::host_view(out));
+    } else {  // into the space, then to the host
+      if (e.logits_buf.size() != out.size())
+        e.logits_buf = detail::Buf<float>(*e.mem, out.size(), "logits");
+      e.model.logits_last(tokens, T, e.mview(e.logits_buf.data(), out.size()));
+      e.mem->to_host(out.data(), e.logits_buf.data(), out.size_bytes());
+    }
     e.end_pass();
   } catch (...) {
     e.abandon_pass();
@@ -292,27 +325,30 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
     const size_t numel = static_cast<size_t>(e.part.unit(u).numel);
     std::span<float> dst = out.params(u);
     if (e.opt.stage <= 2) {
-      std::copy_n(e.full_params[static_cast<size_t>(u)].data(), numel, dst.data());
+      e.mem->to_host(dst.data(), e.full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
     } else {
       e.gather_exact(u, e.gather_buf[0].data());
-      std::copy_n(e.gather_buf[0].data(), numel, dst.data());
+      e.mem->to_host(dst.data(), e.gather_buf[0].data(), numel * sizeof(float));
     }
   }
 }
 
+float* Engine::Impl::owned_params(int u) {
+  const UnitPartition& p = part.unit(u);
+  const size_t i = static_cast<size_t>(u);
+  return opt.stage == 3 ? param_shard[i].data() : full_params[i].data() + p.begin;
+}
+
 OwnedSlice Engine::owned(int u) {
   Impl& e = *impl_;
-  if (e.state_offloaded || e.params_offloaded) return e.checkout(u);
+  if (e.state_offloaded || e.params_offloaded || !e.mem->host_accessible()) return e.checkout(u);
   const UnitPartition& p = e.part.unit(u);
   const size_t i = static_cast<size_t>(u);
   const size_t count = static_cast<size_t>(p.owned);
   OwnedSlice s;
   s.begin = p.begin;
   s.count = p.owned;
-  if (e.opt.stage == 3)
-    s.params = {e.param_shard[i].data(), count};
-  else
-    s.params = {e.full_params[i].data() + p.begin, count};
+  s.params = {e.owned_params(u), count};
   const int64_t mo = e.opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
   s.m = {e.adam_m[i].data() + mo, count};
   s.v = {e.adam_v[i].data() + mo, count};
@@ -352,10 +388,10 @@ std::string Engine::describe() const {
   const detail::Groups& g = e.groups;
   const std::string offload = e.store ? "; " + e.store->describe() : std::string();
   return strf("ZeRO stage %d on %d ranks (%d node%s x %d, %s collectives), partition %d, "
-              "hpZ %s, prefetch %d, qwZ %s, qgZ %s (block %d), reduce %s, accum %d; "
+              "memory %s, hpZ %s, prefetch %d, qwZ %s, qgZ %s (block %d), reduce %s, accum %d; "
               "%lld parameters, %lld padded",
               e.opt.stage, e.n, g.nodes(), g.nodes() == 1 ? "" : "s", g.local_size(),
-              g.hierarchical() ? "node + cross" : "flat", g.partition_index(),
+              g.hierarchical() ? "node + cross" : "flat", g.partition_index(), e.mem->name(),
               e.hpz > 1 ? strf("%d", e.hpz).c_str() : "off", e.opt.prefetch,
               e.opt.quantize_weights ? "on" : "off", e.opt.quantize_grads ? "on" : "off",
               e.opt.quantize_block, std::string(dtype_name(e.opt.reduce_dtype)).c_str(),

@@ -51,8 +51,8 @@ void Engine::Impl::start_gather(size_t position) {
       const UnitPartition& p = part.unit(u);
       const size_t chunk = packed_bytes(static_cast<size_t>(p.shard), qblock);
       uint8_t* q = gather_q[static_cast<size_t>(slot)].data();
-      quantize_pack(shard_src(u, slot), static_cast<size_t>(p.shard), qblock,
-                    q + static_cast<size_t>(part.index()) * chunk);
+      mem->quantize_pack(shard_src(u, slot), static_cast<size_t>(p.shard), qblock,
+                         q + static_cast<size_t>(part.index()) * chunk);
     }
   }
   start_gather_phase(job, slot);
@@ -111,13 +111,13 @@ void Engine::Impl::finish_gather(GatherJob& job, int slot) {
     const size_t chunk = packed_bytes(shard, qblock);
     const uint8_t* q = gather_q[static_cast<size_t>(slot)].data();
     for (int c = 0; c < n; ++c)
-      dequantize(q + static_cast<size_t>(c) * chunk, shard, qblock,
-                 full + static_cast<size_t>(c) * shard);
+      mem->dequantize(q + static_cast<size_t>(c) * chunk, shard, qblock,
+                      full + static_cast<size_t>(c) * shard);
   }
   primary_pos[i] = -1;
   if (hpz > 1 && !secondary_valid[i]) {
-    std::copy_n(full + p.secondary_begin, static_cast<size_t>(p.secondary),
-                secondary[i].data());
+    mem->copy(secondary[i].data(), full + p.secondary_begin,
+              static_cast<size_t>(p.secondary) * sizeof(float));
     secondary_valid[i] = 1;
   }
 }

@@ -81,14 +81,12 @@ void Engine::Impl::before_use(int u) {
       const int slot = acquire_reduce_slot();
       grad_slot[i] = slot;
       // The model adds into its gradient buffer; the padding must be zero too.
-      float* g = grad_buf[static_cast<size_t>(slot)].data();
-      std::fill_n(g, static_cast<size_t>(part.unit(u).padded), 0.0f);
+      mem->zero(grad_buf[static_cast<size_t>(slot)].data(), static_cast<size_t>(part.unit(u).padded));
     }
     grads = grad_buf[static_cast<size_t>(grad_slot[i])].data();
   }
   if (opt.stage == 3 || opt.stage == 2)
-    model.bind_unit(u, model::host_view(std::span<const float>(params, numel)),
-                    model::host_view(grads ? std::span<float>(grads, numel) : std::span<float>()));
+    model.bind_unit(u, cview(params, numel), grads ? mview(grads, numel) : model::MutView{});
   active.push_back(static_cast<int>(pos));
   ++pos;
 }

@@ -6,6 +6,9 @@
 //   engine_reduce.cpp  gradient reductions: all-reduce, reduce-scatter, bf16, qgZ
 //   engine_step.cpp    the optimizer step: global norm, clipping, AdamW on shards
 //   engine_offload.cpp the offload store behind the optimizer state (offload.*)
+//   memory.cpp, memory_cuda.cpp, staged_comm.cpp
+//                      the memory space of every buffer below and its element-wise work
+//                      (host, host-staged, device; memory.hpp)
 //
 // The schedule. Every use of a unit by the model is bracketed by before_use/after_use;
 // uses come in a fixed order (`order`, from model.hpp's hook contract), so every rank
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "groups.hpp"
+#include "memory.hpp"
 #include "zt/core/dtype.hpp"
 #include "zt/model/model.hpp"
 #include "zt/model/trainable.hpp"
@@ -55,7 +59,7 @@ struct Engine::Impl {
     bool busy = false;        // slot held (buffer in use by the backward or the job)
     bool running = false;     // reduction started, not yet complete
     int unit = -1;
-    float* grad = nullptr;    // [padded] the unit's full gradient, reduced in place
+    float* grad = nullptr;    // [padded] the unit's full gradient (in `mem`), reduced in place
     int phase = 0;
     int phases = 1;
     int64_t stamp = 0;
@@ -63,16 +67,21 @@ struct Engine::Impl {
   };
 
   Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node, comm::Comm* cross,
-       const EngineOptions& options, const model::InitOptions& init);
+       const EngineOptions& options, const model::InitOptions& init, comm::Comm* control);
 
   // ---- configuration --------------------------------------------------------------
   EngineOptions opt;
+  // The memory space of every engine buffer (declared first: buffers release into it).
+  std::unique_ptr<detail::Space> mem;
+  // Staging wrappers of the caller's communicators when mem->stages() them (else null);
+  // groups splits its private copies from them, so every engine collective is staged.
+  std::unique_ptr<comm::Comm> staged_world, staged_node, staged_cross;
   detail::Groups groups;
   int n = 1;        // ranks
   int hpz = 1;      // secondary group size in effect
   size_t qblock = 256;
   std::unique_ptr<model::TrainableModel> model_owner;
-  model::TrainableModel& model;  // the host model today; the device model implements the same
+  model::TrainableModel& model;  // computes on mem's buffers (mem->make_model)
   const model::ParamLayout& layout;
   Partition part;
   int units = 0;
@@ -81,23 +90,26 @@ struct Engine::Impl {
   std::vector<int> train_order;  // unit of each use in loss_and_grad
   std::vector<int> eval_order;   // unit of each use in loss / logits_last
 
-  // ---- model states, per unit ------------------------------------------------------
-  std::vector<std::vector<float>> full_params;  // stages 0-2: [padded]
-  std::vector<std::vector<float>> param_shard;  // stage 3:    [shard]
-  std::vector<std::vector<float>> secondary;    // stage 3 + hpZ: [secondary]
-  std::vector<uint8_t> secondary_valid;         // per unit: holds the current parameters
-  std::vector<std::vector<float>> full_grads;   // stages 0-1: [padded]
-  std::vector<std::vector<float>> grad_shard;   // stages 2-3: [shard], fp32 accumulators
-  std::vector<std::vector<float>> adam_m;       // stage 0: [padded]; 1-3: [shard]
-  std::vector<std::vector<float>> adam_v;       // same
+  // ---- model states, per unit (all in `mem`) -------------------------------------
+  template <class T>
+  using Bufs = std::vector<detail::Buf<T>>;
+  Bufs<float> full_params;   // stages 0-2: [padded]
+  Bufs<float> param_shard;   // stage 3:    [shard]
+  Bufs<float> secondary;     // stage 3 + hpZ: [secondary]
+  std::vector<uint8_t> secondary_valid;  // per unit: holds the current parameters (host)
+  Bufs<float> full_grads;    // stages 0-1: [padded]
+  Bufs<float> grad_shard;    // stages 2-3: [shard], fp32 accumulators
+  Bufs<float> adam_m;        // stage 0: [padded]; 1-3: [shard]
+  Bufs<float> adam_v;        // same
 
-  // ---- working buffers (allocated once) --------------------------------------------
-  std::vector<std::vector<float>> gather_buf;    // stage 3: per slot [max_padded]
-  std::vector<std::vector<uint8_t>> gather_q;    // qwZ: per slot [packed(max_padded)]
-  std::vector<std::vector<float>> grad_buf;      // stages 2-3: per reduce slot [max_padded]
-  std::vector<std::vector<bf16>> reduce_half;    // bf16 reduce: per reduce slot [max_padded]
-  std::vector<std::vector<uint8_t>> reduce_qsend;  // qgZ: per reduce slot [packed(max_padded)]
-  std::vector<std::vector<uint8_t>> reduce_qrecv;  // same
+  // ---- working buffers (allocated once, in `mem`) ---------------------------------
+  Bufs<float> gather_buf;      // stage 3: per slot [max_padded]
+  Bufs<uint8_t> gather_q;      // qwZ: per slot [packed(max_padded)]
+  Bufs<float> grad_buf;        // stages 2-3: per reduce slot [max_padded]
+  Bufs<bf16> reduce_half;      // bf16 reduce: per reduce slot [max_padded]
+  Bufs<uint8_t> reduce_qsend;  // qgZ: per reduce slot [packed(max_padded)]
+  Bufs<uint8_t> reduce_qrecv;  // same
+  detail::Buf<float> logits_buf;  // logits_last on a space the host cannot read: [vocab]
 
   // ---- schedule state ---------------------------------------------------------------
   std::vector<GatherJob> gathers;  // one per gather slot
@@ -130,7 +142,14 @@ struct Engine::Impl {
   std::span<float> v_for_update(int u);
   int64_t update_begin(int u) const;          // first unit element of those spans
   // Gathers `bufs[u]` (each [padded], this rank's part in place) for every unit.
-  void gather_in_place(std::vector<std::vector<float>>& bufs);
+  void gather_in_place(Bufs<float>& bufs);
+  // Views of mem's buffers for the model.
+  model::ConstView cview(const float* p, size_t count) const {
+    return {p, static_cast<int64_t>(count), DType::kF32, mem->model_space()};
+  }
+  model::MutView mview(float* p, size_t count) const {
+    return {p, static_cast<int64_t>(count), DType::kF32, mem->model_space()};
+  }
 
   // ---- engine_hooks.cpp -------------------------------------------------------------
   void install_hooks();
@@ -180,13 +199,14 @@ struct Engine::Impl {
   bool params_offloaded = false;
   std::vector<std::vector<float>> param_stage;  // params on NVMe: per gather slot [shard max]
   std::vector<float> unit_params;               // params on NVMe: one unit's shard [shard max]
-  // owned(u) of an offloaded unit: its state, paged in for a checkpoint and kept (the
+  // owned(u) of an offloaded unit, or of any unit in a space the host cannot read: its
+  // state, paged in (or copied to the host) for a checkpoint and kept (the
   // checkpoint code holds every unit's slice at once); written back and freed by
   // flush_checkout() (every other public method starts with it).
   struct Checkout {
     bool active = false;
     std::vector<float> master;  // [shard] (padding zero)
-    std::vector<float> m, v;    // [owned] (state offloaded)
+    std::vector<float> m, v;    // [owned] (state offloaded, or copies from a device)
   };
   std::vector<Checkout> checkouts;  // per unit
   void init_offload(int rank);
@@ -194,6 +214,7 @@ struct Engine::Impl {
   const float* shard_src(int u, int slot) const;  // the send buffer of u's primary gather
   void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]
   OwnedSlice checkout(int u);
+  float* owned_params(int u);  // this rank's owned parameters of unit u [owned], in mem
   void flush_checkout();
   std::string nonfinite_units();  // after a non-finite step: the units to blame
 };

@@ -30,7 +30,7 @@ void Engine::Impl::init_offload(int rank) {
   if (params_offloaded) {
     for (int u = 0; u < units; ++u) {
       store->write_params(u, param_shard[static_cast<size_t>(u)].data());
-      std::vector<float>().swap(param_shard[static_cast<size_t>(u)]);
+      param_shard[static_cast<size_t>(u)].reset();
     }
     param_shard.clear();
     param_stage.assign(gathers.size(), std::vector<float>(static_cast<size_t>(max_shard), 0.0f));
@@ -48,7 +48,8 @@ void Engine::Impl::load_shard(int u, int slot) {
 }
 
 // AdamW on every owned element. Without an optimizer store: in place on the engine's
-// parameters (the fp32 master on CPU) and moments. With one: the store's pipelined pass
+// parameters (the fp32 master) and moments, by the space's AdamW (the CPU kernel on the
+// host, kernels/cuda on a device). With one: the store's pipelined pass
 // over sub-groups updates master, m, v and the kernel writes the compute parameters in
 // the same pass. The same kernel and order serve every home, so the floats are equal.
 void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step) {
@@ -57,8 +58,8 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step) {
       std::span<float> g = grads_for_update(u);
       if (g.empty()) continue;  // this rank's shard of u is all padding
       if (params_offloaded) store->read_params(u, unit_params.data());
-      offload::adamw_unit_slice(layout, u, update_begin(u), params_for_update(u), g, m_for_update(u),
-                                v_for_update(u), {}, adam, step, isa);
+      mem->adamw(layout, u, update_begin(u), params_for_update(u), g, m_for_update(u),
+                 v_for_update(u), adam, step);
       if (params_offloaded) store->write_params(u, unit_params.data());
     }
     return;
@@ -94,8 +95,15 @@ OwnedSlice Engine::Impl::checkout(int u) {
       c.m.assign(count, 0.0f);
       c.v.assign(count, 0.0f);
       store->read_unit(u, c.master.data(), c.m.data(), c.v.data());
-    } else {  // only the parameters are on NVMe (stage 3: moments are shards)
+    } else if (params_offloaded) {  // only the parameters are on NVMe (stage 3: moments are shards)
       store->read_params(u, c.master.data());
+    } else {  // a space the host cannot read: copies of the owned parameters and moments
+      const int64_t mo = opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
+      c.m.assign(count, 0.0f);
+      c.v.assign(count, 0.0f);
+      mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
+      mem->to_host(c.m.data(), adam_m[static_cast<size_t>(u)].data() + mo, count * sizeof(float));
+      mem->to_host(c.v.data(), adam_v[static_cast<size_t>(u)].data() + mo, count * sizeof(float));
     }
     c.active = true;
   }
@@ -103,7 +111,7 @@ OwnedSlice Engine::Impl::checkout(int u) {
   s.begin = p.begin;
   s.count = p.owned;
   s.params = {c.master.data(), count};
-  if (state_offloaded) {
+  if (state_offloaded || !c.m.empty()) {
     s.m = {c.m.data(), count};
     s.v = {c.v.data(), count};
   } else {
@@ -120,9 +128,16 @@ void Engine::Impl::flush_checkout() {
     Checkout& c = checkouts[static_cast<size_t>(u)];
     if (!c.active) continue;
     c.active = false;
+    const UnitPartition& p = part.unit(u);
     if (state_offloaded) store->write_unit(u, c.master.data(), c.m.data(), c.v.data());
     if (params_offloaded) {
       store->write_params(u, c.master.data());
+    } else if (!state_offloaded) {  // copies of a space the host cannot read
+      const size_t bytes = static_cast<size_t>(p.owned) * sizeof(float);
+      const int64_t mo = opt.stage == 0 ? p.begin : 0;
+      mem->from_host(owned_params(u), c.master.data(), bytes);
+      mem->from_host(adam_m[static_cast<size_t>(u)].data() + mo, c.m.data(), bytes);
+      mem->from_host(adam_v[static_cast<size_t>(u)].data() + mo, c.v.data(), bytes);
     } else {
       std::span<float> params = params_for_update(u);
       std::copy_n(c.master.data(), params.size(), params.data());

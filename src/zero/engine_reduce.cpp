@@ -19,16 +19,6 @@
 #include "zt/zero/quantize.hpp"
 
 namespace zt::zero {
-namespace {
-
-void to_bf16(const float* in, size_t n, bf16* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = bf16(in[i]);
-}
-void from_bf16(const bf16* in, size_t n, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
-}
-
-}  // namespace
 
 int Engine::Impl::acquire_reduce_slot() {
   for (size_t s = 0; s < reduces.size(); ++s) {
@@ -58,8 +48,8 @@ void Engine::Impl::start_reduce(int u, int slot, float* grad) {
   else
     job.phases = opt.stage == 0 ? groups.all_reduce_phases() : groups.reduce_scatter_phases();
   if (!opt.quantize_grads && opt.reduce_dtype == DType::kBF16)
-    to_bf16(grad, static_cast<size_t>(part.unit(u).padded),
-            reduce_half[static_cast<size_t>(slot)].data());
+    mem->to_bf16(grad, static_cast<size_t>(part.unit(u).padded),
+                 reduce_half[static_cast<size_t>(slot)].data());
   start_reduce_phase(job, slot);
   reduce_fifo.push_back(slot);
 }
@@ -84,8 +74,8 @@ void Engine::Impl::start_reduce_phase(ReduceJob& job, int slot) {
     uint8_t* qsend = reduce_qsend[static_cast<size_t>(slot)].data();
     for (int c = 0; c < peers; ++c)
       if (c != me)
-        quantize_pack(base + static_cast<size_t>(c) * elems, elems, qblock,
-                      qsend + static_cast<size_t>(c) * chunk);
+        mem->quantize_pack(base + static_cast<size_t>(c) * elems, elems, qblock,
+                           qsend + static_cast<size_t>(c) * chunk);
     groups.start_all_to_all(level, qsend, reduce_qrecv[static_cast<size_t>(slot)].data(), chunk,
                             job.handles);
     return;
@@ -113,7 +103,7 @@ void Engine::Impl::advance_reduce(ReduceJob& job, int slot) {
     const uint8_t* qrecv = reduce_qrecv[static_cast<size_t>(slot)].data();
     float* own = job.grad + static_cast<size_t>(me) * elems;
     for (int c = 0; c < peers; ++c)
-      if (c != me) dequantize_add(qrecv + static_cast<size_t>(c) * chunk, elems, qblock, own);
+      if (c != me) mem->dequantize_add(qrecv + static_cast<size_t>(c) * chunk, elems, qblock, own);
   }
   ++job.phase;
   job.stamp = epoch + 1;
@@ -131,17 +121,16 @@ void Engine::Impl::finish_reduce(ReduceJob& job, int slot) {
     const size_t chunk = packed_bytes(shard, qblock);
     const uint8_t* qrecv = reduce_qrecv[static_cast<size_t>(slot)].data();
     for (int c = 0; c < peers; ++c)
-      if (c != me) dequantize_add(qrecv + static_cast<size_t>(c) * chunk, shard, qblock, own);
+      if (c != me) mem->dequantize_add(qrecv + static_cast<size_t>(c) * chunk, shard, qblock, own);
   } else if (opt.reduce_dtype == DType::kBF16) {
     const bf16* half = reduce_half[static_cast<size_t>(slot)].data();
     if (opt.stage == 0)
-      from_bf16(half, static_cast<size_t>(p.padded), job.grad);
+      mem->from_bf16(half, static_cast<size_t>(p.padded), job.grad);
     else
-      from_bf16(half + p.begin, shard, own);
+      mem->from_bf16(half + p.begin, shard, own);
   }
   if (opt.stage >= 2) {
-    float* acc = grad_shard[static_cast<size_t>(job.unit)].data();  // [shard] fp32
-    for (size_t k = 0; k < shard; ++k) acc[k] += own[k];
+    mem->add(grad_shard[static_cast<size_t>(job.unit)].data(), own, shard);  // [shard] fp32
   }
 }
 

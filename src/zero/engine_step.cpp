@@ -23,13 +23,9 @@ std::string Engine::Impl::nonfinite_units() {
     const UnitPartition& p = part.unit(u);
     const size_t i = static_cast<size_t>(u);
     const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
-    for (int64_t k = 0; k < p.owned; ++k)
-      if (!std::isfinite(g[k])) {
-        bad[i] = 1;
-        break;
-      }
+    if (!mem->all_finite(g, static_cast<size_t>(p.owned))) bad[i] = 1;
   }
-  groups.world().all_reduce(bad.data(), bad.data(), bad.size(), DType::kI32, comm::ReduceOp::kMax);
+  groups.host().all_reduce(bad.data(), bad.data(), bad.size(), DType::kI32, comm::ReduceOp::kMax);
   std::string names;
   for (int u = 0; u < units; ++u) {
     if (!bad[static_cast<size_t>(u)]) continue;
@@ -63,11 +59,10 @@ StepStats Engine::Impl::step(double lr) {
     const UnitPartition& p = part.unit(u);
     const size_t i = static_cast<size_t>(u);
     const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
-    double s = 0.0;
-    for (int64_t k = 0; k < p.owned; ++k) s += static_cast<double>(g[k]) * g[k];
-    sums[0] += s;
+    mem->sum_squares_add(g, static_cast<size_t>(p.owned));
   }
-  groups.world().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
+  sums[0] = mem->sum_squares_take();
+  groups.host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
   StepStats stats;
   stats.grad_norm = std::sqrt(sums[0]);
   stats.loss = sums[1] / static_cast<double>(n);
@@ -76,8 +71,8 @@ StepStats Engine::Impl::step(double lr) {
   // What ends every step, taken or skipped: gradients zeroed for the next one, the
   // micro-step count and loss reset, the step's traffic and memory.
   const auto finish = [&](bool took_update) {
-    for (auto& g : full_grads) std::fill(g.begin(), g.end(), 0.0f);
-    for (auto& g : grad_shard) std::fill(g.begin(), g.end(), 0.0f);
+    for (auto& g : full_grads) mem->zero(g.data(), g.size());
+    for (auto& g : grad_shard) mem->zero(g.data(), g.size());
     if (took_update) steps += 1;
     micro_done = 0;
     loss_sum = 0.0;
@@ -103,8 +98,10 @@ StepStats Engine::Impl::step(double lr) {
   adam.lr = lr;
   if (stats.clip_coef != 1.0) {
     const float c = static_cast<float>(stats.clip_coef);
-    for (int u = 0; u < units; ++u)
-      for (float& x : grads_for_update(u)) x *= c;
+    for (int u = 0; u < units; ++u) {
+      const std::span<float> g = grads_for_update(u);
+      mem->scale(g.data(), g.size(), c);
+    }
   }
   // The offload store's CPU AdamW (same floats as model::adamw_unit_slice) on the owned
   // elements, wherever their state lives (engine_offload.cpp).

@@ -20,7 +20,8 @@ void wait_all(Handles& handles) {
   handles.clear();
 }
 
-Groups::Groups(comm::Comm& world, comm::Comm* node, comm::Comm* cross, int hpz) {
+Groups::Groups(comm::Comm& world, comm::Comm* node, comm::Comm* cross, int hpz,
+               comm::Comm* control) {
   if ((node == nullptr) != (cross == nullptr))
     throw InputError("the ZeRO engine got a node communicator without a cross one (or the "
                      "reverse)",
@@ -30,6 +31,14 @@ Groups::Groups(comm::Comm& world, comm::Comm* node, comm::Comm* cross, int hpz) 
   // Private copies: the engine's traffic is counted apart from the caller's, and its
   // operations can never be matched with the caller's.
   world_comm_ = world.split(0, rank_);
+  if (world.memory() != comm::Memory::kHost) {
+    if (control == nullptr || control->memory() != comm::Memory::kHost ||
+        control->size() != size_)
+      throw Error("the ZeRO engine's world takes device memory but no host-memory control "
+                  "communicator over the same ranks was given",
+                  "pass the MPI world communicator as the engine's `control` (zt train does)");
+    host_comm_ = control->split(0, rank_);
+  }
   if (node) {
     local_ = node->rank();
     local_size_ = node->size();
@@ -37,7 +46,7 @@ Groups::Groups(comm::Comm& world, comm::Comm* node, comm::Comm* cross, int hpz) 
     nodes_ = cross->size();
     // Every node must hold the same number of ranks (the shard layout assumes it).
     int sizes[2] = {local_size_, -local_size_};
-    world_comm_->all_reduce(sizes, sizes, 2, DType::kI32, comm::ReduceOp::kMax);
+    host().all_reduce(sizes, sizes, 2, DType::kI32, comm::ReduceOp::kMax);
     if (sizes[0] != -sizes[1] || local_size_ * nodes_ != size_)
       throw InputError(strf("nodes hold between %d and %d ranks (%d nodes, %d ranks); the ZeRO "
                             "engine needs the same number of ranks on every node",
@@ -66,6 +75,13 @@ Traffic Groups::traffic() const {
                                           hpz_comm_.get()};
   for (int g = 0; g < kGroupCount; ++g)
     if (comms[g]) t.groups[g] = comms[g]->counters();
+  if (host_comm_) {  // world's small host-value collectives, as on a host-memory world
+    comm::Counters& w = t.groups[static_cast<int>(Group::kWorld)];
+    for (int op = 0; op < comm::kOpCount; ++op) {
+      w.bytes[op] += host_comm_->counters().bytes[op];
+      w.calls[op] += host_comm_->counters().calls[op];
+    }
+  }
   t.world_spans_nodes = nodes_ > 1;
   return t;
 }

@@ -36,8 +36,12 @@ using Handles = std::vector<comm::Handle>;
 class Groups {
  public:
   // Collective over world. node and cross: both or neither. hpz: the secondary group
-  // size in effect (1: none); it must divide the ranks per node.
-  Groups(comm::Comm& world, comm::Comm* node, comm::Comm* cross, int hpz);
+  // size in effect (1: none); it must divide the ranks per node. control: a host-memory
+  // communicator over the same ranks, for the small host values (the norm, flags, these
+  // checks) when world takes device memory (NCCL, or a device space's staged MPI);
+  // unused when world takes host memory.
+  Groups(comm::Comm& world, comm::Comm* node, comm::Comm* cross, int hpz,
+         comm::Comm* control = nullptr);
 
   int size() const { return size_; }            // n
   int rank() const { return rank_; }            // world rank
@@ -51,6 +55,9 @@ class Groups {
   int hpz_index() const { return hpz_comm_ ? hpz_comm_->rank() : 0; }
 
   comm::Comm& world() { return *world_comm_; }
+  // Collectives on host values over all ranks: world when it takes host memory, else a
+  // private copy of `control` (its bytes count as world's in traffic()).
+  comm::Comm& host() { return host_comm_ ? *host_comm_ : *world_comm_; }
   comm::Comm& hpz() { return *hpz_comm_; }  // only when hpz_size() > 1
 
   Traffic traffic() const;
@@ -85,6 +92,7 @@ class Groups {
   static void all_to_all(comm::Comm& c, const uint8_t* send, uint8_t* recv, size_t chunk_bytes,
                          Handles& out);
   std::unique_ptr<comm::Comm> world_comm_, node_comm_, cross_comm_, hpz_comm_;
+  std::unique_ptr<comm::Comm> host_comm_;  // null: world takes host memory
   int size_ = 1, rank_ = 0, local_ = 0, local_size_ = 1, node_index_ = 0, nodes_ = 1;
   bool hierarchical_ = false;
 };

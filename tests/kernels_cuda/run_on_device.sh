@@ -6,6 +6,7 @@
 #                                                  headers into .carry/ (git-ignored; pass
 #                                                  carry [".carry"] to the device tool)
 #   tests/kernels_cuda/run_on_device.sh build      configure build-gpu for the local GPU, build
+#                                                  (and ZT_EXTRA_TARGETS, e.g. zt)
 #   tests/kernels_cuda/run_on_device.sh test       the gpu tests, per-buffer errors to the log
 #   tests/kernels_cuda/run_on_device.sh sanitize   compute-sanitizer memcheck, racecheck, synccheck
 #   tests/kernels_cuda/run_on_device.sh all        the three in order
@@ -43,7 +44,7 @@ do_build() {
     ls /usr/local/cuda/lib64/libcudnn.so* /usr/lib/x86_64-linux-gnu/libcudnn.so* 2>/dev/null
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON \
           -DCMAKE_CUDA_ARCHITECTURES="$(arch)" -DZT_WERROR=ON -DZT_BUILD_BENCH=OFF "${cudnn[@]}" &&
-      cmake --build build-gpu --target test_kernels_cuda test_comm_nccl -j"$jobs"
+      cmake --build build-gpu --target test_kernels_cuda test_comm_nccl ${ZT_EXTRA_TARGETS:-} -j"$jobs"
   } >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; return 1; }
   echo "build ok (sm_$(arch)); $(grep -o 'cuDNN fused attention [A-Z]*' "$logs/build.log" | head -1)"
 }

@@ -20,6 +20,9 @@ printf '%s\n' "$out"
 [ "$rc" = 0 ] || fail "exit $rc"
 printf '%s\n' "$out" | grep -q "converting .*tinyshakespeare.txt" || fail "no first-use conversion"
 ls "$XDG_CACHE_HOME"/zt/tinyshakespeare-bytes-*.h5 >/dev/null || fail "no cache file"
+# The banner names device, precision, backend and NCCL (train.device = auto: cpu here).
+printf '%s\n' "$out" | grep -Eq "^  device cpu, precision fp32, comm mpi \((NCCL not built in|NCCL [0-9.]+)\)" ||
+  fail "no device line in the banner"
 if ls "$XDG_CACHE_HOME"/zt/ | grep -q tmp; then fail "an intermediate .tmp file was left"; fi
 for s in 1 2 3 4 5 6; do
   printf '%s\n' "$out" | grep -Eq "^step +$s/6 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad norm +[0-9.]+.* tok/s \| MFU +[0-9.]+% \| mem [0-9.]+ MiB \(peak [0-9.]+ MiB\) \| comm intra [0-9.]+ [kMG]?B inter 0 B \| states [0-9.]+ MiB \+ work [0-9.]+ MiB \(peak [0-9.]+ MiB\)" ||

@@ -144,11 +144,12 @@ struct EngineRun {
   std::vector<std::vector<float>> params;  // per unit, after the last step
 };
 
-// `steps` optimizer steps of the engine on this rank's micro-batches.
-inline EngineRun engine_run(Engine& e, const model::Config& cfg, const Hyper& h, int steps) {
+// `steps` optimizer steps of the engine on this rank's micro-batches, from step `first`.
+inline EngineRun engine_run(Engine& e, const model::Config& cfg, const Hyper& h, int steps,
+                            int first = 0) {
   const int n = world_size(), r = world_rank();
   EngineRun out;
-  for (int s = 0; s < steps; ++s) {
+  for (int s = first; s < first + steps; ++s) {
     for (int m = 0; m < h.accum; ++m) {
       const Batch b = make_batch(first_sequence(h, n, s, m, r), h.B, h.T, cfg.vocab);
       e.micro_step(b.tokens, b.targets, h.B, h.T, (s + m) % 2 == 1, 1.0 / h.accum);

@@ -53,6 +53,10 @@ struct TrainConfig {
   std::string metrics_path;  // JSONL, "" for none
   int64_t log_every = 1;
   double comm_timeout_s = 300;
+  // train.device, train.precision, train.share_gpu, comm.backend as written; resolved
+  // against what each rank sees by choose_device (device.hpp).
+  std::string device = "auto", precision = "fp32", comm_backend = "auto";
+  bool share_gpu = false;
   int ranks_per_node = 0;  // runtime.ranks_per_node: simulated nodes of K ranks; 0 physical
 
   // zero.* keys, plus the train.* fields the engine needs (accum, grad_clip, AdamW,

@@ -52,6 +52,9 @@ struct NodeComms {
   // The MPI communicator of the training comm's ranks, for checkpoints (parallel HDF5);
   // MPI_COMM_NULL: no checkpoint is read or written (ckpt.* keys that need one are refused).
   MPI_Comm mpi = MPI_COMM_NULL;
+  // The engine's world when it is not the training comm (comm.backend = nccl: node and
+  // cross above are then NCCL communicators too); null: the engine uses the training comm.
+  comm::Comm* engine_world = nullptr;
 };
 
 // Trains cfg.model on `data` over `comm` (its ranks are the data-parallel ranks;

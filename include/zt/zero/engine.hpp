@@ -48,9 +48,14 @@ class Engine {
   // Every node must hold the same number of ranks. The engine makes private copies of
   // them (split), so its byte counters hold its own traffic only. Parameters are
   // initialised from `init` (each rank fills only what it holds; the values equal a
-  // single-process init). Throws zt::InputError for bad options.
+  // single-process init). Throws zt::InputError for bad options. control: a host-memory
+  // communicator over the same ranks (e.g. the MpiComm beside an NcclComm world), which
+  // carries the engine's small host values (the gradient norm, NaN flags) when `world`
+  // takes device memory (NCCL, or MPI staged for a device space: options.device = kCuda);
+  // not needed (and unused) when world takes host memory.
   Engine(const model::Config& cfg, comm::Comm& world, comm::Comm* node, comm::Comm* cross,
-         const EngineOptions& options, const model::InitOptions& init);
+         const EngineOptions& options, const model::InitOptions& init,
+         comm::Comm* control = nullptr);
   ~Engine();
   Engine(Engine&&) noexcept;
   Engine& operator=(Engine&&) noexcept;

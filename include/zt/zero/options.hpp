@@ -43,6 +43,15 @@ struct EngineOptions {
   int64_t max_batch = 1;
   int64_t max_seq = 0;
 
+  // train.device / train.precision as the engine sees them: the memory space it holds
+  // its state in and computes on (docs/zero.md, "Memory spaces"). kHostStaged: host
+  // memory whose collectives go through the pinned-host staging path a device space on
+  // the MPI backend takes (tests of that path on a CPU). precision: fp32 (the only one
+  // the engine runs yet; bf16-mixed and bf16-true need its bf16 parameter copies).
+  enum class Device : uint8_t { kHost, kHostStaged, kCuda };
+  Device device = Device::kHost;
+  std::string precision = "fp32";
+
   // offload.*: homes of the optimizer state and the stage-3 parameter shards
   // (docs/offload.md). Checked against the stage by validate().
   offload::Options offload;

@@ -1,0 +1,156 @@
+// The device memory space of the engine (memory.hpp; CUDA builds only): buffers from
+// cudaMalloc, the element-wise table on the kernels of src/kernels/cuda, and the model
+// on the GPU (DeviceModel behind TrainableModel). All work is queued on the legacy
+// default stream, the stream DeviceModel computes on and the one NCCL's streams
+// (created blocking) are ordered against: a collective starts after the compute queued
+// before it, and compute queued after its wait() sees its result. Host reads (copies to
+// the host, the squared norm) synchronise once each.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
+#include "memory.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/kernels/cuda/adamw.hpp"
+#include "zt/kernels/cuda/buffer.hpp"
+#include "zt/kernels/cuda/check.hpp"
+#include "zt/kernels/cuda/convert.hpp"
+#include "zt/kernels/cuda/grad_norm.hpp"
+#include "zt/kernels/cuda/quantize.hpp"
+#include "zt/model/device_model.hpp"
+
+namespace zt::zero::detail {
+namespace {
+
+namespace kc = kernels::cuda;
+
+class DeviceSpace final : public Space {
+ public:
+  explicit DeviceSpace(std::string precision) : precision_(std::move(precision)) {
+    if (kc::device_count() == 0)
+      throw InputError("train.device = cuda, but this rank sees no CUDA device (" +
+                           kc::where_device() + ")",
+                       "check CUDA_VISIBLE_DEVICES and nvidia-smi on this node, or set "
+                       "train.device = cpu");
+    if (precision_ != "fp32")
+      throw InputError("train.precision = " + precision_ +
+                           ": the ZeRO engine runs fp32 on the GPU so far",
+                       "set train.precision = fp32 (bf16-mixed needs the engine's bf16 "
+                       "parameter copies: issue 17)");
+    total_ = kc::DeviceBuffer<double>(1, "the squared gradient norm");
+    partial_ = kc::DeviceBuffer<double>(kc::kSumSquaresBlocks, "the squared norm's partial sums");
+  }
+
+  const char* name() const override { return "device"; }
+  model::Space model_space() const override { return model::Space::kDevice; }
+  bool host_accessible() const override { return false; }
+  bool stages(const comm::Comm& c) const override { return c.memory() == comm::Memory::kHost; }
+
+  std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg, int64_t max_batch,
+                                                    int64_t max_seq) override {
+    return model::make_device_model(cfg, max_batch, max_seq, precision_, stream_);
+  }
+
+  void* allocate(size_t bytes, const char* what) override {
+    void* p = nullptr;
+    const cudaError_t rc = cudaMalloc(&p, bytes);
+    if (rc != cudaSuccess) kc::device_alloc_error(what, bytes, rc);
+    ZT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+    return p;
+  }
+  void release(void* p, size_t) noexcept override {
+    if (cudaFree(p) != cudaSuccess) log::warn("cudaFree of an engine buffer failed");
+  }
+  void to_host(void* host, const void* src, size_t bytes) override {
+    if (!bytes) return;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void from_host(void* dst, const void* host, size_t bytes) override {
+    if (!bytes) return;
+    // Synchronous: the caller may reuse the host buffer (a staging buffer) at once.
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+    ZT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  void zero(float* x, size_t n) override {
+    if (n) ZT_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), stream_));
+  }
+  void add(float* acc, const float* x, size_t n) override {
+    if (n) kc::add_scaled<float>(acc, x, static_cast<int64_t>(n), 1.0f, stream_);
+  }
+  void scale(float* x, size_t n, float c) override {
+    if (n) kc::scale_inplace<float>(x, static_cast<int64_t>(n), c, stream_);
+  }
+  void sum_squares_add(const float* x, size_t n) override {
+    if (!pending_) ZT_CUDA_CHECK(cudaMemsetAsync(total_.data(), 0, sizeof(double), stream_));
+    pending_ = true;
+    if (n)
+      kc::sum_squares<float>(total_.data(), x, static_cast<int64_t>(n), partial_.data(),
+                             /*accumulate=*/true, stream_);
+  }
+  double sum_squares_take() override {
+    double s = 0.0;
+    if (pending_) to_host(&s, total_.data(), sizeof(double));
+    pending_ = false;
+    return s;
+  }
+  // The squares of finite floats add up finitely in double, so a finite sum of squares
+  // means every element is finite (one reduction instead of a kernel of its own).
+  bool all_finite(const float* x, size_t n) override {
+    ZT_CHECK(!pending_, "all_finite inside a running sum of squares", "a bug in the engine");
+    sum_squares_add(x, n);
+    return std::isfinite(sum_squares_take());
+  }
+  void to_bf16(const float* x, size_t n, bf16* out) override {
+    if (n) kc::convert<float, kc::bf16_t>(reinterpret_cast<kc::bf16_t*>(out), x,
+                                          static_cast<int64_t>(n), stream_);
+  }
+  void from_bf16(const bf16* x, size_t n, float* out) override {
+    if (n) kc::convert<kc::bf16_t, float>(out, reinterpret_cast<const kc::bf16_t*>(x),
+                                          static_cast<int64_t>(n), stream_);
+  }
+  void quantize_pack(const float* x, size_t n, size_t block, uint8_t* out) override {
+    kc::quantize_pack(x, n, block, out, stream_);
+  }
+  void dequantize(const uint8_t* in, size_t n, size_t block, float* out) override {
+    kc::dequantize(in, n, block, out, stream_);
+  }
+  void dequantize_add(const uint8_t* in, size_t n, size_t block, float* out) override {
+    kc::dequantize_add(in, n, block, out, stream_);
+  }
+  // One launch per run of tensors with the same weight decay (the layout's rule).
+  void adamw(const model::ParamLayout& layout, int u, int64_t begin, std::span<float> params,
+             std::span<const float> grads, std::span<float> m, std::span<float> v,
+             const model::AdamWConfig& adam, int64_t step) override {
+    model::check_unit_slice(layout, u, begin, static_cast<int64_t>(params.size()),
+                            {grads.size(), m.size(), v.size()}, "the device AdamW");
+    model::for_each_decay_run(layout, u, begin, static_cast<int64_t>(params.size()),
+                              [&](int64_t j, int64_t count, bool decayed) {
+                                kc::adamw_step<float, float>(
+                                    params.data() + j, grads.data() + j, m.data() + j,
+                                    v.data() + j, nullptr, count, adam.lr, adam.beta1,
+                                    adam.beta2, adam.eps, decayed ? adam.weight_decay : 0.0,
+                                    step, stream_);
+                              });
+  }
+
+ private:
+  std::string precision_;
+  cudaStream_t stream_ = nullptr;  // the legacy default stream (see the top of this file)
+  kc::DeviceBuffer<double> total_;    // [1] the running sum of squares
+  kc::DeviceBuffer<double> partial_;  // [kSumSquaresBlocks] scratch
+  bool pending_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Space> make_device_space(const std::string& precision) {
+  return std::make_unique<DeviceSpace>(precision);
+}
+
+}  // namespace zt::zero::detail
