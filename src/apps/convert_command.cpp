@@ -1,5 +1,7 @@
 // `zt convert`: get data and weights into and out of zt's formats. Subcommands:
-//   text-to-tokens IN.txt [IN2.txt ...] OUT.h5   byte tokenizer, one document per input
+//   text-to-tokens [--tokenizer PATH] IN.txt [IN2.txt ...] OUT.h5
+//                                                byte tokenizer or a Hugging Face /
+//                                                SentencePiece one; one document per input
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
 //   hf-to-h5 HFDIR OUT.h5                        Hugging Face Llama -> weights for ckpt.init_from
 #include <memory>
@@ -20,6 +22,7 @@ namespace {
 
 struct ConvertArgs {
   std::vector<std::string> text_files;  // text-to-tokens: inputs..., output
+  std::string tokenizer;                // text-to-tokens --tokenizer (empty: bytes)
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
   std::string hfdir, out_h5;                                // hf-to-h5
   double progress = kDefaultProgressInterval;               // --progress SECONDS
@@ -32,10 +35,12 @@ int text_to_tokens(const ConvertArgs& a) {
   const std::vector<std::string> inputs(a.text_files.begin(), a.text_files.end() - 1);
   const std::string& output = a.text_files.back();
   require_output_folder(output, "output token file");
-  const data::TokenFile f = data::convert_text_to_tokens(inputs, output);
+  const data::TokenFile f = data::convert_text_to_tokens(inputs, output, {}, a.tokenizer);
   const size_t docs = f.doc_starts.empty() ? 1 : f.doc_starts.size();
-  log::info(strf("wrote %s: %zu tokens (uint16), vocab %u, tokenizer \"%s\", %zu document%s",
-                 output.c_str(), f.tokens.size(), f.vocab_size, f.tokenizer.c_str(), docs,
+  log::info(strf("wrote %s: %zu tokens (%s), vocab %u, tokenizer \"%s\"%s, %zu document%s",
+                 output.c_str(), f.tokens.size(), f.vocab_size <= 65536 ? "uint16" : "uint32",
+                 f.vocab_size, f.tokenizer.c_str(),
+                 f.tokenizer_hash.empty() ? "" : (" (hash " + f.tokenizer_hash + ")").c_str(), docs,
                  docs == 1 ? "" : "s"));
   return 0;
 }
@@ -80,9 +85,16 @@ Run add_convert_command(CLI::App& app) {
 
   CLI::App* t2t = convert->add_subcommand(
       "text-to-tokens",
-      "Text files -> an HDF5 token file (byte-level tokenizer \"bytes\", vocab 256; each input "
-      "file is one document). The file is written to OUT.h5.tmp, then renamed.");
+      "Text files -> an HDF5 token file; each input file is one document. Default: the "
+      "byte-level tokenizer \"bytes\" (vocab 256). With --tokenizer: a Hugging Face "
+      "tokenizer.json or SentencePiece tokenizer.model, ids as Hugging Face encodes them, BOS "
+      "as tokenizer_config.json says and EOS after each document (docs/finetune.md). The file "
+      "is written to OUT.h5.tmp, then renamed.");
   t2t->add_option("files", a->text_files, "IN.txt [IN2.txt ...] OUT.h5")->required();
+  t2t->add_option("--tokenizer", a->tokenizer,
+                  "a model folder holding tokenizer.json or tokenizer.model (and "
+                  "tokenizer_config.json), or one of those files")
+      ->option_text("PATH");
 
   CLI::App* export_cmd = convert->add_subcommand(
       "h5-to-hf",

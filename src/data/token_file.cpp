@@ -108,6 +108,9 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
   h5::write_u32_attr(file.get(), "format_version", kFormatVersion, tmp, kAttrHint);
   h5::write_u32_attr(file.get(), "vocab_size", f.vocab_size, tmp, kAttrHint);
   h5::write_string_attr(file.get(), "tokenizer", f.tokenizer, h5::StringLayout::kVariable, tmp, kAttrHint);
+  if (!f.tokenizer_hash.empty())
+    h5::write_string_attr(file.get(), "tokenizer_hash", f.tokenizer_hash,
+                          h5::StringLayout::kVariable, tmp, kAttrHint);
   h5::write_u64_attr(file.get(), "num_tokens", num_tokens, tmp, kAttrHint);
   h5::write_u64_attr(file.get(), "num_docs", num_docs, tmp, kAttrHint);
   ZT_H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp, "check free disk space");
@@ -199,6 +202,8 @@ TokenFile read_token_file(const std::string& path) {
   const std::string where = "token file '" + path + "'";
   f.vocab_size = h5::read_u32_attr(file.get(), "vocab_size", path, where, kReconvertHint);
   f.tokenizer = h5::read_string_attr(file.get(), "tokenizer", path, where, kReconvertHint);
+  if (h5::has_attr(file.get(), "tokenizer_hash", path, kReconvertHint))
+    f.tokenizer_hash = h5::read_string_attr(file.get(), "tokenizer_hash", path, where, kReconvertHint);
   file.close(path);
   validate(f, path);
   return f;

@@ -8,6 +8,8 @@
 //     format = "zt-tokens", format_version = 1 (uint32)
 //     vocab_size (uint32), tokenizer (string, e.g. "bytes"), num_tokens (uint64),
 //     num_docs (uint64)
+//     tokenizer_hash (string, 16 hex digits): with a real tokenizer (`--tokenizer`), the
+//     FNV-1a 64 of its files (zt/data/text_tokenizer.hpp); absent for "bytes"
 //
 // Document boundaries are a dataset, not an attribute, because HDF5 attributes are
 // limited to 64 KiB. Files are written atomically: to PATH.tmp, flushed, fsynced, then
@@ -22,6 +24,7 @@ struct TokenFile {
   std::vector<uint32_t> tokens;      // [num_tokens]
   uint32_t vocab_size = 0;
   std::string tokenizer;
+  std::string tokenizer_hash;        // empty for the byte tokenizer
   std::vector<uint64_t> doc_starts;  // [num_docs], doc_starts[0] == 0; empty means one doc
 };
 
