@@ -1,0 +1,137 @@
+// Text tokenizers without Python (the parity with Hugging Face's packages is
+// tokenizers/tokenizer_parity_test.py): UTF-8 repair as Python's "replace", BPE merges and
+// added tokens on a hand-made tokenizer.json, BOS/EOS from tokenizer_config.json, the
+// loader's folder resolution and hash, token files with EOS between documents, and the
+// errors for what zt does not read. Runs under ASan (no hf label).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/expect_error.hpp"
+#include "zt/data/text.hpp"
+#include "zt/data/text_tokenizer.hpp"
+
+namespace fs = std::filesystem;
+using zt::data::load_tokenizer;
+using zt::data::tokenizer_from_json;
+using zt::data::utf8_replace_invalid;
+using zt::testing::expect_input_error;
+
+namespace {
+
+// vocab: a b c ab abc, <s> </s> as special added tokens; merges a+b, ab+c.
+const char* kTiny = R"({
+  "added_tokens": [
+    {"id": 5, "content": "<s>", "special": true, "normalized": false},
+    {"id": 6, "content": "</s>", "special": true, "normalized": false}],
+  "normalizer": null, "pre_tokenizer": null,
+  "post_processor": {"type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+    "special_tokens": {"<s>": {"id": "<s>", "ids": [5], "tokens": ["<s>"]}}},
+  "decoder": null,
+  "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4},
+            "merges": [["a", "b"], "ab c"]}})";
+
+fs::path temp_dir() {
+  const fs::path d = fs::temp_directory_path() / ("zt_test_text_tokenizer_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+}  // namespace
+
+TEST(TextTokenizer, Utf8ReplaceInvalidAsPython) {
+  // Expected: Python's bytes.decode("utf-8", "replace").encode().
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(utf8_replace_invalid("a\xff" "b"), "a" + r + "b");
+  EXPECT_EQ(utf8_replace_invalid("\xe2\x82 "), r + " ");              // truncated 3-byte
+  EXPECT_EQ(utf8_replace_invalid("\xf0\x9f\x98"), r);                  // truncated 4-byte
+  EXPECT_EQ(utf8_replace_invalid("\xed\xa0\x80"), r + r + r);          // surrogate
+  EXPECT_EQ(utf8_replace_invalid("\xc0\xaf"), r + r);                  // overlong
+  EXPECT_EQ(utf8_replace_invalid("\xf4\x90\x80\x80"), r + r + r + r);  // above U+10FFFF
+  EXPECT_EQ(utf8_replace_invalid("\xe0\x80\xaf"), r + r + r);
+  const std::string ok = "ok \xc3\xa9 \xf0\x9f\x98\x80";
+  EXPECT_EQ(utf8_replace_invalid(ok), ok);
+}
+
+TEST(TextTokenizer, BpeMergesAddedTokensAndTemplate) {
+  const auto t = tokenizer_from_json(kTiny, "", "tiny");
+  EXPECT_EQ(t->encode("abcab<s>ba"), (std::vector<uint32_t>{4, 3, 5, 1, 0}));
+  EXPECT_EQ(t->encode(""), std::vector<uint32_t>{});
+  EXPECT_EQ(t->info().vocab_size, 7u);
+  EXPECT_EQ(t->info().prefix, std::vector<uint32_t>{5});  // the template's BOS
+  EXPECT_EQ(t->info().bos, 5u);
+  EXPECT_FALSE(t->info().eos);
+  // No decoder: tokens joined by spaces, special tokens skipped (Hugging Face's decode).
+  const std::vector<uint32_t> ids{4, 5, 3};
+  EXPECT_EQ(t->decode(ids), "abc ab");
+  const std::vector<uint32_t> bad{7};
+  expect_input_error([&] { t->decode(bad); }, {"token id 7"});
+}
+
+TEST(TextTokenizer, ConfigDecidesBosEos) {
+  const auto t = tokenizer_from_json(
+      kTiny, R"({"bos_token": {"content": "<s>"}, "eos_token": "</s>", "add_bos_token": false,
+                 "add_eos_token": true})",
+      "tiny");
+  EXPECT_EQ(t->info().prefix, std::vector<uint32_t>{});
+  EXPECT_EQ(t->info().suffix, std::vector<uint32_t>{6});
+  EXPECT_EQ(t->info().eos, 6u);
+  expect_input_error([&] { tokenizer_from_json(kTiny, R"({"eos_token": "<eos>"})", "tiny"); },
+                     {"eos_token \"<eos>\" is not a token"});
+  expect_input_error([&] { tokenizer_from_json(kTiny, R"({"add_eos_token": 1})", "tiny"); },
+                     {"add_eos_token", "not true or false"});
+}
+
+TEST(TextTokenizer, RefusesWhatItDoesNotRead) {
+  expect_input_error([&] { tokenizer_from_json(R"({"model": {"type": "WordPiece"}})", "", "t.json"); },
+                     {"t.json", "WordPiece", "not supported"});
+  expect_input_error([&] { tokenizer_from_json("{\"model\": ", "", "t.json"); }, {"t.json", "not valid JSON"});
+  expect_input_error(
+      [&] { tokenizer_from_json(R"({"model": {"vocab": {"a": 0}, "merges": [["a", "z"]]}})", "", "t.json"); },
+      {"model.merges[0]", "not in model.vocab"});
+  expect_input_error(
+      [&] {
+        tokenizer_from_json(R"({"model": {"vocab": {"a": 0}, "merges": []},
+                                "normalizer": {"type": "NFKC"}})", "", "t.json");
+      },
+      {"normalizer", "NFKC"});
+  expect_input_error(
+      [&] {
+        tokenizer_from_json(R"({"model": {"vocab": {"a": 0}, "merges": []},
+                                "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a"},
+                                                  "behavior": "Isolated"}})", "", "t.json");
+      },
+      {"pre_tokenizer.pattern.Regex", "PCRE2"});
+  expect_input_error(
+      [&] { zt::data::tokenizer_from_sentencepiece("not a model", "", "tokenizer.model"); },
+      {"tokenizer.model", "SentencePiece"});
+}
+
+TEST(TextTokenizer, LoadsFolderAndWritesDocumentsWithEos) {
+  const fs::path d = temp_dir() / "tiny-model";
+  fs::create_directories(d);
+  expect_input_error([&] { load_tokenizer(d.string()); }, {"neither tokenizer.json nor tokenizer.model"});
+  write(d / "tokenizer.json", kTiny);
+  const auto no_eos = load_tokenizer(d.string());
+  EXPECT_EQ(no_eos->info().name, "tokenizer.json:tiny-model");
+  EXPECT_EQ(no_eos->info().hash.size(), 16u);
+  expect_input_error([&] { zt::data::text_files_to_tokens({(d / "tokenizer.json").string()}, *no_eos); },
+                     {"no EOS token"});
+  write(d / "tokenizer_config.json", R"({"eos_token": "</s>"})");
+  const auto t = load_tokenizer((d / "tokenizer.json").string());
+  EXPECT_NE(t->info().hash, no_eos->info().hash);  // the config is hashed too
+  write(d / "a.txt", "abc");
+  write(d / "b.txt", "ab</s>");
+  const zt::data::TokenFile f =
+      zt::data::text_files_to_tokens({(d / "a.txt").string(), (d / "b.txt").string()}, *t);
+  EXPECT_EQ(f.tokens, (std::vector<uint32_t>{5, 4, 6, 5, 3, 6}));  // b ends with EOS: none added
+  EXPECT_EQ(f.doc_starts, (std::vector<uint64_t>{0, 3}));
+  EXPECT_EQ(f.vocab_size, 7u);
+  EXPECT_EQ(f.tokenizer_hash, t->info().hash);
+  std::error_code ec;
+  fs::remove_all(temp_dir(), ec);
+}
