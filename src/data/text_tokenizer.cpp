@@ -136,10 +136,14 @@ void resolve_specials(TokenizerInfo& info, std::vector<uint32_t> prefix, std::ve
       suffix = *add ? std::vector<uint32_t>{*eos} : std::vector<uint32_t>{};
     }
   }
-  for (const auto v : {bos, eos})
-    if (v && *v >= info.vocab_size)
+  std::vector<uint32_t> all = prefix;
+  all.insert(all.end(), suffix.begin(), suffix.end());
+  if (bos) all.push_back(*bos);
+  if (eos) all.push_back(*eos);
+  for (const uint32_t v : all)
+    if (v >= info.vocab_size)
       throw InputError(strf("tokenizer '%s': special token id %u is outside the vocabulary (%u)",
-                            where.c_str(), *v, info.vocab_size),
+                            where.c_str(), v, info.vocab_size),
                        "fix the tokenizer files");
   info.bos = bos;
   info.eos = eos;

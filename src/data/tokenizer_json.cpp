@@ -91,7 +91,7 @@ class Regex {
     int err = 0;
     PCRE2_SIZE offset = 0;
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                          PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &err, &offset, nullptr);
     if (code_ == nullptr)
       bad(where, path,
           strf("is a regex PCRE2 cannot compile: %s at offset %zu", message(err).c_str(),
@@ -493,7 +493,12 @@ class JsonTokenizer final : public TextTokenizer {
   JsonTokenizer(std::string_view text, std::string_view config, const std::string& where) {
     const json j = parse_json_strict(text, "tokenizer '" + where + "'", kHint);
     if (!j.is_object()) bad(where, "the file", "is " + describe_json(j) + ", not an object");
-    parse_model(member(j, "model", where, "(root)"), where);
+    // Ids are dense: each below the number of tokens (so a file cannot make zt allocate
+    // for ids it does not hold).
+    const json& model = member(j, "model", where, "(root)");
+    const json* added = j.contains("added_tokens") ? &j.at("added_tokens") : nullptr;
+    id_bound_ = (model.contains("vocab") ? model.at("vocab").size() : 0) + (added ? added->size() : 0);
+    parse_model(model, where);
     if (j.contains("added_tokens")) parse_added(j.at("added_tokens"), where);
     if (j.contains("normalizer")) parse_normalizer(j.at("normalizer"), where, "normalizer", normalizers_);
     if (j.contains("pre_tokenizer"))
@@ -553,7 +558,10 @@ class JsonTokenizer final : public TextTokenizer {
     }
     if (!has_decoder_) {
       std::string s;
-      for (size_t i = 0; i < tokens.size(); ++i) s += (i ? " " : "") + tokens[i];
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        if (i) s += ' ';
+        s += tokens[i];
+      }
       return s;
     }
     for (const Decoder& d : decoders_) tokens = decode_chain(d, std::move(tokens));
@@ -583,9 +591,10 @@ class JsonTokenizer final : public TextTokenizer {
     const json& vocab = member(m, "vocab", where, "model");
     if (!vocab.is_object()) bad(where, "model.vocab", "is " + describe_json(vocab) + ", not an object");
     for (const auto& [token, id] : vocab.items()) {
-      const uint32_t i = id_of(id, where, "model.vocab[" + json(token).dump(-1, ' ', false, json::error_handler_t::replace) + "]");
+      const std::string path = "model.vocab[" + json(token).dump(-1, ' ', false, json::error_handler_t::replace) + "]";
+      const uint32_t i = id_of(id, where, path);
       vocab_[token] = i;
-      set_token(i, token);
+      set_token(i, token, where, path);
     }
     const json& merges = member(m, "merges", where, "model");
     if (!merges.is_array()) bad(where, "model.merges", "is " + describe_json(merges) + ", not an array");
@@ -638,7 +647,7 @@ class JsonTokenizer final : public TextTokenizer {
         if (bool_or(t, flag, false, where, path))
           unsupported(where, path + "." + flag + " true (added token \"" + a.content + "\")");
       added_ids_[a.content] = a.id;
-      set_token(a.id, a.content);
+      set_token(a.id, a.content, where, path + ".id");
       if (a.special) special_[a.id] = true;
       (a.normalized ? normalized : raw).push_back(a);
     }
@@ -725,7 +734,9 @@ class JsonTokenizer final : public TextTokenizer {
 
   static uint64_t pair_key(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
 
-  void set_token(uint32_t id, const std::string& token) {
+  void set_token(uint32_t id, const std::string& token, const std::string& where, const std::string& path) {
+    if (id >= id_bound_)
+      bad(where, path, strf("is id %u, not below the number of tokens (%zu): ids must be dense", id, id_bound_));
     if (id >= id_to_token_.size()) {
       id_to_token_.resize(id + 1);
       has_token_.resize(id + 1, false);
@@ -838,6 +849,7 @@ class JsonTokenizer final : public TextTokenizer {
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
   std::string unk_token_, prefix_, suffix_;
   std::optional<uint32_t> unk_id_;
+  size_t id_bound_ = 0;
 };
 
 }  // namespace

@@ -109,6 +109,16 @@ TEST(TextTokenizer, RefusesWhatItDoesNotRead) {
   expect_input_error(
       [&] { zt::data::tokenizer_from_sentencepiece("not a model", "", "tokenizer.model"); },
       {"tokenizer.model", "SentencePiece"});
+  // A unigram model with a piece holding a NUL byte: libsentencepiece 0.1.97 throws Darts'
+  // exception loading it, or calls std::terminate (clang fuzz build; fuzz_sentencepiece,
+  // fuzz/corpus/sentencepiece/nul-piece).
+  const std::string nul_piece(
+      "\x0a\x0e\x0a\x05<unk>\x15\x00\x00\x00\x00\x18\x02\x0a\x0c\x0a\x03\x00\x04>\x15\x00\x00"
+      "\x00\x00@>\x15\x00\x0a\x03\x01 .U\x00\x00\x80?\x80\x01\x01\x98\x02\x00\x1a\x0c\x0a\x08identity"
+      "\x12\x00",
+      62);
+  expect_input_error([&] { zt::data::tokenizer_from_sentencepiece(nul_piece, "", "nul.model"); },
+                     {"nul.model", "loading it", "the file is corrupt"});
 }
 
 TEST(TextTokenizer, LoadsFolderAndWritesDocumentsWithEos) {
