@@ -857,7 +857,9 @@ class JsonTokenizer final : public TextTokenizer {
 std::unique_ptr<TextTokenizer> tokenizer_from_json(std::string_view tokenizer_json,
                                                    std::string_view tokenizer_config,
                                                    const std::string& where) {
-  return std::make_unique<JsonTokenizer>(tokenizer_json, tokenizer_config, where);
+  auto t = std::make_unique<JsonTokenizer>(tokenizer_json, tokenizer_config, where);
+  t->info_mut().name = "tokenizer.json:" + where;  // load_tokenizer names it by its folder
+  return t;
 }
 
 }  // namespace zt::data

@@ -115,7 +115,9 @@ class SentencePieceTokenizer final : public TextTokenizer {
 std::unique_ptr<TextTokenizer> tokenizer_from_sentencepiece(std::string_view model_proto,
                                                             std::string_view tokenizer_config,
                                                             const std::string& where) {
-  return std::make_unique<SentencePieceTokenizer>(model_proto, tokenizer_config, where);
+  auto t = std::make_unique<SentencePieceTokenizer>(model_proto, tokenizer_config, where);
+  t->info_mut().name = "sentencepiece:" + where;  // load_tokenizer names it by its folder
+  return t;
 }
 
 }  // namespace zt::data

@@ -52,6 +52,12 @@ data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
                           static_cast<long long>(cfg.model.vocab)),
                      "set model.vocab to at least the dataset's vocab_size, or use a dataset "
                      "made with the model's tokenizer");
+  if (!data.loss_mask.empty())
+    throw InputError(strf("dataset '%s' is instruction data (zt convert sft-to-tokens: rows of %u "
+                          "tokens with a loss mask), which zt train does not train yet",
+                          cfg.data_path.c_str(), data.row_len),
+                     "train on a token file of text (zt convert text-to-tokens); masked "
+                     "fine-tuning is issue 21's next step");
   // A real tokenizer's ids mean its tokens: a model of another vocabulary size was made
   // for another tokenizer (the byte tokenizer's 256 ids fit any model.vocab, as before).
   if (!data.tokenizer_hash.empty() && static_cast<int64_t>(data.vocab_size) != cfg.model.vocab)

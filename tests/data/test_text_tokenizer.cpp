@@ -9,6 +9,8 @@
 #include <fstream>
 
 #include "support/expect_error.hpp"
+#include "support/temp_dir.hpp"
+#include "zt/data/sft.hpp"
 #include "zt/data/text.hpp"
 #include "zt/data/text_tokenizer.hpp"
 
@@ -33,11 +35,7 @@ const char* kTiny = R"({
   "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4},
             "merges": [["a", "b"], "ab c"]}})";
 
-fs::path temp_dir() {
-  const fs::path d = fs::temp_directory_path() / ("zt_test_text_tokenizer_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+using zt::testing::temp_dir;
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
@@ -142,6 +140,94 @@ TEST(TextTokenizer, LoadsFolderAndWritesDocumentsWithEos) {
   EXPECT_EQ(f.doc_starts, (std::vector<uint64_t>{0, 3}));
   EXPECT_EQ(f.vocab_size, 7u);
   EXPECT_EQ(f.tokenizer_hash, t->info().hash);
-  std::error_code ec;
-  fs::remove_all(temp_dir(), ec);
+}
+
+// ---- instruction data (zt/data/sft.hpp) ------------------------------------------------
+
+TEST(Sft, AlpacaPromptIsLitGptsStyle) {
+  EXPECT_EQ(zt::data::alpaca_prompt("Add.", ""),
+            "Below is an instruction that describes a task. Write a response that appropriately "
+            "completes the request.\n\n### Instruction:\nAdd.\n\n### Response:\n");
+  EXPECT_EQ(zt::data::alpaca_prompt("Add.", "1 2"),
+            "Below is an instruction that describes a task, paired with an input that provides "
+            "further context. Write a response that appropriately completes the request.\n\n"
+            "### Instruction:\nAdd.\n\n### Input:\n1 2\n\n### Response:\n");
+}
+
+TEST(Sft, ReadersNameFileLineAndField) {
+  using zt::data::SftFormat;
+  const fs::path d = temp_dir() / "sft";
+  fs::create_directories(d);
+  const std::string jsonl = (d / "a.jsonl").string();
+  write(jsonl, "{\"instruction\": \"i\", \"output\": \"o\"}\n\n{\"instruction\": \"j\", \"input\": null, "
+               "\"output\": \"p\"}\n");
+  const auto ex = zt::data::read_sft_examples(jsonl, SftFormat::kAlpaca);
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(ex[1].prompt, zt::data::alpaca_prompt("j", ""));
+  EXPECT_EQ(ex[1].response, "p");
+  write(jsonl, "{\"instruction\": \"i\", \"output\": \"o\"}\n{\"instruction\": \"i\"}\n");
+  expect_input_error([&] { zt::data::read_sft_examples(jsonl, SftFormat::kAlpaca); },
+                     {jsonl + ":2", "field 'output' is missing"});
+  write(jsonl, "{\"prompt\": \"p\", \"response\": 3}\n");
+  expect_input_error([&] { zt::data::read_sft_examples(jsonl, SftFormat::kPromptResponse); },
+                     {jsonl + ":1", "field 'response' is 3, not a string"});
+  write(jsonl, "{\"prompt\": \"p\", \"response\": \"r\"}\n{\"prompt\": \n");
+  expect_input_error([&] { zt::data::read_sft_examples(jsonl, SftFormat::kPromptResponse); },
+                     {jsonl + ":2", "not valid JSON"});
+  const std::string array = (d / "a.json").string();
+  write(array, "[{\"instruction\": \"i\", \"output\": \"o\"}, [1]]");
+  expect_input_error([&] { zt::data::read_sft_examples(array, SftFormat::kAlpaca); },
+                     {array + ": element 1", "not an object"});
+  expect_input_error([&] { zt::data::parse_sft_format("chatml"); }, {"chatml", "alpaca"});
+}
+
+TEST(Sft, PacksPadsTruncatesAndMasksThePrompt) {
+  const fs::path d = temp_dir() / "sft-pack";
+  fs::create_directories(d);
+  const std::string in = (d / "pr.jsonl").string();
+  write(in, "{\"prompt\": \"ab\", \"response\": \"c\"}\n{\"prompt\": \"a\", \"response\": \"b\"}\n");
+  const auto t = tokenizer_from_json(kTiny, R"({"eos_token": "</s>"})", "tiny");
+  zt::data::SftOptions o;
+  o.format = zt::data::SftFormat::kPromptResponse;
+  // Examples: <s> ab | c </s> and <s> a | b </s>; the prompt and <s> are masked.
+  o.seq_len = 9;  // rows of 10: both fit in one, then padding (</s>, masked)
+  zt::data::SftStats st;
+  zt::data::TokenFile f = zt::data::sft_to_tokens({in}, *t, o, &st);
+  EXPECT_EQ(f.tokens, (std::vector<uint32_t>{5, 3, 2, 6, 5, 0, 1, 6, 6, 6}));
+  EXPECT_EQ(f.loss_mask, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0, 1, 1, 0, 0}));
+  EXPECT_EQ(f.doc_starts, (std::vector<uint64_t>{0, 4}));
+  EXPECT_EQ(f.row_len, 10u);
+  EXPECT_EQ(st.rows, 1u);
+  EXPECT_EQ(st.pad_tokens, 2u);
+  EXPECT_EQ(st.target_tokens, 4u);
+  o.seq_len = 5;  // rows of 6: the second example does not fit after the first
+  f = zt::data::sft_to_tokens({in}, *t, o, &st);
+  EXPECT_EQ(f.tokens, (std::vector<uint32_t>{5, 3, 2, 6, 6, 6, 5, 0, 1, 6, 6, 6}));
+  EXPECT_EQ(f.doc_starts, (std::vector<uint64_t>{0, 6}));
+  o.seq_len = 9;
+  o.pack = false;  // one example per row
+  f = zt::data::sft_to_tokens({in}, *t, o, &st);
+  EXPECT_EQ(f.tokens.size(), 20u);
+  EXPECT_EQ(f.doc_starts, (std::vector<uint64_t>{0, 10}));
+  o.pack = true;
+  o.seq_len = 2;  // rows of 3: both truncated, one target each
+  f = zt::data::sft_to_tokens({in}, *t, o, &st);
+  EXPECT_EQ(f.tokens, (std::vector<uint32_t>{5, 3, 2, 5, 0, 1}));
+  EXPECT_EQ(f.loss_mask, (std::vector<uint8_t>{0, 0, 1, 0, 0, 1}));
+  EXPECT_EQ(st.truncated, 2u);
+  o.seq_len = 1;  // rows of 2: no response token left
+  expect_input_error([&] { zt::data::sft_to_tokens({in}, *t, o, &st); },
+                     {"no example is left of 2", "2 with no response token"});
+  o.seq_len = 2;
+  o.drop_long = true;
+  expect_input_error([&] { zt::data::sft_to_tokens({in}, *t, o, &st); }, {"2 longer than a row"});
+  // Written and read back: the mask and the row length survive.
+  o.drop_long = false;
+  o.seq_len = 5;
+  const std::string out = (d / "sft.h5").string();
+  zt::data::write_token_file(out, zt::data::sft_to_tokens({in}, *t, o));
+  const zt::data::TokenFile back = zt::data::read_token_file(out);
+  EXPECT_EQ(back.loss_mask, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}));
+  EXPECT_EQ(back.row_len, 6u);
+  EXPECT_EQ(back.tokenizer_hash, "");  // tokenizer_from_json: no files, no hash
 }

@@ -54,7 +54,8 @@ class TextTokenizer {
 // naming the file (and what it does not support) for anything else.
 std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path);
 
-// From contents, for tests and fuzzing: `where` names the source in messages.
+// From contents, for tests and fuzzing: `where` names the source in messages and the
+// tokenizer ("<kind>:<where>"); no files, so no hash.
 // tokenizer_config may be empty (no tokenizer_config.json).
 std::unique_ptr<TextTokenizer> tokenizer_from_json(std::string_view tokenizer_json,
                                                    std::string_view tokenizer_config,

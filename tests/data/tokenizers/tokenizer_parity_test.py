@@ -15,7 +15,10 @@
    (the template, or tokenizer_config.json's add_bos_token/add_eos_token).
 3. `zt convert text-to-tokens --tokenizer DIR A.txt B.txt OUT.h5`: the tokens (h5py) are
    prefix + ids(A) + suffix + EOS, then B's; attributes name the tokenizer, its vocab and
-   hash; `zt train` with model.vocab below the file's vocab exits 2 naming both.
+   hash; `zt train` with model.vocab other than the file's vocab exits 2 naming both.
+4. `zt convert sft-to-tokens` (sft_check.py): tokens, loss mask and example starts equal a
+   Python construction (LitGPT's Alpaca prompt, Hugging Face labels -100 on the prompt,
+   packing or one example per row, truncation or drop); a malformed line is exit 2.
 Exit 77 (CTest skip) without tokenizers, sentencepiece or h5py.
 """
 import json
@@ -54,7 +57,7 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     sys.path.insert(0, HERE)
-    import make_tokenizers
+    from sft_check import check_sft
     args = [sys.executable, os.path.join(HERE, "make_tokenizers.py"), work] + ([shipped] if shipped else [])
     subprocess.run(args, check=True)
     corpus = open(os.path.join(work, "corpus.bin"), "rb").read()
@@ -165,6 +168,9 @@ def main():
               and attrs.get("tokenizer_hash") == zi["hash"],
               f"{name}: attributes tokenizer={attrs.get('tokenizer')!r} vocab_size={attrs.get('vocab_size')} "
               f"tokenizer_hash={attrs.get('tokenizer_hash')!r}")
+        if name in ("tinyllama", "spm_bpe"):  # instruction data: tests/data/tokenizers/sft_check.py
+            check_sft(zt, work, name, folder, enc, zi["prefix"][0] if zi["prefix"] else None, zi["eos"],
+                      env, check, h5py)
         if name == "tinyllama":  # zt train refuses a model vocabulary other than the file's
             for vocab in (256, 4096):
                 p = subprocess.run([zt, "train", "--set", f"data.path={out}", "--set", f"model.vocab={vocab}",
