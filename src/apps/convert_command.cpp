@@ -25,9 +25,9 @@ namespace {
 
 struct ConvertArgs {
   std::vector<std::string> text_files;  // text-to-tokens: inputs..., output
-  std::string tokenizer;                // text-to-tokens --tokenizer (empty: bytes)
+  std::string tokenizer;                // --tokenizer (text-to-tokens: empty is bytes)
   std::vector<std::string> sft_files;   // sft-to-tokens: inputs..., output
-  std::string sft_tokenizer, sft_format, too_long = "truncate";
+  std::string sft_format, too_long = "truncate";
   size_t seq_len = 0;
   bool no_pack = false;
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
@@ -72,7 +72,7 @@ int sft_to_tokens(const ConvertArgs& a) {
   o.pack = !a.no_pack;
   o.drop_long = a.too_long == "drop";
   data::SftStats s;
-  const data::TokenFile f = data::convert_sft_to_tokens(inputs, output, a.sft_tokenizer, o, &s);
+  const data::TokenFile f = data::convert_sft_to_tokens(inputs, output, a.tokenizer, o, &s);
   log::info(strf("wrote %s: %zu of %zu examples (%zu truncated to a row, %zu dropped longer than a "
                  "row, %zu dropped with no response token), %zu rows of %u tokens (%s), %zu "
                  "padding tokens, %zu target tokens (%.1f%%), tokenizer \"%s\" (hash %s)",
@@ -130,10 +130,15 @@ Run add_convert_command(CLI::App& app) {
       "as tokenizer_config.json says and EOS after each document (docs/finetune.md). The file "
       "is written to OUT.h5.tmp, then renamed.");
   t2t->add_option("files", a->text_files, "IN.txt [IN2.txt ...] OUT.h5")->required();
-  t2t->add_option("--tokenizer", a->tokenizer,
-                  "a model folder holding tokenizer.json or tokenizer.model (and "
-                  "tokenizer_config.json), or one of those files")
-      ->option_text("PATH");
+  // --tokenizer of text-to-tokens (optional) and sft-to-tokens (required).
+  auto tokenizer_option = [a](CLI::App* cmd) {
+    return cmd
+        ->add_option("--tokenizer", a->tokenizer,
+                     "a model folder holding tokenizer.json or tokenizer.model (and "
+                     "tokenizer_config.json), or one of those files")
+        ->option_text("PATH");
+  };
+  tokenizer_option(t2t);
 
   CLI::App* sft = convert->add_subcommand(
       "sft-to-tokens",
@@ -142,10 +147,7 @@ Run add_convert_command(CLI::App& app) {
       "(each example where it fits, rows padded) or one example per row (--no-pack); "
       "/loss_mask marks the targets and /doc_starts each example's start (docs/finetune.md).");
   sft->add_option("files", a->sft_files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
-  sft->add_option("--tokenizer", a->sft_tokenizer,
-                  "a model folder holding tokenizer.json or tokenizer.model, or one of those files")
-      ->option_text("PATH")
-      ->required();
+  tokenizer_option(sft)->required()->option_text("PATH REQUIRED");
   sft->add_option("--format", a->sft_format,
                   "alpaca: JSON array or JSONL of {instruction, input, output}, the prompt in "
                   "LitGPT's Alpaca style; prompt-response: JSONL of {prompt, response}")
