@@ -507,6 +507,7 @@ class JsonTokenizer final : public TextTokenizer {
     has_decoder_ = j.contains("decoder") && !j.at("decoder").is_null();
 
     info_.kind = "tokenizer.json";
+    info_.name = info_.kind + ":" + where;  // load_tokenizer names it by its folder
     info_.vocab_size = static_cast<uint32_t>(id_to_token_.size());
     std::vector<uint32_t> prefix, suffix;
     if (j.contains("post_processor")) parse_template(j.at("post_processor"), where, "post_processor", prefix, suffix);
@@ -857,9 +858,7 @@ class JsonTokenizer final : public TextTokenizer {
 std::unique_ptr<TextTokenizer> tokenizer_from_json(std::string_view tokenizer_json,
                                                    std::string_view tokenizer_config,
                                                    const std::string& where) {
-  auto t = std::make_unique<JsonTokenizer>(tokenizer_json, tokenizer_config, where);
-  t->info_mut().name = "tokenizer.json:" + where;  // load_tokenizer names it by its folder
-  return t;
+  return std::make_unique<JsonTokenizer>(tokenizer_json, tokenizer_config, where);
 }
 
 }  // namespace zt::data

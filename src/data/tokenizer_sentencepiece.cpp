@@ -67,6 +67,7 @@ class SentencePieceTokenizer final : public TextTokenizer {
       throw InputError("tokenizer '" + where + "': SentencePiece cannot load it: " + status.ToString(),
                        kHint);
     info_.kind = "sentencepiece";
+    info_.name = info_.kind + ":" + where;  // load_tokenizer names it by its folder
     info_.vocab_size = static_cast<uint32_t>(sp_.GetPieceSize());
     auto id = [&](int v) -> std::optional<uint32_t> {
       if (v < 0 || v >= sp_.GetPieceSize()) return std::nullopt;
@@ -115,9 +116,7 @@ class SentencePieceTokenizer final : public TextTokenizer {
 std::unique_ptr<TextTokenizer> tokenizer_from_sentencepiece(std::string_view model_proto,
                                                             std::string_view tokenizer_config,
                                                             const std::string& where) {
-  auto t = std::make_unique<SentencePieceTokenizer>(model_proto, tokenizer_config, where);
-  t->info_mut().name = "sentencepiece:" + where;  // load_tokenizer names it by its folder
-  return t;
+  return std::make_unique<SentencePieceTokenizer>(model_proto, tokenizer_config, where);
 }
 
 }  // namespace zt::data
