@@ -5,8 +5,9 @@
 #               for the simulated multi-node tests
 #   --hf-peers  adds PyPI's torch (CPU use) and transformers, for the test that sets zt
 #               beside transformers' Llama (ckpt.hf.peer_transformers) and the FSDP2 bench,
-#               and tokenizers + sentencepiece for the tokenizer parity test
-#               (data.hf.tokenizer_parity) and bench/tokenizer
+#               and bitsandbytes (the NF4 peer, kernels.nf4_peer), and tokenizers +
+#               sentencepiece for the tokenizer parity test (data.hf.tokenizer_parity) and
+#               bench/tokenizer
 set -euo pipefail
 slurm=0 hf_peers=0
 for arg in "$@"; do
@@ -59,6 +60,20 @@ if ! python3 -c "import safetensors" 2>/dev/null; then
   $SUDO python3 -m pip install --quiet --break-system-packages safetensors
 fi
 
+# The cuDNN frontend's C++ headers (header-only, PyPI's nvidia-cudnn-frontend) for CUDA
+# builds: zt's attention then runs on cuDNN's fused SDPA (src/kernels/cuda/CMakeLists.txt
+# finds the package's include/). --no-deps: only the headers are used; cuDNN itself comes
+# with the CUDA toolkit (or nvidia-cudnn-cu13) and is loaded at run time. Without it the
+# build falls back to zt's own attention kernel.
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  if python3 -c "import importlib.util as u, os, sys; s = u.find_spec('cudnn'); sys.exit(0 if s and s.origin and os.path.exists(os.path.join(os.path.dirname(os.path.dirname(s.origin)), 'include', 'cudnn_frontend.h')) else 1)" 2>/dev/null; then
+    echo "install-deps: nvidia-cudnn-frontend present"
+  else
+    echo "install-deps: pip install nvidia-cudnn-frontend (cuDNN frontend headers, for the CUDA build)"
+    $SUDO python3 -m pip install --quiet --break-system-packages --no-deps "nvidia-cudnn-frontend==1.32.0"
+  fi
+fi
+
 # Python's tokenizers and sentencepiece (--hf-peers): the peers of the tokenizer parity test.
 # Python's sentencepiece must be of the series of the libsentencepiece zt links: 0.2.x breaks
 # unigram ties differently from 0.1.x (another segmentation of equal score). Debian 12 has
@@ -103,4 +118,8 @@ if ((hf_peers)); then
     python3 -c "import transformers" 2>/dev/null || { echo "install-deps: pip install transformers"; "${pip[@]}" transformers; }
     echo "install-deps: torch + transformers in $((SECONDS - start)) s"
   fi
+  # bitsandbytes (42 MB; its dependencies torch, numpy, packaging are the ones above): the
+  # NF4 peer of kernels.nf4_peer (its CPU functions, no GPU needed).
+  python3 -c "import bitsandbytes" 2>/dev/null ||
+    { echo "install-deps: pip install bitsandbytes"; "${pip[@]}" --no-deps bitsandbytes==0.50.2; }
 fi

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 
 namespace zt::check {
@@ -94,12 +95,8 @@ Baseline parse_baseline_text(const std::string& text, const std::string& source)
 }
 
 Baseline parse_baseline_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read baseline file '" + path + "'", kHint);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError("cannot read baseline file '" + path + "'", kHint);
-  return parse_baseline_text(text.str(), path);
+  // A device or FIFO would be read until memory runs out, or forever (issue 20).
+  return parse_baseline_text(read_regular_file(path, "baseline file", kHint), path);
 }
 
 void check_baseline_ops(const Baseline& baseline, const std::vector<CheckOp>& ops) {

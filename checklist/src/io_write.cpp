@@ -11,6 +11,8 @@
 #include <memory>
 
 #include "zt/check/stages.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 
 namespace zt::check {
@@ -43,10 +45,19 @@ IoBandwidth measure_io_write(const std::string& dir, uint64_t bytes, const std::
   const uint64_t total = (bytes + kAlign - 1) / kAlign * kAlign;  // whole aligned blocks
 
   bool direct = true;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+  // A new file, never through a link (core/files.hpp): a stale one of the name is removed.
+  try {
+    unlink_if_there(path, "--io-dir probe");
+  } catch (const Error& e) {
+    r.note = "error: " + e.message();
+    return r;
+  }
+  constexpr int kNew = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(path.c_str(), kNew | O_DIRECT, 0600);
   if (fd < 0 && errno == EINVAL) {
     direct = false;
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ::unlink(path.c_str());  // some file systems create the file before refusing O_DIRECT
+    fd = ::open(path.c_str(), kNew, 0600);
   }
   if (fd < 0) {
     r.note = strf("error: cannot create %s: %s", path.c_str(), std::strerror(errno));
@@ -63,7 +74,7 @@ IoBandwidth measure_io_write(const std::string& dir, uint64_t bytes, const std::
       // O_DIRECT accepted at open but refused at write: start again buffered.
       ::close(fd);
       direct = false;
-      fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);  // ours, just made
       if (fd < 0) error = strf("reopen: %s", std::strerror(errno));
       continue;
     }

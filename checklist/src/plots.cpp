@@ -1,21 +1,25 @@
-// Plots of a report with gnuplot: data files and a script written into the report
-// directory, then `gnuplot plots.gp` (posix_spawnp, no shell). busbw.png: busbw against
+// Plots of a report with gnuplot: data files and a script written into a private folder
+// made inside the report directory (mkdtemp, mode 0700), `gnuplot plots.gp` run there
+// (posix_spawnp, no shell), then each result moved into the report directory the one safe
+// way (core/files.hpp: a symlink planted there is replaced, never written through). busbw.png: busbw against
 // size, one line per op (out-of-place; broadcast in-place), log2 size axis.
 // pairs.png: the pair-bandwidth matrix, one coloured cell per pair with its value.
 // Without gnuplot the report says so; it never fails the check.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include "zt/check/report_writer.hpp"
 #include "zt/check/stages.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 
@@ -24,19 +28,8 @@ extern char** environ;
 namespace zt::check {
 namespace {
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw Error("cannot write " + path.string(), "check free space and permissions of the report directory");
-}
-
-// A path inside single quotes for gnuplot (which has no escape inside them).
-std::string quoted(const std::filesystem::path& p) {
-  const std::string s = p.string();
-  if (s.find('\'') != std::string::npos)
-    throw InputError("report directory '" + s + "' contains a single quote", "choose another --report directory");
-  return "'" + s + "'";
-}
+// The files the plots leave, each moved into the report directory when made.
+constexpr const char* kPlotFiles[] = {"busbw.dat", "plots.gp", "plots.log", "busbw.png", "pairs.png"};
 
 // busbw.dat: one block per op (gnuplot `index`), "size busbw" per line.
 std::string busbw_data(const Report& r) {
@@ -53,9 +46,9 @@ std::string busbw_data(const Report& r) {
   return s;
 }
 
-std::string busbw_script(const Report& r, const std::filesystem::path& dir) {
+std::string busbw_script(const Report& r) {
   std::string s = "set terminal pngcairo noenhanced size 720,420 font ',9'\n";
-  s += "set output " + quoted(dir / "busbw.png") + "\n";
+  s += "set output 'busbw.png'\n";
   s += strf("set title 'zt check: busbw against size (%d ranks, %s)'\n", r.nranks, r.backend.c_str());
   s += "set logscale x 2\nset format x '%.0b%BB'\nset xlabel 'size (bytes)'\n"
        "set ylabel 'busbw (GB/s)'\nset key top left\nset grid\n";
@@ -63,8 +56,7 @@ std::string busbw_script(const Report& r, const std::filesystem::path& dir) {
   int index = 0;
   for (CheckOp op : r.options.ops) {
     if (index > 0) s += ", \\\n     ";
-    s += strf("%s index %d using 1:2 with linespoints title '%s'", quoted(dir / "busbw.dat").c_str(),
-              index, std::string(check_op_name(op)).c_str());
+    s += strf("'busbw.dat' index %d using 1:2 with linespoints title '%s'", index, std::string(check_op_name(op)).c_str());
     ++index;
   }
   return s + "\n";
@@ -85,7 +77,7 @@ std::string cell_colour(double value, double lo, double hi) {
 
 // The matrix as one rectangle and one label per cell (exact cell geometry; gnuplot's
 // `matrix with image` cannot leave the diagonal empty).
-std::string pairs_script(const Report& r, const std::filesystem::path& dir) {
+std::string pairs_script(const Report& r) {
   const PairMatrix& m = r.pairs;
   const size_t n = m.gbs.size();
   const std::vector<int> leaders = node_leaders(r.environment.ranks);
@@ -104,7 +96,7 @@ std::string pairs_script(const Report& r, const std::filesystem::path& dir) {
     tics += strf("'%zu %s' %zu", k, r.environment.ranks[static_cast<size_t>(leaders[k])].host.c_str(), k);
   }
   std::string s = "reset\nset terminal pngcairo noenhanced size 520,460 font ',9'\n";
-  s += "set output " + quoted(dir / "pairs.png") + "\n";
+  s += "set output 'pairs.png'\n";
   s += strf("set title \"pair bandwidth, GB/s per direction (%s exchanges)\\nred: slowest, blue: fastest; "
             "boxed: the slowest pair\"\n", format_size(m.bytes).c_str());
   s += "set xtics (" + tics + ") rotate by 30 right\nset ytics (" + tics + ")\n";
@@ -126,20 +118,34 @@ std::string pairs_script(const Report& r, const std::filesystem::path& dir) {
   return s + "plot NaN notitle\n";
 }
 
-// Runs `gnuplot script` with stdout and stderr into `log`; returns its exit status,
-// or -1 with errno set when it could not be started.
-int run_gnuplot(const std::filesystem::path& script, const std::filesystem::path& log) {
+// Runs `gnuplot plots.gp` in the folder `work` with stdout and stderr into plots.log
+// there; returns its exit status, or -1 with errno set when it could not be started.
+int run_gnuplot(const std::filesystem::path& work) {
   posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  if (const int rc = posix_spawn_file_actions_init(&actions); rc != 0) {
+    errno = rc;
+    return -1;
+  }
+  const std::string log = (work / "plots.log").string();
+  const std::string work_dir = work.string();
+  int rc = posix_spawn_file_actions_addchdir_np(&actions, work_dir.c_str());
+  if (rc == 0)
+    rc = posix_spawn_file_actions_addopen(&actions, 1, log.c_str(),
+                                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
+  if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  if (rc != 0) {
+    posix_spawn_file_actions_destroy(&actions);
+    errno = rc;
+    return -1;
+  }
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   // $ZT_GNUPLOT names another gnuplot (tests point it at a missing one).
   const char* chosen = std::getenv("ZT_GNUPLOT");
   const std::string program = chosen != nullptr && *chosen != '\0' ? chosen : "gnuplot";
-  const std::string script_path = script.string();
-  char* argv[] = {const_cast<char*>(program.c_str()), const_cast<char*>(script_path.c_str()), nullptr};
+  char script[] = "plots.gp";
+  char* argv[] = {const_cast<char*>(program.c_str()), script, nullptr};
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv, environ);
+  rc = posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     errno = rc;
@@ -151,6 +157,36 @@ int run_gnuplot(const std::filesystem::path& script, const std::filesystem::path
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// A private folder inside the report directory, removed (with what is left in it) at
+// scope exit.
+struct PrivateFolder {
+  std::filesystem::path path;
+  explicit PrivateFolder(const std::filesystem::path& dir) {
+    std::string name = (dir / ".plots.XXXXXX").string();
+    if (::mkdtemp(name.data()) == nullptr)
+      throw Error(strf("cannot make a private folder '%s' for the plots: %s (errno %d)", name.c_str(),
+                       std::strerror(errno), errno),
+                  "check free space and permissions of the report directory");
+    path = name;
+  }
+  ~PrivateFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);  // never follows a link inside it
+  }
+  PrivateFolder(const PrivateFolder&) = delete;
+  PrivateFolder& operator=(const PrivateFolder&) = delete;
+};
+
+// Moves the regular files among kPlotFiles from `work` into `dir`.
+void move_results(const std::filesystem::path& work, const std::filesystem::path& dir) {
+  for (const char* name : kPlotFiles) {
+    struct stat st{};
+    const std::string from = (work / name).string();
+    if (::lstat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    publish_file(from, (dir / name).string());
+  }
+}
+
 }  // namespace
 
 void write_plots(Report& r, const std::filesystem::path& dir) {
@@ -158,24 +194,28 @@ void write_plots(Report& r, const std::filesystem::path& dir) {
   r.plot_note.clear();
   std::string script;
   std::vector<std::string> pngs;
+  std::string data;
   if (!r.rows.empty()) {
-    write_text(dir / "busbw.dat", busbw_data(r));
-    script += busbw_script(r, dir);
+    data = busbw_data(r);
+    script += busbw_script(r);
     pngs.push_back("busbw.png");
   }
   if (r.pairs.ran) {
-    script += pairs_script(r, dir);
+    script += pairs_script(r);
     pngs.push_back("pairs.png");
   }
   if (script.empty()) {
     r.plot_note = "nothing to plot";
     return;
   }
-  write_text(dir / "plots.gp", script);
-  const int status = run_gnuplot(dir / "plots.gp", dir / "plots.log");
+  const PrivateFolder work(dir);
+  if (!data.empty()) write_file_safely((work.path / "busbw.dat").string(), data, "plot data");
+  write_file_safely((work.path / "plots.gp").string(), script, "plot script");
+  const int status = run_gnuplot(work.path);
+  move_results(work.path, dir);
   if (status < 0 || status == 127) {
     r.plot_note = "gnuplot not found: plots not drawn (data and script are in plots.gp; "
-                  "HINT: apt-get install gnuplot-nox, then run gnuplot plots.gp)";
+                  "HINT: apt-get install gnuplot-nox, then run gnuplot plots.gp in the report directory)";
     return;
   }
   if (status != 0) {

@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 
@@ -266,20 +267,11 @@ Thresholds parse_thresholds_text(std::string_view text, const std::string& sourc
 }
 
 Thresholds parse_thresholds_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError("thresholds file '" + path + "' is a directory",
-                     "give a TOML file; checklist/thresholds/ has examples");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError("cannot read thresholds file '" + path + "'",
-                     "check the path and its permissions; checklist/thresholds/ has examples");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad())
-    throw InputError("cannot read thresholds file '" + path + "'",
-                     "is it a directory? give a TOML file; checklist/thresholds/ has examples");
-  return parse_thresholds_text(text.str(), path);
+  // A directory, device or FIFO is refused before reading (issue 20).
+  return parse_thresholds_text(
+      read_regular_file(path, "thresholds file",
+                        "give a TOML file (or 'auto'); checklist/thresholds/ has examples"),
+      path);
 }
 
 std::string_view gate_status_name(GateStatus s) {

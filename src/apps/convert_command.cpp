@@ -6,8 +6,11 @@
 //                                                instruction data: prompt masked, packed rows
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
 //   hf-to-h5 HFDIR OUT.h5                        Hugging Face Llama -> weights for ckpt.init_from
+#include <filesystem>
 #include <memory>
+#include <regex>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands.hpp"
@@ -33,25 +36,55 @@ struct ConvertArgs {
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
   std::string hfdir, out_h5;                                // hf-to-h5
   double progress = kDefaultProgressInterval;               // --progress SECONDS
+  bool force = false;                                       // --force: replace existing outputs
 };
 
-// IN... OUT of a converter: the inputs, and the output token file (its folder checked).
+// The files a converter reads from `path`: itself, or every file in it when it is a
+// folder (a Hugging Face folder, a ckpt.dir); compared with the outputs by inode.
+std::vector<std::string> inputs_at(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) files.push_back(e.path().string());
+  return files;
+}
+
+// The files `h5-to-hf` may write into OUTDIR that exist now (its shard names depend on
+// --max-shard-size, so every model-K-of-N.safetensors there counts).
+std::vector<std::string> hf_outputs_in(const std::string& dir) {
+  namespace fs = std::filesystem;
+  static const std::regex shard(R"(model-\d+-of-\d+\.safetensors)");
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "config.json" || name == "model.safetensors" ||
+        name == "model.safetensors.index.json" || std::regex_match(name, shard))
+      found.push_back(e.path().string());
+  }
+  return found;
+}
+
+// IN... OUT of a token-file converter: the inputs, and the output (its folder checked; not
+// an input; replaced only with --force).
 struct InputsOutput {
   std::vector<std::string> inputs;
   std::string output;
 };
-InputsOutput inputs_output(const std::vector<std::string>& files, const std::string& command,
-                           const std::string& usage) {
+InputsOutput inputs_output(const std::vector<std::string>& files, bool force,
+                           const std::string& command, const std::string& usage) {
   if (files.size() < 2)
     throw InputError(command + " needs at least one input and one output file", usage);
   InputsOutput io{{files.begin(), files.end() - 1}, files.back()};
   require_output_folder(io.output, "output token file");
+  require_new_output(io.output, "output token file", io.inputs, force);
   return io;
 }
 
 int text_to_tokens(const ConvertArgs& a) {
-  const auto [inputs, output] =
-      inputs_output(a.text_files, "text-to-tokens", "zt convert text-to-tokens IN.txt OUT.h5");
+  const auto [inputs, output] = inputs_output(a.text_files, a.force, "text-to-tokens",
+                                              "zt convert text-to-tokens IN.txt OUT.h5");
   const data::TokenFile f = data::convert_text_to_tokens(inputs, output, {}, a.tokenizer);
   const size_t docs = f.doc_starts.empty() ? 1 : f.doc_starts.size();
   log::info(strf("wrote %s: %zu tokens (%s), vocab %u, tokenizer \"%s\"%s, %zu document%s",
@@ -64,7 +97,7 @@ int text_to_tokens(const ConvertArgs& a) {
 
 int sft_to_tokens(const ConvertArgs& a) {
   const auto [inputs, output] = inputs_output(
-      a.sft_files, "sft-to-tokens",
+      a.sft_files, a.force, "sft-to-tokens",
       "zt convert sft-to-tokens --tokenizer DIR --format alpaca --seq-len 512 IN.jsonl OUT.h5");
   data::SftOptions o;
   o.format = data::parse_sft_format(a.sft_format);
@@ -85,6 +118,9 @@ int sft_to_tokens(const ConvertArgs& a) {
 }
 
 int h5_to_hf(const ConvertArgs& a) {
+  const std::vector<std::string> inputs = inputs_at(a.checkpoint);
+  for (const std::string& out : hf_outputs_in(a.outdir))
+    require_new_output(out, "output file", inputs, a.force);
   ckpt::HfExportOptions o;
   o.dtype = a.dtype;
   o.max_shard_size = parse_size(a.max_shard);
@@ -99,6 +135,7 @@ int h5_to_hf(const ConvertArgs& a) {
 
 int hf_to_h5(const ConvertArgs& a) {
   require_output_folder(a.out_h5, "output file");
+  require_new_output(a.out_h5, "output file", inputs_at(a.hfdir), a.force);
   const ckpt::HfImportResult r = ckpt::import_hf(a.hfdir, a.out_h5);
   log::info(strf("wrote %s: %lld tensors, %lld parameters (model %s), source dtype %s, "
                  "from %zu safetensors file%s",
@@ -114,8 +151,12 @@ Run add_convert_command(CLI::App& app) {
   CLI::App* convert = app.add_subcommand("convert", "Convert data into zt's formats");
   convert->require_subcommand(1);
   auto a = std::make_shared<ConvertArgs>();
-  // Every converter takes --progress (after its name: `zt convert hf-to-h5 --progress 5 ...`).
+  // Every converter takes --progress and --force (after its name: `zt convert hf-to-h5
+  // --progress 5 ...`).
   auto progress_flag = [a](CLI::App* cmd) {
+    cmd->add_flag("--force", a->force,
+                  "replace outputs that exist (never an input: an output that is one of the "
+                  "inputs is refused even so)");
     cmd->add_option("--progress", a->progress,
                     "seconds between progress lines in a log (default 10; 0 = off); on a "
                     "terminal one line is redrawn in place")

@@ -16,6 +16,7 @@
 #include "zt/core/units.hpp"
 #include "zt/estimate/estimate.hpp"
 #include "zt/estimate/gpus.hpp"
+#include "zt/estimate/step_time.hpp"
 #include "zt/train/config.hpp"
 #include "zt/zero/config.hpp"
 
@@ -152,6 +153,49 @@ nlohmann::json row_json(const Row& row, const estimate::Fit& f) {
           {"fits_recompute", f.fits(true)}};
 }
 
+// The predicted micro-step (roofline model) for --gpu with bf16 (GPU device only).
+std::optional<estimate::StepTime> predicted_step(const Resolved& r) {
+  const estimate::Setup& s = r.setup;
+  if (!r.gpu || s.device != Device::kGpu || r.gpu->bf16_tflops <= 0) return std::nullopt;
+  return estimate::step_time(s.model, s.micro_batch, s.seq_len, r.recompute, *r.gpu,
+                             estimate::cudnn_attention_expected(s.model));
+}
+
+nlohmann::json step_json(const estimate::StepTime& t) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const estimate::KernelTime& k : t.kernels)
+    kernels.push_back({{"name", k.name},
+                       {"count", k.count},
+                       {"flops", k.flops},
+                       {"bytes", k.bytes},
+                       {"seconds", k.seconds},
+                       {"bound", k.bound == estimate::Bound::kCompute ? "compute" : "memory"}});
+  return {{"seconds", t.seconds},         {"mfu", t.mfu},
+          {"tokens", t.tokens},           {"tokens_per_second", t.tokens_per_second},
+          {"model_flops", t.model_flops}, {"executed_flops", t.executed_flops},
+          {"cudnn_attention", t.cudnn_attention}, {"kernels", kernels}};
+}
+
+void print_step(const estimate::StepTime& t, const estimate::GpuSpec& gpu) {
+  const estimate::Efficiency eff;
+  std::printf("\nPredicted micro-step on one %s (roofline: each kernel max(FLOPs / (%.0f TFLOP/s x "
+              "eff), bytes / (%.0f GB/s x %.2f)); GEMM eff %.2f, attention fwd/bwd %.2f/%.2f on "
+              "cuDNN, zt's kernel %.2f of peak/%.0f; stage 0, no communication):\n",
+              gpu.name.c_str(), gpu.bf16_tflops, gpu.bandwidth_gb_s, eff.memory, eff.gemm,
+              eff.attention_fwd, eff.attention_bwd, eff.attention_cuda_core,
+              1.0 / eff.cuda_core_ratio);
+  std::printf("%-34s %6s %12s %12s %10s %6s  %s\n", "kernel", "count", "GFLOP", "MB", "ms",
+              "share", "bound");
+  for (const estimate::KernelTime& k : t.kernels)
+    std::printf("%-34s %6lld %12.2f %12.2f %10.3f %5.1f%%  %s\n", k.name.c_str(),
+                static_cast<long long>(k.count), k.flops / 1e9, k.bytes / 1e6, k.seconds * 1e3,
+                100.0 * k.seconds / t.seconds,
+                k.bound == estimate::Bound::kCompute ? "compute" : "memory");
+  std::printf("step %.3f ms for %.0f tokens: %.0f tokens/s, MFU %.1f%% (model FLOPs 6N + "
+              "attention = %.2f TFLOP per step)\n",
+              t.seconds * 1e3, t.tokens, t.tokens_per_second, 100.0 * t.mfu, t.model_flops / 1e12);
+}
+
 int run(const Args& a) {
   const Resolved r = resolve(a);
   const estimate::Setup& s = r.setup;
@@ -178,6 +222,7 @@ int run(const Args& a) {
     nlohmann::json list = nlohmann::json::array();
     for (const Row& row : rows) list.push_back(row_json(row, estimate::check_fit(row, s, r.device_bytes, r.host_bytes)));
     j["rows"] = list;
+    if (const auto t = predicted_step(r)) j["step"] = step_json(*t);
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -230,6 +275,7 @@ int run(const Args& a) {
     std::printf("Offload on the CPU engine: optim = the store's host memory (offload.subgroup_bytes x "
                 "offload.buffers on nvme); host memory is the device, so offload.params = cpu is "
                 "the same as none.\n");
+  if (const auto t = predicted_step(r)) print_step(*t, *r.gpu);
   return 0;
 }
 

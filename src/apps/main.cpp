@@ -1,4 +1,5 @@
-// zt: the one command. Subcommands: check, train, convert, estimate (one file each here).
+// zt: the one command. Subcommands: check, train, convert, estimate, generate (one file
+// each here).
 //
 // Exit codes: 0 success; 1 a check failed or a runtime failure; 2 bad usage or input.
 // A failure seen after MPI started ends every rank (MPI_Abort with the exit code), so a
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Entry> entries;
   for (auto add : {zt::apps::add_check_command, zt::apps::add_train_command,
-                   zt::apps::add_convert_command, zt::apps::add_estimate_command}) {
+                   zt::apps::add_convert_command, zt::apps::add_estimate_command,
+                   zt::apps::add_generate_command}) {
     zt::apps::Run run = add(app);
     // get_subcommands() with no filter lists only the *parsed* ones; this lists all.
     entries.push_back({app.get_subcommands([](CLI::App*) { return true; }).back(), std::move(run)});

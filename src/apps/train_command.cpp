@@ -77,7 +77,7 @@ void log_banner(const train::TrainConfig& tc, const runtime::Topology& topo,
 // What every step reports: rank 0 logs the step line (the first, every log.every-th and the
 // last), the eval line, and the JSON line of log.metrics; a failed metrics write ends the job.
 std::function<void(const train::StepRecord&)> step_reporter(
-    const train::TrainConfig& tc, const runtime::Runtime& rt, std::ofstream& metrics,
+    const train::TrainConfig& tc, const runtime::Runtime& rt, train::MetricsFile& metrics,
     std::chrono::steady_clock::time_point t_start) {
   const int64_t steps = tc.steps, every = tc.log_every;
   return [&tc, &rt, &metrics, t_start, steps, every](const train::StepRecord& r) {
@@ -90,11 +90,10 @@ std::function<void(const train::StepRecord&)> step_reporter(
                      static_cast<long long>(r.step), *r.eval_loss, elapsed));
     }
     if (metrics.is_open()) {
-      metrics << train::step_json(r) << '\n';
-      metrics.flush();
-      if (!metrics) {  // only rank 0 knows: end the whole job rather than leave others waiting
-        log::error("writing the metrics file '" + tc.metrics_path + "' failed (log.metrics)\n"
-                   "  HINT: check free disk space");
+      try {
+        metrics.write(r);
+      } catch (const Error& e) {  // only rank 0 knows: end the whole job rather than leave others waiting
+        log::error(e.message() + "\n  HINT: " + e.hint());
         rt.abort(static_cast<int>(ExitCode::kFailed));
       }
     }
@@ -108,6 +107,12 @@ int run_train(const TrainArgs& args) {
                 "--set key=value):\n\n" + schema.help()).c_str(), stdout);
     return 0;
   }
+  // SIGTERM / SIGUSR1 (Slurm's warning before a kill) and SIGINT only set a flag from here
+  // on, through MPI's start and end too (declared before the Runtime, so it outlives
+  // MPI_Finalize: a second signal during the save or the shutdown is not fatal): the loop
+  // agrees on it before the first step and at every step boundary, saves a checkpoint and
+  // ends with exit 0; the final sample stops at the next token.
+  const ckpt::PreemptionSignals preemption;
   // Configuration errors are the same on every rank: exit 2 before MPI starts.
   const config::Config cfg = config::load(schema, args.config_file, args.sets);
   set_progress_interval(cfg.get_float("log.progress_every"), "log.progress_every");
@@ -147,39 +152,47 @@ int run_train(const TrainArgs& args) {
     measured = true;
   }
 
-  std::ofstream metrics;
-  if (!tc.metrics_path.empty())
-    runtime::collectively(rt.world(), [&] {
-      metrics.open(tc.metrics_path, std::ios::out | std::ios::trunc);
-      if (!metrics)
-        throw InputError("cannot write the metrics file '" + tc.metrics_path + "' (log.metrics)",
-                         "check that its folder exists and is writable");
-    }, /*rank0_only=*/true);
+  // log.metrics is opened once the resumed step is known (continued, never truncated).
+  train::MetricsFile metrics;
 
   log_banner(tc, topo, tokens, threads, measured);
 
   const auto t_start = std::chrono::steady_clock::now();
   train::TrainHooks hooks;
   hooks.on_step = step_reporter(tc, rt, metrics, t_start);
+  if (!tc.metrics_path.empty())
+    hooks.on_start = [&](int64_t first_step) {
+      runtime::collectively(rt.world(), [&] {
+        metrics.open(tc.metrics_path, first_step, tc.ckpt.overwrite);
+      }, /*rank0_only=*/true);
+    };
 
-  // SIGTERM / SIGUSR1 (Slurm's warning before a kill) only set a flag from here on: the
-  // loop agrees on it at the next step boundary, saves a checkpoint and ends (exit 0).
-  const ckpt::PreemptionSignals preemption;
   const train::TrainResult result =
       train::train(tc, *comm, tokens, hooks,
                    train::NodeComms{node_comm.get(), cross_comm.get(), rt.world()});
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  const train::StepRecord& last = result.steps.back();
   const int64_t steps = tc.steps;
-  if (result.stopped) {
-    log::info(strf("stopped at step %lld of %lld after %.1f s; resume with --set ckpt.resume=auto",
-                   static_cast<long long>(last.step), static_cast<long long>(steps), total));
+  if (result.nothing_left) {
+    log::info(strf("nothing is left to train: the checkpoint %s is at step %lld of train.steps = "
+                   "%lld (a finished job; raise train.steps to continue it)",
+                   result.checkpoint.empty() ? "resumed" : result.checkpoint.c_str(),
+                   static_cast<long long>(result.first_step), static_cast<long long>(steps)));
     return 0;
   }
+  if (result.stopped) {
+    const int64_t at = result.steps.empty() ? result.first_step : result.steps.back().step;
+    log::info(strf("stopped at step %lld of %lld after %.1f s; resume with --set ckpt.resume=auto",
+                   static_cast<long long>(at), static_cast<long long>(steps), total));
+    return 0;
+  }
+  const train::StepRecord& last = result.steps.back();
   log::info(strf("done: %lld steps in %.1f s, final loss %.4f",
                  static_cast<long long>(result.steps.size()), total, last.loss) +
             (last.eval_loss ? strf(", eval loss %.4f", *last.eval_loss) : std::string()));
+  if (ckpt::preemption_requested())
+    log::info("a stop request came during the sample: it ended early (the checkpoint was saved "
+              "before it)");
   if (!result.sample.empty()) {
     log::info(strf("sample (%lld tokens, temperature %g, seed %llu):",
                    static_cast<long long>(tc.sample_tokens), tc.sample_temperature,

@@ -29,6 +29,9 @@ void add_ckpt_keys(config::Schema& s) {
   s.add_bool("ckpt.async", d.async,
              "copy the shards to a host snapshot and write them while training goes on");
   s.add_bool("ckpt.save_final", d.save_final, "save a checkpoint after the last step");
+  s.add_bool("ckpt.overwrite", d.overwrite,
+             "a run that starts fresh (no resume) may replace the checkpoints another run left "
+             "in ckpt.dir; false: such a run is refused (exit 2)");
   {
     auto& k = s.add_int("ckpt.stop_after", d.stop_after,
                         "end the run after this step with a checkpoint, as a preemption would "
@@ -48,6 +51,7 @@ CkptOptions ckpt_options(const config::Config& c) {
   o.async = c.get_bool("ckpt.async");
   o.save_final = c.get_bool("ckpt.save_final");
   o.stop_after = c.get_int("ckpt.stop_after");
+  o.overwrite = c.get_bool("ckpt.overwrite");
   if (o.dir.empty())
     throw InputError("ckpt.dir is empty", "name a folder, e.g. --set ckpt.dir=checkpoints");
   // resume = auto with init_from is the fine-tuning job that may be requeued: it resumes

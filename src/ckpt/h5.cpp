@@ -34,7 +34,7 @@ Handle file_access(MPI_Comm comm, const std::string& path) {
 Handle transfer(MPI_Comm comm, const std::string& path) {
   Handle dxpl(ZT_H5_CHECK(H5Pcreate(H5P_DATASET_XFER), path, kWriteHint), Kind::kPlist);
   if (comm != MPI_COMM_NULL)
-    ZT_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE), path, kWriteHint);
+    ZT_H5_CHECK(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_INDEPENDENT), path, kWriteHint);
   return dxpl;
 }
 

@@ -17,6 +17,7 @@
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/ckpt/serial.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/model/layout.hpp"
@@ -70,20 +71,7 @@ std::string read_text(const fs::path& path) {
 }
 
 void write_text(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out)
-      throw Error("cannot write '" + tmp.string() + "'",
-                  "check that the output folder is writable and has free space");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec)
-    throw Error("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message(),
-                "check that the output folder is writable");
+  write_file_safely(path.string(), text, "Hugging Face export");
 }
 
 // A model::Config equal to a preset in every shape field takes the preset's name.
@@ -154,10 +142,7 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
 
 // ---- export ----------------------------------------------------------------------
 
-HfExportResult export_hf(const std::string& checkpoint, const std::string& outdir,
-                         const HfExportOptions& options) {
-  if (options.max_shard_size == 0)
-    throw InputError("--max-shard-size is 0", "give a size such as 5G or 500M");
+Weights read_checkpoint_weights(const std::string& checkpoint) {
   // A ckpt.dir stands for the checkpoint its `latest` names.
   std::string ckpt_file = checkpoint;
   std::error_code dir_ec;
@@ -169,19 +154,30 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   }
   // The parameters only (a training file's moments stay on disk), every checksum verified.
   const Header header = read_header(MPI_COMM_NULL, ckpt_file);
-  const model::Config& cfg = header.config;
-  const model::ParamLayout layout(cfg);
-  std::vector<std::vector<float>> params(static_cast<size_t>(layout.num_units()));  // [units][numel]
+  Weights w{header.config, {}, ckpt_file, header.source_dtype};
+  const model::ParamLayout layout(w.config);
+  w.units.resize(static_cast<size_t>(layout.num_units()));  // [units][numel]
   std::vector<UnitTarget> targets;
   for (int u = 0; u < layout.num_units(); ++u) {
-    std::vector<float>& p = params[static_cast<size_t>(u)];
+    std::vector<float>& p = w.units[static_cast<size_t>(u)];
     p.resize(static_cast<size_t>(layout.unit(u).numel));
     targets.push_back(UnitTarget{0, layout.unit(u).numel, p, {}, {}});
   }
-  read_file(MPI_COMM_NULL, ckpt_file, cfg, targets, ReadWhat::kParams);
+  read_file(MPI_COMM_NULL, ckpt_file, w.config, targets, ReadWhat::kParams);
+  return w;
+}
+
+HfExportResult export_hf(const std::string& checkpoint, const std::string& outdir,
+                         const HfExportOptions& options) {
+  if (options.max_shard_size == 0)
+    throw InputError("--max-shard-size is 0", "give a size such as 5G or 500M");
+  const Weights weights = read_checkpoint_weights(checkpoint);
+  const model::Config& cfg = weights.config;
+  const model::ParamLayout layout(cfg);
+  const std::vector<std::vector<float>>& params = weights.units;  // [units][numel]
 
   std::string dtype = options.dtype;
-  if (dtype.empty()) dtype = header.source_dtype.empty() ? "f32" : header.source_dtype;
+  if (dtype.empty()) dtype = weights.source_dtype.empty() ? "f32" : weights.source_dtype;
   const DTypeNames& dt = dtype_by_name(dtype);
 
   // Plan the shards: tensors in layout order, a new shard when the next tensor would
@@ -393,7 +389,7 @@ std::string source_dtype_of(const std::map<StDType, int64_t>& dtype_elems, const
 
 }  // namespace
 
-HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
+Weights read_hf_weights(const std::string& hfdir, HfImportResult* info) {
   const fs::path dir(hfdir);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -401,32 +397,48 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
                      "give the folder that holds config.json and model.safetensors (or "
                      "model.safetensors.index.json and its shards)");
   HfConfig hc = read_hf_config((dir / kConfigFile).string());
-  model::Config cfg = hc.model;
-  name_after_preset(cfg);
-  const model::ParamLayout layout(cfg);
+  Weights w{hc.model, {}, hfdir, ""};
+  name_after_preset(w.config);
+  const model::ParamLayout layout(w.config);
 
   HfImportResult r;
   const std::map<std::string, Located> found = locate_tensors(dir, hfdir, &r.files);
   check_tensors(layout, found, dir, hfdir);
   std::map<StDType, int64_t> dtype_elems;
-  // Progress over the safetensors bytes read; the end line comes after OUT.h5 is written.
+  // Progress over the safetensors bytes read.
   uint64_t source_bytes = 0;
   for (const model::TensorInfo& t : layout.tensors())
     source_bytes += static_cast<uint64_t>(t.numel) * st_dtype_size(found.at(t.name).tensor.dtype);
   Progress progress("hf-to-h5", source_bytes, ProgressUnit::kBytes);
   progress.count_items(layout.tensors().size(), "tensors");
-  const std::vector<std::vector<float>> units =
-      read_units(layout, found, dir, &dtype_elems, progress);
-  r.source_dtype = source_dtype_of(dtype_elems, hfdir);
-
-  WeightsOptions wo;
-  wo.source_dtype = r.source_dtype;
-  write_weights_only(out_h5, cfg, units, wo);
+  w.units = read_units(layout, found, dir, &dtype_elems, progress);
+  w.source_dtype = r.source_dtype = source_dtype_of(dtype_elems, hfdir);
   r.tensors = static_cast<int64_t>(layout.tensors().size());
   r.params = layout.total_numel();
-  r.model_name = cfg.name;
+  r.model_name = w.config.name;
   progress.finish();
+  if (info) *info = std::move(r);
+  return w;
+}
+
+HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
+  HfImportResult r;
+  const Weights w = read_hf_weights(hfdir, &r);
+  WeightsOptions wo;
+  wo.source_dtype = w.source_dtype;
+  write_weights_only(out_h5, w.config, w.units, wo);
   return r;
+}
+
+Weights load_weights(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / kConfigFile, ec))
+    return read_hf_weights(path);
+  if (!fs::exists(path, ec))
+    throw InputError("weights '" + path + "' not found",
+                     "name a checkpoint file (step-N.h5, or a ckpt.init_from file), a ckpt.dir "
+                     "that holds `latest`, or a Hugging Face folder with config.json");
+  return read_checkpoint_weights(path);
 }
 
 }  // namespace zt::ckpt

@@ -2,10 +2,21 @@
 // io.hpp and docs/checkpoint-format.md.
 #include "zt/ckpt/io.hpp"
 
+#include <fcntl.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <type_traits>
 #include <variant>
 
@@ -79,12 +90,166 @@ uint64_t checksum(std::span<const float> x, uint64_t first, uint64_t* non_finite
   for (int64_t c = 0; c < chunks; ++c) {
     const size_t at = static_cast<size_t>(c) * kChunk;
     const std::span<const float> chunk = x.subspan(at, std::min(kChunk, x.size() - at));
-    total += sum64(chunk, first + at);
+    total += sum64_fast(chunk, first + at);
     if (non_finite)
       for (const float v : chunk) bad += std::isfinite(v) ? 0u : 1u;
   }
   if (non_finite) *non_finite = bad;
   return total;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Checksums computed by one worker thread beside the main thread's transfers, so they
+// cost no pass of their own on the I/O's critical path: a write queues every slice before
+// its first transfer (the worker runs ahead of the writes), a read queues each slice after
+// its transfer (the worker follows the reads). Jobs run in queue order, each over the
+// caller's OpenMP thread count. drain() waits for all of them.
+class ChecksumWorker {
+ public:
+  struct Job {
+    std::span<const float> x;
+    uint64_t first = 0;
+    uint64_t* sum = nullptr;         // written
+    uint64_t* non_finite = nullptr;  // written when not null
+  };
+
+  ChecksumWorker() : threads_(omp_get_max_threads()), thread_([this] { run(); }) {}
+  ~ChecksumWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  ChecksumWorker(const ChecksumWorker&) = delete;
+  ChecksumWorker& operator=(const ChecksumWorker&) = delete;
+
+  void push(const Job& job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.push_back(job);
+      ++pending_;
+    }
+    wake_.notify_one();
+  }
+  // Waits until every queued job is done; returns the seconds this thread waited.
+  double drain() {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    return seconds_since(t0);
+  }
+  double busy_seconds() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return busy_;
+  }
+
+ private:
+  void run() {
+    omp_set_num_threads(threads_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (stop_) return;  // destroyed: after drain(), or unwinding an error
+      const Job job = jobs_.front();
+      jobs_.pop_front();
+      lock.unlock();
+      const auto t0 = std::chrono::steady_clock::now();
+      *job.sum = checksum(job.x, job.first, job.non_finite);
+      const double t = seconds_since(t0);
+      lock.lock();
+      busy_ += t;
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  const int threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::deque<Job> jobs_;
+  size_t pending_ = 0;
+  bool stop_ = false;
+  double busy_ = 0;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+// Raw access to a dataset's bytes. zt's datasets are contiguous, allocated when created,
+// never filled, fp32 little-endian: a rank's part of a tensor is one byte range of the
+// file, written or read with pwrite / pread on a descriptor of its own, as fio does (no
+// MPI-IO layer between, no two-phase aggregation). Another writer's layout (chunked,
+// filtered, big-endian: h5py can write those) goes through H5Dread, which converts.
+class RawFile {
+ public:
+  RawFile(const std::string& path, bool write) : path_(path) {
+    fd_ = ::open(path.c_str(), (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+    if (fd_ < 0) open_errno_ = errno;
+  }
+  ~RawFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawFile(const RawFile&) = delete;
+  RawFile& operator=(const RawFile&) = delete;
+
+  // errno of the open (0: open).
+  int open_error() const { return open_errno_; }
+  // Writes n bytes at `at`; returns 0 or the errno.
+  int write_at(const void* data, size_t n, uint64_t at) const {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::pwrite(fd_, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(at));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return errno;
+      if (w == 0) return EIO;
+      p += w;
+      at += static_cast<uint64_t>(w);
+      n -= static_cast<size_t>(w);
+    }
+    return 0;
+  }
+  // Reads n bytes at `at`; returns 0, the errno, or -1 when the file ends first.
+  int read_at(void* data, size_t n, uint64_t at) const {
+    char* p = static_cast<char*>(data);
+    while (n > 0) {
+      const ssize_t r = ::pread(fd_, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(at));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return errno;
+      if (r == 0) return -1;
+      p += r;
+      at += static_cast<uint64_t>(r);
+      n -= static_cast<size_t>(r);
+    }
+    return 0;
+  }
+  // Closes, returning 0 or the errno (a write's error can first show here).
+  int close() {
+    if (fd_ < 0) return 0;
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int open_errno_ = 0;
+};
+
+// The file offset of dataset `dset`'s first element when its bytes can be accessed raw
+// (contiguous, allocated, fp32 little-endian, no filters, not external), else nullopt.
+std::optional<uint64_t> raw_offset(hid_t dset, const std::string& path) {
+  Handle dcpl(ZT_H5_CHECK(H5Dget_create_plist(dset), path, kReadHint), Kind::kPlist);
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return std::nullopt;
+  if (ZT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, kReadHint) > 0) return std::nullopt;
+  if (ZT_H5_CHECK(H5Pget_external_count(dcpl.get()), path, kReadHint) > 0) return std::nullopt;
+  Handle type(ZT_H5_CHECK(H5Dget_type(dset), path, kReadHint), Kind::kDatatype);
+  if (ZT_H5_CHECK(H5Tequal(type.get(), H5T_IEEE_F32LE), path, kReadHint) <= 0) return std::nullopt;
+  const haddr_t at = H5Dget_offset(dset);
+  if (at == HADDR_UNDEF) return std::nullopt;
+  return static_cast<uint64_t>(at);
 }
 
 // After a data transfer that may fail on some ranks only (a full disk, an I/O error): all
@@ -199,33 +364,50 @@ std::span<const float> slice_of(const WriteContents& c, int kind, const model::T
   return all.subspan(static_cast<size_t>(part->at), static_cast<size_t>(part->n));
 }
 
-// The checksum of every dataset (and of /state/rng last, for a training file), summed
-// over the ranks' slices: the same on every rank. The same pass counts the NaN/Inf
-// elements of each dataset (summed in the same all_reduce): a checkpoint with one is
-// refused on every rank alike, before the file is created (a NaN weight would be
-// resumed from forever; issue 20).
-std::vector<uint64_t> file_checksums(MPI_Comm comm, const WriteContents& c, const FileParts& f,
-                                     bool training, const std::string& path) {
+// The checksums of a file being written: every dataset's (and /state/rng's last, for a
+// training file) and every dataset's count of NaN/Inf elements, this rank's slices first,
+// then summed over the ranks.
+struct FileSums {
+  std::vector<uint64_t> sums;        // [datasets (+ 1: /state/rng)]
+  std::vector<uint64_t> non_finite;  // [datasets]
+};
+
+// Queues the checksum of every slice this rank writes on the worker (in write order).
+FileSums queue_checksums(MPI_Comm comm, ChecksumWorker& worker, const WriteContents& c,
+                         const FileParts& f, bool training) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
   const size_t n = static_cast<size_t>(f.kinds) * f.nt();
-  std::vector<uint64_t> sums(n + (training ? 1 : 0) + n, 0);  // checksums, rng, non-finite
-  const size_t bad_at = n + (training ? 1 : 0);
+  FileSums s{std::vector<uint64_t>(n + (training ? 1 : 0), 0), std::vector<uint64_t>(n, 0)};
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
       Part p;
       const std::span<const float> x = slice_of(c, k, tensors[i], &p);
-      sums[f.index(k, i)] = checksum(x, static_cast<uint64_t>(p.first), &sums[bad_at + f.index(k, i)]);
+      const size_t d = f.index(k, i);
+      worker.push({x, static_cast<uint64_t>(p.first), &s.sums[d], &s.non_finite[d]});
     }
   if (training) {
     const uint64_t seed = c.rng_seed;
-    sums[n] = sum64_u64(std::span<const uint64_t>(&seed, 1), static_cast<uint64_t>(comm_rank(comm)));
+    s.sums[n] = sum64_u64(std::span<const uint64_t>(&seed, 1), static_cast<uint64_t>(comm_rank(comm)));
   }
-  sum_over_ranks(comm, sums);
+  return s;
+}
+
+// After the worker drained: sums over the ranks (one all_reduce, the same on every rank),
+// and a file with a NaN/Inf element is refused on every rank alike, before its checksums
+// are written and long before it could be published (a NaN weight would be resumed from
+// forever; issue 20).
+void finish_checksums(MPI_Comm comm, const FileParts& f, FileSums& s, const std::string& path) {
+  const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
+  std::vector<uint64_t> all = s.sums;
+  all.insert(all.end(), s.non_finite.begin(), s.non_finite.end());
+  sum_over_ranks(comm, all);
+  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(s.sums.size()), s.sums.begin());
+  std::copy(all.begin() + static_cast<std::ptrdiff_t>(s.sums.size()), all.end(), s.non_finite.begin());
   std::string bad;
   size_t bad_count = 0;
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
-      const uint64_t b = sums[bad_at + f.index(k, i)];
+      const uint64_t b = s.non_finite[f.index(k, i)];
       if (b == 0) continue;
       if (bad_count++ < 4)
         bad += strf("%s'%s' (%llu of %lld elements)", bad.empty() ? "" : ", ",
@@ -239,8 +421,6 @@ std::vector<uint64_t> file_checksums(MPI_Comm comm, const WriteContents& c, cons
                 "the model diverged (check train.lr, train.eps, train.grad_clip) or the state "
                 "was corrupted; `latest` still names the last good checkpoint: resume from it "
                 "with different settings");
-  sums.resize(bad_at);
-  return sums;
 }
 
 void write_root_attributes(hid_t file, const Header& h, const std::string& path) {
@@ -262,11 +442,14 @@ Handle dataset_creation(const std::string& path) {
   return dcpl;
 }
 
-// Every tensor dataset with its checksum attribute (collective metadata: the same calls
-// on every rank), then per dataset one collective write of this rank's hyperslabs.
-void write_tensors(MPI_Comm comm, hid_t file, const WriteContents& c, const FileParts& f,
-                   const std::vector<uint64_t>& sums, hid_t dcpl, hid_t dxpl, const std::string& path,
-                   Progress& progress) {
+// The open datasets of a file being written, with their file dataspaces.
+struct Datasets {
+  std::vector<Handle> dsets;
+  std::vector<Handle> spaces;
+};
+
+// Every tensor dataset (collective metadata: the same calls on every rank).
+Datasets create_tensors(hid_t file, const FileParts& f, hid_t dcpl, const std::string& path) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
   { Handle g = h5::create_group(file, "params", path); }
   if (f.kinds == 3) {
@@ -274,8 +457,7 @@ void write_tensors(MPI_Comm comm, hid_t file, const WriteContents& c, const File
     Handle a = h5::create_group(g.get(), "exp_avg", path);
     Handle b = h5::create_group(g.get(), "exp_avg_sq", path);
   }
-  std::vector<Handle> dsets;
-  std::vector<Handle> spaces;
+  Datasets ds;
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
       const std::vector<hsize_t> dims = dims_of(tensors[i].shape);
@@ -287,24 +469,69 @@ void write_tensors(MPI_Comm comm, hid_t file, const WriteContents& c, const File
                                       dcpl, H5P_DEFAULT),
                            path, kWriteHint),
                Kind::kDataset);
-      h5::write_u64_attr(d.get(), "checksum", sums[f.index(k, i)], path);
-      dsets.push_back(std::move(d));
-      spaces.push_back(std::move(space));
+      ds.dsets.push_back(std::move(d));
+      ds.spaces.push_back(std::move(space));
     }
+  return ds;
+}
+
+// The ranks agree once on the raw writes' outcome (errno 0, or the first error and the
+// write it ended), so a full disk on one rank ends every rank with its message; no rank
+// waits for another between datasets.
+void agree_errno(MPI_Comm comm, int err, const std::string& what, const std::string& path) {
+  runtime::agree(comm, [&] {
+    if (err != 0)
+      throw Error(strf("%s of checkpoint '%s' failed: %s", what.c_str(), path.c_str(),
+                       std::strerror(err)),
+                  kWriteHint);
+  }).rethrow(what + " failed on another rank writing '" + path + "' (its message says why)", kWriteHint);
+}
+
+// Per dataset, this rank's part: raw (one pwrite of its byte range) where the dataset's
+// storage allows (always, for the datasets create_tensors made), else one H5Dwrite of its
+// hyperslabs. After a failed write the rank writes nothing more; all agree at the end.
+void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds,
+                   hid_t dxpl, const std::string& path, Progress& progress) {
+  const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
+  RawFile raw(path, /*write=*/true);
+  int err = raw.open_error();
+  std::string failed = err != 0 ? "opening the data" : "";
   const float dummy = 0.0f;  // a valid buffer for ranks that write nothing
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
       const size_t d = f.index(k, i);
       Part p;
       const std::span<const float> data = slice_of(c, k, tensors[i], &p);
-      h5::select_range(spaces[d].get(), tensors[i].shape, p.first, p.n, path);
-      Handle mem = memory_space(p.n, path);
-      const herr_t rc = H5Dwrite(dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(), spaces[d].get(), dxpl,
-                                 p.n > 0 ? data.data() : &dummy);
-      agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+      if (const std::optional<uint64_t> at = raw_offset(ds.dsets[d].get(), path)) {
+        if (err == 0 && p.n > 0) {
+          err = raw.write_at(data.data(), data.size_bytes(),
+                             *at + static_cast<uint64_t>(p.first) * sizeof(float));
+          if (err != 0) failed = "writing " + dataset_path(k, tensors[i].name);
+        }
+      } else {
+        h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
+        Handle mem = memory_space(p.n, path);
+        const herr_t rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(),
+                                   ds.spaces[d].get(), dxpl, p.n > 0 ? data.data() : &dummy);
+        agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+      }
       progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
     }
-  for (Handle& d : dsets) d.close(path);
+  const int close_err = raw.close();
+  if (err == 0 && close_err != 0) {
+    err = close_err;
+    failed = "closing the data";
+  }
+  agree_errno(comm, err, failed, path);
+}
+
+// Each dataset's checksum attribute (collective metadata), then the datasets closed.
+void write_checksums(const FileParts& f, Datasets& ds, const std::vector<uint64_t>& sums,
+                     const std::string& path) {
+  for (int k = 0; k < f.kinds; ++k)
+    for (size_t i = 0; i < f.nt(); ++i)
+      h5::write_u64_attr(ds.dsets[f.index(k, i)].get(), "checksum", sums[f.index(k, i)], path);
+  for (Handle& d : ds.dsets) d.close(path);
 }
 
 // /state: the TrainState fields (kStateFields) and, for a training file, /state/rng
@@ -393,34 +620,54 @@ Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_
   return dset;
 }
 
-// Reads this rank's part of every tensor of each kind into `units`; the partial
-// checksums of what was read into sums[d], the stored ones into stored[d].
+// Reads this rank's part of every tensor of each kind into `units`; the worker sums
+// what was read into sums[d] (a tensor's checksum overlaps the next one's read), the
+// stored sums go into stored[d].
 void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
                   std::span<const UnitTarget> units, hid_t dxpl, const std::string& path,
-                  std::vector<uint64_t>& sums, std::vector<uint64_t>& stored,
-                  std::vector<std::string>& names, Progress& progress) {
+                  ChecksumWorker& worker, std::vector<uint64_t>& sums,
+                  std::vector<uint64_t>& stored, std::vector<std::string>& names,
+                  Progress& progress, IoTimes& times) {
   const std::vector<model::TensorInfo>& tensors = layout.tensors();
   const size_t nt = tensors.size();
   float dummy = 0.0f;
+  const RawFile raw(path, /*write=*/false);  // unusable: every dataset through H5Dread
   for (int k = 0; k < kinds; ++k)
     for (size_t i = 0; i < nt; ++i) {
       const model::TensorInfo& t = tensors[i];
       const size_t d = static_cast<size_t>(k) * nt + i;
       names[d] = dataset_path(k, t.name);
+      auto t0 = std::chrono::steady_clock::now();
       Handle space;
       Handle dset = open_tensor(file, names[d], t.shape, path, &space, &stored[d]);
+      times.metadata += seconds_since(t0);
       const UnitTarget& u = units[static_cast<size_t>(t.unit)];
       const std::span<float> all = k == kParams ? u.params : k == kExpAvg ? u.exp_avg : u.exp_avg_sq;
       ZT_CHECK(all.size() == static_cast<size_t>(u.count), "target span size differs from its count",
                "every span of a UnitTarget holds `count` elements");
       const Part p = part_of(t, u.begin, u.count);
       const std::span<float> out = all.subspan(static_cast<size_t>(p.at), static_cast<size_t>(p.n));
-      h5::select_range(space.get(), t.shape, p.first, p.n, path);
-      Handle mem = memory_space(p.n, path);
-      ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl,
-                          p.n > 0 ? out.data() : &dummy),
-                  path, kReadHint);
-      sums[d] = checksum(out, static_cast<uint64_t>(p.first));
+      t0 = std::chrono::steady_clock::now();
+      const std::optional<uint64_t> at = raw.open_error() == 0 ? raw_offset(dset.get(), path)
+                                                                : std::nullopt;
+      if (at && p.n > 0) {
+        const int err = raw.read_at(out.data(), out.size_bytes(),
+                                    *at + static_cast<uint64_t>(p.first) * sizeof(float));
+        if (err != 0)
+          throw InputError(strf("checkpoint '%s': reading dataset '%s' failed: %s", path.c_str(),
+                                names[d].c_str(),
+                                err < 0 ? "the file ends before its data (truncated)"
+                                        : std::strerror(err)),
+                           kReadHint);
+      } else if (!at) {
+        h5::select_range(space.get(), t.shape, p.first, p.n, path);
+        Handle mem = memory_space(p.n, path);
+        ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl,
+                            p.n > 0 ? out.data() : &dummy),
+                    path, kReadHint);
+      }
+      times.data += seconds_since(t0);
+      worker.push({out, static_cast<uint64_t>(p.first), &sums[d], nullptr});
       progress.advance(static_cast<uint64_t>(t.numel) * sizeof(float), 1);
     }
 }
@@ -464,15 +711,19 @@ TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& 
 
 }  // namespace
 
-void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c) {
+void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c, IoTimes* times) {
+  const auto t_start = std::chrono::steady_clock::now();
   const model::ParamLayout layout(c.header.config);
   check_shards(layout, c.units.size(), "ckpt::write_file");
   const bool training = c.header.contents == kContentsTraining;
   ZT_CHECK(!training || c.state.has_value(), "a training checkpoint without /state",
            "fill WriteContents::state");
   const FileParts parts{layout, training ? 3 : 1};
-  const std::vector<uint64_t> sums = file_checksums(comm, c, parts, training, path);
+  IoTimes t;
+  ChecksumWorker worker;  // runs ahead of the writes below
+  FileSums sums = queue_checksums(comm, worker, c, parts, training);
 
+  auto t0 = std::chrono::steady_clock::now();
   h5::QuietErrors quiet;
   Handle fapl = h5::file_access(comm, path);
   Handle file(ZT_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path,
@@ -481,12 +732,26 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c) 
   write_root_attributes(file.get(), c.header, path);
   Handle dcpl = dataset_creation(path);
   Handle dxpl = h5::transfer(comm, path);
+  Datasets ds = create_tensors(file.get(), parts, dcpl.get(), path);
+  t.metadata += seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
   const std::unique_ptr<Progress> progress = file_progress("save", path, layout, parts.kinds);
-  write_tensors(comm, file.get(), c, parts, sums, dcpl.get(), dxpl.get(), path, *progress);
+  write_tensors(comm, c, parts, ds, dxpl.get(), path, *progress);
+  t.data = seconds_since(t0);
+
+  t.checksum_wait = worker.drain();
+  t.checksum = worker.busy_seconds();
+  t0 = std::chrono::steady_clock::now();
+  finish_checksums(comm, parts, sums, path);
+  write_checksums(parts, ds, sums.sums, path);
   write_state(comm, file.get(), training ? &*c.state : nullptr, c.rng_seed,
-              training ? sums.back() : 0, dcpl.get(), dxpl.get(), path);
+              training ? sums.sums.back() : 0, dcpl.get(), dxpl.get(), path);
   file.close(path);
+  t.metadata += seconds_since(t0);
   progress->finish();
+  t.total = seconds_since(t_start);
+  if (times) *times = t;
 }
 
 Header read_header(MPI_Comm comm, const std::string& path) {
@@ -500,7 +765,9 @@ Header read_header(MPI_Comm comm, const std::string& path) {
 std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                                     const model::Config& run_config,
                                     std::span<const UnitTarget> units, ReadWhat what,
-                                    std::vector<std::string>* warnings) {
+                                    std::vector<std::string>* warnings, IoTimes* times) {
+  const auto t_start = std::chrono::steady_clock::now();
+  IoTimes t;
   const model::ParamLayout layout(run_config);
   check_shards(layout, units.size(), "ckpt::read_file");
   Handle file = open_file(comm, path);
@@ -522,16 +789,24 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   std::vector<uint64_t> sums(n, 0), stored(n, 0);
   std::vector<std::string> names(n);
   const std::unique_ptr<Progress> progress = file_progress("load", path, layout, kinds);
-  read_tensors(file.get(), layout, kinds, units, dxpl.get(), path, sums, stored, names, *progress);
+  ChecksumWorker worker;  // follows the reads
+  read_tensors(file.get(), layout, kinds, units, dxpl.get(), path, worker, sums, stored, names,
+               *progress, t);
+  const auto t0 = std::chrono::steady_clock::now();
   std::optional<TrainState> state;
   if (training) {
     names.back() = "/state/rng";
     state = read_state(comm, file.get(), dxpl.get(), path, &sums.back(), &stored.back());
   }
   file.close(path);
+  t.metadata += seconds_since(t0);
+  t.checksum_wait = worker.drain();
+  t.checksum = worker.busy_seconds();
   progress->finish();
 
   sum_over_ranks(comm, sums);
+  t.total = seconds_since(t_start);
+  if (times) *times = t;
   for (size_t d = 0; d < sums.size(); ++d)
     if (sums[d] != stored[d])
       throw InputError(strf("checkpoint '%s': dataset '%s' fails its checksum (stored %016llx, "

@@ -1,7 +1,11 @@
 // The preemption flag and its signal handlers (see preemption.hpp).
 #include "zt/ckpt/preemption.hpp"
 
+#include <cerrno>
+#include <cstring>
+
 #include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
 
 namespace zt::ckpt {
 namespace {
@@ -22,13 +26,16 @@ PreemptionSignals::PreemptionSignals() {
   sa.sa_handler = on_preemption_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  if (sigaction(SIGTERM, &sa, &old_term_) != 0 || sigaction(SIGUSR1, &sa, &old_usr1_) != 0)
-    throw Error("sigaction(SIGTERM/SIGUSR1) failed", "preemption by signal is unavailable");
+  if (sigaction(SIGTERM, &sa, &old_term_) != 0 || sigaction(SIGUSR1, &sa, &old_usr1_) != 0 ||
+      sigaction(SIGINT, &sa, &old_int_) != 0)
+    throw Error(strf("sigaction(SIGTERM/SIGUSR1/SIGINT) failed: %s", std::strerror(errno)),
+                "preemption by signal is unavailable");
 }
 
 PreemptionSignals::~PreemptionSignals() {
   sigaction(SIGTERM, &old_term_, nullptr);
   sigaction(SIGUSR1, &old_usr1_, nullptr);
+  sigaction(SIGINT, &old_int_, nullptr);
 }
 
 bool preemption_requested() { return g_requested != 0; }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/runtime/mpi_check.hpp"
 
@@ -30,39 +31,7 @@ constexpr const char* kDirHint = "check that ckpt.dir exists or can be created, 
               kDirHint);
 }
 
-// fsync a file or a folder (some file systems refuse fsync on folders: ignored there).
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_NOFOLLOW);
-  if (fd < 0) fail_errno("open for fsync", path, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0 && !(directory && (err == EINVAL || err == EROFS))) fail_errno("fsync", path, err);
-}
-
-// Removes path if it exists (a file or a symlink, never what a symlink points to).
-void unlink_if_there(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return;
-    fail_errno("lstat", path, errno);
-  }
-  if (S_ISDIR(st.st_mode))
-    throw Error("'" + path + "' is a folder where zt wants to write a file", "remove or rename it");
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) fail_errno("unlink", path, errno);
-}
-
-// A new, empty file (the user's umask, never through a symlink).
-int create_exclusive(const std::string& path) {
-  unlink_if_there(path);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0) fail_errno("create", path, errno);
-  return fd;
-}
-
-void rename_path(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) fail_errno("rename to '" + to + "' of", from, errno);
-}
+constexpr const char* kCkpt = "checkpoint";
 
 // Runs f on rank 0 (or the only process); every rank then throws rank 0's error, if any.
 template <class F>
@@ -131,6 +100,15 @@ void preflight_dir(MPI_Comm comm, const std::string& dir) {
     const auto refuse = [&](const std::string& what) {
       throw InputError("ckpt.dir = '" + dir + "': " + what, hint);
     };
+    // A dangling symlink: it cannot be made into a folder (the save would fail late).
+    struct stat link {};
+    struct stat target {};
+    if (::lstat(dir.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && ::stat(dir.c_str(), &target) != 0) {
+      const int err = errno;
+      std::error_code ec;
+      refuse(strf("it is a symbolic link to '%s', which cannot be reached: %s (errno %d)",
+                  fs::read_symlink(dir, ec).c_str(), std::strerror(err), err));
+    }
     // The folder itself, else the nearest existing folder above it (where it would be made).
     fs::path p = fs::path(dir);
     std::string probe = dir;
@@ -164,6 +142,30 @@ void preflight_dir(MPI_Comm comm, const std::string& dir) {
   });
 }
 
+void refuse_fresh_run_over(MPI_Comm comm, const std::string& dir, const std::string& resume,
+                           bool overwrite) {
+  if (overwrite) return;
+  on_rank0(comm, [&] {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return;  // nothing there yet
+    const std::vector<int64_t> steps = steps_in(dir, false);
+    const bool latest = fs::exists(fs::symlink_status(fs::path(dir) / "latest", ec));
+    if (steps.empty() && !latest) return;
+    std::string found;
+    if (!steps.empty())
+      found = strf("%zu checkpoint%s (step-%lld.h5%s)", steps.size(), steps.size() == 1 ? "" : "s",
+                   static_cast<long long>(steps.back()), steps.size() == 1 ? "" : " the newest");
+    if (latest) found += std::string(found.empty() ? "" : " and ") + "a 'latest' file";
+    throw InputError(
+        strf("ckpt.dir = '%s' holds %s of another run, and this run starts fresh (ckpt.resume = "
+             "%s%s): its saves would overwrite them and move 'latest'",
+             dir.c_str(), found.c_str(), resume.c_str(),
+             resume == "auto" ? ", and there is no 'latest' to resume from" : ""),
+        "continue that run with --set ckpt.resume=auto (or ckpt.resume=PATH), point ckpt.dir at "
+        "another folder, or set ckpt.overwrite = true to replace them");
+  });
+}
+
 std::string step_file_name(int64_t step) { return "step-" + std::to_string(step) + ".h5"; }
 
 std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step,
@@ -173,7 +175,7 @@ std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step,
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) fail_errno("create folder", dir, ec.value());
-    const int fd = create_exclusive(tmp);
+    const int fd = create_exclusive(tmp, kCkpt);
     ::close(fd);
     struct statvfs fs_info;
     if (bytes_needed > 0 && ::statvfs(dir.c_str(), &fs_info) == 0) {
@@ -199,24 +201,17 @@ std::string finish_publish(MPI_Comm comm, const std::string& dir, int64_t step, 
     publish_file(final_path + ".tmp", final_path);
     // latest -> name, the same way.
     const std::string latest = (fs::path(dir) / "latest").string();
-    const std::string latest_tmp = latest + ".tmp";
-    const int fd = create_exclusive(latest_tmp);
-    const std::string line = name + "\n";
-    const ssize_t n = ::write(fd, line.data(), line.size());
-    const int err = errno;
-    ::close(fd);
-    if (n != static_cast<ssize_t>(line.size())) fail_errno("write", latest_tmp, n < 0 ? err : ENOSPC);
-    publish_file(latest_tmp, latest);
+    write_file_safely(latest, name + "\n", kCkpt);
     // Prune: the newest `keep` complete checkpoints stay, and always this one.
     if (keep > 0) {
       const std::vector<int64_t> steps = steps_in(dir, false);
       const size_t drop = steps.size() > static_cast<size_t>(keep) ? steps.size() - static_cast<size_t>(keep) : 0;
       for (size_t i = 0; i < drop; ++i)
-        if (steps[i] != step) unlink_if_there((fs::path(dir) / step_file_name(steps[i])).string());
+        if (steps[i] != step) unlink_if_there((fs::path(dir) / step_file_name(steps[i])).string(), kCkpt);
     }
     // Leftovers of crashed saves of earlier steps.
     for (const int64_t s : steps_in(dir, true))
-      if (s < step) unlink_if_there((fs::path(dir) / (step_file_name(s) + ".tmp")).string());
+      if (s < step) unlink_if_there((fs::path(dir) / (step_file_name(s) + ".tmp")).string(), kCkpt);
   });
   return final_path;
 }
@@ -244,13 +239,6 @@ std::string read_latest(const std::string& dir) {
     throw InputError("'" + latest + "' names '" + name + "', which is not in " + dir,
                      "give ckpt.resume=PATH of a checkpoint that exists, or ckpt.resume=none");
   return path;
-}
-
-void publish_file(const std::string& tmp, const std::string& final_path) {
-  fsync_path(tmp, false);
-  rename_path(tmp, final_path);
-  const fs::path parent = fs::path(final_path).parent_path();
-  fsync_path(parent.empty() ? "." : parent.string(), true);
 }
 
 }  // namespace zt::ckpt

@@ -144,19 +144,6 @@ void pread_all(int fd, void* buf, uint64_t n, uint64_t offset, const std::string
   }
 }
 
-void write_all(int fd, const void* buf, size_t n, const std::string& path) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t put = ::write(fd, p, n);
-    if (put < 0 && errno == EINTR) continue;
-    if (put < 0)
-      throw Error("writing '" + path + "' failed: " + std::strerror(errno),
-                  "check free disk space and that the output folder is writable");
-    p += put;
-    n -= static_cast<size_t>(put);
-  }
-}
-
 }  // namespace
 
 // ---- dtypes ----------------------------------------------------------------------
@@ -342,7 +329,7 @@ std::string make_header(const std::vector<StTensorSpec>& specs,
 
 SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<StTensorSpec> specs,
                                      const std::map<std::string, std::string>& metadata)
-    : path_(std::move(path)), tmp_(path_ + ".tmp"), specs_(std::move(specs)) {
+    : out_(std::move(path), "safetensors file"), specs_(std::move(specs)) {
   std::set<std::string> names;
   for (const StTensorSpec& s : specs_) {
     ZT_CHECK(s.dtype == StDType::kF32 || s.dtype == StDType::kBF16 || s.dtype == StDType::kF16,
@@ -350,23 +337,11 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<StTensorSpec>
     ZT_CHECK(names.insert(s.name).second, "tensor '" + s.name + "' given twice", "");
   }
   const std::string header = make_header(specs_, metadata);
-  // A stale temporary (or a symlink planted under its name) is removed, never followed;
-  // the final rename replaces a symlink at `path` rather than writing through it.
-  ::unlink(tmp_.c_str());
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd_ < 0)
-    throw Error("cannot create '" + tmp_ + "': " + std::strerror(errno),
-                "check that the output folder exists and is writable");
   std::byte len[8];
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) len[i] = static_cast<std::byte>((n >> (8 * i)) & 0xff);
-  write_all(fd_, len, 8, tmp_);
-  write_all(fd_, header.data(), header.size(), tmp_);
-}
-
-SafetensorsWriter::~SafetensorsWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!finished_) std::remove(tmp_.c_str());
+  out_.write(len, 8);
+  out_.write(header);
 }
 
 void SafetensorsWriter::write(std::span<const float> values) {
@@ -376,7 +351,7 @@ void SafetensorsWriter::write(std::span<const float> values) {
   for (int64_t d : s.shape) numel *= static_cast<uint64_t>(d);
   ZT_CHECK(values.size() == numel, "tensor '" + s.name + "' has the wrong number of values", "");
   if (s.dtype == StDType::kF32) {
-    write_all(fd_, values.data(), values.size_bytes(), tmp_);
+    out_.write(values.data(), values.size_bytes());
   } else {
     constexpr size_t kChunk = size_t{1} << 20;  // elements converted per write
     std::vector<uint16_t> half(std::min(values.size(), kChunk));
@@ -385,7 +360,7 @@ void SafetensorsWriter::write(std::span<const float> values) {
       for (size_t i = 0; i < n; ++i)
         half[i] = s.dtype == StDType::kBF16 ? bf16::from_float(values[first + i])
                                             : f16::from_float(values[first + i]);
-      write_all(fd_, half.data(), n * sizeof(uint16_t), tmp_);
+      out_.write(half.data(), n * sizeof(uint16_t));
     }
   }
   ++next_;
@@ -393,16 +368,7 @@ void SafetensorsWriter::write(std::span<const float> values) {
 
 void SafetensorsWriter::finish() {
   ZT_CHECK(next_ == specs_.size(), "fewer tensors written than declared", "");
-  if (::fsync(fd_) != 0)
-    throw Error("fsync of '" + tmp_ + "' failed: " + std::strerror(errno), "check free disk space");
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0)
-    throw Error("closing '" + tmp_ + "' failed: " + std::strerror(errno), "check free disk space");
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-    throw Error("renaming '" + tmp_ + "' to '" + path_ + "' failed: " + std::strerror(errno),
-                "check that the output folder is writable");
-  finished_ = true;
+  out_.commit();
 }
 
 uint64_t SafetensorsWriter::file_size(const std::vector<StTensorSpec>& specs,

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "zt/ckpt/io.hpp"
-#include "zt/ckpt/publish.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/model/layout.hpp"
 
@@ -32,14 +32,10 @@ void write_weights_only(const std::string& path, const model::Config& cfg,
                   "fill each unit in ParamLayout order");
     c.units.push_back(UnitShard{0, layout.unit(u).numel, v, {}, {}});
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  try {
-    write_file(MPI_COMM_NULL, tmp, c);
-    publish_file(tmp, path);
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
-  }
+  SafeFile out(path, "weights file", ".tmp." + std::to_string(::getpid()));
+  out.close_fd();  // HDF5 writes the (existing, empty) temporary by name
+  write_file(MPI_COMM_NULL, out.temp_path(), c);
+  out.commit();
 }
 
 void write_weights_only(const std::string& path, const model::Config& cfg,

@@ -268,18 +268,12 @@ void Config::set(std::string_view name, const Value& given, const std::string& o
 void Config::load_file(const std::string& path) {
   // A directory would read as nothing (all defaults), a device or FIFO until memory runs
   // out; an empty file is most likely one a failed script truncated.
-  require_regular_file(path, "config file (--config)",
-                       "--config names a TOML file of keys (jobs/tiny.toml is an example); "
-                       "leave it out to use the defaults",
-                       /*allow_empty=*/false);
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError("cannot open config file '" + path + "'",
-                     "check the path given to --config (relative paths are from the current "
-                     "directory); jobs/tiny.toml is an example");
-  std::stringstream text;
-  text << in.rdbuf();
-  load_string(text.str(), path);
+  load_string(read_regular_file(path, "config file (--config)",
+                                "--config names a TOML file of keys (jobs/tiny.toml is an "
+                                "example; relative paths are from the current directory); "
+                                "leave it out to use the defaults",
+                                /*allow_empty=*/false),
+              path);
 }
 
 void Config::load_string(std::string_view toml_text, const std::string& origin) {

@@ -1,8 +1,6 @@
 // Instruction data -> token files with a loss mask, packed or padded rows (see sft.hpp).
 #include "zt/data/sft.hpp"
 
-#include <fstream>
-#include <iterator>
 
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
@@ -68,13 +66,9 @@ std::string alpaca_prompt(const std::string& instruction, const std::string& inp
 }
 
 std::vector<SftExample> read_sft_examples(const std::string& path, SftFormat format) {
-  require_regular_file(path, "instruction data file",
-                       "name a .json or .jsonl file (relative paths are from the current directory)",
-                       /*allow_empty=*/false);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read instruction data file '" + path + "'", "check its permissions");
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw InputError("cannot read instruction data file '" + path + "'", "check the file and its disk");
+  const std::string text = read_regular_file(
+      path, "instruction data file",
+      "name a .json or .jsonl file (relative paths are from the current directory)", false);
   std::vector<SftExample> out;
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {  // one JSON array

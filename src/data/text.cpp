@@ -3,7 +3,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "zt/core/error.hpp"
@@ -72,13 +71,8 @@ TokenFile text_files_to_tokens(const std::vector<std::string>& paths, const Text
     size_t bytes = 0;
     while (next < paths.size() && (texts.empty() || bytes < kBatchBytes)) {
       const std::string& path = paths[next++];
-      require_regular_file(path, "input text file",
-                           "name a text file (relative paths are from the current directory)");
-      std::ifstream in(path, std::ios::binary);
-      if (!in) throw InputError("cannot read input text file '" + path + "'", "check its permissions");
-      std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-      if (in.bad())
-        throw InputError("cannot read input text file '" + path + "'", "check the file and its disk");
+      std::string text = read_regular_file(
+          path, "input text file", "name a text file (relative paths are from the current directory)");
       if (text.empty())
         throw InputError("input text file '" + path + "' is empty (an empty corpus)",
                          "give a text file with at least one byte");

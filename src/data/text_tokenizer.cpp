@@ -5,9 +5,7 @@
 #include <atomic>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "tokenizer_internal.hpp"
@@ -26,16 +24,6 @@ using json = nlohmann::json;
 constexpr const char* kPathHint =
     "--tokenizer names a Hugging Face model folder holding tokenizer.json or tokenizer.model "
     "(and tokenizer_config.json), or one of those files";
-
-std::string read_whole(const std::string& path, std::string_view what) {
-  require_regular_file(path, what, kPathHint, /*allow_empty=*/false);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(std::string(what) + " '" + path + "' cannot be opened", "check its permissions");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(std::string(what) + " '" + path + "' cannot be read", "check the file and its disk");
-  return text.str();
-}
 
 // bos_token / eos_token of tokenizer_config.json: a string, {"content": string}, or null.
 std::optional<std::string> token_name(const json& cfg, const char* key, const std::string& where) {
@@ -168,12 +156,12 @@ std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path) {
   if (!is_json && file.extension() != ".model")
     throw InputError("tokenizer '" + file.string() + "' is neither a tokenizer.json nor a tokenizer.model",
                      kPathHint);
-  const std::string main_text = read_whole(file.string(), "tokenizer file");
+  const std::string main_text = read_regular_file(file.string(), "tokenizer file", kPathHint, false);
   const fs::path config_path = file.parent_path() / "tokenizer_config.json";
   std::string config;
   std::vector<std::string> files{file.string()};
   if (fs::exists(config_path, ec)) {
-    config = read_whole(config_path.string(), "tokenizer config");
+    config = read_regular_file(config_path.string(), "tokenizer config", kPathHint, false);
     files.push_back(config_path.string());
   }
   std::unique_ptr<TextTokenizer> t = is_json ? tokenizer_from_json(main_text, config, file.string())

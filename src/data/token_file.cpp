@@ -93,20 +93,6 @@ void write_vector(hid_t file, const char* name, hid_t file_type, hid_t mem_type,
   dset.close(path);
 }
 
-// fsync a file or directory so a rename that follows is durable.
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0)
-    throw Error(strf("open('%s') for fsync failed: %s", path.c_str(), std::strerror(errno)),
-                "check that the file system is writable");
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0 && !directory)  // some file systems refuse fsync on directories; harmless
-    throw Error(strf("fsync('%s') failed: %s", path.c_str(), std::strerror(err)),
-                "check free disk space and the health of the file system");
-}
-
 void write_hdf5(const std::string& tmp, const TokenFile& f) {
   h5::QuietErrors quiet;
   Handle file(ZT_H5_CHECK(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), tmp,
@@ -178,23 +164,11 @@ void read_vector(hid_t file, const char* name, hid_t mem_type, std::vector<T>& o
 void write_token_file(const std::string& path, const TokenFile& file, const WriteOptions& options) {
   validate(file, path);
   require_output_folder(path, "token file");
-  const std::string tmp = path + options.tmp_suffix;
-  std::error_code ec;
-  fs::remove(tmp, ec);  // a stale intermediate from a crashed run
-  try {
-    write_hdf5(tmp, file);
-    fsync_path(tmp, false);
-    fs::rename(tmp, path);
-  } catch (const fs::filesystem_error& e) {
-    fs::remove(tmp, ec);
-    throw Error("cannot publish token file '" + path + "': " + e.what(),
-                "check that the output directory is writable");
-  } catch (...) {
-    fs::remove(tmp, ec);
-    throw;
-  }
-  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
-  fsync_path(dir.string(), true);
+  // HDF5 writes the temporary SafeFile created (O_EXCL|O_NOFOLLOW), by name.
+  SafeFile out(path, "token file", options.tmp_suffix);
+  out.close_fd();
+  write_hdf5(out.temp_path(), file);
+  out.commit();
 }
 
 TokenFile read_token_file(const std::string& path) {

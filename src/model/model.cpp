@@ -85,6 +85,7 @@ struct Model<R>::Impl {
   Buffer<R> dk, dv;                 // [N, G*D]
   Buffer<R> dh, dgate, dup;         // [N, I]
   Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
+  Buffer<R> decode_scores;          // [H, past + n] attention scores of decode()
 
   explicit Impl(const Config& c)
       : cfg(c), layout(c), params(static_cast<size_t>(layout.num_units()), nullptr),
@@ -177,7 +178,7 @@ struct Model<R>::Impl {
   // (recompute in the backward) the down projection and last residual are skipped:
   // the backward needs only what comes before them.
   void block_forward(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t B, int64_t T) {
-    const int64_t N = B * T, C = cfg.hidden, I = cfg.intermediate;
+    const int64_t N = B * T, C = cfg.hidden;
     const int64_t H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
     const R* p = params[static_cast<size_t>(layout.block_unit(l))];
     const BlockOffsets& o = layout.block_offsets();
@@ -192,7 +193,13 @@ struct Model<R>::Impl {
                          H, G, D);
     k::linear_forward(a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C);
     k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
-    // MLP half
+    mlp_forward(p, x_out, a, N);
+  }
+
+  // A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr).
+  void mlp_forward(const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
+    const int64_t C = cfg.hidden, I = cfg.intermediate;
+    const BlockOffsets& o = layout.block_offsets();
     k::rmsnorm_forward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), p + o.post_norm, N, C,
                        cfg.norm_eps);
     k::linear_forward(a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
@@ -202,6 +209,30 @@ struct Model<R>::Impl {
       k::linear_forward(x_out, a.h.data(), p + o.down, N, I, C);
       k::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
     }
+  }
+
+  // Block l over n new positions of one sequence (past before them in the cache): their
+  // keys and values go into the cache, their queries attend the whole cache.
+  void block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t n, int64_t past,
+                    KvCache<R>& cache) {
+    const int64_t C = cfg.hidden, H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
+    const int64_t GD = G * D, half = D / 2;
+    const R* p = params[static_cast<size_t>(layout.block_unit(l))];
+    const BlockOffsets& o = layout.block_offsets();
+    R* kc = cache.k.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
+    R* vc = cache.v.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
+    k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, cfg.norm_eps);
+    k::linear_forward(a.q.data(), a.xn1.data(), p + o.q, n, C, H * D);
+    k::linear_forward(kc + past * GD, a.xn1.data(), p + o.k, n, C, GD);
+    k::linear_forward(vc + past * GD, a.xn1.data(), p + o.v, n, C, GD);
+    const R* cos = rope_cos.data() + past * half;  // positions past .. past + n - 1
+    const R* sin = rope_sin.data() + past * half;
+    k::rope_forward(a.q.data(), cos, sin, 1, n, H, D);
+    k::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
+    k::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D);
+    k::linear_forward(a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C);
+    k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), n * C);
+    mlp_forward(p, x_out, a, n);
   }
 
   // Block l backward: dres [N, C] holds dL/dx_out on entry and dL/dx_in on exit.
@@ -343,20 +374,66 @@ struct Model<R>::Impl {
     }
     ensure(1, T, false, false);
     forward_trunk(tokens, 1, T, false);
+    head_last(T, out);
+  }
+
+  // The head over the last of the n rows of the final hidden state: logits [V] into out.
+  void head_last(int64_t n, std::span<R> out) {
     use_head();
     const R* ph = params[static_cast<size_t>(layout.head_unit())];
-    const R* last = x_at(static_cast<int>(cfg.layers), T) + (T - 1) * cfg.hidden;  // [C]
+    const R* last = x_at(static_cast<int>(cfg.layers), n) + (n - 1) * cfg.hidden;  // [C]
     k::rmsnorm_forward(xf.data(), static_cast<R*>(nullptr), last, ph + layout.final_norm_offset(),
                        1, cfg.hidden, cfg.norm_eps);
     k::linear_forward(out.data(), xf.data(), lm_head_w(), 1, cfg.hidden, cfg.vocab);
     done_head();
   }
 
+  void decode(std::span<const int32_t> tokens, KvCache<R>& cache, std::span<R> out) {
+    const int64_t n = static_cast<int64_t>(tokens.size()), past = cache.length;
+    const int64_t GD = cfg.kv_dim();
+    if (n <= 0) throw InputError("decode: no tokens", "pass at least one new token.");
+    if (cache.capacity > cfg.context || past < 0 ||
+        static_cast<int64_t>(cache.k.size()) != cfg.layers * cache.capacity * GD ||
+        cache.v.size() != cache.k.size()) {
+      throw InputError(strf("decode: the cache (capacity %lld, length %lld) is not one of this "
+                            "model (%lld layers, context %lld)",
+                            static_cast<long long>(cache.capacity), static_cast<long long>(past),
+                            static_cast<long long>(cfg.layers),
+                            static_cast<long long>(cfg.context)),
+                       "make the cache with KvCache(model.config(), capacity).");
+    }
+    if (past + n > cache.capacity) {
+      throw InputError(strf("decode: %lld cached + %lld new positions exceed the cache's %lld",
+                            static_cast<long long>(past), static_cast<long long>(n),
+                            static_cast<long long>(cache.capacity)),
+                       "clear the cache and decode the last positions again (a sliding window).");
+    }
+    if (static_cast<int64_t>(out.size()) != cfg.vocab) {
+      throw InputError(strf("decode: output holds %zu values, the vocabulary has %lld",
+                            out.size(), static_cast<long long>(cfg.vocab)),
+                       "pass a span of config().vocab elements.");
+    }
+    ensure(1, n, false, false);
+    decode_scores.ensure(cfg.heads * (past + n));
+    use(0);
+    k::embedding_forward(x_at(0, n), tokens.data(), params[0] + layout.embed_offset(), n,
+                         cfg.vocab, cfg.hidden);
+    done(0);
+    for (int l = 0; l < static_cast<int>(cfg.layers); ++l) {
+      const int u = layout.block_unit(l);
+      use(u);
+      block_decode(l, x_at(l, n), x_at(l + 1, n), shared, n, past, cache);
+      done(u);
+    }
+    head_last(n, out);
+    cache.length = past + n;
+  }
+
   size_t workspace_bytes() const {
     size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + shared.bytes() + xf.bytes() +
                rstd_f.bytes() + logits.bytes() + dres.bytes() + dxn.bytes() + datt.bytes() +
                dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() + dgate.bytes() + dup.bytes() +
-               attn_scratch.bytes();
+               attn_scratch.bytes() + decode_scores.bytes();
     for (const auto& a : saved) b += a.bytes();
     return b;
   }
@@ -428,11 +505,30 @@ void Model<R>::logits_last(std::span<const int32_t> tokens, int64_t T, std::span
 }
 
 template <class R>
+void Model<R>::decode(std::span<const int32_t> tokens, KvCache<R>& cache, std::span<R> out) {
+  impl_->decode(tokens, cache, out);
+}
+
+template <class R>
+KvCache<R>::KvCache(const Config& cfg, int64_t cap) : capacity(cap) {
+  if (cap <= 0 || cap > cfg.context) {
+    throw InputError(strf("a key/value cache of %lld positions for a model of context %lld",
+                          static_cast<long long>(cap), static_cast<long long>(cfg.context)),
+                     "the cache holds 1 .. model.context positions.");
+  }
+  const auto n = static_cast<size_t>(cfg.layers * cap * cfg.kv_dim());
+  k.assign(n, R(0));
+  v.assign(n, R(0));
+}
+
+template <class R>
 size_t Model<R>::workspace_bytes() const {
   return impl_->workspace_bytes();
 }
 
 template class Model<float>;
 template class Model<double>;
+template struct KvCache<float>;
+template struct KvCache<double>;
 
 }  // namespace zt::model

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
@@ -177,9 +178,12 @@ NvmeFile::NvmeFile(std::string path, uint64_t bytes, const Settings& settings)
   f.path = std::move(path);
   f.bytes = round_up(bytes);
   f.set = settings;
-  const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+  // A new file, never through a link (core/files.hpp): a stale one of the name is removed.
+  unlink_if_there(f.path, "NVMe offload file");
+  const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   if (settings.direct) {
     f.fd = ::open(f.path.c_str(), flags | O_DIRECT, 0600);
+    if (f.fd < 0 && errno == EINVAL) ::unlink(f.path.c_str());  // made before O_DIRECT was refused
     if (f.fd >= 0) {
       f.direct = true;
     } else if (errno == EINVAL) {

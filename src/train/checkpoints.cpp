@@ -38,6 +38,9 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   // ckpt.resume (a path, or `latest` in ckpt.dir with "auto") wins; init_from applies
   // when there is nothing to resume (ckpt_options refuses a named path with init_from).
   const std::string path = ckpt::resolve_resume(mpi_, o.resume, o.dir);
+  // Starting fresh over another run's checkpoints would overwrite them and move `latest`
+  // (issue 20): refused unless ckpt.overwrite.
+  if (path.empty()) ckpt::refuse_fresh_run_over(mpi_, o.dir, o.resume, o.overwrite);
   if (path.empty() && !o.init_from.empty()) {
     ckpt::load_weights(engine_, mpi_, o.init_from, &warnings);
     if (root) log::info("ckpt: initial weights from " + o.init_from + " (fresh optimizer, step 0)");
@@ -47,15 +50,13 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
         log::info("ckpt: no checkpoint in " + o.dir + " (no 'latest'): starting fresh");
     } else {
       const ckpt::TrainState st = ckpt::load(engine_, mpi_, path, &warnings);
-      if (st.step >= cfg_.steps)
-        throw InputError(strf("checkpoint '%s' is at step %lld and train.steps = %lld: nothing "
-                              "is left to train",
-                              path.c_str(), static_cast<long long>(st.step),
-                              static_cast<long long>(cfg_.steps)),
-                         "raise train.steps to continue training from it");
+      // A finished job requeued (slurm/train.sbatch) finds its last checkpoint at or past
+      // train.steps: not an error, the run has nothing to do (Trainer::run returns at
+      // once, zt train says "nothing is left to train" and exits 0).
       first = st.step;
       tokens_seen = st.tokens_seen;
       saved_step_ = st.step;
+      last_path_ = path;  // what a stop before the first step leaves (nothing new is saved)
       if (st.steps != cfg_.steps || st.lr != cfg_.lr || st.min_lr != cfg_.min_lr || st.warmup != cfg_.warmup)
         warnings.push_back(strf("the LR schedule differs from the checkpoint's (steps %lld, lr %g, "
                                 "min_lr %g, warmup %lld): this run follows its own train.* keys",
@@ -83,25 +84,47 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   return first;
 }
 
+bool LoopCheckpoints::stop_agreed(int32_t* flag) {
+  flag[0] = ckpt::preemption_requested() ? 1 : 0;
+  flag[1] = ckpt::preemption_signal();
+  comm_.all_reduce(flag, flag, 2, DType::kI32, comm::ReduceOp::kMax);
+  return flag[0] != 0;
+}
+
+bool LoopCheckpoints::stop_requested() {
+  int32_t flag[2];
+  return stop_agreed(flag);
+}
+
 bool LoopCheckpoints::after_step(int64_t done, int64_t tokens_seen, bool cadence_save) {
   // Preemption: any rank's flag, agreed by all at this boundary.
-  int32_t flag[2] = {ckpt::preemption_requested() ? 1 : 0, ckpt::preemption_signal()};
-  comm_.all_reduce(flag, flag, 2, DType::kI32, comm::ReduceOp::kMax);
-  const bool stop = flag[0] != 0 || (cfg_.ckpt.stop_after > 0 && done >= cfg_.ckpt.stop_after);
+  int32_t flag[2];
+  const bool stop = stop_agreed(flag) || (cfg_.ckpt.stop_after > 0 && done >= cfg_.ckpt.stop_after);
   const bool due = cadence_save && cfg_.ckpt.every > 0 && done % cfg_.ckpt.every == 0;
   if (mpi_ != MPI_COMM_NULL && (stop || due)) save(done, tokens_seen);
-  if (stop) collect();  // the job ends: the checkpoint must be complete
-  if (stop && done < cfg_.steps) {
-    stopped_ = true;
-    signal_ = flag[1];
-    if (comm_.rank() == 0)
-      log::info(strf("%s at step %lld: checkpoint %s written",
-                     flag[0] ? (signal_ ? strf("preempted (signal %d)", signal_).c_str() : "preempted")
-                             : "ckpt.stop_after reached",
-                     static_cast<long long>(done),
-                     last_path_.empty() ? "(none: no MPI communicator)" : last_path_.c_str()));
-  }
+  if (stop && done < cfg_.steps) end_here(done, flag);
+  else if (stop) collect();  // the job ends: the checkpoint must be complete
   return stopped_;
+}
+
+bool LoopCheckpoints::before_first_step(int64_t done, int64_t tokens_seen) {
+  int32_t flag[2];
+  if (!stop_agreed(flag)) return false;
+  if (mpi_ != MPI_COMM_NULL) save(done, tokens_seen);  // a no-op right after a resume
+  end_here(done, flag);
+  return true;
+}
+
+void LoopCheckpoints::end_here(int64_t done, const int32_t* flag) {
+  collect();  // the job ends: the checkpoint must be complete
+  stopped_ = true;
+  signal_ = flag[1];
+  if (comm_.rank() == 0)
+    log::info(strf("%s at step %lld: checkpoint %s written",
+                   flag[0] ? (signal_ ? strf("preempted (signal %d)", signal_).c_str() : "preempted")
+                           : "ckpt.stop_after reached",
+                   static_cast<long long>(done),
+                   last_path_.empty() ? "(none: no MPI communicator)" : last_path_.c_str()));
 }
 
 void LoopCheckpoints::finish(int64_t done, int64_t tokens_seen) {

@@ -33,6 +33,14 @@ class LoopCheckpoints {
   // rotates good checkpoints out (ckpt.keep).
   bool after_step(int64_t done, int64_t tokens_seen, bool cadence_save = true);
 
+  // Before the first step: a stop request that came during the start-up (engine init,
+  // resume) is agreed, saved and ends the run here. True when it does.
+  bool before_first_step(int64_t done, int64_t tokens_seen);
+
+  // Any rank's stop request (SIGTERM, SIGUSR1, SIGINT), agreed by all (one all_reduce):
+  // the sampler polls it per token.
+  bool stop_requested();
+
   // After the last step: the final save (ckpt.save_final) unless that step was saved.
   void finish(int64_t done, int64_t tokens_seen);
 
@@ -42,6 +50,8 @@ class LoopCheckpoints {
 
  private:
   void save(int64_t done, int64_t tokens_seen);
+  bool stop_agreed(int32_t* flag);
+  void end_here(int64_t done, const int32_t* flag);  // stopped at `done`: collect, log  // flag[0]: any rank asked, flag[1]: the largest signal
   std::chrono::milliseconds comm_timeout() const;  // comm.timeout: the watchdog's limit
   void collect();  // waits for a background save (ckpt.async) and logs it
 

@@ -1,11 +1,14 @@
-// Temperature sampling from the model (see generate.hpp).
+// Text generation: sampling rules and the decoding loop (see generate.hpp).
 #include "zt/train/generate.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <numeric>
 #include <utility>
 
 #include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
 
 namespace zt::train {
 
@@ -18,52 +21,125 @@ double sample_uniform(uint64_t seed, uint64_t k) {
   return static_cast<double>(x >> 11) * 0x1.0p-53;
 }
 
-int32_t sample_token(std::span<const float> logits, double temperature, double u) {
-  ZT_CHECK(!logits.empty() && temperature > 0.0, "sample_token needs logits and temperature > 0",
-           "check sample.temperature");
+int32_t sample_token(std::span<const float> logits, const SampleOptions& o, double u) {
+  ZT_CHECK(!logits.empty() && o.temperature >= 0.0 && o.top_p > 0.0 && o.top_k >= 0,
+           "sample_token needs logits, temperature >= 0, top_p > 0 and top_k >= 0",
+           "check the sampling options");
+  if (o.temperature == 0.0)  // greedy: the first largest logit
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const size_t V = logits.size();
   double max_logit = logits[0];
   for (const float l : logits) max_logit = std::max(max_logit, static_cast<double>(l));
-  std::vector<double> p(logits.size());
-  double sum = 0.0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    p[i] = std::exp((static_cast<double>(logits[i]) - max_logit) / temperature);
-    sum += p[i];
+  std::vector<double> p(V);  // [V] unnormalised probabilities; 0: filtered out
+  for (size_t i = 0; i < V; ++i)
+    p[i] = std::exp((static_cast<double>(logits[i]) - max_logit) / o.temperature);
+  if (o.top_k > 0 && static_cast<size_t>(o.top_k) < V) {  // keep p >= the k-th largest
+    std::vector<double> sorted = p;
+    std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(),
+                     std::greater<>());
+    const double kth = sorted[static_cast<size_t>(o.top_k - 1)];
+    for (double& x : p)
+      if (x < kth) x = 0.0;
   }
-  const double target = u * sum;
+  if (o.top_p < 1.0) {  // keep a token while the mass strictly above it is < top_p
+    std::vector<size_t> order(V);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+    const double total = std::accumulate(p.begin(), p.end(), 0.0);
+    double above = 0.0;
+    for (const size_t i : order) {
+      const double pi = p[i];
+      if (above >= o.top_p * total) p[i] = 0.0;
+      above += pi;
+    }
+  }
+  const double target = u * std::accumulate(p.begin(), p.end(), 0.0);
   double cum = 0.0;
-  for (size_t i = 0; i < p.size(); ++i) {
+  int32_t last = 0;
+  for (size_t i = 0; i < V; ++i) {
+    if (p[i] == 0.0) continue;
     cum += p[i];
-    if (cum > target) return static_cast<int32_t>(i);
+    last = static_cast<int32_t>(i);
+    if (cum > target) return last;
   }
-  return static_cast<int32_t>(p.size() - 1);  // u * sum rounding at the very top
+  return last;  // u * sum rounding at the very top
 }
 
-std::vector<int32_t> generate(const LogitsFn& logits_fn, int64_t vocab, int64_t model_context,
-                              std::vector<int32_t> prompt, const SampleOptions& options) {
-  ZT_CHECK(!prompt.empty(), "generate needs a non-empty prompt", "set sample.prompt");
-  const int64_t context = options.window > 0 ? std::min(options.window, model_context)
-                                             : model_context;
-  std::vector<float> logits(static_cast<size_t>(vocab));  // [V]
-  std::vector<int32_t> out;
-  for (int64_t k = 0; k < options.tokens; ++k) {
-    const int64_t T = std::min<int64_t>(static_cast<int64_t>(prompt.size()), context);
-    const std::span<const int32_t> window(prompt.data() + prompt.size() - static_cast<size_t>(T),
-                                          static_cast<size_t>(T));
-    logits_fn(window, logits);
-    const int32_t next = sample_token(logits, options.temperature,
-                                      sample_uniform(options.seed, static_cast<uint64_t>(k)));
-    prompt.push_back(next);
-    out.push_back(next);
-  }
-  return out;
+int32_t sample_token(std::span<const float> logits, double temperature, double u) {
+  ZT_CHECK(temperature > 0.0, "sample_token needs temperature > 0", "check sample.temperature");
+  SampleOptions o;
+  o.temperature = temperature;
+  return sample_token(logits, o, u);
 }
 
-std::vector<int32_t> generate(model::Model<float>& model, std::vector<int32_t> prompt,
-                              const SampleOptions& options) {
-  const LogitsFn fn = [&model](std::span<const int32_t> window, std::span<float> out) {
-    model.logits_last(window, static_cast<int64_t>(window.size()), out);
+Decoder kv_decoder(model::Model<float>& model, model::KvCache<float>& cache) {
+  Decoder d;
+  d.vocab = model.config().vocab;
+  d.capacity = cache.capacity;
+  d.append = [&model, &cache](std::span<const int32_t> tokens, std::span<float> logits) {
+    model.decode(tokens, cache, logits);
   };
-  return generate(fn, model.config().vocab, model.config().context, std::move(prompt), options);
+  d.reset = [&cache] { cache.length = 0; };
+  return d;
+}
+
+Decoder recompute_decoder(LogitsFn logits, int64_t vocab, int64_t context) {
+  auto held = std::make_shared<std::vector<int32_t>>();  // the window the model sees
+  Decoder d;
+  d.vocab = vocab;
+  d.capacity = context;
+  d.append = [held, logits = std::move(logits)](std::span<const int32_t> tokens,
+                                                std::span<float> out) {
+    held->insert(held->end(), tokens.begin(), tokens.end());
+    logits(*held, out);
+  };
+  d.reset = [held] { held->clear(); };
+  return d;
+}
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kLength: return "length";
+    case StopReason::kStopId: return "eos";
+    case StopReason::kStop: return "stop";
+  }
+  return "?";
+}
+
+Generation generate(const Decoder& d, std::span<const int32_t> prompt, const SampleOptions& o) {
+  if (prompt.empty()) throw InputError("generation needs a non-empty prompt", "give a prompt");
+  const int64_t context = o.window > 0 ? std::min(o.window, d.capacity) : d.capacity;
+  std::vector<int32_t> all(prompt.begin(), prompt.end());  // prompt + generated
+  std::vector<float> logits(static_cast<size_t>(d.vocab));  // [V]
+  Generation g;
+  if (o.tokens <= 0) return g;
+  // Prefill with the prompt's last `context` tokens.
+  int64_t held = std::min<int64_t>(static_cast<int64_t>(all.size()), context);
+  d.reset();
+  d.append(std::span<const int32_t>(all).last(static_cast<size_t>(held)), logits);
+  for (int64_t k = 0;; ++k) {
+    const int32_t next = sample_token(logits, o, sample_uniform(o.seed, static_cast<uint64_t>(k)));
+    all.push_back(next);
+    g.tokens.push_back(next);
+    if (std::find(o.stop_ids.begin(), o.stop_ids.end(), next) != o.stop_ids.end()) {
+      g.reason = StopReason::kStopId;
+      break;
+    }
+    if (o.stop && o.stop(g.tokens)) {
+      g.reason = StopReason::kStop;
+      break;
+    }
+    if (k + 1 >= o.tokens) break;
+    if (held < context) {
+      d.append(std::span<const int32_t>(&all.back(), 1), logits);
+      ++held;
+    } else {  // the window is full: restart it from its last half (new token included)
+      held = std::max<int64_t>(1, context / 2);
+      d.reset();
+      d.append(std::span<const int32_t>(all).last(static_cast<size_t>(held)), logits);
+    }
+  }
+  return g;
 }
 
 }  // namespace zt::train

@@ -1,13 +1,22 @@
 // Memory from /proc, a measured CPU GEMM peak, MFU (see metrics.hpp).
 #include "zt/train/metrics.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
 #include <chrono>
 #include <fstream>
 #include <string>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 #include "zt/kernels/linear.hpp"
@@ -95,6 +104,67 @@ std::string step_json(const StepRecord& r) {
   j["memory"] = memory;
   if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
   return j.dump();
+}
+
+MetricsFile::~MetricsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MetricsFile::open(const std::string& path, int64_t first_step, bool replace) {
+  path_ = path;
+  const std::string name = "log.metrics = '" + path + "'";
+  const char* hint = "name a new file for log.metrics (or leave it empty)";
+  require_output_folder(path, "log.metrics file");
+  struct stat st{};
+  const bool exists = ::lstat(path.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT)
+    throw InputError(strf("%s: %s (errno %d)", name.c_str(), std::strerror(errno), errno), hint);
+  if (exists && S_ISLNK(st.st_mode))
+    throw InputError(name + " is a symbolic link; zt never writes through one", hint);
+  if (exists && !S_ISREG(st.st_mode))
+    throw InputError(name + " is not a regular file", hint);
+  if (exists && st.st_size > 0) {
+    if (first_step == 0 && !replace)
+      throw InputError(name + " already holds another run's lines, and this run starts fresh",
+                       "resume that run (ckpt.resume=auto) to continue the file, name another "
+                       "file, or set ckpt.overwrite = true to replace it");
+    // Keep the lines up to the checkpoint's step; a fresh run with `replace` keeps none.
+    std::ifstream in(path, std::ios::binary);
+    std::string line, kept;
+    int64_t number = 0;
+    bool cut = false;  // the previous line did not parse: only the last may be so
+    while (std::getline(in, line)) {
+      ++number;
+      if (cut)
+        throw InputError(strf("%s: line %lld is not a metrics record (JSON with \"step\"): not "
+                              "a file zt wrote, so it is left as it is",
+                              name.c_str(), static_cast<long long>(number - 1)),
+                         hint);
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
+        cut = true;  // a line cut short by a kill, if it is the last
+        continue;
+      }
+      if (j["step"].get<int64_t>() <= first_step) kept += line + "\n";
+    }
+    if (in.bad())
+      throw InputError(strf("%s: reading it failed: %s", name.c_str(), std::strerror(errno)), hint);
+    if (cut && number == 1)
+      throw InputError(name + ": its only line is not a metrics record: not a file zt wrote", hint);
+    write_file_safely(path, kept, "log.metrics file");
+    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  } else {
+    if (exists) unlink_if_there(path, "log.metrics file");  // empty: nothing to lose
+    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  }
+  if (fd_ < 0)
+    throw InputError(strf("cannot write %s: %s (errno %d)", name.c_str(), std::strerror(errno), errno),
+                     "check that its folder exists and is writable");
+}
+
+void MetricsFile::write(const StepRecord& r) {
+  const std::string line = step_json(r) + "\n";
+  write_all(fd_, line.data(), line.size(), path_, "log.metrics file");
 }
 
 }  // namespace zt::train

@@ -265,6 +265,20 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   result.engine = engine_->describe();
   result.peak_flops_per_rank = peak_flops_per_rank_;
   const Schedule schedule{cfg_.lr, cfg_.min_lr, cfg_.warmup, cfg_.steps};
+  if (result.first_step >= cfg_.steps) {  // a finished job run again (e.g. requeued)
+    result.nothing_left = true;
+    result.checkpoint = checkpoints_->last_path();
+    return result;
+  }
+  if (hooks.on_start) hooks.on_start(result.first_step);
+  // A stop request during the start-up (engine init, resume) is honoured before the
+  // first step: saved (a no-op when just resumed from this step) and ended.
+  if (checkpoints_->before_first_step(result.first_step, tokens_seen_)) {
+    result.stopped = true;
+    result.stop_signal = checkpoints_->signal();
+    result.checkpoint = checkpoints_->last_path();
+    return result;
+  }
   for (int64_t step = result.first_step; step < cfg_.steps; ++step) {
     const auto t0 = Clock::now();
     const double lr = lr_at(schedule, step);
@@ -397,9 +411,17 @@ std::vector<int32_t> Trainer::sample() {
     engine_->logits_last(window, static_cast<int64_t>(window.size()), out);
     comm_.broadcast(out.data(), out.size(), DType::kF32, 0);
   };
+  SampleOptions options;
+  options.tokens = cfg_.sample_tokens;
+  options.temperature = cfg_.sample_temperature;
+  options.seed = cfg_.sample_seed;
+  options.window = cfg_.seq_len;
+  // A stop request (SIGTERM, SIGUSR1, SIGINT) ends the sample after the token in hand:
+  // every rank asks, all agree (one all_reduce per token).
+  options.stop = [this](std::span<const int32_t>) { return checkpoints_->stop_requested(); };
   std::vector<int32_t> tokens =
-      generate(logits, cfg_.model.vocab, cfg_.model.context, prompt,
-               SampleOptions{cfg_.sample_tokens, cfg_.sample_temperature, cfg_.sample_seed, cfg_.seq_len});
+      generate(recompute_decoder(logits, cfg_.model.vocab, cfg_.model.context), prompt, options)
+          .tokens;
   if (rank_ != 0) tokens.clear();
   return tokens;
 }

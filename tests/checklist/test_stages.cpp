@@ -109,7 +109,7 @@ TEST(Baseline, MismatchesAndBadFilesAreBadInput) {
       [] { zt::check::parse_baseline_text(R"({"config": {"nranks": 2, "ops": ["alltoall"]}, "results": []})", "z.json"); },
       {"alltoall"});
   zt::testing::expect_input_error([] { zt::check::parse_baseline_file("/nonexistent/report.json"); },
-                                  {"cannot read baseline file"});
+                                  {"baseline file '/nonexistent/report.json': not found"});
 }
 
 TEST(PairsGate, TheNodeInEveryFailingPairIsBlamed) {

@@ -9,7 +9,17 @@
   signals_test.py kill9 WORKDIR ZT LAUNCHER...     kill -9 of one rank while a checkpoint
       is being written (its .tmp exists, the file does not): the job dies, `latest` still
       names the previous complete checkpoint, and resuming from it works.
+  signals_test.py stops WORKDIR ZT LAUNCHER...     every stop request is honoured, saved
+      once, exit 0 (issue 20, class 6): SIGINT mid-run; SIGTERM during the start-up (before
+      the first step); a second SIGTERM while the checkpoint is being written; SIGTERM
+      during the final sample (ends at the next token, not after the whole sample).
+  signals_test.py requeue WORKDIR ZT LAUNCHER...   a finished job run again exits 0 with
+      "nothing is left to train" (slurm/train.sbatch requeues); a fresh run into a folder
+      with another run's checkpoints is refused (exit 2, the folder and the choices named),
+      also with resume=auto and `latest` missing; ckpt.overwrite = true lets it; log.metrics
+      is continued on resume (lines past the checkpoint dropped, earlier kept).
 """
+import threading
 import json
 import os
 import signal
@@ -197,11 +207,174 @@ def async_resume(work, zt, launcher):
           "21-40 losses bitwise equal to a synchronous straight run" % stalls)
 
 
+class Job:
+    """A zt train job whose output is collected line by line (a thread reads the pipe)."""
+
+    def __init__(self, zt, launcher, keys):
+        self.p = subprocess.Popen(cmd(zt, launcher, keys), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append(line)
+
+    def text(self):
+        return "".join(self.lines)
+
+    def wait_for(self, pred, what, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.p.poll() is None:
+            if pred():
+                return
+            time.sleep(0.002)
+        self.p.kill()
+        self.finish(what)
+        fail("never saw " + what)
+
+    def signal_ranks(self, sig):
+        pids = rank_pids(self.p.pid)
+        for pid in pids:
+            os.kill(pid, sig)
+        return pids
+
+    def finish(self, what, timeout=120):
+        t0 = time.time()
+        rc = self.p.wait(timeout=timeout)
+        self.reader.join(timeout=10)
+        print("---- %s (exit %d, %.2f s after the signal)\n%s" % (what, rc, time.time() - t0,
+                                                               self.text()[-2500:]), flush=True)
+        return rc, time.time() - t0
+
+
+def stops(work, zt, launcher):
+    import re
+    # The kill9 model: a ~115 MB state, so the start-up and each save take a while.
+    big = SMALL + ["model.vocab=16384", "model.hidden=256", "model.intermediate=512",
+                   "train.micro_batch=1", "train.global_batch=2", "train.seq_len=16"]
+    results = []
+
+    def expect_stop(job, what, sig):
+        rc, took = job.finish(what)
+        text = job.text()
+        if rc != 0:
+            fail("%s: exit %d, expected 0" % (what, rc))
+        m = re.search(r"preempted \(signal %d\) at step (\d+): checkpoint (\S+) written" % sig, text)
+        if not m:
+            fail("%s: no 'preempted (signal %d) at step N: checkpoint ... written' line" % (what, sig))
+        saves = len(re.findall(r"ckpt: step \d+ -> ", text))
+        if saves != 1:
+            fail("%s: %d checkpoint saves, expected exactly one" % (what, saves))
+        results.append("%s: exit 0 at step %s after %.2f s, one save" % (what, m.group(1), took))
+        return int(m.group(1))
+
+    # 1. SIGINT (Ctrl-C) to every rank mid-run.
+    d = "%s/int" % work
+    job = Job(zt, launcher, SMALL + ["train.steps=100000", "ckpt.dir=" + d])
+    job.wait_for(lambda: re.search(r"step +5/", job.text()), "step 5")
+    job.signal_ranks(signal.SIGINT)
+    expect_stop(job, "SIGINT mid-run", signal.SIGINT)
+
+    # 2. SIGTERM during the start-up: once the banner is out, before the first step.
+    d = "%s/early" % work
+    job = Job(zt, launcher, big + ["train.steps=100000", "ckpt.dir=" + d])
+    job.wait_for(lambda: "zt train: model" in job.text(), "the start-up banner")
+    job.signal_ranks(signal.SIGTERM)
+    expect_stop(job, "SIGTERM during the start-up", signal.SIGTERM)
+
+    # 3. A second SIGTERM while the checkpoint of the first is being written.
+    d = "%s/twice" % work
+    job = Job(zt, launcher, big + ["train.steps=100000", "ckpt.dir=" + d])
+    job.wait_for(lambda: re.search(r"step +3/", job.text()), "step 3")
+    job.signal_ranks(signal.SIGTERM)
+    job.wait_for(lambda: any(n.endswith(".h5.tmp") for n in (os.listdir(d) if os.path.isdir(d) else [])),
+                 "the checkpoint's .tmp")
+    job.signal_ranks(signal.SIGTERM)
+    expect_stop(job, "a second SIGTERM during the save", signal.SIGTERM)
+
+    # 4. SIGTERM during the final sample (a long one): it ends at the next token.
+    d = "%s/sample" % work
+    keys = [k for k in SMALL if not k.startswith("sample.tokens")]
+    job = Job(zt, launcher, keys + ["train.steps=3", "sample.tokens=1000000", "ckpt.dir=" + d])
+    job.wait_for(lambda: "ckpt: step 3 -> " in job.text(), "the final checkpoint")
+    time.sleep(0.2)  # into the sample
+    job.signal_ranks(signal.SIGTERM)
+    rc, took = job.finish("SIGTERM during the sample")
+    if rc != 0 or "a stop request came during the sample" not in job.text():
+        fail("SIGTERM during the sample: exit %d, or no line saying the sample ended early" % rc)
+    if took > 30:
+        fail("SIGTERM during the sample took %.1f s to end the job" % took)
+    results.append("SIGTERM during the sample: exit 0 after %.2f s" % took)
+    print("PASS: " + "; ".join(results))
+
+
+def requeue(work, zt, launcher):
+    d = "%s/ck" % work
+    metrics = "%s/metrics.jsonl" % work
+    keys = SMALL + ["ckpt.dir=" + d, "log.metrics=" + metrics]
+    first = run(zt, launcher, keys + ["train.steps=6", "ckpt.every=2", "ckpt.keep=0"], "first run")
+    if first.returncode != 0:
+        fail("the first run failed")
+    # A requeued finished job: exit 0, nothing trained, nothing saved, metrics untouched.
+    before = open(metrics).read()
+    again = run(zt, launcher, keys + ["train.steps=6", "ckpt.resume=auto"], "the finished job again")
+    out = again.stdout + again.stderr
+    if again.returncode != 0 or "nothing is left to train" not in out:
+        fail("a finished job run again: exit %d, expected 0 with 'nothing is left to train'"
+             % again.returncode)
+    if open(metrics).read() != before or latest(d) != "step-6.h5":
+        fail("the finished job run again changed the metrics or latest")
+    # A fresh run over it: refused, naming the folder and the three ways out.
+    fresh = run(zt, launcher, keys + ["train.steps=6"], "a fresh run into the folder")
+    out = fresh.stdout + fresh.stderr
+    for want in ("ckpt.dir = '%s'" % d, "ckpt.resume=auto", "another folder", "ckpt.overwrite = true"):
+        if want not in out:
+            fail("the refusal of a fresh run does not say %r" % want)
+    if fresh.returncode != 2 or latest(d) != "step-6.h5":
+        fail("a fresh run over another run's checkpoints: exit %d (expected 2), latest %s"
+             % (fresh.returncode, latest(d)))
+    # `latest` lost: resume=auto must not start fresh over step-*.h5 either.
+    os.rename(os.path.join(d, "latest"), os.path.join(work, "latest.saved"))
+    auto = run(zt, launcher, keys + ["train.steps=6", "ckpt.resume=auto"], "resume=auto without latest")
+    if auto.returncode != 2 or "no 'latest' to resume from" not in auto.stdout + auto.stderr:
+        fail("resume=auto over step-*.h5 without latest: exit %d, expected 2" % auto.returncode)
+    os.rename(os.path.join(work, "latest.saved"), os.path.join(d, "latest"))
+    # Resume from step 4 (as a requeue after a preemption would): the metrics file keeps
+    # steps 1-4 of the first run and continues with 5-8; nothing is truncated.
+    with open(os.path.join(d, "latest"), "w") as f:
+        f.write("step-4.h5\n")
+    old = losses(metrics)
+    with open(metrics, "a") as f:
+        f.write('{"step": 7, "loss"')  # a line cut short by a kill
+    cont = run(zt, launcher, keys + ["train.steps=8", "ckpt.resume=auto"], "resumed at step 4")
+    if cont.returncode != 0:
+        fail("the resumed run failed")
+    got = [json.loads(line)["step"] for line in open(metrics)]
+    if got != list(range(1, 9)):
+        fail("the metrics file after the resume holds steps %s, expected 1-8" % got)
+    now = losses(metrics)
+    if any(now[s] != old[s] for s in range(1, 5)):
+        fail("the resume rewrote the lines of steps 1-4")
+    # ckpt.overwrite = true: a fresh run may replace them (and the metrics file).
+    over = run(zt, launcher, keys + ["train.steps=2", "ckpt.overwrite=true"], "ckpt.overwrite=true")
+    if over.returncode != 0 or latest(d) != "step-2.h5":
+        fail("ckpt.overwrite=true: exit %d, latest %s" % (over.returncode, latest(d)))
+    if sorted(losses(metrics)) != [1, 2]:
+        fail("ckpt.overwrite=true: the metrics file holds steps %s" % sorted(losses(metrics)))
+    print("PASS: finished job again: exit 0 'nothing is left to train'; fresh run over "
+          "checkpoints: exit 2 naming the folder and choices (also resume=auto without latest); "
+          "resumed at 4: metrics steps 1-8, 1-4 kept bitwise; ckpt.overwrite=true: fresh run "
+          "replaces them")
+
+
 def main():
     mode, work, zt, launcher = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     subprocess.run(["rm", "-rf", work])
     os.makedirs(work)
-    {"preempt": preempt, "kill9": kill9, "async": async_resume}[mode](work, zt, launcher)
+    {"preempt": preempt, "kill9": kill9, "async": async_resume, "stops": stops,
+     "requeue": requeue}[mode](work, zt, launcher)
 
 
 if __name__ == "__main__":

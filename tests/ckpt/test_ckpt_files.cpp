@@ -257,3 +257,68 @@ TEST(CkptFiles, PreflightDirRefusesUnusableFolders) {
 }
 
 }  // namespace
+
+// zt reads its own datasets' bytes raw (contiguous fp32 little-endian: one pread per
+// rank's part); a dataset another writer stored otherwise (chunked and big-endian, as
+// h5py can) goes through H5Dread, which converts: the same values and checksums either way.
+TEST(CkptFiles, DatasetsOfAnotherLayoutAreReadThroughHdf5) {
+  const zt::model::Config cfg = small();
+  const auto units = random_units(cfg, 23);
+  const std::string path = dir_for("otherlayout") + "/w.h5";
+  zt::ckpt::write_weights_only(path, cfg, units, {});
+  const zt::model::ParamLayout layout(cfg);
+  const zt::model::TensorInfo& t = layout.tensors()[2];  // a 2-D tensor of block 0
+  ASSERT_EQ(t.shape.size(), 2u);
+  const std::string name = "/params/" + t.name;
+  uint64_t sum = 0;
+  const std::vector<float> values = h5_read(path, name, &sum);
+  ASSERT_NE(h5_offset(path, name), HADDR_UNDEF);  // zt's own: contiguous, allocated
+  {  // Replace it by a chunked, big-endian copy with the same checksum attribute.
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    ASSERT_GE(H5Ldelete(f, name.c_str(), H5P_DEFAULT), 0);
+    const hsize_t dims[2] = {static_cast<hsize_t>(t.shape[0]), static_cast<hsize_t>(t.shape[1])};
+    const hsize_t chunk[2] = {std::max<hsize_t>(1, dims[0] / 3), std::max<hsize_t>(1, dims[1] / 2)};
+    const hid_t space = H5Screate_simple(2, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ASSERT_GE(H5Pset_chunk(dcpl, 2, chunk), 0);
+    const hid_t d = H5Dcreate2(f, name.c_str(), H5T_IEEE_F32BE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+    const hid_t as = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(d, "checksum", H5T_STD_U64LE, as, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(H5Awrite(a, H5T_NATIVE_UINT64, &sum), 0);
+    H5Aclose(a);
+    H5Sclose(as);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  ASSERT_EQ(h5_offset(path, name), HADDR_UNDEF);  // chunked: no single offset
+  const zt::ckpt::FullCheckpoint back = zt::ckpt::read_full(path);
+  for (size_t u = 0; u < units.size(); ++u) EXPECT_EQ(back.params[u], units[u]) << "unit " << u;
+}
+
+// A file cut short inside a dataset's bytes is refused by name, not read as zeros.
+TEST(CkptFiles, TruncatedDataIsRefusedByName) {
+  const zt::model::Config cfg = small();
+  const std::string path = dir_for("truncated") + "/w.h5";
+  zt::ckpt::write_weights_only(path, cfg, random_units(cfg, 5), {});
+  const zt::model::ParamLayout layout(cfg);
+  const std::string last = "/params/" + layout.tensors().back().name;
+  const haddr_t off = h5_offset(path, last);
+  ASSERT_NE(off, HADDR_UNDEF);
+  fs::resize_file(path, off + 8);  // 2 of its elements remain
+  try {
+    (void)zt::ckpt::read_full(path);
+    FAIL() << "a truncated file was read";
+  } catch (const zt::InputError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("truncated") != std::string::npos ||
+                what.find("never written") != std::string::npos ||
+                what.find("HDF5") != std::string::npos)
+        << what;
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+  }
+}

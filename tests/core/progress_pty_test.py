@@ -29,7 +29,7 @@ def check(cond, what, shown):
 
 
 def run_pipe(*flags):
-    p = subprocess.run([zt, "convert", "text-to-tokens", *flags, text, out_h5],
+    p = subprocess.run([zt, "convert", "text-to-tokens", "--force", *flags, text, out_h5],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
@@ -37,7 +37,7 @@ def run_pipe(*flags):
 def run_pty(*flags):
     """stderr on a pseudo-terminal, stdout in a pipe."""
     master, slave = pty.openpty()
-    p = subprocess.Popen([zt, "convert", "text-to-tokens", *flags, text, out_h5],
+    p = subprocess.Popen([zt, "convert", "text-to-tokens", "--force", *flags, text, out_h5],
                          stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     got = b""

@@ -2,7 +2,10 @@
 // flipped byte or a swapped pair changes it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "zt/core/checksum.hpp"
@@ -47,3 +50,36 @@ TEST(Checksum, DetectsFlippedByteAndSwap) {
 }
 
 }  // namespace
+
+// sum64_fast, on every instruction set this CPU has (ZT_CHECKSUM_ISA is read once per
+// process, so each one runs in a child process), equals the definition: lengths around
+// the vector widths, offsets, special values (NaN, Inf, -0, subnormals).
+TEST(Checksum, FastEqualsDefinitionOnEveryIsa) {
+  std::vector<float> x = ramp(4099);
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[6] = -std::numeric_limits<float>::infinity();
+  x[7] = -0.0f;
+  x[8] = std::numeric_limits<float>::denorm_min();
+  const std::span<const float> all(x);
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{15},
+                         size_t{16}, size_t{17}, size_t{1000}, size_t{4099}})
+    for (const uint64_t first : {uint64_t{0}, uint64_t{3}, uint64_t{1} << 40})
+      ASSERT_EQ(zt::sum64_fast(all.first(n), first), zt::sum64(all.first(n), first))
+          << "n " << n << " first " << first << " isa " << zt::sum64_isa();
+  std::printf("sum64_fast here uses %s\n", zt::sum64_isa());
+}
+
+TEST(Checksum, FastEqualsDefinitionOnTheOtherIsas) {
+  for (const char* isa : {"scalar", "avx2"}) {
+    EXPECT_EXIT(
+        {
+          ::setenv("ZT_CHECKSUM_ISA", isa, 1);
+          const std::vector<float> x = ramp(777);
+          const bool same = zt::sum64_fast(x, 5) == zt::sum64(x, 5);
+          std::fprintf(stderr, "isa %s\n", zt::sum64_isa());
+          std::exit(same ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "isa ")
+        << isa;
+  }
+}

@@ -108,6 +108,22 @@ DeviceBuffer<T> to_device(Vec& v) {
   return d;
 }
 
+// A device copy of v (rounded in place) placed `off` elements into its buffer, behind
+// zeros: at(buf, off) is then as misaligned as off elements make it (the packed kernels'
+// scalar fallback). from(got, off) drops the leading elements of a download again.
+template <class T>
+DeviceBuffer<T> to_device_at(Vec& v, size_t off) {
+  round_all<T>(v);
+  Vec padded(off, 0.0);
+  padded.insert(padded.end(), v.begin(), v.end());
+  return to_device<T>(padded);
+}
+template <class T>
+T* at(DeviceBuffer<T>& d, size_t off) {
+  return d.data() + off;
+}
+inline Vec from(const Vec& got, size_t off) { return Vec(got.begin() + off, got.end()); }
+
 inline DeviceBuffer<int32_t> to_device_i32(const std::vector<int32_t>& v) {
   DeviceBuffer<int32_t> d(v.size());
   d.upload(v);

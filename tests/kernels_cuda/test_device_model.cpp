@@ -103,6 +103,27 @@ TEST_F(DeviceModelTest, TinyLlamaFourLayersFp32) {
   check_model<float, float, float>(cfg, 1, 64, 1e-5, 1e-4, "tinyllama 4 layers fp32");
 }
 
+// OpenLLaMA-3B's head dim 100 (zt's attention kernel; cuDNN needs D % 8 == 0) and a
+// bf16 head dim 64 model (cuDNN's fused attention where it loads) on small widths: the
+// whole model against the CPU one.
+TEST_F(DeviceModelTest, HeadDim100AndCudnnPathSmallModels) {
+  Config cfg = Config::preset("open-llama-3b");
+  cfg.name = "open-llama-3b narrow";
+  cfg.hidden = 400;  // 4 heads of 100
+  cfg.heads = 4;
+  cfg.kv_heads = 2;
+  cfg.intermediate = 1080;
+  cfg.vocab = 512;
+  cfg.layers = 2;
+  cfg.context = 128;
+  check_model<double, float, float>(cfg, 2, 40, 1e-5, 1e-4, "head dim 100 fp32");
+  check_model<double, bf16_t, float>(cfg, 2, 40, 1e-2, 5e-2, "head dim 100 bf16-mixed");
+  cfg.name = "tinyllama narrow";
+  cfg.hidden = 256;  // 4 heads of 64: cuDNN's path in bf16
+  cfg.intermediate = 704;
+  check_model<double, bf16_t, float>(cfg, 2, 40, 1e-2, 5e-2, "head dim 64 bf16-mixed (cudnn)");
+}
+
 // Recompute gives the same loss (bit for bit: the same kernels on the same inputs) and
 // the same gradients (up to the order of the embedding's atomic adds).
 TEST_F(DeviceModelTest, TinyRecomputeSameValues) {

@@ -43,7 +43,7 @@ mpirun -np "$np" --oversubscribe --bind-to none \
   --set train.steps=100000 --set comm.timeout="$timeout_s" --set log.every=1 \
   --set sample.tokens=0 --set eval.every=0 --set data.eval_fraction=0 \
   --set train.peak_tflops=1 --set train.threads=1 --set train.micro_batch=2 \
-  --set train.global_batch=$((2 * np)) --set train.seq_len=32 \
+  --set train.global_batch=$((2 * np)) --set train.seq_len=32 --set ckpt.dir="$work/ck" \
   </dev/null >"$log" 2>&1 &
 mpirun_pid=$!
 

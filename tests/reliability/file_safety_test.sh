@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Files zt writes: checkpoints (ckpt.dir) and reports (zt check --report DIR).
+# Files zt writes: checkpoints (ckpt.dir), log.metrics and reports (zt check --report DIR,
+# with gnuplot's data, script, log and plots).
 #  1. Never through a symlink out of the output directory: symlinks planted where zt will
-#     write (step-1.h5.tmp, step-1.h5, latest; report.json, report.md) point to "victim"
-#     files outside; after the run every victim holds its original bytes, and what zt
-#     wrote in the folder is a regular file.
+#     write (step-1.h5.tmp, step-1.h5, latest; report.json, report.md, busbw.dat,
+#     plots.gp, plots.log, busbw.png, pairs.png) point to "victim" files outside; after the
+#     run every victim holds its original bytes, and what zt wrote in the folder is a
+#     regular file. log.metrics naming a symlink is refused (exit 2), the victim intact.
 #  2. Modes follow the user's umask: with umask 027 the files are 0640, with 002 0664
 #     (0666 & ~umask, computed here).
 # Usage: file_safety_test.sh ZT_BINARY
@@ -32,9 +34,11 @@ check_victims() {
 }
 mode_of() { stat -c %a "$1"; }
 
-train() {  # UMASK DIR
-  (umask "$1" && mpirun -np 2 --oversubscribe --bind-to none "$zt" train --set train.steps=1 \
-    --set ckpt.every=1 --set ckpt.dir="$2" --set sample.tokens=0 --set eval.every=0 \
+train() {  # UMASK DIR [--set ...]
+  local mask=$1 dir=$2
+  shift 2
+  (umask "$mask" && mpirun -np 2 --oversubscribe --bind-to none "$zt" train "$@" --set train.steps=1 \
+    --set ckpt.every=1 --set ckpt.dir="$dir" --set sample.tokens=0 --set eval.every=0 \
     --set data.eval_fraction=0 --set train.peak_tflops=1 --set train.threads=1 \
     --set train.micro_batch=2 --set train.global_batch=4 --set train.seq_len=32 </dev/null >"$log" 2>&1)
 }
@@ -46,7 +50,9 @@ check() {  # UMASK DIR
 
 # ---- checkpoints ----------------------------------------------------------------------
 plant "$work/ck" step-1.h5.tmp step-1.h5 latest
-train 027 "$work/ck"
+# The planted `latest` makes the folder look like another run's: without ckpt.overwrite a
+# fresh run is refused (its own test: reliability.ckpt_overwrite); with it, the writes.
+train 027 "$work/ck" --set ckpt.overwrite=true
 rc=$?
 check_victims
 echo "file_safety_test: ckpt with planted symlinks: exit $rc; folder: $(ls -l "$work/ck" | awk 'NR > 1 {print $1, $NF}' | tr '\n' ';')"
@@ -64,17 +70,31 @@ for f in step-1.h5 latest; do
 done
 echo "file_safety_test: ckpt modes: umask 027 -> $(mode_of "$work/ck/step-1.h5" 2>/dev/null), umask 002 -> $(mode_of "$work/ck2/step-1.h5")"
 
+# ---- log.metrics ----------------------------------------------------------------------
+plant "$work/met" metrics.jsonl
+train 022 "$work/ck3" --set log.metrics="$work/met/metrics.jsonl"
+rc=$?
+check_victims
+[[ $rc -eq 2 ]] || fail "log.metrics naming a symlink: exit $rc, expected 2"
+grep -q "symbolic link" "$log" || fail "log.metrics naming a symlink: no message saying so"
+echo "file_safety_test: log.metrics a symlink: exit $rc, $(grep -o "log.metrics = .*symbolic link[^;]*" "$log" | head -1)"
+
 # ---- zt check reports -----------------------------------------------------------------
-plant "$work/rep" report.json report.md
+plant "$work/rep" report.json report.md busbw.dat plots.gp plots.log busbw.png pairs.png
 check 027 "$work/rep"
 rc=$?
 check_victims
 echo "file_safety_test: zt check --report with planted symlinks: exit $rc; folder: $(ls -l "$work/rep" | awk 'NR > 1 {print $1, $NF}' | tr '\n' ';')"
-if [[ $rc -eq 0 || $rc -eq 1 ]] && [[ -f "$work/rep/report.json" && ! -L "$work/rep/report.json" ]]; then
-  [[ $(mode_of "$work/rep/report.json") == 640 ]] || fail "report.json mode $(mode_of "$work/rep/report.json") under umask 027"
-else
-  grep -q "ERROR" "$log" || fail "zt check refused the report folder without an error message"
-fi
+[[ $rc -eq 0 || $rc -eq 1 ]] || fail "zt check with planted symlinks: exit $rc"
+[[ $(mode_of "$work/rep/report.json") == 640 ]] || fail "report.json mode $(mode_of "$work/rep/report.json") under umask 027"
+# What zt (and gnuplot for it) wrote replaced the links; with no gnuplot, only the data
+# and the script are made, and the other links stay links (never written through).
+made="busbw.dat plots.gp report.json report.md"
+command -v gnuplot >/dev/null && made="$made plots.log busbw.png"  # pairs.png: only with several nodes
+for f in $made; do
+  [[ -f "$work/rep/$f" && ! -L "$work/rep/$f" ]] || fail "$f in the report folder is not a regular file"
+done
+ls -a "$work/rep" | grep -q '^\.plots\.' && fail "the private plot folder was left behind"
 check 002 "$work/rep2"
 for f in report.json report.md; do
   m=$(mode_of "$work/rep2/$f")

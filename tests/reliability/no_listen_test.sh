@@ -59,7 +59,7 @@ run_and_inspect() {  # MCA-ARGS... ; prints the listeners of every rank, one per
     mpirun -np 2 --oversubscribe --bind-to none "$@" "$zt" train --set train.steps=100000 \
     --set log.every=1 --set sample.tokens=0 --set eval.every=0 --set data.eval_fraction=0 \
     --set train.peak_tflops=1 --set train.threads=1 --set train.micro_batch=2 \
-    --set train.global_batch=4 --set train.seq_len=32 </dev/null >"$log" 2>&1 &
+    --set train.global_batch=4 --set train.seq_len=32 --set ckpt.dir="$log.ck" </dev/null >"$log" 2>&1 &
   mpirun_pid=$!
   for _ in $(seq 1 600); do
     [[ $(grep -c "step " "$log") -ge 2 ]] && break
@@ -73,7 +73,7 @@ run_and_inspect() {  # MCA-ARGS... ; prints the listeners of every rank, one per
   done
   kill -TERM "$mpirun_pid" 2>/dev/null
   wait "$mpirun_pid" 2>/dev/null
-  rm -f "$log"
+  rm -rf "$log" "$log.ck"  # the SIGTERM made the ranks save a checkpoint there
   [[ $n -eq 2 ]] || fail "expected 2 zt processes under mpirun, found $n"
 }
 

@@ -119,6 +119,83 @@ TEST(Sampling, InverseCdfAgainstHandProbabilities) {
   EXPECT_NEAR(mean, 0.5, 0.02);
 }
 
+// Top-k and top-p against the rules written out (Hugging Face's warpers): top-k keeps the
+// k largest (ties kept), top-p keeps a token while the mass strictly above it is < p.
+TEST(Sampling, GreedyTopKTopP) {
+  // p = 0.1, 0.2, 0.3, 0.4 at temperature 1 (logits log of them).
+  const std::vector<float> logits = {std::log(0.1f), std::log(0.2f), std::log(0.3f), std::log(0.4f)};
+  zt::train::SampleOptions o;
+  o.temperature = 0.0;  // greedy: the argmax, whatever u
+  EXPECT_EQ(zt::train::sample_token(logits, o, 0.0), 3);
+  EXPECT_EQ(zt::train::sample_token(logits, o, 0.99), 3);
+  const std::vector<float> tie = {1.0f, 3.0f, 3.0f};
+  EXPECT_EQ(zt::train::sample_token(tie, o, 0.5), 1);  // the first maximum, as torch.argmax
+
+  o.temperature = 1.0;
+  o.top_k = 2;  // keeps 0.3, 0.4 -> renormalised 3/7, 4/7 in index order
+  EXPECT_EQ(zt::train::sample_token(logits, o, 0.0), 2);
+  EXPECT_EQ(zt::train::sample_token(logits, o, 0.42), 2);
+  EXPECT_EQ(zt::train::sample_token(logits, o, 0.43), 3);
+  o.top_k = 0;
+  o.top_p = 0.5;  // 0.4 (mass above 0) and 0.3 (above 0.4 < 0.5) stay; 0.2 (above 0.7) goes
+  EXPECT_EQ(zt::train::sample_token(logits, o, 0.0), 2);
+  EXPECT_EQ(zt::train::sample_token(logits, o, 0.999), 3);
+  o.top_p = 0.4;  // only 0.4: the mass above 0.3 is 0.4, not < 0.4
+  for (const double u : {0.0, 0.5, 0.999}) EXPECT_EQ(zt::train::sample_token(logits, o, u), 3);
+  o.top_p = 0.75;  // 0.4, 0.3, 0.2 stay (0.7 < 0.75 above 0.2); 0.1 goes (0.9 above it)
+  EXPECT_EQ(zt::train::sample_token(logits, o, 0.0), 1);
+  o.top_k = 2;  // then top-p over the renormalised top-2: 4/7 alone reaches 0.5
+  o.top_p = 0.5;
+  for (const double u : {0.0, 0.5, 0.999}) EXPECT_EQ(zt::train::sample_token(logits, o, u), 3);
+  // Sampled frequencies follow the kept probabilities (top-k 3: 0.2, 0.3, 0.4 / 0.9).
+  o.top_k = 3;
+  o.top_p = 1.0;
+  std::vector<int> count(4, 0);
+  for (uint64_t k = 0; k < 20000; ++k)
+    ++count[static_cast<size_t>(zt::train::sample_token(logits, o, zt::train::sample_uniform(5, k)))];
+  EXPECT_EQ(count[0], 0);
+  EXPECT_NEAR(count[1] / 20000.0, 0.2 / 0.9, 0.015);
+  EXPECT_NEAR(count[3] / 20000.0, 0.4 / 0.9, 0.015);
+}
+
+// The decoding loop: stops at a stop id (kept) or a stop callback, restarts a full window
+// from its last half, and a KV-cached model gives the recomputing model's greedy tokens.
+TEST(Sampling, GenerateStopsAndSlidesTheWindow) {
+  // A fake decoder: the logits make (last token + 1) % V the argmax; it records appends.
+  std::vector<size_t> appended;
+  std::vector<int32_t> held;
+  zt::train::Decoder d;
+  d.vocab = 8;
+  d.capacity = 6;
+  d.append = [&](std::span<const int32_t> t, std::span<float> out) {
+    appended.push_back(t.size());
+    held.insert(held.end(), t.begin(), t.end());
+    ASSERT_LE(held.size(), 6u);
+    std::fill(out.begin(), out.end(), 0.0f);
+    out[static_cast<size_t>((held.back() + 1) % 8)] = 1.0f;
+  };
+  d.reset = [&] { held.clear(); };
+  zt::train::SampleOptions o;
+  o.temperature = 0.0;
+  o.tokens = 10;
+  const std::vector<int32_t> prompt = {5, 6, 7, 0, 1, 2, 3};  // longer than the window
+  auto g = zt::train::generate(d, prompt, o);
+  EXPECT_EQ(g.tokens, (std::vector<int32_t>{4, 5, 6, 7, 0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(g.reason, zt::train::StopReason::kLength);
+  // prefill 6, one each until 6 held, then restarts from the last 3, ...
+  EXPECT_EQ(appended.front(), 6u);
+  EXPECT_NE(std::find(appended.begin(), appended.end(), 3u), appended.end());
+  o.stop_ids = {7};
+  g = zt::train::generate(d, prompt, o);
+  EXPECT_EQ(g.tokens, (std::vector<int32_t>{4, 5, 6, 7}));
+  EXPECT_EQ(g.reason, zt::train::StopReason::kStopId);
+  o.stop_ids.clear();
+  o.stop = [](std::span<const int32_t> gen) { return gen.size() == 2; };
+  g = zt::train::generate(d, prompt, o);
+  EXPECT_EQ(g.tokens.size(), 2u);
+  EXPECT_EQ(zt::train::stop_reason_name(g.reason), std::string("stop"));
+}
+
 TEST(Metrics, MfuFormulaAndMemory) {
   // 1000 tok/s * 6e6 FLOP/token on 2 ranks of 1e10 FLOP/s: 6e9 / 2e10 = 0.3.
   EXPECT_DOUBLE_EQ(zt::train::mfu(1000.0, 6e6, 2, 1e10), 0.3);

@@ -14,7 +14,7 @@ fail() { printf 'FAIL: %s\n' "$*"; exit 1; }
 
 out=$("$@" train --set train.steps=6 --set train.seq_len=32 --set train.micro_batch=4 \
   --set train.global_batch=8 --set eval.every=3 --set eval.batches=1 --set sample.tokens=40 \
-  --set log.every=1 --set "log.metrics=$work/metrics.jsonl" 2>&1)
+  --set log.every=1 --set "log.metrics=$work/metrics.jsonl" --set "ckpt.dir=$work/ck" 2>&1)
 rc=$?
 printf '%s\n' "$out"
 [ "$rc" = 0 ] || fail "exit $rc"
@@ -41,7 +41,7 @@ command -v python3 >/dev/null || fail "python3 not found: the JSON check of $m n
 python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$m" || fail "invalid JSON in $m"
 
 out=$("$@" train --set train.steps=1 --set train.seq_len=32 --set train.micro_batch=4 \
-  --set train.global_batch=8 --set sample.tokens=0 2>&1)
+  --set train.global_batch=8 --set sample.tokens=0 --set "ckpt.dir=$work/ck2" 2>&1)
 rc=$?
 [ "$rc" = 0 ] || { printf '%s\n' "$out"; fail "second run: exit $rc"; }
 if printf '%s\n' "$out" | grep -q "converting"; then fail "second run converted again"; fi

@@ -16,7 +16,7 @@ out=$("$@" train --ranks-per-node 2 --set zero.stage=3 --set zero.hpz_partition_
   --set zero.quantize_weights=true --set zero.quantize_grads=true \
   --set train.steps=8 --set train.seq_len=32 --set train.micro_batch=2 \
   --set train.global_batch=16 --set train.warmup=2 --set eval.every=4 --set eval.batches=1 \
-  --set sample.tokens=20 --set "log.metrics=$work/metrics.jsonl" 2>&1)
+  --set sample.tokens=20 --set "log.metrics=$work/metrics.jsonl" --set "ckpt.dir=$work/ck" 2>&1)
 rc=$?
 printf '%s\n' "$out"
 [ "$rc" = 0 ] || fail "exit $rc"

@@ -16,6 +16,7 @@ struct CkptOptions {
   bool async = false;               // write from a host snapshot in the background
   bool save_final = true;           // save after the last step
   int64_t stop_after = 0;           // end the run after this step with a checkpoint; 0: no
+  bool overwrite = false;           // a fresh run may replace another run's checkpoints in dir
 };
 
 void add_ckpt_keys(config::Schema& s);

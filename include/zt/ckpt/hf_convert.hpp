@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "zt/model/config.hpp"
+
 namespace zt::ckpt {
 
 struct HfExportOptions {
@@ -53,6 +55,22 @@ struct HfImportResult {
 // and the field: a missing file, a hostile safetensors header or index, a model zt cannot
 // represent, a tensor whose shape disagrees with config.json, a missing or unknown tensor.
 HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5);
+
+// A model's weights in memory: its configuration and every unit's flat buffer.
+struct Weights {
+  model::Config config;
+  std::vector<std::vector<float>> units;  // [units][numel] (ParamLayout order)
+  std::string source;                     // the file or folder read
+  std::string source_dtype;               // "f32", "bf16", "f16", or "" (unrecorded)
+};
+// The parameters of a zt checkpoint (a training or weights-only file, or the one a
+// ckpt.dir's `latest` names), every checksum verified.
+Weights read_checkpoint_weights(const std::string& checkpoint);
+// The weights of a Hugging Face Llama folder (checked as import_hf does; info: what was read).
+Weights read_hf_weights(const std::string& hfdir, HfImportResult* info = nullptr);
+// Either: a folder holding config.json is a Hugging Face model, anything else a checkpoint
+// (file or ckpt.dir). For `zt generate` and tools.
+Weights load_weights(const std::string& path);
 
 // model.safetensors.index.json, checked: a JSON object whose "weight_map" maps each tensor
 // name (once) to a shard file name that stays in the folder (no "/", "\\", "..", NUL, not

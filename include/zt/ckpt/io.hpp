@@ -1,8 +1,9 @@
 #pragma once
 // Writing and reading one checkpoint file from per-rank shards of the parameter units
 // (docs/checkpoint-format.md). Collective over `comm` (parallel HDF5, MPI-IO, collective
-// transfers): each rank writes / reads only the parts of the tensors its shards cover, as
-// unions of hyperslabs. With comm == MPI_COMM_NULL the same code runs serially (HDF5's
+// metadata, independent transfers): each rank writes / reads only the parts of the tensors
+// its shards cover, as unions of hyperslabs; checksums are computed by a worker thread
+// beside the transfers. With comm == MPI_COMM_NULL the same code runs serially (HDF5's
 // default file driver, no MPI needed): then the shards must cover every unit whole.
 //
 // These functions touch exactly `path`: publishing (tmp, fsync, rename, `latest`) is
@@ -46,9 +47,23 @@ struct WriteContents {
   uint64_t rng_seed = 0;               // this rank's element of /state/rng
 };
 
+// Where one write or read of a file spent its time, on this rank (seconds). Checksums are
+// computed by a worker thread beside the transfers (ahead of the writes, behind the reads):
+// `checksum` is its busy time, overlapped with `data`; `checksum_wait` what the transfers
+// did not hide (the wait for the worker after the last one).
+struct IoTimes {
+  double metadata = 0;       // create / open, groups, datasets, attributes, /state, close
+  double data = 0;           // H5Dwrite / H5Dread of the tensors
+  double checksum = 0;       // the worker's checksums (and NaN/Inf counts when writing)
+  double checksum_wait = 0;  // waiting for the worker after the transfers
+  double total = 0;          // the whole call
+};
+
 // Creates (truncates) `path` and writes it. Collective. Throws zt::Error naming the path
-// and HDF5's reason on failure (the caller removes the partial file).
-void write_file(MPI_Comm comm, const std::string& path, const WriteContents& contents);
+// and HDF5's reason on failure, or the tensors holding a NaN/Inf (every rank alike; the
+// caller removes the partial file). times: where the time went (optional).
+void write_file(MPI_Comm comm, const std::string& path, const WriteContents& contents,
+                IoTimes* times = nullptr);
 
 // Reads and checks the root attributes (format, version, model config). Collective.
 // Throws zt::InputError naming the file for a missing file, a non-HDF5 or truncated file,
@@ -65,6 +80,7 @@ enum class ReadWhat { kParams, kTraining };
 std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                                     const model::Config& run_config,
                                     std::span<const UnitTarget> units, ReadWhat what,
-                                    std::vector<std::string>* warnings = nullptr);
+                                    std::vector<std::string>* warnings = nullptr,
+                                    IoTimes* times = nullptr);
 
 }  // namespace zt::ckpt

@@ -1,6 +1,7 @@
 #pragma once
-// Preemption by signal: Slurm (and people) send SIGTERM or SIGUSR1 before killing a job.
-// While a PreemptionSignals object lives, those signals only set a flag (async-signal-
+// Preemption by signal: Slurm (and people) send SIGTERM or SIGUSR1 before killing a job,
+// and a person at a terminal SIGINT (Ctrl-C). While a PreemptionSignals object lives,
+// those signals only set a flag (async-signal-
 // safe); the training loop polls it at each step boundary, all ranks agree (max over
 // ranks), save a checkpoint and end normally.
 #include <csignal>
@@ -9,7 +10,7 @@ namespace zt::ckpt {
 
 class PreemptionSignals {
  public:
-  PreemptionSignals();   // installs the handlers for SIGTERM and SIGUSR1
+  PreemptionSignals();   // installs the handlers for SIGTERM, SIGUSR1 and SIGINT
   ~PreemptionSignals();  // restores the previous handlers
   PreemptionSignals(const PreemptionSignals&) = delete;
   PreemptionSignals& operator=(const PreemptionSignals&) = delete;
@@ -17,9 +18,10 @@ class PreemptionSignals {
  private:
   struct sigaction old_term_ {};
   struct sigaction old_usr1_ {};
+  struct sigaction old_int_ {};
 };
 
-// True once SIGTERM or SIGUSR1 arrived (or request_preemption was called) in this
+// True once SIGTERM, SIGUSR1 or SIGINT arrived (or request_preemption was called) in this
 // process. The flag is the one process-wide state zt keeps: a signal handler can reach
 // nothing else.
 bool preemption_requested();

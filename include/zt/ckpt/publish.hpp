@@ -21,6 +21,14 @@ std::string step_file_name(int64_t step);  // "step-N.h5"
 // Creates nothing: a run that never saves leaves no folder behind.
 void preflight_dir(MPI_Comm comm, const std::string& dir);
 
+// A run that starts fresh (nothing resumed: ckpt.resume = none, or auto without
+// `latest`) must not overwrite another run's checkpoints: unless `overwrite`
+// (ckpt.overwrite), throws zt::InputError (exit 2, on every rank alike) when dir holds a
+// `latest` or any step-N.h5, naming the folder, what is there, and the choices (resume,
+// another ckpt.dir, ckpt.overwrite = true).
+void refuse_fresh_run_over(MPI_Comm comm, const std::string& dir, const std::string& resume,
+                           bool overwrite);
+
 // Creates ckpt.dir if needed and a fresh, empty DIR/step-N.h5.tmp (O_EXCL|O_NOFOLLOW; a
 // stale file or symlink of that name is unlinked, never followed). Returns its path.
 // bytes_needed > 0: refuses (zt::Error, ENOSPC) when the folder's file system has less
@@ -42,9 +50,5 @@ void abandon_publish(MPI_Comm comm, const std::string& tmp_path);
 // zt::InputError when `latest` names something that is not a complete checkpoint file.
 // Reads the file system on the calling rank only.
 std::string read_latest(const std::string& dir);
-
-// A single process's atomic publish of one file: fsync tmp, rename to final, fsync the
-// folder. Throws zt::Error naming the path and errno.
-void publish_file(const std::string& tmp, const std::string& final_path);
 
 }  // namespace zt::ckpt

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "zt/core/files.hpp"
+
 namespace zt::ckpt {
 
 // Element types of the safetensors format. zt imports F32, BF16 and F16 weights; the
@@ -84,7 +86,7 @@ class SafetensorsWriter {
  public:
   SafetensorsWriter(std::string path, std::vector<StTensorSpec> specs,
                     const std::map<std::string, std::string>& metadata);
-  ~SafetensorsWriter();  // an unfinished file is removed
+  ~SafetensorsWriter() = default;  // an unfinished file is removed (SafeFile)
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
 
@@ -94,11 +96,9 @@ class SafetensorsWriter {
                             const std::map<std::string, std::string>& metadata);
 
  private:
-  std::string path_, tmp_;
+  SafeFile out_;  // the one safe writer: path.tmp, O_EXCL|O_NOFOLLOW, fsync, rename
   std::vector<StTensorSpec> specs_;
   size_t next_ = 0;
-  int fd_ = -1;
-  bool finished_ = false;
 };
 
 }  // namespace zt::ckpt

@@ -17,12 +17,21 @@
 
 namespace zt {
 
-// The checksum of x, whose first element has index `first` in the whole tensor.
+// The checksum of x, whose first element has index `first` in the whole tensor: the
+// definition, one element at a time (the reference of the tests).
 inline uint64_t sum64(std::span<const float> x, uint64_t first = 0) {
   uint64_t s = 0;
   for (size_t k = 0; k < x.size(); ++k)
     s += mix64(mix64(first + k) ^ static_cast<uint64_t>(std::bit_cast<uint32_t>(x[k])));
   return s;
 }
+
+// The same value, computed with the widest vector unit this CPU has (AVX-512 with its
+// 64-bit multiplies, AVX2, or the loop above): what checkpoints use. Chosen once, at the
+// first call; ZT_CHECKSUM_ISA=scalar|avx2|avx512 forces one (an unsupported one is the
+// scalar loop).
+uint64_t sum64_fast(std::span<const float> x, uint64_t first = 0);
+// The instruction set sum64_fast uses here: "avx512", "avx2" or "scalar".
+const char* sum64_isa();
 
 }  // namespace zt

@@ -28,4 +28,15 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
                         const T* v, const T* probs, int64_t B, int64_t Tn, int64_t H, int64_t G,
                         int64_t D, bool accumulate = true);
 
+// Attention of n new positions of one sequence over its key/value cache (incremental
+// decoding): query t, at position past + t, attends keys 0..past + t (the same causal
+// rule and softmax as attention_forward, one query row at a time).
+//   out     [n, H, D]         (written)
+//   scratch [H, past + n]     (scores)
+//   q       [n, H, D]         (after RoPE at positions past .. past + n - 1)
+//   k, v    [past + n, G, D]  (the cache, new positions included; k after RoPE)
+template <class T>
+void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, int64_t n,
+                      int64_t past, int64_t H, int64_t G, int64_t D);
+
 }  // namespace zt::kernels::cpu

@@ -41,6 +41,16 @@ struct UnitHooks {
   std::function<void(int unit)> grad_ready;
 };
 
+// The keys (after RoPE) and values of one sequence's past positions, per block: the
+// state of incremental decoding (Model::decode). Holds L * capacity * G * D of each.
+template <class Real>
+struct KvCache {
+  KvCache(const Config& cfg, int64_t capacity);  // capacity in 1 .. cfg.context
+  int64_t capacity = 0;    // positions it can hold
+  int64_t length = 0;      // positions held (0 .. capacity); clear by setting 0
+  std::vector<Real> k, v;  // [L, capacity, G * D]
+};
+
 template <class Real>
 class Model {
  public:
@@ -78,6 +88,12 @@ class Model {
   // (out.size() == vocab). For sampling.
   void logits_last(std::span<const int32_t> tokens, int64_t T, std::span<Real> out);
 
+  // Incremental decoding of one sequence: appends tokens (positions cache.length ..) to
+  // the cache and writes the logits of the last of them into out ([vocab]). The first
+  // call with the whole prompt (prefill), then one token per call. Same unit uses (and
+  // hooks) as logits_last; equal to logits_last over the whole sequence up to rounding.
+  void decode(std::span<const int32_t> tokens, KvCache<Real>& cache, std::span<Real> out);
+
   // Bytes held by the activation workspace now.
   size_t workspace_bytes() const;
 
@@ -110,6 +126,8 @@ class Parameters {
 
 extern template class Model<float>;
 extern template class Model<double>;
+extern template struct KvCache<float>;
+extern template struct KvCache<double>;
 extern template class Parameters<float>;
 extern template class Parameters<double>;
 

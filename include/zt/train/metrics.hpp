@@ -58,5 +58,28 @@ std::string step_line(const StepRecord& r, int64_t steps);
 // The step as one JSON object on one line (log.metrics; docs/training.md lists the keys).
 std::string step_json(const StepRecord& r);
 
+// The log.metrics file: one step_json line per step, written by rank 0 (issue 20).
+// Never through a symlink (refused: exit 2). A fresh run (first_step 0) creates it and
+// refuses an existing non-empty file unless `replace` (ckpt.overwrite): it may be another
+// run's. A resumed run keeps the lines of steps <= first_step (the file is rewritten the
+// safe way, core/files.hpp; lines of steps past the checkpoint, and a line cut short by a
+// kill, are dropped) and appends after them; a line that is not a metrics record is
+// refused (not zt's file). Throws zt::InputError naming log.metrics and the file.
+class MetricsFile {
+ public:
+  MetricsFile() = default;
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+
+  void open(const std::string& path, int64_t first_step, bool replace);
+  bool is_open() const { return fd_ >= 0; }
+  void write(const StepRecord& r);  // one line, flushed to the kernel; throws zt::Error
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 
 }  // namespace zt::train

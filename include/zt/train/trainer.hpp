@@ -26,6 +26,9 @@ namespace zt::train {
 
 struct TrainHooks {
   std::function<void(const StepRecord&)> on_step;  // every step, every rank
+  // Every rank, after the resume and before the first step to run (first_step: the steps
+  // done so far); not called when nothing is left to train.
+  std::function<void(int64_t first_step)> on_start;
 };
 
 struct TrainResult {
@@ -36,6 +39,7 @@ struct TrainResult {
   std::string engine;                 // Engine::describe() of rank 0's engine
   int64_t first_step = 0;             // steps done before this run (resumed from a checkpoint)
   bool stopped = false;               // ended early: preemption signal or ckpt.stop_after
+  bool nothing_left = false;          // resumed at or past train.steps: no step was run
   int stop_signal = 0;                // the signal that preempted it (0: none / stop_after)
   std::string checkpoint;             // the last checkpoint written ("" if none)
 };

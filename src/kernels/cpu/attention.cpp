@@ -106,6 +106,38 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
   }
 }
 
+template <class T>
+void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, int64_t n,
+                      int64_t past, int64_t H, int64_t G, int64_t D) {
+  // out [n, H, D], scratch [H, past + n], q [n, H, D], k, v [past + n, G, D]
+  const int64_t per_group = H / G, len = past + n;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+#pragma omp parallel for schedule(static) if (len * H * D >= (int64_t{1} << 15))
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t g = h / per_group;
+    const auto K = detail::mat(k + g * D, len, D, G * D);  // [len, D]
+    const auto V = detail::mat(v + g * D, len, D, G * D);  // [len, D]
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t seen = past + t + 1;  // keys 0 .. past + t
+      const auto qt = detail::mat(q + (t * H + h) * D, 1, D);  // [1, D]
+      auto r = detail::mat(scratch + h * len, 1, seen);        // [1, seen]
+      r.noalias() = qt * K.topRows(seen).transpose();
+      auto a = detail::arr(scratch + h * len, seen);
+      a *= scale;
+      const T mx = a.maxCoeff();
+      a = (a - mx).exp();
+      a *= T(1) / a.sum();
+      auto o = detail::mat(out + (t * H + h) * D, 1, D);       // [1, D]
+      o.noalias() = r * V.topRows(seen);
+    }
+  }
+}
+
+template void attention_decode<float>(float*, float*, const float*, const float*, const float*,
+                                      int64_t, int64_t, int64_t, int64_t, int64_t);
+template void attention_decode<double>(double*, double*, const double*, const double*,
+                                       const double*, int64_t, int64_t, int64_t, int64_t,
+                                       int64_t);
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
                                        int64_t, int64_t, int64_t, int64_t, int64_t);
 template void attention_forward<double>(double*, double*, const double*, const double*,

@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 }  // namespace
 
 template <class T>
-void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
+void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate,
                         cudaStream_t stream) {
@@ -258,11 +258,11 @@ void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const 
   });
 }
 
-template void attention_backward<float>(float*, float*, float*, float*, const float*,
+template void attention_backward_zt<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                                         bool, cudaStream_t);
-template void attention_backward<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
+template void attention_backward_zt<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
                                          const bf16_t*, const bf16_t*, const bf16_t*,
                                          const bf16_t*, const float*, int64_t, int64_t, int64_t,
                                          int64_t, int64_t, bool, cudaStream_t);

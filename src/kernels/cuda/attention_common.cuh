@@ -15,11 +15,13 @@ namespace zt::kernels::cuda::detail {
 
 inline constexpr int kAttnThreads = 256;
 
-// Query rows per tile (BR) and keys per tile (BC): 64 for head dims up to 64, 32 for 128
-// (keeps shared memory near 70 KB and the per-thread register arrays at 16 floats).
+// Query rows per tile (BR) and keys per tile (BC): 64 for head dims up to 100, 32 above
+// (128). Shared memory of the largest kernel (dK/dV): 4 * (4 * BR * (D + 1) + BR * (BR + 1))
+// bytes, 120 KB at D = 100 (64-row tiles; 100 is not a multiple of the 8 threads a 32-row
+// tile gives each row) and 83 KB at D = 128; within sm_80's 163 KB.
 template <int D>
 struct AttnTile {
-  static constexpr int BR = D >= 128 ? 32 : 64;
+  static constexpr int BR = D > 100 ? 32 : 64;
   static constexpr int BC = BR;
   static constexpr int TPR = kAttnThreads / BR;  // threads sharing one tile row
   static_assert(32 % TPR == 0, "a tile row's threads must sit in one warp");
@@ -61,20 +63,24 @@ void allow_shared(Kernel kernel, size_t bytes) {
                                        static_cast<int>(bytes)));
 }
 
-// Calls f(std::integral_constant<int, D>{}) for a supported head dim; InputError otherwise.
+// Calls f(std::integral_constant<int, D>{}) for a head dim of attention_head_dims()
+// (keep the two lists equal: attention.cpp); InputError otherwise.
 template <class F>
 void dispatch_head_dim(int64_t D, F&& f) {
   switch (D) {
     case 16: f(std::integral_constant<int, 16>{}); return;
     case 32: f(std::integral_constant<int, 32>{}); return;
     case 64: f(std::integral_constant<int, 64>{}); return;
+    case 80: f(std::integral_constant<int, 80>{}); return;
+    case 96: f(std::integral_constant<int, 96>{}); return;
+    case 100: f(std::integral_constant<int, 100>{}); return;  // OpenLLaMA-3B
     case 128: f(std::integral_constant<int, 128>{}); return;
     default: break;
   }
   throw InputError(strf("attention head dim %lld is not supported by the CUDA kernels",
                         static_cast<long long>(D)),
-                   "the CUDA attention is compiled for head dims 16, 32, 64 and 128 "
-                   "(hidden / heads); choose heads so that hidden / heads is one of them.");
+                   "zt's CUDA attention is compiled for head dims 16, 32, 64, 80, 96, 100 and "
+                   "128 (hidden / heads); choose heads so that hidden / heads is one of them.");
 }
 
 // Checks shapes the launchers rely on (grid limits, H % G).

@@ -99,12 +99,8 @@ __global__ void __launch_bounds__(kAttnThreads)
 
 }  // namespace
 
-bool attention_head_dim_supported(int64_t D) {
-  return D == 16 || D == 32 || D == 64 || D == 128;
-}
-
 template <class T>
-void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
+void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
@@ -124,11 +120,11 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, i
   });
 }
 
-template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
-                                       int64_t, int64_t, int64_t, int64_t, int64_t,
-                                       cudaStream_t);
-template void attention_forward<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
-                                        const bf16_t*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        cudaStream_t);
+template void attention_forward_zt<float>(float*, float*, const float*, const float*,
+                                          const float*, int64_t, int64_t, int64_t, int64_t,
+                                          int64_t, cudaStream_t);
+template void attention_forward_zt<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
+                                           const bf16_t*, int64_t, int64_t, int64_t, int64_t,
+                                           int64_t, cudaStream_t);
 
 }  // namespace zt::kernels::cuda

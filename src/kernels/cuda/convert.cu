@@ -1,23 +1,31 @@
-// Element type conversions and scaled accumulation on the GPU (grid-stride, one element
-// per thread per step).
+// Element type conversions and scaled accumulation on the GPU (grid-stride, 128-bit packs
+// of 8 elements per thread per step, scalar tail; scalar throughout for unaligned pointers).
 #include "common.cuh"
 #include "zt/kernels/cuda/convert.hpp"
 
 namespace zt::kernels::cuda {
 namespace {
 
-template <class From, class To>
+template <class From, class To, bool Vec>
 __global__ void convert_kernel(To* dst, const From* src, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = detail::from_f32<To>(detail::to_f32(src[i]));
+  detail::grid_for_each_pack<Vec>(n, [&](auto width, int64_t i) {
+    float f[decltype(width)::value];  // [W]
+    detail::load_n(f, src + i);
+    detail::store_n(dst + i, f);
+  });
 }
 
-template <class X>
+template <class X, bool Vec>
 __global__ void add_scaled_kernel(float* acc, const X* x, int64_t n, float scale) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    acc[i] += scale * detail::to_f32(x[i]);
+  detail::grid_for_each_pack<Vec>(n, [&](auto width, int64_t i) {
+    constexpr int W = decltype(width)::value;
+    float a[W], b[W];  // [W] each
+    detail::load_n(a, acc + i);
+    detail::load_n(b, x + i);
+#pragma unroll
+    for (int j = 0; j < W; ++j) a[j] += scale * b[j];
+    detail::store_n(acc + i, a);
+  });
 }
 
 }  // namespace
@@ -25,14 +33,20 @@ __global__ void add_scaled_kernel(float* acc, const X* x, int64_t n, float scale
 template <class From, class To>
 void convert(To* dst, const From* src, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  convert_kernel<From, To><<<detail::grid_for(n, 256), 256, 0, stream>>>(dst, src, n);
+  if (detail::aligned16(dst, src))
+    convert_kernel<From, To, true><<<detail::grid_for_packs(n, true), 256, 0, stream>>>(dst, src, n);
+  else
+    convert_kernel<From, To, false><<<detail::grid_for_packs(n, false), 256, 0, stream>>>(dst, src, n);
   ZT_CUDA_LAUNCH_CHECK("convert_kernel");
 }
 
 template <class X>
 void add_scaled(float* acc, const X* x, int64_t n, float scale, cudaStream_t stream) {
   if (n == 0) return;
-  add_scaled_kernel<X><<<detail::grid_for(n, 256), 256, 0, stream>>>(acc, x, n, scale);
+  if (detail::aligned16(acc, x))
+    add_scaled_kernel<X, true><<<detail::grid_for_packs(n, true), 256, 0, stream>>>(acc, x, n, scale);
+  else
+    add_scaled_kernel<X, false><<<detail::grid_for_packs(n, false), 256, 0, stream>>>(acc, x, n, scale);
   ZT_CUDA_LAUNCH_CHECK("add_scaled_kernel");
 }
 

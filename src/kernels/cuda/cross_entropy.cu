@@ -12,7 +12,10 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kReduceThreads = 1024;
 
-template <class T>
+// One block per row; the row in 128-bit packs when Vec (V % kVec == 0, pointers aligned).
+// logits are read twice (max/sum pass, dlogits pass) and dlogits written once; no fp32
+// copy of the logits is ever made (bf16 logits stay bf16 in memory).
+template <class T, bool Vec>
 __global__ void cross_entropy_rows_kernel(T* dlogits, const T* logits, const int32_t* targets,
                                           int64_t N, int64_t V, float scale, float* row_loss) {
   __shared__ float scratch[32];
@@ -29,25 +32,36 @@ __global__ void cross_entropy_rows_kernel(T* dlogits, const T* logits, const int
     const float logit_t = detail::to_f32(row[tgt]);  // read before any thread writes drow
     // Online max and sum of exp over this thread's columns.
     float m = -INFINITY, s = 0.0f;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-      const float x = detail::to_f32(row[j]);
-      if (x > m) {
-        s = s * expf(m - x) + 1.0f;
-        m = x;
-      } else {
-        s += expf(x - m);
+    detail::for_each_pack<Vec>(V, threadIdx.x, blockDim.x, [&](auto width, int64_t j) {
+      constexpr int W = decltype(width)::value;
+      float x[W];  // [W]
+      detail::load_n(x, row + j);
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        if (x[k] > m) {
+          s = s * expf(m - x[k]) + 1.0f;
+          m = x[k];
+        } else {
+          s += expf(x[k] - m);
+        }
       }
-    }
+    });
     const float M = detail::block_max(m, scratch);
     const float S = detail::block_sum(m == -INFINITY ? 0.0f : s * expf(m - M), scratch);
     if (threadIdx.x == 0) row_loss[n] = M + logf(S) - logit_t;
     if (drow) {
       const float k = scale / S;
-      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-        float d = expf(detail::to_f32(row[j]) - M) * k;
-        if (j == tgt) d -= scale;
-        drow[j] = detail::from_f32<T>(d);
-      }
+      detail::for_each_pack<Vec>(V, threadIdx.x, blockDim.x, [&](auto width, int64_t j) {
+        constexpr int W = decltype(width)::value;
+        float x[W];  // [W]
+        detail::load_n(x, row + j);
+#pragma unroll
+        for (int c = 0; c < W; ++c) {
+          x[c] = expf(x[c] - M) * k;
+          if (j + c == tgt) x[c] -= scale;
+        }
+        detail::store_n(drow + j, x);
+      });
     }
   }
 }
@@ -92,8 +106,13 @@ void cross_entropy(T* dlogits, const T* logits, const int32_t* targets, int64_t 
                    double scale, float* row_loss, CrossEntropyTotals* totals,
                    cudaStream_t stream) {
   if (N > 0) {
-    cross_entropy_rows_kernel<T><<<detail::grid_for(N, 1), kThreads, 0, stream>>>(
-        dlogits, logits, targets, N, V, static_cast<float>(scale), row_loss);
+    const unsigned blocks = detail::grid_for(N, 1);
+    if (V % detail::kVec == 0 && detail::aligned16(dlogits, logits))
+      cross_entropy_rows_kernel<T, true><<<blocks, kThreads, 0, stream>>>(
+          dlogits, logits, targets, N, V, static_cast<float>(scale), row_loss);
+    else
+      cross_entropy_rows_kernel<T, false><<<blocks, kThreads, 0, stream>>>(
+          dlogits, logits, targets, N, V, static_cast<float>(scale), row_loss);
     ZT_CUDA_LAUNCH_CHECK("cross_entropy_rows_kernel");
   }
   cross_entropy_totals_kernel<<<1, kReduceThreads, 0, stream>>>(totals, row_loss, targets, N, V);

@@ -1,4 +1,5 @@
-// RMSNorm fused with the residual add, forward and backward, on the GPU.
+// RMSNorm fused with the residual add, forward and backward, on the GPU (rows in 128-bit
+// packs where C % 8 == 0 and the pointers are 16-byte aligned, scalar otherwise).
 #include "common.cuh"
 #include "zt/kernels/cuda/rmsnorm.hpp"
 
@@ -7,8 +8,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One block per row (grid-stride over rows).
-template <class T>
+// One block per row (grid-stride over rows); the row's columns in 128-bit packs when Vec
+// (C % kVec == 0 and every pointer 16-byte aligned, so every row starts aligned).
+template <class T, bool Vec>
 __global__ void residual_rmsnorm_forward_kernel(T* y, float* rstd, T* sum_out, const T* x,
                                                 const T* residual, const T* w, int64_t N,
                                                 int64_t C, float eps) {
@@ -19,30 +21,45 @@ __global__ void residual_rmsnorm_forward_kernel(T* y, float* rstd, T* sum_out, c
     if (residual) {
       const T* rr = residual + n * C;  // [C]
       T* sr = sum_out + n * C;         // [C] (may alias xr or rr: same element, read first)
-      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-        const T s = detail::from_f32<T>(detail::to_f32(xr[c]) + detail::to_f32(rr[c]));
-        sr[c] = s;
-        const float sf = detail::to_f32(s);
-        ss += sf * sf;
-      }
+      detail::for_each_pack<Vec>(C, threadIdx.x, blockDim.x, [&](auto width, int64_t c) {
+        constexpr int W = decltype(width)::value;
+        float a[W], b[W];  // [W] each
+        detail::load_n(a, xr + c);
+        detail::load_n(b, rr + c);
+#pragma unroll
+        for (int j = 0; j < W; ++j) a[j] = detail::to_f32(detail::from_f32<T>(a[j] + b[j]));
+        detail::store_n(sr + c, a);  // exact: a holds T's values
+#pragma unroll
+        for (int j = 0; j < W; ++j) ss += a[j] * a[j];  // of the rounded sum, as the norm reads
+      });
       xr = sr;  // normalise the rounded sum (each thread re-reads only what it wrote)
     } else {
-      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-        const float v = detail::to_f32(xr[c]);
-        ss += v * v;
-      }
+      detail::for_each_pack<Vec>(C, threadIdx.x, blockDim.x, [&](auto width, int64_t c) {
+        constexpr int W = decltype(width)::value;
+        float a[W];  // [W]
+        detail::load_n(a, xr + c);
+#pragma unroll
+        for (int j = 0; j < W; ++j) ss += a[j] * a[j];
+      });
     }
     ss = detail::block_sum(ss, scratch);
     const float r = 1.0f / sqrtf(ss / static_cast<float>(C) + eps);
     if (rstd && threadIdx.x == 0) rstd[n] = r;
     T* yr = y + n * C;  // [C]
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      yr[c] = detail::from_f32<T>(detail::to_f32(xr[c]) * r * detail::to_f32(w[c]));
+    detail::for_each_pack<Vec>(C, threadIdx.x, blockDim.x, [&](auto width, int64_t c) {
+      constexpr int W = decltype(width)::value;
+      float a[W], wf[W];  // [W] each
+      detail::load_n(a, xr + c);
+      detail::load_n(wf, w + c);
+#pragma unroll
+      for (int j = 0; j < W; ++j) a[j] = a[j] * r * wf[j];
+      detail::store_n(yr + c, a);
+    });
   }
 }
 
-// One block per row: dx = r (g - xhat mean(g xhat)), g = dout w.
-template <class T>
+// One block per row: dx = r (g - xhat mean(g xhat)), g = dout w; packed as the forward.
+template <class T, bool Vec>
 __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* w,
                                            const float* rstd, int64_t N, int64_t C,
                                            bool accumulate) {
@@ -53,16 +70,31 @@ __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, con
     T* dxr = dx + n * C;         // [C]
     const float r = rstd[n];
     float dot = 0.0f;  // sum_c dy w x
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      dot += detail::to_f32(dyr[c]) * detail::to_f32(w[c]) * detail::to_f32(xr[c]);
+    detail::for_each_pack<Vec>(C, threadIdx.x, blockDim.x, [&](auto width, int64_t c) {
+      constexpr int W = decltype(width)::value;
+      float dy[W], wf[W], xf[W];  // [W] each
+      detail::load_n(dy, dyr + c);
+      detail::load_n(wf, w + c);
+      detail::load_n(xf, xr + c);
+#pragma unroll
+      for (int j = 0; j < W; ++j) dot += dy[j] * wf[j] * xf[j];
+    });
     dot = detail::block_sum(dot, scratch);
     const float m = dot * r / static_cast<float>(C);  // mean(g xhat)
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-      const float g = detail::to_f32(dyr[c]) * detail::to_f32(w[c]);
-      float v = r * (g - detail::to_f32(xr[c]) * r * m);
-      if (accumulate) v += detail::to_f32(dxr[c]);
-      dxr[c] = detail::from_f32<T>(v);
-    }
+    detail::for_each_pack<Vec>(C, threadIdx.x, blockDim.x, [&](auto width, int64_t c) {
+      constexpr int W = decltype(width)::value;
+      float dy[W], wf[W], xf[W], old[W];  // [W] each
+      detail::load_n(dy, dyr + c);
+      detail::load_n(wf, w + c);
+      detail::load_n(xf, xr + c);
+      if (accumulate) detail::load_n(old, dxr + c);
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        dy[j] = r * (dy[j] * wf[j] - xf[j] * r * m);
+        if (accumulate) dy[j] += old[j];
+      }
+      detail::store_n(dxr + c, dy);
+    });
   }
 }
 
@@ -94,8 +126,13 @@ void residual_rmsnorm_forward(T* y, float* rstd, T* sum_out, const T* x, const T
                               const T* w, int64_t N, int64_t C, double eps,
                               cudaStream_t stream) {
   if (N == 0) return;
-  residual_rmsnorm_forward_kernel<T><<<detail::grid_for(N, 1), kThreads, 0, stream>>>(
-      y, rstd, sum_out, x, residual, w, N, C, static_cast<float>(eps));
+  const unsigned blocks = detail::grid_for(N, 1);
+  if (C % detail::kVec == 0 && detail::aligned16(y, sum_out, x, residual, w))
+    residual_rmsnorm_forward_kernel<T, true><<<blocks, kThreads, 0, stream>>>(
+        y, rstd, sum_out, x, residual, w, N, C, static_cast<float>(eps));
+  else
+    residual_rmsnorm_forward_kernel<T, false><<<blocks, kThreads, 0, stream>>>(
+        y, rstd, sum_out, x, residual, w, N, C, static_cast<float>(eps));
   ZT_CUDA_LAUNCH_CHECK("residual_rmsnorm_forward_kernel");
 }
 
@@ -104,8 +141,13 @@ void rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w, const
                       int64_t N, int64_t C, bool accumulate_dx, cudaStream_t stream) {
   if (N == 0) return;
   if (dx) {
-    rmsnorm_backward_dx_kernel<T><<<detail::grid_for(N, 1), kThreads, 0, stream>>>(
-        dx, dout, x, w, rstd, N, C, accumulate_dx);
+    const unsigned blocks = detail::grid_for(N, 1);
+    if (C % detail::kVec == 0 && detail::aligned16(dx, dout, x, w))
+      rmsnorm_backward_dx_kernel<T, true><<<blocks, kThreads, 0, stream>>>(
+          dx, dout, x, w, rstd, N, C, accumulate_dx);
+    else
+      rmsnorm_backward_dx_kernel<T, false><<<blocks, kThreads, 0, stream>>>(
+          dx, dout, x, w, rstd, N, C, accumulate_dx);
     ZT_CUDA_LAUNCH_CHECK("rmsnorm_backward_dx_kernel");
   }
   if (dw) {

@@ -1,28 +1,38 @@
-// Rotary position embedding on the GPU (rotate_half), in place, forward and backward.
+// Rotary position embedding on the GPU (rotate_half), in place, forward and backward; 8
+// pairs per thread in 128-bit packs where D / 2 % 8 == 0 and the pointers are aligned.
 #include "common.cuh"
 #include "zt/kernels/cuda/rope.hpp"
 
 namespace zt::kernels::cuda {
 namespace {
 
-// One thread per rotated pair (b, t, h, i), i < D/2; grid-stride.
-template <class T>
+// One thread per kVec consecutive rotated pairs (b, t, h, i .. i + kVec - 1) when Vec
+// (half % kVec == 0, x, cos, sin 16-byte aligned), else per pair; grid-stride.
+template <class T, bool Vec>
 __global__ void rope_kernel(T* x, const float* cos, const float* sin, int64_t B, int64_t Tn,
                             int64_t nh, int64_t D, float sign) {
+  constexpr int W = Vec ? detail::kVec : 1;
   const int64_t half = D / 2;
-  const int64_t pairs = B * Tn * nh * half;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < pairs;
+  const int64_t groups = B * Tn * nh * (half / W);
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < groups;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = idx % half;
-    const int64_t vec = idx / half;           // (b * Tn + t) * nh + h
+    const int64_t i = (idx % (half / W)) * W;
+    const int64_t vec = idx / (half / W);     // (b * Tn + t) * nh + h
     const int64_t t = (vec / nh) % Tn;
     T* v = x + vec * D;                       // [D]
-    const float c = cos[t * half + i];
-    const float s = sign * sin[t * half + i];
-    const float a = detail::to_f32(v[i]);
-    const float b = detail::to_f32(v[i + half]);
-    v[i] = detail::from_f32<T>(a * c - b * s);
-    v[i + half] = detail::from_f32<T>(b * c + a * s);
+    float c[W], s[W], a[W], b[W];             // [W] each
+    detail::load_n(c, cos + t * half + i);
+    detail::load_n(s, sin + t * half + i);
+    detail::load_n(a, v + i);
+    detail::load_n(b, v + i + half);
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      const float aj = a[j], sj = sign * s[j];
+      a[j] = aj * c[j] - b[j] * sj;
+      b[j] = b[j] * c[j] + aj * sj;
+    }
+    detail::store_n(v + i, a);
+    detail::store_n(v + i + half, b);
   }
 }
 
@@ -31,8 +41,12 @@ void launch(T* x, const float* cos, const float* sin, int64_t B, int64_t Tn, int
             int64_t D, float sign, cudaStream_t stream) {
   const int64_t pairs = B * Tn * nh * (D / 2);
   if (pairs == 0) return;
-  rope_kernel<T><<<detail::grid_for(pairs, 256), 256, 0, stream>>>(x, cos, sin, B, Tn, nh, D,
-                                                                   sign);
+  if ((D / 2) % detail::kVec == 0 && detail::aligned16(x, cos, sin))
+    rope_kernel<T, true><<<detail::grid_for(pairs / detail::kVec, 256), 256, 0, stream>>>(
+        x, cos, sin, B, Tn, nh, D, sign);
+  else
+    rope_kernel<T, false><<<detail::grid_for(pairs, 256), 256, 0, stream>>>(x, cos, sin, B, Tn,
+                                                                            nh, D, sign);
   ZT_CUDA_LAUNCH_CHECK("rope_kernel");
 }
 

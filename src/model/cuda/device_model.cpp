@@ -106,7 +106,11 @@ struct DeviceModel<T, G>::Impl {
                             "kernel",
                             static_cast<long long>(D), static_cast<long long>(cfg.hidden),
                             static_cast<long long>(cfg.heads)),
-                       "the CUDA kernels support head dims 16, 32, 64 and 128.");
+                       "zt's CUDA attention supports head dims 16, 32, 64, 80, 96, 100 and "
+                       "128 (cuDNN's fused attention, where it loads, takes the bf16 ones that "
+                       "are multiples of 8).");
+    log::info("attention on the GPU: " +
+              kc::attention_backend_summary(std::is_same_v<T, kc::bf16_t>, D));
     std::vector<float> cs(static_cast<size_t>(cfg.context * half));
     std::vector<float> sn(cs.size());
     kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta);

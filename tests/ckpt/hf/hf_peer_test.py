@@ -15,8 +15,12 @@
      output in different orders, Eigen vs torch's BLAS; measured 6.7e-6 (F32) and
      8.6e-6 (BF16) absolute at a max |logit| of 11.2, so even 1e-5 absolute holds here)
    - loss (mean next-token cross-entropy): |zt - transformers| <= 1e-5
+   - the same logits from zt's key/value-cache decoding (Model::decode, one token at a
+     time), within the same tolerance
    - greedy continuation: zt's sampler at temperature -> 0 == transformers' greedy
-     `generate` (do_sample=False), token for token, and not degenerate (>= 5 distinct)
+     `generate` (do_sample=False), token for token, and not degenerate (>= 5 distinct);
+     and `zt generate --temperature 0` (KV cache) on the Hugging Face folder itself (F32,
+     BF16) == the same
 4. Sensitivity (so the test can fail): the BF16 weights change the logits by far more
    than TOL (zt on F32 vs transformers on BF16 must differ by > 10 x TOL), and the
    trained logits are not near-uniform (their spread is > 1).
@@ -126,6 +130,18 @@ def main():
         c.check(zl.shape == hl.shape, f"{name}: logits shape {tuple(zl.shape)} on both sides")
         c.check(zl.std().item() > 1.0, f"{name}: trained logits are not near-uniform (std > 1)")
         c.check(dl <= tol, f"{name}: max |logit zt - transformers| = {dl:.3e} <= {tol:.3e}")
+        kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
+        dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
+        c.check(dkv <= tol, f"{name}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {tol:.3e}")
+        rc, gen_out = run_zt(zt, "generate", "--weights", folder, "--prompt-ids",
+                             ",".join(map(str, tokens)), "--temperature", "0",
+                             "--max-new-tokens", str(NEW), "--json")
+        lines = [l for l in gen_out.splitlines() if l.startswith("{")]
+        zgen = json.loads(lines[0])["ids"] if rc == 0 and lines else None
+        if rc != 0:
+            print(gen_out)
+        print(f"      {name}: zt generate (KV cache, HF folder) {bytes(zgen or [])!r}")
+        c.check(zgen == hgen, f"{name}: `zt generate --temperature 0` on the HF folder == transformers' greedy")
         c.check(dloss <= TOL, f"{name}: |loss zt - transformers| = {dloss:.3e} <= {TOL}")
         c.check(z["greedy"] == z["argmax"], f"{name}: zt's sampler at temperature -> 0 is the argmax")
         c.check(len(set(z["greedy"])) >= 5,

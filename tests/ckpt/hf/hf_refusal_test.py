@@ -79,7 +79,9 @@ def main():
     cfg = hf_config(torch_dtype="float32")
     entries, data = good_entries(cfg)
     st_name = lambda d: os.path.join(d, "model.safetensors")  # noqa: E731
-    imp = lambda d: ["convert", "hf-to-h5", d, os.path.join(work, "never.h5")]  # noqa: E731
+    # --force: the valid folder's conversion below leaves never.h5, and each refusal must
+    # come from the input, not from the existing output.
+    imp = lambda d: ["convert", "hf-to-h5", "--force", d, os.path.join(work, "never.h5")]  # noqa: E731
 
     # The valid folder converts (so each refusal below is caused by its one change).
     d = folder(work, "valid", cfg, st_bytes(entries, data))

@@ -6,8 +6,11 @@
 //     TOKENS  comma-separated token ids t0,...,t(T-1)
 //     NEW     how many tokens to generate greedily after TOKENS
 //
-// Prints {"vocab": V, "logits": [[V floats] x T], "loss": x, "greedy": [NEW ids]}:
+// Prints {"vocab": V, "logits": [[V floats] x T], "kv_logits": (same), "loss": x,
+//         "greedy": [NEW ids], "argmax": [NEW ids]}:
 //   logits[i]  the logits of position i given t0..ti (Model::logits_last on each prefix)
+//   kv_logits  the same from Model::decode with a key/value cache: t0 alone, then one
+//              token at a time (the path of `zt generate`)
 //   loss       Model::loss: mean cross-entropy of t1..t(T-1) given the previous tokens
 //   greedy     zt::train::generate (zt's sampler) at a temperature so small that it picks
 //              the argmax; checked here against the argmax of each step's logits.
@@ -56,6 +59,13 @@ int main(int argc, char** argv) {
       logits.push_back(row);
     }
     out["logits"] = std::move(logits);
+    zt::model::KvCache<float> cache(cfg, T);
+    nlohmann::json kv_logits = nlohmann::json::array();
+    for (int64_t i = 0; i < T; ++i) {
+      model.decode(std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1), cache, row);
+      kv_logits.push_back(row);
+    }
+    out["kv_logits"] = std::move(kv_logits);
 
     std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
     out["loss"] = model.loss(std::span<const int32_t>(tokens.data(), targets.size()), targets, 1,
@@ -65,7 +75,12 @@ int main(int argc, char** argv) {
     opt.tokens = n_new;
     opt.temperature = 1e-30;  // exp((l - max) / 1e-30) underflows to 0 for every l < max
     opt.seed = 1;
-    const std::vector<int32_t> greedy = zt::train::generate(model, tokens, opt);
+    const zt::train::LogitsFn fn = [&](std::span<const int32_t> window, std::span<float> o) {
+      model.logits_last(window, static_cast<int64_t>(window.size()), o);
+    };
+    const std::vector<int32_t> greedy =
+        zt::train::generate(zt::train::recompute_decoder(fn, cfg.vocab, cfg.context), tokens, opt)
+            .tokens;
     // The same by argmax, so a sampler that stopped picking the maximum is caught here.
     std::vector<int32_t> seq = tokens;
     for (int64_t k = 0; k < n_new; ++k) {

@@ -71,7 +71,7 @@ def check_sft(zt, work, name, folder, encode, bos, eos, env, check, h5py):
         for e in EXAMPLES:
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
     for seq_len, pack, too_long in ((160, True, "truncate"), (160, False, "drop"), (700, True, "truncate")):
-        out = os.path.join(work, f"{name}-sft.h5")
+        out = os.path.join(work, f"{name}-sft-{seq_len}-{'packed' if pack else 'unpacked'}-{too_long}.h5")
         args = [zt, "convert", "sft-to-tokens", "--tokenizer", folder, "--format", "alpaca",
                 "--seq-len", str(seq_len), "--too-long", too_long] + ([] if pack else ["--no-pack"]) + [data, out]
         p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=120)

@@ -1,0 +1,170 @@
+// `zt generate`: text from a trained model (a zt checkpoint, a ckpt.dir, a weights file
+// for ckpt.init_from, or a Hugging Face folder), one process, with a key/value cache.
+// Sampling: greedy (--temperature 0), temperature, top-k, top-p; stops after
+// --max-new-tokens, at an --eos id or a --stop string. The prompt is byte-tokenized
+// (the model's vocabulary must hold bytes) or given as ids.
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "zt/ckpt/hf_convert.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/model/model.hpp"
+#include "zt/train/config.hpp"
+#include "zt/train/generate.hpp"
+
+namespace zt::apps {
+namespace {
+
+struct GenerateArgs {
+  std::string weights;
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;
+  int64_t max_new_tokens = 100;
+  double temperature = 0.8;
+  int64_t top_k = 50;
+  double top_p = 1.0;
+  uint64_t seed = 42;
+  int64_t window = 0;
+  std::vector<int32_t> eos;
+  std::vector<std::string> stop;
+  int threads = 0;
+  bool json = false;
+};
+
+std::string bytes_text(std::span<const int32_t> ids) {
+  std::string s;
+  for (const int32_t id : ids) s.push_back(static_cast<char>(static_cast<unsigned char>(id)));
+  return s;
+}
+
+int run_generate(const GenerateArgs& a) {
+  if (a.prompt.empty() == a.prompt_ids.empty())
+    throw InputError("zt generate needs exactly one of --prompt TEXT and --prompt-ids IDS",
+                     "e.g. zt generate --weights ckpt/ --prompt 'ROMEO:'");
+  omp_set_num_threads(train::resolve_threads(a.threads, 1));
+  const auto t_load = std::chrono::steady_clock::now();
+  ckpt::Weights w = ckpt::load_weights(a.weights);
+  const model::Config& cfg = w.config;
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+
+  std::vector<int32_t> prompt = a.prompt_ids;
+  const bool bytes = a.prompt_ids.empty();
+  if (bytes) {
+    if (cfg.vocab < 256)
+      throw InputError(strf("--prompt is byte-tokenized, and the model's vocabulary has only "
+                            "%lld ids", static_cast<long long>(cfg.vocab)),
+                       "give the prompt as ids with --prompt-ids");
+    for (const char ch : a.prompt) prompt.push_back(static_cast<unsigned char>(ch));
+  }
+  for (const int32_t id : prompt)
+    if (id < 0 || id >= cfg.vocab)
+      throw InputError(strf("--prompt-ids: id %d is outside the vocabulary [0, %lld)", id,
+                            static_cast<long long>(cfg.vocab)),
+                       "give ids of this model's tokenizer");
+  // As sample.tokens: at most 10^7 (issue 20: a huge count ran for ever, found by
+  // reliability.hostile_cli).
+  constexpr int64_t kMaxNewTokens = 10'000'000;
+  if (a.max_new_tokens > kMaxNewTokens)
+    throw InputError(strf("--max-new-tokens %lld: more than %lld tokens", static_cast<long long>(a.max_new_tokens),
+                          static_cast<long long>(kMaxNewTokens)),
+                     "generate fewer tokens (the model sees at most its context; --window)");
+  if (a.max_new_tokens < 0 || a.temperature < 0 || a.top_k < 0 || !(a.top_p > 0 && a.top_p <= 1) ||
+      a.window < 0)
+    throw InputError("--max-new-tokens, --temperature, --top-k and --window must be >= 0 and "
+                     "--top-p in (0, 1]",
+                     "e.g. --temperature 0 for greedy decoding, --top-p 0.9");
+
+  model::Model<float> m(cfg, 1, 0);
+  for (int u = 0; u < static_cast<int>(w.units.size()); ++u)
+    m.bind_unit(u, w.units[static_cast<size_t>(u)], {});
+  const int64_t window = a.window > 0 ? std::min(a.window, cfg.context) : cfg.context;
+  model::KvCache<float> cache(cfg, window);
+
+  train::SampleOptions o;
+  o.tokens = a.max_new_tokens;
+  o.temperature = a.temperature;
+  o.top_k = a.top_k;
+  o.top_p = a.top_p;
+  o.seed = a.seed;
+  o.window = window;
+  o.stop_ids = a.eos;
+  if (!a.stop.empty()) {
+    o.stop = [&a](std::span<const int32_t> generated) {
+      const std::string text = bytes_text(generated);
+      for (const std::string& s : a.stop)
+        if (text.size() >= s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0)
+          return true;
+      return false;
+    };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const train::Generation g = train::generate(train::kv_decoder(m, cache), prompt, o);
+  const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double tok_s = gen_s > 0 ? static_cast<double>(g.tokens.size()) / gen_s : 0.0;
+
+  if (a.json) {
+    nlohmann::json j;
+    j["prompt_ids"] = prompt;
+    j["ids"] = g.tokens;
+    if (cfg.vocab <= 256) j["text"] = bytes_text(g.tokens);
+    j["stop"] = train::stop_reason_name(g.reason);
+    j["tokens_per_s"] = tok_s;
+    j["seconds"] = gen_s;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else if (bytes) {
+    std::printf("%s%s\n", a.prompt.c_str(), bytes_text(g.tokens).c_str());
+  } else {
+    std::string ids;
+    for (const int32_t id : g.tokens) ids += (ids.empty() ? "" : " ") + std::to_string(id);
+    std::printf("%s\n", ids.c_str());
+  }
+  std::fflush(stdout);
+  log::info(strf("generated %zu tokens in %.2f s: %.1f tokens/s (prompt %zu tokens, window %lld, "
+                 "stop: %s; weights %s loaded in %.2f s)",
+                 g.tokens.size(), gen_s, tok_s, prompt.size(), static_cast<long long>(window),
+                 train::stop_reason_name(g.reason), w.source.c_str(), load_s));
+  return 0;
+}
+
+}  // namespace
+
+Run add_generate_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Generate text from a trained model: a zt checkpoint or ckpt.dir, a ckpt.init_from "
+      "weights file, or a Hugging Face folder. One process, key/value cache; greedy with "
+      "--temperature 0. Prints the prompt and its continuation, then tokens/s (log).");
+  auto a = std::make_shared<GenerateArgs>();
+  cmd->add_option("--weights", a->weights,
+                  "CKPT.h5, a ckpt.dir (the checkpoint `latest` names), or a Hugging Face "
+                  "folder (config.json + safetensors)")
+      ->required();
+  cmd->add_option("--prompt", a->prompt, "prompt text (byte-tokenized)");
+  cmd->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, e.g. 1,2,3")->delimiter(',');
+  cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most (default 100)");
+  cmd->add_option("--temperature", a->temperature, "sampling temperature; 0: greedy (default 0.8)");
+  cmd->add_option("--top-k", a->top_k, "keep the k most likely tokens; 0: all (default 50)");
+  cmd->add_option("--top-p", a->top_p, "nucleus: keep the most likely tokens up to this mass (default 1)");
+  cmd->add_option("--seed", a->seed, "seed of the sampler (default 42)");
+  cmd->add_option("--window", a->window,
+                  "tokens the model sees at most (0: its context); when full, it restarts from "
+                  "its last half");
+  cmd->add_option("--eos", a->eos, "stop after this token id (repeatable)")->delimiter(',');
+  cmd->add_option("--stop", a->stop, "stop when the output ends with this text (repeatable)");
+  cmd->add_option("--threads", a->threads, "OpenMP threads (0: the cores)");
+  cmd->add_flag("--json", a->json,
+                "print one JSON line: prompt_ids, ids, text (byte models), stop, tokens_per_s");
+  return [a]() -> int { return run_generate(*a); };
+}
+
+}  // namespace zt::apps

@@ -1,0 +1,98 @@
+// The one safe writer (core/files.hpp), against the file system itself: a symlink planted
+// where zt writes is replaced and never written through; a failed write leaves nothing;
+// an output that is an input (same inode, another name) is refused even with --force.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "support/expect_error.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "zt-files-XXXXXX").string();
+    EXPECT_NE(::mkdtemp(t.data()), nullptr);
+    path = t;
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST(SafeFile, ReplacesPlantedSymlinksAndNeverWritesThroughThem) {
+  TempDir d;
+  spit(d.path / "victim", "victim bytes");
+  fs::create_symlink(d.path / "victim", d.path / "out");          // the output itself
+  fs::create_symlink(d.path / "victim", d.path / "other.tmp");    // the temporary's name
+  zt::write_file_safely((d.path / "out").string(), "new", "test file");
+  zt::SafeFile f((d.path / "other").string(), "test file");
+  f.write("x", 1);
+  f.commit();
+  EXPECT_EQ(slurp(d.path / "victim"), "victim bytes");
+  EXPECT_FALSE(fs::is_symlink(d.path / "out"));
+  EXPECT_EQ(slurp(d.path / "out"), "new");
+  EXPECT_EQ(slurp(d.path / "other"), "x");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(d.path / "other.tmp")));
+}
+
+TEST(SafeFile, AnUncommittedFileLeavesTheOldOneAndNoTemporary) {
+  TempDir d;
+  spit(d.path / "out", "old");
+  {
+    zt::SafeFile f((d.path / "out").string(), "test file");
+    f.write("half", 4);
+  }  // destroyed without commit(): an error on the way
+  EXPECT_EQ(slurp(d.path / "out"), "old");
+  EXPECT_FALSE(fs::exists(d.path / "out.tmp"));
+  EXPECT_THROW(zt::write_file_safely((d.path / "missing" / "out").string(), "x", "test file"), zt::Error);
+  fs::create_directory(d.path / "blocked.tmp");  // a folder where the temporary goes
+  EXPECT_THROW(zt::write_file_safely((d.path / "blocked").string(), "x", "test file"), zt::Error);
+}
+
+TEST(RequireNewOutput, AnInputIsRefusedByInodeAnExistingFileWithoutForce) {
+  TempDir d;
+  spit(d.path / "in.txt", "text");
+  fs::create_hard_link(d.path / "in.txt", d.path / "alias.txt");
+  const std::string in = (d.path / "in.txt").string(), alias = (d.path / "alias.txt").string();
+  zt::testing::expect_input_error([&] { zt::require_new_output(alias, "output", {in}, true); },
+                                  {"is the input", "in.txt"});
+  zt::testing::expect_input_error([&] { zt::require_new_output(alias, "output", {}, false); },
+                                  {"already exists", "--force"});
+  zt::require_new_output(alias, "output", {}, true);                                  // forced
+  zt::require_new_output((d.path / "new.h5").string(), "output", {in}, false);        // new
+  zt::testing::expect_input_error([&] { zt::require_output_folder("", "output"); }, {"empty path"});
+  EXPECT_EQ(slurp(d.path / "in.txt"), "text");
+}
+
+TEST(ReadRegularFile, DevicesAndFifosAreRefusedBeforeReading) {
+  TempDir d;
+  const std::string fifo = (d.path / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  zt::testing::expect_input_error([&] { zt::read_regular_file(fifo, "some file", "hint"); },
+                                  {"FIFO"});
+  zt::testing::expect_input_error([] { zt::read_regular_file("/dev/zero", "some file", "hint"); },
+                                  {"character device"});
+  spit(d.path / "f", "abc");
+  EXPECT_EQ(zt::read_regular_file((d.path / "f").string(), "some file", "hint"), "abc");
+}

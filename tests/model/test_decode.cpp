@@ -1,0 +1,111 @@
+// Incremental decoding with a key/value cache (Model::decode) against the full forward
+// (Model::logits_last over each prefix): prefill then one token at a time, several
+// prefill lengths, grouped-query and tied-embedding models, in double (tight) and fp32;
+// the unit uses (hooks) are logits_last's; cache misuse is refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model_fixtures.hpp"
+#include "zt/core/error.hpp"
+#include "zt/model/model.hpp"
+
+namespace zt::model {
+namespace {
+
+template <class R>
+double max_rel_diff(const std::vector<R>& a, const std::vector<R>& b) {
+  double d = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return d / std::max(scale, 1.0);
+}
+
+template <class R>
+void check_decode(const Config& cfg, int64_t T, int64_t prefill, double tol) {
+  const ParamLayout layout(cfg);
+  Parameters<R> p(layout);
+  testing::init_general(p, layout, 0.3, 7);  // logits far from uniform
+  Model<R> m(cfg, 1, T);
+  p.bind(m);
+  const std::vector<int32_t> tokens = testing::random_tokens(T, cfg.vocab, 11);
+  KvCache<R> cache(cfg, T);
+  std::vector<R> full(static_cast<size_t>(cfg.vocab)), kv(full.size());
+  m.decode(std::span<const int32_t>(tokens.data(), static_cast<size_t>(prefill)), cache, kv);
+  EXPECT_EQ(cache.length, prefill);
+  for (int64_t t = prefill; t <= T; ++t) {
+    m.logits_last(std::span<const int32_t>(tokens.data(), static_cast<size_t>(t)), t, full);
+    const double d = max_rel_diff(kv, full);
+    ASSERT_LE(d, tol) << "position " << t - 1 << " (prefill " << prefill << ")";
+    if (t < T) m.decode(std::span<const int32_t>(&tokens[static_cast<size_t>(t)], 1), cache, kv);
+  }
+  EXPECT_EQ(cache.length, T);
+}
+
+Config longer(Config cfg) {
+  cfg.context = 32;
+  return cfg;
+}
+
+TEST(Decode, MatchesFullForwardInDouble) {
+  for (const int64_t prefill : {1, 5, 24})
+    check_decode<double>(longer(testing::small_config()), 24, prefill, 1e-12);
+  check_decode<double>(longer(testing::small_config(/*tied=*/true)), 16, 3, 1e-12);
+}
+
+TEST(Decode, MatchesFullForwardInFloatOnTheTinyPreset) {
+  Config cfg = Config::preset("tiny");
+  ASSERT_LT(cfg.kv_heads, cfg.heads);  // grouped-query attention is exercised
+  check_decode<float>(cfg, 40, 9, 1e-5);
+}
+
+TEST(Decode, UsesTheUnitsInLogitsLastOrder) {
+  const Config cfg = testing::small_config(/*tied=*/true);
+  Parameters<float> p(ParamLayout{cfg});
+  p.init(InitOptions{});
+  Model<float> m(cfg, 1, 8);
+  p.bind(m);
+  std::vector<int> uses;
+  m.set_hooks(UnitHooks{[&](int u) { uses.push_back(u); }, {}, {}});
+  const std::vector<int32_t> tokens = testing::random_tokens(6, cfg.vocab, 3);
+  std::vector<float> out(static_cast<size_t>(cfg.vocab));
+  m.logits_last(tokens, 6, out);
+  const std::vector<int> full = uses;
+  uses.clear();
+  KvCache<float> cache(cfg, 8);
+  m.decode(tokens, cache, out);
+  EXPECT_EQ(uses, full);
+  uses.clear();
+  m.decode(std::span<const int32_t>(tokens.data(), 1), cache, out);
+  EXPECT_EQ(uses, full);
+}
+
+TEST(Decode, CacheMisuseIsRefusedByName) {
+  const Config cfg = testing::small_config();
+  Parameters<float> p(ParamLayout{cfg});
+  p.init(InitOptions{});
+  Model<float> m(cfg, 1, 8);
+  p.bind(m);
+  std::vector<float> out(static_cast<size_t>(cfg.vocab));
+  EXPECT_THROW(KvCache<float>(cfg, 0), InputError);
+  EXPECT_THROW(KvCache<float>(cfg, cfg.context + 1), InputError);
+  KvCache<float> cache(cfg, 4);
+  const std::vector<int32_t> five = testing::random_tokens(5, cfg.vocab, 1);
+  try {
+    m.decode(five, cache, out);
+    FAIL() << "5 positions went into a cache of 4";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("exceed the cache's 4"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.length, 0);
+  Config other = cfg;
+  other.layers += 1;
+  KvCache<float> wrong(other, 4);
+  EXPECT_THROW(m.decode(std::span<const int32_t>(five.data(), 1), wrong, out), InputError);
+}
+
+}  // namespace
+}  // namespace zt::model
