@@ -5,7 +5,9 @@
 #               for the simulated multi-node tests
 #   --hf-peers  adds PyPI's torch (CPU use) and transformers, for the test that sets zt
 #               beside transformers' Llama (ckpt.hf.peer_transformers) and the FSDP2 bench,
-#               and bitsandbytes (the NF4 peer, kernels.nf4_peer)
+#               and bitsandbytes (the NF4 peer, kernels.nf4_peer), and tokenizers +
+#               sentencepiece for the tokenizer parity test (data.hf.tokenizer_parity) and
+#               bench/tokenizer
 set -euo pipefail
 slurm=0 hf_peers=0
 for arg in "$@"; do
@@ -31,6 +33,8 @@ packages=(
   python3
   bc procps                                # test scripts: elapsed-time arithmetic (bc), pgrep / pkill
   python3-numpy python3-h5py python3-pip   # checkpoint tests (tests/ckpt/hf) read files with h5py
+  libpcre2-dev                             # tokenizer.json pre-tokenizer regexes (src/data)
+  libsentencepiece-dev                     # SentencePiece tokenizer.model (src/data)
 )
 if ((slurm)); then
   packages+=(slurm-wlm munge slurm-wlm-basic-plugins iproute2)
@@ -67,6 +71,23 @@ if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   else
     echo "install-deps: pip install nvidia-cudnn-frontend (cuDNN frontend headers, for the CUDA build)"
     $SUDO python3 -m pip install --quiet --break-system-packages --no-deps "nvidia-cudnn-frontend==1.32.0"
+  fi
+fi
+
+# Python's tokenizers and sentencepiece (--hf-peers): the peers of the tokenizer parity test.
+# Python's sentencepiece must be of the series of the libsentencepiece zt links: 0.2.x breaks
+# unigram ties differently from 0.1.x (another segmentation of equal score). Debian 12 has
+# 0.1.97, which PyPI has no wheel of for this Python; 0.1.99 encodes the same.
+if ((hf_peers)); then
+  if ! python3 -c "import tokenizers" 2>/dev/null; then
+    echo "install-deps: pip install tokenizers"
+    $SUDO python3 -m pip install --quiet --break-system-packages tokenizers
+  fi
+  spm_lib=$(pkg-config --modversion sentencepiece)
+  case "$spm_lib" in 0.1.*) spm_py=0.1.99 ;; *) spm_py=$spm_lib ;; esac
+  if ! python3 -c "import sentencepiece as s; assert s.__version__.rsplit('.', 1)[0] == '${spm_py%.*}'" 2>/dev/null; then
+    echo "install-deps: pip install sentencepiece==$spm_py (libsentencepiece $spm_lib)"
+    $SUDO python3 -m pip install --quiet --break-system-packages "sentencepiece==$spm_py"
   fi
 fi
 

@@ -1,5 +1,9 @@
 // `zt convert`: get data and weights into and out of zt's formats. Subcommands:
-//   text-to-tokens IN.txt [IN2.txt ...] OUT.h5   byte tokenizer, one document per input
+//   text-to-tokens [--tokenizer PATH] IN.txt [IN2.txt ...] OUT.h5
+//                                                byte tokenizer or a Hugging Face /
+//                                                SentencePiece one; one document per input
+//   sft-to-tokens --tokenizer PATH --format FMT --seq-len N IN... OUT.h5
+//                                                instruction data: prompt masked, packed rows
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
 //   hf-to-h5 HFDIR OUT.h5                        Hugging Face Llama -> weights for ckpt.init_from
 #include <filesystem>
@@ -16,6 +20,7 @@
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
+#include "zt/data/sft.hpp"
 #include "zt/data/text.hpp"
 
 namespace zt::apps {
@@ -23,6 +28,11 @@ namespace {
 
 struct ConvertArgs {
   std::vector<std::string> text_files;  // text-to-tokens: inputs..., output
+  std::string tokenizer;                // --tokenizer (text-to-tokens: empty is bytes)
+  std::vector<std::string> sft_files;   // sft-to-tokens: inputs..., output
+  std::string sft_format, too_long = "truncate";
+  size_t seq_len = 0;
+  bool no_pack = false;
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
   std::string hfdir, out_h5;                                // hf-to-h5
   double progress = kDefaultProgressInterval;               // --progress SECONDS
@@ -56,19 +66,54 @@ std::vector<std::string> hf_outputs_in(const std::string& dir) {
   return found;
 }
 
+// IN... OUT of a token-file converter: the inputs, and the output (its folder checked; not
+// an input; replaced only with --force).
+struct InputsOutput {
+  std::vector<std::string> inputs;
+  std::string output;
+};
+InputsOutput inputs_output(const std::vector<std::string>& files, bool force,
+                           const std::string& command, const std::string& usage) {
+  if (files.size() < 2)
+    throw InputError(command + " needs at least one input and one output file", usage);
+  InputsOutput io{{files.begin(), files.end() - 1}, files.back()};
+  require_output_folder(io.output, "output token file");
+  require_new_output(io.output, "output token file", io.inputs, force);
+  return io;
+}
+
 int text_to_tokens(const ConvertArgs& a) {
-  if (a.text_files.size() < 2)
-    throw InputError("text-to-tokens needs at least one input and one output file",
-                     "zt convert text-to-tokens IN.txt OUT.h5");
-  const std::vector<std::string> inputs(a.text_files.begin(), a.text_files.end() - 1);
-  const std::string& output = a.text_files.back();
-  require_output_folder(output, "output token file");
-  require_new_output(output, "output token file", inputs, a.force);
-  const data::TokenFile f = data::convert_text_to_tokens(inputs, output);
+  const auto [inputs, output] = inputs_output(a.text_files, a.force, "text-to-tokens",
+                                              "zt convert text-to-tokens IN.txt OUT.h5");
+  const data::TokenFile f = data::convert_text_to_tokens(inputs, output, {}, a.tokenizer);
   const size_t docs = f.doc_starts.empty() ? 1 : f.doc_starts.size();
-  log::info(strf("wrote %s: %zu tokens (uint16), vocab %u, tokenizer \"%s\", %zu document%s",
-                 output.c_str(), f.tokens.size(), f.vocab_size, f.tokenizer.c_str(), docs,
+  log::info(strf("wrote %s: %zu tokens (%s), vocab %u, tokenizer \"%s\"%s, %zu document%s",
+                 output.c_str(), f.tokens.size(), f.vocab_size <= 65536 ? "uint16" : "uint32",
+                 f.vocab_size, f.tokenizer.c_str(),
+                 f.tokenizer_hash.empty() ? "" : (" (hash " + f.tokenizer_hash + ")").c_str(), docs,
                  docs == 1 ? "" : "s"));
+  return 0;
+}
+
+int sft_to_tokens(const ConvertArgs& a) {
+  const auto [inputs, output] = inputs_output(
+      a.sft_files, a.force, "sft-to-tokens",
+      "zt convert sft-to-tokens --tokenizer DIR --format alpaca --seq-len 512 IN.jsonl OUT.h5");
+  data::SftOptions o;
+  o.format = data::parse_sft_format(a.sft_format);
+  o.seq_len = a.seq_len;
+  o.pack = !a.no_pack;
+  o.drop_long = a.too_long == "drop";
+  data::SftStats s;
+  const data::TokenFile f = data::convert_sft_to_tokens(inputs, output, a.tokenizer, o, &s);
+  log::info(strf("wrote %s: %zu of %zu examples (%zu truncated to a row, %zu dropped longer than a "
+                 "row, %zu dropped with no response token), %zu rows of %u tokens (%s), %zu "
+                 "padding tokens, %zu target tokens (%.1f%%), tokenizer \"%s\" (hash %s)",
+                 output.c_str(), s.written, s.examples, s.truncated, s.dropped_long, s.dropped_empty,
+                 s.rows, f.row_len, o.pack ? "packed" : "one example each", s.pad_tokens,
+                 s.target_tokens, 100.0 * static_cast<double>(s.target_tokens) /
+                                      static_cast<double>(f.tokens.size()),
+                 f.tokenizer.c_str(), f.tokenizer_hash.c_str()));
   return 0;
 }
 
@@ -120,9 +165,42 @@ Run add_convert_command(CLI::App& app) {
 
   CLI::App* t2t = convert->add_subcommand(
       "text-to-tokens",
-      "Text files -> an HDF5 token file (byte-level tokenizer \"bytes\", vocab 256; each input "
-      "file is one document). The file is written to OUT.h5.tmp, then renamed.");
+      "Text files -> an HDF5 token file; each input file is one document. Default: the "
+      "byte-level tokenizer \"bytes\" (vocab 256). With --tokenizer: a Hugging Face "
+      "tokenizer.json or SentencePiece tokenizer.model, ids as Hugging Face encodes them, BOS "
+      "as tokenizer_config.json says and EOS after each document (docs/finetune.md). The file "
+      "is written to OUT.h5.tmp, then renamed.");
   t2t->add_option("files", a->text_files, "IN.txt [IN2.txt ...] OUT.h5")->required();
+  // --tokenizer of text-to-tokens (optional) and sft-to-tokens (required).
+  auto tokenizer_option = [a](CLI::App* cmd) {
+    return cmd
+        ->add_option("--tokenizer", a->tokenizer,
+                     "a model folder holding tokenizer.json or tokenizer.model (and "
+                     "tokenizer_config.json), or one of those files")
+        ->option_text("PATH");
+  };
+  tokenizer_option(t2t);
+
+  CLI::App* sft = convert->add_subcommand(
+      "sft-to-tokens",
+      "Instruction data -> an HDF5 token file for fine-tuning: each example is BOS + prompt "
+      "(masked out of the loss) + response + EOS, in rows of --seq-len + 1 tokens, packed "
+      "(each example where it fits, rows padded) or one example per row (--no-pack); "
+      "/loss_mask marks the targets and /doc_starts each example's start (docs/finetune.md).");
+  sft->add_option("files", a->sft_files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
+  tokenizer_option(sft)->required()->option_text("PATH REQUIRED");
+  sft->add_option("--format", a->sft_format,
+                  "alpaca: JSON array or JSONL of {instruction, input, output}, the prompt in "
+                  "LitGPT's Alpaca style; prompt-response: JSONL of {prompt, response}")
+      ->check(CLI::IsMember({"alpaca", "prompt-response"}))
+      ->required();
+  sft->add_option("--seq-len", a->seq_len, "train.seq_len of the run: rows hold seq_len + 1 tokens")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24))
+      ->required();
+  sft->add_flag("--no-pack", a->no_pack, "one example per row, padded (default: packed)");
+  sft->add_option("--too-long", a->too_long,
+                  "an example longer than a row: truncate (default) or drop; both are counted")
+      ->check(CLI::IsMember({"truncate", "drop"}));
 
   CLI::App* export_cmd = convert->add_subcommand(
       "h5-to-hf",
@@ -147,11 +225,12 @@ Run add_convert_command(CLI::App& app) {
   import_cmd->add_option("hfdir", a->hfdir, "HFDIR (holds config.json)")->required();
   import_cmd->add_option("out", a->out_h5, "OUT.h5")->required();
 
-  for (CLI::App* cmd : {t2t, export_cmd, import_cmd}) progress_flag(cmd);
+  for (CLI::App* cmd : {t2t, sft, export_cmd, import_cmd}) progress_flag(cmd);
 
   return [=]() -> int {
     set_progress_interval(a->progress, "--progress");
     if (t2t->parsed()) return text_to_tokens(*a);
+    if (sft->parsed()) return sft_to_tokens(*a);
     if (export_cmd->parsed()) return h5_to_hf(*a);
     if (import_cmd->parsed()) return hf_to_h5(*a);
     return static_cast<int>(ExitCode::kBadInput);

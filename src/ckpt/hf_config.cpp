@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "hf_json.hpp"
+#include "zt/core/json.hpp"
 #include "zt/core/error.hpp"
 
 namespace zt::ckpt {
@@ -30,7 +30,7 @@ int64_t get_int(const json& j, const std::string& key, const std::string& where,
     bad(where, key, "is missing");
   }
   const json& v = j.at(key);
-  if (!v.is_number_integer()) bad(where, key, "is " + detail::describe(v) + ", not an integer");
+  if (!v.is_number_integer()) bad(where, key, "is " + describe_json(v) + ", not an integer");
   if (v.is_number_unsigned() &&
       v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     bad(where, key, "is too large");
@@ -41,40 +41,40 @@ double get_double(const json& j, const std::string& key, const std::string& wher
                   double fallback) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
   const json& v = j.at(key);
-  if (!v.is_number()) bad(where, key, "is " + detail::describe(v) + ", not a number");
+  if (!v.is_number()) bad(where, key, "is " + describe_json(v) + ", not a number");
   return v.get<double>();
 }
 
 bool get_bool(const json& j, const std::string& key, const std::string& where, bool fallback) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
   const json& v = j.at(key);
-  if (!v.is_boolean()) bad(where, key, "is " + detail::describe(v) + ", not true or false");
+  if (!v.is_boolean()) bad(where, key, "is " + describe_json(v) + ", not true or false");
   return v.get<bool>();
 }
 
 }  // namespace
 
 HfConfig parse_hf_config(const std::string& json_text, const std::string& where) {
-  const json j = detail::parse_json_strict(json_text, "config '" + where + "'", kHint);
+  const json j = parse_json_strict(json_text, "config '" + where + "'", kHint);
   if (!j.is_object()) throw InputError("config '" + where + "' is not a JSON object", kHint);
 
   if (!j.contains("model_type")) bad(where, "model_type", "is missing (expected \"llama\")");
   if (j.at("model_type") != "llama")
-    bad(where, "model_type", "is " + detail::describe(j.at("model_type")) + "; zt imports \"llama\" only");
+    bad(where, "model_type", "is " + describe_json(j.at("model_type")) + "; zt imports \"llama\" only");
   if (j.contains("architectures")) {
     const json& a = j.at("architectures");
     if (!a.is_array() || a.size() != 1 || a[0] != "LlamaForCausalLM")
-      bad(where, "architectures", "is " + detail::describe(a) + "; zt imports [\"LlamaForCausalLM\"] only");
+      bad(where, "architectures", "is " + describe_json(a) + "; zt imports [\"LlamaForCausalLM\"] only");
   }
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
     bad(where, "rope_scaling",
-        "is " + detail::describe(j.at("rope_scaling")) + "; zt's RoPE has no scaling (only rope_theta)");
+        "is " + describe_json(j.at("rope_scaling")) + "; zt's RoPE has no scaling (only rope_theta)");
   if (get_bool(j, "attention_bias", where, false))
     bad(where, "attention_bias", "is true; zt's attention projections have no bias");
   if (get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
-    bad(where, "hidden_act", "is " + detail::describe(j.at("hidden_act")) + "; zt's MLP is SwiGLU (\"silu\")");
+    bad(where, "hidden_act", "is " + describe_json(j.at("hidden_act")) + "; zt's MLP is SwiGLU (\"silu\")");
 
   HfConfig c;
   model::Config& m = c.model;
@@ -92,7 +92,7 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   if (j.contains("head_dim") && !j.at("head_dim").is_null() && m.heads > 0 &&
       get_int(j, "head_dim", where) != m.hidden / m.heads)
     bad(where, "head_dim",
-        "is " + detail::describe(j.at("head_dim")) + " but hidden_size / num_attention_heads is " +
+        "is " + describe_json(j.at("head_dim")) + " but hidden_size / num_attention_heads is " +
             std::to_string(m.hidden / m.heads) + "; zt's head_dim is always the quotient");
   try {
     m.validate();

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "hf_json.hpp"
+#include "zt/core/json.hpp"
 #include "zt/ckpt/hf_config.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"
@@ -103,7 +103,7 @@ std::string hf_shard_name(int k, int n) {
 
 HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
   const std::string what = "index '" + where + "'";
-  const json j = detail::parse_json_strict(json_text, what, kIndexHint);
+  const json j = parse_json_strict(json_text, what, kIndexHint);
   if (!j.is_object()) throw InputError(what + " is not a JSON object", kIndexHint);
   HfIndex idx;
   if (j.contains("metadata")) {
@@ -112,7 +112,7 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
     if (m.contains("total_size")) {
       const json& t = m.at("total_size");
       if (!t.is_number_unsigned())
-        throw InputError(what + ": 'metadata.total_size' is " + detail::describe(t) +
+        throw InputError(what + ": 'metadata.total_size' is " + describe_json(t) +
                              ", not a non-negative integer",
                          kIndexHint);
       idx.total_size = t.get<uint64_t>();
@@ -125,7 +125,7 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
   for (const auto& [name, file] : wm.items()) {
     const std::string field = what + ": 'weight_map." + name + "'";
     if (name.empty()) throw InputError(what + ": 'weight_map' names an empty tensor", kIndexHint);
-    if (!file.is_string()) throw InputError(field + " is " + detail::describe(file) + ", not a file name", kIndexHint);
+    if (!file.is_string()) throw InputError(field + " is " + describe_json(file) + ", not a file name", kIndexHint);
     const std::string f = file.get<std::string>();
     const bool escapes = f.empty() || f == "." || f.find('/') != std::string::npos ||
                          f.find('\\') != std::string::npos || f.find("..") != std::string::npos ||

@@ -16,7 +16,7 @@
 #include <set>
 #include <utility>
 
-#include "hf_json.hpp"
+#include "zt/core/json.hpp"
 
 #include "zt/core/dtype.hpp"
 #include "zt/core/error.hpp"
@@ -82,7 +82,7 @@ StTensor parse_entry(const std::string& name, const json& e, const std::string& 
   uint64_t numel = 1;
   for (const json& d : shape) {
     if (!d.is_number_unsigned())
-      bad(where, field + ": 'shape' holds " + detail::describe(d) + ", not a non-negative integer");
+      bad(where, field + ": 'shape' holds " + describe_json(d) + ", not a non-negative integer");
     const uint64_t dim = d.get<uint64_t>();
     if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         __builtin_mul_overflow(numel, dim, &numel) ||
@@ -98,7 +98,7 @@ StTensor parse_entry(const std::string& name, const json& e, const std::string& 
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
       !off[1].is_number_unsigned())
     bad(where, field + ": 'data_offsets' must be [begin, end] (non-negative integers), got " +
-                   detail::describe(off));
+                   describe_json(off));
   t.begin = off[0].get<uint64_t>();
   t.end = off[1].get<uint64_t>();
   const std::string offsets = "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]";
@@ -205,7 +205,7 @@ StHeader parse_safetensors_header(std::span<const std::byte> bytes, uint64_t fil
   h.data_size = file_size - h.data_start;
 
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), h.header_len);
-  const json j = detail::parse_json_strict(text, "safetensors file '" + where + "' header", kHint);
+  const json j = parse_json_strict(text, "safetensors file '" + where + "' header", kHint);
   if (!j.is_object()) bad(where, "header is not a JSON object");
 
   for (const auto& [key, value] : j.items()) {

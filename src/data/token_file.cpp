@@ -44,6 +44,23 @@ void validate(const TokenFile& f, const std::string& where) {
                           f.vocab_size),
                      "the ids and the vocab_size attribute disagree (a different tokenizer?); " +
                          std::string(kReconvertHint));
+  if (!f.loss_mask.empty()) {
+    if (f.loss_mask.size() != f.tokens.size())
+      throw InputError(strf("token file '%s': /loss_mask holds %zu values for %zu tokens",
+                            where.c_str(), f.loss_mask.size(), f.tokens.size()),
+                       kReconvertHint);
+    const auto bad_mask = std::find_if(f.loss_mask.begin(), f.loss_mask.end(), [](uint8_t m) { return m > 1; });
+    if (bad_mask != f.loss_mask.end())
+      throw InputError(strf("token file '%s': /loss_mask[%zu] is %u, not 0 or 1", where.c_str(),
+                            static_cast<size_t>(bad_mask - f.loss_mask.begin()), *bad_mask),
+                       kReconvertHint);
+    if (f.row_len == 0)
+      throw InputError("token file '" + where + "' has /loss_mask but no row_len attribute", kReconvertHint);
+  }
+  if (f.row_len != 0 && f.tokens.size() % f.row_len != 0)
+    throw InputError(strf("token file '%s': %zu tokens are not whole rows of row_len %u",
+                          where.c_str(), f.tokens.size(), f.row_len),
+                     kReconvertHint);
   if (!f.doc_starts.empty()) {
     if (f.doc_starts[0] != 0)
       throw InputError("token file '" + where + "': doc_starts[0] must be 0", kReconvertHint);
@@ -94,6 +111,13 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
   h5::write_u32_attr(file.get(), "format_version", kFormatVersion, tmp, kAttrHint);
   h5::write_u32_attr(file.get(), "vocab_size", f.vocab_size, tmp, kAttrHint);
   h5::write_string_attr(file.get(), "tokenizer", f.tokenizer, h5::StringLayout::kVariable, tmp, kAttrHint);
+  if (!f.loss_mask.empty())
+    write_vector(file.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, f.loss_mask.data(),
+                 f.loss_mask.size(), tmp);
+  if (f.row_len != 0) h5::write_u32_attr(file.get(), "row_len", f.row_len, tmp, kAttrHint);
+  if (!f.tokenizer_hash.empty())
+    h5::write_string_attr(file.get(), "tokenizer_hash", f.tokenizer_hash,
+                          h5::StringLayout::kVariable, tmp, kAttrHint);
   h5::write_u64_attr(file.get(), "num_tokens", num_tokens, tmp, kAttrHint);
   h5::write_u64_attr(file.get(), "num_docs", num_docs, tmp, kAttrHint);
   ZT_H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp, "check free disk space");
@@ -170,9 +194,15 @@ TokenFile read_token_file(const std::string& path) {
   read_vector(file.get(), "tokens", H5T_NATIVE_UINT32, f.tokens, path);
   if (ZT_H5_CHECK(H5Lexists(file.get(), "doc_starts", H5P_DEFAULT), path, kReconvertHint) > 0)
     read_vector(file.get(), "doc_starts", H5T_NATIVE_UINT64, f.doc_starts, path);
+  if (ZT_H5_CHECK(H5Lexists(file.get(), "loss_mask", H5P_DEFAULT), path, kReconvertHint) > 0)
+    read_vector(file.get(), "loss_mask", H5T_NATIVE_UINT8, f.loss_mask, path);
   const std::string where = "token file '" + path + "'";
   f.vocab_size = h5::read_u32_attr(file.get(), "vocab_size", path, where, kReconvertHint);
   f.tokenizer = h5::read_string_attr(file.get(), "tokenizer", path, where, kReconvertHint);
+  if (h5::has_attr(file.get(), "row_len", path, kReconvertHint))
+    f.row_len = h5::read_u32_attr(file.get(), "row_len", path, where, kReconvertHint);
+  if (h5::has_attr(file.get(), "tokenizer_hash", path, kReconvertHint))
+    f.tokenizer_hash = h5::read_string_attr(file.get(), "tokenizer_hash", path, where, kReconvertHint);
   file.close(path);
   validate(f, path);
   return f;

@@ -46,11 +46,28 @@ void fill_row(Batch& b, size_t i, size_t T, const std::vector<uint32_t>& data, s
 data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
   const data::Split split = data::split_tail(data.tokens.size(), cfg.eval_fraction);
   if (static_cast<int64_t>(data.vocab_size) > cfg.model.vocab)
-    throw InputError(strf("dataset '%s' has vocab_size %u, more than the model's vocabulary %lld",
-                          cfg.data_path.c_str(), data.vocab_size,
+    throw InputError(strf("dataset '%s' (tokenizer \"%s\", vocab_size %u) has more tokens than "
+                          "the model's vocabulary (model.vocab %lld)",
+                          cfg.data_path.c_str(), data.tokenizer.c_str(), data.vocab_size,
                           static_cast<long long>(cfg.model.vocab)),
                      "set model.vocab to at least the dataset's vocab_size, or use a dataset "
                      "made with the model's tokenizer");
+  if (!data.loss_mask.empty())
+    throw InputError(strf("dataset '%s' is instruction data (zt convert sft-to-tokens: rows of %u "
+                          "tokens with a loss mask), which zt train does not train yet",
+                          cfg.data_path.c_str(), data.row_len),
+                     "train on a token file of text (zt convert text-to-tokens); masked "
+                     "fine-tuning is issue 21's next step");
+  // A real tokenizer's ids mean its tokens: a model of another vocabulary size was made
+  // for another tokenizer (the byte tokenizer's 256 ids fit any model.vocab, as before).
+  if (!data.tokenizer_hash.empty() && static_cast<int64_t>(data.vocab_size) != cfg.model.vocab)
+    throw InputError(strf("dataset '%s' was made with tokenizer \"%s\" (vocab_size %u), which "
+                          "does not match the model's vocabulary (model.vocab %lld)",
+                          cfg.data_path.c_str(), data.tokenizer.c_str(), data.vocab_size,
+                          static_cast<long long>(cfg.model.vocab)),
+                     "convert the text with the model's own tokenizer (`zt convert "
+                     "text-to-tokens --tokenizer MODEL_DIR ...`), or set model.vocab to the "
+                     "tokenizer's vocabulary");
   const size_t need = static_cast<size_t>(cfg.global_batch * cfg.seq_len + 1);
   if (split.train.size() < need)
     throw InputError(strf("dataset '%s': its training part holds %zu tokens, one global batch "

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "support/expect_error.hpp"
+#include "support/temp_dir.hpp"
 #include <hdf5.h>
 
 #include <cstdlib>
@@ -21,22 +22,7 @@ using zt::data::TokenFile;
 
 namespace {
 
-fs::path temp_dir() {
-  const fs::path d = fs::temp_directory_path() / ("zt_test_data_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
-
-// Removes this process's temporary folder after the last test.
-class RemoveTempDir : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(temp_dir(), ec);
-  }
-};
-[[maybe_unused]] ::testing::Environment* const kRemoveTempDir =
-    ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+using zt::testing::temp_dir;
 
 std::string write_text(const std::string& name, const std::string& text) {
   const fs::path p = temp_dir() / name;

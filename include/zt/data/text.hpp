@@ -1,5 +1,6 @@
 #pragma once
-// Text -> tokens with the byte tokenizer: each input file is one document.
+// Text -> tokens: each input file is one document. With the byte tokenizer (the default)
+// or a real tokenizer (zt/data/text_tokenizer.hpp, `--tokenizer`).
 #include <string>
 #include <vector>
 
@@ -11,14 +12,26 @@ class Progress;
 
 namespace zt::data {
 
+class TextTokenizer;
+
 // Reads every file (throws zt::InputError naming a missing, unreadable or empty file)
 // and returns their bytes as tokens, with one document per file. `progress`, when given,
 // advances by the bytes read (and the tokens made).
 TokenFile text_files_to_tokens(const std::vector<std::string>& paths, Progress* progress = nullptr);
 
-// `zt convert text-to-tokens IN... OUT`: text_files_to_tokens + write_token_file.
+// The same with a real tokenizer: each file is read whole and encoded as one text (so
+// the ids equal Hugging Face's for that text), then written as the tokenizer's prefix
+// (BOS when it adds one) + ids + suffix, and EOS unless the suffix ends with it, so
+// documents are separated by EOS. Files are encoded in parallel (all hardware threads),
+// in batches of about 256 MiB of text. Throws zt::InputError for a tokenizer without an
+// EOS token, and as above for the files.
+TokenFile text_files_to_tokens(const std::vector<std::string>& paths, const TextTokenizer& tokenizer,
+                               Progress* progress = nullptr);
+
+// `zt convert text-to-tokens [--tokenizer PATH] IN... OUT`: text_files_to_tokens +
+// write_token_file; `tokenizer` empty is the byte tokenizer, else load_tokenizer(PATH).
 // Returns the file written (for a summary line). Reports progress (zt/core/progress.hpp).
 TokenFile convert_text_to_tokens(const std::vector<std::string>& inputs, const std::string& output,
-                                 const WriteOptions& options = {});
+                                 const WriteOptions& options = {}, const std::string& tokenizer = {});
 
 }  // namespace zt::data

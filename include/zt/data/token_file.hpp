@@ -8,6 +8,13 @@
 //     format = "zt-tokens", format_version = 1 (uint32)
 //     vocab_size (uint32), tokenizer (string, e.g. "bytes"), num_tokens (uint64),
 //     num_docs (uint64)
+//     tokenizer_hash (string, 16 hex digits): with a real tokenizer (`--tokenizer`), the
+//     FNV-1a 64 of its files (zt/data/text_tokenizer.hpp); absent for "bytes"
+//   instruction data (`zt convert sft-to-tokens`, zt/data/sft.hpp) adds:
+//   /loss_mask    1-D uint8 [num_tokens]: 1 where the token is a training target (response
+//                 tokens), 0 for prompt, BOS and padding
+//     row_len (uint32): the tokens are rows of row_len (= seq_len + 1); /doc_starts holds
+//     each example's start
 //
 // Document boundaries are a dataset, not an attribute, because HDF5 attributes are
 // limited to 64 KiB. Files are written atomically: to PATH.tmp, flushed, fsynced, then
@@ -22,7 +29,10 @@ struct TokenFile {
   std::vector<uint32_t> tokens;      // [num_tokens]
   uint32_t vocab_size = 0;
   std::string tokenizer;
-  std::vector<uint64_t> doc_starts;  // [num_docs], doc_starts[0] == 0; empty means one doc
+  std::string tokenizer_hash;        // empty for the byte tokenizer
+  std::vector<uint64_t> doc_starts;
+  std::vector<uint8_t> loss_mask;    // [num_tokens] or empty (not instruction data)
+  uint32_t row_len = 0;              // rows of instruction data; 0: one stream  // [num_docs], doc_starts[0] == 0; empty means one doc
 };
 
 struct WriteOptions {

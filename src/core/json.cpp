@@ -1,12 +1,12 @@
-// Strict JSON parsing for the Hugging Face converters (see hf_json.hpp).
-#include "hf_json.hpp"
+// Strict JSON parsing (see zt/core/json.hpp).
+#include "zt/core/json.hpp"
 
 #include <set>
 #include <vector>
 
 #include "zt/core/error.hpp"
 
-namespace zt::ckpt::detail {
+namespace zt {
 
 nlohmann::json parse_json_strict(std::string_view text, const std::string& what,
                                  const std::string& hint) {
@@ -34,7 +34,7 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& what,
   return j;
 }
 
-std::string describe(const nlohmann::json& value) {
+std::string describe_json(const nlohmann::json& value) {
   if (value.is_array()) return "an array of " + std::to_string(value.size());
   if (value.is_object()) return "an object of " + std::to_string(value.size()) + " keys";
   if (value.is_string()) {
@@ -46,4 +46,4 @@ std::string describe(const nlohmann::json& value) {
   return value.dump();
 }
 
-}  // namespace zt::ckpt::detail
+}  // namespace zt

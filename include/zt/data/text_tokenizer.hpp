@@ -1,0 +1,78 @@
+#pragma once
+// Real tokenizers, encoding exactly as Hugging Face does (docs/finetune.md):
+//   - tokenizer.json (Hugging Face `tokenizers`): a BPE model with byte-level
+//     pre-tokenization (GPT-2 and Llama 3 regexes, run by PCRE2) or SentencePiece-style
+//     (Prepend/Replace normalizers or Metaspace, byte fallback, fuse_unk), merges, added
+//     and special tokens, and the decoders they come with;
+//   - tokenizer.model (SentencePiece, through libsentencepiece).
+// BOS/EOS: tokenizer_config.json beside the file (add_bos_token, add_eos_token, bos_token,
+// eos_token) when it says, else the tokenizer.json post-processor's template, else
+// SentencePiece's defaults (BOS added, EOS not).
+//
+// Invalid UTF-8 in the input: a tokenizer.json tokenizer sees every maximal invalid
+// subsequence as U+FFFD (what Python's bytes.decode("utf-8", "replace") gives, which is
+// how text with such bytes reaches Python's `tokenizers`); SentencePiece handles bytes
+// itself (each invalid byte is U+FFFD, as Python's sentencepiece given bytes).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zt::data {
+
+struct TokenizerInfo {
+  std::string name;                // "<kind>:<folder name>", e.g. "tokenizer.json:TinyLlama"
+  std::string kind;                // "tokenizer.json" or "sentencepiece"
+  uint32_t vocab_size = 0;         // one past the largest id (model + added tokens)
+  std::string hash;                // 16 hex digits: FNV-1a 64 over the files read
+  std::vector<std::string> files;  // the files read, in order
+  std::optional<uint32_t> bos, eos;
+  std::vector<uint32_t> prefix;    // ids before a document's tokens (BOS when added)
+  std::vector<uint32_t> suffix;    // ids after them (EOS when added)
+};
+
+class TextTokenizer {
+ public:
+  virtual ~TextTokenizer() = default;
+  // Text -> ids without BOS/EOS (Hugging Face: encode(text, add_special_tokens=False)).
+  virtual std::vector<uint32_t> encode(std::string_view text) const = 0;
+  // Ids -> text, special tokens skipped (decode(ids, skip_special_tokens=True)). Throws
+  // zt::InputError for an id >= vocab_size.
+  virtual std::string decode(std::span<const uint32_t> ids) const = 0;
+  const TokenizerInfo& info() const { return info_; }
+  TokenizerInfo& info_mut() { return info_; }  // for load_tokenizer: name, hash, files
+
+ protected:
+  TokenizerInfo info_;
+};
+
+// PATH: a folder holding tokenizer.json (preferred) or tokenizer.model, or one of those
+// files; tokenizer_config.json beside it is read when present. Throws zt::InputError
+// naming the file (and what it does not support) for anything else.
+std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path);
+
+// From contents, for tests and fuzzing: `where` names the source in messages and the
+// tokenizer ("<kind>:<where>"); no files, so no hash.
+// tokenizer_config may be empty (no tokenizer_config.json).
+std::unique_ptr<TextTokenizer> tokenizer_from_json(std::string_view tokenizer_json,
+                                                   std::string_view tokenizer_config,
+                                                   const std::string& where);
+std::unique_ptr<TextTokenizer> tokenizer_from_sentencepiece(std::string_view model_proto,
+                                                            std::string_view tokenizer_config,
+                                                            const std::string& where);
+
+// Encodes each text on `threads` threads (0: all hardware threads), like Hugging Face's
+// encode_batch. The result is the same for any number of threads.
+std::vector<std::vector<uint32_t>> encode_batch(const TextTokenizer& tokenizer,
+                                                const std::vector<std::string>& texts,
+                                                int threads);
+
+// Every maximal invalid subsequence of `text` replaced by U+FFFD, as Python's
+// bytes.decode("utf-8", "replace") and Rust's String::from_utf8_lossy do (Unicode's
+// "substitution of maximal subparts"; well-formed sequences per Unicode Table 3-7).
+std::string utf8_replace_invalid(std::string_view text);
+
+}  // namespace zt::data

@@ -1,0 +1,188 @@
+// Instruction data -> token files with a loss mask, packed or padded rows (see sft.hpp).
+#include "zt/data/sft.hpp"
+
+
+#include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
+#include "zt/core/json.hpp"
+#include "zt/core/log.hpp"
+#include "zt/data/text_tokenizer.hpp"
+
+namespace zt::data {
+namespace {
+
+using json = nlohmann::json;
+
+const char* fields_hint(SftFormat f) {
+  return f == SftFormat::kAlpaca
+             ? "each Alpaca example is an object with string fields \"instruction\", \"output\" "
+               "and optionally \"input\" (a JSON array of them, or one per line: JSONL); "
+               "docs/finetune.md"
+             : "each line is an object with string fields \"prompt\" and \"response\" (JSONL); "
+               "docs/finetune.md";
+}
+
+// The string field `key` of example `obj` (optional: "" when absent or null).
+std::string field(const json& obj, const char* key, bool optional, const std::string& where,
+                  SftFormat format) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || (optional && it->is_null())) {
+    if (optional) return {};
+    throw InputError(where + ": field '" + key + "' is missing", fields_hint(format));
+  }
+  if (!it->is_string())
+    throw InputError(where + ": field '" + key + "' is " + describe_json(*it) + ", not a string",
+                     fields_hint(format));
+  return it->get<std::string>();
+}
+
+SftExample example_of(const json& obj, const std::string& where, SftFormat format) {
+  if (!obj.is_object())
+    throw InputError(where + ": the example is " + describe_json(obj) + ", not an object",
+                     fields_hint(format));
+  if (format == SftFormat::kAlpaca)
+    return {alpaca_prompt(field(obj, "instruction", false, where, format),
+                          field(obj, "input", true, where, format)),
+            field(obj, "output", false, where, format)};
+  return {field(obj, "prompt", false, where, format), field(obj, "response", false, where, format)};
+}
+
+}  // namespace
+
+SftFormat parse_sft_format(const std::string& name) {
+  if (name == "alpaca") return SftFormat::kAlpaca;
+  if (name == "prompt-response") return SftFormat::kPromptResponse;
+  throw InputError("unknown instruction data format '" + name + "'",
+                   "--format is alpaca or prompt-response");
+}
+
+std::string alpaca_prompt(const std::string& instruction, const std::string& input) {
+  if (!input.empty())
+    return "Below is an instruction that describes a task, paired with an input that provides "
+           "further context. Write a response that appropriately completes the request.\n\n"
+           "### Instruction:\n" + instruction + "\n\n### Input:\n" + input + "\n\n### Response:\n";
+  return "Below is an instruction that describes a task. Write a response that appropriately "
+         "completes the request.\n\n### Instruction:\n" + instruction + "\n\n### Response:\n";
+}
+
+std::vector<SftExample> read_sft_examples(const std::string& path, SftFormat format) {
+  const std::string text = read_regular_file(
+      path, "instruction data file",
+      "name a .json or .jsonl file (relative paths are from the current directory)", false);
+  std::vector<SftExample> out;
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[') {  // one JSON array
+    const json all = parse_json_strict(text, path, fields_hint(format));
+    if (!all.is_array())
+      throw InputError(path + ": not a JSON array of examples", fields_hint(format));
+    for (size_t i = 0; i < all.size(); ++i)
+      out.push_back(example_of(all[i], path + ": element " + std::to_string(i), format));
+  } else {  // JSONL: one example per line, blank lines skipped
+    size_t line_no = 0;
+    for (size_t at = 0; at <= text.size();) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      ++line_no;
+      const std::string_view line(text.data() + at, end - at);
+      at = end + 1;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      const std::string where = path + ":" + std::to_string(line_no);
+      out.push_back(example_of(parse_json_strict(line, where, fields_hint(format)), where, format));
+    }
+  }
+  if (out.empty())
+    throw InputError("instruction data file '" + path + "' holds no examples", fields_hint(format));
+  return out;
+}
+
+TokenFile sft_to_tokens(const std::vector<std::string>& paths, const TextTokenizer& tokenizer,
+                        const SftOptions& o, SftStats* stats) {
+  if (paths.empty()) throw InputError("no instruction data files given", "name at least one IN.jsonl");
+  if (o.seq_len == 0) throw InputError("--seq-len must be at least 1", "give train.seq_len of the run");
+  const TokenizerInfo& info = tokenizer.info();
+  if (!info.eos)
+    throw InputError("tokenizer '" + info.name + "' has no EOS token, which ends each response",
+                     "set eos_token in the tokenizer_config.json beside the tokenizer");
+  const uint32_t eos = *info.eos;
+  SftStats st;
+  std::vector<SftExample> examples;
+  for (const std::string& path : paths)
+    for (SftExample& e : read_sft_examples(path, o.format)) examples.push_back(std::move(e));
+  st.examples = examples.size();
+  std::vector<std::string> texts;
+  texts.reserve(2 * examples.size());
+  for (SftExample& e : examples) {
+    texts.push_back(std::move(e.prompt));
+    texts.push_back(std::move(e.response));
+  }
+  const std::vector<std::vector<uint32_t>> ids = encode_batch(tokenizer, texts, 0);
+
+  TokenFile out;
+  out.vocab_size = info.vocab_size;
+  out.tokenizer = info.name;
+  out.tokenizer_hash = info.hash;
+  const size_t row = o.seq_len + 1;
+  out.row_len = static_cast<uint32_t>(row);
+  auto pad_to_row_end = [&] {
+    const size_t used = out.tokens.size() % row;
+    if (used == 0) return;
+    st.pad_tokens += row - used;
+    out.tokens.insert(out.tokens.end(), row - used, eos);
+    out.loss_mask.insert(out.loss_mask.end(), row - used, 0);
+  };
+  std::vector<uint32_t> tok;
+  std::vector<uint8_t> mask;
+  for (size_t e = 0; e < examples.size(); ++e) {
+    const std::vector<uint32_t>& prompt = ids[2 * e];
+    const std::vector<uint32_t>& response = ids[2 * e + 1];
+    tok.assign(info.prefix.begin(), info.prefix.end());
+    tok.insert(tok.end(), prompt.begin(), prompt.end());
+    mask.assign(tok.size(), 0);
+    tok.insert(tok.end(), response.begin(), response.end());
+    tok.push_back(eos);
+    mask.resize(tok.size(), 1);
+    mask[0] = 0;  // an example's first token is never a target (no previous token of its own)
+    if (tok.size() > row) {
+      if (o.drop_long) {
+        ++st.dropped_long;
+        continue;
+      }
+      ++st.truncated;
+      tok.resize(row);
+      mask.resize(row);
+    }
+    size_t targets = 0;
+    for (const uint8_t m : mask) targets += m;
+    if (targets == 0) {
+      ++st.dropped_empty;
+      continue;
+    }
+    const size_t used = out.tokens.size() % row;
+    if (!o.pack || (used != 0 && used + tok.size() > row)) pad_to_row_end();
+    out.doc_starts.push_back(out.tokens.size());
+    out.tokens.insert(out.tokens.end(), tok.begin(), tok.end());
+    out.loss_mask.insert(out.loss_mask.end(), mask.begin(), mask.end());
+    st.target_tokens += targets;
+    ++st.written;
+  }
+  pad_to_row_end();
+  st.rows = out.tokens.size() / row;
+  if (stats) *stats = st;
+  if (st.written == 0)
+    throw InputError(strf("no example is left of %zu (%zu longer than a row of %zu tokens dropped, "
+                          "%zu with no response token after truncation)",
+                          st.examples, st.dropped_long, row, st.dropped_empty),
+                     "raise --seq-len, or truncate instead of dropping (--too-long truncate)");
+  return out;
+}
+
+TokenFile convert_sft_to_tokens(const std::vector<std::string>& inputs, const std::string& output,
+                                const std::string& tokenizer, const SftOptions& options,
+                                SftStats* stats) {
+  const std::unique_ptr<TextTokenizer> tok = load_tokenizer(tokenizer);
+  TokenFile f = sft_to_tokens(inputs, *tok, options, stats);
+  write_token_file(output, f);
+  return f;
+}
+
+}  // namespace zt::data

@@ -1,0 +1,864 @@
+// Hugging Face tokenizer.json: the BPE model with its normalizers, pre-tokenizers, added
+// tokens, post-processor template and decoders, encoding as the Rust `tokenizers` crate
+// does (tokenizers/src/models/bpe, pre_tokenizers, normalizers, decoders). Regexes are
+// PCRE2 (UTF + UCP, JIT when available); JSON is nlohmann-json through parse_json_strict.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "tokenizer_internal.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/json.hpp"
+#include "zt/core/log.hpp"
+
+namespace zt::data {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kHint =
+    "give the tokenizer.json of a Hugging Face model (BPE); docs/finetune.md lists what zt "
+    "reads";
+
+[[noreturn]] void unsupported(const std::string& where, const std::string& what) {
+  throw InputError("tokenizer '" + where + "': " + what + " is not supported by zt", kHint);
+}
+
+[[noreturn]] void bad(const std::string& where, const std::string& field, const std::string& what) {
+  throw InputError("tokenizer '" + where + "': " + field + " " + what, kHint);
+}
+
+const json& member(const json& obj, const char* key, const std::string& where,
+                   const std::string& path) {
+  if (!obj.is_object()) bad(where, path, "is " + describe_json(obj) + ", not an object");
+  const auto it = obj.find(key);
+  if (it == obj.end()) bad(where, path + "." + key, "is missing");
+  return *it;
+}
+
+std::string string_of(const json& v, const std::string& where, const std::string& path) {
+  if (!v.is_string()) bad(where, path, "is " + describe_json(v) + ", not a string");
+  return v.get<std::string>();
+}
+
+bool bool_or(const json& obj, const char* key, bool fallback, const std::string& where,
+             const std::string& path) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_boolean())
+    bad(where, path + "." + key, "is " + describe_json(*it) + ", not true or false");
+  return it->get<bool>();
+}
+
+// Calls parse(part, its path) for each element of the array obj[key] (a "Sequence").
+template <class F>
+void each_part(const json& obj, const char* key, const std::string& where, const std::string& path,
+               F&& parse) {
+  const json& list = member(obj, key, where, path);
+  const std::string lpath = path + "." + key;
+  if (!list.is_array()) bad(where, lpath, "is " + describe_json(list) + ", not an array");
+  for (size_t i = 0; i < list.size(); ++i) parse(list[i], lpath + "[" + std::to_string(i) + "]");
+}
+
+uint32_t id_of(const json& v, const std::string& where, const std::string& path) {
+  if (!v.is_number_unsigned() || v.get<uint64_t>() >= (uint64_t{1} << 31))
+    bad(where, path, "is " + describe_json(v) + ", not a token id (an integer in [0, 2^31))");
+  return static_cast<uint32_t>(v.get<uint64_t>());
+}
+
+// ---- PCRE2 ---------------------------------------------------------------------------
+
+// Escapes `literal` so PCRE2 matches it as is (ASCII punctuation gets a backslash; other
+// bytes stand for themselves).
+std::string regex_escape(std::string_view literal) {
+  std::string out;
+  for (const char c : literal) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x80 && !std::isalnum(u)) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+class Regex {
+ public:
+  Regex(const std::string& pattern, const std::string& where, const std::string& path) {
+    int err = 0;
+    PCRE2_SIZE offset = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &err, &offset, nullptr);
+    if (code_ == nullptr)
+      bad(where, path,
+          strf("is a regex PCRE2 cannot compile: %s at offset %zu", message(err).c_str(),
+               static_cast<size_t>(offset)));
+    // JIT is an optimisation: where it is unavailable the interpreter gives the same matches.
+    jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
+  }
+  ~Regex() { pcre2_code_free(code_); }
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+
+  // Non-empty matches [begin, end) of `s`, left to right. The input is valid UTF-8.
+  std::vector<std::pair<size_t, size_t>> matches(std::string_view s) const {
+    std::vector<std::pair<size_t, size_t>> out;
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
+    if (md == nullptr) throw Error("pcre2_match_data_create_from_pattern failed", "out of memory?");
+    const auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+    size_t at = 0;
+    while (at <= s.size()) {
+      const int rc = jit_ ? pcre2_jit_match(code_, subject, s.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr)
+                          : pcre2_match(code_, subject, s.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr);
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) {
+        pcre2_match_data_free(md);
+        throw Error("PCRE2 match failed: " + message(rc),
+                    "the tokenizer's regex ran out of resources on this text; split the input");
+      }
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      const size_t b = ov[0], e = ov[1];
+      if (e > b) {
+        out.emplace_back(b, e);
+        at = e;
+      } else {  // an empty match: move on by one character
+        at = b + 1;
+        while (at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) ++at;
+      }
+    }
+    pcre2_match_data_free(md);
+    return out;
+  }
+
+ private:
+  static std::string message(int code) {
+    PCRE2_UCHAR buf[256];
+    if (pcre2_get_error_message(code, buf, sizeof buf) < 0) return strf("error %d", code);
+    return reinterpret_cast<const char*>(buf);
+  }
+  pcre2_code* code_ = nullptr;
+  bool jit_ = false;
+};
+
+// GPT-2's pre-tokenizer regex (tokenizers' ByteLevel with use_regex).
+constexpr const char* kGpt2Regex =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// ---- byte-level alphabet (GPT-2's bytes_to_unicode) ----------------------------------
+
+struct ByteAlphabet {
+  std::string of_byte[256];                    // UTF-8 of the char standing for each byte
+  std::unordered_map<uint32_t, uint8_t> byte_of;  // that char's code point -> the byte
+  ByteAlphabet() {
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool kept = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      const uint32_t cp = kept ? static_cast<uint32_t>(b) : static_cast<uint32_t>(256 + n++);
+      of_byte[b] = utf8_of(cp);
+      byte_of[cp] = static_cast<uint8_t>(b);
+    }
+  }
+};
+
+const ByteAlphabet& byte_alphabet() {
+  static const ByteAlphabet a;
+  return a;
+}
+
+// ---- pieces and splitting --------------------------------------------------------------
+
+struct Piece {
+  std::string text;
+  bool at_start = false;  // begins at offset 0 of the input (Metaspace prepend_scheme "first")
+};
+
+enum class Behavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext };
+
+// tokenizers' NormalizedString::split: intervals of matches and gaps, then the behavior.
+std::vector<Piece> split_piece(const Piece& p, const Regex& re, Behavior behavior, bool invert) {
+  struct Part { size_t b, e; bool match; };
+  std::vector<Part> parts;
+  size_t prev = 0;
+  for (const auto& [b, e] : re.matches(p.text)) {
+    if (prev != b) parts.push_back({prev, b, invert});
+    parts.push_back({b, e, !invert});
+    prev = e;
+  }
+  if (prev != p.text.size()) parts.push_back({prev, p.text.size(), invert});
+  std::vector<Part> merged;
+  bool previous_match = false;
+  switch (behavior) {
+    case Behavior::kIsolated: merged = parts; break;
+    case Behavior::kRemoved:
+      for (const Part& x : parts) if (!x.match) merged.push_back(x);
+      break;
+    case Behavior::kMergedWithPrevious:
+      for (const Part& x : parts) {
+        if (x.match && !previous_match && !merged.empty()) merged.back().e = x.e;
+        else merged.push_back(x);
+        previous_match = x.match;
+      }
+      break;
+    case Behavior::kMergedWithNext:
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (it->match && !previous_match && !merged.empty()) merged.back().b = it->b;
+        else merged.push_back(*it);
+        previous_match = it->match;
+      }
+      std::reverse(merged.begin(), merged.end());
+      break;
+  }
+  std::vector<Piece> out;
+  for (const Part& x : merged)
+    if (x.e > x.b) out.push_back({p.text.substr(x.b, x.e - x.b), p.at_start && x.b == 0});
+  return out;
+}
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  if (from.empty()) return;
+  std::string out;
+  size_t at = 0;
+  for (size_t hit; (hit = s.find(from, at)) != std::string::npos; at = hit + from.size())
+    out.append(s, at, hit - at).append(to);
+  out.append(s, at, std::string::npos);
+  s = std::move(out);
+}
+
+// ---- normalizers -----------------------------------------------------------------------
+
+struct Normalizer {
+  enum Kind { kPrepend, kReplace } kind;
+  std::string a, b;  // prepend: a; replace: a -> b
+};
+
+void parse_normalizer(const json& n, const std::string& where, const std::string& path,
+                      std::vector<Normalizer>& out) {
+  if (n.is_null()) return;
+  const std::string type = string_of(member(n, "type", where, path), where, path + ".type");
+  if (type == "Sequence") {
+    each_part(n, "normalizers", where, path,
+              [&](const json& part, const std::string& ppath) { parse_normalizer(part, where, ppath, out); });
+  } else if (type == "Prepend") {
+    out.push_back({Normalizer::kPrepend, string_of(member(n, "prepend", where, path), where, path + ".prepend"), {}});
+  } else if (type == "Replace") {
+    const json& pat = member(n, "pattern", where, path);
+    if (!pat.is_object() || !pat.contains("String"))
+      unsupported(where, path + ".pattern " + describe_json(pat) + " (only {\"String\": ...})");
+    out.push_back({Normalizer::kReplace, string_of(pat.at("String"), where, path + ".pattern.String"),
+                   string_of(member(n, "content", where, path), where, path + ".content")});
+  } else {
+    unsupported(where, path + " type \"" + type + "\" (zt reads Sequence, Prepend, Replace)");
+  }
+}
+
+// ---- pre-tokenizers --------------------------------------------------------------------
+
+struct PreTokenizer {
+  enum Kind { kByteLevel, kSplit, kMetaspace } kind;
+  bool add_prefix_space = false, use_regex = true;  // ByteLevel
+  std::shared_ptr<Regex> regex;                     // ByteLevel (use_regex), Split, Metaspace (split)
+  Behavior behavior = Behavior::kIsolated;          // Split
+  bool invert = false;                              // Split
+  std::string replacement;                          // Metaspace
+  std::string prepend_scheme = "always";            // Metaspace
+  bool split = false;                               // Metaspace
+};
+
+void parse_pre_tokenizer(const json& p, const std::string& where, const std::string& path,
+                         std::vector<PreTokenizer>& out) {
+  if (p.is_null()) return;
+  const std::string type = string_of(member(p, "type", where, path), where, path + ".type");
+  if (type == "Sequence") {
+    each_part(p, "pretokenizers", where, path,
+              [&](const json& part, const std::string& ppath) { parse_pre_tokenizer(part, where, ppath, out); });
+  } else if (type == "ByteLevel") {
+    PreTokenizer t{PreTokenizer::kByteLevel};
+    t.add_prefix_space = bool_or(p, "add_prefix_space", true, where, path);
+    t.use_regex = bool_or(p, "use_regex", true, where, path);
+    if (t.use_regex) t.regex = std::make_shared<Regex>(kGpt2Regex, where, path);
+    out.push_back(std::move(t));
+  } else if (type == "Split") {
+    PreTokenizer t{PreTokenizer::kSplit};
+    const json& pat = member(p, "pattern", where, path);
+    if (pat.is_object() && pat.contains("Regex"))
+      t.regex = std::make_shared<Regex>(string_of(pat.at("Regex"), where, path + ".pattern.Regex"),
+                                        where, path + ".pattern.Regex");
+    else if (pat.is_object() && pat.contains("String"))
+      t.regex = std::make_shared<Regex>(
+          regex_escape(string_of(pat.at("String"), where, path + ".pattern.String")), where,
+          path + ".pattern.String");
+    else
+      bad(where, path + ".pattern", "is " + describe_json(pat) + ", not {\"Regex\"|\"String\": ...}");
+    const std::string b = string_of(member(p, "behavior", where, path), where, path + ".behavior");
+    if (b == "Isolated") t.behavior = Behavior::kIsolated;
+    else if (b == "Removed") t.behavior = Behavior::kRemoved;
+    else if (b == "MergedWithPrevious") t.behavior = Behavior::kMergedWithPrevious;
+    else if (b == "MergedWithNext") t.behavior = Behavior::kMergedWithNext;
+    else unsupported(where, path + ".behavior \"" + b + "\"");
+    t.invert = bool_or(p, "invert", false, where, path);
+    out.push_back(std::move(t));
+  } else if (type == "Metaspace") {
+    PreTokenizer t{PreTokenizer::kMetaspace};
+    t.replacement = string_of(member(p, "replacement", where, path), where, path + ".replacement");
+    if (t.replacement.empty()) bad(where, path + ".replacement", "is empty");
+    if (p.contains("prepend_scheme"))
+      t.prepend_scheme = string_of(p.at("prepend_scheme"), where, path + ".prepend_scheme");
+    else if (!bool_or(p, "add_prefix_space", true, where, path))
+      t.prepend_scheme = "never";
+    if (t.prepend_scheme != "always" && t.prepend_scheme != "first" && t.prepend_scheme != "never")
+      bad(where, path + ".prepend_scheme", "is \"" + t.prepend_scheme + "\", not always, first or never");
+    t.split = bool_or(p, "split", true, where, path);
+    t.regex = std::make_shared<Regex>(regex_escape(t.replacement), where, path + ".replacement");
+    out.push_back(std::move(t));
+  } else {
+    unsupported(where, path + " type \"" + type + "\" (zt reads Sequence, ByteLevel, Split, Metaspace)");
+  }
+}
+
+std::vector<Piece> pre_tokenize(const PreTokenizer& t, Piece p) {
+  switch (t.kind) {
+    case PreTokenizer::kByteLevel: {
+      if (t.add_prefix_space && (p.text.empty() || p.text[0] != ' ')) p.text.insert(0, " ");
+      std::vector<Piece> parts = t.use_regex ? split_piece(p, *t.regex, Behavior::kIsolated, false)
+                                             : std::vector<Piece>{p};
+      const ByteAlphabet& a = byte_alphabet();
+      for (Piece& q : parts) {
+        std::string mapped;
+        for (const char c : q.text) mapped += a.of_byte[static_cast<unsigned char>(c)];
+        q.text = std::move(mapped);
+      }
+      return parts;
+    }
+    case PreTokenizer::kSplit:
+      return split_piece(p, *t.regex, t.behavior, t.invert);
+    case PreTokenizer::kMetaspace: {
+      replace_all(p.text, " ", t.replacement);
+      const bool starts = p.text.compare(0, t.replacement.size(), t.replacement) == 0;
+      if (!starts && (t.prepend_scheme == "always" || (t.prepend_scheme == "first" && p.at_start)))
+        p.text.insert(0, t.replacement);
+      if (!t.split) return {p};
+      return split_piece(p, *t.regex, Behavior::kMergedWithNext, false);
+    }
+  }
+  return {p};
+}
+
+// ---- decoders --------------------------------------------------------------------------
+
+struct Decoder {
+  enum Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind;
+  std::string a, b;       // Replace: a -> b; Strip: a = content; Metaspace: a = replacement
+  size_t start = 0, stop = 0;  // Strip
+  bool prepend = true;         // Metaspace: prepend_scheme != never
+};
+
+void parse_decoder(const json& d, const std::string& where, const std::string& path,
+                   std::vector<Decoder>& out) {
+  if (d.is_null()) return;
+  const std::string type = string_of(member(d, "type", where, path), where, path + ".type");
+  if (type == "Sequence") {
+    each_part(d, "decoders", where, path,
+              [&](const json& part, const std::string& ppath) { parse_decoder(part, where, ppath, out); });
+  } else if (type == "ByteLevel") {
+    out.push_back({Decoder::kByteLevel});
+  } else if (type == "Replace") {
+    const json& pat = member(d, "pattern", where, path);
+    if (!pat.is_object() || !pat.contains("String"))
+      unsupported(where, path + ".pattern " + describe_json(pat) + " (only {\"String\": ...})");
+    out.push_back({Decoder::kReplace, string_of(pat.at("String"), where, path + ".pattern.String"),
+                   string_of(member(d, "content", where, path), where, path + ".content")});
+  } else if (type == "ByteFallback") {
+    out.push_back({Decoder::kByteFallback});
+  } else if (type == "Fuse") {
+    out.push_back({Decoder::kFuse});
+  } else if (type == "Strip") {
+    Decoder x{Decoder::kStrip};
+    x.a = string_of(member(d, "content", where, path), where, path + ".content");
+    x.start = id_of(member(d, "start", where, path), where, path + ".start");
+    x.stop = id_of(member(d, "stop", where, path), where, path + ".stop");
+    out.push_back(std::move(x));
+  } else if (type == "Metaspace") {
+    Decoder x{Decoder::kMetaspace};
+    x.a = string_of(member(d, "replacement", where, path), where, path + ".replacement");
+    std::string scheme = "always";
+    if (d.contains("prepend_scheme")) scheme = string_of(d.at("prepend_scheme"), where, path + ".prepend_scheme");
+    else if (!bool_or(d, "add_prefix_space", true, where, path)) scheme = "never";
+    x.prepend = scheme != "never";
+    out.push_back(std::move(x));
+  } else {
+    unsupported(where, path + " type \"" + type +
+                           "\" (zt reads Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)");
+  }
+}
+
+// The code points of a UTF-8 string (valid UTF-8: decoder tokens come from the vocabulary).
+std::vector<std::string_view> chars_of(std::string_view s) {
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_length(static_cast<unsigned char>(s[i]));
+    const size_t len = std::min(n, s.size() - i);
+    out.push_back(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::vector<std::string> decode_chain(const Decoder& d, std::vector<std::string> tokens) {
+  std::vector<std::string> out;
+  switch (d.kind) {
+    case Decoder::kByteLevel: {
+      const ByteAlphabet& a = byte_alphabet();
+      std::string bytes;
+      for (const std::string& t : tokens) {
+        std::string mapped;
+        bool all = true;
+        for (const std::string_view c : chars_of(t)) {
+          const auto it = a.byte_of.find(code_point(c));
+          if (it == a.byte_of.end()) { all = false; break; }
+          mapped += static_cast<char>(it->second);
+        }
+        bytes += all ? mapped : t;
+      }
+      out.push_back(utf8_replace_invalid(bytes));
+      return out;
+    }
+    case Decoder::kReplace:
+      for (std::string& t : tokens) replace_all(t, d.a, d.b);
+      return tokens;
+    case Decoder::kByteFallback: {
+      std::string pending;
+      auto flush = [&] {
+        if (pending.empty()) return;
+        if (utf8_replace_invalid(pending) == pending) out.push_back(pending);
+        else for (size_t i = 0; i < pending.size(); ++i) out.push_back("\xEF\xBF\xBD");
+        pending.clear();
+      };
+      for (std::string& t : tokens) {
+        if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+            std::isxdigit(static_cast<unsigned char>(t[3])) &&
+            std::isxdigit(static_cast<unsigned char>(t[4]))) {
+          pending += static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16));
+        } else {
+          flush();
+          out.push_back(std::move(t));
+        }
+      }
+      flush();
+      return out;
+    }
+    case Decoder::kFuse: {
+      std::string all;
+      for (const std::string& t : tokens) all += t;
+      out.push_back(std::move(all));
+      return out;
+    }
+    case Decoder::kStrip:
+      for (const std::string& t : tokens) {
+        const std::vector<std::string_view> cs = chars_of(t);
+        size_t b = 0, e = cs.size();
+        while (b < d.start && b < e && cs[b] == d.a) ++b;
+        size_t cut = 0;
+        while (cut < d.stop && e > b && cs[e - 1] == d.a) --e, ++cut;
+        std::string s;
+        for (size_t i = b; i < e; ++i) s += cs[i];
+        out.push_back(std::move(s));
+      }
+      return out;
+    case Decoder::kMetaspace:
+      // tokenizers' Metaspace::decode_chain: in the first token every replacement is
+      // dropped (unless prepend_scheme is "never"); elsewhere each becomes a space.
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        std::string t = tokens[i];
+        replace_all(t, d.a, i == 0 && d.prepend ? "" : " ");
+        out.push_back(std::move(t));
+      }
+      return out;
+  }
+  return tokens;
+}
+
+// ---- the tokenizer ---------------------------------------------------------------------
+
+struct AddedToken {
+  uint32_t id;
+  std::string content;
+  bool special, normalized;
+};
+
+class JsonTokenizer final : public TextTokenizer {
+ public:
+  JsonTokenizer(std::string_view text, std::string_view config, const std::string& where) {
+    const json j = parse_json_strict(text, "tokenizer '" + where + "'", kHint);
+    if (!j.is_object()) bad(where, "the file", "is " + describe_json(j) + ", not an object");
+    // Ids are dense: each below the number of tokens (so a file cannot make zt allocate
+    // for ids it does not hold).
+    const json& model = member(j, "model", where, "(root)");
+    const json* added = j.contains("added_tokens") ? &j.at("added_tokens") : nullptr;
+    id_bound_ = (model.contains("vocab") ? model.at("vocab").size() : 0) + (added ? added->size() : 0);
+    parse_model(model, where);
+    if (j.contains("added_tokens")) parse_added(j.at("added_tokens"), where);
+    if (j.contains("normalizer")) parse_normalizer(j.at("normalizer"), where, "normalizer", normalizers_);
+    if (j.contains("pre_tokenizer"))
+      parse_pre_tokenizer(j.at("pre_tokenizer"), where, "pre_tokenizer", pre_tokenizers_);
+    if (j.contains("decoder")) parse_decoder(j.at("decoder"), where, "decoder", decoders_);
+    has_decoder_ = j.contains("decoder") && !j.at("decoder").is_null();
+
+    info_.kind = "tokenizer.json";
+    info_.name = info_.kind + ":" + where;  // load_tokenizer names it by its folder
+    info_.vocab_size = static_cast<uint32_t>(id_to_token_.size());
+    std::vector<uint32_t> prefix, suffix;
+    if (j.contains("post_processor")) parse_template(j.at("post_processor"), where, "post_processor", prefix, suffix);
+    resolve_specials(info_, prefix, suffix, config, where,
+                     [this](const std::string& token) -> std::optional<uint32_t> {
+                       const auto a = added_ids_.find(token);
+                       if (a != added_ids_.end()) return a->second;
+                       const auto v = vocab_.find(token);
+                       if (v != vocab_.end()) return v->second;
+                       return std::nullopt;
+                     },
+                     /*default_add_bos=*/false);
+  }
+
+  std::vector<uint32_t> encode(std::string_view raw) const override {
+    const std::string text = utf8_replace_invalid(raw);
+    std::vector<uint32_t> ids;
+    // 1. added tokens matched on the raw text; 2. the rest normalized, then added tokens
+    // matched on the normalized text; 3. the rest pre-tokenized and run through BPE.
+    for_each_segment(text, raw_added_.get(), true, [&](Piece seg, std::optional<uint32_t> added) {
+      if (added) { ids.push_back(*added); return; }
+      normalize(seg.text);
+      for_each_segment(seg.text, normalized_added_.get(), seg.at_start,
+                       [&](Piece piece, std::optional<uint32_t> added2) {
+                         if (added2) { ids.push_back(*added2); return; }
+                         std::vector<Piece> words{std::move(piece)};
+                         for (const PreTokenizer& t : pre_tokenizers_) {
+                           std::vector<Piece> next;
+                           for (Piece& w : words)
+                             for (Piece& q : pre_tokenize(t, std::move(w))) next.push_back(std::move(q));
+                           words = std::move(next);
+                         }
+                         for (const Piece& w : words)
+                           if (!w.text.empty()) bpe(w.text, ids);
+                       });
+    });
+    return ids;
+  }
+
+  std::string decode(std::span<const uint32_t> ids) const override {
+    std::vector<std::string> tokens;
+    for (const uint32_t id : ids) {
+      if (id >= id_to_token_.size() || !has_token_[id])
+        throw InputError(strf("token id %u is not in the tokenizer's vocabulary (%zu ids)", id,
+                              id_to_token_.size()),
+                         "decode ids made by this tokenizer");
+      if (special_[id]) continue;
+      tokens.push_back(id_to_token_[id]);
+    }
+    if (!has_decoder_) {
+      std::string s;
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        if (i) s += ' ';
+        s += tokens[i];
+      }
+      return s;
+    }
+    for (const Decoder& d : decoders_) tokens = decode_chain(d, std::move(tokens));
+    std::string s;
+    for (const std::string& t : tokens) s += t;
+    return s;
+  }
+
+ private:
+  void parse_model(const json& m, const std::string& where) {
+    const std::string type = m.contains("type") ? string_of(m.at("type"), where, "model.type") : "BPE";
+    if (type != "BPE") unsupported(where, "model.type \"" + type + "\" (zt reads BPE)");
+    if (m.contains("dropout") && !m.at("dropout").is_null() &&
+        !(m.at("dropout").is_number() && m.at("dropout").get<double>() == 0.0))
+      unsupported(where, "model.dropout " + describe_json(m.at("dropout")) + " (BPE dropout is random)");
+    byte_fallback_ = bool_or(m, "byte_fallback", false, where, "model");
+    fuse_unk_ = bool_or(m, "fuse_unk", false, where, "model");
+    ignore_merges_ = bool_or(m, "ignore_merges", false, where, "model");
+    auto opt_string = [&](const char* key) -> std::string {
+      if (!m.contains(key) || m.at(key).is_null()) return {};
+      return string_of(m.at(key), where, std::string("model.") + key);
+    };
+    unk_token_ = opt_string("unk_token");
+    prefix_ = opt_string("continuing_subword_prefix");
+    suffix_ = opt_string("end_of_word_suffix");
+
+    const json& vocab = member(m, "vocab", where, "model");
+    if (!vocab.is_object()) bad(where, "model.vocab", "is " + describe_json(vocab) + ", not an object");
+    for (const auto& [token, id] : vocab.items()) {
+      const std::string path = "model.vocab[" + json(token).dump(-1, ' ', false, json::error_handler_t::replace) + "]";
+      const uint32_t i = id_of(id, where, path);
+      vocab_[token] = i;
+      set_token(i, token, where, path);
+    }
+    const json& merges = member(m, "merges", where, "model");
+    if (!merges.is_array()) bad(where, "model.merges", "is " + describe_json(merges) + ", not an array");
+    for (size_t r = 0; r < merges.size(); ++r) {
+      const json& e = merges[r];
+      const std::string path = "model.merges[" + std::to_string(r) + "]";
+      std::string a, b;
+      if (e.is_string()) {  // "a b" (tokenizers < 0.20)
+        const std::string s = e.get<std::string>();
+        const size_t sp = s.find(' ');
+        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+          bad(where, path, "is " + describe_json(e) + ", not two tokens separated by one space");
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      } else if (e.is_array() && e.size() == 2) {  // ["a", "b"]
+        a = string_of(e[0], where, path + "[0]");
+        b = string_of(e[1], where, path + "[1]");
+      } else {
+        bad(where, path, "is " + describe_json(e) + ", not a pair of tokens");
+      }
+      const auto ia = vocab_.find(a), ib = vocab_.find(b);
+      if (ia == vocab_.end() || ib == vocab_.end())
+        bad(where, path, "names a token that is not in model.vocab");
+      std::string merged = a;
+      merged += (!prefix_.empty() && b.compare(0, prefix_.size(), prefix_) == 0) ? b.substr(prefix_.size()) : b;
+      const auto im = vocab_.find(merged);
+      if (im == vocab_.end()) bad(where, path, "makes a token that is not in model.vocab");
+      merges_[pair_key(ia->second, ib->second)] = {static_cast<uint32_t>(r), im->second};
+    }
+    if (!unk_token_.empty()) {
+      const auto u = vocab_.find(unk_token_);
+      if (u == vocab_.end()) bad(where, "model.unk_token", "is not in model.vocab");
+      unk_id_ = u->second;
+    }
+  }
+
+  void parse_added(const json& list, const std::string& where) {
+    if (!list.is_array()) bad(where, "added_tokens", "is " + describe_json(list) + ", not an array");
+    std::vector<AddedToken> raw, normalized;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string path = "added_tokens[" + std::to_string(i) + "]";
+      const json& t = list[i];
+      AddedToken a;
+      a.id = id_of(member(t, "id", where, path), where, path + ".id");
+      a.content = string_of(member(t, "content", where, path), where, path + ".content");
+      if (a.content.empty()) bad(where, path + ".content", "is empty");
+      a.special = bool_or(t, "special", false, where, path);
+      a.normalized = bool_or(t, "normalized", !a.special, where, path);
+      for (const char* flag : {"single_word", "lstrip", "rstrip"})
+        if (bool_or(t, flag, false, where, path))
+          unsupported(where, path + "." + flag + " true (added token \"" + a.content + "\")");
+      added_ids_[a.content] = a.id;
+      set_token(a.id, a.content, where, path + ".id");
+      if (a.special) special_[a.id] = true;
+      (a.normalized ? normalized : raw).push_back(a);
+    }
+    raw_added_ = added_regex(raw, where);
+    normalized_added_ = added_regex(normalized, where);
+  }
+
+  // Leftmost-longest matching (tokenizers' aho-corasick, MatchKind::LeftmostLongest): an
+  // alternation of the literals, longest first, so the first alternative that matches at
+  // the leftmost position is the longest.
+  std::unique_ptr<Regex> added_regex(std::vector<AddedToken> tokens, const std::string& where) {
+    if (tokens.empty()) return nullptr;
+    std::stable_sort(tokens.begin(), tokens.end(), [](const AddedToken& x, const AddedToken& y) {
+      return x.content.size() > y.content.size();
+    });
+    std::string pattern;
+    for (const AddedToken& t : tokens) {
+      if (!pattern.empty()) pattern += '|';
+      pattern += regex_escape(t.content);
+    }
+    return std::make_unique<Regex>(pattern, where, "added_tokens");
+  }
+
+  // Calls f(piece, id) for each added token in `text` (id set) and each run between them.
+  template <class F>
+  void for_each_segment(const std::string& text, const Regex* re, bool at_start, F&& f) const {
+    if (re == nullptr) {
+      if (!text.empty()) f(Piece{text, at_start}, std::nullopt);
+      return;
+    }
+    size_t prev = 0;
+    for (const auto& [b, e] : re->matches(text)) {
+      if (b > prev) f(Piece{text.substr(prev, b - prev), at_start && prev == 0}, std::nullopt);
+      f(Piece{}, added_ids_.at(text.substr(b, e - b)));
+      prev = e;
+    }
+    if (prev < text.size()) f(Piece{text.substr(prev), at_start && prev == 0}, std::nullopt);
+  }
+
+  void normalize(std::string& s) const {
+    for (const Normalizer& n : normalizers_) {
+      if (n.kind == Normalizer::kPrepend) {
+        if (!s.empty()) s.insert(0, n.a);
+      } else {
+        replace_all(s, n.a, n.b);
+      }
+    }
+  }
+
+  void parse_template(const json& p, const std::string& where, const std::string& path,
+                      std::vector<uint32_t>& prefix, std::vector<uint32_t>& suffix) {
+    if (p.is_null()) return;
+    const std::string type = string_of(member(p, "type", where, path), where, path + ".type");
+    if (type == "Sequence") {
+      each_part(p, "processors", where, path, [&](const json& part, const std::string& ppath) {
+        parse_template(part, where, ppath, prefix, suffix);
+      });
+      return;
+    }
+    if (type == "ByteLevel") return;  // offsets only
+    if (type != "TemplateProcessing")
+      unsupported(where, path + " type \"" + type + "\" (zt reads TemplateProcessing, ByteLevel, Sequence)");
+    const json& single = member(p, "single", where, path);
+    const json& specials = member(p, "special_tokens", where, path);
+    if (!single.is_array()) bad(where, path + ".single", "is not an array");
+    bool seen_sequence = false;
+    for (size_t i = 0; i < single.size(); ++i) {
+      const json& item = single[i];
+      const std::string ipath = path + ".single[" + std::to_string(i) + "]";
+      if (item.is_object() && item.contains("Sequence")) {
+        seen_sequence = true;
+      } else if (item.is_object() && item.contains("SpecialToken")) {
+        const std::string name = string_of(member(item.at("SpecialToken"), "id", where, ipath + ".SpecialToken"),
+                                           where, ipath + ".SpecialToken.id");
+        const json& st = member(specials, name.c_str(), where, path + ".special_tokens");
+        const json& ids = member(st, "ids", where, path + ".special_tokens." + name);
+        if (!ids.is_array()) bad(where, path + ".special_tokens." + name + ".ids", "is not an array");
+        for (const json& id : ids) (seen_sequence ? suffix : prefix).push_back(id_of(id, where, path + ".special_tokens." + name + ".ids"));
+      } else {
+        bad(where, ipath, "is " + describe_json(item) + ", not {\"Sequence\"|\"SpecialToken\": ...}");
+      }
+    }
+  }
+
+  static uint64_t pair_key(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
+
+  void set_token(uint32_t id, const std::string& token, const std::string& where, const std::string& path) {
+    if (id >= id_bound_)
+      bad(where, path, strf("is id %u, not below the number of tokens (%zu): ids must be dense", id, id_bound_));
+    if (id >= id_to_token_.size()) {
+      id_to_token_.resize(id + 1);
+      has_token_.resize(id + 1, false);
+      special_.resize(id + 1, false);
+    }
+    id_to_token_[id] = token;
+    has_token_[id] = true;
+  }
+
+  // tokenizers' BPE::tokenize: merge_word + Word::merge_all (a heap of (rank, position)).
+  void bpe(const std::string& word, std::vector<uint32_t>& ids) const {
+    if (ignore_merges_) {
+      const auto it = vocab_.find(word);
+      if (it != vocab_.end()) { ids.push_back(it->second); return; }
+    }
+    struct Symbol { uint32_t c; int prev, next; size_t len; };
+    std::vector<Symbol> sym;
+    bool unk = false;  // an unknown pending: unk_len bytes of unk_id_
+    size_t unk_len = 0;
+    auto add = [&](uint32_t c, size_t len) {
+      const int n = static_cast<int>(sym.size());
+      if (n > 0) sym.back().next = n;
+      sym.push_back({c, n - 1, -1, len});
+    };
+    const std::vector<std::string_view> cs = chars_of(word);
+    for (size_t i = 0; i < cs.size(); ++i) {
+      std::string s(cs[i]);
+      const size_t byte_len = s.size();
+      if (i > 0 && !prefix_.empty()) s = prefix_ + s;
+      if (i + 1 == cs.size() && !suffix_.empty()) s += suffix_;
+      const auto it = vocab_.find(s);
+      if (it != vocab_.end()) {
+        if (unk) add(*unk_id_, unk_len);
+        unk = false;
+        add(it->second, byte_len);
+        continue;
+      }
+      if (byte_fallback_) {
+        std::vector<uint32_t> bytes;
+        for (const char b : s) {
+          const auto bt = vocab_.find(strf("<0x%02X>", static_cast<unsigned char>(b)));
+          if (bt == vocab_.end()) break;
+          bytes.push_back(bt->second);
+        }
+        if (bytes.size() == s.size()) {
+          for (const uint32_t b : bytes) add(b, 1);
+          continue;
+        }
+      }
+      if (unk_id_) {
+        if (unk && fuse_unk_) {
+          unk_len += byte_len;
+        } else {
+          if (unk) add(*unk_id_, unk_len);
+          unk = true;
+          unk_len = byte_len;
+        }
+      }
+    }
+    if (unk) add(*unk_id_, unk_len);
+
+    struct Merge { int pos; uint32_t rank, new_id; };
+    auto worse = [](const Merge& x, const Merge& y) {  // the heap's top: lowest rank, then position
+      return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos;
+    };
+    std::priority_queue<Merge, std::vector<Merge>, decltype(worse)> queue(worse);
+    auto lookup = [&](uint32_t a, uint32_t b) -> const std::pair<uint32_t, uint32_t>* {
+      const auto it = merges_.find(pair_key(a, b));
+      return it == merges_.end() ? nullptr : &it->second;
+    };
+    for (size_t i = 0; i + 1 < sym.size(); ++i)
+      if (const auto* m = lookup(sym[i].c, sym[i + 1].c))
+        queue.push({static_cast<int>(i), m->first, m->second});
+    while (!queue.empty()) {
+      const Merge top = queue.top();
+      queue.pop();
+      Symbol& cur = sym[static_cast<size_t>(top.pos)];
+      if (cur.len == 0 || cur.next == -1) continue;
+      const int next_pos = cur.next;
+      const Symbol right = sym[static_cast<size_t>(next_pos)];
+      const auto* m = lookup(cur.c, right.c);
+      if (m == nullptr || m->second != top.new_id) continue;  // an expired entry
+      cur.c = top.new_id;
+      cur.len += right.len;
+      cur.next = right.next;
+      sym[static_cast<size_t>(next_pos)].len = 0;
+      if (right.next > -1 && static_cast<size_t>(right.next) < sym.size())
+        sym[static_cast<size_t>(right.next)].prev = top.pos;
+      if (cur.prev >= 0)
+        if (const auto* pm = lookup(sym[static_cast<size_t>(cur.prev)].c, cur.c))
+          queue.push({cur.prev, pm->first, pm->second});
+      if (cur.next >= 0 && static_cast<size_t>(cur.next) < sym.size())
+        if (const auto* nm = lookup(cur.c, sym[static_cast<size_t>(cur.next)].c))
+          queue.push({top.pos, nm->first, nm->second});
+    }
+    for (const Symbol& s : sym)
+      if (s.len != 0) ids.push_back(s.c);
+  }
+
+  std::unordered_map<std::string, uint32_t> vocab_;
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> merges_;  // (a, b) -> (rank, id)
+  std::unordered_map<std::string, uint32_t> added_ids_;
+  std::vector<std::string> id_to_token_;
+  std::vector<bool> has_token_, special_;
+  std::unique_ptr<Regex> raw_added_, normalized_added_;
+  std::vector<Normalizer> normalizers_;
+  std::vector<PreTokenizer> pre_tokenizers_;
+  std::vector<Decoder> decoders_;
+  bool has_decoder_ = false;
+  bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
+  std::string unk_token_, prefix_, suffix_;
+  std::optional<uint32_t> unk_id_;
+  size_t id_bound_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TextTokenizer> tokenizer_from_json(std::string_view tokenizer_json,
+                                                   std::string_view tokenizer_config,
+                                                   const std::string& where) {
+  return std::make_unique<JsonTokenizer>(tokenizer_json, tokenizer_config, where);
+}
+
+}  // namespace zt::data

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Trains small tokenizers with Hugging Face `tokenizers` and `sentencepiece` (no downloads)
+and writes the parity corpus, for tests/data/tokenizers/tokenizer_parity_test.py and
+bench/tokenizer.
+
+  make_tokenizers.py OUTDIR [SHIPPED_CORPUS]
+
+OUTDIR/<name>/ gets tokenizer.json or tokenizer.model plus tokenizer_config.json:
+  gpt2       byte-level BPE: ByteLevel pre-tokenizer (GPT-2 regex), <|endoftext|> special
+  llama3     Split(Llama 3 regex, Isolated) + ByteLevel(use_regex=false), ignore_merges,
+             TemplateProcessing that adds <|begin_of_text|>
+  tinyllama  SentencePiece-style BPE in tokenizer.json (TinyLlama's form): normalizer
+             Prepend('▁') + Replace(' ', '▁'), byte_fallback, fuse_unk, <unk> <s> </s>,
+             decoder Replace + ByteFallback + Fuse + Strip
+  metaspace  Metaspace(prepend_scheme "first") pre-tokenizer with byte fallback (Mistral's
+             newer tokenizer.json form)
+  spm_bpe    SentencePiece BPE tokenizer.model with byte_fallback (Llama 2's kind)
+  spm_unigram SentencePiece unigram tokenizer.model
+OUTDIR/corpus.bin: the parity corpus (bytes, one case per line; some lines invalid UTF-8),
+OUTDIR/train.txt: the training text.
+"""
+import json
+import os
+import sys
+
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# Cases for parity: Unicode scripts, whitespace runs, digits, emoji, CRLF, contractions,
+# special-token text, and invalid UTF-8 (bytes objects).
+CASES = [
+    "Hello, world! It's a test; they'll see we're fine, I'M sure, y'all'd DON'T.",
+    "  leading spaces,\ttabs\t\tand   runs    of     spaces  ",
+    "trailing spaces   ",
+    "line one\r\nline two\r\n\r\nline four\rcarriage\n\n\nthree newlines",
+    "digits 0 12 345 6789 1234567890 3.14159 -42 1e10 ١٢٣ ४५६ ½ ²",
+    "Ünïcödé: naïve café Ωμέγα Привет мир こんにちは世界 你好 안녕하세요 مرحبا שלום",
+    "combining: e\u0301 a\u0308 n\u0303; zero\u200bwidth; nbsp\u00a0here; ideographic\u3000space; nel\u0085end",
+    "emoji: 😀 🎉🎉 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 ❤️ 🇫🇷",
+    "special tokens in text: <s> </s> <unk> <|endoftext|> <|begin_of_text|> <0x41> <0xZZ>",
+    "<s>at the start and at the end</s>",
+    "mixed CASE words: HTTPServer getHTTPResponseCode snake_case kebab-case CamelCase",
+    "punctuation!!! ??? ... --- *** ((nested)) [brackets] {braces} \"quotes\" 'single'",
+    "code: for (int i = 0; i < n; ++i) { x += a[i] * b[i]; }  // comment",
+    "    indented\n        more indented\n\ttab indented",
+    " ",
+    "a",
+    "\n",
+    "x" * 300,
+    " " * 1000 + "after a thousand spaces",
+    "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun.",
+    b"invalid utf-8: \xff\xfe lone bytes",
+    b"truncated: \xe2\x82 and \xf0\x9f\x98 end",
+    b"overlong \xc0\xaf and surrogate \xed\xa0\x80 and too big \xf4\x90\x80\x80",
+    b"bad continuation \xc3( and \xe0\x80\xaf and \x80\x80 stray",
+    b"\xc3",
+]
+
+
+def case_bytes():
+    return [c if isinstance(c, bytes) else c.encode("utf-8") for c in CASES]
+
+
+def training_text(shipped):
+    text = ""
+    if shipped and os.path.exists(shipped):
+        with open(shipped, encoding="utf-8") as f:
+            text = f.read(200_000)
+    extra = [c for c in CASES if isinstance(c, str) and len(c) < 200]
+    return text + "\n" + "\n".join(extra * 20) + "\n"
+
+
+def write_config(folder, **cfg):
+    with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=1)
+
+
+def train_hf(out, train_path):
+    from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers,
+                            pre_tokenizers, processors, trainers)
+
+    # gpt2: byte-level BPE
+    d = os.path.join(out, "gpt2")
+    os.makedirs(d, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tr = trainers.BpeTrainer(vocab_size=800, special_tokens=["<|endoftext|>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train([train_path], tr)
+    tok.save(os.path.join(d, "tokenizer.json"))
+    write_config(d, bos_token="<|endoftext|>", eos_token="<|endoftext|>", add_bos_token=False,
+                 add_eos_token=False, tokenizer_class="GPT2TokenizerFast")
+
+    # llama3: Split + ByteLevel(use_regex=False), ignore_merges, BOS by template
+    d = os.path.join(out, "llama3")
+    os.makedirs(d, exist_ok=True)
+    tok = Tokenizer(models.BPE(ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=900, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train([train_path], tr)
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                      pair="<|begin_of_text|> $A <|begin_of_text|>:1 $B:1",
+                                      special_tokens=[("<|begin_of_text|>", bos)])])
+    tok.save(os.path.join(d, "tokenizer.json"))
+    write_config(d, bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>",
+                 tokenizer_class="PreTrainedTokenizerFast")
+
+    # tinyllama / metaspace: SentencePiece-style BPE with byte fallback. Merges come from a
+    # BpeTrainer run on '▁'-joined text; the vocabulary is <unk> <s> </s>, the 256 byte
+    # tokens, then the trained tokens (TinyLlama's layout).
+    for name in ("tinyllama", "metaspace"):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        base = Tokenizer(models.BPE())
+        if name == "tinyllama":
+            base.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+        else:
+            base.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+        tr = trainers.BpeTrainer(vocab_size=700, show_progress=False, max_token_length=16)
+        base.train([train_path], tr)
+        model = json.loads(base.to_str())["model"]
+        trained = sorted(model["vocab"].items(), key=lambda kv: kv[1])
+        vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+        for b in range(256):
+            vocab[f"<0x{b:02X}>"] = len(vocab)
+        for t, _ in trained:
+            if t not in vocab:
+                vocab[t] = len(vocab)
+        merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True,
+                                   byte_fallback=True))
+        tok.add_special_tokens([AddedToken("<unk>", normalized=False, special=True),
+                                AddedToken("<s>", normalized=False, special=True),
+                                AddedToken("</s>", normalized=False, special=True)])
+        if name == "tinyllama":
+            tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+            tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                             decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+        else:
+            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+            tok.decoder = decoders.Sequence([decoders.Metaspace(replacement="▁", prepend_scheme="first", split=False),
+                                             decoders.ByteFallback(), decoders.Fuse()])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+        tok.save(os.path.join(d, "tokenizer.json"))
+        write_config(d, bos_token="<s>", eos_token="</s>", unk_token="<unk>", add_bos_token=True,
+                     add_eos_token=False, tokenizer_class="LlamaTokenizerFast")
+
+
+def train_spm(out, train_path):
+    import sentencepiece as spm
+    for name, kind in (("spm_bpe", "bpe"), ("spm_unigram", "unigram")):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        spm.SentencePieceTrainer.train(input=train_path, model_prefix=os.path.join(d, "tokenizer"),
+                                       vocab_size=600, model_type=kind, byte_fallback=(kind == "bpe"),
+                                       character_coverage=0.9995, bos_id=1, eos_id=2, unk_id=0,
+                                       minloglevel=2, num_threads=1)
+        os.remove(os.path.join(d, "tokenizer.vocab"))
+        write_config(d, bos_token="<s>", eos_token="</s>", add_bos_token=True, add_eos_token=False,
+                     tokenizer_class="LlamaTokenizer")
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        print(__doc__)
+        return 2
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    train_path = os.path.join(out, "train.txt")
+    with open(train_path, "w", encoding="utf-8") as f:
+        f.write(training_text(sys.argv[2] if len(sys.argv) == 3 else None))
+    with open(os.path.join(out, "corpus.bin"), "wb") as f:
+        f.write(b"\n".join(case_bytes()))
+    train_hf(out, train_path)
+    train_spm(out, train_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
