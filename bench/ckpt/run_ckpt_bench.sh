@@ -1,9 +1,11 @@
 #!/bin/sh
 # run_ckpt_bench.sh BUILD_DIR WORK_DIR [ROUNDS] [PRESET]
 # Checkpoint write/read bandwidth of a preset's training state at 2 ranks through zt's
-# collective HDF5 path (bench_ckpt_io), beside fio's sequential write (buffered, fsync at
-# the end, as zt does) and read (page cache invalidated first, as zt's bench does) of the
-# same number of bytes in the same folder, interleaved round by round. WORK_DIR should be
+# HDF5 path (bench_ckpt_io: tensor bytes written and read with O_DIRECT, page-aligned
+# middles, buffered heads and tails), beside fio's sequential write and read of the same
+# number of bytes in the same folder, interleaved round by round: direct I/O (--direct=1,
+# the comparison: both sides bypass the page cache) and buffered (fsync at the end; page
+# cache invalidated before the read), for reference. WORK_DIR should be
 # outside the repository (e.g. /work/peers/ckpt-bench); it is emptied.
 set -eu
 build=$1
@@ -26,6 +28,13 @@ for r in $(seq 1 "$rounds"); do
   rm -rf "$work"; mkdir -p "$work"
   mpiexec -n 2 --oversubscribe --bind-to none "$bench" --preset "$preset" --repeats 1 --dir "$work/zt" </dev/null
   rm -rf "$work"; mkdir -p "$work/fio"
+  echo "fio direct (--direct=1):"
+  fio --name=ckpt-write --directory="$work/fio" --rw=write --bs=4M --size="$bytes" --ioengine=psync \
+      --direct=1 --end_fsync=1 --numjobs=1 | grep -E "WRITE:"
+  fio --name=ckpt-write --directory="$work/fio" --rw=read --bs=4M --size="$bytes" --ioengine=psync \
+      --direct=1 --numjobs=1 | grep -E "READ:"
+  rm -rf "$work"; mkdir -p "$work/fio"
+  echo "fio buffered (fsync at the end; cache invalidated before the read):"
   fio --name=ckpt-write --directory="$work/fio" --rw=write --bs=4M --size="$bytes" --ioengine=psync \
       --end_fsync=1 --numjobs=1 | grep -E "WRITE:"
   fio --name=ckpt-write --directory="$work/fio" --rw=read --bs=4M --size="$bytes" --ioengine=psync \
