@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -30,12 +31,12 @@ class HostSpace final : public Space {
   }
 
   void* allocate(size_t bytes, const char* what) override {
+    // A failure is std::bad_alloc, as for any host allocation: the trainer catches it
+    // around the engine's construction and names the model, its states, MemAvailable
+    // and the address-space limit (train/trainer.cpp, out_of_memory).
+    (void)what;
     void* p = std::calloc(bytes, 1);
-    if (!p)
-      throw Error(strf("out of host memory: %s of %s for %s", "calloc",
-                       format_size_approx(bytes).c_str(), what),
-                  "run `zt estimate` with this configuration for what fits; raise zero.stage "
-                  "or use more ranks");
+    if (!p) throw std::bad_alloc();
     return p;
   }
   void release(void* p, size_t) noexcept override { std::free(p); }
