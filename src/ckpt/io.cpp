@@ -189,7 +189,7 @@ class RawFile {
   // O_DIRECT (DMA to / from an aligned bounce buffer: no page-cache copy, as fio
   // --direct=1), the unaligned head and tail (< 4 KiB each) through the buffered one. A
   // file system without O_DIRECT (tmpfs) does everything buffered.
-  RawFile(const std::string& path, bool write) : path_(path) {
+  RawFile(const std::string& path, bool write) {
     const int mode = (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW;
     fd_ = ::open(path.c_str(), mode);
     if (fd_ < 0) open_errno_ = errno;
@@ -213,36 +213,13 @@ class RawFile {
 
   // errno of the open (0: open).
   int open_error() const { return open_errno_; }
-  bool direct() const { return direct_fd_ >= 0; }
   // Writes n bytes at `at`; returns 0 or the errno.
   int write_at(const void* data, size_t n, uint64_t at) const {
-    const char* p = static_cast<const char*>(data);
-    if (direct_fd_ < 0) return pwrite_all(fd_, p, n, at);
-    const uint64_t a0 = (at + kAlign - 1) / kAlign * kAlign, a1 = (at + n) / kAlign * kAlign;
-    if (a1 <= a0) return pwrite_all(fd_, p, n, at);  // no whole aligned block inside
-    if (const int err = pwrite_all(fd_, p, a0 - at, at)) return err;           // head
-    if (const int err = pwrite_all(fd_, p + (a1 - at), at + n - a1, a1)) return err;  // tail
-    for (uint64_t off = a0; off < a1; off += kBounce) {  // the aligned middle, direct
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(kBounce, a1 - off));
-      std::memcpy(bounce_.get(), p + (off - at), len);
-      if (const int err = pwrite_all(direct_fd_, bounce_.get(), len, off)) return err;
-    }
-    return 0;
+    return transfer(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), n, at);
   }
   // Reads n bytes at `at`; returns 0, the errno, or -1 when the file ends first.
   int read_at(void* data, size_t n, uint64_t at) const {
-    char* p = static_cast<char*>(data);
-    if (direct_fd_ < 0) return pread_all(fd_, p, n, at);
-    const uint64_t a0 = (at + kAlign - 1) / kAlign * kAlign, a1 = (at + n) / kAlign * kAlign;
-    if (a1 <= a0) return pread_all(fd_, p, n, at);
-    if (const int err = pread_all(fd_, p, a0 - at, at)) return err;                 // head
-    if (const int err = pread_all(fd_, p + (a1 - at), at + n - a1, a1)) return err;  // tail
-    for (uint64_t off = a0; off < a1; off += kBounce) {  // the aligned middle, direct
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(kBounce, a1 - off));
-      if (const int err = pread_all(direct_fd_, bounce_.get(), len, off)) return err;
-      std::memcpy(p + (off - at), bounce_.get(), len);
-    }
-    return 0;
+    return transfer(/*write=*/false, static_cast<char*>(data), n, at);
   }
   // Closes, returning 0 or the errno (a write's error can first show here).
   int close() {
@@ -255,29 +232,36 @@ class RawFile {
   }
 
  private:
-  static constexpr size_t kAlign = 4096;          // O_DIRECT offsets, lengths, addresses
-  static constexpr size_t kBounce = size_t{8} << 20;  // bytes per direct write
+  static constexpr size_t kAlign = 4096;              // O_DIRECT offsets, lengths, addresses
+  static constexpr size_t kBounce = size_t{8} << 20;  // bytes per direct transfer
 
-  static int pwrite_all(int fd, const char* p, uint64_t n, uint64_t at) {
-    while (n > 0) {
-      const ssize_t w = ::pwrite(fd, p, static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30)),
-                                 static_cast<off_t>(at));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return errno;
-      if (w == 0) return EIO;
-      p += w;
-      at += static_cast<uint64_t>(w);
-      n -= static_cast<uint64_t>(w);
+  // p [n] to or from the file at `at`: head and tail buffered, the aligned middle direct
+  // through the bounce buffer (everything buffered without O_DIRECT). p is only read
+  // when writing.
+  int transfer(bool write, char* p, uint64_t n, uint64_t at) const {
+    if (direct_fd_ < 0) return all(fd_, write, p, n, at);
+    const uint64_t a0 = (at + kAlign - 1) / kAlign * kAlign, a1 = (at + n) / kAlign * kAlign;
+    if (a1 <= a0) return all(fd_, write, p, n, at);  // no whole aligned block inside
+    if (const int err = all(fd_, write, p, a0 - at, at)) return err;                    // head
+    if (const int err = all(fd_, write, p + (a1 - at), at + n - a1, a1)) return err;    // tail
+    for (uint64_t off = a0; off < a1; off += kBounce) {  // the aligned middle, direct
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(kBounce, a1 - off));
+      if (write) std::memcpy(bounce_.get(), p + (off - at), len);
+      if (const int err = all(direct_fd_, write, bounce_.get(), len, off)) return err;
+      if (!write) std::memcpy(p + (off - at), bounce_.get(), len);
     }
     return 0;
   }
-  static int pread_all(int fd, char* p, uint64_t n, uint64_t at) {
+  // pwrite / pread of all n bytes (EINTR retried): 0, the errno, or (a read) -1 when the
+  // file ends first.
+  static int all(int fd, bool write, char* p, uint64_t n, uint64_t at) {
     while (n > 0) {
-      const ssize_t r = ::pread(fd, p, static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30)),
-                                static_cast<off_t>(at));
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
+      const ssize_t r = write ? ::pwrite(fd, p, chunk, static_cast<off_t>(at))
+                              : ::pread(fd, p, chunk, static_cast<off_t>(at));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) return errno;
-      if (r == 0) return -1;
+      if (r == 0) return write ? EIO : -1;
       p += r;
       at += static_cast<uint64_t>(r);
       n -= static_cast<uint64_t>(r);
@@ -288,7 +272,6 @@ class RawFile {
     void operator()(char* p) const { std::free(p); }
   };
 
-  std::string path_;
   int fd_ = -1;
   int direct_fd_ = -1;
   int open_errno_ = 0;
