@@ -5,6 +5,7 @@
 // (the model's vocabulary must hold bytes) or given as ids.
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -99,8 +100,10 @@ int run_generate(const GenerateArgs& a) {
   o.window = window;
   o.stop_ids = a.eos;
   if (!a.stop.empty()) {
-    o.stop = [&a](std::span<const int32_t> generated) {
-      const std::string text = bytes_text(generated);
+    size_t longest = 0;  // one byte per token: only the last `longest` tokens can end a match
+    for (const std::string& s : a.stop) longest = std::max(longest, s.size());
+    o.stop = [&a, longest](std::span<const int32_t> generated) {
+      const std::string text = bytes_text(generated.last(std::min(longest, generated.size())));
       for (const std::string& s : a.stop)
         if (text.size() >= s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0)
           return true;
