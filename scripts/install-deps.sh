@@ -7,7 +7,7 @@
 #               beside transformers' Llama (ckpt.hf.peer_transformers) and the FSDP2 bench,
 #               and bitsandbytes (the NF4 peer, kernels.nf4_peer), and tokenizers +
 #               sentencepiece for the tokenizer parity test (data.hf.tokenizer_parity) and
-#               bench/tokenizer
+#               bench/tokenizer, and peft (the LoRA peer, model.hf.lora_peer)
 set -euo pipefail
 slurm=0 hf_peers=0
 for arg in "$@"; do
@@ -122,4 +122,12 @@ if ((hf_peers)); then
   # NF4 peer of kernels.nf4_peer (its CPU functions, no GPU needed).
   python3 -c "import bitsandbytes" 2>/dev/null ||
     { echo "install-deps: pip install bitsandbytes"; "${pip[@]}" --no-deps bitsandbytes==0.50.2; }
+  # peft (the LoRA peer of model.hf.lora_peer: init, parameter counts, forward with
+  # adapters). Its dependencies are the ones above plus accelerate (pure Python; its own
+  # torch, numpy, pyyaml, huggingface_hub and safetensors are above too) and psutil.
+  python3 -c "import peft" 2>/dev/null || {
+    echo "install-deps: pip install peft (+ accelerate, psutil)"
+    "${pip[@]}" psutil pyyaml
+    "${pip[@]}" --no-deps accelerate==1.15.0 peft==0.21.2
+  }
 fi

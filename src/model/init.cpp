@@ -32,6 +32,12 @@ double init_standard_normal(uint64_t seed, std::string_view name, int64_t i) {
   return normal_at(tensor_key(seed, name), i);
 }
 
+uint64_t init_stream(uint64_t seed, std::string_view name) { return tensor_key(seed, name); }
+
+double uniform_at(uint64_t stream, int64_t i) {
+  return to_unit(mix64(stream ^ mix64(static_cast<uint64_t>(i))));
+}
+
 double init_std(const TensorInfo& t, const Config& cfg, const InitOptions& opt) {
   switch (t.init) {
     case InitKind::kOnes: return 0.0;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "buffer.hpp"
+#include "lora_apply.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
@@ -86,6 +87,8 @@ struct Model<R>::Impl {
   Buffer<R> dh, dgate, dup;         // [N, I]
   Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
   Buffer<R> decode_scores;          // [H, past + n] attention scores of decode()
+  detail::LoraApply<R> lora;        // adapters (bind_lora): the base is frozen when bound
+  bool training = false;            // inside loss_and_grad (LoRA dropout applies)
 
   explicit Impl(const Config& c)
       : cfg(c), layout(c), params(static_cast<size_t>(layout.num_units()), nullptr),
@@ -109,6 +112,23 @@ struct Model<R>::Impl {
   void ready(int u) {
     if (hooks.grad_ready) hooks.grad_ready(u);
   }
+  // y [N, out] = x W^T, plus the LoRA adapter of (layer, t) when one is bound.
+  void proj_forward(int layer, LoraTarget t, R* y, const R* x, const R* W, int64_t N,
+                    int64_t in, int64_t out) {
+    k::linear_forward(y, x, W, N, in, out);
+    if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.forward(*a, y, x, N, training);
+  }
+  // The backward of proj_forward: dx as linear_backward; dW only when the base is not
+  // frozen (pass nullptr for no dW); the adapter's gradients into its grads.
+  void proj_backward(int layer, LoraTarget t, R* dx, R* dW, const R* dy, const R* x, const R* W,
+                     int64_t N, int64_t in, int64_t out, bool accumulate_dx = true) {
+    k::linear_backward(dx, dW, dy, x, W, N, in, out, accumulate_dx);
+    if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.backward(*a, dx, dy, x, N, training);
+  }
+  // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes
+  // the base (the kernels then skip that gradient).
+  R* base_grad(int u, int64_t off) { return lora.bound() ? nullptr : grad_of(u) + off; }
+
   R* grad_of(int u) {
     R* g = grads[static_cast<size_t>(u)];
     if (!g) {
@@ -184,29 +204,29 @@ struct Model<R>::Impl {
     const BlockOffsets& o = layout.block_offsets();
     // attention half
     k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps);
-    k::linear_forward(a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
-    k::linear_forward(a.k.data(), a.xn1.data(), p + o.k, N, C, G * D);
-    k::linear_forward(a.v.data(), a.xn1.data(), p + o.v, N, C, G * D);
+    proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
+    proj_forward(l, LoraTarget::kK, a.k.data(), a.xn1.data(), p + o.k, N, C, G * D);
+    proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, G * D);
     k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D);
     k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D);
     k::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
                          H, G, D);
-    k::linear_forward(a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C);
+    proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C);
     k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
-    mlp_forward(p, x_out, a, N);
+    mlp_forward(l, p, x_out, a, N);
   }
 
   // A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr).
-  void mlp_forward(const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
+  void mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
     const int64_t C = cfg.hidden, I = cfg.intermediate;
     const BlockOffsets& o = layout.block_offsets();
     k::rmsnorm_forward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), p + o.post_norm, N, C,
                        cfg.norm_eps);
-    k::linear_forward(a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
-    k::linear_forward(a.up.data(), a.xn2.data(), p + o.up, N, C, I);
+    proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
+    proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
     k::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
     if (x_out) {
-      k::linear_forward(x_out, a.h.data(), p + o.down, N, I, C);
+      proj_forward(l, LoraTarget::kDown, x_out, a.h.data(), p + o.down, N, I, C);
       k::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
     }
   }
@@ -222,17 +242,17 @@ struct Model<R>::Impl {
     R* kc = cache.k.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
     R* vc = cache.v.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
     k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, cfg.norm_eps);
-    k::linear_forward(a.q.data(), a.xn1.data(), p + o.q, n, C, H * D);
-    k::linear_forward(kc + past * GD, a.xn1.data(), p + o.k, n, C, GD);
-    k::linear_forward(vc + past * GD, a.xn1.data(), p + o.v, n, C, GD);
+    proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, n, C, H * D);
+    proj_forward(l, LoraTarget::kK, kc + past * GD, a.xn1.data(), p + o.k, n, C, GD);
+    proj_forward(l, LoraTarget::kV, vc + past * GD, a.xn1.data(), p + o.v, n, C, GD);
     const R* cos = rope_cos.data() + past * half;  // positions past .. past + n - 1
     const R* sin = rope_sin.data() + past * half;
     k::rope_forward(a.q.data(), cos, sin, 1, n, H, D);
     k::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
     k::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D);
-    k::linear_forward(a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C);
+    proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C);
     k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), n * C);
-    mlp_forward(p, x_out, a, n);
+    mlp_forward(l, p, x_out, a, n);
   }
 
   // Block l backward: dres [N, C] holds dL/dx_out on entry and dL/dx_in on exit.
@@ -241,33 +261,36 @@ struct Model<R>::Impl {
     const int64_t H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
     const int u = layout.block_unit(l);
     const R* p = params[static_cast<size_t>(u)];
-    R* g = grad_of(u);
     const BlockOffsets& o = layout.block_offsets();
+    const auto g = [&](int64_t off) { return base_grad(u, off); };  // nullptr: frozen
     // MLP half: x_out = x_mid + down(h); the residual passes dres through unchanged.
     // First contributions to the scratch gradients WRITE (accumulate = false), so no
     // buffer needs zeroing.
-    k::linear_backward(dh.data(), g + o.down, dres.data(), a.h.data(), p + o.down, N, I, C,
-                       /*accumulate_dx=*/false);
+    proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(),
+                  p + o.down, N, I, C, /*accumulate_dx=*/false);
     k::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
                        /*accumulate=*/false);
-    k::linear_backward(dxn.data(), g + o.gate, dgate.data(), a.xn2.data(), p + o.gate, N, C, I,
-                       /*accumulate_dx=*/false);
-    k::linear_backward(dxn.data(), g + o.up, dup.data(), a.xn2.data(), p + o.up, N, C, I);
-    k::rmsnorm_backward(dres.data(), g + o.post_norm, dxn.data(), a.x_mid.data(), p + o.post_norm,
+    proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(),
+                  p + o.gate, N, C, I, /*accumulate_dx=*/false);
+    proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up,
+                  N, C, I);
+    k::rmsnorm_backward(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(), p + o.post_norm,
                         a.rstd2.data(), N, C);  // dres += (the residual branch)
     // attention half: x_mid = x_in + o_proj(att)
-    k::linear_backward(datt.data(), g + o.o, dres.data(), a.att.data(), p + o.o, N, H * D, C,
-                       /*accumulate_dx=*/false);
+    proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), dres.data(), a.att.data(), p + o.o,
+                  N, H * D, C, /*accumulate_dx=*/false);
     k::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
                           a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
                           /*accumulate=*/false);
     k::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D);
     k::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D);
-    k::linear_backward(dxn.data(), g + o.q, dq.data(), a.xn1.data(), p + o.q, N, C, H * D,
-                       /*accumulate_dx=*/false);
-    k::linear_backward(dxn.data(), g + o.k, dk.data(), a.xn1.data(), p + o.k, N, C, G * D);
-    k::linear_backward(dxn.data(), g + o.v, dv.data(), a.xn1.data(), p + o.v, N, C, G * D);
-    k::rmsnorm_backward(dres.data(), g + o.input_norm, dxn.data(), x_in, p + o.input_norm,
+    proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), dq.data(), a.xn1.data(), p + o.q, N,
+                  C, H * D, /*accumulate_dx=*/false);
+    proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), dk.data(), a.xn1.data(), p + o.k, N,
+                  C, G * D);
+    proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N,
+                  C, G * D);
+    k::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
                         a.rstd1.data(), N, C);  // dres += (the residual branch)
   }
 
@@ -292,7 +315,8 @@ struct Model<R>::Impl {
     const R* ph = params[static_cast<size_t>(layout.head_unit())];
     k::rmsnorm_forward(xf.data(), rstd_f.data(), x_at(static_cast<int>(cfg.layers), N),
                        ph + layout.final_norm_offset(), N, cfg.hidden, cfg.norm_eps);
-    k::linear_forward(logits.data(), xf.data(), lm_head_w(), N, cfg.hidden, cfg.vocab);
+    proj_forward(-1, LoraTarget::kLmHead, logits.data(), xf.data(), lm_head_w(), N, cfg.hidden,
+                 cfg.vocab);
   }
 
   void use_head() {
@@ -309,7 +333,7 @@ struct Model<R>::Impl {
     check_shape(tokens, targets, B, T, true);
     const int64_t N = B * T, C = cfg.hidden, V = cfg.vocab;
     const int hu = layout.head_unit();
-    if (!hooks.before_use) {  // fail before any work (hooks may bind units lazily)
+    if (!hooks.before_use && !lora.bound()) {  // fail before any work (hooks may bind lazily)
       for (int u = 0; u < layout.num_units(); ++u) grad_of(u);
     }
     ensure(B, T, /*backward=*/true, /*keep_all=*/!recompute);
@@ -317,6 +341,11 @@ struct Model<R>::Impl {
     for (int32_t t : targets) count += t >= 0 ? 1 : 0;
     const double scale = count > 0 ? grad_scale / static_cast<double>(count) : 0.0;
 
+    training = true;  // LoRA dropout on until the return (or an exception)
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{training};
     forward_trunk(tokens, B, T, !recompute);
 
     // head: forward, loss, backward in one use of the unit
@@ -324,11 +353,11 @@ struct Model<R>::Impl {
     head_forward(N);
     const k::CrossEntropyResult ce =
         k::cross_entropy(logits.data(), logits.data(), targets.data(), N, V, scale);
-    R* gh = grad_of(hu);
-    R* g_lm = cfg.tied_embeddings ? grad_of(0) : gh + layout.lm_head_offset();
-    k::linear_backward(dxn.data(), g_lm, logits.data(), xf.data(), lm_head_w(), N, C, V,
-                       /*accumulate_dx=*/false);
-    k::rmsnorm_backward(dres.data(), gh + layout.final_norm_offset(), dxn.data(),
+    R* g_lm = cfg.tied_embeddings ? base_grad(0, layout.embed_offset())
+                                  : base_grad(hu, layout.lm_head_offset());
+    proj_backward(-1, LoraTarget::kLmHead, dxn.data(), g_lm, logits.data(), xf.data(),
+                  lm_head_w(), N, C, V, /*accumulate_dx=*/false);
+    k::rmsnorm_backward(dres.data(), base_grad(hu, layout.final_norm_offset()), dxn.data(),
                         x_at(static_cast<int>(cfg.layers), N),
                         params[static_cast<size_t>(hu)] + layout.final_norm_offset(),
                         rstd_f.data(), N, C, /*accumulate_dx=*/false);
@@ -345,7 +374,9 @@ struct Model<R>::Impl {
     }
 
     use(0);
-    k::embedding_backward(grad_of(0) + layout.embed_offset(), dres.data(), tokens.data(), N, C);
+    if (!lora.bound()) {  // a frozen embedding needs no backward at all
+      k::embedding_backward(grad_of(0) + layout.embed_offset(), dres.data(), tokens.data(), N, C);
+    }
     done(0);
     ready(0);
     return count > 0 ? ce.loss_sum / static_cast<double>(count) : 0.0;
@@ -384,7 +415,8 @@ struct Model<R>::Impl {
     const R* last = x_at(static_cast<int>(cfg.layers), n) + (n - 1) * cfg.hidden;  // [C]
     k::rmsnorm_forward(xf.data(), static_cast<R*>(nullptr), last, ph + layout.final_norm_offset(),
                        1, cfg.hidden, cfg.norm_eps);
-    k::linear_forward(out.data(), xf.data(), lm_head_w(), 1, cfg.hidden, cfg.vocab);
+    proj_forward(-1, LoraTarget::kLmHead, out.data(), xf.data(), lm_head_w(), 1, cfg.hidden,
+                 cfg.vocab);
     done_head();
   }
 
@@ -433,7 +465,7 @@ struct Model<R>::Impl {
     size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + shared.bytes() + xf.bytes() +
                rstd_f.bytes() + logits.bytes() + dres.bytes() + dxn.bytes() + datt.bytes() +
                dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() + dgate.bytes() + dup.bytes() +
-               attn_scratch.bytes() + decode_scores.bytes();
+               attn_scratch.bytes() + decode_scores.bytes() + lora.workspace_bytes();
     for (const auto& a : saved) b += a.bytes();
     return b;
   }
@@ -485,6 +517,17 @@ void Model<R>::bind_unit(int u, std::span<const R> params, std::span<R> grads) {
 template <class R>
 void Model<R>::set_hooks(UnitHooks hooks) {
   impl_->hooks = std::move(hooks);
+}
+
+template <class R>
+void Model<R>::bind_lora(const LoraLayout& layout, std::span<const R> params,
+                         std::span<R> grads) {
+  impl_->lora.bind(layout, params, grads);
+}
+
+template <class R>
+void Model<R>::set_lora_stream(uint64_t stream) {
+  impl_->lora.set_stream(stream);
 }
 
 template <class R>

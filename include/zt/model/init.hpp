@@ -25,6 +25,10 @@ struct InitOptions {
 
 // The standard normal for element i of tensor `name` (before scaling). Pure function.
 double init_standard_normal(uint64_t seed, std::string_view name, int64_t i);
+// The counter-based stream of tensor `name` under `seed`, and its uniform in (0, 1] at
+// counter i (53 random bits): the LoRA A init and dropout masks draw from it. Pure.
+uint64_t init_stream(uint64_t seed, std::string_view name);
+double uniform_at(uint64_t stream, int64_t i);
 
 // The std used for a tensor (0 for kOnes).
 double init_std(const TensorInfo& t, const Config& cfg, const InitOptions& opt);

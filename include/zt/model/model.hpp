@@ -22,6 +22,7 @@
 #include "zt/model/config.hpp"
 #include "zt/model/init.hpp"
 #include "zt/model/layout.hpp"
+#include "zt/model/lora.hpp"
 
 namespace zt::model {
 
@@ -70,6 +71,15 @@ class Model {
   // buffer (same size; may be empty for eval-only use). Spans must outlive their use.
   void bind_unit(int u, std::span<const Real> params, std::span<Real> grads);
   void set_hooks(UnitHooks hooks);
+
+  // LoRA (lora.hpp): adds adapters to the targeted projections. params/grads
+  // [layout.numel()] packed as LoraLayout says (grads may be empty for eval). From then
+  // on the base is frozen: loss_and_grad computes no gradient of any unit (their gradient
+  // spans may be empty) and ADDS grad_scale * d(loss)/d(adapters) into grads. Dropout
+  // (lora.dropout) applies in loss_and_grad only, with masks drawn from the stream set by
+  // set_lora_stream (the same stream, the same masks; set a new one per micro-batch).
+  void bind_lora(const LoraLayout& layout, std::span<const Real> params, std::span<Real> grads);
+  void set_lora_stream(uint64_t stream);
 
   // tokens, targets: [B, T] row-major, token ids in [0, vocab); a target < 0 is ignored.
   // Returns the mean cross-entropy (nats) over the counted targets and ADDS

@@ -1,0 +1,117 @@
+#pragma once
+// LoRA adapters (Hu et al. 2021) on the linear projections of the decoder, as Hugging Face
+// PEFT defines them, and the finetune.* / lora.* keys that choose them.
+//
+// For a targeted projection W [out, in] (y = x W^T) the adapter adds two matrices
+//   A [r, in]    Kaiming-uniform as PEFT (kaiming_uniform_ with a = sqrt(5), fan_in = in:
+//                U(-1/sqrt(in), 1/sqrt(in))), drawn from (seed, adapter name, element)
+//   B [out, r]   zero
+// and the projection becomes y = x W^T + scale * dropout(x) A^T B^T, with scale =
+// alpha / r (rslora: alpha / sqrt(r)). W is frozen: with adapters bound, the model
+// computes no gradient for any base parameter (Model::bind_lora).
+//
+// The adapters of a model live in one flat buffer, packed in PEFT's order: per layer
+// q, k, v, o, gate, up, down (those targeted), then lm_head; each adapter A then B.
+// Names are PEFT's as saved in adapter_model.safetensors, without the "base_model.model."
+// prefix: "model.layers.3.self_attn.q_proj.lora_A.weight".
+//
+// QLoRA (finetune.method = qlora) is the same adapters over base weights stored as NF4
+// with double quantisation (zt/kernels/nf4.hpp); the engine does not train either yet.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zt/core/config.hpp"
+#include "zt/core/dtype.hpp"
+#include "zt/model/config.hpp"
+
+namespace zt::model {
+
+enum class FinetuneMethod : uint8_t { kFull, kLora, kQlora };
+
+// The projections an adapter can target, in PEFT's packing order within a block.
+enum class LoraTarget : uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown, kLmHead };
+inline constexpr int kNumLoraTargets = 8;
+// "q", "k", "v", "o", "gate", "up", "down", "lm_head" (the lora.targets names).
+std::string_view lora_target_name(LoraTarget t);
+// The module name PEFT matches: "q_proj", ..., "down_proj", "lm_head".
+std::string_view lora_module_name(LoraTarget t);
+
+struct LoraConfig {
+  FinetuneMethod method = FinetuneMethod::kFull;
+  int64_t rank = 8;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  bool rslora = false;
+  uint32_t targets = 0;  // bit (1 << LoraTarget) per targeted projection
+
+  bool enabled() const { return method != FinetuneMethod::kFull; }
+  bool has_target(LoraTarget t) const { return (targets >> static_cast<int>(t)) & 1u; }
+  // alpha / rank, or alpha / sqrt(rank) with rslora.
+  double scale() const;
+};
+
+// finetune.method, lora.rank, lora.alpha, lora.dropout, lora.targets, lora.rslora.
+void add_finetune_keys(config::Schema& schema);
+
+// Reads and checks the keys against the model. zt::InputError (exit 2) naming the key:
+// an unknown target name, rank <= 0 or above the smaller dimension of a targeted layer,
+// dropout outside [0, 1), alpha <= 0, no targets with lora/qlora.
+LoraConfig resolve_lora(const config::Config& cfg, const Config& model);
+
+// QLoRA quantises the base weights from `base` (the dtype the base weights are held in):
+// fp32 and bf16 (upcast exactly to fp32, what the NF4 kernels take) can be; any other,
+// e.g. fp64 (Model<double>, the finite-difference reference) cannot: zt::InputError
+// naming finetune.method. No-op unless method is qlora.
+void check_qlora_dtype(const LoraConfig& lora, DType base);
+
+// One adapter of the packed buffer.
+struct LoraAdapterInfo {
+  std::string name;        // PEFT module path: "model.layers.3.self_attn.q_proj", "lm_head"
+  LoraTarget target = LoraTarget::kQ;
+  int layer = -1;          // block index; -1 for lm_head
+  int64_t in = 0, out = 0;  // the base projection's W [out, in]
+  int64_t a_offset = 0;    // A [r, in] in the packed buffer
+  int64_t b_offset = 0;    // B [out, r]
+};
+
+class LoraLayout {
+ public:
+  LoraLayout(const Config& model, const LoraConfig& lora);  // lora.enabled() required
+
+  const LoraConfig& lora() const { return lora_; }
+  const std::vector<LoraAdapterInfo>& adapters() const { return adapters_; }
+  int64_t numel() const { return numel_; }  // elements of the packed buffer (A and B of all)
+  // The adapter of `target` in block `layer` (layer ignored for lm_head); nullptr when
+  // that projection is not targeted.
+  const LoraAdapterInfo* find(int layer, LoraTarget target) const;
+
+ private:
+  LoraConfig lora_;
+  int64_t layers_ = 0;
+  std::vector<LoraAdapterInfo> adapters_;
+  std::vector<int> index_;  // [(layers + 1) * kNumLoraTargets] -> adapters_ index or -1
+  int64_t numel_ = 0;
+};
+
+// (in, out) of a projection of the model: W [out, in].
+void lora_target_dims(const Config& model, LoraTarget t, int64_t& in, int64_t& out);
+
+// PEFT's `print_trainable_parameters` numbers: trainable = the adapters' elements, all =
+// the base's (tied embeddings counted once, as torch's named_parameters does) + trainable.
+struct TrainableCounts {
+  int64_t trainable = 0, all = 0;
+  double percent() const;  // 100 * trainable / all
+};
+TrainableCounts trainable_counts(const Config& model, const LoraConfig& lora);
+// "trainable params: 1,024 || all params: 1,050,752 || trainable%: 0.0975" (PEFT's line).
+std::string trainable_banner(const TrainableCounts& c);
+
+// PEFT's init into params [layout.numel()]: A ~ U(-1/sqrt(in), 1/sqrt(in)) from
+// (seed, "<name>.lora_A.weight", element), B = 0.
+template <class T>
+void init_lora(const LoraLayout& layout, uint64_t seed, std::span<T> params);
+
+}  // namespace zt::model

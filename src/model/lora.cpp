@@ -1,0 +1,252 @@
+// LoRA: the finetune.* / lora.* keys, the packed adapter layout, PEFT's init and
+// parameter counts.
+#include "zt/model/lora.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <ranges>
+
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/model/init.hpp"
+
+namespace zt::model {
+
+namespace {
+
+constexpr std::array<std::string_view, kNumLoraTargets> kTargetNames = {
+    "q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+constexpr std::array<std::string_view, kNumLoraTargets> kModuleNames = {
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"};
+
+std::string trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return {};
+  const auto e = s.find_last_not_of(" \t");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+// "q, v,lm_head" -> bits; an unknown or empty name is an InputError naming lora.targets.
+uint32_t parse_targets(std::string_view text) {
+  uint32_t bits = 0;
+  for (const auto part : text | std::views::split(',')) {
+    const std::string name = trim(std::string_view(part.begin(), part.end()));
+    const auto it = std::ranges::find(kTargetNames, name);
+    if (it == kTargetNames.end()) {
+      throw InputError(strf("lora.targets = \"%s\": unknown target \"%s\"",
+                            std::string(text).c_str(), name.c_str()),
+                       "list any of q, k, v, o, gate, up, down, lm_head, comma-separated "
+                       "(e.g. \"q,v\").");
+    }
+    bits |= 1u << static_cast<int>(it - kTargetNames.begin());
+  }
+  return bits;
+}
+
+std::string module_path(int layer, LoraTarget t) {
+  if (t == LoraTarget::kLmHead) return "lm_head";
+  const bool attn = t <= LoraTarget::kO;
+  return strf("model.layers.%d.%s.%s", layer, attn ? "self_attn" : "mlp",
+              std::string(lora_module_name(t)).c_str());
+}
+
+}  // namespace
+
+std::string_view lora_target_name(LoraTarget t) { return kTargetNames[static_cast<size_t>(t)]; }
+std::string_view lora_module_name(LoraTarget t) { return kModuleNames[static_cast<size_t>(t)]; }
+
+double LoraConfig::scale() const {
+  const double r = static_cast<double>(rank);
+  return rslora ? alpha / std::sqrt(r) : alpha / r;
+}
+
+void add_finetune_keys(config::Schema& s) {
+  s.add_string("finetune.method", "full",
+               "full (every parameter trains), lora (frozen base + adapters) or qlora (the "
+               "base stored NF4 + double quantisation); lora and qlora are refused by "
+               "`zt train` until the engine freezes units (docs/finetune.md)")
+      .choices = {"full", "lora", "qlora"};
+  {
+    auto& k = s.add_int("lora.rank", 8, "adapter rank r (1 .. the smaller side of a targeted W)");
+    k.min = 1;
+  }
+  {
+    auto& k = s.add_float("lora.alpha", 16.0, "adapter scale numerator: scale = alpha / r (> 0)");
+    k.min = 0.0;
+    k.min_exclusive = true;
+  }
+  {
+    auto& k = s.add_float("lora.dropout", 0.0, "dropout on the adapter's input, in [0, 1)");
+    k.min = 0.0;
+    k.max = 1.0;  // 1 itself is refused by resolve_lora (the range is inclusive)
+  }
+  s.add_string("lora.targets", "q,v",
+               "projections with adapters, comma-separated: any of q, k, v, o, gate, up, down, "
+               "lm_head");
+  s.add_bool("lora.rslora", false, "rank-stabilised scale alpha / sqrt(r) instead of alpha / r");
+}
+
+void lora_target_dims(const Config& m, LoraTarget t, int64_t& in, int64_t& out) {
+  const int64_t C = m.hidden, HD = m.heads * m.head_dim(), GD = m.kv_dim(), I = m.intermediate;
+  switch (t) {
+    case LoraTarget::kQ: in = C, out = HD; return;
+    case LoraTarget::kK: case LoraTarget::kV: in = C, out = GD; return;
+    case LoraTarget::kO: in = HD, out = C; return;
+    case LoraTarget::kGate: case LoraTarget::kUp: in = C, out = I; return;
+    case LoraTarget::kDown: in = I, out = C; return;
+    case LoraTarget::kLmHead: in = C, out = m.vocab; return;
+  }
+}
+
+LoraConfig resolve_lora(const config::Config& c, const Config& model) {
+  LoraConfig l;
+  const std::string& method = c.get_string("finetune.method");
+  l.method = method == "lora"    ? FinetuneMethod::kLora
+             : method == "qlora" ? FinetuneMethod::kQlora
+                                 : FinetuneMethod::kFull;
+  l.rank = c.get_int("lora.rank");
+  l.alpha = c.get_float("lora.alpha");
+  l.dropout = c.get_float("lora.dropout");
+  l.rslora = c.get_bool("lora.rslora");
+  // The schema's limits hold for values read from a file or --set; these checks repeat
+  // them so that a Config built another way cannot pass either.
+  if (l.rank <= 0) {
+    throw InputError(strf("lora.rank = %lld: must be >= 1", static_cast<long long>(l.rank)),
+                     "LoRA ranks are usually 4 .. 64.");
+  }
+  if (!(l.alpha > 0) || !std::isfinite(l.alpha)) {
+    throw InputError(strf("lora.alpha = %g: must be a finite number > 0", l.alpha),
+                     "alpha = 2 x rank is common (the scale alpha / r is then 2).");
+  }
+  if (!(l.dropout >= 0 && l.dropout < 1)) {
+    throw InputError(strf("lora.dropout = %g: must be in [0, 1)", l.dropout),
+                     "0.05 or 0.1 are usual; 1 would drop every input.");
+  }
+  l.targets = parse_targets(c.get_string("lora.targets"));
+  if (!l.enabled()) return l;
+  // The rank cannot exceed the smaller side of any targeted W [out, in]: the update
+  // B A has rank min(r, in, out) anyway, and PEFT's init assumes r <= in.
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    const auto target = static_cast<LoraTarget>(t);
+    if (!l.has_target(target)) continue;
+    int64_t in = 0, out = 0;
+    lora_target_dims(model, target, in, out);
+    if (l.rank > std::min(in, out)) {
+      throw InputError(strf("lora.rank = %lld exceeds the smaller side of %s [%lld, %lld] "
+                            "(lora.targets has %s)",
+                            static_cast<long long>(l.rank),
+                            std::string(lora_module_name(target)).c_str(),
+                            static_cast<long long>(out), static_cast<long long>(in),
+                            std::string(lora_target_name(target)).c_str()),
+                       strf("use lora.rank <= %lld or drop that target.",
+                            static_cast<long long>(std::min(in, out))));
+    }
+  }
+  return l;
+}
+
+void check_qlora_dtype(const LoraConfig& lora, DType base) {
+  if (lora.method != FinetuneMethod::kQlora) return;
+  if (base == DType::kF32 || base == DType::kBF16) return;
+  throw InputError(strf("finetune.method = qlora on base weights of dtype %s: NF4 quantises "
+                        "fp32 (and bf16, upcast exactly) only",
+                        std::string(dtype_name(base)).c_str()),
+                   "use finetune.method = lora for this model, or an fp32/bf16 base.");
+}
+
+LoraLayout::LoraLayout(const Config& model, const LoraConfig& lora)
+    : lora_(lora), layers_(model.layers),
+      index_(static_cast<size_t>((model.layers + 1) * kNumLoraTargets), -1) {
+  ZT_CHECK(lora.enabled() && lora.rank > 0, "LoraLayout of a config without adapters",
+           "build it only for finetune.method = lora or qlora (resolve_lora checks the rank).");
+  const auto add = [&](int layer, LoraTarget t) {
+    LoraAdapterInfo a;
+    a.name = module_path(layer, t);
+    a.target = t;
+    a.layer = t == LoraTarget::kLmHead ? -1 : layer;
+    lora_target_dims(model, t, a.in, a.out);
+    a.a_offset = numel_;
+    a.b_offset = numel_ + lora.rank * a.in;
+    numel_ = a.b_offset + a.out * lora.rank;
+    const int row = t == LoraTarget::kLmHead ? static_cast<int>(model.layers) : layer;
+    index_[static_cast<size_t>(row * kNumLoraTargets + static_cast<int>(t))] =
+        static_cast<int>(adapters_.size());
+    adapters_.push_back(std::move(a));
+  };
+  for (int l = 0; l < static_cast<int>(model.layers); ++l) {
+    for (int t = 0; t < static_cast<int>(LoraTarget::kLmHead); ++t) {
+      if (lora.has_target(static_cast<LoraTarget>(t))) add(l, static_cast<LoraTarget>(t));
+    }
+  }
+  if (lora.has_target(LoraTarget::kLmHead)) add(0, LoraTarget::kLmHead);
+}
+
+const LoraAdapterInfo* LoraLayout::find(int layer, LoraTarget t) const {
+  const int64_t row = t == LoraTarget::kLmHead ? layers_ : layer;
+  if (row < 0 || row > layers_) return nullptr;
+  const int i = index_[static_cast<size_t>(row * kNumLoraTargets + static_cast<int>(t))];
+  return i < 0 ? nullptr : &adapters_[static_cast<size_t>(i)];
+}
+
+double TrainableCounts::percent() const {
+  return all > 0 ? 100.0 * static_cast<double>(trainable) / static_cast<double>(all) : 0.0;
+}
+
+TrainableCounts trainable_counts(const Config& model, const LoraConfig& lora) {
+  TrainableCounts c;
+  const int64_t base = model.num_params();
+  if (!lora.enabled()) {
+    c.trainable = c.all = base;
+    return c;
+  }
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    const auto target = static_cast<LoraTarget>(t);
+    if (!lora.has_target(target)) continue;
+    int64_t in = 0, out = 0;
+    lora_target_dims(model, target, in, out);
+    const int64_t per = lora.rank * (in + out);
+    c.trainable += target == LoraTarget::kLmHead ? per : per * model.layers;
+  }
+  c.all = base + c.trainable;
+  return c;
+}
+
+std::string trainable_banner(const TrainableCounts& c) {
+  // Python's f"{n:,d}": digits grouped by three with commas.
+  const auto grouped = [](int64_t n) {
+    std::string digits = std::to_string(n), out;
+    const size_t lead = digits.size() % 3 == 0 ? 3 : digits.size() % 3;
+    for (size_t i = 0; i < digits.size(); ++i) {
+      if (i >= lead && (i - lead) % 3 == 0 && digits[0] != '-') out += ',';
+      out += digits[i];
+    }
+    return out;
+  };
+  return strf("trainable params: %s || all params: %s || trainable%%: %.4f",
+              grouped(c.trainable).c_str(), grouped(c.all).c_str(), c.percent());
+}
+
+template <class T>
+void init_lora(const LoraLayout& layout, uint64_t seed, std::span<T> params) {
+  ZT_CHECK(static_cast<int64_t>(params.size()) == layout.numel(),
+           "init_lora: buffer size differs from the adapters' numel",
+           "allocate LoraLayout::numel() elements.");
+  const int64_t r = layout.lora().rank;
+  for (const LoraAdapterInfo& a : layout.adapters()) {
+    // kaiming_uniform_(a = sqrt(5)): gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / fan_in)
+    // = 1 / sqrt(fan_in), fan_in = in.
+    const double bound = 1.0 / std::sqrt(static_cast<double>(a.in));
+    const uint64_t stream = init_stream(seed, a.name + ".lora_A.weight");
+    for (int64_t i = 0; i < r * a.in; ++i) {
+      params[static_cast<size_t>(a.a_offset + i)] =
+          static_cast<T>(bound * (2.0 * uniform_at(stream, i) - 1.0));
+    }
+    std::fill_n(params.begin() + a.b_offset, a.out * r, T(0));
+  }
+}
+
+template void init_lora<float>(const LoraLayout&, uint64_t, std::span<float>);
+template void init_lora<double>(const LoraLayout&, uint64_t, std::span<double>);
+
+}  // namespace zt::model
