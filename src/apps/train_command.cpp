@@ -152,6 +152,17 @@ int run_train(const TrainArgs& args) {
   runtime::Runtime rt(runtime::Options{ranks_per_node, cfg.get_bool("ckpt.async")});
   const runtime::Topology& topo = rt.topology();
   train::TrainConfig tc = train::resolve(cfg, topo.world_size);
+  // LoRA / QLoRA: the keys, adapters and their counts exist (docs/finetune.md), but the
+  // engine cannot hold frozen units yet; training the full model instead would be a lie.
+  if (tc.lora.enabled()) {
+    throw InputError(
+        strf("finetune.method = %s: zt train cannot train adapters yet (%s): the ZeRO "
+             "engine has no frozen units, so the base would train too",
+             cfg.get_string("finetune.method").c_str(),
+             model::trainable_banner(model::trainable_counts(tc.model, tc.lora)).c_str()),
+        "use finetune.method = full for now; LoRA training comes with the engine's frozen "
+        "units (issue 22, docs/finetune.md \"LoRA and QLoRA\").");
+  }
   // zero.* against the ranks (the same verdict on every rank, before any collective):
   // exit 2 naming the key and its valid values.
   tc.zero.validate(topo.world_size, topo.local_size);

@@ -134,6 +134,8 @@ config::Schema train_schema() {
   ckpt::add_ckpt_keys(s);
   // --- offload: homes of the optimizer state and stage-3 parameters (docs/offload.md) --
   offload::add_offload_keys(s);
+  // --- finetune, lora: LoRA / QLoRA adapters (docs/finetune.md) -----------------------
+  model::add_finetune_keys(s);
   return s;
 }
 
@@ -164,6 +166,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();
   t.init_std = c.get_float("model.init_std");
+  t.lora = model::resolve_lora(c, t.model);
 
   t.steps = c.get_int("train.steps");
   t.micro_batch = c.get_int("train.micro_batch");
@@ -241,6 +244,9 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.comm_timeout_s = c.get_float("comm.timeout");
   t.device = c.get_string("train.device");
   t.precision = c.get_string("train.precision");
+  // QLoRA quantises the base from the dtype the engine holds it in: fp32 masters, or
+  // bf16 with bf16-true; both are quantisable (model::check_qlora_dtype).
+  model::check_qlora_dtype(t.lora, t.precision == "bf16-true" ? DType::kBF16 : DType::kF32);
   t.share_gpu = c.get_bool("train.share_gpu");
   t.comm_backend = c.get_string("comm.backend");
   t.ranks_per_node = static_cast<int>(c.get_int("runtime.ranks_per_node"));

@@ -8,12 +8,13 @@
 #include "zt/ckpt/config.hpp"
 #include "zt/core/config.hpp"
 #include "zt/model/config.hpp"
+#include "zt/model/lora.hpp"
 #include "zt/zero/options.hpp"
 
 namespace zt::train {
 
 // Every key `zt train` accepts: model.*, train.*, zero.*, data.*, eval.*, sample.*, log.*,
-// comm.*, runtime.*.
+// comm.*, runtime.*, finetune.*, lora.*.
 // The defaults are the embedded default: tiny on the shipped corpus, tuned to reach an
 // eval loss under 2.3 in well under 3 minutes with `mpirun -np 2` on 2 CPU cores.
 config::Schema train_schema();
@@ -64,6 +65,7 @@ struct TrainConfig {
   zero::EngineOptions zero;
 
   ckpt::CkptOptions ckpt;  // ckpt.* keys (checkpoints: cadence, resume, preemption)
+  model::LoraConfig lora;  // finetune.* and lora.* keys, checked against the model
 
   int64_t tokens_per_step() const { return global_batch * seq_len; }
 };

@@ -1,0 +1,113 @@
+// zt_lora_logits: zt's LoRA forward for one checkpoint, one PEFT adapter file and one token
+// sequence, as JSON, for tests/model/hf/lora_peer_test.py to set beside HF PEFT.
+//
+//   zt_lora_logits CKPT ADAPTER RANK ALPHA TARGETS RSLORA TOKENS
+//     CKPT     a zt checkpoint (read with zt::ckpt::read_full): the base
+//     ADAPTER  PEFT's adapter_model.safetensors ("-": fresh adapters from zt's init, seed 1)
+//     RANK, ALPHA, TARGETS ("q,v,lm_head"), RSLORA (0/1): the lora.* keys
+//     TOKENS   comma-separated token ids t0,...,t(T-1)
+//
+// Prints {"trainable": n, "all": n, "banner": "...", "logits": [[V] x T], "loss": x}:
+//   trainable, all, banner  model::trainable_counts / trainable_banner of the checkpoint's
+//                           model and these keys
+//   logits[i]  the logits of position i given t0..ti (Model::logits_last on each prefix)
+//   loss       Model::loss: mean cross-entropy of t1..t(T-1) given the previous tokens
+// Exit 0 on success, 1 with a message on stderr otherwise.
+#include <cstdio>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "zt/ckpt/safetensors.hpp"
+#include "zt/ckpt/serial.hpp"
+#include "zt/core/error.hpp"
+#include "zt/model/lora.hpp"
+#include "zt/model/model.hpp"
+
+namespace {
+
+// A [r, in] and B [out, r] of every adapter from PEFT's file (names
+// "base_model.model.<module>.lora_A.weight"), into the packed buffer.
+void read_peft_adapters(const std::string& path, const zt::model::LoraLayout& layout,
+                        std::vector<float>& params) {
+  const zt::ckpt::StHeader h = zt::ckpt::read_safetensors_header(path);
+  const int64_t r = layout.lora().rank;
+  std::vector<float> t;
+  size_t used = 0;
+  for (const auto& a : layout.adapters()) {
+    for (const char* ab : {"lora_A", "lora_B"}) {
+      const std::string name = "base_model.model." + a.name + "." + ab + ".weight";
+      const zt::ckpt::StTensor* st = h.find(name);
+      if (!st) throw zt::Error("adapter file " + path + " has no tensor " + name);
+      const bool is_a = ab[5] == 'A';
+      const std::vector<int64_t> shape = is_a ? std::vector<int64_t>{r, a.in}
+                                              : std::vector<int64_t>{a.out, r};
+      if (st->shape != shape) throw zt::Error(name + ": shape differs from zt's adapter");
+      zt::ckpt::read_safetensors_tensor(path, h, *st, t);
+      std::copy(t.begin(), t.end(), params.begin() + (is_a ? a.a_offset : a.b_offset));
+      ++used;
+    }
+  }
+  if (used != h.tensors.size()) throw zt::Error(path + " holds adapters zt did not target");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 8) {
+    std::fprintf(stderr, "usage: zt_lora_logits CKPT ADAPTER RANK ALPHA TARGETS RSLORA TOKENS\n");
+    return 2;
+  }
+  try {
+    const zt::ckpt::FullCheckpoint ck = zt::ckpt::read_full(argv[1]);
+    const zt::model::Config& cfg = ck.header.config;
+    zt::config::Schema schema;
+    zt::model::add_finetune_keys(schema);
+    const zt::config::Config keys = zt::config::load(
+        schema, "",
+        {"finetune.method=lora", std::string("lora.rank=") + argv[3],
+         std::string("lora.alpha=") + argv[4], std::string("lora.targets=") + argv[5],
+         std::string("lora.rslora=") + (std::string(argv[6]) == "1" ? "true" : "false")});
+    const zt::model::LoraConfig lora = zt::model::resolve_lora(keys, cfg);
+    const zt::model::LoraLayout layout(cfg, lora);
+    std::vector<float> adapters(static_cast<size_t>(layout.numel()));  // [layout.numel()]
+    if (std::string(argv[2]) == "-") {
+      zt::model::init_lora<float>(layout, 1, adapters);
+    } else {
+      read_peft_adapters(argv[2], layout, adapters);
+    }
+
+    std::vector<int32_t> tokens;
+    std::stringstream ss(argv[7]);
+    for (std::string item; std::getline(ss, item, ',');) tokens.push_back(std::stoi(item));
+    const int64_t T = static_cast<int64_t>(tokens.size());
+
+    zt::model::Model<float> model(cfg, 1, T);
+    for (int u = 0; u < static_cast<int>(ck.params.size()); ++u)
+      model.bind_unit(u, ck.params[static_cast<size_t>(u)], {});
+    model.bind_lora(layout, adapters, {});
+
+    const zt::model::TrainableCounts counts = zt::model::trainable_counts(cfg, lora);
+    nlohmann::json out;
+    out["trainable"] = counts.trainable;
+    out["all"] = counts.all;
+    out["banner"] = zt::model::trainable_banner(counts);
+    std::vector<float> row(static_cast<size_t>(cfg.vocab));  // [V]
+    nlohmann::json logits = nlohmann::json::array();
+    for (int64_t i = 1; i <= T; ++i) {
+      model.logits_last(std::span<const int32_t>(tokens.data(), static_cast<size_t>(i)), i, row);
+      logits.push_back(row);
+    }
+    out["logits"] = std::move(logits);
+    std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
+    out["loss"] = model.loss(std::span<const int32_t>(tokens.data(), targets.size()), targets, 1,
+                             T - 1);
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zt_lora_logits: %s\n", e.what());
+    return 1;
+  }
+}

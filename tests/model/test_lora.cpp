@@ -1,0 +1,270 @@
+// LoRA on the CPU model (model/lora.hpp):
+//  - keys: every bad input is a zt::InputError naming its key;
+//  - init: A ~ U(-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming_uniform_(a = sqrt(5))), B = 0,
+//    deterministic from the seed; fresh adapters leave the logits bit for bit unchanged;
+//  - gradients of A and B by five-point finite differences in double (every coordinate of
+//    the small config, all eight targets, untied and tied, with and without dropout and
+//    recompute), and no base gradient at all: the units are bound without gradient spans;
+//  - the banner in PEFT's format. The counts and the forward against PEFT itself are the
+//    hf test model.hf.lora_peer (tests/model/hf/lora_peer_test.py).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "../kernels/gradcheck.hpp"
+#include "model_fixtures.hpp"
+#include "zt/core/error.hpp"
+#include "zt/model/lora.hpp"
+
+namespace zt::model {
+namespace {
+
+config::Schema finetune_schema() {
+  config::Schema s;
+  add_finetune_keys(s);
+  return s;
+}
+
+// Resolves the keys set by `sets` against `model`; returns the InputError's text ("" when
+// none was thrown).
+std::string resolve_error(const std::vector<std::string>& sets, const Config& model) {
+  const config::Schema s = finetune_schema();
+  try {
+    const config::Config c = config::load(s, "", sets);
+    resolve_lora(c, model);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Lora, KeysResolve) {
+  const config::Schema s = finetune_schema();
+  const config::Config c = config::load(
+      s, "", {"finetune.method=lora", "lora.rank=4", "lora.alpha=8", "lora.dropout=0.1",
+              "lora.targets=q, v,lm_head", "lora.rslora=true"});
+  const LoraConfig l = resolve_lora(c, Config::preset("tiny"));
+  EXPECT_EQ(l.method, FinetuneMethod::kLora);
+  EXPECT_EQ(l.rank, 4);
+  EXPECT_DOUBLE_EQ(l.scale(), 8.0 / 2.0);  // rslora: alpha / sqrt(4)
+  EXPECT_TRUE(l.has_target(LoraTarget::kQ) && l.has_target(LoraTarget::kV) &&
+              l.has_target(LoraTarget::kLmHead));
+  EXPECT_FALSE(l.has_target(LoraTarget::kK) || l.has_target(LoraTarget::kDown));
+  // Defaults: full fine-tuning (the keys of LoRA unused), alpha / r without rslora.
+  const LoraConfig d = resolve_lora(config::load(s, "", {}), Config::preset("tiny"));
+  EXPECT_FALSE(d.enabled());
+  EXPECT_DOUBLE_EQ(d.scale(), 16.0 / 8.0);
+}
+
+TEST(Lora, BadInputNamesTheKey) {
+  const Config tiny = Config::preset("tiny");  // hidden 128, kv_dim 64, intermediate 512
+  const std::string lora = "finetune.method=lora";
+  EXPECT_NE(resolve_error({lora, "lora.targets=q,value"}, tiny).find("lora.targets"),
+            std::string::npos);
+  EXPECT_NE(resolve_error({lora, "lora.targets=q,,v"}, tiny).find("lora.targets"),
+            std::string::npos);
+  EXPECT_NE(resolve_error({lora, "lora.rank=0"}, tiny).find("lora.rank"), std::string::npos);
+  EXPECT_NE(resolve_error({lora, "lora.rank=-3"}, tiny).find("lora.rank"), std::string::npos);
+  // k_proj is [64, 128]: rank 64 fits, 65 does not; q alone takes up to 128.
+  EXPECT_EQ(resolve_error({lora, "lora.rank=64", "lora.targets=q,k"}, tiny), "");
+  const std::string k65 = resolve_error({lora, "lora.rank=65", "lora.targets=q,k"}, tiny);
+  EXPECT_NE(k65.find("lora.rank"), std::string::npos) << k65;
+  EXPECT_NE(k65.find("k_proj"), std::string::npos) << k65;
+  EXPECT_EQ(resolve_error({lora, "lora.rank=128", "lora.targets=q"}, tiny), "");
+  EXPECT_NE(resolve_error({lora, "lora.rank=129", "lora.targets=q"}, tiny).find("lora.rank"),
+            std::string::npos);
+  EXPECT_NE(resolve_error({lora, "lora.dropout=1"}, tiny).find("lora.dropout"), std::string::npos);
+  EXPECT_NE(resolve_error({lora, "lora.dropout=-0.1"}, tiny).find("lora.dropout"),
+            std::string::npos);
+  EXPECT_EQ(resolve_error({lora, "lora.dropout=0.999"}, tiny), "");
+  EXPECT_NE(resolve_error({lora, "lora.alpha=0"}, tiny).find("lora.alpha"), std::string::npos);
+  EXPECT_NE(resolve_error({"finetune.method=dora"}, tiny).find("finetune.method"),
+            std::string::npos);
+}
+
+TEST(Lora, QloraDtype) {
+  LoraConfig q;
+  q.method = FinetuneMethod::kQlora;
+  EXPECT_NO_THROW(check_qlora_dtype(q, DType::kF32));
+  EXPECT_NO_THROW(check_qlora_dtype(q, DType::kBF16));
+  try {
+    check_qlora_dtype(q, DType::kF64);
+    ADD_FAILURE() << "qlora on fp64 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("finetune.method"), std::string::npos) << e.what();
+  }
+  LoraConfig l = q;
+  l.method = FinetuneMethod::kLora;
+  EXPECT_NO_THROW(check_qlora_dtype(l, DType::kF64));  // LoRA keeps the base as it is
+}
+
+LoraConfig lora_all(int64_t rank, double dropout) {
+  LoraConfig l;
+  l.method = FinetuneMethod::kLora;
+  l.rank = rank;
+  l.alpha = 3.0;
+  l.dropout = dropout;
+  l.targets = (1u << kNumLoraTargets) - 1;
+  return l;
+}
+
+TEST(Lora, LayoutAndInit) {
+  const Config cfg = Config::preset("tiny");
+  LoraConfig l = lora_all(8, 0.0);
+  const LoraLayout layout(cfg, l);
+  // PEFT's order and names; A then B of each, back to back.
+  ASSERT_EQ(layout.adapters().size(), static_cast<size_t>(7 * cfg.layers + 1));
+  EXPECT_EQ(layout.adapters()[0].name, "model.layers.0.self_attn.q_proj");
+  EXPECT_EQ(layout.adapters()[6].name, "model.layers.0.mlp.down_proj");
+  EXPECT_EQ(layout.adapters().back().name, "lm_head");
+  int64_t next = 0;
+  for (const auto& a : layout.adapters()) {
+    EXPECT_EQ(a.a_offset, next);
+    EXPECT_EQ(a.b_offset, next + l.rank * a.in);
+    next = a.b_offset + a.out * l.rank;
+    EXPECT_EQ(layout.find(a.layer, a.target), &a);
+  }
+  EXPECT_EQ(layout.numel(), next);
+  EXPECT_EQ(trainable_counts(cfg, l).trainable, layout.numel());
+  EXPECT_EQ(trainable_counts(cfg, l).all, cfg.num_params() + layout.numel());
+
+  std::vector<float> p(static_cast<size_t>(layout.numel())), p2(p.size()), p3(p.size());
+  init_lora<float>(layout, 5, p);
+  init_lora<float>(layout, 5, p2);
+  init_lora<float>(layout, 6, p3);
+  EXPECT_EQ(p, p2);  // a pure function of the seed
+  EXPECT_NE(p, p3);
+  for (const auto& a : layout.adapters()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(a.in));
+    double sum = 0, sq = 0;
+    const int64_t n = l.rank * a.in;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = p[static_cast<size_t>(a.a_offset + i)];
+      ASSERT_LE(std::abs(v), bound) << a.name;
+      sum += v;
+      sq += v * v;
+    }
+    // U(-b, b): mean 0, variance b^2 / 3; tolerances of 5 standard errors.
+    const double var = bound * bound / 3.0;
+    EXPECT_LT(std::abs(sum / n), 5.0 * std::sqrt(var / n)) << a.name;
+    EXPECT_NEAR(sq / n, var, 5.0 * var * std::sqrt(0.8 / n)) << a.name;
+    for (int64_t i = 0; i < a.out * l.rank; ++i)
+      ASSERT_EQ(p[static_cast<size_t>(a.b_offset + i)], 0.0f) << a.name;
+  }
+}
+
+// Fresh adapters (B = 0) add exactly zero: the logits equal the base model's bit for bit.
+TEST(Lora, FreshAdaptersChangeNothing) {
+  const Config cfg = Config::preset("tiny");
+  ParamLayout layout(cfg);
+  Parameters<float> P(layout);
+  testing::init_general(P, layout, 0.05, 3);
+  const LoraLayout ll(cfg, lora_all(4, 0.0));
+  std::vector<float> lp(static_cast<size_t>(ll.numel()));
+  init_lora<float>(ll, 1, lp);
+  Model<float> base(cfg), adapted(cfg);
+  P.bind(base);
+  P.bind(adapted);
+  adapted.bind_lora(ll, lp, {});
+  const auto tok = testing::random_tokens(12, cfg.vocab, 4);
+  std::vector<float> a(static_cast<size_t>(cfg.vocab)), b(a.size());
+  base.logits_last(tok, 12, a);
+  adapted.logits_last(tok, 12, b);
+  EXPECT_EQ(a, b);
+  // ... and a non-zero B changes them.
+  for (const auto& ad : ll.adapters()) lp[static_cast<size_t>(ad.b_offset)] = 0.5f;
+  adapted.logits_last(tok, 12, b);
+  EXPECT_NE(a, b);
+}
+
+// Every coordinate of A and B against five-point central differences of the loss, h =
+// 1e-4: the adapters' N(0, 0.4) values (and dropout's 1 / (1 - p)) make the loss steep
+// enough in block 0 that h = 1e-3 leaves a truncation error of 2e-5 (it falls as h^4:
+// 1.6e-7 at 3e-4, 1.9e-9 at 1e-4, measured), while the rounding error stays < 1e-10.
+constexpr double kH = 1e-4;
+void lora_gradcheck(bool tied, double dropout, bool recompute) {
+  const Config cfg = testing::small_config(tied);
+  const std::string tag = std::string(tied ? "tied" : "untied") + " dropout " +
+                          std::to_string(dropout) + (recompute ? " recompute" : "");
+  ParamLayout layout(cfg);
+  Parameters<double> P(layout);
+  testing::init_general(P, layout, 0.3, 7);
+  const LoraLayout ll(cfg, lora_all(2, dropout));
+  std::vector<double> lp(static_cast<size_t>(ll.numel())), lg(lp.size(), 0.0), scratch(lp.size());
+  std::mt19937_64 rng(13);
+  std::normal_distribution<double> d(0.0, 0.4);
+  for (auto& v : lp) v = d(rng);  // B != 0, so A's gradient carries signal
+  Model<double> m(cfg);
+  for (int u = 0; u < layout.num_units(); ++u) m.bind_unit(u, P.params(u), {});  // frozen: no grads
+  m.bind_lora(ll, lp, lg);
+  m.set_lora_stream(99);
+  const int64_t B = 2, T = 5;
+  const auto tok = testing::random_tokens(B * T, cfg.vocab, 8);
+  auto tgt = testing::random_tokens(B * T, cfg.vocab, 9);
+  tgt[1] = -1;
+  const double grad_scale = 0.7;
+  m.loss_and_grad(tok, tgt, B, T, recompute, grad_scale);
+  // The loss with the same dropout masks: loss_and_grad's (its gradient goes to scratch).
+  m.bind_lora(ll, lp, scratch);
+  const auto f = [&] { return grad_scale * m.loss_and_grad(tok, tgt, B, T, recompute); };
+  testing::ErrStats s;
+  for (const auto& a : ll.adapters()) {
+    testing::ErrStats sa;
+    for (int64_t i = a.a_offset; i < a.b_offset + a.out * 2; ++i) {
+      const double num = testing::central_diff5(f, &lp[static_cast<size_t>(i)], kH);
+      s.add(lg[static_cast<size_t>(i)], num, 1e-6);
+      sa.add(lg[static_cast<size_t>(i)], num, 1e-6);
+    }
+    EXPECT_LT(sa.max_rel, 1e-6) << tag << " " << a.name;
+  }
+  s.print("lora " + tag);
+  EXPECT_LT(s.max_rel, 1e-6) << tag;
+  EXPECT_GT(s.max_grad, 1e-3) << tag;  // the check has signal
+}
+
+TEST(Lora, GradcheckUntied) { lora_gradcheck(false, 0.0, false); }
+TEST(Lora, GradcheckTied) { lora_gradcheck(true, 0.0, false); }
+TEST(Lora, GradcheckDropoutRecompute) {
+  lora_gradcheck(false, 0.3, false);
+  lora_gradcheck(false, 0.3, true);
+}
+
+// Dropout applies in training only, its masks follow the stream, and eval has none.
+TEST(Lora, DropoutStream) {
+  const Config cfg = testing::small_config();
+  ParamLayout layout(cfg);
+  Parameters<double> P(layout);
+  testing::init_general(P, layout, 0.3, 7);
+  const LoraLayout ll(cfg, lora_all(2, 0.5));
+  std::vector<double> lp(static_cast<size_t>(ll.numel()), 0.3), lg(lp.size());
+  Model<double> m(cfg);
+  for (int u = 0; u < layout.num_units(); ++u) m.bind_unit(u, P.params(u), {});
+  m.bind_lora(ll, lp, lg);
+  const auto tok = testing::random_tokens(8, cfg.vocab, 8);
+  const auto tgt = testing::random_tokens(8, cfg.vocab, 9);
+  m.set_lora_stream(1);
+  const double a = m.loss_and_grad(tok, tgt, 1, 8);
+  const double a2 = m.loss_and_grad(tok, tgt, 1, 8);
+  m.set_lora_stream(2);
+  const double b = m.loss_and_grad(tok, tgt, 1, 8);
+  const double eval = m.loss(tok, tgt, 1, 8);
+  EXPECT_EQ(a, a2);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, eval);
+  // With dropout 0 training and eval agree.
+  const LoraLayout l0(cfg, lora_all(2, 0.0));
+  m.bind_lora(l0, lp, lg);
+  EXPECT_NEAR(m.loss_and_grad(tok, tgt, 1, 8), m.loss(tok, tgt, 1, 8), 1e-12);
+}
+
+TEST(Lora, Banner) {
+  // PEFT: f"trainable params: {t:,d} || all params: {a:,d} || trainable%: {100 * t / a:.4f}"
+  EXPECT_EQ(trainable_banner({1234567, 1234567890}),
+            "trainable params: 1,234,567 || all params: 1,234,567,890 || trainable%: 0.1000");
+  EXPECT_EQ(trainable_banner({512, 999}),
+            "trainable params: 512 || all params: 999 || trainable%: 51.2513");
+}
+
+}  // namespace
+}  // namespace zt::model
