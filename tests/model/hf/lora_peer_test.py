@@ -14,12 +14,17 @@
    - every lora_A and lora_B set to N(0, 0.3) (so B A != 0 and the adapters move the
      logits), saved with `save_pretrained` (adapter_model.safetensors), and read by
      ZT_LORA_LOGITS (tests/model/hf/zt_lora_logits.cpp: zt's Model with bind_lora):
-     * logits of every position: max |zt - PEFT| <= 1e-5 x max(1, max |logit|)
-       (relative to the logits' scale as ckpt.hf.peer_transformers: fp32 sums in
-       different orders);
-     * loss (mean next-token cross-entropy): |zt - PEFT| <= 1e-5;
+     * in float64 on both sides (zt's Model<double>; PEFT's model .double() with the
+       steps transformers keeps in float32 - RoPE's angles, RMSNorm, softmax, the loss -
+       taken in float64 too; the fp32 weights widened exactly): logits of every position
+       and the loss (mean next-token cross-entropy) within 1e-9 of each other (measured:
+       3e-13 .. 8e-13; the issue asks 1e-5);
+     * in float32 on both sides: the loss within 1e-5, and zt's logits no farther from
+       the float64 answer than 4 x PEFT's own fp32 logits are (the adapters' N(0, 0.3)
+       values make the activations large, so fp32 rounding alone moves the logits by
+       ~1e-4; zt and PEFT sum in different orders, neither is "the" fp32 answer);
    - sensitivity (so the test can fail): the adapters change PEFT's logits by more than
-     100 x the tolerance against the base model's.
+     1e4 x 1e-5 against the base model's (measured 13 .. 150).
 Exit 77 (CTest skip) when torch, transformers or peft is missing
 (scripts/install-deps.sh --hf-peers installs them).
 """
@@ -31,12 +36,14 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
 from hf_common import Checker, SKIP, run_zt  # noqa: E402
 
-TOL = 1e-5
+TOL = 1e-5  # the issue's bar (float32)
+TOL64 = 1e-9  # float64 on both sides: measured 2.6e-13 .. 8.4e-13 on the logits
 TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 # (targets, rank, alpha, rslora)
 CASES = [
@@ -49,6 +56,24 @@ MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "
            "up": "up_proj", "down": "down_proj", "lm_head": "lm_head"}
 
 
+def rope_f64(self, x, position_ids):
+    """LlamaRotaryEmbedding.forward with the angles in float64 (default RoPE only)."""
+    import torch
+    dim = 2 * self.inv_freq.shape[0]
+    theta = self.config.rope_parameters["rope_theta"]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    freqs = position_ids[..., None].double() * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rmsnorm_f64(self, x):
+    """LlamaRMSNorm.forward without its cast to float32."""
+    import torch
+    variance = x.pow(2).mean(-1, keepdim=True)
+    return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -58,6 +83,7 @@ def main():
         import torch
         import transformers
         from transformers import LlamaForCausalLM
+        from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
         import peft
         from peft import LoraConfig, get_peft_model
     except Exception as e:  # noqa: BLE001 (ImportError, or a torch whose libraries fail to load)
@@ -103,7 +129,8 @@ def main():
 
     for i, (targets, rank, alpha, rslora) in enumerate(CASES):
         tag = f"targets {targets} r {rank} alpha {alpha} rslora {rslora}"
-        model = LlamaForCausalLM.from_pretrained(hf32, torch_dtype=torch.float32)
+        model = LlamaForCausalLM.from_pretrained(hf32, torch_dtype=torch.float32,
+                                                 attn_implementation="sdpa")
         lc = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, use_rslora=rslora,
                         target_modules=[MODULES[t] for t in targets.split(",")], bias="none",
                         task_type="CAUSAL_LM")
@@ -133,40 +160,72 @@ def main():
                 if "lora_" in name:
                     prm.normal_(0.0, 0.3)
         adir = os.path.join(work, f"adapter-{i}")
-        pm.save_pretrained(adir)
+        pm.save_pretrained(adir, save_embedding_layers=False)  # the adapters only
         pm.eval()
+        hf = {}
+        # transformers computes some steps in float32 whatever the model's dtype: RoPE's
+        # angles (position x inv_freq: an error of ~4e-6 at position 56), RMSNorm, and the
+        # eager attention's softmax. The f64 reference takes them in float64 (zt's
+        # Model<double> computes everything in double): RoPE and RMSNorm through the
+        # float64 forwards below, attention through SDPA (its CPU math path keeps the dtype).
+        f64_forwards = [(m, rope_f64) for m in pm.modules() if isinstance(m, LlamaRotaryEmbedding)]
+        f64_forwards += [(m, rmsnorm_f64) for m in pm.modules() if isinstance(m, LlamaRMSNorm)]
+        c.check(len(f64_forwards) == 1 + (2 * 4 + 1), f"{tag}: f64 forwards on the rotary and 9 norms")
         with torch.no_grad():
-            out = pm(ids, labels=ids)  # the labels are shifted by transformers itself
-        hl, hloss = out.logits[0].double(), float(out.loss)
+            for dtype in ("f64", "f32"):  # f64 first: .double() is undone by .float()
+                pm.to(torch.float64 if dtype == "f64" else torch.float32)
+                for mod, fwd in f64_forwards:
+                    if dtype == "f64":
+                        mod.forward = types.MethodType(fwd, mod)
+                    else:
+                        del mod.forward  # back to the class's
+                out = pm(ids, labels=ids)  # transformers shifts the labels itself
+                logits = out.logits[0].double()
+                # transformers' loss upcasts the logits to float32 only; the f64 reference
+                # takes the cross-entropy of the f64 logits in float64.
+                loss = (float(torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:]))
+                        if dtype == "f64" else float(out.loss))
+                hf[dtype] = (logits, loss)
 
-        p = subprocess.run([zt_lora_logits, ckpt, os.path.join(adir, "adapter_model.safetensors"),
-                            str(rank), str(alpha), targets, "1" if rslora else "0",
-                            ",".join(map(str, tokens))],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
-        if p.returncode != 0:
-            print(p.stderr)
-            c.check(False, f"{tag}: zt_lora_logits")
+        zt_out = {}
+        for dtype in ("f64", "f32"):
+            p = subprocess.run([zt_lora_logits, ckpt, os.path.join(adir, "adapter_model.safetensors"),
+                                str(rank), str(alpha), targets, "1" if rslora else "0",
+                                ",".join(map(str, tokens)), dtype],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+            if p.returncode != 0:
+                print(p.stderr)
+                c.check(False, f"{tag}: zt_lora_logits {dtype}")
+                break
+            zt_out[dtype] = json.loads(p.stdout)
+        if len(zt_out) != 2:
             continue
-        z = json.loads(p.stdout)
+        z = zt_out["f64"]
         print(f"      {tag}: PEFT  {peft_banner}")
         print(f"      {tag}: zt    {z['banner']}")
         c.check((z["trainable"], z["all"]) == (trainable, all_params),
                 f"{tag}: counts zt ({z['trainable']}, {z['all']}) == PEFT ({trainable}, {all_params})")
         c.check(z["banner"] == peft_banner, f"{tag}: banner == PEFT's print_trainable_parameters")
-        zl = torch.tensor(z["logits"], dtype=torch.float64)
-        c.check(zl.shape == hl.shape, f"{tag}: logits shape {tuple(zl.shape)} on both sides")
-        if zl.shape != hl.shape:
+        zl = {d: torch.tensor(zt_out[d]["logits"], dtype=torch.float64) for d in zt_out}
+        if not all(zl[d].shape == hf[d][0].shape for d in zl):
+            c.check(False, f"{tag}: logits shape {tuple(zl['f64'].shape)} on both sides")
             continue
-        dl = (zl - hl).abs().max().item()
-        tol = TOL * max(1.0, zl.abs().max().item())
-        moved = (hl - base_logits).abs().max().item()
-        dloss = abs(z["loss"] - hloss)
-        print(f"      {tag}: max |zt - PEFT| {dl:.3e} (max |logit| {zl.abs().max().item():.2f}), "
-              f"adapters move the logits by {moved:.3f}; loss zt {z['loss']:.8f} PEFT {hloss:.8f} "
-              f"diff {dloss:.3e}")
-        c.check(dl <= tol, f"{tag}: max |logit zt - PEFT| = {dl:.3e} <= {tol:.3e}")
-        c.check(dloss <= TOL, f"{tag}: |loss zt - PEFT| = {dloss:.3e} <= {TOL:.0e}")
-        c.check(moved > 100 * tol, f"{tag}: the adapters move the logits ({moved:.3e} > 100 x tol)")
+        exact = hf["f64"][0]
+        d64 = (zl["f64"] - exact).abs().max().item()
+        l64 = abs(zt_out["f64"]["loss"] - hf["f64"][1])
+        c.check(d64 <= TOL64, f"{tag}: f64 max |logit zt - PEFT| = {d64:.3e} <= {TOL64:.0e}")
+        c.check(l64 <= TOL64, f"{tag}: f64 |loss zt - PEFT| = {l64:.3e} <= {TOL64:.0e}")
+        z32 = (zl["f32"] - exact).abs().max().item()
+        p32 = (hf["f32"][0] - exact).abs().max().item()
+        l32 = abs(zt_out["f32"]["loss"] - hf["f32"][1])
+        moved = (exact - base_logits).abs().max().item()
+        print(f"      {tag}: max |logit| {exact.abs().max().item():.2f}, the adapters move the "
+              f"logits by {moved:.3f}; f32 distance from f64: zt {z32:.3e}, PEFT {p32:.3e}; "
+              f"f32 loss zt {zt_out['f32']['loss']:.8f} PEFT {hf['f32'][1]:.8f}")
+        c.check(z32 <= 4 * p32, f"{tag}: f32 zt's logits within 4 x PEFT's fp32 error of f64 "
+                f"({z32:.3e} <= 4 x {p32:.3e})")
+        c.check(l32 <= TOL, f"{tag}: f32 |loss zt - PEFT| = {l32:.3e} <= {TOL:.0e}")
+        c.check(moved > 1e4 * TOL, f"{tag}: the adapters move the logits ({moved:.3e} > 1e4 x tol)")
     c.finish()
 
 

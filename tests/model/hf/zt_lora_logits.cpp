@@ -1,11 +1,12 @@
 // zt_lora_logits: zt's LoRA forward for one checkpoint, one PEFT adapter file and one token
 // sequence, as JSON, for tests/model/hf/lora_peer_test.py to set beside HF PEFT.
 //
-//   zt_lora_logits CKPT ADAPTER RANK ALPHA TARGETS RSLORA TOKENS
+//   zt_lora_logits CKPT ADAPTER RANK ALPHA TARGETS RSLORA TOKENS DTYPE
 //     CKPT     a zt checkpoint (read with zt::ckpt::read_full): the base
 //     ADAPTER  PEFT's adapter_model.safetensors ("-": fresh adapters from zt's init, seed 1)
 //     RANK, ALPHA, TARGETS ("q,v,lm_head"), RSLORA (0/1): the lora.* keys
 //     TOKENS   comma-separated token ids t0,...,t(T-1)
+//     DTYPE    f32 (Model<float>) or f64 (Model<double>, the weights widened exactly)
 //
 // Prints {"trainable": n, "all": n, "banner": "...", "logits": [[V] x T], "loss": x}:
 //   trainable, all, banner  model::trainable_counts / trainable_banner of the checkpoint's
@@ -53,11 +54,38 @@ void read_peft_adapters(const std::string& path, const zt::model::LoraLayout& la
   if (used != h.tensors.size()) throw zt::Error(path + " holds adapters zt did not target");
 }
 
+// The logits of every prefix and the loss of Model<R> over the checkpoint and adapters.
+template <class R>
+void forward(const zt::ckpt::FullCheckpoint& ck, const zt::model::LoraLayout& layout,
+             const std::vector<float>& adapters, const std::vector<int32_t>& tokens,
+             nlohmann::json& out) {
+  const zt::model::Config& cfg = ck.header.config;
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  std::vector<std::vector<R>> params;  // [units][numel]
+  for (const auto& u : ck.params) params.emplace_back(u.begin(), u.end());
+  const std::vector<R> lora(adapters.begin(), adapters.end());  // [layout.numel()]
+  zt::model::Model<R> model(cfg, 1, T);
+  for (int u = 0; u < static_cast<int>(params.size()); ++u)
+    model.bind_unit(u, params[static_cast<size_t>(u)], {});
+  model.bind_lora(layout, lora, {});
+  std::vector<R> row(static_cast<size_t>(cfg.vocab));  // [V]
+  nlohmann::json logits = nlohmann::json::array();
+  for (int64_t i = 1; i <= T; ++i) {
+    model.logits_last(std::span<const int32_t>(tokens.data(), static_cast<size_t>(i)), i, row);
+    logits.push_back(row);
+  }
+  out["logits"] = std::move(logits);
+  std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
+  out["loss"] = model.loss(std::span<const int32_t>(tokens.data(), targets.size()), targets, 1,
+                           T - 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 8) {
-    std::fprintf(stderr, "usage: zt_lora_logits CKPT ADAPTER RANK ALPHA TARGETS RSLORA TOKENS\n");
+  if (argc != 9 || (std::string(argv[8]) != "f32" && std::string(argv[8]) != "f64")) {
+    std::fprintf(stderr,
+                 "usage: zt_lora_logits CKPT ADAPTER RANK ALPHA TARGETS RSLORA TOKENS f32|f64\n");
     return 2;
   }
   try {
@@ -78,32 +106,20 @@ int main(int argc, char** argv) {
     } else {
       read_peft_adapters(argv[2], layout, adapters);
     }
-
     std::vector<int32_t> tokens;
     std::stringstream ss(argv[7]);
     for (std::string item; std::getline(ss, item, ',');) tokens.push_back(std::stoi(item));
-    const int64_t T = static_cast<int64_t>(tokens.size());
-
-    zt::model::Model<float> model(cfg, 1, T);
-    for (int u = 0; u < static_cast<int>(ck.params.size()); ++u)
-      model.bind_unit(u, ck.params[static_cast<size_t>(u)], {});
-    model.bind_lora(layout, adapters, {});
 
     const zt::model::TrainableCounts counts = zt::model::trainable_counts(cfg, lora);
     nlohmann::json out;
     out["trainable"] = counts.trainable;
     out["all"] = counts.all;
     out["banner"] = zt::model::trainable_banner(counts);
-    std::vector<float> row(static_cast<size_t>(cfg.vocab));  // [V]
-    nlohmann::json logits = nlohmann::json::array();
-    for (int64_t i = 1; i <= T; ++i) {
-      model.logits_last(std::span<const int32_t>(tokens.data(), static_cast<size_t>(i)), i, row);
-      logits.push_back(row);
+    if (std::string(argv[8]) == "f64") {
+      forward<double>(ck, layout, adapters, tokens, out);
+    } else {
+      forward<float>(ck, layout, adapters, tokens, out);
     }
-    out["logits"] = std::move(logits);
-    std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
-    out["loss"] = model.loss(std::span<const int32_t>(tokens.data(), targets.size()), targets, 1,
-                             T - 1);
     std::printf("%s\n", out.dump().c_str());
     return 0;
   } catch (const std::exception& e) {
