@@ -246,6 +246,35 @@ void init_lora(const LoraLayout& layout, uint64_t seed, std::span<T> params) {
   }
 }
 
+QloraBase::QloraBase(const LoraLayout& lora, const ParamLayout& layout,
+                     const std::vector<std::span<const float>>& units)
+    : lora_(lora) {
+  ZT_CHECK(static_cast<int>(units.size()) == layout.num_units(),
+           "QloraBase: one span per unit expected", "pass every unit's parameters.");
+  for (const LoraAdapterInfo& a : lora.adapters()) {
+    const bool tied_head = a.target == LoraTarget::kLmHead && layout.config().tied_embeddings;
+    const TensorInfo& t =
+        layout.find(tied_head ? std::string("model.embed_tokens.weight") : a.name + ".weight");
+    const std::span<const float> unit = units[static_cast<size_t>(t.unit)];
+    ZT_CHECK(static_cast<int64_t>(unit.size()) == layout.unit(t.unit).numel,
+             "QloraBase: unit " + layout.unit(t.unit).name + " has the wrong size",
+             "pass layout.unit(u).numel elements per unit.");
+    weights_.push_back(kernels::nf4::quantize(unit.subspan(static_cast<size_t>(t.offset),
+                                                           static_cast<size_t>(t.numel))));
+  }
+}
+
+const kernels::nf4::Quantized* QloraBase::find(int layer, LoraTarget target) const {
+  const LoraAdapterInfo* a = lora_.find(layer, target);
+  return a ? &weights_[static_cast<size_t>(a - lora_.adapters().data())] : nullptr;
+}
+
+int64_t QloraBase::bytes() const {
+  int64_t b = 0;
+  for (const auto& q : weights_) b += kernels::nf4::quantized_bytes(q.n);
+  return b;
+}
+
 template void init_lora<float>(const LoraLayout&, uint64_t, std::span<float>);
 template void init_lora<double>(const LoraLayout&, uint64_t, std::span<double>);
 

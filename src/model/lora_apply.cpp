@@ -1,6 +1,8 @@
 // The adapters' share of a projection's forward and backward (lora_apply.hpp).
 #include "lora_apply.hpp"
 
+#include <type_traits>
+
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
@@ -30,6 +32,31 @@ void LoraApply<R>::bind(const LoraLayout& layout, std::span<const R> params, std
   layout_.emplace(layout);
   params_ = params.data();
   grads_ = grads.empty() ? nullptr : grads.data();
+}
+
+template <class R>
+void LoraApply<R>::bind_qlora(const QloraBase& base) {
+  LoraConfig q = layout_ ? layout_->lora() : LoraConfig{};
+  q.method = FinetuneMethod::kQlora;
+  check_qlora_dtype(q, std::is_same_v<R, float> ? DType::kF32 : DType::kF64);
+  if (!layout_) {
+    throw Error("bind_qlora before bind_lora",
+                "bind the adapters first: QLoRA quantises the projections they target.");
+  }
+  qlora_ = &base;
+}
+
+template <class R>
+const R* LoraApply<R>::weight(int layer, LoraTarget target, const R* W) {
+  if constexpr (std::is_same_v<R, float>) {
+    const kernels::nf4::Quantized* q = qlora_ ? qlora_->find(layer, target) : nullptr;
+    if (!q) return W;
+    w_.ensure(q->n);
+    kernels::nf4::dequantize(*q, std::span<float>(w_.data(), static_cast<size_t>(q->n)));
+    return w_.data();
+  } else {
+    return W;  // bind_qlora refuses every other type
+  }
 }
 
 template <class R>

@@ -27,6 +27,11 @@ class LoraApply {
     return layout_ ? layout_->find(layer, target) : nullptr;
   }
   void set_stream(uint64_t stream) { stream_ = stream; }
+  // QLoRA: W of the projections `base` holds come from it (check_qlora_dtype first).
+  void bind_qlora(const QloraBase& base);
+  // The base weight of (layer, target): W itself, or with QLoRA its dequantised copy in a
+  // scratch buffer (valid until the next call).
+  const R* weight(int layer, LoraTarget target, const R* W);
 
   // y [N, a.out] += the adapter's output for x [N, a.in]; dropout when train.
   void forward(const LoraAdapterInfo& a, R* y, const R* x, int64_t N, bool train);
@@ -34,7 +39,9 @@ class LoraApply {
   // the adapter's share of dx [N, a.in] into dx (dx already holds the base's share).
   void backward(const LoraAdapterInfo& a, R* dx, const R* dy, const R* x, int64_t N, bool train);
 
-  size_t workspace_bytes() const { return xd_.bytes() + u_.bytes() + du_.bytes() + t_.bytes(); }
+  size_t workspace_bytes() const {
+    return xd_.bytes() + u_.bytes() + du_.bytes() + t_.bytes() + w_.bytes();
+  }
 
  private:
   // dropout(x) [N, in] (x itself when no dropout applies).
@@ -50,6 +57,8 @@ class LoraApply {
   Buffer<R> u_;   // [N, r]
   Buffer<R> du_;  // [N, r]
   Buffer<R> t_;   // [N, max(in, out)]  u B^T in the forward, du A in the backward
+  const QloraBase* qlora_ = nullptr;
+  Buffer<float> w_;  // [out, in]  a dequantised base weight (QLoRA)
 };
 
 extern template class LoraApply<float>;

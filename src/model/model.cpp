@@ -112,17 +112,18 @@ struct Model<R>::Impl {
   void ready(int u) {
     if (hooks.grad_ready) hooks.grad_ready(u);
   }
-  // y [N, out] = x W^T, plus the LoRA adapter of (layer, t) when one is bound.
+  // y [N, out] = x W^T, plus the LoRA adapter of (layer, t) when one is bound (with QLoRA
+  // W is read dequantised from the NF4 base: LoraApply::weight).
   void proj_forward(int layer, LoraTarget t, R* y, const R* x, const R* W, int64_t N,
                     int64_t in, int64_t out) {
-    k::linear_forward(y, x, W, N, in, out);
+    k::linear_forward(y, x, lora.weight(layer, t, W), N, in, out);
     if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.forward(*a, y, x, N, training);
   }
   // The backward of proj_forward: dx as linear_backward; dW only when the base is not
   // frozen (pass nullptr for no dW); the adapter's gradients into its grads.
   void proj_backward(int layer, LoraTarget t, R* dx, R* dW, const R* dy, const R* x, const R* W,
                      int64_t N, int64_t in, int64_t out, bool accumulate_dx = true) {
-    k::linear_backward(dx, dW, dy, x, W, N, in, out, accumulate_dx);
+    k::linear_backward(dx, dW, dy, x, lora.weight(layer, t, W), N, in, out, accumulate_dx);
     if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.backward(*a, dx, dy, x, N, training);
   }
   // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes
@@ -523,6 +524,11 @@ template <class R>
 void Model<R>::bind_lora(const LoraLayout& layout, std::span<const R> params,
                          std::span<R> grads) {
   impl_->lora.bind(layout, params, grads);
+}
+
+template <class R>
+void Model<R>::bind_qlora(const QloraBase& base) {
+  impl_->lora.bind_qlora(base);
 }
 
 template <class R>

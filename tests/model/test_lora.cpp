@@ -268,3 +268,107 @@ TEST(Lora, Banner) {
 
 }  // namespace
 }  // namespace zt::model
+
+namespace zt::model {
+namespace {
+
+// QLoRA: W of the targeted projections from NF4 + double quantisation, dequantised per use.
+// Its logits, loss and adapter gradients equal LoRA's on a base whose targeted W are
+// replaced by their dequantised values, bit for bit; they differ from LoRA's on the
+// original base (the quantisation happened).
+TEST(Qlora, EqualsLoraOnTheDequantisedBase) {
+  const Config cfg = Config::preset("tiny");
+  ParamLayout layout(cfg);
+  Parameters<float> P(layout), Pdq(layout);
+  testing::init_general(P, layout, 0.05, 3);
+  LoraConfig lc = lora_all(4, 0.0);
+  lc.targets &= ~(1u << static_cast<int>(LoraTarget::kO));  // one untargeted projection
+  const LoraLayout ll(cfg, lc);
+  std::vector<std::span<const float>> units;
+  for (int u = 0; u < layout.num_units(); ++u) units.push_back(P.params(u));
+  const QloraBase q(ll, layout, units);
+  // The reference base: P with each targeted W replaced by nf4::dequantize of it.
+  for (int u = 0; u < layout.num_units(); ++u)
+    std::copy(P.params(u).begin(), P.params(u).end(), Pdq.params(u).begin());
+  int64_t quantized = 0;
+  for (const auto& a : ll.adapters()) {
+    const TensorInfo& t = layout.find(a.name + ".weight");
+    const kernels::nf4::Quantized* w = q.find(a.layer, a.target);
+    ASSERT_NE(w, nullptr);
+    ASSERT_EQ(w->n, t.numel);
+    kernels::nf4::dequantize(*w, Pdq.params(t.unit).subspan(static_cast<size_t>(t.offset),
+                                                             static_cast<size_t>(t.numel)));
+    quantized += t.numel;
+  }
+  EXPECT_EQ(q.find(0, LoraTarget::kO), nullptr);
+  EXPECT_EQ(q.bytes(), [&] {
+    int64_t b = 0;
+    for (const auto& a : ll.adapters()) b += kernels::nf4::quantized_bytes(a.in * a.out);
+    return b;
+  }());
+  std::printf("[qlora] %lld weights quantised to %lld bytes (%.3f bits each)\n",
+              static_cast<long long>(quantized), static_cast<long long>(q.bytes()),
+              8.0 * static_cast<double>(q.bytes()) / static_cast<double>(quantized));
+
+  std::vector<float> lp(static_cast<size_t>(ll.numel()));
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> d(0.0f, 0.2f);
+  for (auto& v : lp) v = d(rng);
+  std::vector<float> g_q(lp.size(), 0.0f), g_l(lp.size(), 0.0f), g_o(lp.size(), 0.0f);
+  Model<float> mq(cfg), ml(cfg), mo(cfg);
+  for (int u = 0; u < layout.num_units(); ++u) {
+    mq.bind_unit(u, P.params(u), {});
+    ml.bind_unit(u, Pdq.params(u), {});
+    mo.bind_unit(u, P.params(u), {});
+  }
+  mq.bind_lora(ll, lp, g_q);
+  mq.bind_qlora(q);
+  ml.bind_lora(ll, lp, g_l);
+  mo.bind_lora(ll, lp, g_o);
+
+  const int64_t B = 2, T = 16;
+  const auto tok = testing::random_tokens(B * T, cfg.vocab, 21);
+  const auto tgt = testing::random_tokens(B * T, cfg.vocab, 22);
+  std::vector<float> lq(static_cast<size_t>(cfg.vocab)), ll_(lq.size()), lo(lq.size());
+  mq.logits_last(std::span(tok).first(T), T, lq);
+  ml.logits_last(std::span(tok).first(T), T, ll_);
+  mo.logits_last(std::span(tok).first(T), T, lo);
+  EXPECT_EQ(lq, ll_);
+  EXPECT_NE(lq, lo);
+  EXPECT_EQ(mq.loss(tok, tgt, B, T), ml.loss(tok, tgt, B, T));
+  EXPECT_EQ(mq.loss_and_grad(tok, tgt, B, T), ml.loss_and_grad(tok, tgt, B, T));
+  EXPECT_EQ(g_q, g_l);
+  // The key/value-cache path reads the same dequantised weights.
+  KvCache<float> cache(cfg, T);
+  std::vector<float> lkv(lq.size());
+  mq.decode(std::span(tok).first(T), cache, lkv);
+  KvCache<float> cache_l(cfg, T);
+  std::vector<float> lkv_l(lq.size());
+  ml.decode(std::span(tok).first(T), cache_l, lkv_l);
+  EXPECT_EQ(lkv, lkv_l);
+}
+
+TEST(Qlora, RefusesFp64AndNeedsAdapters) {
+  const Config cfg = testing::small_config();
+  ParamLayout layout(cfg);
+  Parameters<float> P(layout);
+  testing::init_general(P, layout, 0.3, 7);
+  const LoraLayout ll(cfg, lora_all(2, 0.0));
+  std::vector<std::span<const float>> units;
+  for (int u = 0; u < layout.num_units(); ++u) units.push_back(P.params(u));
+  const QloraBase q(ll, layout, units);
+  Model<float> m(cfg);
+  EXPECT_THROW(m.bind_qlora(q), Error);  // no adapters bound yet
+  Model<double> md(cfg);
+  std::vector<double> lp(static_cast<size_t>(ll.numel()));
+  md.bind_lora(ll, lp, {});
+  try {
+    md.bind_qlora(q);
+    ADD_FAILURE() << "QLoRA on Model<double> accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("finetune.method"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zt::model

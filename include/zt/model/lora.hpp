@@ -25,7 +25,9 @@
 
 #include "zt/core/config.hpp"
 #include "zt/core/dtype.hpp"
+#include "zt/kernels/nf4.hpp"
 #include "zt/model/config.hpp"
+#include "zt/model/layout.hpp"
 
 namespace zt::model {
 
@@ -113,5 +115,25 @@ std::string trainable_banner(const TrainableCounts& c);
 // (seed, "<name>.lora_A.weight", element), B = 0.
 template <class T>
 void init_lora(const LoraLayout& layout, uint64_t seed, std::span<T> params);
+
+// QLoRA's base: W of every targeted projection quantised NF4 + double quantisation
+// (zt/kernels/nf4.hpp, bitsandbytes' layout). Model::bind_qlora makes the model read those
+// W from here, dequantised on the fly at each use (forward and backward), instead of from
+// the units. Other parameters (embedding, norms, untargeted projections) stay in the units.
+class QloraBase {
+ public:
+  // Quantises from the units' fp32 values (units[u] of layout.unit(u).numel elements).
+  // An lm_head adapter on tied embeddings quantises the embedding matrix it shares.
+  QloraBase(const LoraLayout& lora, const ParamLayout& layout,
+            const std::vector<std::span<const float>>& units);
+  // W of `target` in block `layer` (layer ignored for lm_head); nullptr when not targeted.
+  const kernels::nf4::Quantized* find(int layer, LoraTarget target) const;
+  // Bytes of the quantised weights (codes, absmax codes, scales, offsets).
+  int64_t bytes() const;
+
+ private:
+  LoraLayout lora_;
+  std::vector<kernels::nf4::Quantized> weights_;  // one per lora_.adapters(), same order
+};
 
 }  // namespace zt::model

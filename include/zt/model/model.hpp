@@ -80,6 +80,11 @@ class Model {
   // set_lora_stream (the same stream, the same masks; set a new one per micro-batch).
   void bind_lora(const LoraLayout& layout, std::span<const Real> params, std::span<Real> grads);
   void set_lora_stream(uint64_t stream);
+  // QLoRA: W of every projection `base` holds is read from it (NF4, dequantised at each
+  // use into a scratch buffer), not from the units; `base` must outlive its use. Needs
+  // adapters of the same layout bound (bind_lora). Model<double> refuses it
+  // (check_qlora_dtype: NF4 quantises fp32 only).
+  void bind_qlora(const QloraBase& base);
 
   // tokens, targets: [B, T] row-major, token ids in [0, vocab); a target < 0 is ignored.
   // Returns the mean cross-entropy (nats) over the counted targets and ADDS
