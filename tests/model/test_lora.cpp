@@ -272,6 +272,12 @@ TEST(Lora, Banner) {
 namespace zt::model {
 namespace {
 
+std::vector<std::span<const float>> unit_spans(const Parameters<float>& P) {
+  std::vector<std::span<const float>> units;  // [units]
+  for (int u = 0; u < P.num_units(); ++u) units.push_back(P.params(u));
+  return units;
+}
+
 // QLoRA: W of the targeted projections from NF4 + double quantisation, dequantised per use.
 // Its logits, loss and adapter gradients equal LoRA's on a base whose targeted W are
 // replaced by their dequantised values, bit for bit; they differ from LoRA's on the
@@ -284,9 +290,7 @@ TEST(Qlora, EqualsLoraOnTheDequantisedBase) {
   LoraConfig lc = lora_all(4, 0.0);
   lc.targets &= ~(1u << static_cast<int>(LoraTarget::kO));  // one untargeted projection
   const LoraLayout ll(cfg, lc);
-  std::vector<std::span<const float>> units;
-  for (int u = 0; u < layout.num_units(); ++u) units.push_back(P.params(u));
-  const QloraBase q(ll, layout, units);
+  const QloraBase q(ll, layout, unit_spans(P));
   // The reference base: P with each targeted W replaced by nf4::dequantize of it.
   for (int u = 0; u < layout.num_units(); ++u)
     std::copy(P.params(u).begin(), P.params(u).end(), Pdq.params(u).begin());
@@ -354,9 +358,7 @@ TEST(Qlora, RefusesFp64AndNeedsAdapters) {
   Parameters<float> P(layout);
   testing::init_general(P, layout, 0.3, 7);
   const LoraLayout ll(cfg, lora_all(2, 0.0));
-  std::vector<std::span<const float>> units;
-  for (int u = 0; u < layout.num_units(); ++u) units.push_back(P.params(u));
-  const QloraBase q(ll, layout, units);
+  const QloraBase q(ll, layout, unit_spans(P));
   Model<float> m(cfg);
   EXPECT_THROW(m.bind_qlora(q), Error);  // no adapters bound yet
   Model<double> md(cfg);
