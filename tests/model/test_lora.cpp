@@ -191,7 +191,10 @@ void lora_gradcheck(bool tied, double dropout, bool recompute) {
   Parameters<double> P(layout);
   testing::init_general(P, layout, 0.3, 7);
   const LoraLayout ll(cfg, lora_all(2, dropout));
-  std::vector<double> lp(static_cast<size_t>(ll.numel())), lg(lp.size(), 0.0), scratch(lp.size());
+  const auto n = static_cast<size_t>(ll.numel());
+  std::vector<double> lp(n);              // [n] adapters
+  std::vector<double> lg(n, 0.0);         // [n] their gradient
+  std::vector<double> scratch(n, 0.0);    // [n] the gradients of the finite differences' calls
   std::mt19937_64 rng(13);
   std::normal_distribution<double> d(0.0, 0.4);
   for (auto& v : lp) v = d(rng);  // B != 0, so A's gradient carries signal
