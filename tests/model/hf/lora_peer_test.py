@@ -4,8 +4,10 @@
   lora_peer_test.py ZT ZT_LORA_LOGITS WORKDIR
 
 1. `zt train` runs the `tiny` preset for 2 steps with a wide init (model.init_std 0.2, so
-   the logits are far from uniform) and `zt convert h5-to-hf` exports it (F32).
-2. For several lora configurations (target sets incl. lm_head; rslora; ranks):
+   the logits are far from uniform), untied and with tied embeddings, and
+   `zt convert h5-to-hf` exports each (F32).
+2. For several lora configurations (target sets incl. lm_head, on tied embeddings too;
+   rslora; ranks):
    - PEFT's `get_peft_model` on transformers' LlamaForCausalLM of that folder:
      * its init: every lora_B is zero, every lora_A lies in [-1/sqrt(in), 1/sqrt(in)]
        and reaches past 0.9 of that bound (kaiming_uniform_ with a = sqrt(5));
@@ -45,12 +47,13 @@ from hf_common import Checker, SKIP, run_zt  # noqa: E402
 TOL = 1e-5  # the issue's bar (float32)
 TOL64 = 1e-9  # float64 on both sides: measured 2.6e-13 .. 8.4e-13 on the logits
 TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
-# (targets, rank, alpha, rslora)
+# (targets, rank, alpha, rslora, tied embeddings)
 CASES = [
-    ("q,v", 8, 16.0, False),
-    ("q,k,v,o,gate,up,down", 4, 8.0, False),
-    ("q,k,v,o,gate,up,down,lm_head", 16, 32.0, True),
-    ("down,lm_head", 2, 3.0, False),
+    ("q,v", 8, 16.0, False, False),
+    ("q,k,v,o,gate,up,down", 4, 8.0, False, False),
+    ("q,k,v,o,gate,up,down,lm_head", 16, 32.0, True, False),
+    ("down,lm_head", 2, 3.0, False, False),
+    ("q,v,lm_head", 4, 8.0, False, True),  # lm_head shares the embedding: counted once
 ]
 MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
            "up": "up_proj", "down": "down_proj", "lm_head": "lm_head"}
@@ -97,38 +100,43 @@ def main():
     os.makedirs(work)
     c = Checker()
 
-    ck = os.path.join(work, "ck")
-    train = [zt, "train", "--set", "train.steps=2", "--set", "train.micro_batch=2",
-             "--set", "train.global_batch=2", "--set", "train.seq_len=32",
-             "--set", "model.init_std=0.2", "--set", "train.threads=1",
-             "--set", "eval.every=0", "--set", "data.eval_fraction=0", "--set", "sample.tokens=0",
-             "--set", f"ckpt.dir={ck}", "--set", "train.peak_tflops=1"]
-    p = subprocess.run(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=300, cwd=work,
-                       env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
-                                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                                XDG_CACHE_HOME=os.path.join(work, "cache")))
-    c.check(p.returncode == 0, "zt train: tiny, 2 steps")
-    if p.returncode != 0:
-        print(p.stdout[-4000:])
-        c.finish()
-    hf32 = os.path.join(work, "hf-f32")
-    rc, out = run_zt(zt, "convert", "h5-to-hf", ck, hf32, "--dtype", "f32")
-    c.check(rc == 0, "zt convert h5-to-hf (f32)")
-    if rc != 0:
-        print(out)
-        c.finish()
-    ckpt = os.path.join(ck, open(os.path.join(ck, "latest")).read().strip())
-
     tokens = list(TEXT.encode())  # the byte vocabulary: token = byte
     ids = torch.tensor([tokens])
-    with torch.no_grad():
-        base = LlamaForCausalLM.from_pretrained(hf32, torch_dtype=torch.float32).eval()
-        base_logits = base(ids).logits[0].double()
-    c.check(base_logits.std().item() > 0.5, "the base's logits are not near-uniform")
+    bases = {}
+    for tied in (False, True):
+        name = "tied" if tied else "untied"
+        ck = os.path.join(work, f"ck-{name}")
+        train = [zt, "train", "--set", "train.steps=2", "--set", "train.micro_batch=2",
+                 "--set", "train.global_batch=2", "--set", "train.seq_len=32",
+                 "--set", "model.init_std=0.2", "--set", f"model.tied_embeddings={str(tied).lower()}",
+                 "--set", "train.threads=1", "--set", "eval.every=0",
+                 "--set", "data.eval_fraction=0", "--set", "sample.tokens=0",
+                 "--set", f"ckpt.dir={ck}", "--set", "train.peak_tflops=1"]
+        p = subprocess.run(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=300, cwd=work,
+                           env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                                    XDG_CACHE_HOME=os.path.join(work, "cache")))
+        c.check(p.returncode == 0, f"zt train: tiny ({name} embeddings), 2 steps")
+        if p.returncode != 0:
+            print(p.stdout[-4000:])
+            c.finish()
+        hf32 = os.path.join(work, f"hf-{name}")
+        rc, out = run_zt(zt, "convert", "h5-to-hf", ck, hf32, "--dtype", "f32")
+        c.check(rc == 0, f"zt convert h5-to-hf (f32, {name})")
+        if rc != 0:
+            print(out)
+            c.finish()
+        ckpt = os.path.join(ck, open(os.path.join(ck, "latest")).read().strip())
+        with torch.no_grad():
+            base = LlamaForCausalLM.from_pretrained(hf32, torch_dtype=torch.float32).eval()
+            base_logits = base(ids).logits[0].double()
+        c.check(base_logits.std().item() > 0.5, f"{name}: the base's logits are not near-uniform")
+        bases[tied] = (hf32, ckpt, base_logits)
 
-    for i, (targets, rank, alpha, rslora) in enumerate(CASES):
-        tag = f"targets {targets} r {rank} alpha {alpha} rslora {rslora}"
+    for i, (targets, rank, alpha, rslora, tied) in enumerate(CASES):
+        tag = f"targets {targets} r {rank} alpha {alpha} rslora {rslora}" + (" tied" if tied else "")
+        hf32, ckpt, base_logits = bases[tied]
         model = LlamaForCausalLM.from_pretrained(hf32, torch_dtype=torch.float32,
                                                  attn_implementation="sdpa")
         lc = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, use_rslora=rslora,
