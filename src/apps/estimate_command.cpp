@@ -111,6 +111,13 @@ Resolved resolve(const Args& a) {
   if (!schema.find("zero.stage")) zero::add_zero_keys(schema);
   const config::Config cfg = config::load(schema, a.config_file, a.sets);
   const train::TrainConfig tc = train::resolve(cfg, 1);  // world checks are train's business
+  // No rows for adapters yet: the full-training figures would overstate a LoRA run.
+  if (tc.lora.enabled()) {
+    throw InputError(strf("finetune.method = %s: zt estimate has no rows for adapters yet",
+                          cfg.get_string("finetune.method").c_str()),
+                     "estimate finetune.method = full for now (issue 22 adds the lora and "
+                     "qlora rows).");
+  }
   estimate::Setup& s = r.setup;
   s.model = tc.model;
   s.micro_batch = tc.micro_batch;
