@@ -155,17 +155,21 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
               "memory; or raise offload.max_host_bytes."
             : "lower offload.subgroup_bytes or offload.buffers (>= 3), or raise "
               "offload.max_host_bytes.");
-  s.pinned = kPin && preflight_memlock(host);
+  // Pinned (CUDA builds): the NVMe pipeline's buffers only. The resident homes stay
+  // pageable: a GPU engine copies through its own bounded pinned pool (pinned_pool.hpp),
+  // so pinning the whole state (12 B per element) would only take page-locked memory.
+  s.pinned = kPin && preflight_memlock(nvme_host_bytes(o, largest_state,
+                                                       o.params == Home::kNvme ? largest_param : 0));
 
   if (o.optimizer == Home::kCpu) {
     s.resident.reserve(units);
     for (size_t u = 0; u < units; ++u)
-      s.resident.emplace_back(static_cast<size_t>(s.counts[u]) * 12u, s.pinned);
+      s.resident.emplace_back(static_cast<size_t>(s.counts[u]) * 12u, false);
   }
   if (o.params == Home::kCpu) {  // stage-3 shards in host memory (a device engine's)
     s.param_resident.reserve(units);
     for (size_t u = 0; u < units; ++u)
-      s.param_resident.emplace_back(static_cast<size_t>(s.param_counts[u]) * 4u, s.pinned);
+      s.param_resident.emplace_back(static_cast<size_t>(s.param_counts[u]) * 4u, false);
   }
   if (o.uses_nvme()) {
     const std::string path = nvme_file_path(o.nvme_path, rank);
