@@ -64,13 +64,12 @@ uint64_t preflight_nvme(const std::string& dir, const std::string& file, uint64_
 }
 
 bool preflight_memlock(uint64_t bytes) {
-  struct rlimit rl {};
-  if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0) return false;
-  if (rl.rlim_cur == RLIM_INFINITY || static_cast<uint64_t>(rl.rlim_cur) >= bytes) return true;
+  const uint64_t limit = memlock_limit();
+  if (limit >= bytes) return true;
   log::warn(strf("the memlock limit (%s) is below the %s of pinned offload buffers: they fall "
                  "back to pageable memory (slower host<->device copies). HINT: raise it (ulimit "
                  "-l unlimited; in Slurm, PropagateResourceLimits / --propagate=MEMLOCK).",
-                 format_size_approx(static_cast<uint64_t>(rl.rlim_cur)).c_str(),
+                 format_size_approx(limit).c_str(),
                  format_size_approx(bytes).c_str()));
   return false;
 }
