@@ -158,8 +158,9 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
   // Pinned (CUDA builds): the NVMe pipeline's buffers only. The resident homes stay
   // pageable: a GPU engine copies through its own bounded pinned pool (pinned_pool.hpp),
   // so pinning the whole state (12 B per element) would only take page-locked memory.
-  s.pinned = kPin && preflight_memlock(nvme_host_bytes(o, largest_state,
-                                                       o.params == Home::kNvme ? largest_param : 0));
+  const uint64_t pinned_bytes =
+      nvme_host_bytes(o, largest_state, o.params == Home::kNvme ? largest_param : 0);
+  s.pinned = kPin && pinned_bytes > 0 && preflight_memlock(pinned_bytes);
 
   if (o.optimizer == Home::kCpu) {
     s.resident.reserve(units);
@@ -321,7 +322,7 @@ std::string Store::describe() const {
   std::string d = strf("offload: optimizer %s, params %s", std::string(home_name(s.opt.optimizer)).c_str(),
                        std::string(home_name(s.opt.params)).c_str());
   d += strf(", %zu sub-groups, host %s%s", s.groups.size(), format_size_approx(host_bytes()).c_str(),
-            s.pinned ? " pinned" : "");
+            s.pinned ? " (NVMe buffers pinned)" : "");
   if (s.file)
     d += strf(", file %s (%s, %s, %s, queue depth %d, %d buffers)", s.file->path().c_str(),
               format_size_approx(s.file->size()).c_str(), s.file->direct() ? "O_DIRECT" : "buffered",
