@@ -3,7 +3,8 @@
 //                                                byte tokenizer or a Hugging Face /
 //                                                SentencePiece one; one document per input
 //   sft-to-tokens --tokenizer PATH --format FMT --seq-len N IN... OUT.h5
-//                                                instruction data: prompt masked, packed rows
+//                                                instruction data (alpaca, prompt-response,
+//                                                chat + --chat-template): prompt masked, packed rows
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
 //   hf-to-h5 HFDIR OUT.h5                        Hugging Face Llama -> weights for ckpt.init_from
 #include <filesystem>
@@ -30,7 +31,7 @@ struct ConvertArgs {
   std::vector<std::string> text_files;  // text-to-tokens: inputs..., output
   std::string tokenizer;                // --tokenizer (text-to-tokens: empty is bytes)
   std::vector<std::string> sft_files;   // sft-to-tokens: inputs..., output
-  std::string sft_format, too_long = "truncate";
+  std::string sft_format, too_long = "truncate", chat_template = "auto";
   size_t seq_len = 0;
   bool no_pack = false;
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
@@ -104,6 +105,7 @@ int sft_to_tokens(const ConvertArgs& a) {
   o.seq_len = a.seq_len;
   o.pack = !a.no_pack;
   o.drop_long = a.too_long == "drop";
+  o.chat_template = a.chat_template;
   data::SftStats s;
   const data::TokenFile f = data::convert_sft_to_tokens(inputs, output, a.tokenizer, o, &s);
   log::info(strf("wrote %s: %zu of %zu examples (%zu truncated to a row, %zu dropped longer than a "
@@ -191,12 +193,18 @@ Run add_convert_command(CLI::App& app) {
   tokenizer_option(sft)->required()->option_text("PATH REQUIRED");
   sft->add_option("--format", a->sft_format,
                   "alpaca: JSON array or JSONL of {instruction, input, output}, the prompt in "
-                  "LitGPT's Alpaca style; prompt-response: JSONL of {prompt, response}")
-      ->check(CLI::IsMember({"alpaca", "prompt-response"}))
+                  "LitGPT's Alpaca style; prompt-response: JSONL of {prompt, response}; chat: "
+                  "JSONL of {messages: [{role, content}, ...]} rendered with --chat-template")
+      ->check(CLI::IsMember({"alpaca", "prompt-response", "chat"}))
       ->required();
   sft->add_option("--seq-len", a->seq_len, "train.seq_len of the run: rows hold seq_len + 1 tokens")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24))
       ->required();
+  sft->add_option("--chat-template", a->chat_template,
+                  "chat: the model's template, auto (default: recognised from "
+                  "tokenizer_config.json's chat_template) or " + data::chat_template_names() +
+                      "; only assistant turns are trained")
+      ->option_text("NAME");
   sft->add_flag("--no-pack", a->no_pack, "one example per row, padded (default: packed)");
   sft->add_option("--too-long", a->too_long,
                   "an example longer than a row: truncate (default) or drop; both are counted")

@@ -14,6 +14,7 @@
 // how text with such bytes reaches Python's `tokenizers`); SentencePiece handles bytes
 // itself (each invalid byte is U+FFFD, as Python's sentencepiece given bytes).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -32,6 +33,8 @@ struct TokenizerInfo {
   std::optional<uint32_t> bos, eos;
   std::vector<uint32_t> prefix;    // ids before a document's tokens (BOS when added)
   std::vector<uint32_t> suffix;    // ids after them (EOS when added)
+  std::string bos_token, eos_token;  // their text, as tokenizer_config.json names them ("" unnamed)
+  std::string chat_template;         // tokenizer_config.json's "chat_template" ("" when none)
 };
 
 class TextTokenizer {
@@ -69,6 +72,10 @@ std::unique_ptr<TextTokenizer> tokenizer_from_sentencepiece(std::string_view mod
 std::vector<std::vector<uint32_t>> encode_batch(const TextTokenizer& tokenizer,
                                                 const std::vector<std::string>& texts,
                                                 int threads);
+
+// fn(0) ... fn(count - 1) on `threads` threads (0: all hardware threads); the first
+// exception is rethrown after all threads stop.
+void for_each_parallel(size_t count, int threads, const std::function<void(size_t)>& fn);
 
 // Every maximal invalid subsequence of `text` replaced by U+FFFD, as Python's
 // bytes.decode("utf-8", "replace") and Rust's String::from_utf8_lossy do (Unicode's
