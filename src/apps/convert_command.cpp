@@ -23,6 +23,7 @@
 #include "zt/core/units.hpp"
 #include "zt/data/sft.hpp"
 #include "zt/data/text.hpp"
+#include "zt/data/text_tokenizer.hpp"
 
 namespace zt::apps {
 namespace {
@@ -126,9 +127,34 @@ int h5_to_hf(const ConvertArgs& a) {
   ckpt::HfExportOptions o;
   o.dtype = a.dtype;
   o.max_shard_size = parse_size(a.max_shard);
+  // The tokenizer: --tokenizer, else the one the checkpoint records (its training data's),
+  // its hash checked against the record before anything is written.
+  std::string tokenizer = a.tokenizer;
+  o.before_write = [&](const ckpt::TokenizerRecord& t) {
+    if (tokenizer.empty()) tokenizer = t.path;
+    if (tokenizer.empty()) return;  // no record, no --tokenizer: nothing to copy
+    if (!t.hash.empty())
+      data::verify_tokenizer(tokenizer, t.hash,
+                             "checkpoint '" + a.checkpoint + "' (trained on tokenizer \"" + t.name + "\")");
+    else
+      (void)data::load_tokenizer(tokenizer);  // --tokenizer without a record: a readable one
+    const std::vector<std::string> files = data::tokenizer_files(tokenizer);
+    std::vector<std::string> sources = inputs;
+    sources.insert(sources.end(), files.begin(), files.end());
+    for (const std::string& f : files)
+      require_new_output((std::filesystem::path(a.outdir) / std::filesystem::path(f).filename()).string(),
+                         "output file", sources, a.force);
+  };
   const ckpt::HfExportResult r = ckpt::export_hf(a.checkpoint, a.outdir, o);
+  std::vector<std::string> written = r.files;
+  if (!tokenizer.empty()) {
+    for (const std::string& f : data::copy_tokenizer_files(tokenizer, a.outdir)) written.push_back(f);
+  } else {
+    log::warn("the checkpoint records no tokenizer (trained on bytes, or made by hf-to-h5): none "
+              "copied; name one with --tokenizer PATH for AutoTokenizer to load the folder");
+  }
   std::string files;
-  for (const std::string& f : r.files) files += (files.empty() ? "" : ", ") + f;
+  for (const std::string& f : written) files += (files.empty() ? "" : ", ") + f;
   log::info(strf("wrote %s: %lld tensors, %s of %s weights (%s)", a.outdir.c_str(),
                  static_cast<long long>(r.tensors), format_size_approx(r.tensor_bytes).c_str(),
                  r.dtype.c_str(), files.c_str()));
@@ -225,6 +251,9 @@ Run add_convert_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   export_cmd->add_option("--max-shard-size", a->max_shard,
                          "largest shard, e.g. 5G, 500M (binary units; default 5G)");
+  tokenizer_option(export_cmd)->description(
+      "the tokenizer files to copy into OUTDIR (default: the tokenizer the checkpoint's training "
+      "data was made with; its hash must match the checkpoint's record)");
 
   CLI::App* import_cmd = convert->add_subcommand(
       "hf-to-h5",

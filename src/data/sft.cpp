@@ -204,6 +204,7 @@ TokenFile sft_to_tokens(const std::vector<std::string>& paths, const TextTokeniz
   out.vocab_size = info.vocab_size;
   out.tokenizer = info.name;
   out.tokenizer_hash = info.hash;
+  out.tokenizer_path = info.path;
   const size_t row = o.seq_len + 1;
   out.row_len = static_cast<uint32_t>(row);
   auto pad_to_row_end = [&] {

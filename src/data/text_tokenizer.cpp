@@ -156,6 +156,40 @@ void resolve_specials(TokenizerInfo& info, std::vector<uint32_t> prefix, std::ve
   info.suffix = std::move(suffix);
 }
 
+std::vector<std::string> tokenizer_files(const std::string& path) {
+  std::error_code ec;
+  const fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  std::vector<std::string> out;
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::is_regular_file(folder / name, ec)) out.push_back((folder / name).string());
+  return out;
+}
+
+void verify_tokenizer(const std::string& path, const std::string& hash, const std::string& what_recorded) {
+  const std::string hint = "restore the tokenizer files the model was trained with, or name them with "
+                           "--tokenizer PATH (a folder or tokenizer file of the same hash)";
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw InputError(what_recorded + " names tokenizer '" + path + "', which is gone", hint);
+  const std::unique_ptr<TextTokenizer> t = load_tokenizer(path);
+  if (t->info().hash != hash)
+    throw InputError(strf("%s names tokenizer '%s' of hash %s, but its files now hash to %s: they "
+                          "changed since",
+                          what_recorded.c_str(), path.c_str(), hash.c_str(), t->info().hash.c_str()),
+                     hint);
+}
+
+std::vector<std::string> copy_tokenizer_files(const std::string& path, const std::string& outdir) {
+  std::vector<std::string> written;
+  for (const std::string& file : tokenizer_files(path)) {
+    const std::string name = fs::path(file).filename().string();
+    write_file_safely((fs::path(outdir) / name).string(),
+                      read_regular_file(file, "tokenizer file", kPathHint, false), "tokenizer file");
+    written.push_back(name);
+  }
+  return written;
+}
+
 std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec))
@@ -190,6 +224,7 @@ std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path) {
   TokenizerInfo& info = t->info_mut();
   info.hash = strf("%016llx", static_cast<unsigned long long>(fnv1a(hashed)));
   info.files = files;
+  info.path = fs::absolute(path, ec).lexically_normal().string();
   std::string folder = fs::absolute(file, ec).parent_path().filename().string();
   info.name = info.kind + ":" + (folder.empty() ? name : folder);
   return t;

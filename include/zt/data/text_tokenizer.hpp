@@ -30,6 +30,7 @@ struct TokenizerInfo {
   uint32_t vocab_size = 0;         // one past the largest id (model + added tokens)
   std::string hash;                // 16 hex digits: FNV-1a 64 over the files read
   std::vector<std::string> files;  // the files read, in order
+  std::string path;                // load_tokenizer's PATH, absolute ("" from contents)
   std::optional<uint32_t> bos, eos;
   std::vector<uint32_t> prefix;    // ids before a document's tokens (BOS when added)
   std::vector<uint32_t> suffix;    // ids after them (EOS when added)
@@ -56,6 +57,18 @@ class TextTokenizer {
 // files; tokenizer_config.json beside it is read when present. Throws zt::InputError
 // naming the file (and what it does not support) for anything else.
 std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path);
+
+// The files of a Hugging Face tokenizer in PATH's folder (PATH: a folder, or a file in
+// it), those present, in this order: tokenizer.json, tokenizer.model,
+// tokenizer_config.json, special_tokens_map.json.
+std::vector<std::string> tokenizer_files(const std::string& path);
+
+// Checks that load_tokenizer(path) has `hash` (what a token file or checkpoint recorded):
+// a tokenizer that changed or vanished since is a zt::InputError naming `what_recorded`,
+// the path and both hashes.
+void verify_tokenizer(const std::string& path, const std::string& hash, const std::string& what_recorded);
+// Copies tokenizer_files(path) into `outdir` (each written safely); returns their names.
+std::vector<std::string> copy_tokenizer_files(const std::string& path, const std::string& outdir);
 
 // From contents, for tests and fuzzing: `where` names the source in messages and the
 // tokenizer ("<kind>:<where>"); no files, so no hash.
