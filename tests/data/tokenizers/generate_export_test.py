@@ -94,9 +94,9 @@ def main():
         print(p.stdout)
         return finish()
     ck = os.path.join(work, "ck")
-    p = zt_run("train", "--set", f"data.path={data}", "--set", f"model.vocab={vocab}", "--set", "train.steps=60",
+    p = zt_run("train", "--set", f"data.path={data}", "--set", f"model.vocab={vocab}", "--set", "train.steps=200",
                "--set", "train.micro_batch=8", "--set", "train.global_batch=8", "--set", "train.seq_len=64",
-               "--set", "train.warmup=0", "--set", "train.lr=1e-2", "--set", "train.threads=1",
+               "--set", "train.warmup=0", "--set", "train.lr=3e-3", "--set", "train.threads=1",
                "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", f"ckpt.dir={ck}",
                "--set", "train.peak_tflops=1")
     check(p.returncode == 0, f"zt train on the token file (model.vocab {vocab}; exit {p.returncode})")
@@ -148,6 +148,8 @@ def main():
     for prompt in PROMPTS:
         want_ids = hft(prompt)["input_ids"]
         new, text = hf_greedy(want_ids, [eos])
+        check(len(set(new)) >= 5, f"prompt {prompt[:20]!r}: transformers' greedy continuation is not degenerate "
+                                  f"({len(set(new))} distinct tokens >= 5): {text!r}")
         for label, weights in (("checkpoint (recorded tokenizer)", ck), ("exported folder", hf)):
             z = zt_greedy(weights, "--prompt", prompt)
             check(z is not None and z["prompt_ids"] == want_ids,
