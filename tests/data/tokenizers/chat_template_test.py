@@ -193,6 +193,29 @@ def main():
                 rest = mask[s + len(want):s + seq_len + 1]
                 check(not any(rest), f"{name}/{choice}: conversation {i}: padding is masked")
 
+    # alpaca (LitGPT's prompt style, no Hugging Face template): BOS + the Alpaca prompt of the
+    # user turn + the reply + EOS, encoded whole by Python's tokenizers; the reply and EOS trained.
+    from sft_check import alpaca
+    folder = os.path.join(work, "tinyllama")
+    pytok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    conv = CONVERSATIONS[0]
+    prompt = "<s>" + alpaca(conv[0]["content"], "")
+    want = pytok.encode(prompt + conv[1]["content"] + "</s>", add_special_tokens=False).ids
+    n_prompt = len(pytok.encode(prompt, add_special_tokens=False).ids)
+    one = os.path.join(work, "one.jsonl")
+    with open(one, "w") as f:
+        f.write(json.dumps({"messages": conv}) + "\n")
+    out = os.path.join(work, "chat-alpaca.h5")
+    p = zt_run("convert", "sft-to-tokens", "--tokenizer", folder, "--format", "chat", "--chat-template", "alpaca",
+               "--seq-len", "200", "--no-pack", one, out)
+    check(p.returncode == 0, f"alpaca: sft-to-tokens --chat-template alpaca (exit {p.returncode})")
+    if p.returncode == 0:
+        with h5py.File(out, "r") as f:
+            tokens, mask = f["tokens"][:len(want)].tolist(), f["loss_mask"][:len(want)].tolist()
+        check(tokens == want and mask == [0] * n_prompt + [1] * (len(want) - n_prompt),
+              f"alpaca: ids == Python's encoding of BOS + the Alpaca prompt + reply + EOS; the reply and EOS "
+              f"trained ({len(want) - n_prompt} targets)")
+
     # Refusals: exit 2 naming the option and the known names, or file:line and the field.
     folder = os.path.join(work, "chat-llama3")
     variant = os.path.join(work, "chat-variant")
