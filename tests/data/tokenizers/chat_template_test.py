@@ -25,8 +25,12 @@ import shutil
 import subprocess
 import sys
 
-SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "ckpt", "hf")]
+import make_tokenizers  # noqa: E402
+from hf_common import Checker, require  # noqa: E402  (exit 77 naming a missing module)
+
+ZT_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 LLAMA2 = (
     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
@@ -118,31 +122,14 @@ def main():
         print(__doc__)
         return 2
     zt, work = sys.argv[1:3]
-    shipped = sys.argv[3] if len(sys.argv) == 4 else None
-    try:
-        import h5py
-        import jinja2  # noqa: F401 (transformers renders chat templates with it)
-        import tokenizers
-        import transformers
-    except ImportError as e:
-        print(f"SKIPPED: python module missing ({e}); scripts/install-deps.sh --hf-peers installs "
-              "tokenizers and transformers")
-        return SKIP
+    h5py, _, tokenizers, transformers = require("h5py", "jinja2", "tokenizers", "transformers")
     print(f"transformers {transformers.__version__}, tokenizers {tokenizers.__version__}", flush=True)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    subprocess.run([sys.executable, os.path.join(HERE, "make_tokenizers.py"), work] + ([shipped] if shipped else []),
-                   check=True)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what, flush=True)
-        if not ok:
-            failures.append(what)
+    make_tokenizers.fresh(work, sys.argv[3] if len(sys.argv) == 4 else None)
+    c = Checker()
+    check = c.check
 
     def zt_run(*args):
-        return subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        return subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ZT_ENV,
                               timeout=120)
 
     data = os.path.join(work, "chat.jsonl")
@@ -259,12 +246,8 @@ def main():
               f"{label}: exit 2 naming {bad}:3 and {needles} (exit {p.returncode})")
         if p.returncode != 2 or f"{bad}:3" not in p.stdout:
             print(p.stdout[-1500:])
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    c.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main() or 0)

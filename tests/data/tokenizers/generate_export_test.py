@@ -28,8 +28,9 @@ import shutil
 import subprocess
 import sys
 
-SKIP = 77
-HERE = os.path.dirname(os.path.abspath(__file__))
+from chat_template_test import LLAMA3, ZT_ENV, make_tokenizers  # also puts tests/ckpt/hf on the path
+from hf_common import Checker, require, skip
+
 NEW = 24
 PROMPTS = ["ROMEO:\nBut soft, what light", "Hello, world! It's a test"]
 
@@ -39,35 +40,18 @@ def main():
         print(__doc__)
         return 2
     zt, work = sys.argv[1:3]
-    shipped = sys.argv[3] if len(sys.argv) == 4 else None
+    h5py, tokenizers = require("h5py", "tokenizers")
     try:
-        import h5py
-        import tokenizers
         import torch
         import transformers
     except Exception as e:  # noqa: BLE001 (ImportError, or a torch whose libraries fail to load)
-        print(f"SKIPPED: python module missing ({e}); scripts/install-deps.sh --hf-peers")
-        return SKIP
+        skip(f"torch/transformers not importable ({e}); scripts/install-deps.sh --hf-peers")
     torch.set_num_threads(1)
-    sys.path.insert(0, HERE)
-    from chat_template_test import LLAMA3
     print(f"torch {torch.__version__}, transformers {transformers.__version__}", flush=True)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    subprocess.run([sys.executable, os.path.join(HERE, "make_tokenizers.py"), work] + ([shipped] if shipped else []),
-                   check=True)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               XDG_CACHE_HOME=os.path.join(work, "cache"))
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what, flush=True)
-        if not ok:
-            failures.append(what)
-
-    def finish():
-        print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
-        return 1 if failures else 0
+    make_tokenizers.fresh(work, sys.argv[3] if len(sys.argv) == 4 else None)
+    env = dict(ZT_ENV, XDG_CACHE_HOME=os.path.join(work, "cache"))
+    c = Checker()
+    check, finish = c.check, c.finish
 
     def zt_run(*args):
         return subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -92,7 +76,7 @@ def main():
     check(p.returncode == 0, f"text-to-tokens --tokenizer (exit {p.returncode})")
     if p.returncode != 0:
         print(p.stdout)
-        return finish()
+        finish()
     ck = os.path.join(work, "ck")
     p = zt_run("train", "--set", f"data.path={data}", "--set", f"model.vocab={vocab}", "--set", "train.steps=200",
                "--set", "train.micro_batch=8", "--set", "train.global_batch=8", "--set", "train.seq_len=64",
@@ -102,7 +86,7 @@ def main():
     check(p.returncode == 0, f"zt train on the token file (model.vocab {vocab}; exit {p.returncode})")
     if p.returncode != 0:
         print(p.stdout[-3000:])
-        return finish()
+        finish()
     ckpt = os.path.join(ck, open(os.path.join(ck, "latest")).read().strip())
     with h5py.File(data, "r") as f:
         tattrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
@@ -119,7 +103,7 @@ def main():
     check(p.returncode == 0, f"h5-to-hf (exit {p.returncode})")
     if p.returncode != 0:
         print(p.stdout)
-        return finish()
+        finish()
     for name in ("tokenizer.json", "tokenizer_config.json"):
         same = open(os.path.join(hf, name), "rb").read() == open(os.path.join(tokdir, name), "rb").read()
         check(same, f"h5-to-hf copied {name}")
@@ -198,8 +182,8 @@ def main():
     p = zt_run("convert", "h5-to-hf", "--tokenizer", other, ck, os.path.join(work, "hf-other"))
     check(p.returncode == 2 and rec[2] in p.stdout,
           f"h5-to-hf --tokenizer naming another tokenizer: exit 2 (exit {p.returncode})")
-    return finish()
+    finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main() or 0)
