@@ -99,7 +99,9 @@ int run_generate(const GenerateArgs& a) {
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
-  const std::unique_ptr<data::TextTokenizer> tok = a.prompt_ids.empty() ? tokenizer_of(a, w) : nullptr;
+  // With --prompt-ids, a tokenizer only when named (it decodes the output).
+  const std::unique_ptr<data::TextTokenizer> tok =
+      a.prompt_ids.empty() || !a.tokenizer.empty() ? tokenizer_of(a, w) : nullptr;
   if (a.chat && !tok)
     throw InputError("--chat needs the model's tokenizer, and none is known",
                      "name it with --tokenizer PATH (a folder holding tokenizer.json)");
@@ -111,7 +113,7 @@ int run_generate(const GenerateArgs& a) {
   std::vector<int32_t> stop_ids = a.eos;
   std::string chat_name;
   const bool bytes = a.prompt_ids.empty() && !tok;
-  if (tok) {
+  if (tok && a.prompt_ids.empty()) {
     const data::TokenizerInfo& info = tok->info();
     std::vector<uint32_t> ids;
     if (a.chat) {  // as apply_chat_template(add_generation_prompt=True): the template adds specials
