@@ -245,6 +245,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
   // on preemption (checkpoints.hpp).
   checkpoints_.emplace(cfg, comm, nodes.mpi, *engine_);
+  if (!data.tokenizer_hash.empty())  // a real tokenizer: the checkpoint names it (h5-to-hf copies it)
+    checkpoints_->set_tokenizer({data.tokenizer, data.tokenizer_path, data.tokenizer_hash});
   startup_->note("resume");  // the phase that runs next (Trainer::run)
   startup_->advance(1);
   if (cfg.peak_tflops > 0) {
