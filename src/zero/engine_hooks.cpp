@@ -62,15 +62,15 @@ void Engine::Impl::before_use(int u) {
   const size_t i = static_cast<size_t>(u);
   const size_t numel = static_cast<size_t>(part.unit(u).numel);
 
-  const float* params = nullptr;
+  const void* params = nullptr;  // the compute weights (fp32, or bf16 when half)
   if (opt.stage == 3) {
     const int slot = complete_gather(pos);
-    params = gather_buf[static_cast<size_t>(slot)].data();
+    params = gathered(slot);
     // Keep `prefetch` gathers in flight ahead of this use.
     const size_t last = std::min(order->size(), pos + 1 + static_cast<size_t>(opt.prefetch));
     while (started < last) start_gather(started);
   } else {
-    params = full_params[i].data();
+    params = replicated(u);
   }
 
   float* grads = nullptr;
@@ -86,7 +86,7 @@ void Engine::Impl::before_use(int u) {
     grads = grad_buf[static_cast<size_t>(grad_slot[i])].data();
   }
   if (opt.stage == 3 || opt.stage == 2)
-    model.bind_unit(u, cview(params, numel), grads ? mview(grads, numel) : model::MutView{});
+    model.bind_unit(u, param_view(u, params), grads ? mview(grads, numel) : model::MutView{});
   active.push_back(static_cast<int>(pos));
   ++pos;
 }

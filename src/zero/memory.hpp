@@ -80,8 +80,10 @@ class Space {
                      std::span<float> v, const model::AdamWConfig& adam, int64_t step) = 0;
 };
 
-// The spaces. isa: the CPU AdamW level of the host entries.
-std::unique_ptr<Space> make_host_space(offload::Isa isa, bool staged);
+// The spaces. isa: the CPU AdamW level of the host entries. precision: train.precision
+// (host: fp32 only; host-staged: fp32 or bf16-mixed, through a model that widens the
+// bf16 weights; anything else an InputError naming the key).
+std::unique_ptr<Space> make_host_space(offload::Isa isa, bool staged, const std::string& precision);
 // CUDA builds: the device space (the current device, work on the legacy default stream,
 // which NCCL's streams are ordered against). Elsewhere an Error naming train.device.
 std::unique_ptr<Space> make_device_space(const std::string& precision);

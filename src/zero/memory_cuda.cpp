@@ -33,11 +33,13 @@ class DeviceSpace final : public Space {
                            kc::where_device() + ")",
                        "check CUDA_VISIBLE_DEVICES and nvidia-smi on this node, or set "
                        "train.device = cpu");
-    if (precision_ != "fp32")
+    // bf16-mixed: the engine keeps bf16 copies of the fp32 master for the model to bind.
+    // bf16-true would need bf16 master weights and moments (AdamW on bf16): not yet.
+    if (precision_ != "fp32" && precision_ != "bf16-mixed")
       throw InputError("train.precision = " + precision_ +
-                           ": the ZeRO engine runs fp32 on the GPU so far",
-                       "set train.precision = fp32 (bf16-mixed needs the engine's bf16 "
-                       "parameter copies: issue 17)");
+                           ": the ZeRO engine runs fp32 and bf16-mixed on the GPU so far",
+                       "set train.precision = bf16-mixed (bf16 weights, fp32 master weights, "
+                       "gradients and moments) or fp32");
     total_ = kc::DeviceBuffer<double>(1, "the squared gradient norm");
     partial_ = kc::DeviceBuffer<double>(kc::kSumSquaresBlocks, "the squared norm's partial sums");
   }

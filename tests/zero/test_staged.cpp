@@ -9,8 +9,10 @@
 // device does, are equal too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "zero_fixtures.hpp"
 #include "zt/core/error.hpp"
@@ -25,6 +27,7 @@ struct StagedCase {
   int hpz;      // zero.hpz_partition_size (0: ranks per node, 1: off)
   bool qw = false, qg = false;
   DType reduce = DType::kF32;
+  std::string precision = "fp32";  // train.precision
 };
 
 // The engine of case c on `device`. The host-memory control communicator carries the
@@ -37,6 +40,7 @@ Engine make_engine(const StagedCase& c, EngineOptions::Device device, const mode
   o.quantize_grads = c.qg;
   o.reduce_dtype = c.reduce;
   o.device = device;
+  o.precision = c.precision;
   return Engine(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init,
                 comms.world.get());
 }
@@ -159,6 +163,103 @@ TEST(Staged, CheckpointSlicesResumeAndLogitsThroughHostCopies) {
                   "loss %.9f (direct %.9f)\n",
                   n, c.name.c_str(), differ, next_fresh.losses[0], next_direct.losses[0]);
   }
+}
+
+// train.precision = bf16-mixed on the host-staged space (its model takes bf16 weights
+// and computes with Model<float> on their widening): the engine's bf16 path (bf16 casts
+// of the fp32 master, bf16 stage-3 gathers and hpZ secondaries) on a CPU.
+//  - What the model computes with is the bf16 cast of the fp32 master, bitwise: the
+//    engine's eval loss and logits equal Model<float>'s on the rounded gathered master.
+//  - Training tracks an independent single-process reference that rounds its weights
+//    the same way (fp32 gradients, norm, clipping, AdamW and master), closer than it
+//    tracks the fp32 reference.
+//  - The stage-3 gather buffers are bf16: half the bytes of fp32.
+TEST(Staged, Bf16MixedComputesWithTheBf16CastOfTheMaster) {
+  const int n = world_size();
+  const model::Config cfg = reduced_config();
+  Hyper h;
+  h.accum = 2;
+  h.steps = 3;
+  const ReferenceRun ref_bf16 = reference_run(cfg, h, n, /*bf16_weights=*/true);
+  const ReferenceRun ref_fp32 = reference_run(cfg, h, n);
+  const std::vector<StagedCase> cases = {
+      {"stage0", 0, 0, 1},
+      {"stage1 rpn2", 1, 2, 1},
+      {"stage2", 2, 0, 1},
+      {"stage3", 3, 0, 1},
+      {"stage3 rpn2 hpZ", 3, 2, 0},
+      {"stage3 rpn2 hpZ qgZ", 3, 2, 0, false, true},
+  };
+  for (StagedCase c : cases) {
+    if (c.rpn > 0 && n % c.rpn != 0) continue;
+    c.precision = "bf16-mixed";
+    Comms comms = make_comms(c.rpn);
+    Engine e = make_engine(c, EngineOptions::Device::kHostStaged, cfg, h, comms);
+    const EngineRun run = engine_run(e, cfg, h, h.steps);
+
+    // The weights the model saw: eval loss and logits of Model<float> on the rounded master.
+    model::Model<float> m(cfg, h.B, h.T);
+    model::Parameters<float> rounded(m.layout());
+    for (int u = 0; u < rounded.num_units(); ++u)
+      std::transform(run.params[static_cast<size_t>(u)].begin(),
+                     run.params[static_cast<size_t>(u)].end(), rounded.params(u).begin(),
+                     bf16_round);
+    rounded.bind(m);
+    const Batch b = make_batch(7, h.B, h.T, cfg.vocab);
+    EXPECT_EQ(e.eval_loss(b.tokens, b.targets, h.B, h.T), m.loss(b.tokens, b.targets, h.B, h.T))
+        << c.name << ": eval loss on other weights than the bf16 master cast";
+    std::vector<float> le(static_cast<size_t>(cfg.vocab)), lm(le.size());
+    e.logits_last(b.tokens, h.T, le);
+    m.logits_last(b.tokens, h.T, lm);
+    std::transform(lm.begin(), lm.end(), lm.begin(), bf16_round);  // the bf16 model's output
+    EXPECT_EQ(le, lm) << c.name << ": logits_last";
+
+    // Training against the references (the engine's sums differ in order only).
+    const double to_bf16 = max_rel_l2(run.params, ref_bf16.params);
+    const double to_fp32 = max_rel_l2(run.params, ref_fp32.params);
+    const double loss_diff = max_rel_diff(run.losses, ref_bf16.losses);
+    EXPECT_LT(loss_diff, c.qg ? 1e-3 : 1e-6) << c.name << ": losses against the bf16-weight reference";
+    EXPECT_LT(to_bf16, c.qg ? 2e-2 : 2e-5) << c.name << ": parameters (L2) against it";
+    if (!c.qg) {
+      EXPECT_LT(to_bf16 * 10, to_fp32) << c.name << ": closer to fp32 than to bf16?";
+    }
+
+    const MemoryStats mem = e.memory();
+    if (c.stage == 3) {
+      Comms comms32 = make_comms(c.rpn);
+      StagedCase c32 = c;
+      c32.precision = "fp32";
+      Engine e32 = make_engine(c32, EngineOptions::Device::kHostStaged, cfg, h, comms32);
+      EXPECT_EQ(2 * mem.gather_buffers, e32.memory().gather_buffers) << c.name;
+      EXPECT_EQ(2 * mem.secondary_shards, e32.memory().secondary_shards) << c.name;
+    }
+    if (world_rank() == 0)
+      std::printf("[ staged ] np %d %-20s bf16-mixed: losses %.6f -> %.6f (rel %.2e to the "
+                  "bf16 reference), parameters rel L2 %.2e to it, %.2e to fp32\n",
+                  n, c.name.c_str(), run.losses.front(), run.losses.back(), loss_diff, to_bf16,
+                  to_fp32);
+  }
+}
+
+// Precisions the engine cannot run on a space are refused by name (exit 2).
+TEST(Staged, PrecisionsASpaceCannotRunAreRefusedByName) {
+  Hyper h;
+  const model::Config cfg = reduced_config();
+  const auto refused = [&](EngineOptions::Device d, const std::string& precision, bool qw,
+                           const std::string& needle) {
+    Comms comms = make_comms(0);
+    StagedCase c{"refused", 3, 0, 1, qw};
+    c.precision = precision;
+    try {
+      Engine e = make_engine(c, d, cfg, h, comms);
+      ADD_FAILURE() << precision << ": no error";
+    } catch (const zt::InputError& err) {
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+    }
+  };
+  refused(EngineOptions::Device::kHost, "bf16-mixed", false, "train.precision = bf16-mixed");
+  refused(EngineOptions::Device::kHostStaged, "bf16-true", false, "train.precision = bf16-true");
+  refused(EngineOptions::Device::kHostStaged, "bf16-mixed", true, "zero.quantize_weights");
 }
 
 }  // namespace
