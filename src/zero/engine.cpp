@@ -77,14 +77,14 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       head(layout.head_unit()),
       tied(cfg.tied_embeddings) {
   const int L = static_cast<int>(cfg.layers);
-  half = model.param_dtype() == DType::kBF16;
+  bf16_weights = model.param_dtype() == DType::kBF16;
   if (model.grad_dtype() != DType::kF32)
     throw InputError("train.precision = " + opt.precision + ": the model's gradients are " +
                          std::string(dtype_name(model.grad_dtype())) +
                          "; the ZeRO engine reduces fp32 gradients only so far",
                      "set train.precision = bf16-mixed (bf16 weights, fp32 gradients, master "
                      "weights and moments) or fp32");
-  if (half && opt.quantize_weights)
+  if (bf16_weights && opt.quantize_weights)
     throw InputError("zero.quantize_weights = true with train.precision = " + opt.precision,
                      "qwZ dequantizes into fp32 gather buffers; with bf16 compute weights set "
                      "zero.quantize_weights = false (the bf16 gather already halves the bytes)");
@@ -120,14 +120,14 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       init_buf.assign(static_cast<size_t>(p.numel), 0.0f);
       model::init_unit_slice<float>(layout, u, init, 0, std::span<float>(init_buf));
       mem->from_host(full_params.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
-      if (half) compute_params.emplace_back(*mem, static_cast<size_t>(p.padded), "bf16 parameters");
+      if (bf16_weights) compute_params.emplace_back(*mem, static_cast<size_t>(p.padded), "bf16 parameters");
     } else {
       param_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
       init_buf.assign(static_cast<size_t>(p.owned), 0.0f);
       model::init_unit_slice<float>(layout, u, init, p.begin, std::span<float>(init_buf));
       mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
     }
-    if (hpz > 1 && half)
+    if (hpz > 1 && bf16_weights)
       secondary_half.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
     else if (hpz > 1)
       secondary.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
@@ -144,7 +144,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   if (stage == 3) {
     const size_t slots = static_cast<size_t>(opt.prefetch + (tied ? 2 : 1));
     gathers.resize(slots);
-    if (half)
+    if (bf16_weights)
       gather_half = make_bufs<bf16>(*mem, slots, maxp, "stage-3 gather buffers");
     else
       gather_buf = make_bufs<float>(*mem, slots, maxp, "stage-3 gather buffers");
@@ -326,7 +326,7 @@ void Engine::logits_last(std::span<const int32_t> tokens, int64_t T, std::span<f
   try {
     if (e.mem->host_accessible()) {
       e.model.logits_last(tokens, T, model::host_view(out));
-    } else if (!e.half) {  // into the space, then to the host
+    } else if (!e.bf16_weights) {  // into the space, then to the host
       if (e.logits_buf.size() != out.size())
         e.logits_buf = detail::Buf<float>(*e.mem, out.size(), "logits");
       e.model.logits_last(tokens, T, e.mview(e.logits_buf.data(), out.size()));
@@ -355,16 +355,16 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
   ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
            "make it from this engine's model().layout()");
   e.flush_checkout();
-  detail::Buf<float> full;  // half at stage 3: [max_padded], the gathered fp32 master
+  detail::Buf<float> full;  // bf16_weights at stage 3: [max_padded], the gathered fp32 master
   for (int u = 0; u < e.units; ++u) {
     const size_t numel = static_cast<size_t>(e.part.unit(u).numel);
     std::span<float> dst = out.params(u);
     if (e.opt.stage <= 2) {
       e.mem->to_host(dst.data(), e.full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
-    } else {  // the fp32 master, through a gather slot (half: one fp32 buffer for now)
-      if (e.half && full.empty())
+    } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
+      if (e.bf16_weights && full.empty())
         full = detail::Buf<float>(*e.mem, static_cast<size_t>(e.part.max_padded()), "a full unit");
-      float* buf = e.half ? full.data() : e.gather_buf[0].data();
+      float* buf = e.bf16_weights ? full.data() : e.gather_buf[0].data();
       e.gather_exact(u, buf);
       e.mem->to_host(dst.data(), buf, numel * sizeof(float));
     }

@@ -6,7 +6,7 @@
 //     same values); or
 //   - the hpZ secondary partition (one all_gather within the hpz group), once a primary
 //     gather since the last optimizer step has filled it.
-// With bf16 compute weights (half: train.precision = bf16-mixed) a primary gather casts
+// With bf16 compute weights (bf16_weights: train.precision = bf16-mixed) a primary gather casts
 // the fp32 shard into its place in the slot's bf16 buffer and all-gathers bf16 in place
 // (half the bytes of fp32); the hpZ secondary holds bf16 too.
 #include <algorithm>
@@ -50,7 +50,7 @@ void Engine::Impl::start_gather(size_t position) {
   if (!from_secondary) {
     primary_pos[i] = static_cast<int>(position);
     if (params_offloaded) load_shard(u, slot);
-    if (half) {
+    if (bf16_weights) {
       cast_shard_for_gather(u, slot);
     } else if (opt.quantize_weights) {
       const UnitPartition& p = part.unit(u);
@@ -67,8 +67,8 @@ void Engine::Impl::start_gather(size_t position) {
 void Engine::Impl::start_gather_phase(GatherJob& job, int slot) {
   const UnitPartition& p = part.unit(job.unit);
   const size_t i = static_cast<size_t>(job.unit);
-  float* full = half ? nullptr : gather_buf[static_cast<size_t>(slot)].data();  // [padded]
-  if (job.from_secondary && half) {
+  float* full = bf16_weights ? nullptr : gather_buf[static_cast<size_t>(slot)].data();  // [padded]
+  if (job.from_secondary && bf16_weights) {
     job.handles.push_back(groups.hpz().iall_gather(secondary_half[i].data(),
                                                    gather_half[static_cast<size_t>(slot)].data(),
                                                    static_cast<size_t>(p.secondary),
@@ -77,7 +77,7 @@ void Engine::Impl::start_gather_phase(GatherJob& job, int slot) {
     job.handles.push_back(groups.hpz().iall_gather(secondary[i].data(), full,
                                                    static_cast<size_t>(p.secondary),
                                                    DType::kF32));
-  } else if (half) {
+  } else if (bf16_weights) {
     bf16* whole = gather_half[static_cast<size_t>(slot)].data();  // [padded], n shards
     groups.start_gather(job.phase, whole + static_cast<size_t>(part.index()) * p.shard, whole,
                         static_cast<size_t>(p.shard), DType::kBF16, job.handles);
@@ -119,7 +119,7 @@ void Engine::Impl::finish_gather(GatherJob& job, int slot) {
   if (job.from_secondary) return;
   const size_t i = static_cast<size_t>(job.unit);
   const UnitPartition& p = part.unit(job.unit);
-  float* full = half ? nullptr : gather_buf[static_cast<size_t>(slot)].data();  // [padded]
+  float* full = bf16_weights ? nullptr : gather_buf[static_cast<size_t>(slot)].data();  // [padded]
   if (opt.quantize_weights) {
     const size_t shard = static_cast<size_t>(p.shard);
     const size_t chunk = packed_bytes(shard, qblock);
@@ -130,7 +130,7 @@ void Engine::Impl::finish_gather(GatherJob& job, int slot) {
   }
   primary_pos[i] = -1;
   if (hpz > 1 && !secondary_valid[i]) {
-    if (half)
+    if (bf16_weights)
       mem->copy(secondary_half[i].data(),
                 gather_half[static_cast<size_t>(slot)].data() + p.secondary_begin,
                 static_cast<size_t>(p.secondary) * sizeof(bf16));

@@ -62,7 +62,7 @@ void Engine::Impl::before_use(int u) {
   const size_t i = static_cast<size_t>(u);
   const size_t numel = static_cast<size_t>(part.unit(u).numel);
 
-  const void* params = nullptr;  // the compute weights (fp32, or bf16 when half)
+  const void* params = nullptr;  // the compute weights (fp32, or bf16 when bf16_weights)
   if (opt.stage == 3) {
     const int slot = complete_gather(pos);
     params = gathered(slot);

@@ -98,9 +98,9 @@ struct Engine::Impl {
   Bufs<float> secondary;     // stage 3 + hpZ, fp32 compute: [secondary]
   // bf16 compute (train.precision = bf16-mixed): the model binds bf16 weights, cast from
   // the fp32 master; stage 3 casts its shard before the gather, so gathers move bf16.
-  bool half = false;         // model.param_dtype() is bf16
-  Bufs<bf16> compute_params; // stages 0-2, half: [padded] bf16 cast of full_params
-  Bufs<bf16> secondary_half; // stage 3 + hpZ, half: [secondary] (instead of secondary)
+  bool bf16_weights = false; // model.param_dtype() is bf16
+  Bufs<bf16> compute_params; // stages 0-2, bf16_weights: [padded] bf16 cast of full_params
+  Bufs<bf16> secondary_half; // stage 3 + hpZ, bf16_weights: [secondary] (instead of secondary)
   std::vector<uint8_t> secondary_valid;  // per unit: holds the current parameters (host)
   Bufs<float> full_grads;    // stages 0-1: [padded]
   Bufs<float> grad_shard;    // stages 2-3: [shard], fp32 accumulators
@@ -109,14 +109,14 @@ struct Engine::Impl {
 
   // ---- working buffers (allocated once, in `mem`) ---------------------------------
   Bufs<float> gather_buf;      // stage 3, fp32 compute: per slot [max_padded]
-  Bufs<bf16> gather_half;      // stage 3, half: per slot [max_padded] (instead of gather_buf)
+  Bufs<bf16> gather_half;      // stage 3, bf16_weights: per slot [max_padded] (instead of gather_buf)
   Bufs<uint8_t> gather_q;      // qwZ: per slot [packed(max_padded)]
   Bufs<float> grad_buf;        // stages 2-3: per reduce slot [max_padded]
   Bufs<bf16> reduce_half;      // bf16 reduce: per reduce slot [max_padded]
   Bufs<uint8_t> reduce_qsend;  // qgZ: per reduce slot [packed(max_padded)]
   Bufs<uint8_t> reduce_qrecv;  // same
   detail::Buf<float> logits_buf;  // logits_last on a space the host cannot read: [vocab]
-  detail::Buf<bf16> logits_half;  // same, half: [vocab] (the model's logits are bf16)
+  detail::Buf<bf16> logits_half;  // same, bf16_weights: [vocab] (the model's logits are bf16)
 
   // ---- schedule state ---------------------------------------------------------------
   std::vector<GatherJob> gathers;  // one per gather slot
@@ -150,20 +150,20 @@ struct Engine::Impl {
   int64_t update_begin(int u) const;          // first unit element of those spans
   // Gathers `bufs[u]` (each [padded], this rank's part in place) for every unit.
   void gather_in_place(Bufs<float>& bufs);
-  // half, stages 0-2: compute_params = bf16(full_params), after every change of the latter.
+  // bf16_weights, stages 0-2: compute_params = bf16(full_params), after every change of the latter.
   void cast_compute_params();
   // What the model binds for unit u: the compute weights at `p` (a gather slot's or the
   // unit's replicated copy), of the compute dtype.
   model::ConstView param_view(int u, const void* p) const {
-    return {p, part.unit(u).numel, half ? DType::kBF16 : DType::kF32, mem->model_space()};
+    return {p, part.unit(u).numel, bf16_weights ? DType::kBF16 : DType::kF32, mem->model_space()};
   }
   const void* gathered(int slot) const {  // stage 3: the full unit in gather slot `slot`
     const size_t s = static_cast<size_t>(slot);
-    return half ? static_cast<const void*>(gather_half[s].data()) : gather_buf[s].data();
+    return bf16_weights ? static_cast<const void*>(gather_half[s].data()) : gather_buf[s].data();
   }
   const void* replicated(int u) const {  // stages 0-2: the compute copy of unit u
     const size_t i = static_cast<size_t>(u);
-    return half ? static_cast<const void*>(compute_params[i].data()) : full_params[i].data();
+    return bf16_weights ? static_cast<const void*>(compute_params[i].data()) : full_params[i].data();
   }
   // Views of mem's buffers for the model.
   model::MutView mview(float* p, size_t count) const {
@@ -192,7 +192,7 @@ struct Engine::Impl {
   void finish_gather(GatherJob& job, int slot);
   void release_gather(size_t position);
   void start_gather_phase(GatherJob& job, int slot);
-  void cast_shard_for_gather(int u, int slot);  // half: the bf16 send range of a gather
+  void cast_shard_for_gather(int u, int slot);  // bf16_weights: the bf16 send range of a gather
   // The exact (unquantized) full unit u into out [padded], blocking. Idle only.
   void gather_exact(int u, float* out);
 

@@ -108,7 +108,7 @@ StepStats Engine::Impl::step(double lr) {
   adamw_update(adam, steps + 1);
 
   if (opt.stage == 1 || opt.stage == 2) gather_in_place(full_params);
-  cast_compute_params();  // half, stages 0-2: the bf16 weights of the next forward
+  cast_compute_params();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
   std::fill(secondary_valid.begin(), secondary_valid.end(), 0);
   return finish(true);
 }
