@@ -77,6 +77,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       head(layout.head_unit()),
       tied(cfg.tied_embeddings) {
   const int L = static_cast<int>(cfg.layers);
+  order_comms_after_compute();
   bf16_weights = model.param_dtype() == DType::kBF16;
   if (model.grad_dtype() != DType::kF32)
     throw InputError("train.precision = " + opt.precision + ": the model's gradients are " +

@@ -104,7 +104,12 @@ int Engine::Impl::complete_gather(size_t position) {
   const int slot = pos_slot[position];
   GatherJob& job = gathers[static_cast<size_t>(slot)];
   while (job.phase < job.phases) {
-    detail::wait_all(job.handles);
+    // The next phase is launched from the host, so it waits there; the last one only
+    // has to come before the compute that uses the unit (before_use's event wait).
+    if (job.phase + 1 < job.phases)
+      detail::wait_all(job.handles);
+    else
+      compute_waits_for(job.handles);
     ++job.phase;
     if (job.phase < job.phases)
       start_gather_phase(job, slot);

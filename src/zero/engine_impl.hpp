@@ -183,6 +183,12 @@ struct Engine::Impl {
   void after_use(int u);
   void grad_ready(int u);
   void pump();  // the after_use rule above
+  // Ordering against the compute stream (no-ops on the host, whose compute is
+  // synchronous; docs/zero.md "Streams and events"):
+  detail::Handles retired;  // operations compute waits for on the device, not yet host-checked
+  void order_comms_after_compute();
+  void compute_waits_for(detail::Handles& ops);
+  void check_retired();
 
   // ---- engine_gather.cpp ------------------------------------------------------------
   int acquire_gather_slot();

@@ -62,6 +62,11 @@ class Groups {
 
   Traffic traffic() const;
 
+  // Every collective of the private communicators (world, node, cross, hpz; not host)
+  // launched from now on waits, on the device, for the work queued on `stream` before
+  // its launch (comm::Comm::order_after; null: nothing to do, host memory).
+  void order_after(void* stream);
+
   // Buffers hold n parts of `count` elements of dtype, in partition order.
   int gather_phases() const { return hierarchical_ ? 2 : 1; }
   // All parts into full; this rank's part comes from `shard` (which may be its place

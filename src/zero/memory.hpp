@@ -16,14 +16,15 @@
 //                 device space on the MPI backend (make_staged_comm), and checkpoint
 //                 slices (owned) and logits through host copies: tests the device
 //                 orchestration on a CPU
-//   device        CUDA device memory; the entries call src/kernels/cuda on the compute
-//                 stream (CUDA builds only, memory_cuda.cpp)
+//   device        CUDA device memory; the entries call src/kernels/cuda on the space's
+//                 compute stream (CUDA builds only, memory_cuda.cpp)
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "zt/comm/comm.hpp"
 #include "zt/core/dtype.hpp"
@@ -60,6 +61,24 @@ class Space {
   virtual void from_host(void* dst, const void* host, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within the space
 
+  // ---- ordering of communication against compute (llm.c style) ----------------------
+  // The stream the model and the element-wise table run on (a cudaStream_t), which the
+  // engine's collectives are ordered after (Groups::order_after); null on the host,
+  // whose compute is synchronous.
+  virtual void* compute_stream() { return nullptr; }
+  // Compute queued from now on runs after every operation in `ops`. The host waits for
+  // them (its compute is synchronous, so that is the ordering). The device makes its
+  // compute stream wait on each operation's event without blocking the host and moves
+  // the handle to `retired`, which the engine waits on at the end of the pass (errors
+  // and timeouts surface there); an operation that cannot (the staged MPI path) is
+  // waited on.
+  virtual void order_compute_after(std::vector<comm::Handle>& ops,
+                                   std::vector<comm::Handle>& retired) {
+    (void)retired;
+    for (comm::Handle& h : ops) h->wait();
+    ops.clear();
+  }
+
   // ---- the element-wise table -------------------------------------------------------
   virtual void zero(float* x, size_t n) = 0;                           // x = 0
   virtual void add(float* acc, const float* x, size_t n) = 0;          // acc += x
@@ -84,8 +103,8 @@ class Space {
 // (host: fp32 only; host-staged: fp32 or bf16-mixed, through a model that widens the
 // bf16 weights; anything else an InputError naming the key).
 std::unique_ptr<Space> make_host_space(offload::Isa isa, bool staged, const std::string& precision);
-// CUDA builds: the device space (the current device, work on the legacy default stream,
-// which NCCL's streams are ordered against). Elsewhere an Error naming train.device.
+// CUDA builds: the device space (the current device, work on a compute stream of its
+// own, ordered against NCCL's streams by events). Elsewhere an Error naming train.device.
 std::unique_ptr<Space> make_device_space(const std::string& precision);
 // The space for EngineOptions::device.
 std::unique_ptr<Space> make_space(const EngineOptions& opt, offload::Isa isa);

@@ -1,10 +1,14 @@
 // The device memory space of the engine (memory.hpp; CUDA builds only): buffers from
 // cudaMalloc, the element-wise table on the kernels of src/kernels/cuda, and the model
-// on the GPU (DeviceModel behind TrainableModel). All work is queued on the legacy
-// default stream, the stream DeviceModel computes on and the one NCCL's streams
-// (created blocking) are ordered against: a collective starts after the compute queued
-// before it, and compute queued after its wait() sees its result. Host reads (copies to
-// the host, the squared norm) synchronise once each.
+// on the GPU (DeviceModel behind TrainableModel). All work is queued on the space's
+// compute stream; NCCL runs on the communicators' own streams, and the two are ordered
+// by events only (llm.c style), so a gather or a reduction overlaps the compute around
+// it: every collective launch waits for the compute queued before it
+// (Groups::order_after), and compute that needs a collective's result waits for its
+// event (order_compute_after) without blocking the host. The compute stream is created
+// blocking with respect to the legacy default stream, so a stray legacy-stream call (a
+// DeviceBuffer's cudaMemset) stays ordered. Host reads (copies to the host, the squared
+// norm) synchronise the compute stream once each.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -42,7 +46,15 @@ class DeviceSpace final : public Space {
                        "gradients and moments) or fp32");
     total_ = kc::DeviceBuffer<double>(1, "the squared gradient norm");
     partial_ = kc::DeviceBuffer<double>(kc::kSumSquaresBlocks, "the squared norm's partial sums");
+    ZT_CUDA_CHECK(cudaStreamCreate(&stream_));  // last: the destructor destroys it
   }
+
+  ~DeviceSpace() override {
+    if (cudaStreamSynchronize(stream_) != cudaSuccess) log::warn("cudaStreamSynchronize failed");
+    if (cudaStreamDestroy(stream_) != cudaSuccess) log::warn("cudaStreamDestroy failed");
+  }
+  DeviceSpace(const DeviceSpace&) = delete;
+  DeviceSpace& operator=(const DeviceSpace&) = delete;
 
   const char* name() const override { return "device"; }
   model::Space model_space() const override { return model::Space::kDevice; }
@@ -77,6 +89,21 @@ class DeviceSpace final : public Space {
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes) ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  void* compute_stream() override { return stream_; }
+  // Each operation NCCL can order (a device event) makes the compute stream wait for it
+  // and is kept for the host's later check; the staged MPI path's are waited on (their
+  // wait() copies the result in, on this stream).
+  void order_compute_after(std::vector<comm::Handle>& ops,
+                           std::vector<comm::Handle>& retired) override {
+    for (comm::Handle& h : ops) {
+      if (h->order_before(stream_))
+        retired.push_back(std::move(h));
+      else
+        h->wait();
+    }
+    ops.clear();
   }
 
   void zero(float* x, size_t n) override {
@@ -143,7 +170,7 @@ class DeviceSpace final : public Space {
 
  private:
   std::string precision_;
-  cudaStream_t stream_ = nullptr;  // the legacy default stream (see the top of this file)
+  cudaStream_t stream_ = nullptr;  // the compute stream (see the top of this file)
   kc::DeviceBuffer<double> total_;    // [1] the running sum of squares
   kc::DeviceBuffer<double> partial_;  // [kSumSquaresBlocks] scratch
   bool pending_ = false;
