@@ -213,6 +213,8 @@ struct Engine::Impl {
 
   // ---- engine_step.cpp --------------------------------------------------------------
   StepStats step(double lr);
+  detail::Buf<double> step_sums;  // [2] squared norm, loss: when world takes mem's buffers
+  void all_reduce_step_sums(double sums[2]);
 
   // ---- engine_offload.cpp -----------------------------------------------------------
   // offload.optimizer != none: the store holds master, m, v of the owned elements (adam_m

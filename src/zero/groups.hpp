@@ -59,6 +59,8 @@ class Groups {
   // private copy of `control` (its bytes count as world's in traffic()).
   comm::Comm& host() { return host_comm_ ? *host_comm_ : *world_comm_; }
   comm::Comm& hpz() { return *hpz_comm_; }  // only when hpz_size() > 1
+  // world takes the engine space's memory (NCCL, or a staging wrapper), not host values.
+  bool world_takes_space_memory() const { return host_comm_ != nullptr; }
 
   Traffic traffic() const;
 

@@ -149,6 +149,7 @@ class HostSpace final : public Space {
     total_ += s;
   }
   double sum_squares_take() override { return std::exchange(total_, 0.0); }
+  void sum_squares_store(double* dst) override { *dst = std::exchange(total_, 0.0); }
   bool all_finite(const float* x, size_t n) override {
     for (size_t k = 0; k < n; ++k)
       if (!std::isfinite(x[k])) return false;

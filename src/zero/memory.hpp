@@ -66,16 +66,19 @@ class Space {
   // engine's collectives are ordered after (Groups::order_after); null on the host,
   // whose compute is synchronous.
   virtual void* compute_stream() { return nullptr; }
-  // Compute queued from now on runs after every operation in `ops`. The host waits for
-  // them (its compute is synchronous, so that is the ordering). The device makes its
-  // compute stream wait on each operation's event without blocking the host and moves
-  // the handle to `retired`, which the engine waits on at the end of the pass (errors
-  // and timeouts surface there); an operation that cannot (the staged MPI path) is
-  // waited on.
-  virtual void order_compute_after(std::vector<comm::Handle>& ops,
-                                   std::vector<comm::Handle>& retired) {
-    (void)retired;
-    for (comm::Handle& h : ops) h->wait();
+  // Compute queued from now on runs after every operation in `ops`, one space-neutral
+  // rule: an operation that can order the compute stream on the device (NCCL:
+  // Request::order_before) does so without blocking the host and moves to `retired`,
+  // which the engine waits on at the end of the pass (errors and timeouts surface
+  // there); any other (MPI, the staged path; every operation on the host, whose compute
+  // is synchronous) is waited on here.
+  void order_compute_after(std::vector<comm::Handle>& ops, std::vector<comm::Handle>& retired) {
+    for (comm::Handle& h : ops) {
+      if (h->order_before(compute_stream()))
+        retired.push_back(std::move(h));
+      else
+        h->wait();
+    }
     ops.clear();
   }
 
@@ -87,6 +90,9 @@ class Space {
   // sum_squares_take returns the total and starts a new one (one host read on a device).
   virtual void sum_squares_add(const float* x, size_t n) = 0;
   virtual double sum_squares_take() = 0;
+  // The same total into *dst (one double in this space) instead of the host, so the
+  // step's all-reduce can run on it where it is (NCCL on the device); a new one starts.
+  virtual void sum_squares_store(double* dst) = 0;
   virtual bool all_finite(const float* x, size_t n) = 0;
   virtual void to_bf16(const float* x, size_t n, bf16* out) = 0;
   virtual void from_bf16(const bf16* x, size_t n, float* out) = 0;

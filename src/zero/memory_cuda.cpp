@@ -92,19 +92,6 @@ class DeviceSpace final : public Space {
   }
 
   void* compute_stream() override { return stream_; }
-  // Each operation NCCL can order (a device event) makes the compute stream wait for it
-  // and is kept for the host's later check; the staged MPI path's are waited on (their
-  // wait() copies the result in, on this stream).
-  void order_compute_after(std::vector<comm::Handle>& ops,
-                           std::vector<comm::Handle>& retired) override {
-    for (comm::Handle& h : ops) {
-      if (h->order_before(stream_))
-        retired.push_back(std::move(h));
-      else
-        h->wait();
-    }
-    ops.clear();
-  }
 
   void zero(float* x, size_t n) override {
     if (n) ZT_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), stream_));
@@ -127,6 +114,14 @@ class DeviceSpace final : public Space {
     if (pending_) to_host(&s, total_.data(), sizeof(double));
     pending_ = false;
     return s;
+  }
+  void sum_squares_store(double* dst) override {
+    if (pending_)
+      ZT_CUDA_CHECK(cudaMemcpyAsync(dst, total_.data(), sizeof(double), cudaMemcpyDeviceToDevice,
+                                    stream_));
+    else
+      ZT_CUDA_CHECK(cudaMemsetAsync(dst, 0, sizeof(double), stream_));
+    pending_ = false;
   }
   // The squares of finite floats add up finitely in double, so a finite sum of squares
   // means every element is finite (one reduction instead of a kernel of its own).
