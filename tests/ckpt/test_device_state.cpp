@@ -87,27 +87,6 @@ Trained train_steps(zt::zero::Engine& e, int first, int last) {
   return r;
 }
 
-zt::ckpt::TrainState state_at(int64_t step) {
-  const zt::train::TrainConfig t = small_config(world_size(), layout_keys(world_size()));
-  zt::ckpt::TrainState st;
-  st.step = step;
-  st.tokens_seen = step * t.tokens_per_step();
-  st.sampler_seed = t.seed;
-  st.sampler_next_step = step;
-  st.lr = t.lr;
-  st.min_lr = t.min_lr;
-  st.warmup = t.warmup;
-  st.steps = t.steps;
-  st.beta1 = t.beta1;
-  st.beta2 = t.beta2;
-  st.eps = t.eps;
-  st.weight_decay = t.weight_decay;
-  st.grad_clip = t.grad_clip;
-  st.global_batch = t.global_batch;
-  st.seq_len = t.seq_len;
-  return st;
-}
-
 // Loads `path` into a fresh engine on `reader` (initialised differently, so nothing of
 // the file can come from the init), checks the loaded parameters and owned moments
 // against the serial reader, and trains steps 4-6.
@@ -175,7 +154,8 @@ TEST(DeviceState, WriteAtTwo) {
     const Trained head = train_steps(e, 0, 3);
     EXPECT_EQ(differing(head, uninterrupted_head), 0) << name_of(writer) << ": steps 1-3";
     const std::string dir = std::filesystem::path(file_of(writer)).parent_path().string();
-    const zt::ckpt::SaveResult saved = zt::ckpt::save(e, c.mpi, dir, state_at(3), 0, 7);
+    const zt::ckpt::TrainState st = train_state(small_config(2, layout_keys(2)), 3);
+    const zt::ckpt::SaveResult saved = zt::ckpt::save(e, c.mpi, dir, st, 0, 7);
     ASSERT_EQ(saved.path, file_of(writer));
   }
   // The two files hold the same tensors.
