@@ -262,5 +262,130 @@ TEST(Staged, PrecisionsASpaceCannotRunAreRefusedByName) {
   refused(EngineOptions::Device::kHostStaged, "bf16-mixed", true, "zero.quantize_weights");
 }
 
+// The engine's device ordering branch on a CPU. NCCL's requests can order the compute
+// stream (Request::order_before) without blocking the host; the engine then keeps the
+// handle and waits for it at the end of the pass (check_retired). Host backends cannot,
+// so the host spaces never take that branch. This host-memory communicator's requests
+// say they can (after completing on the host: there is no device to wait on), so the
+// engine on the host space takes the device branch: the results must stay bitwise those
+// of plain MPI, and every kept request must be waited on by the end of its pass.
+struct OrderStats {
+  long kept = 0;     // requests compute was "ordered after" (order_before returned true)
+  long checked = 0;  // kept requests the host waited on afterwards
+};
+
+class OrderingRequest final : public comm::Request {
+ public:
+  OrderingRequest(comm::Handle inner, OrderStats& st) : inner_(std::move(inner)), st_(st) {}
+  void wait() override {
+    if (!done_) inner_->wait();
+    done_ = true;
+    if (kept_ && !checked_) {
+      checked_ = true;
+      ++st_.checked;
+    }
+  }
+  bool test() override {
+    if (!done_ && inner_->test()) done_ = true;
+    return done_;
+  }
+  bool order_before(void*) override {
+    if (!done_) inner_->wait();  // the host's stand-in for the device's event wait
+    done_ = true;
+    kept_ = true;
+    ++st_.kept;
+    return true;
+  }
+
+ private:
+  comm::Handle inner_;
+  OrderStats& st_;
+  bool done_ = false, kept_ = false, checked_ = false;
+};
+
+class OrderingComm final : public comm::Comm {
+ public:
+  OrderingComm(std::unique_ptr<comm::Comm> inner, OrderStats& st) : inner_(std::move(inner)), st_(st) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string_view backend() const override { return inner_->backend(); }
+  comm::Memory memory() const override { return comm::Memory::kHost; }
+  comm::Handle iall_reduce(const void* s, void* r, size_t n, DType t, comm::ReduceOp op) override {
+    return wrap(inner_->iall_reduce(s, r, n, t, op));
+  }
+  comm::Handle iall_gather(const void* s, void* r, size_t n, DType t) override {
+    return wrap(inner_->iall_gather(s, r, n, t));
+  }
+  comm::Handle ireduce_scatter(const void* s, void* r, size_t n, DType t,
+                               comm::ReduceOp op) override {
+    return wrap(inner_->ireduce_scatter(s, r, n, t, op));
+  }
+  comm::Handle ibroadcast(void* b, size_t n, DType t, int root) override {
+    return wrap(inner_->ibroadcast(b, n, t, root));
+  }
+  comm::Handle isend(const void* b, size_t n, DType t, int peer) override {
+    return wrap(inner_->isend(b, n, t, peer));
+  }
+  comm::Handle irecv(void* b, size_t n, DType t, int peer) override {
+    return wrap(inner_->irecv(b, n, t, peer));
+  }
+  void barrier() override { inner_->barrier(); }
+  std::unique_ptr<comm::Comm> split(int color, int key) override {
+    std::unique_ptr<comm::Comm> sub = inner_->split(color, key);
+    if (!sub) return nullptr;
+    return std::make_unique<OrderingComm>(std::move(sub), st_);
+  }
+
+ private:
+  comm::Handle wrap(comm::Handle h) {
+    counters_ = inner_->counters();  // the engine's traffic figures read these
+    return std::make_unique<OrderingRequest>(std::move(h), st_);
+  }
+  std::unique_ptr<comm::Comm> inner_;
+  OrderStats& st_;
+};
+
+TEST(Staged, DeviceOrderingBranchKeepsHandlesAndTrainsBitwise) {
+  const int n = world_size();
+  Hyper h;
+  h.accum = 2;
+  h.steps = 3;
+  const std::vector<StagedCase> cases = {
+      {"stage0", 0, 0, 1},
+      {"stage1 rpn2", 1, 2, 1},
+      {"stage2 rpn2 bf16", 2, 2, 1, false, false, DType::kBF16},
+      {"stage3", 3, 0, 1},
+      {"stage3 rpn2 hpZ", 3, 2, 0},
+      {"stage3 rpn2 hpZ qwZ qgZ", 3, 2, 0, true, true},
+  };
+  for (const StagedCase& c : cases) {
+    if (c.rpn > 0 && n % c.rpn != 0) continue;
+    // Tied embeddings (two units in use at once) where qgZ is off: tied + qgZ at stage 3
+    // hangs at np 2 on the plain host engine too (found here; not this test's subject).
+    const model::Config cfg = reduced_config(/*tied=*/!c.qg);
+    Comms plain = make_comms(c.rpn);
+    Engine direct = make_engine(c, EngineOptions::Device::kHost, cfg, h, plain);
+    const EngineRun want = engine_run(direct, cfg, h, h.steps);
+
+    Comms base = make_comms(c.rpn);
+    OrderStats st;
+    Comms ordering;
+    ordering.world = std::make_unique<OrderingComm>(std::move(base.world), st);
+    if (base.node) ordering.node = std::make_unique<OrderingComm>(std::move(base.node), st);
+    if (base.cross) ordering.cross = std::make_unique<OrderingComm>(std::move(base.cross), st);
+    Engine e = make_engine(c, EngineOptions::Device::kHost, cfg, h, ordering);
+    const EngineRun got = engine_run(e, cfg, h, h.steps);
+    EXPECT_EQ(got.losses, want.losses) << c.name;
+    EXPECT_EQ(got.norms, want.norms) << c.name;
+    EXPECT_EQ(got.params, want.params) << c.name;
+    EXPECT_GT(st.kept, 0) << c.name << ": the engine never took the device branch";
+    EXPECT_EQ(st.checked, st.kept) << c.name << ": kept requests never waited on";
+    if (world_rank() == 0)
+      std::printf("[ staged ] np %d %-24s ordering branch: %ld requests kept, %ld checked at "
+                  "the end of their pass; losses %.6f -> %.6f\n",
+                  n, c.name.c_str(), st.kept, st.checked, got.losses.front(), got.losses.back());
+  }
+}
+
 }  // namespace
 }  // namespace zt::zero::testing
