@@ -32,6 +32,7 @@
 #include "zt/model/optimizer.hpp"
 #include "zt/model/trainable.hpp"
 #include "zt/offload/cpu_adam.hpp"
+#include "zt/offload/pinned_pool.hpp"
 #include "zt/zero/options.hpp"
 
 namespace zt::zero::detail {
@@ -47,6 +48,10 @@ class Space {
   // Collectives on this space's buffers over `c` must be staged through pinned host
   // memory (a device space on a host backend; the host-staged space always).
   virtual bool stages(const comm::Comm& c) const = 0;
+  // The stream the model and the element-wise table run on (a cudaStream_t): what the
+  // engine's collectives (Groups::order_after) and the offload copies (offload_copy.hpp)
+  // are ordered after. Null on the host, whose compute is synchronous.
+  virtual void* compute_stream() const { return nullptr; }
 
   // The model computing on this space's buffers (TrainableModel views of this space).
   virtual std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg,
@@ -62,10 +67,6 @@ class Space {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within the space
 
   // ---- ordering of communication against compute (llm.c style) ----------------------
-  // The stream the model and the element-wise table run on (a cudaStream_t), which the
-  // engine's collectives are ordered after (Groups::order_after); null on the host,
-  // whose compute is synchronous.
-  virtual void* compute_stream() { return nullptr; }
   // Compute queued from now on runs after every operation in `ops`, one space-neutral
   // rule: an operation that can order the compute stream on the device (NCCL:
   // Request::order_before) does so without blocking the host and moves to `retired`,
@@ -160,7 +161,9 @@ class Buf {
 // to a staging buffer from a pool (pinned for a device space), runs on `inner`, and its
 // wait() copies the receive range back. The aliasing of send and receive (in place or
 // not) is kept, so the results are those of `inner` on the same values. split() wraps
-// the split (sharing the pool).
-std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space);
+// the split (sharing the pool). `pool` is the engine's one pinned pool (bounded by
+// offload.pinned_bytes), shared with the offload copies.
+std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space,
+                                             std::shared_ptr<offload::PinnedPool> pool);
 
 }  // namespace zt::zero::detail

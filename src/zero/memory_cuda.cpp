@@ -91,7 +91,7 @@ class DeviceSpace final : public Space {
     if (bytes) ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
 
-  void* compute_stream() override { return stream_; }
+  void* compute_stream() const override { return stream_; }
 
   void zero(float* x, size_t n) override {
     if (n) ZT_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), stream_));

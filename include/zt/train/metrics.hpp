@@ -51,6 +51,9 @@ struct StepRecord {
   // ranks of each field.
   zero::MemoryStats zero_memory;
   std::optional<double> eval_loss;  // held-out loss, averaged over ranks, when evaluated
+  // Offload phase times of the step (zero::OffloadTimes), the maximum over ranks of each;
+  // in the step line and the JSON only when offload is on.
+  zero::OffloadTimes offload;
 };
 
 // The step for people: "step    10/200 | loss 2.3456 | lr 1.00e-03 | grad norm  0.812 | ...".
