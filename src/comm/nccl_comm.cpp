@@ -8,6 +8,12 @@
 // ncclCommGetAsyncError, and past the timeout aborts the communicator (ncclCommAbort)
 // and throws, naming rank, host and operation.
 //
+// A caller computing on a stream of its own (the ZeRO engine's device space) orders the
+// two with events instead: order_after(compute) makes every later launch wait on the
+// device for the compute queued before it, and Request::order_before(compute) makes
+// compute wait for one launch without blocking the host (wait() later still polls,
+// so errors and timeouts surface as before).
+//
 // Send and receive: NCCL needs the two sides of a ring step in one group, or a rank
 // blocked in its receive never reaches its send. So isend/irecv only queue the
 // operation; the queue is launched as one ncclGroupStart/End group when any of its
@@ -140,6 +146,8 @@ class NcclContext {
   }
 
   ~NcclContext() {
+    if (after_event != nullptr && cudaEventDestroy(after_event) != cudaSuccess)
+      log::warn("cudaEventDestroy failed");
     if (!aborted) {
       if (cudaStreamSynchronize(stream) != cudaSuccess) log::warn("cudaStreamSynchronize failed");
       if (ncclCommDestroy(nccl) != ncclSuccess) log::warn("ncclCommDestroy failed");
@@ -159,6 +167,20 @@ class NcclContext {
       throw Error(strf("nccl communicator (rank %d of %d) was aborted after an earlier failure",
                        rank, size),
                   "the first error on this rank says what went wrong; the job should end");
+  }
+
+  // order_after: launches wait, on the device, for the caller's stream (null: none).
+  void set_after(cudaStream_t s) {
+    if (s != nullptr && after_event == nullptr)
+      ZT_CUDA_CHECK(cudaEventCreateWithFlags(&after_event, cudaEventDisableTiming));
+    after = s;
+  }
+  // Before a launch: this comm's stream waits for the work queued on the caller's stream
+  // so far (one event, re-recorded: a wait captures the record before it).
+  void wait_for_caller() {
+    if (after == nullptr) return;
+    ZT_CUDA_CHECK(cudaEventRecord(after_event, after));
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(stream, after_event, 0));
   }
 
   // Records a fresh event on the stream after the work just enqueued.
@@ -186,6 +208,7 @@ class NcclContext {
     std::shared_ptr<Launch> l = std::move(queued_launch_);
     queued_launch_.reset();
     try {
+      wait_for_caller();
       ZT_NCCL_CHECK(ncclGroupStart());
       for (const P2P& p : ops) {
         if (p.is_send)
@@ -214,6 +237,8 @@ class NcclContext {
   MPI_Comm bootstrap = MPI_COMM_NULL;
   ncclComm_t nccl = nullptr;
   cudaStream_t stream = nullptr;
+  cudaStream_t after = nullptr;       // order_after's stream, or null
+  cudaEvent_t after_event = nullptr;  // recorded on `after` before each launch
   int32_t* barrier_word = nullptr;  // [1] device scratch for barrier()
   int rank = 0;
   int size = 1;
@@ -268,6 +293,14 @@ class NcclRequest final : public Request {
                   kNcclHint);
     }
     return false;
+  }
+
+  // The caller's stream waits for this launch's event (launching a queued group first).
+  bool order_before(void* s) override {
+    if (!launch_->launched) guard([&] { ctx_->flush(); });
+    ctx_->check_usable();
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), launch_->event, 0));
+    return true;
   }
 
   void wait() override {
@@ -393,6 +426,8 @@ class NcclComm final : public Comm {
     return comm;
   }
 
+  void order_after(void* s) override { ctx_->set_after(static_cast<cudaStream_t>(s)); }
+
   // Blocks the host until every operation enqueued on this comm finished.
   void synchronize() override {
     ctx_->flush();
@@ -405,10 +440,12 @@ class NcclComm final : public Comm {
              "peers and roots are ranks of this communicator, 0 <= r < size()");
   }
 
-  // Collectives go after any queued sends and receives, in the order they were called.
+  // Collectives go after any queued sends and receives, in the order they were called,
+  // and after the caller's stream's work queued so far (order_after).
   void before_collective() {
     ctx_->check_usable();
     ctx_->flush();
+    ctx_->wait_for_caller();
   }
 
   Handle finish(Op what, size_t n, DType dtype, ReduceOp op = ReduceOp::kSum, int root = 0) {

@@ -3,6 +3,7 @@
 #include "zt/zero/engine.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "engine_impl.hpp"
 #include "zt/core/error.hpp"
@@ -79,6 +80,24 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       head(layout.head_unit()),
       tied(cfg.tied_embeddings) {
   const int L = static_cast<int>(cfg.layers);
+  order_comms_after_compute();
+  bf16_weights = model.param_dtype() == DType::kBF16;
+  if (model.grad_dtype() != DType::kF32)
+    throw InputError("train.precision = " + opt.precision + ": the model's gradients are " +
+                         std::string(dtype_name(model.grad_dtype())) +
+                         "; the ZeRO engine reduces fp32 gradients only so far",
+                     "set train.precision = bf16-mixed (bf16 weights, fp32 gradients, master "
+                     "weights and moments) or fp32");
+  if (bf16_weights && opt.quantize_weights)
+    throw InputError("zero.quantize_weights = true with train.precision = " + opt.precision,
+                     "qwZ dequantizes into fp32 gather buffers; with bf16 compute weights set "
+                     "zero.quantize_weights = false (the bf16 gather already halves the bytes)");
+  if (bf16_weights && (opt.offload.optimizer != offload::Home::kNone ||
+                       opt.offload.params != offload::Home::kNone))
+    throw InputError("offload.optimizer / offload.params with train.precision = " + opt.precision,
+                     "the offloaded step writes the fp32 parameters the bf16 copies are cast "
+                     "from, and that ordering is not built yet: set offload.optimizer = none "
+                     "and offload.params = none, or train.precision = fp32");
   // The use orders of model.hpp's hook contract.
   eval_order.push_back(0);
   for (int l = 0; l < L; ++l) eval_order.push_back(layout.block_unit(l));
@@ -113,13 +132,17 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       init_buf.assign(static_cast<size_t>(p.numel), 0.0f);
       model::init_unit_slice<float>(layout, u, init, 0, std::span<float>(init_buf));
       mem->from_host(full_params.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
+      if (bf16_weights) compute_params.emplace_back(*mem, static_cast<size_t>(p.padded), "bf16 parameters");
     } else {
       param_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
       init_buf.assign(static_cast<size_t>(p.owned), 0.0f);
       model::init_unit_slice<float>(layout, u, init, p.begin, std::span<float>(init_buf));
       mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
     }
-    if (hpz > 1) secondary.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
+    if (hpz > 1 && bf16_weights)
+      secondary_half.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
+    else if (hpz > 1)
+      secondary.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
     if (stage <= 1) full_grads.emplace_back(*mem, static_cast<size_t>(p.padded), "gradients");
     if (stage >= 2) grad_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "gradient shards");
     // Offloaded state: the offload store holds the moments (init_offload); these stay empty.
@@ -127,12 +150,16 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     adam_v.emplace_back(*mem, state_offloaded ? 0 : moments, "AdamW v");
   }
   std::vector<float>().swap(init_buf);
+  cast_compute_params();
 
   // Working buffers.
   if (stage == 3) {
     const size_t slots = static_cast<size_t>(opt.prefetch + (tied ? 2 : 1));
     gathers.resize(slots);
-    gather_buf = make_bufs<float>(*mem, slots, maxp, "stage-3 gather buffers");
+    if (bf16_weights)
+      gather_half = make_bufs<bf16>(*mem, slots, maxp, "stage-3 gather buffers");
+    else
+      gather_buf = make_bufs<float>(*mem, slots, maxp, "stage-3 gather buffers");
     if (opt.quantize_weights)
       gather_q = make_bufs<uint8_t>(*mem, slots, packed_bytes(maxp, qblock), "qwZ buffers");
   }
@@ -159,7 +186,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     const size_t i = static_cast<size_t>(u);
     const size_t numel = static_cast<size_t>(part.unit(u).numel);
     if (stage <= 2)
-      model.bind_unit(u, cview(full_params[i].data(), numel),
+      model.bind_unit(u, param_view(u, replicated(u)),
                       stage <= 1 ? mview(full_grads[i].data(), numel) : model::MutView{});
   }
   init_offload(world.rank());
@@ -170,18 +197,18 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
 
 MemoryStats Engine::Impl::memory() const {
   MemoryStats m;
-  m.full_params = bytes_of(full_params);
+  m.full_params = bytes_of(full_params) + bytes_of(compute_params);
   m.param_shards = bytes_of(param_shard);
-  m.secondary_shards = bytes_of(secondary);
+  m.secondary_shards = bytes_of(secondary) + bytes_of(secondary_half);
   m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
   m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0);
   for (const Checkout& c : checkouts)
     m.optimizer += (c.master.capacity() + c.m.capacity() + c.v.capacity()) * sizeof(float);
   m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float);
-  m.gather_buffers = bytes_of(gather_buf);
+  m.gather_buffers = bytes_of(gather_buf) + bytes_of(gather_half);
   m.grad_buffers = bytes_of(grad_buf);
   m.comm_buffers = bytes_of(gather_q) + bytes_of(reduce_half) + bytes_of(reduce_qsend) +
-                   bytes_of(reduce_qrecv) + logits_buf.bytes();
+                   bytes_of(reduce_qrecv) + logits_buf.bytes() + logits_half.bytes();
   m.activations = model.workspace_bytes();
   m.peak_total = std::max(peak, m.total());
   return m;
@@ -226,6 +253,11 @@ std::span<float> Engine::Impl::v_for_update(int u) {
   const UnitPartition& p = part.unit(u);
   return {adam_v[static_cast<size_t>(u)].data(),
           static_cast<size_t>(opt.stage == 0 ? p.numel : p.owned)};
+}
+
+void Engine::Impl::cast_compute_params() {
+  for (size_t i = 0; i < compute_params.size(); ++i)
+    mem->to_bf16(full_params[i].data(), full_params[i].size(), compute_params[i].data());
 }
 
 void Engine::Impl::gather_in_place(Bufs<float>& bufs) {
@@ -306,11 +338,20 @@ void Engine::logits_last(std::span<const int32_t> tokens, int64_t T, std::span<f
   try {
     if (e.mem->host_accessible()) {
       e.model.logits_last(tokens, T, model::host_view(out));
-    } else {  // into the space, then to the host
+    } else if (!e.bf16_weights) {  // into the space, then to the host
       if (e.logits_buf.size() != out.size())
         e.logits_buf = detail::Buf<float>(*e.mem, out.size(), "logits");
       e.model.logits_last(tokens, T, e.mview(e.logits_buf.data(), out.size()));
       e.mem->to_host(out.data(), e.logits_buf.data(), out.size_bytes());
+    } else {  // bf16 logits in the space, widened on the host
+      if (e.logits_half.size() != out.size())
+        e.logits_half = detail::Buf<bf16>(*e.mem, out.size(), "logits");
+      e.model.logits_last(tokens, T,
+                          {e.logits_half.data(), static_cast<int64_t>(out.size()), DType::kBF16,
+                           e.mem->model_space()});
+      std::vector<bf16> host(out.size());  // [vocab]
+      e.mem->to_host(host.data(), e.logits_half.data(), out.size() * sizeof(bf16));
+      for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<float>(host[k]);
     }
     e.end_pass();
   } catch (...) {
@@ -326,14 +367,18 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
   ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
            "make it from this engine's model().layout()");
   e.flush_checkout();
+  detail::Buf<float> full;  // bf16_weights at stage 3: [max_padded], the gathered fp32 master
   for (int u = 0; u < e.units; ++u) {
     const size_t numel = static_cast<size_t>(e.part.unit(u).numel);
     std::span<float> dst = out.params(u);
     if (e.opt.stage <= 2) {
       e.mem->to_host(dst.data(), e.full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
-    } else {
-      e.gather_exact(u, e.gather_buf[0].data());
-      e.mem->to_host(dst.data(), e.gather_buf[0].data(), numel * sizeof(float));
+    } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
+      if (e.bf16_weights && full.empty())
+        full = detail::Buf<float>(*e.mem, static_cast<size_t>(e.part.max_padded()), "a full unit");
+      float* buf = e.bf16_weights ? full.data() : e.gather_buf[0].data();
+      e.gather_exact(u, buf);
+      e.mem->to_host(dst.data(), buf, numel * sizeof(float));
     }
   }
 }
@@ -365,6 +410,7 @@ void Engine::after_load() {
   ZT_CHECK(e.mode == Impl::Mode::kIdle, "after_load during a micro-step", "call it between steps");
   e.flush_checkout();
   if (e.opt.stage <= 2) e.gather_in_place(e.full_params);
+  e.cast_compute_params();
   if (e.opt.stage == 0) {
     e.gather_in_place(e.adam_m);
     e.gather_in_place(e.adam_v);

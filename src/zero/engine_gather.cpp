@@ -6,6 +6,9 @@
 //     same values); or
 //   - the hpZ secondary partition (one all_gather within the hpz group), once a primary
 //     gather since the last optimizer step has filled it.
+// With bf16 compute weights (bf16_weights: train.precision = bf16-mixed) a primary gather casts
+// the fp32 shard into its place in the slot's bf16 buffer and all-gathers bf16 in place
+// (half the bytes of fp32); the hpZ secondary holds bf16 too.
 #include <algorithm>
 
 #include "engine_impl.hpp"
@@ -47,7 +50,9 @@ void Engine::Impl::start_gather(size_t position) {
   if (!from_secondary) {
     primary_pos[i] = static_cast<int>(position);
     if (params_offloaded) load_shard(u, slot);
-    if (opt.quantize_weights) {
+    if (bf16_weights) {
+      cast_shard_for_gather(u, slot);
+    } else if (opt.quantize_weights) {
       const UnitPartition& p = part.unit(u);
       const size_t chunk = packed_bytes(static_cast<size_t>(p.shard), qblock);
       uint8_t* q = gather_q[static_cast<size_t>(slot)].data();
@@ -62,11 +67,20 @@ void Engine::Impl::start_gather(size_t position) {
 void Engine::Impl::start_gather_phase(GatherJob& job, int slot) {
   const UnitPartition& p = part.unit(job.unit);
   const size_t i = static_cast<size_t>(job.unit);
-  float* full = gather_buf[static_cast<size_t>(slot)].data();  // [padded]
-  if (job.from_secondary) {
+  float* full = bf16_weights ? nullptr : gather_buf[static_cast<size_t>(slot)].data();  // [padded]
+  if (job.from_secondary && bf16_weights) {
+    job.handles.push_back(groups.hpz().iall_gather(secondary_half[i].data(),
+                                                   gather_half[static_cast<size_t>(slot)].data(),
+                                                   static_cast<size_t>(p.secondary),
+                                                   DType::kBF16));
+  } else if (job.from_secondary) {
     job.handles.push_back(groups.hpz().iall_gather(secondary[i].data(), full,
                                                    static_cast<size_t>(p.secondary),
                                                    DType::kF32));
+  } else if (bf16_weights) {
+    bf16* whole = gather_half[static_cast<size_t>(slot)].data();  // [padded], n shards
+    groups.start_gather(job.phase, whole + static_cast<size_t>(part.index()) * p.shard, whole,
+                        static_cast<size_t>(p.shard), DType::kBF16, job.handles);
   } else if (opt.quantize_weights) {
     const size_t chunk = packed_bytes(static_cast<size_t>(p.shard), qblock);
     uint8_t* q = gather_q[static_cast<size_t>(slot)].data();  // n chunks, partition order
@@ -90,7 +104,12 @@ int Engine::Impl::complete_gather(size_t position) {
   const int slot = pos_slot[position];
   GatherJob& job = gathers[static_cast<size_t>(slot)];
   while (job.phase < job.phases) {
-    detail::wait_all(job.handles);
+    // The next phase is launched from the host, so it waits there; the last one only
+    // has to come before the compute that uses the unit (before_use's event wait).
+    if (job.phase + 1 < job.phases)
+      detail::wait_all(job.handles);
+    else
+      compute_waits_for(job.handles);
     ++job.phase;
     if (job.phase < job.phases)
       start_gather_phase(job, slot);
@@ -105,7 +124,7 @@ void Engine::Impl::finish_gather(GatherJob& job, int slot) {
   if (job.from_secondary) return;
   const size_t i = static_cast<size_t>(job.unit);
   const UnitPartition& p = part.unit(job.unit);
-  float* full = gather_buf[static_cast<size_t>(slot)].data();
+  float* full = bf16_weights ? nullptr : gather_buf[static_cast<size_t>(slot)].data();  // [padded]
   if (opt.quantize_weights) {
     const size_t shard = static_cast<size_t>(p.shard);
     const size_t chunk = packed_bytes(shard, qblock);
@@ -116,10 +135,25 @@ void Engine::Impl::finish_gather(GatherJob& job, int slot) {
   }
   primary_pos[i] = -1;
   if (hpz > 1 && !secondary_valid[i]) {
-    mem->copy(secondary[i].data(), full + p.secondary_begin,
-              static_cast<size_t>(p.secondary) * sizeof(float));
+    if (bf16_weights)
+      mem->copy(secondary_half[i].data(),
+                gather_half[static_cast<size_t>(slot)].data() + p.secondary_begin,
+                static_cast<size_t>(p.secondary) * sizeof(bf16));
+    else
+      mem->copy(secondary[i].data(), full + p.secondary_begin,
+                static_cast<size_t>(p.secondary) * sizeof(float));
     secondary_valid[i] = 1;
   }
+}
+
+// The bf16 cast of this rank's fp32 shard of unit u into its place (partition index) in
+// the slot's bf16 buffer: the send range of the in-place bf16 all-gather. The padding of
+// the shard is zero, and stays zero in bf16.
+void Engine::Impl::cast_shard_for_gather(int u, int slot) {
+  const UnitPartition& p = part.unit(u);
+  bf16* whole = gather_half[static_cast<size_t>(slot)].data();  // [padded]
+  mem->to_bf16(shard_src(u, slot), static_cast<size_t>(p.shard),
+               whole + static_cast<size_t>(part.index()) * static_cast<size_t>(p.shard));
 }
 
 void Engine::Impl::release_gather(size_t position) {

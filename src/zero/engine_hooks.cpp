@@ -8,6 +8,22 @@
 
 namespace zt::zero {
 
+// Every collective the engine launches waits, on the device, for the compute queued
+// before its launch. That is the event each one needs: a stage-3 gather is launched when
+// its slot is free (every use of the slot's previous unit was queued before), a
+// gradient reduction at grad_ready (the unit's backward was queued before), and the
+// casts and quantizations feeding a collective are queued before it.
+void Engine::Impl::order_comms_after_compute() { groups.order_after(mem->compute_stream()); }
+
+// Compute queued from now on (the model's use of a gathered unit, finishing a reduction
+// into the gradient shard) runs after `ops`: on the device without blocking the host
+// (the handles are kept in `retired` for check_retired), on the host by waiting.
+void Engine::Impl::compute_waits_for(detail::Handles& ops) { mem->order_compute_after(ops, retired); }
+
+// At the end of a pass the host waits for the operations compute waited for on the
+// device (long done by then): their errors and timeouts surface here.
+void Engine::Impl::check_retired() { detail::wait_all(retired); }
+
 void Engine::Impl::install_hooks() {
   model::UnitHooks hooks;
   hooks.before_use = [this](int u) { before_use(u); };
@@ -39,6 +55,7 @@ void Engine::Impl::end_pass() {
                 "the model's hook order changed (see model.hpp, UnitHooks); update the "
                 "engine's use orders");
   complete_all_reduces();
+  check_retired();
   ZT_CHECK(gather_fifo.empty() && active.empty(), "gathers left in flight after a pass",
            "a bug in the engine's schedule");
   mode = Mode::kIdle;
@@ -62,15 +79,15 @@ void Engine::Impl::before_use(int u) {
   const size_t i = static_cast<size_t>(u);
   const size_t numel = static_cast<size_t>(part.unit(u).numel);
 
-  const float* params = nullptr;
+  const void* params = nullptr;  // the compute weights (fp32, or bf16 when bf16_weights)
   if (opt.stage == 3) {
     const int slot = complete_gather(pos);
-    params = gather_buf[static_cast<size_t>(slot)].data();
+    params = gathered(slot);
     // Keep `prefetch` gathers in flight ahead of this use.
     const size_t last = std::min(order->size(), pos + 1 + static_cast<size_t>(opt.prefetch));
     while (started < last) start_gather(started);
   } else {
-    params = full_params[i].data();
+    params = replicated(u);
   }
 
   float* grads = nullptr;
@@ -86,7 +103,7 @@ void Engine::Impl::before_use(int u) {
     grads = grad_buf[static_cast<size_t>(grad_slot[i])].data();
   }
   if (opt.stage == 3 || opt.stage == 2)
-    model.bind_unit(u, cview(params, numel), grads ? mview(grads, numel) : model::MutView{});
+    model.bind_unit(u, param_view(u, params), grads ? mview(grads, numel) : model::MutView{});
   active.push_back(static_cast<int>(pos));
   ++pos;
 }

@@ -100,7 +100,12 @@ struct Engine::Impl {
   using Bufs = std::vector<detail::Buf<T>>;
   Bufs<float> full_params;   // stages 0-2: [padded]
   Bufs<float> param_shard;   // stage 3:    [shard]
-  Bufs<float> secondary;     // stage 3 + hpZ: [secondary]
+  Bufs<float> secondary;     // stage 3 + hpZ, fp32 compute: [secondary]
+  // bf16 compute (train.precision = bf16-mixed): the model binds bf16 weights, cast from
+  // the fp32 master; stage 3 casts its shard before the gather, so gathers move bf16.
+  bool bf16_weights = false; // model.param_dtype() is bf16
+  Bufs<bf16> compute_params; // stages 0-2, bf16_weights: [padded] bf16 cast of full_params
+  Bufs<bf16> secondary_half; // stage 3 + hpZ, bf16_weights: [secondary] (instead of secondary)
   std::vector<uint8_t> secondary_valid;  // per unit: holds the current parameters (host)
   Bufs<float> full_grads;    // stages 0-1: [padded]
   Bufs<float> grad_shard;    // stages 2-3: [shard], fp32 accumulators
@@ -108,13 +113,15 @@ struct Engine::Impl {
   Bufs<float> adam_v;        // same
 
   // ---- working buffers (allocated once, in `mem`) ---------------------------------
-  Bufs<float> gather_buf;      // stage 3: per slot [max_padded]
+  Bufs<float> gather_buf;      // stage 3, fp32 compute: per slot [max_padded]
+  Bufs<bf16> gather_half;      // stage 3, bf16_weights: per slot [max_padded] (instead of gather_buf)
   Bufs<uint8_t> gather_q;      // qwZ: per slot [packed(max_padded)]
   Bufs<float> grad_buf;        // stages 2-3: per reduce slot [max_padded]
   Bufs<bf16> reduce_half;      // bf16 reduce: per reduce slot [max_padded]
   Bufs<uint8_t> reduce_qsend;  // qgZ: per reduce slot [packed(max_padded)]
   Bufs<uint8_t> reduce_qrecv;  // same
   detail::Buf<float> logits_buf;  // logits_last on a space the host cannot read: [vocab]
+  detail::Buf<bf16> logits_half;  // same, bf16_weights: [vocab] (the model's logits are bf16)
 
   // ---- schedule state ---------------------------------------------------------------
   std::vector<GatherJob> gathers;  // one per gather slot
@@ -148,10 +155,22 @@ struct Engine::Impl {
   int64_t update_begin(int u) const;          // first unit element of those spans
   // Gathers `bufs[u]` (each [padded], this rank's part in place) for every unit.
   void gather_in_place(Bufs<float>& bufs);
-  // Views of mem's buffers for the model.
-  model::ConstView cview(const float* p, size_t count) const {
-    return {p, static_cast<int64_t>(count), DType::kF32, mem->model_space()};
+  // bf16_weights, stages 0-2: compute_params = bf16(full_params), after every change of the latter.
+  void cast_compute_params();
+  // What the model binds for unit u: the compute weights at `p` (a gather slot's or the
+  // unit's replicated copy), of the compute dtype.
+  model::ConstView param_view(int u, const void* p) const {
+    return {p, part.unit(u).numel, bf16_weights ? DType::kBF16 : DType::kF32, mem->model_space()};
   }
+  const void* gathered(int slot) const {  // stage 3: the full unit in gather slot `slot`
+    const size_t s = static_cast<size_t>(slot);
+    return bf16_weights ? static_cast<const void*>(gather_half[s].data()) : gather_buf[s].data();
+  }
+  const void* replicated(int u) const {  // stages 0-2: the compute copy of unit u
+    const size_t i = static_cast<size_t>(u);
+    return bf16_weights ? static_cast<const void*>(compute_params[i].data()) : full_params[i].data();
+  }
+  // Views of mem's buffers for the model.
   model::MutView mview(float* p, size_t count) const {
     return {p, static_cast<int64_t>(count), DType::kF32, mem->model_space()};
   }
@@ -169,6 +188,12 @@ struct Engine::Impl {
   void after_use(int u);
   void grad_ready(int u);
   void pump();  // the after_use rule above
+  // Ordering against the compute stream (no-ops on the host, whose compute is
+  // synchronous; docs/zero.md "Streams and events"):
+  detail::Handles retired;  // operations compute waits for on the device, not yet host-checked
+  void order_comms_after_compute();
+  void compute_waits_for(detail::Handles& ops);
+  void check_retired();
 
   // ---- engine_gather.cpp ------------------------------------------------------------
   int acquire_gather_slot();
@@ -178,6 +203,7 @@ struct Engine::Impl {
   void finish_gather(GatherJob& job, int slot);
   void release_gather(size_t position);
   void start_gather_phase(GatherJob& job, int slot);
+  void cast_shard_for_gather(int u, int slot);  // bf16_weights: the bf16 send range of a gather
   // The exact (unquantized) full unit u into out [padded], blocking. Idle only.
   void gather_exact(int u, float* out);
 
@@ -192,6 +218,8 @@ struct Engine::Impl {
 
   // ---- engine_step.cpp --------------------------------------------------------------
   StepStats step(double lr);
+  detail::Buf<double> step_sums;  // [2] squared norm, loss: when world takes mem's buffers
+  void all_reduce_step_sums(double sums[2]);
 
   // ---- engine_offload.cpp -----------------------------------------------------------
   // offload.optimizer != none: the store holds master, m, v of the owned elements (adam_m

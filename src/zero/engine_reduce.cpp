@@ -137,7 +137,7 @@ void Engine::Impl::finish_reduce(ReduceJob& job, int slot) {
 void Engine::Impl::complete_reduce(int slot) {
   ReduceJob& job = reduces[static_cast<size_t>(slot)];
   while (job.phase + 1 < job.phases) advance_reduce(job, slot);
-  detail::wait_all(job.handles);
+  compute_waits_for(job.handles);  // finish_reduce's work is queued on compute
   finish_reduce(job, slot);
   if (boundary) offload_grad_final(job.unit);  // the step's gradient: down to the host
   job.phase = job.phases;

@@ -44,6 +44,27 @@ std::string Engine::Impl::nonfinite_units() {
   return names.empty() ? "none (the loss alone is not finite)" : names;
 }
 
+// The step's squared norm (sums[0], this rank's part still in the space's running sum)
+// and loss (sums[1]) summed over ranks in one all-reduce of two doubles. When world
+// takes the space's buffers (NCCL; the staged path) the sums stay in the space and the
+// all-reduce runs there: on the device, NCCL on its stream after the compute that made
+// the sum of squares (order_after), then one host read of both. Otherwise over the host
+// communicator. The bytes are the same either way (two doubles, counted as world's).
+void Engine::Impl::all_reduce_step_sums(double sums[2]) {
+  if (!groups.world_takes_space_memory()) {
+    sums[0] = mem->sum_squares_take();
+    groups.host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
+    return;
+  }
+  // Not in memory(): 16 bytes, like the staging buffers.
+  if (step_sums.empty()) step_sums = detail::Buf<double>(*mem, 2, "the step's sums");
+  mem->sum_squares_store(step_sums.data());
+  mem->from_host(step_sums.data() + 1, &sums[1], sizeof(double));
+  groups.world().all_reduce(step_sums.data(), step_sums.data(), 2, DType::kF64,
+                            comm::ReduceOp::kSum);
+  mem->to_host(sums, step_sums.data(), 2 * sizeof(double));
+}
+
 StepStats Engine::Impl::step(double lr) {
   ZT_CHECK(mode == Mode::kIdle, "step() during a micro-step", "the engine is not reentrant");
   flush_checkout();
@@ -62,8 +83,7 @@ StepStats Engine::Impl::step(double lr) {
     const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
     mem->sum_squares_add(g, static_cast<size_t>(p.owned));
   }
-  sums[0] = mem->sum_squares_take();
-  groups.host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
+  all_reduce_step_sums(sums);
   StepStats stats;
   stats.grad_norm = std::sqrt(sums[0]);
   stats.loss = sums[1] / static_cast<double>(n);
@@ -111,6 +131,7 @@ StepStats Engine::Impl::step(double lr) {
   adamw_update(adam, steps + 1, clip);
 
   if (opt.stage == 1 || opt.stage == 2) gather_in_place(full_params);
+  cast_compute_params();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
   std::fill(secondary_valid.begin(), secondary_valid.end(), 0);
   return finish(true);
 }

@@ -168,4 +168,10 @@ void Groups::all_to_all(comm::Comm& c, const uint8_t* send, uint8_t* recv, size_
   }
 }
 
+void Groups::order_after(void* stream) {
+  if (stream == nullptr) return;
+  for (auto* c : {&world_comm_, &node_comm_, &cross_comm_, &hpz_comm_})
+    if (*c) (*c)->order_after(stream);
+}
+
 }  // namespace zt::zero::detail

@@ -59,8 +59,15 @@ class Groups {
   // private copy of `control` (its bytes count as world's in traffic()).
   comm::Comm& host() { return host_comm_ ? *host_comm_ : *world_comm_; }
   comm::Comm& hpz() { return *hpz_comm_; }  // only when hpz_size() > 1
+  // world takes the engine space's memory (NCCL, or a staging wrapper), not host values.
+  bool world_takes_space_memory() const { return host_comm_ != nullptr; }
 
   Traffic traffic() const;
+
+  // Every collective of the private communicators (world, node, cross, hpz; not host)
+  // launched from now on waits, on the device, for the work queued on `stream` before
+  // its launch (comm::Comm::order_after; null: nothing to do, host memory).
+  void order_after(void* stream);
 
   // Buffers hold n parts of `count` elements of dtype, in partition order.
   int gather_phases() const { return hierarchical_ ? 2 : 1; }

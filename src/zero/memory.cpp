@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -15,9 +16,93 @@
 namespace zt::zero::detail {
 namespace {
 
+// The host-staged space's model for train.precision = bf16-mixed (a test device: the host
+// has no bf16 kernels). It takes bf16 weight views, as the GPU's DeviceModel<bf16, float>
+// does, and computes with Model<float> on their exact fp32 widening, refreshed at every
+// use of the unit (the engine's before_use binds the bf16 weights, then this copies them
+// into the unit's fp32 buffer). Gradients are fp32 and pass through. So the engine's bf16
+// path (casts, bf16 gathers, bf16 hpZ secondaries) runs on a CPU, and what the model
+// computes is Model<float> on bf16-rounded weights: a reference a test can recompute.
+class WidenedBf16Model final : public model::TrainableModel {
+ public:
+  WidenedBf16Model(const model::Config& cfg, int64_t max_batch, int64_t max_seq)
+      : inner_(model::make_host_model(cfg, max_batch, max_seq)) {
+    const model::ParamLayout& l = inner_->layout();
+    wide_.resize(static_cast<size_t>(l.num_units()));
+    bound_.assign(wide_.size(), nullptr);
+    for (int u = 0; u < l.num_units(); ++u)
+      wide_[static_cast<size_t>(u)].assign(static_cast<size_t>(l.unit(u).numel), 0.0f);
+  }
+
+  const model::ParamLayout& layout() const override { return inner_->layout(); }
+  model::Space space() const override { return model::Space::kHost; }
+  DType param_dtype() const override { return DType::kBF16; }
+  DType grad_dtype() const override { return DType::kF32; }
+  std::string describe() const override { return "host bf16 weights widened to fp32 / grads fp32"; }
+
+  void bind_unit(int u, model::ConstView params, model::MutView grads) override {
+    const size_t i = static_cast<size_t>(u);
+    model::check_view(params, model::Space::kHost, DType::kBF16, layout().unit(u).numel,
+                      strf("unit %d parameters", u));
+    bound_[i] = static_cast<const bf16*>(params.data);
+    widen(u);
+    inner_->bind_unit(u, model::host_view(std::span<const float>(wide_[i])), grads);
+  }
+  void set_hooks(model::UnitHooks hooks) override {
+    outer_ = std::move(hooks);
+    model::UnitHooks mine;
+    mine.before_use = [this](int u) {
+      if (outer_.before_use) outer_.before_use(u);  // binds (stage 2-3) the unit's weights
+      widen(u);                                     // their current values, in fp32
+    };
+    mine.after_use = [this](int u) {
+      if (outer_.after_use) outer_.after_use(u);
+    };
+    mine.grad_ready = [this](int u) {
+      if (outer_.grad_ready) outer_.grad_ready(u);
+    };
+    inner_->set_hooks(std::move(mine));
+  }
+  double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                       int64_t B, int64_t T, bool recompute, double grad_scale) override {
+    return inner_->loss_and_grad(tokens, targets, B, T, recompute, grad_scale);
+  }
+  double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+              int64_t T) override {
+    return inner_->loss(tokens, targets, B, T);
+  }
+  // bf16 logits, as the GPU's bf16 model writes: the fp32 logits rounded.
+  void logits_last(std::span<const int32_t> tokens, int64_t T, model::MutView out) override {
+    model::check_view(out, model::Space::kHost, DType::kBF16, -1, "logits_last output");
+    std::vector<float> wide(static_cast<size_t>(out.numel));  // [vocab]
+    inner_->logits_last(tokens, T, model::host_view(std::span<float>(wide)));
+    bf16* o = static_cast<bf16*>(out.data);
+    for (size_t k = 0; k < wide.size(); ++k) o[k] = bf16(wide[k]);
+  }
+  size_t workspace_bytes() const override {
+    size_t b = inner_->workspace_bytes();
+    for (const auto& w : wide_) b += w.size() * sizeof(float);
+    return b;
+  }
+
+ private:
+  void widen(int u) {
+    const size_t i = static_cast<size_t>(u);
+    if (bound_[i] == nullptr) return;
+    std::vector<float>& w = wide_[i];  // [numel]
+    for (size_t k = 0; k < w.size(); ++k) w[k] = static_cast<float>(bound_[i][k]);
+  }
+
+  std::unique_ptr<model::TrainableModel> inner_;
+  model::UnitHooks outer_;                 // the engine's hooks
+  std::vector<std::vector<float>> wide_;   // per unit [numel]: fp32 widening of the weights
+  std::vector<const bf16*> bound_;         // per unit: the bound bf16 weights, or null
+};
+
 class HostSpace final : public Space {
  public:
-  HostSpace(offload::Isa isa, bool staged) : isa_(isa), staged_(staged) {}
+  HostSpace(offload::Isa isa, bool staged, bool bf16_weights)
+      : isa_(isa), staged_(staged), bf16_weights_(bf16_weights) {}
 
   const char* name() const override { return staged_ ? "host-staged" : "host"; }
   model::Space model_space() const override { return model::Space::kHost; }
@@ -27,6 +112,7 @@ class HostSpace final : public Space {
 
   std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg, int64_t max_batch,
                                                     int64_t max_seq) override {
+    if (bf16_weights_) return std::make_unique<WidenedBf16Model>(cfg, max_batch, max_seq);
     return model::make_host_model(cfg, max_batch, max_seq);
   }
 
@@ -63,6 +149,7 @@ class HostSpace final : public Space {
     total_ += s;
   }
   double sum_squares_take() override { return std::exchange(total_, 0.0); }
+  void sum_squares_store(double* dst) override { *dst = std::exchange(total_, 0.0); }
   bool all_finite(const float* x, size_t n) override {
     for (size_t k = 0; k < n; ++k)
       if (!std::isfinite(x[k])) return false;
@@ -92,13 +179,21 @@ class HostSpace final : public Space {
  private:
   offload::Isa isa_;
   bool staged_;
+  bool bf16_weights_;  // host-staged, bf16-mixed: the model takes bf16 weights
   double total_ = 0.0;
 };
 
 }  // namespace
 
-std::unique_ptr<Space> make_host_space(offload::Isa isa, bool staged) {
-  return std::make_unique<HostSpace>(isa, staged);
+std::unique_ptr<Space> make_host_space(offload::Isa isa, bool staged, const std::string& precision) {
+  // The host computes fp32 only; host-staged also runs bf16-mixed through its widening
+  // test model (above), so the engine's bf16 path is exercised on a CPU.
+  if (precision != "fp32" && !(staged && precision == "bf16-mixed"))
+    throw InputError("train.precision = " + precision + " with the engine on the " +
+                         (staged ? "host-staged space" : "CPU"),
+                     staged ? "the host-staged space runs fp32 and bf16-mixed"
+                            : "set train.precision = fp32, or train on a GPU (train.device = cuda)");
+  return std::make_unique<HostSpace>(isa, staged, precision == "bf16-mixed");
 }
 
 #ifndef ZT_HAVE_CUDA
@@ -111,8 +206,8 @@ std::unique_ptr<Space> make_device_space(const std::string&) {
 
 std::unique_ptr<Space> make_space(const EngineOptions& opt, offload::Isa isa) {
   switch (opt.device) {
-    case EngineOptions::Device::kHost: return make_host_space(isa, false);
-    case EngineOptions::Device::kHostStaged: return make_host_space(isa, true);
+    case EngineOptions::Device::kHost: return make_host_space(isa, false, opt.precision);
+    case EngineOptions::Device::kHostStaged: return make_host_space(isa, true, opt.precision);
     case EngineOptions::Device::kCuda: return make_device_space(opt.precision);
   }
   throw Error("unknown EngineOptions::device", "a bug: every device is listed above");

@@ -16,14 +16,15 @@
 //                 device space on the MPI backend (make_staged_comm), and checkpoint
 //                 slices (owned) and logits through host copies: tests the device
 //                 orchestration on a CPU
-//   device        CUDA device memory; the entries call src/kernels/cuda on the compute
-//                 stream (CUDA builds only, memory_cuda.cpp)
+//   device        CUDA device memory; the entries call src/kernels/cuda on the space's
+//                 compute stream (CUDA builds only, memory_cuda.cpp)
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "zt/comm/comm.hpp"
 #include "zt/core/dtype.hpp"
@@ -47,9 +48,9 @@ class Space {
   // Collectives on this space's buffers over `c` must be staged through pinned host
   // memory (a device space on a host backend; the host-staged space always).
   virtual bool stages(const comm::Comm& c) const = 0;
-  // The stream the space's work is queued on (a cudaStream_t; null: the legacy default
-  // stream, and nothing on the host): what the offload copies are ordered after
-  // (offload_copy.hpp). A device space with a compute stream of its own returns it.
+  // The stream the model and the element-wise table run on (a cudaStream_t): what the
+  // engine's collectives (Groups::order_after) and the offload copies (offload_copy.hpp)
+  // are ordered after. Null on the host, whose compute is synchronous.
   virtual void* compute_stream() const { return nullptr; }
 
   // The model computing on this space's buffers (TrainableModel views of this space).
@@ -65,6 +66,23 @@ class Space {
   virtual void from_host(void* dst, const void* host, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within the space
 
+  // ---- ordering of communication against compute (llm.c style) ----------------------
+  // Compute queued from now on runs after every operation in `ops`, one space-neutral
+  // rule: an operation that can order the compute stream on the device (NCCL:
+  // Request::order_before) does so without blocking the host and moves to `retired`,
+  // which the engine waits on at the end of the pass (errors and timeouts surface
+  // there); any other (MPI, the staged path; every operation on the host, whose compute
+  // is synchronous) is waited on here.
+  void order_compute_after(std::vector<comm::Handle>& ops, std::vector<comm::Handle>& retired) {
+    for (comm::Handle& h : ops) {
+      if (h->order_before(compute_stream()))
+        retired.push_back(std::move(h));
+      else
+        h->wait();
+    }
+    ops.clear();
+  }
+
   // ---- the element-wise table -------------------------------------------------------
   virtual void zero(float* x, size_t n) = 0;                           // x = 0
   virtual void add(float* acc, const float* x, size_t n) = 0;          // acc += x
@@ -73,6 +91,9 @@ class Space {
   // sum_squares_take returns the total and starts a new one (one host read on a device).
   virtual void sum_squares_add(const float* x, size_t n) = 0;
   virtual double sum_squares_take() = 0;
+  // The same total into *dst (one double in this space) instead of the host, so the
+  // step's all-reduce can run on it where it is (NCCL on the device); a new one starts.
+  virtual void sum_squares_store(double* dst) = 0;
   virtual bool all_finite(const float* x, size_t n) = 0;
   virtual void to_bf16(const float* x, size_t n, bf16* out) = 0;
   virtual void from_bf16(const bf16* x, size_t n, float* out) = 0;
@@ -85,10 +106,12 @@ class Space {
                      std::span<float> v, const model::AdamWConfig& adam, int64_t step) = 0;
 };
 
-// The spaces. isa: the CPU AdamW level of the host entries.
-std::unique_ptr<Space> make_host_space(offload::Isa isa, bool staged);
-// CUDA builds: the device space (the current device, work on the legacy default stream,
-// which NCCL's streams are ordered against). Elsewhere an Error naming train.device.
+// The spaces. isa: the CPU AdamW level of the host entries. precision: train.precision
+// (host: fp32 only; host-staged: fp32 or bf16-mixed, through a model that widens the
+// bf16 weights; anything else an InputError naming the key).
+std::unique_ptr<Space> make_host_space(offload::Isa isa, bool staged, const std::string& precision);
+// CUDA builds: the device space (the current device, work on a compute stream of its
+// own, ordered against NCCL's streams by events). Elsewhere an Error naming train.device.
 std::unique_ptr<Space> make_device_space(const std::string& precision);
 // The space for EngineOptions::device.
 std::unique_ptr<Space> make_space(const EngineOptions& opt, offload::Isa isa);

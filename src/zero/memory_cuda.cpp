@@ -1,10 +1,14 @@
 // The device memory space of the engine (memory.hpp; CUDA builds only): buffers from
 // cudaMalloc, the element-wise table on the kernels of src/kernels/cuda, and the model
-// on the GPU (DeviceModel behind TrainableModel). All work is queued on the legacy
-// default stream, the stream DeviceModel computes on and the one NCCL's streams
-// (created blocking) are ordered against: a collective starts after the compute queued
-// before it, and compute queued after its wait() sees its result. Host reads (copies to
-// the host, the squared norm) synchronise once each.
+// on the GPU (DeviceModel behind TrainableModel). All work is queued on the space's
+// compute stream; NCCL runs on the communicators' own streams, and the two are ordered
+// by events only (llm.c style), so a gather or a reduction overlaps the compute around
+// it: every collective launch waits for the compute queued before it
+// (Groups::order_after), and compute that needs a collective's result waits for its
+// event (order_compute_after) without blocking the host. The compute stream is created
+// blocking with respect to the legacy default stream, so a stray legacy-stream call (a
+// DeviceBuffer's cudaMemset) stays ordered. Host reads (copies to the host, the squared
+// norm) synchronise the compute stream once each.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -33,14 +37,24 @@ class DeviceSpace final : public Space {
                            kc::where_device() + ")",
                        "check CUDA_VISIBLE_DEVICES and nvidia-smi on this node, or set "
                        "train.device = cpu");
-    if (precision_ != "fp32")
+    // bf16-mixed: the engine keeps bf16 copies of the fp32 master for the model to bind.
+    // bf16-true would need bf16 master weights and moments (AdamW on bf16): not yet.
+    if (precision_ != "fp32" && precision_ != "bf16-mixed")
       throw InputError("train.precision = " + precision_ +
-                           ": the ZeRO engine runs fp32 on the GPU so far",
-                       "set train.precision = fp32 (bf16-mixed needs the engine's bf16 "
-                       "parameter copies: issue 17)");
+                           ": the ZeRO engine runs fp32 and bf16-mixed on the GPU so far",
+                       "set train.precision = bf16-mixed (bf16 weights, fp32 master weights, "
+                       "gradients and moments) or fp32");
     total_ = kc::DeviceBuffer<double>(1, "the squared gradient norm");
     partial_ = kc::DeviceBuffer<double>(kc::kSumSquaresBlocks, "the squared norm's partial sums");
+    ZT_CUDA_CHECK(cudaStreamCreate(&stream_));  // last: the destructor destroys it
   }
+
+  ~DeviceSpace() override {
+    if (cudaStreamSynchronize(stream_) != cudaSuccess) log::warn("cudaStreamSynchronize failed");
+    if (cudaStreamDestroy(stream_) != cudaSuccess) log::warn("cudaStreamDestroy failed");
+  }
+  DeviceSpace(const DeviceSpace&) = delete;
+  DeviceSpace& operator=(const DeviceSpace&) = delete;
 
   const char* name() const override { return "device"; }
   model::Space model_space() const override { return model::Space::kDevice; }
@@ -77,6 +91,8 @@ class DeviceSpace final : public Space {
     if (bytes) ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
 
+  void* compute_stream() const override { return stream_; }
+
   void zero(float* x, size_t n) override {
     if (n) ZT_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), stream_));
   }
@@ -98,6 +114,14 @@ class DeviceSpace final : public Space {
     if (pending_) to_host(&s, total_.data(), sizeof(double));
     pending_ = false;
     return s;
+  }
+  void sum_squares_store(double* dst) override {
+    if (pending_)
+      ZT_CUDA_CHECK(cudaMemcpyAsync(dst, total_.data(), sizeof(double), cudaMemcpyDeviceToDevice,
+                                    stream_));
+    else
+      ZT_CUDA_CHECK(cudaMemsetAsync(dst, 0, sizeof(double), stream_));
+    pending_ = false;
   }
   // The squares of finite floats add up finitely in double, so a finite sum of squares
   // means every element is finite (one reduction instead of a kernel of its own).
@@ -141,7 +165,7 @@ class DeviceSpace final : public Space {
 
  private:
   std::string precision_;
-  cudaStream_t stream_ = nullptr;  // the legacy default stream (see the top of this file)
+  cudaStream_t stream_ = nullptr;  // the compute stream (see the top of this file)
   kc::DeviceBuffer<double> total_;    // [1] the running sum of squares
   kc::DeviceBuffer<double> partial_;  // [kSumSquaresBlocks] scratch
   bool pending_ = false;

@@ -40,26 +40,6 @@ std::vector<std::string> layout_keys(int world) {
   }
 }
 
-zt::ckpt::TrainState state_for(const zt::train::TrainConfig& t, int64_t step) {
-  zt::ckpt::TrainState st;
-  st.step = step;
-  st.tokens_seen = step * t.tokens_per_step();
-  st.sampler_seed = t.seed;
-  st.sampler_next_step = step;
-  st.lr = t.lr;
-  st.min_lr = t.min_lr;
-  st.warmup = t.warmup;
-  st.steps = t.steps;
-  st.beta1 = t.beta1;
-  st.beta2 = t.beta2;
-  st.eps = t.eps;
-  st.weight_decay = t.weight_decay;
-  st.grad_clip = t.grad_clip;
-  st.global_batch = t.global_batch;
-  st.seq_len = t.seq_len;
-  return st;
-}
-
 // Continues training from the saved file for 3 steps (steps 4-6); returns the losses.
 std::vector<double> continue_training(Comms& c, int world, const std::string& dir) {
   std::vector<std::string> keys = layout_keys(world);
@@ -106,7 +86,7 @@ TEST(Reshard, SaveAtFour) {
   zt::model::Parameters<float> full(engine.model().layout());
   engine.gather_full_params(full);
   const zt::ckpt::SaveResult saved =
-      zt::ckpt::save(engine, c.mpi, shared_dir(), state_for(t, 3), 0, t.seed);
+      zt::ckpt::save(engine, c.mpi, shared_dir(), train_state(t, 3), 0, t.seed);
   ASSERT_EQ(saved.path, saved_path());
 
   // Every rank reads the file serially: the parameters are the engine's, and each

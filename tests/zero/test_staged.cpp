@@ -9,8 +9,10 @@
 // device does, are equal too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "zero_fixtures.hpp"
 #include "zt/core/error.hpp"
@@ -25,6 +27,7 @@ struct StagedCase {
   int hpz;      // zero.hpz_partition_size (0: ranks per node, 1: off)
   bool qw = false, qg = false;
   DType reduce = DType::kF32;
+  std::string precision = "fp32";  // train.precision
 };
 
 // The engine of case c on `device`. The host-memory control communicator carries the
@@ -37,6 +40,7 @@ Engine make_engine(const StagedCase& c, EngineOptions::Device device, const mode
   o.quantize_grads = c.qg;
   o.reduce_dtype = c.reduce;
   o.device = device;
+  o.precision = c.precision;
   return Engine(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init,
                 comms.world.get());
 }
@@ -158,6 +162,241 @@ TEST(Staged, CheckpointSlicesResumeAndLogitsThroughHostCopies) {
       std::printf("[ staged ] np %d %-16s checkpoint slices: %zu values differ; resumed step "
                   "loss %.9f (direct %.9f)\n",
                   n, c.name.c_str(), differ, next_fresh.losses[0], next_direct.losses[0]);
+  }
+}
+
+// train.precision = bf16-mixed on the host-staged space (its model takes bf16 weights
+// and computes with Model<float> on their widening): the engine's bf16 path (bf16 casts
+// of the fp32 master, bf16 stage-3 gathers and hpZ secondaries) on a CPU.
+//  - What the model computes with is the bf16 cast of the fp32 master, bitwise: the
+//    engine's eval loss and logits equal Model<float>'s on the rounded gathered master.
+//  - Training tracks an independent single-process reference that rounds its weights
+//    the same way (fp32 gradients, norm, clipping, AdamW and master), closer than it
+//    tracks the fp32 reference.
+//  - The stage-3 gather buffers are bf16: half the bytes of fp32.
+TEST(Staged, Bf16MixedComputesWithTheBf16CastOfTheMaster) {
+  const int n = world_size();
+  const model::Config cfg = reduced_config();
+  Hyper h;
+  h.accum = 2;
+  h.steps = 3;
+  const ReferenceRun ref_bf16 = reference_run(cfg, h, n, /*bf16_weights=*/true);
+  const ReferenceRun ref_fp32 = reference_run(cfg, h, n);
+  const std::vector<StagedCase> cases = {
+      {"stage0", 0, 0, 1},
+      {"stage1 rpn2", 1, 2, 1},
+      {"stage2", 2, 0, 1},
+      {"stage3", 3, 0, 1},
+      {"stage3 rpn2 hpZ", 3, 2, 0},
+      {"stage3 rpn2 hpZ qgZ", 3, 2, 0, false, true},
+  };
+  for (StagedCase c : cases) {
+    if (c.rpn > 0 && n % c.rpn != 0) continue;
+    c.precision = "bf16-mixed";
+    Comms comms = make_comms(c.rpn);
+    Engine e = make_engine(c, EngineOptions::Device::kHostStaged, cfg, h, comms);
+    const EngineRun run = engine_run(e, cfg, h, h.steps);
+
+    // The weights the model saw: eval loss and logits of Model<float> on the rounded master.
+    model::Model<float> m(cfg, h.B, h.T);
+    model::Parameters<float> rounded(m.layout());
+    for (int u = 0; u < rounded.num_units(); ++u)
+      std::transform(run.params[static_cast<size_t>(u)].begin(),
+                     run.params[static_cast<size_t>(u)].end(), rounded.params(u).begin(),
+                     bf16_round);
+    rounded.bind(m);
+    const Batch b = make_batch(7, h.B, h.T, cfg.vocab);
+    EXPECT_EQ(e.eval_loss(b.tokens, b.targets, h.B, h.T), m.loss(b.tokens, b.targets, h.B, h.T))
+        << c.name << ": eval loss on other weights than the bf16 master cast";
+    std::vector<float> le(static_cast<size_t>(cfg.vocab)), lm(le.size());
+    e.logits_last(b.tokens, h.T, le);
+    m.logits_last(b.tokens, h.T, lm);
+    std::transform(lm.begin(), lm.end(), lm.begin(), bf16_round);  // the bf16 model's output
+    EXPECT_EQ(le, lm) << c.name << ": logits_last";
+
+    // Training against the references (the engine's sums differ in order only).
+    const double to_bf16 = max_rel_l2(run.params, ref_bf16.params);
+    const double to_fp32 = max_rel_l2(run.params, ref_fp32.params);
+    const double loss_diff = max_rel_diff(run.losses, ref_bf16.losses);
+    EXPECT_LT(loss_diff, c.qg ? 1e-3 : 1e-6) << c.name << ": losses against the bf16-weight reference";
+    EXPECT_LT(to_bf16, c.qg ? 2e-2 : 2e-5) << c.name << ": parameters (L2) against it";
+    if (!c.qg) {
+      EXPECT_LT(to_bf16 * 10, to_fp32) << c.name << ": closer to fp32 than to bf16?";
+    }
+
+    const MemoryStats mem = e.memory();
+    if (c.stage == 3) {
+      Comms comms32 = make_comms(c.rpn);
+      StagedCase c32 = c;
+      c32.precision = "fp32";
+      Engine e32 = make_engine(c32, EngineOptions::Device::kHostStaged, cfg, h, comms32);
+      EXPECT_EQ(2 * mem.gather_buffers, e32.memory().gather_buffers) << c.name;
+      EXPECT_EQ(2 * mem.secondary_shards, e32.memory().secondary_shards) << c.name;
+    }
+    if (world_rank() == 0)
+      std::printf("[ staged ] np %d %-20s bf16-mixed: losses %.6f -> %.6f (rel %.2e to the "
+                  "bf16 reference), parameters rel L2 %.2e to it, %.2e to fp32\n",
+                  n, c.name.c_str(), run.losses.front(), run.losses.back(), loss_diff, to_bf16,
+                  to_fp32);
+  }
+}
+
+// Precisions the engine cannot run on a space are refused by name (exit 2).
+TEST(Staged, PrecisionsASpaceCannotRunAreRefusedByName) {
+  Hyper h;
+  const model::Config cfg = reduced_config();
+  const auto refused = [&](EngineOptions::Device d, const std::string& precision, bool qw,
+                           const std::string& needle) {
+    Comms comms = make_comms(0);
+    StagedCase c{"refused", 3, 0, 1, qw};
+    c.precision = precision;
+    try {
+      Engine e = make_engine(c, d, cfg, h, comms);
+      ADD_FAILURE() << precision << ": no error";
+    } catch (const zt::InputError& err) {
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+    }
+  };
+  refused(EngineOptions::Device::kHost, "bf16-mixed", false, "train.precision = bf16-mixed");
+  refused(EngineOptions::Device::kHostStaged, "bf16-true", false, "train.precision = bf16-true");
+  refused(EngineOptions::Device::kHostStaged, "bf16-mixed", true, "zero.quantize_weights");
+  // bf16-mixed with the optimizer offloaded (the cast after the offloaded step is not
+  // ordered yet).
+  Comms comms = make_comms(0);
+  EngineOptions o = engine_options(h, 3);
+  o.device = EngineOptions::Device::kHostStaged;
+  o.precision = "bf16-mixed";
+  o.offload.optimizer = offload::Home::kCpu;
+  try {
+    Engine e(cfg, *comms.world, nullptr, nullptr, o, h.init, comms.world.get());
+    ADD_FAILURE() << "bf16-mixed with offload.optimizer = cpu: no error";
+  } catch (const zt::InputError& err) {
+    EXPECT_NE(std::string(err.what()).find("offload.optimizer"), std::string::npos) << err.what();
+  }
+}
+
+// The engine's device ordering branch on a CPU. NCCL's requests can order the compute
+// stream (Request::order_before) without blocking the host; the engine then keeps the
+// handle and waits for it at the end of the pass (check_retired). Host backends cannot,
+// so the host spaces never take that branch. This host-memory communicator's requests
+// say they can (after completing on the host: there is no device to wait on), so the
+// engine on the host space takes the device branch: the results must stay bitwise those
+// of plain MPI, and every kept request must be waited on by the end of its pass.
+struct OrderStats {
+  long kept = 0;     // requests compute was "ordered after" (order_before returned true)
+  long checked = 0;  // kept requests the host waited on afterwards
+};
+
+class OrderingRequest final : public comm::Request {
+ public:
+  OrderingRequest(comm::Handle inner, OrderStats& st) : inner_(std::move(inner)), st_(st) {}
+  void wait() override {
+    if (!done_) inner_->wait();
+    done_ = true;
+    if (kept_ && !checked_) {
+      checked_ = true;
+      ++st_.checked;
+    }
+  }
+  bool test() override {
+    if (!done_ && inner_->test()) done_ = true;
+    return done_;
+  }
+  bool order_before(void*) override {
+    if (!done_) inner_->wait();  // the host's stand-in for the device's event wait
+    done_ = true;
+    kept_ = true;
+    ++st_.kept;
+    return true;
+  }
+
+ private:
+  comm::Handle inner_;
+  OrderStats& st_;
+  bool done_ = false, kept_ = false, checked_ = false;
+};
+
+class OrderingComm final : public comm::Comm {
+ public:
+  OrderingComm(std::unique_ptr<comm::Comm> inner, OrderStats& st) : inner_(std::move(inner)), st_(st) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string_view backend() const override { return inner_->backend(); }
+  comm::Memory memory() const override { return comm::Memory::kHost; }
+  comm::Handle iall_reduce(const void* s, void* r, size_t n, DType t, comm::ReduceOp op) override {
+    return wrap(inner_->iall_reduce(s, r, n, t, op));
+  }
+  comm::Handle iall_gather(const void* s, void* r, size_t n, DType t) override {
+    return wrap(inner_->iall_gather(s, r, n, t));
+  }
+  comm::Handle ireduce_scatter(const void* s, void* r, size_t n, DType t,
+                               comm::ReduceOp op) override {
+    return wrap(inner_->ireduce_scatter(s, r, n, t, op));
+  }
+  comm::Handle ibroadcast(void* b, size_t n, DType t, int root) override {
+    return wrap(inner_->ibroadcast(b, n, t, root));
+  }
+  comm::Handle isend(const void* b, size_t n, DType t, int peer) override {
+    return wrap(inner_->isend(b, n, t, peer));
+  }
+  comm::Handle irecv(void* b, size_t n, DType t, int peer) override {
+    return wrap(inner_->irecv(b, n, t, peer));
+  }
+  void barrier() override { inner_->barrier(); }
+  std::unique_ptr<comm::Comm> split(int color, int key) override {
+    std::unique_ptr<comm::Comm> sub = inner_->split(color, key);
+    if (!sub) return nullptr;
+    return std::make_unique<OrderingComm>(std::move(sub), st_);
+  }
+
+ private:
+  comm::Handle wrap(comm::Handle h) {
+    counters_ = inner_->counters();  // the engine's traffic figures read these
+    return std::make_unique<OrderingRequest>(std::move(h), st_);
+  }
+  std::unique_ptr<comm::Comm> inner_;
+  OrderStats& st_;
+};
+
+TEST(Staged, DeviceOrderingBranchKeepsHandlesAndTrainsBitwise) {
+  const int n = world_size();
+  Hyper h;
+  h.accum = 2;
+  h.steps = 3;
+  const std::vector<StagedCase> cases = {
+      {"stage0", 0, 0, 1},
+      {"stage1 rpn2", 1, 2, 1},
+      {"stage2 rpn2 bf16", 2, 2, 1, false, false, DType::kBF16},
+      {"stage3", 3, 0, 1},
+      {"stage3 rpn2 hpZ", 3, 2, 0},
+      {"stage3 rpn2 hpZ qwZ qgZ", 3, 2, 0, true, true},
+  };
+  for (const StagedCase& c : cases) {
+    if (c.rpn > 0 && n % c.rpn != 0) continue;
+    // Tied embeddings (two units in use at once) where qgZ is off: tied + qgZ at stage 3
+    // hangs at np 2 on the plain host engine too (found here; not this test's subject).
+    const model::Config cfg = reduced_config(/*tied=*/!c.qg);
+    Comms plain = make_comms(c.rpn);
+    Engine direct = make_engine(c, EngineOptions::Device::kHost, cfg, h, plain);
+    const EngineRun want = engine_run(direct, cfg, h, h.steps);
+
+    Comms base = make_comms(c.rpn);
+    OrderStats st;
+    Comms ordering;
+    ordering.world = std::make_unique<OrderingComm>(std::move(base.world), st);
+    if (base.node) ordering.node = std::make_unique<OrderingComm>(std::move(base.node), st);
+    if (base.cross) ordering.cross = std::make_unique<OrderingComm>(std::move(base.cross), st);
+    Engine e = make_engine(c, EngineOptions::Device::kHost, cfg, h, ordering);
+    const EngineRun got = engine_run(e, cfg, h, h.steps);
+    EXPECT_EQ(got.losses, want.losses) << c.name;
+    EXPECT_EQ(got.norms, want.norms) << c.name;
+    EXPECT_EQ(got.params, want.params) << c.name;
+    EXPECT_GT(st.kept, 0) << c.name << ": the engine never took the device branch";
+    EXPECT_EQ(st.checked, st.kept) << c.name << ": kept requests never waited on";
+    if (world_rank() == 0)
+      std::printf("[ staged ] np %d %-24s ordering branch: %ld requests kept, %ld checked at "
+                  "the end of their pass; losses %.6f -> %.6f\n",
+                  n, c.name.c_str(), st.kept, st.checked, got.losses.front(), got.losses.back());
   }
 }
 

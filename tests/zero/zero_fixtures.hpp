@@ -4,6 +4,7 @@
 // (plain Model + Parameters + AdamW over the whole global batch, no comm, no engine).
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "support/mpi_fixtures.hpp"
 #include "zt/comm/mpi_comm.hpp"
+#include "zt/core/dtype.hpp"
 #include "zt/model/model.hpp"
 #include "zt/model/optimizer.hpp"
 #include "zt/runtime/runtime.hpp"
@@ -87,14 +89,28 @@ struct ReferenceRun {
   std::vector<std::vector<float>> params;  // per unit, after the last step
 };
 
+// x rounded to bf16 and widened back (the weights a bf16-mixed model computes with).
+inline float bf16_round(float x) { return static_cast<float>(bf16(x)); }
+
 // One process, the whole global batch of every step in one loss_and_grad, the global
-// gradient norm over every element, clipping, AdamW on every unit.
-inline ReferenceRun reference_run(const model::Config& cfg, const Hyper& h, int n) {
+// gradient norm over every element, clipping, AdamW on every unit. bf16_weights
+// (train.precision = bf16-mixed): the model computes with the bf16 rounding of the fp32
+// master weights (a copy `c`, re-rounded after every step); gradients, AdamW and the
+// master stay fp32.
+inline ReferenceRun reference_run(const model::Config& cfg, const Hyper& h, int n,
+                                  bool bf16_weights = false) {
   const int64_t G = static_cast<int64_t>(n) * h.accum * h.B;
   model::Model<float> m(cfg, G, h.T);
   model::Parameters<float> p(m.layout());
   p.init(h.init);
-  p.bind(m);
+  model::Parameters<float> c(m.layout());  // bf16_weights: the rounded weights and the grads
+  const auto round_weights = [&]() {
+    for (int u = 0; u < p.num_units(); ++u)
+      std::transform(p.params(u).begin(), p.params(u).end(), c.params(u).begin(), bf16_round);
+  };
+  model::Parameters<float>& bound = bf16_weights ? c : p;  // what the model computes with
+  if (bf16_weights) round_weights();
+  bound.bind(m);
   const int units = p.num_units();
   std::vector<std::vector<float>> mm(static_cast<size_t>(units)), vv(static_cast<size_t>(units));
   for (int u = 0; u < units; ++u) {
@@ -103,23 +119,24 @@ inline ReferenceRun reference_run(const model::Config& cfg, const Hyper& h, int 
   }
   ReferenceRun out;
   for (int s = 0; s < h.steps; ++s) {
-    p.zero_grads();
+    bound.zero_grads();
     const Batch b = make_batch(s * G, G, h.T, cfg.vocab);
     out.losses.push_back(m.loss_and_grad(b.tokens, b.targets, G, h.T, false, 1.0));
     double sq = 0;
     for (int u = 0; u < units; ++u)
-      for (float g : p.grads(u)) sq += static_cast<double>(g) * g;
+      for (float g : bound.grads(u)) sq += static_cast<double>(g) * g;
     const double norm = std::sqrt(sq);
     out.norms.push_back(norm);
     const double coef = (h.grad_clip > 0 && norm > h.grad_clip) ? h.grad_clip / (norm + 1e-6) : 1.0;
     model::AdamWConfig a = h.adamw;
     a.lr = h.lr(s);
     for (int u = 0; u < units; ++u) {
-      std::span<float> g = p.grads(u);
+      std::span<float> g = bound.grads(u);
       for (float& x : g) x = static_cast<float>(x * coef);
       model::adamw_unit_slice<float>(m.layout(), u, 0, p.params(u), g, mm[static_cast<size_t>(u)],
                                      vv[static_cast<size_t>(u)], a, s + 1);
     }
+    if (bf16_weights) round_weights();
   }
   for (int u = 0; u < units; ++u)
     out.params.emplace_back(p.params(u).begin(), p.params(u).end());

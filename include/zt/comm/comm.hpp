@@ -61,6 +61,14 @@ class Request {
   virtual ~Request() = default;
   virtual void wait() = 0;  // blocks until done (or the comm's timeout ends the job)
   virtual bool test() = 0;  // true when done; never blocks
+  // Device ordering without blocking the host: makes `stream` (a cudaStream_t) wait on
+  // the device for this operation and returns true; the request must still be waited
+  // on later (wait() or test()), which is where errors and timeouts surface. Host
+  // backends return false: call wait().
+  virtual bool order_before(void* stream) {
+    (void)stream;
+    return false;
+  }
 };
 using Handle = std::unique_ptr<Request>;
 
@@ -117,6 +125,10 @@ class Comm {
 
   // Ordering fence for the caller's device stream; a no-op for host backends.
   virtual void synchronize() {}
+  // Device ordering for a caller computing on its own stream: every operation launched
+  // from now on first waits, on the device, for the work queued on `stream` (a
+  // cudaStream_t) before its launch; null turns it off. A no-op for host backends.
+  virtual void order_after(void* stream) { (void)stream; }
 
   const Counters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }

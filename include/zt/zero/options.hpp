@@ -46,8 +46,10 @@ struct EngineOptions {
   // train.device / train.precision as the engine sees them: the memory space it holds
   // its state in and computes on (docs/zero.md, "Memory spaces"). kHostStaged: host
   // memory whose collectives go through the pinned-host staging path a device space on
-  // the MPI backend takes (tests of that path on a CPU). precision: fp32 (the only one
-  // the engine runs yet; bf16-mixed and bf16-true need its bf16 parameter copies).
+  // the MPI backend takes (tests of that path on a CPU). precision: fp32 everywhere;
+  // bf16-mixed (bf16 compute weights cast from the fp32 master, fp32 gradients and
+  // moments) on the device space, and on host-staged through a test model that widens
+  // the bf16 weights to fp32; the host space refuses it by name. bf16-true: not yet.
   enum class Device : uint8_t { kHost, kHostStaged, kCuda };
   Device device = Device::kHost;
   std::string precision = "fp32";
