@@ -85,6 +85,9 @@ struct Model<R>::Impl {
   Buffer<R> dk, dv;                 // [N, G*D]
   Buffer<R> dh, dgate, dup;         // [N, I]
   Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
+  // Per-token positions of the call in progress ([B, T]; nullptr: 0..T-1 in each row):
+  // packed examples restart RoPE positions and attention at each example's first token.
+  const int32_t* pos = nullptr;
   Buffer<R> decode_scores;          // [H, past + n] attention scores of decode()
 
   explicit Impl(const Config& c)
@@ -187,10 +190,10 @@ struct Model<R>::Impl {
     k::linear_forward(a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
     k::linear_forward(a.k.data(), a.xn1.data(), p + o.k, N, C, G * D);
     k::linear_forward(a.v.data(), a.xn1.data(), p + o.v, N, C, G * D);
-    k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D);
-    k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D);
+    k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
+    k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
     k::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
-                         H, G, D);
+                         H, G, D, pos);
     k::linear_forward(a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C);
     k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
     mlp_forward(p, x_out, a, N);
@@ -261,8 +264,8 @@ struct Model<R>::Impl {
     k::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
                           a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
                           /*accumulate=*/false);
-    k::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D);
-    k::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D);
+    k::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
+    k::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
     k::linear_backward(dxn.data(), g + o.q, dq.data(), a.xn1.data(), p + o.q, N, C, H * D,
                        /*accumulate_dx=*/false);
     k::linear_backward(dxn.data(), g + o.k, dk.data(), a.xn1.data(), p + o.k, N, C, G * D);
@@ -304,9 +307,33 @@ struct Model<R>::Impl {
     done(layout.head_unit());
   }
 
+  // Positions [B, T] for this call (empty: none): each in 0 .. its index, and 0 or one more
+  // than the previous token's (a row restarts only where an example starts).
+  void set_positions(std::span<const int32_t> positions, int64_t B, int64_t T) {
+    pos = nullptr;
+    if (positions.empty()) return;
+    if (static_cast<int64_t>(positions.size()) != B * T)
+      throw InputError(strf("positions hold %zu ids, expected B*T = %lld", positions.size(),
+                            static_cast<long long>(B * T)),
+                       "positions are [B, T] row-major, like tokens (or empty).");
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const int32_t p = positions[static_cast<size_t>(b * T + t)];
+        const int32_t prev = t > 0 ? positions[static_cast<size_t>(b * T + t - 1)] : -1;
+        if (p != 0 && p != prev + 1)
+          throw InputError(strf("position %d at row %lld, index %lld: positions restart at 0 "
+                                "or count up by one",
+                                p, static_cast<long long>(b), static_cast<long long>(t)),
+                           "positions come from example boundaries (zt/data/sampler.hpp).");
+      }
+    pos = positions.data();
+  }
+
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                       int64_t B, int64_t T, bool recompute, double grad_scale) {
+                       int64_t B, int64_t T, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions) {
     check_shape(tokens, targets, B, T, true);
+    set_positions(positions, B, T);
     const int64_t N = B * T, C = cfg.hidden, V = cfg.vocab;
     const int hu = layout.head_unit();
     if (!hooks.before_use) {  // fail before any work (hooks may bind units lazily)
@@ -352,8 +379,9 @@ struct Model<R>::Impl {
   }
 
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-              int64_t T) {
+              int64_t T, std::span<const int32_t> positions) {
     check_shape(tokens, targets, B, T, true);
+    set_positions(positions, B, T);
     const int64_t N = B * T;
     ensure(B, T, /*backward=*/false, /*keep_all=*/false);
     forward_trunk(tokens, B, T, false);
@@ -373,6 +401,7 @@ struct Model<R>::Impl {
                        "pass a span of config().vocab elements.");
     }
     ensure(1, T, false, false);
+    pos = nullptr;  // one sequence from position 0
     forward_trunk(tokens, 1, T, false);
     head_last(T, out);
   }
@@ -489,14 +518,15 @@ void Model<R>::set_hooks(UnitHooks hooks) {
 
 template <class R>
 double Model<R>::loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                               int64_t B, int64_t T, bool recompute, double grad_scale) {
-  return impl_->loss_and_grad(tokens, targets, B, T, recompute, grad_scale);
+                               int64_t B, int64_t T, bool recompute, double grad_scale,
+                               std::span<const int32_t> positions) {
+  return impl_->loss_and_grad(tokens, targets, B, T, recompute, grad_scale, positions);
 }
 
 template <class R>
 double Model<R>::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                      int64_t B, int64_t T) {
-  return impl_->loss(tokens, targets, B, T);
+                      int64_t B, int64_t T, std::span<const int32_t> positions) {
+  return impl_->loss(tokens, targets, B, T, positions);
 }
 
 template <class R>

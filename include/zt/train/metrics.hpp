@@ -51,6 +51,9 @@ struct StepRecord {
   // ranks of each field.
   zero::MemoryStats zero_memory;
   std::optional<double> eval_loss;  // held-out loss, averaged over ranks, when evaluated
+  // Instruction data (a loss mask): the targets the step trained on, all ranks (the
+  // tokens the loss is the mean over); unset for text, where every token is one.
+  std::optional<int64_t> trained_tokens;
 };
 
 // The step for people: "step    10/200 | loss 2.3456 | lr 1.00e-03 | grad norm  0.812 | ...".
