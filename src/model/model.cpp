@@ -307,26 +307,10 @@ struct Model<R>::Impl {
     done(layout.head_unit());
   }
 
-  // Positions [B, T] for this call (empty: none): each in 0 .. its index, and 0 or one more
-  // than the previous token's (a row restarts only where an example starts).
+  // Positions [B, T] for this call (empty: none; see check_positions).
   void set_positions(std::span<const int32_t> positions, int64_t B, int64_t T) {
-    pos = nullptr;
-    if (positions.empty()) return;
-    if (static_cast<int64_t>(positions.size()) != B * T)
-      throw InputError(strf("positions hold %zu ids, expected B*T = %lld", positions.size(),
-                            static_cast<long long>(B * T)),
-                       "positions are [B, T] row-major, like tokens (or empty).");
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        const int32_t p = positions[static_cast<size_t>(b * T + t)];
-        const int32_t prev = t > 0 ? positions[static_cast<size_t>(b * T + t - 1)] : -1;
-        if (p != 0 && p != prev + 1)
-          throw InputError(strf("position %d at row %lld, index %lld: positions restart at 0 "
-                                "or count up by one",
-                                p, static_cast<long long>(b), static_cast<long long>(t)),
-                           "positions come from example boundaries (zt/data/sampler.hpp).");
-      }
-    pos = positions.data();
+    check_positions(positions, B, T);
+    pos = positions.empty() ? nullptr : positions.data();
   }
 
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
@@ -537,6 +521,24 @@ void Model<R>::logits_last(std::span<const int32_t> tokens, int64_t T, std::span
 template <class R>
 void Model<R>::decode(std::span<const int32_t> tokens, KvCache<R>& cache, std::span<R> out) {
   impl_->decode(tokens, cache, out);
+}
+
+void check_positions(std::span<const int32_t> positions, int64_t B, int64_t T) {
+  if (positions.empty()) return;
+  if (static_cast<int64_t>(positions.size()) != B * T)
+    throw InputError(strf("positions hold %zu ids, expected B*T = %lld", positions.size(),
+                          static_cast<long long>(B * T)),
+                     "positions are [B, T] row-major, like tokens (or empty).");
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t p = positions[static_cast<size_t>(b * T + t)];
+      const int32_t prev = t > 0 ? positions[static_cast<size_t>(b * T + t - 1)] : -1;
+      if (p != 0 && p != prev + 1)
+        throw InputError(strf("position %d at row %lld, index %lld: positions restart at 0 "
+                              "or count up by one",
+                              p, static_cast<long long>(b), static_cast<long long>(t)),
+                         "positions come from example boundaries (zt/data/sampler.hpp).");
+    }
 }
 
 template <class R>

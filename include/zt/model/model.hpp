@@ -108,6 +108,11 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
+// Checks per-token positions [B, T] of packed examples (empty passes): each is 0 (an
+// example starts) or one more than the previous token's in its row; so 0 <= pos[t] <= t.
+// zt::InputError naming the first bad one.
+void check_positions(std::span<const int32_t> positions, int64_t B, int64_t T);
+
 // Owns one flat parameter buffer and one gradient buffer per unit.
 template <class Real>
 class Parameters {
