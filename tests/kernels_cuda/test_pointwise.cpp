@@ -133,6 +133,33 @@ TYPED_TEST(Pointwise, RopeForwardBackward) {
   expect_close(to_host(dg), g, tol, std::string("rope backward ") + type_name<T>());
 }
 
+// Per-token positions (packed examples restarting at 0): the GPU rotation by pos[b, t]
+// equals the CPU kernel's with the same positions.
+TYPED_TEST(Pointwise, RopeWithPositions) {
+  using T = TypeParam;
+  const double tol = tolerance<T>();
+  const int64_t B = 2, Tn = 50, nh = 3, D = 64, half = D / 2;
+  std::vector<float> cosf(Tn * half), sinf(Tn * half);
+  cpu::rope_table<float>(cosf.data(), sinf.data(), Tn, D, 10000.0);
+  DeviceBuffer<float> dcos(cosf.size()), dsin(sinf.size());
+  dcos.upload(cosf);
+  dsin.upload(sinf);
+  const Vec cosd(cosf.begin(), cosf.end()), sind(sinf.begin(), sinf.end());
+  std::vector<int32_t> pos;
+  for (int64_t i = 0; i < B * Tn; ++i) pos.push_back(static_cast<int32_t>(i % Tn % 17));
+  auto dpos = to_device_i32(pos);
+  Vec x = this->randn(B * Tn * nh * D);
+  auto dxb = to_device<T>(x);
+  rope_forward<T>(dxb.data(), dcos.data(), dsin.data(), B, Tn, nh, D, nullptr, dpos.data());
+  cpu::rope_forward<double>(x.data(), cosd.data(), sind.data(), B, Tn, nh, D, pos.data());
+  expect_close(to_host(dxb), x, tol, std::string("rope forward, positions ") + type_name<T>());
+  Vec g = this->randn(B * Tn * nh * D);
+  auto dg = to_device<T>(g);
+  rope_backward<T>(dg.data(), dcos.data(), dsin.data(), B, Tn, nh, D, nullptr, dpos.data());
+  cpu::rope_backward<double>(g.data(), cosd.data(), sind.data(), B, Tn, nh, D, pos.data());
+  expect_close(to_host(dg), g, tol, std::string("rope backward, positions ") + type_name<T>());
+}
+
 TYPED_TEST(Pointwise, SwigluForwardBackward) {
   using T = TypeParam;
   const double tol = tolerance<T>();
