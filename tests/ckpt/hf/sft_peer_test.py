@@ -16,7 +16,7 @@
    example run ALONE (positions from 0, no other example to attend to). That proves the
    position and attention resets. Relative bound 1e-5.
 4. Sensitivity: the same packed row without positions (plain causal attention over the
-   whole row) must miss transformers' sum by more than 100 x the bound, and the masked
+   whole row) must miss transformers' sum by more than 10 x the bound, and the masked
    loss must differ from the unmasked one by more than 100 x the bound.
 Exit 77 (CTest skip) when torch or transformers is missing (scripts/install-deps.sh
 --hf-peers installs them).
@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import Checker, SKIP, run_zt  # noqa: E402
 
 TOL = 1e-5
-T = 96
+T = 200
 EXAMPLES = [  # (prompt, response): original text, byte tokens
     ("### Instruction:\nName a colour of the sky.\n\n### Response:\n", "Blue.\n"),
     ("### Instruction:\nAdd two and three.\n\n### Response:\n", "Five.\n"),
@@ -151,7 +151,7 @@ def main():
           f"zt {z_plain * n:.6f} (relative diff {rel_plain:.3e})")
     c.check(n == hf_count, f"target count {n} == {hf_count}")
     c.check(rel <= TOL, f"packed: zt == sum of transformers' per-example losses ({rel:.3e} <= {TOL})")
-    c.check(rel_plain > 100 * TOL, "packed without positions misses it (the test can fail)")
+    c.check(rel_plain > 10 * TOL, f"packed without positions misses it by > 10 x the bound (the test can fail)")
     c.finish()
 
 
