@@ -98,13 +98,23 @@ TEST(ModelGradcheck, SmallPackedMaskedRecomputeEveryCoordinate) {
 // A packed row equals its examples run alone: the sum of the per-target losses and the
 // gradient of that sum are those of three separate forward/backward calls (positions
 // restart and no token attends across an example boundary). Double precision.
+// The small config in double with weights drawn at std 0.3 (seed 5), bound to a model.
+struct SmallModel {
+  Config cfg = testing::small_config();
+  ParamLayout layout{cfg};
+  Parameters<double> P{layout};
+  Model<double> m{cfg};
+  SmallModel() {
+    testing::init_general(P, layout, 0.3, 5);
+    P.bind(m);
+  }
+};
+
 TEST(ModelPacked, PackedRowEqualsExamplesRunAlone) {
-  const Config cfg = testing::small_config();
-  ParamLayout layout(cfg);
-  Parameters<double> P(layout);
-  testing::init_general(P, layout, 0.3, 5);
-  Model<double> m(cfg);
-  P.bind(m);
+  SmallModel sm;
+  const Config& cfg = sm.cfg;
+  Parameters<double>& P = sm.P;
+  Model<double>& m = sm.m;
   const std::vector<int64_t> lens = {3, 3, 2};  // examples, packed into T = 8 (the context)
   const int64_t T = 8;
   auto tok = testing::random_tokens(T, cfg.vocab, 31);
@@ -151,13 +161,9 @@ TEST(ModelPacked, PackedRowEqualsExamplesRunAlone) {
 }
 
 TEST(ModelPacked, BadPositionsAreRefused) {
-  const Config cfg = testing::small_config();
-  ParamLayout layout(cfg);
-  Parameters<double> P(layout);
-  testing::init_general(P, layout, 0.3, 5);
-  Model<double> m(cfg);
-  P.bind(m);
-  const auto tok = testing::random_tokens(4, cfg.vocab, 1);
+  SmallModel sm;
+  Model<double>& m = sm.m;
+  const auto tok = testing::random_tokens(4, sm.cfg.vocab, 1);
   EXPECT_THROW(m.loss(tok, tok, 1, 4, std::vector<int32_t>{0, 1, 3, 4}), InputError);  // a jump
   EXPECT_THROW(m.loss(tok, tok, 1, 4, std::vector<int32_t>{1, 2, 3, 4}), InputError);  // no start
   EXPECT_THROW(m.loss(tok, tok, 1, 4, std::vector<int32_t>{0, 1}), InputError);        // size
