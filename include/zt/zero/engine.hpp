@@ -64,7 +64,8 @@ class Engine {
 
   // Forward + backward of this rank's micro-batch (tokens, targets: [B, T]). Returns its
   // mean loss. grad_scale weighs this micro-batch in the step's gradient (the loop
-  // passes 1 / accum); the engine averages over ranks. Gradient reductions start during
+  // passes 1 / accum, or c_m x ranks / N for masked data: its targets over the step's);
+  // the engine averages over ranks. Gradient reductions start during
   // the backward, as each unit's gradient is complete. positions: packed examples
   // (Model::loss_and_grad; empty: none).
   double micro_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
