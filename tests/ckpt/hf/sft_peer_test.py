@@ -13,8 +13,10 @@
 3. Packed row: the three examples placed back to back in one row with positions
    restarting at each (as `zt train` packs `zt convert sft-to-tokens` rows); zt's loss
    x its target count == the sum over the examples of transformers' loss x count, each
-   example run ALONE (positions from 0, no other example to attend to). That proves the
-   position and attention resets. Relative bound 1e-5.
+   example run ALONE (positions from 0, no other example to attend to), and each
+   example's loss inside the row (the others' targets masked) == transformers' on it
+   alone. That proves the position and attention resets. Bounds 1e-5 (relative for the
+   sum).
 4. Sensitivity: the same packed row without positions (plain causal attention over the
    whole row) must miss transformers' sum by more than 10 x the bound, and the masked
    loss must differ from the unmasked one by more than 100 x the bound.
@@ -115,22 +117,25 @@ def main():
     c.check(abs(z - z_all) > 100 * TOL, "masked loss differs from the unmasked loss")
 
     # 3. packed row: all three examples back to back, positions restarting at each
-    packed, pmask, pos = [], [], []
-    hf_sum, hf_count = 0.0, 0
-    for prompt, response in EXAMPLES:
+    packed, pmask, pos, owner = [], [], [], []
+    hf_sum, hf_count, hf_each = 0.0, 0, []
+    for e, (prompt, response) in enumerate(EXAMPLES):
         ids, m = tokens_of(prompt, response)
         m[0] = 0  # an example's first token is never a target (sft-to-tokens does the same)
         packed += ids
         pmask += m
         pos += list(range(len(ids)))
+        owner += [e] * len(ids)
         lab = [t if mm else -100 for t, mm in zip(ids, m)]
         cnt = sum(1 for l in lab[1:] if l >= 0)
-        hf_sum += hf_loss([ids], [lab]) * cnt
+        hf_each.append(hf_loss([ids], [lab]))
+        hf_sum += hf_each[-1] * cnt
         hf_count += cnt
     pad = T + 1 - len(packed)
     c.check(pad >= 1, f"the packed examples fit one row of {T + 1} tokens")
     packed += [0] * pad
     pmask += [0] * pad
+    owner += [-1] * pad
     pos += list(range(len(ids), len(ids) + pad))  # padding continues the last example
     targets = [t if m else -1 for t, m in zip(packed[1:], pmask[1:])]
     z, n = zt_loss({"tokens": [packed[:T]], "targets": [targets], "positions": [pos[:T]]})
@@ -142,7 +147,15 @@ def main():
           f"zt {z_plain * n:.6f} (relative diff {rel_plain:.3e})")
     c.check(n == hf_count, f"target count {n} == {hf_count}")
     c.check(rel <= TOL, f"packed: zt == sum of transformers' per-example losses ({rel:.3e} <= {TOL})")
-    c.check(rel_plain > 10 * TOL, f"packed without positions misses it by > 10 x the bound (the test can fail)")
+    c.check(rel_plain > 10 * TOL, "packed without positions misses it by > 10 x the bound (the test can fail)")
+    # each example's own loss inside the packed row (the other examples' targets masked)
+    for e, h in enumerate(hf_each):
+        t_e = [t if owner[i + 1] == e else -1 for i, t in enumerate(targets)]
+        z_e, n_e = zt_loss({"tokens": [packed[:T]], "targets": [t_e], "positions": [pos[:T]]})
+        print(f"      example {e} in the packed row ({n_e} targets): zt {z_e:.8f} hf alone {h:.8f} "
+              f"diff {abs(z_e - h):.3e}")
+        c.check(abs(z_e - h) <= TOL, f"example {e}: packed zt == transformers alone "
+                f"({abs(z_e - h):.3e} <= {TOL})")
     c.finish()
 
 
