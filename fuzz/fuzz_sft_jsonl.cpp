@@ -1,6 +1,7 @@
 // libFuzzer target: the instruction-data readers (zt::data::read_sft_examples, Alpaca JSON
-// array / JSONL and prompt-response JSONL) on arbitrary bytes. The first byte picks the
-// format; the rest is written to an anonymous in-memory file (memfd) and read through its
+// array / JSONL, prompt-response JSONL and chat-messages JSONL) on arbitrary bytes, and
+// the chat templates (render_chat with every template) on accepted conversations. The
+// first byte picks the format (mod 3); the rest is written to an anonymous in-memory file (memfd) and read through its
 // /proc/self/fd path, the way a user's file would be. Anything rejected must be a
 // zt::Error (InputError naming FILE:LINE and the field); an accepted file must give at
 // least one example.
@@ -11,13 +12,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "zt/core/error.hpp"
+#include "zt/data/chat_template.hpp"
 #include "zt/data/sft.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto format = data[0] % 2 ? zt::data::SftFormat::kPromptResponse : zt::data::SftFormat::kAlpaca;
+  using zt::data::SftFormat;
+  const SftFormat formats[3] = {SftFormat::kAlpaca, SftFormat::kPromptResponse, SftFormat::kChat};
+  const SftFormat format = formats[data[0] % 3];
   const int fd = memfd_create("zt-fuzz-sft", 0);
   if (fd < 0) std::abort();
   for (size_t off = 1; off < size;) {
@@ -25,10 +30,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n <= 0) std::abort();
     off += static_cast<size_t>(n);
   }
+  std::vector<zt::data::SftExample> examples;
   try {
-    if (zt::data::read_sft_examples("/proc/self/fd/" + std::to_string(fd), format).empty()) std::abort();
+    examples = zt::data::read_sft_examples("/proc/self/fd/" + std::to_string(fd), format);
+    if (examples.empty()) std::abort();
   } catch (const zt::Error&) {
     // rejected with a message: fine
+  }
+  const zt::data::ChatTokens tokens{"<s>", "</s>", true};
+  for (const zt::data::SftExample& e : examples) {
+    if (format == SftFormat::kChat && e.messages.empty()) std::abort();
+    for (const char* name : {"llama2", "llama3", "chatml", "alpaca"}) {
+      try {
+        std::string text;  // the pieces are the whole text, and only they
+        for (const zt::data::ChatPiece& p : zt::data::render_chat(zt::data::chat_template(name), e.messages,
+                                                                   tokens, true, e.where))
+          text += p.text;
+        if (text.empty()) std::abort();
+      } catch (const zt::Error&) {
+        // a conversation the template refuses (roles out of order...): fine
+      }
+    }
   }
   close(fd);
   return 0;

@@ -7,7 +7,8 @@
 #               beside transformers' Llama (ckpt.hf.peer_transformers) and the FSDP2 bench,
 #               and bitsandbytes (the NF4 peer, kernels.nf4_peer), and tokenizers +
 #               sentencepiece for the tokenizer parity test (data.hf.tokenizer_parity) and
-#               bench/tokenizer
+#               bench/tokenizer; the chat-template and generate/export tests
+#               (data.hf.chat_template, data.hf.generate_export) use transformers + jinja2
 set -euo pipefail
 slurm=0 hf_peers=0
 for arg in "$@"; do
@@ -118,6 +119,9 @@ if ((hf_peers)); then
     python3 -c "import transformers" 2>/dev/null || { echo "install-deps: pip install transformers"; "${pip[@]}" transformers; }
     echo "install-deps: torch + transformers in $((SECONDS - start)) s"
   fi
+  # jinja2 (a dependency of torch's, installed above) renders transformers' chat templates:
+  # data.hf.chat_template, data.hf.generate_export.
+  python3 -c "import jinja2" 2>/dev/null || { echo "install-deps: pip install jinja2"; "${pip[@]}" jinja2; }
   # bitsandbytes (42 MB; its dependencies torch, numpy, packaging are the ones above): the
   # NF4 peer of kernels.nf4_peer (its CPU functions, no GPU needed).
   python3 -c "import bitsandbytes" 2>/dev/null ||

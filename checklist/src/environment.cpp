@@ -2,6 +2,7 @@
 // libfabric providers from rank 0, and the warnings they call for.
 #include "zt/check/environment.hpp"
 
+#include <dlfcn.h>
 #include <hdf5.h>
 #include <rdma/fabric.h>
 #include <sys/resource.h>
@@ -44,8 +45,45 @@ std::string hdf5_version() {
   return strf("%u.%u.%u", maj, min, rel);
 }
 
+// libfabric, loaded when asked for rather than linked. Debian's libfabric depends on the
+// PSM libraries, and libinfinipath's constructor takes over SIGTERM and SIGINT while it
+// calibrates (0.1-0.4 s) before main: linked, it made a stop request in a zt process's
+// first moments end the rank with exit 1 and no message (docs/reliability.md, signals).
+// Loaded here, only `zt check` pays for it; MPI_Init's own dlopen of it leaves the
+// process's handlers alone.
+struct Libfabric {
+  uint32_t (*version)() = nullptr;
+  int (*getinfo)(uint32_t, const char*, const char*, uint64_t, const struct fi_info*,
+                 struct fi_info**) = nullptr;
+  void (*freeinfo)(struct fi_info*) = nullptr;
+  const char* (*strerror)(int) = nullptr;
+  std::string why_not;  // empty when every entry point loaded
+};
+
+const Libfabric& libfabric() {
+  static const Libfabric lib = [] {
+    Libfabric l;
+    void* h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);  // kept open for the process
+    if (h == nullptr) {
+      const char* e = dlerror();
+      l.why_not = strf("libfabric.so.1 did not load: %s", e ? e : "unknown dlopen error");
+      return l;
+    }
+    l.version = reinterpret_cast<decltype(l.version)>(dlsym(h, "fi_version"));
+    l.getinfo = reinterpret_cast<decltype(l.getinfo)>(dlsym(h, "fi_getinfo"));
+    l.freeinfo = reinterpret_cast<decltype(l.freeinfo)>(dlsym(h, "fi_freeinfo"));
+    l.strerror = reinterpret_cast<decltype(l.strerror)>(dlsym(h, "fi_strerror"));
+    if (!l.version || !l.getinfo || !l.freeinfo || !l.strerror)
+      l.why_not = "libfabric.so.1 lacks fi_version/fi_getinfo/fi_freeinfo/fi_strerror";
+    return l;
+  }();
+  return lib;
+}
+
 std::string libfabric_version() {
-  const uint32_t v = fi_version();
+  const Libfabric& fi = libfabric();
+  if (!fi.why_not.empty()) return "not found (" + fi.why_not + ")";
+  const uint32_t v = fi.version();
   return strf("%u.%u", FI_MAJOR(v), FI_MINOR(v));
 }
 
@@ -53,19 +91,24 @@ std::string libfabric_version() {
 
 // Distinct prov_name of every fabric interface fi_getinfo reports, sorted.
 std::vector<std::string> libfabric_providers(std::vector<std::string>* warnings) {
+  const Libfabric& fi = libfabric();
+  if (!fi.why_not.empty()) {
+    warnings->push_back(fi.why_not + "; install libfabric1 to list the fabric providers");
+    return {};
+  }
   struct fi_info* info = nullptr;
-  const int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0,
-                            nullptr, &info);
+  const int rc = fi.getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr,
+                            0, nullptr, &info);
   if (rc == -FI_ENODATA) return {};
   if (rc != 0) {
-    warnings->push_back(strf("fi_getinfo failed: %s", fi_strerror(-rc)));
+    warnings->push_back(strf("fi_getinfo failed: %s", fi.strerror(-rc)));
     return {};
   }
   std::set<std::string> names;
   for (const struct fi_info* i = info; i != nullptr; i = i->next)
     if (i->fabric_attr != nullptr && i->fabric_attr->prov_name != nullptr)
       names.insert(i->fabric_attr->prov_name);
-  fi_freeinfo(info);
+  fi.freeinfo(info);
   return {names.begin(), names.end()};
 }
 

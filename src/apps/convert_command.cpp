@@ -3,7 +3,8 @@
 //                                                byte tokenizer or a Hugging Face /
 //                                                SentencePiece one; one document per input
 //   sft-to-tokens --tokenizer PATH --format FMT --seq-len N IN... OUT.h5
-//                                                instruction data: prompt masked, packed rows
+//                                                instruction data (alpaca, prompt-response,
+//                                                chat + --chat-template): prompt masked, packed rows
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
 //   hf-to-h5 HFDIR OUT.h5                        Hugging Face Llama -> weights for ckpt.init_from
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "zt/core/units.hpp"
 #include "zt/data/sft.hpp"
 #include "zt/data/text.hpp"
+#include "zt/data/text_tokenizer.hpp"
 
 namespace zt::apps {
 namespace {
@@ -30,7 +32,7 @@ struct ConvertArgs {
   std::vector<std::string> text_files;  // text-to-tokens: inputs..., output
   std::string tokenizer;                // --tokenizer (text-to-tokens: empty is bytes)
   std::vector<std::string> sft_files;   // sft-to-tokens: inputs..., output
-  std::string sft_format, too_long = "truncate";
+  std::string sft_format, too_long = "truncate", chat_template = "auto";
   size_t seq_len = 0;
   bool no_pack = false;
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
@@ -104,6 +106,7 @@ int sft_to_tokens(const ConvertArgs& a) {
   o.seq_len = a.seq_len;
   o.pack = !a.no_pack;
   o.drop_long = a.too_long == "drop";
+  o.chat_template = a.chat_template;
   data::SftStats s;
   const data::TokenFile f = data::convert_sft_to_tokens(inputs, output, a.tokenizer, o, &s);
   log::info(strf("wrote %s: %zu of %zu examples (%zu truncated to a row, %zu dropped longer than a "
@@ -124,9 +127,34 @@ int h5_to_hf(const ConvertArgs& a) {
   ckpt::HfExportOptions o;
   o.dtype = a.dtype;
   o.max_shard_size = parse_size(a.max_shard);
+  // The tokenizer: --tokenizer, else the one the checkpoint records (its training data's),
+  // its hash checked against the record before anything is written.
+  std::string tokenizer = a.tokenizer;
+  o.before_write = [&](const ckpt::TokenizerRecord& t) {
+    if (tokenizer.empty()) tokenizer = t.path;
+    if (tokenizer.empty()) return;  // no record, no --tokenizer: nothing to copy
+    if (!t.hash.empty())
+      data::verify_tokenizer(tokenizer, t.hash,
+                             "checkpoint '" + a.checkpoint + "' (trained on tokenizer \"" + t.name + "\")");
+    else
+      (void)data::load_tokenizer(tokenizer);  // --tokenizer without a record: a readable one
+    const std::vector<std::string> files = data::tokenizer_files(tokenizer);
+    std::vector<std::string> sources = inputs;
+    sources.insert(sources.end(), files.begin(), files.end());
+    for (const std::string& f : files)
+      require_new_output((std::filesystem::path(a.outdir) / std::filesystem::path(f).filename()).string(),
+                         "output file", sources, a.force);
+  };
   const ckpt::HfExportResult r = ckpt::export_hf(a.checkpoint, a.outdir, o);
+  std::vector<std::string> written = r.files;
+  if (!tokenizer.empty()) {
+    for (const std::string& f : data::copy_tokenizer_files(tokenizer, a.outdir)) written.push_back(f);
+  } else {
+    log::warn("the checkpoint records no tokenizer (trained on bytes, or made by hf-to-h5): none "
+              "copied; name one with --tokenizer PATH for AutoTokenizer to load the folder");
+  }
   std::string files;
-  for (const std::string& f : r.files) files += (files.empty() ? "" : ", ") + f;
+  for (const std::string& f : written) files += (files.empty() ? "" : ", ") + f;
   log::info(strf("wrote %s: %lld tensors, %s of %s weights (%s)", a.outdir.c_str(),
                  static_cast<long long>(r.tensors), format_size_approx(r.tensor_bytes).c_str(),
                  r.dtype.c_str(), files.c_str()));
@@ -191,12 +219,18 @@ Run add_convert_command(CLI::App& app) {
   tokenizer_option(sft)->required()->option_text("PATH REQUIRED");
   sft->add_option("--format", a->sft_format,
                   "alpaca: JSON array or JSONL of {instruction, input, output}, the prompt in "
-                  "LitGPT's Alpaca style; prompt-response: JSONL of {prompt, response}")
-      ->check(CLI::IsMember({"alpaca", "prompt-response"}))
+                  "LitGPT's Alpaca style; prompt-response: JSONL of {prompt, response}; chat: "
+                  "JSONL of {messages: [{role, content}, ...]} rendered with --chat-template")
+      ->check(CLI::IsMember({"alpaca", "prompt-response", "chat"}))
       ->required();
   sft->add_option("--seq-len", a->seq_len, "train.seq_len of the run: rows hold seq_len + 1 tokens")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24))
       ->required();
+  sft->add_option("--chat-template", a->chat_template,
+                  "chat: the model's template, auto (default: recognised from "
+                  "tokenizer_config.json's chat_template) or " + data::chat_template_names() +
+                      "; only assistant turns are trained")
+      ->option_text("NAME");
   sft->add_flag("--no-pack", a->no_pack, "one example per row, padded (default: packed)");
   sft->add_option("--too-long", a->too_long,
                   "an example longer than a row: truncate (default) or drop; both are counted")
@@ -217,6 +251,9 @@ Run add_convert_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   export_cmd->add_option("--max-shard-size", a->max_shard,
                          "largest shard, e.g. 5G, 500M (binary units; default 5G)");
+  tokenizer_option(export_cmd)->description(
+      "the tokenizer files to copy into OUTDIR (default: the tokenizer the checkpoint's training "
+      "data was made with; its hash must match the checkpoint's record)");
 
   CLI::App* import_cmd = convert->add_subcommand(
       "hf-to-h5",

@@ -1,11 +1,17 @@
 // `zt generate`: text from a trained model (a zt checkpoint, a ckpt.dir, a weights file
 // for ckpt.init_from, or a Hugging Face folder), one process, with a key/value cache.
 // Sampling: greedy (--temperature 0), temperature, top-k, top-p; stops after
-// --max-new-tokens, at an --eos id or a --stop string. The prompt is byte-tokenized
-// (the model's vocabulary must hold bytes) or given as ids.
+// --max-new-tokens, at an --eos id or a --stop string. The prompt is encoded with the
+// model's tokenizer (--tokenizer, the one a Hugging Face folder holds, or the one the
+// checkpoint's training data was made with), as Hugging Face encodes it, and the output
+// decoded; --chat wraps it as a user turn of the chat template and stops at the turn's
+// end. Without a tokenizer the prompt is byte-tokenized (the vocabulary must hold bytes)
+// or given as ids.
 #include <omp.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -18,6 +24,8 @@
 #include "zt/ckpt/hf_convert.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/data/chat_template.hpp"
+#include "zt/data/text_tokenizer.hpp"
 #include "zt/model/model.hpp"
 #include "zt/train/config.hpp"
 #include "zt/train/generate.hpp"
@@ -39,7 +47,38 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   int threads = 0;
   bool json = false;
+  std::string tokenizer;                // --tokenizer PATH
+  bool chat = false;                    // --chat
+  std::string chat_template = "auto";   // --chat-template
 };
+
+// The tokenizer of the run: --tokenizer, else a Hugging Face folder's own, else the one
+// the checkpoint records (its hash checked: files that changed since are refused), else
+// none (bytes or ids).
+std::unique_ptr<data::TextTokenizer> tokenizer_of(const GenerateArgs& a, const ckpt::Weights& w) {
+  if (!a.tokenizer.empty()) return data::load_tokenizer(a.tokenizer);
+  std::error_code ec;
+  if (std::filesystem::is_directory(a.weights, ec) &&
+      std::filesystem::exists(std::filesystem::path(a.weights) / "config.json", ec)) {
+    const std::vector<std::string> files = data::tokenizer_files(a.weights);
+    const bool has = std::any_of(files.begin(), files.end(), [](const std::string& f) {
+      return f.ends_with("tokenizer.json") || f.ends_with("tokenizer.model");
+    });
+    return has ? data::load_tokenizer(a.weights) : nullptr;
+  }
+  if (w.tokenizer.name.empty()) return nullptr;
+  data::verify_tokenizer(w.tokenizer.path, w.tokenizer.hash,
+                         "checkpoint '" + w.source + "' (trained on tokenizer \"" + w.tokenizer.name + "\")");
+  return data::load_tokenizer(w.tokenizer.path);
+}
+
+// The id of `text` when it is one token of the tokenizer (a template's end token).
+std::optional<int32_t> single_token(const data::TextTokenizer& t, const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const std::vector<uint32_t> ids = t.encode(text);
+  if (ids.size() != 1) return std::nullopt;
+  return static_cast<int32_t>(ids[0]);
+}
 
 std::string bytes_text(std::span<const int32_t> ids) {
   std::string s;
@@ -51,6 +90,8 @@ int run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty())
     throw InputError("zt generate needs exactly one of --prompt TEXT and --prompt-ids IDS",
                      "e.g. zt generate --weights ckpt/ --prompt 'ROMEO:'");
+  if (a.chat && a.prompt.empty())
+    throw InputError("--chat needs --prompt TEXT (the user's message)", "e.g. --chat --prompt 'Hello!'");
   omp_set_num_threads(train::resolve_threads(a.threads, 1));
   const auto t_load = std::chrono::steady_clock::now();
   ckpt::Weights w = ckpt::load_weights(a.weights);
@@ -58,9 +99,44 @@ int run_generate(const GenerateArgs& a) {
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
+  // With --prompt-ids, a tokenizer only when named (it decodes the output).
+  const std::unique_ptr<data::TextTokenizer> tok =
+      a.prompt_ids.empty() || !a.tokenizer.empty() ? tokenizer_of(a, w) : nullptr;
+  if (a.chat && !tok)
+    throw InputError("--chat needs the model's tokenizer, and none is known",
+                     "name it with --tokenizer PATH (a folder holding tokenizer.json)");
+  if (tok && static_cast<int64_t>(tok->info().vocab_size) > cfg.vocab)
+    throw InputError(strf("tokenizer '%s' has %u ids, more than the model's vocabulary (%lld)",
+                          tok->info().name.c_str(), tok->info().vocab_size, static_cast<long long>(cfg.vocab)),
+                     "give the tokenizer the model was trained with (--tokenizer PATH)");
   std::vector<int32_t> prompt = a.prompt_ids;
-  const bool bytes = a.prompt_ids.empty();
-  if (bytes) {
+  std::vector<int32_t> stop_ids = a.eos;
+  std::string chat_name;
+  const bool bytes = a.prompt_ids.empty() && !tok;
+  if (tok && a.prompt_ids.empty()) {
+    const data::TokenizerInfo& info = tok->info();
+    std::vector<uint32_t> ids;
+    if (a.chat) {  // as apply_chat_template(add_generation_prompt=True): the template adds specials
+      const data::ChatTemplate& t = data::chat_template_named(
+          a.chat_template, info.chat_template, "the tokenizer_config.json of tokenizer '" + info.name + "'");
+      chat_name = data::chat_template_name(t);
+      const data::ChatTokens ct = data::chat_tokens_of(info);
+      std::string text;
+      for (const data::ChatPiece& p : data::render_chat(t, {{"user", a.prompt}}, ct, true, "--prompt"))
+        text += p.text;
+      ids = tok->encode(text);
+      if (const auto end = single_token(*tok, data::chat_end_text(t, ct))) stop_ids.push_back(*end);
+    } else {  // as tokenizer(prompt): BOS/EOS as tokenizer_config.json says
+      ids = info.prefix;
+      const std::vector<uint32_t> body = tok->encode(a.prompt);
+      ids.insert(ids.end(), body.begin(), body.end());
+      ids.insert(ids.end(), info.suffix.begin(), info.suffix.end());
+    }
+    prompt.assign(ids.begin(), ids.end());
+    if (info.eos) stop_ids.push_back(static_cast<int32_t>(*info.eos));
+    if (prompt.empty())
+      throw InputError("--prompt encodes to no tokens", "give a prompt with some text");
+  } else if (bytes) {
     if (cfg.vocab < 256)
       throw InputError(strf("--prompt is byte-tokenized, and the model's vocabulary has only "
                             "%lld ids", static_cast<long long>(cfg.vocab)),
@@ -98,12 +174,21 @@ int run_generate(const GenerateArgs& a) {
   o.top_p = a.top_p;
   o.seed = a.seed;
   o.window = window;
-  o.stop_ids = a.eos;
+  o.stop_ids = stop_ids;
+  // Ids -> text: the tokenizer's decode (special tokens skipped), else one byte per id.
+  const auto text_of = [&tok](std::span<const int32_t> ids) {
+    if (!tok) return bytes_text(ids);
+    const std::vector<uint32_t> u(ids.begin(), ids.end());
+    return tok->decode(u);
+  };
   if (!a.stop.empty()) {
-    size_t longest = 0;  // one byte per token: only the last `longest` tokens can end a match
+    // Only the last tokens can end a match: one byte per token for bytes; with a tokenizer
+    // every token but a special one decodes to a byte or more (16 more for those).
+    size_t longest = 0;
     for (const std::string& s : a.stop) longest = std::max(longest, s.size());
-    o.stop = [&a, longest](std::span<const int32_t> generated) {
-      const std::string text = bytes_text(generated.last(std::min(longest, generated.size())));
+    if (tok) longest += 16;
+    o.stop = [&a, longest, &text_of](std::span<const int32_t> generated) {
+      const std::string text = text_of(generated.last(std::min(longest, generated.size())));
       for (const std::string& s : a.stop)
         if (text.size() >= s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0)
           return true;
@@ -119,13 +204,17 @@ int run_generate(const GenerateArgs& a) {
     nlohmann::json j;
     j["prompt_ids"] = prompt;
     j["ids"] = g.tokens;
-    if (cfg.vocab <= 256) j["text"] = bytes_text(g.tokens);
+    if (tok || cfg.vocab <= 256) j["text"] = text_of(g.tokens);
+    if (tok) j["tokenizer"] = tok->info().name;
+    if (!chat_name.empty()) j["chat_template"] = chat_name;
     j["stop"] = train::stop_reason_name(g.reason);
     j["tokens_per_s"] = tok_s;
     j["seconds"] = gen_s;
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else if (bytes) {
-    std::printf("%s%s\n", a.prompt.c_str(), bytes_text(g.tokens).c_str());
+  } else if (a.chat) {
+    std::printf("%s\n", text_of(g.tokens).c_str());
+  } else if (bytes || tok) {
+    std::printf("%s%s\n", a.prompt.c_str(), text_of(g.tokens).c_str());
   } else {
     std::string ids;
     for (const int32_t id : g.tokens) ids += (ids.empty() ? "" : " ") + std::to_string(id);
@@ -133,9 +222,11 @@ int run_generate(const GenerateArgs& a) {
   }
   std::fflush(stdout);
   log::info(strf("generated %zu tokens in %.2f s: %.1f tokens/s (prompt %zu tokens, window %lld, "
-                 "stop: %s; weights %s loaded in %.2f s)",
+                 "stop: %s; weights %s loaded in %.2f s; tokenizer %s%s%s)",
                  g.tokens.size(), gen_s, tok_s, prompt.size(), static_cast<long long>(window),
-                 train::stop_reason_name(g.reason), w.source.c_str(), load_s));
+                 train::stop_reason_name(g.reason), w.source.c_str(), load_s,
+                 tok ? tok->info().name.c_str() : (bytes ? "bytes" : "none (ids)"),
+                 chat_name.empty() ? "" : ", chat template ", chat_name.c_str()));
   return 0;
 }
 
@@ -152,7 +243,21 @@ Run add_generate_command(CLI::App& app) {
                   "CKPT.h5, a ckpt.dir (the checkpoint `latest` names), or a Hugging Face "
                   "folder (config.json + safetensors)")
       ->required();
-  cmd->add_option("--prompt", a->prompt, "prompt text (byte-tokenized)");
+  cmd->add_option("--prompt", a->prompt,
+                  "prompt text: encoded with the model's tokenizer (BOS as tokenizer_config.json "
+                  "says), or byte-tokenized when there is none");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "the model's tokenizer: a folder holding tokenizer.json or tokenizer.model, or "
+                  "the file (default: the Hugging Face folder's own, else the one the checkpoint "
+                  "records)")
+      ->option_text("PATH");
+  cmd->add_flag("--chat", a->chat,
+                "wrap --prompt as a user turn of the chat template, print only the reply, stop at "
+                "the turn's end token");
+  cmd->add_option("--chat-template", a->chat_template,
+                  "with --chat: auto (default: from tokenizer_config.json's chat_template) or " +
+                      data::chat_template_names())
+      ->option_text("NAME");
   cmd->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, e.g. 1,2,3")->delimiter(',');
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most (default 100)");
   cmd->add_option("--temperature", a->temperature, "sampling temperature; 0: greedy (default 0.8)");

@@ -64,6 +64,7 @@ WriteContents contents_of(zero::Engine& engine, const TrainState& state, uint64_
   WriteContents c;
   c.header.config = engine.model().layout().config();
   c.header.contents = kContentsTraining;
+  c.header.tokenizer = state.tokenizer;
   c.state = state;
   c.rng_seed = rng_seed;
   const int units = engine.model().layout().num_units();

@@ -154,7 +154,7 @@ Weights read_checkpoint_weights(const std::string& checkpoint) {
   }
   // The parameters only (a training file's moments stay on disk), every checksum verified.
   const Header header = read_header(MPI_COMM_NULL, ckpt_file);
-  Weights w{header.config, {}, ckpt_file, header.source_dtype};
+  Weights w{header.config, {}, ckpt_file, header.source_dtype, header.tokenizer};
   const model::ParamLayout layout(w.config);
   w.units.resize(static_cast<size_t>(layout.num_units()));  // [units][numel]
   std::vector<UnitTarget> targets;
@@ -179,6 +179,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   std::string dtype = options.dtype;
   if (dtype.empty()) dtype = weights.source_dtype.empty() ? "f32" : weights.source_dtype;
   const DTypeNames& dt = dtype_by_name(dtype);
+  if (options.before_write) options.before_write(weights.tokenizer);
 
   // Plan the shards: tensors in layout order, a new shard when the next tensor would
   // push the current one past max_shard_size.
@@ -203,6 +204,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
                      "give a folder path that is writable (it is created when missing)");
   const fs::path dir(outdir);
   HfExportResult r;
+  r.tokenizer = weights.tokenizer;
   r.dtype = dt.zt;
   r.tensors = static_cast<int64_t>(layout.tensors().size());
   r.tensor_bytes = total;

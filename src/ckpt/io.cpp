@@ -379,6 +379,11 @@ Header header_of(hid_t file, const std::string& path) {
   h.config = config_from_json(h5::read_string_attr(file, "model_config", path, root), path);
   if (h5::has_attr(file, "source_dtype", path))
     h.source_dtype = h5::read_string_attr(file, "source_dtype", path, root);
+  if (h5::has_attr(file, "tokenizer", path)) {
+    h.tokenizer.name = h5::read_string_attr(file, "tokenizer", path, root);
+    h.tokenizer.path = h5::read_string_attr(file, "tokenizer_path", path, root);
+    h.tokenizer.hash = h5::read_string_attr(file, "tokenizer_hash", path, root);
+  }
   return h;
 }
 
@@ -471,6 +476,11 @@ void write_root_attributes(hid_t file, const Header& h, const std::string& path)
   h5::write_string_attr(file, "zt_commit", kGitCommit, path);
   h5::write_string_attr(file, "model_config", config_to_json(h.config), path);
   if (!h.source_dtype.empty()) h5::write_string_attr(file, "source_dtype", h.source_dtype, path);
+  if (!h.tokenizer.name.empty()) {
+    h5::write_string_attr(file, "tokenizer", h.tokenizer.name, path);
+    h5::write_string_attr(file, "tokenizer_path", h.tokenizer.path, path);
+    h5::write_string_attr(file, "tokenizer_hash", h.tokenizer.hash, path);
+  }
 }
 
 // Contiguous datasets, allocated at once, never filled.

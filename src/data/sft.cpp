@@ -14,6 +14,9 @@ namespace {
 using json = nlohmann::json;
 
 const char* fields_hint(SftFormat f) {
+  if (f == SftFormat::kChat)
+    return "each line is an object {\"messages\": [{\"role\": \"system\" | \"user\" | "
+           "\"assistant\", \"content\": string}, ...]} (JSONL); docs/finetune.md";
   return f == SftFormat::kAlpaca
              ? "each Alpaca example is an object with string fields \"instruction\", \"output\" "
                "and optionally \"input\" (a JSON array of them, or one per line: JSONL); "
@@ -36,15 +39,98 @@ std::string field(const json& obj, const char* key, bool optional, const std::st
   return it->get<std::string>();
 }
 
+// {"messages": [{"role", "content"}, ...]}: a non-empty list of known roles.
+std::vector<ChatMessage> messages_of(const json& obj, const std::string& where) {
+  const SftFormat f = SftFormat::kChat;
+  const auto it = obj.find("messages");
+  if (it == obj.end()) throw InputError(where + ": field 'messages' is missing", fields_hint(f));
+  if (!it->is_array())
+    throw InputError(where + ": field 'messages' is " + describe_json(*it) + ", not a list", fields_hint(f));
+  if (it->empty()) throw InputError(where + ": field 'messages' is an empty list", fields_hint(f));
+  std::vector<ChatMessage> out;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& m = (*it)[k];
+    const std::string at = where + ": messages[" + std::to_string(k) + "]";
+    if (!m.is_object())
+      throw InputError(at + " is " + describe_json(m) + ", not an object", fields_hint(f));
+    ChatMessage msg{field(m, "role", false, at, f), field(m, "content", false, at, f)};
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
+      throw InputError(at + ": field 'role' is '" + msg.role + "', not system, user or assistant",
+                       fields_hint(f));
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
 SftExample example_of(const json& obj, const std::string& where, SftFormat format) {
   if (!obj.is_object())
     throw InputError(where + ": the example is " + describe_json(obj) + ", not an object",
                      fields_hint(format));
+  if (format == SftFormat::kChat) return {{}, {}, messages_of(obj, where), where};
   if (format == SftFormat::kAlpaca)
     return {alpaca_prompt(field(obj, "instruction", false, where, format),
                           field(obj, "input", true, where, format)),
-            field(obj, "output", false, where, format)};
-  return {field(obj, "prompt", false, where, format), field(obj, "response", false, where, format)};
+            field(obj, "output", false, where, format), {}, where};
+  return {field(obj, "prompt", false, where, format), field(obj, "response", false, where, format), {},
+          where};
+}
+
+// An example's tokens and loss mask (1: a target).
+struct Encoded {
+  std::vector<uint32_t> tokens;  // [n]
+  std::vector<uint8_t> mask;     // [n]
+};
+
+// Prompt/response examples: prefix (BOS) + prompt, then response + EOS, each part encoded
+// alone (LitGPT's SFTDataset); the response and EOS are targets.
+std::vector<Encoded> encode_prompt_response(std::vector<SftExample>& examples, const TextTokenizer& tokenizer,
+                                            uint32_t eos) {
+  std::vector<std::string> texts;
+  texts.reserve(2 * examples.size());
+  for (SftExample& e : examples) {
+    texts.push_back(std::move(e.prompt));
+    texts.push_back(std::move(e.response));
+  }
+  const std::vector<std::vector<uint32_t>> ids = encode_batch(tokenizer, texts, 0);
+  const TokenizerInfo& info = tokenizer.info();
+  std::vector<Encoded> out(examples.size());
+  for (size_t e = 0; e < examples.size(); ++e) {
+    const std::vector<uint32_t>& prompt = ids[2 * e];
+    const std::vector<uint32_t>& response = ids[2 * e + 1];
+    Encoded& x = out[e];
+    x.tokens.assign(info.prefix.begin(), info.prefix.end());
+    x.tokens.insert(x.tokens.end(), prompt.begin(), prompt.end());
+    x.mask.assign(x.tokens.size(), 0);
+    x.tokens.insert(x.tokens.end(), response.begin(), response.end());
+    x.tokens.push_back(eos);
+    x.mask.resize(x.tokens.size(), 1);
+  }
+  return out;
+}
+
+// Chat examples: rendered with the template and encoded whole (encode_chat), on all
+// hardware threads as encode_batch.
+std::vector<Encoded> encode_chats(const std::vector<SftExample>& examples, const TextTokenizer& tokenizer,
+                                  const std::string& template_name) {
+  const TokenizerInfo& info = tokenizer.info();
+  if (info.kind == "sentencepiece")
+    throw InputError("tokenizer '" + info.name + "': chat data needs a tokenizer.json (SentencePiece "
+                     "reads a template's special tokens such as <s> as plain text)",
+                     "give the model folder's tokenizer.json with --tokenizer");
+  const std::string where = "the tokenizer_config.json of tokenizer '" + info.name + "'";
+  const ChatTemplate& t = chat_template_named(template_name, info.chat_template, where);
+  const ChatTokens tokens = chat_tokens_of(info);
+  std::vector<std::vector<ChatPiece>> rendered;
+  rendered.reserve(examples.size());
+  for (const SftExample& e : examples) rendered.push_back(render_chat(t, e.messages, tokens, false, e.where));
+  std::vector<Encoded> out(examples.size());
+  for_each_parallel(rendered.size(), 0, [&](size_t i) {
+    ChatEncoding c = encode_chat(tokenizer, rendered[i]);
+    out[i] = {std::move(c.ids), std::move(c.mask)};
+  });
+  log::info(strf("chat template %s (%s)", chat_template_name(t),
+                 template_name == "auto" ? "recognised in tokenizer_config.json" : "--chat-template"));
+  return out;
 }
 
 }  // namespace
@@ -52,8 +138,9 @@ SftExample example_of(const json& obj, const std::string& where, SftFormat forma
 SftFormat parse_sft_format(const std::string& name) {
   if (name == "alpaca") return SftFormat::kAlpaca;
   if (name == "prompt-response") return SftFormat::kPromptResponse;
+  if (name == "chat") return SftFormat::kChat;
   throw InputError("unknown instruction data format '" + name + "'",
-                   "--format is alpaca or prompt-response");
+                   "--format is alpaca, prompt-response or chat");
 }
 
 std::string alpaca_prompt(const std::string& instruction, const std::string& input) {
@@ -109,18 +196,15 @@ TokenFile sft_to_tokens(const std::vector<std::string>& paths, const TextTokeniz
   for (const std::string& path : paths)
     for (SftExample& e : read_sft_examples(path, o.format)) examples.push_back(std::move(e));
   st.examples = examples.size();
-  std::vector<std::string> texts;
-  texts.reserve(2 * examples.size());
-  for (SftExample& e : examples) {
-    texts.push_back(std::move(e.prompt));
-    texts.push_back(std::move(e.response));
-  }
-  const std::vector<std::vector<uint32_t>> ids = encode_batch(tokenizer, texts, 0);
+  std::vector<Encoded> encoded = o.format == SftFormat::kChat
+                                     ? encode_chats(examples, tokenizer, o.chat_template)
+                                     : encode_prompt_response(examples, tokenizer, eos);
 
   TokenFile out;
   out.vocab_size = info.vocab_size;
   out.tokenizer = info.name;
   out.tokenizer_hash = info.hash;
+  out.tokenizer_path = info.path;
   const size_t row = o.seq_len + 1;
   out.row_len = static_cast<uint32_t>(row);
   auto pad_to_row_end = [&] {
@@ -130,17 +214,13 @@ TokenFile sft_to_tokens(const std::vector<std::string>& paths, const TextTokeniz
     out.tokens.insert(out.tokens.end(), row - used, eos);
     out.loss_mask.insert(out.loss_mask.end(), row - used, 0);
   };
-  std::vector<uint32_t> tok;
-  std::vector<uint8_t> mask;
-  for (size_t e = 0; e < examples.size(); ++e) {
-    const std::vector<uint32_t>& prompt = ids[2 * e];
-    const std::vector<uint32_t>& response = ids[2 * e + 1];
-    tok.assign(info.prefix.begin(), info.prefix.end());
-    tok.insert(tok.end(), prompt.begin(), prompt.end());
-    mask.assign(tok.size(), 0);
-    tok.insert(tok.end(), response.begin(), response.end());
-    tok.push_back(eos);
-    mask.resize(tok.size(), 1);
+  for (Encoded& x : encoded) {
+    std::vector<uint32_t>& tok = x.tokens;
+    std::vector<uint8_t>& mask = x.mask;
+    if (tok.empty()) {
+      ++st.dropped_empty;
+      continue;
+    }
     mask[0] = 0;  // an example's first token is never a target (no previous token of its own)
     if (tok.size() > row) {
       if (o.drop_long) {

@@ -63,6 +63,7 @@ TokenFile text_files_to_tokens(const std::vector<std::string>& paths, const Text
   out.vocab_size = info.vocab_size;
   out.tokenizer = info.name;
   out.tokenizer_hash = info.hash;
+  out.tokenizer_path = info.path;
   // Whole files in batches of about kBatchBytes, encoded in parallel.
   constexpr size_t kBatchBytes = size_t{256} << 20;
   size_t next = 0;

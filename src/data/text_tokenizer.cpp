@@ -47,6 +47,21 @@ std::optional<bool> flag(const json& cfg, const char* key, const std::string& wh
   return it->get<bool>();
 }
 
+// "chat_template": a string, or a list of {"name", "template"} (the one named "default").
+std::string chat_template_of(const json& cfg, const std::string& where) {
+  const auto it = cfg.find("chat_template");
+  if (it == cfg.end() || it->is_null()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array())
+    for (const json& t : *it)
+      if (t.is_object() && t.value("name", json()) == "default" && t.contains("template") &&
+          t.at("template").is_string())
+        return t.at("template").get<std::string>();
+  throw InputError("tokenizer config '" + where + "': chat_template is " + describe_json(*it) +
+                       ", not a template string (or a list holding one named \"default\")",
+                   "fix tokenizer_config.json, or name the template with --chat-template");
+}
+
 }  // namespace
 
 std::string utf8_replace_invalid(std::string_view s) {
@@ -109,8 +124,10 @@ void resolve_specials(TokenizerInfo& info, std::vector<uint32_t> prefix, std::ve
                                "\" is not a token of the tokenizer",
                            "fix tokenizer_config.json, or remove it");
         *slot = *id;
+        (slot == &bos ? info.bos_token : info.eos_token) = *name;
       }
     }
+    info.chat_template = chat_template_of(cfg, cwhere);
     if (const auto add = flag(cfg, "add_bos_token", cwhere)) {
       if (*add && !bos)
         throw InputError("tokenizer config '" + cwhere + "': add_bos_token is true but no BOS token is known",
@@ -137,6 +154,40 @@ void resolve_specials(TokenizerInfo& info, std::vector<uint32_t> prefix, std::ve
   info.eos = eos;
   info.prefix = std::move(prefix);
   info.suffix = std::move(suffix);
+}
+
+std::vector<std::string> tokenizer_files(const std::string& path) {
+  std::error_code ec;
+  const fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  std::vector<std::string> out;
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::is_regular_file(folder / name, ec)) out.push_back((folder / name).string());
+  return out;
+}
+
+void verify_tokenizer(const std::string& path, const std::string& hash, const std::string& what_recorded) {
+  const std::string hint = "restore the tokenizer files the model was trained with, or name them with "
+                           "--tokenizer PATH (a folder or tokenizer file of the same hash)";
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw InputError(what_recorded + " names tokenizer '" + path + "', which is gone", hint);
+  const std::unique_ptr<TextTokenizer> t = load_tokenizer(path);
+  if (t->info().hash != hash)
+    throw InputError(strf("%s names tokenizer '%s' of hash %s, but its files now hash to %s: they "
+                          "changed since",
+                          what_recorded.c_str(), path.c_str(), hash.c_str(), t->info().hash.c_str()),
+                     hint);
+}
+
+std::vector<std::string> copy_tokenizer_files(const std::string& path, const std::string& outdir) {
+  std::vector<std::string> written;
+  for (const std::string& file : tokenizer_files(path)) {
+    const std::string name = fs::path(file).filename().string();
+    write_file_safely((fs::path(outdir) / name).string(),
+                      read_regular_file(file, "tokenizer file", kPathHint, false), "tokenizer file");
+    written.push_back(name);
+  }
+  return written;
 }
 
 std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path) {
@@ -173,26 +224,25 @@ std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path) {
   TokenizerInfo& info = t->info_mut();
   info.hash = strf("%016llx", static_cast<unsigned long long>(fnv1a(hashed)));
   info.files = files;
+  info.path = fs::absolute(path, ec).lexically_normal().string();
   std::string folder = fs::absolute(file, ec).parent_path().filename().string();
   info.name = info.kind + ":" + (folder.empty() ? name : folder);
   return t;
 }
 
-std::vector<std::vector<uint32_t>> encode_batch(const TextTokenizer& tokenizer,
-                                                const std::vector<std::string>& texts, int threads) {
-  std::vector<std::vector<uint32_t>> out(texts.size());
+void for_each_parallel(size_t count, int threads, const std::function<void(size_t)>& fn) {
   size_t n = threads > 0 ? static_cast<size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
-  n = std::min(n, std::max<size_t>(texts.size(), 1));
+  n = std::min(n, std::max<size_t>(count, 1));
   std::atomic<size_t> next{0};
   std::exception_ptr error;
   std::mutex error_mutex;
   auto work = [&] {
     try {
-      for (size_t i; (i = next.fetch_add(1)) < texts.size();) out[i] = tokenizer.encode(texts[i]);
+      for (size_t i; (i = next.fetch_add(1)) < count;) fn(i);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();
-      next = texts.size();
+      next = count;
     }
   };
   std::vector<std::thread> pool;
@@ -200,6 +250,12 @@ std::vector<std::vector<uint32_t>> encode_batch(const TextTokenizer& tokenizer,
   work();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+}
+
+std::vector<std::vector<uint32_t>> encode_batch(const TextTokenizer& tokenizer,
+                                                const std::vector<std::string>& texts, int threads) {
+  std::vector<std::vector<uint32_t>> out(texts.size());
+  for_each_parallel(texts.size(), threads, [&](size_t i) { out[i] = tokenizer.encode(texts[i]); });
   return out;
 }
 

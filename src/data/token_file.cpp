@@ -118,6 +118,9 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
   if (!f.tokenizer_hash.empty())
     h5::write_string_attr(file.get(), "tokenizer_hash", f.tokenizer_hash,
                           h5::StringLayout::kVariable, tmp, kAttrHint);
+  if (!f.tokenizer_path.empty())
+    h5::write_string_attr(file.get(), "tokenizer_path", f.tokenizer_path,
+                          h5::StringLayout::kVariable, tmp, kAttrHint);
   h5::write_u64_attr(file.get(), "num_tokens", num_tokens, tmp, kAttrHint);
   h5::write_u64_attr(file.get(), "num_docs", num_docs, tmp, kAttrHint);
   ZT_H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp, "check free disk space");
@@ -203,6 +206,8 @@ TokenFile read_token_file(const std::string& path) {
     f.row_len = h5::read_u32_attr(file.get(), "row_len", path, where, kReconvertHint);
   if (h5::has_attr(file.get(), "tokenizer_hash", path, kReconvertHint))
     f.tokenizer_hash = h5::read_string_attr(file.get(), "tokenizer_hash", path, where, kReconvertHint);
+  if (h5::has_attr(file.get(), "tokenizer_path", path, kReconvertHint))
+    f.tokenizer_path = h5::read_string_attr(file.get(), "tokenizer_path", path, where, kReconvertHint);
   file.close(path);
   validate(f, path);
   return f;

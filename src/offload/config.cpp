@@ -34,6 +34,11 @@ void add_offload_keys(config::Schema& s) {
   s.add_string("offload.subgroup_bytes", format_size(d.subgroup_bytes),
                "master + exp_avg + exp_avg_sq bytes per sub-group of the pipelined step "
                "(size string)");
+  s.add_string("offload.pinned_bytes", format_size(d.pinned_bytes),
+               "bound of the pinned host buffers between the GPU and host memory (offload "
+               "copies of gradient and parameter sub-groups, MPI staging; size string); within "
+               "the memlock limit (ulimit -l); at least 2 sub-groups of fp32 "
+               "(offload.subgroup_bytes * 2 / 3)");
 }
 
 Options offload_options(const config::Config& c) {
@@ -45,6 +50,7 @@ Options offload_options(const config::Config& c) {
   o.queue_depth = static_cast<int>(c.get_int("offload.queue_depth"));
   o.buffers = static_cast<int>(c.get_int("offload.buffers"));
   o.subgroup_bytes = parse_size(c.get_string("offload.subgroup_bytes"));
+  o.pinned_bytes = parse_size(c.get_string("offload.pinned_bytes"));
   return o;
 }
 

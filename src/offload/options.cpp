@@ -53,6 +53,10 @@ void Options::validate(int zero_stage) const {
                           format_size(subgroup_bytes).c_str()),
                      "a sub-group holds master + m + v (12 bytes per element) in 4 KiB "
                      "aligned pieces; use at least 48K (default 8M).");
+  if (pinned_bytes < 64 * 1024)
+    throw InputError(strf("offload.pinned_bytes = %s is below 64K", format_size(pinned_bytes).c_str()),
+                     "it bounds the pinned host buffers between a GPU and host memory; the "
+                     "default is 256M.");
   if (block_bytes < 4096 || block_bytes % 4096 != 0)
     throw InputError(strf("offload block size %llu is not a multiple of 4096",
                           static_cast<unsigned long long>(block_bytes)),

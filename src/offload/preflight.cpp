@@ -6,8 +6,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -59,15 +64,72 @@ uint64_t preflight_nvme(const std::string& dir, const std::string& file, uint64_
 }
 
 bool preflight_memlock(uint64_t bytes) {
-  struct rlimit rl {};
-  if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0) return false;
-  if (rl.rlim_cur == RLIM_INFINITY || static_cast<uint64_t>(rl.rlim_cur) >= bytes) return true;
+  const uint64_t limit = memlock_limit();
+  if (limit >= bytes) return true;
   log::warn(strf("the memlock limit (%s) is below the %s of pinned offload buffers: they fall "
                  "back to pageable memory (slower host<->device copies). HINT: raise it (ulimit "
                  "-l unlimited; in Slurm, PropagateResourceLimits / --propagate=MEMLOCK).",
-                 format_size_approx(static_cast<uint64_t>(rl.rlim_cur)).c_str(),
+                 format_size_approx(limit).c_str(),
                  format_size_approx(bytes).c_str()));
   return false;
+}
+
+uint64_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      std::istringstream fields(line.substr(13));
+      uint64_t kib = 0;
+      fields >> kib;
+      return kib * 1024;
+    }
+  return 0;
+}
+
+uint64_t memlock_limit() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return std::numeric_limits<uint64_t>::max();
+  return static_cast<uint64_t>(rl.rlim_cur);
+}
+
+void preflight_host_memory(const HostNeed& need, uint64_t available, uint64_t memlock) {
+  const uint64_t node_need = need.total() * static_cast<uint64_t>(std::max(need.ranks_on_node, 1));
+  const bool short_ram = available > 0 && node_need > available;
+  const bool short_lock = need.pinned > memlock;
+  if (!short_ram && !short_lock) return;
+  const auto sz = [](uint64_t b) { return format_size_approx(b); };
+  const std::string lock = memlock == std::numeric_limits<uint64_t>::max() ? "unlimited" : sz(memlock);
+  std::string parts = strf("optimizer state %s", sz(need.state).c_str());
+  if (need.params) parts += strf(", parameter shards %s", sz(need.params).c_str());
+  if (need.grads) parts += strf(", gradient copies %s", sz(need.grads).c_str());
+  if (need.staging) parts += strf(", staging %s", sz(need.staging).c_str());
+  if (need.pinned) parts += strf(", pinned pool %s", sz(need.pinned).c_str());
+  std::string hint;
+  if (short_ram)
+    hint += "the offloaded state does not fit in host memory: offload.optimizer = nvme keeps "
+            "only offload.buffers sub-groups of it in host memory (offload.params = nvme the "
+            "same for the shards); or use more nodes (fewer ranks per node), or a smaller "
+            "model. ";
+  if (short_lock)
+    hint += "the pinned pool exceeds the memlock limit: lower offload.pinned_bytes to at most "
+            "the limit (it bounds the pinned buffers; it must hold two sub-groups of fp32, "
+            "offload.subgroup_bytes * 2 / 3, and smaller means more waiting on copies), or "
+            "raise the limit (ulimit -l unlimited; in Slurm "
+            "PropagateResourceLimits / --propagate=MEMLOCK; in Docker --ulimit memlock=-1).";
+  throw InputError(
+      strf("host memory for the offloaded state: needed %s on this rank (%s) x %d rank%s on "
+           "this node = %s; MemAvailable %s (/proc/meminfo); memlock limit %s (RLIMIT_MEMLOCK, "
+           "ulimit -l) for a pinned pool of %s",
+           sz(need.total()).c_str(), parts.c_str(), std::max(need.ranks_on_node, 1),
+           need.ranks_on_node > 1 ? "s" : "", sz(node_need).c_str(),
+           available ? sz(available).c_str() : "unknown", lock.c_str(), sz(need.pinned).c_str()),
+      hint);
+}
+
+void preflight_host_memory(const HostNeed& need) {
+  preflight_host_memory(need, mem_available(), memlock_limit());
 }
 
 }  // namespace zt::offload

@@ -53,6 +53,19 @@ uint64_t nvme_file_bytes(const Options& o, const std::vector<int64_t>& state_cou
   return b;
 }
 
+uint64_t store_host_bytes(const Options& o, const std::vector<int64_t>& state_counts,
+                          const std::vector<int64_t>& param_counts) {
+  int64_t largest_param = 0, largest_state = 0;
+  for (int64_t c : param_counts) largest_param = std::max(largest_param, c);
+  for (int64_t c : state_counts) largest_state = std::max(largest_state, c);
+  uint64_t host = nvme_host_bytes(o, largest_state, o.params == Home::kNvme ? largest_param : 0);
+  if (o.optimizer == Home::kCpu)
+    for (int64_t c : state_counts) host += round_up(static_cast<size_t>(c) * 12u);
+  if (o.params == Home::kCpu)
+    for (int64_t c : param_counts) host += round_up(static_cast<size_t>(c) * 4u);
+  return host;
+}
+
 struct Store::Impl {
   Options opt;
   std::vector<int64_t> counts;        // per unit: optimizer state elements
@@ -66,6 +79,8 @@ struct Store::Impl {
   std::unique_ptr<NvmeFile> file;
   std::vector<HostBuffer> ring;  // the pipeline's sub-group buffers
   HostBuffer bounce;             // parameter shards
+  // params home host (offload.params = cpu): per unit [shard]
+  std::vector<HostBuffer> param_resident;
   bool pinned = false;
 
   StateView host_view(int u, int64_t first) {
@@ -95,7 +110,7 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
   s.param_counts = std::move(param_counts);
   const Options& o = s.opt;
   const size_t units = s.counts.size();
-  ZT_CHECK(o.params != Home::kNvme || s.param_counts.size() == units,
+  ZT_CHECK(o.params == Home::kNone || s.param_counts.size() == units,
            "offload::Store: one parameter count per unit", "a bug in the caller");
 
   // Sub-groups (also for the host home: the update pass walks them the same way).
@@ -129,9 +144,7 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
   for (int64_t c : s.param_counts) largest_param = std::max(largest_param, c);
   for (int64_t c : s.counts) largest_state = std::max(largest_state, c);
   const int64_t ring_elems = std::min(e, std::max<int64_t>(largest_state, 1));
-  uint64_t host = nvme_host_bytes(o, largest_state, o.params == Home::kNvme ? largest_param : 0);
-  if (o.optimizer == Home::kCpu)
-    for (int64_t c : s.counts) host += round_up(static_cast<size_t>(c) * 12u);
+  const uint64_t host = store_host_bytes(o, s.counts, s.param_counts);
   if (o.max_host_bytes > 0 && host > o.max_host_bytes)
     throw InputError(
         strf("the offload store needs %s of host memory on this rank but offload.max_host_bytes "
@@ -142,12 +155,22 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
               "memory; or raise offload.max_host_bytes."
             : "lower offload.subgroup_bytes or offload.buffers (>= 3), or raise "
               "offload.max_host_bytes.");
-  s.pinned = kPin && preflight_memlock(host);
+  // Pinned (CUDA builds): the NVMe pipeline's buffers only. The resident homes stay
+  // pageable: a GPU engine copies through its own bounded pinned pool (pinned_pool.hpp),
+  // so pinning the whole state (12 B per element) would only take page-locked memory.
+  const uint64_t pinned_bytes =
+      nvme_host_bytes(o, largest_state, o.params == Home::kNvme ? largest_param : 0);
+  s.pinned = kPin && pinned_bytes > 0 && preflight_memlock(pinned_bytes);
 
   if (o.optimizer == Home::kCpu) {
     s.resident.reserve(units);
     for (size_t u = 0; u < units; ++u)
-      s.resident.emplace_back(static_cast<size_t>(s.counts[u]) * 12u, s.pinned);
+      s.resident.emplace_back(static_cast<size_t>(s.counts[u]) * 12u, false);
+  }
+  if (o.params == Home::kCpu) {  // stage-3 shards in host memory (a device engine's)
+    s.param_resident.reserve(units);
+    for (size_t u = 0; u < units; ++u)
+      s.param_resident.emplace_back(static_cast<size_t>(s.param_counts[u]) * 4u, false);
   }
   if (o.uses_nvme()) {
     const std::string path = nvme_file_path(o.nvme_path, rank);
@@ -261,16 +284,24 @@ void Store::update(const std::function<void(const SubGroup&, const StateView&)>&
 
 void Store::read_params(int u, float* dst) {
   Impl& s = *impl_;
-  ZT_CHECK(s.opt.params == Home::kNvme, "Store::read_params without offload.params = nvme", "a bug");
+  ZT_CHECK(s.opt.params != Home::kNone, "Store::read_params without offload.params", "a bug");
   const size_t c = static_cast<size_t>(s.param_counts[static_cast<size_t>(u)]);
+  if (s.opt.params == Home::kCpu) {
+    std::copy_n(s.param_resident[static_cast<size_t>(u)].floats(), c, dst);
+    return;
+  }
   s.file->read(s.param_offset[static_cast<size_t>(u)], s.bounce.data(), round_up(c * 4u));
   std::copy_n(s.bounce.floats(), c, dst);
 }
 
 void Store::write_params(int u, const float* src) {
   Impl& s = *impl_;
-  ZT_CHECK(s.opt.params == Home::kNvme, "Store::write_params without offload.params = nvme", "a bug");
+  ZT_CHECK(s.opt.params != Home::kNone, "Store::write_params without offload.params", "a bug");
   const size_t c = static_cast<size_t>(s.param_counts[static_cast<size_t>(u)]);
+  if (s.opt.params == Home::kCpu) {
+    std::copy_n(src, c, s.param_resident[static_cast<size_t>(u)].floats());
+    return;
+  }
   std::copy_n(src, c, s.bounce.floats());
   s.file->write(s.param_offset[static_cast<size_t>(u)], s.bounce.data(), round_up(c * 4u));
 }
@@ -279,6 +310,7 @@ uint64_t Store::host_bytes() const {
   const Impl& s = *impl_;
   uint64_t b = s.bounce.size();
   for (const HostBuffer& h : s.resident) b += h.size();
+  for (const HostBuffer& h : s.param_resident) b += h.size();
   for (const HostBuffer& h : s.ring) b += h.size();
   return b;
 }
@@ -290,7 +322,7 @@ std::string Store::describe() const {
   std::string d = strf("offload: optimizer %s, params %s", std::string(home_name(s.opt.optimizer)).c_str(),
                        std::string(home_name(s.opt.params)).c_str());
   d += strf(", %zu sub-groups, host %s%s", s.groups.size(), format_size_approx(host_bytes()).c_str(),
-            s.pinned ? " pinned" : "");
+            s.pinned ? " (NVMe buffers pinned)" : "");
   if (s.file)
     d += strf(", file %s (%s, %s, %s, queue depth %d, %d buffers)", s.file->path().c_str(),
               format_size_approx(s.file->size()).c_str(), s.file->direct() ? "O_DIRECT" : "buffered",

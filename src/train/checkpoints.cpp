@@ -168,6 +168,7 @@ void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
   st.world_size = comm_.size();
   st.zero_stage = engine_.options().stage;
   st.hpz = engine_.hpz();
+  st.tokenizer = tokenizer_;
   if (async_) {
     // The stall: waiting for the previous background save, then the snapshot copy.
     const auto t0 = std::chrono::steady_clock::now();

@@ -41,6 +41,9 @@ class LoopCheckpoints {
   // the sampler polls it per token.
   bool stop_requested();
 
+  // The training data's tokenizer, recorded in every checkpoint saved from now on.
+  void set_tokenizer(ckpt::TokenizerRecord t) { tokenizer_ = std::move(t); }
+
   // After the last step: the final save (ckpt.save_final) unless that step was saved.
   void finish(int64_t done, int64_t tokens_seen);
 
@@ -61,6 +64,7 @@ class LoopCheckpoints {
   MPI_Comm mpi_;
   zero::Engine& engine_;
   int64_t saved_step_ = -1;
+  ckpt::TokenizerRecord tokenizer_;  // set_tokenizer
   bool stopped_ = false;
   int signal_ = 0;
   std::string last_path_;

@@ -64,6 +64,15 @@ double mfu(double tokens_per_s, double flops_per_token, int ranks, double peak_f
   return tokens_per_s * flops_per_token / (static_cast<double>(ranks) * peak_flops_per_rank);
 }
 
+namespace {
+// " | offload d2h 0.012 adam 0.210 h2d 0.011 stall 0.004 s" (nothing without offload).
+std::string offload_phases(const zero::OffloadTimes& o) {
+  if (!o.active) return {};
+  return strf(" | offload d2h %.3f adam %.3f h2d %.3f stall %.3f s", o.d2h_s, o.adam_s, o.h2d_s,
+              o.stall_s);
+}
+}  // namespace
+
 std::string step_line(const StepRecord& r, int64_t steps) {
   const zero::MemoryStats& m = r.zero_memory;
   const auto mib = [](size_t bytes) { return format_binary(bytes, BinaryUnit::kMiB, 1); };
@@ -77,7 +86,7 @@ std::string step_line(const StepRecord& r, int64_t steps) {
               mib(r.rss_bytes).c_str(), mib(r.peak_rss_bytes).c_str(),
               format_si(r.intra_node_bytes).c_str(), format_si(r.inter_node_bytes).c_str(),
               mib(m.model_states()).c_str(), mib(m.total() - m.model_states()).c_str(),
-              mib(m.peak_total).c_str(), r.step_time_s);
+              mib(m.peak_total).c_str(), r.step_time_s) + offload_phases(r.offload);
 }
 
 std::string step_json(const StepRecord& r) {
@@ -105,6 +114,10 @@ std::string step_json(const StepRecord& r) {
   memory["total"] = m.total();
   memory["peak_total"] = m.peak_total;
   j["memory"] = memory;
+  if (r.offload.active)
+    j["offload"] = {{"d2h_s", r.offload.d2h_s},         {"adam_s", r.offload.adam_s},
+                    {"h2d_s", r.offload.h2d_s},         {"stall_s", r.offload.stall_s},
+                    {"d2h_bytes", r.offload.d2h_bytes}, {"h2d_bytes", r.offload.h2d_bytes}};
   if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
   if (r.trained_tokens) j["trained_tokens"] = *r.trained_tokens;
   return j.dump();

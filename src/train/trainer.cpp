@@ -18,6 +18,7 @@
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 #include "zt/data/sampler.hpp"
+#include "zt/offload/preflight.hpp"
 #include "checkpoints.hpp"
 #include "zt/train/generate.hpp"
 #include "zt/train/metrics.hpp"
@@ -132,6 +133,10 @@ void reduce_max_over_ranks(comm::Comm& comm, const Memory& mem, const zero::Step
   v.push_back(static_cast<double>(z.peak_total));
   for (int g = 0; g < zero::kGroupCount; ++g)
     v.push_back(static_cast<double>(stats.traffic.bytes(static_cast<zero::Group>(g))));
+  const zero::OffloadTimes& o = stats.offload;
+  for (const double x : {o.d2h_s, o.adam_s, o.h2d_s, o.stall_s, static_cast<double>(o.d2h_bytes),
+                         static_cast<double>(o.h2d_bytes)})
+    v.push_back(x);
   comm.all_reduce(v.data(), v.data(), v.size(), DType::kF64, comm::ReduceOp::kMax);
   size_t i = 0;
   const auto next = [&] { return static_cast<size_t>(v[i++]); };
@@ -143,20 +148,13 @@ void reduce_max_over_ranks(comm::Comm& comm, const Memory& mem, const zero::Step
   for (const zero::MemoryField& f : zero::kMemoryFields) m.*f.bytes = next();
   m.peak_total = next();
   for (int g = 0; g < zero::kGroupCount; ++g) rec.comm_bytes[g] = next();
-}
-
-// MemAvailable of /proc/meminfo in bytes; 0 where unavailable.
-size_t mem_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream fields(line.substr(13));
-      size_t kib = 0;
-      fields >> kib;
-      return kib * 1024;
-    }
-  return 0;
+  rec.offload.active = o.active;
+  rec.offload.d2h_s = v[i++];
+  rec.offload.adam_s = v[i++];
+  rec.offload.h2d_s = v[i++];
+  rec.offload.stall_s = v[i++];
+  rec.offload.d2h_bytes = next();
+  rec.offload.h2d_bytes = next();
 }
 
 std::string gib(double bytes) { return format_binary(static_cast<uint64_t>(bytes), BinaryUnit::kGiB, 2); }
@@ -168,7 +166,7 @@ Error out_of_memory(const TrainConfig& cfg, const std::string& what) {
   const bool limited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
   return Error(strf("out of host memory while allocating %s; MemAvailable %s (/proc/meminfo)%s, "
                     "this rank's peak RSS %s",
-                    what.c_str(), gib(static_cast<double>(mem_available())).c_str(),
+                    what.c_str(), gib(static_cast<double>(offload::mem_available())).c_str(),
                     limited ? strf(", address-space limit (ulimit -v) %s",
                                    gib(static_cast<double>(as.rlim_cur)).c_str()).c_str()
                             : "",
@@ -259,7 +257,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
       cfg.zero.device != zero::EngineOptions::Device::kCuda) {
     const int on_node = nodes.node ? nodes.node->size() : 1;
     const double need = model_state_bytes(cfg) * on_node;
-    double avail = static_cast<double>(mem_available());
+    double avail = static_cast<double>(offload::mem_available());
     comm_.all_reduce(&avail, &avail, 1, DType::kF64, comm::ReduceOp::kMin);
     if (avail > 0 && need > avail)
       throw InputError(
@@ -295,6 +293,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
   // on preemption (checkpoints.hpp).
   checkpoints_.emplace(cfg, comm, nodes.mpi, *engine_);
+  if (!data.tokenizer_hash.empty())  // a real tokenizer: the checkpoint names it (h5-to-hf copies it)
+    checkpoints_->set_tokenizer({data.tokenizer, data.tokenizer_path, data.tokenizer_hash});
   startup_->note("resume");  // the phase that runs next (Trainer::run)
   startup_->advance(1);
   if (cfg.peak_tflops > 0) {

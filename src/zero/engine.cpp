@@ -48,9 +48,10 @@ std::vector<detail::Buf<T>> make_bufs(detail::Space& space, size_t n, size_t eac
 
 // The caller's communicator, or its staging wrapper (made into `keep`) when the space
 // stages collectives over it.
-comm::Comm* staged(detail::Space& space, comm::Comm* c, std::unique_ptr<comm::Comm>& keep) {
+comm::Comm* staged(detail::Space& space, const std::shared_ptr<offload::PinnedPool>& pool,
+                   comm::Comm* c, std::unique_ptr<comm::Comm>& keep) {
   if (c == nullptr || !space.stages(*c)) return c;
-  keep = detail::make_staged_comm(*c, space);
+  keep = detail::make_staged_comm(*c, space, pool);
   return keep.get();
 }
 
@@ -61,8 +62,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
                    const model::InitOptions& init, comm::Comm* control)
     : opt(options),
       mem(detail::make_space(options, offload::default_isa())),
-      groups(*staged(*mem, &world, staged_world), staged(*mem, node, staged_node),
-             staged(*mem, cross, staged_cross), checked_hpz(options, world, node), control),
+      pinned(std::make_shared<offload::PinnedPool>(options.offload.pinned_bytes,
+                                                   mem->model_space() == model::Space::kDevice)),
+      groups(*staged(*mem, pinned, &world, staged_world), staged(*mem, pinned, node, staged_node),
+             staged(*mem, pinned, cross, staged_cross), checked_hpz(options, world, node), control),
       n(world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
@@ -90,15 +93,17 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   const size_t maxp = static_cast<size_t>(part.max_padded());
   // Model states. Padding stays zero forever: it is never written but by reductions of
   // zeros, and AdamW only touches real elements.
-  if (!mem->host_accessible() && (opt.offload.optimizer != offload::Home::kNone ||
-                                  opt.offload.params != offload::Home::kNone))
-    throw InputError(strf("offload.optimizer / offload.params with the engine on the %s",
-                          mem->name()),
-                     "offload from a GPU is not built yet (issue 17, part 4): set "
-                     "offload.optimizer = none and offload.params = none, or train.device = cpu");
   secondary_valid.assign(us, 0);
   state_offloaded = opt.offload.optimizer != offload::Home::kNone;
-  params_offloaded = opt.offload.params == offload::Home::kNvme;
+  // offload.params = cpu on a host space is where the shards are anyway: nothing moves.
+  params_offloaded = opt.offload.params == offload::Home::kNvme ||
+                     (opt.offload.params == offload::Home::kCpu && !mem->host_accessible());
+  if (params_offloaded && !state_offloaded && !mem->host_accessible())
+    throw InputError(strf("offload.params = %s with offload.optimizer = none and the engine on the %s",
+                          std::string(offload::home_name(opt.offload.params)).c_str(), mem->name()),
+                     "the update would run on the device and need the shards there: set "
+                     "offload.optimizer = cpu or nvme (the CPU AdamW updates the offloaded "
+                     "shards), or offload.params = none");
   std::vector<float> init_buf;  // host: one unit's initial values, copied into mem
   for (int u = 0; u < units; ++u) {
     const UnitPartition& p = part.unit(u);

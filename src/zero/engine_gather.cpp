@@ -134,9 +134,9 @@ void Engine::Impl::release_gather(size_t position) {
 void Engine::Impl::gather_exact(int u, float* out) {
   const UnitPartition& p = part.unit(u);
   const float* src = param_shard.empty() ? nullptr : param_shard[static_cast<size_t>(u)].data();
-  if (params_offloaded) {  // idle: unit_params is free
-    store->read_params(u, unit_params.data());
-    src = unit_params.data();
+  if (params_offloaded) {  // idle: gather slot 0's staging buffer is free
+    load_shard(u, 0);
+    src = shard_src(u, 0);
   }
   detail::Handles handles;
   for (int phase = 0; phase < groups.gather_phases(); ++phase) {

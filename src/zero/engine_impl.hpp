@@ -20,11 +20,13 @@
 // in its last phase is completed. Gathers complete when their unit is needed. All of this
 // depends only on program order, never on timing, so it is identical on every rank.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
 #include "groups.hpp"
 #include "memory.hpp"
+#include "offload_copy.hpp"
 #include "zt/core/dtype.hpp"
 #include "zt/model/model.hpp"
 #include "zt/model/trainable.hpp"
@@ -73,6 +75,9 @@ struct Engine::Impl {
   EngineOptions opt;
   // The memory space of every engine buffer (declared first: buffers release into it).
   std::unique_ptr<detail::Space> mem;
+  // The one pool of pinned host buffers between mem and host memory (offload copies,
+  // staged collectives), bounded by offload.pinned_bytes; declared before its users.
+  std::shared_ptr<offload::PinnedPool> pinned;
   // Staging wrappers of the caller's communicators when mem->stages() them (else null);
   // groups splits its private copies from them, so every engine collective is staged.
   std::unique_ptr<comm::Comm> staged_world, staged_node, staged_cross;
@@ -197,8 +202,25 @@ struct Engine::Impl {
   std::unique_ptr<offload::Store> store;
   bool state_offloaded = false;
   bool params_offloaded = false;
-  std::vector<std::vector<float>> param_stage;  // params on NVMe: per gather slot [shard max]
-  std::vector<float> unit_params;               // params on NVMe: one unit's shard [shard max]
+  Bufs<float> param_stage;        // params offloaded: per gather slot [shard max], in mem
+  std::vector<float> unit_params;  // params offloaded: one unit's shard [shard max] (host)
+  // Offload from a space the host cannot read (state offloaded, mem a device's; on the
+  // host-staged space the same code with synchronous copies): the gradient sub-groups
+  // are copied to host_grads as each unit's reduction completes on the last micro-step,
+  // the CPU AdamW runs per sub-group in step() and each sub-group's new parameters go
+  // back through the pinned pool while the next one is updated.
+  bool offload_copies = false;
+  std::unique_ptr<detail::Copier> copier;
+  std::vector<std::vector<float>> host_grads;  // per unit [owned] fp32, landed copies
+  std::vector<std::pair<size_t, size_t>> unit_groups;  // per unit: [first, end) of its sub-groups
+  struct Transfer {
+    detail::Copier::Ticket ticket = 0;
+    int slot = -1;             // its pinned pool buffer
+    float* land = nullptr;     // D2H: where the landed values go [count] (host); H2D: null
+    size_t count = 0;
+  };
+  std::deque<Transfer> transfers;  // started, not yet landed, in start order
+  OffloadTimes offload_times;      // since the last step
   // owned(u) of an offloaded unit, or of any unit in a space the host cannot read: its
   // state, paged in (or copied to the host) for a checkpoint and kept (the
   // checkpoint code holds every unit's slice at once); written back and freed by
@@ -210,7 +232,18 @@ struct Engine::Impl {
   };
   std::vector<Checkout> checkouts;  // per unit
   void init_offload(int rank);
-  void adamw_update(const model::AdamWConfig& adam, int64_t step);
+  void preflight_host(const offload::Options& so, const std::vector<int64_t>& state_counts,
+                      const std::vector<int64_t>& param_counts, int64_t max_shard);
+  // clip: the factor of the gradients (1: none); mem's gradients are scaled already,
+  // host_grads are scaled here.
+  void adamw_update(const model::AdamWConfig& adam, int64_t step, float clip);
+  void offload_grad_final(int u);  // u's gradient of this step is complete in mem
+  int acquire_pinned(size_t bytes);  // a pool buffer; lands older copies while it is full
+  void land_front(bool wait);        // the oldest transfer (waits for it when asked)
+  void land_ready();                 // every transfer that has landed, in order
+  void land_all();                   // every transfer, waiting
+  void copy_to_space(float* dst, const float* host, size_t count);  // through the pool
+  OffloadTimes take_offload_times();
   const float* shard_src(int u, int slot) const;  // the send buffer of u's primary gather
   void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]
   OwnedSlice checkout(int u);

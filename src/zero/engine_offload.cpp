@@ -1,13 +1,29 @@
 // The offload store behind the engine's optimizer state (offload.*, docs/offload.md):
-// construction of the store, the AdamW pass over every home, the stage-3 parameter
-// shards on NVMe, and the checkpoint view of offloaded units (owned / after_load).
+// construction of the store and the host-memory preflight, the AdamW pass over every
+// home, the stage-3 parameter shards in host memory or on NVMe, the copies between a
+// device's memory and host memory through the pinned pool (gradient sub-groups down as
+// each unit's reduction completes, updated parameter sub-groups and shards up), the
+// per-phase times of the step, and the checkpoint view of offloaded units (owned /
+// after_load).
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 
 #include "engine_impl.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/units.hpp"
+#include "zt/offload/preflight.hpp"
 
 namespace zt::zero {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
 
 void Engine::Impl::init_offload(int rank) {
   isa = offload::default_isa();
@@ -21,21 +37,77 @@ void Engine::Impl::init_offload(int rank) {
   }
   if (params_offloaded)
     for (int u = 0; u < units; ++u) param_counts.push_back(part.unit(u).shard);
+  offload::Options so = opt.offload;
+  if (!params_offloaded) so.params = offload::Home::kNone;  // cpu on a host space: nothing moves
+  offload_copies = state_offloaded && !mem->host_accessible();
+  if (!mem->host_accessible()) {
+    // Every copy is one sub-group of fp32 values (a piece of a parameter shard, or of a
+    // unit's gradient): the pool holds two, so one lands while the next is filled.
+    const uint64_t piece = static_cast<uint64_t>(offload::subgroup_elements(so)) * sizeof(float);
+    if (so.pinned_bytes < 2 * piece)
+      throw InputError(strf("offload.pinned_bytes = %s holds fewer than two sub-groups of fp32 "
+                            "values (%s each, from offload.subgroup_bytes = %s)",
+                            format_size(so.pinned_bytes).c_str(), format_size_approx(piece).c_str(),
+                            format_size(so.subgroup_bytes).c_str()),
+                       "raise offload.pinned_bytes to at least offload.subgroup_bytes * 2 / 3, or "
+                       "lower offload.subgroup_bytes.");
+    copier = detail::make_copier(*mem);
+  }
+  preflight_host(so, state_counts, param_counts, max_shard);
   // Preflight (path, room, memlock) and the NVMe file: before any step.
-  store = std::make_unique<offload::Store>(opt.offload, state_counts, param_counts, rank);
+  store = std::make_unique<offload::Store>(so, state_counts, param_counts, rank);
+  std::vector<float> host;  // one unit's values read out of a space the host cannot read
+  const auto host_copy = [&](const float* src, int64_t count) -> const float* {
+    if (mem->host_accessible()) return src;
+    host.resize(static_cast<size_t>(count));
+    mem->to_host(host.data(), src, host.size() * sizeof(float));
+    return host.data();
+  };
   if (state_offloaded)
     for (int u = 0; u < units; ++u)  // the master starts as the initial parameters
-      store->init_unit(u, opt.stage == 3 ? param_shard[static_cast<size_t>(u)].data()
-                                         : params_for_update(u).data());
+      store->init_unit(u, host_copy(opt.stage == 3 ? param_shard[static_cast<size_t>(u)].data()
+                                                   : params_for_update(u).data(),
+                                    part.unit(u).owned));
   if (params_offloaded) {
     for (int u = 0; u < units; ++u) {
-      store->write_params(u, param_shard[static_cast<size_t>(u)].data());
+      store->write_params(u, host_copy(param_shard[static_cast<size_t>(u)].data(), part.unit(u).shard));
       param_shard[static_cast<size_t>(u)].reset();
     }
     param_shard.clear();
-    param_stage.assign(gathers.size(), std::vector<float>(static_cast<size_t>(max_shard), 0.0f));
+    for (size_t s = 0; s < gathers.size(); ++s)
+      param_stage.emplace_back(*mem, static_cast<size_t>(max_shard), "offloaded parameter staging");
     unit_params.assign(static_cast<size_t>(max_shard), 0.0f);
   }
+  if (offload_copies) {
+    host_grads.resize(static_cast<size_t>(units));
+    for (int u = 0; u < units; ++u)
+      host_grads[static_cast<size_t>(u)].assign(static_cast<size_t>(part.unit(u).owned), 0.0f);
+    unit_groups.assign(static_cast<size_t>(units), {0, 0});
+    const std::vector<offload::SubGroup>& sgs = store->subgroups();
+    for (size_t k = 0; k < sgs.size(); ++k) {
+      auto& range = unit_groups[static_cast<size_t>(sgs[k].unit)];
+      if (range.first == range.second) range.first = k;
+      range.second = k + 1;
+    }
+  }
+}
+
+// Host bytes of the offloaded state on this rank, before any is allocated, against
+// MemAvailable (x the ranks of this node) and the pinned pool against the memlock limit.
+void Engine::Impl::preflight_host(const offload::Options& so, const std::vector<int64_t>& state_counts,
+                                  const std::vector<int64_t>& param_counts, int64_t max_shard) {
+  offload::HostNeed need;
+  offload::Options state_only = so, params_only = so;
+  state_only.params = offload::Home::kNone;
+  params_only.optimizer = offload::Home::kNone;
+  need.state = offload::store_host_bytes(state_only, state_counts, {});
+  need.params = params_offloaded ? offload::store_host_bytes(params_only, {}, param_counts) : 0;
+  if (offload_copies)
+    for (int64_t c : state_counts) need.grads += static_cast<uint64_t>(c) * sizeof(float);
+  if (params_offloaded) need.staging = static_cast<uint64_t>(max_shard) * sizeof(float);
+  need.pinned = mem->host_accessible() ? 0 : so.pinned_bytes;
+  need.ranks_on_node = groups.local_size();
+  offload::preflight_host_memory(need);
 }
 
 const float* Engine::Impl::shard_src(int u, int slot) const {
@@ -43,8 +115,93 @@ const float* Engine::Impl::shard_src(int u, int slot) const {
                           : param_shard[static_cast<size_t>(u)].data();
 }
 
+// A shard from its home into the gather slot's staging buffer; on a space the host
+// cannot read, through host memory and the pinned pool, landed before the gather starts.
 void Engine::Impl::load_shard(int u, int slot) {
-  store->read_params(u, param_stage[static_cast<size_t>(slot)].data());
+  float* dst = param_stage[static_cast<size_t>(slot)].data();
+  if (mem->host_accessible()) {
+    store->read_params(u, dst);
+    return;
+  }
+  store->read_params(u, unit_params.data());
+  copy_to_space(dst, unit_params.data(), static_cast<size_t>(part.unit(u).shard));
+  land_all();
+}
+
+// ---- copies through the pinned pool ---------------------------------------------------
+
+int Engine::Impl::acquire_pinned(size_t bytes) {
+  for (;;) {
+    const int slot = pinned->try_acquire(bytes);
+    if (slot >= 0) return slot;
+    if (transfers.empty()) return pinned->acquire(bytes, "an offload copy");  // refused by name
+    land_front(true);  // the pool is full: the oldest copy must land first (a stall)
+  }
+}
+
+void Engine::Impl::land_front(bool wait) {
+  const Transfer t = transfers.front();
+  if (wait && !copier->done(t.ticket)) {
+    const Clock::time_point t0 = Clock::now();
+    copier->wait(t.ticket);
+    offload_times.stall_s += since(t0);
+  }
+  transfers.pop_front();
+  if (t.land) std::memcpy(t.land, pinned->data(t.slot), t.count * sizeof(float));
+  pinned->release(t.slot);
+}
+
+void Engine::Impl::land_ready() {
+  while (!transfers.empty() && copier->done(transfers.front().ticket)) land_front(false);
+}
+
+void Engine::Impl::land_all() {
+  while (!transfers.empty()) land_front(true);
+}
+
+void Engine::Impl::copy_to_space(float* dst, const float* host, size_t count) {
+  const size_t piece = static_cast<size_t>(offload::subgroup_elements(store->options()));
+  for (size_t first = 0; first < count; first += piece) {
+    const size_t c = std::min(piece, count - first);
+    const int slot = acquire_pinned(c * sizeof(float));
+    std::memcpy(pinned->data(slot), host + first, c * sizeof(float));
+    transfers.push_back({copier->start(detail::CopyDir::kToSpace, dst + first, pinned->data(slot),
+                                       c * sizeof(float)),
+                         slot, nullptr, c});
+    offload_times.h2d_bytes += c * sizeof(float);
+  }
+  land_ready();
+}
+
+// Unit u's gradient of this step is complete in mem (its reduction on the last
+// micro-step finished): its owned elements go down, one copy per sub-group, while the
+// backward goes on; they land in host_grads by the step at the latest.
+void Engine::Impl::offload_grad_final(int u) {
+  if (!offload_copies) return;
+  const float* g = grads_for_update(u).data();  // [owned] in mem
+  const auto [k0, k1] = unit_groups[static_cast<size_t>(u)];
+  const std::vector<offload::SubGroup>& sgs = store->subgroups();
+  for (size_t k = k0; k < k1; ++k) {
+    const offload::SubGroup& sg = sgs[k];
+    const size_t bytes = static_cast<size_t>(sg.count) * sizeof(float);
+    const int slot = acquire_pinned(bytes);
+    transfers.push_back({copier->start(detail::CopyDir::kToHost, pinned->data(slot), g + sg.first, bytes),
+                         slot, host_grads[static_cast<size_t>(u)].data() + sg.first,
+                         static_cast<size_t>(sg.count)});
+    offload_times.d2h_bytes += bytes;
+  }
+  land_ready();
+}
+
+OffloadTimes Engine::Impl::take_offload_times() {
+  OffloadTimes t = offload_times;
+  t.active = store != nullptr;
+  if (copier) {
+    t.d2h_s += copier->take_seconds(detail::CopyDir::kToHost);
+    t.h2d_s += copier->take_seconds(detail::CopyDir::kToSpace);
+  }
+  offload_times = {};
+  return t;
 }
 
 // AdamW on every owned element. Without an optimizer store: in place on the engine's
@@ -52,17 +209,30 @@ void Engine::Impl::load_shard(int u, int slot) {
 // host, kernels/cuda on a device). With one: the store's pipelined pass
 // over sub-groups updates master, m, v and the kernel writes the compute parameters in
 // the same pass. The same kernel and order serve every home, so the floats are equal.
-void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step) {
+// From a device (offload_copies): the gradients are the landed host copies, scaled here
+// by the clipping factor as the space scales its own; each sub-group's new parameters
+// are written into a pinned buffer and copied up while the next sub-group is updated.
+// The compute copy is fp32 (the device engine's only precision so far; a bf16 copy
+// would take ParamCopy::half).
+void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, float clip) {
   if (!state_offloaded) {
     for (int u = 0; u < units; ++u) {
       std::span<float> g = grads_for_update(u);
       if (g.empty()) continue;  // this rank's shard of u is all padding
       if (params_offloaded) store->read_params(u, unit_params.data());
+      const Clock::time_point t0 = Clock::now();
       mem->adamw(layout, u, update_begin(u), params_for_update(u), g, m_for_update(u),
                  v_for_update(u), adam, step);
+      offload_times.adam_s += since(t0);
       if (params_offloaded) store->write_params(u, unit_params.data());
     }
     return;
+  }
+  if (offload_copies) {
+    land_all();
+    if (clip != 1.0f)  // the loop of the host space's scale(): the same floats
+      for (std::vector<float>& g : host_grads)
+        for (float& x : g) x *= clip;
   }
   const std::vector<offload::SubGroup>& groups_ = store->subgroups();
   store->update([&](const offload::SubGroup& sg, const offload::StateView& st) {
@@ -71,16 +241,36 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step) {
       const UnitPartition& p = part.unit(sg.unit);  // (qwZ scales see the whole shard)
       std::fill(unit_params.begin() + p.owned, unit_params.begin() + p.shard, 0.0f);
     }
-    float* out = params_offloaded ? unit_params.data() + sg.first
-                                  : params_for_update(sg.unit).data() + sg.first;
+    const float* g = offload_copies ? host_grads[static_cast<size_t>(sg.unit)].data() + sg.first
+                                    : grads_for_update(sg.unit).data() + sg.first;
+    int slot = -1;  // a pinned buffer for the copy up
+    float* out = nullptr;
+    if (params_offloaded) {
+      out = unit_params.data() + sg.first;
+    } else if (offload_copies) {
+      slot = acquire_pinned(c * sizeof(float));
+      out = reinterpret_cast<float*>(pinned->data(slot));
+    } else {
+      out = params_for_update(sg.unit).data() + sg.first;
+    }
+    const Clock::time_point t0 = Clock::now();
     offload::adamw_unit_slice(layout, sg.unit, update_begin(sg.unit) + sg.first,
-                              {st.master, c}, {grads_for_update(sg.unit).data() + sg.first, c},
-                              {st.m, c}, {st.v, c}, offload::ParamCopy{out, nullptr}, adam, step,
-                              isa);
-    // The unit's last sub-group: its new parameter shard goes to NVMe.
+                              {st.master, c}, {g, c}, {st.m, c}, {st.v, c},
+                              offload::ParamCopy{out, nullptr}, adam, step, isa);
+    offload_times.adam_s += since(t0);
+    if (slot >= 0) {
+      transfers.push_back({copier->start(detail::CopyDir::kToSpace,
+                                         params_for_update(sg.unit).data() + sg.first, out,
+                                         c * sizeof(float)),
+                           slot, nullptr, c});
+      offload_times.h2d_bytes += c * sizeof(float);
+      land_ready();
+    }
+    // The unit's last sub-group: its new parameter shard goes to its home.
     const bool last = &sg == &groups_.back() || (&sg + 1)->unit != sg.unit;
     if (params_offloaded && last) store->write_params(sg.unit, unit_params.data());
   });
+  if (offload_copies) land_all();  // the next work reads the parameters
 }
 
 OwnedSlice Engine::Impl::checkout(int u) {
@@ -138,9 +328,9 @@ void Engine::Impl::flush_checkout() {
       mem->from_host(owned_params(u), c.master.data(), bytes);
       mem->from_host(adam_m[static_cast<size_t>(u)].data() + mo, c.m.data(), bytes);
       mem->from_host(adam_v[static_cast<size_t>(u)].data() + mo, c.v.data(), bytes);
-    } else {
+    } else {  // the compute parameters, wherever mem is
       std::span<float> params = params_for_update(u);
-      std::copy_n(c.master.data(), params.size(), params.data());
+      mem->from_host(params.data(), c.master.data(), params.size_bytes());
     }
     std::vector<float>().swap(c.master);
     std::vector<float>().swap(c.m);

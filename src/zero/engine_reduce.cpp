@@ -139,6 +139,7 @@ void Engine::Impl::complete_reduce(int slot) {
   while (job.phase + 1 < job.phases) advance_reduce(job, slot);
   detail::wait_all(job.handles);
   finish_reduce(job, slot);
+  if (boundary) offload_grad_final(job.unit);  // the step's gradient: down to the host
   job.phase = job.phases;
   job.running = false;
   job.busy = false;

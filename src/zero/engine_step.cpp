@@ -47,6 +47,7 @@ std::string Engine::Impl::nonfinite_units() {
 StepStats Engine::Impl::step(double lr) {
   ZT_CHECK(mode == Mode::kIdle, "step() during a micro-step", "the engine is not reentrant");
   flush_checkout();
+  land_all();  // offload from a device: the last gradient copies land in host memory
   if (micro_done != opt.accum)
     throw Error(strf("step() after %d micro_steps; train.accum is %d", micro_done, opt.accum),
                 "call micro_step exactly accum times per optimizer step");
@@ -82,6 +83,7 @@ StepStats Engine::Impl::step(double lr) {
     traffic_at_step = now;
     if (took_update) note_peak();
     stats.memory = memory();
+    stats.offload = take_offload_times();
     return stats;
   };
 
@@ -96,8 +98,9 @@ StepStats Engine::Impl::step(double lr) {
 
   model::AdamWConfig adam = opt.adamw;
   adam.lr = lr;
-  if (stats.clip_coef != 1.0) {
-    const float c = static_cast<float>(stats.clip_coef);
+  const float clip = static_cast<float>(stats.clip_coef);
+  if (stats.clip_coef != 1.0 && !offload_copies) {  // (host copies: scaled by adamw_update)
+    const float c = clip;
     for (int u = 0; u < units; ++u) {
       const std::span<float> g = grads_for_update(u);
       mem->scale(g.data(), g.size(), c);
@@ -105,7 +108,7 @@ StepStats Engine::Impl::step(double lr) {
   }
   // The offload store's CPU AdamW (same floats as model::adamw_unit_slice) on the owned
   // elements, wherever their state lives (engine_offload.cpp).
-  adamw_update(adam, steps + 1);
+  adamw_update(adam, steps + 1, clip);
 
   if (opt.stage == 1 || opt.stage == 2) gather_in_place(full_params);
   std::fill(secondary_valid.begin(), secondary_valid.end(), 0);

@@ -31,6 +31,7 @@
 #include "zt/model/optimizer.hpp"
 #include "zt/model/trainable.hpp"
 #include "zt/offload/cpu_adam.hpp"
+#include "zt/offload/pinned_pool.hpp"
 #include "zt/zero/options.hpp"
 
 namespace zt::zero::detail {
@@ -46,6 +47,10 @@ class Space {
   // Collectives on this space's buffers over `c` must be staged through pinned host
   // memory (a device space on a host backend; the host-staged space always).
   virtual bool stages(const comm::Comm& c) const = 0;
+  // The stream the space's work is queued on (a cudaStream_t; null: the legacy default
+  // stream, and nothing on the host): what the offload copies are ordered after
+  // (offload_copy.hpp). A device space with a compute stream of its own returns it.
+  virtual void* compute_stream() const { return nullptr; }
 
   // The model computing on this space's buffers (TrainableModel views of this space).
   virtual std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg,
@@ -133,7 +138,9 @@ class Buf {
 // to a staging buffer from a pool (pinned for a device space), runs on `inner`, and its
 // wait() copies the receive range back. The aliasing of send and receive (in place or
 // not) is kept, so the results are those of `inner` on the same values. split() wraps
-// the split (sharing the pool).
-std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space);
+// the split (sharing the pool). `pool` is the engine's one pinned pool (bounded by
+// offload.pinned_bytes), shared with the offload copies.
+std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space,
+                                             std::shared_ptr<offload::PinnedPool> pool);
 
 }  // namespace zt::zero::detail

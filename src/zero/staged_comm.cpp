@@ -12,41 +12,16 @@
 #include "memory.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
-#include "zt/offload/host_buffer.hpp"
+#include "zt/offload/pinned_pool.hpp"
 
 namespace zt::zero::detail {
 namespace {
 
-// Host buffers reused across operations: after the first few steps no operation
-// allocates (the engine keeps a bounded number in flight). Pinned for a device space
-// (fast, asynchronous copies); plain for the host-staged test space, which has no device
-// to pin for.
-class StagePool {
- public:
-  explicit StagePool(bool pinned) : pinned_(pinned) {}
-  // A free buffer of at least `bytes` (the smallest such), or a new one.
-  int acquire(size_t bytes) {
-    int best = -1;
-    for (size_t i = 0; i < bufs_.size(); ++i)
-      if (!busy_[i] && bufs_[i].size() >= bytes &&
-          (best < 0 || bufs_[i].size() < bufs_[static_cast<size_t>(best)].size()))
-        best = static_cast<int>(i);
-    if (best < 0) {
-      bufs_.emplace_back(bytes, pinned_);
-      busy_.push_back(0);
-      best = static_cast<int>(bufs_.size() - 1);
-    }
-    busy_[static_cast<size_t>(best)] = 1;
-    return best;
-  }
-  void release(int i) { busy_[static_cast<size_t>(i)] = 0; }
-  uint8_t* data(int i) { return static_cast<uint8_t*>(bufs_[static_cast<size_t>(i)].data()); }
-
- private:
-  bool pinned_;
-  std::vector<offload::HostBuffer> bufs_;
-  std::vector<uint8_t> busy_;
-};
+// The staging buffers come from the engine's one pinned pool (offload::PinnedPool,
+// shared with the offload copies): reused, so after the first steps no operation
+// allocates (the engine keeps a bounded number in flight). Pinned for a device space;
+// plain for the host-staged test space, which has no device to pin for.
+using StagePool = offload::PinnedPool;
 
 // Where an operation's send and receive ranges sit in its staging buffer: overlapping
 // ranges keep their offsets (in-place operations stay in place), disjoint ones are
@@ -180,7 +155,7 @@ class StagedComm final : public comm::Comm {
   comm::Handle run(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                    Start&& start) {
     const Layout l = place(send, send_bytes, recv, recv_bytes);
-    const int slot = pool_->acquire(l.bytes);
+    const int slot = pool_->acquire(l.bytes, "a collective staged through host memory");
     uint8_t* stage = pool_->data(slot);
     if (send_bytes) space_.to_host(stage + l.send_at, send, send_bytes);
     const comm::Counters before = inner_.counters();
@@ -202,9 +177,9 @@ class StagedComm final : public comm::Comm {
 
 }  // namespace
 
-std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space) {
-  const bool pinned = space.model_space() == model::Space::kDevice;
-  return std::make_unique<StagedComm>(inner, nullptr, space, std::make_shared<StagePool>(pinned));
+std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space,
+                                             std::shared_ptr<offload::PinnedPool> pool) {
+  return std::make_unique<StagedComm>(inner, nullptr, space, std::move(pool));
 }
 
 }  // namespace zt::zero::detail

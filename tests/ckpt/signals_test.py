@@ -12,7 +12,8 @@
   signals_test.py stops WORKDIR ZT LAUNCHER...     every stop request is honoured, saved
       once, exit 0 (issue 20, class 6): SIGINT mid-run; SIGTERM during the start-up (before
       the first step); a second SIGTERM while the checkpoint is being written; SIGTERM
-      during the final sample (ends at the next token, not after the whole sample).
+      during the final sample (ends at the next token, not after the whole sample); SIGTERM
+      the moment a rank first catches it.
   signals_test.py requeue WORKDIR ZT LAUNCHER...   a finished job run again exits 0 with
       "nothing is left to train" (slurm/train.sbatch requeues); a fresh run into a folder
       with another run's checkpoints is refused (exit 2, the folder and the choices named),
@@ -307,7 +308,35 @@ def stops(work, zt, launcher):
     if took > 30:
         fail("SIGTERM during the sample took %.1f s to end the job" % took)
     results.append("SIGTERM during the sample: exit 0 after %.2f s" % took)
+    # 5. SIGTERM the moment a rank catches it (SIGTERM's bit in /proc/PID/status SigCgt):
+    # the first handler a zt process installs must be zt's. (Linked libfabric brought in
+    # libinfinipath, whose constructor caught SIGTERM for 0.1-0.4 s before main and ended
+    # the rank with exit 1 and no message.) One rank started directly (MPI's singleton
+    # start), so its pid is known at once and polled without a launcher in between.
+    d = "%s/first" % work
+    job = Job(zt, [], big + ["train.steps=100000", "ckpt.dir=" + d])
+    deadline = time.time() + 60
+    while not catches(job.p.pid, signal.SIGTERM):
+        if time.time() > deadline or job.p.poll() is not None:
+            job.p.kill()
+            job.finish("SIGTERM the moment the rank catches it")
+            fail("never saw the rank catch SIGTERM")
+        time.sleep(0.0002)
+    job.p.send_signal(signal.SIGTERM)
+    expect_stop(job, "SIGTERM the moment the rank catches it", signal.SIGTERM)
     print("PASS: " + "; ".join(results))
+
+
+def catches(pid, sig):
+    """Whether process pid has a handler for sig (its SigCgt mask), False once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return (int(line.split()[1], 16) >> (int(sig) - 1)) & 1 == 1
+    except OSError:
+        pass
+    return False
 
 
 def requeue(work, zt, launcher):

@@ -10,6 +10,7 @@
 
 #include "support/expect_error.hpp"
 #include "support/temp_dir.hpp"
+#include "zt/data/chat_template.hpp"
 #include "zt/data/sft.hpp"
 #include "zt/data/text.hpp"
 #include "zt/data/text_tokenizer.hpp"
@@ -230,4 +231,92 @@ TEST(Sft, PacksPadsTruncatesAndMasksThePrompt) {
   EXPECT_EQ(back.loss_mask, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}));
   EXPECT_EQ(back.row_len, 6u);
   EXPECT_EQ(back.tokenizer_hash, "");  // tokenizer_from_json: no files, no hash
+}
+
+TEST(Sft, ChatReaderNamesFileLineAndField) {
+  using zt::data::SftFormat;
+  const fs::path d = temp_dir() / "sft-chat";
+  fs::create_directories(d);
+  const std::string jsonl = (d / "c.jsonl").string();
+  const std::string good = R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, )"
+                           R"({"role": "assistant", "content": "a"}]})";
+  write(jsonl, good + "\n\n" + good + "\n");
+  const auto ex = zt::data::read_sft_examples(jsonl, SftFormat::kChat);
+  ASSERT_EQ(ex.size(), 2u);
+  ASSERT_EQ(ex[1].messages.size(), 3u);
+  EXPECT_EQ(ex[1].messages[2].role, "assistant");
+  EXPECT_EQ(ex[1].messages[2].content, "a");
+  EXPECT_EQ(ex[1].where, jsonl + ":3");
+  const std::pair<std::string, std::vector<std::string>> bad[] = {
+      {R"({"messages": [{"role": "robot", "content": "x"}]})", {"messages[0]", "'role' is 'robot'"}},
+      {R"({"messages": [{"role": "user"}]})", {"messages[0]", "'content' is missing"}},
+      {R"({"messages": [{"role": "user", "content": 5}]})", {"'content' is 5, not a string"}},
+      {R"({"messages": []})", {"'messages' is an empty list"}},
+      {R"({"messages": {"role": "user"}})", {"'messages' is", "not a list"}},
+      {R"({"messages": ["hi"]})", {"messages[0] is", "not an object"}},
+      {R"({"prompt": "p"})", {"'messages' is missing"}},
+  };
+  for (const auto& [line, needles] : bad) {
+    write(jsonl, good + "\n" + line + "\n");
+    try {
+      zt::data::read_sft_examples(jsonl, SftFormat::kChat);
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const zt::InputError& e) {
+      const std::string w = e.what();
+      for (const std::string& n : needles) EXPECT_NE(w.find(n), std::string::npos) << n << " not in: " << w;
+      EXPECT_NE(w.find(jsonl + ":2"), std::string::npos) << w;
+    }
+  }
+}
+
+TEST(ChatTemplate, RecognisedByMarkersRefusedOtherwise) {
+  using zt::data::chat_template_auto;
+  using zt::data::chat_template_name;
+  // Excerpts of the families' template strings (the markers are what `auto` reads).
+  EXPECT_STREQ(chat_template_name(chat_template_auto(
+                   "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }} '<<SYS>>\\n'", "t")),
+               "llama2");
+  EXPECT_STREQ(chat_template_name(chat_template_auto(
+                   "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + '<|eot_id|>'", "t")),
+               "llama3");
+  EXPECT_STREQ(chat_template_name(chat_template_auto("{{'<|im_start|>' + m + '<|im_end|>'}}", "t")), "chatml");
+  EXPECT_STREQ(chat_template_name(chat_template_auto("### Instruction:\n{x}\n\n### Response:\n", "t")), "alpaca");
+  expect_input_error([] { chat_template_auto("", "cfg.json"); }, {"--chat-template", "cfg.json", "llama3"});
+  expect_input_error([] { chat_template_auto("{{ messages }}", "cfg.json"); },
+                     {"--chat-template", "llama2, llama3, chatml, alpaca"});
+  expect_input_error(
+      [] { chat_template_auto("<|start_header_id|><|end_header_id|><|eot_id|> Cutting Knowledge Date", "c"); },
+      {"llama3", "Cutting Knowledge"});
+  expect_input_error([] { zt::data::chat_template("jinja"); }, {"--chat-template 'jinja'", "chatml"});
+}
+
+TEST(ChatTemplate, RendersPiecesAndStripsAsPython) {
+  using zt::data::ChatMessage;
+  // Python's str.isspace: NBSP, EM SPACE, IDEOGRAPHIC SPACE, NEL are whitespace; ZERO WIDTH
+  // SPACE is not.
+  EXPECT_EQ(zt::data::python_strip("\u00a0\u2003 x y\u3000\u0085\n"), "x y");
+  EXPECT_EQ(zt::data::python_strip("\u200bx\u200b"), "\u200bx\u200b");
+  EXPECT_EQ(zt::data::python_strip(" \t "), "");
+  const std::vector<ChatMessage> conv{{"system", "S"}, {"user", " U "}, {"assistant", " A "}};
+  const zt::data::ChatTokens tokens{"<s>", "</s>", true};
+  std::string text, trained;
+  for (const auto& p : zt::data::render_chat(zt::data::chat_template("llama2"), conv, tokens, false, "x")) {
+    text += p.text;
+    if (p.trained) trained += p.text;
+  }
+  // The template strips the system block + the first user message as one string, so the
+  // user's leading space stays (as Jinja's content.strip() gives).
+  EXPECT_EQ(text, "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\n U [/INST] A </s>");
+  EXPECT_EQ(trained, " A </s>");
+  expect_input_error(
+      [&] {
+        zt::data::render_chat(zt::data::chat_template("llama2"), {{"assistant", "a"}}, tokens, false, "f:7");
+      },
+      {"f:7", "message 0", "'user'"});
+  expect_input_error(
+      [&] {
+        zt::data::render_chat(zt::data::chat_template("chatml"), {{"user", "u"}, {"system", "s"}}, tokens,
+                              false, "f:8");
+      },
+      {"f:8", "message 1", "system message is only allowed first"});
 }

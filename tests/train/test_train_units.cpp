@@ -8,6 +8,8 @@
 #include <iterator>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
 #include "zt/train/config.hpp"
@@ -203,6 +205,35 @@ TEST(Metrics, MfuFormulaAndMemory) {
   const zt::train::Memory m = zt::train::process_memory();
   EXPECT_GT(m.rss_bytes, 0u);
   EXPECT_GE(m.peak_rss_bytes, m.rss_bytes);
+}
+
+// The offload phase times: in the step line and the JSON when offload is on, absent
+// (not zeros) without it.
+TEST(Metrics, OffloadPhaseTimesInTheStepLineAndJson) {
+  zt::train::StepRecord r;
+  r.step = 3;
+  r.step_time_s = 1.5;
+  EXPECT_EQ(zt::train::step_line(r, 10).find("offload"), std::string::npos);
+  EXPECT_EQ(zt::train::step_json(r).find("offload"), std::string::npos);
+  r.offload.active = true;
+  r.offload.d2h_s = 0.0125;
+  r.offload.adam_s = 0.25;
+  r.offload.h2d_s = 0.011;
+  r.offload.stall_s = 0.004;
+  r.offload.d2h_bytes = 4096;
+  r.offload.h2d_bytes = 8192;
+  const std::string line = zt::train::step_line(r, 10);
+  EXPECT_NE(line.find("| 1.500 s | offload d2h 0.013 adam 0.250 h2d 0.011 stall 0.004 s"),
+            std::string::npos)
+      << line;
+  const nlohmann::json j = nlohmann::json::parse(zt::train::step_json(r));
+  ASSERT_TRUE(j.contains("offload")) << j.dump();
+  EXPECT_EQ(j["offload"]["d2h_s"].get<double>(), 0.0125);
+  EXPECT_EQ(j["offload"]["adam_s"].get<double>(), 0.25);
+  EXPECT_EQ(j["offload"]["h2d_s"].get<double>(), 0.011);
+  EXPECT_EQ(j["offload"]["stall_s"].get<double>(), 0.004);
+  EXPECT_EQ(j["offload"]["d2h_bytes"].get<uint64_t>(), 4096u);
+  EXPECT_EQ(j["offload"]["h2d_bytes"].get<uint64_t>(), 8192u);
 }
 
 TEST(TrainConfig, JobsTinyTomlIsTheEmbeddedDefault) {

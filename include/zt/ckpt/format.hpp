@@ -22,6 +22,15 @@ std::string param_path(std::string_view hf_name);       // "/params/<name>"
 std::string exp_avg_path(std::string_view hf_name);     // "/optim/exp_avg/<name>"
 std::string exp_avg_sq_path(std::string_view hf_name);  // "/optim/exp_avg_sq/<name>"
 
+// The tokenizer of the data a checkpoint was trained on, as the token file records it
+// (zt/data/token_file.hpp): root attributes tokenizer, tokenizer_path, tokenizer_hash,
+// present when name is not empty. `zt convert h5-to-hf` copies its files.
+struct TokenizerRecord {
+  std::string name;  // e.g. "tokenizer.json:TinyLlama-1.1B"
+  std::string path;  // absolute folder or file it was loaded from
+  std::string hash;  // 16 hex digits over its files
+};
+
 // Root attributes.
 struct Header {
   uint32_t format_version = kFormatVersion;
@@ -30,6 +39,7 @@ struct Header {
   std::string zt_commit;
   model::Config config;
   std::string source_dtype;  // optional ("" when absent), set by `zt convert hf-to-h5`
+  TokenizerRecord tokenizer;  // optional (name "" when absent), set by the trainer
 };
 
 // /state: where training stands. Written by the trainer, restored on resume.
@@ -44,6 +54,8 @@ struct TrainState {
   int64_t global_batch = 0, seq_len = 0;
   int64_t world_size = 1, zero_stage = 0, hpz = 1;  // layout at save (informational)
   std::vector<uint64_t> rng;  // [world]: the seed each rank's randomness derives from
+  // Not in /state: the save writes it as the header's tokenizer (root attributes).
+  TokenizerRecord tokenizer;
 };
 
 // The scalar fields of TrainState, each an attribute of /state of the same name and type

@@ -10,11 +10,13 @@
 // BF16/F16 -> fp32 is exact, so hf-to-h5 then h5-to-hf in the source dtype gives back
 // every tensor's bytes.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "zt/ckpt/format.hpp"
 #include "zt/model/config.hpp"
 
 namespace zt::ckpt {
@@ -26,6 +28,9 @@ struct HfExportOptions {
   // Largest shard (tensor bytes); a model above it is split into shards with an index.
   // A single tensor larger than this gets a shard of its own.
   uint64_t max_shard_size = 5ull << 30;
+  // Called with the checkpoint's tokenizer record before anything is written (`zt convert
+  // h5-to-hf` checks the tokenizer files there, so a refusal leaves no half export).
+  std::function<void(const TokenizerRecord&)> before_write;
 };
 
 struct HfExportResult {
@@ -33,6 +38,7 @@ struct HfExportResult {
   std::vector<std::string> files;   // written into the folder (safetensors, index, config)
   int64_t tensors = 0;
   uint64_t tensor_bytes = 0;        // sum over tensors (the index's total_size)
+  TokenizerRecord tokenizer;        // the checkpoint's (the caller copies its files)
 };
 
 // Writes OUTDIR/config.json and the safetensors file(s) from a zt checkpoint (its
@@ -62,6 +68,7 @@ struct Weights {
   std::vector<std::vector<float>> units;  // [units][numel] (ParamLayout order)
   std::string source;                     // the file or folder read
   std::string source_dtype;               // "f32", "bf16", "f16", or "" (unrecorded)
+  TokenizerRecord tokenizer;              // a checkpoint's training tokenizer (name "" if none)
 };
 // The parameters of a zt checkpoint (a training or weights-only file, or the one a
 // ckpt.dir's `latest` names), every checksum verified.

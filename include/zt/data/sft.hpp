@@ -4,6 +4,10 @@
 //   alpaca           JSON array or JSONL of {"instruction", "input" (optional), "output"},
 //                    the prompt rendered in LitGPT's Alpaca style
 //   prompt-response  JSONL of {"prompt", "response"}, the prompt used as it is
+//   chat             JSONL of {"messages": [{"role", "content"}, ...]}, rendered with a chat
+//                    template (zt/data/chat_template.hpp) and encoded whole, as Hugging
+//                    Face's apply_chat_template; only assistant turns (with their end token)
+//                    are targets
 // Tokens of an example: the tokenizer's prefix (BOS) + encode(prompt), then
 // encode(response) + EOS, each part encoded alone (as LitGPT's SFTDataset does). Only the
 // response tokens are targets (the loss mask); prompt tokens are masked out.
@@ -20,20 +24,23 @@
 #include <string>
 #include <vector>
 
+#include "zt/data/chat_template.hpp"
 #include "zt/data/token_file.hpp"
 
 namespace zt::data {
 
 class TextTokenizer;
 
-enum class SftFormat { kAlpaca, kPromptResponse };
+enum class SftFormat { kAlpaca, kPromptResponse, kChat };
 
-// "alpaca" or "prompt-response"; throws zt::InputError naming the others.
+// "alpaca", "prompt-response" or "chat"; throws zt::InputError naming the others.
 SftFormat parse_sft_format(const std::string& name);
 
 struct SftExample {
-  std::string prompt;
+  std::string prompt;    // alpaca, prompt-response
   std::string response;
+  std::vector<ChatMessage> messages;  // chat
+  std::string where;     // "FILE:LINE" (or "FILE: element N"), for messages
 };
 
 // LitGPT's Alpaca prompt (litgpt/prompts.py, class Alpaca) for an instruction and an
@@ -42,7 +49,8 @@ std::string alpaca_prompt(const std::string& instruction, const std::string& inp
 
 // Reads the examples of one file. A line (JSONL) or element (JSON array) that is not an
 // object with the format's string fields is a zt::InputError naming "FILE:LINE" (or
-// "FILE: element N") and the field.
+// "FILE: element N") and the field (chat: "messages[K].role"; a role other than system,
+// user or assistant; an empty list).
 std::vector<SftExample> read_sft_examples(const std::string& path, SftFormat format);
 
 struct SftOptions {
@@ -50,6 +58,7 @@ struct SftOptions {
   size_t seq_len = 0;      // rows of seq_len + 1 tokens; must be > 0
   bool pack = true;        // false: one example per row, padded
   bool drop_long = false;  // false: truncate an example longer than a row
+  std::string chat_template = "auto";  // chat: a template name, or auto (tokenizer_config.json)
 };
 
 struct SftStats {

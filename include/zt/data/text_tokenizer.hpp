@@ -14,6 +14,7 @@
 // how text with such bytes reaches Python's `tokenizers`); SentencePiece handles bytes
 // itself (each invalid byte is U+FFFD, as Python's sentencepiece given bytes).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -29,9 +30,12 @@ struct TokenizerInfo {
   uint32_t vocab_size = 0;         // one past the largest id (model + added tokens)
   std::string hash;                // 16 hex digits: FNV-1a 64 over the files read
   std::vector<std::string> files;  // the files read, in order
+  std::string path;                // load_tokenizer's PATH, absolute ("" from contents)
   std::optional<uint32_t> bos, eos;
   std::vector<uint32_t> prefix;    // ids before a document's tokens (BOS when added)
   std::vector<uint32_t> suffix;    // ids after them (EOS when added)
+  std::string bos_token, eos_token;  // their text, as tokenizer_config.json names them ("" unnamed)
+  std::string chat_template;         // tokenizer_config.json's "chat_template" ("" when none)
 };
 
 class TextTokenizer {
@@ -54,6 +58,18 @@ class TextTokenizer {
 // naming the file (and what it does not support) for anything else.
 std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path);
 
+// The files of a Hugging Face tokenizer in PATH's folder (PATH: a folder, or a file in
+// it), those present, in this order: tokenizer.json, tokenizer.model,
+// tokenizer_config.json, special_tokens_map.json.
+std::vector<std::string> tokenizer_files(const std::string& path);
+
+// Checks that load_tokenizer(path) has `hash` (what a token file or checkpoint recorded):
+// a tokenizer that changed or vanished since is a zt::InputError naming `what_recorded`,
+// the path and both hashes.
+void verify_tokenizer(const std::string& path, const std::string& hash, const std::string& what_recorded);
+// Copies tokenizer_files(path) into `outdir` (each written safely); returns their names.
+std::vector<std::string> copy_tokenizer_files(const std::string& path, const std::string& outdir);
+
 // From contents, for tests and fuzzing: `where` names the source in messages and the
 // tokenizer ("<kind>:<where>"); no files, so no hash.
 // tokenizer_config may be empty (no tokenizer_config.json).
@@ -69,6 +85,10 @@ std::unique_ptr<TextTokenizer> tokenizer_from_sentencepiece(std::string_view mod
 std::vector<std::vector<uint32_t>> encode_batch(const TextTokenizer& tokenizer,
                                                 const std::vector<std::string>& texts,
                                                 int threads);
+
+// fn(0) ... fn(count - 1) on `threads` threads (0: all hardware threads); the first
+// exception is rethrown after all threads stop.
+void for_each_parallel(size_t count, int threads, const std::function<void(size_t)>& fn);
 
 // Every maximal invalid subsequence of `text` replaced by U+FFFD, as Python's
 // bytes.decode("utf-8", "replace") and Rust's String::from_utf8_lossy do (Unicode's

@@ -10,6 +10,8 @@
 //     num_docs (uint64)
 //     tokenizer_hash (string, 16 hex digits): with a real tokenizer (`--tokenizer`), the
 //     FNV-1a 64 of its files (zt/data/text_tokenizer.hpp); absent for "bytes"
+//     tokenizer_path (string): with a real tokenizer, the absolute path it was loaded from
+//     (a folder or file; the checkpoint records it, `zt convert h5-to-hf` copies its files)
 //   instruction data (`zt convert sft-to-tokens`, zt/data/sft.hpp) adds:
 //   /loss_mask    1-D uint8 [num_tokens]: 1 where the token is a training target (response
 //                 tokens), 0 for prompt, BOS and padding
@@ -30,6 +32,7 @@ struct TokenFile {
   uint32_t vocab_size = 0;
   std::string tokenizer;
   std::string tokenizer_hash;        // empty for the byte tokenizer
+  std::string tokenizer_path;        // where the tokenizer was loaded from; empty for bytes
   std::vector<uint64_t> doc_starts;
   std::vector<uint8_t> loss_mask;    // [num_tokens] or empty (not instruction data)
   uint32_t row_len = 0;              // rows of instruction data; 0: one stream  // [num_docs], doc_starts[0] == 0; empty means one doc

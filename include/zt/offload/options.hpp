@@ -26,6 +26,9 @@ struct Options {
   int buffers = 4;               // offload.buffers: sub-group buffers of the NVMe pipeline (>= 3)
   uint64_t subgroup_bytes = 8ull << 20;  // offload.subgroup_bytes: master + m + v bytes per sub-group
   uint64_t block_bytes = 1ull << 20;     // bytes per io_uring request (not a key: fio's --bs)
+  // offload.pinned_bytes: bound of the engine's pinned host buffers between a device and
+  // host memory (offload copies, staged collectives; pinned_pool.hpp). Unused on the host.
+  uint64_t pinned_bytes = 256ull << 20;
 
   bool any() const { return optimizer != Home::kNone || params != Home::kNone; }
   bool uses_nvme() const { return optimizer == Home::kNvme || params == Home::kNvme; }

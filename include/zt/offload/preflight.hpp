@@ -21,4 +21,30 @@ uint64_t preflight_nvme(const std::string& dir, const std::string& file, uint64_
 // does not, warns (naming ulimit -l) and returns false: the caller uses pageable memory.
 bool preflight_memlock(uint64_t bytes);
 
+// MemAvailable of /proc/meminfo in bytes; 0 where unavailable.
+uint64_t mem_available();
+// RLIMIT_MEMLOCK's soft limit in bytes; UINT64_MAX when unlimited or unknown.
+uint64_t memlock_limit();
+
+// The host memory an engine with offloaded state will hold on this rank (before any of it
+// is allocated), for the preflight below.
+struct HostNeed {
+  uint64_t state = 0;         // the store: resident master + m + v, or the NVMe pipeline
+  uint64_t params = 0;        // stage-3 parameter shards in host memory (offload.params = cpu)
+  uint64_t grads = 0;         // fp32 gradient copies from a device (sub-groups, owned elements)
+  uint64_t staging = 0;       // other host staging (one unit's parameter shard)
+  uint64_t pinned = 0;        // the pinned pool's bound (offload.pinned_bytes); 0: no pinning
+  int ranks_on_node = 1;      // ranks sharing this node's MemAvailable
+  uint64_t total() const { return state + params + grads + staging + pinned; }
+};
+
+// Refuses (zt::InputError, exit 2) an offload setup the host cannot hold, before it is
+// allocated, instead of letting the OOM killer end the run: need.total() x ranks_on_node
+// above `available` (MemAvailable; 0 = unknown, not checked), or need.pinned above
+// `memlock` (RLIMIT_MEMLOCK). The message gives the three numbers (needed, MemAvailable,
+// memlock limit) and what to change.
+void preflight_host_memory(const HostNeed& need, uint64_t available, uint64_t memlock);
+// The same with this machine's MemAvailable and memlock limit.
+void preflight_host_memory(const HostNeed& need);
+
 }  // namespace zt::offload

@@ -42,7 +42,8 @@ class Store {
  public:
   // state_counts[u]: elements of unit u whose optimizer state this rank keeps (used when
   // options.optimizer != none); param_counts[u]: elements of its parameter shard (used
-  // when options.params == nvme). Runs the preflight (preflight.hpp) and creates the
+  // when options.params != none; params = cpu keeps them in host memory, for an engine
+  // on a device). Runs the preflight (preflight.hpp) and creates the
   // NVMe file before returning. Throws zt::InputError for a bad setup (path, space,
   // a host budget too small for the buffers).
   Store(const Options& options, std::vector<int64_t> state_counts,
@@ -64,7 +65,8 @@ class Store {
   // order; whatever fn leaves in the view is written back.
   void update(const std::function<void(const SubGroup&, const StateView&)>& fn);
 
-  // Parameter shards (offload.params = nvme): blocking, through an aligned bounce buffer.
+  // Parameter shards (offload.params = nvme: blocking, through an aligned bounce buffer;
+  // cpu: copies of the resident shard).
   void read_params(int u, float* dst);
   void write_params(int u, const float* src);
 
@@ -88,5 +90,10 @@ int64_t subgroup_elements(const Options& options);
 // (largest shard) with offload.params = nvme.
 uint64_t nvme_host_bytes(const Options& options, int64_t largest_state_count,
                          int64_t largest_param_shard);
+// Host bytes a Store of these counts holds: the resident state (optimizer = cpu), the
+// resident parameter shards (params = cpu), the NVMe pipeline's buffers. What the
+// store's constructor allocates, and what the host-memory preflight counts.
+uint64_t store_host_bytes(const Options& options, const std::vector<int64_t>& state_counts,
+                          const std::vector<int64_t>& param_counts);
 
 }  // namespace zt::offload

@@ -54,6 +54,9 @@ struct StepRecord {
   // Instruction data (a loss mask): the targets the step trained on, all ranks (the
   // tokens the loss is the mean over); unset for text, where every token is one.
   std::optional<int64_t> trained_tokens;
+  // Offload phase times of the step (zero::OffloadTimes), the maximum over ranks of each;
+  // in the step line and the JSON only when offload is on.
+  zero::OffloadTimes offload;
 };
 
 // The step for people: "step    10/200 | loss 2.3456 | lr 1.00e-03 | grad norm  0.812 | ...".

@@ -80,6 +80,23 @@ inline constexpr MemoryField kMemoryFields[] = {
 };
 
 // One optimizer step.
+// What the offload of the optimizer state cost in one step (docs/offload.md, "Phase
+// times"), this rank's figures since the previous step():
+//   d2h_s    time the device-to-host copies of gradient sub-groups spent moving
+//   adam_s   wall time of the CPU AdamW on the offloaded state
+//   h2d_s    time the host-to-device copies (updated parameters; stage-3 shards read
+//            from offload.params before their gathers) spent moving
+//   stall_s  time the engine's thread waited for a copy to land (a full pinned pool,
+//            the gradients before the AdamW, the parameters before the next work)
+// On a device the copies run on a stream of their own beside the compute (times from
+// CUDA events); on the host-staged test space they are synchronous memcpys (their time
+// is in d2h_s / h2d_s, none in stall_s); on the host space nothing is copied: 0.
+struct OffloadTimes {
+  bool active = false;  // offload.optimizer or offload.params is not none
+  double d2h_s = 0, adam_s = 0, h2d_s = 0, stall_s = 0;
+  uint64_t d2h_bytes = 0, h2d_bytes = 0;
+};
+
 struct StepStats {
   int64_t step = 0;      // optimizer steps done (1 after the first)
   double loss = 0;       // mean micro-batch loss of the step, averaged over ranks
@@ -92,6 +109,7 @@ struct StepStats {
   std::string bad_units;
   Traffic traffic;       // sent by this rank since the previous step() (or construction)
   MemoryStats memory;
+  OffloadTimes offload;
 };
 
 }  // namespace zt::zero

@@ -170,6 +170,15 @@ def train_spm(out, train_path):
                      tokenizer_class="LlamaTokenizer")
 
 
+def fresh(out, shipped=None):
+    """OUT emptied, then the tokenizers made in it (a child process, as from the command line)."""
+    import shutil
+    import subprocess
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    subprocess.run([sys.executable, os.path.abspath(__file__), out] + ([shipped] if shipped else []), check=True)
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         print(__doc__)

@@ -1,0 +1,86 @@
+#pragma once
+// Chat templates: a conversation (role/content messages) -> the text a chat model was
+// trained on (docs/finetune.md). zt does not run Jinja: it implements the templates of the
+// model families it knows, one entry each in a small table, and recognises a model's
+// tokenizer_config.json "chat_template" by its markers (`auto`).
+//
+//   llama2  Llama 2 chat:  <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>
+//   llama3  Llama 3 instruct: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n
+//           {content}<|eot_id|> per message
+//   chatml  ChatML: <|im_start|>{role}\n{content}<|im_end|>\n per message
+//   alpaca  LitGPT's Alpaca prompt style (the user turn as the instruction; alpaca_prompt)
+// Each renders exactly what Hugging Face's apply_chat_template gives with that family's
+// official template string (llama2 and llama3 strip the content as the templates'
+// `.strip()` / `| trim` do, with Python's whitespace).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zt::data {
+
+class TextTokenizer;
+struct TokenizerInfo;
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+// A stretch of the rendered text; `trained` stretches are an assistant turn's content and
+// its end token (the loss targets of chat fine-tuning), everything else is masked.
+struct ChatPiece {
+  std::string text;
+  bool trained = false;
+};
+
+struct ChatTokens {
+  std::string bos;        // the tokenizer's bos_token / eos_token text ("" when unknown)
+  std::string eos;
+  bool add_bos = false;   // the tokenizer adds BOS to a text (alpaca's prompt starts with it)
+};
+
+struct ChatTemplate;  // one entry of the table (chat_template.cpp)
+
+// The template named NAME ("llama2", "llama3", "chatml", "alpaca"); zt::InputError naming
+// --chat-template and the known names otherwise.
+const ChatTemplate& chat_template(const std::string& name);
+// Recognised from a tokenizer_config.json "chat_template" string by its markers;
+// zt::InputError naming `where`, --chat-template and the known names when it is empty or
+// not one of them.
+const ChatTemplate& chat_template_auto(const std::string& template_text, const std::string& where);
+// NAME or "auto" (then from template_text).
+const ChatTemplate& chat_template_named(const std::string& name, const std::string& template_text,
+                                        const std::string& where);
+const char* chat_template_name(const ChatTemplate& t);
+std::string chat_template_names();  // "llama2, llama3, chatml, alpaca"
+
+// The conversation rendered, in pieces (their concatenation is the text). With
+// add_generation_prompt the opening of an assistant turn follows (for generation).
+// zt::InputError naming `where` for a conversation the template cannot render (roles out
+// of order, a system message not first, empty, a token the template needs unknown).
+std::vector<ChatPiece> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages,
+                                   const ChatTokens& tokens, bool add_generation_prompt,
+                                   const std::string& where);
+
+// The text that ends an assistant turn ("<|eot_id|>", "<|im_end|>", or the EOS text):
+// generation stops there.
+std::string chat_end_text(const ChatTemplate& t, const ChatTokens& tokens);
+
+// The bos/eos texts a template writes, from the tokenizer (tokenizer_config.json's names).
+ChatTokens chat_tokens_of(const TokenizerInfo& info);
+
+// The pieces' text encoded whole (as apply_chat_template(tokenize=True): no special tokens
+// added, the template writes them), and mask[i] = 1 for the tokens of trained pieces.
+// Token boundaries come from encoding the text up to each trained piece's start and end: a
+// token that straddles a boundary (a merge across it) counts as trained, as Hugging Face's
+// assistant-token masks (char_to_token) count it.
+struct ChatEncoding {
+  std::vector<uint32_t> ids;  // [n]
+  std::vector<uint8_t> mask;  // [n]
+};
+ChatEncoding encode_chat(const TextTokenizer& tokenizer, const std::vector<ChatPiece>& pieces);
+
+// Python's str.strip(): leading and trailing whitespace (str.isspace) removed.
+std::string python_strip(const std::string& s);
+
+}  // namespace zt::data

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""`zt convert sft-to-tokens --format chat` against Hugging Face's apply_chat_template.
+
+  chat_template_test.py ZT WORKDIR [SHIPPED_CORPUS]
+
+make_tokenizers.py trains small tokenizers (no downloads); each case copies one, adds the
+template's special tokens (Python's tokenizers) and writes the family's official template
+string into tokenizer_config.json:
+  llama2  Llama-2-*-chat-hf's template on the TinyLlama-form tokenizer (<s> </s>, Prepend)
+  llama3  Meta-Llama-3-8B-Instruct's template on the Llama 3-form tokenizer
+  chatml  the ChatML template (transformers' docs, OpenHermes) on the GPT-2 and the
+          TinyLlama forms
+For every conversation the token ids zt writes (one example per row, --no-pack) equal
+transformers' `apply_chat_template(messages, tokenize=True)`, and the loss mask is 1
+exactly on the tokens that overlap an assistant turn's text and its end token (located in
+transformers' rendered text, mapped to tokens by the fast tokenizer's offsets), except an
+example's first token. `--chat-template auto` recognises each template; an unknown one,
+a variant (Llama 3.1's), and malformed lines are exit 2 naming the option or file:line and
+the field.
+Exit 77 (CTest skip) without tokenizers, transformers (with jinja2) or h5py.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "ckpt", "hf")]
+import make_tokenizers  # noqa: E402
+from hf_common import Checker, require  # noqa: E402  (exit 77 naming a missing module)
+
+ZT_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+LLAMA2 = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+    "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}"
+    "{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) "
+    "%}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+    "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}"
+    "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif "
+    "message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
+LLAMA3 = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
+    "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{% endif %}")
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% endif %}")
+# Llama 3.1's template opens with a default system header holding dates: a variant zt refuses.
+LLAMA31_LIKE = LLAMA3.replace("{% set loop_messages", "{{- 'Cutting Knowledge Date: December 2023' }}{% set loop_messages")
+
+# (case, base tokenizer, template, special tokens to add, end text of an assistant turn)
+CASES = [
+    ("llama2", "tinyllama", LLAMA2, [], "</s>"),
+    ("llama3", "llama3", LLAMA3, ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], "<|eot_id|>"),
+    ("chatml", "gpt2", CHATML, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
+    ("chatml-spm-form", "tinyllama", CHATML, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
+]
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello! How are you?"},
+     {"role": "assistant", "content": "I'm fine, thanks. And you?"}],
+    [{"role": "system", "content": "You are a pirate. Answer like one."},
+     {"role": "user", "content": "  Where is the treasure?\n"},
+     {"role": "assistant", "content": "  Arr, under the old oak tree!  \n\n"},
+     {"role": "user", "content": "Café 😀 naïve Ωμέγα?"},
+     {"role": "assistant", "content": "Aye: café 😀, 12 345 doubloons.\nLine two\r\nthree."}],
+    [{"role": "user", "content": "Count: 1 2 3"},
+     {"role": "assistant", "content": "4 5 6"},
+     {"role": "user", "content": "x" * 50},
+     {"role": "assistant", "content": "ROMEO:\nBut soft, what light through yonder window breaks?"}],
+    [{"role": "system", "content": ""},
+     {"role": "user", "content": "\u3000ideographic space\u00a0and nbsp\u2003"},
+     {"role": "assistant", "content": "\u00a0trimmed?\u2003"}],
+]
+
+
+def assistant_spans(text, conv, name, end):
+    """Character spans of each assistant turn's text and its end token in `text` (found in
+    order after the previous turn), as each family's template writes them."""
+    spans, at = [], 0
+    for m in conv:
+        if m["role"] != "assistant":
+            continue
+        if name == "llama2":
+            piece = " " + m["content"].strip() + " " + end
+        elif name == "llama3":
+            piece = m["content"].strip() + end
+        else:
+            piece = m["content"] + end
+        k = text.index(piece, at)
+        spans.append((k, k + len(piece)))
+        at = k + len(piece)
+    return spans
+
+
+def make_case(work, name, base, template, add, transformers, tokenizers):
+    folder = os.path.join(work, f"chat-{name}")
+    shutil.copytree(os.path.join(work, base), folder)
+    if add:
+        tok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        tok.add_special_tokens([tokenizers.AddedToken(t, normalized=False, special=True) for t in add])
+        tok.save(os.path.join(folder, "tokenizer.json"))
+    cfg_path = os.path.join(folder, "tokenizer_config.json")
+    cfg = json.load(open(cfg_path))
+    cfg["chat_template"] = template
+    # transformers 5 rebuilds a LlamaTokenizer(Fast) pipeline (Metaspace, prepend_scheme
+    # "first": no '▁' after a special token) instead of the tokenizer.json as written, which
+    # `tokenizers`, transformers 4 and zt follow; the generic class reads the file as is.
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    json.dump(cfg, open(cfg_path, "w"), indent=1)
+    return folder
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        print(__doc__)
+        return 2
+    zt, work = sys.argv[1:3]
+    h5py, _, tokenizers, transformers = require("h5py", "jinja2", "tokenizers", "transformers")
+    print(f"transformers {transformers.__version__}, tokenizers {tokenizers.__version__}", flush=True)
+    make_tokenizers.fresh(work, sys.argv[3] if len(sys.argv) == 4 else None)
+    c = Checker()
+    check = c.check
+
+    def zt_run(*args):
+        return subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ZT_ENV,
+                              timeout=120)
+
+    data = os.path.join(work, "chat.jsonl")
+    with open(data, "w", encoding="utf-8") as f:
+        for conv in CONVERSATIONS:
+            f.write(json.dumps({"messages": conv}, ensure_ascii=False) + "\n")
+    for name, base, template, add, end in CASES:
+        folder = make_case(work, name, base, template, add, transformers, tokenizers)
+        hf = transformers.AutoTokenizer.from_pretrained(folder)
+        seq_len = 400
+        for choice in ("auto", name.split("-")[0]):
+            out = os.path.join(work, f"chat-{name}-{choice}.h5")
+            p = zt_run("convert", "sft-to-tokens", "--tokenizer", folder, "--format", "chat", "--chat-template",
+                       choice, "--seq-len", str(seq_len), "--no-pack", data, out)
+            check(p.returncode == 0, f"{name}: sft-to-tokens --format chat --chat-template {choice} "
+                                     f"(exit {p.returncode})")
+            if p.returncode != 0:
+                print(p.stdout)
+                continue
+            with h5py.File(out, "r") as f:
+                tokens, mask = f["tokens"][:].tolist(), f["loss_mask"][:].tolist()
+                starts = f["doc_starts"][:].tolist() if "doc_starts" in f else [0]
+            check(len(starts) == len(CONVERSATIONS), f"{name}: {len(starts)} examples written")
+            for i, conv in enumerate(CONVERSATIONS):
+                want = hf.apply_chat_template(conv, tokenize=True)
+                if not isinstance(want, list):  # transformers 5 returns a BatchEncoding
+                    want = want["input_ids"]
+                text = hf.apply_chat_template(conv, tokenize=False)
+                enc = hf(text, add_special_tokens=False, return_offsets_mapping=True)
+                check(enc["input_ids"] == want, f"{name}: conversation {i}: HF's ids are its text encoded whole")
+                want_mask = [0] * len(want)
+                for s, e in assistant_spans(text, conv, name, end):
+                    for t, (a, b) in enumerate(enc["offset_mapping"]):
+                        if (a < e and b > s) or (a == b and s <= a < e):
+                            want_mask[t] = 1
+                want_mask[0] = 0
+                s = starts[i] if i < len(starts) else 0
+                got = tokens[s:s + len(want)]
+                check(got == want, f"{name}/{choice}: conversation {i}: ids equal apply_chat_template "
+                                   f"({len(want)} tokens)")
+                if got != want:
+                    print(f"    zt {got[:60]}\n    hf {want[:60]}")
+                got_mask = mask[s:s + len(want)]
+                check(got_mask == want_mask, f"{name}/{choice}: conversation {i}: the mask covers exactly the "
+                                             f"assistant turns ({sum(want_mask)} targets)")
+                if got_mask != want_mask:
+                    print(f"    zt {got_mask}\n    hf {want_mask}\n    text {text!r}")
+                rest = mask[s + len(want):s + seq_len + 1]
+                check(not any(rest), f"{name}/{choice}: conversation {i}: padding is masked")
+
+    # alpaca (LitGPT's prompt style, no Hugging Face template): BOS + the Alpaca prompt of the
+    # user turn + the reply + EOS, encoded whole by Python's tokenizers; the reply and EOS trained.
+    from sft_check import alpaca
+    folder = os.path.join(work, "tinyllama")
+    pytok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    conv = CONVERSATIONS[0]
+    prompt = "<s>" + alpaca(conv[0]["content"], "")
+    want = pytok.encode(prompt + conv[1]["content"] + "</s>", add_special_tokens=False).ids
+    n_prompt = len(pytok.encode(prompt, add_special_tokens=False).ids)
+    one = os.path.join(work, "one.jsonl")
+    with open(one, "w") as f:
+        f.write(json.dumps({"messages": conv}) + "\n")
+    out = os.path.join(work, "chat-alpaca.h5")
+    p = zt_run("convert", "sft-to-tokens", "--tokenizer", folder, "--format", "chat", "--chat-template", "alpaca",
+               "--seq-len", "200", "--no-pack", one, out)
+    check(p.returncode == 0, f"alpaca: sft-to-tokens --chat-template alpaca (exit {p.returncode})")
+    if p.returncode == 0:
+        with h5py.File(out, "r") as f:
+            tokens, mask = f["tokens"][:len(want)].tolist(), f["loss_mask"][:len(want)].tolist()
+        check(tokens == want and mask == [0] * n_prompt + [1] * (len(want) - n_prompt),
+              f"alpaca: ids == Python's encoding of BOS + the Alpaca prompt + reply + EOS; the reply and EOS "
+              f"trained ({len(want) - n_prompt} targets)")
+
+    # Refusals: exit 2 naming the option and the known names, or file:line and the field.
+    folder = os.path.join(work, "chat-llama3")
+    variant = os.path.join(work, "chat-variant")
+    shutil.copytree(folder, variant)
+    cfg = json.load(open(os.path.join(variant, "tokenizer_config.json")))
+    for label, tmpl, needles in (("Llama 3.1-like variant", LLAMA31_LIKE, ["--chat-template", "Cutting Knowledge"]),
+                                 ("unknown template", "{{ messages }}", ["--chat-template", "llama2", "chatml"]),
+                                 ("no template", None, ["--chat-template", "no chat_template"])):
+        if tmpl is None:
+            cfg.pop("chat_template", None)
+        else:
+            cfg["chat_template"] = tmpl
+        json.dump(cfg, open(os.path.join(variant, "tokenizer_config.json"), "w"))
+        p = zt_run("convert", "sft-to-tokens", "--tokenizer", variant, "--format", "chat", "--seq-len", "64",
+                   data, os.path.join(work, "refused.h5"))
+        check(p.returncode == 2 and all(n in p.stdout for n in needles),
+              f"--chat-template auto with an {label}: exit 2 naming {needles} (exit {p.returncode})")
+        if p.returncode != 2:
+            print(p.stdout[-1500:])
+    p = zt_run("convert", "sft-to-tokens", "--tokenizer", folder, "--format", "chat", "--chat-template", "jinja",
+               "--seq-len", "64", data, os.path.join(work, "refused.h5"))
+    check(p.returncode == 2 and "--chat-template" in p.stdout and "llama3" in p.stdout,
+          f"--chat-template jinja: exit 2 naming the option and the known names (exit {p.returncode})")
+    good = json.dumps({"messages": CONVERSATIONS[0]})
+    for label, line, needles in (
+            ("unknown role", {"messages": [{"role": "robot", "content": "x"}]}, ["role", "robot"]),
+            ("missing content", {"messages": [{"role": "user"}]}, ["messages[0]", "'content'"]),
+            ("empty messages", {"messages": []}, ["'messages'", "empty"]),
+            ("content not a string", {"messages": [{"role": "user", "content": 5}]}, ["'content'", "5"]),
+            ("messages not a list", {"messages": "hi"}, ["'messages'", "not a list"]),
+            ("no messages", {"prompt": "x"}, ["'messages'", "missing"]),
+            ("roles out of order (llama2)", {"messages": [{"role": "assistant", "content": "x"}]},
+             ["message 0", "user"])):
+        bad = os.path.join(work, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write(good + "\n\n" + json.dumps(line) + "\n")
+        use = os.path.join(work, "chat-llama2") if "llama2" in label else folder
+        p = zt_run("convert", "sft-to-tokens", "--tokenizer", use, "--format", "chat", "--seq-len", "64", bad,
+                   os.path.join(work, "refused.h5"))
+        check(p.returncode == 2 and f"{bad}:3" in p.stdout and all(n in p.stdout for n in needles),
+              f"{label}: exit 2 naming {bad}:3 and {needles} (exit {p.returncode})")
+        if p.returncode != 2 or f"{bad}:3" not in p.stdout:
+            print(p.stdout[-1500:])
+    c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main() or 0)

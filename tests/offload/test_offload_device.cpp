@@ -1,0 +1,209 @@
+// Offload from a device, on a CPU: the engine on the host-staged space (host memory the
+// engine treats as a device's: every gradient sub-group goes down through the pinned
+// pool, every updated parameter sub-group and stage-3 shard comes back up through it,
+// with synchronous copies) trains bit for bit like the engine on the host space with the
+// same offload, and like the host engine without offload: losses, gradient norms and
+// every final parameter (==). The step's offload figures count what moved (bytes are
+// exact: every owned element down once and up once per step). The host-memory
+// preflight refuses a pinned pool above the memlock limit with the numbers.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "support/expect_error.hpp"
+#include "zero/zero_fixtures.hpp"
+#include "zt/core/log.hpp"
+
+namespace zt::zero::testing {
+namespace {
+
+std::string device_dir() {  // the same on every rank: rank 0's pid
+  int pid = static_cast<int>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/zt-offload-device-" + std::to_string(pid);
+  ::mkdir(dir.c_str(), 0700);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir;
+}
+
+bool same(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+size_t differing(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  size_t d = a.size() == b.size() ? 0 : 1;
+  for (size_t u = 0; u < a.size() && u < b.size(); ++u) {
+    if (a[u].size() != b[u].size()) return d + 1;
+    for (size_t i = 0; i < a[u].size(); ++i) d += std::memcmp(&a[u][i], &b[u][i], sizeof(float)) != 0;
+  }
+  return d;
+}
+
+struct DeviceCase {
+  int stage;
+  offload::Home optimizer, params;
+  bool tied = false;
+};
+
+std::string name(const DeviceCase& c) {
+  return strf("stage %d, optimizer %s, params %s%s", c.stage,
+              std::string(offload::home_name(c.optimizer)).c_str(),
+              std::string(offload::home_name(c.params)).c_str(), c.tied ? ", tied" : "");
+}
+
+EngineOptions options(const DeviceCase& c, const Hyper& h, EngineOptions::Device device,
+                      bool offloaded, const std::string& dir) {
+  EngineOptions o = engine_options(h, c.stage);
+  o.device = device;
+  if (offloaded) {
+    o.offload.optimizer = c.optimizer;
+    o.offload.params = c.params;
+    o.offload.nvme_path = dir;
+    o.offload.subgroup_bytes = 48 << 10;  // 4096 elements: every unit is many sub-groups
+    o.offload.buffers = 3;
+    o.offload.queue_depth = 4;
+    o.offload.block_bytes = 64 << 10;
+    o.offload.pinned_bytes = 4 << 20;     // within the 8 MiB memlock of a container
+  }
+  return o;
+}
+
+TEST(OffloadFromDevice, HostStagedEqualsHostAndNoOffloadBitForBit) {
+  const int n = world_size();
+  Hyper h;
+  h.T = 16;
+  h.accum = 2;
+  h.steps = 4;
+  h.grad_clip = 0.5;  // clipped steps: the host copies are scaled as the space's own
+  using offload::Home;
+  const std::string dir = device_dir();
+  const DeviceCase cases[] = {
+      {1, Home::kCpu, Home::kNone},  {1, Home::kNvme, Home::kNone}, {2, Home::kCpu, Home::kNone},
+      {2, Home::kNvme, Home::kNone}, {3, Home::kCpu, Home::kNone},  {3, Home::kNvme, Home::kNone},
+      {3, Home::kCpu, Home::kCpu},   {3, Home::kNvme, Home::kNvme}, {3, Home::kCpu, Home::kNvme},
+      {3, Home::kCpu, Home::kNone, true},
+  };
+  std::map<std::pair<int, bool>, EngineRun> plain;  // per (stage, tied): host, no offload
+  for (const DeviceCase& c : cases) {
+    SCOPED_TRACE(name(c));
+    const model::Config cfg = reduced_config(c.tied);
+    Comms cm = make_comms(0);
+    const auto key = std::make_pair(c.stage, c.tied);
+    if (!plain.count(key)) {
+      Engine e(cfg, *cm.world, nullptr, nullptr,
+               options(c, h, EngineOptions::Device::kHost, false, dir), h.init);
+      plain[key] = engine_run(e, cfg, h, h.steps);
+    }
+    Engine host(cfg, *cm.world, nullptr, nullptr,
+                options(c, h, EngineOptions::Device::kHost, true, dir), h.init);
+    const EngineRun on_host = engine_run(host, cfg, h, h.steps);
+    Engine staged(cfg, *cm.world, nullptr, nullptr,
+                  options(c, h, EngineOptions::Device::kHostStaged, true, dir), h.init,
+                  cm.world.get());
+    const EngineRun from_device = engine_run(staged, cfg, h, h.steps);
+    const EngineRun& ref = plain[key];
+
+    EXPECT_TRUE(same(from_device.losses, on_host.losses));
+    EXPECT_TRUE(same(from_device.norms, on_host.norms));
+    EXPECT_EQ(differing(from_device.params, on_host.params), 0u) << "vs the host space with offload";
+    EXPECT_TRUE(same(from_device.losses, ref.losses));
+    EXPECT_EQ(differing(from_device.params, ref.params), 0u) << "vs the host space without offload";
+    int clipped = 0;
+    for (double norm : ref.norms) clipped += norm > h.grad_clip ? 1 : 0;
+    EXPECT_GT(clipped, 0) << "no step was clipped: the test would not see the host scaling";
+
+    // What moved: every owned element down once per step and, unless the shards are
+    // offloaded (they come up before each primary gather instead), up once.
+    uint64_t owned_bytes = 0, shard_bytes = 0;
+    for (int u = 0; u < staged.partition().num_units(); ++u) {
+      owned_bytes += static_cast<uint64_t>(staged.partition().unit(u).owned) * sizeof(float);
+      shard_bytes += static_cast<uint64_t>(staged.partition().unit(u).shard) * sizeof(float);
+    }
+    for (size_t s = 0; s < from_device.stats.size(); ++s) {
+      const OffloadTimes& t = from_device.stats[s].offload;
+      const OffloadTimes& ht = on_host.stats[s].offload;
+      EXPECT_TRUE(t.active && ht.active);
+      EXPECT_FALSE(ref.stats[s].offload.active);
+      EXPECT_EQ(t.d2h_bytes, owned_bytes) << "step " << s + 1;
+      if (c.params == Home::kNone)
+        EXPECT_EQ(t.h2d_bytes, owned_bytes) << "step " << s + 1;
+      else  // each unit's shard before each of its primary gathers: at least once per step
+        EXPECT_GE(t.h2d_bytes, shard_bytes) << "step " << s + 1;
+      EXPECT_GT(t.adam_s, 0.0);
+      EXPECT_GT(t.d2h_s, 0.0);
+      EXPECT_GT(t.h2d_s, 0.0);
+      EXPECT_EQ(t.stall_s, 0.0) << "synchronous copies never leave anything to wait for";
+      EXPECT_EQ(ht.d2h_bytes + ht.h2d_bytes, 0u) << "the host space copies nothing";
+      EXPECT_EQ(ht.d2h_s + ht.h2d_s + ht.stall_s, 0.0);
+      EXPECT_GT(ht.adam_s, 0.0);
+    }
+    if (world_rank() == 0)
+      std::printf("[ device ] np %d %-40s loss %.6f -> %.6f; step 1 d2h %llu B %.6f s, adam %.6f s, "
+                  "h2d %llu B %.6f s\n",
+                  n, name(c).c_str(), from_device.losses.front(), from_device.losses.back(),
+                  static_cast<unsigned long long>(from_device.stats[0].offload.d2h_bytes),
+                  from_device.stats[0].offload.d2h_s, from_device.stats[0].offload.adam_s,
+                  static_cast<unsigned long long>(from_device.stats[0].offload.h2d_bytes),
+                  from_device.stats[0].offload.h2d_s);
+  }
+  if (world_rank() == 0) ::rmdir(dir.c_str());
+}
+
+// RLIMIT_MEMLOCK lowered in this process (as `prlimit --memlock` does from outside) below
+// the pinned pool: the engine refuses before allocating it, with the numbers.
+TEST(OffloadFromDevice, PreflightRefusesAPinnedPoolAboveTheMemlockLimit) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_MEMLOCK, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 1 << 20;  // 1 MiB (lowering the soft limit needs no privilege)
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < low.rlim_cur) low.rlim_cur = saved.rlim_max;
+  ASSERT_EQ(::setrlimit(RLIMIT_MEMLOCK, &low), 0);
+  const model::Config cfg = reduced_config();
+  Hyper h;
+  Comms cm = make_comms(0);
+  const DeviceCase c{2, offload::Home::kCpu, offload::Home::kNone};
+  EngineOptions o = options(c, h, EngineOptions::Device::kHostStaged, true, "");
+  o.offload.pinned_bytes = 4 << 20;
+  zt::testing::expect_input_error(
+      [&] { Engine e(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get()); },
+      {"host memory for the offloaded state: needed ", "MemAvailable ", "memlock limit 1M",
+       "pinned pool of 4M", "offload.pinned_bytes", "ulimit -l"});
+  // The host space pins nothing: the same limit is no obstacle.
+  o.device = EngineOptions::Device::kHost;
+  EXPECT_NO_THROW({ Engine e(cfg, *cm.world, nullptr, nullptr, o, h.init); });
+  // Within the limit, the host-staged engine starts.
+  o.device = EngineOptions::Device::kHostStaged;
+  o.offload.pinned_bytes = 1 << 20;
+  EXPECT_NO_THROW({ Engine e(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get()); });
+  ASSERT_EQ(::setrlimit(RLIMIT_MEMLOCK, &saved), 0);
+}
+
+// The pool must hold two sub-groups of fp32 values; params offloaded on a device need the
+// CPU AdamW (offload.optimizer) to update them.
+TEST(OffloadFromDevice, BadCombinationsAreRefusedByName) {
+  const model::Config cfg = reduced_config();
+  Hyper h;
+  Comms cm = make_comms(0);
+  EngineOptions o = options({2, offload::Home::kCpu, offload::Home::kNone}, h,
+                            EngineOptions::Device::kHostStaged, true, "");
+  o.offload.subgroup_bytes = 6 << 20;  // 512 Ki elements: 2 MiB of fp32 each
+  o.offload.pinned_bytes = 2 << 20;
+  zt::testing::expect_input_error(
+      [&] { Engine e(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get()); },
+      {"offload.pinned_bytes = 2M holds fewer than two sub-groups", "offload.subgroup_bytes"});
+  o = options({3, offload::Home::kNone, offload::Home::kCpu}, h, EngineOptions::Device::kHostStaged,
+              true, "");
+  zt::testing::expect_input_error(
+      [&] { Engine e(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get()); },
+      {"offload.params = cpu with offload.optimizer = none and the engine on the host-staged",
+       "offload.optimizer = cpu or nvme"});
+}
+
+}  // namespace
+}  // namespace zt::zero::testing
