@@ -25,6 +25,18 @@ Split split_tail(size_t num_tokens, double eval_fraction) {
   return s;
 }
 
+Split split_tail_rows(size_t num_tokens, size_t row_len, double eval_fraction) {
+  ZT_CHECK(eval_fraction >= 0.0 && eval_fraction < 1.0 && row_len > 0 && num_tokens % row_len == 0,
+           strf("eval_fraction %g, %zu tokens in rows of %zu", eval_fraction, num_tokens, row_len),
+           "data.eval_fraction is the share of rows held out at the end of the file");
+  const size_t rows = num_tokens / row_len;
+  const size_t eval = static_cast<size_t>(eval_fraction * static_cast<double>(rows)) * row_len;
+  Split s;
+  s.train = {0, num_tokens - eval};
+  s.eval = {num_tokens - eval, num_tokens};
+  return s;
+}
+
 uint64_t permute(uint64_t index, uint64_t n, uint64_t key) {
   ZT_CHECK(index < n && n <= (1ull << 62), strf("permute(%llu, %llu)",
                                                 static_cast<unsigned long long>(index),
@@ -54,7 +66,7 @@ uint64_t permute(uint64_t index, uint64_t n, uint64_t key) {
 }
 
 Sampler::Sampler(Range range, size_t seq_len, size_t global_batch, uint64_t seed)
-    : range_(range), seq_len_(seq_len), global_batch_(global_batch), seed_(seed) {
+    : range_(range), seq_len_(seq_len), global_batch_(global_batch), seed_(seed), stride_(seq_len) {
   ZT_CHECK(seq_len > 0 && global_batch > 0 && range.end >= range.begin,
            "sampler needs seq_len > 0, global_batch > 0", "check train.seq_len and the batch");
   const size_t len = range.size();
@@ -71,6 +83,24 @@ Sampler::Sampler(Range range, size_t seq_len, size_t global_batch, uint64_t seed
   }
 }
 
+Sampler Sampler::rows(Range range, size_t seq_len, size_t global_batch, uint64_t seed) {
+  const size_t row = seq_len + 1;
+  const size_t n = range.size() / row;  // whole rows
+  if (n < global_batch)
+    throw InputError(strf("the training range holds %zu rows of %zu tokens, fewer than one "
+                          "global batch of %zu sequences",
+                          n, row, global_batch),
+                     "use more instruction data, or lower train.global_batch");
+  // The token-window constructor over n * seq_len + 1 tokens gives n windows and the
+  // checks; rows then take stride seq_len + 1 and no shift.
+  Sampler s({range.begin, range.begin + n * seq_len + 1}, seq_len, global_batch, seed);
+  s.range_ = range;
+  s.windows_ = n;
+  s.slack_ = 0;
+  s.stride_ = row;
+  return s;
+}
+
 size_t Sampler::start(uint64_t step, size_t j) const {
   ZT_CHECK(j < global_batch_, strf("sequence %zu of a global batch of %zu", j, global_batch_),
            "j = (micro * world + rank) * micro_batch + i must stay below global_batch");
@@ -80,17 +110,18 @@ size_t Sampler::start(uint64_t step, size_t j) const {
   const uint64_t key = epoch_key(seed_, epoch);
   const uint64_t window = permute(position, windows_, key);
   const uint64_t shift = mix64(key ^ 0x5b1f7ull) % (slack_ + 1);
-  return range_.begin + static_cast<size_t>(shift + window * seq_len_);
+  return range_.begin + static_cast<size_t>(shift + window * stride_);
 }
 
-EvalWindows::EvalWindows(Range range, size_t seq_len) : range_(range), seq_len_(seq_len) {
-  ZT_CHECK(seq_len > 0, "seq_len must be > 0", "check train.seq_len");
+EvalWindows::EvalWindows(Range range, size_t seq_len, size_t stride)
+    : range_(range), seq_len_(seq_len), stride_(stride ? stride : seq_len) {
+  ZT_CHECK(seq_len > 0 && stride_ >= seq_len, "seq_len must be > 0", "check train.seq_len");
   if (range.size() < seq_len + 1)
     throw InputError(strf("the held-out eval range holds %zu tokens, fewer than one sequence "
                           "of %zu tokens (+1)",
                           range.size(), seq_len),
                      "raise data.eval_fraction, lower train.seq_len, or use a larger dataset");
-  windows_ = (range.size() - 1) / seq_len;
+  windows_ = (range.size() - (stride_ == seq_len ? 1 : 0)) / stride_;
 }
 
 }  // namespace zt::data

@@ -86,6 +86,9 @@ struct Model<R>::Impl {
   Buffer<R> dk, dv;                 // [N, G*D]
   Buffer<R> dh, dgate, dup;         // [N, I]
   Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
+  // Per-token positions of the call in progress ([B, T]; nullptr: 0..T-1 in each row):
+  // packed examples restart RoPE positions and attention at each example's first token.
+  const int32_t* pos = nullptr;
   Buffer<R> decode_scores;          // [H, past + n] attention scores of decode()
   detail::LoraApply<R> lora;        // adapters (bind_lora): the base is frozen when bound
   bool training = false;            // inside loss_and_grad (LoRA dropout applies)
@@ -208,10 +211,10 @@ struct Model<R>::Impl {
     proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
     proj_forward(l, LoraTarget::kK, a.k.data(), a.xn1.data(), p + o.k, N, C, G * D);
     proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, G * D);
-    k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D);
-    k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D);
+    k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
+    k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
     k::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
-                         H, G, D);
+                         H, G, D, pos);
     proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C);
     k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
     mlp_forward(l, p, x_out, a, N);
@@ -283,8 +286,8 @@ struct Model<R>::Impl {
     k::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
                           a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
                           /*accumulate=*/false);
-    k::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D);
-    k::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D);
+    k::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
+    k::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
     proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), dq.data(), a.xn1.data(), p + o.q, N,
                   C, H * D, /*accumulate_dx=*/false);
     proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), dk.data(), a.xn1.data(), p + o.k, N,
@@ -329,9 +332,17 @@ struct Model<R>::Impl {
     done(layout.head_unit());
   }
 
+  // Positions [B, T] for this call (empty: none; see check_positions).
+  void set_positions(std::span<const int32_t> positions, int64_t B, int64_t T) {
+    check_positions(positions, B, T);
+    pos = positions.empty() ? nullptr : positions.data();
+  }
+
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                       int64_t B, int64_t T, bool recompute, double grad_scale) {
+                       int64_t B, int64_t T, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions) {
     check_shape(tokens, targets, B, T, true);
+    set_positions(positions, B, T);
     const int64_t N = B * T, C = cfg.hidden, V = cfg.vocab;
     const int hu = layout.head_unit();
     if (!hooks.before_use && !lora.bound()) {  // fail before any work (hooks may bind lazily)
@@ -384,8 +395,9 @@ struct Model<R>::Impl {
   }
 
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-              int64_t T) {
+              int64_t T, std::span<const int32_t> positions) {
     check_shape(tokens, targets, B, T, true);
+    set_positions(positions, B, T);
     const int64_t N = B * T;
     ensure(B, T, /*backward=*/false, /*keep_all=*/false);
     forward_trunk(tokens, B, T, false);
@@ -405,6 +417,7 @@ struct Model<R>::Impl {
                        "pass a span of config().vocab elements.");
     }
     ensure(1, T, false, false);
+    pos = nullptr;  // one sequence from position 0
     forward_trunk(tokens, 1, T, false);
     head_last(T, out);
   }
@@ -538,14 +551,15 @@ void Model<R>::set_lora_stream(uint64_t stream) {
 
 template <class R>
 double Model<R>::loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                               int64_t B, int64_t T, bool recompute, double grad_scale) {
-  return impl_->loss_and_grad(tokens, targets, B, T, recompute, grad_scale);
+                               int64_t B, int64_t T, bool recompute, double grad_scale,
+                               std::span<const int32_t> positions) {
+  return impl_->loss_and_grad(tokens, targets, B, T, recompute, grad_scale, positions);
 }
 
 template <class R>
 double Model<R>::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                      int64_t B, int64_t T) {
-  return impl_->loss(tokens, targets, B, T);
+                      int64_t B, int64_t T, std::span<const int32_t> positions) {
+  return impl_->loss(tokens, targets, B, T, positions);
 }
 
 template <class R>
@@ -556,6 +570,24 @@ void Model<R>::logits_last(std::span<const int32_t> tokens, int64_t T, std::span
 template <class R>
 void Model<R>::decode(std::span<const int32_t> tokens, KvCache<R>& cache, std::span<R> out) {
   impl_->decode(tokens, cache, out);
+}
+
+void check_positions(std::span<const int32_t> positions, int64_t B, int64_t T) {
+  if (positions.empty()) return;
+  if (static_cast<int64_t>(positions.size()) != B * T)
+    throw InputError(strf("positions hold %zu ids, expected B*T = %lld", positions.size(),
+                          static_cast<long long>(B * T)),
+                     "positions are [B, T] row-major, like tokens (or empty).");
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t p = positions[static_cast<size_t>(b * T + t)];
+      const int32_t prev = t > 0 ? positions[static_cast<size_t>(b * T + t - 1)] : -1;
+      if (p != 0 && p != prev + 1)
+        throw InputError(strf("position %d at row %lld, index %lld: positions restart at 0 "
+                              "or count up by one",
+                              p, static_cast<long long>(b), static_cast<long long>(t)),
+                         "positions come from example boundaries (zt/data/sampler.hpp).");
+    }
 }
 
 template <class R>

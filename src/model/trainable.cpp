@@ -48,12 +48,13 @@ class HostModel final : public TrainableModel {
   }
   void set_hooks(UnitHooks hooks) override { model_.set_hooks(std::move(hooks)); }
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-                       int64_t T, bool recompute, double grad_scale) override {
-    return model_.loss_and_grad(tokens, targets, B, T, recompute, grad_scale);
+                       int64_t T, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions) override {
+    return model_.loss_and_grad(tokens, targets, B, T, recompute, grad_scale, positions);
   }
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-              int64_t T) override {
-    return model_.loss(tokens, targets, B, T);
+              int64_t T, std::span<const int32_t> positions) override {
+    return model_.loss(tokens, targets, B, T, positions);
   }
   void logits_last(std::span<const int32_t> tokens, int64_t T, MutView out) override {
     check(out, Space::kHost, DType::kF32, -1, "logits_last output");

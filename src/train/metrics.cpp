@@ -76,10 +76,13 @@ std::string offload_phases(const zero::OffloadTimes& o) {
 std::string step_line(const StepRecord& r, int64_t steps) {
   const zero::MemoryStats& m = r.zero_memory;
   const auto mib = [](size_t bytes) { return format_binary(bytes, BinaryUnit::kMiB, 1); };
-  return strf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f%s | %8.0f tok/s | MFU %5.1f%% "
+  const std::string trained =
+      r.trained_tokens ? strf(" | %lld trained", static_cast<long long>(*r.trained_tokens)) : "";
+  return strf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f%s | %8.0f tok/s%s | MFU %5.1f%% "
               "| mem %s (peak %s) | comm intra %s inter %s | states %s + work %s (peak %s) | %.3f s",
               static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
-              r.grad_norm, r.clip_coef < 1.0 ? " (clipped)" : "", r.tokens_per_s, 100.0 * r.mfu,
+              r.grad_norm, r.clip_coef < 1.0 ? " (clipped)" : "", r.tokens_per_s, trained.c_str(),
+              100.0 * r.mfu,
               mib(r.rss_bytes).c_str(), mib(r.peak_rss_bytes).c_str(),
               format_si(r.intra_node_bytes).c_str(), format_si(r.inter_node_bytes).c_str(),
               mib(m.model_states()).c_str(), mib(m.total() - m.model_states()).c_str(),
@@ -116,6 +119,7 @@ std::string step_json(const StepRecord& r) {
                     {"h2d_s", r.offload.h2d_s},         {"stall_s", r.offload.stall_s},
                     {"d2h_bytes", r.offload.d2h_bytes}, {"h2d_bytes", r.offload.h2d_bytes}};
   if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
+  if (r.trained_tokens) j["trained_tokens"] = *r.trained_tokens;
   return j.dump();
 }
 

@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <new>
@@ -31,21 +32,58 @@ using Clock = std::chrono::steady_clock;
 
 // A micro-batch of B sequences of T tokens, read from the token file.
 struct Batch {
-  std::vector<int32_t> tokens;   // [B, T]
-  std::vector<int32_t> targets;  // [B, T], tokens shifted by one
+  std::vector<int32_t> tokens;     // [B, T]
+  std::vector<int32_t> targets;    // [B, T], tokens shifted by one; -1 where masked
+  std::vector<int32_t> positions;  // [B, T] instruction data (packed examples); else empty
 };
 
-// Fills sequence i of the batch from data[start, start + T].
-void fill_row(Batch& b, size_t i, size_t T, const std::vector<uint32_t>& data, size_t start) {
+// The ignored target: prompt tokens, padding, an example's first token (Model: < 0).
+constexpr int32_t kMasked = -1;
+
+// Fills sequence i of the batch from data.tokens[start, start + T]. Instruction data (a
+// loss mask; rows, start at a row's first token) also masks the targets whose mask is 0
+// and gives each token its position within its example (restarting at each doc start).
+void fill_row(Batch& b, size_t i, size_t T, const data::TokenFile& data, size_t start) {
+  const std::vector<uint32_t>& tok = data.tokens;
   for (size_t t = 0; t < T; ++t) {
-    b.tokens[i * T + t] = static_cast<int32_t>(data[start + t]);
-    b.targets[i * T + t] = static_cast<int32_t>(data[start + t + 1]);
+    b.tokens[i * T + t] = static_cast<int32_t>(tok[start + t]);
+    b.targets[i * T + t] = static_cast<int32_t>(tok[start + t + 1]);
   }
+  if (data.loss_mask.empty()) return;
+  for (size_t t = 0; t < T; ++t)
+    if (!data.loss_mask[start + t + 1]) b.targets[i * T + t] = kMasked;
+  const std::vector<uint64_t>& starts = data.doc_starts;
+  auto next = std::upper_bound(starts.begin(), starts.end(), static_cast<uint64_t>(start));
+  size_t example = start;  // a row starts with an example
+  for (size_t t = 0; t < T; ++t) {
+    if (next != starts.end() && *next == start + t) example = *next++;
+    b.positions[i * T + t] = static_cast<int32_t>(start + t - example);
+  }
+}
+
+// Targets counted by the loss in sequence i of a batch filled by fill_row: the ones of
+// data.loss_mask[start + 1, start + T] (all T without a mask).
+int64_t row_targets(const data::TokenFile& data, size_t T, size_t start) {
+  if (data.loss_mask.empty()) return static_cast<int64_t>(T);
+  int64_t n = 0;
+  for (size_t t = 1; t <= T; ++t) n += data.loss_mask[start + t];
+  return n;
 }
 
 // The train / held-out split of the token file, checked against the configuration.
 data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
-  const data::Split split = data::split_tail(data.tokens.size(), cfg.eval_fraction);
+  const bool rows = !data.loss_mask.empty();
+  if (rows && data.row_len != static_cast<uint64_t>(cfg.seq_len + 1))
+    throw InputError(strf("dataset '%s' is instruction data in rows of %u tokens (made with "
+                          "--seq-len %u), but train.seq_len is %lld",
+                          cfg.data_path.c_str(), data.row_len, data.row_len - 1,
+                          static_cast<long long>(cfg.seq_len)),
+                     strf("set train.seq_len = %u, or convert the data again with `zt convert "
+                          "sft-to-tokens --seq-len %lld`",
+                          data.row_len - 1, static_cast<long long>(cfg.seq_len)));
+  const data::Split split =
+      rows ? data::split_tail_rows(data.tokens.size(), data.row_len, cfg.eval_fraction)
+           : data::split_tail(data.tokens.size(), cfg.eval_fraction);
   if (static_cast<int64_t>(data.vocab_size) > cfg.model.vocab)
     throw InputError(strf("dataset '%s' (tokenizer \"%s\", vocab_size %u) has more tokens than "
                           "the model's vocabulary (model.vocab %lld)",
@@ -53,12 +91,6 @@ data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
                           static_cast<long long>(cfg.model.vocab)),
                      "set model.vocab to at least the dataset's vocab_size, or use a dataset "
                      "made with the model's tokenizer");
-  if (!data.loss_mask.empty())
-    throw InputError(strf("dataset '%s' is instruction data (zt convert sft-to-tokens: rows of %u "
-                          "tokens with a loss mask), which zt train does not train yet",
-                          cfg.data_path.c_str(), data.row_len),
-                     "train on a token file of text (zt convert text-to-tokens); masked "
-                     "fine-tuning is issue 21's next step");
   // A real tokenizer's ids mean its tokens: a model of another vocabulary size was made
   // for another tokenizer (the byte tokenizer's 256 ids fit any model.vocab, as before).
   if (!data.tokenizer_hash.empty() && static_cast<int64_t>(data.vocab_size) != cfg.model.vocab)
@@ -69,16 +101,20 @@ data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
                      "convert the text with the model's own tokenizer (`zt convert "
                      "text-to-tokens --tokenizer MODEL_DIR ...`), or set model.vocab to the "
                      "tokenizer's vocabulary");
-  const size_t need = static_cast<size_t>(cfg.global_batch * cfg.seq_len + 1);
+  const size_t need = static_cast<size_t>(cfg.global_batch * (cfg.seq_len + (rows ? 1 : 0)) +
+                                          (rows ? 0 : 1));
   if (split.train.size() < need)
     throw InputError(strf("dataset '%s': its training part holds %zu tokens, one global batch "
-                          "needs train.global_batch x train.seq_len + 1 = %zu",
-                          cfg.data_path.c_str(), split.train.size(), need),
+                          "needs %s = %zu",
+                          cfg.data_path.c_str(), split.train.size(),
+                          rows ? "train.global_batch rows of train.seq_len + 1"
+                               : "train.global_batch x train.seq_len + 1",
+                          need),
                      "use a larger dataset or lower train.global_batch / train.seq_len "
                      "(data.eval_fraction takes the tail for evaluation)");
   if (cfg.eval_fraction > 0 && split.eval.size() < static_cast<size_t>(cfg.seq_len + 1))
     throw InputError(strf("dataset '%s': its held-out tail (data.eval_fraction = %g) holds %zu "
-                          "tokens, one eval sequence needs train.seq_len + 1 = %lld",
+                          "tokens, one eval sequence needs train.seq_len + 1 = %lld (a row)",
                           cfg.data_path.c_str(), cfg.eval_fraction, split.eval.size(),
                           static_cast<long long>(cfg.seq_len + 1)),
                      "raise data.eval_fraction, lower train.seq_len, or use a larger dataset");
@@ -155,6 +191,13 @@ double model_state_bytes(const TrainConfig& cfg) {
   }
 }
 
+// Whole rows for instruction data, token windows for text (sampler.hpp).
+data::Sampler make_sampler(const TrainConfig& cfg, const data::TokenFile& data, data::Range train) {
+  const auto T = static_cast<size_t>(cfg.seq_len), gb = static_cast<size_t>(cfg.global_batch);
+  return data.loss_mask.empty() ? data::Sampler(train, T, gb, cfg.seed)
+                                : data::Sampler::rows(train, T, gb, cfg.seed);
+}
+
 // One training run in layers, as torchtitan's trainer: train_step (forward/backward over
 // the micro-batches, then the optimizer step), evaluate, record and sample; run() is the
 // loop over them.
@@ -165,6 +208,7 @@ class Trainer {
 
  private:
   zero::StepStats train_step(int64_t step, double lr);
+  int64_t step_targets(int64_t step, std::vector<int64_t>& per_micro);
   void count_bad_step(int64_t step, const zero::StepStats& stats);
   double evaluate();
   StepRecord record(int64_t step, double lr, const zero::StepStats& stats, double seconds);
@@ -185,6 +229,8 @@ class Trainer {
   double peak_flops_per_rank_ = 0;
   int64_t tokens_seen_ = 0;
   int64_t bad_in_row_ = 0;  // consecutive skipped (non-finite) steps
+  const bool masked_;  // instruction data: targets masked, packed examples (positions)
+  int64_t step_trained_ = 0;  // targets of the last step, all ranks (masked data)
 };
 
 Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile& data,
@@ -197,9 +243,11 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
       B_(static_cast<size_t>(cfg.micro_batch)),
       T_(static_cast<size_t>(cfg.seq_len)),
       split_(split_checked(cfg, data)),
-      sampler_(split_.train, T_, static_cast<size_t>(cfg.global_batch), cfg.seed),
-      batch_{std::vector<int32_t>(B_ * T_), std::vector<int32_t>(B_ * T_)} {
-  if (cfg.eval_fraction > 0) eval_windows_.emplace(split_.eval, T_);
+      sampler_(make_sampler(cfg, data, split_.train)),
+      batch_{std::vector<int32_t>(B_ * T_), std::vector<int32_t>(B_ * T_),
+             std::vector<int32_t>(data.loss_mask.empty() ? 0 : B_ * T_)},
+      masked_(!data.loss_mask.empty()) {
+  if (cfg.eval_fraction > 0) eval_windows_.emplace(split_.eval, T_, masked_ ? T_ + 1 : 0);
   // Before allocating: the model states of this node's ranks against MemAvailable (the
   // smallest over the ranks, so every rank decides alike). A model that cannot fit is
   // refused with both numbers instead of being ended by the OOM killer without a word.
@@ -305,18 +353,48 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   return result;
 }
 
+// The targets of this rank's micro-batches of `step` (per_micro[m]) and of the whole step
+// over all ranks (returned; one all_reduce).
+int64_t Trainer::step_targets(int64_t step, std::vector<int64_t>& per_micro) {
+  per_micro.assign(static_cast<size_t>(cfg_.accum), 0);
+  for (int64_t micro = 0; micro < cfg_.accum; ++micro)
+    for (size_t i = 0; i < B_; ++i)
+      per_micro[static_cast<size_t>(micro)] += row_targets(
+          data_, T_,
+          sampler_.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank_, world_, B_, i));
+  double total = 0;  // exact: counts stay far below 2^53
+  for (const int64_t n : per_micro) total += static_cast<double>(n);
+  comm_.all_reduce(&total, &total, 1, DType::kF64, comm::ReduceOp::kSum);
+  return static_cast<int64_t>(total);
+}
+
 // Forward/backward over this rank's micro-batches: gradients accumulate (and are reduced
 // as the stage prescribes); then the optimizer step. The step's bytes are counted from
 // here (StepStats::traffic would include an evaluation in between).
+//
+// Normalisation. Text: every micro-batch weighs 1/accum (each is a mean over B*T tokens).
+// Instruction data: the micro-batches hold different numbers of unmasked targets, so the
+// step's loss is the sum of the losses of ALL its targets (every micro-batch, every rank)
+// divided by their count N (as HF's num_items_in_batch): micro-batch m of c_m targets
+// weighs c_m / N (its mean times c_m is its sum). The gradient and the reported loss are
+// then the same however the global batch is split into ranks and micro-batches.
 zero::StepStats Trainer::train_step(int64_t step, double lr) {
   const zero::Traffic traffic_before = engine_->traffic();
+  std::vector<int64_t> per_micro;
+  const int64_t total = masked_ ? step_targets(step, per_micro) : 0;
+  double loss_sum = 0;  // masked: sum over this rank's targets of their loss
   for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
     for (size_t i = 0; i < B_; ++i)
-      fill_row(batch_, i, T_, data_.tokens,
+      fill_row(batch_, i, T_, data_,
                sampler_.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank_, world_, B_, i));
+    // The engine averages over ranks (divides by the world size): c_m / N times it back.
+    const double c = masked_ ? static_cast<double>(per_micro[static_cast<size_t>(micro)]) : 0;
+    const double scale = !masked_    ? 1.0 / static_cast<double>(cfg_.accum)
+                         : total > 0 ? c * static_cast<double>(world_) / static_cast<double>(total)
+                                     : 0.0;
     try {
-      engine_->micro_step(batch_.tokens, batch_.targets, cfg_.micro_batch, cfg_.seq_len,
-                          cfg_.recompute, 1.0 / static_cast<double>(cfg_.accum));
+      loss_sum += c * engine_->micro_step(batch_.tokens, batch_.targets, cfg_.micro_batch,
+                                          cfg_.seq_len, cfg_.recompute, scale, batch_.positions);
     } catch (const std::bad_alloc&) {
       throw out_of_memory(cfg_, strf("the activations of step %lld (train.micro_batch %lld x "
                                      "train.seq_len %lld tokens, recompute %s)",
@@ -328,6 +406,11 @@ zero::StepStats Trainer::train_step(int64_t step, double lr) {
   }
   zero::StepStats stats = engine_->step(lr);
   stats.traffic = engine_->traffic().minus(traffic_before);
+  if (masked_) {  // the step's loss: mean over all its targets (see above)
+    comm_.all_reduce(&loss_sum, &loss_sum, 1, DType::kF64, comm::ReduceOp::kSum);
+    stats.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
+    step_trained_ = total;
+  }
   return stats;
 }
 
@@ -353,20 +436,32 @@ void Trainer::count_bad_step(int64_t step, const zero::StepStats& stats) {
                 "train.max_bad_steps sets how many bad steps in a row are tolerated");
 }
 
-// Mean held-out loss over eval.batches global batches of fixed windows of the tail.
+// Mean held-out loss over eval.batches global batches of fixed windows of the tail
+// (instruction data: the mean over all their unmasked targets, like a training step).
 double Trainer::evaluate() {
   double sum = 0.0;
   int64_t count = 0;
+  double targets[2] = {0, 0};  // masked: sum of losses, count of targets
   for (int64_t b = 0; b < cfg_.eval_batches; ++b)
     for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
+      double c = 0;
       for (size_t i = 0; i < B_; ++i) {
         const size_t e = static_cast<size_t>(b * cfg_.global_batch) +
                          data::batch_index(static_cast<int>(micro), rank_, world_, B_, i);
-        fill_row(batch_, i, T_, data_.tokens, eval_windows_->start(e));
+        fill_row(batch_, i, T_, data_, eval_windows_->start(e));
+        if (masked_) c += static_cast<double>(row_targets(data_, T_, eval_windows_->start(e)));
       }
-      sum += engine_->eval_loss(batch_.tokens, batch_.targets, cfg_.micro_batch, cfg_.seq_len);
+      const double loss = engine_->eval_loss(batch_.tokens, batch_.targets, cfg_.micro_batch,
+                                             cfg_.seq_len, batch_.positions);
+      sum += loss;
+      targets[0] += c * loss;
+      targets[1] += c;
       ++count;
     }
+  if (masked_) {
+    comm_.all_reduce(targets, targets, 2, DType::kF64, comm::ReduceOp::kSum);
+    return targets[1] > 0 ? targets[0] / targets[1] : 0.0;
+  }
   double mean = sum / static_cast<double>(count);
   comm_.all_reduce(&mean, &mean, 1, DType::kF64, comm::ReduceOp::kAvg);
   return mean;
@@ -387,6 +482,7 @@ StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats
   rec.mfu = mfu(rec.tokens_per_s, cfg_.model.flops_per_token(cfg_.seq_len), world_, peak_flops_per_rank_);
   tokens_seen_ += cfg_.tokens_per_step();
   rec.tokens_seen = tokens_seen_;
+  if (masked_) rec.trained_tokens = step_trained_;
   reduce_max_over_ranks(comm_, process_memory(), stats, rec);
   const bool last = step + 1 == cfg_.steps;
   if (eval_windows_ && (last || (cfg_.eval_every > 0 && (step + 1) % cfg_.eval_every == 0)))

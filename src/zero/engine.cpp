@@ -286,7 +286,8 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
 double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                          int64_t B, int64_t T, bool recompute, double grad_scale) {
+                          int64_t B, int64_t T, bool recompute, double grad_scale,
+                          std::span<const int32_t> positions) {
   Impl& e = *impl_;
   e.flush_checkout();
   if (e.micro_done >= e.opt.accum)
@@ -300,7 +301,7 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
   double loss = 0;
   try {
     loss = e.model.loss_and_grad(tokens, targets, B, T, recompute,
-                                 grad_scale / static_cast<double>(e.n));
+                                 grad_scale / static_cast<double>(e.n), positions);
     e.end_pass();
   } catch (...) {
     e.abandon_pass();
@@ -315,13 +316,13 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
 StepStats Engine::step(double lr) { return impl_->step(lr); }
 
 double Engine::eval_loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                         int64_t B, int64_t T) {
+                         int64_t B, int64_t T, std::span<const int32_t> positions) {
   Impl& e = *impl_;
   e.flush_checkout();
   e.begin_pass(Impl::Mode::kEval, e.eval_order);
   double loss = 0;
   try {
-    loss = e.model.loss(tokens, targets, B, T);
+    loss = e.model.loss(tokens, targets, B, T, positions);
     e.end_pass();
   } catch (...) {
     e.abandon_pass();

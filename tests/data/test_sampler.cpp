@@ -138,3 +138,35 @@ TEST(EvalWindows, SequentialAndWrapping) {
   EXPECT_EQ(e.start(5), 1000u);
   EXPECT_THROW(zt::data::EvalWindows(Range{0, 64}, 64), zt::InputError);
 }
+
+// Rows (instruction data): every sequence is one whole row of seq_len + 1 tokens, inside
+// the range, each row at most once per epoch and every row once in an epoch that uses
+// them all; the split holds out whole rows; the eval windows step by rows.
+namespace zt::data {
+namespace {
+TEST(Sampler, RowsAreWholeRowsOncePerEpoch) {
+  const size_t seq = 31, row = seq + 1, rows = 40, global = 8;
+  const Split sp = split_tail_rows(rows * row, row, 0.1);
+  EXPECT_EQ(sp.eval.size(), 4 * row);  // floor(0.1 x 40) rows
+  EXPECT_EQ(sp.train.end, sp.eval.begin);
+  const Sampler s = Sampler::rows(sp.train, seq, global, 3);
+  EXPECT_EQ(s.windows(), 36u);
+  EXPECT_EQ(s.steps_per_epoch(), 4u);  // floor(36 / 8)
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    std::set<size_t> seen;
+    for (uint64_t step = epoch * 4; step < epoch * 4 + 4; ++step)
+      for (size_t j = 0; j < global; ++j) {
+        const size_t st = s.start(step, j);
+        EXPECT_EQ(st % row, 0u) << "a sequence starts at a row";
+        EXPECT_LE(st + row, sp.train.end);
+        EXPECT_TRUE(seen.insert(st).second) << "row repeated in epoch " << epoch;
+      }
+    EXPECT_EQ(seen.size(), 32u);
+  }
+  EXPECT_THROW(Sampler::rows({0, 7 * row}, seq, global, 3), InputError);  // 7 rows < 8
+  const EvalWindows ev(sp.eval, seq, row);
+  EXPECT_EQ(ev.windows(), 4u);
+  EXPECT_EQ(ev.start(5), sp.eval.begin + row);  // wraps: 5 mod 4
+}
+}  // namespace
+}  // namespace zt::data

@@ -36,7 +36,9 @@ inline Vec rmsnorm(const Vec& x, const double* w, int64_t N, int64_t C, double e
 }
 
 // x [B, T, nh, D]: pairs (x[i], x[i + D/2]) as complex numbers times e^{i p theta^(-2i/D)}.
-inline Vec rope(const Vec& x, int64_t B, int64_t T, int64_t nh, int64_t D, double theta) {
+// pos [B, T] (optional): each token's position (packed examples); empty: t.
+inline Vec rope(const Vec& x, int64_t B, int64_t T, int64_t nh, int64_t D, double theta,
+                const std::vector<int32_t>& pos = {}) {
   Vec y(x.size());
   const int64_t half = D / 2;
   for (int64_t b = 0; b < B; ++b)
@@ -45,7 +47,8 @@ inline Vec rope(const Vec& x, int64_t B, int64_t T, int64_t nh, int64_t D, doubl
         for (int64_t i = 0; i < half; ++i) {
           const int64_t base = ((b * T + t) * nh + h) * D;
           const std::complex<double> z(x[base + i], x[base + i + half]);
-          const double ang = static_cast<double>(t) / std::pow(theta, 2.0 * i / static_cast<double>(D));
+          const double p = pos.empty() ? static_cast<double>(t) : pos[b * T + t];
+          const double ang = p / std::pow(theta, 2.0 * i / static_cast<double>(D));
           const std::complex<double> r = z * std::polar(1.0, ang);
           y[base + i] = r.real();
           y[base + i + half] = r.imag();
@@ -54,8 +57,10 @@ inline Vec rope(const Vec& x, int64_t B, int64_t T, int64_t nh, int64_t D, doubl
 }
 
 // q [B, T, H, D], k, v [B, T, G, D] -> out [B, T, H, D]; causal, head h uses kv head h*G/H.
+// seg [B, T] (optional): an example id per token; a query sees only keys of its own
+// example (packed sequences).
 inline Vec attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t T, int64_t H,
-                     int64_t G, int64_t D) {
+                     int64_t G, int64_t D, const std::vector<int>& seg = {}) {
   Vec out(q.size(), 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
@@ -64,6 +69,10 @@ inline Vec attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_
         std::vector<double> score(static_cast<size_t>(t + 1));
         double mx = -INFINITY;
         for (int64_t s = 0; s <= t; ++s) {
+          if (!seg.empty() && seg[b * T + s] != seg[b * T + t]) {
+            score[s] = -INFINITY;
+            continue;
+          }
           double d = 0;
           for (int64_t e = 0; e < D; ++e)
             d += q[((b * T + t) * H + h) * D + e] * k[((b * T + s) * G + g) * D + e];

@@ -109,6 +109,45 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionForward,
                                            AttnShape{3, 6, 4, 1, 2},   // MQA
                                            AttnShape{1, 1, 2, 1, 4})); // one token
 
+// Packed examples: two rows of 3 + 4 + 2 and 5 + 4 tokens. Positions restart at each
+// example; the reference masks by example id (no positions), so it checks the mask rule
+// itself.
+struct Packed {
+  int64_t B = 2, T = 9;
+  std::vector<int32_t> pos = {0, 1, 2, 0, 1, 2, 3, 0, 1, /**/ 0, 1, 2, 3, 4, 0, 1, 2, 3};
+  std::vector<int> seg = {0, 0, 0, 1, 1, 1, 1, 2, 2, /**/ 0, 0, 0, 0, 0, 1, 1, 1, 1};
+};
+
+TEST(KernelForward, RopeWithPositionsMatchesComplexRotation) {
+  const Packed pk;
+  const int64_t nh = 2, D = 8;
+  auto x = randn(pk.B * pk.T * nh * D, 16);
+  std::vector<double> cs(pk.T * D / 2), sn(pk.T * D / 2);
+  rope_table(cs.data(), sn.data(), pk.T, D, 10000.0);
+  auto y = x;
+  rope_forward(y.data(), cs.data(), sn.data(), pk.B, pk.T, nh, D, pk.pos.data());
+  EXPECT_LT(max_abs_diff(y, ref::rope(x, pk.B, pk.T, nh, D, 10000.0, pk.pos)), 1e-13);
+}
+
+TEST(KernelForward, AttentionWithPositionsStaysInsideEachExample) {
+  const Packed pk;
+  const int64_t H = 4, G = 2, D = 4, B = pk.B, T = pk.T;
+  auto q = randn(B * T * H * D, 17), k = randn(B * T * G * D, 18), v = randn(B * T * G * D, 19);
+  std::vector<double> out(q.size()), probs(B * H * T * T);
+  attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, H, G, D,
+                    pk.pos.data());
+  EXPECT_LT(max_abs_diff(out, ref::attention(q, k, v, B, T, H, G, D, pk.seg)), 1e-13);
+  // and it differs from plain causal attention (the mask does something)
+  EXPECT_GT(max_abs_diff(out, ref::attention(q, k, v, B, T, H, G, D)), 1e-3);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t s = 0; s < T; ++s)
+          if (s > t || pk.seg[b * T + s] != pk.seg[b * T + t]) {
+            EXPECT_EQ(probs[((b * H + h) * T + t) * T + s], 0.0);
+          }
+}
+
 TEST(KernelForward, FirstPositionAttendsOnlyToItself) {
   const int64_t B = 1, T = 3, H = 1, G = 1, D = 2;
   auto q = randn(T * D, 10), k = randn(T * D, 11), v = randn(T * D, 12);

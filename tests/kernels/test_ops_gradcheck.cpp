@@ -100,6 +100,49 @@ TEST(KernelGradcheck, Rope) {
   expect_ok(check_all(f, x, dx, kH, kFloor), "rope dx");
 }
 
+// Positions restarting at example boundaries (packed sequences): each token rotated by
+// its position within its example.
+TEST(KernelGradcheck, RopeWithPositions) {
+  const int64_t B = 2, T = 5, nh = 3, D = 8;
+  const std::vector<int32_t> pos = {0, 1, 0, 1, 2, /**/ 0, 1, 2, 3, 0};
+  Vec cs(T * D / 2), sn(T * D / 2);
+  rope_table(cs.data(), sn.data(), T, D, 10000.0);
+  auto x = randn(B * T * nh * D, 22), R = randn(B * T * nh * D, 23);
+  auto f = [&] {
+    Vec y = x;
+    rope_forward(y.data(), cs.data(), sn.data(), B, T, nh, D, pos.data());
+    return dot(y, R);
+  };
+  Vec dx = R;
+  rope_backward(dx.data(), cs.data(), sn.data(), B, T, nh, D, pos.data());
+  expect_ok(check_all(f, x, dx, kH, kFloor), "rope with positions dx");
+}
+
+// Attention with example boundaries: the backward (which reads the mask from probs)
+// against finite differences of the masked forward.
+TEST(KernelGradcheck, AttentionWithPositions) {
+  const int64_t B = 2, T = 6, H = 4, G = 2, D = 4;
+  const std::vector<int32_t> pos = {0, 1, 2, 0, 1, 0, /**/ 0, 1, 0, 1, 2, 3};
+  auto q = randn(B * T * H * D, 24), k = randn(B * T * G * D, 25), v = randn(B * T * G * D, 26);
+  auto R = randn(B * T * H * D, 27);
+  auto f = [&] {
+    Vec out(q.size()), probs(B * H * T * T);
+    attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, H, G, D,
+                      pos.data());
+    return dot(out, R);
+  };
+  Vec out(q.size()), probs(B * H * T * T);
+  attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, H, G, D,
+                    pos.data());
+  Vec dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
+  Vec scratch(attention_backward_scratch(T, omp_get_max_threads()));
+  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), R.data(), q.data(),
+                     k.data(), v.data(), probs.data(), B, T, H, G, D);
+  expect_ok(check_all(f, q, dq, kH, kFloor), "attention with positions dq");
+  expect_ok(check_all(f, k, dk, kH, kFloor), "attention with positions dk");
+  expect_ok(check_all(f, v, dv, kH, kFloor), "attention with positions dv");
+}
+
 struct AttnShape {
   int64_t B, T, H, G, D;
 };

@@ -54,7 +54,7 @@ class AttentionTest : public GpuTest {
     auto dout = poisoned<T>(B * Tn * H * D);
     auto dlse = poisoned<float>(B * H * Tn);
     fwd(dout.data(), dlse.data(), dq_in.data(), dk_in.data(), dv_in.data(), B, Tn, H, G, D,
-        nullptr);
+        nullptr, nullptr);
 
     Vec out(B * Tn * H * D), probs(B * H * Tn * Tn);
     cpu::attention_forward<double>(out.data(), probs.data(), q.data(), k.data(), v.data(), B, Tn,
@@ -69,7 +69,7 @@ class AttentionTest : public GpuTest {
     auto ddv = accumulate ? to_device<T>(dv0) : poisoned<T>(v.size());
     auto delta = poisoned<float>(B * H * Tn);
     bwd(ddq.data(), ddk.data(), ddv.data(), delta.data(), dR.data(), dout.data(), dq_in.data(),
-        dk_in.data(), dv_in.data(), dlse.data(), B, Tn, H, G, D, accumulate, nullptr);
+        dk_in.data(), dv_in.data(), dlse.data(), B, Tn, H, G, D, accumulate, nullptr, nullptr);
     Vec rdq = accumulate ? dq0 : Vec(q.size(), 0.0);
     Vec rdk = accumulate ? dk0 : Vec(k.size(), 0.0);
     Vec rdv = accumulate ? dv0 : Vec(v.size(), 0.0);
@@ -169,6 +169,76 @@ TEST_F(AttentionTest, ShortSequences) {
   check<float>({1, 5, 2, 2, 64}, true);
 }
 
+// Packed examples (positions restarting at each example, attention kept inside it):
+// zt's kernel and the dispatching launchers (which must run zt's kernel for them) against
+// the CPU kernels in double with the same positions; examples of 1..97 tokens, so tiles
+// hold several example starts and keys of earlier examples are masked inside a tile.
+class PackedAttentionTest : public GpuTest {
+ protected:
+  template <class T>
+  void check(const Shape& s, Via via) {
+    const auto [B, Tn, H, G, D] = s;
+    std::vector<int32_t> pos;
+    uint64_t x = 12345;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0, left = 0, p = 0; t < Tn; ++t, ++p, --left) {
+        if (left == 0) {  // a new example of 1..97 tokens
+          x = x * 6364136223846793005ull + 1442695040888963407ull;
+          left = 1 + static_cast<int64_t>((x >> 33) % 97);
+          p = 0;
+        }
+        pos.push_back(static_cast<int32_t>(p));
+      }
+    const double tol = tolerance<T>();
+    const std::string tag = std::string(via == Via::kZt ? "zt" : "dispatched") + " packed " +
+                            type_name<T>() + " T" + std::to_string(Tn) + " D" + std::to_string(D);
+    Vec q = randn(B * Tn * H * D), k = randn(B * Tn * G * D), v = randn(B * Tn * G * D);
+    Vec R = randn(B * Tn * H * D);
+    auto dq_in = to_device<T>(q);
+    auto dk_in = to_device<T>(k);
+    auto dv_in = to_device<T>(v);
+    auto dR = to_device<T>(R);
+    auto dpos = to_device_i32(pos);
+    auto dout = poisoned<T>(B * Tn * H * D);
+    auto dlse = poisoned<float>(B * H * Tn);
+    auto ddq = poisoned<T>(q.size()), ddk = poisoned<T>(k.size()), ddv = poisoned<T>(v.size());
+    auto delta = poisoned<float>(B * H * Tn);
+    if (via == Via::kZt) {
+      attention_forward_zt<T>(dout.data(), dlse.data(), dq_in.data(), dk_in.data(),
+                              dv_in.data(), B, Tn, H, G, D, nullptr, dpos.data());
+      attention_backward_zt<T>(ddq.data(), ddk.data(), ddv.data(), delta.data(), dR.data(),
+                               dout.data(), dq_in.data(), dk_in.data(), dv_in.data(),
+                               dlse.data(), B, Tn, H, G, D, false, nullptr, dpos.data());
+    } else {
+      attention_forward<T>(dout.data(), dlse.data(), dq_in.data(), dk_in.data(), dv_in.data(),
+                           B, Tn, H, G, D, nullptr, dpos.data());
+      attention_backward<T>(ddq.data(), ddk.data(), ddv.data(), delta.data(), dR.data(),
+                            dout.data(), dq_in.data(), dk_in.data(), dv_in.data(), dlse.data(),
+                            B, Tn, H, G, D, false, nullptr, dpos.data());
+    }
+    Vec out(B * Tn * H * D), probs(B * H * Tn * Tn);
+    cpu::attention_forward<double>(out.data(), probs.data(), q.data(), k.data(), v.data(), B,
+                                   Tn, H, G, D, pos.data());
+    expect_close(to_host(dout), out, tol, "attention out " + tag);
+    Vec rdq(q.size(), 0.0), rdk(k.size(), 0.0), rdv(v.size(), 0.0);
+    Vec scratch(cpu::attention_backward_scratch(Tn, omp_get_max_threads()));
+    cpu::attention_backward<double>(rdq.data(), rdk.data(), rdv.data(), scratch.data(),
+                                    R.data(), q.data(), k.data(), v.data(), probs.data(), B, Tn,
+                                    H, G, D, false);
+    expect_close(to_host(ddq), rdq, tol, "attention dq " + tag);
+    expect_close(to_host(ddk), rdk, tol, "attention dk " + tag);
+    expect_close(to_host(ddv), rdv, tol, "attention dv " + tag);
+  }
+};
+
+TEST_F(PackedAttentionTest, ZtKernelAndDispatchedMatchCpu) {
+  for (int64_t D : {32, 64, 128}) {
+    check<float>({2, 300, 4, 2, D}, Via::kZt);
+    check<bf16_t>({2, 300, 4, 2, D}, Via::kZt);
+    check<bf16_t>({1, 257, 8, 2, D}, Via::kAuto);  // cuDNN would take it: zt's kernel runs
+  }
+}
+
 // Not a pass/fail check: times forward + backward of tinyllama-1.1b's attention (B 1,
 // T 2048, H 32, G 4, D 64, bf16) on each path and prints ms and TFLOP/s (causal FLOPs:
 // forward 2 B H T^2 D, backward 2.5x), for docs/gpu-verification.md and the step-time
@@ -194,10 +264,10 @@ TEST_F(AttentionTest, TimingReportTinyllamaShape) {
     for (int rep = 0; rep < 3; ++rep) {  // the first builds plans / warms up; the last counts
       ZT_CUDA_CHECK(cudaEventRecord(t0));
       fwd(out.data(), lse.data(), dq_in.data(), dk_in.data(), dv_in.data(), B, Tn, H, G, D,
-          nullptr);
+          nullptr, nullptr);
       ZT_CUDA_CHECK(cudaEventRecord(t1));
       bwd(dq.data(), dk.data(), dv.data(), delta.data(), dout.data(), out.data(), dq_in.data(),
-          dk_in.data(), dv_in.data(), lse.data(), B, Tn, H, G, D, false, nullptr);
+          dk_in.data(), dv_in.data(), lse.data(), B, Tn, H, G, D, false, nullptr, nullptr);
       ZT_CUDA_CHECK(cudaEventRecord(t2));
       ZT_CUDA_CHECK(cudaEventSynchronize(t2));
       ZT_CUDA_CHECK(cudaEventElapsedTime(&fwd_ms, t0, t1));

@@ -108,16 +108,32 @@ TYPED_TEST(Pointwise, ResidualRmsnormForwardBackward) {
   expect_close(to_host(ddx2), ref_dx2, tol, std::string("rmsnorm dx (written) ") + type_name<T>());
 }
 
+// RoPE tables [Tn, D/2]: fp32 on the device (as the models upload them) and the same
+// values in double for the CPU reference.
+struct RopeTables {
+  DeviceBuffer<float> dcos, dsin;
+  Vec cosd, sind;
+  RopeTables(int64_t Tn, int64_t D) {
+    std::vector<float> c(Tn * D / 2), s(Tn * D / 2);
+    cpu::rope_table<float>(c.data(), s.data(), Tn, D, 10000.0);
+    dcos = DeviceBuffer<float>(c.size());
+    dsin = DeviceBuffer<float>(s.size());
+    dcos.upload(c);
+    dsin.upload(s);
+    cosd.assign(c.begin(), c.end());
+    sind.assign(s.begin(), s.end());
+  }
+};
+
 TYPED_TEST(Pointwise, RopeForwardBackward) {
   using T = TypeParam;
   const double tol = tolerance<T>();
-  const int64_t B = 2, Tn = 50, nh = 3, D = 64, half = D / 2;
-  std::vector<float> cosf(Tn * half), sinf(Tn * half);
-  cpu::rope_table<float>(cosf.data(), sinf.data(), Tn, D, 10000.0);
-  DeviceBuffer<float> dcos(cosf.size()), dsin(sinf.size());
-  dcos.upload(cosf);
-  dsin.upload(sinf);
-  const Vec cosd(cosf.begin(), cosf.end()), sind(sinf.begin(), sinf.end());
+  const int64_t B = 2, Tn = 50, nh = 3, D = 64;
+  RopeTables tab(Tn, D);
+  DeviceBuffer<float>& dcos = tab.dcos;
+  DeviceBuffer<float>& dsin = tab.dsin;
+  const Vec& cosd = tab.cosd;
+  const Vec& sind = tab.sind;
 
   Vec x = this->randn(B * Tn * nh * D);
   auto dxb = to_device<T>(x);
@@ -131,6 +147,32 @@ TYPED_TEST(Pointwise, RopeForwardBackward) {
   rope_backward<T>(dg.data(), dcos.data(), dsin.data(), B, Tn, nh, D);
   cpu::rope_backward<double>(g.data(), cosd.data(), sind.data(), B, Tn, nh, D);
   expect_close(to_host(dg), g, tol, std::string("rope backward ") + type_name<T>());
+}
+
+// Per-token positions (packed examples restarting at 0): the GPU rotation by pos[b, t]
+// equals the CPU kernel's with the same positions.
+TYPED_TEST(Pointwise, RopeWithPositions) {
+  using T = TypeParam;
+  const double tol = tolerance<T>();
+  const int64_t B = 2, Tn = 50, nh = 3, D = 64;
+  RopeTables tab(Tn, D);
+  DeviceBuffer<float>& dcos = tab.dcos;
+  DeviceBuffer<float>& dsin = tab.dsin;
+  const Vec& cosd = tab.cosd;
+  const Vec& sind = tab.sind;
+  std::vector<int32_t> pos;
+  for (int64_t i = 0; i < B * Tn; ++i) pos.push_back(static_cast<int32_t>(i % Tn % 17));
+  auto dpos = to_device_i32(pos);
+  Vec x = this->randn(B * Tn * nh * D);
+  auto dxb = to_device<T>(x);
+  rope_forward<T>(dxb.data(), dcos.data(), dsin.data(), B, Tn, nh, D, nullptr, dpos.data());
+  cpu::rope_forward<double>(x.data(), cosd.data(), sind.data(), B, Tn, nh, D, pos.data());
+  expect_close(to_host(dxb), x, tol, std::string("rope forward, positions ") + type_name<T>());
+  Vec g = this->randn(B * Tn * nh * D);
+  auto dg = to_device<T>(g);
+  rope_backward<T>(dg.data(), dcos.data(), dsin.data(), B, Tn, nh, D, nullptr, dpos.data());
+  cpu::rope_backward<double>(g.data(), cosd.data(), sind.data(), B, Tn, nh, D, pos.data());
+  expect_close(to_host(dg), g, tol, std::string("rope backward, positions ") + type_name<T>());
 }
 
 TYPED_TEST(Pointwise, SwigluForwardBackward) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <vector>
 
 #include "zt/comm/mpi_comm.hpp"
@@ -38,6 +39,35 @@ zt::train::TrainConfig config(int world, int micro, int global, int stage = 0) {
 }
 
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+
+// Instruction data without a tokenizer: rows of seq_len + 1 bytes of the shipped corpus
+// cut into examples of 3-20 tokens (positions restart at each), each one's first ~40%
+// masked as its "prompt", the rest of some rows left as masked padding. The rows hold
+// very different numbers of targets, so a loss averaged per micro-batch (rather than over
+// the step's targets) would depend on how the step is split.
+zt::data::TokenFile sft_rows(const zt::data::TokenFile& text, size_t seq_len, size_t rows) {
+  zt::data::TokenFile f;
+  f.vocab_size = text.vocab_size;
+  f.tokenizer = text.tokenizer;
+  f.row_len = static_cast<uint32_t>(seq_len + 1);
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<size_t> len(3, 20);
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t row0 = r * (seq_len + 1);
+    size_t used = 0;
+    while (used < seq_len + 1) {
+      const size_t n = std::min(len(rng), seq_len + 1 - used);
+      if (used > 0 && rng() % 4 == 0) break;  // leave the rest as padding
+      f.doc_starts.push_back(row0 + used);
+      const size_t prompt = std::max<size_t>(1, n * 2 / 5);
+      for (size_t t = 0; t < n; ++t) f.loss_mask.push_back(t >= prompt ? 1 : 0);
+      used += n;
+    }
+    f.loss_mask.resize(row0 + seq_len + 1, 0);
+  }
+  f.tokens.assign(text.tokens.begin(), text.tokens.begin() + static_cast<long>(f.loss_mask.size()));
+  return f;
+}
 
 }  // namespace
 
@@ -165,5 +195,59 @@ TEST(DataParallel, Zero3TwoRanksMatchOneRank) {
     std::printf("stage 3 np2 (micro 2 x accum 2) vs np1 (micro 8): loss %.7f vs %.7f after 10 "
                 "steps, worst relative difference %.2e\n",
                 three.steps[9].loss, one.steps[9].loss, worst);
+  }
+}
+
+// Masked loss normalisation (instruction data): the step's loss is the mean over all its
+// unmasked targets, so np 2 (micro 4) equals np 1 with micro 8 and with micro 4 x accum 2,
+// losses, gradient norms and the held-out loss (packed rows with positions reset).
+TEST(DataParallel, MaskedLossDoesNotDependOnTheSplit) {
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ASSERT_EQ(world, 2) << "run at np 2";
+  omp_set_num_threads(1);
+  const zt::data::TokenFile data = sft_rows(
+      zt::data::text_files_to_tokens({zt::data::find_shipped_corpus()}), 32, 160);
+  auto comm = zt::comm::make_mpi_comm(MPI_COMM_WORLD);
+  auto cfg = [](int ranks, int micro) {
+    zt::train::TrainConfig c = config(ranks, micro, 8);
+    c.steps = 10;
+    c.eval_every = 5;
+    c.data_path = "masked rows (in memory)";
+    return c;
+  };
+  const zt::train::TrainResult two = zt::train::train(cfg(2, 4), *comm, data);
+  ASSERT_EQ(two.steps.size(), 10u);
+  if (rank == 0) {
+    auto self = zt::comm::make_mpi_comm(MPI_COMM_SELF);
+    const zt::train::TrainResult big = zt::train::train(cfg(1, 8), *self, data);
+    const zt::train::TrainResult acc = zt::train::train(cfg(1, 4), *self, data);
+    double worst = 0.0;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (size_t s = 0; s < 10; ++s) {
+      const auto& a = two.steps[s];
+      ASSERT_TRUE(a.trained_tokens.has_value());
+      lo = std::min(lo, *a.trained_tokens);
+      hi = std::max(hi, *a.trained_tokens);
+      for (const auto* ref : {&big.steps[s], &acc.steps[s]}) {
+        EXPECT_EQ(*a.trained_tokens, *ref->trained_tokens) << "step " << a.step;
+        EXPECT_LT(rel(a.loss, ref->loss), 1e-5) << "step " << a.step << ": " << a.loss << " vs " << ref->loss;
+        EXPECT_LT(rel(a.grad_norm, ref->grad_norm), 1e-4) << "step " << a.step;
+        worst = std::max(worst, rel(a.loss, ref->loss));
+        ASSERT_EQ(a.eval_loss.has_value(), ref->eval_loss.has_value());
+        if (a.eval_loss) {
+          EXPECT_LT(rel(*a.eval_loss, *ref->eval_loss), 1e-5) << "eval at " << a.step;
+        }
+      }
+    }
+    EXPECT_LT(lo, hi) << "the steps should hold different numbers of targets";
+    std::printf("masked: np2 %.7f -> %.7f (eval %.7f); np1 micro 8 %.7f -> %.7f; np1 micro 4 x "
+                "accum 2 %.7f -> %.7f; %lld..%lld targets per step of %d tokens; worst relative "
+                "difference %.2e\n",
+                two.steps[0].loss, two.steps[9].loss, *two.steps[9].eval_loss, big.steps[0].loss,
+                big.steps[9].loss, acc.steps[0].loss, acc.steps[9].loss,
+                static_cast<long long>(lo), static_cast<long long>(hi), 8 * 32, worst);
+    EXPECT_LT(two.steps[9].loss, two.steps[0].loss);
   }
 }

@@ -24,6 +24,11 @@
 // ranks' slices of a step are disjoint, and their union is the same global batch for any
 // (world, micro_batch, accum) with the same global_batch: 1 rank with micro_batch 2b sees
 // exactly the sequences that 2 ranks with micro_batch b see.
+//
+// Rows (instruction data, zt convert sft-to-tokens: the file is rows of row_len =
+// seq_len + 1 tokens, examples never crossing a row). The windows are the whole rows
+// (window k starts at k * row_len, no shift: a sequence is one row's seq_len inputs and
+// seq_len targets), the eval tail is whole rows, and everything else is as above.
 #include <cstddef>
 #include <cstdint>
 
@@ -44,6 +49,9 @@ struct Split {
 // eval_fraction in [0, 1) (zt::Error otherwise); 0 gives an empty eval range.
 Split split_tail(size_t num_tokens, double eval_fraction);
 
+// The same over rows of row_len tokens: the tail is floor(eval_fraction * rows) rows.
+Split split_tail_rows(size_t num_tokens, size_t row_len, double eval_fraction);
+
 // A pseudo-random permutation of [0, n), keyed: the bijection the sampler uses.
 // Pure function; O(1) expected per call.
 uint64_t permute(uint64_t index, uint64_t n, uint64_t key);
@@ -61,6 +69,9 @@ class Sampler {
   // (zt::InputError otherwise). When it holds more, one window is given up so that each
   // epoch's shift can range over a whole seq_len.
   Sampler(Range range, size_t seq_len, size_t global_batch, uint64_t seed);
+  // Rows: windows are the rows of seq_len + 1 tokens of a row-aligned range (rows >=
+  // global_batch, zt::InputError otherwise).
+  static Sampler rows(Range range, size_t seq_len, size_t global_batch, uint64_t seed);
 
   size_t windows() const { return windows_; }  // W
   uint64_t steps_per_epoch() const { return windows_ / global_batch_; }  // E
@@ -84,6 +95,7 @@ class Sampler {
   uint64_t seed_;
   size_t windows_;  // W
   size_t slack_;    // the largest shift
+  size_t stride_;   // seq_len, or seq_len + 1 for rows
 };
 
 // Fixed evaluation windows over the eval range: sequence e of the eval set starts at
@@ -91,13 +103,16 @@ class Sampler {
 // [0, eval_batches * global_batch), split across ranks like a training step.
 class EvalWindows {
  public:
-  EvalWindows(Range range, size_t seq_len);  // zt::InputError when too short
+  // stride: seq_len, or seq_len + 1 for rows (a row-aligned range). zt::InputError when
+  // the range holds no sequence.
+  EvalWindows(Range range, size_t seq_len, size_t stride = 0);
   size_t windows() const { return windows_; }
-  size_t start(size_t e) const { return range_.begin + (e % windows_) * seq_len_; }
+  size_t start(size_t e) const { return range_.begin + (e % windows_) * stride_; }
 
  private:
   Range range_;
   size_t seq_len_;
+  size_t stride_;
   size_t windows_;
 };
 

@@ -3,6 +3,10 @@
 // query head h reads kv head h / (H / G). Per (batch b, head h), with s = 1/sqrt(D):
 //   P = softmax_row(s * Q K^T masked to s <= t)      [T, T]
 //   O = P V                                          [T, D]
+// With per-token positions pos [B, Tn] (packed examples, positions restarting at 0 at each
+// example's first token), query t attends only keys t - pos[t] .. t: its own example, causal
+// within it (no attention across examples). The backward needs no positions: it reads the
+// mask from probs (zero outside it).
 // Parallel over batch x kv-head groups with OpenMP; Eigen GEMMs inside.
 #include <cstdint>
 
@@ -12,9 +16,10 @@ namespace zt::kernels::cpu {
 //   probs [B, H, Tn, Tn] (written; the softmax, zeros above the diagonal; kept for backward)
 //   q     [B, Tn, H, D]  (after RoPE)
 //   k, v  [B, Tn, G, D]
+//   pos   [B, Tn] with 0 <= pos[t] <= t, or nullptr (plain causal)
 template <class T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int64_t B,
-                       int64_t Tn, int64_t H, int64_t G, int64_t D);
+                       int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos = nullptr);
 
 // Elements of scratch needed by attention_backward with `threads` OpenMP threads.
 int64_t attention_backward_scratch(int64_t Tn, int threads);

@@ -49,12 +49,14 @@ class DeviceModel {
   // tokens, targets: host [B, T] row-major (targets < 0 ignored). Returns the mean
   // cross-entropy and ADDS grad_scale * d(mean loss)/d(params) into the bound gradients.
   // recompute: keep only each block's input in the forward and recompute the block in the
-  // backward (same kernels on the same inputs: the same values).
+  // backward (same kernels on the same inputs: the same values). positions: packed
+  // examples, host [B, T] (Model::loss_and_grad; zt's attention kernel then).
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                       int64_t B, int64_t seq, bool recompute = false, double grad_scale = 1.0);
+                       int64_t B, int64_t seq, bool recompute = false, double grad_scale = 1.0,
+                       std::span<const int32_t> positions = {});
   // Forward only.
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-              int64_t seq);
+              int64_t seq, std::span<const int32_t> positions = {});
 
   // Forward only over one sequence of T tokens: the logits of its last position into
   // out (device [vocab] of T).

@@ -92,12 +92,18 @@ class Model {
   // zeroes them; accumulation over micro-batches works by calling again, e.g. with
   // grad_scale = 1/micro_batches). recompute: keep only each block's input in the
   // forward and recompute the block in the backward (same result bit for bit).
+  // positions [B, T] (optional; empty: 0..T-1 in every row): packed examples, each
+  // token's position within its example, restarting at 0 where an example starts (and
+  // otherwise one more than the previous token's). RoPE rotates by these positions and a
+  // token attends only to the tokens of its own example, as if each example were run
+  // alone (HF's position_ids packing).
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                       int64_t B, int64_t T, bool recompute = false, double grad_scale = 1.0);
+                       int64_t B, int64_t T, bool recompute = false, double grad_scale = 1.0,
+                       std::span<const int32_t> positions = {});
 
   // Forward only: mean cross-entropy over targets >= 0 (0 when none counts).
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-              int64_t T);
+              int64_t T, std::span<const int32_t> positions = {});
 
   // Forward one sequence tokens[0..T) and write the logits of its last position
   // (out.size() == vocab). For sampling.
@@ -116,6 +122,11 @@ class Model {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Checks per-token positions [B, T] of packed examples (empty passes): each is 0 (an
+// example starts) or one more than the previous token's in its row; so 0 <= pos[t] <= t.
+// zt::InputError naming the first bad one.
+void check_positions(std::span<const int32_t> positions, int64_t B, int64_t T);
 
 // Owns one flat parameter buffer and one gradient buffer per unit.
 template <class Real>

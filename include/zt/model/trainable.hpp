@@ -54,13 +54,15 @@ class TrainableModel {
 
   // Model::bind_unit / set_hooks / loss_and_grad / loss / logits_last / workspace_bytes,
   // with buffers as views (grads may be empty for eval-only use; out holds vocab values
-  // of the parameter dtype). Tokens and targets are host [B, T] row-major.
+  // of the parameter dtype). Tokens, targets and positions (optional: packed examples,
+  // Model::loss_and_grad) are host [B, T] row-major.
   virtual void bind_unit(int u, ConstView params, MutView grads) = 0;
   virtual void set_hooks(UnitHooks hooks) = 0;
   virtual double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                               int64_t B, int64_t T, bool recompute, double grad_scale) = 0;
+                               int64_t B, int64_t T, bool recompute, double grad_scale,
+                               std::span<const int32_t> positions = {}) = 0;
   virtual double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                      int64_t B, int64_t T) = 0;
+                      int64_t B, int64_t T, std::span<const int32_t> positions = {}) = 0;
   virtual void logits_last(std::span<const int32_t> tokens, int64_t T, MutView out) = 0;
   virtual size_t workspace_bytes() const = 0;
 };

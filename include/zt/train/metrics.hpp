@@ -51,6 +51,9 @@ struct StepRecord {
   // ranks of each field.
   zero::MemoryStats zero_memory;
   std::optional<double> eval_loss;  // held-out loss, averaged over ranks, when evaluated
+  // Instruction data (a loss mask): the targets the step trained on, all ranks (the
+  // tokens the loss is the mean over); unset for text, where every token is one.
+  std::optional<int64_t> trained_tokens;
   // Offload phase times of the step (zero::OffloadTimes), the maximum over ranks of each;
   // in the step line and the JSON only when offload is on.
   zero::OffloadTimes offload;

@@ -3,7 +3,9 @@
 // of the engine is plain DDP, the default). Each optimizer step is
 //   for each of `accum` micro-steps: engine.micro_step on micro_batch sequences of this
 //     rank's slice of the global batch (gradients accumulate, scaled by 1/accum, and are
-//     reduced over ranks as the stage prescribes)
+//     reduced over ranks as the stage prescribes; instruction data with a loss mask:
+//     scaled by the micro-batch's share of the step's unmasked targets, so the loss is the
+//     mean over all of them however the batch is split, trainer.cpp train_step)
 //   engine.step(lr): global gradient norm, clipping to train.grad_clip, AdamW with lr from
 //     the warm-up + cosine schedule, re-gathers
 // so the update equals that of one process running the whole global batch. Evaluation and

@@ -64,10 +64,13 @@ class Engine {
 
   // Forward + backward of this rank's micro-batch (tokens, targets: [B, T]). Returns its
   // mean loss. grad_scale weighs this micro-batch in the step's gradient (the loop
-  // passes 1 / accum); the engine averages over ranks. Gradient reductions start during
-  // the backward, as each unit's gradient is complete.
+  // passes 1 / accum, or c_m x ranks / N for masked data: its targets over the step's);
+  // the engine averages over ranks. Gradient reductions start during
+  // the backward, as each unit's gradient is complete. positions: packed examples
+  // (Model::loss_and_grad; empty: none).
   double micro_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                    int64_t B, int64_t T, bool recompute, double grad_scale);
+                    int64_t B, int64_t T, bool recompute, double grad_scale,
+                    std::span<const int32_t> positions = {});
 
   // After exactly options.accum micro_steps: global gradient norm (from the owned
   // shards), clipping, AdamW on the owned shards with learning rate lr, and whatever
@@ -76,7 +79,7 @@ class Engine {
 
   // Forward only: mean loss of this rank's batch (not averaged over ranks).
   double eval_loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                   int64_t B, int64_t T);
+                   int64_t B, int64_t T, std::span<const int32_t> positions = {});
   // Logits of the last position of one sequence (out.size() == vocab).
   void logits_last(std::span<const int32_t> tokens, int64_t T, std::span<float> out);
 

@@ -15,8 +15,8 @@ namespace zt::kernels::cpu {
 
 template <class T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int64_t B,
-                       int64_t Tn, int64_t H, int64_t G, int64_t D) {
-  // out [B, Tn, H, D], probs [B, H, Tn, Tn], q [B, Tn, H, D], k, v [B, Tn, G, D]
+                       int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos) {
+  // out [B, Tn, H, D], probs [B, H, Tn, Tn], q [B, Tn, H, D], k, v [B, Tn, G, D], pos [B, Tn]
   const int64_t per_group = H / G;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
 #pragma omp parallel for schedule(static)
@@ -34,7 +34,10 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int
       P.template triangularView<Eigen::Lower>() = Q * K.transpose();
       for (int64_t t = 0; t < Tn; ++t) {
         T* row = p + t * Tn;                 // [Tn]
-        auto r = detail::arr(row, t + 1);    // the causal part, s <= t
+        // keys of this token's own example only: lo .. t (0 .. t without positions)
+        const int64_t lo = pos ? t - pos[b * Tn + t] : 0;
+        std::fill(row, row + lo, T(0));
+        auto r = detail::arr(row + lo, t + 1 - lo);  // the causal part, lo <= s <= t
         r *= scale;
         const T mx = r.maxCoeff();
         r = (r - mx).exp();
@@ -139,10 +142,11 @@ template void attention_decode<double>(double*, double*, const double*, const do
                                        const double*, int64_t, int64_t, int64_t, int64_t,
                                        int64_t);
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
-                                       int64_t, int64_t, int64_t, int64_t, int64_t);
+                                       int64_t, int64_t, int64_t, int64_t, int64_t,
+                                       const int32_t*);
 template void attention_forward<double>(double*, double*, const double*, const double*,
                                         const double*, int64_t, int64_t, int64_t, int64_t,
-                                        int64_t);
+                                        int64_t, const int32_t*);
 template void attention_backward<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         int64_t, int64_t, int64_t, int64_t, int64_t, bool);

@@ -22,16 +22,18 @@ void rope_table(T* cos, T* sin, int64_t T_max, int64_t D, double theta) {
 }
 
 namespace {
-// Rotates every head vector of x [B, Tn, nh, D] by +angle (sign = 1) or -angle (sign = -1).
+// Rotates every head vector of x [B, Tn, nh, D] by +angle (sign = 1) or -angle (sign = -1);
+// pos [B, Tn] (or nullptr: t) picks each token's row of the table.
 template <class T>
 void rotate(T* x, const T* cos, const T* sin, int64_t B, int64_t Tn, int64_t nh, int64_t D,
-            T sign) {
+            T sign, const int32_t* pos) {
   const int64_t half = D / 2;
 #pragma omp parallel for collapse(2) schedule(static) if (B * Tn * nh * D >= detail::kParallelMin)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < Tn; ++t) {
-      const T* c = cos + t * half;  // [half]
-      const T* s = sin + t * half;  // [half]
+      const int64_t p = pos ? pos[b * Tn + t] : t;
+      const T* c = cos + p * half;  // [half]
+      const T* s = sin + p * half;  // [half]
       for (int64_t h = 0; h < nh; ++h) {
         T* v = x + ((b * Tn + t) * nh + h) * D;  // [D]
         for (int64_t i = 0; i < half; ++i) {
@@ -48,26 +50,27 @@ void rotate(T* x, const T* cos, const T* sin, int64_t B, int64_t Tn, int64_t nh,
 }  // namespace
 
 template <class T>
-void rope_forward(T* x, const T* cos, const T* sin, int64_t B, int64_t Tn, int64_t nh, int64_t D) {
-  rotate(x, cos, sin, B, Tn, nh, D, T(1));
+void rope_forward(T* x, const T* cos, const T* sin, int64_t B, int64_t Tn, int64_t nh, int64_t D,
+                  const int32_t* pos) {
+  rotate(x, cos, sin, B, Tn, nh, D, T(1), pos);
 }
 
 template <class T>
 void rope_backward(T* dx, const T* cos, const T* sin, int64_t B, int64_t Tn, int64_t nh,
-                   int64_t D) {
+                   int64_t D, const int32_t* pos) {
   // y = R x with R orthogonal, so dL/dx = R^T dL/dy: the rotation by -angle.
-  rotate(dx, cos, sin, B, Tn, nh, D, T(-1));
+  rotate(dx, cos, sin, B, Tn, nh, D, T(-1), pos);
 }
 
 template void rope_table<float>(float*, float*, int64_t, int64_t, double);
 template void rope_table<double>(double*, double*, int64_t, int64_t, double);
 template void rope_forward<float>(float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                  int64_t);
+                                  int64_t, const int32_t*);
 template void rope_forward<double>(double*, const double*, const double*, int64_t, int64_t,
-                                   int64_t, int64_t);
+                                   int64_t, int64_t, const int32_t*);
 template void rope_backward<float>(float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                   int64_t);
+                                   int64_t, const int32_t*);
 template void rope_backward<double>(double*, const double*, const double*, int64_t, int64_t,
-                                    int64_t, int64_t);
+                                    int64_t, int64_t, const int32_t*);
 
 }  // namespace zt::kernels::cpu

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "zt/core/error.hpp"
@@ -28,6 +29,19 @@ bool forced_zt() {
 
 // The shape rules of cuDNN's fused SDPA as zt uses it (bf16 in, fp32 statistics).
 bool cudnn_takes(bool bf16, int64_t D) { return bf16 && D % 8 == 0 && D <= 128; }
+
+// Packed examples (positions) run on zt's kernel: zt does not hand cuDNN's SDPA the
+// example boundaries (its padding / ragged masks would need per-example offsets). Asked
+// only where cuDNN would otherwise run; said once per process.
+bool packed_on_zt(const int32_t* pos) {
+  if (!pos) return false;
+  static std::once_flag said;
+  std::call_once(said, [] {
+    log::info("attention: batches of packed examples (positions reset at example "
+              "boundaries) run on zt's attention kernel, not cuDNN's fused SDPA");
+  });
+  return true;
+}
 }  // namespace
 
 const std::vector<int64_t>& attention_head_dims() { return kHeadDims; }
@@ -89,44 +103,47 @@ AttentionPath attention_path(bool bf16, int64_t B, int64_t Tn, int64_t H, int64_
 
 template <class T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
-                       int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream) {
+                       int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream,
+                       const int32_t* pos) {
   if constexpr (std::is_same_v<T, bf16_t>) {
-    if (B > 0 && Tn > 0 && attention_path(true, B, Tn, H, G, D) == AttentionPath::kCudnn &&
+    const bool cudnn =
+        B > 0 && Tn > 0 && attention_path(true, B, Tn, H, G, D) == AttentionPath::kCudnn;
+    if (cudnn && !packed_on_zt(pos) &&
         detail::cudnn_attention_forward(out, lse, q, k, v, B, Tn, H, G, D, stream))
       return;
   }
-  attention_forward_zt<T>(out, lse, q, k, v, B, Tn, H, G, D, stream);
+  attention_forward_zt<T>(out, lse, q, k, v, B, Tn, H, G, D, stream, pos);
 }
 
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const int32_t* pos) {
   if constexpr (std::is_same_v<T, bf16_t>) {
-    if (!accumulate && B > 0 && Tn > 0 &&
+    if (!pos && !accumulate && B > 0 && Tn > 0 &&
         attention_path(true, B, Tn, H, G, D) == AttentionPath::kCudnn &&
         detail::cudnn_attention_backward(dq, dk, dv, dout, out, q, k, v, lse, B, Tn, H, G, D,
                                          stream))
       return;
   }
   attention_backward_zt<T>(dq, dk, dv, delta, dout, out, q, k, v, lse, B, Tn, H, G, D,
-                           accumulate, stream);
+                           accumulate, stream, pos);
 }
 
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
                                        int64_t, int64_t, int64_t, int64_t, int64_t,
-                                       cudaStream_t);
+                                       cudaStream_t, const int32_t*);
 template void attention_forward<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                         const bf16_t*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        cudaStream_t);
+                                        cudaStream_t, const int32_t*);
 template void attention_backward<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        bool, cudaStream_t);
+                                        bool, cudaStream_t, const int32_t*);
 template void attention_backward<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
                                          const bf16_t*, const bf16_t*, const bf16_t*,
                                          const bf16_t*, const float*, int64_t, int64_t, int64_t,
-                                         int64_t, int64_t, bool, cudaStream_t);
+                                         int64_t, int64_t, bool, cudaStream_t, const int32_t*);
 
 }  // namespace zt::kernels::cuda

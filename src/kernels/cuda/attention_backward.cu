@@ -53,7 +53,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_dkdv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                           const float* lse, const float* delta, int Tn, int H, int G,
-                          float scale, bool accumulate) {
+                          float scale, bool accumulate, const int32_t* pos) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC;
   constexpr int TPR = kAttnThreads / BC;
@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   float* Ts = dOs + BR * (D + 1);     // [BC][BR + 1]: P^T, then dS^T
   float* lse_s = Ts + BC * (BR + 1);  // [BR]
   float* delta_s = lse_s + BR;        // [BR]
+  int* lo_s = reinterpret_cast<int*>(delta_s + BR);  // [BR] first key of each query's example
 
   const int per_group = H / G;
   const int b = blockIdx.y / G, g = blockIdx.y % G;
@@ -97,6 +98,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         const int t = q0 + rr;
         lse_s[rr] = t < Tn ? lse_bh[t] : 0.0f;
         delta_s[rr] = t < Tn ? delta_bh[t] : 0.0f;
+        lo_s[rr] = pos && t < Tn ? t - pos[static_cast<int64_t>(b) * Tn + t] : 0;
       }
       __syncthreads();
 
@@ -111,7 +113,7 @@ __global__ void __launch_bounds__(kAttnThreads)
           sdot += Qs[r * (D + 1) + d] * Ks[c * (D + 1) + d];
           pdot += dOs[r * (D + 1) + d] * Vs[c * (D + 1) + d];
         }
-        const bool valid = t < Tn && sk <= t;  // sk <= t < Tn
+        const bool valid = t < Tn && sk <= t && sk >= lo_s[r];  // lo_t <= sk <= t < Tn
         const float p = valid ? expf(sdot * scale - lse_s[r]) : 0.0f;
         ds[j] = p * (pdot - delta_s[r]);
         Ts[c * (BR + 1) + r] = p;
@@ -151,7 +153,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_dq_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v,
                         const float* lse, const float* delta, int Tn, int H, int G, float scale,
-                        bool accumulate) {
+                        bool accumulate, const int32_t* pos) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC, TPR = Tile::TPR;
   constexpr int SC = BC / TPR;
@@ -178,6 +180,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int64_t bh = (static_cast<int64_t>(b) * H + h) * Tn;
   const float lse_r = tq < Tn ? lse[bh + tq] : 0.0f;
   const float delta_r = tq < Tn ? delta[bh + tq] : 0.0f;
+  const int lo = pos && tq < Tn ? tq - pos[static_cast<int64_t>(b) * Tn + tq] : 0;
 
   float dqa[OC];
 #pragma unroll
@@ -199,7 +202,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         sdot += Qs[r * (D + 1) + d] * Ks[c * (D + 1) + d];
         pdot += dOs[r * (D + 1) + d] * Vs[c * (D + 1) + d];
       }
-      const bool valid = tq < Tn && s <= tq;
+      const bool valid = tq < Tn && s <= tq && s >= lo;
       const float p = valid ? expf(sdot * scale - lse_r) : 0.0f;
       dSs[r * (BC + 1) + c] = p * (pdot - delta_r);
     }
@@ -224,7 +227,7 @@ template <class T>
 void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const int32_t* pos) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
   detail::dispatch_head_dim(D, [&](auto dim) {
@@ -240,12 +243,12 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
     ZT_CUDA_LAUNCH_CHECK("attention_delta_kernel");
 
     const size_t smem_kv =
-        sizeof(float) * (2 * BC * (kD + 1) + 2 * BR * (kD + 1) + BC * (BR + 1) + 2 * BR);
+        sizeof(float) * (2 * BC * (kD + 1) + 2 * BR * (kD + 1) + BC * (BR + 1) + 3 * BR);
     auto kv_kernel = attention_dkdv_kernel<T, kD>;
     detail::allow_shared(kv_kernel, smem_kv);
     const dim3 kv_grid(static_cast<unsigned>((Tn + BC - 1) / BC), static_cast<unsigned>(B * G));
     kv_kernel<<<kv_grid, kAttnThreads, smem_kv, stream>>>(dk, dv, dout, q, k, v, lse, delta, Ti,
-                                                          Hi, Gi, scale, accumulate);
+                                                          Hi, Gi, scale, accumulate, pos);
     ZT_CUDA_LAUNCH_CHECK("attention_dkdv_kernel");
 
     const size_t smem_q = sizeof(float) * (2 * BR * (kD + 1) + 2 * BC * (kD + 1) + BR * (BC + 1));
@@ -253,7 +256,7 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
     detail::allow_shared(q_kernel, smem_q);
     const dim3 q_grid(static_cast<unsigned>((Tn + BR - 1) / BR), static_cast<unsigned>(B * H));
     q_kernel<<<q_grid, kAttnThreads, smem_q, stream>>>(dq, dout, q, k, v, lse, delta, Ti, Hi, Gi,
-                                                       scale, accumulate);
+                                                       scale, accumulate, pos);
     ZT_CUDA_LAUNCH_CHECK("attention_dq_kernel");
   });
 }
@@ -261,10 +264,10 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
 template void attention_backward_zt<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        bool, cudaStream_t);
+                                        bool, cudaStream_t, const int32_t*);
 template void attention_backward_zt<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
                                          const bf16_t*, const bf16_t*, const bf16_t*,
                                          const bf16_t*, const float*, int64_t, int64_t, int64_t,
-                                         int64_t, int64_t, bool, cudaStream_t);
+                                         int64_t, int64_t, bool, cudaStream_t, const int32_t*);
 
 }  // namespace zt::kernels::cuda

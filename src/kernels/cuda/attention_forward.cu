@@ -1,7 +1,8 @@
 // Causal GQA attention forward on the GPU, flash-attention-2 style: one block per
 // (query tile, batch, head); key/value tiles stream through shared memory; each row keeps
 // a running max m and sum l (online softmax) and its output accumulator in registers.
-// Writes out and each row's log-sum-exp m + log(l) for the backward.
+// Writes out and each row's log-sum-exp m + log(l) for the backward. With positions
+// (packed examples) a query sees only keys from its example's first token on.
 #include <cmath>
 
 #include "attention_common.cuh"
@@ -18,7 +19,7 @@ using detail::kAttnThreads;
 template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int Tn,
-                             int H, int G, float scale) {
+                             int H, int G, float scale, const int32_t* pos) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC, TPR = Tile::TPR;
   constexpr int SC = BC / TPR;  // scores per thread per key tile
@@ -33,6 +34,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int q0 = blockIdx.x * BR;
   const int r = threadIdx.x / TPR, j0 = threadIdx.x % TPR;
   const int tq = q0 + r;  // this thread's query position
+  // first key of this query's example (0 without positions)
+  const int lo = pos && tq < Tn ? tq - pos[static_cast<int64_t>(b) * Tn + tq] : 0;
   const T* qbase = q + (static_cast<int64_t>(b) * Tn * H + h) * D;  // position 0 of (b, h)
   const T* kbase = k + (static_cast<int64_t>(b) * Tn * G + g) * D;  // position 0 of (b, g)
   const T* vbase = v + (static_cast<int64_t>(b) * Tn * G + g) * D;
@@ -60,7 +63,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       float acc = 0.0f;
 #pragma unroll 8
       for (int d = 0; d < D; ++d) acc += Qs[r * (D + 1) + d] * Ks[c * (D + 1) + d];
-      const bool valid = tq < Tn && s <= tq;  // s <= tq < Tn
+      const bool valid = tq < Tn && s <= tq && s >= lo;  // lo <= s <= tq < Tn
       sc[j] = valid ? acc * scale : -INFINITY;
       mx = fmaxf(mx, sc[j]);
     }
@@ -101,7 +104,8 @@ __global__ void __launch_bounds__(kAttnThreads)
 
 template <class T>
 void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
-                       int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream) {
+                       int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream,
+                       const int32_t* pos) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
   detail::dispatch_head_dim(D, [&](auto dim) {
@@ -115,16 +119,17 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
                     static_cast<unsigned>(B * H));
     kernel<<<grid, kAttnThreads, smem, stream>>>(out, lse, q, k, v, static_cast<int>(Tn),
                                                  static_cast<int>(H), static_cast<int>(G),
-                                                 static_cast<float>(1.0 / std::sqrt(double(kD))));
+                                                 static_cast<float>(1.0 / std::sqrt(double(kD))),
+                                                 pos);
     ZT_CUDA_LAUNCH_CHECK("attention_forward_kernel");
   });
 }
 
 template void attention_forward_zt<float>(float*, float*, const float*, const float*,
                                           const float*, int64_t, int64_t, int64_t, int64_t,
-                                          int64_t, cudaStream_t);
+                                          int64_t, cudaStream_t, const int32_t*);
 template void attention_forward_zt<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                            const bf16_t*, int64_t, int64_t, int64_t, int64_t,
-                                           int64_t, cudaStream_t);
+                                           int64_t, cudaStream_t, const int32_t*);
 
 }  // namespace zt::kernels::cuda

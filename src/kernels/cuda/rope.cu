@@ -7,10 +7,11 @@ namespace zt::kernels::cuda {
 namespace {
 
 // One thread per kVec consecutive rotated pairs (b, t, h, i .. i + kVec - 1) when Vec
-// (half % kVec == 0, x, cos, sin 16-byte aligned), else per pair; grid-stride.
+// (half % kVec == 0, x, cos, sin 16-byte aligned), else per pair; grid-stride. pos [B, Tn]
+// (or nullptr: t) is each token's row of the tables (packed examples).
 template <class T, bool Vec>
 __global__ void rope_kernel(T* x, const float* cos, const float* sin, int64_t B, int64_t Tn,
-                            int64_t nh, int64_t D, float sign) {
+                            int64_t nh, int64_t D, float sign, const int32_t* pos) {
   constexpr int W = Vec ? detail::kVec : 1;
   const int64_t half = D / 2;
   const int64_t groups = B * Tn * nh * (half / W);
@@ -18,7 +19,8 @@ __global__ void rope_kernel(T* x, const float* cos, const float* sin, int64_t B,
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = (idx % (half / W)) * W;
     const int64_t vec = idx / (half / W);     // (b * Tn + t) * nh + h
-    const int64_t t = (vec / nh) % Tn;
+    const int64_t bt = vec / nh;              // b * Tn + t
+    const int64_t t = pos ? pos[bt] : bt % Tn;
     T* v = x + vec * D;                       // [D]
     float c[W], s[W], a[W], b[W];             // [W] each
     detail::load_n(c, cos + t * half + i);
@@ -38,15 +40,15 @@ __global__ void rope_kernel(T* x, const float* cos, const float* sin, int64_t B,
 
 template <class T>
 void launch(T* x, const float* cos, const float* sin, int64_t B, int64_t Tn, int64_t nh,
-            int64_t D, float sign, cudaStream_t stream) {
+            int64_t D, float sign, const int32_t* pos, cudaStream_t stream) {
   const int64_t pairs = B * Tn * nh * (D / 2);
   if (pairs == 0) return;
   if ((D / 2) % detail::kVec == 0 && detail::aligned16(x, cos, sin))
     rope_kernel<T, true><<<detail::grid_for(pairs / detail::kVec, 256), 256, 0, stream>>>(
-        x, cos, sin, B, Tn, nh, D, sign);
+        x, cos, sin, B, Tn, nh, D, sign, pos);
   else
     rope_kernel<T, false><<<detail::grid_for(pairs, 256), 256, 0, stream>>>(x, cos, sin, B, Tn,
-                                                                            nh, D, sign);
+                                                                            nh, D, sign, pos);
   ZT_CUDA_LAUNCH_CHECK("rope_kernel");
 }
 
@@ -54,24 +56,28 @@ void launch(T* x, const float* cos, const float* sin, int64_t B, int64_t Tn, int
 
 template <class T>
 void rope_forward(T* x, const float* cos, const float* sin, int64_t B, int64_t Tn, int64_t nh,
-                  int64_t D, cudaStream_t stream) {
-  launch(x, cos, sin, B, Tn, nh, D, 1.0f, stream);
+                  int64_t D, cudaStream_t stream, const int32_t* pos) {
+  launch(x, cos, sin, B, Tn, nh, D, 1.0f, pos, stream);
 }
 
 template <class T>
 void rope_backward(T* dx, const float* cos, const float* sin, int64_t B, int64_t Tn, int64_t nh,
-                   int64_t D, cudaStream_t stream) {
+                   int64_t D, cudaStream_t stream, const int32_t* pos) {
   // y = R x with R orthogonal: dL/dx = R^T dL/dy, the rotation by -angle.
-  launch(dx, cos, sin, B, Tn, nh, D, -1.0f, stream);
+  launch(dx, cos, sin, B, Tn, nh, D, -1.0f, pos, stream);
 }
 
 template void rope_forward<float>(float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                  int64_t, cudaStream_t);
+                                  int64_t, cudaStream_t,
+                                  const int32_t*);
 template void rope_forward<bf16_t>(bf16_t*, const float*, const float*, int64_t, int64_t,
-                                   int64_t, int64_t, cudaStream_t);
+                                   int64_t, int64_t, cudaStream_t,
+                                  const int32_t*);
 template void rope_backward<float>(float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                   int64_t, cudaStream_t);
+                                   int64_t, cudaStream_t,
+                                  const int32_t*);
 template void rope_backward<bf16_t>(bf16_t*, const float*, const float*, int64_t, int64_t,
-                                    int64_t, int64_t, cudaStream_t);
+                                    int64_t, int64_t, cudaStream_t,
+                                  const int32_t*);
 
 }  // namespace zt::kernels::cuda

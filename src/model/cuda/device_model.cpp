@@ -88,6 +88,8 @@ struct DeviceModel<T, G>::Impl {
   DeviceBuffer<float> row_loss;             // [N]
   DeviceBuffer<kc::CrossEntropyTotals> totals;  // [1]
   DeviceBuffer<int32_t> tokens_d, targets_d;    // [N]
+  DeviceBuffer<int32_t> positions_d;            // [N] packed examples (when given)
+  const int32_t* pos_d = nullptr;               // positions_d of this call, or nullptr
   // backward scratch
   DeviceBuffer<T> dres, dxn;                // [N, C]
   DeviceBuffer<T> datt, dq;                 // [N, H*D]
@@ -146,6 +148,7 @@ struct DeviceModel<T, G>::Impl {
     row_loss = DeviceBuffer<float>(n);
     tokens_d = DeviceBuffer<int32_t>(n);
     targets_d = DeviceBuffer<int32_t>(n);
+    positions_d = DeviceBuffer<int32_t>(n);
     dres = DeviceBuffer<T>(n * C);
     dxn = DeviceBuffer<T>(n * C);
     datt = DeviceBuffer<T>(n * HD);
@@ -182,7 +185,7 @@ struct DeviceModel<T, G>::Impl {
 
   // Checks the shape and the ids on the host (kernels cannot throw) and uploads them.
   void upload_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-                    int64_t Tn) {
+                    int64_t Tn, std::span<const int32_t> positions = {}) {
     if (B <= 0 || Tn <= 0 || Tn > cfg.context)
       throw InputError(strf("batch %lld x sequence %lld (context %lld)",
                             static_cast<long long>(B), static_cast<long long>(Tn),
@@ -202,9 +205,16 @@ struct DeviceModel<T, G>::Impl {
                          "the data was tokenized for a different vocabulary; targets < 0 "
                          "are ignored, others must be < vocab.");
     }
+    check_positions(positions, B, Tn);
     ensure(N);
     ZT_CUDA_CHECK(cudaMemcpyAsync(tokens_d.data(), tokens.data(), N * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, stream));
+    pos_d = nullptr;
+    if (!positions.empty()) {
+      ZT_CUDA_CHECK(cudaMemcpyAsync(positions_d.data(), positions.data(), N * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream));
+      pos_d = positions_d.data();
+    }
     ZT_CUDA_CHECK(cudaMemcpyAsync(targets_d.data(), targets.data(), N * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, stream));
   }
@@ -232,10 +242,10 @@ struct DeviceModel<T, G>::Impl {
     kc::linear_forward<T>(gemm, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D, stream);
     kc::linear_forward<T>(gemm, a.k.data(), a.xn1.data(), p + o.k, N, C, Gk * D, stream);
     kc::linear_forward<T>(gemm, a.v.data(), a.xn1.data(), p + o.v, N, C, Gk * D, stream);
-    kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream);
-    kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream);
+    kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
+    kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
     kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B,
-                             Tn, H, Gk, D, stream);
+                             Tn, H, Gk, D, stream, pos_d);
     kc::linear_forward<T>(gemm, delta.data(), a.att.data(), p + o.o, N, H * D, C, stream);
     kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in,
                                     delta.data(), p + o.post_norm, N, C, cfg.norm_eps, stream);
@@ -272,9 +282,9 @@ struct DeviceModel<T, G>::Impl {
                               H * D, C, /*accumulate_dx=*/false, stream);
     kc::attention_backward<T>(dq.data(), dk.data(), dv.data(), attn_delta.data(), datt.data(),
                               a.att.data(), a.q.data(), a.k.data(), a.v.data(), a.lse.data(), B,
-                              Tn, H, Gk, D, /*accumulate=*/false, stream);
-    kc::rope_backward<T>(dq.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream);
-    kc::rope_backward<T>(dk.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream);
+                              Tn, H, Gk, D, /*accumulate=*/false, stream, pos_d);
+    kc::rope_backward<T>(dq.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
+    kc::rope_backward<T>(dk.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
     kc::linear_backward<T, G>(gemm, dxn.data(), g + o.q, dq.data(), a.xn1.data(), p + o.q, N, C,
                               H * D, /*accumulate_dx=*/false, stream);
     kc::linear_backward<T, G>(gemm, dxn.data(), g + o.k, dk.data(), a.xn1.data(), p + o.k, N, C,
@@ -333,8 +343,9 @@ struct DeviceModel<T, G>::Impl {
   }
 
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                       int64_t B, int64_t Tn, bool recompute, double grad_scale) {
-    upload_batch(tokens, targets, B, Tn);
+                       int64_t B, int64_t Tn, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions) {
+    upload_batch(tokens, targets, B, Tn, positions);
     if (!recompute) ensure_all_acts(B * Tn);
     const int64_t N = B * Tn, C = cfg.hidden, V = cfg.vocab;
     const int hu = layout.head_unit();
@@ -379,8 +390,8 @@ struct DeviceModel<T, G>::Impl {
   }
 
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-              int64_t Tn) {
-    upload_batch(tokens, targets, B, Tn);
+              int64_t Tn, std::span<const int32_t> positions) {
+    upload_batch(tokens, targets, B, Tn, positions);
     const int64_t N = B * Tn;
     forward_trunk_and_norm(B, Tn, /*keep_all=*/false);
     done_head();
@@ -447,14 +458,15 @@ void DeviceModel<T, G>::set_hooks(UnitHooks hooks) {
 template <class T, class G>
 double DeviceModel<T, G>::loss_and_grad(std::span<const int32_t> tokens,
                                         std::span<const int32_t> targets, int64_t B, int64_t T_,
-                                        bool recompute, double grad_scale) {
-  return impl_->loss_and_grad(tokens, targets, B, T_, recompute, grad_scale);
+                                        bool recompute, double grad_scale,
+                                        std::span<const int32_t> positions) {
+  return impl_->loss_and_grad(tokens, targets, B, T_, recompute, grad_scale, positions);
 }
 
 template <class T, class G>
 double DeviceModel<T, G>::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                               int64_t B, int64_t T_) {
-  return impl_->loss(tokens, targets, B, T_);
+                               int64_t B, int64_t T_, std::span<const int32_t> positions) {
+  return impl_->loss(tokens, targets, B, T_, positions);
 }
 
 template <class T, class G>
@@ -498,12 +510,13 @@ class DeviceTrainable final : public TrainableModel {
   }
   void set_hooks(UnitHooks hooks) override { model_.set_hooks(std::move(hooks)); }
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-                       int64_t Tn, bool recompute, double grad_scale) override {
-    return model_.loss_and_grad(tokens, targets, B, Tn, recompute, grad_scale);
+                       int64_t Tn, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions) override {
+    return model_.loss_and_grad(tokens, targets, B, Tn, recompute, grad_scale, positions);
   }
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-              int64_t Tn) override {
-    return model_.loss(tokens, targets, B, Tn);
+              int64_t Tn, std::span<const int32_t> positions) override {
+    return model_.loss(tokens, targets, B, Tn, positions);
   }
   void logits_last(std::span<const int32_t> tokens, int64_t Tn, MutView out) override {
     check_view(out, Space::kDevice, dtype_of<T>(), model_.config().vocab, "logits_last output");

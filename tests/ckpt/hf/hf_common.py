@@ -40,6 +40,23 @@ def run_zt(zt, *args):
     return p.returncode, p.stdout
 
 
+def train_tiny(zt, work, ckpt_dir, steps):
+    """`zt train` of the `tiny` preset on the shipped corpus, 1 rank (no mpirun: MPI's
+    singleton init), micro and global batch 8 x 64 tokens, lr 1e-2, no eval or sample,
+    checkpoints into ckpt_dir. Returns (exit code, stdout + stderr)."""
+    train = [zt, "train", "--set", f"train.steps={steps}", "--set", "train.micro_batch=8",
+             "--set", "train.global_batch=8", "--set", "train.seq_len=64",
+             "--set", "train.warmup=0", "--set", "train.lr=1e-2", "--set", "train.threads=1",
+             "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", f"ckpt.dir={ckpt_dir}",
+             "--set", "train.peak_tflops=1"]
+    p = subprocess.run(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=600, cwd=work,
+                       env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                                XDG_CACHE_HOME=os.path.join(work, "cache")))
+    return p.returncode, p.stdout
+
+
 def hf_config(vocab=64, hidden=32, inter=64, layers=2, heads=4, kv=2, ctx=64, tied=False,
               torch_dtype="bfloat16", **extra):
     cfg = dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=vocab,

@@ -34,7 +34,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import Checker, SKIP, run_zt  # noqa: E402
+from hf_common import Checker, SKIP, run_zt, train_tiny  # noqa: E402
 
 TOL = 1e-5
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?\nJULIET:\n"
@@ -62,20 +62,11 @@ def main():
 
     # 1. train (1 rank, no mpirun: MPI's singleton init)
     ck = os.path.join(work, "ck")
-    train = [zt, "train", "--set", "train.steps=150", "--set", "train.micro_batch=8",
-             "--set", "train.global_batch=8", "--set", "train.seq_len=64",
-             "--set", "train.warmup=0", "--set", "train.lr=1e-2", "--set", "train.threads=1",
-             "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", f"ckpt.dir={ck}",
-             "--set", "train.peak_tflops=1"]
-    p = subprocess.run(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=600, cwd=work,
-                       env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
-                                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                                XDG_CACHE_HOME=os.path.join(work, "cache")))
-    if p.returncode != 0:
-        print(p.stdout[-4000:])
-    c.check(p.returncode == 0, "zt train: tiny, 150 steps, 1 rank")
-    if p.returncode != 0:
+    rc, out = train_tiny(zt, work, ck, 150)
+    if rc != 0:
+        print(out[-4000:])
+    c.check(rc == 0, "zt train: tiny, 150 steps, 1 rank")
+    if rc != 0:
         c.finish()
 
     # 2. exports

@@ -48,16 +48,20 @@ bool cudnn_attention_available();
 //   out [B, Tn, H, D] T (written)
 //   lse [B, H, Tn]    float (written: log(sum_s exp(score[t, s])) over s <= t, scaled scores)
 //   q   [B, Tn, H, D] T (after RoPE);  k, v [B, Tn, G, D] T
+//   pos [B, Tn] int32, device, or nullptr: packed examples (0 <= pos[t] <= t, restarting
+//       at each example's first token); query t attends keys t - pos[t] .. t only, as
+//       zt::kernels::cpu::attention_forward. Always zt's kernel (the cuDNN path is not
+//       given the boundaries; logged once).
 // Runs on attention_path(...). All pointers 16-byte aligned for the cuDNN path.
 template <class T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D,
-                       cudaStream_t stream = nullptr);
+                       cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
 // zt's own kernel, whatever attention_path says (the tests' GPU reference).
 template <class T>
 void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                           int64_t Tn, int64_t H, int64_t G, int64_t D,
-                          cudaStream_t stream = nullptr);
+                          cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
 
 // dq [B, Tn, H, D], dk, dv [B, Tn, G, D] T: accumulated (WRITTEN when !accumulate).
 // delta [B, H, Tn] float: scratch, written here (rowsum(dout * out)).
@@ -65,16 +69,17 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
 // Two kernels, no atomics: one per key tile makes dK and dV (looping over the query heads
 // of its group and the query tiles at or after it), one per query tile makes dQ.
 // On the cuDNN path delta is not written (cuDNN keeps its own in its workspace).
+// pos: the forward's (packed examples; zt's kernel).
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate = true,
-                        cudaStream_t stream = nullptr);
+                        cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
 template <class T>
 void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                            const T* q, const T* k, const T* v, const float* lse, int64_t B,
                            int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate = true,
-                           cudaStream_t stream = nullptr);
+                           cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
 
 namespace detail {
 // The cuDNN path itself (attention_cudnn.cpp; bf16 only). Each returns false, after one

@@ -8,15 +8,16 @@
 
 namespace zt::kernels::cuda {
 
-// In place: x [B, Tn, nh, D] T is rotated by +angle (positions 0..Tn-1 per sequence).
+// In place: x [B, Tn, nh, D] T is rotated by +angle (positions 0..Tn-1 per sequence, or
+// pos [B, Tn] int32 on the device: packed examples, as zt::kernels::cpu::rope_forward).
 //   cos, sin [>= Tn, D/2] float, device
 template <class T>
 void rope_forward(T* x, const float* cos, const float* sin, int64_t B, int64_t Tn, int64_t nh,
-                  int64_t D, cudaStream_t stream = nullptr);
+                  int64_t D, cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
 
 // In place: dx holds dL/dy on entry and dL/dx on exit (rotation by -angle).
 template <class T>
 void rope_backward(T* dx, const float* cos, const float* sin, int64_t B, int64_t Tn, int64_t nh,
-                   int64_t D, cudaStream_t stream = nullptr);
+                   int64_t D, cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
 
 }  // namespace zt::kernels::cuda
