@@ -64,12 +64,13 @@ class WidenedBf16Model final : public model::TrainableModel {
     inner_->set_hooks(std::move(mine));
   }
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                       int64_t B, int64_t T, bool recompute, double grad_scale) override {
-    return inner_->loss_and_grad(tokens, targets, B, T, recompute, grad_scale);
+                       int64_t B, int64_t T, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions) override {
+    return inner_->loss_and_grad(tokens, targets, B, T, recompute, grad_scale, positions);
   }
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
-              int64_t T) override {
-    return inner_->loss(tokens, targets, B, T);
+              int64_t T, std::span<const int32_t> positions) override {
+    return inner_->loss(tokens, targets, B, T, positions);
   }
   // bf16 logits, as the GPU's bf16 model writes: the fp32 logits rounded.
   void logits_last(std::span<const int32_t> tokens, int64_t T, model::MutView out) override {
