@@ -136,7 +136,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     } else {
       param_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
       init_buf.assign(static_cast<size_t>(p.owned), 0.0f);
-      model::init_unit_slice<float>(layout, u, init, p.begin, std::span<float>(init_buf));
+      // A shard wholly in the padding (owned 0: a small unit over many ranks, or qgZ's
+      // block alignment) starts past the unit's end: its (empty) slice starts at the end.
+      model::init_unit_slice<float>(layout, u, init, std::min(p.begin, p.numel),
+                                    std::span<float>(init_buf));
       mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
     }
     if (hpz > 1 && bf16_weights)
