@@ -92,12 +92,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     throw InputError("zero.quantize_weights = true with train.precision = " + opt.precision,
                      "qwZ dequantizes into fp32 gather buffers; with bf16 compute weights set "
                      "zero.quantize_weights = false (the bf16 gather already halves the bytes)");
-  if (bf16_weights && (opt.offload.optimizer != offload::Home::kNone ||
-                       opt.offload.params != offload::Home::kNone))
-    throw InputError("offload.optimizer / offload.params with train.precision = " + opt.precision,
-                     "the offloaded step writes the fp32 parameters the bf16 copies are cast "
-                     "from, and that ordering is not built yet: set offload.optimizer = none "
-                     "and offload.params = none, or train.precision = fp32");
+  // bf16_weights with offload.*: the offloaded step writes the fp32 parameters (stages
+  // 0-2: the owned slice of full_params; stage 3: the shard, in the space or at its
+  // offload home) and adamw_update lands every copy up before it returns, so the casts
+  // that follow (cast_compute_params, cast_shard_for_gather) read the new values.
   // The use orders of model.hpp's hook contract.
   eval_order.push_back(0);
   for (int l = 0; l < L; ++l) eval_order.push_back(layout.block_unit(l));

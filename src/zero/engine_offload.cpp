@@ -212,8 +212,10 @@ OffloadTimes Engine::Impl::take_offload_times() {
 // From a device (offload_copies): the gradients are the landed host copies, scaled here
 // by the clipping factor as the space scales its own; each sub-group's new parameters
 // are written into a pinned buffer and copied up while the next sub-group is updated.
-// The compute copy is fp32 (the device engine's only precision so far; a bf16 copy
-// would take ParamCopy::half).
+// The copy up is fp32 with bf16_weights too: the bf16 compute weights are cast from the
+// landed fp32 parameters by step() (stages 0-2) and by each stage-3 gather, as without
+// offload, so the two runs are bitwise equal. (A bf16 copy up, ParamCopy::half, would
+// halve the H2D bytes but needs a bf16 gather of the owned slices at stages 1-2.)
 void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, float clip) {
   if (!state_offloaded) {
     for (int u = 0; u < units; ++u) {

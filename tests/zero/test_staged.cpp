@@ -260,19 +260,6 @@ TEST(Staged, PrecisionsASpaceCannotRunAreRefusedByName) {
   refused(EngineOptions::Device::kHost, "bf16-mixed", false, "train.precision = bf16-mixed");
   refused(EngineOptions::Device::kHostStaged, "bf16-true", false, "train.precision = bf16-true");
   refused(EngineOptions::Device::kHostStaged, "bf16-mixed", true, "zero.quantize_weights");
-  // bf16-mixed with the optimizer offloaded (the cast after the offloaded step is not
-  // ordered yet).
-  Comms comms = make_comms(0);
-  EngineOptions o = engine_options(h, 3);
-  o.device = EngineOptions::Device::kHostStaged;
-  o.precision = "bf16-mixed";
-  o.offload.optimizer = offload::Home::kCpu;
-  try {
-    Engine e(cfg, *comms.world, nullptr, nullptr, o, h.init, comms.world.get());
-    ADD_FAILURE() << "bf16-mixed with offload.optimizer = cpu: no error";
-  } catch (const zt::InputError& err) {
-    EXPECT_NE(std::string(err.what()).find("offload.optimizer"), std::string::npos) << err.what();
-  }
 }
 
 // The engine's device ordering branch on a CPU. NCCL's requests can order the compute
