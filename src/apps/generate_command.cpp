@@ -127,10 +127,7 @@ int run_generate(const GenerateArgs& a) {
       ids = tok->encode(text);
       if (const auto end = single_token(*tok, data::chat_end_text(t, ct))) stop_ids.push_back(*end);
     } else {  // as tokenizer(prompt): BOS/EOS as tokenizer_config.json says
-      ids = info.prefix;
-      const std::vector<uint32_t> body = tok->encode(a.prompt);
-      ids.insert(ids.end(), body.begin(), body.end());
-      ids.insert(ids.end(), info.suffix.begin(), info.suffix.end());
+      ids = tok->encode_with_specials(a.prompt);
     }
     prompt.assign(ids.begin(), ids.end());
     if (info.eos) stop_ids.push_back(static_cast<int32_t>(*info.eos));

@@ -265,8 +265,7 @@ int run_train(const TrainArgs& args) {
                    static_cast<long long>(tc.sample_tokens), tc.sample_temperature,
                    static_cast<unsigned long long>(tc.sample_seed)));
     log::info("----------------------------------------");
-    log::info(data::ByteTokenizer::printable(
-        tc.sample_prompt + data::ByteTokenizer::decode(std::span<const int32_t>(result.sample))));
+    log::info(result.sample_text);
     log::info("----------------------------------------");
   }
   return 0;

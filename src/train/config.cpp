@@ -108,7 +108,7 @@ config::Schema train_schema() {
   range(s.add_int("eval.batches", 4, "global batches of held-out sequences per evaluation"), 1, 1e6);
   range(s.add_int("sample.tokens", 300, "tokens generated after training (rank 0); 0: no sample"), 0, 1e7);
   s.add_string("sample.prompt", "ROMEO:", "prompt of the sample");
-  range(s.add_float("sample.temperature", 0.8, "sampling temperature (> 0)"), 1e-6, 1e6);
+  range(s.add_float("sample.temperature", 0.8, "sampling temperature; 0: greedy"), 0, 1e6);
   s.add_int("sample.seed", 42, "seed of the sampler").min = 0;
   s.add_string("log.metrics", "", "JSONL file: one JSON object per step (rank 0); empty: none");
   range(s.add_int("log.every", 1, "print a log line every N steps (and the first and last)"), 1, 1e12);

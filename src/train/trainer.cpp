@@ -18,6 +18,8 @@
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 #include "zt/data/sampler.hpp"
+#include "zt/data/text_tokenizer.hpp"
+#include "zt/data/tokenizer.hpp"
 #include "zt/offload/preflight.hpp"
 #include "checkpoints.hpp"
 #include "zt/train/generate.hpp"
@@ -212,7 +214,7 @@ class Trainer {
   void count_bad_step(int64_t step, const zero::StepStats& stats);
   double evaluate();
   StepRecord record(int64_t step, double lr, const zero::StepStats& stats, double seconds);
-  std::vector<int32_t> sample();
+  void sample(TrainResult& result);
 
   const TrainConfig& cfg_;
   comm::Comm& comm_;
@@ -349,7 +351,7 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   }
   checkpoints_->finish(cfg_.steps, tokens_seen_);
   result.checkpoint = checkpoints_->last_path();
-  result.sample = sample();
+  sample(result);
   return result;
 }
 
@@ -490,19 +492,61 @@ StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats
   return rec;
 }
 
-// The sample after training (sample.* keys): generated tokens on rank 0, empty elsewhere.
-std::vector<int32_t> Trainer::sample() {
-  if (cfg_.sample_tokens > 0 && rank_ == 0 && data_.tokenizer != "bytes")
-    log::warn("no sample: the dataset's tokenizer is \"" + data_.tokenizer +
-              "\" and zt decodes only \"bytes\"");
-  if (cfg_.sample_tokens <= 0 || data_.tokenizer != "bytes") return {};
-  std::vector<int32_t> prompt;
-  for (const char ch : cfg_.sample_prompt)
-    prompt.push_back(static_cast<int32_t>(static_cast<unsigned char>(ch)));
-  for (const int32_t id : prompt)
+// The prompt of the sample after training, and the ids that end it, from rank 0 to every
+// rank: sample.prompt one id per byte with the byte tokenizer, else encoded as Hugging
+// Face's tokenizer(prompt) with the tokenizer the token file names (its recorded hash
+// checked), EOS ending it. An empty prompt means no sample (the reason already logged).
+struct SamplePrompt {
+  std::vector<int32_t> ids, stop_ids;
+  std::unique_ptr<data::TextTokenizer> tokenizer;  // rank 0, text tokenizers only
+};
+
+SamplePrompt sample_prompt(const TrainConfig& cfg, const data::TokenFile& data, comm::Comm& comm,
+                           int rank) {
+  SamplePrompt p;
+  if (rank == 0) {
+    if (data.tokenizer == "bytes") {
+      for (const char ch : cfg.sample_prompt)
+        p.ids.push_back(static_cast<int32_t>(static_cast<unsigned char>(ch)));
+    } else {
+      try {
+        data::verify_tokenizer(data.tokenizer_path, data.tokenizer_hash,
+                               "the training data (tokenizer \"" + data.tokenizer + "\")");
+        p.tokenizer = data::load_tokenizer(data.tokenizer_path);
+        const std::vector<uint32_t> ids = p.tokenizer->encode_with_specials(cfg.sample_prompt);
+        p.ids.assign(ids.begin(), ids.end());
+        if (p.tokenizer->info().eos) p.stop_ids.push_back(static_cast<int32_t>(*p.tokenizer->info().eos));
+      } catch (const InputError& e) {  // the checkpoint is saved: say why, skip the sample
+        log::warn("no sample: " + e.message() +
+                  "\n  HINT: the checkpoint is saved; `zt generate --weights CKPT --tokenizer PATH` "
+                  "samples from it with the tokenizer named");
+        p.ids.clear();
+      }
+    }
+  }
+  // [2] prompt length, stop id (-1: none), then the prompt: the same on every rank.
+  int32_t head[2] = {static_cast<int32_t>(p.ids.size()), p.stop_ids.empty() ? -1 : p.stop_ids[0]};
+  comm.broadcast(head, 2, DType::kI32, 0);
+  p.ids.resize(static_cast<size_t>(head[0]));
+  if (head[0] > 0) comm.broadcast(p.ids.data(), p.ids.size(), DType::kI32, 0);
+  p.stop_ids.assign(head[1] >= 0 ? 1 : 0, head[1]);
+  return p;
+}
+
+// The sample after training (sample.* keys): generated tokens and the text (prompt and
+// continuation, decoded by the data's tokenizer) on rank 0; the same generate() as
+// `zt generate`.
+void Trainer::sample(TrainResult& result) {
+  if (cfg_.sample_tokens <= 0) return;
+  SamplePrompt prompt = sample_prompt(cfg_, data_, comm_, rank_);
+  if (prompt.ids.empty()) return;
+  for (const int32_t id : prompt.ids)
     if (id >= cfg_.model.vocab)
-      throw InputError("sample.prompt holds a byte outside the model vocabulary",
-                       "the prompt is byte-tokenized; use a byte-level model (vocab 256)");
+      throw InputError(strf("sample.prompt encodes to id %d, outside the model vocabulary (%lld)", id,
+                            static_cast<long long>(cfg_.model.vocab)),
+                       data_.tokenizer == "bytes"
+                           ? "the prompt is byte-tokenized; use a byte-level model (vocab 256)"
+                           : "train with the tokenizer the model's vocabulary was made for");
   // logits_last is collective (stage 3 gathers the units): every rank runs the sampler.
   // Rank 0's logits are broadcast so every rank draws the same token even if the ranks'
   // arithmetic differed in the last bit.
@@ -515,14 +559,22 @@ std::vector<int32_t> Trainer::sample() {
   options.temperature = cfg_.sample_temperature;
   options.seed = cfg_.sample_seed;
   options.window = cfg_.seq_len;
+  options.stop_ids = prompt.stop_ids;
   // A stop request (SIGTERM, SIGUSR1, SIGINT) ends the sample after the token in hand:
   // every rank asks, all agree (one all_reduce per token).
   options.stop = [this](std::span<const int32_t>) { return checkpoints_->stop_requested(); };
   std::vector<int32_t> tokens =
-      generate(recompute_decoder(logits, cfg_.model.vocab, cfg_.model.context), prompt, options)
+      generate(recompute_decoder(logits, cfg_.model.vocab, cfg_.model.context), prompt.ids, options)
           .tokens;
-  if (rank_ != 0) tokens.clear();
-  return tokens;
+  if (rank_ != 0) return;
+  result.sample = std::move(tokens);
+  if (prompt.tokenizer) {
+    const std::vector<uint32_t> ids(result.sample.begin(), result.sample.end());
+    result.sample_text = cfg_.sample_prompt + prompt.tokenizer->decode(ids);
+  } else {
+    result.sample_text = data::ByteTokenizer::printable(
+        cfg_.sample_prompt + data::ByteTokenizer::decode(std::span<const int32_t>(result.sample)));
+  }
 }
 
 }  // namespace

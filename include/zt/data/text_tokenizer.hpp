@@ -46,6 +46,15 @@ class TextTokenizer {
   // Ids -> text, special tokens skipped (decode(ids, skip_special_tokens=True)). Throws
   // zt::InputError for an id >= vocab_size.
   virtual std::string decode(std::span<const uint32_t> ids) const = 0;
+  // Text -> ids as Hugging Face's tokenizer(text): BOS/EOS as tokenizer_config.json says
+  // (info().prefix + encode(text) + info().suffix). A prompt for generation.
+  std::vector<uint32_t> encode_with_specials(std::string_view text) const {
+    std::vector<uint32_t> ids = info_.prefix;
+    const std::vector<uint32_t> body = encode(text);
+    ids.insert(ids.end(), body.begin(), body.end());
+    ids.insert(ids.end(), info_.suffix.begin(), info_.suffix.end());
+    return ids;
+  }
   const TokenizerInfo& info() const { return info_; }
   TokenizerInfo& info_mut() { return info_; }  // for load_tokenizer: name, hash, files
 

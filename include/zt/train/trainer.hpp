@@ -36,6 +36,7 @@ struct TrainHooks {
 struct TrainResult {
   std::vector<StepRecord> steps;
   std::vector<int32_t> sample;        // generated tokens (rank 0; empty elsewhere)
+  std::string sample_text;            // sample.prompt + the decoded sample (rank 0)
   double peak_flops_per_rank = 0;     // used for MFU
   int64_t params = 0;                 // parameter count
   std::string engine;                 // Engine::describe() of rank 0's engine

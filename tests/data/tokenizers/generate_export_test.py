@@ -81,12 +81,15 @@ def main():
     p = zt_run("train", "--set", f"data.path={data}", "--set", f"model.vocab={vocab}", "--set", "train.steps=200",
                "--set", "train.micro_batch=8", "--set", "train.global_batch=8", "--set", "train.seq_len=64",
                "--set", "train.warmup=0", "--set", "train.lr=3e-3", "--set", "train.threads=1",
-               "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", f"ckpt.dir={ck}",
-               "--set", "train.peak_tflops=1")
+               "--set", "eval.every=0", "--set", f"ckpt.dir={ck}", "--set", "train.peak_tflops=1",
+               # the sample after training: greedy, the first prompt, with the data's tokenizer
+               "--set", f"sample.tokens={NEW}", "--set", "sample.temperature=0",
+               "--set", f"sample.prompt={PROMPTS[0]}")
     check(p.returncode == 0, f"zt train on the token file (model.vocab {vocab}; exit {p.returncode})")
     if p.returncode != 0:
         print(p.stdout[-3000:])
         finish()
+    train_log = p.stdout
     ckpt = os.path.join(ck, open(os.path.join(ck, "latest")).read().strip())
     with h5py.File(data, "r") as f:
         tattrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
@@ -132,6 +135,13 @@ def main():
     for prompt in PROMPTS:
         want_ids = hft(prompt)["input_ids"]
         new, text = hf_greedy(want_ids, [eos])
+        if prompt == PROMPTS[0]:  # zt train's sample: the same prompt encoding, decoder and decode
+            sample = train_log.split("-" * 40 + "\n")[1] if train_log.count("-" * 40) >= 2 else None
+            check(sample is not None and sample.rstrip("\n") == prompt + text,
+                  f"zt train's greedy sample (the data's tokenizer) == the prompt + transformers' "
+                  f"greedy continuation ({len(new)} tokens)")
+            if sample is None or sample.rstrip("\n") != prompt + text:
+                print(f"    zt train {sample!r}\n    hf       {prompt + text!r}")
         check(len(set(new)) >= 5, f"prompt {prompt[:20]!r}: transformers' greedy continuation is not degenerate "
                                   f"({len(set(new))} distinct tokens >= 5): {text!r}")
         for label, weights in (("checkpoint (recorded tokenizer)", ck), ("exported folder", hf)):
