@@ -3,6 +3,7 @@
 #include "zt/zero/engine.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "engine_impl.hpp"
@@ -88,6 +89,13 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
                          "; the ZeRO engine reduces fp32 gradients only so far",
                      "set train.precision = bf16-mixed (bf16 weights, fp32 gradients, master "
                      "weights and moments) or fp32");
+  bf16_master = opt.precision == "bf16-true";
+  if (bf16_master && (opt.offload.optimizer != offload::Home::kNone ||
+                      opt.offload.params != offload::Home::kNone))
+    throw InputError("offload.optimizer / offload.params with train.precision = bf16-true",
+                     "the offload store keeps an fp32 master, which bf16-true has not: set "
+                     "offload.optimizer = none and offload.params = none, or train.precision = "
+                     "bf16-mixed");
   if (bf16_weights && opt.quantize_weights)
     throw InputError("zero.quantize_weights = true with train.precision = " + opt.precision,
                      "qwZ dequantizes into fp32 gather buffers; with bf16 compute weights set "
@@ -126,19 +134,28 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     const UnitPartition& p = part.unit(u);
     const size_t moments = static_cast<size_t>(stage == 0 ? p.padded : p.shard);
     if (stage <= 2) {
-      full_params.emplace_back(*mem, static_cast<size_t>(p.padded), "parameters");
       init_buf.assign(static_cast<size_t>(p.numel), 0.0f);
       model::init_unit_slice<float>(layout, u, init, 0, std::span<float>(init_buf));
-      mem->from_host(full_params.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
       if (bf16_weights) compute_params.emplace_back(*mem, static_cast<size_t>(p.padded), "bf16 parameters");
+      if (bf16_master) {  // the parameters are the bf16 rounding of the fp32 initial values
+        detail::from_host_rounded(*mem, compute_params.back().data(), init_buf);
+      } else {
+        full_params.emplace_back(*mem, static_cast<size_t>(p.padded), "parameters");
+        mem->from_host(full_params.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
+      }
     } else {
-      param_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
       init_buf.assign(static_cast<size_t>(p.owned), 0.0f);
       // A shard wholly in the padding (owned 0: a small unit over many ranks, or qgZ's
       // block alignment) starts past the unit's end: its (empty) slice starts at the end.
       model::init_unit_slice<float>(layout, u, init, std::min(p.begin, p.numel),
                                     std::span<float>(init_buf));
-      mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
+      if (bf16_master) {
+        param_half.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
+        detail::from_host_rounded(*mem, param_half.back().data(), init_buf);
+      } else {
+        param_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
+        mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
+      }
     }
     if (hpz > 1 && bf16_weights)
       secondary_half.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
@@ -174,6 +191,12 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   } else if (opt.reduce_dtype == DType::kBF16) {
     reduce_half = make_bufs<bf16>(*mem, reduce_slots, maxp, "bf16 reduce buffers");
   }
+  if (bf16_master) {  // the widest slice AdamW updates (stage 0: a whole unit)
+    int64_t widest = 0;
+    for (int u = 0; u < units; ++u)
+      widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
+    update_wide = detail::Buf<float>(*mem, static_cast<size_t>(widest), "bf16-true AdamW buffer");
+  }
   gather_fifo.reserve(gathers.size());
   reduce_fifo.reserve(reduces.size());
   pos_slot.assign(train_order.size(), -1);
@@ -199,7 +222,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
 MemoryStats Engine::Impl::memory() const {
   MemoryStats m;
   m.full_params = bytes_of(full_params) + bytes_of(compute_params);
-  m.param_shards = bytes_of(param_shard);
+  m.param_shards = bytes_of(param_shard) + bytes_of(param_half);
   m.secondary_shards = bytes_of(secondary) + bytes_of(secondary_half);
   m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
   m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0);
@@ -207,7 +230,7 @@ MemoryStats Engine::Impl::memory() const {
     m.optimizer += (c.master.capacity() + c.m.capacity() + c.v.capacity()) * sizeof(float);
   m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float);
   m.gather_buffers = bytes_of(gather_buf) + bytes_of(gather_half);
-  m.grad_buffers = bytes_of(grad_buf);
+  m.grad_buffers = bytes_of(grad_buf) + update_wide.bytes();
   m.comm_buffers = bytes_of(gather_q) + bytes_of(reduce_half) + bytes_of(reduce_qsend) +
                    bytes_of(reduce_qrecv) + logits_buf.bytes() + logits_half.bytes();
   m.activations = model.workspace_bytes();
@@ -234,6 +257,16 @@ std::span<float> Engine::Impl::params_for_update(int u) {
   }
 }
 
+std::span<bf16> Engine::Impl::half_params_for_update(int u) {
+  const UnitPartition& p = part.unit(u);
+  const size_t i = static_cast<size_t>(u);
+  switch (opt.stage) {
+    case 0: return {compute_params[i].data(), static_cast<size_t>(p.numel)};
+    case 3: return {param_half[i].data(), static_cast<size_t>(p.owned)};
+    default: return {compute_params[i].data() + p.begin, static_cast<size_t>(p.owned)};
+  }
+}
+
 std::span<float> Engine::Impl::grads_for_update(int u) {
   const UnitPartition& p = part.unit(u);
   const size_t i = static_cast<size_t>(u);
@@ -257,19 +290,29 @@ std::span<float> Engine::Impl::v_for_update(int u) {
 }
 
 void Engine::Impl::cast_compute_params() {
+  if (bf16_master) return;  // compute_params are the parameters
   for (size_t i = 0; i < compute_params.size(); ++i)
     mem->to_bf16(full_params[i].data(), full_params[i].size(), compute_params[i].data());
 }
 
-void Engine::Impl::gather_in_place(Bufs<float>& bufs) {
+void Engine::Impl::gather_params_in_place() {
+  if (bf16_master)
+    gather_in_place(compute_params);
+  else
+    gather_in_place(full_params);
+}
+
+template <class T>
+void Engine::Impl::gather_in_place(Bufs<T>& bufs) {
   // Phase by phase over all units, so the units' operations overlap.
   std::vector<detail::Handles> handles(static_cast<size_t>(units));
   for (int phase = 0; phase < groups.gather_phases(); ++phase) {
     for (int u = 0; u < units; ++u) {
       const UnitPartition& p = part.unit(u);
-      float* full = bufs[static_cast<size_t>(u)].data();
+      T* full = bufs[static_cast<size_t>(u)].data();
       groups.start_gather(phase, full + p.begin, full, static_cast<size_t>(p.shard),
-                          DType::kF32, handles[static_cast<size_t>(u)]);
+                          std::is_same_v<T, bf16> ? DType::kBF16 : DType::kF32,
+                          handles[static_cast<size_t>(u)]);
     }
     for (detail::Handles& h : handles) detail::wait_all(h);
   }
@@ -373,7 +416,10 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
   for (int u = 0; u < e.units; ++u) {
     const size_t numel = static_cast<size_t>(e.part.unit(u).numel);
     std::span<float> dst = out.params(u);
-    if (e.opt.stage <= 2) {
+    if (e.opt.stage <= 2 && e.bf16_master) {
+      detail::to_host_widened(*e.mem, dst.data(), e.compute_params[static_cast<size_t>(u)].data(),
+                              numel);
+    } else if (e.opt.stage <= 2) {
       e.mem->to_host(dst.data(), e.full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
     } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
       if (e.bf16_weights && full.empty())
@@ -385,6 +431,12 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
   }
 }
 
+bf16* Engine::Impl::owned_half_params(int u) {
+  const UnitPartition& p = part.unit(u);
+  const size_t i = static_cast<size_t>(u);
+  return opt.stage == 3 ? param_half[i].data() : compute_params[i].data() + p.begin;
+}
+
 float* Engine::Impl::owned_params(int u) {
   const UnitPartition& p = part.unit(u);
   const size_t i = static_cast<size_t>(u);
@@ -393,7 +445,8 @@ float* Engine::Impl::owned_params(int u) {
 
 OwnedSlice Engine::owned(int u) {
   Impl& e = *impl_;
-  if (e.state_offloaded || e.params_offloaded || !e.mem->host_accessible()) return e.checkout(u);
+  if (e.state_offloaded || e.params_offloaded || e.bf16_master || !e.mem->host_accessible())
+    return e.checkout(u);
   const UnitPartition& p = e.part.unit(u);
   const size_t i = static_cast<size_t>(u);
   const size_t count = static_cast<size_t>(p.owned);
@@ -411,7 +464,7 @@ void Engine::after_load() {
   Impl& e = *impl_;
   ZT_CHECK(e.mode == Impl::Mode::kIdle, "after_load during a micro-step", "call it between steps");
   e.flush_checkout();
-  if (e.opt.stage <= 2) e.gather_in_place(e.full_params);
+  if (e.opt.stage <= 2) e.gather_params_in_place();
   e.cast_compute_params();
   if (e.opt.stage == 0) {
     e.gather_in_place(e.adam_m);

@@ -152,8 +152,12 @@ void Engine::Impl::finish_gather(GatherJob& job, int slot) {
 void Engine::Impl::cast_shard_for_gather(int u, int slot) {
   const UnitPartition& p = part.unit(u);
   bf16* whole = gather_half[static_cast<size_t>(slot)].data();  // [padded]
-  mem->to_bf16(shard_src(u, slot), static_cast<size_t>(p.shard),
-               whole + static_cast<size_t>(part.index()) * static_cast<size_t>(p.shard));
+  bf16* place = whole + static_cast<size_t>(part.index()) * static_cast<size_t>(p.shard);
+  if (bf16_master)  // the stored shard is bf16 already
+    mem->copy(place, param_half[static_cast<size_t>(u)].data(),
+              static_cast<size_t>(p.shard) * sizeof(bf16));
+  else
+    mem->to_bf16(shard_src(u, slot), static_cast<size_t>(p.shard), place);
 }
 
 void Engine::Impl::release_gather(size_t position) {
@@ -167,6 +171,18 @@ void Engine::Impl::release_gather(size_t position) {
 
 void Engine::Impl::gather_exact(int u, float* out) {
   const UnitPartition& p = part.unit(u);
+  if (bf16_master) {  // the bf16 shards into gather slot 0 (idle: free), widened
+    bf16* whole = gather_half[0].data();  // [padded]
+    cast_shard_for_gather(u, 0);
+    detail::Handles handles;
+    for (int phase = 0; phase < groups.gather_phases(); ++phase) {
+      groups.start_gather(phase, whole + static_cast<size_t>(part.index()) * static_cast<size_t>(p.shard),
+                          whole, static_cast<size_t>(p.shard), DType::kBF16, handles);
+      detail::wait_all(handles);
+    }
+    mem->from_bf16(whole, static_cast<size_t>(p.padded), out);
+    return;
+  }
   const float* src = param_shard.empty() ? nullptr : param_shard[static_cast<size_t>(u)].data();
   if (params_offloaded) {  // idle: gather slot 0's staging buffer is free
     load_shard(u, 0);

@@ -106,6 +106,14 @@ struct Engine::Impl {
   bool bf16_weights = false; // model.param_dtype() is bf16
   Bufs<bf16> compute_params; // stages 0-2, bf16_weights: [padded] bf16 cast of full_params
   Bufs<bf16> secondary_half; // stage 3 + hpZ, bf16_weights: [secondary] (instead of secondary)
+  // train.precision = bf16-true: the stored parameters are bf16 and there is no fp32
+  // master. Stages 0-2: compute_params are the parameters (full_params stay empty);
+  // stage 3: param_half holds the shards (param_shard stays empty). AdamW widens the
+  // parameters it updates into update_wide, runs the space's fp32 AdamW on them and
+  // rounds the result back (docs/zero.md, "bf16-true").
+  bool bf16_master = false;
+  Bufs<bf16> param_half;     // stage 3, bf16_master: [shard]
+  detail::Buf<float> update_wide;  // bf16_master: [max updated count] the widened parameters
   std::vector<uint8_t> secondary_valid;  // per unit: holds the current parameters (host)
   Bufs<float> full_grads;    // stages 0-1: [padded]
   Bufs<float> grad_shard;    // stages 2-3: [shard], fp32 accumulators
@@ -148,13 +156,17 @@ struct Engine::Impl {
   // ---- engine.cpp -------------------------------------------------------------------
   MemoryStats memory() const;
   void note_peak();
-  std::span<float> params_for_update(int u);  // the parameters AdamW updates
+  std::span<float> params_for_update(int u);  // the parameters AdamW updates (fp32 master)
+  std::span<bf16> half_params_for_update(int u);  // the same, bf16_master
   std::span<float> grads_for_update(int u);   // their gradients
   std::span<float> m_for_update(int u);
   std::span<float> v_for_update(int u);
   int64_t update_begin(int u) const;          // first unit element of those spans
   // Gathers `bufs[u]` (each [padded], this rank's part in place) for every unit.
-  void gather_in_place(Bufs<float>& bufs);
+  template <class T>
+  void gather_in_place(Bufs<T>& bufs);
+  // The stored parameters of stages 0-2 (full_params, or compute_params when bf16_master).
+  void gather_params_in_place();
   // bf16_weights, stages 0-2: compute_params = bf16(full_params), after every change of the latter.
   void cast_compute_params();
   // What the model binds for unit u: the compute weights at `p` (a gather slot's or the
@@ -276,6 +288,7 @@ struct Engine::Impl {
   void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]
   OwnedSlice checkout(int u);
   float* owned_params(int u);  // this rank's owned parameters of unit u [owned], in mem
+  bf16* owned_half_params(int u);  // the same, bf16_master
   void flush_checkout();
   std::string nonfinite_units();  // after a non-finite step: the units to blame
 };

@@ -223,8 +223,17 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
       if (g.empty()) continue;  // this rank's shard of u is all padding
       if (params_offloaded) store->read_params(u, unit_params.data());
       const Clock::time_point t0 = Clock::now();
-      mem->adamw(layout, u, update_begin(u), params_for_update(u), g, m_for_update(u),
-                 v_for_update(u), adam, step);
+      if (bf16_master) {  // fp32 AdamW on the widened bf16 parameters, rounded back
+        const std::span<bf16> half = half_params_for_update(u);
+        const std::span<float> wide(update_wide.data(), half.size());
+        mem->from_bf16(half.data(), half.size(), wide.data());
+        mem->adamw(layout, u, update_begin(u), wide, g, m_for_update(u), v_for_update(u), adam,
+                   step);
+        mem->to_bf16(wide.data(), wide.size(), half.data());
+      } else {
+        mem->adamw(layout, u, update_begin(u), params_for_update(u), g, m_for_update(u),
+                   v_for_update(u), adam, step);
+      }
       offload_times.adam_s += since(t0);
       if (params_offloaded) store->write_params(u, unit_params.data());
     }
@@ -293,7 +302,10 @@ OwnedSlice Engine::Impl::checkout(int u) {
       const int64_t mo = opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
       c.m.assign(count, 0.0f);
       c.v.assign(count, 0.0f);
-      mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
+      if (bf16_master)  // the bf16 parameters widened (exact): the checkpoint's fp32 master
+        detail::to_host_widened(*mem, c.master.data(), owned_half_params(u), count);
+      else
+        mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
       mem->to_host(c.m.data(), adam_m[static_cast<size_t>(u)].data() + mo, count * sizeof(float));
       mem->to_host(c.v.data(), adam_v[static_cast<size_t>(u)].data() + mo, count * sizeof(float));
     }
@@ -327,7 +339,11 @@ void Engine::Impl::flush_checkout() {
     } else if (!state_offloaded) {  // copies of a space the host cannot read
       const size_t bytes = static_cast<size_t>(p.owned) * sizeof(float);
       const int64_t mo = opt.stage == 0 ? p.begin : 0;
-      mem->from_host(owned_params(u), c.master.data(), bytes);
+      if (bf16_master)  // rounded to nearest even (exact for values a bf16 run saved)
+        detail::from_host_rounded(*mem, owned_half_params(u),
+                                  {c.master.data(), static_cast<size_t>(p.owned)});
+      else
+        mem->from_host(owned_params(u), c.master.data(), bytes);
       mem->from_host(adam_m[static_cast<size_t>(u)].data() + mo, c.m.data(), bytes);
       mem->from_host(adam_v[static_cast<size_t>(u)].data() + mo, c.v.data(), bytes);
     } else {  // the compute parameters, wherever mem is

@@ -130,7 +130,7 @@ StepStats Engine::Impl::step(double lr) {
   // elements, wherever their state lives (engine_offload.cpp).
   adamw_update(adam, steps + 1, clip);
 
-  if (opt.stage == 1 || opt.stage == 2) gather_in_place(full_params);
+  if (opt.stage == 1 || opt.stage == 2) gather_params_in_place();
   cast_compute_params();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
   std::fill(secondary_valid.begin(), secondary_valid.end(), 0);
   return finish(true);

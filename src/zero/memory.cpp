@@ -186,15 +186,28 @@ class HostSpace final : public Space {
 
 }  // namespace
 
+void from_host_rounded(Space& s, bf16* dst, std::span<const float> host) {
+  std::vector<bf16> half(host.size());  // [n]
+  for (size_t k = 0; k < host.size(); ++k) half[k] = bf16(host[k]);
+  s.from_host(dst, half.data(), half.size() * sizeof(bf16));
+}
+
+void to_host_widened(Space& s, float* host, const bf16* src, size_t n) {
+  std::vector<bf16> half(n);  // [n]
+  s.to_host(half.data(), src, n * sizeof(bf16));
+  for (size_t k = 0; k < n; ++k) host[k] = static_cast<float>(half[k]);
+}
+
 std::unique_ptr<Space> make_host_space(offload::Isa isa, bool staged, const std::string& precision) {
   // The host computes fp32 only; host-staged also runs bf16-mixed through its widening
   // test model (above), so the engine's bf16 path is exercised on a CPU.
-  if (precision != "fp32" && !(staged && precision == "bf16-mixed"))
+  const bool bf16 = precision == "bf16-mixed" || precision == "bf16-true";
+  if (precision != "fp32" && !(staged && bf16))
     throw InputError("train.precision = " + precision + " with the engine on the " +
                          (staged ? "host-staged space" : "CPU"),
-                     staged ? "the host-staged space runs fp32 and bf16-mixed"
+                     staged ? "the host-staged space runs fp32, bf16-mixed and bf16-true"
                             : "set train.precision = fp32, or train on a GPU (train.device = cuda)");
-  return std::make_unique<HostSpace>(isa, staged, precision == "bf16-mixed");
+  return std::make_unique<HostSpace>(isa, staged, bf16);
 }
 
 #ifndef ZT_HAVE_CUDA

@@ -156,6 +156,12 @@ class Buf {
   T* p_ = nullptr;
 };
 
+// Host values to and from bf16 buffers of a space (bf16-true's stored parameters), through
+// a host bf16 copy: rounding (to nearest even, as bf16(float)) and widening (exact) happen
+// on the host, so they are the same floats on every space. Blocking, like to_host.
+void from_host_rounded(Space& s, bf16* dst, std::span<const float> host);
+void to_host_widened(Space& s, float* host, const bf16* src, size_t n);
+
 // Wraps `inner` (not owned; it must outlive the result) so that collectives on buffers
 // of `space` run on host copies (staged_comm.cpp): each operation copies its send range
 // to a staging buffer from a pool (pinned for a device space), runs on `inner`, and its

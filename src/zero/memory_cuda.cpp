@@ -38,12 +38,11 @@ class DeviceSpace final : public Space {
                        "check CUDA_VISIBLE_DEVICES and nvidia-smi on this node, or set "
                        "train.device = cpu");
     // bf16-mixed: the engine keeps bf16 copies of the fp32 master for the model to bind.
-    // bf16-true would need bf16 master weights and moments (AdamW on bf16): not yet.
-    if (precision_ != "fp32" && precision_ != "bf16-mixed")
-      throw InputError("train.precision = " + precision_ +
-                           ": the ZeRO engine runs fp32 and bf16-mixed on the GPU so far",
-                       "set train.precision = bf16-mixed (bf16 weights, fp32 master weights, "
-                       "gradients and moments) or fp32");
+    // bf16-true: the engine's stored parameters are bf16 (no master); AdamW widens them
+    // through the table's casts. Both bind bf16 weights and take fp32 gradients.
+    if (precision_ != "fp32" && precision_ != "bf16-mixed" && precision_ != "bf16-true")
+      throw InputError("train.precision = " + precision_ + " is not a precision",
+                       "use fp32, bf16-mixed or bf16-true (LitGPT's names)");
     total_ = kc::DeviceBuffer<double>(1, "the squared gradient norm");
     partial_ = kc::DeviceBuffer<double>(kc::kSumSquaresBlocks, "the squared norm's partial sums");
     ZT_CUDA_CHECK(cudaStreamCreate(&stream_));  // last: the destructor destroys it
@@ -63,7 +62,11 @@ class DeviceSpace final : public Space {
 
   std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg, int64_t max_batch,
                                                     int64_t max_seq) override {
-    return model::make_device_model(cfg, max_batch, max_seq, precision_, stream_);
+    // The engine accumulates and reduces fp32 gradients in every precision, so bf16-true
+    // computes with the model of bf16-mixed (bf16 weights, fp32 gradients): the
+    // difference is in what the engine stores (docs/zero.md, "bf16-true").
+    const std::string model_precision = precision_ == "bf16-true" ? "bf16-mixed" : precision_;
+    return model::make_device_model(cfg, max_batch, max_seq, model_precision, stream_);
   }
 
   void* allocate(size_t bytes, const char* what) override {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -52,10 +53,12 @@ struct Trained {
 
 // An engine of this world size's layout on `device`; the host-memory control
 // communicator carries its host values (as beside NCCL).
-zt::zero::Engine make_engine(Comms& c, Device device, uint64_t seed_offset = 0) {
+zt::zero::Engine make_engine(Comms& c, Device device, uint64_t seed_offset = 0,
+                             const std::string& precision = "fp32") {
   const zt::train::TrainConfig t = small_config(world_size(), layout_keys(world_size()));
   zt::zero::EngineOptions o = t.zero;
   o.device = device;
+  o.precision = precision;
   return zt::zero::Engine(t.model, *c.world, c.node.get(), c.cross.get(), o,
                           zt::model::InitOptions{t.seed + seed_offset, t.init_std, true},
                           c.world.get());
@@ -178,6 +181,73 @@ TEST(DeviceState, ResumeElsewhere) {
       << "run test_ckpt_device_state.np2 first";
   Comms c = make_comms(ranks_per_node(world_size()));
   resume_everywhere(c, nullptr);
+}
+
+float bf16_round(float x) { return static_cast<float>(zt::bf16(x)); }
+
+// train.precision = bf16-true through a checkpoint file, at this world size's layout, on
+// the host-staged space (which serves the slices as the device does). The file has the
+// format of every precision: fp32 datasets, the parameters holding the widened bf16
+// values (docs/checkpoint-format.md). A bf16-true run saved after 3 steps and resumed
+// by a fresh bf16-true engine trains steps 4-6 bit for bit like the uninterrupted run;
+// the same file resumed in fp32 (host) loads exactly those values; an fp32 file resumed
+// as bf16-true loads their bf16 rounding (moments exactly).
+TEST(DeviceState, Bf16TrueSavesBf16ValuesAndResumesExactly) {
+  omp_set_num_threads(1);
+  const int n = world_size();
+  Comms c = make_comms(ranks_per_node(n));
+  const std::string dir = fresh_dir("bf16_true_np" + std::to_string(n));
+  const zt::ckpt::TrainState st = train_state(small_config(n, layout_keys(n)), 3);
+  zt::zero::Engine whole = make_engine(c, Device::kHostStaged, 0, "bf16-true");
+  train_steps(whole, 0, 3);
+  const std::string path = zt::ckpt::save(whole, c.mpi, dir + "/bf16", st, 0, 7).path;
+  const Trained uninterrupted = train_steps(whole, 3, 6);
+  zt::zero::Engine e32 = make_engine(c, Device::kHost);
+  train_steps(e32, 0, 3);
+  const std::string path32 = zt::ckpt::save(e32, c.mpi, dir + "/fp32", st, 0, 7).path;
+
+  const zt::ckpt::FullCheckpoint f = zt::ckpt::read_full(path);
+  const zt::ckpt::FullCheckpoint f32 = zt::ckpt::read_full(path32);
+  size_t not_bf16 = 0;
+  for (const std::vector<float>& u : f.params)
+    for (float x : u) not_bf16 += bf16_round(x) != x ? 1 : 0;
+  EXPECT_EQ(not_bf16, 0u) << "saved bf16-true parameters that are not bf16 values";
+
+  int unequal = 0;
+  // Loads `file` into a fresh engine (another init) and compares its parameters with
+  // `want` and its owned moments with the file's.
+  const auto load = [&](zt::zero::Engine& e, const std::string& file,
+                        const zt::ckpt::FullCheckpoint& full, bool round) {
+    zt::ckpt::load(e, c.mpi, file);
+    zt::model::Parameters<float> got(e.model().layout());
+    e.gather_full_params(got);
+    for (int u = 0; u < got.num_units(); ++u) {
+      std::vector<float> want = full.params[static_cast<size_t>(u)];
+      if (round) std::transform(want.begin(), want.end(), want.begin(), bf16_round);
+      unequal += !same_bits(std::span<const float>(want), got.params(u));
+      const zt::zero::OwnedSlice o = e.owned(u);
+      const auto at = [&](const std::vector<float>& v) {
+        return std::span<const float>(v).subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.count));
+      };
+      unequal += !same_bits(at(full.exp_avg[static_cast<size_t>(u)]), o.m);
+      unequal += !same_bits(at(full.exp_avg_sq[static_cast<size_t>(u)]), o.v);
+    }
+  };
+  zt::zero::Engine resumed = make_engine(c, Device::kHostStaged, 1, "bf16-true");
+  load(resumed, path, f, false);
+  const Trained next = train_steps(resumed, 3, 6);
+  EXPECT_EQ(differing(next, uninterrupted), 0) << "bf16-true resumed: steps 4-6";
+  zt::zero::Engine as_fp32 = make_engine(c, Device::kHost, 1);
+  load(as_fp32, path, f, false);
+  zt::zero::Engine from_fp32 = make_engine(c, Device::kHostStaged, 1, "bf16-true");
+  load(from_fp32, path32, f32, true);
+  EXPECT_EQ(unequal, 0) << "loaded parameters or moments differing from the file";
+  if (world_rank() == 0)
+    std::printf("[device-state] np %d bf16-true: saved %zu parameter values, all bf16; resumed "
+                "steps 4-6 losses %.9g %.9g %.9g (uninterrupted %.9g %.9g %.9g)\n",
+                n, [&] { size_t k = 0; for (const auto& u : f.params) k += u.size(); return k; }(),
+                next.losses[0], next.losses[1], next.losses[2], uninterrupted.losses[0],
+                uninterrupted.losses[1], uninterrupted.losses[2]);
 }
 
 }  // namespace

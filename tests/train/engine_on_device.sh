@@ -15,6 +15,8 @@
 #   D  bf16-mixed, stage 3 over NCCL, 50 steps (bf16 weights cast from the fp32 master,
 #      bf16 gathers on the NCCL stream, ordered against compute by events), tracking the
 #      fp32 losses of the same run within 2e-2
+#   D3 bf16-true, stage 3 over NCCL, 50 steps (bf16 parameter shards, no fp32 master,
+#      AdamW widened and rounded back), tracking line D's bf16-mixed losses within 2e-2
 #   E  a GPU checkpoint (stage 3, step 10 of 20) resumed on the CPU: steps 11-20 within
 #      1e-4 of a CPU run of all 20 steps
 set -uo pipefail
@@ -79,6 +81,13 @@ do_run() {
     compare "D bf16-mixed, stage 3 NCCL, 50 steps vs fp32" "$logs/d_gpu.jsonl" "$logs/d_ref.jsonl" 2e-2 || rc=1
   else
     echo "FAIL D bf16-mixed: $(tail -3 "$logs/d_gpu.log" "$logs/d_ref.log" | tr '\n' ' ')"
+    rc=1
+  fi
+  if [ -f "$logs/d_gpu.jsonl" ] && train d3_gpu 1 "${d[@]}" --set train.precision=bf16-true; then
+    compare "D3 bf16-true, stage 3 NCCL, 50 steps vs bf16-mixed" "$logs/d3_gpu.jsonl" \
+      "$logs/d_gpu.jsonl" 2e-2 || rc=1
+  else
+    echo "FAIL D3 bf16-true: $(tail -3 "$logs/d3_gpu.log" 2>/dev/null | tr '\n' ' ')"
     rc=1
   fi
   rm -rf "$logs/e_ckpt"

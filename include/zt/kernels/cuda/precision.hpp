@@ -4,7 +4,12 @@
 //   fp32        fp32 weights, activations, gradients and optimizer state
 //   bf16-mixed  bf16 compute (a bf16 copy of the weights, bf16 activations), fp32 master
 //               weights, fp32 gradient accumulation, fp32 optimizer state
-//   bf16-true   bf16 weights, activations and gradients; fp32 optimizer state (m, v)
+//   bf16-true   bf16 weights (the parameters themselves: no fp32 master) and activations;
+//               fp32 optimizer state (m, v). DeviceModel<bf16, bf16> computes bf16
+//               gradients; the ZeRO engine instead binds the bf16-mixed model (fp32
+//               gradients, accumulated and reduced in fp32), stores the parameters as
+//               bf16 and runs AdamW in fp32 on their widening, rounding each result back
+//               to bf16 (docs/zero.md, "bf16-true")
 // Header-only and free of CUDA, so CPU builds can parse and validate the key too.
 #include <string>
 #include <string_view>
