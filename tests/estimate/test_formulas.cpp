@@ -102,12 +102,14 @@ TEST(Formulas, OffloadMovesStatesOffTheGpu) {
   EXPECT_NEAR(static_cast<double>(opt.host_bytes) / (12 * kPsi7b / n), 1.0, 1e-4) << "host: master, m, v";
   EXPECT_EQ(opt.host_param_bytes, 0u);
   // Stage 3, both on the host: the device keeps the gradient shard and one staging shard
-  // per gather slot (prefetch 1 + 1); the host the store (12 + 4 B per owned element) and
-  // one unit's shard. The largest unit is the head: lm_head 32000 x 4096 + the final
-  // norm 4096 = 131,076,096, padded to 16 x 8 = 128: 16,384,512 per rank.
+  // per gather slot (zero.prefetch 2 + 1); the host the store (12 + 4 B per owned element)
+  // and one unit's shard. The largest unit is a block: q, k, v, o 4 x 4096^2 + gate, up,
+  // down 3 x 4096 x 11008 + 2 norms x 4096 = 202,383,360 (a multiple of 16 x 8 = 128):
+  // 25,297,920 per rank.
   const Row all = estimate_row(s, 3, 1, Offload::kCpu, Offload::kCpu);
-  const double max_shard = 16384512;
-  expect_rel(static_cast<double>(all.param_bytes), 4 * 2 * max_shard, "staging");
+  const double max_shard = 25297920;
+  EXPECT_EQ(s.zero.prefetch, 2);
+  expect_rel(static_cast<double>(all.param_bytes), 4 * 3 * max_shard, "staging");
   expect_rel(static_cast<double>(all.grad_bytes), 4 * kPsi7b / n, "gradient shard");
   EXPECT_EQ(all.optimizer_bytes, 0u);
   EXPECT_EQ(all.host_param_bytes, static_cast<uint64_t>(4 * max_shard));
