@@ -280,8 +280,9 @@ int run(const Args& a) {
   std::printf("* the configured zero.stage and offload.*. \"fits with recompute\": only with train.recompute = "
               "true; \"(host)\": the node's host memory is too small.\n");
   if (!cpu)
-    std::printf("GPU offload rows are estimates (ZeRO-Offload/Infinity accounting of a GPU engine zt "
-                "does not have yet); on --device cpu they are the engine's own accounting.\n");
+    std::printf("Every row is the engine's own accounting (Engine::memory); offload rows: host/node = "
+                "the offload store + one unit's parameter shard of each rank; not counted: CUDA "
+                "context, allocator, NCCL, pinned staging.\n");
   else
     std::printf("Offload on the CPU engine: optim = the store's host memory (offload.subgroup_bytes x "
                 "offload.buffers on nvme); host memory is the device, so offload.params = cpu is "
