@@ -9,12 +9,12 @@
 // DeviceModel::workspace_bytes() on a GPU (tests/kernels_cuda).
 #include <gtest/gtest.h>
 #include <mpi.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
 
+#include "support/tmp_dir.hpp"
 #include "zero/zero_fixtures.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -42,16 +42,8 @@ std::string name(const Case& c) {
               c.bf16_reduce ? ", bf16 reduce" : "");
 }
 
-// A directory for the NVMe files, the same on every rank (rank 0's pid); removed after.
-std::string nvme_dir() {
-  int pid = static_cast<int>(::getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/zt-est-gpu-" + std::to_string(pid);
-  ::mkdir(dir.c_str(), 0700);
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir;
-}
+// A directory for the NVMe files, the same on every rank; removed after.
+std::string nvme_dir() { return zt::testing::rank0_tmp_dir("zt-est-gpu"); }
 
 void compare(const Case& c, const std::string& dir) {
   SCOPED_TRACE(name(c));
