@@ -98,7 +98,7 @@ Resolved resolve(const Args& a) {
                      "--gpus-per-node 8");
   if (a.device != "gpu" && a.device != "cpu")
     throw InputError("--device: '" + a.device + "' is not gpu or cpu",
-                     "gpu: bf16 mixed precision; cpu: zt's fp32 CPU engine");
+                     "gpu: the engine on a GPU (train.precision fp32 or bf16-mixed); cpu: zt's fp32 CPU engine");
   Resolved r;
   if (!a.gpu.empty()) r.gpu = estimate::find_gpu(estimate::load_shipped_gpus(), a.gpu, "--gpu");
   r.device_bytes = !a.gpu_mem.empty() ? parse_size_flag(a.gpu_mem, "--gpu-mem")
@@ -127,6 +127,7 @@ Resolved resolve(const Args& a) {
   s.device = a.device == "cpu" ? Device::kCpu : Device::kGpu;
   s.zero = zero::zero_options(cfg);
   s.zero.offload = tc.zero.offload;  // the configured homes and the store's sizes
+  s.zero.precision = tc.precision;    // train.precision: what the engine allocates
   s.threads = tc.threads > 0 ? tc.threads : 1;
   r.configured_stage = s.zero.stage;
   r.recompute = tc.recompute;
@@ -141,7 +142,6 @@ nlohmann::json row_json(const Row& row, const estimate::Fit& f) {
           {"hpz", row.hpz},
           {"offload_optimizer", std::string(estimate::offload_name(row.optimizer))},
           {"offload_params", std::string(estimate::offload_name(row.params))},
-          {"estimate_only", row.offload},
           {"per_gpu",
            {{"params", row.param_bytes},
             {"grads", row.grad_bytes},
@@ -245,11 +245,15 @@ int run(const Args& a) {
     std::printf("Device cpu (zt's CPU engine, all fp32: params 4 + grads 4 + AdamW m,v 8 B/param); "
                 "host memory %s GiB per node\n", gib(r.host_bytes).c_str());
   else
-    std::printf("Device gpu%s: %s GiB per GPU%s; host %s GiB per node. Mixed precision: bf16 params "
-                "2 + bf16 grads 2 + fp32 master,m,v 12 B/param; bf16 activations\n",
+    std::printf("Device gpu%s: %s GiB per GPU%s; host %s GiB per node. train.precision = %s: fp32 "
+                "params 4 + grads 4 + AdamW m,v 8 B/param%s\n",
                 r.gpu ? (" " + r.gpu->name).c_str() : "", gib(r.device_bytes).c_str(),
                 r.gpu && r.gpu->bf16_tflops > 0 ? strf(", peak %.0f bf16 TFLOP/s", r.gpu->bf16_tflops).c_str() : "",
-                gib(r.host_bytes).c_str());
+                gib(r.host_bytes).c_str(), s.zero.precision.c_str(),
+                s.zero.precision == "bf16-mixed"
+                    ? " + bf16 weights (stages 0-2: 2 B/param copy; stage 3: gather buffers); "
+                      "bf16 activations"
+                    : "; fp32 activations");
   uint64_t largest = 0;
   for (const Row& row : rows) largest = std::max(largest, row.total(false));
   const BinaryUnit u = table_unit(largest);
@@ -261,7 +265,7 @@ int run(const Args& a) {
   for (const Row& row : rows) {
     const estimate::Fit f = estimate::check_fit(row, s, r.device_bytes, r.host_bytes);
     const uint64_t host = cpu ? ranks * row.total(false) : ranks * row.host_bytes;
-    std::printf("%-9s %-5s %-5s %9s %9s %9s %7s %9s %9s %9s %9s %10s %9s  %s%s\n",
+    std::printf("%-9s %-5s %-5s %9s %9s %9s %7s %9s %9s %9s %9s %10s %9s  %s\n",
                 (config_name(row) + (row.stage == r.configured_stage && row.hpz == 1 &&
                                      static_cast<int>(row.optimizer) == static_cast<int>(s.zero.offload.optimizer) &&
                                      static_cast<int>(row.params) == static_cast<int>(s.zero.offload.params)
@@ -271,13 +275,14 @@ int run(const Args& a) {
                 in(row.grad_bytes, u).c_str(), in(row.optimizer_bytes, u).c_str(), in(row.working(), u).c_str(),
                 in(row.activation_bytes, u).c_str(), in(row.activation_recompute_bytes, u).c_str(),
                 in(row.total(false), u).c_str(), in(row.total(true), u).c_str(), in(host, u).c_str(),
-                in(row.nvme_bytes, u).c_str(), fit_word(f).c_str(), row.offload ? " (estimate)" : "");
+                in(row.nvme_bytes, u).c_str(), fit_word(f).c_str());
   }
   std::printf("* the configured zero.stage and offload.*. \"fits with recompute\": only with train.recompute = "
               "true; \"(host)\": the node's host memory is too small.\n");
   if (!cpu)
-    std::printf("GPU offload rows are estimates (ZeRO-Offload/Infinity accounting of a GPU engine zt "
-                "does not have yet); on --device cpu they are the engine's own accounting.\n");
+    std::printf("Every row is the engine's own accounting (Engine::memory); offload rows: host/node = "
+                "the offload store + one unit's parameter shard of each rank; not counted: CUDA "
+                "context, allocator, NCCL, pinned staging.\n");
   else
     std::printf("Offload on the CPU engine: optim = the store's host memory (offload.subgroup_bytes x "
                 "offload.buffers on nvme); host memory is the device, so offload.params = cpu is "
@@ -300,7 +305,7 @@ Run add_estimate_command(CLI::App& app) {
   sub->add_option("--gpu", args->gpu, "a row of data/gpus.csv (memory and peak), e.g. h100-sxm");
   sub->add_option("--gpu-mem", args->gpu_mem, "memory per GPU, e.g. 80G (overrides --gpu; default 80G)");
   sub->add_option("--cpu-mem", args->cpu_mem, "host memory per node, e.g. 512G (default 512G)");
-  sub->add_option("--device", args->device, "gpu (bf16 mixed precision) or cpu (zt's fp32 engine)");
+  sub->add_option("--device", args->device, "gpu (the engine on a GPU, train.precision) or cpu (zt's fp32 engine)");
   sub->add_flag("--json", args->json, "print JSON instead of the table");
   return [args]() { return run(*args); };
 }

@@ -7,6 +7,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/model/device_workspace.hpp"
 #include "zt/model/layout.hpp"
 #include "zt/offload/host_buffer.hpp"
 #include "zt/offload/store.hpp"
@@ -20,18 +21,34 @@ using u64 = uint64_t;
 
 u64 to_u64(int64_t x) { return static_cast<u64>(std::max<int64_t>(x, 0)); }
 
-// Element sizes of one precision.
+// Element sizes of what the engine allocates (src/zero/engine.cpp). Both devices keep
+// fp32 master parameters, gradients, gradient buffers and AdamW m + v (4 + 4 + 8 B per
+// parameter); with train.precision = bf16-mixed (GPU only) the model binds bf16 weights:
+// a bf16 copy of each full unit at stages 0-2, bf16 gather buffers and hpZ secondaries at
+// stage 3, and a bf16 activation workspace.
 struct Precision {
-  u64 param;       // parameters on the device
-  u64 grad;        // gradients on the device
-  u64 optimizer;   // optimizer state per parameter (master copy + m + v)
-  u64 activation;  // activation workspace
-  u64 buffer;      // gather and gradient buffers
+  u64 param = 4;      // fp32 parameters (the master copy)
+  u64 grad = 4;       // fp32 gradients and gradient shards
+  u64 optimizer = 8;  // AdamW m + v
+  u64 buffer = 4;     // gradient buffers
+  u64 compute = 4;    // the weights the model binds: gather buffers, hpZ secondaries
+  u64 copy = 0;       // bf16 copy of each full unit at stages 0-2 (bf16-mixed)
+  u64 activation = 4; // activation workspace
 };
 
-Precision precision_of(Device d) {
-  if (d == Device::kCpu) return {4, 4, 8, 4, 4};  // zt's CPU engine: all fp32, no master copy
-  return {2, 2, 12, 2, 2};                        // mixed precision: bf16 + fp32 master, m, v
+// train.precision as the engine builds it (zt/zero/options.hpp): fp32 everywhere;
+// bf16-mixed on the GPU (on the CPU the host space refuses it, as here).
+Precision precision_of(const Setup& s) {
+  const std::string& name = s.zero.precision;
+  if (name == "fp32") return {};
+  if (name == "bf16-mixed" && s.device == Device::kGpu) return {4, 4, 8, 4, 2, 2, 2};
+  if (s.device == Device::kCpu)
+    throw InputError("train.precision = " + name + " with --device cpu",
+                     "zt's CPU engine trains fp32 only: set train.precision = fp32, or "
+                     "estimate --device gpu");
+  throw InputError("train.precision = " + name + ": the ZeRO engine does not build it",
+                   "set train.precision = bf16-mixed (bf16 weights, fp32 master weights, "
+                   "gradients and moments) or fp32");
 }
 
 // Elements of one transformer block's saved activations (BlockActs in model.cpp).
@@ -57,7 +74,7 @@ std::string_view offload_name(Offload o) {
 std::string Row::label() const {
   std::string s = strf("stage %d", stage);
   if (hpz > 1) s += strf(" + hpZ %d", hpz);
-  if (offload)
+  if (optimizer != Offload::kNone || params != Offload::kNone)
     s += strf(", offload optimizer %s, params %s", std::string(offload_name(optimizer)).c_str(),
               std::string(offload_name(params)).c_str());
   return s;
@@ -83,36 +100,50 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   return e * static_cast<u64>(elem_bytes);
 }
 
-// The CPU engine's offload store (src/zero/engine_offload.cpp, src/offload/store.cpp):
-// with the optimizer offloaded, the engine keeps no m, v; the store holds master + m + v
-// (12 B per owned element, each unit's buffer rounded up to 4 KiB) in host memory, or
-// `buffers` sub-group records in host memory and the rest on NVMe. With the parameters on
-// NVMe (stage 3), the engine keeps a staging shard per gather slot + one for the step,
-// and the store a bounce buffer. The engine counts the store's host bytes as optimizer.
+// The engine's offload (src/zero/engine_offload.cpp, src/offload/store.cpp), on either
+// device: with the optimizer offloaded the engine keeps no m, v; the store holds master +
+// m + v in host memory (offload.optimizer = cpu) or sub-group buffers in host memory and
+// the rest on NVMe. Parameters move at stage 3 with offload.params = nvme, and on the GPU
+// with cpu too (on the CPU host memory is where they are): the engine keeps a staging
+// shard per gather slot on the device plus one unit's shard in host memory, and the store
+// holds the shards (cpu) or a bounce buffer (nvme). The engine counts the store's host
+// bytes as optimizer and the host shard as param_shards; on the GPU those are host
+// memory (Row::host_bytes, Row::host_param_bytes), on the CPU the rank's one memory.
 // `more_blocks`: blocks beyond those of `part`, each the same as its unit 1.
-static void offload_cpu(Row& r, const Setup& s, const zero::Partition& part, int64_t more_blocks,
-                        u64 gather_slots) {
+static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, int64_t more_blocks,
+                         u64 gather_slots) {
   offload::Options o = s.zero.offload;
   o.optimizer = static_cast<offload::Home>(r.optimizer);
   o.params = static_cast<offload::Home>(r.params);
+  const bool gpu = s.device == Device::kGpu;
+  if (o.params == offload::Home::kCpu && !gpu) o.params = offload::Home::kNone;
   std::vector<int64_t> owned, shards;
-  int64_t max_shard = 0, max_owned = 0;
+  int64_t max_shard = 0;
   for (int u = 0; u < part.num_units(); ++u) {
     owned.push_back(part.unit(u).owned);
     shards.push_back(part.unit(u).shard);
     max_shard = std::max(max_shard, part.unit(u).shard);
-    max_owned = std::max(max_owned, part.unit(u).owned);
   }
   // One entry per unit: 16 bytes per block (the files' per-unit rounding needs them).
   owned.insert(owned.begin() + 1, static_cast<size_t>(more_blocks), part.unit(1).owned);
   shards.insert(shards.begin() + 1, static_cast<size_t>(more_blocks), part.unit(1).shard);
-  u64 store_host = offload::nvme_host_bytes(o, max_owned, max_shard);
-  if (o.optimizer == offload::Home::kCpu)
-    for (int64_t c : owned) store_host += offload::round_up(static_cast<size_t>(c) * 12u);
+  const bool params_moved = o.params != offload::Home::kNone;
+  if (!params_moved) shards.clear();
+  if (o.optimizer == offload::Home::kNone && o.params == offload::Home::kNone) return;
+  const u64 store_host = offload::store_host_bytes(o, owned, shards);
   if (o.optimizer != offload::Home::kNone) r.optimizer_bytes = 0;
-  r.optimizer_bytes += store_host;
-  if (o.params == offload::Home::kNvme)
-    r.param_bytes = 4 * (gather_slots + 1) * to_u64(max_shard);
+  u64 host_param = 0;
+  if (params_moved) {
+    r.param_bytes = 4 * gather_slots * to_u64(max_shard);  // staging [slots, max shard]
+    host_param = 4 * to_u64(max_shard);                      // one unit's shard on the host
+  }
+  if (gpu) {
+    r.host_bytes = store_host + host_param;
+    r.host_param_bytes = host_param;
+  } else {
+    r.optimizer_bytes += store_host;
+    r.param_bytes += host_param;
+  }
   r.nvme_bytes = offload::nvme_file_bytes(o, owned, shards);
 }
 
@@ -136,11 +167,20 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   if (stage < 1) o.quantize_grads = false;
   o.validate(n, s.gpus_per_node);
   const int hpz = o.effective_hpz(n, s.gpus_per_node);
+  if (s.device == Device::kGpu && params != Offload::kNone && optimizer == Offload::kNone)
+    throw InputError(strf("offload.params = %s with offload.optimizer = none on the GPU",
+                          std::string(offload_name(params)).c_str()),
+                     "the engine refuses it (the update would need the shards on the device): "
+                     "set offload.optimizer = cpu or nvme, or offload.params = none");
   if (hpz > 1 && params != Offload::kNone)
     throw InputError("hpZ with parameter offload is not estimated",
                      "the secondary copy lives on the GPU; use one or the other");
 
-  const Precision p = precision_of(s.device);
+  const Precision p = precision_of(s);
+  if (p.copy > 0 && o.quantize_weights)
+    throw InputError("zero.quantize_weights = true with train.precision = " + o.precision,
+                     "the engine refuses qwZ with bf16 compute weights: set "
+                     "zero.quantize_weights = false (the bf16 gather already halves the bytes)");
   // Every block is the same unit: partition the model cut to at most 2 blocks and count
   // the other blocks from one, so time and memory do not grow with model.layers.
   model::Config cut = s.model;
@@ -161,13 +201,10 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   r.hpz = hpz;
   r.optimizer = optimizer;
   r.params = params;
-  // On the CPU engine the offload rows are its own accounting (offload_cpu below); on
-  // GPU they model an engine zt does not have yet.
-  r.offload = s.device == Device::kGpu && (optimizer != Offload::kNone || params != Offload::kNone);
 
   // Model states (engine.cpp: full_params / param_shard / secondary / grads / m, v).
-  r.param_bytes = p.param * (stage <= 2 ? full : shard);
-  if (hpz > 1) r.param_bytes += p.param * (full / static_cast<u64>(hpz));
+  r.param_bytes = stage <= 2 ? (p.param + p.copy) * full : p.param * shard;
+  if (hpz > 1) r.param_bytes += p.compute * (full / static_cast<u64>(hpz));
   r.grad_bytes = p.grad * (stage <= 1 ? full : shard);
   r.optimizer_bytes = p.optimizer * (stage == 0 ? full : shard);
 
@@ -175,50 +212,25 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   // 1 + 2 in flight (+1 tied) full-unit gradient buffers; comm staging per slot.
   const u64 gather_slots = static_cast<u64>(o.prefetch + (tied ? 2 : 1));
   const u64 reduce_slots = stage >= 2 ? 3u + (tied ? 1u : 0u) : 2u;
-  if (stage == 3) r.gather_bytes = p.buffer * gather_slots * maxp;
+  if (stage == 3) r.gather_bytes = p.compute * gather_slots * maxp;
   if (stage >= 2) r.grad_buffer_bytes = p.buffer * reduce_slots * maxp;
   const u64 packed = zero::packed_bytes(maxp, static_cast<size_t>(o.quantize_block));
   if (stage == 3 && o.quantize_weights) r.comm_bytes += gather_slots * packed;
   if (o.quantize_grads) r.comm_bytes += 2 * reduce_slots * packed;
   else if (o.reduce_dtype == DType::kBF16) r.comm_bytes += 2 * reduce_slots * maxp;
 
-  r.activation_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, false,
-                                        static_cast<int>(p.activation),
-                                        s.device == Device::kCpu ? s.threads : 0);
-  r.activation_recompute_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, true,
-                                                  static_cast<int>(p.activation),
-                                                  s.device == Device::kCpu ? s.threads : 0);
-
   if (s.device == Device::kCpu) {
-    offload_cpu(r, s, part, more_blocks, gather_slots);
-    return r;
+    r.activation_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, false,
+                                          static_cast<int>(p.activation), s.threads);
+    r.activation_recompute_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, true,
+                                                    static_cast<int>(p.activation), s.threads);
+  } else {  // the GPU model's workspace, from the formula it sizes its buffers with
+    const int64_t N = s.micro_batch * std::min(s.seq_len, s.model.context);
+    r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false);
+    r.activation_recompute_bytes = model::device_workspace_bytes(s.model, N, p.activation, true);
   }
-  // Offload (ZeRO-Offload / ZeRO-Infinity accounting; estimates only). The rank's
-  // optimizer shard (fp32 master + m + v) leaves the device, and the host keeps an fp32
-  // copy of the rank's gradient shard for the host-side AdamW; at stages 2-3 the
-  // gradients stream to the host as they are reduced (no shard stays on the device).
-  const u64 unit_shard = maxp / static_cast<u64>(n);  // largest unit's shard
-  if (optimizer != Offload::kNone) {
-    r.optimizer_bytes = 0;
-    if (stage >= 2) r.grad_bytes = 0;
-    r.host_bytes += 4 * shard;  // fp32 gradient shard
-    if (optimizer == Offload::kCpu) {
-      r.host_bytes += p.optimizer * shard;
-    } else {
-      r.nvme_bytes += p.optimizer * shard;
-      r.host_bytes += 2 * p.optimizer * unit_shard;  // double-buffered swap of one unit
-    }
-  }
-  if (params != Offload::kNone) {
-    const u64 moved = r.param_bytes;  // the rank's parameter shard
-    r.param_bytes = 0;
-    if (params == Offload::kCpu) {
-      r.host_bytes += moved;
-    } else {
-      r.nvme_bytes += moved;
-      r.host_bytes += gather_slots * p.param * unit_shard;  // staging of prefetched shards
-    }
-  }
+
+  offload_rows(r, s, part, more_blocks, gather_slots);
   return r;
 }
 
@@ -244,7 +256,7 @@ std::vector<Row> estimate_all(const Setup& s) {
       rows.push_back(estimate_row(s, stage, 1, opt, Offload::kNone));
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kCpu, Offload::kNone));
   for (Offload par : {Offload::kCpu, Offload::kNvme})
-    for (Offload opt : {Offload::kNone, Offload::kCpu, Offload::kNvme})
+    for (Offload opt : {Offload::kCpu, Offload::kNvme})
       rows.push_back(estimate_row(s, 3, 1, opt, par));
   return rows;
 }

@@ -1,5 +1,5 @@
-// Estimate formulas against hand-computed values (llama-7b, the ZeRO paper's 16 B/param
-// accounting), offload bookkeeping, bad combinations, and the activation workspace
+// Estimate formulas against hand-computed values (llama-7b: the engine's fp32 4 + 4 + 8
+// B/param, + 2 B/param of bf16 copy with bf16-mixed at stages 0-2), offload bookkeeping, bad combinations, and the activation workspace
 // against the real model's Model::workspace_bytes after a training step.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -37,15 +37,25 @@ TEST(Formulas, Llama7bParameterCount) {
 
 TEST(Formulas, Llama7bModelStatesPerStage) {
   const double n = 8;
-  const zt::estimate::Setup s = llama7b(8, 1);
-  // ZeRO paper, mixed precision (K = 12): 2 + 2 + 12 bytes per parameter.
-  const double want[4] = {16 * kPsi7b, 4 * kPsi7b + 12 * kPsi7b / n, 2 * kPsi7b + 14 * kPsi7b / n,
+  zt::estimate::Setup s = llama7b(8, 1);
+  // The engine on a GPU, fp32: parameters 4 (the master) + gradients 4 + AdamW m, v 8
+  // bytes per parameter, replicated or sharded by stage.
+  const double fp32[4] = {16 * kPsi7b, 8 * kPsi7b + 8 * kPsi7b / n, 4 * kPsi7b + 12 * kPsi7b / n,
                           16 * kPsi7b / n};
+  // bf16-mixed: + a bf16 copy of the full units (2 B) at stages 0-2; at stage 3 the bf16
+  // weights are the gather buffers (working memory).
+  const double mixed[4] = {18 * kPsi7b, 10 * kPsi7b + 8 * kPsi7b / n,
+                           6 * kPsi7b + 12 * kPsi7b / n, 16 * kPsi7b / n};
   for (int stage = 0; stage <= 3; ++stage) {
-    const Row r = estimate_row(s, stage, 1, Offload::kNone, Offload::kNone);
-    expect_rel(static_cast<double>(r.model_states()), want[stage], "model states");
+    s.zero.precision = "fp32";
+    expect_rel(static_cast<double>(estimate_row(s, stage, 1, Offload::kNone, Offload::kNone).model_states()),
+               fp32[stage], "fp32 model states");
+    s.zero.precision = "bf16-mixed";
+    expect_rel(static_cast<double>(estimate_row(s, stage, 1, Offload::kNone, Offload::kNone).model_states()),
+               mixed[stage], "bf16-mixed model states");
   }
   // 16 Psi = 107.8 GB at stage 0 and 13.5 GB at stage 3 on 8 GPUs.
+  s.zero.precision = "fp32";
   const Row r0 = estimate_row(s, 0, 1, Offload::kNone, Offload::kNone);
   EXPECT_NEAR(static_cast<double>(r0.model_states()) / 1e9, 107.81, 0.01);
   const Row r3 = estimate_row(s, 3, 1, Offload::kNone, Offload::kNone);
@@ -61,30 +71,52 @@ TEST(Formulas, Llama7bCpuEngineIsFp32) {
   expect_rel(static_cast<double>(r0.optimizer_bytes), 8 * kPsi7b, "m, v");
   const Row r3 = estimate_row(s, 3, 1, Offload::kNone, Offload::kNone);
   expect_rel(static_cast<double>(r3.model_states()), 16 * kPsi7b / 4, "stage 3");
+  s.zero.precision = "bf16-mixed";  // the CPU engine trains fp32 only
+  EXPECT_THROW(estimate_row(s, 0, 1, Offload::kNone, Offload::kNone), InputError);
 }
 
 TEST(Formulas, HpzAddsOneSecondaryCopyPerGroup) {
-  const zt::estimate::Setup s = llama7b(8, 2);  // 16 ranks, hpZ over the 8 of a node
-  const Row plain = estimate_row(s, 3, 1, Offload::kNone, Offload::kNone);
-  const Row hpz = estimate_row(s, 3, 0, Offload::kNone, Offload::kNone);
-  EXPECT_EQ(hpz.hpz, 8);
-  expect_rel(static_cast<double>(hpz.param_bytes - plain.param_bytes), 2 * kPsi7b / 8, "secondary");
+  zt::estimate::Setup s = llama7b(8, 2);  // 16 ranks, hpZ over the 8 of a node
+  for (const char* p : {"fp32", "bf16-mixed"}) {
+    s.zero.precision = p;
+    const Row plain = estimate_row(s, 3, 1, Offload::kNone, Offload::kNone);
+    const Row hpz = estimate_row(s, 3, 0, Offload::kNone, Offload::kNone);
+    EXPECT_EQ(hpz.hpz, 8);
+    // The secondary is in the compute dtype: fp32, or bf16 with bf16-mixed.
+    expect_rel(static_cast<double>(hpz.param_bytes - plain.param_bytes),
+               (s.zero.precision == "fp32" ? 4 : 2) * kPsi7b / 8, "secondary");
+  }
   // On one node hpZ would be the primary partition again: no effect.
   EXPECT_EQ(estimate_row(llama7b(8, 1), 3, 0, Offload::kNone, Offload::kNone).hpz, 1);
 }
 
 TEST(Formulas, OffloadMovesStatesOffTheGpu) {
   const double n = 8;
-  const zt::estimate::Setup s = llama7b(8, 1);
+  zt::estimate::Setup s = llama7b(8, 1);
+  s.zero.precision = "bf16-mixed";
+  // Stage 2 + optimizer cpu: the device keeps fp32 + bf16 full units and the fp32
+  // gradient shard; the host store the fp32 master + m + v shard (12 B, each unit's
+  // buffer rounded up to 4 KiB: 34 units, < 1e-4 of it).
   const Row opt = estimate_row(s, 2, 1, Offload::kCpu, Offload::kNone);
-  EXPECT_TRUE(opt.offload);
-  expect_rel(static_cast<double>(opt.model_states()), 2 * kPsi7b, "stage 2 + optimizer offload");
-  expect_rel(static_cast<double>(opt.host_bytes), (12 + 4) * kPsi7b / n, "host: states + fp32 grads");
+  expect_rel(static_cast<double>(opt.model_states()), 6 * kPsi7b + 4 * kPsi7b / n, "stage 2 + optimizer offload");
+  EXPECT_NEAR(static_cast<double>(opt.host_bytes) / (12 * kPsi7b / n), 1.0, 1e-4) << "host: master, m, v";
+  EXPECT_EQ(opt.host_param_bytes, 0u);
+  // Stage 3, both on the host: the device keeps the gradient shard and one staging shard
+  // per gather slot (zero.prefetch 2 + 1); the host the store (12 + 4 B per owned element)
+  // and one unit's shard. The largest unit is a block: q, k, v, o 4 x 4096^2 + gate, up,
+  // down 3 x 4096 x 11008 + 2 norms x 4096 = 202,383,360 (a multiple of 16 x 8 = 128):
+  // 25,297,920 per rank.
   const Row all = estimate_row(s, 3, 1, Offload::kCpu, Offload::kCpu);
-  EXPECT_EQ(all.model_states(), 0u);
-  expect_rel(static_cast<double>(all.host_bytes), (12 + 4 + 2) * kPsi7b / n, "host: everything");
+  const double max_shard = 25297920;
+  EXPECT_EQ(s.zero.prefetch, 2);
+  expect_rel(static_cast<double>(all.param_bytes), 4 * 3 * max_shard, "staging");
+  expect_rel(static_cast<double>(all.grad_bytes), 4 * kPsi7b / n, "gradient shard");
+  EXPECT_EQ(all.optimizer_bytes, 0u);
+  EXPECT_EQ(all.host_param_bytes, static_cast<uint64_t>(4 * max_shard));
+  EXPECT_NEAR(static_cast<double>(all.host_bytes - all.host_param_bytes) / (16 * kPsi7b / n), 1.0, 1e-4)
+      << "host: master, m, v + fp32 shards";
   const Row nvme = estimate_row(s, 3, 1, Offload::kNvme, Offload::kNvme);
-  expect_rel(static_cast<double>(nvme.nvme_bytes), (12 + 2) * kPsi7b / n, "nvme");
+  EXPECT_NEAR(static_cast<double>(nvme.nvme_bytes) / (16 * kPsi7b / n), 1.0, 1e-4) << "nvme";
 }
 
 TEST(Formulas, FitAgainstLimits) {
@@ -103,6 +135,11 @@ TEST(Formulas, BadCombinationsThrow) {
   EXPECT_THROW(estimate_row(s, 2, 1, Offload::kCpu, Offload::kCpu), InputError);
   EXPECT_THROW(estimate_row(s, 4, 1, Offload::kNone, Offload::kNone), InputError);
   EXPECT_THROW(estimate_row(s, 3, 3, Offload::kNone, Offload::kNone), InputError);  // 3 !| 8
+  // On the GPU the engine needs the optimizer offloaded to offload the parameters.
+  EXPECT_THROW(estimate_row(s, 3, 1, Offload::kNone, Offload::kCpu), InputError);
+  zt::estimate::Setup t = s;
+  t.zero.precision = "bf16-true";  // not built: refused by name
+  EXPECT_THROW(estimate_row(t, 0, 1, Offload::kNone, Offload::kNone), InputError);
 }
 
 // The workspace formula against the model itself after a real step.

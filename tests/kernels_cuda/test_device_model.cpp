@@ -13,6 +13,7 @@
 #include "cuda_test_util.hpp"
 #include "zt/kernels/cuda/adamw.hpp"
 #include "zt/model/device_model.hpp"
+#include "zt/model/device_workspace.hpp"
 #include "zt/model/model.hpp"
 #include "zt/model/optimizer.hpp"
 
@@ -153,6 +154,37 @@ TEST_F(DeviceModelTest, TinyRecomputeSameValues) {
   for (int u = 0; u < layout.num_units(); ++u)
     expect_close(grads[1][static_cast<size_t>(u)], grads[0][static_cast<size_t>(u)], 1e-6,
                  "recompute grad " + layout.unit(u).name);
+}
+
+// The workspace after a step, with and without recompute, is the formula `zt estimate`
+// counts (model::device_workspace_bytes, the sizes the model allocates from): every
+// buffer counted once, fp32 and bf16 compute.
+template <class TP>
+void workspace_is_the_formula(DeviceModelTest& t, size_t elem) {
+  const Config cfg = Config::preset("tiny");
+  const ParamLayout layout(cfg);
+  const int64_t B = 2, Tn = 48;
+  model::Parameters<float> init(layout);
+  init.init({.seed = 7});
+  const Batch data = t.batch(cfg, B * Tn);
+  model::DeviceModel<TP, float> gpu(cfg, B, Tn);
+  std::vector<DeviceBuffer<TP>> dp;
+  std::vector<DeviceBuffer<float>> dg;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    Vec p(init.params(u).begin(), init.params(u).end());
+    dp.push_back(to_device<TP>(p));
+    dg.emplace_back(p.size());
+    gpu.bind_unit(u, dp.back().data(), dg.back().data());
+  }
+  gpu.loss_and_grad(data.tokens, data.targets, B, Tn, /*recompute=*/true);
+  EXPECT_EQ(gpu.workspace_bytes(), model::device_workspace_bytes(cfg, B * Tn, elem, true));
+  gpu.loss_and_grad(data.tokens, data.targets, B, Tn, /*recompute=*/false);
+  EXPECT_EQ(gpu.workspace_bytes(), model::device_workspace_bytes(cfg, B * Tn, elem, false));
+}
+
+TEST_F(DeviceModelTest, WorkspaceIsTheEstimateFormula) {
+  workspace_is_the_formula<float>(*this, 4);
+  workspace_is_the_formula<bf16_t>(*this, 2);
 }
 
 // The unit hooks fire in the CPU model's order (the ZeRO engine relies on it), for

@@ -20,21 +20,14 @@
 #include <tuple>
 
 #include "support/expect_error.hpp"
+#include "support/tmp_dir.hpp"
 #include "zero/zero_fixtures.hpp"
 #include "zt/core/log.hpp"
 
 namespace zt::zero::testing {
 namespace {
 
-std::string device_dir() {  // the same on every rank: rank 0's pid
-  int pid = static_cast<int>(::getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/zt-offload-device-" + std::to_string(pid);
-  ::mkdir(dir.c_str(), 0700);
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir;
-}
+std::string device_dir() { return zt::testing::rank0_tmp_dir("zt-offload-device"); }
 
 bool same(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;

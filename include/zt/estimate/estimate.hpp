@@ -3,21 +3,22 @@
 // host for each ZeRO stage, hpZ and offload choice, from the model shape, the micro-batch
 // shape and the zero.* options. See docs/estimate.md for every formula.
 //
-// Two precisions:
-//   Device::kGpu  mixed precision as in the ZeRO paper: bf16 parameters (2 B) and
-//                 gradients (2 B), fp32 master copy + AdamW m + v (12 B): 16 B/param of
-//                 model states; bf16 activations and working buffers.
-//   Device::kCpu  what zt's CPU engine holds today (src/zero): fp32 parameters (4 B, they
-//                 are the master copy), fp32 gradients (4 B), fp32 m + v (8 B): 16 B/param
-//                 split 4+4+8; fp32 activations. This is the engine's own accounting
-//                 (MemoryStats) computed ahead of time, byte for byte.
+// Every row is the ZeRO engine's own accounting (Engine::memory(), by category) computed
+// ahead of time, byte for byte, for what the engine allocates:
+//   both devices  fp32 master parameters (4 B), fp32 gradients (4 B), fp32 AdamW m + v
+//                 (8 B) per parameter, full or sharded by stage; fp32 gradient buffers.
+//   Device::kGpu  with train.precision = bf16-mixed also the bf16 weights the model binds:
+//                 a bf16 copy of each full unit at stages 0-2 (counted in params), bf16
+//                 stage-3 gather buffers and hpZ secondaries; the GPU model's workspace
+//                 (zt/model/device_workspace.hpp, flash attention: no T x T
+//                 probabilities) in bf16. With fp32, all fp32. bf16-true is refused
+//                 (exit 2, as the engine).
+//   Device::kCpu  fp32 only; the CPU model's workspace (Model::workspace_bytes).
 //
-// Padding, shard sizes, buffer slot counts and the activation workspace follow the engine
-// (zt::zero::Partition, engine.cpp) and the model (Model::workspace_bytes) exactly.
-// Offload (optimizer / parameters to host memory or NVMe, ZeRO-Offload / ZeRO-Infinity
-// style): on Device::kCpu the rows are the CPU engine's offload store, sized from
-// Setup::zero.offload (offload.subgroup_bytes, offload.buffers); on Device::kGpu they model
-// a GPU engine zt does not have yet and are estimates only (Row::offload).
+// Padding, shard sizes and buffer slot counts follow zt::zero::Partition and engine.cpp.
+// Offload (optimizer / parameters to host memory or NVMe): the engine's offload store,
+// sized from Setup::zero.offload (offload.subgroup_bytes, offload.buffers); on the GPU the
+// store and the host parameter shard are Row::host_bytes.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,8 +41,8 @@ struct Setup {
   int gpus_per_node = 1;    // ranks per node
   int nodes = 1;
   Device device = Device::kGpu;
-  // prefetch, hpz_partition_size, quantize_weights/grads, quantize_block, reduce_dtype
-  // (the stage is chosen per row).
+  // prefetch, hpz_partition_size, quantize_weights/grads, quantize_block, reduce_dtype,
+  // precision (train.precision), offload (the stage is chosen per row).
   zero::EngineOptions zero;
   // Device::kCpu: OpenMP threads per rank (the attention backward keeps T*T floats of
   // scratch per thread). Ignored on GPU.
@@ -57,7 +58,6 @@ struct Row {
   int hpz = 1;  // hpZ secondary group size in effect (1: none)
   Offload optimizer = Offload::kNone;
   Offload params = Offload::kNone;
-  bool offload = false;  // a GPU offload row: no GPU engine offloads yet, estimate only
 
   // per rank, on the device
   uint64_t param_bytes = 0;      // full params (stages 0-2) or shard (3) + hpZ secondary
@@ -69,7 +69,11 @@ struct Row {
   uint64_t activation_bytes = 0;            // workspace without recompute
   uint64_t activation_recompute_bytes = 0;  // workspace with train.recompute = true
   // per rank, elsewhere (offload)
-  uint64_t host_bytes = 0;   // host (CPU) memory of this rank's offloaded states
+  // Device::kGpu: host (CPU) memory of this rank's offloaded states, as the engine counts
+  // them (the store's host bytes in its optimizer, the host parameter shard in its
+  // param_shards); 0 on Device::kCpu, where they are in the categories above.
+  uint64_t host_bytes = 0;
+  uint64_t host_param_bytes = 0;  // of host_bytes: the host parameter shard
   uint64_t nvme_bytes = 0;   // NVMe of this rank's offloaded states
 
   uint64_t model_states() const { return param_bytes + grad_bytes + optimizer_bytes; }
@@ -96,8 +100,9 @@ Row estimate_row(const Setup& setup, int stage, int hpz_request, Offload optimiz
                  Offload params);
 
 // Every row of the table: stages 0-3 without offload, stage 3 with hpZ (when hpZ does
-// something: more than one node), and on Device::kGpu the offload choices (optimizer
-// cpu/nvme at stages 1-3; params cpu/nvme at stage 3).
+// something: more than one node), and the offload choices (optimizer cpu/nvme at stages
+// 1-3; params at stage 3: nvme on Device::kCpu, cpu/nvme with the optimizer offloaded on
+// Device::kGpu).
 std::vector<Row> estimate_all(const Setup& setup);
 
 // Whether a row fits: per rank on the device within device_bytes, and the host memory

@@ -12,6 +12,7 @@
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
 #include "zt/kernels/cuda/cuda.hpp"
+#include "zt/model/device_workspace.hpp"
 
 namespace zt::model {
 
@@ -19,6 +20,9 @@ namespace kc = zt::kernels::cuda;
 using kc::DeviceBuffer;
 
 namespace {
+
+static_assert(sizeof(kc::CrossEntropyTotals) == DeviceWorkspaceSizes::kTotalsBytes,
+              "DeviceWorkspaceSizes counts one CrossEntropyTotals");
 
 // One block's activations, kept from its forward for its backward.
 template <class T>
@@ -37,24 +41,22 @@ struct DeviceBlockActs {
   DeviceBuffer<T> up;         // [N, I]
   DeviceBuffer<T> h;          // [N, I]     silu(gate) * up
 
+  // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
   DeviceBlockActs(const Config& c, int64_t N) {
-    const size_t n = static_cast<size_t>(N);
-    const size_t C = static_cast<size_t>(c.hidden), I = static_cast<size_t>(c.intermediate);
-    const size_t HD = static_cast<size_t>(c.heads * c.head_dim());
-    const size_t GD = static_cast<size_t>(c.kv_dim());
-    xn1 = DeviceBuffer<T>(n * C);
-    rstd1 = DeviceBuffer<float>(n);
-    q = DeviceBuffer<T>(n * HD);
-    k = DeviceBuffer<T>(n * GD);
-    v = DeviceBuffer<T>(n * GD);
-    att = DeviceBuffer<T>(n * HD);
-    lse = DeviceBuffer<float>(n * static_cast<size_t>(c.heads));
-    x_mid = DeviceBuffer<T>(n * C);
-    xn2 = DeviceBuffer<T>(n * C);
-    rstd2 = DeviceBuffer<float>(n);
-    gate = DeviceBuffer<T>(n * I);
-    up = DeviceBuffer<T>(n * I);
-    h = DeviceBuffer<T>(n * I);
+    const DeviceBlockSizes z = DeviceBlockSizes::of(c, N);
+    xn1 = DeviceBuffer<T>(z.xn1);
+    rstd1 = DeviceBuffer<float>(z.rstd1);
+    q = DeviceBuffer<T>(z.q);
+    k = DeviceBuffer<T>(z.k);
+    v = DeviceBuffer<T>(z.v);
+    att = DeviceBuffer<T>(z.att);
+    lse = DeviceBuffer<float>(z.lse);
+    x_mid = DeviceBuffer<T>(z.x_mid);
+    xn2 = DeviceBuffer<T>(z.xn2);
+    rstd2 = DeviceBuffer<float>(z.rstd2);
+    gate = DeviceBuffer<T>(z.gate);
+    up = DeviceBuffer<T>(z.up);
+    h = DeviceBuffer<T>(z.h);
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
@@ -102,7 +104,7 @@ struct DeviceModel<T, G>::Impl {
         params(static_cast<size_t>(layout.num_units()), nullptr),
         grads(static_cast<size_t>(layout.num_units()), nullptr), totals(1) {
     cfg.validate();
-    const int64_t D = cfg.head_dim(), half = D / 2;
+    const int64_t D = cfg.head_dim();
     if (!kc::attention_head_dim_supported(D))
       throw InputError(strf("head dim %lld (hidden %lld / heads %lld) has no CUDA attention "
                             "kernel",
@@ -113,7 +115,7 @@ struct DeviceModel<T, G>::Impl {
                        "are multiples of 8).");
     log::info("attention on the GPU: " +
               kc::attention_backend_summary(std::is_same_v<T, kc::bf16_t>, D));
-    std::vector<float> cs(static_cast<size_t>(cfg.context * half));
+    std::vector<float> cs(DeviceWorkspaceSizes::of(cfg, 0).rope);  // [context, D/2]
     std::vector<float> sn(cs.size());
     kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta);
     rope_cos = DeviceBuffer<float>(cs.size());
@@ -133,32 +135,29 @@ struct DeviceModel<T, G>::Impl {
   // Grows the workspace to N rows (no-op once the largest shape has been seen).
   void ensure(int64_t N) {
     if (N <= capacity) return;
-    const size_t n = static_cast<size_t>(N);
-    const size_t C = static_cast<size_t>(cfg.hidden), V = static_cast<size_t>(cfg.vocab);
-    const size_t I = static_cast<size_t>(cfg.intermediate);
-    const size_t HD = static_cast<size_t>(cfg.heads * cfg.head_dim());
-    const size_t GD = static_cast<size_t>(cfg.kv_dim());
+    // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
+    const DeviceWorkspaceSizes z = DeviceWorkspaceSizes::of(cfg, N);
     shared.clear();
     shared.emplace_back(cfg, N);
-    xs = DeviceBuffer<T>(static_cast<size_t>(cfg.layers + 1) * n * C);
-    delta = DeviceBuffer<T>(n * C);
-    xf = DeviceBuffer<T>(n * C);
-    rstd_f = DeviceBuffer<float>(n);
-    logits = DeviceBuffer<T>(n * V);
-    row_loss = DeviceBuffer<float>(n);
-    tokens_d = DeviceBuffer<int32_t>(n);
-    targets_d = DeviceBuffer<int32_t>(n);
-    positions_d = DeviceBuffer<int32_t>(n);
-    dres = DeviceBuffer<T>(n * C);
-    dxn = DeviceBuffer<T>(n * C);
-    datt = DeviceBuffer<T>(n * HD);
-    dq = DeviceBuffer<T>(n * HD);
-    dk = DeviceBuffer<T>(n * GD);
-    dv = DeviceBuffer<T>(n * GD);
-    dh = DeviceBuffer<T>(n * I);
-    dgate = DeviceBuffer<T>(n * I);
-    dup = DeviceBuffer<T>(n * I);
-    attn_delta = DeviceBuffer<float>(n * static_cast<size_t>(cfg.heads));
+    xs = DeviceBuffer<T>(z.xs);
+    delta = DeviceBuffer<T>(z.rows_c);
+    xf = DeviceBuffer<T>(z.rows_c);
+    rstd_f = DeviceBuffer<float>(z.rows);
+    logits = DeviceBuffer<T>(z.logits);
+    row_loss = DeviceBuffer<float>(z.rows);
+    tokens_d = DeviceBuffer<int32_t>(z.rows);
+    targets_d = DeviceBuffer<int32_t>(z.rows);
+    positions_d = DeviceBuffer<int32_t>(z.rows);
+    dres = DeviceBuffer<T>(z.rows_c);
+    dxn = DeviceBuffer<T>(z.rows_c);
+    datt = DeviceBuffer<T>(z.hd);
+    dq = DeviceBuffer<T>(z.hd);
+    dk = DeviceBuffer<T>(z.gd);
+    dv = DeviceBuffer<T>(z.gd);
+    dh = DeviceBuffer<T>(z.ni);
+    dgate = DeviceBuffer<T>(z.ni);
+    dup = DeviceBuffer<T>(z.ni);
+    attn_delta = DeviceBuffer<float>(z.heads_rows);
     capacity = N;
   }
 
@@ -415,7 +414,7 @@ struct DeviceModel<T, G>::Impl {
   size_t workspace_bytes() const {
     size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + delta.bytes() + xf.bytes() +
                rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
-               tokens_d.bytes() + targets_d.bytes() + dres.bytes() + dxn.bytes() +
+               tokens_d.bytes() + targets_d.bytes() + positions_d.bytes() + dres.bytes() + dxn.bytes() +
                datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
                dgate.bytes() + dup.bytes() + attn_delta.bytes();
     for (const auto& a : shared) b += a.bytes();

@@ -1,0 +1,78 @@
+#pragma once
+// The GPU model's workspace sizes (src/model/cuda/device_model.cpp), without CUDA: the
+// element count of every buffer DeviceModel allocates for N = B*T rows, so the device
+// model sizes its buffers from here and `zt estimate` counts the same bytes (one
+// formula). Flash attention keeps the log-sum-exp [B, H, T], no T x T probabilities.
+#include <cstddef>
+#include <cstdint>
+
+#include "zt/model/config.hpp"
+
+namespace zt::model {
+
+// One block's activations kept from its forward for its backward (DeviceBlockActs).
+// "T": the compute dtype (bf16 or fp32); "f32": fp32 whatever the compute dtype.
+struct DeviceBlockSizes {
+  size_t xn1, q, k, v, att, x_mid, xn2, gate, up, h;  // T: [N,C] [N,HD] [N,GD] x2 [N,HD] [N,C] x2 [N,I] x3
+  size_t rstd1, lse, rstd2;                           // f32: [N] [N*H] [N]
+
+  static DeviceBlockSizes of(const Config& c, int64_t N) {
+    const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
+    const size_t I = static_cast<size_t>(c.intermediate);
+    const size_t HD = static_cast<size_t>(c.heads * c.head_dim());
+    const size_t GD = static_cast<size_t>(c.kv_dim());
+    return {n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, n * I, n * I, n * I,
+            n,     n * static_cast<size_t>(c.heads), n};
+  }
+  uint64_t bytes(size_t elem) const {
+    return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h) +
+           sizeof(float) * (rstd1 + lse + rstd2);
+  }
+};
+
+// Every other buffer of the workspace for N rows (DeviceModel::Impl::ensure), the RoPE
+// tables and the cross-entropy totals.
+struct DeviceWorkspaceSizes {
+  // One kernels::cuda::CrossEntropyTotals (double + 2 long long); device_model.cpp
+  // static_asserts the size.
+  static constexpr size_t kTotalsBytes = 24;
+  size_t rope;                  // f32 [context, D/2], each of cos and sin
+  size_t xs;                    // T [L+1, N, C]
+  size_t rows_c;                // T [N, C]: each of delta, xf, dres, dxn
+  size_t logits;                // T [N, V]
+  size_t hd, gd, ni;            // T [N, H*D]: datt, dq; [N, G*D]: dk, dv; [N, I]: dh, dgate, dup
+  size_t rows;                  // f32 [N]: rstd_f, row_loss; int32 [N]: tokens, targets, positions
+  size_t heads_rows;            // f32 [N*H]: attn_delta
+  DeviceBlockSizes block;       // one block's activations
+
+  static DeviceWorkspaceSizes of(const Config& c, int64_t N) {
+    const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
+    return {static_cast<size_t>(c.context * (c.head_dim() / 2)),
+            static_cast<size_t>(c.layers + 1) * n * C,
+            n * C,
+            n * static_cast<size_t>(c.vocab),
+            n * static_cast<size_t>(c.heads * c.head_dim()),
+            n * static_cast<size_t>(c.kv_dim()),
+            n * static_cast<size_t>(c.intermediate),
+            n,
+            n * static_cast<size_t>(c.heads),
+            DeviceBlockSizes::of(c, N)};
+  }
+
+  // Bytes after a training step with elem-byte compute dtype: the shared block (eval,
+  // recompute) and, without recompute, one kept block per layer.
+  uint64_t bytes(const Config& c, size_t elem, bool recompute) const {
+    uint64_t b = 2 * sizeof(float) * rope + kTotalsBytes;
+    b += elem * (xs + 4 * rows_c + logits + 2 * hd + 2 * gd + 3 * ni);
+    b += 2 * sizeof(float) * rows + 3 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
+    const uint64_t blocks = 1 + (recompute ? 0 : static_cast<uint64_t>(c.layers));
+    return b + blocks * block.bytes(elem);
+  }
+};
+
+// DeviceModel::workspace_bytes() after a training micro-step of N rows.
+inline uint64_t device_workspace_bytes(const Config& c, int64_t N, size_t elem, bool recompute) {
+  return DeviceWorkspaceSizes::of(c, N).bytes(c, elem, recompute);
+}
+
+}  // namespace zt::model
