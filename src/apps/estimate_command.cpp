@@ -98,7 +98,7 @@ Resolved resolve(const Args& a) {
                      "--gpus-per-node 8");
   if (a.device != "gpu" && a.device != "cpu")
     throw InputError("--device: '" + a.device + "' is not gpu or cpu",
-                     "gpu: the engine on a GPU (train.precision fp32 or bf16-mixed); cpu: zt's fp32 CPU engine");
+                     "gpu: the engine on a GPU (train.precision fp32, bf16-mixed or bf16-true); cpu: zt's fp32 CPU engine");
   Resolved r;
   if (!a.gpu.empty()) r.gpu = estimate::find_gpu(estimate::load_shipped_gpus(), a.gpu, "--gpu");
   r.device_bytes = !a.gpu_mem.empty() ? parse_size_flag(a.gpu_mem, "--gpu-mem")
@@ -245,15 +245,18 @@ int run(const Args& a) {
     std::printf("Device cpu (zt's CPU engine, all fp32: params 4 + grads 4 + AdamW m,v 8 B/param); "
                 "host memory %s GiB per node\n", gib(r.host_bytes).c_str());
   else
-    std::printf("Device gpu%s: %s GiB per GPU%s; host %s GiB per node. train.precision = %s: fp32 "
-                "params 4 + grads 4 + AdamW m,v 8 B/param%s\n",
+    std::printf("Device gpu%s: %s GiB per GPU%s; host %s GiB per node. train.precision = %s: %s\n",
                 r.gpu ? (" " + r.gpu->name).c_str() : "", gib(r.device_bytes).c_str(),
                 r.gpu && r.gpu->bf16_tflops > 0 ? strf(", peak %.0f bf16 TFLOP/s", r.gpu->bf16_tflops).c_str() : "",
                 gib(r.host_bytes).c_str(), s.zero.precision.c_str(),
                 s.zero.precision == "bf16-mixed"
-                    ? " + bf16 weights (stages 0-2: 2 B/param copy; stage 3: gather buffers); "
-                      "bf16 activations"
-                    : "; fp32 activations");
+                    ? "fp32 params 4 + grads 4 + AdamW m,v 8 B/param + bf16 weights (stages 0-2: "
+                      "2 B/param copy; stage 3: gather buffers); bf16 activations"
+                : s.zero.precision == "bf16-true"
+                    ? "bf16 params 2 (no fp32 master) + fp32 grads 4 + AdamW m,v 8 B/param, "
+                      "AdamW's fp32 work buffer in work; bf16 gathers and activations; no "
+                      "offload rows"
+                    : "fp32 params 4 + grads 4 + AdamW m,v 8 B/param; fp32 activations");
   uint64_t largest = 0;
   for (const Row& row : rows) largest = std::max(largest, row.total(false));
   const BinaryUnit u = table_unit(largest);

@@ -37,11 +37,14 @@ struct Precision {
 };
 
 // train.precision as the engine builds it (zt/zero/options.hpp): fp32 everywhere;
-// bf16-mixed on the GPU (on the CPU the host space refuses it, as here).
+// bf16-mixed and bf16-true on the GPU (on the CPU the host space refuses them, as here).
+// bf16-true stores its parameters in bf16 with no fp32 master (full units at stages 0-2,
+// shards at 3); gradients and moments stay fp32 (docs/zero.md, "bf16-true").
 Precision precision_of(const Setup& s) {
   const std::string& name = s.zero.precision;
   if (name == "fp32") return {};
   if (name == "bf16-mixed" && s.device == Device::kGpu) return {4, 4, 8, 4, 2, 2, 2};
+  if (name == "bf16-true" && s.device == Device::kGpu) return {2, 4, 8, 4, 2, 0, 2};
   if (s.device == Device::kCpu)
     throw InputError("train.precision = " + name + " with --device cpu",
                      "zt's CPU engine trains fp32 only: set train.precision = fp32, or "
@@ -49,6 +52,13 @@ Precision precision_of(const Setup& s) {
   throw InputError("train.precision = " + name + ": the ZeRO engine does not build it",
                    "set train.precision = bf16-mixed (bf16 weights, fp32 master weights, "
                    "gradients and moments) or fp32");
+}
+
+// The engine refuses offload with bf16-true (its store keeps an fp32 master).
+[[noreturn]] void refuse_bf16_true_offload() {
+  throw InputError("offload.optimizer / offload.params with train.precision = bf16-true",
+                   "the engine refuses it (the offload store keeps an fp32 master, which "
+                   "bf16-true has not): set both to none, or train.precision = bf16-mixed");
 }
 
 // Elements of one transformer block's saved activations (BlockActs in model.cpp).
@@ -177,7 +187,9 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                      "the secondary copy lives on the GPU; use one or the other");
 
   const Precision p = precision_of(s);
-  if (p.copy > 0 && o.quantize_weights)
+  const bool bf16_true = p.param == 2;
+  if (bf16_true && (optimizer != Offload::kNone || params != Offload::kNone)) refuse_bf16_true_offload();
+  if (p.compute == 2 && o.quantize_weights)
     throw InputError("zero.quantize_weights = true with train.precision = " + o.precision,
                      "the engine refuses qwZ with bf16 compute weights: set "
                      "zero.quantize_weights = false (the bf16 gather already halves the bytes)");
@@ -214,6 +226,12 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   const u64 reduce_slots = stage >= 2 ? 3u + (tied ? 1u : 0u) : 2u;
   if (stage == 3) r.gather_bytes = p.compute * gather_slots * maxp;
   if (stage >= 2) r.grad_buffer_bytes = p.buffer * reduce_slots * maxp;
+  if (bf16_true) {  // fp32 work buffer of AdamW: the widest slice it updates (stage 0: a unit)
+    int64_t widest = 0;
+    for (int u = 0; u < layout.num_units(); ++u)
+      widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
+    r.grad_buffer_bytes += 4 * to_u64(widest);
+  }
   const u64 packed = zero::packed_bytes(maxp, static_cast<size_t>(o.quantize_block));
   if (stage == 3 && o.quantize_weights) r.comm_bytes += gather_slots * packed;
   if (o.quantize_grads) r.comm_bytes += 2 * reduce_slots * packed;
@@ -243,6 +261,11 @@ std::vector<Row> estimate_all(const Setup& s) {
   o.hpz_partition_size = hpz_request;
   const bool hpz_on = o.effective_hpz(s.world(), s.gpus_per_node) > 1;
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kNone, Offload::kNone));
+  if (s.zero.precision == "bf16-true") {  // the engine refuses offload with it
+    if (s.zero.offload.optimizer != offload::Home::kNone || s.zero.offload.params != offload::Home::kNone)
+      refuse_bf16_true_offload();
+    return rows;
+  }
   if (s.device == Device::kCpu) {  // host memory is the device: offload cpu = none for params
     for (int stage = 1; stage <= 3; ++stage)
       for (Offload opt : {Offload::kCpu, Offload::kNvme})

@@ -1,7 +1,8 @@
 // `zt estimate` GPU rows against the engine's own accounting on the device path: the
 // ZeRO engine on the host-staged space (host memory treated as a device's: the buffers,
 // the bf16 compute copies and gathers, the offload copies and staging of the device
-// path; src/zero/memory.cpp) after one step, train.precision fp32 and bf16-mixed, stages
+// path; src/zero/memory.cpp) after one step, train.precision fp32, bf16-mixed and
+// bf16-true (no offload: refused with it), stages
 // 0-3, stage 3 + hpZ (np 4 as 2 simulated nodes), qgZ / bf16 reductions, and offload of
 // the optimizer (cpu, nvme) and stage-3 parameters (cpu, nvme). Every category of
 // Engine::memory() equals the estimate's Device::kGpu row to the byte. The activations
@@ -97,7 +98,10 @@ void compare(const Case& c, const std::string& dir) {
   // The store's host buffers round each unit's owned elements: the estimate is rank 0's
   // partition (the last rank may own fewer elements). Without offload every rank's
   // buffers are the same size.
-  if (world_rank() != 0 && (c.optimizer != Home::kNone || c.params != Home::kNone)) return;
+  // bf16-true's AdamW work buffer is the widest slice this rank updates: rank 0's too.
+  if (world_rank() != 0 && (c.optimizer != Home::kNone || c.params != Home::kNone ||
+                            c.precision == "bf16-true"))
+    return;
   // params: full units + bf16 copies (stages 0-2), or shards / device staging + the host
   // shard (stage 3), + hpZ secondaries.
   EXPECT_EQ(m.full_params, c.stage <= 2 ? r.param_bytes : 0u);
@@ -116,6 +120,10 @@ void compare(const Case& c, const std::string& dir) {
 
 TEST(EstimateGpuRows, EqualTheEngineOnTheDevicePathByCategory) {
   const std::string dir = nvme_dir();
+  for (int stage = 0; stage <= 3; ++stage) compare({stage, "bf16-true"}, dir);
+  compare({2, "bf16-true", Home::kNone, Home::kNone, 0, 1, false, true}, dir);  // bf16 reductions
+  compare({3, "bf16-true", Home::kNone, Home::kNone, 0, 1, true}, dir);         // qgZ
+  if (world_size() == 4) compare({3, "bf16-true", Home::kNone, Home::kNone, 2, 0}, dir);  // hpZ
   for (const char* p : {"fp32", "bf16-mixed"}) {
     for (int stage = 0; stage <= 3; ++stage) compare({stage, p}, dir);
     compare({2, p, Home::kNone, Home::kNone, 0, 1, false, true}, dir);  // bf16 reductions
@@ -133,17 +141,19 @@ TEST(EstimateGpuRows, EqualTheEngineOnTheDevicePathByCategory) {
   if (world_rank() == 0) ::rmdir(dir.c_str());
 }
 
-// bf16-true is not built: the estimate refuses it by name, as the engine does.
-TEST(EstimateGpuRows, Bf16TrueIsRefusedByName) {
+// bf16-true with offload: refused by name, as the engine does; its rows stop before them.
+TEST(EstimateGpuRows, Bf16TrueWithOffloadIsRefusedByName) {
   estimate::Setup s;
   s.model = reduced_config();
   s.zero.precision = "bf16-true";
   try {
-    estimate::estimate_row(s, 0, 1, estimate::Offload::kNone, estimate::Offload::kNone);
+    estimate::estimate_row(s, 2, 1, estimate::Offload::kCpu, estimate::Offload::kNone);
     ADD_FAILURE() << "no error";
   } catch (const zt::InputError& err) {
     EXPECT_NE(std::string(err.what()).find("train.precision = bf16-true"), std::string::npos) << err.what();
   }
+  for (const estimate::Row& r : estimate::estimate_all(s))
+    EXPECT_EQ(r.optimizer, estimate::Offload::kNone);
 }
 
 }  // namespace

@@ -11,8 +11,11 @@
 //                 a bf16 copy of each full unit at stages 0-2 (counted in params), bf16
 //                 stage-3 gather buffers and hpZ secondaries; the GPU model's workspace
 //                 (zt/model/device_workspace.hpp, flash attention: no T x T
-//                 probabilities) in bf16. With fp32, all fp32. bf16-true is refused
-//                 (exit 2, as the engine).
+//                 probabilities) in bf16. With fp32, all fp32. bf16-true: bf16
+//                 parameters with no fp32 master (full units at stages 0-2, shards at
+//                 3), fp32 gradients and moments, bf16 gathers and workspace, and AdamW's
+//                 fp32 work buffer (the widest slice it updates) in grad_buffer_bytes;
+//                 no offload rows (the engine refuses offload with it).
 //   Device::kCpu  fp32 only; the CPU model's workspace (Model::workspace_bytes).
 //
 // Padding, shard sizes and buffer slot counts follow zt::zero::Partition and engine.cpp.
