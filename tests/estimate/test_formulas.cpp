@@ -138,7 +138,10 @@ TEST(Formulas, BadCombinationsThrow) {
   // On the GPU the engine needs the optimizer offloaded to offload the parameters.
   EXPECT_THROW(estimate_row(s, 3, 1, Offload::kNone, Offload::kCpu), InputError);
   zt::estimate::Setup t = s;
-  t.zero.precision = "bf16-true";  // not built: refused by name
+  t.zero.precision = "bf16-true";  // no fp32 master: the engine refuses offload with it
+  EXPECT_NO_THROW(estimate_row(t, 0, 1, Offload::kNone, Offload::kNone));
+  EXPECT_THROW(estimate_row(t, 2, 1, Offload::kCpu, Offload::kNone), InputError);
+  t.device = zt::estimate::Device::kCpu;  // the CPU engine trains fp32 only
   EXPECT_THROW(estimate_row(t, 0, 1, Offload::kNone, Offload::kNone), InputError);
 }
 
