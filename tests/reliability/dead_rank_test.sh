@@ -59,7 +59,9 @@ done
 victim_pid=""
 for w in $(pgrep -P "$mpirun_pid"); do
   for p in $(pgrep -P "$w"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim"; then
+    # grep without -q: exiting at the match would kill tr by SIGPIPE, and pipefail
+    # would make the pipeline false.
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=$victim" >/dev/null; then
       victim_pid="$p"
     fi
   done

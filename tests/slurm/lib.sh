@@ -57,5 +57,7 @@ expect_match() {
 
 # has_ckpt ZT: whether this zt build knows the ckpt.* keys.
 has_ckpt() {
-  "$1" train --help-config 2>/dev/null | grep -q 'ckpt\.dir'
+  # Not `grep -q`: it exits at the first match, zt then dies of SIGPIPE writing the rest,
+  # and pipefail turns that into "no ckpt keys" (slurm.requeue skipped itself at random).
+  "$1" train --help-config 2>/dev/null | grep 'ckpt\.dir' >/dev/null
 }
