@@ -93,7 +93,9 @@ TEST(DataParallel, TwoRanksMatchOneRankForTheSameGlobalBatch) {
       const auto& a = two.steps[s];
       for (const auto* ref : {&one_big.steps[s], &one_acc.steps[s]}) {
         EXPECT_LT(rel(a.loss, ref->loss), 1e-5) << "step " << a.step << ": " << a.loss << " vs " << ref->loss;
-        EXPECT_LT(rel(a.grad_norm, ref->grad_norm), 1e-4) << "step " << a.step;
+        // The norm sums ~119k squares whose fp32 rounding follows the split (1.3e-4 seen
+        // in the sanitizer build); a wrong normalisation (1/accum) is off by over 1e-2.
+        EXPECT_LT(rel(a.grad_norm, ref->grad_norm), 1e-3) << "step " << a.step;
         EXPECT_EQ(a.lr, ref->lr);
         worst = std::max(worst, rel(a.loss, ref->loss));
         ASSERT_EQ(a.eval_loss.has_value(), ref->eval_loss.has_value());
@@ -233,7 +235,9 @@ TEST(DataParallel, MaskedLossDoesNotDependOnTheSplit) {
       for (const auto* ref : {&big.steps[s], &acc.steps[s]}) {
         EXPECT_EQ(*a.trained_tokens, *ref->trained_tokens) << "step " << a.step;
         EXPECT_LT(rel(a.loss, ref->loss), 1e-5) << "step " << a.step << ": " << a.loss << " vs " << ref->loss;
-        EXPECT_LT(rel(a.grad_norm, ref->grad_norm), 1e-4) << "step " << a.step;
+        // The norm sums ~119k squares whose fp32 rounding follows the split (1.3e-4 seen
+        // in the sanitizer build); a wrong normalisation (1/accum) is off by over 1e-2.
+        EXPECT_LT(rel(a.grad_norm, ref->grad_norm), 1e-3) << "step " << a.step;
         worst = std::max(worst, rel(a.loss, ref->loss));
         ASSERT_EQ(a.eval_loss.has_value(), ref->eval_loss.has_value());
         if (a.eval_loss) {
