@@ -30,8 +30,11 @@ std::string trim(std::string_view s) {
 // "q, v,lm_head" -> bits; an unknown or empty name is an InputError naming lora.targets.
 uint32_t parse_targets(std::string_view text) {
   uint32_t bits = 0;
-  for (const auto part : text | std::views::split(',')) {
-    const std::string name = trim(std::string_view(part.begin(), part.end()));
+  // (A find loop, not std::views::split: clang with libstdc++ 12, the fuzz build, rejects
+  // split over a string_view.)
+  for (size_t begin = 0, comma = 0; comma != std::string_view::npos; begin = comma + 1) {
+    comma = text.find(',', begin);
+    const std::string name = trim(text.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin));
     const auto it = std::ranges::find(kTargetNames, name);
     if (it == kTargetNames.end()) {
       throw InputError(strf("lora.targets = \"%s\": unknown target \"%s\"",
