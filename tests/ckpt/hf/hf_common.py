@@ -4,6 +4,7 @@ Independent of zt's C++ code: tensors are made with torch and written with the
 `safetensors` package; checkpoints are read with h5py; the zt-sum64 checksum is the numpy
 definition of docs/checkpoint-format.md.
 """
+import importlib
 import json
 import os
 import subprocess
@@ -30,6 +31,21 @@ def require(*modules):
                   "and pip's safetensors)")
             sys.exit(SKIP)
     return out
+
+
+def torch_peers(*extra):
+    """Imports torch, transformers and `extra` (e.g. "peft") for a peer test, or exits with
+    SKIP naming them (an ImportError, or a torch whose libraries fail to load); one torch
+    thread; the versions printed. Returns the modules in that order."""
+    names = ("torch", "transformers") + extra
+    try:
+        mods = [importlib.import_module(n) for n in names]
+    except Exception as e:  # noqa: BLE001
+        skip(f"{'/'.join(names)} not importable ({e}); install them with "
+             "scripts/install-deps.sh --hf-peers")
+    mods[0].set_num_threads(1)
+    print(", ".join(f"{n} {m.__version__}" for n, m in zip(names, mods)), flush=True)
+    return mods
 
 
 def run_zt(zt, *args):

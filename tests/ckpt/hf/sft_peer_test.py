@@ -30,7 +30,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import Checker, SKIP, run_zt, train_tiny  # noqa: E402
+from hf_common import Checker, run_zt, torch_peers, train_tiny  # noqa: E402
 
 TOL = 1e-5
 T = 200
@@ -52,16 +52,8 @@ def main():
         print(__doc__)
         return 2
     zt, zt_sft_loss, work = sys.argv[1:]
-    try:
-        import torch
-        import transformers
-        from transformers import LlamaForCausalLM
-    except Exception as e:  # noqa: BLE001
-        print(f"SKIPPED: torch/transformers not importable ({e}); "
-              "install them with scripts/install-deps.sh --hf-peers")
-        return SKIP
-    torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", flush=True)
+    torch, transformers = torch_peers()
+    from transformers import LlamaForCausalLM
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     c = Checker()

@@ -42,7 +42,7 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
-from hf_common import Checker, SKIP, run_zt  # noqa: E402
+from hf_common import Checker, run_zt, torch_peers  # noqa: E402
 
 TOL = 1e-5  # the bar (float32)
 TOL64 = 1e-9  # float64 on both sides: measured 2.6e-13 .. 8.4e-13 on the logits
@@ -82,20 +82,10 @@ def main():
         print(__doc__)
         return 2
     zt, zt_lora_logits, work = sys.argv[1:]
-    try:
-        import torch
-        import transformers
-        from transformers import LlamaForCausalLM
-        from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
-        import peft
-        from peft import LoraConfig, get_peft_model
-    except Exception as e:  # noqa: BLE001 (ImportError, or a torch whose libraries fail to load)
-        print(f"SKIPPED: torch/transformers/peft not importable ({e}); "
-              "install them with scripts/install-deps.sh --hf-peers")
-        return SKIP
-    torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"peft {peft.__version__}", flush=True)
+    torch, transformers, peft = torch_peers("peft")
+    from transformers import LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
+    from peft import LoraConfig, get_peft_model
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     c = Checker()
