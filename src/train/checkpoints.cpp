@@ -149,22 +149,7 @@ void LoopCheckpoints::collect() {
 
 void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
   if (saved_step_ == done) return;
-  ckpt::TrainState st;
-  st.step = done;
-  st.tokens_seen = tokens_seen;
-  st.sampler_seed = cfg_.seed;
-  st.sampler_next_step = done;
-  st.lr = cfg_.lr;
-  st.min_lr = cfg_.min_lr;
-  st.warmup = cfg_.warmup;
-  st.steps = cfg_.steps;
-  st.beta1 = cfg_.beta1;
-  st.beta2 = cfg_.beta2;
-  st.eps = cfg_.eps;
-  st.weight_decay = cfg_.weight_decay;
-  st.grad_clip = cfg_.grad_clip;
-  st.global_batch = cfg_.global_batch;
-  st.seq_len = cfg_.seq_len;
+  ckpt::TrainState st = train_state_of(cfg_, done, tokens_seen);
   st.world_size = comm_.size();
   st.zero_stage = engine_.options().stage;
   st.hpz = engine_.hpz();

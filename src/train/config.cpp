@@ -300,4 +300,24 @@ int resolve_threads(int configured, int ranks_on_node) {
   return threads;
 }
 
+ckpt::TrainState train_state_of(const TrainConfig& cfg, int64_t step, int64_t tokens_seen) {
+  ckpt::TrainState st;
+  st.step = step;
+  st.tokens_seen = tokens_seen;
+  st.sampler_seed = cfg.seed;
+  st.sampler_next_step = step;
+  st.lr = cfg.lr;
+  st.min_lr = cfg.min_lr;
+  st.warmup = cfg.warmup;
+  st.steps = cfg.steps;
+  st.beta1 = cfg.beta1;
+  st.beta2 = cfg.beta2;
+  st.eps = cfg.eps;
+  st.weight_decay = cfg.weight_decay;
+  st.grad_clip = cfg.grad_clip;
+  st.global_batch = cfg.global_batch;
+  st.seq_len = cfg.seq_len;
+  return st;
+}
+
 }  // namespace zt::train

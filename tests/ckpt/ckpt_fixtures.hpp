@@ -43,23 +43,7 @@ inline train::TrainConfig small_config(int world, std::vector<std::string> extra
 // The /state a run of `t` saves after `step` steps (the trainer's fields; the engine's
 // own, world size, stage, hpZ, are ckpt::save's).
 inline TrainState train_state(const train::TrainConfig& t, int64_t step) {
-  TrainState st;
-  st.step = step;
-  st.tokens_seen = step * t.tokens_per_step();
-  st.sampler_seed = t.seed;
-  st.sampler_next_step = step;
-  st.lr = t.lr;
-  st.min_lr = t.min_lr;
-  st.warmup = t.warmup;
-  st.steps = t.steps;
-  st.beta1 = t.beta1;
-  st.beta2 = t.beta2;
-  st.eps = t.eps;
-  st.weight_decay = t.weight_decay;
-  st.grad_clip = t.grad_clip;
-  st.global_batch = t.global_batch;
-  st.seq_len = t.seq_len;
-  return st;
+  return train::train_state_of(t, step, step * t.tokens_per_step());
 }
 
 inline const data::TokenFile& corpus() {

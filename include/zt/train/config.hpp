@@ -6,6 +6,7 @@
 #include <string>
 
 #include "zt/ckpt/config.hpp"
+#include "zt/ckpt/format.hpp"
 #include "zt/core/config.hpp"
 #include "zt/model/config.hpp"
 #include "zt/model/lora.hpp"
@@ -83,5 +84,10 @@ inline constexpr int kMaxThreads = 4096;
 // the OpenMP runtime cannot start that many threads' stacks (100000 crashed the
 // attention kernel); more than the cores per rank is run with a warning.
 int resolve_threads(int configured, int ranks_on_node);
+
+// The run's part of a checkpoint's training state (docs/checkpoint-format.md): the step,
+// tokens seen, sampler position and the optimizer / schedule / batch keys of `cfg`. The
+// caller adds what the engine and data know (world size, stage, hpZ, tokenizer).
+ckpt::TrainState train_state_of(const TrainConfig& cfg, int64_t step, int64_t tokens_seen);
 
 }  // namespace zt::train
