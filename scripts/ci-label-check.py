@@ -28,8 +28,11 @@ def parse_log(path):
     for m in re.finditer(r"^\d+/\d+ Testing: (.+?)\n(.*?)^\"\1\" end time", text, re.M | re.S):
         name, body = m.group(1), m.group(2)
         o = re.search(r"^Output:\n-+\n(.*?)<end of output>", body, re.M | re.S)
-        s = re.search(r"^(Test (?:Passed|Failed|Not Run)[^\n]*)", body, re.M)
+        s = re.search(r"^(Test (?:Passed|Failed|Not Run|Pass Reason|Fail Reason)[^\n]*)", body, re.M)
         status = s.group(1) if s else "?"
+        # a test with PASS_REGULAR_EXPRESSION logs "Test Pass Reason:" instead of "Test Passed."
+        if status.startswith("Test Pass Reason"):
+            status = "Test Passed."
         if re.search(r"^Skip regular expression found in output", body, re.M):
             status = "Skipped (regular expression)"
         out[name] = (status, o.group(1) if o else "")
