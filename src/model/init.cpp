@@ -15,14 +15,11 @@ namespace {
 
 uint64_t tensor_key(uint64_t seed, std::string_view name) { return mix64(seed ^ mix64(fnv1a(name))); }
 
-// Uniform in (0, 1]: 53 random bits.
-double to_unit(uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * 0x1.0p-53; }
-
 // Standard normal for counter i of the stream `key` (Box-Muller, cosine branch).
 double normal_at(uint64_t key, int64_t i) {
   const uint64_t c = static_cast<uint64_t>(i) * 2;
-  const double u1 = to_unit(mix64(key ^ mix64(c)));
-  const double u2 = to_unit(mix64(key ^ mix64(c + 1)));
+  const double u1 = unit_interval(mix64(key ^ mix64(c)));
+  const double u2 = unit_interval(mix64(key ^ mix64(c + 1)));
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
@@ -34,9 +31,7 @@ double init_standard_normal(uint64_t seed, std::string_view name, int64_t i) {
 
 uint64_t init_stream(uint64_t seed, std::string_view name) { return tensor_key(seed, name); }
 
-double uniform_at(uint64_t stream, int64_t i) {
-  return to_unit(mix64(stream ^ mix64(static_cast<uint64_t>(i))));
-}
+double uniform_at(uint64_t stream, int64_t i) { return counter_uniform(stream, i); }
 
 double init_std(const TensorInfo& t, const Config& cfg, const InitOptions& opt) {
   switch (t.init) {

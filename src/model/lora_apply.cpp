@@ -6,19 +6,16 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
+#include "zt/kernels/dropout.hpp"
 #include "zt/model/init.hpp"
 
 namespace zt::model::detail {
 
 namespace k = zt::kernels::cpu;
 
-namespace {
-
-// Element i of the adapter's input is kept when its uniform in (0, 1] exceeds p:
-// probability 1 - p.
-bool kept(uint64_t mask_stream, int64_t i, double p) { return uniform_at(mask_stream, i) > p; }
-
-}  // namespace
+// Element i of the adapter's input is kept when its uniform in (0, 1] exceeds p
+// (probability 1 - p): the rule the GPU's dropout kernel shares (zt/kernels/dropout.hpp).
+using kernels::dropout_kept;
 
 template <class R>
 void LoraApply<R>::bind(const LoraLayout& layout, std::span<const R> params, std::span<R> grads) {
@@ -69,7 +66,7 @@ const R* LoraApply<R>::dropped(const LoraAdapterInfo& a, const R* x, int64_t N, 
   const uint64_t mask = init_stream(stream_, a.name);
   const R keep = static_cast<R>(1.0 / (1.0 - p));  // inverted dropout, as torch
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) xd[i] = kept(mask, i, p) ? x[i] * keep : R(0);
+  for (int64_t i = 0; i < n; ++i) xd[i] = dropout_kept(mask, i, p) ? x[i] * keep : R(0);
   return xd;
 }
 
@@ -123,7 +120,7 @@ void LoraApply<R>::backward(const LoraAdapterInfo& a, R* dx, const R* dy, const 
   const int64_t n = N * a.in;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    if (kept(mask, i, p)) dx[i] += t[i] * keep;
+    if (dropout_kept(mask, i, p)) dx[i] += t[i] * keep;
   }
 }
 

@@ -46,6 +46,23 @@ class DeviceModel {
   void bind_unit(int u, const T* params, G* grads);
   void set_hooks(UnitHooks hooks);
 
+  // LoRA (lora.hpp), as Model::bind_lora: adapters on the targeted projections, the base
+  // frozen. params: device [layout.numel()] of T packed as LoraLayout says (the CPU's
+  // packing; with bf16 compute, the bf16 copy of the fp32 adapters, as for units); grads:
+  // device [layout.numel()] of G, or nullptr for eval. From then on loss_and_grad runs no
+  // base-gradient GEMM or kernel (dW, norm weights, embedding: the units' gradient
+  // pointers may be nullptr; dx still flows) and ADDS grad_scale * d(loss)/d(adapters)
+  // into grads. Dropout (lora.dropout) applies in loss_and_grad only, with the CPU's
+  // masks for the stream set by set_lora_stream (zt/kernels/dropout.hpp).
+  void bind_lora(const LoraLayout& layout, const T* params, G* grads);
+  void set_lora_stream(uint64_t stream);
+  // QLoRA, as Model::bind_qlora: copies the NF4 weights `base` holds to the device (codes,
+  // absmax codes, scales; `base` may go after the call); W of those projections is then
+  // dequantised into one T workspace just before each of its GEMMs, forward and backward
+  // (one projection's W alive at a time), instead of read from the units. Needs adapters
+  // bound first.
+  void bind_qlora(const QloraBase& base);
+
   // tokens, targets: host [B, T] row-major (targets < 0 ignored). Returns the mean
   // cross-entropy and ADDS grad_scale * d(mean loss)/d(params) into the bound gradients.
   // recompute: keep only each block's input in the forward and recompute the block in the
@@ -62,6 +79,8 @@ class DeviceModel {
   // out (device [vocab] of T).
   void logits_last(std::span<const int32_t> tokens, int64_t seq, T* out);
 
+  // Bytes of the activation workspace now, the LoRA adapters' and the dequantised QLoRA
+  // weight's included (device_workspace_bytes of zt/model/device_workspace.hpp).
   size_t workspace_bytes() const;
 
  private:

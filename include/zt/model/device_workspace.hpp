@@ -3,10 +3,12 @@
 // element count of every buffer DeviceModel allocates for N = B*T rows, so the device
 // model sizes its buffers from here and `zt estimate` counts the same bytes (one
 // formula). Flash attention keeps the log-sum-exp [B, H, T], no T x T probabilities.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
 #include "zt/model/config.hpp"
+#include "zt/model/lora.hpp"
 
 namespace zt::model {
 
@@ -70,9 +72,43 @@ struct DeviceWorkspaceSizes {
   }
 };
 
+// The LoRA adapters' workspace (DeviceModel::bind_lora / bind_qlora) for N rows, all of
+// the compute dtype T; one adapter at a time uses it (their sizes are the largest target's):
+//   xd  [N, max in]          dropout(x), and du A in the backward (only when lora.dropout > 0)
+//   u   [N, r]               scale * dropout(x) A^T
+//   du  [N, r]               scale * dy B
+//   w   [max out * in]       one dequantised NF4 base weight (QLoRA only): each targeted
+//                            projection's W, just before its GEMM, forward and backward
+struct DeviceLoraSizes {
+  size_t xd = 0, u = 0, du = 0, w = 0;
+
+  static DeviceLoraSizes of(const Config& c, const LoraConfig& lora, int64_t N, bool qlora) {
+    int64_t max_in = 0, max_w = 0;
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      if (!lora.has_target(static_cast<LoraTarget>(t))) continue;
+      int64_t in = 0, out = 0;
+      lora_target_dims(c, static_cast<LoraTarget>(t), in, out);
+      max_in = std::max(max_in, in);
+      max_w = std::max(max_w, in * out);
+    }
+    const size_t n = static_cast<size_t>(N), r = static_cast<size_t>(lora.rank);
+    return {lora.dropout > 0.0 ? n * static_cast<size_t>(max_in) : 0, n * r, n * r,
+            qlora ? static_cast<size_t>(max_w) : 0};
+  }
+  uint64_t bytes(size_t elem) const { return elem * (xd + u + du + w); }
+};
+
 // DeviceModel::workspace_bytes() after a training micro-step of N rows.
 inline uint64_t device_workspace_bytes(const Config& c, int64_t N, size_t elem, bool recompute) {
   return DeviceWorkspaceSizes::of(c, N).bytes(c, elem, recompute);
+}
+
+// The same with LoRA adapters bound (lora.enabled()); qlora: an NF4 base bound too. The
+// NF4 base itself (QloraBase::bytes() on the device) is storage, not workspace.
+inline uint64_t device_workspace_bytes(const Config& c, int64_t N, size_t elem, bool recompute,
+                                       const LoraConfig& lora, bool qlora) {
+  return device_workspace_bytes(c, N, elem, recompute) +
+         DeviceLoraSizes::of(c, lora, N, qlora).bytes(elem);
 }
 
 }  // namespace zt::model

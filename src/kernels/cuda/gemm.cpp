@@ -173,22 +173,34 @@ constexpr DType dtype_of() {
 // Row-major X [r, c] is column-major X' [c, r] (ld c). So y = x W^T is, column-major,
 // y' [out, N] = W'^T [out, in] x' [in, N] with W' = W^T stored [in, out] (ld in).
 template <class T>
+void linear_forward_scaled(Gemm& gemm, T* y, const T* x, const T* W, int64_t N, int64_t in,
+                           int64_t out, float alpha, float beta, cudaStream_t stream) {
+  if (N == 0) return;
+  // y' [out, N] = alpha W'^T [out, in] x' [in, N] + beta y'
+  gemm.matmul(/*trans_a=*/true, /*trans_b=*/false, out, N, in, alpha, W, dtype_of<T>(), in, x,
+              dtype_of<T>(), in, beta, y, dtype_of<T>(), out, stream);
+}
+
+template <class T>
+void linear_dx_scaled(Gemm& gemm, T* dx, const T* dy, const T* W, int64_t N, int64_t in,
+                      int64_t out, float alpha, float beta, cudaStream_t stream) {
+  if (N == 0) return;
+  // dx' [in, N] = alpha W' [in, out] dy' [out, N] + beta dx'
+  gemm.matmul(false, false, in, N, out, alpha, W, dtype_of<T>(), in, dy, dtype_of<T>(), out,
+              beta, dx, dtype_of<T>(), in, stream);
+}
+
+template <class T>
 void linear_forward(Gemm& gemm, T* y, const T* x, const T* W, int64_t N, int64_t in,
                     int64_t out, cudaStream_t stream) {
-  if (N == 0) return;
-  gemm.matmul(/*trans_a=*/true, /*trans_b=*/false, out, N, in, 1.0f, W, dtype_of<T>(), in, x,
-              dtype_of<T>(), in, 0.0f, y, dtype_of<T>(), out, stream);
+  linear_forward_scaled(gemm, y, x, W, N, in, out, 1.0f, 0.0f, stream);
 }
 
 template <class T, class G>
 void linear_backward(Gemm& gemm, T* dx, G* dW, const T* dy, const T* x, const T* W, int64_t N,
                      int64_t in, int64_t out, bool accumulate_dx, cudaStream_t stream) {
   if (N == 0) return;
-  if (dx) {
-    // dx' [in, N] = W' [in, out] dy' [out, N]
-    gemm.matmul(false, false, in, N, out, 1.0f, W, dtype_of<T>(), in, dy, dtype_of<T>(), out,
-                accumulate_dx ? 1.0f : 0.0f, dx, dtype_of<T>(), in, stream);
-  }
+  if (dx) linear_dx_scaled(gemm, dx, dy, W, N, in, out, 1.0f, accumulate_dx ? 1.0f : 0.0f, stream);
   if (dW) {
     // dW' [in, out] += x' [in, N] dy'^T [N, out]
     gemm.matmul(false, true, in, out, N, 1.0f, x, dtype_of<T>(), in, dy, dtype_of<T>(), out,
@@ -196,6 +208,14 @@ void linear_backward(Gemm& gemm, T* dx, G* dW, const T* dy, const T* x, const T*
   }
 }
 
+template void linear_forward_scaled<float>(Gemm&, float*, const float*, const float*, int64_t,
+                                           int64_t, int64_t, float, float, cudaStream_t);
+template void linear_forward_scaled<bf16_t>(Gemm&, bf16_t*, const bf16_t*, const bf16_t*, int64_t,
+                                            int64_t, int64_t, float, float, cudaStream_t);
+template void linear_dx_scaled<float>(Gemm&, float*, const float*, const float*, int64_t, int64_t,
+                                      int64_t, float, float, cudaStream_t);
+template void linear_dx_scaled<bf16_t>(Gemm&, bf16_t*, const bf16_t*, const bf16_t*, int64_t,
+                                       int64_t, int64_t, float, float, cudaStream_t);
 template void linear_forward<float>(Gemm&, float*, const float*, const float*, int64_t, int64_t,
                                     int64_t, cudaStream_t);
 template void linear_forward<bf16_t>(Gemm&, bf16_t*, const bf16_t*, const bf16_t*, int64_t,

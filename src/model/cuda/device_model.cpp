@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "device_lora.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
@@ -98,11 +99,14 @@ struct DeviceModel<T, G>::Impl {
   DeviceBuffer<T> dk, dv;                   // [N, G*D]
   DeviceBuffer<T> dh, dgate, dup;           // [N, I]
   DeviceBuffer<float> attn_delta;           // [B, H, T]
+  detail::DeviceLora<T, G> lora;            // adapters (bind_lora): the base is frozen when bound
+  bool training = false;                    // inside loss_and_grad (LoRA dropout applies)
 
   Impl(const Config& c, cudaStream_t s)
       : cfg(c), layout(c), stream(s),
         params(static_cast<size_t>(layout.num_units()), nullptr),
-        grads(static_cast<size_t>(layout.num_units()), nullptr), totals(1) {
+        grads(static_cast<size_t>(layout.num_units()), nullptr), totals(1),
+        lora(cfg, gemm, s) {
     cfg.validate();
     const int64_t D = cfg.head_dim();
     if (!kc::attention_head_dim_supported(D))
@@ -158,6 +162,7 @@ struct DeviceModel<T, G>::Impl {
     dgate = DeviceBuffer<T>(z.ni);
     dup = DeviceBuffer<T>(z.ni);
     attn_delta = DeviceBuffer<float>(z.heads_rows);
+    lora.ensure(N);
     capacity = N;
   }
 
@@ -173,6 +178,25 @@ struct DeviceModel<T, G>::Impl {
   void ready(int u) {
     if (hooks.grad_ready) hooks.grad_ready(u);
   }
+  // y [N, out] = x W^T, plus the LoRA adapter of (layer, t) when one is bound (with QLoRA
+  // W is dequantised from the NF4 base first: DeviceLora::weight).
+  void proj_forward(int layer, LoraTarget t, T* y, const T* x, const T* W, int64_t N,
+                    int64_t in, int64_t out) {
+    kc::linear_forward<T>(gemm, y, x, lora.weight(layer, t, W), N, in, out, stream);
+    if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.forward(*a, y, x, N, training);
+  }
+  // The backward of proj_forward: dx as linear_backward; dW only when the base is not
+  // frozen (nullptr: no dW GEMM); the adapter's gradients into its grads.
+  void proj_backward(int layer, LoraTarget t, T* dx, G* dW, const T* dy, const T* x, const T* W,
+                     int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+    kc::linear_backward<T, G>(gemm, dx, dW, dy, x, lora.weight(layer, t, W), N, in, out,
+                              accumulate_dx, stream);
+    if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.backward(*a, dx, dy, x, N, training);
+  }
+  // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes
+  // the base (the kernels then skip that gradient).
+  G* base_grad(int u, int64_t off) { return lora.bound() ? nullptr : grad_of(u) + off; }
+
   G* grad_of(int u) {
     G* g = grads[static_cast<size_t>(u)];
     if (!g)
@@ -238,21 +262,20 @@ struct DeviceModel<T, G>::Impl {
     T* x_in = x_at(l, N);
     kc::residual_rmsnorm_forward<T>(a.xn1.data(), a.rstd1.data(), x_in, base, pending,
                                     p + o.input_norm, N, C, cfg.norm_eps, stream);
-    kc::linear_forward<T>(gemm, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D, stream);
-    kc::linear_forward<T>(gemm, a.k.data(), a.xn1.data(), p + o.k, N, C, Gk * D, stream);
-    kc::linear_forward<T>(gemm, a.v.data(), a.xn1.data(), p + o.v, N, C, Gk * D, stream);
+    proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
+    proj_forward(l, LoraTarget::kK, a.k.data(), a.xn1.data(), p + o.k, N, C, Gk * D);
+    proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, Gk * D);
     kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
     kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
     kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B,
                              Tn, H, Gk, D, stream, pos_d);
-    kc::linear_forward<T>(gemm, delta.data(), a.att.data(), p + o.o, N, H * D, C, stream);
+    proj_forward(l, LoraTarget::kO, delta.data(), a.att.data(), p + o.o, N, H * D, C);
     kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in,
                                     delta.data(), p + o.post_norm, N, C, cfg.norm_eps, stream);
-    kc::linear_forward<T>(gemm, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I, stream);
-    kc::linear_forward<T>(gemm, a.up.data(), a.xn2.data(), p + o.up, N, C, I, stream);
+    proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
+    proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
     kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
-    if (with_down)
-      kc::linear_forward<T>(gemm, delta.data(), a.h.data(), p + o.down, N, I, C, stream);
+    if (with_down) proj_forward(l, LoraTarget::kDown, delta.data(), a.h.data(), p + o.down, N, I, C);
   }
 
   // Block l backward: dres [N, C] holds dL/dx_{l+1} on entry and dL/dx_l on exit.
@@ -261,36 +284,36 @@ struct DeviceModel<T, G>::Impl {
     const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
     const int u = layout.block_unit(l);
     const T* p = params[static_cast<size_t>(u)];
-    G* g = grad_of(u);
+    const auto g = [&](int64_t off) { return base_grad(u, off); };  // nullptr: frozen
     const BlockOffsets& o = layout.block_offsets();
     const T* x_in = x_at(l, N);
     // MLP half: x_{l+1} = x_mid + down(h); dres passes through the residual unchanged.
-    kc::linear_backward<T, G>(gemm, dh.data(), g + o.down, dres.data(), a.h.data(), p + o.down,
-                              N, I, C, /*accumulate_dx=*/false, stream);
+    proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(),
+                  p + o.down, N, I, C, /*accumulate_dx=*/false);
     kc::swiglu_backward<T>(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(),
                            N * I, /*accumulate=*/false, stream);
-    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.gate, dgate.data(), a.xn2.data(),
-                              p + o.gate, N, C, I, /*accumulate_dx=*/false, stream);
-    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.up, dup.data(), a.xn2.data(), p + o.up, N,
-                              C, I, /*accumulate_dx=*/true, stream);
-    kc::rmsnorm_backward<T, G>(dres.data(), g + o.post_norm, dxn.data(), a.x_mid.data(),
+    proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(),
+                  p + o.gate, N, C, I, /*accumulate_dx=*/false);
+    proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up,
+                  N, C, I, /*accumulate_dx=*/true);
+    kc::rmsnorm_backward<T, G>(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(),
                                p + o.post_norm, a.rstd2.data(), N, C, /*accumulate_dx=*/true,
                                stream);
     // attention half: x_mid = x_in + o_proj(att)
-    kc::linear_backward<T, G>(gemm, datt.data(), g + o.o, dres.data(), a.att.data(), p + o.o, N,
-                              H * D, C, /*accumulate_dx=*/false, stream);
+    proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), dres.data(), a.att.data(), p + o.o,
+                  N, H * D, C, /*accumulate_dx=*/false);
     kc::attention_backward<T>(dq.data(), dk.data(), dv.data(), attn_delta.data(), datt.data(),
                               a.att.data(), a.q.data(), a.k.data(), a.v.data(), a.lse.data(), B,
                               Tn, H, Gk, D, /*accumulate=*/false, stream, pos_d);
     kc::rope_backward<T>(dq.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
     kc::rope_backward<T>(dk.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
-    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.q, dq.data(), a.xn1.data(), p + o.q, N, C,
-                              H * D, /*accumulate_dx=*/false, stream);
-    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.k, dk.data(), a.xn1.data(), p + o.k, N, C,
-                              Gk * D, /*accumulate_dx=*/true, stream);
-    kc::linear_backward<T, G>(gemm, dxn.data(), g + o.v, dv.data(), a.xn1.data(), p + o.v, N, C,
-                              Gk * D, /*accumulate_dx=*/true, stream);
-    kc::rmsnorm_backward<T, G>(dres.data(), g + o.input_norm, dxn.data(), x_in,
+    proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), dq.data(), a.xn1.data(), p + o.q, N, C,
+                  H * D, /*accumulate_dx=*/false);
+    proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), dk.data(), a.xn1.data(), p + o.k, N, C,
+                  Gk * D, /*accumulate_dx=*/true);
+    proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N, C,
+                  Gk * D, /*accumulate_dx=*/true);
+    kc::rmsnorm_backward<T, G>(dres.data(), g(o.input_norm), dxn.data(), x_in,
                                p + o.input_norm, a.rstd1.data(), N, C, /*accumulate_dx=*/true,
                                stream);
   }
@@ -321,8 +344,8 @@ struct DeviceModel<T, G>::Impl {
                                     x_at(static_cast<int>(cfg.layers), N), base, pending,
                                     ph + layout.final_norm_offset(), N, cfg.hidden, cfg.norm_eps,
                                     stream);
-    kc::linear_forward<T>(gemm, logits.data(), xf.data(), lm_head_w(), N, cfg.hidden, cfg.vocab,
-                          stream);
+    proj_forward(-1, LoraTarget::kLmHead, logits.data(), xf.data(), lm_head_w(), N, cfg.hidden,
+                 cfg.vocab);
   }
 
   void use_head() {
@@ -348,21 +371,26 @@ struct DeviceModel<T, G>::Impl {
     if (!recompute) ensure_all_acts(B * Tn);
     const int64_t N = B * Tn, C = cfg.hidden, V = cfg.vocab;
     const int hu = layout.head_unit();
-    if (!hooks.before_use) {
+    if (!hooks.before_use && !lora.bound()) {  // fail before any work (hooks may bind lazily)
       for (int u = 0; u < layout.num_units(); ++u) grad_of(u);
     }
     int64_t count = 0;
     for (int32_t t : targets) count += t >= 0 ? 1 : 0;
     const double scale = count > 0 ? grad_scale / static_cast<double>(count) : 0.0;
 
+    training = true;  // LoRA dropout on until the return (or an exception)
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{training};
     forward_trunk_and_norm(B, Tn, !recompute);  // leaves the head unit in use
     kc::cross_entropy<T>(logits.data(), logits.data(), targets_d.data(), N, V, scale,
                          row_loss.data(), totals.data(), stream);
-    G* gh = grad_of(hu);
-    G* g_lm = cfg.tied_embeddings ? grad_of(0) : gh + layout.lm_head_offset();
-    kc::linear_backward<T, G>(gemm, dxn.data(), g_lm, logits.data(), xf.data(), lm_head_w(), N,
-                              C, V, /*accumulate_dx=*/false, stream);
-    kc::rmsnorm_backward<T, G>(dres.data(), gh + layout.final_norm_offset(), dxn.data(),
+    G* g_lm = cfg.tied_embeddings ? base_grad(0, layout.embed_offset())
+                                  : base_grad(hu, layout.lm_head_offset());
+    proj_backward(-1, LoraTarget::kLmHead, dxn.data(), g_lm, logits.data(), xf.data(),
+                  lm_head_w(), N, C, V, /*accumulate_dx=*/false);
+    kc::rmsnorm_backward<T, G>(dres.data(), base_grad(hu, layout.final_norm_offset()), dxn.data(),
                                x_at(static_cast<int>(cfg.layers), N),
                                params[static_cast<size_t>(hu)] + layout.final_norm_offset(),
                                rstd_f.data(), N, C, /*accumulate_dx=*/false, stream);
@@ -380,8 +408,10 @@ struct DeviceModel<T, G>::Impl {
     }
 
     use(0);
-    kc::embedding_backward<T, G>(grad_of(0) + layout.embed_offset(), dres.data(),
-                                 tokens_d.data(), N, C, stream);
+    if (!lora.bound()) {  // a frozen embedding needs no backward at all
+      kc::embedding_backward<T, G>(grad_of(0) + layout.embed_offset(), dres.data(),
+                                   tokens_d.data(), N, C, stream);
+    }
     done(0);
     ready(0);
     const kc::CrossEntropyTotals t = read_totals();
@@ -416,7 +446,7 @@ struct DeviceModel<T, G>::Impl {
                rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
                tokens_d.bytes() + targets_d.bytes() + positions_d.bytes() + dres.bytes() + dxn.bytes() +
                datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
-               dgate.bytes() + dup.bytes() + attn_delta.bytes();
+               dgate.bytes() + dup.bytes() + attn_delta.bytes() + lora.workspace_bytes();
     for (const auto& a : shared) b += a.bytes();
     for (const auto& a : acts) b += a.bytes();
     return b;
@@ -452,6 +482,21 @@ void DeviceModel<T, G>::bind_unit(int u, const T* params, G* grads) {
 template <class T, class G>
 void DeviceModel<T, G>::set_hooks(UnitHooks hooks) {
   impl_->hooks = std::move(hooks);
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::bind_lora(const LoraLayout& layout, const T* params, G* grads) {
+  impl_->lora.bind(layout, params, grads, impl_->capacity);
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::set_lora_stream(uint64_t stream) {
+  impl_->lora.set_stream(stream);
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::bind_qlora(const QloraBase& base) {
+  impl_->lora.bind_qlora(base);
 }
 
 template <class T, class G>

@@ -58,4 +58,16 @@ void linear_backward(Gemm& gemm, T* dx, G* dW, const T* dy, const T* x, const T*
                      int64_t in, int64_t out, bool accumulate_dx = true,
                      cudaStream_t stream = nullptr);
 
+// The same products with cuBLAS's scale and accumulation exposed (the LoRA adapters fold
+// their scale alpha / r into them; linear_forward and linear_backward's dx are these with
+// alpha 1):
+//   y [N, out]  = alpha x W^T + beta y
+//   dx [N, in]  = alpha dy W  + beta dx      (dy [N, out], W [out, in])
+template <class T>
+void linear_forward_scaled(Gemm& gemm, T* y, const T* x, const T* W, int64_t N, int64_t in,
+                           int64_t out, float alpha, float beta, cudaStream_t stream = nullptr);
+template <class T>
+void linear_dx_scaled(Gemm& gemm, T* dx, const T* dy, const T* W, int64_t N, int64_t in,
+                      int64_t out, float alpha, float beta, cudaStream_t stream = nullptr);
+
 }  // namespace zt::kernels::cuda
