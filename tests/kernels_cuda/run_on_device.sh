@@ -73,7 +73,7 @@ do_sanitize() {
   run_tool memcheck '-DeviceModelTest.TinyLlama*:DeviceModelTest.Tiny50*'
   run_tool racecheck 'Attention*:Pointwise*:LossOptim*:Optim*:Packed*'
   run_tool synccheck 'Attention*:Pointwise*:LossOptim*:Packed*'
-  run_tool initcheck 'Attention*:Pointwise*:LossOptim*:Optim*:Packed*'
+  run_tool initcheck 'Attention*:Pointwise*:LossOptim*:Optim*:Packed*:DropoutGpu*'
   return "$rc"
 }
 
