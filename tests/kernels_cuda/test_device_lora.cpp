@@ -195,65 +195,6 @@ TEST_F(DeviceLoraTest, Bf16MixedTracksFp32) {
   check<bf16_t, float>({.tied = false, .dropout = 0.1, .qlora = true}, 1e-2, 5e-2, false);
 }
 
-// With adapters bound the unit hooks fire in the CPU model's order (the engine drives the
-// frozen units through them): loss_and_grad with and without recompute, and loss; tied
-// and untied, lm_head targeted.
-TEST_F(DeviceLoraTest, HookOrderWithAdaptersMatchesCpu) {
-  for (bool tied : {false, true}) {
-    Config cfg = Config::preset("tiny");
-    cfg.layers = 2;
-    cfg.tied_embeddings = tied;
-    const ParamLayout layout(cfg);
-    const int64_t B = 1, Tn = 8;
-    model::Parameters<float> cpu(layout);
-    cpu.init({.seed = 3});
-    model::Model<float> ref(cfg, B, Tn);
-    model::DeviceModel<float, float> gpu(cfg, B, Tn);
-    std::vector<DeviceBuffer<float>> dp;
-    for (int u = 0; u < layout.num_units(); ++u) {
-      Vec p(cpu.params(u).begin(), cpu.params(u).end());
-      dp.push_back(to_device<float>(p));
-      gpu.bind_unit(u, dp.back().data(), nullptr);
-      ref.bind_unit(u, cpu.params(u), {});
-    }
-    const LoraLayout ll(cfg, lora_config(kAllTargets, 0.1, false));
-    Vec lp(static_cast<size_t>(ll.numel()), 0.01);
-    DeviceBuffer<float> dlp = to_device<float>(lp), dlg(lp.size());
-    const std::vector<float> lpf(lp.begin(), lp.end());
-    std::vector<float> lg(lpf.size());
-    ref.bind_lora(ll, lpf, lg);
-    gpu.bind_lora(ll, dlp.data(), dlg.data());
-    std::vector<int32_t> tok(static_cast<size_t>(Tn)), tgt(static_cast<size_t>(Tn));
-    for (int64_t n = 0; n < Tn; ++n) {
-      tok[static_cast<size_t>(n)] = randint(0, static_cast<int32_t>(cfg.vocab) - 1);
-      tgt[static_cast<size_t>(n)] = randint(0, static_cast<int32_t>(cfg.vocab) - 1);
-    }
-    auto recorder = [](std::vector<std::string>& log) {
-      model::UnitHooks h;
-      h.before_use = [&log](int u) { log.push_back("use " + std::to_string(u)); };
-      h.after_use = [&log](int u) { log.push_back("done " + std::to_string(u)); };
-      h.grad_ready = [&log](int u) { log.push_back("ready " + std::to_string(u)); };
-      return h;
-    };
-    for (int mode = 0; mode < 3; ++mode) {  // loss_and_grad, with recompute, loss
-      std::vector<std::string> want, got;
-      ref.set_hooks(recorder(want));
-      gpu.set_hooks(recorder(got));
-      if (mode < 2) {
-        ref.loss_and_grad(tok, tgt, B, Tn, /*recompute=*/mode == 1);
-        gpu.loss_and_grad(tok, tgt, B, Tn, /*recompute=*/mode == 1);
-      } else {
-        ref.loss(tok, tgt, B, Tn);
-        gpu.loss(tok, tgt, B, Tn);
-      }
-      EXPECT_EQ(got, want) << "tied " << tied << " mode " << mode;
-      EXPECT_FALSE(got.empty());
-      ref.set_hooks({});
-      gpu.set_hooks({});
-    }
-  }
-}
-
 // The workspace after steps with and without recompute is the shared formula with the
 // adapters' and the dequantised weight's buffers counted.
 template <class TP>

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cuda_test_util.hpp"
+#include "hook_order.hpp"
 #include "zt/kernels/cuda/adamw.hpp"
 #include "zt/model/device_model.hpp"
 #include "zt/model/device_workspace.hpp"
@@ -188,7 +189,8 @@ TEST_F(DeviceModelTest, WorkspaceIsTheEstimateFormula) {
 }
 
 // The unit hooks fire in the CPU model's order (the ZeRO engine relies on it), for
-// loss_and_grad with and without recompute and for loss, tied and untied.
+// loss_and_grad with and without recompute and for loss, tied and untied, without and
+// with LoRA adapters bound.
 TEST_F(DeviceModelTest, HookOrderMatchesCpuModel) {
   for (bool tied : {false, true}) {
     Config cfg = Config::preset("tiny");
@@ -210,28 +212,22 @@ TEST_F(DeviceModelTest, HookOrderMatchesCpuModel) {
       dg.back().fill_bytes(0);
       gpu.bind_unit(u, dp.back().data(), dg.back().data());
     }
-    auto recorder = [](std::vector<std::string>& log) {
-      model::UnitHooks h;
-      h.before_use = [&log](int u) { log.push_back("use " + std::to_string(u)); };
-      h.after_use = [&log](int u) { log.push_back("done " + std::to_string(u)); };
-      h.grad_ready = [&log](int u) { log.push_back("ready " + std::to_string(u)); };
-      return h;
-    };
-    for (int mode = 0; mode < 3; ++mode) {  // loss_and_grad, with recompute, loss
-      std::vector<std::string> want, got;
-      ref.set_hooks(recorder(want));
-      gpu.set_hooks(recorder(got));
-      if (mode < 2) {
-        ref.loss_and_grad(data.tokens, data.targets, B, Tn, /*recompute=*/mode == 1);
-        gpu.loss_and_grad(data.tokens, data.targets, B, Tn, /*recompute=*/mode == 1);
-      } else {
-        ref.loss(data.tokens, data.targets, B, Tn);
-        gpu.loss(data.tokens, data.targets, B, Tn);
-      }
-      EXPECT_EQ(got, want) << "tied " << tied << " mode " << mode;
-      ref.set_hooks({});
-      gpu.set_hooks({});
-    }
+    const std::string tag = std::string("tied ") + (tied ? "1" : "0");
+    expect_same_hook_order(ref, gpu, data.tokens, data.targets, B, Tn, tag);
+    // The same with LoRA adapters on all eight targets (dropout 0.1): the engine drives
+    // the frozen units through the same hooks.
+    model::LoraConfig lc;
+    lc.method = model::FinetuneMethod::kLora;
+    lc.dropout = 0.1;
+    lc.targets = (1u << model::kNumLoraTargets) - 1;
+    const model::LoraLayout ll(cfg, lc);
+    Vec lp(static_cast<size_t>(ll.numel()), 0.01);
+    DeviceBuffer<float> dlp = to_device<float>(lp), dlg(lp.size());
+    const std::vector<float> lpf(lp.begin(), lp.end());
+    std::vector<float> lg(lpf.size());
+    ref.bind_lora(ll, lpf, lg);
+    gpu.bind_lora(ll, dlp.data(), dlg.data());
+    expect_same_hook_order(ref, gpu, data.tokens, data.targets, B, Tn, tag + " lora");
   }
 }
 
