@@ -195,6 +195,43 @@ TEST_F(DeviceLoraTest, Bf16MixedTracksFp32) {
   check<bf16_t, float>({.tied = false, .dropout = 0.1, .qlora = true}, 1e-2, 5e-2, false);
 }
 
+// Bindings the CPU model refuses are refused here too, by name: QLoRA before adapters, a
+// layout of another model, a training step without adapter gradients.
+TEST_F(DeviceLoraTest, RefusesBadBindings) {
+  const Config cfg = Config::preset("tiny");
+  const ParamLayout layout(cfg);
+  model::Parameters<float> P(layout);
+  P.init({.seed = 2});
+  std::vector<std::span<const float>> units;
+  std::vector<DeviceBuffer<float>> dp;
+  model::DeviceModel<float, float> gpu(cfg, 1, 8);
+  for (int u = 0; u < layout.num_units(); ++u) {
+    units.push_back(P.params(u));
+    Vec p(P.params(u).begin(), P.params(u).end());
+    dp.push_back(to_device<float>(p));
+    gpu.bind_unit(u, dp.back().data(), nullptr);
+  }
+  const LoraLayout ll(cfg, lora_config(kAllTargets, 0.0, true));
+  const model::QloraBase q(ll, layout, units);
+  EXPECT_THROW(gpu.bind_qlora(q), Error);  // no adapters bound yet
+  Config other = cfg;
+  other.hidden = 256;
+  other.intermediate = 1024;
+  const LoraLayout wide(other, lora_config(kAllTargets, 0.0, false));
+  DeviceBuffer<float> dlp(static_cast<size_t>(wide.numel()));
+  dlp.fill_bytes(0);
+  try {
+    gpu.bind_lora(wide, dlp.data(), nullptr);
+    ADD_FAILURE() << "a LoraLayout of another model accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bind_lora"), std::string::npos) << e.what();
+  }
+  gpu.bind_lora(ll, dlp.data(), nullptr);  // eval only: no gradient buffer
+  std::vector<int32_t> tok(8, 1), tgt(8, 2);
+  EXPECT_GT(gpu.loss(tok, tgt, 1, 8), 0.0);
+  EXPECT_THROW(gpu.loss_and_grad(tok, tgt, 1, 8), Error);
+}
+
 // The workspace after steps with and without recompute is the shared formula with the
 // adapters' and the dequantised weight's buffers counted.
 template <class TP>
