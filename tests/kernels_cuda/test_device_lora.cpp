@@ -139,9 +139,9 @@ class DeviceLoraTest : public GpuTest {
     if (per_adapter) {
       double worst = 0;
       for (const auto& a : ll.adapters()) {
-        const auto b = gd.begin() + a.a_offset, e = gd.begin() + a.b_offset + a.out * ll.lora().rank;
-        const auto wb = gw.begin() + a.a_offset, we = gw.begin() + a.b_offset + a.out * ll.lora().rank;
-        const double err = rel_to_max(Vec(b, e), Vec(wb, we));
+        const int64_t end = a.b_offset + a.out * ll.lora().rank;  // A then B of this adapter
+        const double err = rel_to_max(Vec(gd.begin() + a.a_offset, gd.begin() + end),
+                                      Vec(gw.begin() + a.a_offset, gw.begin() + end));
         worst = std::max(worst, err);
         EXPECT_LT(err, grad_tol) << tag << " " << a.name;
       }
@@ -305,7 +305,8 @@ TEST_F(DropoutGpu, MatchesCpuMasksBitForBit) {
         const float b = static_cast<float>(d0[i]) + (k ? xi * keep : 0.0f);
         diff += static_cast<float>(fo[i]) != f || static_cast<float>(bo[i]) != b;
       }
-      std::printf("dropout f32 n %zu offset %zu: kept %zu, %zu values differ\n", n, off, kept, diff);
+      std::printf("dropout f32 n %zu offset %zu: kept %zu, %zu values differ\n", n, off, kept,
+                  diff);
       EXPECT_EQ(diff, 0u);
       EXPECT_GT(kept, 0u);
       EXPECT_LT(kept, n);

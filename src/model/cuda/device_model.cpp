@@ -275,7 +275,8 @@ struct DeviceModel<T, G>::Impl {
     proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
     proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
     kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
-    if (with_down) proj_forward(l, LoraTarget::kDown, delta.data(), a.h.data(), p + o.down, N, I, C);
+    if (with_down)
+      proj_forward(l, LoraTarget::kDown, delta.data(), a.h.data(), p + o.down, N, I, C);
   }
 
   // Block l backward: dres [N, C] holds dL/dx_{l+1} on entry and dL/dx_l on exit.
