@@ -214,8 +214,11 @@ TEST(OffloadFromDevice, Bf16CheckpointRoundTripBitForBit) {
     const model::Config cfg = reduced_config(c.tied);
     Comms cm = make_comms(0);
     const EngineOptions o = options(c, h, EngineOptions::Device::kHostStaged, true, dir);
-    Engine straight(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get());
-    const EngineRun want = engine_run(straight, cfg, h, 4);
+    EngineRun want;  // (one engine alive at a time: they share offload.nvme_path)
+    {
+      Engine straight(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get());
+      want = engine_run(straight, cfg, h, 4);
+    }
     std::vector<std::vector<float>> sp, sm, sv;  // per unit [owned]
     {
       Engine a(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get());
