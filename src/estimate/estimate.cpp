@@ -151,8 +151,7 @@ static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, in
   if (half_up && r.stage == 3 && !params_moved) r.param_bytes -= (4 - compute) * shard;
   u64 host_param = 0;
   if (params_moved) {
-    // staging [slots, max shard]
-    r.param_bytes = half_up ? 0 : 4 * gather_slots * to_u64(max_shard);
+    r.param_bytes = half_up ? 0 : 4 * gather_slots * to_u64(max_shard);  // staging [slots, max shard]
     host_param = 4 * to_u64(max_shard);                      // one unit's shard on the host
   }
   if (gpu) {
