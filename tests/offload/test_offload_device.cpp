@@ -17,12 +17,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "support/expect_error.hpp"
 #include "support/tmp_dir.hpp"
@@ -108,7 +110,12 @@ TEST(OffloadFromDevice, HostStagedEqualsHostAndNoOffloadBitForBit) {
   // Per (stage, optimizer, params, tied): the fp32 run's H2D bytes per step, which
   // bf16-mixed halves (the same copies, or the same primary gathers of offloaded shards).
   std::map<std::tuple<int, offload::Home, offload::Home, bool>, std::vector<uint64_t>> fp32_h2d;
-  for (const DeviceCase& c : cases) for (const bool defer : {false, true}) {
+  std::vector<std::pair<DeviceCase, bool>> runs;  // (case, copies deferred)
+  for (const DeviceCase& c : cases) {
+    runs.emplace_back(c, false);
+    runs.emplace_back(c, true);
+  }
+  for (const auto& [c, defer] : runs) {
     SCOPED_TRACE(name(c) + (defer ? ", copies deferred" : ""));
     const bool bf16 = c.precision != "fp32";
     const model::Config cfg = reduced_config(c.tied);
