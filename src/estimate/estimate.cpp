@@ -121,7 +121,7 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
 // memory (Row::host_bytes, Row::host_param_bytes), on the CPU the rank's one memory.
 // `more_blocks`: blocks beyond those of `part`, each the same as its unit 1.
 static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, int64_t more_blocks,
-                         u64 gather_slots) {
+                         u64 gather_slots, u64 full, u64 shard, u64 compute) {
   offload::Options o = s.zero.offload;
   o.optimizer = static_cast<offload::Home>(r.optimizer);
   o.params = static_cast<offload::Home>(r.params);
@@ -142,9 +142,16 @@ static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, in
   if (o.optimizer == offload::Home::kNone && o.params == offload::Home::kNone) return;
   const u64 store_host = offload::store_host_bytes(o, owned, shards);
   if (o.optimizer != offload::Home::kNone) r.optimizer_bytes = 0;
+  // bf16 weights offloaded from a GPU: the CPU AdamW's bf16 rounding comes up into the
+  // bf16 compute copy, and the engine drops the fp32 device copy (the master is the
+  // store's): stages 1-2 keep the bf16 full units, stage 3 a bf16 shard, or with the
+  // shards offloaded no staging (each comes up into its gather buffer).
+  const bool half_up = gpu && compute == 2 && o.optimizer != offload::Home::kNone;
+  if (half_up && r.stage <= 2) r.param_bytes -= 4 * full;
+  if (half_up && r.stage == 3 && !params_moved) r.param_bytes -= (4 - compute) * shard;
   u64 host_param = 0;
   if (params_moved) {
-    r.param_bytes = 4 * gather_slots * to_u64(max_shard);  // staging [slots, max shard]
+    r.param_bytes = half_up ? 0 : 4 * gather_slots * to_u64(max_shard);  // staging [slots, max shard]
     host_param = 4 * to_u64(max_shard);                      // one unit's shard on the host
   }
   if (gpu) {
@@ -248,7 +255,7 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
     r.activation_recompute_bytes = model::device_workspace_bytes(s.model, N, p.activation, true);
   }
 
-  offload_rows(r, s, part, more_blocks, gather_slots);
+  offload_rows(r, s, part, more_blocks, gather_slots, full, shard, p.compute);
   return r;
 }
 

@@ -100,10 +100,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     throw InputError("zero.quantize_weights = true with train.precision = " + opt.precision,
                      "qwZ dequantizes into fp32 gather buffers; with bf16 compute weights set "
                      "zero.quantize_weights = false (the bf16 gather already halves the bytes)");
-  // bf16_weights with offload.*: the offloaded step writes the fp32 parameters (stages
-  // 0-2: the owned slice of full_params; stage 3: the shard, in the space or at its
-  // offload home) and adamw_update lands every copy up before it returns, so the casts
-  // that follow (cast_compute_params, cast_shard_for_gather) read the new values.
+  // bf16_weights with offload.* from a device (half_up, set by init_offload): the
+  // offloaded step copies up the bf16 rounding of the new parameters (stages 1-2: the
+  // owned slice of compute_params; stage 3: param_half, or with params offloaded each
+  // shard into its gather's send range), ordered before their first use by events.
   // The use orders of model.hpp's hook contract.
   eval_order.push_back(0);
   for (int l = 0; l < L; ++l) eval_order.push_back(layout.block_unit(l));
@@ -290,13 +290,13 @@ std::span<float> Engine::Impl::v_for_update(int u) {
 }
 
 void Engine::Impl::cast_compute_params() {
-  if (bf16_master) return;  // compute_params are the parameters
+  if (bf16_master || half_up) return;  // compute_params are the parameters / come up in bf16
   for (size_t i = 0; i < compute_params.size(); ++i)
     mem->to_bf16(full_params[i].data(), full_params[i].size(), compute_params[i].data());
 }
 
 void Engine::Impl::gather_params_in_place() {
-  if (bf16_master)
+  if (bf16_master || half_up)
     gather_in_place(compute_params);
   else
     gather_in_place(full_params);
@@ -310,6 +310,7 @@ void Engine::Impl::gather_in_place(Bufs<T>& bufs) {
     for (int u = 0; u < units; ++u) {
       const UnitPartition& p = part.unit(u);
       T* full = bufs[static_cast<size_t>(u)].data();
+      if (phase == 0) order_up(u);  // the owned slice's copies up (offload), if in flight
       groups.start_gather(phase, full + p.begin, full, static_cast<size_t>(p.shard),
                           std::is_same_v<T, bf16> ? DType::kBF16 : DType::kF32,
                           handles[static_cast<size_t>(u)]);
@@ -412,20 +413,25 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
   ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
            "make it from this engine's model().layout()");
   e.flush_checkout();
-  detail::Buf<float> full;  // bf16_weights at stage 3: [max_padded], the gathered fp32 master
+  e.land_all();  // offload: copies up still in flight (the host reads what they wrote)
+  // bf16_weights at stage 3, or half_up: [max_padded], the gathered fp32 master
+  detail::Buf<float> full;
   for (int u = 0; u < e.units; ++u) {
     const size_t numel = static_cast<size_t>(e.part.unit(u).numel);
     std::span<float> dst = out.params(u);
     if (e.opt.stage <= 2 && e.bf16_master) {
       detail::to_host_widened(*e.mem, dst.data(), e.compute_params[static_cast<size_t>(u)].data(),
                               numel);
-    } else if (e.opt.stage <= 2) {
+    } else if (e.opt.stage <= 2 && !e.half_up) {
       e.mem->to_host(dst.data(), e.full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
     } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
       if (e.bf16_weights && full.empty())
         full = detail::Buf<float>(*e.mem, static_cast<size_t>(e.part.max_padded()), "a full unit");
       float* buf = e.bf16_weights ? full.data() : e.gather_buf[0].data();
-      e.gather_exact(u, buf);
+      if (e.half_up)
+        e.gather_master(u, buf);  // the store's: no fp32 copy on the device
+      else
+        e.gather_exact(u, buf);
       e.mem->to_host(dst.data(), buf, numel * sizeof(float));
     }
   }

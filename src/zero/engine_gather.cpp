@@ -8,7 +8,9 @@
 //     gather since the last optimizer step has filled it.
 // With bf16 compute weights (bf16_weights: train.precision = bf16-mixed) a primary gather casts
 // the fp32 shard into its place in the slot's bf16 buffer and all-gathers bf16 in place
-// (half the bytes of fp32); the hpZ secondary holds bf16 too.
+// (half the bytes of fp32); the hpZ secondary holds bf16 too. With offload from a device
+// the bf16 shard is what the CPU AdamW copied up (param_half), or with offload.params
+// the shard's bf16 rounding copied up straight into the send range (load_shard_half).
 #include <algorithm>
 
 #include "engine_impl.hpp"
@@ -49,8 +51,11 @@ void Engine::Impl::start_gather(size_t position) {
   pos_slot[position] = slot;
   if (!from_secondary) {
     primary_pos[i] = static_cast<int>(position);
-    if (params_offloaded) load_shard(u, slot);
-    if (bf16_weights) {
+    order_up(u);  // offload: the shard's copies up from the last step, if in flight
+    if (params_offloaded && !half_up) load_shard(u, slot);
+    if (params_offloaded && half_up) {
+      load_shard_half(u, slot);  // the bf16 shard straight into its send range: no cast
+    } else if (bf16_weights) {
       cast_shard_for_gather(u, slot);
     } else if (opt.quantize_weights) {
       const UnitPartition& p = part.unit(u);
@@ -153,7 +158,7 @@ void Engine::Impl::cast_shard_for_gather(int u, int slot) {
   const UnitPartition& p = part.unit(u);
   bf16* whole = gather_half[static_cast<size_t>(slot)].data();  // [padded]
   bf16* place = whole + static_cast<size_t>(part.index()) * static_cast<size_t>(p.shard);
-  if (bf16_master)  // the stored shard is bf16 already
+  if (bf16_master || half_up)  // the stored shard is bf16 already (half_up: its copy up)
     mem->copy(place, param_half[static_cast<size_t>(u)].data(),
               static_cast<size_t>(p.shard) * sizeof(bf16));
   else

@@ -112,7 +112,7 @@ struct Engine::Impl {
   // parameters it updates into update_wide, runs the space's fp32 AdamW on them and
   // rounds the result back (docs/zero.md, "bf16-true").
   bool bf16_master = false;
-  Bufs<bf16> param_half;     // stage 3, bf16_master: [shard]
+  Bufs<bf16> param_half;     // stage 3, bf16_master or half_up (params not offloaded): [shard]
   detail::Buf<float> update_wide;  // bf16_master: [max updated count] the widened parameters
   std::vector<uint8_t> secondary_valid;  // per unit: holds the current parameters (host)
   Bufs<float> full_grads;    // stages 0-1: [padded]
@@ -260,6 +260,17 @@ struct Engine::Impl {
     size_t count = 0;
   };
   std::deque<Transfer> transfers;  // started, not yet landed, in start order
+  // bf16_weights with offload_copies: the CPU AdamW rounds each updated sub-group to bf16
+  // (bf16(float), as the device cast) and that comes up, into compute_params' owned
+  // slice (stages 1-2) or param_half (stage 3; params offloaded: each shard goes up in
+  // bf16 straight into its gather's send range). The fp32 device copies (full_params,
+  // param_shard, param_stage) are freed: the fp32 master is the store's.
+  bool half_up = false;
+  // Per unit: the last copy up of its parameters not yet ordered before compute (0:
+  // none). The copies up overlap what follows the AdamW; the first use of the unit (the
+  // stages 1-2 all-gather in step(), a stage-3 primary gather) orders compute after it.
+  std::vector<detail::Copier::Ticket> unit_up;
+  void order_up(int u);  // compute (and collectives) from now on see u's copies up
   OffloadTimes offload_times;      // since the last step
   // owned(u) of an offloaded unit, or of any unit in a space the host cannot read: its
   // state, paged in (or copied to the host) for a checkpoint and kept (the
@@ -286,6 +297,8 @@ struct Engine::Impl {
   OffloadTimes take_offload_times();
   const float* shard_src(int u, int slot) const;  // the send buffer of u's primary gather
   void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]
+  void load_shard_half(int u, int slot);          // half_up: u's bf16 shard into the slot's send range
+  void gather_master(int u, float* full);         // half_up, idle: the store's fp32 master of u [padded]
   OwnedSlice checkout(int u);
   float* owned_params(int u);  // this rank's owned parameters of unit u [owned], in mem
   bf16* owned_half_params(int u);  // the same, bf16_master

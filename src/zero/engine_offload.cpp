@@ -40,6 +40,7 @@ void Engine::Impl::init_offload(int rank) {
   offload::Options so = opt.offload;
   if (!params_offloaded) so.params = offload::Home::kNone;  // cpu on a host space: nothing moves
   offload_copies = state_offloaded && !mem->host_accessible();
+  half_up = offload_copies && bf16_weights;
   if (!mem->host_accessible()) {
     // Every copy is one sub-group of fp32 values (a piece of a parameter shard, or of a
     // unit's gradient): the pool holds two, so one lands while the next is filled.
@@ -74,11 +75,23 @@ void Engine::Impl::init_offload(int rank) {
       param_shard[static_cast<size_t>(u)].reset();
     }
     param_shard.clear();
-    for (size_t s = 0; s < gathers.size(); ++s)
-      param_stage.emplace_back(*mem, static_cast<size_t>(max_shard), "offloaded parameter staging");
+    if (!half_up)  // (half_up: the bf16 shard goes up straight into the gather buffer)
+      for (size_t s = 0; s < gathers.size(); ++s)
+        param_stage.emplace_back(*mem, static_cast<size_t>(max_shard), "offloaded parameter staging");
     unit_params.assign(static_cast<size_t>(max_shard), 0.0f);
   }
+  if (half_up) {  // the bf16 compute copy is what comes up from now on; the fp32 one goes
+    if (opt.stage == 3 && !params_offloaded)
+      for (int u = 0; u < units; ++u) {
+        const size_t shard = static_cast<size_t>(part.unit(u).shard);
+        param_half.emplace_back(*mem, shard, "bf16 parameter shards");
+        mem->to_bf16(param_shard[static_cast<size_t>(u)].data(), shard, param_half.back().data());
+      }
+    param_shard.clear();
+    full_params.clear();
+  }
   if (offload_copies) {
+    unit_up.assign(static_cast<size_t>(units), 0);
     host_grads.resize(static_cast<size_t>(units));
     for (int u = 0; u < units; ++u)
       host_grads[static_cast<size_t>(u)].assign(static_cast<size_t>(part.unit(u).owned), 0.0f);
@@ -126,6 +139,57 @@ void Engine::Impl::load_shard(int u, int slot) {
   store->read_params(u, unit_params.data());
   copy_to_space(dst, unit_params.data(), static_cast<size_t>(part.unit(u).shard));
   land_all();
+}
+
+// half_up, params offloaded: u's shard from its home, rounded to bf16 on the host
+// (bf16(float): the rounding of the device cast it replaces) and copied up through the
+// pool, in sub-group pieces, into its place in the slot's bf16 gather buffer: the send
+// range of the in-place all-gather (half the bytes of the fp32 shard, and no cast). The
+// gather is ordered after the copies on the device; the host does not wait for them.
+void Engine::Impl::load_shard_half(int u, int slot) {
+  const UnitPartition& p = part.unit(u);
+  const size_t shard = static_cast<size_t>(p.shard);
+  bf16* place = gather_half[static_cast<size_t>(slot)].data() +
+                static_cast<size_t>(part.index()) * shard;  // [shard] in mem
+  store->read_params(u, unit_params.data());  // [shard] fp32, padding zero
+  const size_t piece = static_cast<size_t>(offload::subgroup_elements(store->options()));
+  for (size_t first = 0; first < shard; first += piece) {
+    const size_t c = std::min(piece, shard - first);
+    const int pslot = acquire_pinned(c * sizeof(bf16));
+    bf16* half = reinterpret_cast<bf16*>(pinned->data(pslot));  // [c]
+    for (size_t k = 0; k < c; ++k) half[k] = bf16(unit_params[first + k]);
+    const detail::Copier::Ticket t =
+        copier->start(detail::CopyDir::kToSpace, place + first, half, c * sizeof(bf16));
+    transfers.push_back({t, pslot, nullptr, c});
+    unit_up[static_cast<size_t>(u)] = t;
+    offload_times.h2d_bytes += c * sizeof(bf16);
+  }
+  order_up(u);
+  land_ready();
+}
+
+// half_up, idle: unit u's fp32 master (the store's) gathered into full [padded] in mem:
+// this rank's shard of it (owned elements, padding zero) at its place, then the
+// in-place all-gather. gather_full_params returns this: the fp32 master, as the fp32
+// device copy gave before half_up dropped it.
+void Engine::Impl::gather_master(int u, float* full) {
+  const UnitPartition& p = part.unit(u);
+  const size_t shard = static_cast<size_t>(p.shard), owned = static_cast<size_t>(p.owned);
+  std::vector<float> master(shard, 0.0f), m(owned), v(owned);  // [shard], [owned], [owned]
+  store->read_unit(u, master.data(), m.data(), v.data());
+  float* place = full + static_cast<size_t>(part.index()) * shard;
+  mem->from_host(place, master.data(), shard * sizeof(float));
+  detail::Handles handles;
+  for (int phase = 0; phase < groups.gather_phases(); ++phase) {
+    groups.start_gather(phase, place, full, shard, DType::kF32, handles);
+    detail::wait_all(handles);
+  }
+}
+
+void Engine::Impl::order_up(int u) {
+  if (unit_up.empty() || unit_up[static_cast<size_t>(u)] == 0) return;
+  copier->order_before_compute(unit_up[static_cast<size_t>(u)]);
+  unit_up[static_cast<size_t>(u)] = 0;
 }
 
 // ---- copies through the pinned pool ---------------------------------------------------
@@ -211,11 +275,12 @@ OffloadTimes Engine::Impl::take_offload_times() {
 // the same pass. The same kernel and order serve every home, so the floats are equal.
 // From a device (offload_copies): the gradients are the landed host copies, scaled here
 // by the clipping factor as the space scales its own; each sub-group's new parameters
-// are written into a pinned buffer and copied up while the next sub-group is updated.
-// The copy up is fp32 with bf16_weights too: the bf16 compute weights are cast from the
-// landed fp32 parameters by step() (stages 0-2) and by each stage-3 gather, as without
-// offload, so the two runs are bitwise equal. (A bf16 copy up, ParamCopy::half, would
-// halve the H2D bytes but needs a bf16 gather of the owned slices at stages 1-2.)
+// are written into a pinned buffer and copied up while the next sub-group is updated:
+// fp32 into the compute parameters, or with half_up their bf16 rounding (ParamCopy::half,
+// bf16(float) as the device cast: bitwise what casting the fp32 copy gave) into the bf16
+// compute copy, half the bytes. Nothing waits for the copies up here: they overlap what
+// follows, and each unit's first use orders compute after them (order_up: the stages 1-2
+// all-gather of the owned slices in step(), bf16 at half_up; a stage-3 primary gather).
 void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, float clip) {
   if (!state_offloaded) {
     for (int u = 0; u < units; ++u) {
@@ -256,32 +321,38 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
                                     : grads_for_update(sg.unit).data() + sg.first;
     int slot = -1;  // a pinned buffer for the copy up
     float* out = nullptr;
+    bf16* half = nullptr;  // half_up: [c] the bf16 rounding, in the pinned buffer
+    const size_t up_bytes = c * (half_up ? sizeof(bf16) : sizeof(float));
     if (params_offloaded) {
       out = unit_params.data() + sg.first;
     } else if (offload_copies) {
-      slot = acquire_pinned(c * sizeof(float));
-      out = reinterpret_cast<float*>(pinned->data(slot));
+      slot = acquire_pinned(up_bytes);
+      if (half_up)
+        half = reinterpret_cast<bf16*>(pinned->data(slot));
+      else
+        out = reinterpret_cast<float*>(pinned->data(slot));
     } else {
       out = params_for_update(sg.unit).data() + sg.first;
     }
     const Clock::time_point t0 = Clock::now();
     offload::adamw_unit_slice(layout, sg.unit, update_begin(sg.unit) + sg.first,
                               {st.master, c}, {g, c}, {st.m, c}, {st.v, c},
-                              offload::ParamCopy{out, nullptr}, adam, step, isa);
+                              offload::ParamCopy{out, half}, adam, step, isa);
     offload_times.adam_s += since(t0);
     if (slot >= 0) {
-      transfers.push_back({copier->start(detail::CopyDir::kToSpace,
-                                         params_for_update(sg.unit).data() + sg.first, out,
-                                         c * sizeof(float)),
-                           slot, nullptr, c});
-      offload_times.h2d_bytes += c * sizeof(float);
+      void* dst = half_up ? static_cast<void*>(half_params_for_update(sg.unit).data() + sg.first)
+                          : static_cast<void*>(params_for_update(sg.unit).data() + sg.first);
+      const detail::Copier::Ticket t =
+          copier->start(detail::CopyDir::kToSpace, dst, pinned->data(slot), up_bytes);
+      transfers.push_back({t, slot, nullptr, c});
+      unit_up[static_cast<size_t>(sg.unit)] = t;
+      offload_times.h2d_bytes += up_bytes;
       land_ready();
     }
     // The unit's last sub-group: its new parameter shard goes to its home.
     const bool last = &sg == &groups_.back() || (&sg + 1)->unit != sg.unit;
     if (params_offloaded && last) store->write_params(sg.unit, unit_params.data());
   });
-  if (offload_copies) land_all();  // the next work reads the parameters
 }
 
 OwnedSlice Engine::Impl::checkout(int u) {
@@ -328,6 +399,10 @@ OwnedSlice Engine::Impl::checkout(int u) {
 // Writes every checked-out unit back (a checkpoint load may have changed it): master, m,
 // v to the store, and the master into the compute parameters (fp32 on CPU: a copy).
 void Engine::Impl::flush_checkout() {
+  const bool any = std::any_of(checkouts.begin(), checkouts.end(),
+                               [](const Checkout& c) { return c.active; });
+  if (!any) return;
+  land_all();  // a copy up still in flight would land over what is written below
   for (int u = 0; u < static_cast<int>(checkouts.size()); ++u) {
     Checkout& c = checkouts[static_cast<size_t>(u)];
     if (!c.active) continue;
@@ -346,6 +421,9 @@ void Engine::Impl::flush_checkout() {
         mem->from_host(owned_params(u), c.master.data(), bytes);
       mem->from_host(adam_m[static_cast<size_t>(u)].data() + mo, c.m.data(), bytes);
       mem->from_host(adam_v[static_cast<size_t>(u)].data() + mo, c.v.data(), bytes);
+    } else if (half_up) {  // the bf16 compute copy, rounded as the AdamW's copy up
+      detail::from_host_rounded(*mem, half_params_for_update(u).data(),
+                                {c.master.data(), static_cast<size_t>(p.owned)});
     } else {  // the compute parameters, wherever mem is
       std::span<float> params = params_for_update(u);
       mem->from_host(params.data(), c.master.data(), params.size_bytes());

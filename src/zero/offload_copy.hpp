@@ -6,7 +6,10 @@
 //   device       one copy stream of its own, an event per copy (CUDA builds,
 //                offload_copy_cuda.cpp); done() polls, wait() blocks on the event
 //   host spaces  the copy happens at once (a memcpy through the space, the same code
-//                path with synchronous copies): done() is always true
+//                path with synchronous copies): done() is always true; or, with
+//                ZT_TEST_DEFER_COPIES=1 in the environment (a test hook, host-staged
+//                only), each copy lands only when waited for or ordered before compute,
+//                so a missing order_before_compute shows up as stale values
 // Copies land in the order they were started (one stream).
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +29,11 @@ class Copier {
   virtual Ticket start(CopyDir dir, void* dst, const void* src, size_t bytes) = 0;
   virtual bool done(Ticket t) = 0;  // landed; never blocks
   virtual void wait(Ticket t) = 0;  // blocks until landed
+  // Work queued on the compute stream from now on (and the collectives ordered after it,
+  // Groups::order_after) runs after copy t (and every copy started before it) has
+  // landed. Device: a stream wait on the copy's event, the host does not block; host
+  // spaces: the copy has landed (the deferred test copier lands it here).
+  virtual void order_before_compute(Ticket t) = 0;
   // Seconds spent moving data in `dir` by the copies that landed since the last call
   // (device: measured by events on the copy stream; host: the memcpy's wall time).
   virtual double take_seconds(CopyDir dir) = 0;

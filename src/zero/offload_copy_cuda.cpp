@@ -57,6 +57,13 @@ class DeviceCopier final : public Copier {
       retire();
     }
   }
+  void order_before_compute(Ticket t) override {
+    for (const Copy& c : inflight_) {  // in ticket order; a retired copy has landed
+      if (c.ticket < t) continue;
+      if (c.ticket == t) ZT_CUDA_CHECK(cudaStreamWaitEvent(compute_, c.end, 0));
+      return;
+    }
+  }
   double take_seconds(CopyDir dir) override {
     const double s = seconds_[static_cast<int>(dir)];
     seconds_[static_cast<int>(dir)] = 0;

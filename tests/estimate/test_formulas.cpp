@@ -94,22 +94,31 @@ TEST(Formulas, OffloadMovesStatesOffTheGpu) {
   const double n = 8;
   zt::estimate::Setup s = llama7b(8, 1);
   s.zero.precision = "bf16-mixed";
-  // Stage 2 + optimizer cpu: the device keeps fp32 + bf16 full units and the fp32
-  // gradient shard; the host store the fp32 master + m + v shard (12 B, each unit's
-  // buffer rounded up to 4 KiB: 34 units, < 1e-4 of it).
+  // Stage 2 + optimizer cpu: the device keeps the bf16 full units (the CPU AdamW's bf16
+  // rounding comes up into them; no fp32 copy on the device) and the fp32 gradient
+  // shard; the host store the fp32 master + m + v shard (12 B, each unit's buffer
+  // rounded up to 4 KiB: 34 units, < 1e-4 of it).
   const Row opt = estimate_row(s, 2, 1, Offload::kCpu, Offload::kNone);
-  expect_rel(static_cast<double>(opt.model_states()), 6 * kPsi7b + 4 * kPsi7b / n, "stage 2 + optimizer offload");
+  expect_rel(static_cast<double>(opt.model_states()), 2 * kPsi7b + 4 * kPsi7b / n, "stage 2 + optimizer offload");
   EXPECT_NEAR(static_cast<double>(opt.host_bytes) / (12 * kPsi7b / n), 1.0, 1e-4) << "host: master, m, v";
   EXPECT_EQ(opt.host_param_bytes, 0u);
-  // Stage 3, both on the host: the device keeps the gradient shard and one staging shard
-  // per gather slot (zero.prefetch 2 + 1); the host the store (12 + 4 B per owned element)
-  // and one unit's shard. The largest unit is a block: q, k, v, o 4 x 4096^2 + gate, up,
-  // down 3 x 4096 x 11008 + 2 norms x 4096 = 202,383,360 (a multiple of 16 x 8 = 128):
-  // 25,297,920 per rank.
+  // Stage 3 + optimizer cpu: a bf16 parameter shard on the device (2 B, not 4).
+  const Row opt3 = estimate_row(s, 3, 1, Offload::kCpu, Offload::kNone);
+  expect_rel(static_cast<double>(opt3.param_bytes), 2 * kPsi7b / n, "stage 3 bf16 shard");
+  // Stage 3, both on the host: the device keeps the gradient shard and, in fp32, one
+  // staging shard per gather slot (zero.prefetch 2 + 1; bf16-mixed none: each shard
+  // comes up in bf16 into its gather buffer); the host the store (12 + 4 B per owned
+  // element) and one unit's shard. The largest unit is a block: q, k, v, o 4 x 4096^2 +
+  // gate, up, down 3 x 4096 x 11008 + 2 norms x 4096 = 202,383,360 (a multiple of
+  // 16 x 8 = 128): 25,297,920 per rank.
   const Row all = estimate_row(s, 3, 1, Offload::kCpu, Offload::kCpu);
   const double max_shard = 25297920;
   EXPECT_EQ(s.zero.prefetch, 2);
-  expect_rel(static_cast<double>(all.param_bytes), 4 * 3 * max_shard, "staging");
+  EXPECT_EQ(all.param_bytes, 0u) << "bf16-mixed: no staging";
+  zt::estimate::Setup s32 = s;
+  s32.zero.precision = "fp32";
+  expect_rel(static_cast<double>(estimate_row(s32, 3, 1, Offload::kCpu, Offload::kCpu).param_bytes),
+             4 * 3 * max_shard, "staging");
   expect_rel(static_cast<double>(all.grad_bytes), 4 * kPsi7b / n, "gradient shard");
   EXPECT_EQ(all.optimizer_bytes, 0u);
   EXPECT_EQ(all.host_param_bytes, static_cast<uint64_t>(4 * max_shard));

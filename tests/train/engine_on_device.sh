@@ -17,6 +17,10 @@
 #      fp32 losses of the same run within 2e-2
 #   D3 bf16-true, stage 3 over NCCL, 50 steps (bf16 parameter shards, no fp32 master,
 #      AdamW widened and rounded back), tracking line D's bf16-mixed losses within 2e-2
+#   D4 bf16-mixed with offload.optimizer = cpu, stages 2 and 3, 50 steps (the CPU AdamW's
+#      bf16 rounding copied up into the bf16 compute weights, overlapping the next work,
+#      ordered by events): every step's h2d_bytes is half its d2h_bytes (bf16 up, fp32
+#      gradients down), and the losses track line D within 1e-2
 #   E  a GPU checkpoint (stage 3, step 10 of 20) resumed on the CPU: steps 11-20 within
 #      1e-4 of a CPU run of all 20 steps
 set -uo pipefail
@@ -50,6 +54,19 @@ losses() { grep -o '"loss":[-0-9.eE+]*' "$1" | cut -d: -f2; }
 
 # compare LINE GOT REF TOL [LAST]: max relative loss difference per step (the last LAST
 # steps of REF when given), PASS below TOL.
+# half_up LINE METRICS: every step of an offloaded run (offload.params = none) copied
+# up half the bytes it copied down (bf16 parameters up, fp32 gradients down); prints the
+# stall the engine still waited for.
+half_up() {
+  paste <(grep -o '"d2h_bytes":[0-9]*' "$2" | cut -d: -f2) \
+        <(grep -o '"h2d_bytes":[0-9]*' "$2" | cut -d: -f2) \
+        <(grep -o '"stall_s":[-0-9.eE+]*' "$2" | cut -d: -f2) | awk -v line="$1" '
+    { n++; if ($1 == 0 || 2 * $2 != $1) bad++; s += $3 }
+    END { ok = n > 0 && bad == 0
+          printf "%s %s: h2d = d2h / 2 in %d of %d steps, stall %.3f s in all\n", ok ? "PASS" : "FAIL", line, n - bad, n, s
+          exit !ok }'
+}
+
 compare() {
   local line=$1 got=$2 ref=$3 tol=$4 last=${5:-0}
   local r
@@ -90,6 +107,18 @@ do_run() {
     echo "FAIL D3 bf16-true: $(tail -3 "$logs/d3_gpu.log" 2>/dev/null | tr '\n' ' ')"
     rc=1
   fi
+  ulimit -l unlimited 2>/dev/null || echo "memlock $(ulimit -l) KiB: D4's pinned pool may be refused"
+  for st in 2 3; do
+    if [ -f "$logs/d_gpu.jsonl" ] && train "d4_s${st}_gpu" 1 "${d[@]}" --set zero.stage="$st" \
+         --set train.precision=bf16-mixed --set offload.optimizer=cpu; then
+      compare "D4 bf16-mixed + offload.optimizer=cpu, stage $st, 50 steps vs D" \
+        "$logs/d4_s${st}_gpu.jsonl" "$logs/d_gpu.jsonl" 1e-2 || rc=1
+      half_up "D4 stage $st bf16 copy up" "$logs/d4_s${st}_gpu.jsonl" || rc=1
+    else
+      echo "FAIL D4 stage $st: $(tail -3 "$logs/d4_s${st}_gpu.log" 2>/dev/null | tr '\n' ' ')"
+      rc=1
+    fi
+  done
   rm -rf "$logs/e_ckpt"
   train e_gpu 1 --set train.device=cuda --set zero.stage=3 --set train.steps=20 \
       --set ckpt.stop_after=10 --set "ckpt.dir=$logs/e_ckpt" &&
