@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <cmath>
+#include <bit>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -80,20 +80,77 @@ Part part_of(const model::TensorInfo& t, int64_t begin, int64_t count) {
   return {lo - t.offset, hi - lo, lo - begin};
 }
 
-// zt-sum64 of x (first element at index `first`), over the rank's OpenMP threads: the
-// sum is slice-additive, so chunks are summed apart and added (mod 2^64).
-// With `non_finite`, also counts the NaN/Inf elements into it (the chunk is in cache).
-uint64_t checksum(std::span<const float> x, uint64_t first, uint64_t* non_finite = nullptr) {
-  constexpr size_t kChunk = size_t{1} << 20;
-  const int64_t chunks = static_cast<int64_t>((x.size() + kChunk - 1) / kChunk);
+// Which checksum a file's datasets carry (docs/checkpoint-format.md, "Checksums"):
+// zt-sum64 in format_version 1 files, zt-xxh3 in the version-2 files zt writes now.
+enum class SumKind { kSum64, kXxh3 };
+SumKind sum_kind_of(uint32_t format_version) {
+  return format_version >= 2 ? SumKind::kXxh3 : SumKind::kSum64;
+}
+
+// zt-xxh3's chunk in fp32 elements.
+constexpr int64_t kChunkElems = static_cast<int64_t>(kXxh3ChunkBytes / sizeof(float));
+
+// zt-xxh3's chunks of a rank's elements [lo, hi) of a tensor of `numel` elements: it hashes
+// the whole chunks [c0, c1) from its memory (the tensor's short last chunk counts as
+// whole); the chunk starting inside its range but ending past it, [tail, tail_end) (empty:
+// none), it hashes from the file once every rank's bytes are there; a chunk starting
+// before lo is the previous owner's.
+struct ChunkPlan {
+  int64_t c0 = 0, c1 = 0;
+  int64_t tail = 0, tail_end = 0;
+};
+ChunkPlan plan_chunks(int64_t lo, int64_t hi, int64_t numel) {
+  ChunkPlan p;
+  if (hi <= lo) return p;
+  p.c0 = (lo + kChunkElems - 1) / kChunkElems * kChunkElems;
+  const int64_t last = hi / kChunkElems * kChunkElems;  // the chunk holding element hi
+  p.c1 = std::max(p.c0, hi == numel ? hi : last);
+  if (hi != numel && last >= lo && last < hi) {
+    p.tail = last;
+    p.tail_end = std::min(last + kChunkElems, numel);
+  }
+  return p;
+}
+
+// NaN/Inf elements of x (exponent bits all ones), as a loop the compiler vectorises.
+uint64_t count_non_finite(std::span<const float> x) {
+  uint64_t bad = 0;
+  for (const float v : x) bad += (std::bit_cast<uint32_t>(v) & 0x7f800000u) == 0x7f800000u;
+  return bad;
+}
+
+// This rank's checksum of x, its elements [first, first + x.size()) of a tensor of `numel`
+// elements, over the rank's OpenMP threads (chunks of the data summed apart and added mod
+// 2^64): zt-sum64 of every element, or zt-xxh3 of the whole chunks plan_chunks gives it.
+// With `non_finite`, also counts x's NaN/Inf elements into it, chunk by chunk while the
+// chunk is in cache.
+uint64_t checksum(SumKind kind, std::span<const float> x, uint64_t first, uint64_t numel,
+                  uint64_t* non_finite = nullptr) {
+  if (non_finite) *non_finite = 0;
+  if (x.empty()) return 0;
+  // Pieces of the work, one per thread iteration: the boundaries lo, base + kPiece,
+  // base + 2 kPiece, ..., hi, with base on zt-xxh3's chunk grid, so every piece's hash
+  // range [max(A, c0), min(B, c1)) starts on a chunk boundary.
+  constexpr int64_t kPiece = 4 * kChunkElems;
+  const int64_t lo = static_cast<int64_t>(first), hi = lo + static_cast<int64_t>(x.size());
+  const ChunkPlan plan = plan_chunks(lo, hi, static_cast<int64_t>(numel));
+  const int64_t base = kind == SumKind::kXxh3 ? plan.c0 : lo;  // c0 >= lo
+  const int64_t pieces = hi > base ? (hi - base + kPiece - 1) / kPiece : 1;
   uint64_t total = 0, bad = 0;
-#pragma omp parallel for reduction(+ : total, bad) schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const size_t at = static_cast<size_t>(c) * kChunk;
-    const std::span<const float> chunk = x.subspan(at, std::min(kChunk, x.size() - at));
-    total += sum64_fast(chunk, first + at);
-    if (non_finite)
-      for (const float v : chunk) bad += std::isfinite(v) ? 0u : 1u;
+#pragma omp parallel for reduction(+ : total, bad) schedule(static) if (pieces > 1)
+  for (int64_t c = 0; c < pieces; ++c) {
+    const int64_t A = c == 0 ? lo : base + c * kPiece;
+    const int64_t B = c == pieces - 1 ? hi : base + (c + 1) * kPiece;
+    const std::span<const float> piece = x.subspan(static_cast<size_t>(A - lo), static_cast<size_t>(B - A));
+    if (kind == SumKind::kSum64) {
+      total += sum64_fast(piece, static_cast<uint64_t>(A));
+    } else {
+      const int64_t h0 = std::max(A, plan.c0), h1 = std::min(B, plan.c1);
+      if (h1 > h0)
+        total += xxh3_sum(std::as_bytes(x.subspan(static_cast<size_t>(h0 - lo), static_cast<size_t>(h1 - h0))),
+                          static_cast<uint64_t>(h0 / kChunkElems));
+    }
+    if (non_finite) bad += count_non_finite(piece);  // the piece is in cache
   }
   if (non_finite) *non_finite = bad;
   return total;
@@ -111,8 +168,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 class ChecksumWorker {
  public:
   struct Job {
-    std::span<const float> x;
+    SumKind kind = SumKind::kXxh3;
+    std::span<const float> x;  // the rank's elements [first, first + x.size()) of a tensor
     uint64_t first = 0;
+    uint64_t numel = 0;              // the tensor's
     uint64_t* sum = nullptr;         // written
     uint64_t* non_finite = nullptr;  // written when not null
   };
@@ -160,7 +219,7 @@ class ChecksumWorker {
       jobs_.pop_front();
       lock.unlock();
       const auto t0 = std::chrono::steady_clock::now();
-      *job.sum = checksum(job.x, job.first, job.non_finite);
+      *job.sum = checksum(job.kind, job.x, job.first, job.numel, job.non_finite);
       const double t = seconds_since(t0);
       lock.lock();
       busy_ += t;
@@ -331,6 +390,41 @@ Handle memory_space(int64_t n, const std::string& path) {
   return m;
 }
 
+// Reads tensor t's elements [first, first + out.size()) of dataset `dset` (file dataspace
+// `space`) into out: raw at the dataset's file offset `at` when it has one, else through
+// H5Dread of the selection (which converts another writer's layout). Throws naming the
+// dataset for a failed or short read.
+void read_range(const RawFile& raw, std::optional<uint64_t> at, hid_t dset, hid_t space,
+                const model::TensorInfo& t, int64_t first, std::span<float> out, hid_t dxpl,
+                const std::string& path, const std::string& name) {
+  if (at) {
+    if (out.empty()) return;
+    const int err = raw.read_at(out.data(), out.size_bytes(), *at + static_cast<uint64_t>(first) * sizeof(float));
+    if (err != 0)
+      throw InputError(strf("checkpoint '%s': reading dataset '%s' failed: %s", path.c_str(), name.c_str(),
+                            err < 0 ? "the file ends before its data (truncated)" : std::strerror(err)),
+                       kReadHint);
+    return;
+  }
+  float dummy = 0.0f;  // a valid buffer for a rank that reads nothing
+  const int64_t n = static_cast<int64_t>(out.size());
+  h5::select_range(space, t.shape, first, n, path);
+  Handle mem = memory_space(n, path);
+  ZT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, mem.get(), space, dxpl, n > 0 ? out.data() : &dummy),
+              path, kReadHint);
+}
+
+// zt-xxh3 of the chunk [plan.tail, plan.tail_end) of tensor t, read from the file (a rank
+// that holds only the chunk's start hashes it so; 0 when it has none).
+uint64_t tail_sum(const ChunkPlan& plan, const RawFile& raw, std::optional<uint64_t> at, hid_t dset,
+                  hid_t space, const model::TensorInfo& t, hid_t dxpl, const std::string& path,
+                  const std::string& name) {
+  if (plan.tail_end <= plan.tail) return 0;
+  std::vector<float> chunk(static_cast<size_t>(plan.tail_end - plan.tail));  // [<= kChunkElems]
+  read_range(raw, at, dset, space, t, plan.tail, chunk, dxpl, path, name);
+  return xxh3_sum(std::as_bytes(std::span<const float>(chunk)), static_cast<uint64_t>(plan.tail / kChunkElems));
+}
+
 void check_shards(const model::ParamLayout& layout, size_t given, const char* what) {
   ZT_CHECK(given == static_cast<size_t>(layout.num_units()),
            strf("%s: %zu unit shards for a model of %d units", what, given, layout.num_units()),
@@ -417,7 +511,18 @@ struct FileSums {
   std::vector<uint64_t> non_finite;  // [datasets]
 };
 
-// Queues the checksum of every slice this rank writes on the worker (in write order).
+// Rank 0's zt-xxh3 of /state/rng [world] (every rank's seed, gathered), 0 on the others:
+// the dataset is one chunk, which one rank hashes.
+uint64_t rng_sum(MPI_Comm comm, uint64_t seed) {
+  std::vector<uint64_t> seeds(static_cast<size_t>(comm_size(comm)), seed);  // [world]
+  if (comm != MPI_COMM_NULL)
+    ZT_MPI_CHECK(MPI_Allgather(&seed, 1, MPI_UINT64_T, seeds.data(), 1, MPI_UINT64_T, comm));
+  return comm_rank(comm) == 0 ? xxh3_sum(std::as_bytes(std::span<const uint64_t>(seeds))) : 0;
+}
+
+
+// Queues the checksum of every slice this rank writes on the worker (in write order): its
+// whole zt-xxh3 chunks; the chunks it holds only part of come later (add_tail_sums).
 FileSums queue_checksums(MPI_Comm comm, ChecksumWorker& worker, const WriteContents& c,
                          const FileParts& f, bool training) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
@@ -428,12 +533,10 @@ FileSums queue_checksums(MPI_Comm comm, ChecksumWorker& worker, const WriteConte
       Part p;
       const std::span<const float> x = slice_of(c, k, tensors[i], &p);
       const size_t d = f.index(k, i);
-      worker.push({x, static_cast<uint64_t>(p.first), &s.sums[d], &s.non_finite[d]});
+      worker.push({SumKind::kXxh3, x, static_cast<uint64_t>(p.first),
+                   static_cast<uint64_t>(tensors[i].numel), &s.sums[d], &s.non_finite[d]});
     }
-  if (training) {
-    const uint64_t seed = c.rng_seed;
-    s.sums[n] = sum64_u64(std::span<const uint64_t>(&seed, 1), static_cast<uint64_t>(comm_rank(comm)));
-  }
+  if (training) s.sums[n] = rng_sum(comm, c.rng_seed);
   return s;
 }
 
@@ -575,6 +678,31 @@ void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Da
   agree_errno(comm, err, failed, path);
 }
 
+// Once every rank's bytes are in the file (write_tensors agreed): adds to sums the zt-xxh3
+// chunks this rank holds only the start of, read back from the file (at most one per
+// tensor this rank's range ends inside: <= 256 KiB each). The ranks agree on the outcome.
+void add_tail_sums(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds, hid_t dxpl,
+                   const std::string& path, FileSums& s) {
+  runtime::agree(comm, [&] {
+    const RawFile back(path, /*write=*/false);
+    if (back.open_error() != 0)
+      throw Error(strf("reading back checkpoint '%s': %s", path.c_str(), std::strerror(back.open_error())),
+                  kWriteHint);
+    const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
+    for (int k = 0; k < f.kinds; ++k)
+      for (size_t i = 0; i < f.nt(); ++i) {
+        Part p;
+        slice_of(c, k, tensors[i], &p);
+        const ChunkPlan plan = plan_chunks(p.first, p.first + p.n, tensors[i].numel);
+        if (plan.tail_end <= plan.tail) continue;
+        const size_t d = f.index(k, i);
+        s.sums[d] += tail_sum(plan, back, raw_offset(ds.dsets[d].get(), path), ds.dsets[d].get(),
+                              ds.spaces[d].get(), tensors[i], dxpl, path, dataset_path(k, tensors[i].name));
+      }
+  }).rethrow("reading back checksum chunks failed on another rank writing '" + path + "' (its message says why)",
+             kWriteHint);
+}
+
 // Each dataset's checksum attribute (collective metadata), then the datasets closed.
 void write_checksums(const FileParts& f, Datasets& ds, const std::vector<uint64_t>& sums,
                      const std::string& path) {
@@ -672,15 +800,15 @@ Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_
 
 // Reads this rank's part of every tensor of each kind into `units`; the worker sums
 // what was read into sums[d] (a tensor's checksum overlaps the next one's read), the
-// stored sums go into stored[d].
-void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
+// zt-xxh3 chunk this rank holds only the start of is read whole and hashed into tails[d],
+// the stored sums go into stored[d].
+void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds, SumKind kind,
                   std::span<const UnitTarget> units, hid_t dxpl, const std::string& path,
-                  ChecksumWorker& worker, std::vector<uint64_t>& sums,
+                  ChecksumWorker& worker, std::vector<uint64_t>& sums, std::vector<uint64_t>& tails,
                   std::vector<uint64_t>& stored, std::vector<std::string>& names,
                   Progress& progress, IoTimes& times) {
   const std::vector<model::TensorInfo>& tensors = layout.tensors();
   const size_t nt = tensors.size();
-  float dummy = 0.0f;
   const RawFile raw(path, /*write=*/false);  // unusable: every dataset through H5Dread
   for (int k = 0; k < kinds; ++k)
     for (size_t i = 0; i < nt; ++i) {
@@ -700,24 +828,15 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
       t0 = std::chrono::steady_clock::now();
       const std::optional<uint64_t> at = raw.open_error() == 0 ? raw_offset(dset.get(), path)
                                                                 : std::nullopt;
-      if (at && p.n > 0) {
-        const int err = raw.read_at(out.data(), out.size_bytes(),
-                                    *at + static_cast<uint64_t>(p.first) * sizeof(float));
-        if (err != 0)
-          throw InputError(strf("checkpoint '%s': reading dataset '%s' failed: %s", path.c_str(),
-                                names[d].c_str(),
-                                err < 0 ? "the file ends before its data (truncated)"
-                                        : std::strerror(err)),
-                           kReadHint);
-      } else if (!at) {
-        h5::select_range(space.get(), t.shape, p.first, p.n, path);
-        Handle mem = memory_space(p.n, path);
-        ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl,
-                            p.n > 0 ? out.data() : &dummy),
-                    path, kReadHint);
-      }
+      read_range(raw, at, dset.get(), space.get(), t, p.first, out, dxpl, path, names[d]);
       times.data += seconds_since(t0);
-      worker.push({out, static_cast<uint64_t>(p.first), &sums[d], nullptr});
+      worker.push({kind, out, static_cast<uint64_t>(p.first), static_cast<uint64_t>(t.numel), &sums[d], nullptr});
+      if (kind == SumKind::kXxh3) {
+        t0 = std::chrono::steady_clock::now();
+        tails[d] = tail_sum(plan_chunks(p.first, p.first + p.n, t.numel), raw, at, dset.get(),
+                            space.get(), t, dxpl, path, names[d]);
+        times.checksum_tails += seconds_since(t0);
+      }
       progress.advance(static_cast<uint64_t>(t.numel) * sizeof(float), 1);
     }
 }
@@ -725,7 +844,7 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
 // /state of a training file: the TrainState fields (kStateFields) and /state/rng, whose
 // stored checksum goes to *stored and the sum of what was read (rank 0's) to *sum.
 TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& path,
-                      uint64_t* sum, uint64_t* stored) {
+                      SumKind sum_kind, uint64_t* sum, uint64_t* stored) {
   Handle g = h5::open_group(file, "state", path);
   const std::string what_state = "group /state";
   TrainState st;
@@ -755,7 +874,10 @@ TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& 
   st.rng.resize(static_cast<size_t>(st.world_size));
   ZT_H5_CHECK(H5Dread(d.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, dxpl, st.rng.data()), path,
               kReadHint);
-  *sum = comm_rank(comm) == 0 ? sum64_u64(st.rng) : 0;
+  const bool xxh3 = sum_kind == SumKind::kXxh3;
+  *sum = comm_rank(comm) != 0 ? 0
+         : xxh3             ? xxh3_sum(std::as_bytes(std::span<const uint64_t>(st.rng)))
+                            : sum64_u64(st.rng);
   return st;
 }
 
@@ -792,6 +914,9 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c, 
 
   t.checksum_wait = worker.drain();
   t.checksum = worker.busy_seconds();
+  t0 = std::chrono::steady_clock::now();
+  add_tail_sums(comm, c, parts, ds, dxpl.get(), path, sums);
+  t.checksum_tails = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   finish_checksums(comm, parts, sums, path);
   write_checksums(parts, ds, sums.sums, path);
@@ -836,17 +961,18 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
 
   Handle dxpl = h5::transfer(comm, path);
   const size_t n = static_cast<size_t>(kinds) * layout.tensors().size() + (training ? 1 : 0);
-  std::vector<uint64_t> sums(n, 0), stored(n, 0);
+  std::vector<uint64_t> sums(n, 0), tails(n, 0), stored(n, 0);
   std::vector<std::string> names(n);
   const std::unique_ptr<Progress> progress = file_progress("load", path, layout, kinds);
+  const SumKind sum_kind = sum_kind_of(header.format_version);
   ChecksumWorker worker;  // follows the reads
-  read_tensors(file.get(), layout, kinds, units, dxpl.get(), path, worker, sums, stored, names,
-               *progress, t);
+  read_tensors(file.get(), layout, kinds, sum_kind, units, dxpl.get(), path, worker, sums, tails,
+               stored, names, *progress, t);
   const auto t0 = std::chrono::steady_clock::now();
   std::optional<TrainState> state;
   if (training) {
     names.back() = "/state/rng";
-    state = read_state(comm, file.get(), dxpl.get(), path, &sums.back(), &stored.back());
+    state = read_state(comm, file.get(), dxpl.get(), path, sum_kind, &sums.back(), &stored.back());
   }
   file.close(path);
   t.metadata += seconds_since(t0);
@@ -854,6 +980,7 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   t.checksum = worker.busy_seconds();
   progress->finish();
 
+  for (size_t d = 0; d < n; ++d) sums[d] += tails[d];
   sum_over_ranks(comm, sums);
   t.total = seconds_since(t_start);
   if (times) *times = t;

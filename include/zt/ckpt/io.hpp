@@ -56,6 +56,7 @@ struct IoTimes {
   double data = 0;           // H5Dwrite / H5Dread of the tensors
   double checksum = 0;       // the worker's checksums (and NaN/Inf counts when writing)
   double checksum_wait = 0;  // waiting for the worker after the transfers
+  double checksum_tails = 0; // zt-xxh3 chunks a rank holds only the start of, read from the file
   double total = 0;          // the whole call
 };
 
