@@ -1,0 +1,199 @@
+// zt-xxh3's 256 KiB chunks across ranks (format_version 2): a model whose tensors span
+// several chunks, written at np 1-4 by uneven shards whose ends fall inside chunks (a rank
+// that holds only the start of a chunk hashes it read back from the file; one that holds
+// only its end leaves it to that rank), and read back by other shards.
+//
+// - every stored checksum equals zt-xxh3 from its definition (XXH3-64 of each chunk
+//   straight from libxxhash) over the dataset read whole with plain HDF5 (rank 0), and the
+//   values equal what was written;
+// - the file read by the reversed split gives the same values (and its checksums pass);
+// - a flipped byte inside a chunk that straddles two ranks is refused on every rank,
+//   naming the dataset.
+// The np 3 run keeps its file for tests/ckpt/check_file.py (Python's xxhash).
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <xxhash.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "support/expect_error.hpp"
+#include "support/mpi_fixtures.hpp"
+#include "zt/ckpt/io.hpp"
+#include "zt/model/layout.hpp"
+
+namespace {
+
+using zt::testing::world_rank;
+using zt::testing::world_size;
+
+// Tensors of 1-4 chunks (65,536 fp32 each): embed 1000 x 256 = 3.9 chunks, MLP 688 x 256
+// = 2.7, q_proj exactly 1, k/v half of one, norms a small part of one.
+zt::model::Config chunky() {
+  return {.name = "custom", .vocab = 1000, .hidden = 256, .layers = 1, .heads = 4, .kv_heads = 2,
+          .intermediate = 688, .context = 16};
+}
+
+// Element i of unit u, kind k (params 0, exp_avg 1, exp_avg_sq 2): distinct everywhere.
+float value(int k, int u, int64_t i) {
+  return static_cast<float>(k * 7 + u) + 1e-6f * static_cast<float>(i % 1000003);
+}
+
+// Rank r's range of a unit of n elements when the ranks hold shares in proportion to
+// `weights` (uneven, so the ends fall at odd offsets inside chunks).
+std::pair<int64_t, int64_t> share(int64_t n, const std::vector<int>& weights, int r) {
+  const int total = std::accumulate(weights.begin(), weights.end(), 0);
+  int before = 0;
+  for (int i = 0; i < r; ++i) before += weights[static_cast<size_t>(i)];
+  const int64_t b = n * before / total;
+  const int64_t e = n * (before + weights[static_cast<size_t>(r)]) / total;
+  return {b, e - b};
+}
+
+std::vector<int> weights(bool reversed) {
+  std::vector<int> w;
+  for (int r = 0; r < world_size(); ++r) w.push_back(3 + 2 * r);
+  if (reversed) std::reverse(w.begin(), w.end());
+  return w;
+}
+
+// zt-xxh3 from its definition (docs/checkpoint-format.md).
+uint64_t xxh3_definition(std::span<const std::byte> b) {
+  constexpr size_t C = size_t{1} << 18;
+  uint64_t s = 0;
+  for (size_t j = 0; j * C < b.size(); ++j)
+    s += XXH3_64bits_withSeed(b.data() + j * C, std::min(C, b.size() - j * C), j);
+  return s;
+}
+
+// Plain HDF5 (serial, rank 0): a dataset's values and its checksum attribute.
+template <typename T>
+std::vector<T> h5_read(const std::string& file, const std::string& dset, hid_t type, uint64_t* checksum) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(f, 0);
+  const hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
+  EXPECT_GE(d, 0) << dset;
+  const hid_t s = H5Dget_space(d);
+  std::vector<T> v(static_cast<size_t>(H5Sget_simple_extent_npoints(s)));
+  EXPECT_GE(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  const hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
+  EXPECT_GE(H5Aread(a, H5T_NATIVE_UINT64, checksum), 0);
+  H5Aclose(a);
+  H5Sclose(s);
+  H5Dclose(d);
+  H5Fclose(f);
+  return v;
+}
+
+const char* kGroups[3] = {"/params/", "/optim/exp_avg/", "/optim/exp_avg_sq/"};
+
+TEST(CkptChunks, ChecksumsMatchTheDefinitionAtAnySplit) {
+  const zt::model::Config cfg = chunky();
+  const zt::model::ParamLayout layout(cfg);
+  const int n = world_size(), rank = world_rank();
+  const std::string dir = (std::filesystem::current_path() / "chunks").string();
+  const std::string path = dir + "/np" + std::to_string(n) + ".h5";
+  if (rank == 0) std::filesystem::create_directories(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  // This rank's shards: [units][kinds][count].
+  std::vector<std::array<std::vector<float>, 3>> mine(static_cast<size_t>(layout.num_units()));
+  zt::ckpt::WriteContents c;
+  c.header.config = cfg;
+  c.header.contents = zt::ckpt::kContentsTraining;
+  c.state = zt::ckpt::TrainState{};
+  c.state->step = 5;
+  c.rng_seed = 100 + static_cast<uint64_t>(rank);
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const auto [begin, count] = share(layout.unit(u).numel, weights(false), rank);
+    auto& m = mine[static_cast<size_t>(u)];
+    for (int k = 0; k < 3; ++k) {
+      m[static_cast<size_t>(k)].resize(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) m[static_cast<size_t>(k)][static_cast<size_t>(i)] = value(k, u, begin + i);
+    }
+    c.units.push_back({begin, count, m[0], m[1], m[2]});
+  }
+  zt::ckpt::write_file(MPI_COMM_WORLD, path, c);
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  if (rank == 0) {
+    int multi_chunk = 0;
+    for (int k = 0; k < 3; ++k)
+      for (const auto& t : layout.tensors()) {
+        uint64_t stored = 0;
+        const std::vector<float> x = h5_read<float>(path, kGroups[k] + t.name, H5T_NATIVE_FLOAT, &stored);
+        ASSERT_EQ(x.size(), static_cast<size_t>(t.numel));
+        bool same = true;
+        for (int64_t i = 0; i < t.numel; ++i) same = same && x[static_cast<size_t>(i)] == value(k, t.unit, t.offset + i);
+        EXPECT_TRUE(same) << kGroups[k] << t.name;
+        EXPECT_EQ(stored, xxh3_definition(std::as_bytes(std::span<const float>(x)))) << kGroups[k] << t.name;
+        multi_chunk += t.numel > (int64_t{1} << 16) ? 1 : 0;
+      }
+    EXPECT_GE(multi_chunk, 3 * 4);  // embed, head, 3 MLP matrices (+ q_proj is exactly one)
+    uint64_t stored = 0;
+    const std::vector<uint64_t> rng = h5_read<uint64_t>(path, "/state/rng", H5T_NATIVE_UINT64, &stored);
+    std::vector<uint64_t> expect(static_cast<size_t>(n));
+    std::iota(expect.begin(), expect.end(), uint64_t{100});
+    EXPECT_EQ(rng, expect);
+    EXPECT_EQ(stored, xxh3_definition(std::as_bytes(std::span<const uint64_t>(rng))));
+  }
+
+  // Read by the reversed split: the same values.
+  std::vector<std::array<std::vector<float>, 3>> back(mine.size());
+  std::vector<zt::ckpt::UnitTarget> targets;
+  std::vector<int64_t> begins;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const auto [begin, count] = share(layout.unit(u).numel, weights(true), rank);
+    auto& b = back[static_cast<size_t>(u)];
+    for (auto& v : b) v.assign(static_cast<size_t>(count), -1.0f);
+    targets.push_back({begin, count, b[0], b[1], b[2]});
+    begins.push_back(begin);
+  }
+  const std::optional<zt::ckpt::TrainState> st =
+      zt::ckpt::read_file(MPI_COMM_WORLD, path, cfg, targets, zt::ckpt::ReadWhat::kTraining);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->step, 5);
+  for (size_t u = 0; u < back.size(); ++u)
+    for (int k = 0; k < 3; ++k) {
+      bool same = true;
+      const auto& v = back[u][static_cast<size_t>(k)];
+      for (size_t i = 0; i < v.size(); ++i)
+        same = same && v[i] == value(k, static_cast<int>(u), begins[u] + static_cast<int64_t>(i));
+      EXPECT_TRUE(same) << "unit " << u << " kind " << k;
+    }
+
+  // A flipped byte in the embedding's exp_avg_sq, in the chunk holding the first rank
+  // boundary of unit 0 (at np 1: chunk 1): every rank refuses the file, naming it.
+  const zt::model::TensorInfo& embed = layout.tensors().front();
+  const int64_t boundary = n > 1 ? share(layout.unit(0).numel, weights(false), 1).first : (int64_t{1} << 16) + 5;
+  const std::string victim = std::string(kGroups[2]) + embed.name;
+  const std::string bad = dir + "/flipped-np" + std::to_string(n) + ".h5";
+  if (rank == 0) {
+    std::filesystem::copy_file(path, bad, std::filesystem::copy_options::overwrite_existing);
+    const hid_t f = H5Fopen(bad.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t d = H5Dopen2(f, victim.c_str(), H5P_DEFAULT);
+    const haddr_t off = H5Dget_offset(d);
+    H5Dclose(d);
+    H5Fclose(f);
+    ASSERT_NE(off, HADDR_UNDEF);
+    // One element before the boundary: in the straddling chunk, held by rank 0 (np > 1).
+    const auto at = static_cast<std::streamoff>(off + static_cast<haddr_t>(boundary - embed.offset - 1) * 4 + 1);
+    std::fstream io(bad, std::ios::in | std::ios::out | std::ios::binary);
+    char byte = 0;
+    io.seekg(at);
+    io.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x20);
+    io.seekp(at);
+    io.write(&byte, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  zt::testing::expect_input_error(
+      [&] { zt::ckpt::read_file(MPI_COMM_WORLD, bad, cfg, targets, zt::ckpt::ReadWhat::kTraining); },
+      {bad, victim, "fails its checksum"});
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) std::filesystem::remove(bad);
+}
+
+}  // namespace
