@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -242,28 +243,46 @@ class ChecksumWorker {
 // file, written or read with pwrite / pread on a descriptor of its own, as fio does (no
 // MPI-IO layer between, no two-phase aggregation). Another writer's layout (chunked,
 // filtered, big-endian: h5py can write those) goes through H5Dread, which converts.
+//
+// Ranges are queued and moved by kThreads I/O threads in queue (file) order, a piece of
+// at most kBounce bytes at a time: while one thread waits for the device, another copies
+// its piece between the caller's memory and its bounce buffer, so the device never waits
+// for a copy (and sees up to kThreads requests, as fio --iodepth) and there is no bubble
+// between one tensor's range and the next. wait() returns once everything queued moved.
 class RawFile {
  public:
   // The page-aligned middle of each range goes through a second descriptor opened
   // O_DIRECT (DMA to / from an aligned bounce buffer: no page-cache copy, as fio
   // --direct=1), the unaligned head and tail (< 4 KiB each) through the buffered one. A
   // file system without O_DIRECT (tmpfs) does everything buffered.
-  RawFile(const std::string& path, bool write) {
+  RawFile(const std::string& path, bool write) : write_(write) {
     const int mode = (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW;
     fd_ = ::open(path.c_str(), mode);
-    if (fd_ < 0) open_errno_ = errno;
-    if (fd_ >= 0) {
-      direct_fd_ = ::open(path.c_str(), mode | O_DIRECT);
-      void* b = nullptr;
-      if (direct_fd_ >= 0 && ::posix_memalign(&b, kAlign, kBounce) == 0) {
-        bounce_.reset(static_cast<char*>(b));
-      } else if (direct_fd_ >= 0) {
-        ::close(direct_fd_);
-        direct_fd_ = -1;
-      }
+    if (fd_ < 0) {
+      open_errno_ = errno;
+      return;
     }
+    direct_fd_ = ::open(path.c_str(), mode | O_DIRECT);
+    if (direct_fd_ >= 0)
+      for (int i = 0; i < kThreads; ++i) {
+        void* b = nullptr;
+        if (::posix_memalign(&b, kAlign, kBounce) != 0) break;
+        bounces_.emplace_back(static_cast<char*>(b));
+      }
+    if (direct_fd_ >= 0 && bounces_.size() < static_cast<size_t>(kThreads)) {
+      ::close(direct_fd_);  // no aligned memory: everything buffered
+      direct_fd_ = -1;
+    }
+    for (int i = 0; i < kThreads; ++i)
+      threads_.emplace_back([this, i] { run(direct_fd_ >= 0 ? bounces_[static_cast<size_t>(i)].get() : nullptr); });
   }
   ~RawFile() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
     if (direct_fd_ >= 0) ::close(direct_fd_);
     if (fd_ >= 0) ::close(fd_);
   }
@@ -272,16 +291,62 @@ class RawFile {
 
   // errno of the open (0: open).
   int open_error() const { return open_errno_; }
-  // Writes n bytes at `at`; returns 0 or the errno.
-  int write_at(const void* data, size_t n, uint64_t at) const {
-    return transfer(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), n, at);
+
+  // Queues moving p [n] to (write) or from (read) the file at `at`, named `what` in an
+  // error; `done` runs on an I/O thread once all n bytes moved (not after an error).
+  // Returns the range's index for wait_range().
+  size_t queue(char* p, uint64_t n, uint64_t at, std::string what, std::function<void()> done = {}) {
+    std::vector<Piece> pieces;  // head and tail buffered, the aligned middle direct
+    const uint64_t a0 = (at + kAlign - 1) / kAlign * kAlign, a1 = (at + n) / kAlign * kAlign;
+    if (direct_fd_ < 0 || a1 <= a0) {
+      if (n > 0) pieces.push_back({p, n, at, false});
+    } else {
+      if (a0 > at) pieces.push_back({p, a0 - at, at, false});
+      for (uint64_t off = a0; off < a1; off += kBounce)
+        pieces.push_back({p + (off - at), std::min<uint64_t>(kBounce, a1 - off), off, true});
+      if (at + n > a1) pieces.push_back({p + (a1 - at), at + n - a1, a1, false});
+    }
+    size_t range = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ranges_.push_back({std::move(what), std::move(done), pieces.size()});
+      range = ranges_.size() - 1;
+      for (Piece& piece : pieces) {
+        piece.range = range;
+        queue_.push_back(piece);
+      }
+      if (pieces.empty() && ranges_[range].done) ranges_[range].done();
+    }
+    wake_.notify_all();
+    return range;
   }
-  // Reads n bytes at `at`; returns 0, the errno, or -1 when the file ends first.
-  int read_at(void* data, size_t n, uint64_t at) const {
-    return transfer(/*write=*/false, static_cast<char*>(data), n, at);
+  // Waits until range `range` moved or anything failed (then returns the errno as wait()).
+  int wait_range(size_t range, std::string* what = nullptr) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return ranges_[range].left == 0 || err_ != 0; });
+    if (err_ != 0 && what) *what = failed_;
+    return err_;
   }
-  // Closes, returning 0 or the errno (a write's error can first show here).
+  // Waits until everything queued moved or failed. Returns 0, or the first failure's
+  // errno (-1: a read past the end of the file) with the name of its range in *what.
+  int wait(std::string* what = nullptr) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [this] { return queue_.empty() && busy_ == 0; });
+    if (err_ != 0 && what) *what = failed_;
+    return err_;
+  }
+  // One range, moved before returning: 0 or the errno (-1: the file ends first).
+  int write_at(const void* data, size_t n, uint64_t at) {
+    queue(const_cast<char*>(static_cast<const char*>(data)), n, at, "");
+    return wait();
+  }
+  int read_at(void* data, size_t n, uint64_t at) {
+    queue(static_cast<char*>(data), n, at, "");
+    return wait();
+  }
+  // Closes after wait(), returning 0 or the errno (a write's error can first show here).
   int close() {
+    wait();
     int err = 0;
     if (direct_fd_ >= 0 && ::close(direct_fd_) != 0) err = errno;
     direct_fd_ = -1;
@@ -292,23 +357,54 @@ class RawFile {
 
  private:
   static constexpr size_t kAlign = 4096;              // O_DIRECT offsets, lengths, addresses
-  static constexpr size_t kBounce = size_t{8} << 20;  // bytes per direct transfer
+  static constexpr size_t kBounce = size_t{8} << 20;  // bytes per direct request
+  static constexpr int kThreads = 3;                  // I/O threads: requests in flight
 
-  // p [n] to or from the file at `at`: head and tail buffered, the aligned middle direct
-  // through the bounce buffer (everything buffered without O_DIRECT). p is only read
-  // when writing.
-  int transfer(bool write, char* p, uint64_t n, uint64_t at) const {
-    if (direct_fd_ < 0) return all(fd_, write, p, n, at);
-    const uint64_t a0 = (at + kAlign - 1) / kAlign * kAlign, a1 = (at + n) / kAlign * kAlign;
-    if (a1 <= a0) return all(fd_, write, p, n, at);  // no whole aligned block inside
-    if (const int err = all(fd_, write, p, a0 - at, at)) return err;                    // head
-    if (const int err = all(fd_, write, p + (a1 - at), at + n - a1, a1)) return err;    // tail
-    for (uint64_t off = a0; off < a1; off += kBounce) {  // the aligned middle, direct
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(kBounce, a1 - off));
-      if (write) std::memcpy(bounce_.get(), p + (off - at), len);
-      if (const int err = all(direct_fd_, write, bounce_.get(), len, off)) return err;
-      if (!write) std::memcpy(p + (off - at), bounce_.get(), len);
+  struct Piece {
+    char* p = nullptr;  // the caller's bytes
+    uint64_t n = 0;
+    uint64_t at = 0;     // file offset
+    bool direct = false;  // through the bounce buffer and the O_DIRECT descriptor
+    size_t range = 0;
+  };
+  struct Range {
+    std::string what;
+    std::function<void()> done;
+    size_t left = 0;  // pieces not yet moved
+  };
+
+  void run(char* bounce) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_
+      const Piece piece = queue_.front();
+      queue_.pop_front();
+      ++busy_;
+      const bool skip = err_ != 0;  // after a failure nothing more moves
+      lock.unlock();
+      const int err = skip ? 0 : move(piece, bounce);
+      lock.lock();
+      if (err != 0 && err_ == 0) {
+        err_ = err;
+        failed_ = ranges_[piece.range].what;
+      }
+      if (--ranges_[piece.range].left == 0 && err_ == 0) {
+        std::function<void()> done = std::move(ranges_[piece.range].done);
+        lock.unlock();
+        if (done) done();  // e.g. queues the range's checksum
+        lock.lock();
+      }
+      --busy_;
+      idle_.notify_all();  // wait() and wait_range() check their condition
     }
+  }
+  int move(const Piece& piece, char* bounce) const {
+    if (!piece.direct) return all(fd_, write_, piece.p, piece.n, piece.at);
+    const size_t len = static_cast<size_t>(piece.n);
+    if (write_) std::memcpy(bounce, piece.p, len);
+    if (const int err = all(direct_fd_, write_, bounce, len, piece.at)) return err;
+    if (!write_) std::memcpy(piece.p, bounce, len);
     return 0;
   }
   // pwrite / pread of all n bytes (EINTR retried): 0, the errno, or (a read) -1 when the
@@ -331,24 +427,35 @@ class RawFile {
     void operator()(char* p) const { std::free(p); }
   };
 
+  const bool write_;
   int fd_ = -1;
   int direct_fd_ = -1;
   int open_errno_ = 0;
-  std::unique_ptr<char, Free> bounce_;  // [kBounce], kAlign-aligned
+  std::vector<std::unique_ptr<char, Free>> bounces_;  // [kThreads][kBounce], kAlign-aligned
+  std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<Piece> queue_;
+  std::deque<Range> ranges_;  // every range queued (a deque: references stay valid)
+  int busy_ = 0;              // pieces being moved
+  int err_ = 0;
+  std::string failed_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;  // last: start once the members above exist
 };
 
-// The file offset of dataset `dset`'s first element when its bytes can be accessed raw
-// (contiguous, allocated, fp32 little-endian, no filters, not external), else nullopt.
-std::optional<uint64_t> raw_offset(hid_t dset, const std::string& path) {
+// Whether dataset `dset`'s bytes can be accessed raw (contiguous, allocated, fp32
+// little-endian, no filters, not external); then its first element's file offset in *at.
+bool raw_offset(hid_t dset, const std::string& path, uint64_t* at) {
   Handle dcpl(ZT_H5_CHECK(H5Dget_create_plist(dset), path, kReadHint), Kind::kPlist);
-  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return std::nullopt;
-  if (ZT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, kReadHint) > 0) return std::nullopt;
-  if (ZT_H5_CHECK(H5Pget_external_count(dcpl.get()), path, kReadHint) > 0) return std::nullopt;
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return false;
+  if (ZT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, kReadHint) > 0) return false;
+  if (ZT_H5_CHECK(H5Pget_external_count(dcpl.get()), path, kReadHint) > 0) return false;
   Handle type(ZT_H5_CHECK(H5Dget_type(dset), path, kReadHint), Kind::kDatatype);
-  if (ZT_H5_CHECK(H5Tequal(type.get(), H5T_IEEE_F32LE), path, kReadHint) <= 0) return std::nullopt;
-  const haddr_t at = H5Dget_offset(dset);
-  if (at == HADDR_UNDEF) return std::nullopt;
-  return static_cast<uint64_t>(at);
+  if (ZT_H5_CHECK(H5Tequal(type.get(), H5T_IEEE_F32LE), path, kReadHint) <= 0) return false;
+  const haddr_t offset = H5Dget_offset(dset);
+  if (offset == HADDR_UNDEF) return false;
+  *at = static_cast<uint64_t>(offset);
+  return true;
 }
 
 // After a data transfer that may fail on some ranks only (a full disk, an I/O error): all
@@ -391,21 +498,10 @@ Handle memory_space(int64_t n, const std::string& path) {
 }
 
 // Reads tensor t's elements [first, first + out.size()) of dataset `dset` (file dataspace
-// `space`) into out: raw at the dataset's file offset `at` when it has one, else through
-// H5Dread of the selection (which converts another writer's layout). Throws naming the
-// dataset for a failed or short read.
-void read_range(const RawFile& raw, std::optional<uint64_t> at, hid_t dset, hid_t space,
-                const model::TensorInfo& t, int64_t first, std::span<float> out, hid_t dxpl,
-                const std::string& path, const std::string& name) {
-  if (at) {
-    if (out.empty()) return;
-    const int err = raw.read_at(out.data(), out.size_bytes(), *at + static_cast<uint64_t>(first) * sizeof(float));
-    if (err != 0)
-      throw InputError(strf("checkpoint '%s': reading dataset '%s' failed: %s", path.c_str(), name.c_str(),
-                            err < 0 ? "the file ends before its data (truncated)" : std::strerror(err)),
-                       kReadHint);
-    return;
-  }
+// `space`) into out through H5Dread of the selection (which converts another writer's
+// layout): the datasets raw_offset refuses.
+void read_range_h5(hid_t dset, hid_t space, const model::TensorInfo& t, int64_t first,
+                   std::span<float> out, hid_t dxpl, const std::string& path) {
   float dummy = 0.0f;  // a valid buffer for a rank that reads nothing
   const int64_t n = static_cast<int64_t>(out.size());
   h5::select_range(space, t.shape, first, n, path);
@@ -414,15 +510,40 @@ void read_range(const RawFile& raw, std::optional<uint64_t> at, hid_t dset, hid_
               path, kReadHint);
 }
 
-// zt-xxh3 of the chunk [plan.tail, plan.tail_end) of tensor t, read from the file (a rank
-// that holds only the chunk's start hashes it so; 0 when it has none).
-uint64_t tail_sum(const ChunkPlan& plan, const RawFile& raw, std::optional<uint64_t> at, hid_t dset,
-                  hid_t space, const model::TensorInfo& t, hid_t dxpl, const std::string& path,
-                  const std::string& name) {
-  if (plan.tail_end <= plan.tail) return 0;
-  std::vector<float> chunk(static_cast<size_t>(plan.tail_end - plan.tail));  // [<= kChunkElems]
-  read_range(raw, at, dset, space, t, plan.tail, chunk, dxpl, path, name);
-  return xxh3_sum(std::as_bytes(std::span<const float>(chunk)), static_cast<uint64_t>(plan.tail / kChunkElems));
+// The zt-xxh3 chunks [plan.tail, plan.tail_end) of tensors read back from the file (the
+// chunk a rank holds only the start of): queued on a RawFile, hashed on its I/O thread
+// once read; the buffers live until the RawFile's wait().
+class TailChunks {
+ public:
+  // Queues the chunk of a raw dataset whose first element is at file offset `at`; its
+  // hash goes to *sum.
+  void queue(RawFile& raw, const ChunkPlan& plan, uint64_t at, const std::string& name, uint64_t* sum) {
+    if (plan.tail_end <= plan.tail) return;
+    std::vector<float>& chunk = bufs_.emplace_back(static_cast<size_t>(plan.tail_end - plan.tail));  // [<= kChunkElems]
+    const uint64_t first_chunk = static_cast<uint64_t>(plan.tail / kChunkElems);
+    raw.queue(reinterpret_cast<char*>(chunk.data()), chunk.size() * sizeof(float),
+              at + static_cast<uint64_t>(plan.tail) * sizeof(float), name,
+              [&chunk, first_chunk, sum] { *sum = xxh3_sum(std::as_bytes(std::span<const float>(chunk)), first_chunk); });
+  }
+  // The same for a dataset read through H5Dread, at once.
+  static uint64_t read_h5(const ChunkPlan& plan, hid_t dset, hid_t space, const model::TensorInfo& t,
+                          hid_t dxpl, const std::string& path) {
+    if (plan.tail_end <= plan.tail) return 0;
+    std::vector<float> chunk(static_cast<size_t>(plan.tail_end - plan.tail));  // [<= kChunkElems]
+    read_range_h5(dset, space, t, plan.tail, chunk, dxpl, path);
+    return xxh3_sum(std::as_bytes(std::span<const float>(chunk)), static_cast<uint64_t>(plan.tail / kChunkElems));
+  }
+  size_t count() const { return bufs_.size(); }
+
+ private:
+  std::deque<std::vector<float>> bufs_;  // a deque: elements stay where they are
+};
+
+// A failed raw read named: the dataset and the reason (-1: the file ends first).
+[[noreturn]] void throw_read_error(int err, const std::string& path, const std::string& name) {
+  throw InputError(strf("checkpoint '%s': reading dataset '%s' failed: %s", path.c_str(), name.c_str(),
+                        err < 0 ? "the file ends before its data (truncated)" : std::strerror(err)),
+                   kReadHint);
 }
 
 void check_shards(const model::ParamLayout& layout, size_t given, const char* what) {
@@ -640,8 +761,9 @@ void agree_errno(MPI_Comm comm, int err, const std::string& what, const std::str
   }).rethrow(what + " failed on another rank writing '" + path + "' (its message says why)", kWriteHint);
 }
 
-// Per dataset, this rank's part: raw (one pwrite of its byte range) where the dataset's
-// storage allows (always, for the datasets create_tensors made), else one H5Dwrite of its
+// Per dataset, this rank's part: raw (its byte range queued on the I/O threads, which
+// write in file order while the next ranges are queued) where the dataset's storage
+// allows (always, for the datasets create_tensors made), else one H5Dwrite of its
 // hyperslabs. After a failed write the rank writes nothing more; all agree at the end.
 void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds,
                    hid_t dxpl, const std::string& path, Progress& progress) {
@@ -650,26 +772,32 @@ void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Da
   int err = raw.open_error();
   std::string failed = err != 0 ? "opening the data" : "";
   const float dummy = 0.0f;  // a valid buffer for ranks that write nothing
+  std::vector<std::pair<size_t, size_t>> queued;  // [raw datasets]: (range, tensor index)
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
       const size_t d = f.index(k, i);
       Part p;
       const std::span<const float> data = slice_of(c, k, tensors[i], &p);
-      if (const std::optional<uint64_t> at = raw_offset(ds.dsets[d].get(), path)) {
-        if (err == 0 && p.n > 0) {
-          err = raw.write_at(data.data(), data.size_bytes(),
-                             *at + static_cast<uint64_t>(p.first) * sizeof(float));
-          if (err != 0) failed = "writing " + dataset_path(k, tensors[i].name);
-        }
+      if (uint64_t at = 0; raw_offset(ds.dsets[d].get(), path, &at)) {
+        if (err == 0)
+          queued.emplace_back(raw.queue(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
+                                        data.size_bytes(), at + static_cast<uint64_t>(p.first) * sizeof(float),
+                                        "writing " + dataset_path(k, tensors[i].name)),
+                              i);
       } else {
         h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
         Handle mem = memory_space(p.n, path);
         const herr_t rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(),
                                    ds.spaces[d].get(), dxpl, p.n > 0 ? data.data() : &dummy);
         agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+        progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
       }
-      progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
     }
+  for (const auto& [range, i] : queued) {  // progress as the ranges reach the file
+    if (err == 0) err = raw.wait_range(range, &failed);
+    progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
+  }
+  if (err == 0) err = raw.wait(&failed);
   const int close_err = raw.close();
   if (err == 0 && close_err != 0) {
     err = close_err;
@@ -681,10 +809,14 @@ void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Da
 // Once every rank's bytes are in the file (write_tensors agreed): adds to sums the zt-xxh3
 // chunks this rank holds only the start of, read back from the file (at most one per
 // tensor this rank's range ends inside: <= 256 KiB each). The ranks agree on the outcome.
-void add_tail_sums(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds, hid_t dxpl,
-                   const std::string& path, FileSums& s) {
+// Returns how many chunks it read.
+size_t add_tail_sums(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds,
+                     const std::string& path, FileSums& s) {
+  size_t count = 0;
   runtime::agree(comm, [&] {
-    const RawFile back(path, /*write=*/false);
+    std::vector<uint64_t> tails(s.sums.size(), 0);  // [datasets (+ 1)]
+    TailChunks chunks;  // outlives back's I/O threads
+    RawFile back(path, /*write=*/false);
     if (back.open_error() != 0)
       throw Error(strf("reading back checkpoint '%s': %s", path.c_str(), std::strerror(back.open_error())),
                   kWriteHint);
@@ -693,14 +825,23 @@ void add_tail_sums(MPI_Comm comm, const WriteContents& c, const FileParts& f, Da
       for (size_t i = 0; i < f.nt(); ++i) {
         Part p;
         slice_of(c, k, tensors[i], &p);
-        const ChunkPlan plan = plan_chunks(p.first, p.first + p.n, tensors[i].numel);
-        if (plan.tail_end <= plan.tail) continue;
         const size_t d = f.index(k, i);
-        s.sums[d] += tail_sum(plan, back, raw_offset(ds.dsets[d].get(), path), ds.dsets[d].get(),
-                              ds.spaces[d].get(), tensors[i], dxpl, path, dataset_path(k, tensors[i].name));
+        uint64_t at = 0;
+        ZT_CHECK(raw_offset(ds.dsets[d].get(), path, &at), "a dataset zt created is not contiguous",
+                 "create_tensors makes them so");
+        chunks.queue(back, plan_chunks(p.first, p.first + p.n, tensors[i].numel), at,
+                     dataset_path(k, tensors[i].name), &tails[d]);
       }
+    std::string failed;
+    if (const int err = back.wait(&failed))
+      throw Error(strf("reading back '%s' of checkpoint '%s': %s", failed.c_str(), path.c_str(),
+                       err < 0 ? "the file ends first" : std::strerror(err)),
+                  kWriteHint);
+    for (size_t d = 0; d < tails.size(); ++d) s.sums[d] += tails[d];
+    count = chunks.count();
   }).rethrow("reading back checksum chunks failed on another rank writing '" + path + "' (its message says why)",
              kWriteHint);
+  return count;
 }
 
 // Each dataset's checksum attribute (collective metadata), then the datasets closed.
@@ -798,10 +939,11 @@ Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_
   return dset;
 }
 
-// Reads this rank's part of every tensor of each kind into `units`; the worker sums
-// what was read into sums[d] (a tensor's checksum overlaps the next one's read), the
-// zt-xxh3 chunk this rank holds only the start of is read whole and hashed into tails[d],
-// the stored sums go into stored[d].
+// Reads this rank's part of every tensor of each kind into `units`: the raw datasets'
+// ranges queued on the I/O threads in file order (the main thread opens the next dataset
+// meanwhile), others through H5Dread at once. The worker sums each range once it arrived
+// into sums[d]; the zt-xxh3 chunk this rank holds only the start of is read whole and
+// hashed into tails[d]; the stored sums go into stored[d].
 void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds, SumKind kind,
                   std::span<const UnitTarget> units, hid_t dxpl, const std::string& path,
                   ChecksumWorker& worker, std::vector<uint64_t>& sums, std::vector<uint64_t>& tails,
@@ -809,36 +951,54 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds, SumKi
                   Progress& progress, IoTimes& times) {
   const std::vector<model::TensorInfo>& tensors = layout.tensors();
   const size_t nt = tensors.size();
-  const RawFile raw(path, /*write=*/false);  // unusable: every dataset through H5Dread
+  const auto t_data = std::chrono::steady_clock::now();
+  double metadata = 0;
+  TailChunks tail_chunks;  // outlives raw's I/O threads
+  RawFile raw(path, /*write=*/false);  // unusable: every dataset through H5Dread
+  std::vector<std::pair<size_t, size_t>> queued;  // [raw datasets]: (range, tensor index)
   for (int k = 0; k < kinds; ++k)
     for (size_t i = 0; i < nt; ++i) {
       const model::TensorInfo& t = tensors[i];
       const size_t d = static_cast<size_t>(k) * nt + i;
       names[d] = dataset_path(k, t.name);
-      auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = std::chrono::steady_clock::now();
       Handle space;
       Handle dset = open_tensor(file, names[d], t.shape, path, &space, &stored[d]);
-      times.metadata += seconds_since(t0);
+      uint64_t at = 0;
+      const bool is_raw = raw.open_error() == 0 && raw_offset(dset.get(), path, &at);
+      metadata += seconds_since(t0);
       const UnitTarget& u = units[static_cast<size_t>(t.unit)];
       const std::span<float> all = k == kParams ? u.params : k == kExpAvg ? u.exp_avg : u.exp_avg_sq;
       ZT_CHECK(all.size() == static_cast<size_t>(u.count), "target span size differs from its count",
                "every span of a UnitTarget holds `count` elements");
       const Part p = part_of(t, u.begin, u.count);
       const std::span<float> out = all.subspan(static_cast<size_t>(p.at), static_cast<size_t>(p.n));
-      t0 = std::chrono::steady_clock::now();
-      const std::optional<uint64_t> at = raw.open_error() == 0 ? raw_offset(dset.get(), path)
-                                                                : std::nullopt;
-      read_range(raw, at, dset.get(), space.get(), t, p.first, out, dxpl, path, names[d]);
-      times.data += seconds_since(t0);
-      worker.push({kind, out, static_cast<uint64_t>(p.first), static_cast<uint64_t>(t.numel), &sums[d], nullptr});
-      if (kind == SumKind::kXxh3) {
-        t0 = std::chrono::steady_clock::now();
-        tails[d] = tail_sum(plan_chunks(p.first, p.first + p.n, t.numel), raw, at, dset.get(),
-                            space.get(), t, dxpl, path, names[d]);
-        times.checksum_tails += seconds_since(t0);
+      const ChecksumWorker::Job job{kind, out, static_cast<uint64_t>(p.first), static_cast<uint64_t>(t.numel),
+                                    &sums[d], nullptr};
+      const ChunkPlan plan = kind == SumKind::kXxh3 ? plan_chunks(p.first, p.first + p.n, t.numel) : ChunkPlan{};
+      if (is_raw) {
+        const size_t range = raw.queue(reinterpret_cast<char*>(out.data()), out.size_bytes(),
+                                       at + static_cast<uint64_t>(p.first) * sizeof(float), names[d],
+                                       [&worker, job] { worker.push(job); });
+        tail_chunks.queue(raw, plan, at, names[d], &tails[d]);
+        queued.emplace_back(range, i);
+      } else {
+        read_range_h5(dset.get(), space.get(), t, p.first, out, dxpl, path);
+        worker.push(job);
+        tails[d] = TailChunks::read_h5(plan, dset.get(), space.get(), t, dxpl, path);
+        progress.advance(static_cast<uint64_t>(t.numel) * sizeof(float), 1);
       }
-      progress.advance(static_cast<uint64_t>(t.numel) * sizeof(float), 1);
     }
+  // Progress as the ranges arrive (in queue order), then every read's outcome.
+  std::string failed;
+  for (const auto& [range, i] : queued) {
+    if (const int err = raw.wait_range(range, &failed)) throw_read_error(err, path, failed);
+    progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
+  }
+  if (const int err = raw.wait(&failed)) throw_read_error(err, path, failed);
+  times.metadata += metadata;
+  times.data += seconds_since(t_data) - metadata;
+  times.chunks_read_back += tail_chunks.count();
 }
 
 // /state of a training file: the TrainState fields (kStateFields) and /state/rng, whose
@@ -915,7 +1075,7 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c, 
   t.checksum_wait = worker.drain();
   t.checksum = worker.busy_seconds();
   t0 = std::chrono::steady_clock::now();
-  add_tail_sums(comm, c, parts, ds, dxpl.get(), path, sums);
+  t.chunks_read_back = add_tail_sums(comm, c, parts, ds, path, sums);
   t.checksum_tails = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   finish_checksums(comm, parts, sums, path);
