@@ -13,12 +13,12 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <mpi.h>
-#include <xxhash.h>
 
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 
+#include "h5_peek.hpp"
 #include "support/expect_error.hpp"
 #include "support/mpi_fixtures.hpp"
 #include "zt/ckpt/io.hpp"
@@ -26,6 +26,7 @@
 
 namespace {
 
+using namespace zt::ckpt::testing;
 using zt::testing::world_rank;
 using zt::testing::world_size;
 
@@ -57,34 +58,6 @@ std::vector<int> weights(bool reversed) {
   for (int r = 0; r < world_size(); ++r) w.push_back(3 + 2 * r);
   if (reversed) std::reverse(w.begin(), w.end());
   return w;
-}
-
-// zt-xxh3 from its definition (docs/checkpoint-format.md).
-uint64_t xxh3_definition(std::span<const std::byte> b) {
-  constexpr size_t C = size_t{1} << 18;
-  uint64_t s = 0;
-  for (size_t j = 0; j * C < b.size(); ++j)
-    s += XXH3_64bits_withSeed(b.data() + j * C, std::min(C, b.size() - j * C), j);
-  return s;
-}
-
-// Plain HDF5 (serial, rank 0): a dataset's values and its checksum attribute.
-template <typename T>
-std::vector<T> h5_read(const std::string& file, const std::string& dset, hid_t type, uint64_t* checksum) {
-  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  EXPECT_GE(f, 0);
-  const hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
-  EXPECT_GE(d, 0) << dset;
-  const hid_t s = H5Dget_space(d);
-  std::vector<T> v(static_cast<size_t>(H5Sget_simple_extent_npoints(s)));
-  EXPECT_GE(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
-  const hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
-  EXPECT_GE(H5Aread(a, H5T_NATIVE_UINT64, checksum), 0);
-  H5Aclose(a);
-  H5Sclose(s);
-  H5Dclose(d);
-  H5Fclose(f);
-  return v;
 }
 
 const char* kGroups[3] = {"/params/", "/optim/exp_avg/", "/optim/exp_avg_sq/"};
@@ -172,21 +145,10 @@ TEST(CkptChunks, ChecksumsMatchTheDefinitionAtAnySplit) {
   const std::string bad = dir + "/flipped-np" + std::to_string(n) + ".h5";
   if (rank == 0) {
     std::filesystem::copy_file(path, bad, std::filesystem::copy_options::overwrite_existing);
-    const hid_t f = H5Fopen(bad.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    const hid_t d = H5Dopen2(f, victim.c_str(), H5P_DEFAULT);
-    const haddr_t off = H5Dget_offset(d);
-    H5Dclose(d);
-    H5Fclose(f);
+    const haddr_t off = h5_offset(bad, victim);
     ASSERT_NE(off, HADDR_UNDEF);
     // One element before the boundary: in the straddling chunk, held by rank 0 (np > 1).
-    const auto at = static_cast<std::streamoff>(off + static_cast<haddr_t>(boundary - embed.offset - 1) * 4 + 1);
-    std::fstream io(bad, std::ios::in | std::ios::out | std::ios::binary);
-    char byte = 0;
-    io.seekg(at);
-    io.read(&byte, 1);
-    byte = static_cast<char>(byte ^ 0x20);
-    io.seekp(at);
-    io.write(&byte, 1);
+    flip_byte(bad, off + static_cast<uint64_t>(boundary - embed.offset - 1) * 4 + 1, 0x20);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   zt::testing::expect_input_error(

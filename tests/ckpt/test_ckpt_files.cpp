@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "h5_peek.hpp"
 #include "support/expect_error.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"
@@ -25,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using zt::testing::expect_input_error;
+using namespace zt::ckpt::testing;
 
 // tiny cut down (unnamed fields: Config's defaults, which are tiny's).
 zt::model::Config small() {
@@ -49,43 +50,6 @@ std::string dir_for(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
-}
-
-// Plain HDF5: a dataset's values and its checksum attribute.
-std::vector<float> h5_read(const std::string& file, const std::string& dset, uint64_t* checksum) {
-  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  EXPECT_GE(f, 0);
-  const hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
-  EXPECT_GE(d, 0);
-  const hid_t s = H5Dget_space(d);
-  std::vector<float> v(static_cast<size_t>(H5Sget_simple_extent_npoints(s)));
-  EXPECT_GE(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
-  const hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
-  EXPECT_GE(H5Aread(a, H5T_NATIVE_UINT64, checksum), 0);
-  H5Aclose(a);
-  H5Sclose(s);
-  H5Dclose(d);
-  H5Fclose(f);
-  return v;
-}
-
-// zt-xxh3 from its definition (docs/checkpoint-format.md): XXH3-64 of each 256 KiB chunk
-// of the bytes, seeded with the chunk's index, added mod 2^64.
-uint64_t xxh3_definition(std::span<const std::byte> b) {
-  constexpr size_t C = size_t{1} << 18;
-  uint64_t s = 0;
-  for (size_t j = 0; j * C < b.size(); ++j)
-    s += XXH3_64bits_withSeed(b.data() + j * C, std::min(C, b.size() - j * C), j);
-  return s;
-}
-
-haddr_t h5_offset(const std::string& file, const std::string& dset) {
-  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
-  const haddr_t off = H5Dget_offset(d);
-  H5Dclose(d);
-  H5Fclose(f);
-  return off;
 }
 
 TEST(CkptFiles, WeightsOnlyRoundTripAndChecksums) {
@@ -185,15 +149,7 @@ TEST(CkptFiles, Version1FilesStillLoadAndAreChecked) {
   const std::string victim = "/optim/exp_avg_sq/" + layout.tensors()[2].name;
   const haddr_t off = h5_offset(path, victim);
   ASSERT_NE(off, HADDR_UNDEF);
-  {
-    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekg(static_cast<std::streamoff>(off + 13));
-    char b = 0;
-    io.read(&b, 1);
-    b = static_cast<char>(b ^ 0x01);
-    io.seekp(static_cast<std::streamoff>(off + 13));
-    io.write(&b, 1);
-  }
+  flip_byte(path, off + 13, 0x01);
   expect_input_error([&] { zt::ckpt::read_full(path); }, {path, victim, "fails its checksum"});
 }
 
@@ -209,15 +165,7 @@ TEST(CkptFiles, RefusesDamagedOrForeignFiles) {
   const std::string victim = "/params/model.layers.1.mlp.up_proj.weight";
   const haddr_t off = h5_offset(flipped, victim);
   ASSERT_NE(off, HADDR_UNDEF);
-  {
-    std::fstream io(flipped, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekg(static_cast<std::streamoff>(off + 101));
-    char b = 0;
-    io.read(&b, 1);
-    b = static_cast<char>(b ^ 0x10);
-    io.seekp(static_cast<std::streamoff>(off + 101));
-    io.write(&b, 1);
-  }
+  flip_byte(flipped, off + 101, 0x10);
   expect_input_error([&] { zt::ckpt::read_full(flipped); },
                      {flipped, victim, "fails its checksum", "damaged"});
 
