@@ -20,6 +20,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <span>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -70,6 +73,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "write + read rounds");
   bool serial = false;
   app.add_flag("--serial", serial, "1 rank: HDF5's default (sec2) driver instead of MPI-IO");
+  bool aligned = false;
+  app.add_flag("--aligned", aligned,
+               "shards in page-aligned memory (O_DIRECT straight from / into them, no bounce "
+               "copy); default: malloc'ed, as the engine's calloc'ed shards");
   CLI11_PARSE(app, argc, argv);
 
   int provided = 0;
@@ -82,8 +89,10 @@ int main(int argc, char** argv) {
     zt::model::Config cfg = zt::model::Config::preset(preset);
     if (layers > 0) cfg.layers = layers;
     const zt::model::ParamLayout layout(cfg);
-    // This rank's shard of each unit; params, exp_avg and exp_avg_sq share its buffer.
-    std::vector<std::vector<float>> bufs;
+    // This rank's shard of each unit; params, exp_avg and exp_avg_sq share its buffer
+    // (malloc'ed, or page-aligned with --aligned).
+    std::vector<std::unique_ptr<float[], decltype(&std::free)>> owners;
+    std::vector<std::span<float>> bufs;
     zt::ckpt::WriteContents c;
     c.header.config = cfg;
     c.header.contents = zt::ckpt::kContentsTraining;
@@ -95,7 +104,11 @@ int main(int argc, char** argv) {
       const int64_t S = (numel + n - 1) / n;
       const int64_t begin = std::min<int64_t>(numel, rank * S);
       const int64_t count = std::min<int64_t>(numel, begin + S) - begin;
-      bufs.emplace_back(static_cast<size_t>(count));
+      const size_t bytes_u = static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float);
+      void* mem = aligned ? std::aligned_alloc(4096, (bytes_u + 4095) / 4096 * 4096) : std::malloc(bytes_u);
+      if (!mem) throw std::bad_alloc();
+      owners.emplace_back(static_cast<float*>(mem), &std::free);
+      bufs.emplace_back(owners.back().get(), static_cast<size_t>(count));
       for (int64_t i = 0; i < count; ++i)
         bufs.back()[static_cast<size_t>(i)] = static_cast<float>((begin + i) % 1000) * 1e-3f;
       const std::span<float> b = bufs.back();
@@ -105,9 +118,9 @@ int main(int argc, char** argv) {
     const double bytes = 12.0 * static_cast<double>(layout.total_numel());
     if (rank == 0)
       std::printf("# %s: %lld parameters, %.3f GB of training state (fp32 params + 2 moments), "
-                  "%d ranks, dir %s\n",
+                  "%d ranks, dir %s, shards %s\n",
                   cfg.name.c_str(), static_cast<long long>(layout.total_numel()), bytes / 1e9, n,
-                  dir.c_str());
+                  dir.c_str(), aligned ? "page-aligned" : "malloc'ed");
     // The checksum's share: zt-xxh3 over this rank's three tensors per shard, alone, one
     // thread (and format 1's zt-sum64 beside it, for the record).
     if (repeats > 0) {

@@ -14,7 +14,10 @@
 #include <hdf5.h>
 #include <mpi.h>
 
+#include <array>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <numeric>
 
@@ -30,10 +33,11 @@ using namespace zt::ckpt::testing;
 using zt::testing::world_rank;
 using zt::testing::world_size;
 
-// Tensors of 1-4 chunks (65,536 fp32 each): embed 1000 x 256 = 3.9 chunks, MLP 688 x 256
+// Tensors of 1-5 chunks (65,536 fp32 each): embed 1100 x 256 = 4.3 chunks (over 1 MiB: a
+// page-aligned dataset, so the writer DMAs straight from the aligned shards), MLP 688 x 256
 // = 2.7, q_proj exactly 1, k/v half of one, norms a small part of one.
 zt::model::Config chunky() {
-  return {.name = "custom", .vocab = 1000, .hidden = 256, .layers = 1, .heads = 4, .kv_heads = 2,
+  return {.name = "custom", .vocab = 1100, .hidden = 256, .layers = 1, .heads = 4, .kv_heads = 2,
           .intermediate = 688, .context = 16};
 }
 
@@ -71,8 +75,14 @@ TEST(CkptChunks, ChecksumsMatchTheDefinitionAtAnySplit) {
   if (rank == 0) std::filesystem::create_directories(dir);
   MPI_Barrier(MPI_COMM_WORLD);
 
-  // This rank's shards: [units][kinds][count].
-  std::vector<std::array<std::vector<float>, 3>> mine(static_cast<size_t>(layout.num_units()));
+  // This rank's shards: [units][kinds][count], in page-aligned memory (the writer's
+  // O_DIRECT pieces go straight from it where the file offset agrees; the reads below land
+  // in malloc'ed vectors, through the bounce buffers: both paths).
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::vector<std::array<std::unique_ptr<float[], Free>, 3>> owners(static_cast<size_t>(layout.num_units()));
+  std::vector<std::array<std::span<float>, 3>> mine(owners.size());
   zt::ckpt::WriteContents c;
   c.header.config = cfg;
   c.header.contents = zt::ckpt::kContentsTraining;
@@ -82,9 +92,11 @@ TEST(CkptChunks, ChecksumsMatchTheDefinitionAtAnySplit) {
   for (int u = 0; u < layout.num_units(); ++u) {
     const auto [begin, count] = share(layout.unit(u).numel, weights(false), rank);
     auto& m = mine[static_cast<size_t>(u)];
-    for (int k = 0; k < 3; ++k) {
-      m[static_cast<size_t>(k)].resize(static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) m[static_cast<size_t>(k)][static_cast<size_t>(i)] = value(k, u, begin + i);
+    for (size_t k = 0; k < 3; ++k) {
+      const size_t bytes = (static_cast<size_t>(count) * sizeof(float) + 4095) / 4096 * 4096 + 4096;
+      owners[static_cast<size_t>(u)][k].reset(static_cast<float*>(std::aligned_alloc(4096, bytes)));
+      m[k] = {owners[static_cast<size_t>(u)][k].get(), static_cast<size_t>(count)};
+      for (int64_t i = 0; i < count; ++i) m[k][static_cast<size_t>(i)] = value(static_cast<int>(k), u, begin + i);
     }
     c.units.push_back({begin, count, m[0], m[1], m[2]});
   }
