@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <new>
+#include <span>
 #include <thread>
 
 #include "zt/ckpt/io.hpp"
@@ -86,9 +90,34 @@ SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, con
 
 // ---- AsyncSaver ----------------------------------------------------------------------
 
+// One buffer of the snapshot: page-aligned, so the writer's O_DIRECT pieces go straight
+// from it (no bounce copy on the background thread, which shares the cores with training).
+class PageBuffer {
+ public:
+  // Holds n elements (contents kept only when n is unchanged); touched (zeroed) when new.
+  void resize(size_t n) {
+    if (n == n_ && p_) return;
+    const size_t bytes = (std::max<size_t>(n, 1) * sizeof(float) + kPage - 1) / kPage * kPage;
+    void* p = std::aligned_alloc(kPage, bytes);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, bytes);  // the page faults here (prepare's thread), not in a save
+    p_.reset(static_cast<float*>(p));
+    n_ = n;
+  }
+  std::span<float> span() { return {p_.get(), n_}; }
+
+ private:
+  static constexpr size_t kPage = 4096;
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> p_;
+  size_t n_ = 0;
+};
+
 struct AsyncSaver::Impl {
   MPI_Comm comm = MPI_COMM_NULL;  // private duplicate: the writer's collectives never meet the trainer's
-  std::vector<std::vector<float>> snapshot;  // [units * 3]: params, m, v of each owned slice
+  std::vector<PageBuffer> snapshot;  // [units * 3]: params, m, v of each owned slice
   std::thread preparer;  // prepare(): allocates and touches the snapshot
   std::thread writer;
   std::optional<SaveResult> result;
@@ -144,7 +173,7 @@ void AsyncSaver::prepare(zero::Engine& engine) {
   a.preparer = std::thread([&a, counts] {
     a.snapshot.resize(counts.size() * 3);
     for (size_t u = 0; u < counts.size(); ++u)
-      for (size_t k = 0; k < 3; ++k) a.snapshot[u * 3 + k].resize(counts[u]);  // zero-filled: touched
+      for (size_t k = 0; k < 3; ++k) a.snapshot[u * 3 + k].resize(counts[u]);  // touched
   });
 }
 
@@ -169,8 +198,9 @@ double AsyncSaver::start(zero::Engine& engine, const std::string& dir, const Tra
     UnitShard& s = c.units[u];
     std::span<const float>* parts[3] = {&s.params, &s.exp_avg, &s.exp_avg_sq};
     for (int k = 0; k < 3; ++k) {
-      std::vector<float>& buf = a.snapshot[u * 3 + static_cast<size_t>(k)];
-      buf.resize(parts[k]->size());  // no-op after prepare() or an earlier save
+      PageBuffer& page_buffer = a.snapshot[u * 3 + static_cast<size_t>(k)];
+      page_buffer.resize(parts[k]->size());  // no-op after prepare() or an earlier save
+      const std::span<float> buf = page_buffer.span();
       for (size_t at = 0; at < buf.size(); at += kPiece)
         pieces.push_back({parts[k]->data() + at, buf.data() + at, std::min(kPiece, buf.size() - at)});
       *parts[k] = buf;

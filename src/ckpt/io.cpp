@@ -384,7 +384,8 @@ class RawFile {
       const Piece piece = queue_.front();
       queue_.pop_front();
       ++busy_;
-      const bool skip = err_ != 0;  // after a failure nothing more moves
+      // After a failure nothing more moves; nor once destroyed early (the caller threw).
+      const bool skip = err_ != 0 || stop_;
       lock.unlock();
       const int err = skip ? 0 : move(piece, bounce);
       lock.lock();
@@ -392,7 +393,7 @@ class RawFile {
         err_ = err;
         failed_ = ranges_[piece.range].what;
       }
-      if (--ranges_[piece.range].left == 0 && err_ == 0) {
+      if (--ranges_[piece.range].left == 0 && err_ == 0 && !stop_) {
         std::function<void()> done = std::move(ranges_[piece.range].done);
         lock.unlock();
         if (done) done();  // e.g. queues the range's checksum
