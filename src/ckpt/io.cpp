@@ -247,9 +247,10 @@ class ChecksumWorker {
 //
 // Ranges are queued and moved by kThreads I/O threads in queue (file) order, a piece of
 // at most kBounce bytes at a time: while one thread waits for the device, another copies
-// its piece between the caller's memory and its bounce buffer, so the device never waits
-// for a copy (and sees up to kThreads requests, as fio --iodepth) and there is no bubble
-// between one tensor's range and the next. wait() returns once everything queued moved.
+// its piece between the caller's memory and its bounce buffer (when that memory is not
+// aligned for DMA), so the device never waits for a copy (and sees up to kThreads
+// requests, as fio --iodepth) and there is no bubble between one tensor's range and the
+// next. wait() returns once everything queued moved.
 class RawFile {
  public:
   // The page-aligned middle of each range goes through a second descriptor opened
@@ -276,8 +277,10 @@ class RawFile {
       ::close(direct_fd_);  // no aligned memory: everything buffered
       direct_fd_ = -1;
     }
-    for (int i = 0; i < kThreads; ++i)
-      threads_.emplace_back([this, i] { run(direct_fd_ >= 0 ? bounces_[static_cast<size_t>(i)].get() : nullptr); });
+    for (int i = 0; i < kThreads; ++i) {
+      char* bounce = direct_fd_ >= 0 ? bounces_[static_cast<size_t>(i)].get() : nullptr;  // [kBounce]
+      threads_.emplace_back([this, bounce] { run(bounce); });
+    }
   }
   ~RawFile() {
     {
@@ -367,7 +370,7 @@ class RawFile {
     char* p = nullptr;  // the caller's bytes
     uint64_t n = 0;
     uint64_t at = 0;     // file offset
-    bool direct = false;  // through the bounce buffer and the O_DIRECT descriptor
+    bool direct = false;  // on the O_DIRECT descriptor (page-aligned offset and length)
     size_t range = 0;
   };
   struct Range {
