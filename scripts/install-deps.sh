@@ -30,6 +30,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev                             # NVMe offload (io_uring)
+  libxxhash-dev                            # checkpoint checksums (XXH3, src/core/checksum.cpp)
   clang libclang-rt-dev libomp-dev         # fuzz targets (libFuzzer, ASan, UBSan; fuzz preset)
   gnuplot-nox                              # zt check plots (optional at run time)
   python3
@@ -60,6 +61,13 @@ fi
 if ! python3 -c "import safetensors" 2>/dev/null; then
   echo "install-deps: pip install safetensors"
   $SUDO python3 -m pip install --quiet --break-system-packages safetensors
+fi
+
+# Python's xxhash (XXH3), for the checkpoint tests' independent check of format-2 checksums
+# (tests/ckpt/check_file.py, tests/ckpt/hf).
+if ! python3 -c "import xxhash" 2>/dev/null; then
+  echo "install-deps: pip install xxhash"
+  $SUDO python3 -m pip install --quiet --break-system-packages xxhash
 fi
 
 # The cuDNN frontend's C++ headers (header-only, PyPI's nvidia-cudnn-frontend) for CUDA

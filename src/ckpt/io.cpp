@@ -4,16 +4,18 @@
 
 #include <fcntl.h>
 #include <omp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <cmath>
+#include <bit>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -80,20 +82,77 @@ Part part_of(const model::TensorInfo& t, int64_t begin, int64_t count) {
   return {lo - t.offset, hi - lo, lo - begin};
 }
 
-// zt-sum64 of x (first element at index `first`), over the rank's OpenMP threads: the
-// sum is slice-additive, so chunks are summed apart and added (mod 2^64).
-// With `non_finite`, also counts the NaN/Inf elements into it (the chunk is in cache).
-uint64_t checksum(std::span<const float> x, uint64_t first, uint64_t* non_finite = nullptr) {
-  constexpr size_t kChunk = size_t{1} << 20;
-  const int64_t chunks = static_cast<int64_t>((x.size() + kChunk - 1) / kChunk);
+// Which checksum a file's datasets carry (docs/checkpoint-format.md, "Checksums"):
+// zt-sum64 in format_version 1 files, zt-xxh3 in the version-2 files zt writes now.
+enum class SumKind { kSum64, kXxh3 };
+SumKind sum_kind_of(uint32_t format_version) {
+  return format_version >= 2 ? SumKind::kXxh3 : SumKind::kSum64;
+}
+
+// zt-xxh3's chunk in fp32 elements.
+constexpr int64_t kChunkElems = static_cast<int64_t>(kXxh3ChunkBytes / sizeof(float));
+
+// zt-xxh3's chunks of a rank's elements [lo, hi) of a tensor of `numel` elements: it hashes
+// the whole chunks [c0, c1) from its memory (the tensor's short last chunk counts as
+// whole); the chunk starting inside its range but ending past it, [tail, tail_end) (empty:
+// none), it hashes from the file once every rank's bytes are there; a chunk starting
+// before lo is the previous owner's.
+struct ChunkPlan {
+  int64_t c0 = 0, c1 = 0;
+  int64_t tail = 0, tail_end = 0;
+};
+ChunkPlan plan_chunks(int64_t lo, int64_t hi, int64_t numel) {
+  ChunkPlan p;
+  if (hi <= lo) return p;
+  p.c0 = (lo + kChunkElems - 1) / kChunkElems * kChunkElems;
+  const int64_t last = hi / kChunkElems * kChunkElems;  // the chunk holding element hi
+  p.c1 = std::max(p.c0, hi == numel ? hi : last);
+  if (hi != numel && last >= lo && last < hi) {
+    p.tail = last;
+    p.tail_end = std::min(last + kChunkElems, numel);
+  }
+  return p;
+}
+
+// NaN/Inf elements of x (exponent bits all ones), as a loop the compiler vectorises.
+uint64_t count_non_finite(std::span<const float> x) {
+  uint64_t bad = 0;
+  for (const float v : x) bad += (std::bit_cast<uint32_t>(v) & 0x7f800000u) == 0x7f800000u;
+  return bad;
+}
+
+// This rank's checksum of x, its elements [first, first + x.size()) of a tensor of `numel`
+// elements, over the rank's OpenMP threads (chunks of the data summed apart and added mod
+// 2^64): zt-sum64 of every element, or zt-xxh3 of the whole chunks plan_chunks gives it.
+// With `non_finite`, also counts x's NaN/Inf elements into it, chunk by chunk while the
+// chunk is in cache.
+uint64_t checksum(SumKind kind, std::span<const float> x, uint64_t first, uint64_t numel,
+                  uint64_t* non_finite = nullptr) {
+  if (non_finite) *non_finite = 0;
+  if (x.empty()) return 0;
+  // Pieces of the work, one per thread iteration: the boundaries lo, base + kPiece,
+  // base + 2 kPiece, ..., hi, with base on zt-xxh3's chunk grid, so every piece's hash
+  // range [max(A, c0), min(B, c1)) starts on a chunk boundary.
+  constexpr int64_t kPiece = 4 * kChunkElems;
+  const int64_t lo = static_cast<int64_t>(first), hi = lo + static_cast<int64_t>(x.size());
+  const ChunkPlan plan = plan_chunks(lo, hi, static_cast<int64_t>(numel));
+  const int64_t base = kind == SumKind::kXxh3 ? plan.c0 : lo;  // c0 >= lo
+  const int64_t pieces = hi > base ? (hi - base + kPiece - 1) / kPiece : 1;
   uint64_t total = 0, bad = 0;
-#pragma omp parallel for reduction(+ : total, bad) schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const size_t at = static_cast<size_t>(c) * kChunk;
-    const std::span<const float> chunk = x.subspan(at, std::min(kChunk, x.size() - at));
-    total += sum64_fast(chunk, first + at);
-    if (non_finite)
-      for (const float v : chunk) bad += std::isfinite(v) ? 0u : 1u;
+#pragma omp parallel for reduction(+ : total, bad) schedule(static) if (pieces > 1)
+  for (int64_t c = 0; c < pieces; ++c) {
+    const int64_t A = c == 0 ? lo : base + c * kPiece;
+    const int64_t B = c == pieces - 1 ? hi : base + (c + 1) * kPiece;
+    const std::span<const float> piece = x.subspan(static_cast<size_t>(A - lo), static_cast<size_t>(B - A));
+    if (kind == SumKind::kSum64) {
+      total += sum64_fast(piece, static_cast<uint64_t>(A));
+    } else {
+      const int64_t h0 = std::max(A, plan.c0), h1 = std::min(B, plan.c1);
+      if (h1 > h0)
+        total += xxh3_sum(std::as_bytes(x.subspan(static_cast<size_t>(h0 - lo), static_cast<size_t>(h1 - h0))),
+                          static_cast<uint64_t>(h0 / kChunkElems));
+    }
+    if (non_finite) bad += count_non_finite(piece);  // the piece is in cache
   }
   if (non_finite) *non_finite = bad;
   return total;
@@ -111,8 +170,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 class ChecksumWorker {
  public:
   struct Job {
-    std::span<const float> x;
+    SumKind kind = SumKind::kXxh3;
+    std::span<const float> x;  // the rank's elements [first, first + x.size()) of a tensor
     uint64_t first = 0;
+    uint64_t numel = 0;              // the tensor's
     uint64_t* sum = nullptr;         // written
     uint64_t* non_finite = nullptr;  // written when not null
   };
@@ -160,7 +221,7 @@ class ChecksumWorker {
       jobs_.pop_front();
       lock.unlock();
       const auto t0 = std::chrono::steady_clock::now();
-      *job.sum = checksum(job.x, job.first, job.non_finite);
+      *job.sum = checksum(job.kind, job.x, job.first, job.numel, job.non_finite);
       const double t = seconds_since(t0);
       lock.lock();
       busy_ += t;
@@ -183,28 +244,51 @@ class ChecksumWorker {
 // file, written or read with pwrite / pread on a descriptor of its own, as fio does (no
 // MPI-IO layer between, no two-phase aggregation). Another writer's layout (chunked,
 // filtered, big-endian: h5py can write those) goes through H5Dread, which converts.
+//
+// Ranges are queued and moved by kThreads I/O threads in queue (file) order, a piece of
+// at most kBounce bytes at a time: while one thread waits for the device, another copies
+// its piece between the caller's memory and its bounce buffer (when that memory is not
+// aligned for DMA), so the device never waits for a copy (and sees up to kThreads
+// requests, as fio --iodepth) and there is no bubble between one tensor's range and the
+// next. wait() returns once everything queued moved.
 class RawFile {
  public:
   // The page-aligned middle of each range goes through a second descriptor opened
-  // O_DIRECT (DMA to / from an aligned bounce buffer: no page-cache copy, as fio
+  // O_DIRECT (DMA straight from / into the caller's memory where it is aligned as the
+  // device needs, else through an aligned bounce buffer: no page-cache copy, as fio
   // --direct=1), the unaligned head and tail (< 4 KiB each) through the buffered one. A
   // file system without O_DIRECT (tmpfs) does everything buffered.
-  RawFile(const std::string& path, bool write) {
+  RawFile(const std::string& path, bool write) : write_(write) {
     const int mode = (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW;
     fd_ = ::open(path.c_str(), mode);
-    if (fd_ < 0) open_errno_ = errno;
-    if (fd_ >= 0) {
-      direct_fd_ = ::open(path.c_str(), mode | O_DIRECT);
-      void* b = nullptr;
-      if (direct_fd_ >= 0 && ::posix_memalign(&b, kAlign, kBounce) == 0) {
-        bounce_.reset(static_cast<char*>(b));
-      } else if (direct_fd_ >= 0) {
-        ::close(direct_fd_);
-        direct_fd_ = -1;
+    if (fd_ < 0) {
+      open_errno_ = errno;
+      return;
+    }
+    direct_fd_ = ::open(path.c_str(), mode | O_DIRECT);
+    if (direct_fd_ >= 0) mem_align_ = direct_memory_alignment(direct_fd_);
+    if (direct_fd_ >= 0)
+      for (int i = 0; i < kThreads; ++i) {
+        void* b = nullptr;
+        if (::posix_memalign(&b, kAlign, kBounce) != 0) break;
+        bounces_.emplace_back(static_cast<char*>(b));
       }
+    if (direct_fd_ >= 0 && bounces_.size() < static_cast<size_t>(kThreads)) {
+      ::close(direct_fd_);  // no aligned memory: everything buffered
+      direct_fd_ = -1;
+    }
+    for (int i = 0; i < kThreads; ++i) {
+      char* bounce = direct_fd_ >= 0 ? bounces_[static_cast<size_t>(i)].get() : nullptr;  // [kBounce]
+      threads_.emplace_back([this, bounce] { run(bounce); });
     }
   }
   ~RawFile() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
     if (direct_fd_ >= 0) ::close(direct_fd_);
     if (fd_ >= 0) ::close(fd_);
   }
@@ -213,16 +297,62 @@ class RawFile {
 
   // errno of the open (0: open).
   int open_error() const { return open_errno_; }
-  // Writes n bytes at `at`; returns 0 or the errno.
-  int write_at(const void* data, size_t n, uint64_t at) const {
-    return transfer(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), n, at);
+
+  // Queues moving p [n] to (write) or from (read) the file at `at`, named `what` in an
+  // error; `done` runs on an I/O thread once all n bytes moved (not after an error).
+  // Returns the range's index for wait_range().
+  size_t queue(char* p, uint64_t n, uint64_t at, std::string what, std::function<void()> done = {}) {
+    std::vector<Piece> pieces;  // head and tail buffered, the aligned middle direct
+    const uint64_t a0 = (at + kAlign - 1) / kAlign * kAlign, a1 = (at + n) / kAlign * kAlign;
+    if (direct_fd_ < 0 || a1 <= a0) {
+      if (n > 0) pieces.push_back({p, n, at, false});
+    } else {
+      if (a0 > at) pieces.push_back({p, a0 - at, at, false});
+      for (uint64_t off = a0; off < a1; off += kBounce)
+        pieces.push_back({p + (off - at), std::min<uint64_t>(kBounce, a1 - off), off, true});
+      if (at + n > a1) pieces.push_back({p + (a1 - at), at + n - a1, a1, false});
+    }
+    size_t range = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ranges_.push_back({std::move(what), std::move(done), pieces.size()});
+      range = ranges_.size() - 1;
+      for (Piece& piece : pieces) {
+        piece.range = range;
+        queue_.push_back(piece);
+      }
+      if (pieces.empty() && ranges_[range].done) ranges_[range].done();
+    }
+    wake_.notify_all();
+    return range;
   }
-  // Reads n bytes at `at`; returns 0, the errno, or -1 when the file ends first.
-  int read_at(void* data, size_t n, uint64_t at) const {
-    return transfer(/*write=*/false, static_cast<char*>(data), n, at);
+  // Waits until range `range` moved or anything failed (then returns the errno as wait()).
+  int wait_range(size_t range, std::string* what = nullptr) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return ranges_[range].left == 0 || err_ != 0; });
+    if (err_ != 0 && what) *what = failed_;
+    return err_;
   }
-  // Closes, returning 0 or the errno (a write's error can first show here).
+  // Waits until everything queued moved or failed. Returns 0, or the first failure's
+  // errno (-1: a read past the end of the file) with the name of its range in *what.
+  int wait(std::string* what = nullptr) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [this] { return queue_.empty() && busy_ == 0; });
+    if (err_ != 0 && what) *what = failed_;
+    return err_;
+  }
+  // One range, moved before returning: 0 or the errno (-1: the file ends first).
+  int write_at(const void* data, size_t n, uint64_t at) {
+    queue(const_cast<char*>(static_cast<const char*>(data)), n, at, "");
+    return wait();
+  }
+  int read_at(void* data, size_t n, uint64_t at) {
+    queue(static_cast<char*>(data), n, at, "");
+    return wait();
+  }
+  // Closes after wait(), returning 0 or the errno (a write's error can first show here).
   int close() {
+    wait();
     int err = 0;
     if (direct_fd_ >= 0 && ::close(direct_fd_) != 0) err = errno;
     direct_fd_ = -1;
@@ -233,23 +363,59 @@ class RawFile {
 
  private:
   static constexpr size_t kAlign = 4096;              // O_DIRECT offsets, lengths, addresses
-  static constexpr size_t kBounce = size_t{8} << 20;  // bytes per direct transfer
+  static constexpr size_t kBounce = size_t{8} << 20;  // bytes per direct request
+  static constexpr int kThreads = 3;                  // I/O threads: requests in flight
 
-  // p [n] to or from the file at `at`: head and tail buffered, the aligned middle direct
-  // through the bounce buffer (everything buffered without O_DIRECT). p is only read
-  // when writing.
-  int transfer(bool write, char* p, uint64_t n, uint64_t at) const {
-    if (direct_fd_ < 0) return all(fd_, write, p, n, at);
-    const uint64_t a0 = (at + kAlign - 1) / kAlign * kAlign, a1 = (at + n) / kAlign * kAlign;
-    if (a1 <= a0) return all(fd_, write, p, n, at);  // no whole aligned block inside
-    if (const int err = all(fd_, write, p, a0 - at, at)) return err;                    // head
-    if (const int err = all(fd_, write, p + (a1 - at), at + n - a1, a1)) return err;    // tail
-    for (uint64_t off = a0; off < a1; off += kBounce) {  // the aligned middle, direct
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(kBounce, a1 - off));
-      if (write) std::memcpy(bounce_.get(), p + (off - at), len);
-      if (const int err = all(direct_fd_, write, bounce_.get(), len, off)) return err;
-      if (!write) std::memcpy(p + (off - at), bounce_.get(), len);
+  struct Piece {
+    char* p = nullptr;  // the caller's bytes
+    uint64_t n = 0;
+    uint64_t at = 0;     // file offset
+    bool direct = false;  // on the O_DIRECT descriptor (page-aligned offset and length)
+    size_t range = 0;
+  };
+  struct Range {
+    std::string what;
+    std::function<void()> done;
+    size_t left = 0;  // pieces not yet moved
+  };
+
+  void run(char* bounce) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_
+      const Piece piece = queue_.front();
+      queue_.pop_front();
+      ++busy_;
+      // After a failure nothing more moves; nor once destroyed early (the caller threw).
+      const bool skip = err_ != 0 || stop_;
+      lock.unlock();
+      const int err = skip ? 0 : move(piece, bounce);
+      lock.lock();
+      if (err != 0 && err_ == 0) {
+        err_ = err;
+        failed_ = ranges_[piece.range].what;
+      }
+      if (--ranges_[piece.range].left == 0 && err_ == 0 && !stop_) {
+        std::function<void()> done = std::move(ranges_[piece.range].done);
+        lock.unlock();
+        if (done) done();  // e.g. queues the range's checksum
+        lock.lock();
+      }
+      --busy_;
+      idle_.notify_all();  // wait() and wait_range() check their condition
     }
+  }
+  int move(const Piece& piece, char* bounce) const {
+    if (!piece.direct) return all(fd_, write_, piece.p, piece.n, piece.at);
+    // Memory aligned as the device's DMA wants it: straight from / into the caller's
+    // bytes (no copy at all, as fio), else through the bounce buffer.
+    if (reinterpret_cast<uintptr_t>(piece.p) % mem_align_ == 0)
+      return all(direct_fd_, write_, piece.p, piece.n, piece.at);
+    const size_t len = static_cast<size_t>(piece.n);
+    if (write_) std::memcpy(bounce, piece.p, len);
+    if (const int err = all(direct_fd_, write_, bounce, len, piece.at)) return err;
+    if (!write_) std::memcpy(piece.p, bounce, len);
     return 0;
   }
   // pwrite / pread of all n bytes (EINTR retried): 0, the errno, or (a read) -1 when the
@@ -271,25 +437,48 @@ class RawFile {
   struct Free {
     void operator()(char* p) const { std::free(p); }
   };
+  // The memory alignment O_DIRECT transfers on fd need (statx STATX_DIOALIGN, Linux 6.1;
+  // 512 on the development VM's virtio disk), else a page.
+  static size_t direct_memory_alignment(int fd) {
+#ifdef STATX_DIOALIGN
+    struct statx st {};
+    if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &st) == 0 && (st.stx_mask & STATX_DIOALIGN) &&
+        st.stx_dio_mem_align > 0 && kAlign % st.stx_dio_mem_align == 0)
+      return st.stx_dio_mem_align;
+#endif
+    return kAlign;
+  }
 
+  const bool write_;
   int fd_ = -1;
   int direct_fd_ = -1;
   int open_errno_ = 0;
-  std::unique_ptr<char, Free> bounce_;  // [kBounce], kAlign-aligned
+  size_t mem_align_ = kAlign;  // of the caller's memory for a transfer without the bounce buffer
+  std::vector<std::unique_ptr<char, Free>> bounces_;  // [kThreads][kBounce], kAlign-aligned
+  std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<Piece> queue_;
+  std::deque<Range> ranges_;  // every range queued (a deque: references stay valid)
+  int busy_ = 0;              // pieces being moved
+  int err_ = 0;
+  std::string failed_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;  // last: start once the members above exist
 };
 
-// The file offset of dataset `dset`'s first element when its bytes can be accessed raw
-// (contiguous, allocated, fp32 little-endian, no filters, not external), else nullopt.
-std::optional<uint64_t> raw_offset(hid_t dset, const std::string& path) {
+// Whether dataset `dset`'s bytes can be accessed raw (contiguous, allocated, fp32
+// little-endian, no filters, not external); then its first element's file offset in *at.
+bool raw_offset(hid_t dset, const std::string& path, uint64_t* at) {
   Handle dcpl(ZT_H5_CHECK(H5Dget_create_plist(dset), path, kReadHint), Kind::kPlist);
-  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return std::nullopt;
-  if (ZT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, kReadHint) > 0) return std::nullopt;
-  if (ZT_H5_CHECK(H5Pget_external_count(dcpl.get()), path, kReadHint) > 0) return std::nullopt;
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return false;
+  if (ZT_H5_CHECK(H5Pget_nfilters(dcpl.get()), path, kReadHint) > 0) return false;
+  if (ZT_H5_CHECK(H5Pget_external_count(dcpl.get()), path, kReadHint) > 0) return false;
   Handle type(ZT_H5_CHECK(H5Dget_type(dset), path, kReadHint), Kind::kDatatype);
-  if (ZT_H5_CHECK(H5Tequal(type.get(), H5T_IEEE_F32LE), path, kReadHint) <= 0) return std::nullopt;
-  const haddr_t at = H5Dget_offset(dset);
-  if (at == HADDR_UNDEF) return std::nullopt;
-  return static_cast<uint64_t>(at);
+  if (ZT_H5_CHECK(H5Tequal(type.get(), H5T_IEEE_F32LE), path, kReadHint) <= 0) return false;
+  const haddr_t offset = H5Dget_offset(dset);
+  if (offset == HADDR_UNDEF) return false;
+  *at = static_cast<uint64_t>(offset);
+  return true;
 }
 
 // After a data transfer that may fail on some ranks only (a full disk, an I/O error): all
@@ -329,6 +518,55 @@ Handle memory_space(int64_t n, const std::string& path) {
   Handle m(ZT_H5_CHECK(H5Screate_simple(1, dims, nullptr), path, kWriteHint), Kind::kDataspace);
   if (n == 0) ZT_H5_CHECK(H5Sselect_none(m.get()), path, kWriteHint);
   return m;
+}
+
+// Reads tensor t's elements [first, first + out.size()) of dataset `dset` (file dataspace
+// `space`) into out through H5Dread of the selection (which converts another writer's
+// layout): the datasets raw_offset refuses.
+void read_range_h5(hid_t dset, hid_t space, const model::TensorInfo& t, int64_t first,
+                   std::span<float> out, hid_t dxpl, const std::string& path) {
+  float dummy = 0.0f;  // a valid buffer for a rank that reads nothing
+  const int64_t n = static_cast<int64_t>(out.size());
+  h5::select_range(space, t.shape, first, n, path);
+  Handle mem = memory_space(n, path);
+  ZT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, mem.get(), space, dxpl, n > 0 ? out.data() : &dummy),
+              path, kReadHint);
+}
+
+// The zt-xxh3 chunks [plan.tail, plan.tail_end) of tensors read back from the file (the
+// chunk a rank holds only the start of): queued on a RawFile, hashed on its I/O thread
+// once read; the buffers live until the RawFile's wait().
+class TailChunks {
+ public:
+  // Queues the chunk of a raw dataset whose first element is at file offset `at`; its
+  // hash goes to *sum.
+  void queue(RawFile& raw, const ChunkPlan& plan, uint64_t at, const std::string& name, uint64_t* sum) {
+    if (plan.tail_end <= plan.tail) return;
+    std::vector<float>& chunk = bufs_.emplace_back(static_cast<size_t>(plan.tail_end - plan.tail));  // [<= kChunkElems]
+    const uint64_t first_chunk = static_cast<uint64_t>(plan.tail / kChunkElems);
+    raw.queue(reinterpret_cast<char*>(chunk.data()), chunk.size() * sizeof(float),
+              at + static_cast<uint64_t>(plan.tail) * sizeof(float), name,
+              [&chunk, first_chunk, sum] { *sum = xxh3_sum(std::as_bytes(std::span<const float>(chunk)), first_chunk); });
+  }
+  // The same for a dataset read through H5Dread, at once.
+  static uint64_t read_h5(const ChunkPlan& plan, hid_t dset, hid_t space, const model::TensorInfo& t,
+                          hid_t dxpl, const std::string& path) {
+    if (plan.tail_end <= plan.tail) return 0;
+    std::vector<float> chunk(static_cast<size_t>(plan.tail_end - plan.tail));  // [<= kChunkElems]
+    read_range_h5(dset, space, t, plan.tail, chunk, dxpl, path);
+    return xxh3_sum(std::as_bytes(std::span<const float>(chunk)), static_cast<uint64_t>(plan.tail / kChunkElems));
+  }
+  size_t count() const { return bufs_.size(); }
+
+ private:
+  std::deque<std::vector<float>> bufs_;  // a deque: elements stay where they are
+};
+
+// A failed raw read named: the dataset and the reason (-1: the file ends first).
+[[noreturn]] void throw_read_error(int err, const std::string& path, const std::string& name) {
+  throw InputError(strf("checkpoint '%s': reading dataset '%s' failed: %s", path.c_str(), name.c_str(),
+                        err < 0 ? "the file ends before its data (truncated)" : std::strerror(err)),
+                   kReadHint);
 }
 
 void check_shards(const model::ParamLayout& layout, size_t given, const char* what) {
@@ -417,7 +655,18 @@ struct FileSums {
   std::vector<uint64_t> non_finite;  // [datasets]
 };
 
-// Queues the checksum of every slice this rank writes on the worker (in write order).
+// Rank 0's zt-xxh3 of /state/rng [world] (every rank's seed, gathered), 0 on the others:
+// the dataset is one chunk, which one rank hashes.
+uint64_t rng_sum(MPI_Comm comm, uint64_t seed) {
+  std::vector<uint64_t> seeds(static_cast<size_t>(comm_size(comm)), seed);  // [world]
+  if (comm != MPI_COMM_NULL)
+    ZT_MPI_CHECK(MPI_Allgather(&seed, 1, MPI_UINT64_T, seeds.data(), 1, MPI_UINT64_T, comm));
+  return comm_rank(comm) == 0 ? xxh3_sum(std::as_bytes(std::span<const uint64_t>(seeds))) : 0;
+}
+
+
+// Queues the checksum of every slice this rank writes on the worker (in write order): its
+// whole zt-xxh3 chunks; the chunks it holds only part of come later (add_tail_sums).
 FileSums queue_checksums(MPI_Comm comm, ChecksumWorker& worker, const WriteContents& c,
                          const FileParts& f, bool training) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
@@ -428,12 +677,10 @@ FileSums queue_checksums(MPI_Comm comm, ChecksumWorker& worker, const WriteConte
       Part p;
       const std::span<const float> x = slice_of(c, k, tensors[i], &p);
       const size_t d = f.index(k, i);
-      worker.push({x, static_cast<uint64_t>(p.first), &s.sums[d], &s.non_finite[d]});
+      worker.push({SumKind::kXxh3, x, static_cast<uint64_t>(p.first),
+                   static_cast<uint64_t>(tensors[i].numel), &s.sums[d], &s.non_finite[d]});
     }
-  if (training) {
-    const uint64_t seed = c.rng_seed;
-    s.sums[n] = sum64_u64(std::span<const uint64_t>(&seed, 1), static_cast<uint64_t>(comm_rank(comm)));
-  }
+  if (training) s.sums[n] = rng_sum(comm, c.rng_seed);
   return s;
 }
 
@@ -537,8 +784,9 @@ void agree_errno(MPI_Comm comm, int err, const std::string& what, const std::str
   }).rethrow(what + " failed on another rank writing '" + path + "' (its message says why)", kWriteHint);
 }
 
-// Per dataset, this rank's part: raw (one pwrite of its byte range) where the dataset's
-// storage allows (always, for the datasets create_tensors made), else one H5Dwrite of its
+// Per dataset, this rank's part: raw (its byte range queued on the I/O threads, which
+// write in file order while the next ranges are queued) where the dataset's storage
+// allows (always, for the datasets create_tensors made), else one H5Dwrite of its
 // hyperslabs. After a failed write the rank writes nothing more; all agree at the end.
 void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds,
                    hid_t dxpl, const std::string& path, Progress& progress) {
@@ -547,32 +795,76 @@ void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Da
   int err = raw.open_error();
   std::string failed = err != 0 ? "opening the data" : "";
   const float dummy = 0.0f;  // a valid buffer for ranks that write nothing
+  std::vector<std::pair<size_t, size_t>> queued;  // [raw datasets]: (range, tensor index)
   for (int k = 0; k < f.kinds; ++k)
     for (size_t i = 0; i < f.nt(); ++i) {
       const size_t d = f.index(k, i);
       Part p;
       const std::span<const float> data = slice_of(c, k, tensors[i], &p);
-      if (const std::optional<uint64_t> at = raw_offset(ds.dsets[d].get(), path)) {
-        if (err == 0 && p.n > 0) {
-          err = raw.write_at(data.data(), data.size_bytes(),
-                             *at + static_cast<uint64_t>(p.first) * sizeof(float));
-          if (err != 0) failed = "writing " + dataset_path(k, tensors[i].name);
-        }
+      if (uint64_t at = 0; raw_offset(ds.dsets[d].get(), path, &at)) {
+        if (err == 0)
+          queued.emplace_back(raw.queue(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
+                                        data.size_bytes(), at + static_cast<uint64_t>(p.first) * sizeof(float),
+                                        "writing " + dataset_path(k, tensors[i].name)),
+                              i);
       } else {
         h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
         Handle mem = memory_space(p.n, path);
         const herr_t rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(),
                                    ds.spaces[d].get(), dxpl, p.n > 0 ? data.data() : &dummy);
         agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+        progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
       }
-      progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
     }
+  for (const auto& [range, i] : queued) {  // progress as the ranges reach the file
+    if (err == 0) err = raw.wait_range(range, &failed);
+    progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
+  }
+  if (err == 0) err = raw.wait(&failed);
   const int close_err = raw.close();
   if (err == 0 && close_err != 0) {
     err = close_err;
     failed = "closing the data";
   }
   agree_errno(comm, err, failed, path);
+}
+
+// Once every rank's bytes are in the file (write_tensors agreed): adds to sums the zt-xxh3
+// chunks this rank holds only the start of, read back from the file (at most one per
+// tensor this rank's range ends inside: <= 256 KiB each). The ranks agree on the outcome.
+// Returns how many chunks it read.
+size_t add_tail_sums(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds,
+                     const std::string& path, FileSums& s) {
+  size_t count = 0;
+  runtime::agree(comm, [&] {
+    std::vector<uint64_t> tails(s.sums.size(), 0);  // [datasets (+ 1)]
+    TailChunks chunks;  // outlives back's I/O threads
+    RawFile back(path, /*write=*/false);
+    if (back.open_error() != 0)
+      throw Error(strf("reading back checkpoint '%s': %s", path.c_str(), std::strerror(back.open_error())),
+                  kWriteHint);
+    const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
+    for (int k = 0; k < f.kinds; ++k)
+      for (size_t i = 0; i < f.nt(); ++i) {
+        Part p;
+        slice_of(c, k, tensors[i], &p);
+        const size_t d = f.index(k, i);
+        uint64_t at = 0;
+        ZT_CHECK(raw_offset(ds.dsets[d].get(), path, &at), "a dataset zt created is not contiguous",
+                 "create_tensors makes them so");
+        chunks.queue(back, plan_chunks(p.first, p.first + p.n, tensors[i].numel), at,
+                     dataset_path(k, tensors[i].name), &tails[d]);
+      }
+    std::string failed;
+    if (const int err = back.wait(&failed))
+      throw Error(strf("reading back '%s' of checkpoint '%s': %s", failed.c_str(), path.c_str(),
+                       err < 0 ? "the file ends first" : std::strerror(err)),
+                  kWriteHint);
+    for (size_t d = 0; d < tails.size(); ++d) s.sums[d] += tails[d];
+    count = chunks.count();
+  }).rethrow("reading back checksum chunks failed on another rank writing '" + path + "' (its message says why)",
+             kWriteHint);
+  return count;
 }
 
 // Each dataset's checksum attribute (collective metadata), then the datasets closed.
@@ -670,62 +962,72 @@ Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_
   return dset;
 }
 
-// Reads this rank's part of every tensor of each kind into `units`; the worker sums
-// what was read into sums[d] (a tensor's checksum overlaps the next one's read), the
-// stored sums go into stored[d].
-void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds,
+// Reads this rank's part of every tensor of each kind into `units`: the raw datasets'
+// ranges queued on the I/O threads in file order (the main thread opens the next dataset
+// meanwhile), others through H5Dread at once. The worker sums each range once it arrived
+// into sums[d]; the zt-xxh3 chunk this rank holds only the start of is read whole and
+// hashed into tails[d]; the stored sums go into stored[d].
+void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds, SumKind kind,
                   std::span<const UnitTarget> units, hid_t dxpl, const std::string& path,
-                  ChecksumWorker& worker, std::vector<uint64_t>& sums,
+                  ChecksumWorker& worker, std::vector<uint64_t>& sums, std::vector<uint64_t>& tails,
                   std::vector<uint64_t>& stored, std::vector<std::string>& names,
                   Progress& progress, IoTimes& times) {
   const std::vector<model::TensorInfo>& tensors = layout.tensors();
   const size_t nt = tensors.size();
-  float dummy = 0.0f;
-  const RawFile raw(path, /*write=*/false);  // unusable: every dataset through H5Dread
+  const auto t_data = std::chrono::steady_clock::now();
+  double metadata = 0;
+  TailChunks tail_chunks;  // outlives raw's I/O threads
+  RawFile raw(path, /*write=*/false);  // unusable: every dataset through H5Dread
+  std::vector<std::pair<size_t, size_t>> queued;  // [raw datasets]: (range, tensor index)
   for (int k = 0; k < kinds; ++k)
     for (size_t i = 0; i < nt; ++i) {
       const model::TensorInfo& t = tensors[i];
       const size_t d = static_cast<size_t>(k) * nt + i;
       names[d] = dataset_path(k, t.name);
-      auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = std::chrono::steady_clock::now();
       Handle space;
       Handle dset = open_tensor(file, names[d], t.shape, path, &space, &stored[d]);
-      times.metadata += seconds_since(t0);
+      uint64_t at = 0;
+      const bool is_raw = raw.open_error() == 0 && raw_offset(dset.get(), path, &at);
+      metadata += seconds_since(t0);
       const UnitTarget& u = units[static_cast<size_t>(t.unit)];
       const std::span<float> all = k == kParams ? u.params : k == kExpAvg ? u.exp_avg : u.exp_avg_sq;
       ZT_CHECK(all.size() == static_cast<size_t>(u.count), "target span size differs from its count",
                "every span of a UnitTarget holds `count` elements");
       const Part p = part_of(t, u.begin, u.count);
       const std::span<float> out = all.subspan(static_cast<size_t>(p.at), static_cast<size_t>(p.n));
-      t0 = std::chrono::steady_clock::now();
-      const std::optional<uint64_t> at = raw.open_error() == 0 ? raw_offset(dset.get(), path)
-                                                                : std::nullopt;
-      if (at && p.n > 0) {
-        const int err = raw.read_at(out.data(), out.size_bytes(),
-                                    *at + static_cast<uint64_t>(p.first) * sizeof(float));
-        if (err != 0)
-          throw InputError(strf("checkpoint '%s': reading dataset '%s' failed: %s", path.c_str(),
-                                names[d].c_str(),
-                                err < 0 ? "the file ends before its data (truncated)"
-                                        : std::strerror(err)),
-                           kReadHint);
-      } else if (!at) {
-        h5::select_range(space.get(), t.shape, p.first, p.n, path);
-        Handle mem = memory_space(p.n, path);
-        ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl,
-                            p.n > 0 ? out.data() : &dummy),
-                    path, kReadHint);
+      const ChecksumWorker::Job job{kind, out, static_cast<uint64_t>(p.first), static_cast<uint64_t>(t.numel),
+                                    &sums[d], nullptr};
+      const ChunkPlan plan = kind == SumKind::kXxh3 ? plan_chunks(p.first, p.first + p.n, t.numel) : ChunkPlan{};
+      if (is_raw) {
+        const size_t range = raw.queue(reinterpret_cast<char*>(out.data()), out.size_bytes(),
+                                       at + static_cast<uint64_t>(p.first) * sizeof(float), names[d],
+                                       [&worker, job] { worker.push(job); });
+        tail_chunks.queue(raw, plan, at, names[d], &tails[d]);
+        queued.emplace_back(range, i);
+      } else {
+        read_range_h5(dset.get(), space.get(), t, p.first, out, dxpl, path);
+        worker.push(job);
+        tails[d] = TailChunks::read_h5(plan, dset.get(), space.get(), t, dxpl, path);
+        progress.advance(static_cast<uint64_t>(t.numel) * sizeof(float), 1);
       }
-      times.data += seconds_since(t0);
-      worker.push({out, static_cast<uint64_t>(p.first), &sums[d], nullptr});
-      progress.advance(static_cast<uint64_t>(t.numel) * sizeof(float), 1);
     }
+  // Progress as the ranges arrive (in queue order), then every read's outcome.
+  std::string failed;
+  for (const auto& [range, i] : queued) {
+    if (const int err = raw.wait_range(range, &failed)) throw_read_error(err, path, failed);
+    progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
+  }
+  if (const int err = raw.wait(&failed)) throw_read_error(err, path, failed);
+  times.metadata += metadata;
+  times.data += seconds_since(t_data) - metadata;
+  times.chunks_read_back += tail_chunks.count();
 }
 
 // /state of a training file: the TrainState fields (kStateFields) and /state/rng, whose
 // stored checksum goes to *stored and the sum of what was read (rank 0's) to *sum.
 TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& path,
-                      uint64_t* sum, uint64_t* stored) {
+                      SumKind sum_kind, uint64_t* sum, uint64_t* stored) {
   Handle g = h5::open_group(file, "state", path);
   const std::string what_state = "group /state";
   TrainState st;
@@ -755,7 +1057,10 @@ TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& 
   st.rng.resize(static_cast<size_t>(st.world_size));
   ZT_H5_CHECK(H5Dread(d.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, dxpl, st.rng.data()), path,
               kReadHint);
-  *sum = comm_rank(comm) == 0 ? sum64_u64(st.rng) : 0;
+  const bool xxh3 = sum_kind == SumKind::kXxh3;
+  *sum = comm_rank(comm) != 0 ? 0
+         : xxh3             ? xxh3_sum(std::as_bytes(std::span<const uint64_t>(st.rng)))
+                            : sum64_u64(st.rng);
   return st;
 }
 
@@ -792,6 +1097,9 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c, 
 
   t.checksum_wait = worker.drain();
   t.checksum = worker.busy_seconds();
+  t0 = std::chrono::steady_clock::now();
+  t.chunks_read_back = add_tail_sums(comm, c, parts, ds, path, sums);
+  t.checksum_tails = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   finish_checksums(comm, parts, sums, path);
   write_checksums(parts, ds, sums.sums, path);
@@ -836,17 +1144,18 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
 
   Handle dxpl = h5::transfer(comm, path);
   const size_t n = static_cast<size_t>(kinds) * layout.tensors().size() + (training ? 1 : 0);
-  std::vector<uint64_t> sums(n, 0), stored(n, 0);
+  std::vector<uint64_t> sums(n, 0), tails(n, 0), stored(n, 0);
   std::vector<std::string> names(n);
   const std::unique_ptr<Progress> progress = file_progress("load", path, layout, kinds);
+  const SumKind sum_kind = sum_kind_of(header.format_version);
   ChecksumWorker worker;  // follows the reads
-  read_tensors(file.get(), layout, kinds, units, dxpl.get(), path, worker, sums, stored, names,
-               *progress, t);
+  read_tensors(file.get(), layout, kinds, sum_kind, units, dxpl.get(), path, worker, sums, tails,
+               stored, names, *progress, t);
   const auto t0 = std::chrono::steady_clock::now();
   std::optional<TrainState> state;
   if (training) {
     names.back() = "/state/rng";
-    state = read_state(comm, file.get(), dxpl.get(), path, &sums.back(), &stored.back());
+    state = read_state(comm, file.get(), dxpl.get(), path, sum_kind, &sums.back(), &stored.back());
   }
   file.close(path);
   t.metadata += seconds_since(t0);
@@ -854,6 +1163,7 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   t.checksum = worker.busy_seconds();
   progress->finish();
 
+  for (size_t d = 0; d < n; ++d) sums[d] += tails[d];
   sum_over_ranks(comm, sums);
   t.total = seconds_since(t_start);
   if (times) *times = t;

@@ -2,11 +2,19 @@
 // times (GCC vectorises it; AVX-512DQ multiplies 64-bit lanes), chosen at run time. Every
 // version computes the same wrapping sum of the same terms, so the value is the same bit
 // for bit (tests/core/test_checksum.cpp compares them with the definition).
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
 
 #include "zt/core/checksum.hpp"
+
+// zt-xxh3 hashes the bytes as they lie in memory, which are the file's little-endian
+// bytes only on a little-endian host (every one zt builds for).
+static_assert(std::endian::native == std::endian::little, "zt-xxh3 hashes memory as little-endian bytes");
 
 namespace zt {
 namespace {
@@ -64,5 +72,14 @@ uint64_t sum64_fast(std::span<const float> x, uint64_t first) {
 }
 
 const char* sum64_isa() { return chosen().isa; }
+
+uint64_t xxh3_sum(std::span<const std::byte> bytes, uint64_t first_chunk) {
+  uint64_t s = 0;
+  for (uint64_t at = 0, j = first_chunk; at < bytes.size(); at += kXxh3ChunkBytes, ++j) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(kXxh3ChunkBytes, bytes.size() - at));
+    s += XXH3_64bits_withSeed(bytes.data() + at, len, j);
+  }
+  return s;
+}
 
 }  // namespace zt

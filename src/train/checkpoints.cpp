@@ -22,7 +22,10 @@ LoopCheckpoints::LoopCheckpoints(const TrainConfig& cfg, comm::Comm& comm, MPI_C
     throw InputError("ckpt.resume / ckpt.init_from / ckpt.every / ckpt.stop_after need the "
                      "training communicator as an MPI communicator (NodeComms::mpi)",
                      "zt train passes it; a caller of train::train must too");
-  if (o.async && mpi_ != MPI_COMM_NULL) async_ = std::make_unique<ckpt::AsyncSaver>(mpi_);
+  if (o.async && mpi_ != MPI_COMM_NULL) {
+    async_ = std::make_unique<ckpt::AsyncSaver>(mpi_);
+    async_->prepare(engine_);  // the snapshot's page faults beside training, not in a stall
+  }
 }
 
 int64_t LoopCheckpoints::start(int64_t& tokens_seen) {

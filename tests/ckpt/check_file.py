@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """A zt checkpoint read by tools that are not zt (tests/ckpt/CMakeLists.txt runs it).
 
-  check_file.py FILE DUMPDIR
+  check_file.py FILE [DUMPDIR]
 
 - `h5dump -H FILE` lists every tensor of the model (named in the model_config attribute)
   under /params, /optim/exp_avg and /optim/exp_avg_sq with its global shape, fp32;
 - h5py reads /params/model.layers.0.self_attn.q_proj.weight and
   /params/model.embed_tokens.weight bitwise equal to Engine::gather_full_params of the
-  engine that saved them (raw float32 dumps in DUMPDIR, written by test_ckpt_reshard.np4);
-- every dataset's `checksum` attribute equals zt-sum64 of its contents, computed here
-  with numpy from the definition in docs/checkpoint-format.md.
-Exit 77 (skipped) when h5py or h5dump is missing.
+  engine that saved them (raw float32 dumps in DUMPDIR, written by test_ckpt_reshard.np4;
+  skipped without DUMPDIR);
+- every dataset's `checksum` attribute equals the checksum of its contents its
+  format_version names (zt-xxh3 with Python's xxhash, zt-sum64 with numpy), computed
+  here from the definitions in docs/checkpoint-format.md (tests/ckpt/zt_checksums.py).
+Exit 77 (skipped) when h5py, numpy, xxhash or h5dump is missing.
 """
 import json
 import os
@@ -22,30 +24,15 @@ import sys
 try:
     import h5py
     import numpy as np
-except ImportError:
-    print("SKIPPED: h5py/numpy not installed (scripts/install-deps.sh installs python3-h5py, python3-numpy)")
+    import xxhash  # noqa: F401  (zt-xxh3, in zt_checksums)
+except ImportError as e:
+    print("SKIPPED: %s (scripts/install-deps.sh installs python3-h5py, python3-numpy and pip's xxhash)" % e)
     sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zt_checksums import checksum  # noqa: E402
 if not shutil.which("h5dump"):
     print("SKIPPED: h5dump not found (apt-get install hdf5-tools)")
     sys.exit(77)
-
-U = np.uint64
-
-
-def mix64(z):
-    z = z + U(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> U(30))) * U(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> U(27))) * U(0x94D049BB133111EB)
-    return z ^ (z >> U(31))
-
-
-def sum64(x):
-    x = np.ascontiguousarray(x).reshape(-1)
-    bits = x.view(np.uint32).astype(U) if x.dtype == np.float32 else x.astype(U)
-    i = np.arange(bits.size, dtype=U)
-    with np.errstate(over="ignore"):
-        return int(mix64(mix64(i) ^ bits).sum(dtype=U))
-
 
 def tensors(c):
     """HF Llama names and shapes of the model (zt's ParamLayout order)."""
@@ -66,7 +53,8 @@ def tensors(c):
 
 
 def main():
-    path, dumps = sys.argv[1], sys.argv[2]
+    path = sys.argv[1]
+    dumps = sys.argv[2] if len(sys.argv) > 2 else None
     f = h5py.File(path, "r")
     attr = lambda k: f.attrs[k].decode() if isinstance(f.attrs[k], bytes) else str(f.attrs[k])
     assert attr("format") == "zt-checkpoint", attr("format")
@@ -110,7 +98,7 @@ def main():
 
     # h5py against the engine's gathered parameters.
     for name, dump in (("model.layers.0.self_attn.q_proj.weight", "q_proj0.f32"),
-                       ("model.embed_tokens.weight", "embed.f32")):
+                       ("model.embed_tokens.weight", "embed.f32")) if dumps else ():
         got = f["/params/" + name][...]
         ref = np.fromfile(os.path.join(dumps, dump), dtype=np.float32)
         if got.dtype != np.float32 or got.tobytes() != ref.tobytes():
@@ -119,20 +107,22 @@ def main():
         print("h5py: /params/%s %s float32 == Engine::gather_full_params (bitwise, %d elements)"
               % (name, got.shape, got.size))
 
-    # Checksums from the definition.
+    # Checksums from the definition of the file's version.
+    version = int(f.attrs["format_version"])
+    algo = "zt-xxh3 (Python's xxhash)" if version >= 2 else "zt-sum64 (numpy)"
     bad = []
     count = 0
     def visit(name, obj):
         nonlocal count
         if isinstance(obj, h5py.Dataset):
             count += 1
-            if int(obj.attrs["checksum"]) != sum64(obj[...]):
+            if int(obj.attrs["checksum"]) != checksum(obj[...], version):
                 bad.append(name)
     f.visititems(visit)
     if bad:
-        print("FAIL: checksum attribute differs from zt-sum64 of the contents:", bad[:5])
+        print("FAIL: checksum attribute differs from %s of the contents:" % algo, bad[:5])
         return 1
-    print("checksums: all %d datasets match zt-sum64 computed with numpy" % count)
+    print("checksums: format_version %d, all %d datasets match %s" % (version, count, algo))
     print("PASS")
     return 0
 

@@ -1,6 +1,7 @@
 // Checkpoint files without MPI: the serial writer and reader round trip; the stored
-// checksums against zt::sum64 of the tensors read with plain HDF5 calls (an independent
-// reader); refusals (a flipped byte in a tensor, a truncated file, another model shape, a
+// checksums against zt-xxh3's definition (XXH3 of each 256 KiB chunk, straight from
+// libxxhash) over the tensors read with plain HDF5 calls (an independent reader); a
+// format_version 1 file (zt-sum64) still loads and is still checked; refusals (a flipped byte in a tensor, a truncated file, another model shape, a
 // missing file, a .tmp file, a weights-only file to resume) each naming the file or the
 // dataset; publishing: `latest`, ckpt.keep, stale .tmp files, symlinks never followed.
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <random>
 
+#include "h5_peek.hpp"
 #include "support/expect_error.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"
@@ -23,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using zt::testing::expect_input_error;
+using namespace zt::ckpt::testing;
 
 // tiny cut down (unnamed fields: Config's defaults, which are tiny's).
 zt::model::Config small() {
@@ -49,33 +52,6 @@ std::string dir_for(const std::string& name) {
   return d.string();
 }
 
-// Plain HDF5: a dataset's values and its checksum attribute.
-std::vector<float> h5_read(const std::string& file, const std::string& dset, uint64_t* checksum) {
-  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  EXPECT_GE(f, 0);
-  const hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
-  EXPECT_GE(d, 0);
-  const hid_t s = H5Dget_space(d);
-  std::vector<float> v(static_cast<size_t>(H5Sget_simple_extent_npoints(s)));
-  EXPECT_GE(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
-  const hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
-  EXPECT_GE(H5Aread(a, H5T_NATIVE_UINT64, checksum), 0);
-  H5Aclose(a);
-  H5Sclose(s);
-  H5Dclose(d);
-  H5Fclose(f);
-  return v;
-}
-
-haddr_t h5_offset(const std::string& file, const std::string& dset) {
-  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t d = H5Dopen2(f, dset.c_str(), H5P_DEFAULT);
-  const haddr_t off = H5Dget_offset(d);
-  H5Dclose(d);
-  H5Fclose(f);
-  return off;
-}
-
 TEST(CkptFiles, WeightsOnlyRoundTripAndChecksums) {
   const zt::model::Config cfg = small();
   const auto units = random_units(cfg, 7);
@@ -86,13 +62,13 @@ TEST(CkptFiles, WeightsOnlyRoundTripAndChecksums) {
   EXPECT_EQ(f.header.contents, "weights");
   EXPECT_EQ(f.header.source_dtype, "bf16");
   EXPECT_EQ(f.header.config.hidden, 32);
-  EXPECT_EQ(f.header.format_version, 1u);
+  EXPECT_EQ(f.header.format_version, 2u);
   EXPECT_FALSE(f.state.has_value());
   EXPECT_TRUE(f.exp_avg.empty());
   ASSERT_EQ(f.params.size(), units.size());
   for (size_t u = 0; u < units.size(); ++u) EXPECT_EQ(f.params[u], units[u]) << "unit " << u;
   // Every tensor through plain HDF5: global shape's values at the layout's offsets, and
-  // the checksum attribute equals zt::sum64 of them.
+  // the checksum attribute equals zt-xxh3 of them.
   const zt::model::ParamLayout layout(cfg);
   for (const auto& t : layout.tensors()) {
     uint64_t stored = 0;
@@ -100,8 +76,81 @@ TEST(CkptFiles, WeightsOnlyRoundTripAndChecksums) {
     const std::vector<float> expect(units[static_cast<size_t>(t.unit)].begin() + t.offset,
                                     units[static_cast<size_t>(t.unit)].begin() + t.offset + t.numel);
     EXPECT_EQ(v, expect) << t.name;
-    EXPECT_EQ(stored, zt::sum64(expect)) << t.name;
+    EXPECT_EQ(stored, xxh3_definition(std::as_bytes(std::span<const float>(expect)))) << t.name;
   }
+}
+
+// Plain HDF5: sets the root attribute format_version to 1 and every tensor's checksum to
+// zt-sum64 of its contents, /state/rng's to zt-sum64 of its uint64s: a file as zt wrote
+// format version 1.
+void rewrite_as_version_1(const std::string& path, const zt::model::ParamLayout& layout, bool training) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const uint32_t one = 1;
+  const hid_t v = H5Aopen(f, "format_version", H5P_DEFAULT);
+  ASSERT_GE(H5Awrite(v, H5T_NATIVE_UINT32, &one), 0);
+  H5Aclose(v);
+  // Dataset `name`'s contents as T (H5 type `type`), and its checksum set to sum(them).
+  const auto resum = [&]<typename T>(const std::string& name, hid_t type, auto sum) {
+    const hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+    ASSERT_GE(d, 0) << name;
+    const hid_t space = H5Dget_space(d);
+    std::vector<T> x(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+    H5Sclose(space);
+    ASSERT_GE(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data()), 0) << name;
+    const uint64_t value = sum(std::span<const T>(x));
+    const hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
+    ASSERT_GE(H5Awrite(a, H5T_NATIVE_UINT64, &value), 0) << name;
+    H5Aclose(a);
+    H5Dclose(d);
+  };
+  std::vector<std::string> groups = {"/params/"};
+  if (training) groups.insert(groups.end(), {"/optim/exp_avg/", "/optim/exp_avg_sq/"});
+  for (const std::string& g : groups)
+    for (const auto& t : layout.tensors())
+      resum.template operator()<float>(g + t.name, H5T_NATIVE_FLOAT,
+                                       [](std::span<const float> x) { return zt::sum64(x); });
+  if (training)
+    resum.template operator()<uint64_t>("/state/rng", H5T_NATIVE_UINT64,
+                                        [](std::span<const uint64_t> x) { return zt::ckpt::sum64_u64(x); });
+  H5Fclose(f);
+}
+
+// Files of format_version 1 (zt-sum64 checksums) still load, training state included, and
+// their checksums are still checked: a flipped byte is refused by name.
+TEST(CkptFiles, Version1FilesStillLoadAndAreChecked) {
+  const zt::model::Config cfg = small();
+  const zt::model::ParamLayout layout(cfg);
+  const auto params = random_units(cfg, 31), m = random_units(cfg, 32), v = random_units(cfg, 33);
+  zt::ckpt::WriteContents c;
+  c.header.config = cfg;
+  c.header.contents = zt::ckpt::kContentsTraining;
+  c.state = zt::ckpt::TrainState{};
+  c.state->step = 9;
+  c.rng_seed = 1234;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const size_t i = static_cast<size_t>(u);
+    c.units.push_back({0, layout.unit(u).numel, params[i], m[i], v[i]});
+  }
+  const std::string dir = dir_for("version1");
+  const std::string path = dir + "/v1.h5";
+  zt::ckpt::write_file(MPI_COMM_NULL, path, c);
+  rewrite_as_version_1(path, layout, /*training=*/true);
+  const zt::ckpt::FullCheckpoint f = zt::ckpt::read_full(path);
+  EXPECT_EQ(f.header.format_version, 1u);
+  ASSERT_TRUE(f.state.has_value());
+  EXPECT_EQ(f.state->step, 9);
+  EXPECT_EQ(f.state->rng, std::vector<uint64_t>{1234});
+  EXPECT_EQ(f.params, params);
+  EXPECT_EQ(f.exp_avg, m);
+  EXPECT_EQ(f.exp_avg_sq, v);
+
+  // The same file with one byte of a moment flipped: zt-sum64 catches it.
+  const std::string victim = "/optim/exp_avg_sq/" + layout.tensors()[2].name;
+  const haddr_t off = h5_offset(path, victim);
+  ASSERT_NE(off, HADDR_UNDEF);
+  flip_byte(path, off + 13, 0x01);
+  expect_input_error([&] { zt::ckpt::read_full(path); }, {path, victim, "fails its checksum"});
 }
 
 TEST(CkptFiles, RefusesDamagedOrForeignFiles) {
@@ -116,15 +165,7 @@ TEST(CkptFiles, RefusesDamagedOrForeignFiles) {
   const std::string victim = "/params/model.layers.1.mlp.up_proj.weight";
   const haddr_t off = h5_offset(flipped, victim);
   ASSERT_NE(off, HADDR_UNDEF);
-  {
-    std::fstream io(flipped, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekg(static_cast<std::streamoff>(off + 101));
-    char b = 0;
-    io.read(&b, 1);
-    b = static_cast<char>(b ^ 0x10);
-    io.seekp(static_cast<std::streamoff>(off + 101));
-    io.write(&b, 1);
-  }
+  flip_byte(flipped, off + 101, 0x10);
   expect_input_error([&] { zt::ckpt::read_full(flipped); },
                      {flipped, victim, "fails its checksum", "damaged"});
 

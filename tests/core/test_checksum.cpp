@@ -1,6 +1,9 @@
-// zt-sum64 against a direct evaluation of its definition, slice additivity, and that a
+// zt-xxh3 against XXH3 chunk by chunk; zt-sum64 against a direct evaluation of its definition, slice additivity, and that a
 // flipped byte or a swapped pair changes it.
 #include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <cstdlib>
@@ -82,4 +85,29 @@ TEST(Checksum, FastEqualsDefinitionOnTheOtherIsas) {
         ::testing::ExitedWithCode(0), "isa ")
         << isa;
   }
+}
+
+// zt-xxh3: chunk j of the bytes hashed with XXH3-64 seeded with j, the hashes added; a
+// split at any chunk boundary adds up; a short last chunk; a flipped byte changes it.
+// (Its independent check: tests/ckpt/check_file.py recomputes it with Python's xxhash.)
+TEST(Checksum, Xxh3SumIsChunkHashesAdded) {
+  constexpr size_t C = zt::kXxh3ChunkBytes;
+  std::vector<float> x = ramp(3 * C / sizeof(float) + 123);  // 3 whole chunks + a short one
+  const auto b = std::as_bytes(std::span<const float>(x));
+  EXPECT_EQ(zt::xxh3_sum({}), 0u);
+  // XXH3-64 of no bytes, seed 0: the value xxHash's own sanity test lists.
+  EXPECT_EQ(XXH3_64bits_withSeed(nullptr, 0, 0), 0x2D06800538D394C2ULL);
+  uint64_t direct = 0;
+  for (size_t j = 0; j * C < b.size(); ++j)
+    direct += XXH3_64bits_withSeed(b.data() + j * C, std::min(C, b.size() - j * C), j);
+  EXPECT_EQ(zt::xxh3_sum(b), direct);
+  for (size_t k = 0; k <= 4; ++k) {
+    const size_t cut = std::min(k * C, b.size());
+    EXPECT_EQ(zt::xxh3_sum(b.first(cut)) + zt::xxh3_sum(b.subspan(cut), k), direct) << k;
+  }
+  unsigned char byte;
+  std::memcpy(&byte, &x[C / sizeof(float) + 7], 1);
+  byte ^= 0x04;
+  std::memcpy(&x[C / sizeof(float) + 7], &byte, 1);
+  EXPECT_NE(zt::xxh3_sum(b), direct);
 }

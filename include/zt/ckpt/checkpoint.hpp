@@ -41,6 +41,9 @@ class AsyncSaver {
   AsyncSaver(const AsyncSaver&) = delete;
   AsyncSaver& operator=(const AsyncSaver&) = delete;
 
+  // Allocates the snapshot for `engine`'s shards and touches its pages on a helper thread
+  // (beside training), so the first save's stall is the copy alone. Optional.
+  void prepare(zero::Engine& engine);
   // Returns the stall: seconds spent waiting for the previous save plus copying.
   double start(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,
                uint64_t rng_seed);

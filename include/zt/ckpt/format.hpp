@@ -13,7 +13,8 @@
 namespace zt::ckpt {
 
 inline constexpr const char* kFormat = "zt-checkpoint";
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: zt-xxh3 checksums (1: zt-sum64, still read; docs/checkpoint-format.md).
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr const char* kContentsTraining = "training";  // params + moments + state
 inline constexpr const char* kContentsWeights = "weights";    // params only
 

@@ -53,9 +53,13 @@ struct WriteContents {
 // did not hide (the wait for the worker after the last one).
 struct IoTimes {
   double metadata = 0;       // create / open, groups, datasets, attributes, /state, close
-  double data = 0;           // H5Dwrite / H5Dread of the tensors
+  double data = 0;           // the tensors' transfers (raw ranges queued until the last one
+                             // moved; H5Dwrite / H5Dread for other layouts)
   double checksum = 0;       // the worker's checksums (and NaN/Inf counts when writing)
   double checksum_wait = 0;  // waiting for the worker after the transfers
+  double checksum_tails = 0;  // writing: reading back and hashing the zt-xxh3 chunks this
+                              // rank holds only the start of (reading: inside `data`)
+  size_t chunks_read_back = 0;  // those chunks (<= 256 KiB each)
   double total = 0;          // the whole call
 };
 

@@ -1,8 +1,8 @@
 """Shared helpers of the Hugging Face conversion tests (tests/ckpt/hf/*.py).
 
 Independent of zt's C++ code: tensors are made with torch and written with the
-`safetensors` package; checkpoints are read with h5py; the zt-sum64 checksum is the numpy
-definition of docs/checkpoint-format.md.
+`safetensors` package; checkpoints are read with h5py; their checksums are computed from the definitions of
+docs/checkpoint-format.md (tests/ckpt/zt_checksums.py: Python's xxhash, numpy).
 """
 import importlib
 import json
@@ -28,7 +28,7 @@ def require(*modules):
         except ImportError as e:
             print(f"SKIPPED: python module '{name}' is missing ({e}); "
                   "install it (scripts/install-deps.sh installs python3-h5py, python3-numpy "
-                  "and pip's safetensors)")
+                  "and pip's safetensors and xxhash)")
             sys.exit(SKIP)
     return out
 
@@ -107,19 +107,12 @@ def llama_shapes(cfg):
     return shapes
 
 
-def mix64(z, np):
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def sum64(x, np):
-    """zt-sum64 of a float32 array (docs/checkpoint-format.md)."""
-    bits = np.ascontiguousarray(x, np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
-    i = np.arange(bits.size, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        return int(mix64(mix64(i, np) ^ bits, np).sum(dtype=np.uint64))
+def checksum(x, format_version):
+    """The checksum a zt checkpoint of `format_version` stores for float32 array x
+    (tests/ckpt/zt_checksums.py: zt-xxh3 with Python's xxhash, zt-sum64 with numpy)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from zt_checksums import checksum as of_version
+    return of_version(x, format_version)
 
 
 def write_config(folder, cfg):

@@ -6,7 +6,7 @@ Usage: hf_roundtrip_test.py ZT_BINARY WORKDIR GROUP
 For a small Llama (tiny-like shapes, GQA) in BF16, F32 and F16, tied and untied, from one
 file and from an index with shards, made with numpy / torch + safetensors:
   1. hf-to-h5: h5py reads every /params tensor equal to the source tensor converted to
-     fp32, with the zt-sum64 checksum computed here in numpy; root attributes as in
+     fp32, with the checksum of the file's format_version computed here (zt_checksums.py); root attributes as in
      docs/checkpoint-format.md (source_dtype, contents "weights", model_config);
   2. h5-to-hf (default dtype = source): safetensors' own loader reads every tensor with
      the source's dtype, shape and identical bytes; no extra tensor;
@@ -30,9 +30,9 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import Checker, hf_config, llama_shapes, require, run_zt, skip, sum64, write_config  # noqa: E402
+from hf_common import Checker, checksum, hf_config, llama_shapes, require, run_zt, skip, write_config  # noqa: E402
 
-np, h5py, safetensors = require("numpy", "h5py", "safetensors")
+np, h5py, safetensors, _ = require("numpy", "h5py", "safetensors", "xxhash")
 import safetensors.numpy  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 try:  # BF16 (numpy has no bfloat16) and the transformers checks need torch
@@ -171,10 +171,11 @@ def case(c, zt, work, name, dtype, tied, shards, with_transformers):
             ref = as_f32(t)
             if d.dtype != np.float32 or d.shape != ref.shape or not np.array_equal(d[...], ref):
                 bad_values.append(n)
-            if int(d.attrs["checksum"]) != sum64(ref, np):
+            if int(d.attrs["checksum"]) != checksum(ref, f.attrs["format_version"]):
                 bad_sums.append(n)
         c.check(not bad_values, f"h5py reads every tensor equal to the source in fp32 ({len(tensors)} tensors) {bad_values[:3]}")
-        c.check(not bad_sums, f"every checksum equals numpy's zt-sum64 {bad_sums[:3]}")
+        c.check(not bad_sums, f"every checksum equals the format_version {int(f.attrs['format_version'])} "
+                f"checksum computed here {bad_sums[:3]}")
 
     # 2. Back to safetensors in the source dtype: identical bytes.
     out_dir = os.path.join(work, name, "out")
