@@ -79,9 +79,16 @@ const UnitInfo& ParamLayout::unit(int u) const {
   if (u < 0 || u >= num_units()) {
     throw InputError(strf("parameter unit %d does not exist (the model has %d units)", u,
                           num_units()),
-                     "units are 0 = embedding, 1..layers = blocks, layers+1 = head.");
+                     "units are 0 = embedding, 1..layers = blocks, layers+1 = head (layers+2 = the "
+                     "LoRA adapters).");
   }
   return units_[static_cast<size_t>(u)];
+}
+
+int64_t ParamLayout::trainable_numel() const {
+  int64_t n = 0;
+  for (const UnitInfo& u : units_) n += u.frozen ? 0 : u.numel;
+  return n;
 }
 
 const TensorInfo* ParamLayout::try_find(std::string_view name) const {

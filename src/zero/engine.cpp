@@ -71,7 +71,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       n(world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
-      model_owner(mem->make_model(cfg, options.max_batch, options.max_seq)),
+      model_owner(mem->make_model(cfg, options.max_batch, options.max_seq, options.lora)),
       model(*model_owner),
       layout(model.layout()),
       part(layout, n, groups.partition_index(),
@@ -104,7 +104,17 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   // 0-2: the owned slice of full_params; stage 3: the shard, in the space or at its
   // offload home) and adamw_update lands every copy up before it returns, so the casts
   // that follow (cast_compute_params, cast_shard_for_gather) read the new values.
-  // The use orders of model.hpp's hook contract.
+  for (int u = 0; u < units; ++u) frozen.push_back(layout.unit(u).frozen ? 1 : 0);
+  adapters = layout.adapter_unit();
+  if (adapters >= 0 && (opt.offload.optimizer != offload::Home::kNone ||
+                        opt.offload.params != offload::Home::kNone))
+    throw InputError("offload.optimizer / offload.params with finetune.method = " +
+                         std::string(opt.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora"),
+                     "the offload store does not know frozen units yet: set offload.optimizer = "
+                     "none and offload.params = none (the adapters' state is small)");
+  // The use orders of model.hpp's hook contract (and trainable.hpp's: the adapters'
+  // unit first, used until the end of the pass).
+  if (adapters >= 0) eval_order.push_back(adapters);
   eval_order.push_back(0);
   for (int l = 0; l < L; ++l) eval_order.push_back(layout.block_unit(l));
   eval_order.push_back(head);
@@ -161,18 +171,20 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       secondary_half.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
     else if (hpz > 1)
       secondary.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
-    if (stage <= 1) full_grads.emplace_back(*mem, static_cast<size_t>(p.padded), "gradients");
-    if (stage >= 2) grad_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "gradient shards");
+    // Frozen units: no gradients, no moments (empty buffers keep the per-unit indexing).
+    const bool fixed = !trainable(u);
+    if (stage <= 1) full_grads.emplace_back(*mem, fixed ? 0 : static_cast<size_t>(p.padded), "gradients");
+    if (stage >= 2) grad_shard.emplace_back(*mem, fixed ? 0 : static_cast<size_t>(p.shard), "gradient shards");
     // Offloaded state: the offload store holds the moments (init_offload); these stay empty.
-    adam_m.emplace_back(*mem, state_offloaded ? 0 : moments, "AdamW m");
-    adam_v.emplace_back(*mem, state_offloaded ? 0 : moments, "AdamW v");
+    adam_m.emplace_back(*mem, state_offloaded || fixed ? 0 : moments, "AdamW m");
+    adam_v.emplace_back(*mem, state_offloaded || fixed ? 0 : moments, "AdamW v");
   }
   std::vector<float>().swap(init_buf);
   cast_compute_params();
 
   // Working buffers.
-  if (stage == 3) {
-    const size_t slots = static_cast<size_t>(opt.prefetch + (tied ? 2 : 1));
+  if (stage == 3) {  // the adapters' unit holds one slot for the whole pass
+    const size_t slots = static_cast<size_t>(opt.prefetch + (tied ? 2 : 1) + (adapters >= 0 ? 1 : 0));
     gathers.resize(slots);
     if (bf16_weights)
       gather_half = make_bufs<bf16>(*mem, slots, maxp, "stage-3 gather buffers");
@@ -181,8 +193,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     if (opt.quantize_weights)
       gather_q = make_bufs<uint8_t>(*mem, slots, packed_bytes(maxp, qblock), "qwZ buffers");
   }
-  const size_t reduce_slots =
-      static_cast<size_t>(stage >= 2 ? 1 + kReducesInFlight + (tied ? 1 : 0) : kReducesInFlight);
+  const size_t reduce_slots = static_cast<size_t>(
+      stage >= 2 ? 1 + kReducesInFlight + (tied ? 1 : 0) + (adapters >= 0 ? 1 : 0) : kReducesInFlight);
   reduces.resize(reduce_slots);
   if (stage >= 2) grad_buf = make_bufs<float>(*mem, reduce_slots, maxp, "gradient buffers");
   if (opt.quantize_grads) {
@@ -211,9 +223,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     const size_t numel = static_cast<size_t>(part.unit(u).numel);
     if (stage <= 2)
       model.bind_unit(u, param_view(u, replicated(u)),
-                      stage <= 1 ? mview(full_grads[i].data(), numel) : model::MutView{});
+                      stage <= 1 && trainable(u) ? mview(full_grads[i].data(), numel) : model::MutView{});
   }
   init_offload(world.rank());
+  quantize_base();
   install_hooks();
   traffic_at_step = groups.traffic();
   note_peak();
@@ -221,7 +234,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
 
 MemoryStats Engine::Impl::memory() const {
   MemoryStats m;
-  m.full_params = bytes_of(full_params) + bytes_of(compute_params);
+  m.full_params = bytes_of(full_params) + bytes_of(compute_params) +
+                  (qlora ? static_cast<size_t>(qlora->bytes()) : 0);  // QLoRA's NF4 base
   m.param_shards = bytes_of(param_shard) + bytes_of(param_half);
   m.secondary_shards = bytes_of(secondary) + bytes_of(secondary_half);
   m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
@@ -295,19 +309,48 @@ void Engine::Impl::cast_compute_params() {
     mem->to_bf16(full_params[i].data(), full_params[i].size(), compute_params[i].data());
 }
 
-void Engine::Impl::gather_params_in_place() {
+void Engine::Impl::gather_params_in_place(bool trainable_only) {
   if (bf16_master)
-    gather_in_place(compute_params);
+    gather_in_place(compute_params, trainable_only);
   else
-    gather_in_place(full_params);
+    gather_in_place(full_params, trainable_only);
+}
+
+// The base's targeted W, NF4 + double quantised from the exact fp32 base (every rank
+// holds the whole quantised base: 4 bits a weight; docs/zero.md "Frozen units"). The
+// base is gathered whole into host memory once for it (construction, after_load).
+void Engine::Impl::quantize_base() {
+  if (opt.lora.method != model::FinetuneMethod::kQlora) return;
+  const model::ParamLayout base(layout.config());
+  model::Parameters<float> full(layout);  // every unit, the adapters' too (small)
+  for (int u = 0; u < units; ++u) {
+    const size_t numel = static_cast<size_t>(part.unit(u).numel);
+    std::span<float> dst = full.params(u);
+    if (opt.stage <= 2 && bf16_master)
+      detail::to_host_widened(*mem, dst.data(), compute_params[static_cast<size_t>(u)].data(), numel);
+    else if (opt.stage <= 2)
+      mem->to_host(dst.data(), full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
+    else if (trainable(u))
+      continue;  // not read
+    else {
+      detail::Buf<float> buf(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
+      gather_exact(u, buf.data());
+      mem->to_host(dst.data(), buf.data(), numel * sizeof(float));
+    }
+  }
+  std::vector<std::span<const float>> spans;  // the base units only
+  for (int u = 0; u < base.num_units(); ++u) spans.push_back(full.params(u));
+  qlora = std::make_unique<model::QloraBase>(model::LoraLayout(layout.config(), opt.lora), base, spans);
+  model.bind_qlora(*qlora);
 }
 
 template <class T>
-void Engine::Impl::gather_in_place(Bufs<T>& bufs) {
+void Engine::Impl::gather_in_place(Bufs<T>& bufs, bool trainable_only) {
   // Phase by phase over all units, so the units' operations overlap.
   std::vector<detail::Handles> handles(static_cast<size_t>(units));
   for (int phase = 0; phase < groups.gather_phases(); ++phase) {
     for (int u = 0; u < units; ++u) {
+      if (trainable_only && !trainable(u)) continue;
       const UnitPartition& p = part.unit(u);
       T* full = bufs[static_cast<size_t>(u)].data();
       groups.start_gather(phase, full + p.begin, full, static_cast<size_t>(p.shard),
@@ -340,6 +383,11 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
                 "call step() after every accum micro-steps");
   e.boundary = e.micro_done + 1 == e.opt.accum;
   e.begin_pass(Impl::Mode::kTrain, e.train_order);
+  // LoRA dropout: masks from (optimizer step, micro-step, rank), so a resumed run and
+  // every stage draw the same ones.
+  e.model.set_dropout_stream((static_cast<uint64_t>(e.steps) * static_cast<uint64_t>(e.opt.accum) +
+                              static_cast<uint64_t>(e.micro_done)) * static_cast<uint64_t>(e.n) +
+                             static_cast<uint64_t>(e.part.index()));
   // Each rank's gradient enters the sums pre-divided by the world size: the reductions
   // add, and the sum is the mean over ranks.
   double loss = 0;
@@ -454,6 +502,7 @@ OwnedSlice Engine::owned(int u) {
   s.begin = p.begin;
   s.count = p.owned;
   s.params = {e.owned_params(u), count};
+  if (!e.trainable(u)) return s;  // frozen: no moments
   const int64_t mo = e.opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
   s.m = {e.adam_m[i].data() + mo, count};
   s.v = {e.adam_v[i].data() + mo, count};
@@ -466,11 +515,12 @@ void Engine::after_load() {
   e.flush_checkout();
   if (e.opt.stage <= 2) e.gather_params_in_place();
   e.cast_compute_params();
-  if (e.opt.stage == 0) {
-    e.gather_in_place(e.adam_m);
-    e.gather_in_place(e.adam_v);
+  if (e.opt.stage == 0) {  // (frozen units have no moments)
+    e.gather_in_place(e.adam_m, true);
+    e.gather_in_place(e.adam_v, true);
   }
   std::fill(e.secondary_valid.begin(), e.secondary_valid.end(), 0);
+  e.quantize_base();  // QLoRA: the loaded base, quantised
 }
 
 int64_t Engine::steps_done() const { return impl_->steps; }

@@ -219,6 +219,7 @@ OffloadTimes Engine::Impl::take_offload_times() {
 void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, float clip) {
   if (!state_offloaded) {
     for (int u = 0; u < units; ++u) {
+      if (!trainable(u)) continue;  // frozen: no AdamW
       std::span<float> g = grads_for_update(u);
       if (g.empty()) continue;  // this rank's shard of u is all padding
       if (params_offloaded) store->read_params(u, unit_params.data());
