@@ -92,6 +92,9 @@ class ParamLayout {
   int adapter_unit() const { return adapter_unit_; }
   bool frozen(int u) const { return unit(u).frozen; }
   int64_t trainable_numel() const;  // elements of the units that are not frozen
+  // The units that are not frozen (renumbered from 0, their tensors' unit and order
+  // kept): the tensors a LoRA run's checkpoint holds. Block offsets stay the model's.
+  ParamLayout trainable_only() const;
 
   // Lookup by Hugging Face name. find() throws zt::InputError naming the tensor;
   // try_find() returns nullptr.
