@@ -162,20 +162,7 @@ std::string train_and_save(const zt::train::TrainConfig& t, zt::comm::Comm& comm
                            const std::string& base, const std::string& dir) {
   zt::zero::Engine e(t.model, comm, nullptr, nullptr, t.zero, zt::model::InitOptions{t.seed, t.init_std, true});
   zt::ckpt::load_weights(e, mpi, base);
-  const int64_t B = t.micro_batch, T = t.seq_len;
-  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
-  uint64_t s = 99 + static_cast<uint64_t>(comm.rank());
-  for (int step = 0; step < 3; ++step) {
-    for (int64_t m = 0; m < t.accum; ++m) {
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        tokens[i] = static_cast<int32_t>((s >> 33) % 256);
-        targets[i] = static_cast<int32_t>((s >> 13) % 256);
-      }
-      e.micro_step(tokens, targets, B, T, false, 1.0 / static_cast<double>(t.accum));
-    }
-    e.step(1e-3);
-  }
+  train_fixed_batches(e, t, 99 + static_cast<uint64_t>(comm.rank()), 3);
   zt::ckpt::TrainState st = train_state(t, 3);
   st.base_path = base;
   st.base_hash = zt::ckpt::base_hash(mpi, base);
