@@ -221,9 +221,10 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
     throw InputError("finetune.method = lora/qlora on the GPU: no rows yet",
                      "the GPU model has no adapters yet; estimate the CPU engine: --device cpu");
   if (lora.enabled() && (optimizer != Offload::kNone || params != Offload::kNone))
-    throw InputError("offload with finetune.method = lora/qlora",
-                     "the engine refuses offload with frozen units: set offload.optimizer = none "
-                     "and offload.params = none");
+    throw InputError("offload with finetune.method = lora/qlora: no rows yet",
+                     "zt estimate sizes the offload store of full training only; estimate "
+                     "offload.optimizer = none and offload.params = none (the adapters' state "
+                     "is small)");
   const Precision p = precision_of(s);
   const bool bf16_true = p.param == 2;
   if (bf16_true && (optimizer != Offload::kNone || params != Offload::kNone)) refuse_bf16_true_offload();
@@ -313,7 +314,7 @@ std::vector<Row> estimate_all(const Setup& s) {
   o.hpz_partition_size = hpz_request;
   const bool hpz_on = o.effective_hpz(s.world(), s.gpus_per_node) > 1;
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kNone, Offload::kNone));
-  if (s.zero.lora.enabled()) return rows;  // the engine refuses offload with frozen units
+  if (s.zero.lora.enabled()) return rows;  // no offload rows for adapters yet
   if (s.zero.precision == "bf16-true") {  // the engine refuses offload with it
     if (s.zero.offload.optimizer != offload::Home::kNone || s.zero.offload.params != offload::Home::kNone)
       refuse_bf16_true_offload();

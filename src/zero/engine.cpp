@@ -106,12 +106,6 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   // that follow (cast_compute_params, cast_shard_for_gather) read the new values.
   for (int u = 0; u < units; ++u) frozen.push_back(layout.unit(u).frozen ? 1 : 0);
   adapters = layout.adapter_unit();
-  if (adapters >= 0 && (opt.offload.optimizer != offload::Home::kNone ||
-                        opt.offload.params != offload::Home::kNone))
-    throw InputError("offload.optimizer / offload.params with finetune.method = " +
-                         std::string(opt.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora"),
-                     "the offload store does not know frozen units yet: set offload.optimizer = "
-                     "none and offload.params = none (the adapters' state is small)");
   // The use orders of model.hpp's hook contract (and trainable.hpp's: the adapters'
   // unit first, used until the end of the pass).
   if (adapters >= 0) eval_order.push_back(adapters);
