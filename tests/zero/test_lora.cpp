@@ -175,6 +175,31 @@ std::vector<LoraCase> cases() {
 INSTANTIATE_TEST_SUITE_P(Cover, LoraEquivalence, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<LoraCase>& i) { return case_name(i.param); });
 
+// One engine of `cfg` with the adapters `lc` (options `more` applied), trained h.steps.
+template <class More>
+EngineRun lora_engine_run(const model::Config& cfg, const Hyper& h, int stage,
+                          const model::LoraConfig& lc, More&& more) {
+  Comms comms = make_comms(0);
+  EngineOptions o = engine_options(h, stage);
+  o.lora = lc;
+  more(o);
+  Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init);
+  EngineRun r = engine_run(e, cfg, h, h.steps);
+  // A checkpoint's view (owned slices) of every unit: the frozen ones have no moments.
+  for (int u = 0; u < e.model().layout().num_units(); ++u)
+    EXPECT_EQ(e.owned(u).m.empty(), e.model().layout().frozen(u)) << "unit " << u;
+  return r;
+}
+EngineRun lora_engine_run(const model::Config& cfg, const Hyper& h, int stage, const model::LoraConfig& lc) {
+  return lora_engine_run(cfg, h, stage, lc, [](EngineOptions&) {});
+}
+
+// Two runs that must train alike: losses and every unit within kTol.
+void expect_close(const EngineRun& a, const EngineRun& b) {
+  EXPECT_LT(max_rel_diff(a.losses, b.losses), kTol);
+  EXPECT_LT(max_rel_l2(a.params, b.params), kTol);
+}
+
 // A bigger micro-batch equals accumulation over smaller ones, stage 3 at this world size.
 TEST(LoraEngine, AccumulationEqualsBiggerMicroBatch) {
   const model::Config cfg = reduced_config();
@@ -184,19 +209,11 @@ TEST(LoraEngine, AccumulationEqualsBiggerMicroBatch) {
   Hyper h2 = h1;
   h2.B = 1;
   h2.accum = 2;
-  const auto run = [&](const Hyper& h) {
-    Comms comms = make_comms(0);
-    EngineOptions o = engine_options(h, 3);
-    o.lora = lora_config(model::FinetuneMethod::kLora);
-    Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init);
-    return engine_run(e, cfg, h, h.steps);
-  };
   // Same sequences per step and rank: B = 2 takes sequences (2r, 2r + 1) of a step's
   // global batch; accum 2 takes (r, n + r). At np 1 they coincide.
   if (world_size() != 1) GTEST_SKIP() << "the two runs see the same sequences at np 1 only";
-  const EngineRun a = run(h1), b = run(h2);
-  EXPECT_LT(max_rel_diff(a.losses, b.losses), kTol);
-  EXPECT_LT(max_rel_l2(a.params, b.params), kTol);
+  const model::LoraConfig lc = lora_config(model::FinetuneMethod::kLora);
+  expect_close(lora_engine_run(cfg, h1, 3, lc), lora_engine_run(cfg, h2, 3, lc));
 }
 
 // Dropout masks depend on (step, micro-step, rank) only: stage 3 with hpZ draws what
@@ -205,16 +222,8 @@ TEST(LoraEngine, DropoutSameOnEveryStage) {
   const model::Config cfg = reduced_config();
   Hyper h;
   h.steps = 4;
-  const auto run = [&](int stage) {
-    Comms comms = make_comms(0);
-    EngineOptions o = engine_options(h, stage);
-    o.lora = lora_config(model::FinetuneMethod::kLora, 0.25);
-    Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init);
-    return engine_run(e, cfg, h, h.steps);
-  };
-  const EngineRun a = run(0), b = run(3);
-  EXPECT_LT(max_rel_diff(a.losses, b.losses), kTol);
-  EXPECT_LT(max_rel_l2(a.params, b.params), kTol);
+  const model::LoraConfig lc = lora_config(model::FinetuneMethod::kLora, 0.25);
+  expect_close(lora_engine_run(cfg, h, 0, lc), lora_engine_run(cfg, h, 3, lc));
 }
 
 // Offload (docs/offload.md) with frozen units: the store holds the adapters' state only;
@@ -230,21 +239,12 @@ TEST(LoraEngine, OffloadEqualsNoOffload) {
   if (world_rank() == 0 && ::mkdtemp(dir.data()) == nullptr) FAIL() << "mkdtemp " << dir;
   MPI_Bcast(dir.data(), static_cast<int>(dir.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
   const auto run = [&](int stage, offload::Home opt_home, offload::Home params_home) {
-    Comms comms = make_comms(0);
-    EngineOptions o = engine_options(h, stage);
-    o.lora = lora_config(model::FinetuneMethod::kQlora);
-    o.offload.optimizer = opt_home;
-    o.offload.params = params_home;
-    o.offload.nvme_path = dir;
-    o.offload.subgroup_bytes = 48 << 10;
-    Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init);
-    const EngineRun r = engine_run(e, cfg, h, h.steps);
-    // A checkpoint's view (owned slices) of every unit: the frozen ones have no moments.
-    for (int u = 0; u < e.model().layout().num_units(); ++u) {
-      const OwnedSlice sl = e.owned(u);
-      EXPECT_EQ(sl.m.empty(), e.model().layout().frozen(u)) << "unit " << u;
-    }
-    return r;
+    return lora_engine_run(cfg, h, stage, lora_config(model::FinetuneMethod::kQlora), [&](EngineOptions& o) {
+      o.offload.optimizer = opt_home;
+      o.offload.params = params_home;
+      o.offload.nvme_path = dir;
+      o.offload.subgroup_bytes = 48 << 10;
+    });
   };
   for (int stage : {1, 3}) {
     const EngineRun plain = run(stage, offload::Home::kNone, offload::Home::kNone);
