@@ -838,6 +838,12 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   Header run_header = header;
   run_header.config = run_config;
   const model::ParamLayout layout = file_layout(run_header);
+  if (header.contents == kContentsAdapters && units.size() != static_cast<size_t>(layout.num_units()))
+    throw InputError("checkpoint '" + path + "' holds LoRA adapters only (finetune " +
+                         header.adapters.finetune + ", base '" + header.adapters.base_path +
+                         "'), not a whole model",
+                     "resume it in a LoRA run (ckpt.resume, with ckpt.init_from = its base), or "
+                     "use a whole-model checkpoint here");
   check_shards(layout, units.size(), "ckpt::read_file");
   std::vector<std::string> w = check_same_shape(header.config, run_config, path);
   if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());
