@@ -38,6 +38,10 @@ std::string Engine::Impl::nonfinite_units() {
         hf = strf("model.layers.%d.*", info.layer);
         break;
       }
+      if (info.kind == model::UnitKind::kAdapters) {  // LoRA: every adapter, not named one by one
+        hf = "*.lora_A.weight, *.lora_B.weight";
+        break;
+      }
       hf += (hf.empty() ? "" : ", ") + name;
     }
     names += (names.empty() ? "" : ", ") + info.name + " (" + hf + ")";

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <unistd.h>
 #include <string>
 
@@ -255,6 +256,36 @@ TEST(LoraEngine, HostStagedEqualsHost) {
   if (world_rank() == 0) std::printf("[ lora  ] bf16-mixed (host-staged) vs fp32 losses: max rel diff %.2e\n", d);
   EXPECT_LT(d, 2e-3);
   EXPECT_GT(d, 0.0);  // the bf16 weights were used
+}
+
+// NaN skipping applies to the adapters: a NaN in one adapter element (rank 0's slice)
+// makes the step's gradient non-finite; the step is skipped, the adapters' unit is named,
+// and nothing changes (the base is never touched either way).
+TEST(LoraEngine, NonFiniteAdapterStepIsSkipped) {
+  const model::Config cfg = reduced_config();
+  Hyper h;
+  Comms comms = make_comms(0);
+  EngineOptions o = engine_options(h, 3);
+  o.lora = lora_config(model::FinetuneMethod::kLora);
+  Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init);
+  engine_run(e, cfg, h, 1);  // B != 0 after a step: a NaN in A reaches the loss
+  const int a = e.model().layout().adapter_unit();
+  const OwnedSlice sl = e.owned(a);
+  if (world_rank() == 0 && sl.count > 0) sl.params[0] = std::numeric_limits<float>::quiet_NaN();
+  e.after_load();
+  model::Parameters<float> before(e.model().layout());
+  e.gather_full_params(before);
+  const Batch b = make_batch(1000, h.B, h.T, cfg.vocab);
+  e.micro_step(b.tokens, b.targets, h.B, h.T, false, 1.0);
+  const StepStats st = e.step(1e-3);
+  EXPECT_TRUE(st.skipped);
+  EXPECT_NE(st.bad_units.find("lora"), std::string::npos) << st.bad_units;
+  EXPECT_EQ(st.bad_units.find("layers."), std::string::npos) << st.bad_units;  // frozen: not checked
+  model::Parameters<float> after(e.model().layout());
+  e.gather_full_params(after);
+  for (int u = 0; u < after.num_units(); ++u)
+    EXPECT_EQ(0, std::memcmp(before.params(u).data(), after.params(u).data(), before.params(u).size_bytes()))
+        << "unit " << u << " changed in a skipped step";
 }
 
 // Offload (docs/offload.md) with frozen units: the store holds the adapters' state only;
