@@ -111,13 +111,6 @@ Resolved resolve(const Args& a) {
   if (!schema.find("zero.stage")) zero::add_zero_keys(schema);
   const config::Config cfg = config::load(schema, a.config_file, a.sets);
   const train::TrainConfig tc = train::resolve(cfg, 1);  // world checks are train's business
-  // No rows for adapters yet: the full-training figures would overstate a LoRA run.
-  if (tc.lora.enabled()) {
-    throw InputError(strf("finetune.method = %s: zt estimate has no rows for adapters yet",
-                          cfg.get_string("finetune.method").c_str()),
-                     "estimate finetune.method = full for now (issue 22 adds the lora and "
-                     "qlora rows).");
-  }
   estimate::Setup& s = r.setup;
   s.model = tc.model;
   s.micro_batch = tc.micro_batch;
@@ -128,6 +121,7 @@ Resolved resolve(const Args& a) {
   s.zero = zero::zero_options(cfg);
   s.zero.offload = tc.zero.offload;  // the configured homes and the store's sizes
   s.zero.precision = tc.precision;    // train.precision: what the engine allocates
+  s.zero.lora = tc.lora;              // finetune.*: the base frozen, the adapters' unit
   s.threads = tc.threads > 0 ? tc.threads : 1;
   r.configured_stage = s.zero.stage;
   r.recompute = tc.recompute;
@@ -257,6 +251,13 @@ int run(const Args& a) {
                       "AdamW's fp32 work buffer in work; bf16 gathers and activations; no "
                       "offload rows"
                     : "fp32 params 4 + grads 4 + AdamW m,v 8 B/param; fp32 activations");
+  if (s.zero.lora.enabled())
+    std::printf("finetune.method = %s: the base is frozen (params only, as full training "
+                "holds them); grads and AdamW m,v of the adapters only (%s)%s; no offload rows\n",
+                s.zero.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora",
+                model::trainable_banner(model::trainable_counts(s.model, s.zero.lora)).c_str(),
+                s.zero.lora.method == model::FinetuneMethod::kQlora
+                    ? "; params add the NF4 base of the targeted W" : "");
   uint64_t largest = 0;
   for (const Row& row : rows) largest = std::max(largest, row.total(false));
   const BinaryUnit u = table_unit(largest);

@@ -96,6 +96,19 @@ void log_banner(const train::TrainConfig& tc, const runtime::Topology& topo,
                  tc.zero.hpz_partition_size, tc.zero.prefetch,
                  tc.zero.quantize_weights ? "on" : "off", tc.zero.quantize_grads ? "on" : "off",
                  tc.zero.reduce_dtype == DType::kF32 ? "fp32" : "bf16"));
+  if (tc.lora.enabled()) {  // PEFT's print_trainable_parameters line, then what is frozen
+    const model::LoraConfig& l = tc.lora;
+    std::string targets;
+    for (int t = 0; t < model::kNumLoraTargets; ++t)
+      if (l.has_target(static_cast<model::LoraTarget>(t)))
+        targets += (targets.empty() ? "" : ",") + std::string(model::lora_target_name(static_cast<model::LoraTarget>(t)));
+    log::info(strf("  finetune: %s, rank %lld, alpha %g (scale %g), dropout %g, targets %s; the "
+                   "base is frozen%s",
+                   l.method == model::FinetuneMethod::kQlora ? "qlora" : "lora",
+                   static_cast<long long>(l.rank), l.alpha, l.scale(), l.dropout, targets.c_str(),
+                   l.method == model::FinetuneMethod::kQlora ? " (targeted W as NF4 + double quantisation)" : ""));
+    log::info("  " + model::trainable_banner(model::trainable_counts(tc.model, l)));
+  }
   log::info(strf("  MFU against %.1f GFLOP/s per rank (%s); %.2f MFLOP per token (6N + 12LHQT)",
                  tc.peak_tflops * 1e3,
                  measured ? "measured fp32 GEMM" : "train.peak_tflops",
@@ -152,17 +165,6 @@ int run_train(const TrainArgs& args) {
   runtime::Runtime rt(runtime::Options{ranks_per_node, cfg.get_bool("ckpt.async")});
   const runtime::Topology& topo = rt.topology();
   train::TrainConfig tc = train::resolve(cfg, topo.world_size);
-  // LoRA / QLoRA: the keys, adapters and their counts exist (docs/finetune.md), but the
-  // engine cannot hold frozen units yet; training the full model instead would be a lie.
-  if (tc.lora.enabled()) {
-    throw InputError(
-        strf("finetune.method = %s: zt train cannot train adapters yet (%s): the ZeRO "
-             "engine has no frozen units, so the base would train too",
-             cfg.get_string("finetune.method").c_str(),
-             model::trainable_banner(model::trainable_counts(tc.model, tc.lora)).c_str()),
-        "use finetune.method = full for now; LoRA training comes with the engine's frozen "
-        "units (issue 22, docs/finetune.md \"LoRA and QLoRA\").");
-  }
   // zero.* against the ranks (the same verdict on every rank, before any collective):
   // exit 2 naming the key and its valid values.
   tc.zero.validate(topo.world_size, topo.local_size);

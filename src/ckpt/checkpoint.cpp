@@ -12,6 +12,7 @@
 #include <span>
 #include <thread>
 
+#include "zt/ckpt/adapters.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"
 #include "zt/core/error.hpp"
@@ -23,16 +24,22 @@
 namespace zt::ckpt {
 namespace {
 
-int rank_of(MPI_Comm comm) {
-  int r = 0;
-  ZT_MPI_CHECK(MPI_Comm_rank(comm, &r));
-  return r;
+// The units a file of the engine's run holds: all of them; with LoRA the adapters'
+// (training files) or the base's (ckpt.init_from's whole-model file).
+enum class Units { kAll, kTrainable, kBase };
+std::vector<int> units_of(zero::Engine& engine, Units which) {
+  const model::ParamLayout& layout = engine.model().layout();
+  const int base = model::ParamLayout(layout.config()).num_units();
+  std::vector<int> us;
+  for (int u = 0; u < layout.num_units(); ++u)
+    if (which == Units::kAll || (which == Units::kTrainable ? !layout.frozen(u) : u < base)) us.push_back(u);
+  return us;
 }
+bool has_adapters(zero::Engine& engine) { return engine.model().layout().adapter_unit() >= 0; }
 
-std::vector<UnitTarget> targets_of(zero::Engine& engine, bool moments) {
+std::vector<UnitTarget> targets_of(zero::Engine& engine, bool moments, Units which) {
   std::vector<UnitTarget> t;
-  const int units = engine.model().layout().num_units();
-  for (int u = 0; u < units; ++u) {
+  for (int u : units_of(engine, which)) {
     const zero::OwnedSlice s = engine.owned(u);
     t.push_back(UnitTarget{s.begin, s.count, s.params, moments ? s.m : std::span<float>(),
                            moments ? s.v : std::span<float>()});
@@ -45,8 +52,7 @@ SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteConte
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t step = c.state->step;
   // Tensor bytes (params + 2 moments), a lower bound of the file's size.
-  const uint64_t bytes =
-      static_cast<uint64_t>(model::ParamLayout(c.header.config).total_numel()) * 3 * sizeof(float);
+  const uint64_t bytes = static_cast<uint64_t>(file_layout(c.header).total_numel()) * 3 * sizeof(float);
   const std::string tmp = begin_publish(comm, dir, step, bytes);
   // Every rank reaches the agreement, failed or not, so none waits for another.
   const runtime::Agreement written = runtime::agree(comm, [&] { write_file(comm, tmp, c); });
@@ -73,8 +79,12 @@ WriteContents contents_of(zero::Engine& engine, const TrainState& state, uint64_
   c.header.tokenizer = state.tokenizer;
   c.state = state;
   c.rng_seed = rng_seed;
-  const int units = engine.model().layout().num_units();
-  for (int u = 0; u < units; ++u) {
+  const bool lora = has_adapters(engine);
+  if (lora) {  // the adapters alone, and the base they train on (adapters.hpp)
+    c.header.contents = kContentsAdapters;
+    c.header.adapters = {finetune_to_json(engine.options().lora), state.base_path, state.base_hash};
+  }
+  for (int u : units_of(engine, lora ? Units::kTrainable : Units::kAll)) {
     const zero::OwnedSlice s = engine.owned(u);
     c.units.push_back(UnitShard{s.begin, s.count, s.params, s.m, s.v});
   }
@@ -220,17 +230,23 @@ double AsyncSaver::start(zero::Engine& engine, const std::string& dir, const Tra
 
 TrainState load(zero::Engine& engine, MPI_Comm comm, const std::string& path,
                 std::vector<std::string>* warnings) {
-  const std::vector<UnitTarget> t = targets_of(engine, true);
-  const std::optional<TrainState> st =
+  const Header h = read_header(comm, path);
+  check_loadable(h, path, engine.options().lora, /*resume=*/true);
+  const std::vector<UnitTarget> t =
+      targets_of(engine, true, has_adapters(engine) ? Units::kTrainable : Units::kAll);
+  std::optional<TrainState> st =
       read_file(comm, path, engine.model().layout().config(), t, ReadWhat::kTraining, warnings);
   engine.after_load();
   engine.set_steps_done(st->step);
+  st->base_path = h.adapters.base_path;
+  st->base_hash = h.adapters.base_hash;
   return *st;
 }
 
 void load_weights(zero::Engine& engine, MPI_Comm comm, const std::string& path,
                   std::vector<std::string>* warnings) {
-  const std::vector<UnitTarget> t = targets_of(engine, false);
+  check_loadable(read_header(comm, path), path, engine.options().lora, /*resume=*/false);
+  const std::vector<UnitTarget> t = targets_of(engine, false, Units::kBase);
   read_file(comm, path, engine.model().layout().config(), t, ReadWhat::kParams, warnings);
   engine.after_load();
 }
@@ -239,26 +255,7 @@ std::string resolve_resume(MPI_Comm comm, const std::string& resume, const std::
   if (resume == "none" || resume.empty()) return "";
   if (resume != "auto") return resume;
   // Rank 0 reads `latest`; everyone gets its answer (or its error).
-  int code = 0;
-  std::string text, hint;
-  if (rank_of(comm) == 0) {
-    try {
-      text = read_latest(dir);
-    } catch (const Error& e) {
-      code = static_cast<int>(e.exit_code());
-      text = e.message();
-      hint = e.hint();
-    }
-  }
-  ZT_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, 0, comm));
-  for (std::string* s : {&text, &hint}) {
-    int len = static_cast<int>(s->size());
-    ZT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
-    s->resize(static_cast<size_t>(len));
-    ZT_MPI_CHECK(MPI_Bcast(s->data(), len, MPI_CHAR, 0, comm));
-  }
-  if (code != 0) throw Error(text, hint, static_cast<ExitCode>(code));
-  return text;
+  return from_rank0(comm, [&] { return read_latest(dir); });
 }
 
 }  // namespace zt::ckpt

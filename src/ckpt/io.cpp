@@ -24,6 +24,7 @@
 #include <variant>
 
 #include "h5.hpp"
+#include "zt/ckpt/adapters.hpp"
 #include "zt/core/checksum.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -608,9 +609,10 @@ Header header_of(hid_t file, const std::string& path) {
                           path.c_str(), h.format_version, kFormatVersion),
                      "load it with the zt version that wrote it (attribute zt_version)");
   h.contents = h5::read_string_attr(file, "contents", path, root);
-  if (h.contents != kContentsTraining && h.contents != kContentsWeights)
+  if (h.contents != kContentsTraining && h.contents != kContentsWeights &&
+      h.contents != kContentsAdapters)
     throw InputError("checkpoint '" + path + "': attribute contents = \"" + h.contents +
-                         "\", expected \"training\" or \"weights\"",
+                         "\", expected \"training\", \"weights\" or \"adapters\"",
                      kReadHint);
   h.zt_version = h5::read_string_attr(file, "zt_version", path, root);
   h.zt_commit = h5::read_string_attr(file, "zt_commit", path, root);
@@ -621,6 +623,11 @@ Header header_of(hid_t file, const std::string& path) {
     h.tokenizer.name = h5::read_string_attr(file, "tokenizer", path, root);
     h.tokenizer.path = h5::read_string_attr(file, "tokenizer_path", path, root);
     h.tokenizer.hash = h5::read_string_attr(file, "tokenizer_hash", path, root);
+  }
+  if (h.contents == kContentsAdapters) {  // adapters.hpp
+    h.adapters.finetune = h5::read_string_attr(file, "finetune", path, root);
+    h.adapters.base_path = h5::read_string_attr(file, "base_path", path, root);
+    h.adapters.base_hash = h5::read_string_attr(file, "base_hash", path, root);
   }
   return h;
 }
@@ -727,6 +734,11 @@ void write_root_attributes(hid_t file, const Header& h, const std::string& path)
     h5::write_string_attr(file, "tokenizer", h.tokenizer.name, path);
     h5::write_string_attr(file, "tokenizer_path", h.tokenizer.path, path);
     h5::write_string_attr(file, "tokenizer_hash", h.tokenizer.hash, path);
+  }
+  if (h.contents == kContentsAdapters) {  // adapters.hpp
+    h5::write_string_attr(file, "finetune", h.adapters.finetune, path);
+    h5::write_string_attr(file, "base_path", h.adapters.base_path, path);
+    h5::write_string_attr(file, "base_hash", h.adapters.base_hash, path);
   }
 }
 
@@ -1068,9 +1080,9 @@ TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& 
 
 void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c, IoTimes* times) {
   const auto t_start = std::chrono::steady_clock::now();
-  const model::ParamLayout layout(c.header.config);
+  const model::ParamLayout layout = file_layout(c.header);  // (adapters.hpp)
   check_shards(layout, c.units.size(), "ckpt::write_file");
-  const bool training = c.header.contents == kContentsTraining;
+  const bool training = c.header.contents != kContentsWeights;
   ZT_CHECK(!training || c.state.has_value(), "a training checkpoint without /state",
            "fill WriteContents::state");
   const FileParts parts{layout, training ? 3 : 1};
@@ -1126,15 +1138,25 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                                     std::vector<std::string>* warnings, IoTimes* times) {
   const auto t_start = std::chrono::steady_clock::now();
   IoTimes t;
-  const model::ParamLayout layout(run_config);
-  check_shards(layout, units.size(), "ckpt::read_file");
   Handle file = open_file(comm, path);
   h5::QuietErrors quiet;
   const Header header = header_of(file.get(), path);
+  // The run's model with the file's adapters, if any (the caller checked they are the
+  // run's: checkpoint.cpp).
+  Header run_header = header;
+  run_header.config = run_config;
+  const model::ParamLayout layout = file_layout(run_header);
+  if (header.contents == kContentsAdapters && units.size() != static_cast<size_t>(layout.num_units()))
+    throw InputError("checkpoint '" + path + "' holds LoRA adapters only (finetune " +
+                         header.adapters.finetune + ", base '" + header.adapters.base_path +
+                         "'), not a whole model",
+                     "resume it in a LoRA run (ckpt.resume, with ckpt.init_from = its base), or "
+                     "use a whole-model checkpoint here");
+  check_shards(layout, units.size(), "ckpt::read_file");
   std::vector<std::string> w = check_same_shape(header.config, run_config, path);
   if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());
   const bool training = what == ReadWhat::kTraining;
-  if (training && header.contents != kContentsTraining)
+  if (training && header.contents == kContentsWeights)
     throw InputError("checkpoint '" + path + "' holds weights only (contents \"" + header.contents +
                          "\", no /optim): it cannot be resumed",
                      "start from these weights with a fresh optimizer at step 0: "

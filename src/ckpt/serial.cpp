@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include "zt/ckpt/adapters.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
@@ -51,8 +52,8 @@ void write_weights_only(const std::string& path, const model::Config& cfg,
 FullCheckpoint read_full(const std::string& path) {
   FullCheckpoint f;
   f.header = read_header(MPI_COMM_NULL, path);
-  const model::ParamLayout layout(f.header.config);
-  const bool training = f.header.contents == kContentsTraining;
+  const model::ParamLayout layout = file_layout(f.header);  // an adapters file: the adapters only
+  const bool training = f.header.contents != kContentsWeights;
   const size_t n = static_cast<size_t>(layout.num_units());
   f.params.resize(n);
   if (training) {

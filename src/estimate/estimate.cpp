@@ -7,8 +7,10 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/kernels/nf4.hpp"
 #include "zt/model/device_workspace.hpp"
 #include "zt/model/layout.hpp"
+#include "zt/model/lora.hpp"
 #include "zt/offload/host_buffer.hpp"
 #include "zt/offload/store.hpp"
 #include "zt/zero/partition.hpp"
@@ -66,6 +68,34 @@ u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT) {
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
   return to_u64(N * c.hidden + N + N * HD + 2 * N * GD + BHTT + N * HD + 2 * N * c.hidden + N +
                 3 * N * c.intermediate);
+}
+
+// LoRA's scratch in the CPU model's workspace (src/model/lora_apply.cpp, each buffer
+// grown to the largest adapter it served, rounded to 64 bytes): u and du [N, r], t [N,
+// max(in, out)], dropout(x) [N, in] with dropout, and QLoRA's dequantised W [out, in].
+u64 lora_scratch_bytes(const model::Config& c, const model::LoraConfig& l, int64_t N, int elem) {
+  const model::LoraLayout ll(c, l);
+  int64_t in = 0, io = 0, w = 0;
+  for (const model::LoraAdapterInfo& a : ll.adapters()) {
+    in = std::max(in, a.in);
+    io = std::max({io, a.in, a.out});
+    w = std::max(w, a.in * a.out);
+  }
+  const auto rounded = [&](int64_t n) { return (to_u64(n) * static_cast<u64>(elem) + 63) / 64 * 64; };
+  u64 b = 2 * rounded(N * l.rank) + rounded(N * io);
+  if (l.dropout > 0) b += rounded(N * in);
+  if (l.method == model::FinetuneMethod::kQlora) b += (to_u64(w) * 4 + 63) / 64 * 64;  // fp32 always
+  return b;
+}
+
+// QLoRA's NF4 base: every targeted W quantised (model::QloraBase::bytes).
+u64 qlora_base_bytes(const model::Config& c, const model::LoraConfig& l) {
+  if (l.method != model::FinetuneMethod::kQlora) return 0;
+  u64 b = 0;
+  const model::LoraLayout ll(c, l);  // (a named object: adapters() is a reference into it)
+  for (const model::LoraAdapterInfo& a : ll.adapters())
+    b += to_u64(kernels::nf4::quantized_bytes(a.in * a.out));
+  return b;
 }
 
 }  // namespace
@@ -193,6 +223,15 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
     throw InputError("hpZ with parameter offload is not estimated",
                      "the secondary copy lives on the GPU; use one or the other");
 
+  const model::LoraConfig& lora = s.zero.lora;
+  if (lora.enabled() && s.device == Device::kGpu)
+    throw InputError("finetune.method = lora/qlora on the GPU: no rows yet",
+                     "the GPU model has no adapters yet; estimate the CPU engine: --device cpu");
+  if (lora.enabled() && (optimizer != Offload::kNone || params != Offload::kNone))
+    throw InputError("offload with finetune.method = lora/qlora: no rows yet",
+                     "zt estimate sizes the offload store of full training only; estimate "
+                     "offload.optimizer = none and offload.params = none (the adapters' state "
+                     "is small)");
   const Precision p = precision_of(s);
   const bool bf16_true = p.param == 2;
   if (bf16_true && (optimizer != Offload::kNone || params != Offload::kNone)) refuse_bf16_true_offload();
@@ -211,8 +250,11 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   const zero::UnitPartition& block = part.unit(1);  // units: embedding, blocks..., head
   // every unit, padded
   const u64 full = to_u64(part.total_padded()) + to_u64(more_blocks) * to_u64(block.padded);
-  const u64 shard = full / static_cast<u64>(n);  // this rank's shard of every unit
-  const u64 maxp = to_u64(part.max_padded());    // largest padded unit
+  // LoRA (docs/zero.md "Frozen units"): the base units above keep their parameters
+  // only; the adapters' unit (LoraLayout's numel, padded as any unit) is trainable.
+  const u64 adapters = lora.enabled()
+      ? to_u64(zero::padded_numel(model::LoraLayout(s.model, lora).numel(), n, align)) : 0;
+  const u64 maxp = std::max(to_u64(part.max_padded()), adapters);  // largest padded unit
   const bool tied = s.model.tied_embeddings;
 
   Row r;
@@ -222,15 +264,20 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   r.params = params;
 
   // Model states (engine.cpp: full_params / param_shard / secondary / grads / m, v).
-  r.param_bytes = stage <= 2 ? (p.param + p.copy) * full : p.param * shard;
-  if (hpz > 1) r.param_bytes += p.compute * (full / static_cast<u64>(hpz));
-  r.grad_bytes = p.grad * (stage <= 1 ? full : shard);
-  r.optimizer_bytes = p.optimizer * (stage == 0 ? full : shard);
+  const u64 all = full + adapters;  // every unit held, padded
+  const u64 trained = lora.enabled() ? adapters : full;  // the units with gradients and moments
+  r.param_bytes = stage <= 2 ? (p.param + p.copy) * all : p.param * (all / static_cast<u64>(n));
+  if (hpz > 1) r.param_bytes += p.compute * (all / static_cast<u64>(hpz));
+  r.param_bytes += qlora_base_bytes(s.model, lora);  // (counted in full_params)
+  r.grad_bytes = p.grad * (stage <= 1 ? trained : trained / static_cast<u64>(n));
+  r.optimizer_bytes = p.optimizer * (stage == 0 ? trained : trained / static_cast<u64>(n));
 
   // Working buffers: stage 3 gathers prefetch + 1 (+1 tied) full units; stages 2-3 hold
-  // 1 + 2 in flight (+1 tied) full-unit gradient buffers; comm staging per slot.
-  const u64 gather_slots = static_cast<u64>(o.prefetch + (tied ? 2 : 1));
-  const u64 reduce_slots = stage >= 2 ? 3u + (tied ? 1u : 0u) : 2u;
+  // 1 + 2 in flight (+1 tied) full-unit gradient buffers; comm staging per slot. The
+  // adapters' unit holds one more of each for the whole pass.
+  const u64 extra = lora.enabled() ? 1u : 0u;
+  const u64 gather_slots = static_cast<u64>(o.prefetch + (tied ? 2 : 1)) + extra;
+  const u64 reduce_slots = (stage >= 2 ? 3u + (tied ? 1u : 0u) : 2u) + (stage >= 2 ? extra : 0u);
   if (stage == 3) r.gather_bytes = p.compute * gather_slots * maxp;
   if (stage >= 2) r.grad_buffer_bytes = p.buffer * reduce_slots * maxp;
   if (bf16_true) {  // fp32 work buffer of AdamW: the widest slice it updates (stage 0: a unit)
@@ -249,13 +296,19 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                                           static_cast<int>(p.activation), s.threads);
     r.activation_recompute_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, true,
                                                     static_cast<int>(p.activation), s.threads);
+    if (lora.enabled()) {
+      const u64 extra_act = lora_scratch_bytes(s.model, lora, s.micro_batch * std::min(s.seq_len, s.model.context),
+                                               static_cast<int>(p.activation));
+      r.activation_bytes += extra_act;
+      r.activation_recompute_bytes += extra_act;
+    }
   } else {  // the GPU model's workspace, from the formula it sizes its buffers with
     const int64_t N = s.micro_batch * std::min(s.seq_len, s.model.context);
     r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false);
     r.activation_recompute_bytes = model::device_workspace_bytes(s.model, N, p.activation, true);
   }
 
-  offload_rows(r, s, part, more_blocks, gather_slots, full, shard, p.compute);
+  offload_rows(r, s, part, more_blocks, gather_slots, full, all / static_cast<u64>(n), p.compute);
   return r;
 }
 
@@ -268,6 +321,7 @@ std::vector<Row> estimate_all(const Setup& s) {
   o.hpz_partition_size = hpz_request;
   const bool hpz_on = o.effective_hpz(s.world(), s.gpus_per_node) > 1;
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kNone, Offload::kNone));
+  if (s.zero.lora.enabled()) return rows;  // no offload rows for adapters yet
   if (s.zero.precision == "bf16-true") {  // the engine refuses offload with it
     if (s.zero.offload.optimizer != offload::Home::kNone || s.zero.offload.params != offload::Home::kNone)
       refuse_bf16_true_offload();

@@ -35,7 +35,9 @@ double uniform_at(uint64_t stream, int64_t i) { return counter_uniform(stream, i
 
 double init_std(const TensorInfo& t, const Config& cfg, const InitOptions& opt) {
   switch (t.init) {
-    case InitKind::kOnes: return 0.0;
+    case InitKind::kOnes:
+    case InitKind::kZeros:
+    case InitKind::kLoraA: return 0.0;  // not normal draws (init_tensor)
     case InitKind::kNormal: return opt.std;
     case InitKind::kNormalScaled:
       return opt.scale_residual ? opt.std / std::sqrt(2.0 * static_cast<double>(cfg.layers))
@@ -46,6 +48,10 @@ double init_std(const TensorInfo& t, const Config& cfg, const InitOptions& opt) 
 
 double init_value(const TensorInfo& t, const Config& cfg, const InitOptions& opt, int64_t i) {
   if (t.init == InitKind::kOnes) return 1.0;
+  if (t.init == InitKind::kZeros) return 0.0;
+  if (t.init == InitKind::kLoraA)  // as init_lora: kaiming_uniform_(a = sqrt(5)), fan_in = shape[1]
+    return 1.0 / std::sqrt(static_cast<double>(t.shape[1])) *
+           (2.0 * uniform_at(tensor_key(opt.seed, t.name), i) - 1.0);
   return init_std(t, cfg, opt) * init_standard_normal(opt.seed, t.name, i);
 }
 
@@ -55,8 +61,16 @@ void init_tensor(const TensorInfo& t, const Config& cfg, const InitOptions& opt,
   const int64_t n = static_cast<int64_t>(out.size());
   ZT_CHECK(begin >= 0 && begin + n <= t.numel, "init slice outside the tensor " + t.name,
            "a bug in the caller's shard arithmetic.");
-  if (t.init == InitKind::kOnes) {
-    for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(j)] = T(1);
+  if (t.init == InitKind::kOnes || t.init == InitKind::kZeros) {
+    const T fill = t.init == InitKind::kOnes ? T(1) : T(0);
+    for (int64_t j = 0; j < n; ++j) out[static_cast<size_t>(j)] = fill;
+    return;
+  }
+  if (t.init == InitKind::kLoraA) {  // the same expression as init_lora (lora.cpp), bit for bit
+    const double bound = 1.0 / std::sqrt(static_cast<double>(t.shape[1]));
+    const uint64_t key = tensor_key(opt.seed, t.name);
+    for (int64_t j = 0; j < n; ++j)
+      out[static_cast<size_t>(j)] = static_cast<T>(bound * (2.0 * uniform_at(key, begin + j) - 1.0));
     return;
   }
   const double sd = init_std(t, cfg, opt);

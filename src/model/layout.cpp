@@ -79,9 +79,39 @@ const UnitInfo& ParamLayout::unit(int u) const {
   if (u < 0 || u >= num_units()) {
     throw InputError(strf("parameter unit %d does not exist (the model has %d units)", u,
                           num_units()),
-                     "units are 0 = embedding, 1..layers = blocks, layers+1 = head.");
+                     "units are 0 = embedding, 1..layers = blocks, layers+1 = head (layers+2 = the "
+                     "LoRA adapters).");
   }
   return units_[static_cast<size_t>(u)];
+}
+
+int64_t ParamLayout::trainable_numel() const {
+  int64_t n = 0;
+  for (const UnitInfo& u : units_) n += u.frozen ? 0 : u.numel;
+  return n;
+}
+
+ParamLayout ParamLayout::trainable_only() const {
+  ParamLayout out = *this;
+  out.units_.clear();
+  out.tensors_.clear();
+  out.total_numel_ = 0;
+  out.adapter_unit_ = -1;
+  for (int u = 0; u < num_units(); ++u) {
+    const UnitInfo& from = units_[static_cast<size_t>(u)];
+    if (from.frozen) continue;
+    const int ui = static_cast<int>(out.units_.size());
+    UnitInfo unit = from;
+    unit.first_tensor = static_cast<int>(out.tensors_.size());
+    for (int t = from.first_tensor; t < from.first_tensor + from.num_tensors; ++t) {
+      out.tensors_.push_back(tensors_[static_cast<size_t>(t)]);
+      out.tensors_.back().unit = ui;
+    }
+    if (u == adapter_unit_) out.adapter_unit_ = ui;
+    out.units_.push_back(unit);
+    out.total_numel_ += unit.numel;
+  }
+  return out;
 }
 
 const TensorInfo* ParamLayout::try_find(std::string_view name) const {

@@ -185,6 +185,38 @@ LoraLayout::LoraLayout(const Config& model, const LoraConfig& lora)
   if (lora.has_target(LoraTarget::kLmHead)) add(0, LoraTarget::kLmHead);
 }
 
+ParamLayout::ParamLayout(const Config& cfg, const LoraConfig& lora) : ParamLayout(cfg) {
+  const LoraLayout adapters(cfg, lora);
+  for (UnitInfo& u : units_) u.frozen = true;
+  UnitInfo unit{"lora", UnitKind::kAdapters, -1, 0, static_cast<int>(tensors_.size()), 0};
+  const int ui = static_cast<int>(units_.size());
+  const auto add = [&](std::string name, std::vector<int64_t> shape, int64_t offset, InitKind init) {
+    TensorInfo t;
+    t.name = std::move(name);
+    t.numel = shape[0] * shape[1];
+    t.shape = std::move(shape);
+    t.unit = ui;
+    t.offset = offset;
+    t.weight_decay = true;  // 2-D weights, as every other (and as HF's Trainer decays them)
+    t.init = init;
+    ZT_CHECK(t.offset == unit.numel, "the adapters' unit and LoraLayout's packing disagree",
+             "a bug in zt's LoRA layout.");
+    unit.numel += t.numel;
+    unit.num_tensors += 1;
+    tensors_.push_back(std::move(t));
+  };
+  const int64_t r = lora.rank;
+  for (const LoraAdapterInfo& a : adapters.adapters()) {
+    add(a.name + ".lora_A.weight", {r, a.in}, a.a_offset, InitKind::kLoraA);
+    add(a.name + ".lora_B.weight", {a.out, r}, a.b_offset, InitKind::kZeros);
+  }
+  ZT_CHECK(unit.numel == adapters.numel(), "the adapters' unit and LoraLayout's size disagree",
+           "a bug in zt's LoRA layout.");
+  units_.push_back(unit);
+  adapter_unit_ = ui;
+  total_numel_ += unit.numel;
+}
+
 const LoraAdapterInfo* LoraLayout::find(int layer, LoraTarget t) const {
   const int64_t row = t == LoraTarget::kLmHead ? layers_ : layer;
   if (row < 0 || row > layers_) return nullptr;

@@ -1,6 +1,8 @@
 // The model interface of the engine, and its host implementation (see trainable.hpp).
 #include "zt/model/trainable.hpp"
 
+#include <optional>
+
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -29,9 +31,15 @@ bool fits(const View& v, int64_t numel) {
 // Model<float> on host memory.
 class HostModel final : public TrainableModel {
  public:
-  HostModel(const Config& cfg, int64_t max_batch, int64_t max_seq) : model_(cfg, max_batch, max_seq) {}
+  HostModel(const Config& cfg, int64_t max_batch, int64_t max_seq, const LoraConfig& lora)
+      : model_(cfg, max_batch, max_seq) {
+    if (lora.enabled()) {
+      lora_layout_.emplace(cfg, lora);
+      layout_.emplace(cfg, lora);
+    }
+  }
 
-  const ParamLayout& layout() const override { return model_.layout(); }
+  const ParamLayout& layout() const override { return layout_ ? *layout_ : model_.layout(); }
   Space space() const override { return Space::kHost; }
   DType param_dtype() const override { return DType::kF32; }
   DType grad_dtype() const override { return DType::kF32; }
@@ -39,31 +47,70 @@ class HostModel final : public TrainableModel {
 
   // Called at every use of a unit at stages 2-3: the message is only formatted on a mismatch.
   void bind_unit(int u, ConstView params, MutView grads) override {
-    const int64_t numel = model_.layout().unit(u).numel;
+    const int64_t numel = layout().unit(u).numel;
     if (!fits(params, numel)) check(params, Space::kHost, DType::kF32, numel, strf("unit %d parameters", u));
     if ((grads.data != nullptr || grads.numel != 0) && !fits(grads, numel))
       check(grads, Space::kHost, DType::kF32, numel, strf("unit %d gradients", u));
-    model_.bind_unit(u, std::span<const float>(static_cast<const float*>(params.data), static_cast<size_t>(params.numel)),
-                     std::span<float>(static_cast<float*>(grads.data), static_cast<size_t>(grads.numel)));
+    const std::span<const float> p(static_cast<const float*>(params.data), static_cast<size_t>(params.numel));
+    const std::span<float> g(static_cast<float*>(grads.data), static_cast<size_t>(grads.numel));
+    if (u == layout().adapter_unit()) {
+      model_.bind_lora(*lora_layout_, p, g);
+      adapters_bound_ = true;
+      if (qlora_) model_.bind_qlora(*qlora_);
+    } else
+      model_.bind_unit(u, p, g);
   }
-  void set_hooks(UnitHooks hooks) override { model_.set_hooks(std::move(hooks)); }
+  void set_hooks(UnitHooks hooks) override {
+    hooks_ = hooks;
+    model_.set_hooks(std::move(hooks));
+  }
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
                        int64_t T, bool recompute, double grad_scale,
                        std::span<const int32_t> positions) override {
-    return model_.loss_and_grad(tokens, targets, B, T, recompute, grad_scale, positions);
+    use_adapters();
+    const double loss = model_.loss_and_grad(tokens, targets, B, T, recompute, grad_scale, positions);
+    done_adapters(true);
+    return loss;
   }
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
               int64_t T, std::span<const int32_t> positions) override {
-    return model_.loss(tokens, targets, B, T, positions);
+    use_adapters();
+    const double loss = model_.loss(tokens, targets, B, T, positions);
+    done_adapters(false);
+    return loss;
   }
   void logits_last(std::span<const int32_t> tokens, int64_t T, MutView out) override {
     check(out, Space::kHost, DType::kF32, -1, "logits_last output");
+    use_adapters();
     model_.logits_last(tokens, T, std::span<float>(static_cast<float*>(out.data), static_cast<size_t>(out.numel)));
+    done_adapters(false);
   }
   size_t workspace_bytes() const override { return model_.workspace_bytes(); }
+  void set_dropout_stream(uint64_t stream) override { model_.set_lora_stream(stream); }
+  void bind_qlora(const QloraBase& base) override {
+    if (!lora_layout_ || lora_layout_->lora().method != FinetuneMethod::kQlora)
+      TrainableModel::bind_qlora(base);  // refuses
+    qlora_ = &base;  // Model::bind_qlora needs the adapters bound (stage 3: at their first use)
+    if (adapters_bound_) model_.bind_qlora(base);
+  }
 
  private:
+  // The adapters' unit spans the whole pass (trainable.hpp): its hooks bracket the call.
+  void use_adapters() {
+    if (layout_ && hooks_.before_use) hooks_.before_use(layout_->adapter_unit());
+  }
+  void done_adapters(bool grads) {
+    if (!layout_) return;
+    if (hooks_.after_use) hooks_.after_use(layout_->adapter_unit());
+    if (grads && hooks_.grad_ready) hooks_.grad_ready(layout_->adapter_unit());
+  }
+
   Model<float> model_;
+  std::optional<LoraLayout> lora_layout_;  // with adapters
+  std::optional<ParamLayout> layout_;      // with adapters: ParamLayout(cfg, lora)
+  UnitHooks hooks_;
+  bool adapters_bound_ = false;
+  const QloraBase* qlora_ = nullptr;  // QLoRA: the NF4 base (owned by the engine)
 };
 
 }  // namespace
@@ -77,8 +124,15 @@ void check_view(const MutView& v, Space space, DType dtype, int64_t numel, const
   check(v, space, dtype, numel, what);
 }
 
-std::unique_ptr<TrainableModel> make_host_model(const Config& cfg, int64_t max_batch, int64_t max_seq) {
-  return std::make_unique<HostModel>(cfg, max_batch, max_seq);
+void TrainableModel::bind_qlora(const QloraBase&) {
+  throw InputError("finetune.method = qlora on the " + describe() + " model, built without QLoRA",
+                   "QLoRA trains on the CPU path so far (train.device = cpu); the GPU model has "
+                   "no adapters yet (issue 22)");
+}
+
+std::unique_ptr<TrainableModel> make_host_model(const Config& cfg, int64_t max_batch, int64_t max_seq,
+                                                const LoraConfig& lora) {
+  return std::make_unique<HostModel>(cfg, max_batch, max_seq, lora);
 }
 
 }  // namespace zt::model

@@ -2,9 +2,12 @@
 #include "checkpoints.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <vector>
 
+#include "zt/ckpt/adapters.hpp"
 #include "zt/ckpt/checkpoint.hpp"
+#include "zt/ckpt/io.hpp"
 #include "zt/ckpt/preemption.hpp"
 #include "zt/ckpt/publish.hpp"
 #include "zt/core/error.hpp"
@@ -44,14 +47,30 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   // Starting fresh over another run's checkpoints would overwrite them and move `latest`
   // (issue 20): refused unless ckpt.overwrite.
   if (path.empty()) ckpt::refuse_fresh_run_over(mpi_, o.dir, o.resume, o.overwrite);
+  const bool lora = cfg_.lora.enabled();
   if (path.empty() && !o.init_from.empty()) {
-    ckpt::load_weights(engine_, mpi_, o.init_from, &warnings);
+    if (lora)
+      load_base(o.init_from, &warnings);
+    else
+      ckpt::load_weights(engine_, mpi_, o.init_from, &warnings);
     if (root) log::info("ckpt: initial weights from " + o.init_from + " (fresh optimizer, step 0)");
   } else {
     if (path.empty()) {
       if (root && o.resume == "auto")
         log::info("ckpt: no checkpoint in " + o.dir + " (no 'latest'): starting fresh");
+      if (lora)
+        warnings.push_back("finetune.method = " + std::string(cfg_.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora") +
+                           " without ckpt.init_from: the adapters train on a random base (from "
+                           "train.seed); name a pre-trained base with ckpt.init_from");
     } else {
+      if (lora) {  // the base first: the file names it, ckpt.init_from may (and must match)
+        const ckpt::Header h = ckpt::read_header(mpi_, path);
+        ckpt::check_loadable(h, path, cfg_.lora, /*resume=*/true);
+        const std::string base = o.init_from.empty() ? h.adapters.base_path : o.init_from;
+        const std::string hash = ckpt::base_hash(mpi_, base);
+        ckpt::check_same_base(h, path, base, hash);
+        load_base(base, &warnings);
+      }
       const ckpt::TrainState st = ckpt::load(engine_, mpi_, path, &warnings);
       // A finished job requeued (slurm/train.sbatch) finds its last checkpoint at or past
       // train.steps: not an error, the run has nothing to do (Trainer::run returns at
@@ -85,6 +104,12 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   if (root)
     for (const std::string& w : warnings) log::warn("ckpt: " + w);
   return first;
+}
+
+void LoopCheckpoints::load_base(const std::string& base, std::vector<std::string>* warnings) {
+  base_path_ = base.empty() ? "" : std::filesystem::absolute(base).lexically_normal().string();
+  base_hash_ = ckpt::base_hash(mpi_, base);
+  if (!base.empty()) ckpt::load_weights(engine_, mpi_, base, warnings);
 }
 
 bool LoopCheckpoints::stop_agreed(int32_t* flag) {
@@ -157,6 +182,8 @@ void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
   st.zero_stage = engine_.options().stage;
   st.hpz = engine_.hpz();
   st.tokenizer = tokenizer_;
+  st.base_path = base_path_;
+  st.base_hash = base_hash_;
   if (async_) {
     // The stall: waiting for the previous background save, then the snapshot copy.
     const auto t0 = std::chrono::steady_clock::now();

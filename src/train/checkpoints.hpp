@@ -65,6 +65,11 @@ class LoopCheckpoints {
   zero::Engine& engine_;
   int64_t saved_step_ = -1;
   ckpt::TokenizerRecord tokenizer_;  // set_tokenizer
+  // A LoRA run's base (ckpt.init_from, or a resumed adapters file's base_path): absolute
+  // path and content hash (ckpt::base_hash), written into every adapters checkpoint.
+  std::string base_path_, base_hash_;
+  // A LoRA run: the base's weights in, and the base recorded (start()).
+  void load_base(const std::string& base, std::vector<std::string>* warnings);
   bool stopped_ = false;
   int signal_ = 0;
   std::string last_path_;

@@ -258,6 +258,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.zero.max_batch = t.micro_batch;
   t.zero.max_seq = t.seq_len;
   t.zero.offload = offload::offload_options(c);
+  t.zero.lora = t.lora;  // frozen base units + the adapters' unit (docs/zero.md)
   t.ckpt = ckpt::ckpt_options(c);
   return t;
 }

@@ -181,10 +181,16 @@ Error out_of_memory(const TrainConfig& cfg, const std::string& what) {
 
 // The fp32 model states the engine allocates per rank, by the ZeRO paper's count with
 // fp32 parameters, gradients and two AdamW moments (4 bytes each, Ψ parameters, n ranks):
-// stage 0: 16Ψ; 1: 8Ψ + 8Ψ/n; 2: 4Ψ + 12Ψ/n; 3: 16Ψ/n (buffers come on top).
+// stage 0: 16Ψ; 1: 8Ψ + 8Ψ/n; 2: 4Ψ + 12Ψ/n; 3: 16Ψ/n (buffers come on top). LoRA: the
+// base held as Ψ (Ψ/n at stage 3), 16 bytes per adapter element sharded as full training.
 double model_state_bytes(const TrainConfig& cfg) {
   const double psi = static_cast<double>(cfg.model.num_params());
   const double n = static_cast<double>(cfg.world);
+  if (cfg.lora.enabled()) {  // the base's parameters; gradients and m, v of the adapters only
+    const double a = static_cast<double>(model::LoraLayout(cfg.model, cfg.lora).numel());
+    const double held = (cfg.zero.stage == 3 ? (psi + a) / n : psi + a) * 4;
+    return held + (cfg.zero.stage <= 1 ? 4 * a : 4 * a / n) + (cfg.zero.stage == 0 ? 8 * a : 8 * a / n);
+  }
   switch (cfg.zero.stage) {
     case 0: return 16 * psi;
     case 1: return 8 * psi + 8 * psi / n;

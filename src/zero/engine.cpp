@@ -71,7 +71,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       n(world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
-      model_owner(mem->make_model(cfg, options.max_batch, options.max_seq)),
+      model_owner(mem->make_model(cfg, options.max_batch, options.max_seq, options.lora)),
       model(*model_owner),
       layout(model.layout()),
       part(layout, n, groups.partition_index(),
@@ -96,6 +96,17 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
                      "the offload store keeps an fp32 master, which bf16-true has not: set "
                      "offload.optimizer = none and offload.params = none, or train.precision = "
                      "bf16-mixed");
+  // With bf16 weights the offloaded step copies up bf16 and the device keeps no fp32
+  // parameters; the store holds the trainable units' master only, so a frozen base would
+  // have no fp32 copy anywhere (QLoRA's quantisation and gather_full_params read it).
+  if (opt.lora.enabled() && bf16_weights &&
+      (opt.offload.optimizer != offload::Home::kNone || opt.offload.params != offload::Home::kNone))
+    throw InputError("finetune.method = " + std::string(opt.lora.method == model::FinetuneMethod::kQlora
+                                                            ? "qlora" : "lora") +
+                         " with train.precision = " + opt.precision + " and offload.optimizer / "
+                         "offload.params",
+                     "the adapters' optimizer state is small: set offload.optimizer = none and "
+                     "offload.params = none, or train.precision = fp32");
   if (bf16_weights && opt.quantize_weights)
     throw InputError("zero.quantize_weights = true with train.precision = " + opt.precision,
                      "qwZ dequantizes into fp32 gather buffers; with bf16 compute weights set "
@@ -104,7 +115,11 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   // offloaded step copies up the bf16 rounding of the new parameters (stages 1-2: the
   // owned slice of compute_params; stage 3: param_half, or with params offloaded each
   // shard into its gather's send range), ordered before their first use by events.
-  // The use orders of model.hpp's hook contract.
+  for (int u = 0; u < units; ++u) frozen.push_back(layout.unit(u).frozen ? 1 : 0);
+  adapters = layout.adapter_unit();
+  // The use orders of model.hpp's hook contract (and trainable.hpp's: the adapters'
+  // unit first, used until the end of the pass).
+  if (adapters >= 0) eval_order.push_back(adapters);
   eval_order.push_back(0);
   for (int l = 0; l < L; ++l) eval_order.push_back(layout.block_unit(l));
   eval_order.push_back(head);
@@ -161,18 +176,20 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       secondary_half.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
     else if (hpz > 1)
       secondary.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
-    if (stage <= 1) full_grads.emplace_back(*mem, static_cast<size_t>(p.padded), "gradients");
-    if (stage >= 2) grad_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "gradient shards");
+    // Frozen units: no gradients, no moments (empty buffers keep the per-unit indexing).
+    const bool fixed = !trainable(u);
+    if (stage <= 1) full_grads.emplace_back(*mem, fixed ? 0 : static_cast<size_t>(p.padded), "gradients");
+    if (stage >= 2) grad_shard.emplace_back(*mem, fixed ? 0 : static_cast<size_t>(p.shard), "gradient shards");
     // Offloaded state: the offload store holds the moments (init_offload); these stay empty.
-    adam_m.emplace_back(*mem, state_offloaded ? 0 : moments, "AdamW m");
-    adam_v.emplace_back(*mem, state_offloaded ? 0 : moments, "AdamW v");
+    adam_m.emplace_back(*mem, state_offloaded || fixed ? 0 : moments, "AdamW m");
+    adam_v.emplace_back(*mem, state_offloaded || fixed ? 0 : moments, "AdamW v");
   }
   std::vector<float>().swap(init_buf);
   cast_compute_params();
 
   // Working buffers.
-  if (stage == 3) {
-    const size_t slots = static_cast<size_t>(opt.prefetch + (tied ? 2 : 1));
+  if (stage == 3) {  // the adapters' unit holds one slot for the whole pass
+    const size_t slots = static_cast<size_t>(opt.prefetch + (tied ? 2 : 1) + (adapters >= 0 ? 1 : 0));
     gathers.resize(slots);
     if (bf16_weights)
       gather_half = make_bufs<bf16>(*mem, slots, maxp, "stage-3 gather buffers");
@@ -181,8 +198,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     if (opt.quantize_weights)
       gather_q = make_bufs<uint8_t>(*mem, slots, packed_bytes(maxp, qblock), "qwZ buffers");
   }
-  const size_t reduce_slots =
-      static_cast<size_t>(stage >= 2 ? 1 + kReducesInFlight + (tied ? 1 : 0) : kReducesInFlight);
+  const size_t reduce_slots = static_cast<size_t>(
+      stage >= 2 ? 1 + kReducesInFlight + (tied ? 1 : 0) + (adapters >= 0 ? 1 : 0) : kReducesInFlight);
   reduces.resize(reduce_slots);
   if (stage >= 2) grad_buf = make_bufs<float>(*mem, reduce_slots, maxp, "gradient buffers");
   if (opt.quantize_grads) {
@@ -211,9 +228,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
     const size_t numel = static_cast<size_t>(part.unit(u).numel);
     if (stage <= 2)
       model.bind_unit(u, param_view(u, replicated(u)),
-                      stage <= 1 ? mview(full_grads[i].data(), numel) : model::MutView{});
+                      stage <= 1 && trainable(u) ? mview(full_grads[i].data(), numel) : model::MutView{});
   }
   init_offload(world.rank());
+  quantize_base();
   install_hooks();
   traffic_at_step = groups.traffic();
   note_peak();
@@ -221,7 +239,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
 
 MemoryStats Engine::Impl::memory() const {
   MemoryStats m;
-  m.full_params = bytes_of(full_params) + bytes_of(compute_params);
+  m.full_params = bytes_of(full_params) + bytes_of(compute_params) +
+                  (qlora ? static_cast<size_t>(qlora->bytes()) : 0);  // QLoRA's NF4 base
   m.param_shards = bytes_of(param_shard) + bytes_of(param_half);
   m.secondary_shards = bytes_of(secondary) + bytes_of(secondary_half);
   m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
@@ -295,19 +314,34 @@ void Engine::Impl::cast_compute_params() {
     mem->to_bf16(full_params[i].data(), full_params[i].size(), compute_params[i].data());
 }
 
-void Engine::Impl::gather_params_in_place() {
+void Engine::Impl::gather_params_in_place(bool trainable_only) {
   if (bf16_master || half_up)
-    gather_in_place(compute_params);
+    gather_in_place(compute_params, trainable_only);
   else
-    gather_in_place(full_params);
+    gather_in_place(full_params, trainable_only);
+}
+
+// The base's targeted W, NF4 + double quantised from the exact fp32 base (every rank
+// holds the whole quantised base: 4 bits a weight; docs/zero.md "Frozen units"). The
+// base is gathered whole into host memory once for it (construction, after_load).
+void Engine::Impl::quantize_base() {
+  if (opt.lora.method != model::FinetuneMethod::kQlora) return;
+  const model::ParamLayout base(layout.config());
+  model::Parameters<float> full(layout);  // every unit, the adapters' too (small)
+  full_params_to_host(full, /*frozen_only=*/true);
+  std::vector<std::span<const float>> spans;  // the base units only
+  for (int u = 0; u < base.num_units(); ++u) spans.push_back(full.params(u));
+  qlora = std::make_unique<model::QloraBase>(model::LoraLayout(layout.config(), opt.lora), base, spans);
+  model.bind_qlora(*qlora);
 }
 
 template <class T>
-void Engine::Impl::gather_in_place(Bufs<T>& bufs) {
+void Engine::Impl::gather_in_place(Bufs<T>& bufs, bool trainable_only) {
   // Phase by phase over all units, so the units' operations overlap.
   std::vector<detail::Handles> handles(static_cast<size_t>(units));
   for (int phase = 0; phase < groups.gather_phases(); ++phase) {
     for (int u = 0; u < units; ++u) {
+      if (trainable_only && !trainable(u)) continue;
       const UnitPartition& p = part.unit(u);
       T* full = bufs[static_cast<size_t>(u)].data();
       if (phase == 0) order_up(u);  // the owned slice's copies up (offload), if in flight
@@ -341,6 +375,11 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
                 "call step() after every accum micro-steps");
   e.boundary = e.micro_done + 1 == e.opt.accum;
   e.begin_pass(Impl::Mode::kTrain, e.train_order);
+  // LoRA dropout: masks from (optimizer step, micro-step, rank), so a resumed run and
+  // every stage draw the same ones.
+  e.model.set_dropout_stream((static_cast<uint64_t>(e.steps) * static_cast<uint64_t>(e.opt.accum) +
+                              static_cast<uint64_t>(e.micro_done)) * static_cast<uint64_t>(e.n) +
+                             static_cast<uint64_t>(e.part.index()));
   // Each rank's gradient enters the sums pre-divided by the world size: the reductions
   // add, and the sum is the mean over ranks.
   double loss = 0;
@@ -414,25 +453,30 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
            "make it from this engine's model().layout()");
   e.flush_checkout();
   e.land_all();  // offload: copies up still in flight (the host reads what they wrote)
+  e.full_params_to_host(out, /*frozen_only=*/false);
+}
+
+void Engine::Impl::full_params_to_host(model::Parameters<float>& out, bool frozen_only) {
   // bf16_weights at stage 3, or half_up: [max_padded], the gathered fp32 master
   detail::Buf<float> full;
-  for (int u = 0; u < e.units; ++u) {
-    const size_t numel = static_cast<size_t>(e.part.unit(u).numel);
+  for (int u = 0; u < units; ++u) {
+    if (frozen_only && trainable(u)) continue;
+    const size_t numel = static_cast<size_t>(part.unit(u).numel);
     std::span<float> dst = out.params(u);
-    if (e.opt.stage <= 2 && e.bf16_master) {
-      detail::to_host_widened(*e.mem, dst.data(), e.compute_params[static_cast<size_t>(u)].data(),
+    if (opt.stage <= 2 && bf16_master) {
+      detail::to_host_widened(*mem, dst.data(), compute_params[static_cast<size_t>(u)].data(),
                               numel);
-    } else if (e.opt.stage <= 2 && !e.half_up) {
-      e.mem->to_host(dst.data(), e.full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
+    } else if (opt.stage <= 2 && !half_up) {
+      mem->to_host(dst.data(), full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
     } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
-      if (e.bf16_weights && full.empty())
-        full = detail::Buf<float>(*e.mem, static_cast<size_t>(e.part.max_padded()), "a full unit");
-      float* buf = e.bf16_weights ? full.data() : e.gather_buf[0].data();
-      if (e.half_up)
-        e.gather_master(u, buf);  // the store's: no fp32 copy on the device
+      if (bf16_weights && full.empty())
+        full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
+      float* buf = bf16_weights ? full.data() : gather_buf[0].data();
+      if (half_up)
+        gather_master(u, buf);  // the store's: no fp32 copy on the device
       else
-        e.gather_exact(u, buf);
-      e.mem->to_host(dst.data(), buf, numel * sizeof(float));
+        gather_exact(u, buf);
+      mem->to_host(dst.data(), buf, numel * sizeof(float));
     }
   }
 }
@@ -460,6 +504,7 @@ OwnedSlice Engine::owned(int u) {
   s.begin = p.begin;
   s.count = p.owned;
   s.params = {e.owned_params(u), count};
+  if (!e.trainable(u)) return s;  // frozen: no moments
   const int64_t mo = e.opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
   s.m = {e.adam_m[i].data() + mo, count};
   s.v = {e.adam_v[i].data() + mo, count};
@@ -472,11 +517,12 @@ void Engine::after_load() {
   e.flush_checkout();
   if (e.opt.stage <= 2) e.gather_params_in_place();
   e.cast_compute_params();
-  if (e.opt.stage == 0) {
-    e.gather_in_place(e.adam_m);
-    e.gather_in_place(e.adam_v);
+  if (e.opt.stage == 0) {  // (frozen units have no moments)
+    e.gather_in_place(e.adam_m, true);
+    e.gather_in_place(e.adam_v, true);
   }
   std::fill(e.secondary_valid.begin(), e.secondary_valid.end(), 0);
+  e.quantize_base();  // QLoRA: the loaded base, quantised
 }
 
 int64_t Engine::steps_done() const { return impl_->steps; }

@@ -91,9 +91,11 @@ void Engine::Impl::before_use(int u) {
   }
 
   float* grads = nullptr;
-  if (mode == Mode::kTrain && opt.stage <= 1) {
+  if (mode != Mode::kTrain || !trainable(u)) {
+    // no gradient: eval, or a frozen unit
+  } else if (opt.stage <= 1) {
     grads = full_grads[i].data();
-  } else if (mode == Mode::kTrain && grads_phase) {
+  } else if (grads_phase || u == adapters) {  // the adapters' one use spans the backward
     if (grad_slot[i] < 0) {
       const int slot = acquire_reduce_slot();
       grad_slot[i] = slot;
@@ -121,7 +123,7 @@ void Engine::Impl::after_use(int u) {
 }
 
 void Engine::Impl::grad_ready(int u) {
-  if (mode != Mode::kTrain) return;
+  if (mode != Mode::kTrain || !trainable(u)) return;  // frozen: never reduced
   const size_t i = static_cast<size_t>(u);
   if (opt.stage >= 2) {
     const int slot = grad_slot[i];

@@ -92,6 +92,20 @@ struct Engine::Impl {
   int units = 0;
   int head = 0;     // the head unit, L + 1
   bool tied = false;
+  // LoRA (docs/zero.md "Frozen units"): frozen units hold parameters only (sharded and
+  // gathered as any unit at stage 3; no gradient buffers, reductions, moments, AdamW,
+  // norm or NaN check); the adapters' unit (-1: none) is an ordinary unit whose one use
+  // spans the whole pass, so its gradient buffer is bound at its before_use.
+  std::vector<uint8_t> frozen;   // per unit
+  int adapters = -1;
+  bool trainable(int u) const { return frozen[static_cast<size_t>(u)] == 0; }
+  // QLoRA: the NF4 base the model reads the targeted W from, quantised from the frozen
+  // fp32 units (at construction and after every load: quantize_base).
+  std::unique_ptr<model::QloraBase> qlora;
+  void quantize_base();
+  // Every unit's exact fp32 parameters into out (frozen_only: the frozen units'), from
+  // wherever the stage and precision keep them. Collective at stage 3 and with half_up.
+  void full_params_to_host(model::Parameters<float>& out, bool frozen_only);
   std::vector<int> train_order;  // unit of each use in loss_and_grad
   std::vector<int> eval_order;   // unit of each use in loss / logits_last
 
@@ -164,9 +178,10 @@ struct Engine::Impl {
   int64_t update_begin(int u) const;          // first unit element of those spans
   // Gathers `bufs[u]` (each [padded], this rank's part in place) for every unit.
   template <class T>
-  void gather_in_place(Bufs<T>& bufs);
-  // The stored parameters of stages 0-2 (full_params, or compute_params when bf16_master).
-  void gather_params_in_place();
+  void gather_in_place(Bufs<T>& bufs, bool trainable_only = false);
+  // The stored parameters of stages 0-2 (full_params, or compute_params when bf16_master);
+  // trainable_only: those of the units that are not frozen (after a step).
+  void gather_params_in_place(bool trainable_only = false);
   // bf16_weights, stages 0-2: compute_params = bf16(full_params), after every change of the latter.
   void cast_compute_params();
   // What the model binds for unit u: the compute weights at `p` (a gather slot's or the

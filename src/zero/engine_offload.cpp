@@ -30,9 +30,9 @@ void Engine::Impl::init_offload(int rank) {
   if (!state_offloaded && !params_offloaded) return;
   std::vector<int64_t> state_counts(static_cast<size_t>(units)), param_counts;
   int64_t max_shard = 0;
-  for (int u = 0; u < units; ++u) {
+  for (int u = 0; u < units; ++u) {  // frozen units have no optimizer state
     const UnitPartition& p = part.unit(u);
-    state_counts[static_cast<size_t>(u)] = p.owned;
+    state_counts[static_cast<size_t>(u)] = trainable(u) ? p.owned : 0;
     max_shard = std::max(max_shard, p.shard);
   }
   if (params_offloaded)
@@ -66,6 +66,7 @@ void Engine::Impl::init_offload(int rank) {
   };
   if (state_offloaded)
     for (int u = 0; u < units; ++u)  // the master starts as the initial parameters
+      if (trainable(u))
       store->init_unit(u, host_copy(opt.stage == 3 ? param_shard[static_cast<size_t>(u)].data()
                                                    : params_for_update(u).data(),
                                     part.unit(u).owned));
@@ -94,7 +95,7 @@ void Engine::Impl::init_offload(int rank) {
     unit_up.assign(static_cast<size_t>(units), 0);
     host_grads.resize(static_cast<size_t>(units));
     for (int u = 0; u < units; ++u)
-      host_grads[static_cast<size_t>(u)].assign(static_cast<size_t>(part.unit(u).owned), 0.0f);
+      host_grads[static_cast<size_t>(u)].assign(static_cast<size_t>(trainable(u) ? part.unit(u).owned : 0), 0.0f);
     unit_groups.assign(static_cast<size_t>(units), {0, 0});
     const std::vector<offload::SubGroup>& sgs = store->subgroups();
     for (size_t k = 0; k < sgs.size(); ++k) {
@@ -284,6 +285,7 @@ OffloadTimes Engine::Impl::take_offload_times() {
 void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, float clip) {
   if (!state_offloaded) {
     for (int u = 0; u < units; ++u) {
+      if (!trainable(u)) continue;  // frozen: no AdamW
       std::span<float> g = grads_for_update(u);
       if (g.empty()) continue;  // this rank's shard of u is all padding
       if (params_offloaded) store->read_params(u, unit_params.data());
@@ -363,7 +365,14 @@ OwnedSlice Engine::Impl::checkout(int u) {
   const size_t count = static_cast<size_t>(p.owned);
   if (!c.active) {  // page it in once; later owned(u) calls see the same memory
     c.master.assign(static_cast<size_t>(p.shard), 0.0f);  // padding beyond `owned` stays zero
-    if (state_offloaded) {
+    if (!trainable(u)) {  // frozen: the parameters alone, from where they are
+      if (params_offloaded)
+        store->read_params(u, c.master.data());
+      else if (bf16_master)
+        detail::to_host_widened(*mem, c.master.data(), owned_half_params(u), count);
+      else
+        mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
+    } else if (state_offloaded) {
       c.m.assign(count, 0.0f);
       c.v.assign(count, 0.0f);
       store->read_unit(u, c.master.data(), c.m.data(), c.v.data());
@@ -386,6 +395,7 @@ OwnedSlice Engine::Impl::checkout(int u) {
   s.begin = p.begin;
   s.count = p.owned;
   s.params = {c.master.data(), count};
+  if (!trainable(u)) return s;  // no moments
   if (state_offloaded || !c.m.empty()) {
     s.m = {c.m.data(), count};
     s.v = {c.v.data(), count};
@@ -408,8 +418,19 @@ void Engine::Impl::flush_checkout() {
     if (!c.active) continue;
     c.active = false;
     const UnitPartition& p = part.unit(u);
-    if (state_offloaded) store->write_unit(u, c.master.data(), c.m.data(), c.v.data());
-    if (params_offloaded) {
+    if (!trainable(u)) {  // frozen: the parameters back where checkout read them
+      if (params_offloaded)
+        store->write_params(u, c.master.data());
+      else if (bf16_master)
+        detail::from_host_rounded(*mem, owned_half_params(u), {c.master.data(), static_cast<size_t>(p.owned)});
+      else
+        mem->from_host(owned_params(u), c.master.data(), static_cast<size_t>(p.owned) * sizeof(float));
+    } else if (state_offloaded) {
+      store->write_unit(u, c.master.data(), c.m.data(), c.v.data());
+    }
+    if (!trainable(u)) {
+      // (written back above)
+    } else if (params_offloaded) {
       store->write_params(u, c.master.data());
     } else if (!state_offloaded) {  // copies of a space the host cannot read
       const size_t bytes = static_cast<size_t>(p.owned) * sizeof(float);

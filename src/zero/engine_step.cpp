@@ -20,6 +20,7 @@ namespace zt::zero {
 std::string Engine::Impl::nonfinite_units() {
   std::vector<int32_t> bad(static_cast<size_t>(units), 0);  // [units] 1: non-finite here
   for (int u = 0; u < units; ++u) {
+    if (!trainable(u)) continue;
     const UnitPartition& p = part.unit(u);
     const size_t i = static_cast<size_t>(u);
     const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
@@ -35,6 +36,10 @@ std::string Engine::Impl::nonfinite_units() {
       std::string name = layout.tensors()[static_cast<size_t>(t)].name;
       if (info.kind == model::UnitKind::kBlock) {
         hf = strf("model.layers.%d.*", info.layer);
+        break;
+      }
+      if (info.kind == model::UnitKind::kAdapters) {  // LoRA: every adapter, not named one by one
+        hf = "*.lora_A.weight, *.lora_B.weight";
         break;
       }
       hf += (hf.empty() ? "" : ", ") + name;
@@ -78,6 +83,7 @@ StepStats Engine::Impl::step(double lr) {
   // every rank; it sums its partition's slice like the other stages.
   double sums[2] = {0.0, loss_sum / static_cast<double>(opt.accum)};
   for (int u = 0; u < units; ++u) {
+    if (!trainable(u)) continue;  // frozen units have no gradient
     const UnitPartition& p = part.unit(u);
     const size_t i = static_cast<size_t>(u);
     const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
@@ -92,8 +98,8 @@ StepStats Engine::Impl::step(double lr) {
   // What ends every step, taken or skipped: gradients zeroed for the next one, the
   // micro-step count and loss reset, the step's traffic and memory.
   const auto finish = [&](bool took_update) {
-    for (auto& g : full_grads) mem->zero(g.data(), g.size());
-    for (auto& g : grad_shard) mem->zero(g.data(), g.size());
+    for (auto& g : full_grads) if (!g.empty()) mem->zero(g.data(), g.size());  // (frozen: empty)
+    for (auto& g : grad_shard) if (!g.empty()) mem->zero(g.data(), g.size());
     if (took_update) steps += 1;
     micro_done = 0;
     loss_sum = 0.0;
@@ -122,6 +128,7 @@ StepStats Engine::Impl::step(double lr) {
   if (stats.clip_coef != 1.0 && !offload_copies) {  // (host copies: scaled by adamw_update)
     const float c = clip;
     for (int u = 0; u < units; ++u) {
+      if (!trainable(u)) continue;
       const std::span<float> g = grads_for_update(u);
       mem->scale(g.data(), g.size(), c);
     }
@@ -130,7 +137,7 @@ StepStats Engine::Impl::step(double lr) {
   // elements, wherever their state lives (engine_offload.cpp).
   adamw_update(adam, steps + 1, clip);
 
-  if (opt.stage == 1 || opt.stage == 2) gather_params_in_place();
+  if (opt.stage == 1 || opt.stage == 2) gather_params_in_place(/*trainable_only=*/true);
   cast_compute_params();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
   std::fill(secondary_valid.begin(), secondary_valid.end(), 0);
   return finish(true);

@@ -25,8 +25,9 @@ namespace {
 // computes is Model<float> on bf16-rounded weights: a reference a test can recompute.
 class WidenedBf16Model final : public model::TrainableModel {
  public:
-  WidenedBf16Model(const model::Config& cfg, int64_t max_batch, int64_t max_seq)
-      : inner_(model::make_host_model(cfg, max_batch, max_seq)) {
+  WidenedBf16Model(const model::Config& cfg, int64_t max_batch, int64_t max_seq,
+                   const model::LoraConfig& lora)
+      : inner_(model::make_host_model(cfg, max_batch, max_seq, lora)) {
     const model::ParamLayout& l = inner_->layout();
     wide_.resize(static_cast<size_t>(l.num_units()));
     bound_.assign(wide_.size(), nullptr);
@@ -72,6 +73,8 @@ class WidenedBf16Model final : public model::TrainableModel {
               int64_t T, std::span<const int32_t> positions) override {
     return inner_->loss(tokens, targets, B, T, positions);
   }
+  void set_dropout_stream(uint64_t stream) override { inner_->set_dropout_stream(stream); }
+  void bind_qlora(const model::QloraBase& base) override { inner_->bind_qlora(base); }
   // bf16 logits, as the GPU's bf16 model writes: the fp32 logits rounded.
   void logits_last(std::span<const int32_t> tokens, int64_t T, model::MutView out) override {
     model::check_view(out, model::Space::kHost, DType::kBF16, -1, "logits_last output");
@@ -112,9 +115,10 @@ class HostSpace final : public Space {
   bool stages(const comm::Comm&) const override { return staged_; }
 
   std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg, int64_t max_batch,
-                                                    int64_t max_seq) override {
-    if (bf16_weights_) return std::make_unique<WidenedBf16Model>(cfg, max_batch, max_seq);
-    return model::make_host_model(cfg, max_batch, max_seq);
+                                                    int64_t max_seq,
+                                                    const model::LoraConfig& lora) override {
+    if (bf16_weights_) return std::make_unique<WidenedBf16Model>(cfg, max_batch, max_seq, lora);
+    return model::make_host_model(cfg, max_batch, max_seq, lora);
   }
 
   void* allocate(size_t bytes, const char* what) override {

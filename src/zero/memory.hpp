@@ -56,7 +56,8 @@ class Space {
   // The model computing on this space's buffers (TrainableModel views of this space).
   virtual std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg,
                                                             int64_t max_batch,
-                                                            int64_t max_seq) = 0;
+                                                            int64_t max_seq,
+                                                            const model::LoraConfig& lora) = 0;
 
   // bytes zero-filled / freed. release never throws.
   virtual void* allocate(size_t bytes, const char* what) = 0;

@@ -61,10 +61,15 @@ class DeviceSpace final : public Space {
   bool stages(const comm::Comm& c) const override { return c.memory() == comm::Memory::kHost; }
 
   std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg, int64_t max_batch,
-                                                    int64_t max_seq) override {
+                                                    int64_t max_seq,
+                                                    const model::LoraConfig& lora) override {
     // The engine accumulates and reduces fp32 gradients in every precision, so bf16-true
     // computes with the model of bf16-mixed (bf16 weights, fp32 gradients): the
     // difference is in what the engine stores (docs/zero.md, "bf16-true").
+    if (lora.enabled())  // DeviceModel has no adapters yet (issue 22, the device side)
+      throw InputError("finetune.method = lora/qlora with train.device = cuda",
+                       "LoRA and QLoRA train on the CPU path so far: set train.device = cpu, or "
+                       "finetune.method = full");
     const std::string model_precision = precision_ == "bf16-true" ? "bf16-mixed" : precision_;
     return model::make_device_model(cfg, max_batch, max_seq, model_precision, stream_);
   }

@@ -18,6 +18,7 @@
 #include "zt/data/text.hpp"
 #include "zt/runtime/runtime.hpp"
 #include "zt/train/config.hpp"
+#include "zt/zero/engine.hpp"
 
 namespace zt::ckpt::testing {
 
@@ -51,6 +52,26 @@ inline const data::TokenFile& corpus() {
   return data;
 }
 
+
+// `steps` optimizer steps of `engine` (of run `t`) on fixed pseudo-random batches of
+// this rank, from the stream `seed` (an LCG: tokens and targets in [0, 256)), lr 1e-3.
+inline void train_fixed_batches(zero::Engine& engine, const train::TrainConfig& t, uint64_t seed,
+                                int steps) {
+  const int64_t B = t.micro_batch, T = t.seq_len;
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
+  uint64_t s = seed;
+  for (int step = 0; step < steps; ++step) {
+    for (int64_t m = 0; m < t.accum; ++m) {
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        tokens[i] = static_cast<int32_t>((s >> 33) % 256);
+        targets[i] = static_cast<int32_t>((s >> 13) % 256);
+      }
+      engine.micro_step(tokens, targets, B, T, false, 1.0 / static_cast<double>(t.accum));
+    }
+    engine.step(1e-3);
+  }
+}
 
 // A fresh folder (rank 0 removes and creates it; everyone waits).
 inline std::string fresh_dir(const std::string& name) {

@@ -69,20 +69,7 @@ TEST(Reshard, SaveAtFour) {
                           zt::model::InitOptions{t.seed, t.init_std, true});
   ASSERT_EQ(engine.hpz(), 2);
   // 3 optimizer steps on fixed pseudo-random batches.
-  const int64_t B = t.micro_batch, T = t.seq_len;
-  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
-  uint64_t s = 12345 + static_cast<uint64_t>(world_rank());
-  for (int step = 0; step < 3; ++step) {
-    for (int64_t m = 0; m < t.accum; ++m) {
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        tokens[i] = static_cast<int32_t>((s >> 33) % 256);
-        targets[i] = static_cast<int32_t>((s >> 13) % 256);
-      }
-      engine.micro_step(tokens, targets, B, T, false, 1.0 / static_cast<double>(t.accum));
-    }
-    engine.step(1e-3);
-  }
+  train_fixed_batches(engine, t, 12345 + static_cast<uint64_t>(world_rank()), 3);
   zt::model::Parameters<float> full(engine.model().layout());
   engine.gather_full_params(full);
   const zt::ckpt::SaveResult saved =

@@ -101,6 +101,12 @@ void compare(const Case& k, int stage, zero::EngineOptions o, int rpn = 0, int h
                 meas, m.model_states(), m.gather_buffers + m.grad_buffers + m.comm_buffers,
                 m.activations, est / meas);
   EXPECT_NEAR(est / meas, 1.0, 0.10) << "stage " << stage;
+  if (o.lora.enabled()) {  // LoRA / QLoRA: the working buffers and the adapters' share too
+    EXPECT_EQ(r.working(), m.gather_buffers + m.grad_buffers + m.comm_buffers) << "stage " << stage;
+    EXPECT_EQ(r.grad_bytes, m.grads) << "stage " << stage;
+    EXPECT_EQ(r.optimizer_bytes, m.optimizer) << "stage " << stage;
+    EXPECT_EQ(r.total(k.recompute), m.peak_total) << "stage " << stage;  // activations too
+  }
   // The model states follow the same padding rule: they agree to the byte.
   EXPECT_EQ(r.model_states(), m.model_states()) << "stage " << stage;
 }
@@ -126,6 +132,22 @@ TEST(Measured, ReducedWithinTenPercent) {
   q.quantize_weights = true;
   q.quantize_block = 64;
   compare(k, 3, q);
+}
+
+// LoRA and QLoRA rows (frozen base, the adapters' unit, QLoRA's NF4 base, the adapters'
+// scratch in the workspace): every category and the total to the byte.
+TEST(Measured, LoraAndQlora) {
+  for (model::FinetuneMethod m : {model::FinetuneMethod::kLora, model::FinetuneMethod::kQlora})
+    for (bool recompute : {false, true}) {
+      zero::EngineOptions o;
+      o.lora.method = m;
+      o.lora.rank = 8;
+      o.lora.dropout = 0.1;
+      o.lora.targets = (1u << model::kNumLoraTargets) - 1;
+      const Case k{model::Config::preset("tiny"), 2, 64, recompute};
+      for (int stage = 0; stage <= 3; ++stage) compare(k, stage, o);
+      if (world_size() == 4) compare(k, 3, o, 2, 0);  // hpZ over 2 simulated nodes
+    }
 }
 
 TEST(Measured, HpzOnTwoSimulatedNodes) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "../kernels/gradcheck.hpp"
@@ -259,6 +260,58 @@ TEST(Lora, DropoutStream) {
   const LoraLayout l0(cfg, lora_all(2, 0.0));
   m.bind_lora(l0, lp, lg);
   EXPECT_NEAR(m.loss_and_grad(tok, tgt, 1, 8), m.loss(tok, tgt, 1, 8), 1e-12);
+}
+
+// The engine's view (ParamLayout(cfg, lora)): the base units frozen, one trainable unit
+// last whose tensors are the packed adapters (names, shapes, offsets as LoraLayout's);
+// its init (init_unit, any slice) is init_lora bit for bit; trainable_only() keeps it alone.
+TEST(Lora, AdaptersUnitOfTheParamLayout) {
+  for (bool tied : {false, true}) {
+    Config cfg = Config::preset("tiny");
+    cfg.tied_embeddings = tied;
+    const LoraConfig l = lora_all(4, 0.0);
+    const LoraLayout ll(cfg, l);
+    const ParamLayout base(cfg), full(cfg, l);
+    ASSERT_EQ(full.num_units(), base.num_units() + 1);
+    const int a = full.adapter_unit();
+    ASSERT_EQ(a, base.num_units());
+    EXPECT_EQ(base.adapter_unit(), -1);
+    for (int u = 0; u < base.num_units(); ++u) EXPECT_TRUE(full.frozen(u)) << u;
+    EXPECT_FALSE(full.frozen(a));
+    EXPECT_EQ(full.unit(a).numel, ll.numel());
+    EXPECT_EQ(full.trainable_numel(), ll.numel());
+    EXPECT_EQ(full.total_numel(), base.total_numel() + ll.numel());
+    ASSERT_EQ(full.unit(a).num_tensors, static_cast<int>(2 * ll.adapters().size()));
+    for (size_t i = 0; i < ll.adapters().size(); ++i) {
+      const LoraAdapterInfo& ad = ll.adapters()[i];
+      const TensorInfo& A = full.tensors()[static_cast<size_t>(full.unit(a).first_tensor) + 2 * i];
+      const TensorInfo& B = full.tensors()[static_cast<size_t>(full.unit(a).first_tensor) + 2 * i + 1];
+      EXPECT_EQ(A.name, ad.name + ".lora_A.weight");
+      EXPECT_EQ(B.name, ad.name + ".lora_B.weight");
+      EXPECT_EQ(A.shape, (std::vector<int64_t>{l.rank, ad.in}));
+      EXPECT_EQ(B.shape, (std::vector<int64_t>{ad.out, l.rank}));
+      EXPECT_EQ(A.offset, ad.a_offset);
+      EXPECT_EQ(B.offset, ad.b_offset);
+      EXPECT_TRUE(A.weight_decay && B.weight_decay);
+    }
+    std::vector<float> want(static_cast<size_t>(ll.numel())), got(want.size());
+    init_lora<float>(ll, 99, want);
+    const InitOptions init{99, 0.02, true};
+    init_unit<float>(full, a, init, got);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+    // A slice starting mid-tensor, as a stage-3 shard.
+    const int64_t begin = ll.numel() / 3, n = ll.numel() / 2;
+    std::vector<float> part(static_cast<size_t>(n));
+    init_unit_slice<float>(full, a, init, begin, part);
+    EXPECT_EQ(0, std::memcmp(want.data() + begin, part.data(), part.size() * sizeof(float)));
+    const ParamLayout only = full.trainable_only();
+    ASSERT_EQ(only.num_units(), 1);
+    EXPECT_EQ(only.adapter_unit(), 0);
+    EXPECT_EQ(only.unit(0).first_tensor, 0);
+    EXPECT_EQ(only.tensors().size(), 2 * ll.adapters().size());
+    EXPECT_EQ(only.tensors().front().unit, 0);
+    EXPECT_EQ(only.total_numel(), ll.numel());
+  }
 }
 
 TEST(Lora, Banner) {

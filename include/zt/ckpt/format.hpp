@@ -17,6 +17,9 @@ inline constexpr const char* kFormat = "zt-checkpoint";
 inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr const char* kContentsTraining = "training";  // params + moments + state
 inline constexpr const char* kContentsWeights = "weights";    // params only
+// A LoRA / QLoRA run's checkpoint: the adapters' tensors, their moments and /state, no
+// base tensors; the base it trained on is named by path and hash (adapters.hpp).
+inline constexpr const char* kContentsAdapters = "adapters";
 
 // Dataset paths of a tensor, by its Hugging Face name.
 std::string param_path(std::string_view hf_name);       // "/params/<name>"
@@ -32,15 +35,24 @@ struct TokenizerRecord {
   std::string hash;  // 16 hex digits over its files
 };
 
+// What an adapters file adds to the root attributes (all three present exactly when
+// contents == "adapters"; docs/checkpoint-format.md "Adapter checkpoints").
+struct AdapterRecord {
+  std::string finetune;   // JSON {"method","rank","alpha","dropout","rslora","targets"}
+  std::string base_path;  // absolute path of the base checkpoint; "" for a random base
+  std::string base_hash;  // 16 hex digits (ckpt::base_hash); "" for a random base
+};
+
 // Root attributes.
 struct Header {
   uint32_t format_version = kFormatVersion;
-  std::string contents = kContentsTraining;  // kContentsTraining or kContentsWeights
+  std::string contents = kContentsTraining;  // kContentsTraining, kContentsWeights or kContentsAdapters
   std::string zt_version;
   std::string zt_commit;
   model::Config config;
   std::string source_dtype;  // optional ("" when absent), set by `zt convert hf-to-h5`
   TokenizerRecord tokenizer;  // optional (name "" when absent), set by the trainer
+  AdapterRecord adapters;     // contents == "adapters" only
 };
 
 // /state: where training stands. Written by the trainer, restored on resume.
@@ -57,6 +69,8 @@ struct TrainState {
   std::vector<uint64_t> rng;  // [world]: the seed each rank's randomness derives from
   // Not in /state: the save writes it as the header's tokenizer (root attributes).
   TokenizerRecord tokenizer;
+  // Not in /state either: a LoRA run's base (header attributes base_path, base_hash).
+  std::string base_path, base_hash;
 };
 
 // The scalar fields of TrainState, each an attribute of /state of the same name and type

@@ -15,6 +15,12 @@
 //   unit L + 1      "head"       model.norm.weight                    [C]
 //                                lm_head.weight                       [V, C]  (absent when tied)
 //
+// With LoRA (ParamLayout(cfg, lora), lora.hpp) every unit above is FROZEN (no gradient,
+// no optimizer state) and one trainable unit follows them:
+//   unit L + 2      "lora"       <PEFT module>.lora_A.weight  [r, in]   then
+//                                <PEFT module>.lora_B.weight  [out, r]  per adapter
+// in LoraLayout's packing order (its packed buffer IS this unit's flat buffer).
+//
 // Names and shapes are Hugging Face Llama's (linear weights are [out, in], row-major).
 // Tensors are packed back to back in the order above, with no padding: a unit's numel
 // is the sum of its tensors' numel. Offsets are in elements from the start of the unit.
@@ -32,6 +38,8 @@ enum class InitKind : uint8_t {
   kOnes,          // RMSNorm weights
   kNormal,        // N(0, std)
   kNormalScaled,  // N(0, std / sqrt(2 * layers)): o_proj and down_proj (write into the residual)
+  kLoraA,         // PEFT's lora_A: U(-1/sqrt(in), 1/sqrt(in)), in = shape[1] (init_lora)
+  kZeros,         // PEFT's lora_B
 };
 
 struct TensorInfo {
@@ -44,7 +52,9 @@ struct TensorInfo {
   InitKind init = InitKind::kNormal;
 };
 
-enum class UnitKind : uint8_t { kEmbedding, kBlock, kHead };
+enum class UnitKind : uint8_t { kEmbedding, kBlock, kHead, kAdapters };
+
+struct LoraConfig;  // lora.hpp
 
 struct UnitInfo {
   std::string name;          // "embedding", "layers.3", "head"
@@ -53,6 +63,7 @@ struct UnitInfo {
   int64_t numel = 0;         // elements in the unit's flat buffer
   int first_tensor = 0;      // its tensors are tensors()[first_tensor, first_tensor + num_tensors)
   int num_tensors = 0;
+  bool frozen = false;       // no gradient, no optimizer state (the base under LoRA)
 };
 
 // Offsets of one block's tensors inside its unit (same for every block).
@@ -63,6 +74,9 @@ struct BlockOffsets {
 class ParamLayout {
  public:
   explicit ParamLayout(const Config& cfg);  // validates cfg
+  // LoRA: the base units frozen, the adapters' unit appended (see above; lora.enabled()
+  // required; defined in lora.cpp).
+  ParamLayout(const Config& cfg, const LoraConfig& lora);
 
   const Config& config() const { return cfg_; }
   int num_units() const { return static_cast<int>(units_.size()); }
@@ -74,6 +88,13 @@ class ParamLayout {
   static constexpr int kEmbeddingUnit = 0;
   int block_unit(int layer) const { return 1 + layer; }
   int head_unit() const { return 1 + static_cast<int>(cfg_.layers); }
+  // The adapters' unit (L + 2) with LoRA, else -1.
+  int adapter_unit() const { return adapter_unit_; }
+  bool frozen(int u) const { return unit(u).frozen; }
+  int64_t trainable_numel() const;  // elements of the units that are not frozen
+  // The units that are not frozen (renumbered from 0, their tensors' unit and order
+  // kept): the tensors a LoRA run's checkpoint holds. Block offsets stay the model's.
+  ParamLayout trainable_only() const;
 
   // Lookup by Hugging Face name. find() throws zt::InputError naming the tensor;
   // try_find() returns nullptr.
@@ -92,6 +113,7 @@ class ParamLayout {
   std::vector<TensorInfo> tensors_;
   BlockOffsets block_{};
   int64_t total_numel_ = 0;
+  int adapter_unit_ = -1;
 };
 
 }  // namespace zt::model

@@ -15,6 +15,7 @@
 #include "zt/core/dtype.hpp"
 #include "zt/model/config.hpp"
 #include "zt/model/layout.hpp"
+#include "zt/model/lora.hpp"
 #include "zt/model/model.hpp"
 
 namespace zt::model {
@@ -65,6 +66,23 @@ class TrainableModel {
                       int64_t B, int64_t T, std::span<const int32_t> positions = {}) = 0;
   virtual void logits_last(std::span<const int32_t> tokens, int64_t T, MutView out) = 0;
   virtual size_t workspace_bytes() const = 0;
+
+  // ---- LoRA / QLoRA (docs/finetune.md "LoRA and QLoRA"; docs/zero.md "Frozen units") ---
+  // A model built with adapters has layout() = ParamLayout(cfg, lora): the base units
+  // frozen (bound with empty gradient views: it computes no base gradient) and the
+  // adapters' unit a = layout().adapter_unit() last, an ordinary unit: bind_unit(a, ...)
+  // binds the packed adapters (LoraLayout order) and their gradients, and around every
+  // call the model brackets the whole pass with the adapters' hooks:
+  //   loss_and_grad:  before_use(a), <the base units' uses as UnitHooks says>,
+  //                   after_use(a), grad_ready(a)
+  //   loss, logits_last: before_use(a), <the base units' uses>, after_use(a)
+  // (the engine's use orders start with a; grad_ready(a) comes after the last use).
+  // Dropout masks of the adapters come from `stream` (set per micro-batch; same stream,
+  // same masks). A model without adapters ignores it.
+  virtual void set_dropout_stream(uint64_t stream) { (void)stream; }
+  // QLoRA: the targeted W are read from `base` (NF4, dequantised at each use) instead of
+  // the frozen units; `base` must outlive its use. Models without QLoRA refuse it.
+  virtual void bind_qlora(const QloraBase& base);
 };
 
 // Throws zt::InputError unless `v` holds `numel` elements of `dtype` in `space` (numel < 0:
@@ -73,6 +91,8 @@ void check_view(const ConstView& v, Space space, DType dtype, int64_t numel, con
 void check_view(const MutView& v, Space space, DType dtype, int64_t numel, const std::string& what);
 
 // The fp32 host model behind the interface (Model<float>).
-std::unique_ptr<TrainableModel> make_host_model(const Config& cfg, int64_t max_batch, int64_t max_seq);
+// With lora.enabled(): Model<float>::bind_lora behind the adapters' unit (see above).
+std::unique_ptr<TrainableModel> make_host_model(const Config& cfg, int64_t max_batch, int64_t max_seq,
+                                                const LoraConfig& lora = {});
 
 }  // namespace zt::model

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "zt/core/dtype.hpp"
+#include "zt/model/lora.hpp"
 #include "zt/model/optimizer.hpp"
 #include "zt/offload/options.hpp"
 
@@ -57,6 +58,10 @@ struct EngineOptions {
   // offload.*: homes of the optimizer state and the stage-3 parameter shards
   // (docs/offload.md). Checked against the stage by validate().
   offload::Options offload;
+
+  // finetune.* / lora.* (zt/model/lora.hpp): with lora.enabled() the model's layout has
+  // the base units frozen and the adapters' unit last (docs/zero.md "Frozen units").
+  model::LoraConfig lora;
 
   // Throws zt::InputError for the first bad key. world_size is the number of ranks,
   // ranks_per_node the ranks of one node (world_size when the caller gives no node
