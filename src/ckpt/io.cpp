@@ -22,6 +22,7 @@
 #include <variant>
 
 #include "h5.hpp"
+#include "io_detail.hpp"
 #include "zt/core/checksum.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -337,6 +338,9 @@ void check_shards(const model::ParamLayout& layout, size_t given, const char* wh
            "pass one shard per unit of the layout");
 }
 
+}  // namespace
+
+// open_file, header_of and open_tensor are shared with the adapter reader (io_detail.hpp).
 Handle open_file(MPI_Comm comm, const std::string& path) {
   std::error_code ec;
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".tmp") == 0)
@@ -370,9 +374,10 @@ Header header_of(hid_t file, const std::string& path) {
                           path.c_str(), h.format_version, kFormatVersion),
                      "load it with the zt version that wrote it (attribute zt_version)");
   h.contents = h5::read_string_attr(file, "contents", path, root);
-  if (h.contents != kContentsTraining && h.contents != kContentsWeights)
+  if (h.contents != kContentsTraining && h.contents != kContentsWeights &&
+      h.contents != kContentsAdapters)
     throw InputError("checkpoint '" + path + "': attribute contents = \"" + h.contents +
-                         "\", expected \"training\" or \"weights\"",
+                         "\", expected \"training\", \"weights\" or \"adapters\"",
                      kReadHint);
   h.zt_version = h5::read_string_attr(file, "zt_version", path, root);
   h.zt_commit = h5::read_string_attr(file, "zt_commit", path, root);
@@ -387,6 +392,7 @@ Header header_of(hid_t file, const std::string& path) {
   return h;
 }
 
+namespace {
 
 // ---- writing -----------------------------------------------------------------------
 
@@ -641,6 +647,8 @@ void check_no_extra_tensors(hid_t file, const model::ParamLayout& layout, int ki
   }
 }
 
+}  // namespace
+
 // Opens dataset `name` and checks it is an fp32 tensor of `shape` whose bytes this file
 // holds; its stored checksum into *stored.
 Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_t>& shape,
@@ -669,6 +677,8 @@ Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_
   *stored = h5::read_u64_attr(dset.get(), "checksum", path, "dataset '" + name + "'");
   return dset;
 }
+
+namespace {
 
 // Reads this rank's part of every tensor of each kind into `units`; the worker sums
 // what was read into sums[d] (a tensor's checksum overlaps the next one's read), the
@@ -823,6 +833,11 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   Handle file = open_file(comm, path);
   h5::QuietErrors quiet;
   const Header header = header_of(file.get(), path);
+  if (header.contents == kContentsAdapters)
+    throw InputError("checkpoint '" + path + "' holds LoRA adapters only (contents \"adapters\"), "
+                         "not a model's weights",
+                     "load its base (the file's base_path attribute), or merge the adapters into "
+                     "it: zt convert h5-to-hf " + path + " OUTDIR (docs/finetune.md)");
   std::vector<std::string> w = check_same_shape(header.config, run_config, path);
   if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());
   const bool training = what == ReadWhat::kTraining;

@@ -278,6 +278,51 @@ int64_t QloraBase::bytes() const {
   return b;
 }
 
+MergedWeights merge_lora(const Config& base, const std::vector<std::vector<float>>& base_units,
+                         const LoraLayout& layout, std::span<const float> adapters) {
+  const ParamLayout in(base);
+  ZT_CHECK(static_cast<int>(base_units.size()) == in.num_units() &&
+               static_cast<int64_t>(adapters.size()) == layout.numel(),
+           "merge_lora: buffers of another size than the layouts'",
+           "pass every unit of ParamLayout(base) and LoraLayout::numel() adapter elements.");
+  MergedWeights m{base, {}};
+  const bool untie = base.tied_embeddings && layout.lora().has_target(LoraTarget::kLmHead);
+  if (untie) m.config.tied_embeddings = false;
+  const ParamLayout out(m.config);
+  m.units.resize(static_cast<size_t>(out.num_units()));
+  for (int u = 0; u < out.num_units(); ++u)
+    m.units[static_cast<size_t>(u)].resize(static_cast<size_t>(out.unit(u).numel));
+  // Every tensor by name; the untied head starts as a copy of the embedding.
+  for (const TensorInfo& t : out.tensors()) {
+    const TensorInfo& s = untie && t.name == "lm_head.weight" ? in.find("model.embed_tokens.weight")
+                                                               : in.find(t.name);
+    const std::vector<float>& src = base_units[static_cast<size_t>(s.unit)];
+    ZT_CHECK(static_cast<int64_t>(src.size()) == in.unit(s.unit).numel,
+             "merge_lora: unit " + in.unit(s.unit).name + " has the wrong size",
+             "pass layout.unit(u).numel elements per unit.");
+    std::copy_n(src.begin() + s.offset, t.numel, m.units[static_cast<size_t>(t.unit)].begin() + t.offset);
+  }
+  const int64_t r = layout.lora().rank;
+  const double scale = layout.lora().scale();
+  const bool qlora = layout.lora().method == FinetuneMethod::kQlora;
+  for (const LoraAdapterInfo& a : layout.adapters()) {
+    const TensorInfo& t = out.find(a.name + ".weight");
+    // W [out, in] of this projection in the merged units.
+    std::span<float> w(m.units[static_cast<size_t>(t.unit)].data() + t.offset, static_cast<size_t>(t.numel));
+    if (qlora) kernels::nf4::dequantize(kernels::nf4::quantize(w), w);
+    const float* A = adapters.data() + a.a_offset;  // [r, in]
+    const float* B = adapters.data() + a.b_offset;  // [out, r]
+    for (int64_t o = 0; o < a.out; ++o)
+      for (int64_t i = 0; i < a.in; ++i) {
+        double s = 0;
+        for (int64_t k = 0; k < r; ++k) s += static_cast<double>(B[o * r + k]) * A[k * a.in + i];
+        float& x = w[static_cast<size_t>(o * a.in + i)];
+        x = static_cast<float>(static_cast<double>(x) + scale * s);
+      }
+  }
+  return m;
+}
+
 template void init_lora<float>(const LoraLayout&, uint64_t, std::span<float>);
 template void init_lora<double>(const LoraLayout&, uint64_t, std::span<double>);
 

@@ -16,6 +16,9 @@ inline constexpr const char* kFormat = "zt-checkpoint";
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr const char* kContentsTraining = "training";  // params + moments + state
 inline constexpr const char* kContentsWeights = "weights";    // params only
+// LoRA/QLoRA adapters (+ their moments and state) over a base named by the file
+// (zt/ckpt/adapters.hpp, docs/checkpoint-format.md "Adapter checkpoints").
+inline constexpr const char* kContentsAdapters = "adapters";
 
 // Dataset paths of a tensor, by its Hugging Face name.
 std::string param_path(std::string_view hf_name);       // "/params/<name>"
@@ -34,7 +37,7 @@ struct TokenizerRecord {
 // Root attributes.
 struct Header {
   uint32_t format_version = kFormatVersion;
-  std::string contents = kContentsTraining;  // kContentsTraining or kContentsWeights
+  std::string contents = kContentsTraining;  // kContentsTraining, kContentsWeights or kContentsAdapters
   std::string zt_version;
   std::string zt_commit;
   model::Config config;
