@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "zt/ckpt/adapters.hpp"
+#include "zt/ckpt/adapter_export.hpp"
 #include "zt/ckpt/hf_convert.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"

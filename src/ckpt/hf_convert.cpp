@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "zt/core/json.hpp"
-#include "zt/ckpt/adapters.hpp"
+#include "zt/ckpt/adapter_export.hpp"
 #include "zt/ckpt/hf_config.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"

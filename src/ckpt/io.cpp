@@ -833,11 +833,6 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   Handle file = open_file(comm, path);
   h5::QuietErrors quiet;
   const Header header = header_of(file.get(), path);
-  if (header.contents == kContentsAdapters)
-    throw InputError("checkpoint '" + path + "' holds LoRA adapters only (contents \"adapters\"), "
-                         "not a model's weights",
-                     "load its base (the file's base_path attribute), or merge the adapters into "
-                     "it: zt convert h5-to-hf " + path + " OUTDIR (docs/finetune.md)");
   std::vector<std::string> w = check_same_shape(header.config, run_config, path);
   if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());
   const bool training = what == ReadWhat::kTraining;

@@ -1,5 +1,5 @@
 #pragma once
-// Pieces of the checkpoint reader (io.cpp) shared with the adapter reader (adapters.cpp),
+// Pieces of the checkpoint reader (io.cpp) shared with the adapter reader (adapter_export.cpp),
 // so both open files, read headers and check tensors the one way.
 #include <mpi.h>
 

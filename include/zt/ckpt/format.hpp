@@ -16,8 +16,8 @@ inline constexpr const char* kFormat = "zt-checkpoint";
 inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr const char* kContentsTraining = "training";  // params + moments + state
 inline constexpr const char* kContentsWeights = "weights";    // params only
-// LoRA/QLoRA adapters (+ their moments and state) over a base named by the file
-// (zt/ckpt/adapters.hpp, docs/checkpoint-format.md "Adapter checkpoints").
+// A LoRA / QLoRA run's checkpoint: the adapters' tensors, their moments and /state, no
+// base tensors; the base it trained on is named by path and hash (adapters.hpp).
 inline constexpr const char* kContentsAdapters = "adapters";
 
 // Dataset paths of a tensor, by its Hugging Face name.

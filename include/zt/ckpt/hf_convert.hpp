@@ -75,7 +75,7 @@ struct Weights {
 };
 // The parameters of a zt checkpoint (a training or weights-only file, or the one a
 // ckpt.dir's `latest` names), every checksum verified. An adapter checkpoint (contents
-// "adapters", zt/ckpt/adapters.hpp) gives its base with the adapters merged in; `base`
+// "adapters", zt/ckpt/adapter_export.hpp) gives its base with the adapters merged in; `base`
 // names that base instead of the file's base_path (refused for other checkpoints).
 Weights read_checkpoint_weights(const std::string& checkpoint, const std::string& base = "");
 // The weights of a Hugging Face Llama folder (checked as import_hf does; info: what was read).

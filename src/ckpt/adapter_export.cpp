@@ -1,6 +1,6 @@
-// LoRA/QLoRA adapter checkpoints: read, base checked, merged, exported for PEFT (see
-// include/zt/ckpt/adapters.hpp and docs/checkpoint-format.md "Adapter checkpoints").
-#include "zt/ckpt/adapters.hpp"
+// LoRA/QLoRA adapter checkpoints for export: read, base checked, merged, written for PEFT
+// (see include/zt/ckpt/adapter_export.hpp and docs/checkpoint-format.md "Adapter checkpoints").
+#include "zt/ckpt/adapter_export.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -96,20 +96,6 @@ model::LoraConfig parse_finetune_json(const std::string& text, const model::Conf
   } catch (const InputError& e) {
     throw InputError(where + ": attribute finetune: " + e.message(), kFinetuneHint);
   }
-}
-
-std::string finetune_json(const model::LoraConfig& l) {
-  json targets = json::array();
-  for (int t = 0; t < model::kNumLoraTargets; ++t)
-    if (l.has_target(static_cast<model::LoraTarget>(t)))
-      targets.push_back(std::string(model::lora_target_name(static_cast<model::LoraTarget>(t))));
-  const json j = {{"method", l.method == model::FinetuneMethod::kQlora ? "qlora" : "lora"},
-                  {"rank", l.rank},
-                  {"alpha", l.alpha},
-                  {"dropout", l.dropout},
-                  {"rslora", l.rslora},
-                  {"targets", targets}};
-  return j.dump();
 }
 
 bool is_adapter_checkpoint(const std::string& path) {

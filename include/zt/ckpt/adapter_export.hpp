@@ -5,7 +5,8 @@
 // and /params/<PEFT name>.lora_A.weight [r, in], .lora_B.weight [out, r] (+ their AdamW
 // moments and /state/rng); no base tensors.
 //
-// This header reads them (the packed buffer of model::LoraLayout), checks the base, merges
+// This header reads them for export (the packed buffer of model::LoraLayout, serially),
+// checks the base, merges
 // the adapters into it (`zt convert h5-to-hf`, `zt generate`) and writes them as a Hugging
 // Face PEFT folder (`zt convert h5-to-hf --adapter`).
 #include <cstdint>
@@ -25,7 +26,6 @@ namespace zt::ckpt {
 // zt::InputError naming `where` and the field.
 model::LoraConfig parse_finetune_json(const std::string& text, const model::Config& model,
                                       const std::string& where);
-std::string finetune_json(const model::LoraConfig& lora);  // the same JSON, written
 
 struct AdapterCheckpoint {
   std::string path;              // the file read (a ckpt.dir's `latest` resolved)
