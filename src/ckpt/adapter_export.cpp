@@ -80,7 +80,14 @@ model::LoraConfig parse_finetune_json(const std::string& text, const model::Conf
       throw InputError(where + ": attribute finetune: \"targets\" holds " + describe_json(t) +
                            ", not a target name",
                        kFinetuneHint);
-    targets += (targets.empty() ? "" : ",") + t.get<std::string>();
+    // One name per element: the list is joined for lora.targets, so a "q,v" or " q " here
+    // must not pass as two names or a trimmed one.
+    const std::string name = t.get<std::string>();
+    if (name.find_first_of(", \t\"") != std::string::npos)
+      throw InputError(where + ": attribute finetune: \"targets\" holds \"" + name +
+                           "\", not one target name",
+                       kFinetuneHint);
+    targets += (targets.empty() ? "" : ",") + name;
   }
   // The values go through the lora.* keys' own checks (schema limits, resolve_lora), so a
   // file cannot hold what the command line could not.

@@ -59,7 +59,24 @@ CASES = [
     ("qv-lmhead-tied", True, "q,v,lm_head", 4, 8.0, False),
     ("down-lmhead", False, "down,lm_head", 2, 3.0, False),
 ]
-FAKE_HASH = "0123456789abcdef"  # the base's content hash is not verified by zt yet
+
+
+def base_hash(h5py, np, path):
+    """The base's content hash as the LoRA engine's checkpoint writer defines it (ckpt::
+    base_hash): zt-sum64 of the uint64 sequence (fnv1a64(name), stored checksum) of the
+    /params datasets in name order, 16 hex digits. zt's check_base does not compare it
+    yet; the files carry the real value so that they stay valid once it does."""
+    seq = []
+    with h5py.File(path, "r") as f:
+        for name in sorted(f["params"].keys()):
+            h = 0xcbf29ce484222325
+            for byte in name.encode():
+                h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+            seq += [h, int(f["params"][name].attrs["checksum"])]
+    x = np.array(seq, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        i = np.arange(x.size, dtype=np.uint64)
+        return "%016x" % int(mix64(mix64(i, np) ^ x, np).sum(dtype=np.uint64))
 
 
 def adapter_dims(cfg, target):
@@ -98,7 +115,7 @@ def write_adapters(h5py, np, path, base, base_path, finetune, seed, drop=None):
         f.attrs["contents"] = "adapters"
         f.attrs["finetune"] = json.dumps(finetune)
         f.attrs["base_path"] = base_path
-        f.attrs["base_hash"] = FAKE_HASH if base_path else ""
+        f.attrs["base_hash"] = base_hash(h5py, np, base) if base_path else ""
         r = finetune["rank"]
         for name, t in peft_names(cfg, finetune["targets"]):
             din, dout = adapter_dims(cfg, t)
