@@ -3,8 +3,8 @@
 
   lora_export_test.py ZT ZT_LORA_LOGITS WORKDIR
 
-1. `zt train` runs the `tiny` preset for 2 steps (model.init_std 0.2, so the logits are far
-   from uniform), untied and tied; each checkpoint is a base, exported with
+1. `zt train` runs the `tiny` preset for 2 steps (hf_common.train_tiny; model.init_std 0.2,
+   so the logits are far from uniform), untied and tied; each checkpoint is a base, exported with
    `zt convert h5-to-hf BASE.h5 BASE_HF --dtype f32`.
 2. For each case (targets incl. lm_head on the untied and the tied base, rslora on and off)
    the test writes an adapter checkpoint itself with h5py, as docs/checkpoint-format.md
@@ -47,7 +47,7 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
 sys.path.insert(0, HERE)
-from hf_common import Checker, mix64, run_zt, sum64, torch_peers  # noqa: E402
+from hf_common import Checker, mix64, run_zt, sum64, torch_peers, train_tiny  # noqa: E402
 from lora_peer_test import MODULES, rmsnorm_f64, rope_f64  # noqa: E402
 
 TOL64 = 1e-9  # (a) float64 on both sides: lora_peer measured 2.6e-13 .. 8.4e-13
@@ -183,20 +183,11 @@ def main():
     for tied in (False, True):
         name = "tied" if tied else "untied"
         ck = os.path.join(work, f"ck-{name}")
-        train = [zt, "train", "--set", "train.steps=2", "--set", "train.micro_batch=2",
-                 "--set", "train.global_batch=2", "--set", "train.seq_len=32",
-                 "--set", "model.init_std=0.2", "--set", f"model.tied_embeddings={str(tied).lower()}",
-                 "--set", "train.threads=1", "--set", "eval.every=0",
-                 "--set", "data.eval_fraction=0", "--set", "sample.tokens=0",
-                 "--set", f"ckpt.dir={ck}", "--set", "train.peak_tflops=1"]
-        p = subprocess.run(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=300, cwd=work,
-                           env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
-                                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                                    XDG_CACHE_HOME=os.path.join(work, "cache")))
-        c.check(p.returncode == 0, f"zt train: tiny ({name} embeddings), 2 steps")
-        if p.returncode != 0:
-            print(p.stdout[-4000:])
+        rc, out = train_tiny(zt, work, ck, 2, ["model.init_std=0.2",
+                                               f"model.tied_embeddings={str(tied).lower()}"])
+        c.check(rc == 0, f"zt train: tiny ({name} embeddings), 2 steps")
+        if rc != 0:
+            print(out[-4000:])
             c.finish()
         ckpt = os.path.abspath(os.path.join(ck, open(os.path.join(ck, "latest")).read().strip()))
         base_hf = os.path.join(work, f"base-hf-{name}")
