@@ -34,7 +34,16 @@
        shape), --base on a whole model, a malformed finetune attribute (not JSON, a rank
        that is a string, an unknown target), a missing adapter dataset, --adapter on a
        whole model; and --base naming a copy of the base works.
-Exit 77 (CTest skip) when torch, transformers or peft is missing
+
+  lora_export_test.py ZT ZT_LORA_LOGITS WORKDIR qlora
+
+QLoRA's merged export against bitsandbytes: a `finetune.method = qlora` adapter file (q, v,
+lm_head; r 4) on the untied base, `zt convert h5-to-hf` merged: every targeted W of the
+export is bitsandbytes' dequantize_4bit(quantize_4bit(W, nf4, blocksize 64, double
+quantisation)) + scale * B A (float64) rounded to the nearest fp32 (within 0.5 ulp), the
+other tensors are the base's bit for bit, and the NF4 round trip shows (most targeted
+elements differ from LoRA's merge).
+Exit 77 (CTest skip) when torch, transformers or peft (qlora: bitsandbytes) is missing
 (scripts/install-deps.sh --hf-peers installs them).
 """
 import json
@@ -163,7 +172,66 @@ def zt_logits(zt_lora_logits, ckpt, adapter_file, targets, rank, alpha, rslora, 
     return json.loads(p.stdout)
 
 
+def qlora_main(zt, work):
+    torch, transformers, peft, bnb = torch_peers("peft", "bitsandbytes")
+    import bitsandbytes.functional as F
+    import h5py
+    import numpy as np
+    from safetensors.numpy import load_file
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    c = Checker()
+    ck = os.path.join(work, "ck")
+    rc, out = train_tiny(zt, work, ck, 2, ["model.init_std=0.2"])
+    c.check(rc == 0, "zt train: tiny, 2 steps")
+    if rc != 0:
+        print(out[-4000:])
+        c.finish()
+    ckpt = os.path.abspath(os.path.join(ck, open(os.path.join(ck, "latest")).read().strip()))
+    rank, alpha = 4, 8.0
+    finetune = {"method": "qlora", "rank": rank, "alpha": alpha, "dropout": 0.0, "rslora": False,
+                "targets": ["q", "v", "lm_head"]}
+    ad_h5 = os.path.join(work, "adapters-qlora.h5")
+    ad = write_adapters(h5py, np, ad_h5, ckpt, ckpt, finetune, 7)
+    merged = os.path.join(work, "merged")
+    rc, out = run_zt(zt, "convert", "h5-to-hf", ad_h5, merged, "--dtype", "f32")
+    c.check(rc == 0, "h5-to-hf merged (qlora)")
+    if rc != 0:
+        print(out)
+        c.finish()
+    zt_t = load_file(os.path.join(merged, "model.safetensors"))
+    scale = alpha / rank
+    worst, nf4_moved, targeted, others_equal = 0.0, 0, 0, True
+    with h5py.File(ckpt, "r") as f:
+        names = sorted(f["params"].keys())
+        for name in names:
+            w = f["params"][name][()]
+            module = name[:-len(".weight")]
+            if module not in ad:
+                others_equal &= np.array_equal(zt_t[name], w)
+                continue
+            a, b = ad[module]
+            q, state = F.quantize_4bit(torch.from_numpy(w), blocksize=64, compress_statistics=True,
+                                       quant_type="nf4")
+            deq = F.dequantize_4bit(q, state).numpy().astype(np.float64)
+            delta = scale * (b.astype(np.float64) @ a.astype(np.float64))
+            ref = deq + delta
+            ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+            worst = max(worst, float((np.abs(zt_t[name].astype(np.float64) - ref) / ulp).max()))
+            lora = (w.astype(np.float64) + delta).astype(np.float32)
+            nf4_moved += int((zt_t[name] != lora).sum())
+            targeted += w.size
+    c.check(sorted(zt_t) == names and others_equal, "untargeted tensors: the base's, bit for bit")
+    c.check(worst <= 0.5 + 1e-6, f"targeted W: bitsandbytes' NF4 round trip + scale B A, rounded "
+            f"to fp32 (worst {worst:.3f} ulp)")
+    c.check(nf4_moved > targeted // 2, f"the NF4 round trip shows: {nf4_moved} of {targeted} "
+            "targeted elements differ from LoRA's merge")
+    c.finish()
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[4] == "qlora":
+        return qlora_main(sys.argv[1], sys.argv[3])
     if len(sys.argv) != 4:
         print(__doc__)
         return 2
