@@ -40,7 +40,9 @@
 QLoRA's merged export against bitsandbytes: a `finetune.method = qlora` adapter file (q, v,
 lm_head; r 4) on the untied base, `zt convert h5-to-hf` merged: every targeted W of the
 export is bitsandbytes' dequantize_4bit(quantize_4bit(W, nf4, blocksize 64, double
-quantisation)) + scale * B A (float64) rounded to the nearest fp32 (within 0.5 ulp), the
+quantisation)) + scale * B A (float64) rounded to fp32, within 0.5 ulp of the sum plus
+1e-4 of the dequantised value (bitsandbytes' float32 dynamic map differs from zt's by an
+ulp on 72 levels, kernels.nf4_peer, which moves some blocks' absmax: 5.4e-5 measured), the
 other tensors are the base's bit for bit, and the NF4 round trip shows (most targeted
 elements differ from LoRA's merge).
 Exit 77 (CTest skip) when torch, transformers or peft (qlora: bitsandbytes) is missing
@@ -216,14 +218,23 @@ def qlora_main(zt, work):
             deq = F.dequantize_4bit(q, state).numpy().astype(np.float64)
             delta = scale * (b.astype(np.float64) @ a.astype(np.float64))
             ref = deq + delta
-            ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
-            worst = max(worst, float((np.abs(zt_t[name].astype(np.float64) - ref) / ulp).max()))
+            # zt's dynamic map (the absmax code book) is rounded once from double,
+            # bitsandbytes' computed in float32: 72 of its 256 levels are 1 ulp apart
+            # (kernels.nf4_peer), which can move a block's absmax, and so its dequantised
+            # values, by up to 5.4e-5 relative (measured); an NF4 level is 8% or more away.
+            # The sum is then rounded once (0.5 ulp).
+            ulp_ref = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+            err = np.abs(zt_t[name].astype(np.float64) - ref) - 0.5 * ulp_ref
+            zero = deq == 0
+            worst = max(worst, float((err[~zero] / np.abs(deq[~zero])).max()))
+            others_equal &= bool((err[zero] <= 0).all())  # NF4's exact 0 on both sides
             lora = (w.astype(np.float64) + delta).astype(np.float32)
             nf4_moved += int((zt_t[name] != lora).sum())
             targeted += w.size
-    c.check(sorted(zt_t) == names and others_equal, "untargeted tensors: the base's, bit for bit")
-    c.check(worst <= 0.5 + 1e-6, f"targeted W: bitsandbytes' NF4 round trip + scale B A, rounded "
-            f"to fp32 (worst {worst:.3f} ulp)")
+    c.check(sorted(zt_t) == names and others_equal,
+            "untargeted tensors: the base's, bit for bit; NF4 zeros: the update alone")
+    c.check(worst <= 1e-4, f"targeted W: bitsandbytes' NF4 round trip + scale B A, rounded to "
+            f"fp32: within 0.5 ulp of the sum + {worst:.2e} x |dequantised W| (<= 1e-4)")
     c.check(nf4_moved > targeted // 2, f"the NF4 round trip shows: {nf4_moved} of {targeted} "
             "targeted elements differ from LoRA's merge")
     c.finish()
