@@ -10,7 +10,6 @@
 #include "h5.hpp"
 #include "io_detail.hpp"
 #include "zt/ckpt/io.hpp"
-#include "zt/ckpt/publish.hpp"
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/core/checksum.hpp"
 #include "zt/core/config.hpp"
@@ -106,19 +105,12 @@ model::LoraConfig parse_finetune_json(const std::string& text, const model::Conf
 }
 
 bool is_adapter_checkpoint(const std::string& path) {
-  std::error_code ec;
-  const std::string file = fs::is_directory(path, ec) ? read_latest(path) : path;
-  if (file.empty() || !fs::is_regular_file(file, ec)) return false;
-  return read_header(MPI_COMM_NULL, file).contents == kContentsAdapters;
+  return read_header(MPI_COMM_NULL, checkpoint_file(path)).contents == kContentsAdapters;
 }
 
 AdapterCheckpoint read_adapters(const std::string& path) {
-  std::error_code ec;
   AdapterCheckpoint ac;
-  ac.path = fs::is_directory(path, ec) ? read_latest(path) : path;
-  if (ac.path.empty())
-    throw InputError("checkpoint folder '" + path + "' has no 'latest' file",
-                     "name an adapter checkpoint file (step-N.h5) or a ckpt.dir that holds `latest`");
+  ac.path = checkpoint_file(path);
   const std::string& file = ac.path;
   h5::Handle f = open_file(MPI_COMM_NULL, file);
   h5::QuietErrors quiet;

@@ -143,16 +143,18 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
 
 // ---- export ----------------------------------------------------------------------
 
-Weights read_checkpoint_weights(const std::string& checkpoint, const std::string& base) {
-  // A ckpt.dir stands for the checkpoint its `latest` names.
-  std::string ckpt_file = checkpoint;
+std::string checkpoint_file(const std::string& checkpoint) {
   std::error_code dir_ec;
-  if (fs::is_directory(checkpoint, dir_ec)) {
-    ckpt_file = read_latest(checkpoint);
-    if (ckpt_file.empty())
-      throw InputError("checkpoint folder '" + checkpoint + "' has no 'latest' file",
-                       "name a checkpoint file (step-N.h5) or a ckpt.dir that holds `latest`");
-  }
+  if (!fs::is_directory(checkpoint, dir_ec)) return checkpoint;
+  const std::string file = read_latest(checkpoint);
+  if (file.empty())
+    throw InputError("checkpoint folder '" + checkpoint + "' has no 'latest' file",
+                     "name a checkpoint file (step-N.h5) or a ckpt.dir that holds `latest`");
+  return file;
+}
+
+Weights read_checkpoint_weights(const std::string& checkpoint, const std::string& base) {
+  const std::string ckpt_file = checkpoint_file(checkpoint);
   // The parameters only (a training file's moments stay on disk), every checksum verified.
   const Header header = read_header(MPI_COMM_NULL, ckpt_file);
   if (header.contents == kContentsAdapters) return read_merged_weights(ckpt_file, base);

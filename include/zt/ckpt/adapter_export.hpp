@@ -36,7 +36,8 @@ struct AdapterCheckpoint {
   std::vector<float> params;     // [LoraLayout(header.config, lora).numel()], packed A then B
 };
 
-// True when `path` (a file, or a ckpt.dir's `latest`) is a checkpoint of contents "adapters".
+// True when `path` (a file, or a ckpt.dir's `latest`) is a checkpoint of contents
+// "adapters"; a missing or unreadable checkpoint is zt::InputError naming it.
 bool is_adapter_checkpoint(const std::string& path);
 
 // Reads an adapter checkpoint's attributes and /params (every checksum verified; the

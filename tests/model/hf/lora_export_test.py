@@ -427,6 +427,8 @@ def main():
             ["--base", "not adapters"], "--base on a whole-model checkpoint")
     refused(["convert", "h5-to-hf", ckpt_u, os.path.join(work, "o4"), "--adapter"],
             ["--adapter", "no LoRA adapters"], "--adapter on a whole-model checkpoint")
+    refused(["convert", "h5-to-hf", missing, os.path.join(work, "o4"), "--adapter"],
+            [missing, "does not exist"], "--adapter on a missing file")
     copy = os.path.join(work, "base-copy.h5")
     shutil.copyfile(ckpt_u, copy)
     rc, out = run_zt(zt, "convert", "h5-to-hf", ad_missing, os.path.join(work, "o5"), "--base", copy)
