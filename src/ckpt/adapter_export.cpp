@@ -209,7 +209,8 @@ Weights read_merged_weights(const std::string& adapters, const std::string& base
   check_base(base_path, ac.base_hash, ac.header.config, what);
   Weights b = read_checkpoint_weights(base_path);
   const model::LoraLayout layout(ac.header.config, ac.lora);
-  model::MergedWeights m = model::merge_lora(b.config, b.units, layout, ac.params);
+  const bool base_tied = b.config.tied_embeddings;
+  model::MergedWeights m = model::merge_lora(b.config, std::move(b.units), layout, ac.params);
   Weights w{std::move(m.config), std::move(m.units), ac.path, b.source_dtype,
             ac.header.tokenizer.name.empty() ? b.tokenizer : ac.header.tokenizer};
   log::info(strf("merged %zu adapters (%s, r %lld, scale %g) of '%s' into base '%s'%s",
@@ -217,7 +218,7 @@ Weights read_merged_weights(const std::string& adapters, const std::string& base
                  ac.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora",
                  static_cast<long long>(ac.lora.rank), ac.lora.scale(), ac.path.c_str(),
                  base_path.c_str(),
-                 b.config.tied_embeddings && !w.config.tied_embeddings
+                 base_tied && !w.config.tied_embeddings
                      ? " (lm_head untied from the embedding: it carries the adapter)"
                      : ""));
   return w;

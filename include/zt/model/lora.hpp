@@ -147,8 +147,9 @@ struct MergedWeights {
   Config config;                          // the base's; tied_embeddings false after an untie
   std::vector<std::vector<float>> units;  // [units][numel] of ParamLayout(config)
 };
-// base_units [units][numel] of ParamLayout(base); adapters [layout.numel()].
-MergedWeights merge_lora(const Config& base, const std::vector<std::vector<float>>& base_units,
+// units [units][numel] of ParamLayout(base), taken (merged in place); adapters
+// [layout.numel()].
+MergedWeights merge_lora(const Config& base, std::vector<std::vector<float>> units,
                          const LoraLayout& layout, std::span<const float> adapters);
 
 }  // namespace zt::model
