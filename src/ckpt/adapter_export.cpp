@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "h5.hpp"
@@ -141,11 +141,11 @@ AdapterCheckpoint read_adapters(const std::string& path) {
   const model::LoraLayout layout(ac.header.config, ac.lora);
   const int64_t r = ac.lora.rank;
   ac.params.assign(static_cast<size_t>(layout.numel()), 0.0f);  // [numel] packed A, B
-  std::map<std::string, bool> expected;  // dataset name -> read
+  std::set<std::string> expected;  // the datasets of the layout
   for (const model::LoraAdapterInfo& a : layout.adapters()) {
     for (const bool is_a : {true, false}) {
       const std::string name = is_a ? a_name(a) : b_name(a);
-      expected[name] = true;
+      expected.insert(name);
       const std::vector<int64_t> shape = is_a ? std::vector<int64_t>{r, a.in} : std::vector<int64_t>{a.out, r};
       h5::Handle space;
       uint64_t stored = 0;
@@ -180,7 +180,7 @@ void check_base(const std::string& path, const std::string& expected_hash,
                      "were trained on)";
   if (!fs::exists(path, ec))
     throw InputError(what + ": its base checkpoint '" + path + "' does not exist", hint);
-  const Header base = read_header(MPI_COMM_NULL, path);
+  const Header base = read_header(MPI_COMM_NULL, checkpoint_file(path));
   if (base.contents == kContentsAdapters)
     throw InputError(what + ": base '" + path + "' holds adapters, not a model's weights", hint);
   try {
