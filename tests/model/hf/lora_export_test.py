@@ -32,8 +32,10 @@
        `generate` (float32) on the same prompt ids;
    (d) refusals, exit 2 naming what: a missing base, another base (--base of the other
        shape), --base on a whole model, a malformed finetune attribute (not JSON, a rank
-       that is a string, an unknown target), a missing adapter dataset, --adapter on a
-       whole model; and --base naming a copy of the base works.
+       that is a string, an unknown target), a missing adapter dataset, a damaged one (its
+       checksum), a malformed base_hash, --adapter on a whole model or a missing file, a
+       merged export over a random base; --base naming a copy of the base works and
+       --adapter of a random base's adapters exports, saying so.
 
   lora_export_test.py ZT ZT_LORA_LOGITS WORKDIR qlora
 
@@ -446,6 +448,28 @@ def main():
                 f"finetune {label}")
         refused(["convert", "h5-to-hf", bad, os.path.join(work, "o7"), "--adapter"], [bad] + words,
                 f"finetune {label} (--adapter)")
+    ad_random = os.path.join(work, "ad-random-base.h5")
+    write_adapters(h5py, np, ad_random, ckpt_u, "", qv, 5)
+    refused(["convert", "h5-to-hf", ad_random, os.path.join(work, "o9")], [ad_random, "random base"],
+            "merged export of adapters on a random base")
+    rc, out = run_zt(zt, "convert", "h5-to-hf", ad_random, os.path.join(work, "o10"), "--adapter")
+    c.check(rc == 0 and "random base" in out, f"--adapter of a random base's adapters exports, saying so (exit {rc})")
+    ad_hash = os.path.join(work, "ad-bad-hash.h5")
+    write_adapters(h5py, np, ad_hash, ckpt_u, ckpt_u, qv, 6)
+    with h5py.File(ad_hash, "a") as f:
+        f.attrs["base_hash"] = "not-a-hash"
+    refused(["convert", "h5-to-hf", ad_hash, os.path.join(work, "o11"), "--adapter"],
+            [ad_hash, "base_hash", "not-a-hash"], "a malformed base_hash")
+    ad_sum = os.path.join(work, "ad-bad-checksum.h5")
+    write_adapters(h5py, np, ad_sum, ckpt_u, ckpt_u, qv, 7)
+    flipped = "model.layers.0.self_attn.q_proj.lora_A.weight"
+    with h5py.File(ad_sum, "a") as f:
+        d = f["params"][flipped]
+        x = d[()]
+        x[0, 0] += 1.0
+        d[...] = x  # the checksum attribute is left as it was
+    refused(["convert", "h5-to-hf", ad_sum, os.path.join(work, "o12")], [ad_sum, flipped, "checksum"],
+            "an adapter dataset whose contents fail its checksum")
     gone = "model.layers.1.self_attn.v_proj.lora_B.weight"
     ad_drop = os.path.join(work, "ad-drop.h5")
     write_adapters(h5py, np, ad_drop, ckpt_u, ckpt_u, qv, 4, drop=gone)
