@@ -6,6 +6,8 @@
 //                                                instruction data (alpaca, prompt-response,
 //                                                chat + --chat-template): prompt masked, packed rows
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
+//                                                (LoRA adapters: merged into their base, or
+//                                                with --adapter a PEFT adapter folder)
 //   hf-to-h5 HFDIR OUT.h5                        Hugging Face Llama -> weights for ckpt.init_from
 #include <filesystem>
 #include <memory>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "zt/ckpt/adapter_export.hpp"
 #include "zt/ckpt/hf_convert.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
@@ -36,6 +39,8 @@ struct ConvertArgs {
   size_t seq_len = 0;
   bool no_pack = false;
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
+  std::string base;                                         // h5-to-hf --base (adapters)
+  bool adapter = false;                                     // h5-to-hf --adapter
   std::string hfdir, out_h5;                                // hf-to-h5
   double progress = kDefaultProgressInterval;               // --progress SECONDS
   bool force = false;                                       // --force: replace existing outputs
@@ -62,7 +67,8 @@ std::vector<std::string> hf_outputs_in(const std::string& dir) {
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name == "config.json" || name == "model.safetensors" ||
-        name == "model.safetensors.index.json" || std::regex_match(name, shard))
+        name == "model.safetensors.index.json" || std::regex_match(name, shard) ||
+        name == "adapter_model.safetensors" || name == "adapter_config.json")
       found.push_back(e.path().string());
   }
   return found;
@@ -120,13 +126,44 @@ int sft_to_tokens(const ConvertArgs& a) {
   return 0;
 }
 
+// h5-to-hf --adapter: the adapters as a PEFT folder, and how to export their base.
+int h5_to_peft(const ConvertArgs& a) {
+  if (!a.dtype.empty() && a.dtype != "f32")
+    throw InputError("--dtype " + a.dtype + " with --adapter: PEFT adapter files are written in "
+                     "fp32 (as PEFT saves the adapters of an fp32 model)",
+                     "drop --dtype (the base's export takes it)");
+  if (!a.base.empty() || !a.tokenizer.empty())
+    throw InputError("--base and --tokenizer do not apply to --adapter (the adapter folder holds "
+                     "the adapters only)",
+                     "give them to the base's export: zt convert h5-to-hf BASE.h5 BASE_HF");
+  if (!ckpt::is_adapter_checkpoint(a.checkpoint))
+    throw InputError("--adapter: checkpoint '" + a.checkpoint + "' holds no LoRA adapters "
+                     "(contents is not \"adapters\")",
+                     "drop --adapter to export a whole model");
+  const ckpt::PeftExportResult r = ckpt::export_peft(a.checkpoint, a.outdir);
+  std::string files;
+  for (const std::string& f : r.files) files += (files.empty() ? "" : ", ") + f;
+  log::info(strf("wrote %s: %lld adapter tensors, %s (f32) (%s), for PEFT's "
+                 "PeftModel.from_pretrained(base, \"%s\")",
+                 a.outdir.c_str(), static_cast<long long>(r.tensors),
+                 format_size_approx(r.tensor_bytes).c_str(), files.c_str(), a.outdir.c_str()));
+  if (r.base_path.empty())
+    log::info("the adapters were trained on a random base (base_path is empty): PEFT needs "
+              "that base's weights, which no file holds");
+  else
+    log::info("the base model folder: zt convert h5-to-hf " + r.base_path + " BASE_HF");
+  return 0;
+}
+
 int h5_to_hf(const ConvertArgs& a) {
   const std::vector<std::string> inputs = inputs_at(a.checkpoint);
   for (const std::string& out : hf_outputs_in(a.outdir))
     require_new_output(out, "output file", inputs, a.force);
+  if (a.adapter) return h5_to_peft(a);
   ckpt::HfExportOptions o;
   o.dtype = a.dtype;
   o.max_shard_size = parse_size(a.max_shard);
+  o.base = a.base;
   // The tokenizer: --tokenizer, else the one the checkpoint records (its training data's),
   // its hash checked against the record before anything is written.
   std::string tokenizer = a.tokenizer;
@@ -240,7 +277,9 @@ Run add_convert_command(CLI::App& app) {
       "h5-to-hf",
       "zt checkpoint -> Hugging Face folder: config.json (LlamaForCausalLM) and "
       "model.safetensors, or shards model-0000k-of-0000N.safetensors with "
-      "model.safetensors.index.json above --max-shard-size. Optimizer state is not exported.");
+      "model.safetensors.index.json above --max-shard-size. Optimizer state is not exported. "
+      "A LoRA/QLoRA adapter checkpoint is merged into its base (W += scale B A, as PEFT's "
+      "merge_and_unload), or with --adapter written as a PEFT adapter folder.");
   export_cmd->add_option("checkpoint", a->checkpoint,
                          "CKPT.h5 (a zt checkpoint), or a ckpt.dir: the checkpoint its `latest` names")
       ->required();
@@ -249,6 +288,14 @@ Run add_convert_command(CLI::App& app) {
                          "safetensors dtype: f32, bf16 or f16 (default: the checkpoint's "
                          "source_dtype attribute, else f32)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  export_cmd->add_flag("--adapter", a->adapter,
+                       "an adapter checkpoint: write OUTDIR as a PEFT adapter folder "
+                       "(adapter_model.safetensors, adapter_config.json) for the base exported "
+                       "on its own, instead of the merged model");
+  export_cmd->add_option("--base", a->base,
+                         "an adapter checkpoint's base checkpoint (default: its base_path "
+                         "attribute); a copy of that file")
+      ->option_text("PATH");
   export_cmd->add_option("--max-shard-size", a->max_shard,
                          "largest shard, e.g. 5G, 500M (binary units; default 5G)");
   tokenizer_option(export_cmd)->description(

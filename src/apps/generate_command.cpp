@@ -1,5 +1,6 @@
 // `zt generate`: text from a trained model (a zt checkpoint, a ckpt.dir, a weights file
-// for ckpt.init_from, or a Hugging Face folder), one process, with a key/value cache.
+// for ckpt.init_from, a LoRA adapter checkpoint merged into its base, or a Hugging Face
+// folder), one process, with a key/value cache.
 // Sampling: greedy (--temperature 0), temperature, top-k, top-p; stops after
 // --max-new-tokens, at an --eos id or a --stop string. The prompt is encoded with the
 // model's tokenizer (--tokenizer, the one a Hugging Face folder holds, or the one the
@@ -35,6 +36,7 @@ namespace {
 
 struct GenerateArgs {
   std::string weights;
+  std::string base;                     // --base: an adapter checkpoint's base
   std::string prompt;
   std::vector<int32_t> prompt_ids;
   int64_t max_new_tokens = 100;
@@ -94,7 +96,7 @@ int run_generate(const GenerateArgs& a) {
     throw InputError("--chat needs --prompt TEXT (the user's message)", "e.g. --chat --prompt 'Hello!'");
   omp_set_num_threads(train::resolve_threads(a.threads, 1));
   const auto t_load = std::chrono::steady_clock::now();
-  ckpt::Weights w = ckpt::load_weights(a.weights);
+  ckpt::Weights w = ckpt::load_weights(a.weights, a.base);  // adapters: merged into their base
   const model::Config& cfg = w.config;
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
@@ -240,6 +242,10 @@ Run add_generate_command(CLI::App& app) {
                   "CKPT.h5, a ckpt.dir (the checkpoint `latest` names), or a Hugging Face "
                   "folder (config.json + safetensors)")
       ->required();
+  cmd->add_option("--base", a->base,
+                  "with a LoRA adapter checkpoint as --weights: its base checkpoint (default: "
+                  "the file's base_path); the adapters are merged into it")
+      ->option_text("PATH");
   cmd->add_option("--prompt", a->prompt,
                   "prompt text: encoded with the model's tokenizer (BOS as tokenizer_config.json "
                   "says), or byte-tokenized when there is none");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "h5.hpp"
+#include "zt/ckpt/adapter_export.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/hash.hpp"
 #include "zt/core/log.hpp"
@@ -20,7 +21,20 @@ const char* method_name(model::FinetuneMethod m) {
   return m == model::FinetuneMethod::kQlora ? "qlora" : m == model::FinetuneMethod::kLora ? "lora" : "full";
 }
 
-std::string hash_of_file(const std::string& path) {
+}  // namespace
+
+std::string finetune_to_json(const model::LoraConfig& lora) {
+  nlohmann::json targets = nlohmann::json::array();
+  for (int t = 0; t < model::kNumLoraTargets; ++t)
+    if (lora.has_target(static_cast<model::LoraTarget>(t)))
+      targets.push_back(std::string(model::lora_target_name(static_cast<model::LoraTarget>(t))));
+  const nlohmann::json j = {{"method", method_name(lora.method)}, {"rank", lora.rank},
+                            {"alpha", lora.alpha},                {"dropout", lora.dropout},
+                            {"rslora", lora.rslora},              {"targets", targets}};
+  return j.dump();
+}
+
+std::string base_hash_of(const std::string& path) {
   const char* hint = "ckpt.init_from names the base checkpoint (a zt checkpoint file; "
                      "`zt convert hf-to-h5` makes one from a Hugging Face model)";
   h5::QuietErrors quiet;
@@ -40,66 +54,15 @@ std::string hash_of_file(const std::string& path) {
   return strf("%016llx", static_cast<unsigned long long>(sum64_u64(seq)));
 }
 
-}  // namespace
-
-std::string finetune_to_json(const model::LoraConfig& lora) {
-  nlohmann::json targets = nlohmann::json::array();
-  for (int t = 0; t < model::kNumLoraTargets; ++t)
-    if (lora.has_target(static_cast<model::LoraTarget>(t)))
-      targets.push_back(std::string(model::lora_target_name(static_cast<model::LoraTarget>(t))));
-  const nlohmann::json j = {{"method", method_name(lora.method)}, {"rank", lora.rank},
-                            {"alpha", lora.alpha},                {"dropout", lora.dropout},
-                            {"rslora", lora.rslora},              {"targets", targets}};
-  return j.dump();
-}
-
-model::LoraConfig finetune_from_json(const std::string& text, const std::string& file) {
-  const std::string hint = "the adapters file's finetune attribute is damaged; write it again";
-  model::LoraConfig l;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    const std::string method = j.at("method").get<std::string>();
-    if (method == "lora")
-      l.method = model::FinetuneMethod::kLora;
-    else if (method == "qlora")
-      l.method = model::FinetuneMethod::kQlora;
-    else
-      throw InputError("checkpoint '" + file + "': attribute finetune has method \"" + method +
-                           "\", expected \"lora\" or \"qlora\"",
-                       hint);
-    l.rank = j.at("rank").get<int64_t>();
-    l.alpha = j.at("alpha").get<double>();
-    l.dropout = j.at("dropout").get<double>();
-    l.rslora = j.at("rslora").get<bool>();
-    for (const nlohmann::json& t : j.at("targets")) {
-      const std::string name = t.get<std::string>();
-      int found = -1;
-      for (int k = 0; k < model::kNumLoraTargets; ++k)
-        if (model::lora_target_name(static_cast<model::LoraTarget>(k)) == name) found = k;
-      if (found < 0)
-        throw InputError("checkpoint '" + file + "': attribute finetune names target \"" + name + "\"",
-                         hint);
-      l.targets |= 1u << found;
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("checkpoint '" + file + "': attribute finetune: " + e.what(), hint);
-  }
-  if (l.rank <= 0 || l.targets == 0)
-    throw InputError("checkpoint '" + file + "': attribute finetune has no adapters (rank " +
-                         std::to_string(l.rank) + ", no targets)",
-                     hint);
-  return l;
-}
-
 model::ParamLayout file_layout(const Header& h) {
   if (h.contents != kContentsAdapters) return model::ParamLayout(h.config);
-  return model::ParamLayout(h.config, finetune_from_json(h.adapters.finetune, "(adapters)"))
+  return model::ParamLayout(h.config, parse_finetune_json(h.adapters.finetune, h.config, "(adapters)"))
       .trainable_only();
 }
 
 std::string base_hash(MPI_Comm comm, const std::string& path) {
   if (path.empty()) return "";
-  return from_rank0(comm, [&] { return hash_of_file(path); });
+  return from_rank0(comm, [&] { return base_hash_of(path); });
 }
 
 std::string from_rank0(MPI_Comm comm, const std::function<std::string()>& work) {

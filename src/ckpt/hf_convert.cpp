@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "zt/core/json.hpp"
+#include "zt/ckpt/adapter_export.hpp"
 #include "zt/ckpt/hf_config.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"
@@ -142,18 +143,25 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
 
 // ---- export ----------------------------------------------------------------------
 
-Weights read_checkpoint_weights(const std::string& checkpoint) {
-  // A ckpt.dir stands for the checkpoint its `latest` names.
-  std::string ckpt_file = checkpoint;
+std::string checkpoint_file(const std::string& checkpoint) {
   std::error_code dir_ec;
-  if (fs::is_directory(checkpoint, dir_ec)) {
-    ckpt_file = read_latest(checkpoint);
-    if (ckpt_file.empty())
-      throw InputError("checkpoint folder '" + checkpoint + "' has no 'latest' file",
-                       "name a checkpoint file (step-N.h5) or a ckpt.dir that holds `latest`");
-  }
+  if (!fs::is_directory(checkpoint, dir_ec)) return checkpoint;
+  const std::string file = read_latest(checkpoint);
+  if (file.empty())
+    throw InputError("checkpoint folder '" + checkpoint + "' has no 'latest' file",
+                     "name a checkpoint file (step-N.h5) or a ckpt.dir that holds `latest`");
+  return file;
+}
+
+Weights read_checkpoint_weights(const std::string& checkpoint, const std::string& base) {
+  const std::string ckpt_file = checkpoint_file(checkpoint);
   // The parameters only (a training file's moments stay on disk), every checksum verified.
   const Header header = read_header(MPI_COMM_NULL, ckpt_file);
+  if (header.contents == kContentsAdapters) return read_merged_weights(ckpt_file, base);
+  if (!base.empty())
+    throw InputError("--base '" + base + "' is given, but checkpoint '" + ckpt_file +
+                         "' holds a whole model (contents \"" + header.contents + "\"), not adapters",
+                     "--base names the base of a LoRA adapter checkpoint; drop it");
   Weights w{header.config, {}, ckpt_file, header.source_dtype, header.tokenizer};
   const model::ParamLayout layout(w.config);
   w.units.resize(static_cast<size_t>(layout.num_units()));  // [units][numel]
@@ -171,7 +179,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
                          const HfExportOptions& options) {
   if (options.max_shard_size == 0)
     throw InputError("--max-shard-size is 0", "give a size such as 5G or 500M");
-  const Weights weights = read_checkpoint_weights(checkpoint);
+  const Weights weights = read_checkpoint_weights(checkpoint, options.base);
   const model::Config& cfg = weights.config;
   const model::ParamLayout layout(cfg);
   const std::vector<std::vector<float>>& params = weights.units;  // [units][numel]
@@ -432,15 +440,20 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
   return r;
 }
 
-Weights load_weights(const std::string& path) {
+Weights load_weights(const std::string& path, const std::string& base) {
   std::error_code ec;
-  if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / kConfigFile, ec))
+  if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / kConfigFile, ec)) {
+    if (!base.empty())
+      throw InputError("--base '" + base + "' is given, but '" + path + "' is a Hugging Face "
+                       "model folder, not a LoRA adapter checkpoint",
+                       "--base names the base of an adapter checkpoint; drop it");
     return read_hf_weights(path);
+  }
   if (!fs::exists(path, ec))
     throw InputError("weights '" + path + "' not found",
                      "name a checkpoint file (step-N.h5, or a ckpt.init_from file), a ckpt.dir "
                      "that holds `latest`, or a Hugging Face folder with config.json");
-  return read_checkpoint_weights(path);
+  return read_checkpoint_weights(path, base);
 }
 
 }  // namespace zt::ckpt

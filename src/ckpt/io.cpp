@@ -24,6 +24,7 @@
 #include <variant>
 
 #include "h5.hpp"
+#include "io_detail.hpp"
 #include "zt/ckpt/adapters.hpp"
 #include "zt/core/checksum.hpp"
 #include "zt/core/error.hpp"
@@ -576,6 +577,9 @@ void check_shards(const model::ParamLayout& layout, size_t given, const char* wh
            "pass one shard per unit of the layout");
 }
 
+}  // namespace
+
+// open_file, header_of and open_tensor are shared with the adapter reader (io_detail.hpp).
 Handle open_file(MPI_Comm comm, const std::string& path) {
   std::error_code ec;
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".tmp") == 0)
@@ -632,6 +636,7 @@ Header header_of(hid_t file, const std::string& path) {
   return h;
 }
 
+namespace {
 
 // ---- writing -----------------------------------------------------------------------
 
@@ -945,6 +950,8 @@ void check_no_extra_tensors(hid_t file, const model::ParamLayout& layout, int ki
   }
 }
 
+}  // namespace
+
 // Opens dataset `name` and checks it is an fp32 tensor of `shape` whose bytes this file
 // holds; its stored checksum into *stored.
 Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_t>& shape,
@@ -973,6 +980,8 @@ Handle open_tensor(hid_t file, const std::string& name, const std::vector<int64_
   *stored = h5::read_u64_attr(dset.get(), "checksum", path, "dataset '" + name + "'");
   return dset;
 }
+
+namespace {
 
 // Reads this rank's part of every tensor of each kind into `units`: the raw datasets'
 // ranges queued on the I/O threads in file order (the main thread opens the next dataset

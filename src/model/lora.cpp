@@ -310,6 +310,57 @@ int64_t QloraBase::bytes() const {
   return b;
 }
 
+MergedWeights merge_lora(const Config& base, std::vector<std::vector<float>> units,
+                         const LoraLayout& layout, std::span<const float> adapters) {
+  const ParamLayout in(base);
+  ZT_CHECK(static_cast<int>(units.size()) == in.num_units() &&
+               static_cast<int64_t>(adapters.size()) == layout.numel(),
+           "merge_lora: buffers of another size than the layouts'",
+           "pass every unit of ParamLayout(base) and LoraLayout::numel() adapter elements.");
+  for (int u = 0; u < in.num_units(); ++u)
+    ZT_CHECK(static_cast<int64_t>(units[static_cast<size_t>(u)].size()) == in.unit(u).numel,
+             "merge_lora: unit " + in.unit(u).name + " has the wrong size",
+             "pass layout.unit(u).numel elements per unit.");
+  // The units are merged in place (a 1.1B model is not held twice). Untying only grows
+  // the head unit: its tensors are rebuilt by name, lm_head from the embedding.
+  MergedWeights m{base, std::move(units)};
+  const bool untie = base.tied_embeddings && layout.lora().has_target(LoraTarget::kLmHead);
+  if (untie) m.config.tied_embeddings = false;
+  const ParamLayout out(m.config);
+  for (int u = 0; u < out.num_units(); ++u) {
+    if (out.unit(u).numel == in.unit(u).numel) continue;  // same tensors, same places
+    std::vector<float> grown(static_cast<size_t>(out.unit(u).numel));  // [numel] of the untied unit
+    for (const TensorInfo& t : out.tensors()) {
+      if (t.unit != u) continue;
+      const TensorInfo& s = t.name == "lm_head.weight" ? in.find("model.embed_tokens.weight") : in.find(t.name);
+      const std::vector<float>& src = m.units[static_cast<size_t>(s.unit)];  // still the base's
+      std::copy_n(src.begin() + s.offset, t.numel, grown.begin() + t.offset);
+    }
+    m.units[static_cast<size_t>(u)] = std::move(grown);
+  }
+  const int64_t r = layout.lora().rank;
+  const double scale = layout.lora().scale();
+  const bool qlora = layout.lora().method == FinetuneMethod::kQlora;
+  for (const LoraAdapterInfo& a : layout.adapters()) {
+    const TensorInfo& t = out.find(a.name + ".weight");
+    // W [out, in] of this projection in the merged units.
+    std::span<float> w(m.units[static_cast<size_t>(t.unit)].data() + t.offset, static_cast<size_t>(t.numel));
+    if (qlora) kernels::nf4::dequantize(kernels::nf4::quantize(w), w);
+    const float* A = adapters.data() + a.a_offset;  // [r, in]
+    const float* B = adapters.data() + a.b_offset;  // [out, r]
+    // Rows are independent: one per thread.
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < a.out; ++o)
+      for (int64_t i = 0; i < a.in; ++i) {
+        double s = 0;
+        for (int64_t k = 0; k < r; ++k) s += static_cast<double>(B[o * r + k]) * A[k * a.in + i];
+        float& x = w[static_cast<size_t>(o * a.in + i)];
+        x = static_cast<float>(static_cast<double>(x) + scale * s);
+      }
+  }
+  return m;
+}
+
 template void init_lora<float>(const LoraLayout&, uint64_t, std::span<float>);
 template void init_lora<double>(const LoraLayout&, uint64_t, std::span<double>);
 

@@ -5,6 +5,8 @@
 //  - gradients of A and B by five-point finite differences in double (every coordinate of
 //    the small config, all eight targets, untied and tied, with and without dropout and
 //    recompute), and no base gradient at all: the units are bound without gradient spans;
+//  - merge_lora: the merged base computes what the base with its adapters does (LoRA and
+//    QLoRA, untied and tied);
 //  - the banner in PEFT's format. The counts and the forward against PEFT itself are the
 //    hf test model.hf.lora_peer (tests/model/hf/lora_peer_test.py).
 #include <gtest/gtest.h>
@@ -427,6 +429,77 @@ TEST(Qlora, RefusesFp64AndNeedsAdapters) {
     EXPECT_NE(std::string(e.what()).find("finetune.method"), std::string::npos) << e.what();
   }
 }
+
+}  // namespace
+}  // namespace zt::model
+
+namespace zt::model {
+namespace {
+
+// merge_lora (the merged export of `zt convert h5-to-hf` and `zt generate` on adapters):
+// the merged base alone computes what the base with its adapters bound computes (the LoRA
+// forward checked against PEFT in model.hf.lora_peer), for LoRA and QLoRA (bind_qlora),
+// untied and tied with an lm_head adapter (which the merge unties: the embedding keeps
+// its values). PEFT's own merge against zt's is model.hf.lora_export.
+void merge_equals_adapters(bool tied, FinetuneMethod method) {
+  const Config cfg = testing::small_config(tied);
+  const std::string tag = std::string(tied ? "tied" : "untied") +
+                          (method == FinetuneMethod::kQlora ? " qlora" : " lora");
+  ParamLayout layout(cfg);
+  Parameters<float> P(layout);
+  testing::init_general(P, layout, 0.1, 11);
+  LoraConfig lc = lora_all(2, 0.0);
+  lc.method = method;
+  const LoraLayout ll(cfg, lc);
+  std::vector<float> lp(static_cast<size_t>(ll.numel()));  // [numel] adapters, B != 0
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> d(0.0f, 0.2f);
+  for (auto& v : lp) v = d(rng);
+  std::vector<std::vector<float>> base;  // [units][numel]
+  for (int u = 0; u < layout.num_units(); ++u) base.emplace_back(P.params(u).begin(), P.params(u).end());
+
+  const MergedWeights m = merge_lora(cfg, base, ll, lp);
+  EXPECT_EQ(m.config.tied_embeddings, false) << tag;  // all targets include lm_head
+  const ParamLayout out(m.config);
+  // The embedding is the base's, bit for bit, even when the head was tied to it.
+  const TensorInfo& e = out.find("model.embed_tokens.weight");
+  EXPECT_TRUE(std::equal(base[0].begin(), base[0].begin() + e.numel, m.units[0].begin())) << tag;
+
+  Model<float> adapted(cfg), merged(m.config), plain(cfg);
+  for (int u = 0; u < layout.num_units(); ++u) {
+    adapted.bind_unit(u, base[static_cast<size_t>(u)], {});
+    plain.bind_unit(u, base[static_cast<size_t>(u)], {});
+  }
+  for (int u = 0; u < out.num_units(); ++u) merged.bind_unit(u, m.units[static_cast<size_t>(u)], {});
+  adapted.bind_lora(ll, lp, {});
+  std::vector<std::span<const float>> spans(base.begin(), base.end());
+  const QloraBase q(ll, layout, spans);
+  if (method == FinetuneMethod::kQlora) adapted.bind_qlora(q);
+
+  const int64_t T = cfg.context;
+  const auto tok = testing::random_tokens(T, cfg.vocab, 23);
+  std::vector<float> la(static_cast<size_t>(cfg.vocab)), lm(la.size()), lb(la.size());
+  adapted.logits_last(tok, T, la);
+  merged.logits_last(tok, T, lm);
+  plain.logits_last(tok, T, lb);
+  double diff = 0, moved = 0, scale = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(la[i] - lm[i])));
+    moved = std::max(moved, static_cast<double>(std::abs(la[i] - lb[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(la[i])));
+  }
+  std::printf("[merge] %s: max |logit adapters - merged| %.3e (max |logit| %.2f; the adapters move "
+              "them by %.3f)\n", tag.c_str(), diff, scale, moved);
+  // fp32 rounding of the merged weights and of two summation orders: 6e-8 .. 1.6e-7
+  // measured; a merge without QLoRA's NF4 round trip misses by ~1e-2.
+  EXPECT_LE(diff, 2e-6 * std::max(1.0, scale)) << tag;
+  EXPECT_GT(moved, 1e-2) << tag;
+}
+
+TEST(LoraMerge, UntiedLora) { merge_equals_adapters(false, FinetuneMethod::kLora); }
+TEST(LoraMerge, TiedLora) { merge_equals_adapters(true, FinetuneMethod::kLora); }
+TEST(LoraMerge, UntiedQlora) { merge_equals_adapters(false, FinetuneMethod::kQlora); }
+TEST(LoraMerge, TiedQlora) { merge_equals_adapters(true, FinetuneMethod::kQlora); }
 
 }  // namespace
 }  // namespace zt::model

@@ -18,8 +18,7 @@ namespace zt::ckpt {
 // {"method": "lora"|"qlora", "rank": int, "alpha": float, "dropout": float, "rslora": bool,
 //  "targets": ["q", "v", ...]} (targets in lora_target_name order).
 std::string finetune_to_json(const model::LoraConfig& lora);
-// zt::InputError naming `file` and the attribute for malformed text or a missing field.
-model::LoraConfig finetune_from_json(const std::string& text, const std::string& file);
+// (Read back by parse_finetune_json, zt/ckpt/adapter_export.hpp.)
 
 // The tensors a file of `h` holds, in file order: the model's (ParamLayout(h.config)),
 // or for an adapters file the adapters' unit of ParamLayout(h.config, finetune) alone.
@@ -31,6 +30,9 @@ model::ParamLayout file_layout(const Header& h);
 // checksums are verified whenever the base is loaded. Collective: rank 0 reads, every
 // rank gets the answer (or the error). "" for path "".
 std::string base_hash(MPI_Comm comm, const std::string& path);
+// The same on this process alone (no MPI: zt convert, zt generate). zt::InputError naming
+// the file when it cannot be read.
+std::string base_hash_of(const std::string& path);
 
 // The run's engine (finetune `lora`; method full: no adapters) can load `file`:
 // zt::InputError (exit 2) naming `path` and the keys when an adapters file meets a run

@@ -31,6 +31,9 @@ struct HfExportOptions {
   // Called with the checkpoint's tokenizer record before anything is written (`zt convert
   // h5-to-hf` checks the tokenizer files there, so a refusal leaves no half export).
   std::function<void(const TokenizerRecord&)> before_write;
+  // An adapter checkpoint's base (a copy of the file its base_path names); "" = base_path.
+  // Refused for any other checkpoint.
+  std::string base;
 };
 
 struct HfExportResult {
@@ -70,14 +73,20 @@ struct Weights {
   std::string source_dtype;               // "f32", "bf16", "f16", or "" (unrecorded)
   TokenizerRecord tokenizer;              // a checkpoint's training tokenizer (name "" if none)
 };
+// A ckpt.dir stands for the checkpoint its `latest` names (zt::InputError when it has
+// none); anything else is returned as it is.
+std::string checkpoint_file(const std::string& checkpoint);
 // The parameters of a zt checkpoint (a training or weights-only file, or the one a
-// ckpt.dir's `latest` names), every checksum verified.
-Weights read_checkpoint_weights(const std::string& checkpoint);
+// ckpt.dir's `latest` names), every checksum verified. An adapter checkpoint (contents
+// "adapters", zt/ckpt/adapter_export.hpp) gives its base with the adapters merged in; `base`
+// names that base instead of the file's base_path (refused for other checkpoints).
+Weights read_checkpoint_weights(const std::string& checkpoint, const std::string& base = "");
 // The weights of a Hugging Face Llama folder (checked as import_hf does; info: what was read).
 Weights read_hf_weights(const std::string& hfdir, HfImportResult* info = nullptr);
 // Either: a folder holding config.json is a Hugging Face model, anything else a checkpoint
-// (file or ckpt.dir). For `zt generate` and tools.
-Weights load_weights(const std::string& path);
+// (file or ckpt.dir; adapters merged into their base, `base` as read_checkpoint_weights).
+// For `zt generate` and tools.
+Weights load_weights(const std::string& path, const std::string& base = "");
 
 // model.safetensors.index.json, checked: a JSON object whose "weight_map" maps each tensor
 // name (once) to a shard file name that stays in the folder (no "/", "\\", "..", NUL, not

@@ -136,4 +136,20 @@ class QloraBase {
   std::vector<kernels::nf4::Quantized> weights_;  // one per lora_.adapters(), same order
 };
 
+// A base model with its adapters merged in, as PEFT's merge_and_unload: for each adapter,
+// W' = W + scale * B A (fp32; each element's sum over r taken in double, rounded once).
+// QLoRA's adapters trained over W read from NF4: W is first replaced by its NF4 round
+// trip (QloraBase's quantisation), the base the adapters were trained with. An lm_head
+// adapter on tied embeddings unties the head (lm_head = E + scale * B A, the embedding
+// keeps E), so the merged model computes what the adapters did: PEFT's merge would add
+// the update to the shared matrix, and so to the embedding too.
+struct MergedWeights {
+  Config config;                          // the base's; tied_embeddings false after an untie
+  std::vector<std::vector<float>> units;  // [units][numel] of ParamLayout(config)
+};
+// units [units][numel] of ParamLayout(base), taken (merged in place); adapters
+// [layout.numel()].
+MergedWeights merge_lora(const Config& base, std::vector<std::vector<float>> units,
+                         const LoraLayout& layout, std::span<const float> adapters);
+
 }  // namespace zt::model

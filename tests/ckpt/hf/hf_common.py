@@ -56,15 +56,18 @@ def run_zt(zt, *args):
     return p.returncode, p.stdout
 
 
-def train_tiny(zt, work, ckpt_dir, steps):
+def train_tiny(zt, work, ckpt_dir, steps, extra=()):
     """`zt train` of the `tiny` preset on the shipped corpus, 1 rank (no mpirun: MPI's
     singleton init), micro and global batch 8 x 64 tokens, lr 1e-2, no eval or sample,
-    checkpoints into ckpt_dir. Returns (exit code, stdout + stderr)."""
+    checkpoints into ckpt_dir; `extra`: more KEY=VALUE settings. Returns (exit code,
+    stdout + stderr)."""
     train = [zt, "train", "--set", f"train.steps={steps}", "--set", "train.micro_batch=8",
              "--set", "train.global_batch=8", "--set", "train.seq_len=64",
              "--set", "train.warmup=0", "--set", "train.lr=1e-2", "--set", "train.threads=1",
              "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", f"ckpt.dir={ckpt_dir}",
              "--set", "train.peak_tflops=1"]
+    for kv in extra:
+        train += ["--set", kv]
     p = subprocess.run(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=600, cwd=work,
                        env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",

@@ -1,0 +1,291 @@
+// LoRA/QLoRA adapter checkpoints for export: read, base checked, merged, written for PEFT
+// (see include/zt/ckpt/adapter_export.hpp and docs/checkpoint-format.md "Adapter checkpoints").
+#include "zt/ckpt/adapter_export.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "h5.hpp"
+#include "io_detail.hpp"
+#include "zt/ckpt/adapters.hpp"
+#include "zt/ckpt/io.hpp"
+#include "zt/ckpt/safetensors.hpp"
+#include "zt/core/checksum.hpp"
+#include "zt/core/config.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
+#include "zt/core/json.hpp"
+#include "zt/core/log.hpp"
+
+namespace zt::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* kFinetuneHint =
+    "the adapter checkpoint's finetune attribute must be JSON {\"method\": \"lora\"|\"qlora\", "
+    "\"rank\": int, \"alpha\": number, \"dropout\": number, \"rslora\": bool, \"targets\": "
+    "[\"q\", \"v\", ...]} (docs/checkpoint-format.md, \"Adapter checkpoints\"); write the file "
+    "again with zt train";
+constexpr const char* kAdapterFile = "adapter_model.safetensors";
+constexpr const char* kAdapterConfig = "adapter_config.json";
+
+// "<name>.lora_A.weight" / "<name>.lora_B.weight": the tensor names of the adapter file
+// (PEFT's without its "base_model.model." prefix).
+std::string a_name(const model::LoraAdapterInfo& a) { return a.name + ".lora_A.weight"; }
+std::string b_name(const model::LoraAdapterInfo& a) { return a.name + ".lora_B.weight"; }
+
+// One field of the finetune JSON, of the JSON type `ok` accepts.
+template <class Ok>
+const json& field(const json& j, const char* key, Ok ok, const char* type, const std::string& where) {
+  if (!j.contains(key))
+    throw InputError(where + ": attribute finetune has no \"" + key + "\"", kFinetuneHint);
+  const json& v = j.at(key);
+  if (!ok(v))
+    throw InputError(where + ": attribute finetune: \"" + key + "\" is " + describe_json(v) +
+                         ", not " + type,
+                     kFinetuneHint);
+  return v;
+}
+
+}  // namespace
+
+model::LoraConfig parse_finetune_json(const std::string& text, const model::Config& model,
+                                      const std::string& where) {
+  const json j = parse_json_strict(text, where + ": attribute finetune", kFinetuneHint);
+  if (!j.is_object()) throw InputError(where + ": attribute finetune is not a JSON object", kFinetuneHint);
+  const std::string method =
+      field(j, "method", [](const json& v) { return v.is_string(); }, "a string", where).get<std::string>();
+  if (method != "lora" && method != "qlora")
+    throw InputError(where + ": attribute finetune: \"method\" is \"" + method +
+                         "\", not \"lora\" or \"qlora\"",
+                     kFinetuneHint);
+  const int64_t rank =
+      field(j, "rank", [](const json& v) { return v.is_number_integer(); }, "an integer", where).get<int64_t>();
+  const double alpha =
+      field(j, "alpha", [](const json& v) { return v.is_number(); }, "a number", where).get<double>();
+  const double dropout =
+      field(j, "dropout", [](const json& v) { return v.is_number(); }, "a number", where).get<double>();
+  const bool rslora =
+      field(j, "rslora", [](const json& v) { return v.is_boolean(); }, "true or false", where).get<bool>();
+  const json& list = field(
+      j, "targets", [](const json& v) { return v.is_array() && !v.empty(); },
+      "a non-empty list of target names", where);
+  std::string targets;
+  for (const json& t : list) {
+    if (!t.is_string())
+      throw InputError(where + ": attribute finetune: \"targets\" holds " + describe_json(t) +
+                           ", not a target name",
+                       kFinetuneHint);
+    // One name per element: the list is joined for lora.targets, so a "q,v" or " q " here
+    // must not pass as two names or a trimmed one.
+    const std::string name = t.get<std::string>();
+    if (name.find_first_of(", \t\"") != std::string::npos)
+      throw InputError(where + ": attribute finetune: \"targets\" holds \"" + name +
+                           "\", not one target name",
+                       kFinetuneHint);
+    targets += (targets.empty() ? "" : ",") + name;
+  }
+  // The values go through the lora.* keys' own checks (schema limits, resolve_lora), so a
+  // file cannot hold what the command line could not.
+  config::Schema schema;
+  model::add_finetune_keys(schema);
+  try {
+    const config::Config keys = config::load(
+        schema, "",
+        {"finetune.method=" + method, strf("lora.rank=%lld", static_cast<long long>(rank)),
+         strf("lora.alpha=%.17g", alpha), strf("lora.dropout=%.17g", dropout),
+         "lora.targets=\"" + targets + "\"", std::string("lora.rslora=") + (rslora ? "true" : "false")});
+    return model::resolve_lora(keys, model);
+  } catch (const InputError& e) {
+    throw InputError(where + ": attribute finetune: " + e.message(), kFinetuneHint);
+  }
+}
+
+bool is_adapter_checkpoint(const std::string& path) {
+  return read_header(MPI_COMM_NULL, checkpoint_file(path)).contents == kContentsAdapters;
+}
+
+AdapterCheckpoint read_adapters(const std::string& path) {
+  AdapterCheckpoint ac;
+  ac.path = checkpoint_file(path);
+  const std::string& file = ac.path;
+  h5::Handle f = open_file(MPI_COMM_NULL, file);
+  h5::QuietErrors quiet;
+  ac.header = header_of(f.get(), file);
+  const std::string where = "adapter checkpoint '" + file + "'";
+  if (ac.header.contents != kContentsAdapters)
+    throw InputError("checkpoint '" + file + "' holds contents \"" + ac.header.contents +
+                         "\", not LoRA adapters (\"adapters\")",
+                     "give a checkpoint of a finetune.method = lora or qlora run");
+  const std::string root = "the root group";
+  ac.lora = parse_finetune_json(h5::read_string_attr(f.get(), "finetune", file, root),
+                                ac.header.config, where);
+  ac.base_path = h5::read_string_attr(f.get(), "base_path", file, root);
+  ac.base_hash = h5::read_string_attr(f.get(), "base_hash", file, root);
+  const bool hex16 = ac.base_hash.size() == 16 &&
+                     ac.base_hash.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!ac.base_hash.empty() && !hex16)
+    throw InputError(where + ": attribute base_hash = \"" + ac.base_hash +
+                         "\" is not 16 lowercase hex digits (or empty)",
+                     "the file is damaged; write it again with zt train");
+  if (ac.base_path.empty() != ac.base_hash.empty())
+    throw InputError(where + ": attributes base_path and base_hash must both be set (a base "
+                         "checkpoint) or both be empty (a random base); base_path = \"" +
+                         ac.base_path + "\", base_hash = \"" + ac.base_hash + "\"",
+                     "the file is damaged; write it again with zt train");
+
+  // /params: exactly the adapters of the layout, each fp32 of its shape, checksum verified.
+  const model::LoraLayout layout(ac.header.config, ac.lora);
+  const int64_t r = ac.lora.rank;
+  ac.params.assign(static_cast<size_t>(layout.numel()), 0.0f);  // [numel] packed A, B
+  std::set<std::string> expected;  // the datasets of the layout
+  for (const model::LoraAdapterInfo& a : layout.adapters()) {
+    for (const bool is_a : {true, false}) {
+      const std::string name = is_a ? a_name(a) : b_name(a);
+      expected.insert(name);
+      const std::vector<int64_t> shape = is_a ? std::vector<int64_t>{r, a.in} : std::vector<int64_t>{a.out, r};
+      h5::Handle space;
+      uint64_t stored = 0;
+      h5::Handle d = open_tensor(f.get(), param_path(name), shape, file, &space, &stored);
+      float* out = ac.params.data() + (is_a ? a.a_offset : a.b_offset);  // [shape]
+      ZT_H5_CHECK(H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), file,
+                  "the file may be damaged");
+      const std::span<const float> x(out, static_cast<size_t>(shape[0] * shape[1]));
+      const uint64_t sum = ac.header.format_version >= 2 ? xxh3_sum(std::as_bytes(x)) : sum64(x);
+      if (sum != stored)
+        throw InputError(strf("%s: dataset '%s' fails its checksum (stored %016llx, contents give "
+                              "%016llx): the file is damaged",
+                              where.c_str(), param_path(name).c_str(),
+                              static_cast<unsigned long long>(stored), static_cast<unsigned long long>(sum)),
+                         "use another checkpoint of the run, or write this one again");
+    }
+  }
+  h5::Handle params = h5::open_group(f.get(), "params", file);
+  for (const std::string& name : h5::group_members(params.get(), file))
+    if (!expected.count(name))
+      throw InputError(where + " holds dataset '/params/" + name + "', which its finetune "
+                           "attribute (targets, layers) does not describe",
+                       "an adapter checkpoint holds exactly the adapters of its targets; the file "
+                       "is damaged or was written by another tool");
+  f.close(file);
+  return ac;
+}
+
+void check_base(const std::string& path, const std::string& expected_hash,
+                const model::Config& model, const std::string& what) {
+  std::error_code ec;
+  const char* hint = "pass the base checkpoint with --base PATH (a copy of the file the adapters "
+                     "were trained on)";
+  if (!fs::exists(path, ec))
+    throw InputError(what + ": its base checkpoint '" + path + "' does not exist", hint);
+  const Header base = read_header(MPI_COMM_NULL, checkpoint_file(path));
+  if (base.contents == kContentsAdapters)
+    throw InputError(what + ": base '" + path + "' holds adapters, not a model's weights", hint);
+  try {
+    (void)check_same_shape(base.config, model, path);
+  } catch (const InputError& e) {
+    throw InputError(what + ": base '" + path + "' is not the model the adapters were trained on: " +
+                         e.message(),
+                     hint);
+  }
+  // The content hash the trainer recorded (ckpt::base_hash): the same shape with other
+  // values is another base.
+  if (!expected_hash.empty()) {
+    const std::string hash = base_hash_of(checkpoint_file(path));
+    if (hash != expected_hash)
+      throw InputError(what + ": base '" + path + "' has content hash " + hash +
+                           ", the adapters were trained on a base with hash " + expected_hash,
+                       hint);
+  }
+}
+
+Weights read_merged_weights(const std::string& adapters, const std::string& base) {
+  const AdapterCheckpoint ac = read_adapters(adapters);
+  const std::string what = "adapter checkpoint '" + ac.path + "'";
+  const std::string base_path = base.empty() ? ac.base_path : base;
+  if (base_path.empty())
+    throw InputError(what + " was trained on a random base (base_path is empty): there are no "
+                         "base weights to merge the adapters into",
+                     "name the base with --base PATH if you have one");
+  check_base(base_path, ac.base_hash, ac.header.config, what);
+  Weights b = read_checkpoint_weights(base_path);
+  const model::LoraLayout layout(ac.header.config, ac.lora);
+  const bool base_tied = b.config.tied_embeddings;
+  model::MergedWeights m = model::merge_lora(b.config, std::move(b.units), layout, ac.params);
+  Weights w{std::move(m.config), std::move(m.units), ac.path, b.source_dtype,
+            ac.header.tokenizer.name.empty() ? b.tokenizer : ac.header.tokenizer};
+  log::info(strf("merged %zu adapters (%s, r %lld, scale %g) of '%s' into base '%s'%s",
+                 layout.adapters().size(),
+                 ac.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora",
+                 static_cast<long long>(ac.lora.rank), ac.lora.scale(), ac.path.c_str(),
+                 base_path.c_str(),
+                 base_tied && !w.config.tied_embeddings
+                     ? " (lm_head untied from the embedding: it carries the adapter)"
+                     : ""));
+  return w;
+}
+
+PeftExportResult export_peft(const std::string& adapters, const std::string& outdir) {
+  const AdapterCheckpoint ac = read_adapters(adapters);
+  const model::LoraLayout layout(ac.header.config, ac.lora);
+  const int64_t r = ac.lora.rank;
+  std::error_code ec, dir_ec;
+  fs::create_directories(outdir, ec);
+  if (ec || !fs::is_directory(outdir, dir_ec))
+    throw InputError("cannot create output folder '" + outdir + "'" + (ec ? ": " + ec.message() : std::string()),
+                     "give a folder path that is writable (it is created when missing)");
+  PeftExportResult res;
+  res.base_path = ac.base_path;
+  // adapter_model.safetensors: A then B of each adapter, in the layout's order, F32 (what
+  // PEFT's save_pretrained writes for an fp32 model).
+  std::vector<StTensorSpec> specs;
+  for (const model::LoraAdapterInfo& a : layout.adapters()) {
+    specs.push_back({"base_model.model." + a_name(a), StDType::kF32, {r, a.in}});
+    specs.push_back({"base_model.model." + b_name(a), StDType::kF32, {a.out, r}});
+  }
+  SafetensorsWriter w((fs::path(outdir) / kAdapterFile).string(), specs, {{"format", "pt"}});
+  for (const model::LoraAdapterInfo& a : layout.adapters()) {
+    w.write(std::span<const float>(ac.params).subspan(static_cast<size_t>(a.a_offset), static_cast<size_t>(r * a.in)));
+    w.write(std::span<const float>(ac.params).subspan(static_cast<size_t>(a.b_offset), static_cast<size_t>(a.out * r)));
+  }
+  w.finish();
+  res.files.push_back(kAdapterFile);
+  res.tensors = static_cast<int64_t>(specs.size());
+  res.tensor_bytes = static_cast<uint64_t>(layout.numel()) * sizeof(float);
+
+  // adapter_config.json: the fields of PEFT's LoraConfig that define these adapters; PEFT
+  // fills the others with its defaults. target_modules sorted, as PEFT writes its set.
+  json modules = json::array();
+  std::vector<std::string> names;
+  for (int t = 0; t < model::kNumLoraTargets; ++t)
+    if (ac.lora.has_target(static_cast<model::LoraTarget>(t)))
+      names.emplace_back(model::lora_module_name(static_cast<model::LoraTarget>(t)));
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) modules.push_back(n);
+  const json cfg = {{"peft_type", "LORA"},
+                    {"task_type", "CAUSAL_LM"},
+                    {"r", r},
+                    {"lora_alpha", ac.lora.alpha},
+                    {"lora_dropout", ac.lora.dropout},
+                    {"use_rslora", ac.lora.rslora},
+                    {"target_modules", modules},
+                    {"bias", "none"},
+                    {"fan_in_fan_out", false},
+                    {"use_dora", false},
+                    {"lora_bias", false},
+                    {"init_lora_weights", true},
+                    {"modules_to_save", nullptr},
+                    {"layers_to_transform", nullptr},
+                    {"base_model_name_or_path", nullptr},
+                    {"inference_mode", true}};
+  write_file_safely((fs::path(outdir) / kAdapterConfig).string(), cfg.dump(2) + "\n",
+                    "PEFT adapter export");
+  res.files.push_back(kAdapterConfig);
+  return res;
+}
+
+}  // namespace zt::ckpt
