@@ -283,14 +283,24 @@ void init_lora(const LoraLayout& layout, uint64_t seed, std::span<T> params) {
 
 QloraBase::QloraBase(const LoraLayout& lora, const ParamLayout& layout,
                      const std::vector<std::span<const float>>& units)
+    : QloraBase(lora, layout, [&](int u) {
+        ZT_CHECK(static_cast<int>(units.size()) == layout.num_units(),
+                 "QloraBase: one span per unit expected", "pass every unit's parameters.");
+        return units[static_cast<size_t>(u)];
+      }) {}
+
+QloraBase::QloraBase(const LoraLayout& lora, const ParamLayout& layout, const UnitReader& read)
     : lora_(lora) {
-  ZT_CHECK(static_cast<int>(units.size()) == layout.num_units(),
-           "QloraBase: one span per unit expected", "pass every unit's parameters.");
+  int held = -1;                 // the unit `unit` holds
+  std::span<const float> unit;   // [layout.unit(held).numel]
   for (const LoraAdapterInfo& a : lora.adapters()) {
     const bool tied_head = a.target == LoraTarget::kLmHead && layout.config().tied_embeddings;
     const TensorInfo& t =
         layout.find(tied_head ? std::string("model.embed_tokens.weight") : a.name + ".weight");
-    const std::span<const float> unit = units[static_cast<size_t>(t.unit)];
+    if (t.unit != held) {  // adapters come unit by unit (LoraLayout's packing order)
+      held = t.unit;
+      unit = read(held);
+    }
     ZT_CHECK(static_cast<int64_t>(unit.size()) == layout.unit(t.unit).numel,
              "QloraBase: unit " + layout.unit(t.unit).name + " has the wrong size",
              "pass layout.unit(u).numel elements per unit.");

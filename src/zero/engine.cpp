@@ -323,15 +323,23 @@ void Engine::Impl::gather_params_in_place(bool trainable_only) {
 
 // The base's targeted W, NF4 + double quantised from the exact fp32 base (every rank
 // holds the whole quantised base: 4 bits a weight; docs/zero.md "Frozen units"). The
-// base is gathered whole into host memory once for it (construction, after_load).
+// base comes to host memory one unit at a time (construction, after_load): at stages
+// 0-2 in fp32 on a host space it is read in place; else one unit is copied at a time.
 void Engine::Impl::quantize_base() {
   if (opt.lora.method != model::FinetuneMethod::kQlora) return;
   const model::ParamLayout base(layout.config());
-  model::Parameters<float> full(layout);  // every unit, the adapters' too (small)
-  full_params_to_host(full, /*frozen_only=*/true);
-  std::vector<std::span<const float>> spans;  // the base units only
-  for (int u = 0; u < base.num_units(); ++u) spans.push_back(full.params(u));
-  qlora = std::make_unique<model::QloraBase>(model::LoraLayout(layout.config(), opt.lora), base, spans);
+  const bool in_place = opt.stage <= 2 && !bf16_master && !half_up && mem->host_accessible();
+  std::vector<float> unit;  // host: [numel] of the unit read last (not in place)
+  detail::Buf<float> full;  // bf16 weights: [max_padded], an fp32 gather buffer
+  const auto read = [&](int u) -> std::span<const float> {
+    const size_t numel = static_cast<size_t>(part.unit(u).numel);
+    if (in_place) return {full_params[static_cast<size_t>(u)].data(), numel};
+    unit.resize(numel);
+    unit_to_host(u, unit, full);
+    return unit;
+  };
+  qlora = std::make_unique<model::QloraBase>(model::LoraLayout(layout.config(), opt.lora), base,
+                                             model::QloraBase::UnitReader(read));
   model.bind_qlora(*qlora);
 }
 
@@ -453,31 +461,31 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
            "make it from this engine's model().layout()");
   e.flush_checkout();
   e.land_all();  // offload: copies up still in flight (the host reads what they wrote)
-  e.full_params_to_host(out, /*frozen_only=*/false);
+  e.full_params_to_host(out);
 }
 
-void Engine::Impl::full_params_to_host(model::Parameters<float>& out, bool frozen_only) {
-  // bf16_weights at stage 3, or half_up: [max_padded], the gathered fp32 master
-  detail::Buf<float> full;
-  for (int u = 0; u < units; ++u) {
-    if (frozen_only && trainable(u)) continue;
-    const size_t numel = static_cast<size_t>(part.unit(u).numel);
-    std::span<float> dst = out.params(u);
-    if (opt.stage <= 2 && bf16_master) {
-      detail::to_host_widened(*mem, dst.data(), compute_params[static_cast<size_t>(u)].data(),
-                              numel);
-    } else if (opt.stage <= 2 && !half_up) {
-      mem->to_host(dst.data(), full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
-    } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
-      if (bf16_weights && full.empty())
-        full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
-      float* buf = bf16_weights ? full.data() : gather_buf[0].data();
-      if (half_up)
-        gather_master(u, buf);  // the store's: no fp32 copy on the device
-      else
-        gather_exact(u, buf);
-      mem->to_host(dst.data(), buf, numel * sizeof(float));
-    }
+void Engine::Impl::full_params_to_host(model::Parameters<float>& out) {
+  detail::Buf<float> full;  // bf16_weights at stage 3, or half_up: [max_padded]
+  for (int u = 0; u < units; ++u) unit_to_host(u, out.params(u), full);
+}
+
+void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>& full) {
+  const size_t numel = static_cast<size_t>(part.unit(u).numel);
+  ZT_CHECK(dst.size() == numel, "unit_to_host: a buffer of another size than the unit",
+           "a bug in the engine.");
+  if (opt.stage <= 2 && bf16_master) {
+    detail::to_host_widened(*mem, dst.data(), compute_params[static_cast<size_t>(u)].data(), numel);
+  } else if (opt.stage <= 2 && !half_up) {
+    mem->to_host(dst.data(), full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
+  } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
+    if (bf16_weights && full.empty())
+      full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
+    float* buf = bf16_weights ? full.data() : gather_buf[0].data();
+    if (half_up)
+      gather_master(u, buf);  // the store's: no fp32 copy on the device
+    else
+      gather_exact(u, buf);
+    mem->to_host(dst.data(), buf, numel * sizeof(float));
   }
 }
 

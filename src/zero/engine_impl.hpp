@@ -103,9 +103,12 @@ struct Engine::Impl {
   // fp32 units (at construction and after every load: quantize_base).
   std::unique_ptr<model::QloraBase> qlora;
   void quantize_base();
-  // Every unit's exact fp32 parameters into out (frozen_only: the frozen units'), from
-  // wherever the stage and precision keep them. Collective at stage 3 and with half_up.
-  void full_params_to_host(model::Parameters<float>& out, bool frozen_only);
+  // Every unit's exact fp32 parameters into out, from wherever the stage and precision
+  // keep them. Collective at stage 3 and with half_up.
+  void full_params_to_host(model::Parameters<float>& out);
+  // Unit u's exact fp32 parameters into dst [numel] (full: [max_padded], allocated here
+  // when bf16 weights need an fp32 gather buffer). Collective as full_params_to_host.
+  void unit_to_host(int u, std::span<float> dst, detail::Buf<float>& full);
   std::vector<int> train_order;  // unit of each use in loss_and_grad
   std::vector<int> eval_order;   // unit of each use in loss / logits_last
 

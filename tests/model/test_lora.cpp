@@ -410,6 +410,50 @@ TEST(Qlora, EqualsLoraOnTheDequantisedBase) {
   EXPECT_EQ(lkv, lkv_l);
 }
 
+// QloraBase from a unit reader (the engine's: one unit of fp32 values live at a time):
+// each W equals nf4::quantize of that tensor (the independent reference), and the reader
+// is asked once for each unit holding a targeted W, for no other. The reader hands out
+// one buffer, overwritten at each call, so a W quantised from a stale unit shows.
+void qlora_from_reader(bool tied) {
+  const Config cfg = testing::small_config(tied);
+  ParamLayout layout(cfg);
+  Parameters<float> P(layout);
+  testing::init_general(P, layout, 0.2, 5);
+  LoraConfig lc = lora_all(2, 0.0);
+  lc.targets &= ~(1u << static_cast<int>(LoraTarget::kV));  // one untargeted projection
+  const LoraLayout ll(cfg, lc);
+  std::vector<int> asked;   // units in the order read
+  std::vector<float> held;  // [numel] of the unit read last
+  const QloraBase q(ll, layout, [&](int u) -> std::span<const float> {
+    asked.push_back(u);
+    held.assign(P.params(u).begin(), P.params(u).end());
+    return held;
+  });
+  std::vector<int> expected;  // blocks, then the head's unit (tied: the embedding's)
+  for (int l = 0; l < static_cast<int>(cfg.layers); ++l) expected.push_back(layout.block_unit(l));
+  expected.push_back(tied ? ParamLayout::kEmbeddingUnit : layout.head_unit());
+  EXPECT_EQ(asked, expected) << (tied ? "tied" : "untied");
+  for (const auto& a : ll.adapters()) {
+    const bool tied_head = tied && a.target == LoraTarget::kLmHead;
+    const TensorInfo& t =
+        layout.find(tied_head ? std::string("model.embed_tokens.weight") : a.name + ".weight");
+    const kernels::nf4::Quantized ref = kernels::nf4::quantize(
+        std::span<const float>(P.params(t.unit)).subspan(static_cast<size_t>(t.offset),
+                                                         static_cast<size_t>(t.numel)));
+    const kernels::nf4::Quantized* w = q.find(a.layer, a.target);
+    ASSERT_NE(w, nullptr) << a.name;
+    EXPECT_EQ(w->n, ref.n) << a.name;
+    EXPECT_EQ(w->codes, ref.codes) << a.name;
+    EXPECT_EQ(w->absmax_codes, ref.absmax_codes) << a.name;
+    EXPECT_EQ(w->absmax_scale, ref.absmax_scale) << a.name;
+    EXPECT_EQ(w->offset, ref.offset) << a.name;
+  }
+  EXPECT_EQ(q.find(0, LoraTarget::kV), nullptr);
+}
+
+TEST(Qlora, FromAUnitReaderUntied) { qlora_from_reader(false); }
+TEST(Qlora, FromAUnitReaderTied) { qlora_from_reader(true); }
+
 TEST(Qlora, RefusesFp64AndNeedsAdapters) {
   const Config cfg = testing::small_config();
   ParamLayout layout(cfg);

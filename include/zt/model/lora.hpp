@@ -18,6 +18,7 @@
 // QLoRA (finetune.method = qlora) is the same adapters over base weights stored as NF4
 // with double quantisation (zt/kernels/nf4.hpp); the engine does not train either yet.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -126,6 +127,12 @@ class QloraBase {
   // An lm_head adapter on tied embeddings quantises the embedding matrix it shares.
   QloraBase(const LoraLayout& lora, const ParamLayout& layout,
             const std::vector<std::span<const float>>& units);
+  // The same from one unit at a time, so a caller need not hold the whole fp32 base:
+  // unit(u) returns unit u's values (layout.unit(u).numel elements), read until the next
+  // call. Each unit holding a targeted W is asked for once (blocks in order, then the
+  // head's unit, or the embedding's with a tied lm_head adapter); no other unit is.
+  using UnitReader = std::function<std::span<const float>(int u)>;
+  QloraBase(const LoraLayout& lora, const ParamLayout& layout, const UnitReader& unit);
   // W of `target` in block `layer` (layer ignored for lm_head); nullptr when not targeted.
   const kernels::nf4::Quantized* find(int layer, LoraTarget target) const;
   // Bytes of the quantised weights (codes, absmax codes, scales, offsets).
