@@ -126,8 +126,8 @@ void check_view(const MutView& v, Space space, DType dtype, int64_t numel, const
 
 void TrainableModel::bind_qlora(const QloraBase&) {
   throw InputError("finetune.method = qlora on the " + describe() + " model, built without QLoRA",
-                   "QLoRA trains on the CPU path so far (train.device = cpu); the GPU model has "
-                   "no adapters yet (issue 22)");
+                   "build the model with the QLoRA config (make_host_model / make_device_model "
+                   "with finetune.method = qlora)");
 }
 
 std::unique_ptr<TrainableModel> make_host_model(const Config& cfg, int64_t max_batch, int64_t max_seq,
