@@ -281,11 +281,12 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   if (stage >= 2) r.grad_buffer_bytes = p.buffer * reduce_slots * maxp;
   if (bf16_true) {  // fp32 work buffer of AdamW: the widest slice it updates (stage 0: a unit)
     int64_t widest = 0;
-    for (int u = 0; u < layout.num_units(); ++u)
-      widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
-    if (lora.enabled()) {  // the adapters' unit too (rank 0's slice, as Partition cuts it)
+    if (lora.enabled()) {  // the adapters' unit only (rank 0's slice, as Partition cuts it)
       const int64_t numel = model::LoraLayout(s.model, lora).numel();
-      widest = std::max(widest, stage == 0 ? numel : std::min(numel, static_cast<int64_t>(adapters) / n));
+      widest = stage == 0 ? numel : std::min(numel, static_cast<int64_t>(adapters) / n);
+    } else {
+      for (int u = 0; u < layout.num_units(); ++u)
+        widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
     }
     r.grad_buffer_bytes += 4 * to_u64(widest);
   }
