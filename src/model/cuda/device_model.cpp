@@ -617,14 +617,8 @@ class DeviceTrainable final : public TrainableModel {
  private:
   // The adapters' unit spans the whole pass (trainable.hpp): its hooks bracket the call;
   // at stage 3 before_use(a) rebinds it, so adapter pointers are read only after it.
-  void use_adapters() {
-    if (layout_ && hooks_.before_use) hooks_.before_use(layout_->adapter_unit());
-  }
-  void done_adapters(bool grads) {
-    if (!layout_) return;
-    if (hooks_.after_use) hooks_.after_use(layout_->adapter_unit());
-    if (grads && hooks_.grad_ready) hooks_.grad_ready(layout_->adapter_unit());
-  }
+  void use_adapters() { adapters_begin(hooks_, layout().adapter_unit()); }
+  void done_adapters(bool grads) { adapters_end(hooks_, layout().adapter_unit(), grads); }
 
   DeviceModel<T, G> model_;
   std::optional<LoraLayout> lora_layout_;  // with adapters
