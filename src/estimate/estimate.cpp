@@ -224,9 +224,6 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                      "the secondary copy lives on the GPU; use one or the other");
 
   const model::LoraConfig& lora = s.zero.lora;
-  if (lora.enabled() && s.device == Device::kGpu)
-    throw InputError("finetune.method = lora/qlora on the GPU: no rows yet",
-                     "the GPU model has no adapters yet; estimate the CPU engine: --device cpu");
   if (lora.enabled() && (optimizer != Offload::kNone || params != Offload::kNone))
     throw InputError("offload with finetune.method = lora/qlora: no rows yet",
                      "zt estimate sizes the offload store of full training only; estimate "
@@ -268,7 +265,9 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   const u64 trained = lora.enabled() ? adapters : full;  // the units with gradients and moments
   r.param_bytes = stage <= 2 ? (p.param + p.copy) * all : p.param * (all / static_cast<u64>(n));
   if (hpz > 1) r.param_bytes += p.compute * (all / static_cast<u64>(hpz));
-  r.param_bytes += qlora_base_bytes(s.model, lora);  // (counted in full_params)
+  // (counted in full_params; on the GPU the model's device copy of it, DeviceLora's: the
+  // engine's host QloraBase it is uploaded from is not in host_bytes)
+  r.param_bytes += qlora_base_bytes(s.model, lora);
   r.grad_bytes = p.grad * (stage <= 1 ? trained : trained / static_cast<u64>(n));
   r.optimizer_bytes = p.optimizer * (stage == 0 ? trained : trained / static_cast<u64>(n));
 
@@ -282,8 +281,13 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   if (stage >= 2) r.grad_buffer_bytes = p.buffer * reduce_slots * maxp;
   if (bf16_true) {  // fp32 work buffer of AdamW: the widest slice it updates (stage 0: a unit)
     int64_t widest = 0;
-    for (int u = 0; u < layout.num_units(); ++u)
-      widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
+    if (lora.enabled()) {  // the adapters' unit only (rank 0's slice, as Partition cuts it)
+      const int64_t numel = model::LoraLayout(s.model, lora).numel();
+      widest = stage == 0 ? numel : std::min(numel, static_cast<int64_t>(adapters) / n);
+    } else {
+      for (int u = 0; u < layout.num_units(); ++u)
+        widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
+    }
     r.grad_buffer_bytes += 4 * to_u64(widest);
   }
   const u64 packed = zero::packed_bytes(maxp, static_cast<size_t>(o.quantize_block));
@@ -304,8 +308,15 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
     }
   } else {  // the GPU model's workspace, from the formula it sizes its buffers with
     const int64_t N = s.micro_batch * std::min(s.seq_len, s.model.context);
-    r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false);
-    r.activation_recompute_bytes = model::device_workspace_bytes(s.model, N, p.activation, true);
+    if (lora.enabled()) {  // + the adapters' workspace (and QLoRA's one dequantised W)
+      const bool qlora = lora.method == model::FinetuneMethod::kQlora;
+      r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false, lora, qlora);
+      r.activation_recompute_bytes =
+          model::device_workspace_bytes(s.model, N, p.activation, true, lora, qlora);
+    } else {
+      r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false);
+      r.activation_recompute_bytes = model::device_workspace_bytes(s.model, N, p.activation, true);
+    }
   }
 
   offload_rows(r, s, part, more_blocks, gather_slots, full, all / static_cast<u64>(n), p.compute);

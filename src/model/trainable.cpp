@@ -96,14 +96,8 @@ class HostModel final : public TrainableModel {
 
  private:
   // The adapters' unit spans the whole pass (trainable.hpp): its hooks bracket the call.
-  void use_adapters() {
-    if (layout_ && hooks_.before_use) hooks_.before_use(layout_->adapter_unit());
-  }
-  void done_adapters(bool grads) {
-    if (!layout_) return;
-    if (hooks_.after_use) hooks_.after_use(layout_->adapter_unit());
-    if (grads && hooks_.grad_ready) hooks_.grad_ready(layout_->adapter_unit());
-  }
+  void use_adapters() { adapters_begin(hooks_, layout().adapter_unit()); }
+  void done_adapters(bool grads) { adapters_end(hooks_, layout().adapter_unit(), grads); }
 
   Model<float> model_;
   std::optional<LoraLayout> lora_layout_;  // with adapters
@@ -124,10 +118,19 @@ void check_view(const MutView& v, Space space, DType dtype, int64_t numel, const
   check(v, space, dtype, numel, what);
 }
 
+void adapters_begin(const UnitHooks& hooks, int a) {
+  if (a >= 0 && hooks.before_use) hooks.before_use(a);
+}
+void adapters_end(const UnitHooks& hooks, int a, bool grads) {
+  if (a < 0) return;
+  if (hooks.after_use) hooks.after_use(a);
+  if (grads && hooks.grad_ready) hooks.grad_ready(a);
+}
+
 void TrainableModel::bind_qlora(const QloraBase&) {
   throw InputError("finetune.method = qlora on the " + describe() + " model, built without QLoRA",
-                   "QLoRA trains on the CPU path so far (train.device = cpu); the GPU model has "
-                   "no adapters yet (issue 22)");
+                   "build the model with the QLoRA config (make_host_model / make_device_model "
+                   "with finetune.method = qlora)");
 }
 
 std::unique_ptr<TrainableModel> make_host_model(const Config& cfg, int64_t max_batch, int64_t max_seq,

@@ -208,10 +208,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   } else if (opt.reduce_dtype == DType::kBF16) {
     reduce_half = make_bufs<bf16>(*mem, reduce_slots, maxp, "bf16 reduce buffers");
   }
-  if (bf16_master) {  // the widest slice AdamW updates (stage 0: a whole unit)
+  if (bf16_master) {  // the widest slice AdamW updates (stage 0: a whole unit; not frozen ones)
     int64_t widest = 0;
     for (int u = 0; u < units; ++u)
-      widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
+      if (trainable(u)) widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
     update_wide = detail::Buf<float>(*mem, static_cast<size_t>(widest), "bf16-true AdamW buffer");
   }
   gather_fifo.reserve(gathers.size());

@@ -65,13 +65,10 @@ class DeviceSpace final : public Space {
                                                     const model::LoraConfig& lora) override {
     // The engine accumulates and reduces fp32 gradients in every precision, so bf16-true
     // computes with the model of bf16-mixed (bf16 weights, fp32 gradients): the
-    // difference is in what the engine stores (docs/zero.md, "bf16-true").
-    if (lora.enabled())  // DeviceModel has no adapters yet (issue 22, the device side)
-      throw InputError("finetune.method = lora/qlora with train.device = cuda",
-                       "LoRA and QLoRA train on the CPU path so far: set train.device = cpu, or "
-                       "finetune.method = full");
+    // difference is in what the engine stores (docs/zero.md, "bf16-true"); with LoRA the
+    // adapters' unit is one more stored unit (bf16 under bf16-true), the base frozen.
     const std::string model_precision = precision_ == "bf16-true" ? "bf16-mixed" : precision_;
-    return model::make_device_model(cfg, max_batch, max_seq, model_precision, stream_);
+    return model::make_device_model(cfg, max_batch, max_seq, model_precision, stream_, lora);
   }
 
   void* allocate(size_t bytes, const char* what) override {

@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "support/tmp_dir.hpp"
 #include "zero/zero_fixtures.hpp"
@@ -21,6 +23,8 @@
 #include "zt/core/log.hpp"
 #include "zt/estimate/estimate.hpp"
 #include "zt/model/device_workspace.hpp"
+#include "zt/model/lora.hpp"
+#include "zt/model/model.hpp"
 
 namespace zt::zero::testing {
 namespace {
@@ -34,13 +38,17 @@ struct Case {
   int rpn = 0;  // simulated ranks per node (0: one node)
   int hpz = 1;  // zero.hpz_partition_size
   bool qgz = false, bf16_reduce = false;
+  model::FinetuneMethod lora = model::FinetuneMethod::kFull;  // lora / qlora: adapters only trained
 };
 
 std::string name(const Case& c) {
-  return strf("stage %d %s, optimizer %s, params %s, hpz %d%s%s", c.stage, c.precision.c_str(),
+  return strf("stage %d %s, optimizer %s, params %s, hpz %d%s%s%s", c.stage, c.precision.c_str(),
               std::string(offload::home_name(c.optimizer)).c_str(),
               std::string(offload::home_name(c.params)).c_str(), c.hpz, c.qgz ? ", qgZ" : "",
-              c.bf16_reduce ? ", bf16 reduce" : "");
+              c.bf16_reduce ? ", bf16 reduce" : "",
+              c.lora == model::FinetuneMethod::kLora    ? ", lora"
+              : c.lora == model::FinetuneMethod::kQlora ? ", qlora"
+                                                        : "");
 }
 
 // A directory for the NVMe files, the same on every rank; removed after.
@@ -65,6 +73,12 @@ void compare(const Case& c, const std::string& dir) {
   o.offload.subgroup_bytes = 48 << 10;  // 4096 elements: units of several sub-groups
   o.offload.buffers = 3;
   o.offload.pinned_bytes = 1 << 20;  // two sub-groups and the staging, under a memlock limit
+  if (c.lora != model::FinetuneMethod::kFull) {  // rank 4, dropout (its workspace), every target
+    o.lora.method = c.lora;
+    o.lora.rank = 4;
+    o.lora.dropout = 0.1;
+    o.lora.targets = (1u << model::kNumLoraTargets) - 1;
+  }
   // The host-memory control communicator carries the host values on the staged path.
   Engine e(cfg, *cm.world, cm.node.get(), cm.cross.get(), o, h.init, cm.world.get());
   for (int s = 0; s < 1; ++s) {
@@ -104,7 +118,16 @@ void compare(const Case& c, const std::string& dir) {
     return;
   // params: full units + bf16 copies (stages 0-2), or shards / device staging + the host
   // shard (stage 3), + hpZ secondaries.
-  EXPECT_EQ(m.full_params, c.stage <= 2 ? r.param_bytes : 0u);
+  // QLoRA's NF4 base is held whole at every stage: QloraBase::bytes() of the model's base.
+  size_t nf4 = 0;
+  if (c.lora == model::FinetuneMethod::kQlora) {
+    const model::ParamLayout base(cfg);
+    const model::Parameters<float> zeros(base);  // [every base unit] (bytes need no values)
+    std::vector<std::span<const float>> units;
+    for (int u = 0; u < base.num_units(); ++u) units.push_back(zeros.params(u));
+    nf4 = static_cast<size_t>(model::QloraBase(model::LoraLayout(cfg, o.lora), base, units).bytes());
+  }
+  EXPECT_EQ(m.full_params, c.stage <= 2 ? r.param_bytes : nf4);
   EXPECT_EQ(m.full_params + m.param_shards + m.secondary_shards, r.param_bytes + r.host_param_bytes);
   EXPECT_EQ(m.grads, r.grad_bytes);
   // optimizer: m, v on the device, or the offload store's host bytes.
@@ -114,8 +137,14 @@ void compare(const Case& c, const std::string& dir) {
   EXPECT_EQ(m.comm_buffers, r.comm_bytes);
   // Activations: the GPU model's workspace from the formula the device model sizes its
   // buffers with, in the compute dtype.
-  EXPECT_EQ(r.activation_bytes,
-            model::device_workspace_bytes(cfg, h.B * h.T, c.precision == "fp32" ? 4 : 2, false));
+  // With adapters: the DeviceLora workspace on top (DeviceModel::workspace_bytes()).
+  const size_t elem = c.precision == "fp32" ? 4 : 2;
+  if (o.lora.enabled())
+    EXPECT_EQ(r.activation_bytes,
+              model::device_workspace_bytes(cfg, h.B * h.T, elem, false, o.lora,
+                                            c.lora == model::FinetuneMethod::kQlora));
+  else
+    EXPECT_EQ(r.activation_bytes, model::device_workspace_bytes(cfg, h.B * h.T, elem, false));
 }
 
 TEST(EstimateGpuRows, EqualTheEngineOnTheDevicePathByCategory) {
@@ -137,6 +166,19 @@ TEST(EstimateGpuRows, EqualTheEngineOnTheDevicePathByCategory) {
       compare({3, p, Home::kNone, Home::kNone, 2, 0}, dir);  // hpZ over 2 nodes of 2
       compare({3, p, Home::kCpu, Home::kNone, 2, 2}, dir);   // hpZ + optimizer offload
     }
+  }
+  if (world_rank() == 0) ::rmdir(dir.c_str());
+}
+
+// LoRA / QLoRA (docs/zero.md "Frozen units"): the frozen base held, the adapters' unit
+// trained, one more gather / reduce slot, QLoRA's NF4 base; no offload (the engine
+// refuses it with bf16 weights, zt estimate has no LoRA offload rows).
+TEST(EstimateGpuRows, LoraAndQloraEqualTheEngineByCategory) {
+  const std::string dir = nvme_dir();
+  for (model::FinetuneMethod m : {model::FinetuneMethod::kLora, model::FinetuneMethod::kQlora}) {
+    for (const char* p : {"fp32", "bf16-mixed", "bf16-true"})
+      for (int stage = 0; stage <= 3; ++stage)
+        compare({stage, p, Home::kNone, Home::kNone, 0, 1, false, false, m}, dir);
   }
   if (world_rank() == 0) ::rmdir(dir.c_str());
 }

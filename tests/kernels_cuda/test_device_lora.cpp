@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -363,6 +364,108 @@ TEST(DeviceLoraWorkspace, FormulaCountsTheAdaptersAndOneDequantisedWeight) {
     EXPECT_EQ(model::device_workspace_bytes(cfg, N, 2, true, lc, true),
               model::device_workspace_bytes(cfg, N, 2, true) + 2 * (z.xd + z.u + z.du + z.w));
   }
+}
+
+}  // namespace
+}  // namespace zt::kernels::cuda::testing
+
+namespace zt::kernels::cuda::testing {
+namespace {
+
+// The engine's view of the GPU model with adapters (make_device_model(..., lora)) against
+// the host model's (make_host_model(..., lora), Model<float>::bind_lora underneath): the
+// same ParamLayout(cfg, lora); the hook sequence, adapters' unit first and last; the
+// loss and the adapters' gradients (fp32: 1e-5 / 1e-4) of two micro-steps and the
+// forward-only loss, QLoRA with dropout, all targets. Bound as stage 3 binds: every unit
+// (the adapters' unit too) at its before_use, bind_qlora before the adapters' first
+// binding (deferred), the base with no gradient views.
+TEST_F(DeviceLoraTest, TrainableWrapperMatchesHostTrainable) {
+  const Config cfg = Config::preset("tiny");
+  const int64_t B = 2, Tn = 32, N = B * Tn;
+  const LoraConfig lc = lora_config(kAllTargets, 0.1, /*qlora=*/true);
+  std::unique_ptr<model::TrainableModel> host = model::make_host_model(cfg, B, Tn, lc);
+  std::unique_ptr<model::TrainableModel> dev = model::make_device_model(cfg, B, Tn, "fp32", nullptr, lc);
+  const ParamLayout& layout = host->layout();
+  const int a = layout.adapter_unit();
+  ASSERT_GE(a, 0);
+  ASSERT_EQ(dev->layout().num_units(), layout.num_units());
+  ASSERT_EQ(dev->layout().adapter_unit(), a);
+
+  // Values: the base initialised, the adapters random (B != 0: dA carries signal).
+  const ParamLayout base(cfg);
+  model::Parameters<float> init(base);
+  init.init({.seed = seed_});
+  std::vector<std::vector<float>> hp(static_cast<size_t>(layout.num_units()));  // per unit [numel]
+  std::vector<DeviceBuffer<float>> dp;                                           // per unit [numel]
+  for (int u = 0; u < layout.num_units(); ++u) {
+    ASSERT_EQ(dev->layout().unit(u).numel, layout.unit(u).numel);
+    if (u == a) {
+      const Vec r = randn(static_cast<size_t>(layout.unit(u).numel), 0.05);
+      hp[static_cast<size_t>(u)].assign(r.begin(), r.end());
+    } else {
+      hp[static_cast<size_t>(u)].assign(init.params(u).begin(), init.params(u).end());
+    }
+    Vec v(hp[static_cast<size_t>(u)].begin(), hp[static_cast<size_t>(u)].end());
+    dp.push_back(to_device<float>(v));
+  }
+  const size_t an = static_cast<size_t>(layout.unit(a).numel);
+  std::vector<float> hg(an, 0.0f);  // [adapters] the host model's adapter gradients
+  DeviceBuffer<float> dg(an);       // [adapters] the device model's
+  dg.fill_bytes(0);
+
+  // QLoRA before any binding: both models defer it to the adapters' first binding.
+  std::vector<std::span<const float>> units;
+  for (int u = 0; u < base.num_units(); ++u) units.push_back(init.params(u));
+  const model::QloraBase q(LoraLayout(cfg, lc), base, units);
+  host->bind_qlora(q);
+  dev->bind_qlora(q);
+
+  std::vector<std::string> seen[2];  // [host, device] the hook sequences
+  auto hooks = [&](int which) {
+    model::UnitHooks h;
+    h.before_use = [&, which](int u) {
+      seen[which].push_back("before " + std::to_string(u));
+      const size_t i = static_cast<size_t>(u);
+      const int64_t n = layout.unit(u).numel;
+      if (which == 0)
+        host->bind_unit(u, model::host_view(std::span<const float>(hp[i])),
+                        u == a ? model::host_view(std::span<float>(hg)) : model::MutView{});
+      else
+        dev->bind_unit(u, {dp[i].data(), n, DType::kF32, model::Space::kDevice},
+                       u == a ? model::MutView{dg.data(), n, DType::kF32, model::Space::kDevice}
+                              : model::MutView{});
+    };
+    h.after_use = [&, which](int u) { seen[which].push_back("after " + std::to_string(u)); };
+    h.grad_ready = [&, which](int u) { seen[which].push_back("grad " + std::to_string(u)); };
+    return h;
+  };
+  host->set_hooks(hooks(0));
+  dev->set_hooks(hooks(1));
+
+  std::vector<int32_t> tokens(N), targets(N);
+  for (int64_t n = 0; n < N; ++n) {
+    tokens[n] = randint(0, static_cast<int32_t>(cfg.vocab) - 1);
+    targets[n] = randint(0, static_cast<int32_t>(cfg.vocab) - 1);
+  }
+  for (uint64_t stream : {seed_ + 1, seed_ + 2}) {  // two micro-steps: gradients accumulate
+    host->set_dropout_stream(stream);
+    dev->set_dropout_stream(stream);
+    const double want = host->loss_and_grad(tokens, targets, B, Tn, false, 1.0);
+    const double got = dev->loss_and_grad(tokens, targets, B, Tn, false, 1.0);
+    std::printf("[gpu vs cpu] trainable qlora dropout 0.1 loss %.8f vs %.8f rel err %.3e\n", got,
+                want, std::abs(got - want) / std::abs(want));
+    EXPECT_LT(std::abs(got - want) / std::abs(want), 1e-5);
+  }
+  expect_close(to_host(dg), Vec(hg.begin(), hg.end()), 1e-4, "trainable adapter grads");
+  const double ewant = host->loss(tokens, targets, B, Tn);
+  const double egot = dev->loss(tokens, targets, B, Tn);
+  EXPECT_LT(std::abs(egot - ewant) / std::abs(ewant), 1e-5) << "forward-only loss";
+  EXPECT_EQ(seen[1], seen[0]);
+  ASSERT_FALSE(seen[1].empty());
+  EXPECT_EQ(seen[1].front(), "before " + std::to_string(a));
+  // A model built without adapters refuses QLoRA by name.
+  std::unique_ptr<model::TrainableModel> plain = model::make_device_model(cfg, B, Tn, "fp32", nullptr);
+  EXPECT_THROW(plain->bind_qlora(q), InputError);
 }
 
 }  // namespace

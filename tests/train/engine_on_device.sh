@@ -23,6 +23,8 @@
 #      gradients down), and the losses track line D within 1e-2
 #   E  a GPU checkpoint (stage 3, step 10 of 20) resumed on the CPU: steps 11-20 within
 #      1e-4 of a CPU run of all 20 steps
+#   L  LoRA and QLoRA (issue 22; all 8 targets, dropout 0.1), fp32, stage 3 over NCCL: the
+#      GPU model's adapters behind the engine's adapters' unit, within 1e-5 of the CPU's
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 stage=${1:-run}
@@ -127,6 +129,14 @@ do_run() {
     train e_ref 1 --set train.device=cpu --set zero.stage=3 --set train.steps=20 &&
     compare "E GPU checkpoint resumed on the CPU, steps 11-20" "$logs/e_cpu.jsonl" \
       "$logs/e_ref.jsonl" 1e-4 10 || rc=1
+  lora=(--set zero.stage=3 --set lora.targets=q,k,v,o,gate,up,down,lm_head --set lora.dropout=0.1)
+  for m in lora qlora; do
+    train "l_${m}_cpu" 1 --set train.device=cpu --set finetune.method=$m "${lora[@]}" &&
+      train "l_${m}_gpu" 1 --set train.device=cuda --set comm.backend=nccl \
+        --set finetune.method=$m "${lora[@]}" &&
+      compare "L $m, stage 3, 1 rank, NCCL" "$logs/l_${m}_gpu.jsonl" "$logs/l_${m}_cpu.jsonl" 1e-5 ||
+      rc=1
+  done
   for f in "$logs"/*_gpu.log; do  # the banner of each GPU run, for the record
     echo "$(basename "$f" .log): $(grep -m1 -o 'device cuda.*' "$f" || tail -2 "$f" | tr '\n' ' ')"
   done

@@ -91,10 +91,11 @@ class DeviceModel {
 // DeviceModel<T, G> behind the engine's model interface (trainable.hpp): parameters of T
 // (fp32 or bf16) and gradients of G in device memory, work on `stream`. precision:
 // "fp32" (float, float), "bf16-mixed" (bf16, float), "bf16-true" (bf16, bf16); anything
-// else is an InputError naming train.precision.
+// else is an InputError naming train.precision. With lora.enabled(): the adapters behind
+// the adapters' unit of ParamLayout(cfg, lora) (trainable.hpp), via bind_lora/bind_qlora.
 std::unique_ptr<TrainableModel> make_device_model(const Config& cfg, int64_t max_batch,
                                                   int64_t max_seq, const std::string& precision,
-                                                  cudaStream_t stream);
+                                                  cudaStream_t stream, const LoraConfig& lora = {});
 
 extern template class DeviceModel<float, float>;
 extern template class DeviceModel<kernels::cuda::bf16_t, float>;

@@ -85,6 +85,12 @@ class TrainableModel {
   virtual void bind_qlora(const QloraBase& base);
 };
 
+// The adapters' unit's hooks around one pass (the contract above), for the models that
+// wrap one with adapters: before_use(a) at its start; after_use(a) and, when the pass
+// computed gradients, grad_ready(a) at its end. No-op when a < 0 (no adapters).
+void adapters_begin(const UnitHooks& hooks, int a);
+void adapters_end(const UnitHooks& hooks, int a, bool grads);
+
 // Throws zt::InputError unless `v` holds `numel` elements of `dtype` in `space` (numel < 0:
 // any count); `what` names the buffer ("unit 3 parameters").
 void check_view(const ConstView& v, Space space, DType dtype, int64_t numel, const std::string& what);

@@ -44,10 +44,19 @@ void DeviceLora<T, G>::bind(const LoraLayout& layout, const T* params, G* grads,
     throw InputError("bind_lora: no adapter parameters (nullptr)",
                      "pass a device buffer of LoraLayout::numel() elements.");
   }
-  layout_.emplace(layout);
+  // The engine rebinds the adapters at every use at stage 3 (new pointers, the same
+  // layout): then a bind only moves pointers, the workspace stays.
+  const LoraConfig& now = layout.lora();
+  const bool same = layout_ && layout_->numel() == layout.numel() &&
+                    layout_->lora().method == now.method && layout_->lora().rank == now.rank &&
+                    layout_->lora().alpha == now.alpha && layout_->lora().dropout == now.dropout &&
+                    layout_->lora().rslora == now.rslora && layout_->lora().targets == now.targets;
+  if (!same) {
+    layout_.emplace(layout);
+    rows_ = 0;  // the adapters' shapes may differ from the last layout's
+  }
   params_ = params;
   grads_ = grads;
-  rows_ = 0;  // the adapters' shapes may differ from the last layout's
   ensure(rows);
 }
 
