@@ -67,8 +67,7 @@ double LoraConfig::scale() const {
 void add_finetune_keys(config::Schema& s) {
   s.add_string("finetune.method", "full",
                "full (every parameter trains), lora (frozen base + adapters) or qlora (the "
-               "base stored NF4 + double quantisation); lora and qlora are refused by "
-               "`zt train` until the engine freezes units (docs/finetune.md)")
+               "targeted base weights read from NF4 + double quantisation); docs/finetune.md")
       .choices = {"full", "lora", "qlora"};
   {
     auto& k = s.add_int("lora.rank", 8, "adapter rank r (1 .. the smaller side of a targeted W)");
