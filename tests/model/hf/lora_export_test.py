@@ -33,9 +33,10 @@
    (d) refusals, exit 2 naming what: a missing base, another base (--base of the other
        shape), --base on a whole model, a malformed finetune attribute (not JSON, a rank
        that is a string, an unknown target), a missing adapter dataset, one the finetune
-       attribute does not describe, a damaged one (its checksum), a malformed base_hash, --adapter on a whole model or a missing file, a
-       merged export over a random base; --base naming a copy of the base works and
-       --adapter of a random base's adapters exports, saying so.
+       attribute does not describe, a damaged one (its checksum), a malformed base_hash,
+       --adapter on a whole model or a missing file, a merged export over a random base;
+       --base naming a copy of the base works and --adapter of a random base's adapters
+       exports, saying so.
 
   lora_export_test.py ZT ZT_LORA_LOGITS WORKDIR qlora
 
