@@ -199,8 +199,8 @@ static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, in
   if (half_up && r.stage == 3 && !params_moved) r.param_bytes -= (4 - compute) * shard;
   u64 host_param = 0;
   if (params_moved) {
-    r.param_bytes = qlora_base_bytes(s.model, lora) +  // staging [slots, max shard]
-                    (half_up ? 0 : 4 * gather_slots * to_u64(max_shard));
+    // QLoRA's NF4 base (it stays) + the staging [slots, max shard] (none with half_up)
+    r.param_bytes = qlora_base_bytes(s.model, lora) + (half_up ? 0 : 4 * gather_slots * to_u64(max_shard));
     host_param = 4 * to_u64(max_shard);                      // one unit's shard on the host
   } else if (half_up) {
     host_param = 4 * frozen_owned;  // LoRA's frozen fp32 values (0 without LoRA)
