@@ -183,7 +183,6 @@ struct AsyncSaver::Impl {
   MPI_Comm comm = MPI_COMM_NULL;  // private duplicate: the writer's collectives never meet the trainer's
   std::vector<PageBuffer> snapshot;  // [units * 3]: params, m, v of each owned slice (not in place)
   std::shared_ptr<UnitGate> gate;    // in place: the units the save still reads
-  zero::Engine* guarded = nullptr;   // the engine whose update guard is the gate's
   double test_delay_s = 0;           // delay_writes_for_tests
   std::thread preparer;  // prepare(): allocates and touches the snapshot
   std::thread writer;
@@ -294,10 +293,7 @@ void AsyncSaver::start_in_place(zero::Engine& engine, const std::string& dir, co
   Impl& a = *impl_;
   a.snapshot.clear();  // (a snapshot of an earlier engine: not needed)
   if (!a.gate) a.gate = std::make_shared<UnitGate>();
-  if (a.guarded != &engine) {
-    engine.set_update_guard([gate = a.gate](int u) { gate->wait(u); });
-    a.guarded = &engine;
-  }
+  engine.set_update_guard([gate = a.gate](int u) { gate->wait(u); });  // (each save: any engine)
   const std::vector<int> units = saved_units(engine);  // [file units]: engine unit
   a.gate->hold(units, engine.model().layout().num_units());
   WriteContents c = contents_of(engine, state, rng_seed);
