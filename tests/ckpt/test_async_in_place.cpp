@@ -7,18 +7,21 @@
 // the writer held back (delay_writes_for_tests) so the optimizer reaches every unit before
 // it is written: then the guard must have waited (update_waits > 0), and without it the
 // moments and parameters in the file would be the next step's. The two engines' states
-// after the further steps are equal too (the guard changes no arithmetic).
+// after the further steps are equal too (the guard changes no arithmetic). A save that
+// fails while step() waits releases the units and is rethrown by wait().
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "ckpt_fixtures.hpp"
 #include "zt/ckpt/checkpoint.hpp"
 #include "zt/ckpt/serial.hpp"
+#include "zt/core/error.hpp"
 #include "zt/zero/engine.hpp"
 
 namespace {
@@ -100,5 +103,30 @@ TEST(AsyncInPlace, Stage0) { check_stage(0, 0.0); }
 TEST(AsyncInPlace, Stage3) { check_stage(3, 0.0); }
 TEST(AsyncInPlace, Stage0WriterHeldBack) { check_stage(0, 0.5); }
 TEST(AsyncInPlace, Stage3WriterHeldBack) { check_stage(3, 0.5); }
+
+// A save that fails (its folder cannot be made: a regular file is in the way) while the
+// optimizer waits for units the writer has not reached: the failure releases them (the
+// steps go on, nothing hangs), wait() rethrows it, and the next save in place works.
+TEST(AsyncInPlace, FailedSaveReleasesTheUnits) {
+  omp_set_num_threads(1);
+  const zt::train::TrainConfig t = small_config(world_size(), {"zero.stage=3"});
+  Comms c = make_comms(0);
+  const std::string dir = fresh_dir("async_in_place/failing-np" + std::to_string(world_size()));
+  if (world_rank() == 0) std::ofstream(dir + "/file") << "in the way";
+  MPI_Barrier(MPI_COMM_WORLD);
+  zt::zero::Engine e = make_engine(c, t);
+  train_fixed_batches(e, t, 11, 1);
+  zt::ckpt::AsyncSaver saver(c.mpi);
+  saver.delay_writes_for_tests(0.3);
+  saver.start(e, dir + "/file/sub", train_state(t, 1), 0, 7);
+  train_fixed_batches(e, t, 23, 2);  // waits for unit 0 until the writer fails
+  EXPECT_THROW(saver.wait(), zt::Error);
+  saver.delay_writes_for_tests(0.0);
+  saver.start(e, dir, train_state(t, 3), 0, 7);
+  train_fixed_batches(e, t, 29, 1);
+  const std::optional<zt::ckpt::SaveResult> done = saver.wait();
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->path, dir + "/step-3.h5");
+}
 
 }  // namespace
