@@ -14,7 +14,11 @@ constexpr int kSkipped = 77;  // CTest SKIP_RETURN_CODE (cmake/ZtTesting.cmake)
 
 int main(int argc, char** argv) {
   int provided = 0;
+#ifdef ZT_TEST_MPI_THREAD_MULTIPLE  // a test of threads calling MPI (ckpt::AsyncSaver)
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+#else
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+#endif
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

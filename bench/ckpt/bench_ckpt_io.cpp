@@ -73,11 +73,13 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "write + read rounds");
   bool serial = false;
   app.add_flag("--serial", serial, "1 rank: HDF5's default (sec2) driver instead of MPI-IO");
-  bool aligned = false;
-  app.add_flag("--aligned", aligned,
-               "shards in page-aligned memory (O_DIRECT straight from / into them, no bounce "
-               "copy); default: malloc'ed, as the engine's calloc'ed shards");
+  bool unaligned = false;
+  app.add_flag("--malloc", unaligned,
+               "shards malloc'ed (O_DIRECT through the I/O threads' bounce buffers, as the "
+               "engine's before its host shards were page-aligned); default: page-aligned, as "
+               "the engine's mmap'ed shards (O_DIRECT straight from / into them)");
   CLI11_PARSE(app, argc, argv);
+  const bool aligned = !unaligned;
 
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -90,7 +92,7 @@ int main(int argc, char** argv) {
     if (layers > 0) cfg.layers = layers;
     const zt::model::ParamLayout layout(cfg);
     // This rank's shard of each unit; params, exp_avg and exp_avg_sq share its buffer
-    // (malloc'ed, or page-aligned with --aligned).
+    // (page-aligned, or malloc'ed with --malloc).
     std::vector<std::unique_ptr<float[], decltype(&std::free)>> owners;
     std::vector<std::span<float>> bufs;
     zt::ckpt::WriteContents c;

@@ -14,6 +14,9 @@
 # system under test and outside the repository, with room for the state (13.2 GB for
 # tinyllama-1.1b). LAYERS > 0 cuts the preset's layers (a smaller state, same shapes).
 #
+# BENCH_FLAGS (environment): more bench_ckpt_io options, e.g. "--malloc" (shards malloc'ed,
+# through the bounce buffers, as the engine's were before they were page-aligned).
+#
 #   sh bench/ckpt/run_ckpt_bench.sh build-cpu /data/ckpt-bench 2                 # the 1.1B state
 #   sh bench/ckpt/run_ckpt_bench.sh build-cpu /tmp/ckpt-bench 1 tinyllama-1.1b 4 # 3.7 GB
 set -eu
@@ -46,7 +49,7 @@ for r in $(seq 1 "$rounds"); do
   echo "## round $r (load average before: $(load))"
   rm -rf "$work"; mkdir -p "$work"
   out=$(mpiexec -n 2 --oversubscribe --bind-to none "$bench" --preset "$preset" --layers "$layers" \
-        --repeats 1 --dir "$work/zt" </dev/null 2>&1 | grep -v '^progress:')
+        --repeats 1 --dir "$work/zt" ${BENCH_FLAGS:-} </dev/null 2>&1 | grep -v '^progress:')
   echo "$out"
   zw=$(echo "$out" | sed -n 's/^round 1: write .* = \([0-9]*\) MB\/s.*/\1/p')
   zr=$(echo "$out" | sed -n 's/^round 1: read .* = \([0-9]*\) MB\/s.*/\1/p')

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <span>
 #include <thread>
@@ -72,6 +74,11 @@ SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteConte
   return r;
 }
 
+// The engine units a training file of the engine's run holds, in file order.
+std::vector<int> saved_units(zero::Engine& engine) {
+  return units_of(engine, has_adapters(engine) ? Units::kTrainable : Units::kAll);
+}
+
 WriteContents contents_of(zero::Engine& engine, const TrainState& state, uint64_t rng_seed) {
   WriteContents c;
   c.header.config = engine.model().layout().config();
@@ -84,7 +91,7 @@ WriteContents contents_of(zero::Engine& engine, const TrainState& state, uint64_
     c.header.contents = kContentsAdapters;
     c.header.adapters = {finetune_to_json(engine.options().lora), state.base_path, state.base_hash};
   }
-  for (int u : units_of(engine, lora ? Units::kTrainable : Units::kAll)) {
+  for (int u : saved_units(engine)) {
     const zero::OwnedSlice s = engine.owned(u);
     c.units.push_back(UnitShard{s.begin, s.count, s.params, s.m, s.v});
   }
@@ -125,9 +132,58 @@ class PageBuffer {
   size_t n_ = 0;
 };
 
+// The engine units a save in place still reads (not yet written and checksummed): the
+// engine's update guard waits here before AdamW changes one of them. Shared by the saver,
+// its writer thread and the guard the engine holds (which may outlive the saver).
+class UnitGate {
+ public:
+  // A save of `units` (engine indices) begins: they are held until released.
+  void hold(const std::vector<int>& units, int num_units) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.assign(static_cast<size_t>(num_units), 0);
+    for (int u : units) pending_[static_cast<size_t>(u)] = 1;
+    waited_ = 0;
+  }
+  void release(int u) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_[static_cast<size_t>(u)] = 0;
+    }
+    released_.notify_all();
+  }
+  void release_all() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::fill(pending_.begin(), pending_.end(), 0);
+    }
+    released_.notify_all();
+  }
+  // The engine's guard: returns once unit u is not held; the time waited is counted.
+  void wait(int u) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const size_t i = static_cast<size_t>(u);
+    if (i >= pending_.size() || !pending_[i]) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    released_.wait(lock, [&] { return !pending_[i]; });
+    waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double waited() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return waited_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable released_;
+  std::vector<char> pending_;  // [engine units] 1: the save still reads it
+  double waited_ = 0;          // seconds the guard waited during this save
+};
+
 struct AsyncSaver::Impl {
   MPI_Comm comm = MPI_COMM_NULL;  // private duplicate: the writer's collectives never meet the trainer's
-  std::vector<PageBuffer> snapshot;  // [units * 3]: params, m, v of each owned slice
+  std::vector<PageBuffer> snapshot;  // [units * 3]: params, m, v of each owned slice (not in place)
+  std::shared_ptr<UnitGate> gate;    // in place: the units the save still reads
+  double test_delay_s = 0;           // delay_writes_for_tests
   std::thread preparer;  // prepare(): allocates and touches the snapshot
   std::thread writer;
   std::optional<SaveResult> result;
@@ -163,6 +219,7 @@ std::optional<SaveResult> AsyncSaver::wait() {
   a.writer.join();
   std::optional<SaveResult> r = std::move(a.result);
   a.result.reset();
+  if (r && a.gate) r->update_waits = a.gate->waited();
   if (a.error) {
     std::exception_ptr e = a.error;
     a.error = nullptr;
@@ -171,9 +228,11 @@ std::optional<SaveResult> AsyncSaver::wait() {
   return r;
 }
 
+void AsyncSaver::delay_writes_for_tests(double seconds) { impl_->test_delay_s = seconds; }
+
 void AsyncSaver::prepare(zero::Engine& engine) {
   Impl& a = *impl_;
-  if (a.preparer.joinable() || !a.snapshot.empty()) return;
+  if (a.preparer.joinable() || !a.snapshot.empty() || engine.owned_in_place()) return;
   std::vector<size_t> counts;  // [units]
   for (int u = 0; u < engine.model().layout().num_units(); ++u)
     counts.push_back(static_cast<size_t>(engine.owned(u).count));
@@ -193,6 +252,10 @@ double AsyncSaver::start(zero::Engine& engine, const std::string& dir, const Tra
   wait();
   Impl& a = *impl_;
   if (a.preparer.joinable()) a.preparer.join();
+  if (engine.owned_in_place()) {
+    start_in_place(engine, dir, state, keep, rng_seed);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   // The snapshot: this rank's owned slices, copied (buffers reused from save to save) in
   // pieces over the rank's OpenMP threads (the copy runs at memory bandwidth).
   WriteContents c = contents_of(engine, state, rng_seed);
@@ -218,14 +281,38 @@ double AsyncSaver::start(zero::Engine& engine, const std::string& dir, const Tra
   }
 #pragma omp parallel for schedule(dynamic)
   for (size_t i = 0; i < pieces.size(); ++i) std::memcpy(pieces[i].to, pieces[i].from, pieces[i].n * sizeof(float));
-  a.writer = std::thread([&a, c = std::move(c), dir, keep]() {
+  launch(std::move(c), dir, keep);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// No snapshot: the writer reads the engine's shards, releasing each unit (gate) once its
+// bytes are in the file and checksummed; the engine's guard holds step() before AdamW
+// changes a unit still held.
+void AsyncSaver::start_in_place(zero::Engine& engine, const std::string& dir, const TrainState& state,
+                                int keep, uint64_t rng_seed) {
+  Impl& a = *impl_;
+  a.snapshot.clear();  // (a snapshot of an earlier engine: not needed)
+  if (!a.gate) a.gate = std::make_shared<UnitGate>();
+  engine.set_update_guard([gate = a.gate](int u) { gate->wait(u); });  // (each save: any engine)
+  const std::vector<int> units = saved_units(engine);  // [file units]: engine unit
+  a.gate->hold(units, engine.model().layout().num_units());
+  WriteContents c = contents_of(engine, state, rng_seed);
+  c.unit_done = [gate = a.gate, units](size_t fu) { gate->release(units[fu]); };
+  launch(std::move(c), dir, keep);
+}
+
+// The writer thread: writes and publishes `c`; whatever happens, nothing stays held.
+void AsyncSaver::launch(WriteContents c, const std::string& dir, int keep) {
+  Impl& a = *impl_;
+  a.writer = std::thread([&a, c = std::move(c), dir, keep, gate = a.gate]() {
     try {
+      if (a.test_delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(a.test_delay_s));
       a.result = save_contents(a.comm, dir, c, keep);
     } catch (...) {
       a.error = std::current_exception();
     }
+    if (gate) gate->release_all();
   });
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 TrainState load(zero::Engine& engine, MPI_Comm comm, const std::string& path,

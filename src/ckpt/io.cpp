@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <condition_variable>
 #include <deque>
@@ -178,6 +180,7 @@ class ChecksumWorker {
     uint64_t numel = 0;              // the tensor's
     uint64_t* sum = nullptr;         // written
     uint64_t* non_finite = nullptr;  // written when not null
+    std::function<void()> done;      // runs on the worker after the sum (may be empty)
   };
 
   ChecksumWorker() : threads_(omp_get_max_threads()), thread_([this] { run(); }) {}
@@ -224,6 +227,7 @@ class ChecksumWorker {
       lock.unlock();
       const auto t0 = std::chrono::steady_clock::now();
       *job.sum = checksum(job.kind, job.x, job.first, job.numel, job.non_finite);
+      if (job.done) job.done();
       const double t = seconds_since(t0);
       lock.lock();
       busy_ += t;
@@ -649,6 +653,53 @@ struct FileParts {
   size_t index(int kind, size_t i) const { return static_cast<size_t>(kind) * nt() + i; }
 };
 
+// The order in which a write visits (kind, tensor index) pairs: file order (every tensor
+// of each kind in turn), or unit by unit (each unit's params, then exp_avg, exp_avg_sq)
+// for WriteContents::unit_done, whose first units the optimizer updates first.
+using Slot = std::pair<int, size_t>;
+std::vector<Slot> write_order(const FileParts& f, bool by_unit) {
+  std::vector<Slot> order;  // [kinds * tensors]
+  for (int k = 0; k < f.kinds; ++k)
+    for (size_t i = 0; i < f.nt(); ++i) order.emplace_back(k, i);
+  if (by_unit)
+    std::stable_sort(order.begin(), order.end(), [&](const Slot& a, const Slot& b) {
+      return f.layout.tensors()[a.second].unit < f.layout.tensors()[b.second].unit;
+    });
+  return order;
+}
+
+// Calls WriteContents::unit_done once a unit's slices left its memory: each (kind,
+// tensor) of the unit arrives twice (its range written, its checksum job done); the last
+// arrival releases the unit. Destroyed (write_file returning or throwing, after the I/O
+// and checksum threads stopped), it releases every unit not yet released, so a failed
+// save never leaves the optimizer waiting.
+class UnitRelease {
+ public:
+  UnitRelease(const std::function<void(size_t)>& done, const FileParts& f)
+      : done_(done), left_(done ? static_cast<size_t>(f.layout.num_units()) : 0) {
+    for (size_t i = 0; i < f.nt() && done_; ++i)
+      left_[static_cast<size_t>(f.layout.tensors()[i].unit)] += 2 * f.kinds;
+  }
+  ~UnitRelease() {
+    for (size_t u = 0; u < left_.size(); ++u)
+      if (left_[u].exchange(0) > 0) done_(u);
+  }
+  UnitRelease(const UnitRelease&) = delete;
+  UnitRelease& operator=(const UnitRelease&) = delete;
+  // The callback one arrival of tensor i's unit runs (empty without unit_done).
+  std::function<void()> arrival(const FileParts& f, size_t i) {
+    if (!done_) return {};
+    const size_t u = static_cast<size_t>(f.layout.tensors()[i].unit);
+    return [this, u] {
+      if (left_[u].fetch_sub(1) == 1) done_(u);
+    };
+  }
+
+ private:
+  const std::function<void(size_t)>& done_;
+  std::vector<std::atomic<int>> left_;  // [units] arrivals still to come
+};
+
 // This rank's slice of tensor i of `kind`, and where it lies in the tensor.
 std::span<const float> slice_of(const WriteContents& c, int kind, const model::TensorInfo& t, Part* part) {
   const UnitShard& s = c.units[static_cast<size_t>(t.unit)];
@@ -680,18 +731,18 @@ uint64_t rng_sum(MPI_Comm comm, uint64_t seed) {
 // Queues the checksum of every slice this rank writes on the worker (in write order): its
 // whole zt-xxh3 chunks; the chunks it holds only part of come later (add_tail_sums).
 FileSums queue_checksums(MPI_Comm comm, ChecksumWorker& worker, const WriteContents& c,
-                         const FileParts& f, bool training) {
+                         const FileParts& f, const std::vector<Slot>& order, UnitRelease& release,
+                         bool training) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
   const size_t n = static_cast<size_t>(f.kinds) * f.nt();
   FileSums s{std::vector<uint64_t>(n + (training ? 1 : 0), 0), std::vector<uint64_t>(n, 0)};
-  for (int k = 0; k < f.kinds; ++k)
-    for (size_t i = 0; i < f.nt(); ++i) {
-      Part p;
-      const std::span<const float> x = slice_of(c, k, tensors[i], &p);
-      const size_t d = f.index(k, i);
-      worker.push({SumKind::kXxh3, x, static_cast<uint64_t>(p.first),
-                   static_cast<uint64_t>(tensors[i].numel), &s.sums[d], &s.non_finite[d]});
-    }
+  for (const auto& [k, i] : order) {
+    Part p;
+    const std::span<const float> x = slice_of(c, k, tensors[i], &p);
+    const size_t d = f.index(k, i);
+    worker.push({SumKind::kXxh3, x, static_cast<uint64_t>(p.first), static_cast<uint64_t>(tensors[i].numel),
+                 &s.sums[d], &s.non_finite[d], release.arrival(f, i)});
+  }
   if (training) s.sums[n] = rng_sum(comm, c.rng_seed);
   return s;
 }
@@ -805,34 +856,35 @@ void agree_errno(MPI_Comm comm, int err, const std::string& what, const std::str
 // write in file order while the next ranges are queued) where the dataset's storage
 // allows (always, for the datasets create_tensors made), else one H5Dwrite of its
 // hyperslabs. After a failed write the rank writes nothing more; all agree at the end.
-void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f, Datasets& ds,
-                   hid_t dxpl, const std::string& path, Progress& progress) {
+void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f,
+                   const std::vector<Slot>& order, UnitRelease& release, Datasets& ds, hid_t dxpl,
+                   const std::string& path, Progress& progress) {
   const std::vector<model::TensorInfo>& tensors = f.layout.tensors();
   RawFile raw(path, /*write=*/true);
   int err = raw.open_error();
   std::string failed = err != 0 ? "opening the data" : "";
   const float dummy = 0.0f;  // a valid buffer for ranks that write nothing
   std::vector<std::pair<size_t, size_t>> queued;  // [raw datasets]: (range, tensor index)
-  for (int k = 0; k < f.kinds; ++k)
-    for (size_t i = 0; i < f.nt(); ++i) {
-      const size_t d = f.index(k, i);
-      Part p;
-      const std::span<const float> data = slice_of(c, k, tensors[i], &p);
-      if (uint64_t at = 0; raw_offset(ds.dsets[d].get(), path, &at)) {
-        if (err == 0)
-          queued.emplace_back(raw.queue(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
-                                        data.size_bytes(), at + static_cast<uint64_t>(p.first) * sizeof(float),
-                                        "writing " + dataset_path(k, tensors[i].name)),
-                              i);
-      } else {
-        h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
-        Handle mem = memory_space(p.n, path);
-        const herr_t rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(),
-                                   ds.spaces[d].get(), dxpl, p.n > 0 ? data.data() : &dummy);
-        agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
-        progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
-      }
+  for (const auto& [k, i] : order) {
+    const size_t d = f.index(k, i);
+    Part p;
+    const std::span<const float> data = slice_of(c, k, tensors[i], &p);
+    if (uint64_t at = 0; raw_offset(ds.dsets[d].get(), path, &at)) {
+      if (err == 0)
+        queued.emplace_back(raw.queue(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
+                                      data.size_bytes(), at + static_cast<uint64_t>(p.first) * sizeof(float),
+                                      "writing " + dataset_path(k, tensors[i].name), release.arrival(f, i)),
+                            i);
+    } else {
+      h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
+      Handle mem = memory_space(p.n, path);
+      const herr_t rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(),
+                                 ds.spaces[d].get(), dxpl, p.n > 0 ? data.data() : &dummy);
+      agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
+      if (const std::function<void()> arrived = release.arrival(f, i)) arrived();
+      progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
     }
+  }
   for (const auto& [range, i] : queued) {  // progress as the ranges reach the file
     if (err == 0) err = raw.wait_range(range, &failed);
     progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
@@ -1096,8 +1148,10 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c, 
            "fill WriteContents::state");
   const FileParts parts{layout, training ? 3 : 1};
   IoTimes t;
+  const std::vector<Slot> order = write_order(parts, static_cast<bool>(c.unit_done));
+  UnitRelease release(c.unit_done, parts);  // outlives the worker's and the writes' threads
   ChecksumWorker worker;  // runs ahead of the writes below
-  FileSums sums = queue_checksums(comm, worker, c, parts, training);
+  FileSums sums = queue_checksums(comm, worker, c, parts, order, release, training);
 
   auto t0 = std::chrono::steady_clock::now();
   h5::QuietErrors quiet;
@@ -1113,7 +1167,7 @@ void write_file(MPI_Comm comm, const std::string& path, const WriteContents& c, 
 
   t0 = std::chrono::steady_clock::now();
   const std::unique_ptr<Progress> progress = file_progress("save", path, layout, parts.kinds);
-  write_tensors(comm, c, parts, ds, dxpl.get(), path, *progress);
+  write_tensors(comm, c, parts, order, release, ds, dxpl.get(), path, *progress);
   t.data = seconds_since(t0);
 
   t.checksum_wait = worker.drain();

@@ -168,11 +168,18 @@ void LoopCheckpoints::collect() {
   const std::optional<ckpt::SaveResult> r = async_->wait();
   if (!r) return;
   last_path_ = r->path;
+  // In place (no snapshot), training's stall is the start plus step()'s waits for units
+  // the writer had not reached (rank 0's).
+  const std::string stall =
+      engine_.owned_in_place()
+          ? strf("; training stalled %.3f s: %.3f s at the start + %.3f s of step() waiting for "
+                 "units not yet written", async_stall_ + r->update_waits, async_stall_, r->update_waits)
+          : "";
   if (comm_.rank() == 0)
-    log::info(strf("ckpt: step %lld -> %s written in the background (%.1f MB in %.2f s, %.0f MB/s)",
+    log::info(strf("ckpt: step %lld -> %s written in the background (%.1f MB in %.2f s, %.0f MB/s%s)",
                    static_cast<long long>(async_step_), r->path.c_str(),
                    static_cast<double>(r->bytes) / 1e6, r->seconds,
-                   static_cast<double>(r->bytes) / 1e6 / std::max(r->seconds, 1e-9)));
+                   static_cast<double>(r->bytes) / 1e6 / std::max(r->seconds, 1e-9), stall.c_str()));
 }
 
 void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
@@ -185,17 +192,19 @@ void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
   st.base_path = base_path_;
   st.base_hash = base_hash_;
   if (async_) {
-    // The stall: waiting for the previous background save, then the snapshot copy.
+    // The stall: waiting for the previous background save, then the snapshot copy (in
+    // place: none; step() may wait later for units not yet written, collect() says).
     const auto t0 = std::chrono::steady_clock::now();
     collect();
     async_->start(engine_, cfg_.ckpt.dir, st, cfg_.ckpt.keep, cfg_.seed);
     const double stall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     saved_step_ = done;
     async_step_ = done;
+    async_stall_ = stall;
     if (comm_.rank() == 0)
-      log::info(strf("ckpt: step %lld snapshot taken, writing in the background (training "
-                     "stalled %.3f s)",
-                     static_cast<long long>(done), stall));
+      log::info(strf("ckpt: step %lld %s, writing in the background (training stalled %.3f s)",
+                     static_cast<long long>(done),
+                     engine_.owned_in_place() ? "in place (no snapshot)" : "snapshot taken", stall));
     return;
   }
   // Parallel HDF5 blocks inside MPI: bound the save by comm.timeout (a full or read-only

@@ -75,6 +75,7 @@ class LoopCheckpoints {
   std::string last_path_;
   std::unique_ptr<ckpt::AsyncSaver> async_;  // ckpt.async
   int64_t async_step_ = -1;                  // the step the background save holds
+  double async_stall_ = 0;                   // its start()'s stall (s)
 };
 
 }  // namespace zt::train

@@ -493,8 +493,7 @@ float* Engine::Impl::owned_params(int u) {
 
 OwnedSlice Engine::owned(int u) {
   Impl& e = *impl_;
-  if (e.state_offloaded || e.params_offloaded || e.bf16_master || !e.mem->host_accessible())
-    return e.checkout(u);
+  if (!owned_in_place()) return e.checkout(u);
   const UnitPartition& p = e.part.unit(u);
   const size_t i = static_cast<size_t>(u);
   const size_t count = static_cast<size_t>(p.owned);
@@ -508,6 +507,13 @@ OwnedSlice Engine::owned(int u) {
   s.v = {e.adam_v[i].data() + mo, count};
   return s;
 }
+
+bool Engine::owned_in_place() const {
+  const Impl& e = *impl_;
+  return !(e.state_offloaded || e.params_offloaded || e.bf16_master || !e.mem->host_accessible());
+}
+
+void Engine::set_update_guard(std::function<void(int unit)> guard) { impl_->update_guard = std::move(guard); }
 
 void Engine::after_load() {
   Impl& e = *impl_;

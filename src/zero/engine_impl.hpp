@@ -21,6 +21,7 @@
 // depends only on program order, never on timing, so it is identical on every rank.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -259,6 +260,7 @@ struct Engine::Impl {
   offload::Isa isa = offload::Isa::kScalar;  // the CPU AdamW level (every home, and none)
   std::unique_ptr<offload::Store> store;
   bool state_offloaded = false;
+  std::function<void(int)> update_guard;  // Engine::set_update_guard: before AdamW on a unit
   bool params_offloaded = false;
   Bufs<float> param_stage;        // params offloaded: per gather slot [shard max], in mem
   std::vector<float> unit_params;  // params offloaded: one unit's shard [shard max] (host)

@@ -301,6 +301,7 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
   if (!state_offloaded) {
     for (int u = 0; u < units; ++u) {
       if (!trainable(u)) continue;  // frozen: no AdamW
+      if (update_guard) update_guard(u);  // ckpt.async: unit u written before it changes
       std::span<float> g = grads_for_update(u);
       if (g.empty()) continue;  // this rank's shard of u is all padding
       if (params_offloaded) store->read_params(u, unit_params.data());

@@ -2,6 +2,9 @@
 // code the engine has always run, loop for loop, so every CPU result stays bit for bit.
 #include "memory.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -125,12 +128,27 @@ class HostSpace final : public Space {
     // A failure is std::bad_alloc, as for any host allocation: the trainer catches it
     // around the engine's construction and names the model, its states, MemAvailable
     // and the address-space limit (train/trainer.cpp, out_of_memory).
+    // Large buffers (the shards of parameters and moments) are mmap'ed: page-aligned, so
+    // a checkpoint's O_DIRECT reads and writes land in them in place (no bounce copy,
+    // src/ckpt/io.cpp), and zero pages faulted in at first touch, as calloc's.
     (void)what;
+    if (bytes >= kMapped) {
+      void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      return p;
+    }
     void* p = std::calloc(bytes, 1);
     if (!p) throw std::bad_alloc();
     return p;
   }
-  void release(void* p, size_t) noexcept override { std::free(p); }
+  void release(void* p, size_t bytes) noexcept override {
+    if (bytes >= kMapped) {
+      if (p) ::munmap(p, bytes);
+    } else {
+      std::free(p);
+    }
+  }
+  static constexpr size_t kMapped = size_t{1} << 20;  // bytes from which allocate() maps pages
   void to_host(void* host, const void* src, size_t bytes) override {
     if (bytes) std::memcpy(host, src, bytes);
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "zt/ckpt/format.hpp"
+#include "zt/ckpt/io.hpp"
 #include "zt/zero/engine.hpp"
 
 namespace zt::ckpt {
@@ -20,6 +21,9 @@ struct SaveResult {
   std::string path;     // the published step-N.h5
   double seconds = 0;   // write + publish
   uint64_t bytes = 0;   // tensor bytes written (all ranks)
+  // ckpt.async without a snapshot: seconds the optimizer waited, on this rank, for units
+  // the save had not yet written (part of training's stall; 0 for the other saves).
+  double update_waits = 0;
 };
 
 // Writes the engine's parameters and AdamW moments with `state` into
@@ -29,11 +33,17 @@ struct SaveResult {
 SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, const TrainState& state,
                 int keep, uint64_t rng_seed);
 
-// ckpt.async: start() copies this rank's shards into a host snapshot (the only time
-// training waits) and a background thread writes and publishes them while training goes
-// on, over a private duplicate of `comm`. Needs MPI_THREAD_MULTIPLE (runtime::Options::
-// thread_multiple); only the writer thread calls HDF5 meanwhile. One save at a time:
-// start() first waits for the previous one.
+// ckpt.async: a background thread writes and publishes this rank's shards while training
+// goes on, over a private duplicate of `comm`. Needs MPI_THREAD_MULTIPLE (runtime::
+// Options::thread_multiple); only the writer thread calls HDF5 meanwhile. One save at a
+// time: start() first waits for the previous one.
+// Where the engine's state lives on the host in place (Engine::owned_in_place: the CPU
+// path without offload) there is no snapshot: the writer reads the engine's own shards,
+// which forward and backward never change, and the engine's update guard makes step()
+// wait before AdamW changes a unit the save has not yet written and checksummed (units
+// are written in the optimizer's order); those waits are SaveResult::update_waits. Else
+// (device state, offload, bf16-true) start() copies the shards into a host snapshot (the
+// only time training waits). The engine must outlive the save (wait() first).
 class AsyncSaver {
  public:
   explicit AsyncSaver(MPI_Comm comm);  // collective (duplicates comm); checks the thread level
@@ -42,16 +52,25 @@ class AsyncSaver {
   AsyncSaver& operator=(const AsyncSaver&) = delete;
 
   // Allocates the snapshot for `engine`'s shards and touches its pages on a helper thread
-  // (beside training), so the first save's stall is the copy alone. Optional.
+  // (beside training), so the first save's stall is the copy alone; nothing for state
+  // saved in place. Optional.
   void prepare(zero::Engine& engine);
-  // Returns the stall: seconds spent waiting for the previous save plus copying.
+  // Returns the stall: seconds spent waiting for the previous save plus copying (in
+  // place: plus setting up; the waits in step() come later, in update_waits).
   double start(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,
                uint64_t rng_seed);
   // Waits for the write in flight; its result (rethrows its error). nullopt: none.
   std::optional<SaveResult> wait();
   bool busy() const;
+  // Tests: the writer sleeps this long before it writes, so the optimizer reaches units
+  // not yet written (the guard's wait is exercised).
+  void delay_writes_for_tests(double seconds);
 
  private:
+  void start_in_place(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,
+                      uint64_t rng_seed);
+  void launch(WriteContents c, const std::string& dir, int keep);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,6 +46,13 @@ struct WriteContents {
   std::vector<UnitShard> units;        // one per unit of header.config's layout
   std::optional<TrainState> state;     // required when contents == "training"
   uint64_t rng_seed = 0;               // this rank's element of /state/rng
+  // Optional (ckpt.async without a snapshot): called, on any thread, once every element
+  // of units[u] this rank writes has left its memory (written to the file and
+  // checksummed), after which the caller may change them; called for every unit before
+  // write_file returns or throws. When set, the slices are written unit by unit (the
+  // params, exp_avg, exp_avg_sq of unit 0, then of unit 1...), so the first units the
+  // optimizer updates are released first; else in file order.
+  std::function<void(size_t unit)> unit_done;
 };
 
 // Where one write or read of a file spent its time, on this rank (seconds). Checksums are

@@ -14,6 +14,7 @@
 // micro-batch, then step(lr). All ranks call every method in the same order (they are
 // collective), with any micro-batch shapes.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -91,6 +92,14 @@ class Engine {
   // call after_load() (collective) to rebuild what is replicated or derived.
   OwnedSlice owned(int u);
   void after_load();
+  // Whether owned() views the engine's own memory (fp32 state on the host: no offload, no
+  // bf16 master, a host-readable space), which only step()'s AdamW changes, unit by
+  // unit; else owned() returns copies (ckpt.async then snapshots them).
+  bool owned_in_place() const;
+  // Called by step() on its thread before AdamW changes unit u's owned parameters and
+  // moments (ckpt.async's snapshot-free save waits there until it wrote the unit). Empty
+  // (the default): none. Only the in-place state above calls it.
+  void set_update_guard(std::function<void(int unit)> guard);
   int64_t steps_done() const;         // optimizer steps taken (AdamW's step - 1)
   void set_steps_done(int64_t steps);  // for resume
 
