@@ -91,6 +91,11 @@ class Engine {
   // call after_load() (collective) to rebuild what is replicated or derived.
   OwnedSlice owned(int u);
   void after_load();
+  // QLoRA: the units leave out the targeted W (ParamLayout(cfg, lora)); a load of the
+  // base gives them here instead: full_unit(u) returns unit u of ParamLayout(cfg)
+  // (numel elements; only its targeted W are read), asked once per unit that holds one.
+  // Quantised NF4 as at construction; every rank calls it with the same values.
+  void set_qlora_base(const model::QloraBase::UnitReader& full_unit);
   int64_t steps_done() const;         // optimizer steps taken (AdamW's step - 1)
   void set_steps_done(int64_t steps);  // for resume
 
