@@ -245,6 +245,59 @@ TEST(QloraEngine, HoldsNoFp32TargetedWAndComputesAsTheWholeModel) {
     }
 }
 
+// The same with bf16 weights on the host-staged space (the widened-bf16 model: Model<float>
+// on the bf16 rounding of the weights): the NF4 base is quantised from what the run
+// holds as the base, the fp32 values with bf16-mixed (the fp32 master) and their bf16
+// rounding with bf16-true (no master); the model computes on the bf16 rounding of the
+// other tensors and of the adapters. The engine's eval loss equals that whole-model
+// reference bit for bit, at stages 0 and 3.
+TEST(QloraEngine, Bf16WeightsQuantiseWhatTheRunHolds) {
+  const auto rounded = [](std::span<const float> v) {
+    std::vector<float> r(v.size());  // [n] the bf16 rounding of v, widened
+    for (size_t i = 0; i < v.size(); ++i) r[i] = static_cast<float>(bf16(v[i]));
+    return r;
+  };
+  for (const std::string precision : {"bf16-mixed", "bf16-true"})
+    for (const int stage : {0, 3}) {
+      SCOPED_TRACE(precision + " stage " + std::to_string(stage));
+      const model::Config cfg = reduced_config();
+      const model::LoraConfig lc = lora_config(model::FinetuneMethod::kQlora);
+      Hyper h;
+      h.steps = 2;
+      Comms comms = make_comms(0);
+      EngineOptions o = engine_options(h, stage);
+      o.lora = lc;
+      o.precision = precision;
+      o.device = EngineOptions::Device::kHostStaged;
+      Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init, comms.world.get());
+      engine_run(e, cfg, h, h.steps);
+
+      const model::ParamLayout whole(cfg);
+      model::Parameters<float> units(whole);
+      units.init(h.init);
+      std::vector<std::vector<float>> narrow;  // [units][numel] the bf16 rounding
+      std::vector<std::span<const float>> fp32, bf16s;
+      for (int u = 0; u < units.num_units(); ++u) narrow.push_back(rounded(units.params(u)));
+      for (int u = 0; u < units.num_units(); ++u) {
+        fp32.push_back(units.params(u));
+        bf16s.push_back(narrow[static_cast<size_t>(u)]);
+      }
+      const model::LoraLayout ll(cfg, lc);
+      const model::QloraBase q(ll, whole, precision == "bf16-true" ? bf16s : fp32);
+      model::Parameters<float> trained(e.model().layout());
+      e.gather_full_params(trained);
+      const std::vector<float> adapters = rounded(trained.params(e.model().layout().adapter_unit()));
+      model::Model<float> m(cfg, h.B, h.T);
+      for (int u = 0; u < whole.num_units(); ++u) m.bind_unit(u, bf16s[static_cast<size_t>(u)], {});
+      m.bind_lora(ll, adapters, {});
+      m.bind_qlora(q);
+      const Batch b = make_batch(777 + world_rank(), h.B, h.T, cfg.vocab);
+      const double want = m.loss(b.tokens, b.targets, h.B, h.T);
+      const double got = e.eval_loss(b.tokens, b.targets, h.B, h.T);
+      EXPECT_EQ(std::memcmp(&want, &got, sizeof want), 0) << want << " vs " << got;
+    }
+}
+
 // One engine of `cfg` with the adapters `lc` (options `more` applied), trained h.steps.
 template <class More>
 EngineRun lora_engine_run(const model::Config& cfg, const Hyper& h, int stage,
