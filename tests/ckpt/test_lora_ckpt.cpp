@@ -40,10 +40,10 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 // A whole-model weights file of small_config's shape, initialised from `seed` (rank 0
 // writes; everyone waits): a stand-in for a pre-trained base.
-std::string write_base(const std::string& name, uint64_t seed) {
+std::string write_base(const std::string& name, uint64_t seed, const std::vector<std::string>& extra = {}) {
   const std::string path = (std::filesystem::current_path() / (name + ".h5")).string();
   if (world_rank() == 0) {
-    const zt::train::TrainConfig t = small_config(1, {});
+    const zt::train::TrainConfig t = small_config(1, extra);
     zt::model::Parameters<float> p{zt::model::ParamLayout(t.model)};
     p.init(zt::model::InitOptions{seed, 0.02, true});
     std::filesystem::remove(path);
@@ -215,43 +215,48 @@ TEST(LoraCheckpoint, QloraBaseFromTheFileAndExactResume) {
   const int world = world_size();
   Comms c = make_comms(0);
   const std::string np = "_np" + std::to_string(world);
-  const std::string base = write_base("qlora_base" + np, 991);
   const std::string stage = "zero.stage=" + std::to_string(world > 1 ? 3 : 0);
-  const zt::train::TrainConfig t = small_config(world, with(kQlora, {stage}));
-  zt::zero::Engine e(t.model, *c.world, nullptr, nullptr, t.zero, zt::model::InitOptions{t.seed, t.init_std, true});
-  zt::ckpt::load_weights(e, c.mpi, base);
-  train_fixed_batches(e, t, 7 + static_cast<uint64_t>(world_rank()), 2);  // adapters' B != 0
-  const zt::model::ParamLayout& layout = e.model().layout();
-  zt::model::Parameters<float> held(layout);
-  e.gather_full_params(held);
-  const zt::ckpt::FullCheckpoint f = zt::ckpt::read_full(base);
-  const zt::model::ParamLayout whole(t.model);
-  int unequal = 0;
-  for (const zt::model::TensorInfo& x : layout.tensors()) {
-    if (x.unit == layout.adapter_unit()) continue;
-    const zt::model::TensorInfo& w = whole.find(x.name);
-    unequal += !same_bits(held.params(x.unit).subspan(static_cast<size_t>(x.offset), static_cast<size_t>(x.numel)),
-                          std::span<const float>(f.params[static_cast<size_t>(w.unit)])
-                              .subspan(static_cast<size_t>(w.offset), static_cast<size_t>(w.numel)));
+  const std::string base = write_base("qlora_base" + np, 991);
+  for (const bool tied : {false, true}) {  // tied: lm_head's W is the embedding, in the units
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    const std::vector<std::string> shape = {"model.tied_embeddings=" + std::string(tied ? "true" : "false")};
+    const std::string file = tied ? write_base("qlora_base_tied" + np, 992, shape) : base;
+    const zt::train::TrainConfig t = small_config(world, with(with(kQlora, shape), {stage}));
+    zt::zero::Engine e(t.model, *c.world, nullptr, nullptr, t.zero, zt::model::InitOptions{t.seed, t.init_std, true});
+    zt::ckpt::load_weights(e, c.mpi, file);
+    train_fixed_batches(e, t, 7 + static_cast<uint64_t>(world_rank()), 2);  // adapters' B != 0
+    const zt::model::ParamLayout& layout = e.model().layout();
+    zt::model::Parameters<float> held(layout);
+    e.gather_full_params(held);
+    const zt::ckpt::FullCheckpoint f = zt::ckpt::read_full(file);
+    const zt::model::ParamLayout whole(t.model);
+    int unequal = 0;
+    for (const zt::model::TensorInfo& x : layout.tensors()) {
+      if (x.unit == layout.adapter_unit()) continue;
+      const zt::model::TensorInfo& w = whole.find(x.name);
+      unequal += !same_bits(held.params(x.unit).subspan(static_cast<size_t>(x.offset), static_cast<size_t>(x.numel)),
+                            std::span<const float>(f.params[static_cast<size_t>(w.unit)])
+                                .subspan(static_cast<size_t>(w.offset), static_cast<size_t>(w.numel)));
+    }
+    EXPECT_EQ(unequal, 0) << "units that differ from the base file";
+    EXPECT_LT(layout.total_numel() - layout.unit(layout.adapter_unit()).numel, whole.total_numel());
+    // The whole-model path on the engine's adapters.
+    std::vector<std::span<const float>> spans;
+    for (const auto& v : f.params) spans.push_back(v);
+    const zt::model::LoraLayout ll(t.model, t.zero.lora);
+    const zt::model::QloraBase q(ll, whole, spans);
+    zt::model::Model<float> m(t.model, t.micro_batch, t.seq_len);
+    for (int u = 0; u < whole.num_units(); ++u) m.bind_unit(u, f.params[static_cast<size_t>(u)], {});
+    m.bind_lora(ll, held.params(layout.adapter_unit()), {});
+    m.bind_qlora(q);
+    std::vector<int32_t> tok(static_cast<size_t>(t.seq_len)), tgt(tok.size());  // [1, T]
+    for (size_t i = 0; i < tok.size(); ++i) {
+      tok[i] = static_cast<int32_t>((i * 7 + 3) % static_cast<size_t>(t.model.vocab));
+      tgt[i] = static_cast<int32_t>((i * 5 + 1) % static_cast<size_t>(t.model.vocab));
+    }
+    const double want = m.loss(tok, tgt, 1, t.seq_len), got = e.eval_loss(tok, tgt, 1, t.seq_len);
+    EXPECT_EQ(std::memcmp(&want, &got, sizeof want), 0) << want << " vs " << got;
   }
-  EXPECT_EQ(unequal, 0) << "units that differ from the base file";
-  EXPECT_LT(layout.total_numel() - layout.unit(layout.adapter_unit()).numel, whole.total_numel());
-  // The whole-model path on the engine's adapters.
-  std::vector<std::span<const float>> spans;
-  for (const auto& v : f.params) spans.push_back(v);
-  const zt::model::LoraLayout ll(t.model, t.zero.lora);
-  const zt::model::QloraBase q(ll, whole, spans);
-  zt::model::Model<float> m(t.model, t.micro_batch, t.seq_len);
-  for (int u = 0; u < whole.num_units(); ++u) m.bind_unit(u, f.params[static_cast<size_t>(u)], {});
-  m.bind_lora(ll, held.params(layout.adapter_unit()), {});
-  m.bind_qlora(q);
-  std::vector<int32_t> tok(static_cast<size_t>(t.seq_len)), tgt(tok.size());  // [1, T]
-  for (size_t i = 0; i < tok.size(); ++i) {
-    tok[i] = static_cast<int32_t>((i * 7 + 3) % static_cast<size_t>(t.model.vocab));
-    tgt[i] = static_cast<int32_t>((i * 5 + 1) % static_cast<size_t>(t.model.vocab));
-  }
-  const double want = m.loss(tok, tgt, 1, t.seq_len), got = e.eval_loss(tok, tgt, 1, t.seq_len);
-  EXPECT_EQ(std::memcmp(&want, &got, sizeof want), 0) << want << " vs " << got;
 
   // A requeued QLoRA run resumes exactly (the base again from init_from, the NF4 base
   // quantised from the file, not from fp32 units).
