@@ -253,7 +253,8 @@ int run(const Args& a) {
                     : "fp32 params 4 + grads 4 + AdamW m,v 8 B/param; fp32 activations");
   if (s.zero.lora.enabled())
     std::printf("finetune.method = %s: the base is frozen (params only, as full training "
-                "holds them); grads and AdamW m,v of the adapters only (%s)%s; no offload rows\n",
+                "holds them); grads and AdamW m,v of the adapters only (%s)%s; offload stores the "
+                "adapters' state\n",
                 s.zero.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora",
                 model::trainable_banner(model::trainable_counts(s.model, s.zero.lora)).c_str(),
                 s.zero.lora.method == model::FinetuneMethod::kQlora
@@ -286,8 +287,11 @@ int run(const Args& a) {
               "true; \"(host)\": the node's host memory is too small.\n");
   if (!cpu)
     std::printf("Every row is the engine's own accounting (Engine::memory); offload rows: host/node = "
-                "the offload store + one unit's parameter shard of each rank; not counted: CUDA "
-                "context, allocator, NCCL, pinned staging.\n");
+                "the offload store + one unit's parameter shard of each rank%s; not counted: CUDA "
+                "context, allocator, NCCL, pinned staging.\n",
+                s.zero.lora.enabled() && s.zero.precision == "bf16-mixed"
+                    ? " (lora/qlora, shards not offloaded: + the frozen base's fp32 owned slices)"
+                    : "");
   else
     std::printf("Offload on the CPU engine: optim = the store's host memory (offload.subgroup_bytes x "
                 "offload.buffers on nvme); host memory is the device, so offload.params = cpu is "

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 #include <nlohmann/json.hpp>
 
 #include "h5.hpp"
@@ -12,7 +11,7 @@
 #include "zt/ckpt/adapters.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/safetensors.hpp"
-#include "zt/core/checksum.hpp"
+#include "zt/ckpt/serial.hpp"
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
@@ -138,40 +137,19 @@ AdapterCheckpoint read_adapters(const std::string& path) {
                          ac.base_path + "\", base_hash = \"" + ac.base_hash + "\"",
                      "the file is damaged; write it again with zt train");
 
-  // /params: exactly the adapters of the layout, each fp32 of its shape, checksum verified.
-  const model::LoraLayout layout(ac.header.config, ac.lora);
-  const int64_t r = ac.lora.rank;
-  ac.params.assign(static_cast<size_t>(layout.numel()), 0.0f);  // [numel] packed A, B
-  std::set<std::string> expected;  // the datasets of the layout
-  for (const model::LoraAdapterInfo& a : layout.adapters()) {
-    for (const bool is_a : {true, false}) {
-      const std::string name = is_a ? a_name(a) : b_name(a);
-      expected.insert(name);
-      const std::vector<int64_t> shape = is_a ? std::vector<int64_t>{r, a.in} : std::vector<int64_t>{a.out, r};
-      h5::Handle space;
-      uint64_t stored = 0;
-      h5::Handle d = open_tensor(f.get(), param_path(name), shape, file, &space, &stored);
-      float* out = ac.params.data() + (is_a ? a.a_offset : a.b_offset);  // [shape]
-      ZT_H5_CHECK(H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), file,
-                  "the file may be damaged");
-      const std::span<const float> x(out, static_cast<size_t>(shape[0] * shape[1]));
-      const uint64_t sum = ac.header.format_version >= 2 ? xxh3_sum(std::as_bytes(x)) : sum64(x);
-      if (sum != stored)
-        throw InputError(strf("%s: dataset '%s' fails its checksum (stored %016llx, contents give "
-                              "%016llx): the file is damaged",
-                              where.c_str(), param_path(name).c_str(),
-                              static_cast<unsigned long long>(stored), static_cast<unsigned long long>(sum)),
-                         "use another checkpoint of the run, or write this one again");
-    }
-  }
-  h5::Handle params = h5::open_group(f.get(), "params", file);
-  for (const std::string& name : h5::group_members(params.get(), file))
-    if (!expected.count(name))
-      throw InputError(where + " holds dataset '/params/" + name + "', which its finetune "
-                           "attribute (targets, layers) does not describe",
-                       "an adapter checkpoint holds exactly the adapters of its targets; the file "
-                       "is damaged or was written by another tool");
   f.close(file);
+
+  // /params through the one checkpoint reader (serial.hpp's read_full: the file's layout
+  // of an adapters file is the adapters' unit, PEFT's names at LoraLayout's offsets):
+  // every dataset of the finetune attribute's adapters present, fp32 of its shape, no
+  // other dataset, every checksum verified (by the format's version), each refusal exit 2
+  // naming the file and the dataset. The moments and /state are not an export's concern.
+  FullCheckpoint full = read_full(file, /*params_only=*/true);
+  ZT_CHECK(full.params.size() == 1 &&
+               full.params[0].size() == static_cast<size_t>(model::LoraLayout(ac.header.config, ac.lora).numel()),
+           "read_adapters: the adapters file's layout is not one unit of the adapters",
+           "a bug in ckpt::file_layout");
+  ac.params = std::move(full.params[0]);  // [numel] packed A, B
   return ac;
 }
 

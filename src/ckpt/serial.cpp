@@ -49,11 +49,11 @@ void write_weights_only(const std::string& path, const model::Config& cfg,
   write_weights_only(path, cfg, units, options);
 }
 
-FullCheckpoint read_full(const std::string& path) {
+FullCheckpoint read_full(const std::string& path, bool params_only) {
   FullCheckpoint f;
   f.header = read_header(MPI_COMM_NULL, path);
   const model::ParamLayout layout = file_layout(f.header);  // an adapters file: the adapters only
-  const bool training = f.header.contents != kContentsWeights;
+  const bool training = f.header.contents != kContentsWeights && !params_only;
   const size_t n = static_cast<size_t>(layout.num_units());
   f.params.resize(n);
   if (training) {

@@ -149,9 +149,13 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
 // holds the shards (cpu) or a bounce buffer (nvme). The engine counts the store's host
 // bytes as optimizer and the host shard as param_shards; on the GPU those are host
 // memory (Row::host_bytes, Row::host_param_bytes), on the CPU the rank's one memory.
-// `more_blocks`: blocks beyond those of `part`, each the same as its unit 1.
+// `more_blocks`: blocks beyond those of `part`, each the same as its unit 1. `all`:
+// every unit held, padded; `adapters`: LoRA's adapters' unit, padded (0: none). With
+// LoRA (docs/zero.md "Frozen units") the store holds the adapters' state only (a frozen
+// unit's count is 0), the shards of every unit when they move, and QLoRA's NF4 base stays
+// in full_params whatever moves.
 static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, int64_t more_blocks,
-                         u64 gather_slots, u64 full, u64 shard, u64 compute) {
+                         u64 gather_slots, u64 all, u64 adapters, u64 shard, u64 compute) {
   offload::Options o = s.zero.offload;
   o.optimizer = static_cast<offload::Home>(r.optimizer);
   o.params = static_cast<offload::Home>(r.params);
@@ -167,6 +171,18 @@ static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, in
   // One entry per unit: 16 bytes per block (the files' per-unit rounding needs them).
   owned.insert(owned.begin() + 1, static_cast<size_t>(more_blocks), part.unit(1).owned);
   shards.insert(shards.begin() + 1, static_cast<size_t>(more_blocks), part.unit(1).shard);
+  u64 frozen_owned = 0;  // LoRA: the frozen units' owned elements (rank 0's)
+  const model::LoraConfig& lora = s.zero.lora;
+  if (lora.enabled()) {  // the base's units frozen (no state); the adapters' unit last
+    for (int64_t& c : owned) {
+      frozen_owned += to_u64(c);
+      c = 0;
+    }
+    const int64_t a_shard = static_cast<int64_t>(adapters / static_cast<u64>(s.world()));
+    owned.push_back(std::min(model::LoraLayout(s.model, lora).numel(), a_shard));
+    shards.push_back(a_shard);
+    max_shard = std::max(max_shard, a_shard);
+  }
   const bool params_moved = o.params != offload::Home::kNone;
   if (!params_moved) shards.clear();
   if (o.optimizer == offload::Home::kNone && o.params == offload::Home::kNone) return;
@@ -175,14 +191,19 @@ static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, in
   // bf16 weights offloaded from a GPU: the CPU AdamW's bf16 rounding comes up into the
   // bf16 compute copy, and the engine drops the fp32 device copy (the master is the
   // store's): stages 1-2 keep the bf16 full units, stage 3 a bf16 shard, or with the
-  // shards offloaded no staging (each comes up into its gather buffer).
+  // shards offloaded no staging (each comes up into its gather buffer). LoRA's frozen
+  // units have no master in the store: their fp32 owned slices go to host memory (unless
+  // their shards moved to the store).
   const bool half_up = gpu && compute == 2 && o.optimizer != offload::Home::kNone;
-  if (half_up && r.stage <= 2) r.param_bytes -= 4 * full;
+  if (half_up && r.stage <= 2) r.param_bytes -= 4 * all;
   if (half_up && r.stage == 3 && !params_moved) r.param_bytes -= (4 - compute) * shard;
   u64 host_param = 0;
   if (params_moved) {
-    r.param_bytes = half_up ? 0 : 4 * gather_slots * to_u64(max_shard);  // staging [slots, max shard]
+    // QLoRA's NF4 base (it stays) + the staging [slots, max shard] (none with half_up)
+    r.param_bytes = qlora_base_bytes(s.model, lora) + (half_up ? 0 : 4 * gather_slots * to_u64(max_shard));
     host_param = 4 * to_u64(max_shard);                      // one unit's shard on the host
+  } else if (half_up) {
+    host_param = 4 * frozen_owned;  // LoRA's frozen fp32 values (0 without LoRA)
   }
   if (gpu) {
     r.host_bytes = store_host + host_param;
@@ -224,11 +245,6 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                      "the secondary copy lives on the GPU; use one or the other");
 
   const model::LoraConfig& lora = s.zero.lora;
-  if (lora.enabled() && (optimizer != Offload::kNone || params != Offload::kNone))
-    throw InputError("offload with finetune.method = lora/qlora: no rows yet",
-                     "zt estimate sizes the offload store of full training only; estimate "
-                     "offload.optimizer = none and offload.params = none (the adapters' state "
-                     "is small)");
   const Precision p = precision_of(s);
   const bool bf16_true = p.param == 2;
   if (bf16_true && (optimizer != Offload::kNone || params != Offload::kNone)) refuse_bf16_true_offload();
@@ -320,7 +336,8 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
     }
   }
 
-  offload_rows(r, s, part, more_blocks, gather_slots, full, all / static_cast<u64>(n), p.compute);
+  offload_rows(r, s, part, more_blocks, gather_slots, all, adapters, all / static_cast<u64>(n),
+               p.compute);
   return r;
 }
 
@@ -333,7 +350,6 @@ std::vector<Row> estimate_all(const Setup& s) {
   o.hpz_partition_size = hpz_request;
   const bool hpz_on = o.effective_hpz(s.world(), s.gpus_per_node) > 1;
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kNone, Offload::kNone));
-  if (s.zero.lora.enabled()) return rows;  // no offload rows for adapters yet
   if (s.zero.precision == "bf16-true") {  // the engine refuses offload with it
     if (s.zero.offload.optimizer != offload::Home::kNone || s.zero.offload.params != offload::Home::kNone)
       refuse_bf16_true_offload();

@@ -96,17 +96,6 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
                      "the offload store keeps an fp32 master, which bf16-true has not: set "
                      "offload.optimizer = none and offload.params = none, or train.precision = "
                      "bf16-mixed");
-  // With bf16 weights the offloaded step copies up bf16 and the device keeps no fp32
-  // parameters; the store holds the trainable units' master only, so a frozen base would
-  // have no fp32 copy anywhere (QLoRA's quantisation and gather_full_params read it).
-  if (opt.lora.enabled() && bf16_weights &&
-      (opt.offload.optimizer != offload::Home::kNone || opt.offload.params != offload::Home::kNone))
-    throw InputError("finetune.method = " + std::string(opt.lora.method == model::FinetuneMethod::kQlora
-                                                            ? "qlora" : "lora") +
-                         " with train.precision = " + opt.precision + " and offload.optimizer / "
-                         "offload.params",
-                     "the adapters' optimizer state is small: set offload.optimizer = none and "
-                     "offload.params = none, or train.precision = fp32");
   if (bf16_weights && opt.quantize_weights)
     throw InputError("zero.quantize_weights = true with train.precision = " + opt.precision,
                      "qwZ dequantizes into fp32 gather buffers; with bf16 compute weights set "
@@ -256,7 +245,8 @@ MemoryStats Engine::Impl::memory() const {
   m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0);
   for (const Checkout& c : checkouts)
     m.optimizer += (c.master.capacity() + c.m.capacity() + c.v.capacity()) * sizeof(float);
-  m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float);
+  m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float) +
+                    bytes_of(frozen_host);  // (host memory, as unit_params)
   m.gather_buffers = bytes_of(gather_buf) + bytes_of(gather_half);
   m.grad_buffers = bytes_of(grad_buf) + update_wide.bytes();
   m.comm_buffers = bytes_of(gather_q) + bytes_of(reduce_half) + bytes_of(reduce_qsend) +

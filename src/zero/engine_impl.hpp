@@ -285,6 +285,12 @@ struct Engine::Impl {
   // bf16 straight into its gather's send range). The fp32 device copies (full_params,
   // param_shard, param_stage) are freed: the fp32 master is the store's.
   bool half_up = false;
+  // half_up with frozen units (LoRA/QLoRA's base) whose shards are not the store's: their
+  // exact fp32 values, which nothing else holds once the fp32 device copies go (frozen
+  // units have no optimizer state in the store). Per unit [owned] fp32 in host memory
+  // (empty for trainable units); their bf16 compute copy came up at construction and
+  // comes up again only after a load (flush_checkout): frozen units never change.
+  std::vector<std::vector<float>> frozen_host;
   // Per unit: the last copy up of its parameters not yet ordered before compute (0:
   // none). The copies up overlap what follows the AdamW; the first use of the unit (the
   // stages 1-2 all-gather in step(), a stage-3 primary gather) orders compute after it.

@@ -81,6 +81,15 @@ void Engine::Impl::init_offload(int rank) {
         param_stage.emplace_back(*mem, static_cast<size_t>(max_shard), "offloaded parameter staging");
     unit_params.assign(static_cast<size_t>(max_shard), 0.0f);
   }
+  if (half_up && !params_offloaded) {  // frozen units: their fp32 values to host memory first
+    frozen_host.resize(static_cast<size_t>(units));
+    for (int u = 0; u < units; ++u)
+      if (!trainable(u)) {
+        std::vector<float>& f = frozen_host[static_cast<size_t>(u)];
+        f.resize(static_cast<size_t>(part.unit(u).owned));
+        mem->to_host(f.data(), owned_params(u), f.size() * sizeof(float));
+      }
+  }
   if (half_up) {  // the bf16 compute copy is what comes up from now on; the fp32 one goes
     if (opt.stage == 3 && !params_offloaded)
       for (int u = 0; u < units; ++u) {
@@ -177,7 +186,13 @@ void Engine::Impl::gather_master(int u, float* full) {
   const UnitPartition& p = part.unit(u);
   const size_t shard = static_cast<size_t>(p.shard), owned = static_cast<size_t>(p.owned);
   std::vector<float> master(shard, 0.0f), m(owned), v(owned);  // [shard], [owned], [owned]
-  store->read_unit(u, master.data(), m.data(), v.data());
+  if (trainable(u))
+    store->read_unit(u, master.data(), m.data(), v.data());
+  else if (params_offloaded)  // frozen: no optimizer state; the shard's home holds it
+    store->read_params(u, master.data());
+  else
+    std::copy(frozen_host[static_cast<size_t>(u)].begin(), frozen_host[static_cast<size_t>(u)].end(),
+              master.begin());
   float* place = full + static_cast<size_t>(part.index()) * shard;
   mem->from_host(place, master.data(), shard * sizeof(float));
   detail::Handles handles;
@@ -368,6 +383,9 @@ OwnedSlice Engine::Impl::checkout(int u) {
     if (!trainable(u)) {  // frozen: the parameters alone, from where they are
       if (params_offloaded)
         store->read_params(u, c.master.data());
+      else if (half_up)
+        std::copy(frozen_host[static_cast<size_t>(u)].begin(), frozen_host[static_cast<size_t>(u)].end(),
+                  c.master.begin());
       else if (bf16_master)
         detail::to_host_widened(*mem, c.master.data(), owned_half_params(u), count);
       else
@@ -419,12 +437,16 @@ void Engine::Impl::flush_checkout() {
     c.active = false;
     const UnitPartition& p = part.unit(u);
     if (!trainable(u)) {  // frozen: the parameters back where checkout read them
-      if (params_offloaded)
+      if (params_offloaded) {
         store->write_params(u, c.master.data());
-      else if (bf16_master)
+      } else if (half_up) {  // the fp32 values kept, their bf16 rounding up once (as at start)
+        std::copy(c.master.begin(), c.master.begin() + p.owned, frozen_host[static_cast<size_t>(u)].begin());
         detail::from_host_rounded(*mem, owned_half_params(u), {c.master.data(), static_cast<size_t>(p.owned)});
-      else
+      } else if (bf16_master) {
+        detail::from_host_rounded(*mem, owned_half_params(u), {c.master.data(), static_cast<size_t>(p.owned)});
+      } else {
         mem->from_host(owned_params(u), c.master.data(), static_cast<size_t>(p.owned) * sizeof(float));
+      }
     } else if (state_offloaded) {
       store->write_unit(u, c.master.data(), c.m.data(), c.v.data());
     }

@@ -171,14 +171,24 @@ TEST(EstimateGpuRows, EqualTheEngineOnTheDevicePathByCategory) {
 }
 
 // LoRA / QLoRA (docs/zero.md "Frozen units"): the frozen base held, the adapters' unit
-// trained, one more gather / reduce slot, QLoRA's NF4 base; no offload (the engine
-// refuses it with bf16 weights, zt estimate has no LoRA offload rows).
+// trained, one more gather / reduce slot, QLoRA's NF4 base; with offload (fp32 and
+// bf16-mixed) the store holds the adapters' state only, the shards of every unit when
+// they move, and with bf16-mixed the frozen units' fp32 values in host memory.
 TEST(EstimateGpuRows, LoraAndQloraEqualTheEngineByCategory) {
   const std::string dir = nvme_dir();
   for (model::FinetuneMethod m : {model::FinetuneMethod::kLora, model::FinetuneMethod::kQlora}) {
     for (const char* p : {"fp32", "bf16-mixed", "bf16-true"})
       for (int stage = 0; stage <= 3; ++stage)
         compare({stage, p, Home::kNone, Home::kNone, 0, 1, false, false, m}, dir);
+    for (const char* p : {"fp32", "bf16-mixed"}) {
+      compare({1, p, Home::kCpu, Home::kNone, 0, 1, false, false, m}, dir);
+      compare({2, p, Home::kNvme, Home::kNone, 0, 1, false, false, m}, dir);
+      compare({3, p, Home::kCpu, Home::kNone, 0, 1, false, false, m}, dir);
+      compare({3, p, Home::kCpu, Home::kCpu, 0, 1, false, false, m}, dir);
+      compare({3, p, Home::kNvme, Home::kNvme, 0, 1, false, false, m}, dir);
+      compare({3, p, Home::kCpu, Home::kNvme, 0, 1, false, false, m}, dir);
+      if (world_size() == 4) compare({3, p, Home::kCpu, Home::kNone, 2, 2, false, false, m}, dir);  // + hpZ
+    }
   }
   if (world_rank() == 0) ::rmdir(dir.c_str());
 }

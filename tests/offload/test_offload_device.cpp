@@ -9,7 +9,9 @@
 // bf16-mixed without offload on the host-staged space, bitwise (the host space runs no
 // bf16). Every case runs again with the copies deferred (ZT_TEST_DEFER_COPIES=1: a copy
 // lands only when waited for or ordered before compute), so a use of the parameters
-// not ordered after their copies up reads stale values and breaks the equality. The
+// not ordered after their copies up reads stale values and breaks the equality. LoRA and
+// QLoRA with bf16-mixed offloaded (the frozen base's fp32 values in host memory) equal
+// their runs without offload bitwise, the base unchanged, and resume bitwise. The
 // host-memory preflight refuses a pinned pool above the memlock limit with the numbers.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -21,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -30,6 +33,7 @@
 #include "support/tmp_dir.hpp"
 #include "zero/zero_fixtures.hpp"
 #include "zt/core/log.hpp"
+#include "zt/model/lora.hpp"
 
 namespace zt::zero::testing {
 namespace {
@@ -203,10 +207,138 @@ TEST(OffloadFromDevice, HostStagedEqualsHostAndNoOffloadBitForBit) {
   if (world_rank() == 0) ::rmdir(dir.c_str());
 }
 
+// The checkpoint view: every unit's owned() slice after 2 steps of an engine of `o`,
+// written into a fresh engine of another seed, after_load(), 2 more steps: bit for bit
+// the 4 straight steps (losses and every unit).
+void expect_round_trip(const model::Config& cfg, const EngineOptions& o, const Hyper& h) {
+  Comms cm = make_comms(0);
+  EngineRun want;  // (one engine alive at a time: they share offload.nvme_path)
+  {
+    Engine straight(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get());
+    want = engine_run(straight, cfg, h, 4);
+  }
+  std::vector<std::vector<float>> sp, sm, sv;  // per unit [owned] (frozen units: no m, v)
+  {
+    Engine a(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get());
+    engine_run(a, cfg, h, 2);
+    std::vector<OwnedSlice> saved;
+    for (int u = 0; u < a.partition().num_units(); ++u) saved.push_back(a.owned(u));
+    for (const OwnedSlice& sl : saved) {
+      sp.emplace_back(sl.params.begin(), sl.params.end());
+      sm.emplace_back(sl.m.begin(), sl.m.end());
+      sv.emplace_back(sl.v.begin(), sl.v.end());
+    }
+  }
+  model::InitOptions other = h.init;
+  other.seed += 99;
+  Engine b(cfg, *cm.world, nullptr, nullptr, o, other, cm.world.get());
+  std::vector<OwnedSlice> loading;
+  for (int u = 0; u < b.partition().num_units(); ++u) loading.push_back(b.owned(u));
+  for (size_t u = 0; u < loading.size(); ++u) {
+    ASSERT_EQ(loading[u].m.size(), sm[u].size()) << "unit " << u;
+    std::copy(sp[u].begin(), sp[u].end(), loading[u].params.begin());
+    std::copy(sm[u].begin(), sm[u].end(), loading[u].m.begin());
+    std::copy(sv[u].begin(), sv[u].end(), loading[u].v.begin());
+  }
+  b.after_load();
+  b.set_steps_done(2);
+  const EngineRun resumed = engine_run(b, cfg, h, 2, 2);
+  EXPECT_TRUE(same(resumed.losses, {want.losses[2], want.losses[3]}));
+  EXPECT_EQ(differing(resumed.params, want.params), 0u);
+}
+
+
+// LoRA / QLoRA with bf16-mixed offloaded from a device (docs/zero.md "Frozen units"):
+// the store holds the adapters' master and moments, the frozen base's fp32 values stay in
+// host memory (or in the shards' home with offload.params) and its bf16 copy came up once.
+// Against the host-staged run without offload: losses, norms and every unit bitwise
+// (copies deferred too); the base bitwise its initial values; gather_full_params (the
+// fp32 base, from host memory) and QLoRA's quantisation of it read the same floats.
+model::LoraConfig lora_of(model::FinetuneMethod m) {
+  model::LoraConfig l;
+  l.method = m;
+  l.rank = 4;
+  l.alpha = 8.0;
+  l.targets = (1u << model::kNumLoraTargets) - 1;  // every projection and lm_head
+  return l;
+}
+
+TEST(OffloadFromDevice, LoraBf16EqualsNoOffloadBitForBit) {
+  using offload::Home;
+  Hyper h;
+  h.T = 16;
+  h.accum = 2;
+  h.steps = 3;
+  const std::string dir = device_dir();
+  struct LoraCase {
+    DeviceCase c;
+    model::FinetuneMethod method;
+  };
+  const model::FinetuneMethod lora = model::FinetuneMethod::kLora, qlora = model::FinetuneMethod::kQlora;
+  const LoraCase cases[] = {
+      {{1, Home::kCpu, Home::kNone, false, "bf16-mixed"}, lora},
+      {{2, Home::kNvme, Home::kNone, false, "bf16-mixed"}, lora},
+      {{3, Home::kCpu, Home::kNone, false, "bf16-mixed"}, lora},
+      {{3, Home::kCpu, Home::kCpu, false, "bf16-mixed"}, lora},
+      {{3, Home::kNvme, Home::kNvme, true, "bf16-mixed"}, lora},
+      {{2, Home::kCpu, Home::kNone, false, "bf16-mixed"}, qlora},
+      {{3, Home::kNvme, Home::kNone, false, "bf16-mixed"}, qlora},
+      {{3, Home::kCpu, Home::kNvme, false, "bf16-mixed"}, qlora},
+  };
+  for (const LoraCase& lc : cases) {
+    const DeviceCase& c = lc.c;
+    const model::Config cfg = reduced_config(c.tied);
+    Comms cm = make_comms(0);
+    EngineOptions plain_o = options(c, h, EngineOptions::Device::kHostStaged, false, dir);
+    plain_o.lora = lora_of(lc.method);
+    EngineRun ref;
+    std::unique_ptr<model::Parameters<float>> initial;  // every unit before any step
+    {
+      Engine e(cfg, *cm.world, nullptr, nullptr, plain_o, h.init, cm.world.get());
+      initial = std::make_unique<model::Parameters<float>>(e.model().layout());
+      e.gather_full_params(*initial);
+      ref = engine_run(e, cfg, h, h.steps);
+    }
+    for (bool defer : {false, true}) {
+      SCOPED_TRACE(name(c) + (lc.method == qlora ? ", qlora" : ", lora") +
+                   (defer ? ", copies deferred" : ""));
+      EngineOptions o = options(c, h, EngineOptions::Device::kHostStaged, true, dir);
+      o.lora = plain_o.lora;
+      if (defer) {
+        ASSERT_EQ(::setenv("ZT_TEST_DEFER_COPIES", "1", 1), 0);
+      }
+      Engine staged(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get());
+      ASSERT_EQ(::unsetenv("ZT_TEST_DEFER_COPIES"), 0);
+      const EngineRun got = engine_run(staged, cfg, h, h.steps);
+      EXPECT_TRUE(same(got.losses, ref.losses));
+      EXPECT_TRUE(same(got.norms, ref.norms));
+      EXPECT_EQ(differing(got.params, ref.params), 0u) << "vs the host-staged run without offload";
+      const model::ParamLayout& layout = staged.model().layout();
+      ASSERT_EQ(got.params.size(), static_cast<size_t>(layout.num_units()));
+      size_t base_changed = 0, adapters_changed = 0;
+      for (int u = 0; u < layout.num_units(); ++u) {
+        const std::span<const float> want = initial->params(u);
+        const std::vector<float>& now = got.params[static_cast<size_t>(u)];
+        ASSERT_EQ(now.size(), want.size()) << "unit " << u;
+        const bool same_bits = std::memcmp(now.data(), want.data(), want.size_bytes()) == 0;
+        if (layout.frozen(u)) base_changed += same_bits ? 0 : 1;
+        else adapters_changed += same_bits ? 0 : 1;
+      }
+      EXPECT_EQ(base_changed, 0u) << "a frozen unit changed";
+      EXPECT_EQ(adapters_changed, 1u) << "the adapters did not train";
+      EXPECT_TRUE(got.stats.back().offload.active);
+    }
+  }
+  if (world_rank() == 0) ::rmdir(dir.c_str());
+}
+
 // The checkpoint view with bf16-mixed offloaded from a device: every unit's owned()
 // slice after 2 steps (the store's master, m, v), written into a fresh engine of another
 // seed, after_load() (the master's bf16 rounding into the bf16 compute copy, as the copy
-// up writes it), 2 more steps = 4 straight steps, bit for bit.
+// up writes it), 2 more steps = 4 straight steps, bit for bit. The same with LoRA and
+// QLoRA (base and adapters both from the other seed until loaded): the frozen units'
+// slices are their fp32 values from host memory or the shards' home, no moments; after
+// the load their bf16 rounding comes up once and QLoRA's base is quantised again.
 TEST(OffloadFromDevice, Bf16CheckpointRoundTripBitForBit) {
   using offload::Home;
   Hyper h;
@@ -216,44 +348,14 @@ TEST(OffloadFromDevice, Bf16CheckpointRoundTripBitForBit) {
   const DeviceCase cases[] = {{2, Home::kCpu, Home::kNone, false, "bf16-mixed"},
                               {3, Home::kNvme, Home::kNone, false, "bf16-mixed"},
                               {3, Home::kCpu, Home::kCpu, true, "bf16-mixed"}};
-  for (const DeviceCase& c : cases) {
-    SCOPED_TRACE(name(c));
-    const model::Config cfg = reduced_config(c.tied);
-    Comms cm = make_comms(0);
-    const EngineOptions o = options(c, h, EngineOptions::Device::kHostStaged, true, dir);
-    EngineRun want;  // (one engine alive at a time: they share offload.nvme_path)
-    {
-      Engine straight(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get());
-      want = engine_run(straight, cfg, h, 4);
+  for (const DeviceCase& c : cases)
+    for (model::FinetuneMethod m : {model::FinetuneMethod::kFull, model::FinetuneMethod::kLora,
+                                    model::FinetuneMethod::kQlora}) {
+      SCOPED_TRACE(name(c) + (m == model::FinetuneMethod::kFull ? "" : m == model::FinetuneMethod::kLora ? ", lora" : ", qlora"));
+      EngineOptions o = options(c, h, EngineOptions::Device::kHostStaged, true, dir);
+      if (m != model::FinetuneMethod::kFull) o.lora = lora_of(m);
+      expect_round_trip(reduced_config(c.tied), o, h);
     }
-    std::vector<std::vector<float>> sp, sm, sv;  // per unit [owned]
-    {
-      Engine a(cfg, *cm.world, nullptr, nullptr, o, h.init, cm.world.get());
-      engine_run(a, cfg, h, 2);
-      std::vector<OwnedSlice> saved;
-      for (int u = 0; u < a.partition().num_units(); ++u) saved.push_back(a.owned(u));
-      for (const OwnedSlice& sl : saved) {
-        sp.emplace_back(sl.params.begin(), sl.params.end());
-        sm.emplace_back(sl.m.begin(), sl.m.end());
-        sv.emplace_back(sl.v.begin(), sl.v.end());
-      }
-    }
-    model::InitOptions other = h.init;
-    other.seed += 99;
-    Engine b(cfg, *cm.world, nullptr, nullptr, o, other, cm.world.get());
-    std::vector<OwnedSlice> loading;
-    for (int u = 0; u < b.partition().num_units(); ++u) loading.push_back(b.owned(u));
-    for (size_t u = 0; u < loading.size(); ++u) {
-      std::copy(sp[u].begin(), sp[u].end(), loading[u].params.begin());
-      std::copy(sm[u].begin(), sm[u].end(), loading[u].m.begin());
-      std::copy(sv[u].begin(), sv[u].end(), loading[u].v.begin());
-    }
-    b.after_load();
-    b.set_steps_done(2);
-    const EngineRun resumed = engine_run(b, cfg, h, 2, 2);
-    EXPECT_TRUE(same(resumed.losses, {want.losses[2], want.losses[3]}));
-    EXPECT_EQ(differing(resumed.params, want.params), 0u);
-  }
   if (world_rank() == 0) ::rmdir(dir.c_str());
 }
 

@@ -36,8 +36,10 @@ struct FullCheckpoint {
 };
 
 // Reads every tensor of a checkpoint (the model is the file's own), verifying every
-// checksum. Throws zt::InputError naming the file and the dataset at fault.
-FullCheckpoint read_full(const std::string& path);
+// checksum. Throws zt::InputError naming the file and the dataset at fault. params_only:
+// /params alone (exp_avg, exp_avg_sq and state stay empty; /optim and /state are not
+// read), as an export needs.
+FullCheckpoint read_full(const std::string& path, bool params_only = false);
 
 // The root attributes only.
 Header read_header(const std::string& path);

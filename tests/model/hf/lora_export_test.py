@@ -32,10 +32,11 @@
        `generate` (float32) on the same prompt ids;
    (d) refusals, exit 2 naming what: a missing base, another base (--base of the other
        shape), --base on a whole model, a malformed finetune attribute (not JSON, a rank
-       that is a string, an unknown target), a missing adapter dataset, a damaged one (its
-       checksum), a malformed base_hash, --adapter on a whole model or a missing file, a
-       merged export over a random base; --base naming a copy of the base works and
-       --adapter of a random base's adapters exports, saying so.
+       that is a string, an unknown target), a missing adapter dataset, one the finetune
+       attribute does not describe, a damaged one (its checksum), a malformed base_hash,
+       --adapter on a whole model or a missing file, a merged export over a random base;
+       --base naming a copy of the base works and --adapter of a random base's adapters
+       exports, saying so.
 
   lora_export_test.py ZT ZT_LORA_LOGITS WORKDIR qlora
 
@@ -486,6 +487,15 @@ def main():
     write_adapters(h5py, np, ad_drop, ckpt_u, ckpt_u, qv, 4, drop=gone)
     refused(["convert", "h5-to-hf", ad_drop, os.path.join(work, "o8"), "--adapter"],
             [ad_drop, gone], "a missing adapter dataset")
+    extra = "model.layers.0.self_attn.k_proj.lora_A.weight"  # k is not among the targets
+    ad_extra = os.path.join(work, "ad-extra.h5")
+    write_adapters(h5py, np, ad_extra, ckpt_u, ckpt_u, qv, 8)
+    with h5py.File(ad_extra, "a") as f:
+        x = np.ones((2, 64), dtype=np.float32)
+        d = f["params"].create_dataset(extra, data=x)
+        d.attrs["checksum"] = np.uint64(checksum(x, int(f.attrs["format_version"])))
+    refused(["convert", "h5-to-hf", ad_extra, os.path.join(work, "o14"), "--adapter"],
+            [ad_extra, extra], "an adapter dataset its finetune attribute does not describe")
     c.finish()
 
 

@@ -3,8 +3,9 @@
 
   lora_peer_test.py ZT ZT_LORA_LOGITS WORKDIR
 
-1. `zt train` runs the `tiny` preset for 2 steps with a wide init (model.init_std 0.2, so
-   the logits are far from uniform), untied and with tied embeddings, and
+1. `zt train` runs the `tiny` preset for 2 steps (hf_common.train_tiny) with a wide init
+   (model.init_std 0.2, so the logits are far from uniform), untied and with tied
+   embeddings, and
    `zt convert h5-to-hf` exports each (F32).
 2. For several lora configurations (target sets incl. lm_head, on tied embeddings too;
    rslora; ranks):
@@ -19,14 +20,15 @@
      * in float64 on both sides (zt's Model<double>; PEFT's model .double() with the
        steps transformers keeps in float32 - RoPE's angles, RMSNorm, softmax, the loss -
        taken in float64 too; the fp32 weights widened exactly): logits of every position
-       and the loss (mean next-token cross-entropy) within 1e-9 of each other (measured:
-       3e-13 .. 8e-13; the issue asks 1e-5);
-     * in float32 on both sides: the loss within 1e-5, and zt's logits no farther from
+       and the loss (mean next-token cross-entropy) within 1e-9 of each other (measured
+       on train_tiny's bases: 1.5e-13 .. 1.9e-12; the issue asks 1e-5);
+     * in float32 on both sides: the loss within 1e-5 relative (measured 1.8e-8 ..
+       7.9e-7 on losses of 7.8 .. 84), and zt's logits no farther from
        the float64 answer than 4 x PEFT's own fp32 logits are (the adapters' N(0, 0.3)
        values make the activations large, so fp32 rounding alone moves the logits by
        ~1e-4; zt and PEFT sum in different orders, neither is "the" fp32 answer);
    - sensitivity (so the test can fail): the adapters change PEFT's logits by more than
-     1e4 x 1e-5 against the base model's (measured 13 .. 150).
+     1e4 x 1e-5 against the base model's (measured 12 .. 147).
 Exit 77 (CTest skip) when torch, transformers or peft is missing
 (scripts/install-deps.sh --hf-peers installs them).
 """
@@ -42,10 +44,10 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
-from hf_common import Checker, run_zt, torch_peers  # noqa: E402
+from hf_common import Checker, run_zt, torch_peers, train_tiny  # noqa: E402
 
 TOL = 1e-5  # the issue's bar (float32)
-TOL64 = 1e-9  # float64 on both sides: measured 2.6e-13 .. 8.4e-13 on the logits
+TOL64 = 1e-9  # float64 on both sides: measured 1.5e-13 .. 1.9e-12 on the logits
 TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 # (targets, rank, alpha, rslora, tied embeddings)
 CASES = [
@@ -96,20 +98,11 @@ def main():
     for tied in (False, True):
         name = "tied" if tied else "untied"
         ck = os.path.join(work, f"ck-{name}")
-        train = [zt, "train", "--set", "train.steps=2", "--set", "train.micro_batch=2",
-                 "--set", "train.global_batch=2", "--set", "train.seq_len=32",
-                 "--set", "model.init_std=0.2", "--set", f"model.tied_embeddings={str(tied).lower()}",
-                 "--set", "train.threads=1", "--set", "eval.every=0",
-                 "--set", "data.eval_fraction=0", "--set", "sample.tokens=0",
-                 "--set", f"ckpt.dir={ck}", "--set", "train.peak_tflops=1"]
-        p = subprocess.run(train, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=300, cwd=work,
-                           env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
-                                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                                    XDG_CACHE_HOME=os.path.join(work, "cache")))
-        c.check(p.returncode == 0, f"zt train: tiny ({name} embeddings), 2 steps")
-        if p.returncode != 0:
-            print(p.stdout[-4000:])
+        rc, out = train_tiny(zt, work, ck, 2, ["model.init_std=0.2",
+                                               f"model.tied_embeddings={str(tied).lower()}"])
+        c.check(rc == 0, f"zt train: tiny ({name} embeddings), 2 steps")
+        if rc != 0:
+            print(out[-4000:])
             c.finish()
         hf32 = os.path.join(work, f"hf-{name}")
         rc, out = run_zt(zt, "convert", "h5-to-hf", ck, hf32, "--dtype", "f32")
@@ -215,14 +208,16 @@ def main():
         c.check(l64 <= TOL64, f"{tag}: f64 |loss zt - PEFT| = {l64:.3e} <= {TOL64:.0e}")
         z32 = (zl["f32"] - exact).abs().max().item()
         p32 = (hf["f32"][0] - exact).abs().max().item()
-        l32 = abs(zt_out["f32"]["loss"] - hf["f32"][1])
+        # relative to the loss (as lora_export_test's TOL to the logits' scale): the wide
+        # init and train_tiny's base give losses up to 84, whose fp32 ulp is 7.6e-6
+        l32 = abs(zt_out["f32"]["loss"] - hf["f32"][1]) / max(1.0, abs(hf["f64"][1]))
         moved = (exact - base_logits).abs().max().item()
         print(f"      {tag}: max |logit| {exact.abs().max().item():.2f}, the adapters move the "
               f"logits by {moved:.3f}; f32 distance from f64: zt {z32:.3e}, PEFT {p32:.3e}; "
               f"f32 loss zt {zt_out['f32']['loss']:.8f} PEFT {hf['f32'][1]:.8f}")
         c.check(z32 <= 4 * p32, f"{tag}: f32 zt's logits within 4 x PEFT's fp32 error of f64 "
                 f"({z32:.3e} <= 4 x {p32:.3e})")
-        c.check(l32 <= TOL, f"{tag}: f32 |loss zt - PEFT| = {l32:.3e} <= {TOL:.0e}")
+        c.check(l32 <= TOL, f"{tag}: f32 |loss zt - PEFT| / |loss| = {l32:.3e} <= {TOL:.0e}")
         c.check(moved > 1e4 * TOL, f"{tag}: the adapters move the logits ({moved:.3e} > 1e4 x tol)")
     c.finish()
 
