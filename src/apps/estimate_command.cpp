@@ -258,7 +258,8 @@ int run(const Args& a) {
                 s.zero.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora",
                 model::trainable_banner(model::trainable_counts(s.model, s.zero.lora)).c_str(),
                 s.zero.lora.method == model::FinetuneMethod::kQlora
-                    ? "; params add the NF4 base of the targeted W" : "");
+                    ? "; the targeted W are held as their NF4 base only (params hold the "
+                      "other base tensors + the NF4 base)" : "");
   uint64_t largest = 0;
   for (const Row& row : rows) largest = std::max(largest, row.total(false));
   const BinaryUnit u = table_unit(largest);

@@ -20,6 +20,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/model/layout.hpp"
+#include "zt/model/lora.hpp"
 #include "zt/runtime/agree.hpp"
 #include "zt/runtime/mpi_check.hpp"
 
@@ -47,6 +48,27 @@ std::vector<UnitTarget> targets_of(zero::Engine& engine, bool moments, Units whi
                            moments ? s.v : std::span<float>()});
   }
   return t;
+}
+
+// QLoRA: the W the NF4 base quantises (the targeted projections', or the embedding for a
+// tied lm_head), read whole from the base's file one unit at a time by every rank (a
+// serial read: each rank holds the whole NF4 base) and quantised by the engine; the
+// peak is one unit of fp32, never all the targeted W at once.
+void load_qlora_base(zero::Engine& engine, const std::string& path, const model::ParamLayout& base) {
+  const model::ParamLayout full(base.config());
+  const model::LoraConfig& lora = engine.options().lora;
+  const bool tied_head = base.config().tied_embeddings && lora.has_target(model::LoraTarget::kLmHead);
+  std::vector<float> unit;  // [numel] of full's unit u: its quantised W read, the rest zero
+  engine.set_qlora_base([&](int u) -> std::span<const float> {
+    const model::ParamLayout part = full.only([&](const model::TensorInfo& x) {
+      return x.unit == u && (!base.try_find(x.name) || (tied_head && x.name == "model.embed_tokens.weight"));
+    });
+    unit.assign(static_cast<size_t>(full.unit(u).numel), 0.0f);
+    std::vector<UnitTarget> targets(static_cast<size_t>(full.num_units()));  // unit u's only
+    targets[static_cast<size_t>(u)] = UnitTarget{0, full.unit(u).numel, unit, {}, {}};
+    read_file(MPI_COMM_NULL, path, full.config(), targets, ReadWhat::kParams, nullptr, nullptr, &part);
+    return unit;
+  });
 }
 
 // Publishes `c` as DIR/step-N.h5: .tmp, collective write, agreement, fsync + rename.
@@ -334,8 +356,14 @@ void load_weights(zero::Engine& engine, MPI_Comm comm, const std::string& path,
                   std::vector<std::string>* warnings) {
   check_loadable(read_header(comm, path), path, engine.options().lora, /*resume=*/false);
   const std::vector<UnitTarget> t = targets_of(engine, false, Units::kBase);
-  read_file(comm, path, engine.model().layout().config(), t, ReadWhat::kParams, warnings);
+  const model::ParamLayout& run = engine.model().layout();
+  const model::LoraConfig& lora = engine.options().lora;
+  // The base units of the run: QLoRA's leave out the targeted W (read below).
+  const model::ParamLayout base = model::lora_base_layout(run.config(), lora);
+  read_file(comm, path, run.config(), t, ReadWhat::kParams, warnings, nullptr,
+            base.left_out() != 0 ? &base : nullptr);
   engine.after_load();
+  if (lora.method == model::FinetuneMethod::kQlora) load_qlora_base(engine, path, base);
 }
 
 std::string resolve_resume(MPI_Comm comm, const std::string& resume, const std::string& dir) {

@@ -1198,7 +1198,8 @@ Header read_header(MPI_Comm comm, const std::string& path) {
 std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                                     const model::Config& run_config,
                                     std::span<const UnitTarget> units, ReadWhat what,
-                                    std::vector<std::string>* warnings, IoTimes* times) {
+                                    std::vector<std::string>* warnings, IoTimes* times,
+                                    const model::ParamLayout* part) {
   const auto t_start = std::chrono::steady_clock::now();
   IoTimes t;
   Handle file = open_file(comm, path);
@@ -1208,8 +1209,9 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   // run's: checkpoint.cpp).
   Header run_header = header;
   run_header.config = run_config;
-  const model::ParamLayout layout = file_layout(run_header);
-  if (header.contents == kContentsAdapters && units.size() != static_cast<size_t>(layout.num_units()))
+  const model::ParamLayout whole = file_layout(run_header);
+  const model::ParamLayout& layout = part ? *part : whole;  // what is read, and where
+  if (header.contents == kContentsAdapters && units.size() != static_cast<size_t>(whole.num_units()))
     throw InputError("checkpoint '" + path + "' holds LoRA adapters only (finetune " +
                          header.adapters.finetune + ", base '" + header.adapters.base_path +
                          "'), not a whole model",
@@ -1225,7 +1227,7 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                      "start from these weights with a fresh optimizer at step 0: "
                      "--set ckpt.init_from=" + path);
   const int kinds = training ? 3 : 1;
-  check_no_extra_tensors(file.get(), layout, kinds, path);
+  check_no_extra_tensors(file.get(), whole, kinds, path);
 
   Handle dxpl = h5::transfer(comm, path);
   const size_t n = static_cast<size_t>(kinds) * layout.tensors().size() + (training ? 1 : 0);

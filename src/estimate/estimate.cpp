@@ -257,7 +257,8 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   model::Config cut = s.model;
   cut.layers = std::min<int64_t>(s.model.layers, 2);
   const int64_t more_blocks = s.model.layers - cut.layers;
-  const model::ParamLayout layout(cut);
+  // QLoRA's base units leave out the targeted W (held as NF4 only: qlora_base_bytes).
+  const model::ParamLayout layout = model::lora_base_layout(cut, lora);
   const int align = (o.quantize_weights || o.quantize_grads) ? o.quantize_block : 16;
   const zero::Partition part(layout, n, 0, align, hpz, 0);
   const zero::UnitPartition& block = part.unit(1);  // units: embedding, blocks..., head

@@ -26,10 +26,31 @@ int64_t add_tensor(std::vector<TensorInfo>& tensors, UnitInfo& unit, int unit_in
   return tensors.back().offset;
 }
 
+// Bits of LoraTarget (lora.hpp, which checks them): q k v o gate up down lm_head = 0..7.
+enum : uint32_t { kQ = 1u, kK = 2u, kV = 4u, kO = 8u, kGate = 16u, kUp = 32u, kDown = 64u, kHead = 128u };
+
 }  // namespace
 
-ParamLayout::ParamLayout(const Config& cfg) : cfg_(cfg) {
-  cfg_.validate();
+ParamLayout::ParamLayout(const Config& cfg) : ParamLayout(without_weights(cfg, 0)) {}
+
+ParamLayout ParamLayout::without_weights(const Config& cfg, uint32_t targets) {
+  ParamLayout p;
+  p.cfg_ = cfg;
+  p.cfg_.validate();
+  if (p.cfg_.tied_embeddings) targets &= ~kHead;  // the embedding needs it
+  p.left_out_ = targets & 0xffu;
+  p.build();
+  return p;
+}
+
+void ParamLayout::build() {
+  const uint32_t out = left_out_;
+  // Adds the tensor unless its projection is left out; its offset (0 when left out).
+  const auto maybe = [&](uint32_t bit, UnitInfo& u, int ui, std::string name,
+                         std::vector<int64_t> shape, InitKind init) -> int64_t {
+    if (out & bit) return 0;
+    return add_tensor(tensors_, u, ui, std::move(name), std::move(shape), init);
+  };
   const int64_t V = cfg_.vocab, C = cfg_.hidden, I = cfg_.intermediate;
   const int64_t HD = cfg_.heads * cfg_.head_dim(), GD = cfg_.kv_dim();
 
@@ -46,17 +67,15 @@ ParamLayout::ParamLayout(const Config& cfg) : cfg_(cfg) {
     const std::string p = strf("model.layers.%d.", l);
     BlockOffsets o{};
     o.input_norm = add_tensor(tensors_, u, ui, p + "input_layernorm.weight", {C}, InitKind::kOnes);
-    o.q = add_tensor(tensors_, u, ui, p + "self_attn.q_proj.weight", {HD, C}, InitKind::kNormal);
-    o.k = add_tensor(tensors_, u, ui, p + "self_attn.k_proj.weight", {GD, C}, InitKind::kNormal);
-    o.v = add_tensor(tensors_, u, ui, p + "self_attn.v_proj.weight", {GD, C}, InitKind::kNormal);
-    o.o = add_tensor(tensors_, u, ui, p + "self_attn.o_proj.weight", {C, HD},
-                     InitKind::kNormalScaled);
+    o.q = maybe(kQ, u, ui, p + "self_attn.q_proj.weight", {HD, C}, InitKind::kNormal);
+    o.k = maybe(kK, u, ui, p + "self_attn.k_proj.weight", {GD, C}, InitKind::kNormal);
+    o.v = maybe(kV, u, ui, p + "self_attn.v_proj.weight", {GD, C}, InitKind::kNormal);
+    o.o = maybe(kO, u, ui, p + "self_attn.o_proj.weight", {C, HD}, InitKind::kNormalScaled);
     o.post_norm = add_tensor(tensors_, u, ui, p + "post_attention_layernorm.weight", {C},
                              InitKind::kOnes);
-    o.gate = add_tensor(tensors_, u, ui, p + "mlp.gate_proj.weight", {I, C}, InitKind::kNormal);
-    o.up = add_tensor(tensors_, u, ui, p + "mlp.up_proj.weight", {I, C}, InitKind::kNormal);
-    o.down = add_tensor(tensors_, u, ui, p + "mlp.down_proj.weight", {C, I},
-                        InitKind::kNormalScaled);
+    o.gate = maybe(kGate, u, ui, p + "mlp.gate_proj.weight", {I, C}, InitKind::kNormal);
+    o.up = maybe(kUp, u, ui, p + "mlp.up_proj.weight", {I, C}, InitKind::kNormal);
+    o.down = maybe(kDown, u, ui, p + "mlp.down_proj.weight", {C, I}, InitKind::kNormalScaled);
     block_ = o;  // identical for every block
     units_.push_back(u);
   }
@@ -66,12 +85,12 @@ ParamLayout::ParamLayout(const Config& cfg) : cfg_(cfg) {
     UnitInfo u{"head", UnitKind::kHead, -1, 0, static_cast<int>(tensors_.size()), 0};
     add_tensor(tensors_, u, ui, "model.norm.weight", {C}, InitKind::kOnes);
     if (!cfg_.tied_embeddings) {
-      add_tensor(tensors_, u, ui, "lm_head.weight", {V, C}, InitKind::kNormal);
+      lm_head_offset_ = maybe(kHead, u, ui, "lm_head.weight", {V, C}, InitKind::kNormal);
     }
     units_.push_back(u);
   }
   for (const auto& u : units_) total_numel_ += u.numel;
-  ZT_CHECK(total_numel_ == cfg_.num_params(), "layout and Config::num_params() disagree",
+  ZT_CHECK(out != 0 || total_numel_ == cfg_.num_params(), "layout and Config::num_params() disagree",
            "a bug in zt's model layout.");
 }
 
@@ -110,6 +129,25 @@ ParamLayout ParamLayout::trainable_only() const {
     if (u == adapter_unit_) out.adapter_unit_ = ui;
     out.units_.push_back(unit);
     out.total_numel_ += unit.numel;
+  }
+  return out;
+}
+
+ParamLayout ParamLayout::only(const std::function<bool(const TensorInfo&)>& keep) const {
+  ParamLayout out = *this;
+  out.tensors_.clear();
+  out.total_numel_ = 0;
+  for (UnitInfo& unit : out.units_) {
+    const int first = unit.first_tensor, n = unit.num_tensors;
+    unit.first_tensor = static_cast<int>(out.tensors_.size());
+    unit.num_tensors = 0;
+    for (int t = first; t < first + n; ++t) {
+      const TensorInfo& info = tensors_[static_cast<size_t>(t)];
+      if (!keep(info)) continue;
+      out.tensors_.push_back(info);
+      unit.num_tensors += 1;
+      out.total_numel_ += info.numel;
+    }
   }
   return out;
 }

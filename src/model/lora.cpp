@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <ranges>
+#include <stdexcept>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -184,7 +185,17 @@ LoraLayout::LoraLayout(const Config& model, const LoraConfig& lora)
   if (lora.has_target(LoraTarget::kLmHead)) add(0, LoraTarget::kLmHead);
 }
 
-ParamLayout::ParamLayout(const Config& cfg, const LoraConfig& lora) : ParamLayout(cfg) {
+ParamLayout lora_base_layout(const Config& cfg, const LoraConfig& lora) {
+  return ParamLayout::without_weights(cfg, lora.method == FinetuneMethod::kQlora ? lora.targets : 0);
+}
+
+// ParamLayout::without_weights takes LoraConfig::targets' bits (layout.cpp names them).
+static_assert(static_cast<int>(LoraTarget::kQ) == 0 && static_cast<int>(LoraTarget::kDown) == 6 &&
+              static_cast<int>(LoraTarget::kLmHead) == 7);
+
+// QLoRA's base units leave out the targeted W: the model reads them from the NF4 base.
+ParamLayout::ParamLayout(const Config& cfg, const LoraConfig& lora)
+    : ParamLayout(lora_base_layout(cfg, lora)) {
   const LoraLayout adapters(cfg, lora);
   for (UnitInfo& u : units_) u.frozen = true;
   UnitInfo unit{"lora", UnitKind::kAdapters, -1, 0, static_cast<int>(tensors_.size()), 0};
@@ -311,6 +322,18 @@ QloraBase::QloraBase(const LoraLayout& lora, const ParamLayout& layout, const Un
 const kernels::nf4::Quantized* QloraBase::find(int layer, LoraTarget target) const {
   const LoraAdapterInfo* a = lora_.find(layer, target);
   return a ? &weights_[static_cast<size_t>(a - lora_.adapters().data())] : nullptr;
+}
+
+void check_qlora_covers(const ParamLayout& layout, const QloraBase& base) {
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    if (((layout.left_out() >> t) & 1u) == 0) continue;
+    const auto target = static_cast<LoraTarget>(t);
+    for (int l = 0; l < (target == LoraTarget::kLmHead ? 1 : static_cast<int>(layout.config().layers)); ++l)
+      if (!base.find(l, target))
+        throw std::logic_error("bind_qlora: the model's units leave out W of " +
+                               std::string(lora_module_name(target)) +
+                               ", which the NF4 base does not hold");
+  }
 }
 
 int64_t QloraBase::bytes() const {

@@ -29,6 +29,7 @@ class LoraApply {
   void set_stream(uint64_t stream) { stream_ = stream; }
   // QLoRA: W of the projections `base` holds come from it (check_qlora_dtype first).
   void bind_qlora(const QloraBase& base);
+  bool has_qlora() const { return qlora_ != nullptr; }
   // The base weight of (layer, target): W itself, or with QLoRA its dequantised copy in a
   // scratch buffer (valid until the next call).
   const R* weight(int layer, LoraTarget target, const R* W);

@@ -6,6 +6,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "buffer.hpp"
@@ -93,8 +95,8 @@ struct Model<R>::Impl {
   detail::LoraApply<R> lora;        // adapters (bind_lora): the base is frozen when bound
   bool training = false;            // inside loss_and_grad (LoRA dropout applies)
 
-  explicit Impl(const Config& c)
-      : cfg(c), layout(c), params(static_cast<size_t>(layout.num_units()), nullptr),
+  explicit Impl(const ParamLayout& l)
+      : cfg(l.config()), layout(l), params(static_cast<size_t>(layout.num_units()), nullptr),
         grads(static_cast<size_t>(layout.num_units()), nullptr) {
     const int64_t half = cfg.head_dim() / 2;
     rope_cos.ensure(cfg.context * half);
@@ -103,6 +105,10 @@ struct Model<R>::Impl {
   }
 
   void use(int u) {
+    // A layout without the targeted W (QLoRA's) has them only in the NF4 base.
+    if (layout.left_out() != 0 && !lora.has_qlora())
+      throw std::logic_error("Model: a layout without the targeted W (QLoRA's) used before "
+                             "bind_qlora: the model reads those W from the NF4 base");
     if (hooks.before_use) hooks.before_use(u);
     if (!params[static_cast<size_t>(u)]) {
       throw Error(strf("parameter unit %d (%s) is not bound", u, layout.unit(u).name.c_str()),
@@ -487,7 +493,15 @@ struct Model<R>::Impl {
 
 template <class R>
 Model<R>::Model(const Config& cfg, int64_t max_batch, int64_t max_seq)
-    : impl_(std::make_unique<Impl>(cfg)) {
+    : Model(ParamLayout(cfg), max_batch, max_seq) {}
+
+template <class R>
+Model<R>::Model(const ParamLayout& layout, int64_t max_batch, int64_t max_seq)
+    : impl_(std::make_unique<Impl>(layout)) {
+  const Config& cfg = layout.config();
+  ZT_CHECK(layout.adapter_unit() < 0, "Model built on a layout with the adapters' unit",
+           "build it on the base units (ParamLayout::without_weights); bind_lora binds the "
+           "adapters.");
   // Preallocate for the forward, backward and recompute at this shape; the per-layer
   // activations of a no-recompute step are allocated by the first such step.
   if (max_batch > 0 && max_seq > 0) {
@@ -541,6 +555,7 @@ void Model<R>::bind_lora(const LoraLayout& layout, std::span<const R> params,
 
 template <class R>
 void Model<R>::bind_qlora(const QloraBase& base) {
+  check_qlora_covers(impl_->layout, base);
   impl_->lora.bind_qlora(base);
 }
 

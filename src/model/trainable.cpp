@@ -32,7 +32,7 @@ bool fits(const View& v, int64_t numel) {
 class HostModel final : public TrainableModel {
  public:
   HostModel(const Config& cfg, int64_t max_batch, int64_t max_seq, const LoraConfig& lora)
-      : model_(cfg, max_batch, max_seq) {
+      : model_(lora_base_layout(cfg, lora), max_batch, max_seq) {
     if (lora.enabled()) {
       lora_layout_.emplace(cfg, lora);
       layout_.emplace(cfg, lora);

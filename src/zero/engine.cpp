@@ -220,7 +220,16 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
                       stage <= 1 && trainable(u) ? mview(full_grads[i].data(), numel) : model::MutView{});
   }
   init_offload(world.rank());
-  quantize_base();
+  {  // QLoRA: the targeted W's initial values (init is by name and element: the same
+     // values the whole model's units would hold), one unit at a time.
+    const model::ParamLayout base(cfg);
+    std::vector<float> unit;  // [numel] of base's unit u
+    quantize_base([&](int u) -> std::span<const float> {
+      unit.resize(static_cast<size_t>(base.unit(u).numel));
+      model::init_unit<float>(base, u, init, unit);
+      return unit;
+    });
+  }
   install_hooks();
   traffic_at_step = groups.traffic();
   note_peak();
@@ -311,26 +320,33 @@ void Engine::Impl::gather_params_in_place(bool trainable_only) {
     gather_in_place(full_params, trainable_only);
 }
 
-// The base's targeted W, NF4 + double quantised from the exact fp32 base (every rank
-// holds the whole quantised base: 4 bits a weight; docs/zero.md "Frozen units"). The
-// base comes to host memory one unit at a time (construction, after_load): at stages
-// 0-2 in fp32 on a host space it is read in place; else one unit is copied at a time.
-void Engine::Impl::quantize_base() {
+// The base's targeted W, NF4 + double quantised from the exact fp32 values (every rank
+// holds the whole quantised base: 4 bits a weight; docs/zero.md "Frozen units"), one unit
+// of ParamLayout(cfg) at a time: no fp32 copy of all the targeted W exists at once. With
+// bf16-true the base is held in bf16, so its W are quantised from their bf16 rounding.
+void Engine::Impl::quantize_base(const model::QloraBase::UnitReader& full_unit) {
   if (opt.lora.method != model::FinetuneMethod::kQlora) return;
   const model::ParamLayout base(layout.config());
-  const bool in_place = opt.stage <= 2 && !bf16_master && !half_up && mem->host_accessible();
-  std::vector<float> unit;  // host: [numel] of the unit read last (not in place)
-  detail::Buf<float> full;  // bf16 weights: [max_padded], an fp32 gather buffer
+  std::vector<float> rounded;  // bf16-true: [numel] of the unit read last, rounded to bf16
   const auto read = [&](int u) -> std::span<const float> {
-    const size_t numel = static_cast<size_t>(part.unit(u).numel);
-    if (in_place) return {full_params[static_cast<size_t>(u)].data(), numel};
-    unit.resize(numel);
-    unit_to_host(u, unit, full);
-    return unit;
+    const std::span<const float> v = full_unit(u);
+    if (!bf16_master) return v;
+    rounded.resize(v.size());
+    for (size_t i = 0; i < v.size(); ++i) rounded[i] = static_cast<float>(bf16(v[i]));
+    return rounded;
   };
+  qlora.reset();  // the old base goes before the new one is built
   qlora = std::make_unique<model::QloraBase>(model::LoraLayout(layout.config(), opt.lora), base,
                                              model::QloraBase::UnitReader(read));
   model.bind_qlora(*qlora);
+}
+
+void Engine::set_qlora_base(const model::QloraBase::UnitReader& full_unit) {
+  Impl& e = *impl_;
+  ZT_CHECK(e.mode == Impl::Mode::kIdle, "set_qlora_base during a micro-step", "call it between steps");
+  ZT_CHECK(e.opt.lora.method == model::FinetuneMethod::kQlora, "set_qlora_base in a run without QLoRA",
+           "call it only with finetune.method = qlora");
+  e.quantize_base(full_unit);
 }
 
 template <class T>
@@ -526,7 +542,7 @@ void Engine::after_load() {
     e.gather_in_place(e.adam_v, true);
   }
   std::fill(e.secondary_valid.begin(), e.secondary_valid.end(), 0);
-  e.quantize_base();  // QLoRA: the loaded base, quantised
+  // (QLoRA: the units hold no targeted W; the loader gives them: set_qlora_base.)
 }
 
 int64_t Engine::steps_done() const { return impl_->steps; }

@@ -100,10 +100,11 @@ struct Engine::Impl {
   std::vector<uint8_t> frozen;   // per unit
   int adapters = -1;
   bool trainable(int u) const { return frozen[static_cast<size_t>(u)] == 0; }
-  // QLoRA: the NF4 base the model reads the targeted W from, quantised from the frozen
-  // fp32 units (at construction and after every load: quantize_base).
+  // QLoRA: the NF4 base the model reads the targeted W from (the units leave them out:
+  // ParamLayout(cfg, lora)), quantised from a reader of ParamLayout(cfg)'s units one at a
+  // time: the initial values at construction, the base's file at a load (set_qlora_base).
   std::unique_ptr<model::QloraBase> qlora;
-  void quantize_base();
+  void quantize_base(const model::QloraBase::UnitReader& full_unit);
   // Every unit's exact fp32 parameters into out, from wherever the stage and precision
   // keep them. Collective at stage 3 and with half_up.
   void full_params_to_host(model::Parameters<float>& out);

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "ckpt_fixtures.hpp"
@@ -20,6 +21,7 @@
 #include "zt/ckpt/publish.hpp"
 #include "zt/ckpt/serial.hpp"
 #include "zt/core/error.hpp"
+#include "zt/model/lora.hpp"
 #include "zt/model/model.hpp"
 #include "zt/train/trainer.hpp"
 #include "zt/zero/engine.hpp"
@@ -38,10 +40,10 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 // A whole-model weights file of small_config's shape, initialised from `seed` (rank 0
 // writes; everyone waits): a stand-in for a pre-trained base.
-std::string write_base(const std::string& name, uint64_t seed) {
+std::string write_base(const std::string& name, uint64_t seed, const std::vector<std::string>& extra = {}) {
   const std::string path = (std::filesystem::current_path() / (name + ".h5")).string();
   if (world_rank() == 0) {
-    const zt::train::TrainConfig t = small_config(1, {});
+    const zt::train::TrainConfig t = small_config(1, extra);
     zt::model::Parameters<float> p{zt::model::ParamLayout(t.model)};
     p.init(zt::model::InitOptions{seed, 0.02, true});
     std::filesystem::remove(path);
@@ -49,6 +51,18 @@ std::string write_base(const std::string& name, uint64_t seed) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return path;
+}
+
+// The resumed run's steps whose loss or gradient norm differs (bitwise) from the
+// straight run's same steps.
+int resumed_diffs(const zt::train::TrainResult& straight, const zt::train::TrainResult& resumed) {
+  int diffs = 0;
+  for (size_t s = 0; s < resumed.steps.size(); ++s) {
+    const size_t at = static_cast<size_t>(resumed.first_step) + s;
+    diffs += straight.steps[at].loss != resumed.steps[s].loss ||
+             straight.steps[at].grad_norm != resumed.steps[s].grad_norm;
+  }
+  return diffs;
 }
 
 template <class F>
@@ -85,10 +99,7 @@ TEST(LoraCheckpoint, ExactResumeAdaptersOnlyAndBaseChecks) {
       corpus(), {}, nodes);
   ASSERT_EQ(second.first_step, 6);
   ASSERT_EQ(second.steps.size(), 6u);
-  int diffs = 0;
-  for (size_t s = 0; s < 6; ++s)
-    diffs += straight.steps[6 + s].loss != second.steps[s].loss ||
-             straight.steps[6 + s].grad_norm != second.steps[s].grad_norm;
+  const int diffs = resumed_diffs(straight, second);
   EXPECT_EQ(diffs, 0) << "steps 7-12 differ from the straight run";
   EXPECT_LT(straight.steps.back().loss, straight.steps.front().loss);
 
@@ -188,6 +199,80 @@ int load_and_compare(const zt::train::TrainConfig& t, zt::comm::Comm& comm, MPI_
   };
   return !same_bits(std::span<const float>(f.params[0]), std::span<const float>(full.params(a))) +
          !same_bits(at(f.exp_avg[0]), o.m) + !same_bits(at(f.exp_avg_sq[0]), o.v);
+}
+
+const std::vector<std::string> kQlora = {"finetune.method=qlora", "lora.rank=4",
+                                         "lora.targets=q,k,v,o,gate,up,down,lm_head"};
+
+// QLoRA's base from a whole-model file (ckpt.init_from): the units without the targeted W
+// read collectively, each unit's targeted W read whole into the NF4 quantiser. The
+// engine's units hold the file's values of their tensors bit for bit, and it computes
+// what the whole-model path computes (Model(cfg) on the file's units, QloraBase from
+// them, the engine's adapters) bit for bit; a requeued QLoRA run (adapters file + base
+// from init_from) resumes exactly. Stage 0 at np 1, stage 3 at np 2.
+TEST(LoraCheckpoint, QloraBaseFromTheFileAndExactResume) {
+  omp_set_num_threads(1);
+  const int world = world_size();
+  Comms c = make_comms(0);
+  const std::string np = "_np" + std::to_string(world);
+  const std::string stage = "zero.stage=" + std::to_string(world > 1 ? 3 : 0);
+  const std::string base = write_base("qlora_base" + np, 991);
+  for (const bool tied : {false, true}) {  // tied: lm_head's W is the embedding, in the units
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    const std::vector<std::string> shape = {"model.tied_embeddings=" + std::string(tied ? "true" : "false")};
+    const std::string file = tied ? write_base("qlora_base_tied" + np, 992, shape) : base;
+    const zt::train::TrainConfig t = small_config(world, with(with(kQlora, shape), {stage}));
+    zt::zero::Engine e(t.model, *c.world, nullptr, nullptr, t.zero, zt::model::InitOptions{t.seed, t.init_std, true});
+    zt::ckpt::load_weights(e, c.mpi, file);
+    train_fixed_batches(e, t, 7 + static_cast<uint64_t>(world_rank()), 2);  // adapters' B != 0
+    const zt::model::ParamLayout& layout = e.model().layout();
+    zt::model::Parameters<float> held(layout);
+    e.gather_full_params(held);
+    const zt::ckpt::FullCheckpoint f = zt::ckpt::read_full(file);
+    const zt::model::ParamLayout whole(t.model);
+    int unequal = 0;
+    for (const zt::model::TensorInfo& x : layout.tensors()) {
+      if (x.unit == layout.adapter_unit()) continue;
+      const zt::model::TensorInfo& w = whole.find(x.name);
+      unequal += !same_bits(held.params(x.unit).subspan(static_cast<size_t>(x.offset), static_cast<size_t>(x.numel)),
+                            std::span<const float>(f.params[static_cast<size_t>(w.unit)])
+                                .subspan(static_cast<size_t>(w.offset), static_cast<size_t>(w.numel)));
+    }
+    EXPECT_EQ(unequal, 0) << "units that differ from the base file";
+    EXPECT_LT(layout.total_numel() - layout.unit(layout.adapter_unit()).numel, whole.total_numel());
+    // The whole-model path on the engine's adapters.
+    std::vector<std::span<const float>> spans;
+    for (const auto& v : f.params) spans.push_back(v);
+    const zt::model::LoraLayout ll(t.model, t.zero.lora);
+    const zt::model::QloraBase q(ll, whole, spans);
+    zt::model::Model<float> m(t.model, t.micro_batch, t.seq_len);
+    for (int u = 0; u < whole.num_units(); ++u) m.bind_unit(u, f.params[static_cast<size_t>(u)], {});
+    m.bind_lora(ll, held.params(layout.adapter_unit()), {});
+    m.bind_qlora(q);
+    std::vector<int32_t> tok(static_cast<size_t>(t.seq_len)), tgt(tok.size());  // [1, T]
+    for (size_t i = 0; i < tok.size(); ++i) {
+      tok[i] = static_cast<int32_t>((i * 7 + 3) % static_cast<size_t>(t.model.vocab));
+      tgt[i] = static_cast<int32_t>((i * 5 + 1) % static_cast<size_t>(t.model.vocab));
+    }
+    const double want = m.loss(tok, tgt, 1, t.seq_len), got = e.eval_loss(tok, tgt, 1, t.seq_len);
+    EXPECT_EQ(std::memcmp(&want, &got, sizeof want), 0) << want << " vs " << got;
+  }
+
+  // A requeued QLoRA run resumes exactly (the base again from init_from, the NF4 base
+  // quantised from the file, not from fp32 units).
+  const zt::train::NodeComms nodes{c.node.get(), c.cross.get(), c.mpi};
+  const std::vector<std::string> run = with(kQlora, {stage, "train.steps=6", "ckpt.init_from=" + base});
+  const std::string straight_dir = fresh_dir("qlora_straight" + np), split_dir = fresh_dir("qlora_split" + np);
+  const auto straight = zt::train::train(small_config(world, with(run, {"ckpt.dir=" + straight_dir})),
+                                         *c.world, corpus(), {}, nodes);
+  const auto first = zt::train::train(
+      small_config(world, with(run, {"ckpt.dir=" + split_dir, "ckpt.stop_after=3"})), *c.world, corpus(), {}, nodes);
+  ASSERT_TRUE(first.stopped);
+  const auto second = zt::train::train(
+      small_config(world, with(run, {"ckpt.dir=" + split_dir, "ckpt.resume=auto"})), *c.world, corpus(), {}, nodes);
+  ASSERT_EQ(second.first_step, 3);
+  ASSERT_EQ(second.steps.size(), 3u);
+  EXPECT_EQ(resumed_diffs(straight, second), 0) << "steps 4-6 differ from the straight run";
 }
 
 TEST(LoraCheckpoint, AnyWorldSize) {

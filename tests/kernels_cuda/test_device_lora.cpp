@@ -391,10 +391,13 @@ TEST_F(DeviceLoraTest, TrainableWrapperMatchesHostTrainable) {
   ASSERT_EQ(dev->layout().num_units(), layout.num_units());
   ASSERT_EQ(dev->layout().adapter_unit(), a);
 
-  // Values: the base initialised, the adapters random (B != 0: dA carries signal).
+  // Values: the base initialised, the adapters random (B != 0: dA carries signal). The
+  // run's units (QLoRA's: without the targeted W) hold the whole model's initial values
+  // of their tensors (init by name and element); the NF4 base comes from the whole's.
   const ParamLayout base(cfg);
-  model::Parameters<float> init(base);
+  model::Parameters<float> init(base), held(layout);
   init.init({.seed = seed_});
+  held.init({.seed = seed_});
   std::vector<std::vector<float>> hp(static_cast<size_t>(layout.num_units()));  // per unit [numel]
   std::vector<DeviceBuffer<float>> dp;                                           // per unit [numel]
   for (int u = 0; u < layout.num_units(); ++u) {
@@ -403,7 +406,7 @@ TEST_F(DeviceLoraTest, TrainableWrapperMatchesHostTrainable) {
       const Vec r = randn(static_cast<size_t>(layout.unit(u).numel), 0.05);
       hp[static_cast<size_t>(u)].assign(r.begin(), r.end());
     } else {
-      hp[static_cast<size_t>(u)].assign(init.params(u).begin(), init.params(u).end());
+      hp[static_cast<size_t>(u)].assign(held.params(u).begin(), held.params(u).end());
     }
     Vec v(hp[static_cast<size_t>(u)].begin(), hp[static_cast<size_t>(u)].end());
     dp.push_back(to_device<float>(v));

@@ -14,6 +14,9 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
 
 #include "../kernels/gradcheck.hpp"
 #include "model_fixtures.hpp"
@@ -340,6 +343,107 @@ std::vector<std::span<const float>> unit_spans(const Parameters<float>& P) {
 // Its logits, loss and adapter gradients equal LoRA's on a base whose targeted W are
 // replaced by their dequantised values, bit for bit; they differ from LoRA's on the
 // original base (the quantisation happened).
+// QLoRA's layout (ParamLayout(cfg, lora), lora_base_layout): the base units without W of
+// the targeted projections (a tied lm_head's W is the embedding, which stays), every
+// other tensor with its name and shape, initialised to the whole model's values (init is
+// by name and element); a Model on it refuses a pass before bind_qlora, and a base that
+// lacks a left-out W; with the base bound it computes what Model(cfg) with the W in fp32
+// units and the same base does, bit for bit (loss, adapters' gradients, last logits).
+void qlora_layout(bool tied, uint32_t targets) {
+  Config cfg = Config::preset("tiny");
+  cfg.tied_embeddings = tied;
+  LoraConfig lc = lora_all(4, 0.0);
+  lc.method = FinetuneMethod::kQlora;
+  lc.targets = targets;
+  const ParamLayout whole(cfg), base = lora_base_layout(cfg, lc), run(cfg, lc);
+  const LoraLayout ll(cfg, lc);
+  ASSERT_EQ(run.num_units(), whole.num_units() + 1);
+  const uint32_t out = tied ? targets & ~(1u << static_cast<int>(LoraTarget::kLmHead)) : targets;
+  EXPECT_EQ(base.left_out(), out);
+  EXPECT_EQ(run.left_out(), out);
+  std::set<std::string> left;  // the W the units leave out
+  for (const LoraAdapterInfo& a : ll.adapters())
+    if (!(tied && a.target == LoraTarget::kLmHead)) left.insert(a.name + ".weight");
+  int64_t left_numel = 0;
+  InitOptions init{77, 0.02, true};
+  for (const TensorInfo& t : whole.tensors()) {
+    const TensorInfo* r = base.try_find(t.name);
+    if (left.count(t.name)) {
+      EXPECT_EQ(r, nullptr) << t.name;
+      EXPECT_EQ(run.try_find(t.name), nullptr) << t.name;
+      left_numel += t.numel;
+      continue;
+    }
+    ASSERT_NE(r, nullptr) << t.name;
+    EXPECT_EQ(r->shape, t.shape);
+    EXPECT_EQ(r->unit, t.unit);
+    EXPECT_TRUE(run.frozen(r->unit));
+  }
+  EXPECT_EQ(base.total_numel(), whole.total_numel() - left_numel);
+  EXPECT_EQ(run.total_numel(), base.total_numel() + ll.numel());
+  for (int u = 0; u < whole.num_units(); ++u) {  // the same initial values, by name
+    std::vector<float> w(static_cast<size_t>(whole.unit(u).numel)), r(static_cast<size_t>(base.unit(u).numel));
+    init_unit<float>(whole, u, init, w);
+    init_unit<float>(base, u, init, r);
+    for (int i = base.unit(u).first_tensor; i < base.unit(u).first_tensor + base.unit(u).num_tensors; ++i) {
+      const TensorInfo& t = base.tensors()[static_cast<size_t>(i)];
+      const TensorInfo& f = whole.find(t.name);
+      EXPECT_EQ(0, std::memcmp(r.data() + t.offset, w.data() + f.offset, static_cast<size_t>(t.numel) * sizeof(float)))
+          << t.name;
+    }
+  }
+  const BlockOffsets& o = base.block_offsets();
+  if (lc.has_target(LoraTarget::kQ)) EXPECT_EQ(o.q, 0);
+  if (!tied) EXPECT_EQ(base.lm_head_offset(), lc.has_target(LoraTarget::kLmHead) ? 0 : cfg.hidden);
+
+  // The model on it, against the whole model with the same base.
+  Parameters<float> P(whole), R(base);
+  P.init(init);
+  R.init(init);
+  const QloraBase q(ll, whole, unit_spans(P));
+  std::vector<float> lp(static_cast<size_t>(ll.numel()));
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> d(0.0f, 0.2f);
+  for (auto& v : lp) v = d(rng);
+  std::vector<float> g_w(lp.size(), 0.0f), g_r(lp.size(), 0.0f);
+  const int64_t B = 2, T = 16;
+  Model<float> mw(cfg, B, T), mr(base, B, T);
+  for (int u = 0; u < whole.num_units(); ++u) {
+    mw.bind_unit(u, P.params(u), {});
+    mr.bind_unit(u, R.params(u), {});
+  }
+  mw.bind_lora(ll, lp, g_w);
+  mw.bind_qlora(q);
+  mr.bind_lora(ll, lp, g_r);
+  const auto tok = testing::random_tokens(B * T, cfg.vocab, 31);
+  const auto tgt = testing::random_tokens(B * T, cfg.vocab, 32);
+  EXPECT_THROW(mr.loss(tok, tgt, B, T), std::logic_error);  // no base bound: no W
+  LoraConfig fewer = lc;  // a base without the first targeted W
+  fewer.targets &= fewer.targets - 1;
+  if (fewer.targets != 0) {
+    const LoraLayout lf(cfg, fewer);
+    const QloraBase qf(lf, whole, unit_spans(P));
+    EXPECT_THROW(mr.bind_qlora(qf), std::logic_error);
+  }
+  mr.bind_qlora(q);
+  const double lw = mw.loss_and_grad(tok, tgt, B, T), lr = mr.loss_and_grad(tok, tgt, B, T);
+  EXPECT_EQ(0, std::memcmp(&lw, &lr, sizeof lw)) << lw << " vs " << lr;
+  EXPECT_EQ(g_w, g_r);
+  std::vector<float> xw(static_cast<size_t>(cfg.vocab)), xr(xw.size());
+  mw.logits_last(std::span(tok).first(T), T, xw);
+  mr.logits_last(std::span(tok).first(T), T, xr);
+  EXPECT_EQ(xw, xr);
+}
+
+TEST(Qlora, LayoutLeavesOutTheTargetedWUntied) { qlora_layout(false, (1u << kNumLoraTargets) - 1); }
+TEST(Qlora, LayoutLeavesOutTheTargetedWTied) { qlora_layout(true, (1u << kNumLoraTargets) - 1); }
+TEST(Qlora, LayoutLeavesOutTheTargetedWSome) {  // q, v, down and lm_head
+  const uint32_t some = (1u << static_cast<int>(LoraTarget::kQ)) | (1u << static_cast<int>(LoraTarget::kV)) |
+                        (1u << static_cast<int>(LoraTarget::kDown)) | (1u << static_cast<int>(LoraTarget::kLmHead));
+  qlora_layout(false, some);
+  qlora_layout(true, some);
+}
+
 TEST(Qlora, EqualsLoraOnTheDequantisedBase) {
   const Config cfg = Config::preset("tiny");
   ParamLayout layout(cfg);

@@ -241,6 +241,17 @@ void expect_round_trip(const model::Config& cfg, const EngineOptions& o, const H
     std::copy(sv[u].begin(), sv[u].end(), loading[u].v.begin());
   }
   b.after_load();
+  if (o.lora.method == model::FinetuneMethod::kQlora) {
+    // QLoRA's units hold no targeted W: the base comes separately (a base file in a run,
+    // ckpt::load_weights), here the whole model's values of engine a's init, unit by unit.
+    const model::ParamLayout whole(cfg);
+    std::vector<float> unit;  // [numel] of whole's unit u
+    b.set_qlora_base([&](int u) -> std::span<const float> {
+      unit.resize(static_cast<size_t>(whole.unit(u).numel));
+      model::init_unit<float>(whole, u, h.init, unit);
+      return unit;
+    });
+  }
   b.set_steps_done(2);
   const EngineRun resumed = engine_run(b, cfg, h, 2, 2);
   EXPECT_TRUE(same(resumed.losses, {want.losses[2], want.losses[3]}));
@@ -338,7 +349,8 @@ TEST(OffloadFromDevice, LoraBf16EqualsNoOffloadBitForBit) {
 // up writes it), 2 more steps = 4 straight steps, bit for bit. The same with LoRA and
 // QLoRA (base and adapters both from the other seed until loaded): the frozen units'
 // slices are their fp32 values from host memory or the shards' home, no moments; after
-// the load their bf16 rounding comes up once and QLoRA's base is quantised again.
+// the load their bf16 rounding comes up once; QLoRA's units hold no targeted W, so its
+// base is given as a load of the base gives it (Engine::set_qlora_base) and quantised.
 TEST(OffloadFromDevice, Bf16CheckpointRoundTripBitForBit) {
   using offload::Home;
   Hyper h;

@@ -176,6 +176,128 @@ std::vector<LoraCase> cases() {
 INSTANTIATE_TEST_SUITE_P(Cover, LoraEquivalence, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<LoraCase>& i) { return case_name(i.param); });
 
+// QLoRA holds its targeted W as NF4 only (ParamLayout(cfg, lora) leaves them out): the
+// engine's parameters are the non-targeted tensors (counted from the whole model's layout
+// minus each targeted W, padded as the partition pads) + the adapters + the NF4 base
+// (QloraBase::bytes of a base quantised here from the whole model's initial units). And
+// the numerics are those of the whole-model path (Model(cfg) with every W in fp32 units,
+// QloraBase built from them, bind_qlora: what the engine ran before the units left the
+// W out): after training, the engine's eval loss and last logits equal that model's on
+// the engine's adapters bit for bit, at stages 0 and 3, untied and tied.
+TEST(QloraEngine, HoldsNoFp32TargetedWAndComputesAsTheWholeModel) {
+  for (const bool tied : {false, true})
+    for (const int stage : {0, 3}) {
+      SCOPED_TRACE(std::string(tied ? "tied" : "untied") + " stage " + std::to_string(stage));
+      const model::Config cfg = reduced_config(tied);
+      const model::LoraConfig lc = lora_config(model::FinetuneMethod::kQlora);
+      Hyper h;
+      h.steps = 3;
+      Comms comms = make_comms(0);
+      EngineOptions o = engine_options(h, stage);
+      o.lora = lc;
+      Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init);
+      engine_run(e, cfg, h, h.steps);
+
+      // The whole model's units, initialised as the engine initialises (by name, element).
+      const model::ParamLayout whole(cfg);
+      model::Parameters<float> units(whole);
+      units.init(h.init);
+      std::vector<std::span<const float>> spans;
+      for (int u = 0; u < units.num_units(); ++u) spans.push_back(units.params(u));
+      const model::LoraLayout ll(cfg, lc);
+      const model::QloraBase q(ll, whole, spans);
+
+      // Bytes: the targeted W counted out of the whole layout by their shapes.
+      const model::ParamLayout& layout = e.model().layout();
+      int64_t targeted = 0;
+      for (const model::LoraAdapterInfo& a : ll.adapters())
+        if (!(tied && a.target == model::LoraTarget::kLmHead)) targeted += a.in * a.out;
+      int64_t held = 0;
+      for (int u = 0; u < layout.num_units(); ++u)
+        if (u != layout.adapter_unit()) held += layout.unit(u).numel;
+      EXPECT_EQ(held, whole.total_numel() - targeted);
+      const int n = world_size();
+      size_t params = 0;  // stage 0: every unit whole; stage 3: this rank's shards
+      for (int u = 0; u < layout.num_units(); ++u) {
+        const int64_t padded = padded_numel(layout.unit(u).numel, n, 16);
+        params += static_cast<size_t>(stage == 0 ? padded : padded / n) * sizeof(float);
+      }
+      const MemoryStats mem = e.memory();
+      EXPECT_EQ(mem.full_params + mem.param_shards, params + static_cast<size_t>(q.bytes()));
+
+      // Numerics: the whole-model path on the engine's adapters.
+      model::Parameters<float> trained(layout);
+      e.gather_full_params(trained);
+      const std::span<const float> adapters = trained.params(layout.adapter_unit());
+      model::Model<float> m(cfg, h.B, h.T);
+      for (int u = 0; u < units.num_units(); ++u) m.bind_unit(u, units.params(u), {});
+      m.bind_lora(ll, adapters, {});
+      m.bind_qlora(q);
+      const Batch b = make_batch(4242 + world_rank(), h.B, h.T, cfg.vocab);
+      const double want = m.loss(b.tokens, b.targets, h.B, h.T);
+      const double got = e.eval_loss(b.tokens, b.targets, h.B, h.T);
+      EXPECT_EQ(std::memcmp(&want, &got, sizeof want), 0) << want << " vs " << got;
+      std::vector<float> lw(static_cast<size_t>(cfg.vocab)), lg(lw.size());  // [vocab] each
+      const std::vector<int32_t> seq(b.tokens.begin(), b.tokens.begin() + h.T);
+      m.logits_last(seq, h.T, lw);
+      e.logits_last(seq, h.T, lg);
+      EXPECT_EQ(lw, lg);
+    }
+}
+
+// The same with bf16 weights on the host-staged space (the widened-bf16 model: Model<float>
+// on the bf16 rounding of the weights): the NF4 base is quantised from what the run
+// holds as the base, the fp32 values with bf16-mixed (the fp32 master) and their bf16
+// rounding with bf16-true (no master); the model computes on the bf16 rounding of the
+// other tensors and of the adapters. The engine's eval loss equals that whole-model
+// reference bit for bit, at stages 0 and 3.
+TEST(QloraEngine, Bf16WeightsQuantiseWhatTheRunHolds) {
+  const auto rounded = [](std::span<const float> v) {
+    std::vector<float> r(v.size());  // [n] the bf16 rounding of v, widened
+    for (size_t i = 0; i < v.size(); ++i) r[i] = static_cast<float>(bf16(v[i]));
+    return r;
+  };
+  for (const std::string precision : {"bf16-mixed", "bf16-true"})
+    for (const int stage : {0, 3}) {
+      SCOPED_TRACE(precision + " stage " + std::to_string(stage));
+      const model::Config cfg = reduced_config();
+      const model::LoraConfig lc = lora_config(model::FinetuneMethod::kQlora);
+      Hyper h;
+      h.steps = 2;
+      Comms comms = make_comms(0);
+      EngineOptions o = engine_options(h, stage);
+      o.lora = lc;
+      o.precision = precision;
+      o.device = EngineOptions::Device::kHostStaged;
+      Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init, comms.world.get());
+      engine_run(e, cfg, h, h.steps);
+
+      const model::ParamLayout whole(cfg);
+      model::Parameters<float> units(whole);
+      units.init(h.init);
+      std::vector<std::vector<float>> narrow;  // [units][numel] the bf16 rounding
+      std::vector<std::span<const float>> fp32, bf16s;
+      for (int u = 0; u < units.num_units(); ++u) narrow.push_back(rounded(units.params(u)));
+      for (int u = 0; u < units.num_units(); ++u) {
+        fp32.push_back(units.params(u));
+        bf16s.push_back(narrow[static_cast<size_t>(u)]);
+      }
+      const model::LoraLayout ll(cfg, lc);
+      const model::QloraBase q(ll, whole, precision == "bf16-true" ? bf16s : fp32);
+      model::Parameters<float> trained(e.model().layout());
+      e.gather_full_params(trained);
+      const std::vector<float> adapters = rounded(trained.params(e.model().layout().adapter_unit()));
+      model::Model<float> m(cfg, h.B, h.T);
+      for (int u = 0; u < whole.num_units(); ++u) m.bind_unit(u, bf16s[static_cast<size_t>(u)], {});
+      m.bind_lora(ll, adapters, {});
+      m.bind_qlora(q);
+      const Batch b = make_batch(777 + world_rank(), h.B, h.T, cfg.vocab);
+      const double want = m.loss(b.tokens, b.targets, h.B, h.T);
+      const double got = e.eval_loss(b.tokens, b.targets, h.B, h.T);
+      EXPECT_EQ(std::memcmp(&want, &got, sizeof want), 0) << want << " vs " << got;
+    }
+}
+
 // One engine of `cfg` with the adapters `lc` (options `more` applied), trained h.steps.
 template <class More>
 EngineRun lora_engine_run(const model::Config& cfg, const Hyper& h, int stage,

@@ -19,6 +19,7 @@
 
 #include "zt/ckpt/format.hpp"
 #include "zt/model/config.hpp"
+#include "zt/model/layout.hpp"
 
 namespace zt::ckpt {
 
@@ -89,10 +90,15 @@ enum class ReadWhat { kParams, kTraining };
 // also reads the moments and /state and refuses a weights-only file. Throws
 // zt::InputError naming the file and the dataset for a missing or extra tensor, a wrong
 // shape or type, a checksum mismatch, or a model of another shape. Collective.
+// `part` (optional) reads only its tensors, into its units (`units` one per unit of
+// `part`; offsets and unit numbers its own): a part of the file's model, by name, the
+// file checked against the whole model as without it (QLoRA's base: the units without the
+// targeted W (lora_base_layout), then each unit's targeted W whole (ParamLayout::only)).
 std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                                     const model::Config& run_config,
                                     std::span<const UnitTarget> units, ReadWhat what,
                                     std::vector<std::string>* warnings = nullptr,
-                                    IoTimes* times = nullptr);
+                                    IoTimes* times = nullptr,
+                                    const model::ParamLayout* part = nullptr);
 
 }  // namespace zt::ckpt

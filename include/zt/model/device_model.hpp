@@ -34,6 +34,11 @@ class DeviceModel {
   // end to read the loss.
   DeviceModel(const Config& cfg, int64_t max_batch, int64_t max_seq,
               cudaStream_t stream = nullptr);
+  // On the units of `layout` (no adapters' unit), as Model's: QLoRA's lora_base_layout
+  // leaves out the targeted W, read from the NF4 base only (bind_qlora first, else any
+  // pass throws std::logic_error).
+  DeviceModel(const ParamLayout& layout, int64_t max_batch, int64_t max_seq,
+              cudaStream_t stream = nullptr);
   ~DeviceModel();
   DeviceModel(const DeviceModel&) = delete;
   DeviceModel& operator=(const DeviceModel&) = delete;

@@ -20,11 +20,17 @@
 //   unit L + 2      "lora"       <PEFT module>.lora_A.weight  [r, in]   then
 //                                <PEFT module>.lora_B.weight  [out, r]  per adapter
 // in LoraLayout's packing order (its packed buffer IS this unit's flat buffer).
+// With QLoRA (finetune.method = qlora) the base units also leave out W of every targeted
+// projection (ParamLayout::without_weights): the model reads those W from the NF4 base
+// (QloraBase), so no fp32 copy of them is held. A tied lm_head's W is the embedding,
+// which the embedding needs: it stays. A left-out tensor has no TensorInfo, its
+// BlockOffsets field (or lm_head_offset) is 0 and left_out() names it.
 //
 // Names and shapes are Hugging Face Llama's (linear weights are [out, in], row-major).
 // Tensors are packed back to back in the order above, with no padding: a unit's numel
 // is the sum of its tensors' numel. Offsets are in elements from the start of the unit.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,13 +83,20 @@ class ParamLayout {
   // LoRA: the base units frozen, the adapters' unit appended (see above; lora.enabled()
   // required; defined in lora.cpp).
   ParamLayout(const Config& cfg, const LoraConfig& lora);
+  // The model's units without W of the projections in `targets` (bit 1 << LoraTarget,
+  // lora.hpp; an lm_head bit is ignored with tied embeddings): QLoRA's base. Nothing
+  // frozen, no adapters' unit; the other tensors keep their names, order and init.
+  static ParamLayout without_weights(const Config& cfg, uint32_t targets);
 
   const Config& config() const { return cfg_; }
   int num_units() const { return static_cast<int>(units_.size()); }
   const std::vector<UnitInfo>& units() const { return units_; }
   const UnitInfo& unit(int u) const;              // throws InputError when out of range
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  int64_t total_numel() const { return total_numel_; }  // == config().num_params()
+  // == config().num_params() (+ the adapters' with LoRA, - the left-out W with QLoRA)
+  int64_t total_numel() const { return total_numel_; }
+  // Bit 1 << LoraTarget per projection whose W the units leave out (QLoRA); 0 otherwise.
+  uint32_t left_out() const { return left_out_; }
 
   static constexpr int kEmbeddingUnit = 0;
   int block_unit(int layer) const { return 1 + layer; }
@@ -95,6 +108,10 @@ class ParamLayout {
   // The units that are not frozen (renumbered from 0, their tensors' unit and order
   // kept): the tensors a LoRA run's checkpoint holds. Block offsets stay the model's.
   ParamLayout trainable_only() const;
+  // The tensors `keep` accepts, where they are: the same units (numbers, names, numel),
+  // each with its kept tensors only, offsets unchanged; total_numel() counts the kept
+  // tensors. For reading part of a file into whole units (a QLoRA base's targeted W).
+  ParamLayout only(const std::function<bool(const TensorInfo&)>& keep) const;
 
   // Lookup by Hugging Face name. find() throws zt::InputError naming the tensor;
   // try_find() returns nullptr.
@@ -105,15 +122,21 @@ class ParamLayout {
   const BlockOffsets& block_offsets() const { return block_; }
   int64_t embed_offset() const { return 0; }        // in the embedding unit
   int64_t final_norm_offset() const { return 0; }   // in the head unit
-  int64_t lm_head_offset() const { return cfg_.hidden; }  // in the head unit (untied only)
+  // In the head unit (untied only; 0 when left out).
+  int64_t lm_head_offset() const { return lm_head_offset_; }
 
  private:
+  ParamLayout() = default;
+  void build();  // the units of cfg_ without the left_out_ W
+
   Config cfg_;
   std::vector<UnitInfo> units_;
   std::vector<TensorInfo> tensors_;
   BlockOffsets block_{};
   int64_t total_numel_ = 0;
   int adapter_unit_ = -1;
+  uint32_t left_out_ = 0;
+  int64_t lm_head_offset_ = 0;
 };
 
 }  // namespace zt::model

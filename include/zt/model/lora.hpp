@@ -16,7 +16,7 @@
 // prefix: "model.layers.3.self_attn.q_proj.lora_A.weight".
 //
 // QLoRA (finetune.method = qlora) is the same adapters over base weights stored as NF4
-// with double quantisation (zt/kernels/nf4.hpp); the engine does not train either yet.
+// with double quantisation (zt/kernels/nf4.hpp): the targeted W are held as NF4 only.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -69,6 +69,11 @@ LoraConfig resolve_lora(const config::Config& cfg, const Config& model);
 // e.g. fp64 (Model<double>, the finite-difference reference) cannot: zt::InputError
 // naming finetune.method. No-op unless method is qlora.
 void check_qlora_dtype(const LoraConfig& lora, DType base);
+
+// The base units of a model with these adapters (ParamLayout(cfg, lora) without its
+// adapters' unit; nothing frozen): the model's own with LoRA (or none), QLoRA's without W
+// of the targeted projections (ParamLayout::without_weights: read from QloraBase).
+ParamLayout lora_base_layout(const Config& cfg, const LoraConfig& lora);
 
 // One adapter of the packed buffer.
 struct LoraAdapterInfo {
@@ -142,6 +147,10 @@ class QloraBase {
   LoraLayout lora_;
   std::vector<kernels::nf4::Quantized> weights_;  // one per lora_.adapters(), same order
 };
+
+// std::logic_error unless `base` holds W of every projection `layout` leaves out
+// (ParamLayout::left_out): what Model::bind_qlora / DeviceModel::bind_qlora check.
+void check_qlora_covers(const ParamLayout& layout, const QloraBase& base);
 
 // A base model with its adapters merged in, as PEFT's merge_and_unload: for each adapter,
 // W' = W + scale * B A (fp32; each element's sum over r taken in double, rounded once).

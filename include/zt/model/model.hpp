@@ -58,6 +58,10 @@ class Model {
   // max_batch/max_seq preallocate the workspace; a later call with a larger B*T grows it
   // once (the hot path never allocates once the largest shape has been seen).
   explicit Model(const Config& cfg, int64_t max_batch = 1, int64_t max_seq = 0);
+  // On the units of `layout` (no adapters' unit): QLoRA's ParamLayout::without_weights,
+  // whose targeted W the model reads from the NF4 base only. Such a model refuses any
+  // pass (std::logic_error) until bind_qlora gives it a base holding every left-out W.
+  explicit Model(const ParamLayout& layout, int64_t max_batch = 1, int64_t max_seq = 0);
   ~Model();
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

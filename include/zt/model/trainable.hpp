@@ -69,7 +69,8 @@ class TrainableModel {
 
   // ---- LoRA / QLoRA (docs/finetune.md "LoRA and QLoRA"; docs/zero.md "Frozen units") ---
   // A model built with adapters has layout() = ParamLayout(cfg, lora): the base units
-  // frozen (bound with empty gradient views: it computes no base gradient) and the
+  // frozen (bound with empty gradient views: it computes no base gradient; QLoRA's
+  // without the targeted W, which it reads from bind_qlora's base only) and the
   // adapters' unit a = layout().adapter_unit() last, an ordinary unit: bind_unit(a, ...)
   // binds the packed adapters (LoraLayout order) and their gradients, and around every
   // call the model brackets the whole pass with the adapters' hooks:
@@ -80,8 +81,9 @@ class TrainableModel {
   // Dropout masks of the adapters come from `stream` (set per micro-batch; same stream,
   // same masks). A model without adapters ignores it.
   virtual void set_dropout_stream(uint64_t stream) { (void)stream; }
-  // QLoRA: the targeted W are read from `base` (NF4, dequantised at each use) instead of
-  // the frozen units; `base` must outlive its use. Models without QLoRA refuse it.
+  // QLoRA: the targeted W are read from `base` (NF4, dequantised at each use); the
+  // frozen units hold none, so no pass runs before it (std::logic_error); `base` must
+  // outlive its use. Models without QLoRA refuse it.
   virtual void bind_qlora(const QloraBase& base);
 };
 

@@ -100,6 +100,11 @@ class Engine {
   // moments (ckpt.async's snapshot-free save waits there until it wrote the unit). Empty
   // (the default): none. Only the in-place state above calls it.
   void set_update_guard(std::function<void(int unit)> guard);
+  // QLoRA: the units leave out the targeted W (ParamLayout(cfg, lora)); a load of the
+  // base gives them here instead: full_unit(u) returns unit u of ParamLayout(cfg)
+  // (numel elements; only its targeted W are read), asked once per unit that holds one.
+  // Quantised NF4 as at construction; every rank calls it with the same values.
+  void set_qlora_base(const model::QloraBase::UnitReader& full_unit);
   int64_t steps_done() const;         // optimizer steps taken (AdamW's step - 1)
   void set_steps_done(int64_t steps);  // for resume
 

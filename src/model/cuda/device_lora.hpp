@@ -39,6 +39,7 @@ class DeviceLora {
   // QLoRA: uploads the NF4 weights `base` holds (codes, absmax codes, scales); W of those
   // projections comes from them from now on.
   void bind_qlora(const QloraBase& base);
+  bool has_qlora() const { return !nf4_.empty(); }
   // Workspace for N rows (no-op once it holds that many).
   void ensure(int64_t N);
 

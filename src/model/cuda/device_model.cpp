@@ -6,6 +6,7 @@
 #include "zt/model/device_model.hpp"
 
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -103,8 +104,8 @@ struct DeviceModel<T, G>::Impl {
   detail::DeviceLora<T, G> lora;            // adapters (bind_lora): the base is frozen when bound
   bool training = false;                    // inside loss_and_grad (LoRA dropout applies)
 
-  Impl(const Config& c, cudaStream_t s)
-      : cfg(c), layout(c), stream(s),
+  Impl(const ParamLayout& l, cudaStream_t s)
+      : cfg(l.config()), layout(l), stream(s),
         params(static_cast<size_t>(layout.num_units()), nullptr),
         grads(static_cast<size_t>(layout.num_units()), nullptr), totals(1),
         lora(cfg, gemm, s) {
@@ -168,6 +169,10 @@ struct DeviceModel<T, G>::Impl {
   }
 
   void use(int u) {
+    // A layout without the targeted W (QLoRA's) has them only in the NF4 base.
+    if (layout.left_out() != 0 && !lora.has_qlora())
+      throw std::logic_error("DeviceModel: a layout without the targeted W (QLoRA's) used "
+                             "before bind_qlora: the model reads those W from the NF4 base");
     if (hooks.before_use) hooks.before_use(u);
     if (!params[static_cast<size_t>(u)])
       throw Error(strf("parameter unit %d (%s) is not bound", u, layout.unit(u).name.c_str()),
@@ -458,7 +463,15 @@ struct DeviceModel<T, G>::Impl {
 template <class T, class G>
 DeviceModel<T, G>::DeviceModel(const Config& cfg, int64_t max_batch, int64_t max_seq,
                                cudaStream_t stream)
-    : impl_(std::make_unique<Impl>(cfg, stream)) {
+    : DeviceModel(ParamLayout(cfg), max_batch, max_seq, stream) {}
+
+template <class T, class G>
+DeviceModel<T, G>::DeviceModel(const ParamLayout& layout, int64_t max_batch, int64_t max_seq,
+                               cudaStream_t stream)
+    : impl_(std::make_unique<Impl>(layout, stream)) {
+  const Config& cfg = layout.config();
+  ZT_CHECK(layout.adapter_unit() < 0, "DeviceModel built on a layout with the adapters' unit",
+           "build it on the base units (lora_base_layout); bind_lora binds the adapters.");
   if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
 }
 
@@ -498,6 +511,7 @@ void DeviceModel<T, G>::set_lora_stream(uint64_t stream) {
 
 template <class T, class G>
 void DeviceModel<T, G>::bind_qlora(const QloraBase& base) {
+  check_qlora_covers(impl_->layout, base);
   impl_->lora.bind_qlora(base);
 }
 
@@ -540,7 +554,7 @@ class DeviceTrainable final : public TrainableModel {
  public:
   DeviceTrainable(const Config& cfg, int64_t max_batch, int64_t max_seq, cudaStream_t stream,
                   const LoraConfig& lora)
-      : model_(cfg, max_batch, max_seq, stream) {
+      : model_(lora_base_layout(cfg, lora), max_batch, max_seq, stream) {
     if (lora.enabled()) {
       lora_layout_.emplace(cfg, lora);
       layout_.emplace(cfg, lora);
