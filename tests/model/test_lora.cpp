@@ -393,8 +393,12 @@ void qlora_layout(bool tied, uint32_t targets) {
     }
   }
   const BlockOffsets& o = base.block_offsets();
-  if (lc.has_target(LoraTarget::kQ)) EXPECT_EQ(o.q, 0);
-  if (!tied) EXPECT_EQ(base.lm_head_offset(), lc.has_target(LoraTarget::kLmHead) ? 0 : cfg.hidden);
+  if (lc.has_target(LoraTarget::kQ)) {
+    EXPECT_EQ(o.q, 0);
+  }
+  if (!tied) {
+    EXPECT_EQ(base.lm_head_offset(), lc.has_target(LoraTarget::kLmHead) ? 0 : cfg.hidden);
+  }
 
   // The model on it, against the whole model with the same base.
   Parameters<float> P(whole), R(base);
