@@ -269,6 +269,7 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   const u64 adapters = lora.enabled()
       ? to_u64(zero::padded_numel(model::LoraLayout(s.model, lora).numel(), n, align)) : 0;
   const u64 maxp = std::max(to_u64(part.max_padded()), adapters);  // largest padded unit
+  const u64 maxg = lora.enabled() ? adapters : maxp;  // largest trainable one (gradients)
   const bool tied = s.model.tied_embeddings;
 
   Row r;
@@ -289,13 +290,14 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   r.optimizer_bytes = p.optimizer * (stage == 0 ? trained : trained / static_cast<u64>(n));
 
   // Working buffers: stage 3 gathers prefetch + 1 (+1 tied) full units; stages 2-3 hold
-  // 1 + 2 in flight (+1 tied) full-unit gradient buffers; comm staging per slot. The
-  // adapters' unit holds one more of each for the whole pass.
+  // 1 + 2 in flight (+1 tied) gradient buffers of the largest trainable unit (LoRA: the
+  // adapters' unit); comm staging per slot. The adapters' unit holds one more of each
+  // for the whole pass.
   const u64 extra = lora.enabled() ? 1u : 0u;
   const u64 gather_slots = static_cast<u64>(o.prefetch + (tied ? 2 : 1)) + extra;
   const u64 reduce_slots = (stage >= 2 ? 3u + (tied ? 1u : 0u) : 2u) + (stage >= 2 ? extra : 0u);
   if (stage == 3) r.gather_bytes = p.compute * gather_slots * maxp;
-  if (stage >= 2) r.grad_buffer_bytes = p.buffer * reduce_slots * maxp;
+  if (stage >= 2) r.grad_buffer_bytes = p.buffer * reduce_slots * maxg;
   if (bf16_true) {  // fp32 work buffer of AdamW: the widest slice it updates (stage 0: a unit)
     int64_t widest = 0;
     if (lora.enabled()) {  // the adapters' unit only (rank 0's slice, as Partition cuts it)
@@ -308,9 +310,10 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
     r.grad_buffer_bytes += 4 * to_u64(widest);
   }
   const u64 packed = zero::packed_bytes(maxp, static_cast<size_t>(o.quantize_block));
+  const u64 packed_g = zero::packed_bytes(maxg, static_cast<size_t>(o.quantize_block));
   if (stage == 3 && o.quantize_weights) r.comm_bytes += gather_slots * packed;
-  if (o.quantize_grads) r.comm_bytes += 2 * reduce_slots * packed;
-  else if (o.reduce_dtype == DType::kBF16) r.comm_bytes += 2 * reduce_slots * maxp;
+  if (o.quantize_grads) r.comm_bytes += 2 * reduce_slots * packed_g;
+  else if (o.reduce_dtype == DType::kBF16) r.comm_bytes += 2 * reduce_slots * maxg;
 
   if (s.device == Device::kCpu) {
     r.activation_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, false,

@@ -120,6 +120,10 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   const int stage = opt.stage;
   const size_t us = static_cast<size_t>(units);
   const size_t maxp = static_cast<size_t>(part.max_padded());
+  // Gradients and reductions only ever hold trainable units (LoRA: the adapters' unit).
+  size_t maxg = 0;
+  for (int u = 0; u < units; ++u)
+    if (trainable(u)) maxg = std::max(maxg, static_cast<size_t>(part.unit(u).padded));
   // Model states. Padding stays zero forever: it is never written but by reductions of
   // zeros, and AdamW only touches real elements.
   secondary_valid.assign(us, 0);
@@ -190,12 +194,12 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   const size_t reduce_slots = static_cast<size_t>(
       stage >= 2 ? 1 + kReducesInFlight + (tied ? 1 : 0) + (adapters >= 0 ? 1 : 0) : kReducesInFlight);
   reduces.resize(reduce_slots);
-  if (stage >= 2) grad_buf = make_bufs<float>(*mem, reduce_slots, maxp, "gradient buffers");
+  if (stage >= 2) grad_buf = make_bufs<float>(*mem, reduce_slots, maxg, "gradient buffers");
   if (opt.quantize_grads) {
-    reduce_qsend = make_bufs<uint8_t>(*mem, reduce_slots, packed_bytes(maxp, qblock), "qgZ buffers");
-    reduce_qrecv = make_bufs<uint8_t>(*mem, reduce_slots, packed_bytes(maxp, qblock), "qgZ buffers");
+    reduce_qsend = make_bufs<uint8_t>(*mem, reduce_slots, packed_bytes(maxg, qblock), "qgZ buffers");
+    reduce_qrecv = make_bufs<uint8_t>(*mem, reduce_slots, packed_bytes(maxg, qblock), "qgZ buffers");
   } else if (opt.reduce_dtype == DType::kBF16) {
-    reduce_half = make_bufs<bf16>(*mem, reduce_slots, maxp, "bf16 reduce buffers");
+    reduce_half = make_bufs<bf16>(*mem, reduce_slots, maxg, "bf16 reduce buffers");
   }
   if (bf16_master) {  // the widest slice AdamW updates (stage 0: a whole unit; not frozen ones)
     int64_t widest = 0;
