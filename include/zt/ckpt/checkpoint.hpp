@@ -17,13 +17,21 @@
 
 namespace zt::ckpt {
 
+// ckpt.async in place: step() reaching units the writer had not yet written.
+struct UpdateGuardStats {
+  double copy_seconds = 0;    // copying them on reach (host copy at memory bandwidth)
+  uint64_t copied_bytes = 0;  // bytes copied on reach
+  int copy_failures = 0;      // copies not allocated (std::bad_alloc): waited instead
+  double waited = 0;          // waiting: for the writer (copy failures) or a read in flight
+};
+
 struct SaveResult {
   std::string path;     // the published step-N.h5
   double seconds = 0;   // write + publish
   uint64_t bytes = 0;   // tensor bytes written (all ranks)
-  // ckpt.async without a snapshot: seconds the optimizer waited, on this rank, for units
-  // the save had not yet written (part of training's stall; 0 for the other saves).
-  double update_waits = 0;
+  // ckpt.async without a snapshot: what step()'s guard did, on this rank, for units the
+  // save had not yet written (part of training's stall; zeros for the other saves).
+  UpdateGuardStats update_guard;
 };
 
 // Writes the engine's parameters and AdamW moments with `state` into
@@ -65,6 +73,8 @@ class AsyncSaver {
   // Tests: the writer sleeps this long before it writes, so the optimizer reaches units
   // not yet written (the guard's wait is exercised).
   void delay_writes_for_tests(double seconds);
+  // Tests: every copy on reach fails as if not allocated (the guard waits for the writer).
+  void fail_reach_copies_for_tests(bool fail);
 
  private:
   void start_in_place(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,
