@@ -256,6 +256,7 @@ class UnitGate final : public UnitSource {
     std::unique_lock<std::mutex> lock(mutex_);
     const size_t i = static_cast<size_t>(u);
     if (i >= pending_.size() || !pending_[i]) return;
+    if (copies_[i]) return;  // copied at an earlier step (the writer reads that copy)
     if (!fail_copies_) {
       const UnitShard s = shards_[i];
       lock.unlock();  // the copy reads what the writer reads: both only read
@@ -271,6 +272,7 @@ class UnitGate final : public UnitSource {
       if (!copy) {
         ++stats_.copy_failures;
       } else if (pending_[i]) {  // else the writer released it meanwhile: the copy is dropped
+        // (only this thread copies: copies_[i] is still empty)
         stats_.copy_seconds += t;
         stats_.copied_bytes += copy->bytes();
         copies_[i] = std::move(copy);
