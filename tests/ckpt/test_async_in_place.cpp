@@ -129,8 +129,9 @@ TEST(AsyncInPlace, Stage0CopyFailsWaits) { check_stage(0, 0.5, true); }
 TEST(AsyncInPlace, Stage3CopyFailsWaits) { check_stage(3, 0.5, true); }
 
 // A save that fails (its folder cannot be made: a regular file is in the way) while the
-// optimizer waits for units the writer has not reached: the failure releases them (the
-// steps go on, nothing hangs), wait() rethrows it, and the next save in place works.
+// optimizer waits for units the writer has not reached (no copy on reach: as when its
+// allocation fails): the failure releases them (the steps go on, nothing hangs), wait()
+// rethrows it, and the next save in place works.
 TEST(AsyncInPlace, FailedSaveReleasesTheUnits) {
   omp_set_num_threads(1);
   const zt::train::TrainConfig t = small_config(world_size(), {"zero.stage=3"});
@@ -142,10 +143,12 @@ TEST(AsyncInPlace, FailedSaveReleasesTheUnits) {
   train_fixed_batches(e, t, 11, 1);
   zt::ckpt::AsyncSaver saver(c.mpi);
   saver.delay_writes_for_tests(0.3);
+  saver.fail_reach_copies_for_tests(true);
   saver.start(e, dir + "/file/sub", train_state(t, 1), 0, 7);
   train_fixed_batches(e, t, 23, 2);  // waits for unit 0 until the writer fails
   EXPECT_THROW(saver.wait(), zt::Error);
   saver.delay_writes_for_tests(0.0);
+  saver.fail_reach_copies_for_tests(false);
   saver.start(e, dir, train_state(t, 3), 0, 7);
   train_fixed_batches(e, t, 29, 1);
   const std::optional<zt::ckpt::SaveResult> done = saver.wait();

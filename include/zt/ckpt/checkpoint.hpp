@@ -47,9 +47,11 @@ SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, con
 // time: start() first waits for the previous one.
 // Where the engine's state lives on the host in place (Engine::owned_in_place: the CPU
 // path without offload) there is no snapshot: the writer reads the engine's own shards,
-// which forward and backward never change, and the engine's update guard makes step()
-// wait before AdamW changes a unit the save has not yet written and checksummed (units
-// are written in the optimizer's order); those waits are SaveResult::update_waits. Else
+// which forward and backward never change (units are written in the optimizer's order).
+// The engine's update guard runs before AdamW changes a unit: one the save has not yet
+// written and checksummed is copied there (copy on reach, at memory bandwidth) and the
+// writer reads the copy, freed at the unit's release; where the copy cannot be allocated
+// step() waits for the release instead. SaveResult::update_guard has the figures. Else
 // (device state, offload, bf16-true) start() copies the shards into a host snapshot (the
 // only time training waits). The engine must outlive the save (wait() first).
 class AsyncSaver {
@@ -64,7 +66,7 @@ class AsyncSaver {
   // saved in place. Optional.
   void prepare(zero::Engine& engine);
   // Returns the stall: seconds spent waiting for the previous save plus copying (in
-  // place: plus setting up; the waits in step() come later, in update_waits).
+  // place: plus setting up; step()'s copies and waits come later, in update_guard).
   double start(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,
                uint64_t rng_seed);
   // Waits for the write in flight; its result (rethrows its error). nullopt: none.
