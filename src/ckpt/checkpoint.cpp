@@ -302,6 +302,12 @@ class UnitGate final : public UnitSource {
     }
     released_.notify_all();  // reach() may wait for the engine's bytes to be read
   }
+  uint64_t held_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t b = 0;
+    for (const std::unique_ptr<ReachCopy>& c : copies_) b += c ? c->bytes() : 0;
+    return b;
+  }
   UpdateGuardStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
@@ -378,6 +384,9 @@ std::optional<SaveResult> AsyncSaver::wait() {
 
 void AsyncSaver::delay_writes_for_tests(double seconds) { impl_->test_delay_s = seconds; }
 void AsyncSaver::fail_reach_copies_for_tests(bool fail) { impl_->test_fail_copies = fail; }
+uint64_t AsyncSaver::reach_copy_bytes_held_for_tests() const {
+  return impl_->gate ? impl_->gate->held_bytes() : 0;
+}
 
 void AsyncSaver::prepare(zero::Engine& engine) {
   Impl& a = *impl_;

@@ -128,6 +128,15 @@ TEST(AsyncInPlace, Stage3WriterHeldBack) { check_stage(3, 0.5); }
 TEST(AsyncInPlace, Stage0CopyFailsWaits) { check_stage(0, 0.5, true); }
 TEST(AsyncInPlace, Stage3CopyFailsWaits) { check_stage(3, 0.5, true); }
 
+// A fresh folder with a regular file "file" in it: a save into file/sub fails (its
+// folder cannot be made).
+std::string dir_with_file_in_the_way(const std::string& name) {
+  const std::string dir = fresh_dir("async_in_place/" + name + "-np" + std::to_string(world_size()));
+  if (world_rank() == 0) std::ofstream(dir + "/file") << "in the way";
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir;
+}
+
 // A save that fails (its folder cannot be made: a regular file is in the way) while the
 // optimizer waits for units the writer has not reached (no copy on reach: as when its
 // allocation fails): the failure releases them (the steps go on, nothing hangs), wait()
@@ -136,9 +145,7 @@ TEST(AsyncInPlace, FailedSaveReleasesTheUnits) {
   omp_set_num_threads(1);
   const zt::train::TrainConfig t = small_config(world_size(), {"zero.stage=3"});
   Comms c = make_comms(0);
-  const std::string dir = fresh_dir("async_in_place/failing-np" + std::to_string(world_size()));
-  if (world_rank() == 0) std::ofstream(dir + "/file") << "in the way";
-  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string dir = dir_with_file_in_the_way("failing");
   zt::zero::Engine e = make_engine(c, t);
   train_fixed_batches(e, t, 11, 1);
   zt::ckpt::AsyncSaver saver(c.mpi);
@@ -163,10 +170,8 @@ TEST(AsyncInPlace, FailedSaveAfterCopiesFrees) {
   omp_set_num_threads(1);
   const zt::train::TrainConfig t = small_config(world_size(), {"zero.stage=3"});
   Comms c = make_comms(0);
-  const std::string dir = fresh_dir("async_in_place/copied-failing-np" + std::to_string(world_size()));
+  const std::string dir = dir_with_file_in_the_way("copied-failing");
   const std::string sync_dir = fresh_dir("async_in_place/copied-failing-sync-np" + std::to_string(world_size()));
-  if (world_rank() == 0) std::ofstream(dir + "/file") << "in the way";
-  MPI_Barrier(MPI_COMM_WORLD);
   zt::zero::Engine e = make_engine(c, t);
   train_fixed_batches(e, t, 11, 1);
   zt::ckpt::AsyncSaver saver(c.mpi);
@@ -176,7 +181,9 @@ TEST(AsyncInPlace, FailedSaveAfterCopiesFrees) {
   train_fixed_batches(e, t, 23, 1);  // copies every unit on reach, then goes on
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.5)
       << "step() waited for the writer instead of copying";
+  EXPECT_GT(saver.reach_copy_bytes_held_for_tests(), 0u) << "the writer (held 0.5 s) has not yet read the copies";
   EXPECT_THROW(saver.wait(), zt::Error);
+  EXPECT_EQ(saver.reach_copy_bytes_held_for_tests(), 0u) << "the failed save's copies were not freed";
   // Again, writing: the copies of this save are made and freed as the writer goes.
   zt::zero::Engine ref = make_engine(c, t);
   train_fixed_batches(ref, t, 11, 1);
@@ -187,6 +194,7 @@ TEST(AsyncInPlace, FailedSaveAfterCopiesFrees) {
   const std::optional<zt::ckpt::SaveResult> done = saver.wait();
   ASSERT_TRUE(done.has_value());
   EXPECT_GT(done->update_guard.copied_bytes, 0u);
+  EXPECT_EQ(saver.reach_copy_bytes_held_for_tests(), 0u) << "the written units' copies were not freed";
   EXPECT_EQ(differing_files(sync.path, done->path), 0);
 }
 

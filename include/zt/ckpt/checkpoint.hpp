@@ -77,6 +77,8 @@ class AsyncSaver {
   void delay_writes_for_tests(double seconds);
   // Tests: every copy on reach fails as if not allocated (the guard waits for the writer).
   void fail_reach_copies_for_tests(bool fail);
+  // Tests: bytes of copies on reach not yet freed (0 once a save's units are released).
+  uint64_t reach_copy_bytes_held_for_tests() const;
 
  private:
   void start_in_place(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,
