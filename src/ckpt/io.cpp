@@ -166,11 +166,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Checksums computed by one worker thread beside the main thread's transfers, so they
-// cost no pass of their own on the I/O's critical path: a write queues every slice before
-// its first transfer (the worker runs ahead of the writes), a read queues each slice after
-// its transfer (the worker follows the reads). Jobs run in queue order, each over the
-// caller's OpenMP thread count. drain() waits for all of them.
 // One read of a unit's bytes through WriteContents::source (begin_read .. end_read);
 // without a source (or nothing to read), the bytes where they are.
 class SourcedRead {
@@ -195,6 +190,11 @@ class SourcedRead {
   const char* read_;
 };
 
+// Checksums computed by one worker thread beside the main thread's transfers, so they
+// cost no pass of their own on the I/O's critical path: a write queues every slice before
+// its first transfer (the worker runs ahead of the writes), a read queues each slice after
+// its transfer (the worker follows the reads). Jobs run in queue order, each over the
+// caller's OpenMP thread count. drain() waits for all of them.
 class ChecksumWorker {
  public:
   struct Job {
