@@ -6,8 +6,9 @@
 # 1.1B state, 13.2 GB, plus its 13.2 GB snapshot), 3 steps with an async save after each,
 # the stall read from the log lines exactly as a training run prints them: on the CPU the
 # save is in place (no snapshot) and the stall is the one the line `ckpt: step N -> ...
-# written in the background (...; training stalled T s: S s at the start + W s of step()
-# waiting for units not yet written)` gives; with a snapshot (device/offloaded state) the
+# written in the background (...; training stalled T s: S s at the start + C s copying M MB
+# on reach + W s waited)` gives (copy on reach: a step that reaches a unit not yet written
+# copies it); with a snapshot (device/offloaded state) the
 # line `ckpt: step N snapshot taken ... (training stalled X s)`. Prints per run the state's
 # bytes per rank, each save's stall (and with a snapshot the copy bandwidth it implies:
 # bytes per rank / stall), and the load average before and after. EXTRA (environment):
@@ -34,10 +35,10 @@ for l in $layers; do
   params=$(echo "$out" | sed -n 's/.*(\([0-9]*\) parameters).*/\1/p' | head -1)
   per_rank=$(awk -v p="$params" 'BEGIN { printf "%.0f", p * 12 / 2 }')
   echo "$out" | grep -E '^ckpt:' | sed 's/^/  /'
-  if echo "$out" | grep -q 'of step() waiting for units'; then  # in place
-    echo "$out" | sed -n 's/.*training stalled \([0-9.]*\) s: \([0-9.]*\) s at the start + \([0-9.]*\) s of step.*/\1 \2 \3/p' |
+  if echo "$out" | grep -q ' on reach + '; then  # in place
+    echo "$out" | sed -n 's/.*training stalled \([0-9.]*\) s: \([0-9.]*\) s at the start + \([0-9.]*\) s copying \([0-9.]*\) MB on reach + \([0-9.]*\) s waited.*/\1 \2 \3 \4 \5/p' |
       awk -v b="$per_rank" -v p="$params" '
-      { printf "  stall %.3f s (start %.3f + step() waiting %.3f) for %.3f GB per rank (%d parameters x 12 B / 2 ranks), in place\n", $1, $2, $3, b / 1e9, p }'
+      { printf "  stall %.3f s (start %.3f + copied on reach %.1f MB in %.3f s + waited %.3f) for %.3f GB per rank (%d parameters x 12 B / 2 ranks), in place\n", $1, $2, $4, $3, $5, b / 1e9, p }'
   else
     echo "$out" | sed -n 's/.*training stalled \([0-9.]*\) s.*/\1/p' | awk -v b="$per_rank" -v p="$params" '
       { printf "  stall %.3f s for %.3f GB per rank (%d parameters x 12 B / 2 ranks): %.2f GB/s\n", $1, b / 1e9, p, b / 1e9 / $1 }'

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -154,51 +155,203 @@ class PageBuffer {
   size_t n_ = 0;
 };
 
-// The engine units a save in place still reads (not yet written and checksummed): the
-// engine's update guard waits here before AdamW changes one of them. Shared by the saver,
-// its writer thread and the guard the engine holds (which may outlive the saver).
-class UnitGate {
+// Copies of floats, run over the rank's OpenMP threads in pieces (the copy runs at memory
+// bandwidth): the snapshot, and a unit copied on reach.
+struct Copy {
+  const float* from;
+  float* to;
+  size_t n;
+};
+void add_copy(std::vector<Copy>& pieces, const float* from, float* to, size_t n) {
+  constexpr size_t kPiece = size_t{4} << 20;  // elements (16 MiB)
+  for (size_t at = 0; at < n; at += kPiece) pieces.push_back({from + at, to + at, std::min(kPiece, n - at)});
+}
+void run_copies(const std::vector<Copy>& pieces) {
+#pragma omp parallel for schedule(dynamic)
+  for (size_t i = 0; i < pieces.size(); ++i) std::memcpy(pieces[i].to, pieces[i].from, pieces[i].n * sizeof(float));
+}
+
+// Copy on reach: a unit's shard (params, exp_avg, exp_avg_sq) copied when step() reaches
+// it before the writer; the writer then reads the copy in place of the engine's bytes.
+// Each array keeps its engine address's offset within a page, so the writer's O_DIRECT
+// pieces are exactly as aligned as they were (straight DMA where they were).
+class ReachCopy {
  public:
-  // A save of `units` (engine indices) begins: they are held until released.
-  void hold(const std::vector<int>& units, int num_units) {
+  // Copies s's arrays; throws std::bad_alloc when the memory cannot be had.
+  explicit ReachCopy(const UnitShard& s) {
+    std::vector<Copy> pieces;  // [<= 16 MiB each]
+    for (const std::span<const float> x : {s.params, s.exp_avg, s.exp_avg_sq}) {
+      if (x.empty()) continue;
+      const char* from = reinterpret_cast<const char*>(x.data());
+      const size_t lead = reinterpret_cast<uintptr_t>(from) % kPage;
+      const size_t bytes = (lead + x.size_bytes() + kPage - 1) / kPage * kPage;
+      void* mem = std::aligned_alloc(kPage, bytes);
+      if (!mem) throw std::bad_alloc();
+      Array a{from, x.size_bytes(), Block(static_cast<char*>(mem)), static_cast<char*>(mem) + lead};
+      add_copy(pieces, x.data(), reinterpret_cast<float*>(a.at), x.size());
+      arrays_.push_back(std::move(a));
+    }
+    run_copies(pieces);
+  }
+  // The copy of engine byte p (inside one of the arrays), else nullptr.
+  const char* find(const char* p) const {
+    for (const Array& a : arrays_)
+      if (p >= a.from && p < a.from + a.n) return a.at + (p - a.from);
+    return nullptr;
+  }
+  // Whether p lies in the copy.
+  bool owns(const char* p) const {
+    for (const Array& a : arrays_)
+      if (p >= a.at && p < a.at + a.n) return true;
+    return false;
+  }
+  uint64_t bytes() const {
+    uint64_t b = 0;
+    for (const Array& a : arrays_) b += a.n;
+    return b;
+  }
+
+ private:
+  static constexpr size_t kPage = 4096;
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  using Block = std::unique_ptr<char[], Free>;
+  struct Array {
+    const char* from;  // the engine's bytes [n]
+    size_t n;
+    Block mem;  // [page-rounded lead + n]
+    char* at;   // the copy [n] (mem + from's offset in its page)
+  };
+  std::vector<Array> arrays_;
+};
+
+// The engine units a save in place still reads (not yet written and checksummed), shared
+// by the saver, its writer thread (as WriteContents::source) and the guard the engine
+// holds (which may outlive the saver). When step() reaches a unit still held, the guard
+// copies the unit's shard (copy on reach) and lets AdamW go on once no read of the
+// engine's bytes is in flight (at most one 8 MiB I/O piece or one checksum slice); the
+// writer reads the copy, freed once the unit is released. Where the copy cannot be
+// allocated the guard waits for the writer instead.
+class UnitGate final : public UnitSource {
+ public:
+  // A save begins: file unit i is engine unit units[i], with this rank's shard shards[i];
+  // all held until released.
+  void hold(const std::vector<int>& units, const std::vector<UnitShard>& shards, int num_units) {
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_.assign(static_cast<size_t>(num_units), 0);
-    for (int u : units) pending_[static_cast<size_t>(u)] = 1;
-    waited_ = 0;
+    const size_t n = static_cast<size_t>(num_units);
+    pending_.assign(n, 0);
+    readers_.assign(n, 0);
+    copies_.clear();
+    copies_.resize(n);
+    shards_.assign(n, UnitShard{});
+    file_units_ = units;
+    for (size_t i = 0; i < units.size(); ++i) {
+      pending_[static_cast<size_t>(units[i])] = 1;
+      shards_[static_cast<size_t>(units[i])] = shards[i];
+    }
+    stats_ = {};
   }
   void release(int u) {
+    std::unique_ptr<ReachCopy> freed;  // freed outside the lock
     {
       std::lock_guard<std::mutex> lock(mutex_);
       pending_[static_cast<size_t>(u)] = 0;
+      freed = std::move(copies_[static_cast<size_t>(u)]);
     }
     released_.notify_all();
   }
   void release_all() {
+    std::vector<std::unique_ptr<ReachCopy>> freed;  // [units] freed outside the lock
     {
       std::lock_guard<std::mutex> lock(mutex_);
       std::fill(pending_.begin(), pending_.end(), 0);
+      freed = std::move(copies_);
+      copies_.clear();
+      copies_.resize(pending_.size());
     }
     released_.notify_all();
   }
-  // The engine's guard: returns once unit u is not held; the time waited is counted.
-  void wait(int u) {
+  // The engine's guard (step()'s thread): returns once the save no longer reads unit u's
+  // engine bytes: copied, or (no memory for the copy) written and checksummed.
+  void reach(int u) {
     std::unique_lock<std::mutex> lock(mutex_);
     const size_t i = static_cast<size_t>(u);
     if (i >= pending_.size() || !pending_[i]) return;
-    const auto t0 = std::chrono::steady_clock::now();
-    released_.wait(lock, [&] { return !pending_[i]; });
-    waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (copies_[i]) return;  // copied at an earlier step (the writer reads that copy)
+    if (!fail_copies_) {
+      const UnitShard s = shards_[i];
+      lock.unlock();  // the copy reads what the writer reads: both only read
+      const auto t0 = std::chrono::steady_clock::now();
+      std::unique_ptr<ReachCopy> copy;
+      try {
+        copy = std::make_unique<ReachCopy>(s);
+      } catch (const std::bad_alloc&) {
+        copy.reset();  // no memory: wait for the writer below
+      }
+      const double t = seconds_since(t0);
+      lock.lock();
+      if (!copy) {
+        ++stats_.copy_failures;
+      } else if (pending_[i]) {  // else the writer released it meanwhile: the copy is dropped
+        // (only this thread copies: copies_[i] is still empty)
+        stats_.copy_seconds += t;
+        stats_.copied_bytes += copy->bytes();
+        copies_[i] = std::move(copy);
+      }
+    } else {
+      ++stats_.copy_failures;
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    released_.wait(lock, [&] { return !pending_[i] || (copies_[i] && readers_[i] == 0); });
+    stats_.waited += seconds_since(t1);
   }
-  double waited() {
+  // UnitSource (the writer's threads): the copy's bytes once there is one.
+  const char* begin_read(size_t unit, const char* p) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return waited_;
+    const size_t u = static_cast<size_t>(file_units_[unit]);
+    if (copies_[u])
+      if (const char* c = copies_[u]->find(p)) return c;
+    ++readers_[u];
+    return p;
+  }
+  void end_read(size_t unit, const char* read) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const size_t u = static_cast<size_t>(file_units_[unit]);
+      if (copies_[u] && copies_[u]->owns(read)) return;  // read the copy
+      --readers_[u];
+    }
+    released_.notify_all();  // reach() may wait for the engine's bytes to be read
+  }
+  uint64_t held_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t b = 0;
+    for (const std::unique_ptr<ReachCopy>& c : copies_) b += c ? c->bytes() : 0;
+    return b;
+  }
+  UpdateGuardStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  void fail_copies_for_tests(bool fail) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fail_copies_ = fail;
   }
 
  private:
+  static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   std::mutex mutex_;
   std::condition_variable released_;
   std::vector<char> pending_;  // [engine units] 1: the save still reads it
-  double waited_ = 0;          // seconds the guard waited during this save
+  std::vector<int> readers_;   // [engine units] reads of the engine's bytes in flight
+  std::vector<std::unique_ptr<ReachCopy>> copies_;  // [engine units] copied on reach (or null)
+  std::vector<UnitShard> shards_;                   // [engine units] this rank's, as saved
+  std::vector<int> file_units_;                     // [file units] engine unit
+  UpdateGuardStats stats_;
+  bool fail_copies_ = false;  // fail_copies_for_tests
 };
 
 struct AsyncSaver::Impl {
@@ -206,6 +359,7 @@ struct AsyncSaver::Impl {
   std::vector<PageBuffer> snapshot;  // [units * 3]: params, m, v of each owned slice (not in place)
   std::shared_ptr<UnitGate> gate;    // in place: the units the save still reads
   double test_delay_s = 0;           // delay_writes_for_tests
+  bool test_fail_copies = false;     // fail_reach_copies_for_tests
   std::thread preparer;  // prepare(): allocates and touches the snapshot
   std::thread writer;
   std::optional<SaveResult> result;
@@ -241,7 +395,7 @@ std::optional<SaveResult> AsyncSaver::wait() {
   a.writer.join();
   std::optional<SaveResult> r = std::move(a.result);
   a.result.reset();
-  if (r && a.gate) r->update_waits = a.gate->waited();
+  if (r && a.gate) r->update_guard = a.gate->stats();
   if (a.error) {
     std::exception_ptr e = a.error;
     a.error = nullptr;
@@ -251,6 +405,10 @@ std::optional<SaveResult> AsyncSaver::wait() {
 }
 
 void AsyncSaver::delay_writes_for_tests(double seconds) { impl_->test_delay_s = seconds; }
+void AsyncSaver::fail_reach_copies_for_tests(bool fail) { impl_->test_fail_copies = fail; }
+uint64_t AsyncSaver::reach_copy_bytes_held_for_tests() const {
+  return impl_->gate ? impl_->gate->held_bytes() : 0;
+}
 
 void AsyncSaver::prepare(zero::Engine& engine) {
   Impl& a = *impl_;
@@ -282,13 +440,7 @@ double AsyncSaver::start(zero::Engine& engine, const std::string& dir, const Tra
   // pieces over the rank's OpenMP threads (the copy runs at memory bandwidth).
   WriteContents c = contents_of(engine, state, rng_seed);
   a.snapshot.resize(c.units.size() * 3);
-  struct Copy {
-    const float* from;
-    float* to;
-    size_t n;
-  };
   std::vector<Copy> pieces;  // [<= 16 MiB each]
-  constexpr size_t kPiece = size_t{4} << 20;  // elements
   for (size_t u = 0; u < c.units.size(); ++u) {
     UnitShard& s = c.units[u];
     std::span<const float>* parts[3] = {&s.params, &s.exp_avg, &s.exp_avg_sq};
@@ -296,13 +448,11 @@ double AsyncSaver::start(zero::Engine& engine, const std::string& dir, const Tra
       PageBuffer& page_buffer = a.snapshot[u * 3 + static_cast<size_t>(k)];
       page_buffer.resize(parts[k]->size());  // no-op after prepare() or an earlier save
       const std::span<float> buf = page_buffer.span();
-      for (size_t at = 0; at < buf.size(); at += kPiece)
-        pieces.push_back({parts[k]->data() + at, buf.data() + at, std::min(kPiece, buf.size() - at)});
+      add_copy(pieces, parts[k]->data(), buf.data(), buf.size());
       *parts[k] = buf;
     }
   }
-#pragma omp parallel for schedule(dynamic)
-  for (size_t i = 0; i < pieces.size(); ++i) std::memcpy(pieces[i].to, pieces[i].from, pieces[i].n * sizeof(float));
+  run_copies(pieces);
   launch(std::move(c), dir, keep);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -315,11 +465,13 @@ void AsyncSaver::start_in_place(zero::Engine& engine, const std::string& dir, co
   Impl& a = *impl_;
   a.snapshot.clear();  // (a snapshot of an earlier engine: not needed)
   if (!a.gate) a.gate = std::make_shared<UnitGate>();
-  engine.set_update_guard([gate = a.gate](int u) { gate->wait(u); });  // (each save: any engine)
+  engine.set_update_guard([gate = a.gate](int u) { gate->reach(u); });  // (each save: any engine)
   const std::vector<int> units = saved_units(engine);  // [file units]: engine unit
-  a.gate->hold(units, engine.model().layout().num_units());
   WriteContents c = contents_of(engine, state, rng_seed);
+  a.gate->hold(units, c.units, engine.model().layout().num_units());
+  a.gate->fail_copies_for_tests(a.test_fail_copies);
   c.unit_done = [gate = a.gate, units](size_t fu) { gate->release(units[fu]); };
+  c.source = a.gate.get();  // the writer's lambda holds the gate
   launch(std::move(c), dir, keep);
 }
 

@@ -166,6 +166,30 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One read of a unit's bytes through WriteContents::source (begin_read .. end_read);
+// without a source (or nothing to read), the bytes where they are.
+class SourcedRead {
+ public:
+  SourcedRead(UnitSource* source, size_t unit, const void* p, size_t n)
+      : source_(n > 0 ? source : nullptr), unit_(unit), read_(static_cast<const char*>(p)) {
+    if (source_) read_ = source_->begin_read(unit_, read_);
+  }
+  SourcedRead(UnitSource* source, size_t unit, std::span<const float> x)
+      : SourcedRead(source, unit, x.data(), x.size()) {}
+  ~SourcedRead() {
+    if (source_) source_->end_read(unit_, read_);
+  }
+  SourcedRead(const SourcedRead&) = delete;
+  SourcedRead& operator=(const SourcedRead&) = delete;
+  const char* bytes() const { return read_; }
+  std::span<const float> floats(size_t n) const { return {reinterpret_cast<const float*>(read_), n}; }
+
+ private:
+  UnitSource* source_;
+  size_t unit_;
+  const char* read_;
+};
+
 // Checksums computed by one worker thread beside the main thread's transfers, so they
 // cost no pass of their own on the I/O's critical path: a write queues every slice before
 // its first transfer (the worker runs ahead of the writes), a read queues each slice after
@@ -181,6 +205,8 @@ class ChecksumWorker {
     uint64_t* sum = nullptr;         // written
     uint64_t* non_finite = nullptr;  // written when not null
     std::function<void()> done;      // runs on the worker after the sum (may be empty)
+    UnitSource* source = nullptr;    // not null: x is read where source says (unit's copy)
+    size_t unit = 0;                 // x's unit, for source
   };
 
   ChecksumWorker() : threads_(omp_get_max_threads()), thread_([this] { run(); }) {}
@@ -226,7 +252,10 @@ class ChecksumWorker {
       jobs_.pop_front();
       lock.unlock();
       const auto t0 = std::chrono::steady_clock::now();
-      *job.sum = checksum(job.kind, job.x, job.first, job.numel, job.non_finite);
+      {
+        const SourcedRead read(job.source, job.unit, job.x);  // ends before done() releases the unit
+        *job.sum = checksum(job.kind, read.floats(job.x.size()), job.first, job.numel, job.non_finite);
+      }
       if (job.done) job.done();
       const double t = seconds_since(t0);
       lock.lock();
@@ -307,7 +336,9 @@ class RawFile {
   // Queues moving p [n] to (write) or from (read) the file at `at`, named `what` in an
   // error; `done` runs on an I/O thread once all n bytes moved (not after an error).
   // Returns the range's index for wait_range().
-  size_t queue(char* p, uint64_t n, uint64_t at, std::string what, std::function<void()> done = {}) {
+  // A write's `source` (may be null) is asked where each piece's bytes are (unit's copy).
+  size_t queue(char* p, uint64_t n, uint64_t at, std::string what, std::function<void()> done = {},
+               UnitSource* source = nullptr, size_t unit = 0) {
     std::vector<Piece> pieces;  // head and tail buffered, the aligned middle direct
     const uint64_t a0 = (at + kAlign - 1) / kAlign * kAlign, a1 = (at + n) / kAlign * kAlign;
     if (direct_fd_ < 0 || a1 <= a0) {
@@ -321,7 +352,7 @@ class RawFile {
     size_t range = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      ranges_.push_back({std::move(what), std::move(done), pieces.size()});
+      ranges_.push_back({std::move(what), std::move(done), pieces.size(), write_ ? source : nullptr, unit});
       range = ranges_.size() - 1;
       for (Piece& piece : pieces) {
         piece.range = range;
@@ -383,6 +414,8 @@ class RawFile {
     std::string what;
     std::function<void()> done;
     size_t left = 0;  // pieces not yet moved
+    UnitSource* source = nullptr;  // writes: where the pieces' bytes are read (may be null)
+    size_t unit = 0;
   };
 
   void run(char* bounce) {
@@ -395,8 +428,16 @@ class RawFile {
       ++busy_;
       // After a failure nothing more moves; nor once destroyed early (the caller threw).
       const bool skip = err_ != 0 || stop_;
+      UnitSource* source = skip ? nullptr : ranges_[piece.range].source;
+      const size_t unit = ranges_[piece.range].unit;
       lock.unlock();
-      const int err = skip ? 0 : move(piece, bounce);
+      int err = 0;
+      if (!skip) {
+        const SourcedRead read(source, unit, piece.p, piece.n);
+        Piece moved = piece;
+        moved.p = const_cast<char*>(read.bytes());  // a write only reads it
+        err = move(moved, bounce);
+      }
       lock.lock();
       if (err != 0 && err_ == 0) {
         err_ = err;
@@ -741,7 +782,8 @@ FileSums queue_checksums(MPI_Comm comm, ChecksumWorker& worker, const WriteConte
     const std::span<const float> x = slice_of(c, k, tensors[i], &p);
     const size_t d = f.index(k, i);
     worker.push({SumKind::kXxh3, x, static_cast<uint64_t>(p.first), static_cast<uint64_t>(tensors[i].numel),
-                 &s.sums[d], &s.non_finite[d], release.arrival(f, i)});
+                 &s.sums[d], &s.non_finite[d], release.arrival(f, i), c.source,
+                 static_cast<size_t>(tensors[i].unit)});
   }
   if (training) s.sums[n] = rng_sum(comm, c.rng_seed);
   return s;
@@ -873,13 +915,18 @@ void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f,
       if (err == 0)
         queued.emplace_back(raw.queue(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
                                       data.size_bytes(), at + static_cast<uint64_t>(p.first) * sizeof(float),
-                                      "writing " + dataset_path(k, tensors[i].name), release.arrival(f, i)),
+                                      "writing " + dataset_path(k, tensors[i].name), release.arrival(f, i),
+                                      c.source, static_cast<size_t>(tensors[i].unit)),
                             i);
     } else {
       h5::select_range(ds.spaces[d].get(), tensors[i].shape, p.first, p.n, path);
       Handle mem = memory_space(p.n, path);
-      const herr_t rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(),
-                                 ds.spaces[d].get(), dxpl, p.n > 0 ? data.data() : &dummy);
+      herr_t rc = 0;
+      {
+        const SourcedRead read(c.source, static_cast<size_t>(tensors[i].unit), data);  // ends before arrival
+        rc = H5Dwrite(ds.dsets[d].get(), H5T_NATIVE_FLOAT, mem.get(), ds.spaces[d].get(), dxpl,
+                      p.n > 0 ? static_cast<const void*>(read.bytes()) : &dummy);
+      }
       agree(comm, rc, "H5Dwrite of " + dataset_path(k, tensors[i].name), path);
       if (const std::function<void()> arrived = release.arrival(f, i)) arrived();
       progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);

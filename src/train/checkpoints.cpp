@@ -168,12 +168,18 @@ void LoopCheckpoints::collect() {
   const std::optional<ckpt::SaveResult> r = async_->wait();
   if (!r) return;
   last_path_ = r->path;
-  // In place (no snapshot), training's stall is the start plus step()'s waits for units
-  // the writer had not reached (rank 0's).
+  // In place (no snapshot), training's stall is the start plus what step() did on
+  // reaching units the writer had not yet written: copy them (at memory bandwidth), or
+  // wait where the copy could not be allocated (rank 0's).
+  const ckpt::UpdateGuardStats& g = r->update_guard;
+  const std::string no_copy =
+      g.copy_failures > 0 ? strf(" (%d copies not allocated: waited for the writer)", g.copy_failures) : "";
   const std::string stall =
       engine_.owned_in_place()
-          ? strf("; training stalled %.3f s: %.3f s at the start + %.3f s of step() waiting for "
-                 "units not yet written", async_stall_ + r->update_waits, async_stall_, r->update_waits)
+          ? strf("; training stalled %.3f s: %.3f s at the start + %.3f s copying %.1f MB on reach + "
+                 "%.3f s waited%s",
+                 async_stall_ + g.copy_seconds + g.waited, async_stall_, g.copy_seconds,
+                 static_cast<double>(g.copied_bytes) / 1e6, g.waited, no_copy.c_str())
           : "";
   if (comm_.rank() == 0)
     log::info(strf("ckpt: step %lld -> %s written in the background (%.1f MB in %.2f s, %.0f MB/s%s)",

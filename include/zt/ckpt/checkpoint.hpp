@@ -17,13 +17,21 @@
 
 namespace zt::ckpt {
 
+// ckpt.async in place: step() reaching units the writer had not yet written.
+struct UpdateGuardStats {
+  double copy_seconds = 0;    // copying them on reach (host copy at memory bandwidth)
+  uint64_t copied_bytes = 0;  // bytes copied on reach
+  int copy_failures = 0;      // copies not allocated (std::bad_alloc): waited instead
+  double waited = 0;          // waiting: for the writer (copy failures) or a read in flight
+};
+
 struct SaveResult {
   std::string path;     // the published step-N.h5
   double seconds = 0;   // write + publish
   uint64_t bytes = 0;   // tensor bytes written (all ranks)
-  // ckpt.async without a snapshot: seconds the optimizer waited, on this rank, for units
-  // the save had not yet written (part of training's stall; 0 for the other saves).
-  double update_waits = 0;
+  // ckpt.async without a snapshot: what step()'s guard did, on this rank, for units the
+  // save had not yet written (part of training's stall; zeros for the other saves).
+  UpdateGuardStats update_guard;
 };
 
 // Writes the engine's parameters and AdamW moments with `state` into
@@ -39,9 +47,11 @@ SaveResult save(zero::Engine& engine, MPI_Comm comm, const std::string& dir, con
 // time: start() first waits for the previous one.
 // Where the engine's state lives on the host in place (Engine::owned_in_place: the CPU
 // path without offload) there is no snapshot: the writer reads the engine's own shards,
-// which forward and backward never change, and the engine's update guard makes step()
-// wait before AdamW changes a unit the save has not yet written and checksummed (units
-// are written in the optimizer's order); those waits are SaveResult::update_waits. Else
+// which forward and backward never change (units are written in the optimizer's order).
+// The engine's update guard runs before AdamW changes a unit: one the save has not yet
+// written and checksummed is copied there (copy on reach, at memory bandwidth) and the
+// writer reads the copy, freed at the unit's release; where the copy cannot be allocated
+// step() waits for the release instead. SaveResult::update_guard has the figures. Else
 // (device state, offload, bf16-true) start() copies the shards into a host snapshot (the
 // only time training waits). The engine must outlive the save (wait() first).
 class AsyncSaver {
@@ -56,7 +66,7 @@ class AsyncSaver {
   // saved in place. Optional.
   void prepare(zero::Engine& engine);
   // Returns the stall: seconds spent waiting for the previous save plus copying (in
-  // place: plus setting up; the waits in step() come later, in update_waits).
+  // place: plus setting up; step()'s copies and waits come later, in update_guard).
   double start(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,
                uint64_t rng_seed);
   // Waits for the write in flight; its result (rethrows its error). nullopt: none.
@@ -65,6 +75,10 @@ class AsyncSaver {
   // Tests: the writer sleeps this long before it writes, so the optimizer reaches units
   // not yet written (the guard's wait is exercised).
   void delay_writes_for_tests(double seconds);
+  // Tests: every copy on reach fails as if not allocated (the guard waits for the writer).
+  void fail_reach_copies_for_tests(bool fail);
+  // Tests: bytes of copies on reach not yet freed (0 once a save's units are released).
+  uint64_t reach_copy_bytes_held_for_tests() const;
 
  private:
   void start_in_place(zero::Engine& engine, const std::string& dir, const TrainState& state, int keep,

@@ -42,6 +42,18 @@ struct UnitTarget {
   std::span<float> exp_avg_sq;  // [count] or empty
 };
 
+// Optional (ckpt.async's copy on reach): where the writer reads a unit's bytes, asked at
+// each read (a checksum slice, an I/O piece of <= 8 MiB), on the writer's threads. begin()
+// returns the bytes to read in place of p (p itself, or the same offset in a copy the
+// owner made of the unit's shard); end() follows each read with begin()'s answer. Units
+// are WriteContents::units indices.
+class UnitSource {
+ public:
+  virtual ~UnitSource() = default;
+  virtual const char* begin_read(size_t unit, const char* p) = 0;
+  virtual void end_read(size_t unit, const char* read) = 0;
+};
+
 struct WriteContents {
   Header header;                       // config, contents, source_dtype; version filled in
   std::vector<UnitShard> units;        // one per unit of header.config's layout
@@ -54,6 +66,7 @@ struct WriteContents {
   // params, exp_avg, exp_avg_sq of unit 0, then of unit 1...), so the first units the
   // optimizer updates are released first; else in file order.
   std::function<void(size_t unit)> unit_done;
+  UnitSource* source = nullptr;  // optional (with unit_done): see UnitSource; outlives the write
 };
 
 // Where one write or read of a file spent its time, on this rank (seconds). Checksums are

@@ -97,7 +97,8 @@ class Engine {
   // unit; else owned() returns copies (ckpt.async then snapshots them).
   bool owned_in_place() const;
   // Called by step() on its thread before AdamW changes unit u's owned parameters and
-  // moments (ckpt.async's snapshot-free save waits there until it wrote the unit). Empty
+  // moments (ckpt.async's snapshot-free save copies the unit there, or waits until it
+  // wrote the unit). Empty
   // (the default): none. Only the in-place state above calls it.
   void set_update_guard(std::function<void(int unit)> guard);
   // QLoRA: the units leave out the targeted W (ParamLayout(cfg, lora)); a load of the
