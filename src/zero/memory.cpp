@@ -130,7 +130,7 @@ class HostSpace final : public Space {
     // and the address-space limit (train/trainer.cpp, out_of_memory).
     // Large buffers (the shards of parameters and moments) are mmap'ed: page-aligned, so
     // a checkpoint's O_DIRECT reads and writes land in them in place (no bounce copy,
-    // src/ckpt/io.cpp), and zero pages faulted in at first touch, as calloc's.
+    // src/ckpt/io_engine.cpp), and zero pages faulted in at first touch, as calloc's.
     (void)what;
     if (bytes >= kMapped) {
       void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
