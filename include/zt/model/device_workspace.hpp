@@ -1,5 +1,5 @@
 #pragma once
-// The GPU model's workspace sizes (src/model/cuda/device_model.cpp), without CUDA: the
+// The GPU model's workspace sizes (src/model/cuda/device_model_impl.hpp), without CUDA: the
 // element count of every buffer DeviceModel allocates for N = B*T rows, so the device
 // model sizes its buffers from here and `zt estimate` counts the same bytes (one
 // formula). Flash attention keeps the log-sum-exp [B, H, T], no T x T probabilities.
