@@ -4,6 +4,7 @@
 // zt/model/device_model.hpp). Mirrors src/model/model.cpp op for op. The state and the
 // helpers are in device_model_impl.hpp; the engine's TrainableModel in device_trainable.cpp.
 #include "device_model_impl.hpp"
+#include "zt/comm/device_wait.hpp"
 
 namespace zt::model {
 
@@ -81,7 +82,7 @@ template <class T, class G>
 kc::CrossEntropyTotals DeviceModel<T, G>::Impl::read_totals() {
   kc::CrossEntropyTotals t{};
   ZT_CUDA_CHECK(cudaMemcpyAsync(&t, totals.data(), sizeof t, cudaMemcpyDeviceToHost, stream));
-  ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  comm::wait_stream(stream, "reading the loss");
   return t;
 }
 
@@ -163,7 +164,7 @@ void DeviceModel<T, G>::Impl::logits_last(std::span<const int32_t> tokens, int64
   ZT_CUDA_CHECK(cudaMemcpyAsync(out, logits.data() + (Tn - 1) * cfg.vocab,
                                 static_cast<size_t>(cfg.vocab) * sizeof(T),
                                 cudaMemcpyDeviceToDevice, stream));
-  ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  comm::wait_stream(stream, "reading the last logits");
 }
 
 template <class T, class G>
