@@ -24,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 struct Entry {
   InFlight op;
   Clock::time_point launched;
+  std::thread::id owner;  // the thread that registered it: the only one that tests it
 };
 
 // One registry per process. Recursive: a request's test() may unregister it (or others)
@@ -47,7 +48,7 @@ uint64_t register_in_flight(InFlight op) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   const uint64_t id = r.next++;
-  r.ops.emplace(id, Entry{std::move(op), Clock::now()});
+  r.ops.emplace(id, Entry{std::move(op), Clock::now(), std::this_thread::get_id()});
   return id;
 }
 
@@ -122,6 +123,9 @@ void wait_ready(const std::function<bool()>& ready, std::string_view what) {
       for (uint64_t id : ids) {
         auto it = r.ops.find(id);
         if (it == r.ops.end()) continue;  // unregistered by an earlier test()
+        // A request is not thread-safe: a wait on another thread (none in zt today) leaves
+        // it to its owner's waits.
+        if (it->second.owner != std::this_thread::get_id()) continue;
         const InFlight op = it->second.op;
         if (op.launched && !op.launched()) continue;
         const Clock::time_point from = std::max(it->second.launched, start);

@@ -16,7 +16,7 @@
 //   to_host      the space's copy to the host
 //   from_host    the space's copy from the host
 //   copier       the offload copier's wait for a copy
-// Prints "PLACE reached" before the wait; the wait never returns (exit 3 if it does).
+// Prints "PLACE reached" before the wait; the wait never returns (MPI_Abort with 3 if it does).
 #include <mpi.h>
 
 #include <chrono>
@@ -108,5 +108,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "the wait at %s returned with a stuck collective in flight\n",
                place.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);  // rank 1 never returns from its receive
   return 3;
 }

@@ -45,7 +45,8 @@ struct InFlight {
   std::chrono::milliseconds timeout{0};
 };
 // Registers an in-flight operation until unregister_in_flight (or until a wait saw it
-// complete). Thread-safe; unregistering an unknown id is a no-op.
+// complete). Thread-safe; unregistering an unknown id is a no-op. Only waits on the
+// registering thread test it (requests are not thread-safe).
 uint64_t register_in_flight(InFlight op);
 void unregister_in_flight(uint64_t id);
 size_t in_flight_count();
