@@ -10,6 +10,8 @@ namespace zt::model {
 
 static_assert(sizeof(kc::CrossEntropyTotals) == DeviceWorkspaceSizes::kTotalsBytes,
               "DeviceWorkspaceSizes counts one CrossEntropyTotals");
+static_assert(kc::Gemm::kDefaultWorkspaceBytes == kGemmWorkspaceBytes,
+              "zt estimate counts the Gemm's default cuBLASLt workspace");
 
 // Checks the shape and the ids on the host (kernels cannot throw) and uploads them.
 template <class T, class G>
