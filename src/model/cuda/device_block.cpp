@@ -1,5 +1,5 @@
 // One decoder block on the GPU, attention and MLP, forward and backward: the CUDA twin of
-// the block in src/model/model.cpp, op for op, with the residual adds fused into the
+// the block in src/model/block.cpp, op for op, with the residual adds fused into the
 // RMSNorms and attention keeping the log-sum-exp instead of the probabilities. The
 // projections go through DeviceModel::Impl::proj_forward / proj_backward (their LoRA
 // adapters included). New block kinds (other families, the MoE block) sit beside it.
