@@ -229,8 +229,8 @@ do_run() {
 # Each line runs in its own `timeout` (a process group: mpirun and its ranks go with it), so
 # a hang costs that line's limit, not the call. Seconds per line, in order of value; the
 # total of the limits is the worst case, docs/gpu-verification.md the expected times.
-all_lines=(kernels nccl_comm check_nccl A B C D D2 D3 D4 E L attention speed dead_rank)
-declare -A limit_s=([kernels]=150 [nccl_comm]=40 [check_nccl]=60 [A]=40 [B]=60 [C]=40 [D]=60
+all_lines=(launcher cpu_train kernels nccl_comm check_nccl A B C D D2 D3 D4 E L attention speed dead_rank)
+declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [A]=40 [B]=60 [C]=40 [D]=60
   [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [attention]=40 [speed]=120 [dead_rank]=60)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
@@ -326,6 +326,32 @@ no_gpu() {
 gpu_line_skip() {  # LINE: the lines that need a GPU whatever ZT_KIT_DEVICE says
   have_gpu && return 1
   return 0
+}
+
+# The CPU lines: the kit's launcher and zt itself, before any GPU line (seconds).
+line_launcher() {  # zt check on the MPI backend at 2 and 4 ranks through the kit's mpirun
+  local w np rc figs=""
+  w=$(wrk)
+  for np in 2 4; do
+    mpirun --oversubscribe -np "$np" "${ZT_KIT_ZT:?}" check --backend mpi --ops all_reduce,all_gather \
+      --min-bytes 8 --max-bytes 64K --iters 3 --warmup 1 --report "$w/check_mpi_np$np" \
+      </dev/null >"$w/launcher_np$np.log" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] && [ -s "$w/check_mpi_np$np/report.json" ] || { failed launcher "launcher_np$np"; return 1; }
+    figs+="np $np: zt check --backend mpi exit 0, report.json written; "
+  done
+  result PASS launcher "${figs%; }"
+}
+
+line_cpu_train() {  # a 2-step zt train on the CPU at 2 ranks, finite losses
+  local w n
+  w=$(wrk)
+  mpirun --oversubscribe -np 2 "${ZT_KIT_ZT:?}" train "${common[@]}" --set train.device=cpu --set train.steps=2 \
+    --set zero.stage=3 --set "log.metrics=$w/cpu_train.jsonl" </dev/null >"$w/cpu_train.log" 2>&1 ||
+    { failed cpu_train cpu_train; return 1; }
+  n=$(losses "$w/cpu_train.jsonl" | awk '$1 == $1 + 0 && $1 > 0 && $1 < 1e30 { n++ } END { print n + 0 }')
+  [ "$n" -eq 2 ] || { result FAIL cpu_train "$n of 2 finite losses in $w/cpu_train.jsonl"; return 1; }
+  result PASS cpu_train "2 steps at 2 ranks, stage 3, losses $(losses "$w/cpu_train.jsonl" | tr '\n' ' ')"
 }
 
 line_kernels() {
@@ -570,7 +596,9 @@ do_lines() {
     fi
     printf '  (%s: %.1f s of %d)\n' "$n" "$(echo "$(date +%s.%N) - $t0" | bc)" "${limit_s[$n]}"
   done
-  [ -n "${OUT:-}" ] && tar -C "$w" -czf "$OUT/logs.tar.gz" --exclude=cache --exclude='*_ckpt' . 2>/dev/null
+  if [ -n "${OUT:-}" ] && [ "$(readlink -f "$w")" != "$(readlink -f "$OUT")" ]; then
+    tar -C "$w" -czf "$OUT/logs.tar.gz" --exclude=cache --exclude='*_ckpt' . 2>/dev/null
+  fi
   return "$any"
 }
 
