@@ -34,6 +34,8 @@ keep_out='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libut
 net_libs='libfabric|libucp|libucs|libuct|libucm|libibverbs|librdmacm|libpsm|libpmi\.|libpmi2|libhcoll|libnl-'
 
 die() { echo "gpu-kit: $*" >&2; exit 2; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+# (the device and the bare root have coreutils, awk, tar, gzip and ldd; not bc, procps or git)
 
 # deps FILE...: the resolved paths of the libraries FILEs link (transitively), minus keep_out.
 deps() {
@@ -111,8 +113,7 @@ EOF
   kit=$(stat -c %s "$kitdir/kit.tar.gz")
   tree=$(cd "$repo" && git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
   printf 'pack: %s (%.1f MiB) + tree %.1f MiB = %.1f MiB of %d MiB\n' "$kitdir/kit.tar.gz" \
-    "$(echo "$kit / 1048576" | bc -l)" "$(echo "$tree / 1048576" | bc -l)" \
-    "$(echo "($kit + $tree) / 1048576" | bc -l)" $((limit / 1048576))
+    "$(mib "$kit")" "$(mib "$tree")" "$(mib $((kit + tree)))" $((limit / 1048576))
   [ $((kit + tree)) -le $limit ] || die "kit + tree exceed 64 MiB: the device call would be refused"
 }
 
@@ -210,7 +211,7 @@ do_run() {
   mkdir -p "$out"
   log=$out/run.log
   {
-    echo "gpu-kit run: $(date -u +%FT%TZ) on $(hostname), checkout $(git -C "$repo" rev-parse --short HEAD 2>/dev/null), kit $(tar -xzOf "$kitdir/kit.tar.gz" zt-kit/commit 2>/dev/null)"
+    echo "gpu-kit run: $(date -u +%FT%TZ) on $(uname -n), checkout $(git -C "$repo" rev-parse --short HEAD 2>/dev/null), kit $(tar -xzOf "$kitdir/kit.tar.gz" zt-kit/commit 2>/dev/null)"
     K=$(do_unpack) || exit 2
     kit_env "$K"
     discover "$K" || { echo "summary: refused before the first line"; exit 2; }
@@ -316,8 +317,9 @@ no_gpu() {
   shift 2
   mpirun -np 1 "${ZT_KIT_ZT:?}" train "${common[@]}" "$@" </dev/null >"$w/$name.log" 2>&1
   rc=$?
-  if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -qiE 'gpu|cuda|device' "$w/$name.log"; then
-    result SKIP "$line" "no GPU visible (zt exit $rc: $(grep -m1 -iE 'gpu|cuda' "$w/$name.log" | cut -c1-140))"
+  local msg='sees no CUDA device|no GPU|no CUDA'
+  if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -qiE "$msg" "$w/$name.log"; then
+    result SKIP "$line" "no GPU visible (zt exit $rc: $(grep -m1 -iE "$msg" "$w/$name.log" | cut -c1-140))"
     return 0
   fi
   failed "$line" "$name"
@@ -488,6 +490,7 @@ line_E() {
 line_L() {
   local w m rc=0
   w=$(wrk)
+  # shellcheck disable=SC2054  # the commas are lora.targets's list
   local lora=(--set zero.stage=3 --set lora.targets=q,k,v,o,gate,up,down,lm_head --set lora.dropout=0.1)
   if ! have_gpu && ! dry; then no_gpu L l_gpu --set train.device=cuda --set comm.backend=nccl --set finetune.method=lora "${lora[@]}"; return; fi
   for m in lora qlora; do
@@ -552,8 +555,10 @@ line_dead_rank() {
   while [ "$(grep -c '"loss"' "$w/dead_rank.jsonl" 2>/dev/null)" -lt 2 ] && kill -0 "$pid" 2>/dev/null && [ $waited -lt 400 ]; do
     sleep 0.1; waited=$((waited + 1))
   done
-  for p in $(pgrep -f "log.metrics=$w/dead_rank.jsonl"); do
-    tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
+  for p in /proc/[0-9]*; do  # rank 1 of this job: its command line names the metrics file
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "log.metrics=$w/dead_rank.jsonl" || continue
+    [ "$(readlink "$p/exe" 2>/dev/null)" = "$(readlink -f "$ZT_KIT_ZT")" ] || continue
+    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=${p#/proc/}
   done
   [ -n "$victim" ] || { kill "$pid" 2>/dev/null; failed dead_rank dead_rank; return; }
   kill -9 "$victim"
@@ -583,7 +588,7 @@ do_lines() {
   : "${ZT_KIT_ZT:?ZT_KIT_ZT: the zt binary}" "${ZT_KIT_TESTS:=$(dirname "$ZT_KIT_ZT")}"
   export ZT_KIT_TESTS
   w=$(wrk)
-  mkdir -p "$w"
+  mkdir -p "$w" && rm -rf "$w"/*.jsonl "$w"/*.result "$w"/e_ckpt  # an earlier run's metrics are no reference
   export ZT_KIT_WORK=$w XDG_CACHE_HOME=$w/cache OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
   for n in "${names[@]}"; do
     [ -n "${limit_s[$n]:-}" ] || die "no line $n (lines: ${all_lines[*]})"
@@ -602,7 +607,7 @@ do_lines() {
       grep -qE '^(PASS|FAIL|SKIP)' "$w/$n.result" || echo "FAIL $n: exit $rc, no result line ($(tail -2 "$w/$n.err" | tr '\n' ' '))"
       any=1
     fi
-    printf '  (%s: %.1f s of %d)\n' "$n" "$(echo "$(date +%s.%N) - $t0" | bc)" "$lim"
+    awk -v n="$n" -v a="$t0" -v b="$(date +%s.%N)" -v l="$lim" 'BEGIN { printf "  (%s: %.1f s of %d)\n", n, b - a, l }'
   done
   if [ -n "${OUT:-}" ] && [ "$(readlink -f "$w")" != "$(readlink -f "$OUT")" ]; then
     tar -C "$w" -czf "$OUT/logs.tar.gz" --exclude=cache --exclude='*_ckpt' . 2>/dev/null

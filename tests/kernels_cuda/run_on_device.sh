@@ -12,7 +12,7 @@
 #   tests/kernels_cuda/run_on_device.sh all        the three in order
 # Logs go to $OUT (the device tool's folder) or ./gpu-logs. A short summary is printed last.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 stage=${1:-all}
 logs=${OUT:-$PWD/gpu-logs}
 mkdir -p "$logs"

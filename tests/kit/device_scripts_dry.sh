@@ -10,13 +10,13 @@ build=$(cd "${1:?usage: device_scripts_dry.sh BUILD}" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 fail=0
-cd "$repo"
+cd "$repo" || exit 1
 OUT=$out/engine ZT_GPU_BUILD=$build ZT_KIT_DEVICE=cpu tests/train/engine_on_device.sh run >"$out/engine.txt" 2>&1
 rc=$?
 cat "$out/engine.txt"
 [ "$rc" -eq 0 ] || { echo "FAIL: engine_on_device.sh run exited $rc"; fail=1; }
 for l in A B C D D2 D3 D4 E L; do
-  grep -q "^PASS $l[ :]" "$out/engine.txt" || { echo "FAIL: line $l did not PASS"; fail=1; }
+  grep -q "^PASS ${l}[ :]" "$out/engine.txt" || { echo "FAIL: line $l did not PASS"; fail=1; }
 done
 grep -q '^FAIL' "$out/engine.txt" && fail=1
 OUT=$out/kernels ZT_GPU_BUILD=$build tests/kernels_cuda/run_on_device.sh test >"$out/kernels.txt" 2>&1

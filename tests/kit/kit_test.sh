@@ -62,7 +62,7 @@ grep -E '^(PASS|FAIL|SKIP|REFUSED)|^  \(' "$out/dry"
 echo "dry run (device replaced by the CPU): exit $rc in $((SECONDS - t0)) s"
 [ "$rc" -eq 0 ] || bad "the dry run exited $rc"
 for l in A B C D D2 D3 D4 E L dead_rank; do
-  grep -q "^PASS $l[ :]" "$out/dry" || bad "dry line $l did not PASS"
+  grep -q "^PASS ${l}[ :]" "$out/dry" || bad "dry line $l did not PASS"
 done
 grep -q '^FAIL' "$out/dry" && bad "a dry line FAILed"
 

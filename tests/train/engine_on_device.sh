@@ -31,7 +31,7 @@
 #   L  LoRA and QLoRA (issue 22; all 8 targets, dropout 0.1), fp32, stage 3 over NCCL: the
 #      GPU model's adapters behind the engine's adapters' unit, within 1e-5 of the CPU's
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 stage=${1:-run}
 logs=${OUT:-$PWD/gpu-logs}
 mkdir -p "$logs"
