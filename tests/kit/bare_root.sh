@@ -2,7 +2,8 @@
 # bare_root.sh CMD...: run CMD in a minimal Debian root (debootstrap --variant=minbase
 # bookworm + python3; no Open MPI, HDF5 or -dev packages), as the lent GPU machine is bare:
 # the checkout bound at its own path, /usr/local/cuda bound in (the device has its toolkit),
-# /proc, /dev, a fresh /dev/shm and /tmp. The root is made once and cached as a tarball in
+# /proc, /dev, /sys, a fresh /dev/shm and /tmp; the variables ZT_KIT_* and OUT pass in, no
+# others. The root is made once and cached as a tarball in
 # ZT_KIT_CACHE (default ~/.cache/zt-kit; making it needs network and debootstrap), unpacked
 # there once; each call runs on a fresh overlay of it (nothing written reaches the cache). Exit 77 (SKIPPED) when it cannot be made here (not root, no
 # debootstrap, no network).
@@ -47,6 +48,8 @@ unshare -m --propagation private -- bash -c '
   mount --bind "$REPO" "$ROOT$REPO"
   [ -d "$CUDA" ] && mount --bind -o ro "$CUDA" "$ROOT/usr/local/cuda"
   cp /etc/hosts /etc/resolv.conf "$ROOT/etc/" 2>/dev/null || true
+  pass=()
+  for v in $(compgen -e); do case "$v" in ZT_KIT_*|OUT) pass+=("$v=${!v}") ;; esac; done
   exec chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root \
-    TERM=dumb LANG=C.UTF-8 ${BARE_ENV:-} bash -c "cd \"$REPO\" && $*"
+    TERM=dumb LANG=C.UTF-8 "${pass[@]}" bash -c "cd \"$REPO\" && $*"
 ' bare_root "$@"

@@ -33,7 +33,7 @@ echo "pack: $((SECONDS - t0)) s"
 out=$kit/out  # the device tool's $OUT, inside the checkout so that the bare root writes it
 rm -rf "$out" && mkdir -p "$out"
 t0=$SECONDS
-BARE_ENV="ZT_KIT_DIR=$kit OUT=$out" "$bare" 'scripts/gpu-kit.sh run' >"$out/stdout" 2>&1
+ZT_KIT_DIR=$kit OUT=$out "$bare" 'scripts/gpu-kit.sh run' >"$out/stdout" 2>&1
 rc=$?
 cat "$out/stdout"
 echo "run (no GPU): exit $rc in $((SECONDS - t0)) s"
@@ -55,8 +55,8 @@ grep -q '^FAIL' "$out/stdout" && bad "a line FAILed"
 
 # 2. the dry run: the engine lines with the device replaced by the CPU
 t0=$SECONDS
-BARE_ENV="ZT_KIT_DIR=$kit ZT_KIT_DEVICE=cpu ZT_KIT_LINES='A B C D D2 D3 D4 E L dead_rank'" \
-  "$bare" 'scripts/gpu-kit.sh run' >"$out/dry" 2>&1
+ZT_KIT_DIR=$kit ZT_KIT_DEVICE=cpu ZT_KIT_LINES='A B C D D2 D3 D4 E L dead_rank' ZT_KIT_BUDGET=1200 ZT_KIT_SLOW=4 \
+  OUT=$out/dry-out "$bare" 'scripts/gpu-kit.sh run' >"$out/dry" 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|SKIP|REFUSED)|^  \(' "$out/dry"
 echo "dry run (device replaced by the CPU): exit $rc in $((SECONDS - t0)) s"
@@ -67,7 +67,7 @@ done
 grep -q '^FAIL' "$out/dry" && bad "a dry line FAILed"
 
 # 3. a hidden library: one clear refusal, exit 2, before any line
-BARE_ENV="ZT_KIT_DIR=$kit ZT_KIT_LIB_DIRS=/tmp/hide" "$bare" \
+ZT_KIT_DIR=$kit ZT_KIT_LIB_DIRS=/tmp/hide OUT=$out/hidden-out "$bare" \
   'mkdir /tmp/hide && ln -s /usr/local/cuda/lib/* /usr/local/cuda/lib64/* /tmp/hide/ 2>/dev/null; rm -f /tmp/hide/libnccl.so*; scripts/gpu-kit.sh run' >"$out/hidden" 2>&1
 rc=$?
 grep -E '^REFUSED|^summary' "$out/hidden"
