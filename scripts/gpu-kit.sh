@@ -59,7 +59,7 @@ do_pack() {
       -DCMAKE_CUDA_ARCHITECTURES=90 -DZT_WERROR=ON -DZT_BUILD_BENCH=OFF >"$build.configure.log" 2>&1 ||
       { tail -20 "$build.configure.log"; die "configure of $build failed (log $build.configure.log)"; }
   fi
-  grep -q '^ZT_CUDA:.*=ON' "$build/CMakeCache.txt" || die "$build is not a CUDA build (ZT_CUDA=ON)"
+  grep -qE '^ZT_NCCL_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt" || die "$build is not a CUDA build (no NCCL found at configure: -DZT_CUDA=ON needs nvcc and NCCL)"
   cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" >"$build.kit-build.log" 2>&1 ||
     { tail -30 "$build.kit-build.log"; die "build failed (log $build.kit-build.log)"; }
   echo "pack: built ${targets[*]} in $build (CUDA archs $(grep -o 'CMAKE_CUDA_ARCHITECTURES:[A-Z]*=.*' "$build/CMakeCache.txt" | cut -d= -f2))"
@@ -180,19 +180,24 @@ discover() {
     echo "gpu: none visible (nvidia-smi $(command -v nvidia-smi >/dev/null && echo 'lists none' || echo 'absent'))"
     gpu=0
   fi
+  local absent=""
   for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
     if d=$(find_lib "$so"); then
-      echo "lib: $so $(basename "$(readlink -f "$d/$so")") in $d"
+      echo "lib: $so $(basename "$(readlink -f "$d/$so")") ($(stat -L -c %s "$d/$so") B) in $d"
       [[ " ${dirs[*]} " == *" $d "* ]] || dirs+=("$d")
     else
       echo "lib: $so not found"
+      [ "$so" = libcudnn.so.9 ] || absent+="$so "
     fi
   done
   command -v nvcc >/dev/null && echo "nvcc: $(nvcc --version | grep -o 'release [0-9.]*')"
   local IFS=:
   export LD_LIBRARY_PATH="$K/lib:${dirs[*]}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   unset IFS
-  missing=$(ldd "$K"/bin/* 2>/dev/null | awk '/not found/ && $1 != "libcuda.so.1" { print $1 }' | sort -u | tr '\n' ' ')
+  # the binaries' RUNPATH (the build's /usr/local/cuda/lib) could hide a missing library from
+  # ldd: what discovery did not find is missing too
+  missing=$( (printf '%s\n' $absent; ldd "$K"/bin/* 2>/dev/null | awk '/not found/ && $1 != "libcuda.so.1" { print $1 }') |
+    sort -u | tr '\n' ' ')
   [ -z "$missing" ] || {
     echo "REFUSED: missing ${missing% } (searched the kit's lib and: $(lib_dirs | awk '!seen[$0]++' | tr '\n' ' ')); install it or set ZT_KIT_LIB_DIRS"
     return 2
@@ -268,8 +273,8 @@ train() {
   shift 2
   local args
   mapfile -t args < <(dev "$@")
-  mpirun --oversubscribe -np "$np" "${ZT_KIT_ZT:?}" train "${common[@]}" "${args[@]}" \
-    --set "log.metrics=$w/$name.jsonl" </dev/null >"$w/$name.log" 2>&1
+  mpirun --oversubscribe -np "$np" "${ZT_KIT_ZT:?}" train "${common[@]}" --set "ckpt.dir=$w/$name.ckpt" \
+    "${args[@]}" --set "log.metrics=$w/$name.jsonl" </dev/null >"$w/$name.log" 2>&1
 }
 
 losses() { grep -o '"loss":[-0-9.eE+]*' "$1" | cut -d: -f2; }
@@ -320,7 +325,7 @@ no_gpu() {
   local line=$1 name=$2 w rc
   w=$(wrk)
   shift 2
-  mpirun -np 1 "${ZT_KIT_ZT:?}" train "${common[@]}" "$@" </dev/null >"$w/$name.log" 2>&1
+  mpirun -np 1 "${ZT_KIT_ZT:?}" train "${common[@]}" --set "ckpt.dir=$w/$name.ckpt" "$@" </dev/null >"$w/$name.log" 2>&1
   rc=$?
   local msg='sees no CUDA device|no GPU|no CUDA'
   if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -qiE "$msg" "$w/$name.log"; then
@@ -353,7 +358,7 @@ line_launcher() {  # zt check on the MPI backend at 2 and 4 ranks through the ki
 line_cpu_train() {  # a 2-step zt train on the CPU at 2 ranks, finite losses
   local w n
   w=$(wrk)
-  mpirun --oversubscribe -np 2 "${ZT_KIT_ZT:?}" train "${common[@]}" --set train.device=cpu --set train.steps=2 \
+  mpirun --oversubscribe -np 2 "${ZT_KIT_ZT:?}" train "${common[@]}" --set "ckpt.dir=$w/cpu_train.ckpt" --set train.device=cpu --set train.steps=2 \
     --set zero.stage=3 --set "log.metrics=$w/cpu_train.jsonl" </dev/null >"$w/cpu_train.log" 2>&1 ||
     { failed cpu_train cpu_train; return 1; }
   n=$(losses "$w/cpu_train.jsonl" | awk '$1 == $1 + 0 && $1 > 0 && $1 < 1e30 { n++ } END { print n + 0 }')
@@ -531,7 +536,7 @@ line_speed() {  # tinyllama-1.1b, seq 2048, bf16-mixed: tokens/s, MFU, peak memo
     return 0
   fi
   "$ZT_KIT_ZT" estimate "${s[@]}" --gpu h100-sxm >"$w/speed_estimate.txt" 2>&1
-  mpirun -np 1 "$ZT_KIT_ZT" train "${common[@]}" "${s[@]}" --set train.device=cuda --set comm.backend=nccl \
+  mpirun -np 1 "$ZT_KIT_ZT" train "${common[@]}" --set "ckpt.dir=$w/speed.ckpt" "${s[@]}" --set train.device=cuda --set comm.backend=nccl \
     --set train.steps=8 --set train.warmup=1 --set log.every=1 --set "log.metrics=$w/$name.jsonl" </dev/null >"$w/$name.log" 2>&1 ||
     { failed speed speed; return; }
   tail -n 4 "$w/$name.jsonl" | awk -v est="$(grep -m1 '^step ' "$w/speed_estimate.txt" | cut -c1-160)" '
@@ -554,7 +559,7 @@ line_dead_rank() {
   local args
   mapfile -t args < <(dev --set train.device=cuda --set comm.backend=nccl --set zero.stage=3)
   t0=$(date +%s)
-  mpirun -np 2 "$ZT_KIT_ZT" train "${common[@]}" "${args[@]}" --set train.steps=1000 --set comm.timeout=$to \
+  mpirun -np 2 "$ZT_KIT_ZT" train "${common[@]}" --set "ckpt.dir=$w/dead_rank.ckpt" "${args[@]}" --set train.steps=1000 --set comm.timeout=$to \
     --set log.every=1 --set "log.metrics=$w/dead_rank.jsonl" </dev/null >"$w/dead_rank.log" 2>&1 &
   pid=$!
   while [ "$(cat "$w/dead_rank.jsonl" 2>/dev/null | grep -c '"loss"')" -lt 2 ] && kill -0 "$pid" 2>/dev/null && [ $waited -lt 400 ]; do
@@ -597,7 +602,7 @@ do_lines() {
   : "${ZT_KIT_ZT:?ZT_KIT_ZT: the zt binary}" "${ZT_KIT_TESTS:=$(dirname "$ZT_KIT_ZT")}"
   export ZT_KIT_TESTS
   w=$(wrk)
-  mkdir -p "$w" && rm -rf "$w"/*.jsonl "$w"/*.result "$w"/e_ckpt  # an earlier run's metrics are no reference
+  mkdir -p "$w" && rm -rf "$w"/*.jsonl "$w"/*.result "$w"/*.ckpt "$w"/e_ckpt  # an earlier run's metrics are no reference
   export ZT_KIT_WORK=$w XDG_CACHE_HOME=$w/cache OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
   for n in "${names[@]}"; do
     [ -n "${limit_s[$n]:-}" ] || die "no line $n (lines: ${all_lines[*]})"
@@ -619,7 +624,7 @@ do_lines() {
     awk -v n="$n" -v a="$t0" -v b="$(date +%s.%N)" -v l="$lim" 'BEGIN { printf "  (%s: %.1f s of %d)\n", n, b - a, l }'
   done
   if [ -n "${OUT:-}" ] && [ "$(readlink -f "$w")" != "$(readlink -f "$OUT")" ]; then
-    tar -C "$w" -czf "$OUT/logs.tar.gz" --exclude=cache --exclude='*_ckpt' . 2>/dev/null
+    tar -C "$w" -czf "$OUT/logs.tar.gz" --exclude=cache --exclude='*_ckpt' --exclude='*.ckpt' . 2>/dev/null
   fi
   return "$any"
 }

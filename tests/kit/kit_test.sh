@@ -18,7 +18,7 @@ bare=$repo/tests/kit/bare_root.sh
 kit=$repo/.carry/gpu-kit-test  # inside the checkout (git-ignored): the bare root sees it
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-grep -q '^ZT_CUDA:.*=ON' "$build/CMakeCache.txt" 2>/dev/null ||
+grep -qE '^ZT_NCCL_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt" 2>/dev/null ||
   { echo "SKIPPED: $build is not a CUDA build (the kit packs CUDA binaries)"; exit 77; }
 "$bare" true >/dev/null 2>&1
 rc=$?
