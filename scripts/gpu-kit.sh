@@ -197,7 +197,7 @@ discover() {
   # the binaries' RUNPATH (the build's /usr/local/cuda/lib) could hide a missing library from
   # ldd: what discovery did not find is missing too
   missing=$( (printf '%s\n' $absent; ldd "$K"/bin/* 2>/dev/null | awk '/not found/ && $1 != "libcuda.so.1" { print $1 }') |
-    sort -u | tr '\n' ' ')
+    grep . | sort -u | tr '\n' ' ')
   [ -z "$missing" ] || {
     echo "REFUSED: missing ${missing% } (searched the kit's lib and: $(lib_dirs | awk '!seen[$0]++' | tr '\n' ' ')); install it or set ZT_KIT_LIB_DIRS"
     return 2
