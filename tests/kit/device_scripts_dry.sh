@@ -11,7 +11,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 fail=0
 cd "$repo" || exit 1
-OUT=$out/engine ZT_GPU_BUILD=$build ZT_KIT_DEVICE=cpu tests/train/engine_on_device.sh run >"$out/engine.txt" 2>&1
+OUT=$out/engine ZT_GPU_BUILD=$build ZT_KIT_DEVICE=cpu ZT_KIT_SLOW=4 ZT_KIT_BUDGET=1200 \
+  tests/train/engine_on_device.sh run >"$out/engine.txt" 2>&1
 rc=$?
 cat "$out/engine.txt"
 [ "$rc" -eq 0 ] || { echo "FAIL: engine_on_device.sh run exited $rc"; fail=1; }
