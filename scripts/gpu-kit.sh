@@ -55,13 +55,14 @@ do_pack() {
   export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
   export CMAKE_CUDA_COMPILER_LAUNCHER=${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}
   if [ ! -f "$build/CMakeCache.txt" ]; then
+    mkdir -p "$build"
     cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES=90 -DZT_WERROR=ON -DZT_BUILD_BENCH=OFF >"$build.configure.log" 2>&1 ||
-      { tail -20 "$build.configure.log"; die "configure of $build failed (log $build.configure.log)"; }
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DZT_WERROR=ON -DZT_BUILD_BENCH=OFF >"$build/kit-configure.log" 2>&1 ||
+      { tail -20 "$build/kit-configure.log"; die "configure of $build failed (log $build/kit-configure.log)"; }
   fi
   grep -qE '^ZT_NCCL_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt" || die "$build is not a CUDA build (no NCCL found at configure: -DZT_CUDA=ON needs nvcc and NCCL)"
-  cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" >"$build.kit-build.log" 2>&1 ||
-    { tail -30 "$build.kit-build.log"; die "build failed (log $build.kit-build.log)"; }
+  cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" >"$build/kit-build.log" 2>&1 ||
+    { tail -30 "$build/kit-build.log"; die "build failed (log $build/kit-build.log)"; }
   echo "pack: built ${targets[*]} in $build (CUDA archs $(grep -o 'CMAKE_CUDA_ARCHITECTURES:[A-Z]*=.*' "$build/CMakeCache.txt" | cut -d= -f2))"
 
   local st
