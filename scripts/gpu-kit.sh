@@ -80,7 +80,8 @@ do_pack() {
   [ -d "$ompi_pkglib" ] || die "cannot find Open MPI's plugin folder (ompi_info --path pkglibdir)"
   local c
   for c in "$ompi_pkglib"/*.so; do
-    ldd "$c" | grep -Eq "$net_libs|not found" && continue
+    # (not grep -q: under pipefail its early exit makes ldd die of SIGPIPE, and the plugin slip in)
+    ldd "$c" 2>&1 | grep -E "$net_libs|not found" >/dev/null && continue
     cp "$c" "$k/lib/openmpi3/"
   done
   local pmix_lib pmix_plugins
@@ -571,9 +572,9 @@ line_dead_rank() {
     sleep 0.1; waited=$((waited + 1))
   done
   for p in /proc/[0-9]*; do  # rank 1 of this job: its command line names the metrics file
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "log.metrics=$w/dead_rank.jsonl" || continue
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep "log.metrics=$w/dead_rank.jsonl" >/dev/null || continue
     [ "$(readlink "$p/exe" 2>/dev/null)" = "$(readlink -f "$ZT_KIT_ZT")" ] || continue
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=${p#/proc/}
+    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -x 'OMPI_COMM_WORLD_RANK=1' >/dev/null && victim=${p#/proc/}
   done
   [ -n "$victim" ] || { kill "$pid" 2>/dev/null; failed dead_rank dead_rank; return; }
   kill -9 "$victim"
