@@ -12,11 +12,12 @@
 #   tests/kernels_cuda/run_on_device.sh all        the three in order
 # Logs go to $OUT (the device tool's folder) or ./gpu-logs. A short summary is printed last.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 stage=${1:-all}
 logs=${OUT:-$PWD/gpu-logs}
 mkdir -p "$logs"
-bin=build-gpu/tests/kernels_cuda/test_kernels_cuda
+build=${ZT_GPU_BUILD:-build-gpu}  # another build folder: the dry run (tests/kit)
+bin=$build/tests/kernels_cuda/test_kernels_cuda
 jobs=$(nproc)
 fe=.carry/cudnn-frontend/include  # cuDNN frontend headers (prepare), for cuDNN's attention
 
@@ -42,9 +43,9 @@ do_build() {
   {
     nvidia-smi
     ls /usr/local/cuda/lib64/libcudnn.so* /usr/lib/x86_64-linux-gnu/libcudnn.so* 2>/dev/null
-    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON \
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON \
           -DCMAKE_CUDA_ARCHITECTURES="$(arch)" -DZT_WERROR=ON -DZT_BUILD_BENCH=OFF "${cudnn[@]}" &&
-      cmake --build build-gpu --target test_kernels_cuda test_comm_nccl ${ZT_EXTRA_TARGETS:-} -j"$jobs"
+      cmake --build "$build" --target test_kernels_cuda test_comm_nccl ${ZT_EXTRA_TARGETS:-} -j"$jobs"
   } >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; return 1; }
   echo "build ok (sm_$(arch)); $(grep -o 'cuDNN fused attention [A-Z]*' "$logs/build.log" | head -1)"
 }
@@ -52,7 +53,7 @@ do_build() {
 do_test() {
   "$bin" >"$logs/test.log" 2>&1
   local rc=$?
-  (cd build-gpu && ctest -L gpu --output-on-failure -j1) >"$logs/ctest.log" 2>&1
+  (cd "$build" && ctest -L gpu --output-on-failure -j1) >"$logs/ctest.log" 2>&1
   grep -m1 "attention backend" "$logs/test.log"
   grep "^\[timing\]" "$logs/test.log"
   grep -E "\[gpu vs cpu\]|loss rel diff" "$logs/test.log" | awk '{ if ($0 ~ /rel err/) print }' | sort -k2 | tail -60

@@ -1,0 +1,650 @@
+#!/usr/bin/env bash
+# The GPU kit (issue 33, docs/gpu-verification.md): everything the GPU lines need, built and
+# packed here, run in ONE device call on a bare CUDA machine (no network, no Open MPI/HDF5).
+#
+#   scripts/gpu-kit.sh pack     here: build zt + the GPU test binaries for sm_90 (build-kit/,
+#                               or ZT_KIT_BUILD=<build dir>), strip them, pack them with the
+#                               Debian libraries they link (not glibc/libstdc++/libgcc_s, not
+#                               CUDA's), a relocated Open MPI launcher (orterun + PMIx, from an
+#                               unpacked folder via OPAL_* / PMIX_* variables) into
+#                               .carry/gpu-kit/kit.tar.gz; prints its size against 64 MiB
+#   scripts/gpu-kit.sh run      on the device (carry [".carry/gpu-kit"]): unpack, find the CUDA
+#                               libraries, print versions + nvidia-smi, refuse if one is missing,
+#                               then every GPU line under its own timeout, one
+#                               `PASS|FAIL|SKIP <line>: figures` each; logs + summary to $OUT
+#   scripts/gpu-kit.sh exec CMD...   CMD with the kit unpacked and its environment
+#   scripts/gpu-kit.sh lines [LINE...]  the lines alone (all, or those named), with zt and the
+#                               test binaries of ZT_KIT_ZT / ZT_KIT_TESTS and the mpirun on PATH
+#                               (tests/train/engine_on_device.sh runs its build's this way)
+# Environment: ZT_KIT_DEVICE=cpu runs every engine line with the device replaced by the CPU
+# (cuda->cpu, nccl->mpi, bf16->fp32): the dry run of issue 35 item 6. ZT_KIT_LIB_DIRS replaces
+# the CUDA library search path (tests hide a library with it). ZT_KIT_DROP (pack): a regex of
+# libraries to leave out of the kit, to plant a failure. ZT_KIT_LINES: the lines to run.
+# ZT_KIT_BUDGET: seconds for all lines (480); ZT_KIT_SLOW: a factor on each line's limit
+# (the dry run on a loaded 2-core machine: the CPU references of 4 ranks take longer).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+self=$repo/scripts/gpu-kit.sh
+kitdir=${ZT_KIT_DIR:-$repo/.carry/gpu-kit}
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+limit=$((64 * 1024 * 1024))
+
+# Libraries that the device has of its own (newer there) or that come from CUDA: never packed.
+keep_out='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libcudnn|libnvidia|libnvrtc|libnvJitLink)\.'
+# Open MPI / PMIx plugins for networks a single host does not use (and their heavy libraries).
+net_libs='libfabric|libucp|libucs|libuct|libucm|libibverbs|librdmacm|libpsm|libpmi\.|libpmi2|libhcoll|libnl-'
+
+die() { echo "gpu-kit: $*" >&2; exit 2; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+# (the device and the bare root have coreutils, awk, tar, gzip and ldd; not bc, procps or git)
+
+# deps FILE...: the resolved paths of the libraries FILEs link (transitively), minus keep_out.
+deps() {
+  ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
+    while read -r name path; do
+      [[ $name =~ $keep_out ]] && continue
+      echo "$name $path"
+    done
+}
+
+do_pack() {
+  local build=${ZT_KIT_BUILD:-$repo/build-kit}
+  local targets=(zt test_kernels_cuda test_comm_nccl)
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+  export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+  export CMAKE_CUDA_COMPILER_LAUNCHER=${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    mkdir -p "$build"
+    cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DZT_WERROR=ON -DZT_BUILD_BENCH=OFF >"$build/kit-configure.log" 2>&1 ||
+      { tail -20 "$build/kit-configure.log"; die "configure of $build failed (log $build/kit-configure.log)"; }
+  fi
+  grep -qE '^ZT_NCCL_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt" || die "$build is not a CUDA build (no NCCL found at configure: -DZT_CUDA=ON needs nvcc and NCCL)"
+  cmake --build "$build" --target "${targets[@]}" -j"$(nproc)" >"$build/kit-build.log" 2>&1 ||
+    { tail -30 "$build/kit-build.log"; die "build failed (log $build/kit-build.log)"; }
+  echo "pack: built ${targets[*]} in $build (CUDA archs $(grep -o 'CMAKE_CUDA_ARCHITECTURES:[A-Z]*=.*' "$build/CMakeCache.txt" | cut -d= -f2))"
+
+  local st
+  st=$(mktemp -d)
+  trap 'rm -rf "$st"' RETURN
+  local k=$st/zt-kit
+  mkdir -p "$k"/{bin,lib/openmpi3,lib/pmix,share,etc}
+  cp "$build/src/apps/zt" "$build/tests/kernels_cuda/test_kernels_cuda" \
+     "$build/tests/comm/test_comm_nccl" "$k/bin/" || die "a binary is missing in $build"
+  # the launcher: orterun (mpirun) and orted (forked by a singleton MPI_Init)
+  cp "$(readlink -f "$(command -v orterun)")" "$k/bin/mpirun" || die "no orterun (Open MPI) here"
+  cp "$(readlink -f "$(command -v orted)")" "$k/bin/orted" || die "no orted (Open MPI) here"
+  local ompi_pkglib
+  ompi_pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+  [ -d "$ompi_pkglib" ] || die "cannot find Open MPI's plugin folder (ompi_info --path pkglibdir)"
+  local c
+  for c in "$ompi_pkglib"/*.so; do
+    # (not grep -q: under pipefail its early exit makes ldd die of SIGPIPE, and the plugin slip in)
+    ldd "$c" 2>&1 | grep -E "$net_libs|not found" >/dev/null && continue
+    cp "$c" "$k/lib/openmpi3/"
+  done
+  local pmix_lib pmix_plugins
+  pmix_lib=$(ldd "$(command -v orterun)" "$ompi_pkglib/mca_pmix_ext3x.so" | awk '/libpmix\.so/ { print $3; exit }')
+  pmix_plugins=$(dirname "$(readlink -f "$pmix_lib")")/pmix
+  [ -d "$pmix_plugins" ] && cp "$pmix_plugins"/*.so "$k/lib/pmix/"
+  cp -r /usr/share/openmpi "$k/share/openmpi"
+  [ -d "$pmix_plugins/../../share/pmix" ] && cp -r "$pmix_plugins/../../share/pmix" "$k/share/pmix"
+  cat >"$k/etc/openmpi-mca-params.conf" <<'EOF'
+# zt GPU kit: one host, shared memory and TCP only (no fabric plugins are packed)
+btl = self,vader,tcp
+pml = ob1
+plm = isolated
+btl_vader_single_copy_mechanism = none
+# yield while waiting: ranks sharing cores (B: 4 ranks; the dry run on 2 cores) otherwise spin
+mpi_yield_when_idle = 1
+rmaps_base_oversubscribe = 1
+orte_allowed_exit_without_sync = 0
+EOF
+  # every Debian library the binaries, the launcher and the plugins link
+  local n=0 name path
+  while read -r name path; do
+    if [ -n "${ZT_KIT_DROP:-}" ] && [[ $name =~ ${ZT_KIT_DROP} ]]; then
+      echo "pack: leaving out $name (ZT_KIT_DROP)"; continue
+    fi
+    cp -L "$path" "$k/lib/$name" && n=$((n + 1))
+  done < <(deps "$k"/bin/* "$k"/lib/openmpi3/*.so "$k"/lib/pmix/*.so 2>/dev/null)
+  strip --strip-unneeded "$k"/bin/* "$k"/lib/*.so* "$k"/lib/openmpi3/*.so "$k"/lib/pmix/*.so 2>/dev/null
+  git -C "$repo" rev-parse --short HEAD >"$k/commit" 2>/dev/null
+  echo "pack: $n libraries, $(ls "$k/lib/openmpi3" | wc -l) Open MPI plugins, $(ls "$k/lib/pmix" | wc -l) PMIx plugins"
+  mkdir -p "$kitdir"
+  rm -f "$kitdir"/kit.tar.gz
+  tar -C "$st" -czf "$kitdir/kit.tar.gz" zt-kit || die "tar failed"
+  local kit tree
+  kit=$(stat -c %s "$kitdir/kit.tar.gz")
+  tree=$(cd "$repo" && git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+  printf 'pack: %s (%.1f MiB) + tree %.1f MiB = %.1f MiB of %d MiB\n' "$kitdir/kit.tar.gz" \
+    "$(mib "$kit")" "$(mib "$tree")" "$(mib $((kit + tree)))" $((limit / 1048576))
+  [ $((kit + tree)) -le $limit ] || die "kit + tree exceed 64 MiB: the device call would be refused"
+}
+
+# --- run: on the device ------------------------------------------------------------------
+
+# The CUDA library folders: the toolkit's, the system's, and the Python environments'
+# nvidia/*/lib (pip's nvidia-cublas, nvidia-cudnn-cu13, nvidia-nccl-cu13 ...).
+lib_dirs() {
+  if [ -n "${ZT_KIT_LIB_DIRS:-}" ]; then tr ':' '\n' <<<"$ZT_KIT_LIB_DIRS"; return; fi
+  local d py
+  for d in ${CUDA_HOME:-} /usr/local/cuda /usr/local/cuda-*; do
+    for s in lib64 lib targets/x86_64-linux/lib; do [ -d "$d/$s" ] && echo "$d/$s"; done
+  done
+  for py in python3 /opt/torch/.venv/bin/python3; do
+    command -v "$py" >/dev/null || continue
+    "$py" - <<'EOF' 2>/dev/null
+import glob, os, sys
+for p in sys.path:
+    for d in sorted(glob.glob(os.path.join(p, "nvidia", "*", "lib"))):
+        print(d)
+EOF
+  done
+  for d in /usr/lib/x86_64-linux-gnu /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do [ -d "$d" ] && echo "$d"; done
+}
+
+# find_lib SONAME: the first folder of lib_dirs holding it
+find_lib() {
+  local d
+  while read -r d; do [ -e "$d/$1" ] && { echo "$d"; return 0; }; done < <(lib_dirs | awk '!seen[$0]++')
+  return 1
+}
+
+kit_env() {  # KIT: the environment that makes the unpacked kit work from its folder
+  local K=$1
+  export OPAL_PREFIX=$K OPAL_EXEC_PREFIX=$K OPAL_BINDIR=$K/bin OPAL_SBINDIR=$K/bin \
+    OPAL_LIBEXECDIR=$K/bin OPAL_LIBDIR=$K/lib OPAL_PKGLIBDIR=$K/lib/openmpi3 \
+    OPAL_DATAROOTDIR=$K/share OPAL_DATADIR=$K/share OPAL_PKGDATADIR=$K/share/openmpi \
+    OPAL_SYSCONFDIR=$K/etc
+  export PMIX_INSTALL_PREFIX=$K PMIX_PREFIX=$K PMIX_MCA_mca_base_component_path=$K/lib/pmix
+  export OMPI_MCA_mca_base_param_files=$K/etc/openmpi-mca-params.conf
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export PATH=$K/bin:$PATH ZT_DATA_DIR=$repo/data
+}
+
+do_unpack() {
+  local K=${ZT_KIT_HOME:-/tmp/zt-kit}
+  [ -f "$kitdir/kit.tar.gz" ] || die "no kit at $kitdir/kit.tar.gz: run scripts/gpu-kit.sh pack first (with network), then carry [\".carry/gpu-kit\"]"
+  rm -rf "$K" && mkdir -p "$K" && tar -C "$K" --strip-components=1 -xzf "$kitdir/kit.tar.gz" ||
+    die "cannot unpack $kitdir/kit.tar.gz into $K"
+  echo "$K"
+}
+
+# discover: print the GPU, the CUDA libraries and their versions; set LD_LIBRARY_PATH; refuse
+# (exit 2, one line) when a library the binaries link is missing or lacks a symbol they use.
+discover() {
+  local K=$1 d so dirs=() missing undefined
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader |
+      sed 's/^/gpu: /'
+    gpu=1
+  else
+    echo "gpu: none visible (nvidia-smi $(command -v nvidia-smi >/dev/null && echo 'lists none' || echo 'absent'))"
+    gpu=0
+  fi
+  local absent=""
+  for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
+    if d=$(find_lib "$so"); then
+      echo "lib: $so $(basename "$(readlink -f "$d/$so")") ($(stat -L -c %s "$d/$so") B) in $d"
+      [[ " ${dirs[*]} " == *" $d "* ]] || dirs+=("$d")
+    else
+      echo "lib: $so not found"
+      [ "$so" = libcudnn.so.9 ] || absent+="$so "
+    fi
+  done
+  command -v nvcc >/dev/null && echo "nvcc: $(nvcc --version | grep -o 'release [0-9.]*')"
+  local IFS=:
+  export LD_LIBRARY_PATH="$K/lib:${dirs[*]}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  unset IFS
+  # the binaries' RUNPATH (the build's /usr/local/cuda/lib) could hide a missing library from
+  # ldd: what discovery did not find is missing too
+  missing=$( (printf '%s\n' $absent; ldd "$K"/bin/* 2>/dev/null | awk '/not found/ && $1 != "libcuda.so.1" { print $1 }') |
+    grep . | sort -u | tr '\n' ' ')
+  [ -z "$missing" ] || {
+    echo "REFUSED: missing ${missing% } (searched the kit's lib and: $(lib_dirs | awk '!seen[$0]++' | tr '\n' ' ')); install it or set ZT_KIT_LIB_DIRS"
+    return 2
+  }
+  undefined=$(ldd -r "$K"/bin/zt "$K"/bin/test_kernels_cuda "$K"/bin/test_comm_nccl 2>&1 |
+    awk '/undefined symbol/ { print $3 }' | grep -v '^cu[A-Z]' | sort -u | head -5 | tr '\n' ' ')
+  [ -z "$undefined" ] || {
+    echo "REFUSED: the libraries found are too old: undefined symbol(s) ${undefined% } (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
+    return 2
+  }
+  find_lib libcudnn.so.9 >/dev/null || echo "note: no libcudnn.so.9: the attention runs zt's kernel for every shape"
+  echo "discovery ok: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+}
+
+do_run() {
+  local K out log rc=0
+  out=${OUT:-$repo/gpu-logs}
+  mkdir -p "$out"
+  log=$out/run.log
+  {
+    echo "gpu-kit run: $(date -u +%FT%TZ) on $(uname -n), checkout $(git -C "$repo" rev-parse --short HEAD 2>/dev/null), kit $(tar -xzOf "$kitdir/kit.tar.gz" zt-kit/commit 2>/dev/null)"
+    K=$(do_unpack) || exit 2
+    kit_env "$K"
+    discover "$K" || { echo "summary: refused before the first line"; exit 2; }
+    export ZT_KIT_GPU=$gpu ZT_KIT_ZT=$K/bin/zt ZT_KIT_TESTS=$K/bin
+    do_lines ${ZT_KIT_LINES:-} || rc=$?
+    exit "$rc"
+  } 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  grep -E '^(PASS|FAIL|SKIP|REFUSED|gpu:|lib:)' "$log" >"$out/summary.txt"
+  return "$rc"
+}
+
+# --- the lines ---------------------------------------------------------------------------
+# Each line runs in its own `timeout` (a process group: mpirun and its ranks go with it), so
+# a hang costs that line's limit, not the call; and all of them share one budget
+# (ZT_KIT_BUDGET, 480 s: a line gets at most what is left, the last ones are skipped when
+# nothing is), so the call ends in time. Seconds per line, in order of value;
+# docs/gpu-verification.md gives the expected times.
+all_lines=(launcher cpu_train kernels nccl_comm check_nccl A B C D D2 D3 D4 E L attention speed dead_rank)
+declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [A]=40 [B]=60 [C]=40 [D]=60
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [attention]=40 [speed]=120 [dead_rank]=60)
+
+wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
+result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
+dry() { [ "${ZT_KIT_DEVICE:-}" = cpu ]; }
+have_gpu() { [ "${ZT_KIT_GPU:-0}" = 1 ]; }
+
+# dev ARGS...: the arguments of a GPU run, or with ZT_KIT_DEVICE=cpu those of its CPU twin
+dev() {
+  local a
+  for a in "$@"; do
+    if dry; then
+      case "$a" in
+        train.device=cuda) a=train.device=cpu ;;
+        comm.backend=nccl) a=comm.backend=mpi ;;
+        train.precision=bf16-*) a=train.precision=fp32 ;;
+        train.share_gpu=true) a=train.share_gpu=false ;;
+      esac
+    fi
+    printf '%s\n' "$a"
+  done
+}
+
+common=(--set train.steps=10 --set train.seq_len=64 --set train.micro_batch=4
+        --set train.global_batch=16 --set eval.every=0 --set eval.batches=1
+        --set sample.tokens=0 --set ckpt.save_final=false --set train.peak_tflops=989)
+
+# train NAME NP ARGS...: one run, metrics to NAME.jsonl, output to NAME.log in the work dir
+train() {
+  local name=$1 np=$2 w
+  w=$(wrk)
+  shift 2
+  local args
+  mapfile -t args < <(dev "$@")
+  mpirun --oversubscribe -np "$np" "${ZT_KIT_ZT:?}" train "${common[@]}" --set "ckpt.dir=$w/$name.ckpt" \
+    "${args[@]}" --set "log.metrics=$w/$name.jsonl" </dev/null >"$w/$name.log" 2>&1
+}
+
+losses() { grep -o '"loss":[-0-9.eE+]*' "$1" | cut -d: -f2; }
+
+# compare LINE GOT REF TOL [LAST]: max relative loss difference per step (the last LAST
+# steps of REF when given), PASS below TOL; the line's status is awk's exit.
+compare() {
+  local line=$1 got=$2 ref=$3 tol=$4 last=${5:-0} r
+  if [ "$last" -gt 0 ]; then r=$(losses "$ref" | tail -n "$last"); else r=$(losses "$ref"); fi
+  paste <(losses "$got") <(echo "$r") | awk -v line="$line" -v tol="$tol" -v dry="${ZT_KIT_DEVICE:-}" '
+    { d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; x = d / s; if (x > m) m = x; n++ }
+    END { ok = n > 0 && m < tol
+          printf "%s %s: %d steps, max rel loss diff %.2e (tol %s)%s\n", ok ? "PASS" : "FAIL", line, n, m, tol,
+                 dry == "cpu" ? " [device replaced by the CPU]" : ""
+          exit !ok }'
+}
+
+# half_up LINE METRICS: every step copied up half the bytes it copied down (bf16 parameters
+# up, fp32 gradients down). With the device replaced by the CPU the engine copies nothing:
+# then every step must report d2h_bytes = h2d_bytes = 0.
+half_up() {
+  local f=2
+  dry && f=0
+  paste <(grep -o '"d2h_bytes":[0-9]*' "$2" | cut -d: -f2) \
+        <(grep -o '"h2d_bytes":[0-9]*' "$2" | cut -d: -f2) \
+        <(grep -o '"stall_s":[-0-9.eE+]*' "$2" | cut -d: -f2) | awk -v line="$1" -v f="$f" '
+    { n++; s += $3
+      if (f == 0) { if ($1 != 0 || $2 != 0) bad++ } else if ($1 == 0 || f * $2 != $1) bad++ }
+    END { ok = n > 0 && bad == 0
+          if (f == 0) printf "%s %s: no copies on the CPU (d2h = h2d = 0) in %d of %d steps [device replaced by the CPU]\n", ok ? "PASS" : "FAIL", line, n - bad, n
+          else printf "%s %s: h2d = d2h / 2 in %d of %d steps, stall %.3f s in all\n", ok ? "PASS" : "FAIL", line, n - bad, n, s
+          exit !ok }'
+}
+
+failed() {  # LINE NAME...: FAIL with the last lines of the runs' logs
+  local line=$1 n w
+  w=$(wrk)
+  shift
+  local tails=""
+  for n in "$@"; do [ -f "$w/$n.log" ] && tails+="$n: $(tail -2 "$w/$n.log" | tr '\n' ' ') "; done
+  result FAIL "$line" "${tails:-no log}"
+  return 1
+}
+
+# no_gpu LINE NAME ARGS...: without a GPU, the line's first GPU run must refuse at once,
+# naming the GPU (not crash or hang): SKIP with its message; anything else FAILs.
+no_gpu() {
+  local line=$1 name=$2 w rc
+  w=$(wrk)
+  shift 2
+  mpirun -np 1 "${ZT_KIT_ZT:?}" train "${common[@]}" --set "ckpt.dir=$w/$name.ckpt" "$@" </dev/null >"$w/$name.log" 2>&1
+  rc=$?
+  local msg='sees no CUDA device|no GPU|no CUDA'
+  if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -qiE "$msg" "$w/$name.log"; then
+    result SKIP "$line" "no GPU visible (zt exit $rc: $(grep -m1 -iE "$msg" "$w/$name.log" | cut -c1-140))"
+    return 0
+  fi
+  failed "$line" "$name"
+}
+
+gpu_line_skip() {  # LINE: the lines that need a GPU whatever ZT_KIT_DEVICE says
+  have_gpu && return 1
+  return 0
+}
+
+# The CPU lines: the kit's launcher and zt itself, before any GPU line (seconds).
+line_launcher() {  # zt check on the MPI backend at 2 and 4 ranks through the kit's mpirun
+  local w np rc figs=""
+  w=$(wrk)
+  for np in 2 4; do
+    mpirun --oversubscribe -np "$np" "${ZT_KIT_ZT:?}" check --backend mpi --ops all_reduce,all_gather \
+      --min-bytes 8 --max-bytes 64K --iters 3 --warmup 1 --report "$w/check_mpi_np$np" \
+      </dev/null >"$w/launcher_np$np.log" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] && [ -s "$w/check_mpi_np$np/report.json" ] || { failed launcher "launcher_np$np"; return 1; }
+    figs+="np $np: zt check --backend mpi exit 0, report.json written; "
+  done
+  result PASS launcher "${figs%; }"
+}
+
+line_cpu_train() {  # a 2-step zt train on the CPU at 2 ranks, finite losses
+  local w n
+  w=$(wrk)
+  mpirun --oversubscribe -np 2 "${ZT_KIT_ZT:?}" train "${common[@]}" --set "ckpt.dir=$w/cpu_train.ckpt" --set train.device=cpu --set train.steps=2 \
+    --set zero.stage=3 --set "log.metrics=$w/cpu_train.jsonl" </dev/null >"$w/cpu_train.log" 2>&1 ||
+    { failed cpu_train cpu_train; return 1; }
+  n=$(losses "$w/cpu_train.jsonl" | awk '$1 == $1 + 0 && $1 > 0 && $1 < 1e30 { n++ } END { print n + 0 }')
+  [ "$n" -eq 2 ] || { result FAIL cpu_train "$n of 2 finite losses in $w/cpu_train.jsonl"; return 1; }
+  result PASS cpu_train "2 steps at 2 ranks, stage 3, losses $(losses "$w/cpu_train.jsonl" | tr '\n' ' ')"
+}
+
+line_kernels() {
+  local t=${ZT_KIT_TESTS:?} w rc
+  w=$(wrk)
+  "$t/test_kernels_cuda" >"$w/kernels.log" 2>&1
+  rc=$?
+  local tests passed skipped errs
+  tests=$(grep -oE '^\[==========\] [0-9]+ tests' "$w/kernels.log" | tail -1 | grep -oE '[0-9]+')
+  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$w/kernels.log" | grep -oE '[0-9]+$')
+  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+' "$w/kernels.log" | grep -oE '[0-9]+$')
+  errs=$(grep -c 'rel err' "$w/kernels.log")
+  local figs="${tests:-?} tests, ${passed:-0} passed, ${skipped:-0} skipped, $errs compared buffers"
+  if [ "$rc" -ne 0 ]; then
+    result FAIL kernels "exit $rc, $figs; $(grep -E '^\[  FAILED  \]' "$w/kernels.log" | head -3 | tr '\n' ' ')"
+  elif ! have_gpu; then
+    result SKIP kernels "no GPU visible ($figs)"
+  elif [ "${skipped:-0}" -gt 1 ]; then  # kernels_cuda_without_cudnn's path test skips by design
+    result FAIL kernels "$figs: a GPU is visible but tests skipped"
+  else
+    result PASS kernels "$figs; worst: $(grep 'rel err' "$w/kernels.log" | awk '{ for (i = 1; i < NF; i++) if ($i == "err") print $(i + 1), $0 }' | sort -g | tail -1 | cut -d' ' -f2- | cut -c1-120)"
+  fi
+}
+
+line_nccl_comm() {  # NcclComm's tests at 1 rank (and 2 where 2 GPUs are visible)
+  local w rc np=1 gpus
+  w=$(wrk)
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "${gpus:-0}" -ge 2 ] && np=2
+  mpirun -np "$np" "${ZT_KIT_TESTS:?}/test_comm_nccl" </dev/null >"$w/nccl_comm.log" 2>&1
+  rc=$?
+  local figs
+  figs="np $np: $(grep -E '^\[  (PASSED|SKIPPED) \]' "$w/nccl_comm.log" | sort -u | tr -s ' ' | tr '\n' ' ')"
+  if [ "$rc" -eq 77 ] && ! have_gpu; then result SKIP nccl_comm "no GPU visible (${figs% })"
+  elif [ "$rc" -ne 0 ]; then result FAIL nccl_comm "exit $rc; $(grep -E 'FAILED|rror' "$w/nccl_comm.log" | head -2 | tr '\n' ' ')"
+  elif ! have_gpu; then result FAIL nccl_comm "passed without a GPU? ${figs% }"
+  else result PASS nccl_comm "${figs% }"; fi
+}
+
+line_check_nccl() {
+  local w rc
+  w=$(wrk)
+  mpirun -np 1 "${ZT_KIT_ZT:?}" check --backend nccl --report "$w/check_nccl" </dev/null >"$w/check_nccl.log" 2>&1
+  rc=$?
+  if have_gpu; then
+    [ "$rc" -eq 0 ] && result PASS check_nccl "$(grep -iE 'all_reduce|verdict|PASS' "$w/check_nccl.log" | tail -2 | tr -s ' ' | tr '\n' ' ' | cut -c1-200)" ||
+      failed check_nccl check_nccl
+  elif [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ]; then
+    result SKIP check_nccl "no GPU visible (zt check exit $rc: $(grep -m1 -iE 'nccl|gpu|cuda' "$w/check_nccl.log" | cut -c1-140))"
+  else
+    failed check_nccl check_nccl
+  fi
+}
+
+# The engine lines (docs/gpu-verification.md, "What to run on a device (issue #17)").
+line_A() {
+  local w
+  w=$(wrk)
+  if ! have_gpu && ! dry; then no_gpu A a_gpu --set train.device=cuda --set zero.stage=0; return; fi
+  train a_cpu 1 --set train.device=cpu --set zero.stage=0 && train a_gpu 1 --set train.device=cuda --set zero.stage=0 ||
+    { failed A a_cpu a_gpu; return; }
+  compare "A stage 0, 1 rank" "$w/a_gpu.jsonl" "$w/a_cpu.jsonl" 1e-5
+}
+line_B() {
+  local w
+  w=$(wrk)
+  local g=(--ranks-per-node 2 --set train.device=cuda --set train.share_gpu=true --set comm.backend=mpi --set zero.stage=3)
+  if ! have_gpu && ! dry; then no_gpu B b_gpu "${g[@]:2}"; return; fi
+  # the dry run on a loaded 2-core machine: 4 CPU ranks take ~10 s a step, so 3 steps
+  dry && g+=(--set train.steps=3)
+  train b_cpu 4 --ranks-per-node 2 --set train.device=cpu --set zero.stage=3 "${g[@]:10}" && train b_gpu 4 "${g[@]}" ||
+    { failed B b_cpu b_gpu; return; }
+  compare "B stage 3 + hpZ, 4 ranks on one GPU, MPI" "$w/b_gpu.jsonl" "$w/b_cpu.jsonl" 1e-5
+}
+line_C() {
+  local w
+  w=$(wrk)
+  local g=(--set train.device=cuda --set comm.backend=nccl --set zero.stage=3)
+  if ! have_gpu && ! dry; then no_gpu C c_gpu "${g[@]}"; return; fi
+  train c_cpu 1 --set train.device=cpu --set zero.stage=3 && train c_gpu 1 "${g[@]}" || { failed C c_cpu c_gpu; return; }
+  compare "C stage 3, 1 rank, NCCL" "$w/c_gpu.jsonl" "$w/c_cpu.jsonl" 1e-5
+}
+d=(--set train.device=cuda --set comm.backend=nccl --set zero.stage=3 --set train.steps=50)
+# D's bf16-mixed run is the reference of D2, D3 and D4: each line makes it if it is missing.
+d_ref() { [ -s "$(wrk)/d_gpu.jsonl" ] || train d_gpu 1 "${d[@]}" --set train.precision=bf16-mixed; }
+line_D() {
+  local w
+  w=$(wrk)
+  if ! have_gpu && ! dry; then no_gpu D d_gpu "${d[@]}" --set train.precision=bf16-mixed; return; fi
+  d_ref && train d_fp32 1 "${d[@]}" || { failed D d_gpu d_fp32; return; }
+  compare "D bf16-mixed, stage 3 NCCL, 50 steps vs fp32" "$w/d_gpu.jsonl" "$w/d_fp32.jsonl" 2e-2
+}
+line_D2() {
+  local w
+  w=$(wrk)
+  local g=("${d[@]}" --set train.precision=bf16-mixed --set offload.optimizer=cpu --set offload.params=cpu)
+  if ! have_gpu && ! dry; then no_gpu D2 d2_gpu "${g[@]}"; return; fi
+  ulimit -l unlimited 2>/dev/null
+  d_ref && train d2_gpu 1 "${g[@]}" || { failed D2 d_gpu d2_gpu; return; }
+  compare "D2 bf16-mixed + offload.optimizer=cpu + offload.params=cpu, 50 steps vs D" "$w/d2_gpu.jsonl" "$w/d_gpu.jsonl" 1e-2
+}
+line_D3() {
+  local w
+  w=$(wrk)
+  if ! have_gpu && ! dry; then no_gpu D3 d3_gpu "${d[@]}" --set train.precision=bf16-true; return; fi
+  d_ref && train d3_gpu 1 "${d[@]}" --set train.precision=bf16-true || { failed D3 d_gpu d3_gpu; return; }
+  compare "D3 bf16-true, stage 3 NCCL, 50 steps vs bf16-mixed" "$w/d3_gpu.jsonl" "$w/d_gpu.jsonl" 2e-2
+}
+line_D4() {
+  local w st rc=0
+  w=$(wrk)
+  if ! have_gpu && ! dry; then no_gpu D4 d4_gpu "${d[@]}" --set train.precision=bf16-mixed --set offload.optimizer=cpu; return; fi
+  ulimit -l unlimited 2>/dev/null
+  d_ref || { failed D4 d_gpu; return; }
+  for st in 2 3; do
+    if train "d4_s${st}_gpu" 1 "${d[@]}" --set zero.stage="$st" --set train.precision=bf16-mixed --set offload.optimizer=cpu; then
+      compare "D4 bf16-mixed + offload.optimizer=cpu, stage $st, 50 steps vs D" "$w/d4_s${st}_gpu.jsonl" "$w/d_gpu.jsonl" 1e-2 || rc=1
+      half_up "D4 stage $st bf16 copy up" "$w/d4_s${st}_gpu.jsonl" || rc=1
+    else
+      failed D4 "d4_s${st}_gpu"; rc=1
+    fi
+  done
+  return "$rc"
+}
+line_E() {
+  local w
+  w=$(wrk)
+  local e=(--set zero.stage=3 --set train.steps=20)
+  if ! have_gpu && ! dry; then no_gpu E e_gpu --set train.device=cuda "${e[@]}"; return; fi
+  rm -rf "$w/e_ckpt"
+  train e_gpu 1 --set train.device=cuda "${e[@]}" --set ckpt.stop_after=10 --set "ckpt.dir=$w/e_ckpt" &&
+    train e_cpu 1 --set train.device=cpu "${e[@]}" --set ckpt.resume=auto --set "ckpt.dir=$w/e_ckpt" &&
+    train e_ref 1 --set train.device=cpu "${e[@]}" || { failed E e_gpu e_cpu e_ref; return; }
+  compare "E GPU checkpoint resumed on the CPU, steps 11-20" "$w/e_cpu.jsonl" "$w/e_ref.jsonl" 1e-4 10
+}
+line_L() {
+  local w m rc=0
+  w=$(wrk)
+  # shellcheck disable=SC2054  # the commas are lora.targets's list
+  local lora=(--set zero.stage=3 --set lora.targets=q,k,v,o,gate,up,down,lm_head --set lora.dropout=0.1)
+  if ! have_gpu && ! dry; then no_gpu L l_gpu --set train.device=cuda --set comm.backend=nccl --set finetune.method=lora "${lora[@]}"; return; fi
+  for m in lora qlora; do
+    if train "l_${m}_cpu" 1 --set train.device=cpu --set finetune.method=$m "${lora[@]}" &&
+       train "l_${m}_gpu" 1 --set train.device=cuda --set comm.backend=nccl --set finetune.method=$m "${lora[@]}"; then
+      compare "L $m, stage 3, 1 rank, NCCL" "$w/l_${m}_gpu.jsonl" "$w/l_${m}_cpu.jsonl" 1e-5 || rc=1
+    else
+      failed L "l_${m}_cpu" "l_${m}_gpu"; rc=1
+    fi
+  done
+  return "$rc"
+}
+
+line_attention() {  # cuDNN's fused attention against zt's kernel at tinyllama's shape
+  local w rc
+  w=$(wrk)
+  "${ZT_KIT_TESTS:?}/test_kernels_cuda" --gtest_filter='AttentionPaths.ChosenPerShape:AttentionTest.TimingReportTinyllamaShape' \
+    >"$w/attention.log" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ]; then failed attention attention
+  elif ! have_gpu; then result SKIP attention "no GPU visible ($(grep -m1 -o 'attention backend: [^(]*' "$w/attention.log"))"
+  elif ! grep -q '^\[timing\]' "$w/attention.log"; then result FAIL attention "no [timing] line"
+  else result PASS attention "$(grep '^\[timing\]' "$w/attention.log" | tr -s ' ' | tr '\n' ';' | cut -c1-300)"; fi
+}
+
+line_speed() {  # tinyllama-1.1b, seq 2048, bf16-mixed: tokens/s, MFU, peak memory vs zt estimate
+  local w name=speed
+  w=$(wrk)
+  local s=(--set model.preset=tinyllama-1.1b --set train.seq_len=2048 --set train.precision=bf16-mixed
+           --set train.micro_batch=2 --set train.global_batch=2 --set zero.stage=3)
+  if ! have_gpu; then
+    result SKIP speed "no GPU visible (the CPU trains fp32 only; estimate: $("$ZT_KIT_ZT" estimate "${s[@]}" --gpu h100-sxm 2>&1 | grep -m1 '^step ' | cut -c1-120))"
+    return 0
+  fi
+  "$ZT_KIT_ZT" estimate "${s[@]}" --gpu h100-sxm >"$w/speed_estimate.txt" 2>&1
+  mpirun -np 1 "$ZT_KIT_ZT" train "${common[@]}" --set "ckpt.dir=$w/speed.ckpt" "${s[@]}" --set train.device=cuda --set comm.backend=nccl \
+    --set train.steps=8 --set train.warmup=1 --set log.every=1 --set "log.metrics=$w/$name.jsonl" </dev/null >"$w/$name.log" 2>&1 ||
+    { failed speed speed; return; }
+  tail -n 4 "$w/$name.jsonl" | awk -v est="$(grep -m1 '^step ' "$w/speed_estimate.txt" | cut -c1-160)" '
+    { match($0, /"tokens_per_s":[-0-9.eE+]*/); t += substr($0, RSTART + 15, RLENGTH - 15)
+      match($0, /"mfu":[-0-9.eE+]*/); m += substr($0, RSTART + 6, RLENGTH - 6)
+      if (match($0, /"peak_total":[0-9.eE+]*/)) p = substr($0, RSTART + 13, RLENGTH - 13); n++ }
+    END { printf "PASS speed: tinyllama-1.1b seq 2048 bf16-mixed, last %d steps: %.0f tokens/s, MFU %.3f, engine peak %.2f GiB; estimate: %s\n", n, t / n, m / n, p / 1073741824, est }'
+}
+
+# The dead-rank line (issue 44, branch gpu-fail): 2 ranks over NCCL, rank 1 killed after its
+# second step; rank 0 must exit within comm.timeout + 15 s, naming rank 1 in its own words.
+line_dead_rank() {
+  local w gpus t0 pid victim="" waited=0 to=20
+  w=$(wrk)
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if ! dry && [ "${gpus:-0}" -lt 2 ]; then
+    result SKIP dead_rank "needs 2 GPUs (NCCL refuses two ranks on one GPU), $gpus visible"
+    return 0
+  fi
+  local args
+  mapfile -t args < <(dev --set train.device=cuda --set comm.backend=nccl --set zero.stage=3)
+  t0=$(date +%s)
+  mpirun -np 2 "$ZT_KIT_ZT" train "${common[@]}" --set "ckpt.dir=$w/dead_rank.ckpt" "${args[@]}" --set train.steps=1000 --set comm.timeout=$to \
+    --set log.every=1 --set "log.metrics=$w/dead_rank.jsonl" </dev/null >"$w/dead_rank.log" 2>&1 &
+  pid=$!
+  while [ "$(cat "$w/dead_rank.jsonl" 2>/dev/null | grep -c '"loss"')" -lt 2 ] && kill -0 "$pid" 2>/dev/null && [ $waited -lt 400 ]; do
+    sleep 0.1; waited=$((waited + 1))
+  done
+  for p in /proc/[0-9]*; do  # rank 1 of this job: its command line names the metrics file
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep "log.metrics=$w/dead_rank.jsonl" >/dev/null || continue
+    [ "$(readlink "$p/exe" 2>/dev/null)" = "$(readlink -f "$ZT_KIT_ZT")" ] || continue
+    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -x 'OMPI_COMM_WORLD_RANK=1' >/dev/null && victim=${p#/proc/}
+  done
+  [ -n "$victim" ] || { kill "$pid" 2>/dev/null; failed dead_rank dead_rank; return; }
+  kill -9 "$victim"
+  local t1 dt
+  t1=$(date +%s)
+  wait "$pid"
+  dt=$(($(date +%s) - t1))
+  local named
+  named=$(grep -v 'mpirun noticed' "$w/dead_rank.log" | grep -ciE 'rank 1')
+  if dry && [ "$dt" -le $((to + 15)) ]; then  # over MPI, Open MPI's runtime ends the job itself
+    result PASS dead_rank "rank 1 killed at step 2; the job ended ${dt} s later (limit $((to + 15)) s); $named lines of zt name rank 1 [device replaced by the CPU: MPI backend, the launcher ends the job]"
+  elif [ "$dt" -le $((to + 15)) ] && [ "$named" -gt 0 ]; then
+    result PASS dead_rank "rank 1 killed at step 2; the job ended ${dt} s later (comm.timeout $to s), naming rank 1"
+  else
+    result FAIL dead_rank "job ended ${dt} s after the kill (limit $((to + 15)) s); rank 1 named by zt: $named lines"
+  fi
+}
+
+# line NAME: one line, in the work dir (called under timeout by do_lines)
+do_line() {
+  local name=$1
+  declare -F "line_$name" >/dev/null || die "no line $name (lines: ${all_lines[*]})"
+  "line_$name"
+}
+
+# lines [NAME...]: each under its own timeout; exit 1 when any FAILs
+do_lines() {
+  local names=("$@") n rc any=0 t0 w start=$SECONDS budget=${ZT_KIT_BUDGET:-480}
+  [ ${#names[@]} -gt 0 ] || names=("${all_lines[@]}")
+  [ -n "${ZT_KIT_GPU:-}" ] || { nvidia-smi -L >/dev/null 2>&1 && export ZT_KIT_GPU=1 || export ZT_KIT_GPU=0; }
+  : "${ZT_KIT_ZT:?ZT_KIT_ZT: the zt binary}" "${ZT_KIT_TESTS:=$(dirname "$ZT_KIT_ZT")}"
+  export ZT_KIT_TESTS
+  w=$(wrk)
+  mkdir -p "$w" && rm -rf "$w"/*.jsonl "$w"/*.result "$w"/*.ckpt "$w"/e_ckpt  # an earlier run's metrics are no reference
+  export ZT_KIT_WORK=$w XDG_CACHE_HOME=$w/cache OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+  for n in "${names[@]}"; do
+    [ -n "${limit_s[$n]:-}" ] || die "no line $n (lines: ${all_lines[*]})"
+    t0=$(date +%s.%N)
+    local left=$((budget - (SECONDS - start))) lim=$((limit_s[$n] * ${ZT_KIT_SLOW:-1}))
+    if [ "$left" -lt 15 ]; then
+      echo "SKIP $n: out of the run's budget (ZT_KIT_BUDGET=$budget s)"; continue
+    fi
+    [ "$lim" -gt "$left" ] && lim=$left
+    timeout -k 10 "$lim" bash "$self" line "$n" >"$w/$n.result" 2>"$w/$n.err"
+    rc=$?
+    cat "$w/$n.result"
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+      echo "FAIL $n: timed out after $lim s (a hang; the other lines go on)"; any=1
+    elif [ "$rc" -ne 0 ] || grep -q '^FAIL' "$w/$n.result" || ! grep -qE '^(PASS|SKIP)' "$w/$n.result"; then
+      grep -qE '^(PASS|FAIL|SKIP)' "$w/$n.result" || echo "FAIL $n: exit $rc, no result line ($(tail -2 "$w/$n.err" | tr '\n' ' '))"
+      any=1
+    fi
+    awk -v n="$n" -v a="$t0" -v b="$(date +%s.%N)" -v l="$lim" 'BEGIN { printf "  (%s: %.1f s of %d)\n", n, b - a, l }'
+  done
+  if [ -n "${OUT:-}" ] && [ "$(readlink -f "$w")" != "$(readlink -f "$OUT")" ]; then
+    tar -C "$w" -czf "$OUT/logs.tar.gz" --exclude=cache --exclude='*_ckpt' --exclude='*.ckpt' . 2>/dev/null
+  fi
+  return "$any"
+}
+
+case "$cmd" in
+  pack) do_pack ;;
+  run) do_run ;;
+  unpack) do_unpack ;;
+  exec)  # exec CMD...: CMD with the kit unpacked and its environment (no discovery output)
+    K=$(do_unpack) || exit 2
+    kit_env "$K"
+    discover "$K" >/dev/null || { discover "$K" | grep REFUSED; exit 2; }
+    exec "$@" ;;
+  lines) do_lines "$@" ;;
+  line) do_line "$@" ;;
+  *) echo "usage: $0 pack|run|lines [LINE...]" >&2; exit 2 ;;
+esac
