@@ -73,6 +73,7 @@ void add_finetune_keys(config::Schema& s) {
   {
     auto& k = s.add_int("lora.rank", 8, "adapter rank r (1 .. the smaller side of a targeted W)");
     k.min = 1;
+    k.max = 1 << 20;  // model.hidden's limit: no W has a smaller side above it
   }
   {
     auto& k = s.add_float("lora.alpha", 16.0, "adapter scale numerator: scale = alpha / r (> 0)");

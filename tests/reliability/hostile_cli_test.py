@@ -326,15 +326,19 @@ def main():
     taken = os.path.join(work, "report-taken")
     os.makedirs(os.path.join(taken, "report.json"))
     gen = [zt, "generate"] + [x for kv in generate_base.items() for x in kv]
-    chk = [zt, "check"] + [x for kv in CHECK_FAST.items() for x in kv]
+
+    def chk(opt, value):  # the fast check with one option replaced
+        args = dict(CHECK_FAST)
+        args[opt] = value
+        return [zt, "check"] + [x for kv in args.items() for x in kv]
     EXPLICIT = [
-        ("36.10 check --timeout 1e8", chk + ["--timeout", "1e8"], 2, r"--timeout: must be a number in \[0\.001, 604800\], got 1e8"),
-        ("36.10 check --report <report.json a folder>", chk + ["--report", taken], 2,
+        ("36.10 check --timeout 1e8", chk("--timeout", "1e8"), 2, r"--timeout: must be a number in \[0\.001, 604800\], got 1e8"),
+        ("36.10 check --report <report.json a folder>", chk("--report", taken), 2,
          r"holds a folder named report\.json"),
-        ("36.10 check --report </proc/...>", chk + ["--report", "/proc/zt-report"], 2, r"cannot create report directory"),
-        ("36.10 check --max-bytes 1T", chk + ["--max-bytes", "1T"], 2,
+        ("36.10 check --report </proc/...>", chk("--report", "/proc/zt-report"), 2, r"cannot create report directory"),
+        ("36.10 check --max-bytes 1T", chk("--max-bytes", "1T"), 2,
          r"--max-bytes 1(\.0)?T: the check holds two buffers of this size on each rank, more than this host's .*lower --max-bytes"),
-        ("36.10 check --max-bytes 2T", chk + ["--max-bytes", "2T"], 2, r"--max-bytes: must be a size in \[1, 1T\]"),
+        ("36.10 check --max-bytes 2T", chk("--max-bytes", "2T"), 2, r"--max-bytes: must be a size in \[1, 1T\]"),
         ("36.10 generate --temperature nan", gen + ["--temperature", "nan"], 2, r"--temperature: must be a finite number"),
         ("36.10 generate --stop ''", gen + ["--stop", ""], 2, r"--stop: an empty --stop text"),
         ("36.10 generate --threads -1", gen + ["--threads", "-1"], 2, r"--threads: must be a whole number in \[0, 4096\], got -1"),
