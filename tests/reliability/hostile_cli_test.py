@@ -337,7 +337,7 @@ def main():
          r"holds a folder named report\.json"),
         ("36.10 check --report </proc/...>", chk("--report", "/proc/zt-report"), 2, r"cannot create report directory"),
         ("36.10 check --max-bytes 1T", chk("--max-bytes", "1T"), 2,
-         r"--max-bytes 1(\.0)?T: the check holds two buffers of this size on each rank, more than this host's .*lower --max-bytes"),
+         r"--max-bytes 1(\.0)?T: the check holds two buffers of this size on each rank, more than this host's [\s\S]*HINT: lower --max-bytes"),
         ("36.10 check --max-bytes 2T", chk("--max-bytes", "2T"), 2, r"--max-bytes: must be a size in \[1, 1T\]"),
         ("36.10 generate --temperature nan", gen + ["--temperature", "nan"], 2, r"--temperature: must be a finite number"),
         ("36.10 generate --stop ''", gen + ["--stop", ""], 2, r"--stop: an empty --stop text"),
