@@ -1,9 +1,12 @@
 // The report directory: created up front (bad path = exit 2), then report.json and
 // report.md written without ever following a symlink inside it (core/files.hpp).
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <system_error>
 
 #include "zt/check/report_writer.hpp"
@@ -25,6 +28,20 @@ std::filesystem::path prepare_report_dir(const std::string& dir) {
     throw InputError("report path '" + dir + "' exists and is not a directory", hint);
   if (::access(path.c_str(), W_OK | X_OK) != 0)
     throw InputError("report directory '" + dir + "' is not writable: " + std::strerror(errno), hint);
+  // access() says yes to root on a read-only mount or an immutable folder: write a probe
+  // file now, not after the whole sweep (issue 36, class 10), and refuse a folder where
+  // the report's own names are taken by folders.
+  std::string probe = (path / ".zt-report-probe.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw InputError("report directory '" + dir + "' is not writable: " + std::strerror(errno), hint);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  for (const char* name : {"report.json", "report.md"})
+    if (std::filesystem::is_directory(path / name, ec))
+      throw InputError("report directory '" + dir + "' holds a folder named " + name +
+                           ", where the report would go",
+                       hint);
   return path;
 }
 

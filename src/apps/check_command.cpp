@@ -6,11 +6,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "zt/check/checklist.hpp"
 #include "zt/check/environment.hpp"
 #include "zt/check/report_writer.hpp"
@@ -18,6 +21,7 @@
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/comm/nccl_comm.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/hash.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
@@ -25,6 +29,11 @@
 
 namespace zt::apps {
 namespace {
+
+// Sizes and seconds beyond these are typing errors, and past them the arithmetic
+// overflows (--timeout 1e8 s was "-9223372036854775808 ms").
+constexpr uint64_t kMaxCheckBytes = uint64_t{1} << 40;  // 1T
+constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600.0;  // a week, as comm.timeout
 
 // The flags as typed; turned into CheckOptions once parsing is done.
 struct CheckCli {
@@ -77,18 +86,6 @@ CLI::Validator throwing_validator(F parse, const std::string& name) {
       name);
 }
 
-// CLI11 prefixes the message with the flag: "--iters: must be at least 1 (got 0)".
-CLI::Validator at_least(int64_t minimum) {
-  return CLI::Validator(
-      [minimum](std::string& value) -> std::string {
-        int64_t v = 0;
-        if (!CLI::detail::lexical_cast(value, v)) return "'" + value + "' is not an integer";
-        if (v < minimum) return "must be at least " + std::to_string(minimum) + " (got " + value + ")";
-        return {};
-      },
-      "INT>=" + std::to_string(minimum));
-}
-
 check::CheckOptions to_options(const CheckCli& cli) {
   check::CheckOptions o;
   o.ops = check::parse_check_ops(cli.ops);
@@ -125,6 +122,22 @@ check::CheckOptions to_options(const CheckCli& cli) {
     o.io_dir = cli.io_dir;
   }
   check::validate_options(o);
+  // The sweep holds a send and a receive buffer of the largest size on every rank: more
+  // than the host's memory ends in "out of host memory" after the environment checks.
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) {
+    const uint64_t host = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+    const std::pair<const char*, uint64_t> sizes[] = {{"--max-bytes", o.max_bytes},
+                                                       {"--pair-bytes", o.pair_bytes},
+                                                       {"--straggler-bytes", o.straggler_bytes},
+                                                       {"--copy-bytes", o.copy_bytes}};
+    for (const auto& [flag, bytes] : sizes)
+      if (2 * bytes > host)
+        throw InputError(strf("%s %s: the check holds two buffers of this size on each rank, more "
+                              "than this host's %s of memory",
+                              flag, format_size_approx(bytes).c_str(), format_size_approx(host).c_str()),
+                         strf("lower %s (the sweep's largest size)", flag));
+  }
   return o;
 }
 
@@ -139,7 +152,23 @@ std::string run_header(const check::CheckOptions& o, const std::string& backend,
               std::string(comm::reduce_op_name(o.redop)).c_str());
 }
 
-int run_check(const CheckCli& cli) {
+// What the ranks compare before their first collective: every option as given (or its
+// default), and the bytes of the files they read (--thresholds, --baseline). None may
+// differ per rank.
+runtime::Settings check_settings(const CLI::App& sub, const CheckCli& cli) {
+  runtime::Settings s = option_values(sub);
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--thresholds", cli.thresholds},
+                                   {"--baseline", cli.baseline}}) {
+    if (path.empty() || path == "auto") continue;
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    s.emplace_back(std::string(flag) + " (its contents)", strf("%zu bytes, fnv1a %016llx", bytes.size(),
+                                                                  static_cast<unsigned long long>(fnv1a(bytes))));
+  }
+  return s;
+}
+
+int run_check(const CLI::App& sub, const CheckCli& cli) {
   // 1. Everything the user gave, checked on every rank before MPI starts.
   check::CheckOptions options = to_options(cli);
   set_progress_interval(cli.progress, "--progress");
@@ -150,7 +179,12 @@ int run_check(const CheckCli& cli) {
   if (!cli.report.empty()) report_dir = check::prepare_report_dir(cli.report);
 
   // 2. Runtime, comms, environment.
-  runtime::Runtime rt(runtime::Options{cli.ranks_per_node});
+  runtime::Options rt_options;
+  rt_options.ranks_per_node = cli.ranks_per_node;
+  rt_options.same_on_every_rank = check_settings(sub, cli);
+  rt_options.same_what = "the option";
+  rt_options.same_hint = "launch every rank of zt check with the same options and files";
+  runtime::Runtime rt(rt_options);
   const bool rank0 = rt.topology().world_rank == 0;
   const bool use_nccl =
       cli.backend == "nccl" || (cli.backend == "auto" && comm::nccl_available() && rt.device() >= 0);
@@ -204,7 +238,7 @@ Run add_check_command(CLI::App& app) {
       "nccl-tests reports them, verified, gated by thresholds. Exit 0 pass, 1 a check "
       "failed, 2 bad usage or input.");
   auto cli = std::make_shared<CheckCli>();
-  const auto size_check = throwing_validator([](const std::string& s) { parse_size(s); }, "SIZE");
+  const CLI::Validator size_check = size_in(1, kMaxCheckBytes);
   sub->add_option("--backend", cli->backend, "auto (nccl when built with CUDA and a GPU is bound, else mpi), mpi, nccl")
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
       ->capture_default_str();
@@ -224,13 +258,13 @@ Run add_check_command(CLI::App& app) {
       ->check(size_check)
       ->capture_default_str();
   sub->add_option("--step-factor", cli->step_factor, "multiply the size by this each step")
-      ->check(at_least(2))
+      ->check(int_in(2, 1024))
       ->capture_default_str();
   sub->add_option("--iters", cli->iters, "timed iterations per size")
-      ->check(at_least(1))
+      ->check(int_in(1, 1000000))
       ->capture_default_str();
   sub->add_option("--warmup", cli->warmup, "untimed iterations before them")
-      ->check(at_least(0))
+      ->check(int_in(0, 1000000))
       ->capture_default_str();
   sub->add_option("--dtype", cli->dtype, "element type: float, double, bfloat16, half, int8, int32, int64")
       ->check(throwing_validator([](const std::string& s) { parse_dtype(s); }, "TYPE"))
@@ -238,33 +272,33 @@ Run add_check_command(CLI::App& app) {
   sub->add_option("--op", cli->redop, "reduction for all_reduce/reduce_scatter: sum, max, min")
       ->check(throwing_validator([](const std::string& s) { check::parse_check_redop(s); }, "REDOP"))
       ->capture_default_str();
-  sub->add_option("--root", cli->root, "broadcast root")->check(at_least(0))->capture_default_str();
+  sub->add_option("--root", cli->root, "broadcast root")->check(int_in(0, 1 << 24))->capture_default_str();
   sub->add_option("--thresholds", cli->thresholds,
                   "TOML file of gates (docs/checklist.md), or 'auto': the shipped table for this GPU and fabric");
   sub->add_option("--baseline", cli->baseline, "report.json of an earlier healthy run: gate at a fraction of it");
   sub->add_option("--baseline-fraction", cli->baseline_fraction, "fraction of the baseline a result must reach")
-      ->check(CLI::Range(0.01, 1.0))
+      ->check(number_in(0.01, 1.0))
       ->capture_default_str();
   sub->add_option("--pair-bytes", cli->pair_bytes, "bytes each node leader sends per exchange in the pair test")
       ->check(size_check)
       ->capture_default_str();
-  sub->add_option("--pair-iters", cli->pair_iters, "timed exchanges per pair")->check(at_least(1))->capture_default_str();
+  sub->add_option("--pair-iters", cli->pair_iters, "timed exchanges per pair")->check(int_in(1, 1000000))->capture_default_str();
   sub->add_option("--pair-rounds-above", cli->pair_rounds_above,
                   "above this many nodes, pairs run in rounds of disjoint pairs instead of one at a time")
-      ->check(at_least(1))
+      ->check(int_in(1, 1 << 24))
       ->capture_default_str();
   sub->add_option("--slow-node-fraction", cli->slow_node_fraction,
                   "a node whose best pair is under this fraction of the median node's best is named slow")
-      ->check(CLI::Range(0.01, 1.0))
+      ->check(number_in(0.01, 1.0))
       ->capture_default_str();
   sub->add_option("--straggler-bytes", cli->straggler_bytes, "all_reduce size of the straggler loop")
       ->check(size_check)
       ->capture_default_str();
   sub->add_option("--straggler-iters", cli->straggler_iters, "rounds of the straggler loop")
-      ->check(at_least(1))
+      ->check(int_in(1, 1000000))
       ->capture_default_str();
   sub->add_option("--straggler-factor", cli->straggler_factor, "a rank above this times the median is a straggler")
-      ->check(CLI::Range(1.0, 100.0))
+      ->check(number_in(1.0, 100.0))
       ->capture_default_str();
   sub->add_option("--copy-bytes", cli->copy_bytes, "bytes per pinned host<->device copy (CUDA builds)")
       ->check(size_check)
@@ -273,16 +307,16 @@ Run add_check_command(CLI::App& app) {
   sub->add_option("--io-bytes", cli->io_bytes, "bytes written to --io-dir per node")->check(size_check)->capture_default_str();
   sub->add_option("--nccl-log-dir", cli->nccl_log_dir, "where the NCCL probe writes its INFO log (default: --report dir, else /tmp)");
   sub->add_option("--report", cli->report, "directory for report.json and report.md (created if missing)");
-  sub->add_option("--timeout", cli->timeout_s, "seconds a collective may take before the job is ended")
-      ->check(CLI::PositiveNumber);
+  sub->add_option("--timeout", cli->timeout_s, "seconds a collective may take before the job is ended (default: the comm's)")
+      ->check(number_in(0.001, kMaxTimeoutSeconds));
   sub->add_option("--ranks-per-node", cli->ranks_per_node, "simulate nodes of K ranks on one host")
-      ->check(at_least(0));
+      ->check(int_in(0, 1 << 24));
   sub->add_option("--progress", cli->progress,
                   "seconds between progress lines of the sweep and the pair test in a log (0 = "
                   "off); on a terminal one line is redrawn in place")
-      ->option_text("SECONDS")
+      ->check(number_in(0, 86400))
       ->capture_default_str();
-  return [cli]() { return run_check(*cli); };
+  return [sub, cli]() { return run_check(*sub, *cli); };
 }
 
 }  // namespace zt::apps

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "zt/ckpt/adapter_export.hpp"
 #include "zt/ckpt/hf_convert.hpp"
 #include "zt/core/error.hpp"
@@ -225,7 +226,7 @@ Run add_convert_command(CLI::App& app) {
     cmd->add_option("--progress", a->progress,
                     "seconds between progress lines in a log (default 10; 0 = off); on a "
                     "terminal one line is redrawn in place")
-        ->option_text("SECONDS");
+        ->check(number_in(0, 86400));
   };
 
   CLI::App* t2t = convert->add_subcommand(
@@ -261,7 +262,7 @@ Run add_convert_command(CLI::App& app) {
       ->check(CLI::IsMember({"alpaca", "prompt-response", "chat"}))
       ->required();
   sft->add_option("--seq-len", a->seq_len, "train.seq_len of the run: rows hold seq_len + 1 tokens")
-      ->check(CLI::Range(size_t{1}, size_t{1} << 24))
+      ->check(int_in(1, int64_t{1} << 24))
       ->required();
   sft->add_option("--chat-template", a->chat_template,
                   "chat: the model's template, auto (default: recognised from "
@@ -297,7 +298,8 @@ Run add_convert_command(CLI::App& app) {
                          "attribute); a copy of that file")
       ->option_text("PATH");
   export_cmd->add_option("--max-shard-size", a->max_shard,
-                         "largest shard, e.g. 5G, 500M (binary units; default 5G)");
+                         "largest shard, e.g. 5G, 500M (binary units; default 5G)")
+      ->check(size_in(1, uint64_t{1} << 40));
   tokenizer_option(export_cmd)->description(
       "the tokenizer files to copy into OUTDIR (default: the tokenizer the checkpoint's training "
       "data was made with; its hash must match the checkpoint's record)");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -312,11 +313,14 @@ Run add_estimate_command(CLI::App& app) {
   sub->add_option("--config", args->config_file, "TOML file of `zt train` keys")
       ->check(non_empty_path());
   sub->add_option("--set", args->sets, "override one key: --set model.preset=llama-7b (repeatable)");
-  sub->add_option("--gpus-per-node", args->gpus_per_node, "ranks (GPUs) per node (default 1)");
-  sub->add_option("--nodes", args->nodes, "nodes (default 1)");
+  sub->add_option("--gpus-per-node", args->gpus_per_node, "ranks (GPUs) per node (default 1)")
+      ->check(int_in(1, 1 << 24));
+  sub->add_option("--nodes", args->nodes, "nodes (default 1)")->check(int_in(1, 1 << 24));
   sub->add_option("--gpu", args->gpu, "a row of data/gpus.csv (memory and peak), e.g. h100-sxm");
-  sub->add_option("--gpu-mem", args->gpu_mem, "memory per GPU, e.g. 80G (overrides --gpu; default 80G)");
-  sub->add_option("--cpu-mem", args->cpu_mem, "host memory per node, e.g. 512G (default 512G)");
+  sub->add_option("--gpu-mem", args->gpu_mem, "memory per GPU, e.g. 80G (overrides --gpu; default 80G)")
+      ->check(size_in(1, uint64_t{1} << 50));
+  sub->add_option("--cpu-mem", args->cpu_mem, "host memory per node, e.g. 512G (default 512G)")
+      ->check(size_in(1, uint64_t{1} << 50));
   sub->add_option("--device", args->device, "gpu (the engine on a GPU, train.precision) or cpu (zt's fp32 engine)");
   sub->add_flag("--json", args->json, "print JSON instead of the table");
   return [args]() { return run(*args); };

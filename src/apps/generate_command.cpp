@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "zt/ckpt/hf_convert.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -34,11 +36,14 @@
 namespace zt::apps {
 namespace {
 
+constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max();  // token ids are int32
+
 struct GenerateArgs {
   std::string weights;
   std::string base;                     // --base: an adapter checkpoint's base
   std::string prompt;
   std::vector<int32_t> prompt_ids;
+  std::vector<std::string> prompt_ids_text, eos_text;  // as typed (options.hpp: int_list)
   int64_t max_new_tokens = 100;
   double temperature = 0.8;
   int64_t top_k = 50;
@@ -147,18 +152,15 @@ int run_generate(const GenerateArgs& a) {
       throw InputError(strf("--prompt-ids: id %d is outside the vocabulary [0, %lld)", id,
                             static_cast<long long>(cfg.vocab)),
                        "give ids of this model's tokenizer");
-  // As sample.tokens: at most 10^7 (issue 20: a huge count ran for ever, found by
-  // reliability.hostile_cli).
-  constexpr int64_t kMaxNewTokens = 10'000'000;
-  if (a.max_new_tokens > kMaxNewTokens)
-    throw InputError(strf("--max-new-tokens %lld: more than %lld tokens", static_cast<long long>(a.max_new_tokens),
-                          static_cast<long long>(kMaxNewTokens)),
-                     "generate fewer tokens (the model sees at most its context; --window)");
-  if (a.max_new_tokens < 0 || a.temperature < 0 || a.top_k < 0 || !(a.top_p > 0 && a.top_p <= 1) ||
-      a.window < 0)
-    throw InputError("--max-new-tokens, --temperature, --top-k and --window must be >= 0 and "
-                     "--top-p in (0, 1]",
-                     "e.g. --temperature 0 for greedy decoding, --top-p 0.9");
+  // The options' ranges are checked while parsing (options.hpp); what depends on the model:
+  for (const int32_t id : a.eos)
+    if (id >= cfg.vocab)
+      throw InputError(strf("--eos: id %d is outside the vocabulary [0, %lld)", id,
+                            static_cast<long long>(cfg.vocab)),
+                       "give an end-of-text id of this model's tokenizer");
+  if (!(a.top_p > 0))
+    throw InputError("--top-p: must be above 0 (the mass of the most likely tokens kept), got 0",
+                     "e.g. --top-p 0.9; 1 keeps every token");
 
   model::Model<float> m(cfg, 1, 0);
   for (int u = 0; u < static_cast<int>(w.units.size()); ++u)
@@ -261,21 +263,35 @@ Run add_generate_command(CLI::App& app) {
                   "with --chat: auto (default: from tokenizer_config.json's chat_template) or " +
                       data::chat_template_names())
       ->option_text("NAME");
-  cmd->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, e.g. 1,2,3")->delimiter(',');
-  cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most (default 100)");
-  cmd->add_option("--temperature", a->temperature, "sampling temperature; 0: greedy (default 0.8)");
-  cmd->add_option("--top-k", a->top_k, "keep the k most likely tokens; 0: all (default 50)");
-  cmd->add_option("--top-p", a->top_p, "nucleus: keep the most likely tokens up to this mass (default 1)");
-  cmd->add_option("--seed", a->seed, "seed of the sampler (default 42)");
+  cmd->add_option("--prompt-ids", a->prompt_ids_text, "prompt token ids, e.g. 1,2,3")
+      ->check(int_list_in(0, kMaxId));
+  cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most (default 100)")
+      ->check(int_in(0, 10'000'000));  // as sample.tokens (a huge count ran for ever: issue 20)
+  cmd->add_option("--temperature", a->temperature, "sampling temperature; 0: greedy (default 0.8)")
+      ->check(number_in(0, 1000));
+  cmd->add_option("--top-k", a->top_k, "keep the k most likely tokens; 0: all (default 50)")
+      ->check(int_in(0, kMaxId));
+  cmd->add_option("--top-p", a->top_p, "nucleus: keep the most likely tokens up to this mass, above 0 (default 1)")
+      ->check(number_in(0, 1));
+  cmd->add_option("--seed", a->seed, "seed of the sampler (default 42)")
+      ->check(int_in(0, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--window", a->window,
                   "tokens the model sees at most (0: its context); when full, it restarts from "
-                  "its last half");
-  cmd->add_option("--eos", a->eos, "stop after this token id (repeatable)")->delimiter(',');
-  cmd->add_option("--stop", a->stop, "stop when the output ends with this text (repeatable)");
-  cmd->add_option("--threads", a->threads, "OpenMP threads (0: the cores)");
+                  "its last half")
+      ->check(int_in(0, 1 << 30));
+  cmd->add_option("--eos", a->eos_text, "stop after this token id (repeatable; or 1,2)")
+      ->check(int_list_in(0, kMaxId));
+  cmd->add_option("--stop", a->stop, "stop when the output ends with this text (repeatable)")
+      ->check(non_empty("--stop text"));
+  cmd->add_option("--threads", a->threads, "OpenMP threads (0: the cores)")
+      ->check(int_in(0, train::kMaxThreads));
   cmd->add_flag("--json", a->json,
                 "print one JSON line: prompt_ids, ids, text (byte models), stop, tokens_per_s");
-  return [a]() -> int { return run_generate(*a); };
+  return [a]() -> int {
+    for (const int64_t id : int_list(a->prompt_ids_text)) a->prompt_ids.push_back(static_cast<int32_t>(id));
+    for (const int64_t id : int_list(a->eos_text)) a->eos.push_back(static_cast<int32_t>(id));
+    return run_generate(*a);
+  };
 }
 
 }  // namespace zt::apps

@@ -84,6 +84,19 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : static_cast<int>(zt::ExitCode::kBadInput);
   }
 
+  // Out of memory: the hint names the command's own options (issue 36, class 10).
+  const auto memory_hint = [&entries]() -> std::string {
+    std::string name;
+    for (const Entry& entry : entries)
+      if (entry.sub->parsed()) name = entry.sub->get_name();
+    if (name == "check")
+      return "lower --max-bytes (and --pair-bytes, --straggler-bytes, --copy-bytes): the sweep "
+             "holds buffers of the largest size on every rank";
+    if (name == "generate")
+      return "a smaller model, or fewer tokens (--max-new-tokens, --window)";
+    if (name == "convert") return "convert fewer or smaller files at once";
+    return "reduce train.micro_batch or the model size; `zt estimate` tells what fits";
+  };
   try {
     for (const Entry& entry : entries)
       if (entry.sub->parsed()) return entry.run();
@@ -91,8 +104,7 @@ int main(int argc, char** argv) {
   } catch (const zt::Error& e) {
     return fail(e);
   } catch (const std::bad_alloc&) {
-    return fail(zt::Error("out of host memory",
-                          "reduce train.micro_batch or the model size; `zt estimate` tells what fits"));
+    return fail(zt::Error("out of host memory", memory_hint()));
   } catch (const std::exception& e) {
     return fail(zt::Error(std::string("unexpected error: ") + e.what()));
   }

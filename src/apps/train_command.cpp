@@ -10,13 +10,16 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "zt/ckpt/preemption.hpp"
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/comm/nccl_comm.hpp"
+#include "zt/core/checksum.hpp"
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -63,6 +66,46 @@ train::DeviceFacts device_facts(const runtime::Runtime& rt) {
   ZT_MPI_CHECK(MPI_Allgather(&f.world_rank, 1, MPI_INT, f.host_ranks.data(), 1, MPI_INT, host));
   ZT_MPI_CHECK(MPI_Comm_free(&host));
   return f;
+}
+
+// Every key of the resolved configuration, as the ranks compare it right after MPI
+// starts (issue 36, class 2). No key may differ per rank: even log.metrics and
+// train.threads (the first names rank 0's file, the second changes no collective) are
+// compared, since a rank launched with a different one was launched with a different
+// command line. runtime.ranks_per_node is the one in force (--ranks-per-node wins).
+runtime::Settings resolved_settings(const config::Schema& schema, const config::Config& cfg,
+                                    int ranks_per_node) {
+  runtime::Settings s;
+  for (const config::Key& k : schema.keys()) {
+    std::string value = "(unset)";
+    if (cfg.has(k.name)) {
+      switch (k.type) {
+        case config::Type::kInt: value = std::to_string(cfg.get_int(k.name)); break;
+        case config::Type::kFloat: value = config::value_to_string(config::Value{cfg.get_float(k.name)}); break;
+        case config::Type::kBool: value = cfg.get_bool(k.name) ? "true" : "false"; break;
+        case config::Type::kString: value = cfg.get_string(k.name); break;
+      }
+    }
+    if (k.name == "runtime.ranks_per_node") value = std::to_string(ranks_per_node);
+    s.emplace_back(k.name, value);
+  }
+  return s;
+}
+
+// What identifies the token file's contents: sizes, tokenizer, and a hash of every token,
+// loss-mask byte and document start (zt-xxh3, ~10 GB/s; once at start-up).
+runtime::Settings data_identity(const data::TokenFile& t) {
+  const auto hash = [](const auto& v) {
+    return strf("%016llx", static_cast<unsigned long long>(xxh3_sum(std::as_bytes(std::span(v)))));
+  };
+  return {{"tokens", std::to_string(t.tokens.size())},
+          {"vocab_size", std::to_string(t.vocab_size)},
+          {"tokenizer", t.tokenizer},
+          {"tokenizer_hash", t.tokenizer_hash},
+          {"row_len", std::to_string(t.row_len)},
+          {"token ids (zt-xxh3)", hash(t.tokens)},
+          {"loss mask (zt-xxh3)", hash(t.loss_mask)},
+          {"document starts (zt-xxh3)", hash(t.doc_starts)}};
 }
 
 // The start-up banner (rank 0): model, device, batch, data, optimizer, ZeRO, MFU reference.
@@ -162,7 +205,9 @@ int run_train(const TrainArgs& args) {
   const int ranks_per_node = args.ranks_per_node > 0
                                  ? args.ranks_per_node
                                  : static_cast<int>(cfg.get_int("runtime.ranks_per_node"));
-  runtime::Runtime rt(runtime::Options{ranks_per_node, cfg.get_bool("ckpt.async")});
+  runtime::Options rt_options{ranks_per_node, cfg.get_bool("ckpt.async")};
+  rt_options.same_on_every_rank = resolved_settings(schema, cfg, ranks_per_node);
+  runtime::Runtime rt(rt_options);
   const runtime::Topology& topo = rt.topology();
   train::TrainConfig tc = train::resolve(cfg, topo.world_size);
   // zero.* against the ranks (the same verdict on every rank, before any collective):
@@ -188,6 +233,9 @@ int run_train(const TrainArgs& args) {
   if (tc.data_path.empty()) tc.data_path = data::prepare_shipped_tokens(rt.world());
   data::TokenFile tokens;
   runtime::collectively(rt.world(), [&] { tokens = data::read_token_file(tc.data_path); });
+  runtime::require_same(rt.world(), data_identity(tokens), "the data (data.path '" + tc.data_path + "')",
+                        "every rank must read the same token file: a path on a shared file "
+                        "system, or identical copies on each node");
 
   // World, plus this rank's node and its peers on other nodes for the engine's
   // hierarchical collectives and hpZ (the engine splits private copies of each).
@@ -259,6 +307,18 @@ int run_train(const TrainArgs& args) {
   log::info(strf("done: %lld steps in %.1f s, final loss %.4f",
                  static_cast<long long>(result.steps.size()), total, last.loss) +
             (last.eval_loss ? strf(", eval loss %.4f", *last.eval_loss) : std::string()));
+  if (result.no_target_steps > 0)
+    log::warn(strf("%lld steps had no target in their global batch and were skipped (no update)",
+                   static_cast<long long>(result.no_target_steps)));
+  if (result.skipped_at_end > 0) {  // not a run that trained: not exit 0 (issue 36, class 7)
+    log::error(strf("the last %lld step%s took no update (NaN/Inf loss or gradient, or no target): "
+                    "the run did not train at its end%s\n  HINT: lower train.lr or lora.alpha, raise "
+                    "train.warmup, check the data's loss mask; the checkpoint holds the weights of "
+                    "the last update",
+                    static_cast<long long>(result.skipped_at_end), result.skipped_at_end == 1 ? "" : "s",
+                    result.checkpoint.empty() ? "" : (" (saved: " + result.checkpoint + ")").c_str()));
+    return static_cast<int>(ExitCode::kFailed);
+  }
   if (ckpt::preemption_requested())
     log::info("a stop request came during the sample: it ended early (the checkpoint was saved "
               "before it)");
@@ -290,7 +350,8 @@ Run add_train_command(CLI::App& app) {
   sub->add_flag("--print-config", args->print_config, "print the resolved configuration (TOML)");
   sub->add_option("--ranks-per-node", args->ranks_per_node,
                   "simulate nodes of this many ranks on one host (0: physical hosts; overrides "
-                  "the runtime.ranks_per_node key)");
+                  "the runtime.ranks_per_node key)")
+      ->check(int_in(0, 1 << 24));
   return [args]() { return run_train(*args); };
 }
 

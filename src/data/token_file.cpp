@@ -56,6 +56,10 @@ void validate(const TokenFile& f, const std::string& where) {
                        kReconvertHint);
     if (f.row_len == 0)
       throw InputError("token file '" + where + "' has /loss_mask but no row_len attribute", kReconvertHint);
+    // A mask with no target trained with loss 0 and decayed the weights (issue 36, class 7).
+    if (std::none_of(f.loss_mask.begin(), f.loss_mask.end(), [](uint8_t m) { return m != 0; }))
+      throw InputError("token file '" + where + "': /loss_mask is 0 on every token: no target to train on",
+                       kReconvertHint);
   }
   if (f.row_len != 0 && f.tokens.size() % f.row_len != 0)
     throw InputError(strf("token file '%s': %zu tokens are not whole rows of row_len %u",

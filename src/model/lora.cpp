@@ -73,11 +73,13 @@ void add_finetune_keys(config::Schema& s) {
   {
     auto& k = s.add_int("lora.rank", 8, "adapter rank r (1 .. the smaller side of a targeted W)");
     k.min = 1;
+    k.max = 1 << 20;  // model.hidden's limit: no W has a smaller side above it
   }
   {
     auto& k = s.add_float("lora.alpha", 16.0, "adapter scale numerator: scale = alpha / r (> 0)");
     k.min = 0.0;
     k.min_exclusive = true;
+    k.max = 1e6;  // 1e308 made every step's gradient Inf (issue 36, class 7); PEFT's are 8-512
   }
   {
     auto& k = s.add_float("lora.dropout", 0.0, "dropout on the adapter's input, in [0, 1)");

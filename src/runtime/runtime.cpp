@@ -45,6 +45,12 @@ Runtime::Runtime(const Options& options) {
   ZT_MPI_CHECK(MPI_Get_processor_name(name.data(), &name_len));
   topo_.host.assign(name.data(), static_cast<size_t>(name_len));
   set_process_identity(topo_.world_rank, topo_.host);
+  try {
+    require_same(world_, options.same_on_every_rank, options.same_what, options.same_hint);
+  } catch (...) {
+    ZT_MPI_CHECK(MPI_Comm_free(&world_));
+    throw;
+  }
 
   // Physical node: ranks sharing memory.
   MPI_Comm shared = MPI_COMM_NULL;

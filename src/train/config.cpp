@@ -42,6 +42,7 @@ config::Schema train_schema() {
     auto& k = s.add_float("model.rope_theta", std::nullopt, "override: RoPE base");
     k.min = 0.0;
     k.min_exclusive = true;
+    k.max = 1e12;  // Llama 3's is 5e5; every key has both limits (issue 36, class 10)
   }
   {
     auto& k = s.add_float("model.norm_eps", std::nullopt, "override: RMSNorm epsilon");
@@ -58,15 +59,16 @@ config::Schema train_schema() {
         1, 1LL << 40);
   range(s.add_int("train.seq_len", 128, "tokens per sequence (<= model context)"), 1, 1 << 24);
   // lr has no upper limit: a huge lr is how the divergence test provokes NaN steps.
-  s.add_float("train.lr", 3e-3, "peak learning rate (after warm-up)").min = 0.0;
-  s.add_float("train.min_lr", 3e-4, "learning rate at the end of the cosine decay").min = 0.0;
+  // Up to 1e30: a rate that can only diverge, kept reachable for the NaN/Inf tests.
+  range(s.add_float("train.lr", 3e-3, "peak learning rate (after warm-up)"), 0.0, 1e30);
+  range(s.add_float("train.min_lr", 3e-4, "learning rate at the end of the cosine decay"), 0.0, 1e30);
   range(s.add_int("train.warmup", 20, "linear warm-up steps"), 0, 1e12);
   range(s.add_float("train.weight_decay", 0.1, "AdamW decoupled weight decay (2-D weights only)"), 0.0, 1e3);
   range(s.add_float("train.beta1", 0.9, "AdamW beta1"), 0.0, 0.999999);
   range(s.add_float("train.beta2", 0.95, "AdamW beta2"), 0.0, 0.999999);
   // eps = 0 divides 0 by 0 for an element whose gradient is 0: NaN weights.
   range(s.add_float("train.eps", 1e-8, "AdamW epsilon (> 0)"), 0.0, 1.0).min_exclusive = true;
-  s.add_float("train.grad_clip", 1.0, "clip the global gradient norm to this; 0 disables").min = 0.0;
+  range(s.add_float("train.grad_clip", 1.0, "clip the global gradient norm to this; 0 disables"), 0.0, 1e30);
   range(s.add_int("train.max_bad_steps", 5,
                   "steps in a row with a NaN/Inf loss or gradient (each skipped with a warning) "
                   "before the job stops with exit 1, saving nothing new"),

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <new>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "zt/data/tokenizer.hpp"
 #include "zt/offload/preflight.hpp"
 #include "checkpoints.hpp"
+#include "sample_prompt.hpp"
 #include "zt/train/generate.hpp"
 #include "zt/train/metrics.hpp"
 #include "zt/train/schedule.hpp"
@@ -237,6 +239,8 @@ class Trainer {
   double peak_flops_per_rank_ = 0;
   int64_t tokens_seen_ = 0;
   int64_t bad_in_row_ = 0;  // consecutive skipped (non-finite) steps
+  int64_t skipped_in_row_ = 0, no_target_steps_ = 0;  // any kind; steps without a target
+  bool no_targets_ = false;  // the last step's global batch had no target (masked data)
   const bool masked_;  // instruction data: targets masked, packed examples (positions)
   int64_t step_trained_ = 0;  // targets of the last step, all ranks (masked data)
 };
@@ -355,9 +359,11 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     result.checkpoint = checkpoints_->last_path();
     return result;  // no final evaluation or sample: the job is being ended
   }
-  checkpoints_->finish(cfg_.steps, tokens_seen_);
+  checkpoints_->finish(cfg_.steps, tokens_seen_);  // skipped steps left the weights as they were
   result.checkpoint = checkpoints_->last_path();
-  sample(result);
+  result.skipped_at_end = skipped_in_row_;
+  result.no_target_steps = no_target_steps_;
+  if (skipped_in_row_ == 0) sample(result);
   return result;
 }
 
@@ -390,6 +396,14 @@ zero::StepStats Trainer::train_step(int64_t step, double lr) {
   const zero::Traffic traffic_before = engine_->traffic();
   std::vector<int64_t> per_micro;
   const int64_t total = masked_ ? step_targets(step, per_micro) : 0;
+  no_targets_ = masked_ && total == 0;  // (the same on every rank: total is all-reduced)
+  if (no_targets_) {  // nothing to learn from: no update, no weight decay (issue 36, class 7)
+    zero::StepStats none;
+    none.skipped = true;
+    none.loss = std::numeric_limits<double>::quiet_NaN();
+    step_trained_ = 0;
+    return none;
+  }
   double loss_sum = 0;  // masked: sum over this rank's targets of their loss
   for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
     for (size_t i = 0; i < B_; ++i)
@@ -425,6 +439,14 @@ zero::StepStats Trainer::train_step(int64_t step, double lr) {
 // A non-finite step was skipped by the engine (same verdict on every rank): warn; too
 // many in a row end the job before anything (a checkpoint) is saved.
 void Trainer::count_bad_step(int64_t step, const zero::StepStats& stats) {
+  skipped_in_row_ = stats.skipped ? skipped_in_row_ + 1 : 0;
+  if (no_targets_) {
+    if (rank_ == 0)
+      log::warn(strf("step %lld: no target in its global batch (the loss mask is 0 in every "
+                     "row): skipped, no update (%lld such steps so far)",
+                     static_cast<long long>(step + 1), static_cast<long long>(++no_target_steps_)));
+    return;
+  }
   bad_in_row_ = stats.skipped ? bad_in_row_ + 1 : 0;
   if (!stats.skipped) return;
   if (rank_ == 0)
@@ -496,47 +518,6 @@ StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats
   if (eval_windows_ && (last || (cfg_.eval_every > 0 && (step + 1) % cfg_.eval_every == 0)))
     rec.eval_loss = evaluate();
   return rec;
-}
-
-// The prompt of the sample after training, and the ids that end it, from rank 0 to every
-// rank: sample.prompt one id per byte with the byte tokenizer, else encoded as Hugging
-// Face's tokenizer(prompt) with the tokenizer the token file names (its recorded hash
-// checked), EOS ending it. An empty prompt means no sample (the reason already logged).
-struct SamplePrompt {
-  std::vector<int32_t> ids, stop_ids;
-  std::unique_ptr<data::TextTokenizer> tokenizer;  // rank 0, text tokenizers only
-};
-
-SamplePrompt sample_prompt(const TrainConfig& cfg, const data::TokenFile& data, comm::Comm& comm,
-                           int rank) {
-  SamplePrompt p;
-  if (rank == 0) {
-    if (data.tokenizer == "bytes") {
-      for (const char ch : cfg.sample_prompt)
-        p.ids.push_back(static_cast<int32_t>(static_cast<unsigned char>(ch)));
-    } else {
-      try {
-        data::verify_tokenizer(data.tokenizer_path, data.tokenizer_hash,
-                               "the training data (tokenizer \"" + data.tokenizer + "\")");
-        p.tokenizer = data::load_tokenizer(data.tokenizer_path);
-        const std::vector<uint32_t> ids = p.tokenizer->encode_with_specials(cfg.sample_prompt);
-        p.ids.assign(ids.begin(), ids.end());
-        if (p.tokenizer->info().eos) p.stop_ids.push_back(static_cast<int32_t>(*p.tokenizer->info().eos));
-      } catch (const InputError& e) {  // the checkpoint is saved: say why, skip the sample
-        log::warn("no sample: " + e.message() +
-                  "\n  HINT: the checkpoint is saved; `zt generate --weights CKPT --tokenizer PATH` "
-                  "samples from it with the tokenizer named");
-        p.ids.clear();
-      }
-    }
-  }
-  // [2] prompt length, stop id (-1: none), then the prompt: the same on every rank.
-  int32_t head[2] = {static_cast<int32_t>(p.ids.size()), p.stop_ids.empty() ? -1 : p.stop_ids[0]};
-  comm.broadcast(head, 2, DType::kI32, 0);
-  p.ids.resize(static_cast<size_t>(head[0]));
-  if (head[0] > 0) comm.broadcast(p.ids.data(), p.ids.size(), DType::kI32, 0);
-  p.stop_ids.assign(head[1] >= 0 ? 1 : 0, head[1]);
-  return p;
 }
 
 // The sample after training (sample.* keys): generated tokens and the text (prompt and

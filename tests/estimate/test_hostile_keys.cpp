@@ -7,6 +7,8 @@
 // cannot take fails here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -72,6 +74,47 @@ TEST(HostileKeys, EveryKeyIsAcceptedOrRefusedAsBadInput) {
               schema.keys().size(), kHostile.size(), accepted, refused);
   EXPECT_GT(refused, 0);
   EXPECT_GT(accepted, 0);
+}
+
+// The one rule (issue 35 item 4, issue 36 class 10), with an oracle on the outcome: every
+// numeric key refuses NaN, +-inf, a value just below its minimum and just above its
+// maximum (the limits from the schema itself, so a new key cannot be missed) with a
+// zt::InputError (exit 2) whose message names the key.
+TEST(HostileKeys, EveryNumericKeyRefusesNonFiniteAndOutOfRangeNamingIt) {
+  const zt::config::Schema schema = zt::train::train_schema();
+  int tried = 0, numeric = 0, unbounded_above = 0;
+  for (const zt::config::Key& key : schema.keys()) {
+    if (key.type != zt::config::Type::kInt && key.type != zt::config::Type::kFloat) continue;
+    ++numeric;
+    const bool is_int = key.type == zt::config::Type::kInt;
+    std::vector<std::string> refused = {"nan", "inf", "-inf", "1e400"};
+    if (is_int) refused = {"nan", "inf", "-inf", "99999999999999999999", "1.5"};
+    const auto text = [is_int](double x) {
+      return is_int ? std::to_string(static_cast<int64_t>(x)) : zt::config::value_to_string(zt::config::Value{x});
+    };
+    if (key.min)
+      refused.push_back(key.min_exclusive ? text(*key.min)
+                                          : text(*key.min - (is_int ? 1.0 : std::max(1.0, std::fabs(*key.min)))));
+    if (key.max)
+      refused.push_back(text(*key.max + (is_int ? 1.0 : std::max(1.0, std::fabs(*key.max)))));
+    else
+      ++unbounded_above;
+    for (const std::string& value : refused) {
+      ++tried;
+      const std::string override = key.name + "=" + value;
+      try {
+        (void)zt::config::load(schema, "", {override});
+        ADD_FAILURE() << "--set " << override << ": accepted, expected exit 2 naming the key";
+      } catch (const zt::InputError& e) {
+        EXPECT_NE(e.message().find(key.name), std::string::npos) << "--set " << override << ": " << e.message();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "--set " << override << ": not an InputError: " << e.what();
+      }
+    }
+  }
+  std::printf("%d numeric keys (%d without an upper limit), %d refused values, each exit 2 naming the key\n",
+              numeric, unbounded_above, tried);
+  EXPECT_GT(numeric, 40);
 }
 
 }  // namespace

@@ -17,7 +17,20 @@ The table is generated, not hand-copied:
     missing path, a read-only file outside the work folder, and an empty string.
 Runs that are accepted do tiny work (1 training step of a small model, a one-size sweep).
 
-Each run: exit code < 128 (no crash, no signal), ended within its timeout (no hang), and
+Oracles on the outcome (issue 35 item 4, issue 36 class 10), from ONE rule read off the
+program itself:
+  - every numeric key (int/float in `--help-config`) with NaN, +-inf, 1e400, one below its
+    lower limit and one above its upper limit (the limits as the table prints them) ends with
+    exit 2 and a message naming the key;
+  - every numeric option of every subcommand declares its range in its --help type text
+    ("INT in [1, 1000000]", "FLOAT in [0, 1000]", "SIZE in [1, 1T]"; an option whose
+    default or type is a number without one fails the test), and NaN, +-inf, 1e400, one
+    below and one above its range end with exit 2 and a message naming the option;
+  - the cases of issue 36 (class 10: `check --timeout 1e8`, `--report` into a folder where
+    the report cannot go, `--max-bytes 1T`, `generate --temperature nan`, `--stop ''`,
+    `--threads -1`, `--seed -1`, `--eos -1`/past the vocabulary, `--prompt-ids 1,,2`; class
+    7: `lora.alpha=1e308`) with their exit code and message (EXPLICIT below).
+Every run besides: exit code < 128 (no crash, no signal), ended within its timeout (no hang), and
 no file outside the work folder changed: the folder `outside/` beside it (symlink and
 read-only targets, compared by bytes, mode and type before and after) and the test's
 own top folder. Independent truth: the expectations are properties of any exit, not zt's
@@ -103,6 +116,76 @@ def help_options(zt, *sub):
     return opts
 
 
+NUMERIC_TYPES = {"INT", "UINT", "FLOAT", "NUMBER", "SIZE", "SECONDS"}
+
+
+def help_ranges(zt):
+    """(key, type, lo, hi, lo_exclusive) of every numeric `zt train` key, from the limits the
+    --help-config table prints: "[a, b]", "(a, b]", "[>= a]", "[> a]", "[<= b]"."""
+    out = subprocess.run([zt, "train", "--help-config"], capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"^([a-z_]+\.[a-z_0-9.]+)\s+(int|float)\s", line)
+        if not m:
+            continue
+        lo = hi = None
+        excl = False
+        r = re.search(r"([\[(])(-?[0-9.e+]+), (-?[0-9.e+]+)\]$", line)
+        if r:
+            excl, lo, hi = r.group(1) == "(", float(r.group(2)), float(r.group(3))
+        else:
+            r = re.search(r"\[(>=|>|<=) (-?[0-9.e+]+)\]$", line)
+            if r and r.group(1) == "<=":
+                hi = float(r.group(2))
+            elif r:
+                excl, lo = r.group(1) == ">", float(r.group(2))
+        rows.append((m.group(1), m.group(2), lo, hi, excl))
+    return rows
+
+
+def outside_values(typ, lo, hi, excl):
+    """Values the one rule refuses: non-finite, overflowing, and just outside the limits."""
+    vals = ["nan", "inf", "-inf", "1e400"] if typ != "SIZE" else ["-1", "1.5K", "x"]
+    if typ in ("int", "INT", "UINT"):
+        vals = ["nan", "inf", "-inf", "1e400", "99999999999999999999", "1.5"]
+    if lo is not None:
+        if typ in ("int", "INT", "UINT", "SIZE"):
+            if lo > 0 or typ != "SIZE":
+                vals.append(str(int(lo) - (0 if excl else 1)))
+        else:
+            vals.append(repr(lo) if excl else repr(lo - max(1.0, abs(lo))))
+    if hi is not None:
+        vals.append(str(int(hi) + 1) if typ in ("int", "INT", "UINT", "SIZE") else repr(hi + max(1.0, abs(hi))))
+    return vals
+
+
+def size_bytes(text):
+    m = re.match(r"^(\d+)([KMGT]?)$", text)
+    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
+
+
+def option_ranges(zt, *sub):
+    """(option, type word, lo, hi, problem) of every option of a subcommand whose --help
+    type or default is numeric: the range from its "in [lo, hi]" text."""
+    out = subprocess.run([zt, *sub, "--help"], capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"^\s+(?:-\w,)?(--[a-z][a-z0-9-]*)(?:\s+([A-Z]+)(?:\s+\.\.\.)?)?(.*)$", line)
+        if not m or m.group(1) == "--help":
+            continue
+        opt, word, rest = m.group(1), m.group(2) or "FLAG", m.group(3)
+        r = re.search(r"(SIZE |INT list )?in \[([^,\]]+), ([^\]]+)\]", rest)
+        default = re.search(r"=(\S+)$", rest.strip().split("  ")[0])  # "INT:in [1, 9]=20"
+        numeric_default = default and re.match(r"^-?\d+(\.\d+)?[KMGT]?$", default.group(1))
+        if r:
+            typ = {"SIZE ": "SIZE", "INT list ": "INT"}.get(r.group(1), word)
+            conv = size_bytes if typ == "SIZE" else float
+            rows.append((opt, typ, conv(r.group(2)), conv(r.group(3)), None))
+        elif word in NUMERIC_TYPES or numeric_default:
+            rows.append((opt, word, None, None, "a numeric option with no declared range in --help"))
+    return rows
+
+
 def main():
     zt, top = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     subprocess.run(["rm", "-rf", top])
@@ -139,14 +222,20 @@ def main():
              "read-only-outside": ro, "empty": ""}
 
     cases = []  # (what, argv)
+    expect = {}  # what -> (exit code, regex the output must match): the oracles
     keys = help_keys(zt)
+    ranges = {k: (t, lo, hi, excl) for k, t, lo, hi, excl in help_ranges(zt)}
     if len(keys) < 50:
         print("FAIL: only %d keys read from `zt train --help-config`" % len(keys))
         sys.exit(1)
     # 1. Every key, alone, through the validation and the memory model.
     for key, typ in keys:
-        for v in HOSTILE + BY_TYPE[typ]:
-            cases.append(("estimate --set %s=%r" % (key, v[:20]), [zt, "estimate", "--set", "%s=%s" % (key, v)]))
+        refused = outside_values(*ranges[key]) if key in ranges else []
+        for v in list(dict.fromkeys(HOSTILE + BY_TYPE[typ] + refused)):
+            what = "estimate --set %s=%r" % (key, v[:20])
+            cases.append((what, [zt, "estimate", "--set", "%s=%s" % (key, v)]))
+            if v in refused:
+                expect[what] = (2, re.escape(key))
         toml = os.path.join(work, "key-%s.toml" % key)
         section, name = key.rsplit(".", 1)
         with open(toml, "w") as f:
@@ -200,20 +289,74 @@ def main():
             "text-to-tokens": [os.path.join(work, "in.txt"), os.path.join(work, "opt.h5")],
             "hf-to-h5": [os.path.join(work, "adir"), os.path.join(work, "opt.h5")],
             "h5-to-hf": [tokens, os.path.join(work, "opt-hf")]}
-    n_options = 0
+    subs.append(("convert", "sft-to-tokens"))
+    tail["sft-to-tokens"] = ["--tokenizer", os.path.join(work, "adir"), os.path.join(work, "in.txt"),
+                             os.path.join(work, "sft.h5")]
+    n_options = n_numeric = 0
+    undeclared = []
     for sub in subs:
+        numeric = {}
+        for opt, typ, lo, hi, problem in option_ranges(zt, *sub):
+            if problem:
+                undeclared.append("%s %s: %s" % (" ".join(sub), opt, problem))
+            else:
+                numeric[opt] = outside_values(typ, lo, hi, False)
+        n_numeric += len(numeric)
         for opt, kind in help_options(zt, *sub):
             if kind == "FLAG" or opt in ("--set",):
                 continue
             n_options += 1
-            for v in OPTION_VALUES:
+            refused = numeric.get(opt, [])
+            for v in list(dict.fromkeys(OPTION_VALUES + refused)):
                 if sub in (("check",), ("generate",)):  # options with values given: replace one
                     args = dict(CHECK_FAST if sub == ("check",) else generate_base)
                     args[opt] = v
                     argv = [zt, sub[0]] + [x for kv in args.items() for x in kv]
                 else:
                     argv = [zt, *sub, opt, v] + tail[sub[-1]]
-                cases.append(("%s %s %r" % (" ".join(sub), opt, v), argv))
+                what = "%s %s %r" % (" ".join(sub), opt, v)
+                cases.append((what, argv))
+                if v in refused:
+                    expect[what] = (2, re.escape(opt))
+    if n_numeric < 30:
+        print("FAIL: only %d numeric options with a range read from the --help texts" % n_numeric)
+        sys.exit(1)
+
+    # 5. The cases of issue 36 (classes 7 and 10), each with its exit code and message.
+    taken = os.path.join(work, "report-taken")
+    os.makedirs(os.path.join(taken, "report.json"))
+    gen = [zt, "generate"] + [x for kv in generate_base.items() for x in kv]
+
+    def chk(opt, value):  # the fast check with one option replaced
+        args = dict(CHECK_FAST)
+        args[opt] = value
+        return [zt, "check"] + [x for kv in args.items() for x in kv]
+    EXPLICIT = [
+        ("36.10 check --timeout 1e8", chk("--timeout", "1e8"), 2, r"--timeout: must be a number in \[0\.001, 604800\], got 1e8"),
+        ("36.10 check --report <report.json a folder>", chk("--report", taken), 2,
+         r"holds a folder named report\.json"),
+        ("36.10 check --report </proc/...>", chk("--report", "/proc/zt-report"), 2, r"cannot create report directory"),
+        ("36.10 check --max-bytes 1T", chk("--max-bytes", "1T"), 2,
+         r"--max-bytes 1(\.0)?T: the check holds two buffers of this size on each rank, more than this host's [\s\S]*HINT: lower --max-bytes"),
+        ("36.10 check --max-bytes 2T", chk("--max-bytes", "2T"), 2, r"--max-bytes: must be a size in \[1, 1T\]"),
+        ("36.10 generate --temperature nan", gen + ["--temperature", "nan"], 2, r"--temperature: must be a finite number"),
+        ("36.10 generate --stop ''", gen + ["--stop", ""], 2, r"--stop: an empty --stop text"),
+        ("36.10 generate --threads -1", gen + ["--threads", "-1"], 2, r"--threads: must be a whole number in \[0, 4096\], got -1"),
+        ("36.10 generate --seed -1", gen + ["--seed", "-1"], 2, r"--seed: must be a whole number in \[0, 9223372036854775807\], got -1"),
+        ("36.10 generate --eos -1", gen + ["--eos", "-1"], 2, r"--eos: must be a whole number in \[0, 2147483647\], got -1"),
+        ("36.10 generate --eos past the vocabulary", gen + ["--eos", "100000"], 2,
+         r"--eos: id 100000 is outside the vocabulary \[0, 256\)"),
+        ("36.10 generate --prompt-ids 1,,2", [zt, "generate", "--weights", setup_ck, "--prompt-ids", "1,,2"], 2,
+         r"--prompt-ids: must be a whole number in \[0, 2147483647\], got ''"),
+        ("36.7 estimate lora.alpha=1e308", [zt, "estimate", "--set", "finetune.method=lora", "--set", "lora.alpha=1e308"], 2,
+         r"config key 'lora\.alpha' \(in --set\) must be in \(0, 1000000\], got 1e\+?308"),
+        ("36.7 train lora.alpha=1e308", [zt, "train"] + sets(TINY + ["data.path=" + tokens, "finetune.method=lora",
+                                                                   "lora.alpha=1e308"]), 2,
+         r"config key 'lora\.alpha' \(in --set\) must be in \(0, 1000000\]"),
+    ]
+    for what, argv, rc, pattern in EXPLICIT:
+        cases.append((what, argv))
+        expect[what] = (rc, pattern)
 
     if "--list" in sys.argv:
         for what, _ in cases:
@@ -228,7 +371,7 @@ def main():
         try:
             p = subprocess.run(argv, cwd=work, env=env, stdin=subprocess.DEVNULL,
                                capture_output=True, text=True, errors="replace", timeout=TIMEOUT)
-            return what, p.returncode, time.time() - t0, (p.stdout + p.stderr)[-600:]
+            return what, p.returncode, time.time() - t0, (p.stdout + p.stderr)[-2000:]
         except subprocess.TimeoutExpired as e:
             out = (e.stdout or b"") + (e.stderr or b"")
             return what, None, time.time() - t0, out[-600:].decode(errors="replace") if isinstance(out, bytes) else out
@@ -240,8 +383,14 @@ def main():
 
     failures = []
     codes = {}
+    for u in undeclared:
+        failures.append(u)
     for what, rc, secs, out in results:
         codes[rc] = codes.get(rc, 0) + 1
+        if what in expect and rc is not None:
+            want_rc, pattern = expect[what]
+            if rc != want_rc or not re.search(pattern, out):
+                failures.append("%s: exit %d, expected %d with /%s/\n%s" % (what, rc, want_rc, pattern, out))
         if rc is None:
             failures.append("%s: no exit within %d s (a hang)\n%s" % (what, TIMEOUT, out))
         elif rc < 0 or rc >= 128:
@@ -255,6 +404,7 @@ def main():
     if before_top != after_top:
         failures.append("the test's top folder changed: %s -> %s" % (before_top, after_top))
     slowest = sorted(results, key=lambda r: -r[2])[:3]
+    print("hostile_cli_test: %d runs with an expected outcome (exit code and message)" % len(expect))
     print("hostile_cli_test: %d runs (%d keys x %d-%d values, %d options, %d path kinds) in %.1f s; "
           "exit codes %s; slowest: %s"
           % (len(results), len(keys), len(HOSTILE) + 2, len(HOSTILE) + 3, n_options, len(paths), took,

@@ -1,6 +1,8 @@
 // Test helper: writes a token file with the raw HDF5 API, bypassing zt's writer (which
 // refuses bad contents), to feed bad inputs to the real `zt` binary.
 //   zt_test_make_token_file OUT.h5 VOCAB [ID ...]
+// With ZT_TEST_ROW_LEN=N in the environment: instruction data in rows of N tokens whose
+// /loss_mask is 0 everywhere (no target at all).
 #include <hdf5.h>
 
 #include <cstdio>
@@ -24,6 +26,16 @@ int main(int argc, char** argv) {
   if (d < 0) return 1;
   if (n > 0 && H5Dwrite(d, H5T_NATIVE_UINT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()) < 0) return 1;
   const hid_t scalar = H5Screate(H5S_SCALAR);
+  if (const char* row = std::getenv("ZT_TEST_ROW_LEN")) {
+    const unsigned row_len = static_cast<unsigned>(std::strtoul(row, nullptr, 10));
+    const std::vector<unsigned char> mask(ids.size(), 0);
+    const hid_t m = H5Dcreate2(f, "loss_mask", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (m < 0 || (n > 0 && H5Dwrite(m, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, mask.data()) < 0)) return 1;
+    H5Dclose(m);
+    const hid_t r = H5Acreate2(f, "row_len", H5T_STD_U32LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    if (r < 0 || H5Awrite(r, H5T_NATIVE_UINT, &row_len) < 0) return 1;
+    H5Aclose(r);
+  }
   const hid_t a = H5Acreate2(f, "vocab_size", H5T_STD_U32LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
   if (a < 0 || H5Awrite(a, H5T_NATIVE_UINT, &vocab) < 0) return 1;
   const hid_t str = H5Tcopy(H5T_C_S1);

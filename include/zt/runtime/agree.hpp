@@ -8,6 +8,8 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace zt::runtime {
 
@@ -35,5 +37,17 @@ Agreement agree(MPI_Comm comm, const std::function<void()>& work, bool rank0_onl
 // agree(), then rethrow(): the ranks that did not fail throw an Error pointing to the one
 // that did ("rank 0 failed ..." or "another rank failed ...").
 void collectively(MPI_Comm comm, const std::function<void()>& work, bool rank0_only = false);
+
+// What every rank must hold alike before its first collective (issue 36, class 2: ranks
+// launched as MPMD, `mpirun -np 1 zt train A : -np 1 zt train B`): (name, value) in order.
+using Settings = std::vector<std::pair<std::string, std::string>>;
+
+// Compares `settings` over `comm` (one MPI_Allgather of a hash; the texts only when the
+// hashes differ) and returns when every rank holds the same. Else every rank throws the
+// same zt::InputError (exit 2): "the ranks disagree on <what> 'NAME': rank 0 has A; ranks
+// 1-3 have B", naming the first name (in rank 0's order) whose value differs. With comm ==
+// MPI_COMM_NULL or one rank, nothing to compare.
+void require_same(MPI_Comm comm, const Settings& settings, const std::string& what,
+                  const std::string& hint);
 
 }  // namespace zt::runtime

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "zt/runtime/agree.hpp"
 #include "zt/runtime/liveness.hpp"
 
 namespace zt::runtime {
@@ -30,6 +31,12 @@ struct Options {
   // Ask for MPI_THREAD_MULTIPLE instead of FUNNELED (ckpt.async: a background thread
   // writes checkpoints with MPI-IO while the main thread trains).
   bool thread_multiple = false;
+  // What every rank must hold alike (the resolved configuration, the command's options),
+  // compared right after MPI starts, before any collective that depends on it
+  // (runtime::require_same; issue 36, class 2): a mismatch is exit 2 on every rank.
+  Settings same_on_every_rank;
+  std::string same_what = "the configuration key";
+  std::string same_hint = "launch every rank with the same configuration (one command line for all)";
 };
 
 class Runtime {

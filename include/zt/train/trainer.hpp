@@ -45,6 +45,10 @@ struct TrainResult {
   bool nothing_left = false;          // resumed at or past train.steps: no step was run
   int stop_signal = 0;                // the signal that preempted it (0: none / stop_after)
   std::string checkpoint;             // the last checkpoint written ("" if none)
+  // Steps that took no update at the end of the run (NaN/Inf, or no target in the batch):
+  // the run did not train at its end and must not exit 0 (issue 36, class 7).
+  int64_t skipped_at_end = 0;
+  int64_t no_target_steps = 0;        // steps skipped for having no target (masked data)
 };
 
 // The communicators of this rank's node and of its peers on other nodes (runtime's
