@@ -30,6 +30,7 @@
 #include "zt/ckpt/adapters.hpp"
 #include "zt/core/checksum.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/model/layout.hpp"
@@ -56,7 +57,7 @@ std::unique_ptr<Progress> file_progress(const char* what, const std::string& pat
   ProgressOptions o;
   o.print = total >= kProgressBytes && process_rank() <= 0;
   std::string name = std::filesystem::path(path).filename().string();
-  if (name.ends_with(".tmp")) name.resize(name.size() - 4);  // the file being published
+  if (const size_t k = name.find(".tmp"); k != std::string::npos) name.resize(k);  // being published
   auto p = std::make_unique<Progress>(std::string(what) + " " + name, total, ProgressUnit::kBytes, o);
   p->count_items(static_cast<uint64_t>(kinds) * layout.tensors().size(), "tensors");
   return p;
@@ -627,15 +628,15 @@ void check_shards(const model::ParamLayout& layout, size_t given, const char* wh
 // open_file, header_of and open_tensor are shared with the adapter reader (io_detail.hpp).
 Handle open_file(MPI_Comm comm, const std::string& path) {
   std::error_code ec;
-  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".tmp") == 0)
+  const std::string name = fs::path(path).filename().string();  // .tmp, .tmp.<host>.<pid>
+  if (name.ends_with(".tmp") || name.find(".tmp.") != std::string::npos)
     throw InputError("'" + path + "' is a checkpoint still being written (or abandoned): .tmp "
                      "files are never loaded",
                      "load the complete file it would have become, or the one `latest` names");
   if (!fs::exists(path, ec))
     throw InputError("checkpoint file '" + path + "' does not exist",
                      "check the path (ckpt.resume / ckpt.init_from), or list ckpt.dir");
-  if (!fs::is_regular_file(path, ec))
-    throw InputError("checkpoint '" + path + "' is not a regular file", "give a step-N.h5 file");
+  require_regular_file(path, "checkpoint", "give a step-N.h5 file");  // never a blocking open
   h5::QuietErrors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw InputError("checkpoint '" + path + "' is not an HDF5 file", kReadHint);

@@ -44,7 +44,8 @@ TEST(SafeFile, ReplacesPlantedSymlinksAndNeverWritesThroughThem) {
   TempDir d;
   spit(d.path / "victim", "victim bytes");
   fs::create_symlink(d.path / "victim", d.path / "out");          // the output itself
-  fs::create_symlink(d.path / "victim", d.path / "other.tmp");    // the temporary's name
+  const std::string tmp_name = "other" + zt::staging_suffix();
+  fs::create_symlink(d.path / "victim", d.path / tmp_name);       // the temporary's name
   zt::write_file_safely((d.path / "out").string(), "new", "test file");
   zt::SafeFile f((d.path / "other").string(), "test file");
   f.write("x", 1);
@@ -53,7 +54,7 @@ TEST(SafeFile, ReplacesPlantedSymlinksAndNeverWritesThroughThem) {
   EXPECT_FALSE(fs::is_symlink(d.path / "out"));
   EXPECT_EQ(slurp(d.path / "out"), "new");
   EXPECT_EQ(slurp(d.path / "other"), "x");
-  EXPECT_FALSE(fs::exists(fs::symlink_status(d.path / "other.tmp")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(d.path / tmp_name)));
 }
 
 TEST(SafeFile, AnUncommittedFileLeavesTheOldOneAndNoTemporary) {
@@ -64,9 +65,9 @@ TEST(SafeFile, AnUncommittedFileLeavesTheOldOneAndNoTemporary) {
     f.write("half", 4);
   }  // destroyed without commit(): an error on the way
   EXPECT_EQ(slurp(d.path / "out"), "old");
-  EXPECT_FALSE(fs::exists(d.path / "out.tmp"));
+  EXPECT_FALSE(fs::exists(d.path / ("out" + zt::staging_suffix())));
   EXPECT_THROW(zt::write_file_safely((d.path / "missing" / "out").string(), "x", "test file"), zt::Error);
-  fs::create_directory(d.path / "blocked.tmp");  // a folder where the temporary goes
+  fs::create_directory(d.path / ("blocked" + zt::staging_suffix()));  // a folder where the temporary goes
   EXPECT_THROW(zt::write_file_safely((d.path / "blocked").string(), "x", "test file"), zt::Error);
 }
 
