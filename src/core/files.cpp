@@ -177,6 +177,7 @@ int remove_stale_staging(const std::string& path) {
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (!name.starts_with(base + ".tmp.")) continue;
+    const std::string shown = (p.parent_path() / name).string();  // as the user named it
     const std::string rest = name.substr(base.size() + 5);  // <host>.<pid>
     const size_t dot = rest.rfind('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 >= rest.size() ||
@@ -187,7 +188,7 @@ int remove_stale_staging(const std::string& path) {
     if (host != process_host()) {
       log::warn(strf("'%s' is the staging file of a zt process on host %s (pid %ld): left "
                      "alone; remove it if that process is gone",
-                     e.path().c_str(), host.c_str(), pid));
+                     shown.c_str(), host.c_str(), pid));
       continue;
     }
     if (pid == ::getpid() || process_alive(pid)) continue;
@@ -197,7 +198,7 @@ int remove_stale_staging(const std::string& path) {
       ++removed;
       log::warn(strf("removed '%s', the staging file of a zt process (pid %ld on this host) that "
                      "no longer runs (%.2f MB)",
-                     e.path().c_str(), pid, static_cast<double>(st.st_size) / 1e6));
+                     shown.c_str(), pid, static_cast<double>(st.st_size) / 1e6));
     }
   }
   return removed;
@@ -407,6 +408,7 @@ FolderLock::FolderLock(const std::string& dir, std::string_view what, std::strin
       if (::pwrite(fd_, mine.data(), mine.size(), 0) != static_cast<ssize_t>(mine.size()))
         fail_errno(what, "write", path_, errno);
       ::fsync(fd_);  // best effort: the lock itself is in the kernel, the text only informs
+      register_staging(path_.c_str());  // a fatal signal (remove_staging_on_signals) removes it too
       return;
     }
     ::close(fd_);
@@ -418,6 +420,7 @@ FolderLock::FolderLock(const std::string& dir, std::string_view what, std::strin
 
 FolderLock::~FolderLock() {
   if (fd_ < 0) return;
+  unregister_staging(path_.c_str());
   ::unlink(path_.c_str());  // still held: a run waiting on this file rechecks the name
   ::close(fd_);
   if (made_dir_) ::rmdir(dir_.c_str());  // only when empty (a run that saved nothing)
