@@ -7,7 +7,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -19,7 +18,10 @@
 #include "zt/ckpt/publish.hpp"
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/ckpt/serial.hpp"
+#include "zt/core/checksum.hpp"
+#include "zt/core/dtype.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/hash.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
@@ -39,13 +41,11 @@ constexpr const char* kIndexHint =
     "(as transformers' save_pretrained writes it)";
 
 // Every file of one h5-to-hf export carries its id (the shards' __metadata__, the index's
-// metadata): hf-to-h5 refuses a folder whose shards come from different exports.
+// metadata): hf-to-h5 refuses a folder whose shards come from different exports. The id
+// is a hash of what the export holds (every parameter's bytes, XXH3 as checkpoints use,
+// the dtype and the shard plan): two exports of one checkpoint with the same options are
+// byte-identical files, so mixing them is harmless; any other pair differs.
 constexpr const char* kExportIdKey = "zt_export_id";
-std::string new_export_id() {
-  std::random_device rd;
-  std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd());
-  return strf("%016llx%016llx", static_cast<unsigned long long>(g()), static_cast<unsigned long long>(g()));
-}
 
 struct DTypeNames { const char* zt; const char* torch; StDType st; };
 constexpr DTypeNames kDTypes[] = {{"f32", "float32", StDType::kF32},
@@ -147,6 +147,31 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
   return idx;
 }
 
+// The id (above): a hash of the bytes the export writes (every parameter in the export's
+// dtype, XXH3 as checkpoints use), the dtype and the shard plan. Two exports of the same
+// values with the same options are byte-identical files (mixing them is harmless); any
+// other pair differs.
+std::string export_id_of(const std::vector<std::vector<float>>& units, const DTypeNames& dt,
+                         int shards, uint64_t max_shard_size) {
+  uint64_t h = fnv1a(std::string(dt.zt) + "/" + std::to_string(shards) + "/" +
+                     std::to_string(max_shard_size));
+  constexpr size_t kChunk = size_t{1} << 20;  // elements converted at a time
+  std::vector<uint16_t> half;
+  for (const std::vector<float>& p : units)
+    for (size_t first = 0; first < p.size(); first += kChunk) {
+      const size_t n = std::min(kChunk, p.size() - first);
+      std::span<const std::byte> bytes = std::as_bytes(std::span<const float>(p).subspan(first, n));
+      if (dt.st != StDType::kF32) {
+        half.resize(n);
+        for (size_t i = 0; i < n; ++i)
+          half[i] = dt.st == StDType::kBF16 ? bf16::from_float(p[first + i]) : f16::from_float(p[first + i]);
+        bytes = std::as_bytes(std::span<const uint16_t>(half));
+      }
+      h = mix64(h ^ xxh3_sum(bytes));
+    }
+  return strf("%016llx", static_cast<unsigned long long>(h));
+}
+
 // ---- export ----------------------------------------------------------------------
 
 std::string checkpoint_file(const std::string& checkpoint) {
@@ -242,7 +267,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
     log::warn(strf("removed the %d model file%s of an earlier export in '%s'", removed,
                    removed == 1 ? "" : "s", outdir.c_str()));
   write_text(dir / kConfigFile, hf_config_json(cfg, dt.torch));
-  const std::string export_id = new_export_id();
+  const std::string export_id = export_id_of(params, dt, n, options.max_shard_size);
   r.export_id = export_id;
   Progress progress("h5-to-hf", total, ProgressUnit::kBytes);
   progress.count_items(layout.tensors().size(), "tensors");
