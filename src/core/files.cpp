@@ -351,9 +351,13 @@ std::string lock_holder_text() {
 FolderLock::FolderLock(const std::string& dir, std::string_view what, std::string_view hint)
     : dir_(dir), path_((std::filesystem::path(dir) / "zt.lock").string()) {
   const std::string name = std::string(what) + " '" + dir + "'";
-  std::error_code ec;
+  if (dir.empty()) throw InputError(std::string(what) + " is an empty path", "name a folder");
+  std::error_code ec, is_dir_ec;
   made_dir_ = std::filesystem::create_directories(dir, ec);
-  if (ec) fail_errno(what, "create folder", dir, ec.value());
+  if (ec || !std::filesystem::is_directory(dir, is_dir_ec))
+    throw InputError(strf("%s: it is not a folder and cannot be made one%s%s", name.c_str(),
+                          ec ? ": " : "", ec ? ec.message().c_str() : ""),
+                     "name a folder (it is created when missing) on a writable file system");
   for (int attempt = 0; attempt < 100; ++attempt) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ < 0) {
