@@ -6,7 +6,7 @@
 #     pid; a lock left by a run killed with SIGKILL is taken over, saying so; two
 #     text-to-tokens into one output: each that exits 0 published its own tokens (never
 #     the other's, never a mixture).
-#  3. a ckpt.dir path of 300 characters: saves (mpirun -np 2, parallel HDF5) and resumes.
+#  3. a ckpt.dir path of 264 characters: saves (mpirun -np 2, parallel HDF5) and resumes.
 #  4. a folder holding shards of two exports is refused by hf-to-h5 (exit 2); the staging
 #     file of a dead process is removed (and said), one of another host reported and kept;
 #     SIGTERM to an export leaves no staging file.
