@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """After `ctest`: fail when a label CI is meant to run ran nothing (every test with it
-skipped, not run or absent), and list every skipped test with its reason.
+skipped, not run or absent), or when the log is older than the tests' binaries, and list
+every skipped test with its reason.
 
-Usage: scripts/ci-label-check.py BUILD_DIR LABEL...   (.ci/run: build-ci unit mpi slurm multinode hf)
+Usage: scripts/ci-label-check.py BUILD_DIR LABEL...   (.ci/run: build-ci unit mpi slurm multinode hf hf-torch)
+
+A LastTest.log older than any program the tests run (their commands' files inside
+BUILD_DIR) is the log of an earlier run: the build was redone and the tests were not (a
+stage that failed to start, on a reused machine), so the check refuses it (exit 1).
 
 CTest's Testing/Temporary/LastTest.log writes "Test Passed." for a skipped test too, so a
 skip is recognised from the log: "Skip regular expression found in output" (gtest tests:
@@ -10,7 +15,8 @@ gtest_discover_tests sets "[  SKIPPED ]"), or the test has a SKIP_RETURN_CODE an
 output holds a line starting with "SKIPPED" (every exit-77 path in tests/ prints one,
 tests/mpi_main.cpp included). A test that prints such a line and still passes is counted
 as skipped: the check errs towards failing.
-Exit 0: every label ran at least one test; 1: a label ran nothing; 2: bad usage or no log.
+Exit 0: every label ran at least one test; 1: a label ran nothing, or the log is stale;
+2: bad usage or no log.
 """
 import json
 import os
@@ -18,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 
 def parse_log(path):
@@ -48,7 +55,20 @@ def test_properties(build):
     tests = {}
     for t in json.loads(r.stdout)["tests"]:
         tests[t["name"]] = {p["name"]: p["value"] for p in t.get("properties", [])}
+        tests[t["name"]]["COMMAND"] = t.get("command", [])
     return tests
+
+
+def newest_program(build, props):
+    """(mtime, path) of the newest file inside BUILD that a test's command names."""
+    root = os.path.realpath(build) + os.sep
+    newest = (0.0, None)
+    for p in props.values():
+        for arg in p.get("COMMAND", []):
+            path = os.path.realpath(arg)
+            if path.startswith(root) and os.path.isfile(path):
+                newest = max(newest, (os.path.getmtime(path), path))
+    return newest
 
 
 def main():
@@ -62,11 +82,17 @@ def main():
         return 2
     results = parse_log(log)
     keep = log + ".ci-label-check"
-    shutil.copyfile(log, keep)
+    shutil.copy2(log, keep)  # copy2 keeps the log's time, which the staleness check reads
     try:
         props = test_properties(build)
     finally:
         shutil.move(keep, log)
+    log_time = os.path.getmtime(log)
+    built, program = newest_program(build, props)
+    if built > log_time:
+        print(f"ci-label-check: FAIL: {log} ({time.ctime(log_time)}) is older than {program} "
+              f"({time.ctime(built)}): the tests did not run after the last build")
+        return 1
 
     skipped, ran = {}, set()
     for name, (status, output) in results.items():

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian packages zt needs. Idempotent: installs only what is missing.
+# Installs the Debian packages zt needs, and the Python packages its default tests need
+# (numpy, h5py, safetensors, xxhash) for the `python3` on PATH, the interpreter the tests
+# run. Idempotent: installs only what is missing. Python packages are pinned.
 # Usage: scripts/install-deps.sh [--slurm] [--hf-peers]
 #   --slurm     adds slurm-wlm + munge for the Slurm job tests and iproute2 (ip netns, tc)
 #               for the simulated multi-node tests
-#   --hf-peers  adds PyPI's torch (CPU use) and transformers, for the test that sets zt
-#               beside transformers' Llama (ckpt.hf.peer_transformers) and the FSDP2 bench,
-#               and bitsandbytes (the NF4 peer, kernels.nf4_peer), and tokenizers +
-#               sentencepiece for the tokenizer parity test (data.hf.tokenizer_parity) and
-#               bench/tokenizer; the chat-template and generate/export tests
-#               (data.hf.chat_template, data.hf.generate_export) use transformers + jinja2;
-#               and peft (the LoRA peer, model.hf.lora_peer)
+#   --hf-peers  adds the peers of the tests labelled hf-torch: PyPI's torch (CPU use) and
+#               transformers (ckpt.hf.peer_transformers*, ckpt.hf.hf_roundtrip.bf16 and
+#               .transformers, the FSDP2 bench), bitsandbytes (the NF4 peer,
+#               kernels.nf4_peer_bnb, model.hf.lora_export_qlora), tokenizers +
+#               sentencepiece (data.hf.tokenizer_parity*, bench/tokenizer), jinja2
+#               (data.hf.chat_template, data.hf.generate_export) and peft (the LoRA peer,
+#               model.hf.lora_peer, model.hf.lora_export*)
 set -euo pipefail
 slurm=0 hf_peers=0
 for arg in "$@"; do
@@ -57,18 +59,29 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python's safetensors package (not in Debian 12), for the Hugging Face conversion tests.
-if ! python3 -c "import safetensors" 2>/dev/null; then
-  echo "install-deps: pip install safetensors"
-  $SUDO python3 -m pip install --quiet --break-system-packages safetensors
+# Python packages, for the one interpreter the tests run: the `python3` on PATH (CMake
+# records it when it configures: tests/CMakeLists.txt), whichever it is (Debian's, pyenv's,
+# a venv's). Each pinned package is pip-installed for it where its module does not import
+# (Debian's python3-numpy / python3-h5py above serve when that python3 is Debian's).
+# The default test set needs numpy, h5py (checkpoints read by an outside reader),
+# safetensors (the HF conversion tests) and xxhash (the independent check of zt-xxh3).
+py=$(python3 -c 'import sys; print(sys.executable)')
+pip=("$py" -m pip install --quiet --break-system-packages)
+if ! "$py" -c 'import os, sys, sysconfig; sys.exit(0 if os.access(sysconfig.get_paths()["purelib"], os.W_OK) else 1)'; then
+  pip=($SUDO "${pip[@]}")
 fi
-
-# Python's xxhash (XXH3), for the checkpoint tests' independent check of format-2 checksums
-# (tests/ckpt/check_file.py, tests/ckpt/hf).
-if ! python3 -c "import xxhash" 2>/dev/null; then
-  echo "install-deps: pip install xxhash"
-  $SUDO python3 -m pip install --quiet --break-system-packages xxhash
-fi
+"$py" -m pip --version >/dev/null 2>&1 || $SUDO "$py" -m ensurepip --upgrade
+need() {  # MODULE PIP-ARGS...: pip install PIP-ARGS for $py where MODULE does not import
+  local mod=$1
+  shift
+  "$py" -c "import $mod" 2>/dev/null && return 0
+  echo "install-deps: pip install $* (for $py)"
+  "${pip[@]}" "$@"
+}
+need numpy numpy==2.4.6
+need h5py h5py==3.16.0
+need safetensors safetensors==0.8.0
+need xxhash xxhash==4.1.0
 
 # The cuDNN frontend's C++ headers (header-only, PyPI's nvidia-cudnn-frontend) for CUDA
 # builds: zt's attention then runs on cuDNN's fused SDPA (src/kernels/cuda/CMakeLists.txt
@@ -76,11 +89,11 @@ fi
 # with the CUDA toolkit (or nvidia-cudnn-cu13) and is loaded at run time. Without it the
 # build falls back to zt's own attention kernel.
 if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
-  if python3 -c "import importlib.util as u, os, sys; s = u.find_spec('cudnn'); sys.exit(0 if s and s.origin and os.path.exists(os.path.join(os.path.dirname(os.path.dirname(s.origin)), 'include', 'cudnn_frontend.h')) else 1)" 2>/dev/null; then
+  if "$py" -c "import importlib.util as u, os, sys; s = u.find_spec('cudnn'); sys.exit(0 if s and s.origin and os.path.exists(os.path.join(os.path.dirname(os.path.dirname(s.origin)), 'include', 'cudnn_frontend.h')) else 1)" 2>/dev/null; then
     echo "install-deps: nvidia-cudnn-frontend present"
   else
     echo "install-deps: pip install nvidia-cudnn-frontend (cuDNN frontend headers, for the CUDA build)"
-    $SUDO python3 -m pip install --quiet --break-system-packages --no-deps "nvidia-cudnn-frontend==1.32.0"
+    "${pip[@]}" --no-deps "nvidia-cudnn-frontend==1.32.0"
   fi
 fi
 
@@ -89,15 +102,12 @@ fi
 # unigram ties differently from 0.1.x (another segmentation of equal score). Debian 12 has
 # 0.1.97, which PyPI has no wheel of for this Python; 0.1.99 encodes the same.
 if ((hf_peers)); then
-  if ! python3 -c "import tokenizers" 2>/dev/null; then
-    echo "install-deps: pip install tokenizers"
-    $SUDO python3 -m pip install --quiet --break-system-packages tokenizers
-  fi
+  need tokenizers tokenizers==0.23.3
   spm_lib=$(pkg-config --modversion sentencepiece)
   case "$spm_lib" in 0.1.*) spm_py=0.1.99 ;; *) spm_py=$spm_lib ;; esac
-  if ! python3 -c "import sentencepiece as s; assert s.__version__.rsplit('.', 1)[0] == '${spm_py%.*}'" 2>/dev/null; then
+  if ! "$py" -c "import sentencepiece as s; assert s.__version__.rsplit('.', 1)[0] == '${spm_py%.*}'" 2>/dev/null; then
     echo "install-deps: pip install sentencepiece==$spm_py (libsentencepiece $spm_lib)"
-    $SUDO python3 -m pip install --quiet --break-system-packages "sentencepiece==$spm_py"
+    "${pip[@]}" "sentencepiece==$spm_py"
   fi
 fi
 
@@ -109,36 +119,34 @@ fi
 # pure-Python dependencies. If that torch does not import, the full `pip install torch`.
 # Skipped when both import already.
 if ((hf_peers)); then
-  pip=($SUDO python3 -m pip install --quiet --break-system-packages)
-  if python3 -c "import torch, transformers" 2>/dev/null; then
+  if "$py" -c "import torch, transformers" 2>/dev/null; then
     echo "install-deps: torch and transformers present"
   else
     start=$SECONDS
-    if ! python3 -c "import torch" 2>/dev/null; then
+    if ! "$py" -c "import torch" 2>/dev/null; then
       echo "install-deps: pip install torch (CPU use: --no-deps + the CUDA libraries the toolkit lacks)"
       "${pip[@]}" --no-deps torch==2.15.0
       "${pip[@]}" --no-deps "nvidia-cufile==1.17.1.22.*" nvidia-cusparselt-cu13==0.8.1 \
         nvidia-nvshmem-cu13==3.7.2 nvidia-nccl-cu13==2.30.7
-      "${pip[@]}" filelock "typing-extensions>=4.13" "sympy>=1.13.3" "networkx>=2.5.1" jinja2 "fsspec>=0.8.5"
-      if ! python3 -c "import torch; torch.ones(2) @ torch.ones(2)" 2>/dev/null; then
+      "${pip[@]}" filelock "typing-extensions>=4.13" "sympy>=1.13.3" "networkx>=2.5.1" jinja2==3.1.6 "fsspec>=0.8.5"
+      if ! "$py" -c "import torch; torch.ones(2) @ torch.ones(2)" 2>/dev/null; then
         echo "install-deps: torch without its CUDA wheels does not import here; pip install torch (with them)"
         "${pip[@]}" torch==2.15.0
       fi
     fi
-    python3 -c "import transformers" 2>/dev/null || { echo "install-deps: pip install transformers"; "${pip[@]}" transformers; }
+    need transformers transformers==5.24.0  # pinned beside peft (the versions the peer tests ran)
     echo "install-deps: torch + transformers in $((SECONDS - start)) s"
   fi
   # jinja2 (a dependency of torch's, installed above) renders transformers' chat templates:
   # data.hf.chat_template, data.hf.generate_export.
-  python3 -c "import jinja2" 2>/dev/null || { echo "install-deps: pip install jinja2"; "${pip[@]}" jinja2; }
+  need jinja2 jinja2==3.1.6
   # bitsandbytes (42 MB; its dependencies torch, numpy, packaging are the ones above): the
-  # NF4 peer of kernels.nf4_peer (its CPU functions, no GPU needed).
-  python3 -c "import bitsandbytes" 2>/dev/null ||
-    { echo "install-deps: pip install bitsandbytes"; "${pip[@]}" --no-deps bitsandbytes==0.50.2; }
+  # NF4 peer of kernels.nf4_peer_bnb and model.hf.lora_export_qlora (its CPU functions, no GPU needed).
+  need bitsandbytes --no-deps bitsandbytes==0.50.2
   # peft (the LoRA peer of model.hf.lora_peer: init, parameter counts, forward with
   # adapters). Its dependencies are the ones above plus accelerate (pure Python; its own
   # torch, numpy, pyyaml, huggingface_hub and safetensors are above too) and psutil.
-  python3 -c "import peft" 2>/dev/null || {
+  "$py" -c "import peft" 2>/dev/null || {
     echo "install-deps: pip install peft (+ accelerate, psutil)"
     "${pip[@]}" psutil pyyaml
     "${pip[@]}" --no-deps accelerate==1.15.0 peft==0.21.2

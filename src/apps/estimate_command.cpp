@@ -145,6 +145,7 @@ nlohmann::json row_json(const Row& row, const estimate::Fit& f) {
             {"comm_buffers", row.comm_bytes},
             {"activations", row.activation_bytes},
             {"activations_recompute", row.activation_recompute_bytes},
+            {"library_workspaces", row.library_bytes},
             {"model_states", row.model_states()},
             {"total", row.total(false)},
             {"total_recompute", row.total(true)}}},
@@ -287,11 +288,13 @@ int run(const Args& a) {
               "true; \"(host)\": the node's host memory is too small.\n");
   if (!cpu)
     std::printf("Every row is the engine's own accounting (Engine::memory); offload rows: host/node = "
-                "the offload store + one unit's parameter shard of each rank%s; not counted: CUDA "
-                "context, allocator, NCCL, pinned staging.\n",
+                "the offload store + one unit's parameter shard of each rank%s; total also counts "
+                "the cuBLASLt and cuDNN attention workspaces (%s); not counted: CUDA context, "
+                "allocator, NCCL, pinned staging.\n",
                 s.zero.lora.enabled() && s.zero.precision == "bf16-mixed"
                     ? " (lora/qlora, shards not offloaded: + the frozen base's fp32 owned slices)"
-                    : "");
+                    : "",
+                in(rows.empty() ? 0 : rows.front().library_bytes, u).c_str());
   else
     std::printf("Offload on the CPU engine: optim = the store's host memory (offload.subgroup_bytes x "
                 "offload.buffers on nvme); host memory is the device, so offload.params = cpu is "

@@ -23,7 +23,7 @@ using ::zt::h5::require_stored_here;
 // HDF5's default (serial) driver; datasets of 1 MiB or more aligned to 1 MiB.
 Handle file_access(MPI_Comm comm, const std::string& path);
 // Transfer list: independent MPI-IO transfers (or the default when serial), for datasets
-// io.cpp cannot access raw. A rank's part of a tensor is one contiguous range of the file
+// io_engine.cpp cannot access raw. A rank's part of a tensor is one contiguous range of the file
 // (its shard of the unit): MPI-IO's two-phase (collective) buffering would only move the
 // same bytes between ranks first (measured with bench/ckpt: reads 2-3x slower).
 Handle transfer(MPI_Comm comm, const std::string& path);

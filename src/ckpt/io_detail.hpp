@@ -1,6 +1,6 @@
 #pragma once
-// Pieces of the checkpoint reader (io.cpp) shared with the adapter reader (adapter_export.cpp),
-// so both open files, read headers and check tensors the one way.
+// Pieces of the checkpoint reader (io_read.cpp) shared with the adapter reader
+// (adapter_export.cpp), so both open files, read headers and check tensors the one way.
 #include <mpi.h>
 
 #include <cstdint>

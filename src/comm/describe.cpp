@@ -20,8 +20,8 @@ std::string describe(Op what, size_t count, DType dtype, ReduceOp op, int peer) 
   return s;
 }
 
-void throw_timeout(std::string_view backend, const std::string& what, int rank, int size,
-                   std::chrono::milliseconds timeout, std::string_view extra_hint) {
+Error timeout_error(std::string_view backend, const std::string& what, int rank, int size,
+                    std::chrono::milliseconds timeout, std::string_view extra_hint) {
   std::string hint =
       "a rank died, is stuck, or called a different operation, count or type; check the "
       "other ranks' logs for the first error. If the operation is legitimately slow, raise "
@@ -29,11 +29,16 @@ void throw_timeout(std::string_view backend, const std::string& what, int rank, 
   if (!extra_hint.empty()) hint += "; " + std::string(extra_hint);
   std::string lost;
   if (runtime::Liveness* live = runtime::Liveness::current()) lost = live->verdict();
-  throw Error(strf("%.*s %s did not complete within %lld ms on rank %d of %d (host %s)%s%s",
-                   static_cast<int>(backend.size()), backend.data(), what.c_str(),
-                   static_cast<long long>(timeout.count()), rank, size,
-                   process_host().c_str(), lost.empty() ? "" : ": ", lost.c_str()),
-              hint);
+  return Error(strf("%.*s %s did not complete within %lld ms on rank %d of %d (host %s)%s%s",
+                    static_cast<int>(backend.size()), backend.data(), what.c_str(),
+                    static_cast<long long>(timeout.count()), rank, size,
+                    process_host().c_str(), lost.empty() ? "" : ": ", lost.c_str()),
+               hint);
+}
+
+void throw_timeout(std::string_view backend, const std::string& what, int rank, int size,
+                   std::chrono::milliseconds timeout, std::string_view extra_hint) {
+  throw timeout_error(backend, what, rank, size, timeout, extra_hint);
 }
 
 }  // namespace zt::comm::detail

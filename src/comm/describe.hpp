@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "zt/comm/comm.hpp"
+#include "zt/core/error.hpp"
 #include "zt/runtime/liveness.hpp"
 
 namespace zt::comm::detail {
@@ -20,6 +21,8 @@ std::string describe(Op what, size_t count, DType dtype, ReduceOp op = ReduceOp:
 // the communicator's rank and size, the host, the timeout, the ranks that did not answer
 // the liveness probe of the wait (runtime::Liveness, when the process has one) with their
 // hosts, and hints what to do.
+Error timeout_error(std::string_view backend, const std::string& what, int rank, int size,
+                    std::chrono::milliseconds timeout, std::string_view extra_hint = {});
 [[noreturn]] void throw_timeout(std::string_view backend, const std::string& what, int rank,
                                 int size, std::chrono::milliseconds timeout,
                                 std::string_view extra_hint = {});

@@ -6,7 +6,10 @@
 // before an operation runs before it. Every collective is enqueued on that stream and a
 // CUDA event recorded after it; Request::wait polls the event and
 // ncclCommGetAsyncError, and past the timeout aborts the communicator (ncclCommAbort)
-// and throws, naming rank, host and operation.
+// and throws, naming rank, host and operation. Every context registers its abort and every
+// request registers itself as in flight (zt/comm/device_wait.hpp), so a failure aborts
+// every communicator of the process and the device wait (wait_ready) tests every launch
+// against the timeout while the host waits for compute that waits on NCCL.
 //
 // A caller computing on a stream of its own (the ZeRO engine's device space) orders the
 // two with events instead: order_after(compute) makes every later launch wait on the
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "describe.hpp"
+#include "zt/comm/device_wait.hpp"
 #include "mpi_types.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -143,13 +147,20 @@ class NcclContext {
     ZT_CUDA_CHECK(cudaStreamCreate(&stream));
     ZT_CUDA_CHECK(cudaMalloc(&barrier_word, sizeof(int32_t)));
     ZT_CUDA_CHECK(cudaMemsetAsync(barrier_word, 0, sizeof(int32_t), stream));
+    abort_id_ = register_abort([this] { abort(); });
   }
 
   ~NcclContext() {
     if (after_event != nullptr && cudaEventDestroy(after_event) != cudaSuccess)
       log::warn("cudaEventDestroy failed");
-    if (!aborted) {
-      if (cudaStreamSynchronize(stream) != cudaSuccess) log::warn("cudaStreamSynchronize failed");
+    unregister_abort(abort_id_);
+    // After an abort (of any communicator of the process) nothing waits on the device.
+    if (!aborted && !communicators_aborted()) {
+      try {
+        wait_stream(stream, "destroying an NCCL communicator");
+      } catch (const std::exception& e) {
+        log::warn(e.what());
+      }
       if (ncclCommDestroy(nccl) != ncclSuccess) log::warn("ncclCommDestroy failed");
     }
     if (cudaFree(barrier_word) != cudaSuccess) log::warn("cudaFree failed");
@@ -220,7 +231,7 @@ class NcclContext {
       ZT_CUDA_CHECK(cudaEventCreateWithFlags(&l->event, cudaEventDisableTiming));
       ZT_CUDA_CHECK(cudaEventRecord(l->event, stream));
     } catch (...) {
-      abort();  // the batch's other requests then fail with "aborted", never wait forever
+      abort_all_communicators();  // the batch's other requests then fail, never wait forever
       throw;
     }
     l->launched = true;
@@ -246,6 +257,7 @@ class NcclContext {
 
  private:
   int device_ = -1;
+  uint64_t abort_id_ = 0;  // register_abort's
   std::vector<P2P> queued_;
   std::shared_ptr<Launch> queued_launch_;
 };
@@ -255,10 +267,15 @@ class NcclRequest final : public Request {
   NcclRequest(std::shared_ptr<NcclContext> ctx, std::shared_ptr<Launch> launch, std::string what,
               std::chrono::milliseconds timeout)
       : ctx_(std::move(ctx)), launch_(std::move(launch)), what_(std::move(what)),
-        timeout_(timeout) {}
+        timeout_(timeout) {
+    in_flight_ = register_in_flight({[this] { return test(); },
+                                     [l = launch_.get()] { return l->launched; }, "nccl", what_,
+                                     ctx_->rank, ctx_->size, timeout_});
+  }
 
   ~NcclRequest() override {
-    if (done_ || failed_) return;
+    unregister_in_flight(in_flight_);
+    if (done_ || failed_ || communicators_aborted()) return;
     try {
       wait();
     } catch (const std::exception& e) {
@@ -275,18 +292,19 @@ class NcclRequest final : public Request {
     const cudaError_t rc = cudaEventQuery(launch_->event);
     if (rc == cudaSuccess) {
       done_ = true;
+      unregister_in_flight(in_flight_);
       return true;
     }
     if (rc != cudaErrorNotReady) {
       failed_ = true;
-      ctx_->abort();
+      abort_all_communicators();
       cuda_fail("cudaEventQuery", rc, __FILE__, __LINE__);
     }
     ncclResult_t async = ncclSuccess;
     guard([&] { ZT_NCCL_CHECK(ncclCommGetAsyncError(ctx_->nccl, &async)); });
     if (async != ncclSuccess && async != ncclInProgress) {
       failed_ = true;
-      ctx_->abort();
+      abort_all_communicators();
       throw Error(strf("nccl %s failed on rank %d of %d (host %s, device %d): %s", what_.c_str(),
                        ctx_->rank, ctx_->size, process_host().c_str(), ctx_->device(),
                        ncclGetErrorString(async)),
@@ -306,11 +324,13 @@ class NcclRequest final : public Request {
   void wait() override {
     detail::poll_until([this] { return test(); }, timeout_, [this] {
       failed_ = true;
-      ctx_->abort();  // NCCL kernels cannot be cancelled one by one
+      // NCCL kernels cannot be cancelled one by one, and the other communicators' kernels
+      // would keep the device (and every later wait on it) busy: abort them all.
+      abort_all_communicators();
       detail::throw_timeout("nccl", what_, ctx_->rank, ctx_->size, timeout_,
-                              strf("this rank's NCCL communicator was aborted (device %d); "
-                                   "NCCL_DEBUG=INFO shows where each rank stopped",
-                                   ctx_->device()));
+                            strf("every NCCL communicator of this rank was aborted (device "
+                                 "%d); NCCL_DEBUG=INFO shows where each rank stopped",
+                                 ctx_->device()));
     });
   }
 
@@ -329,6 +349,7 @@ class NcclRequest final : public Request {
   std::shared_ptr<Launch> launch_;
   std::string what_;
   std::chrono::milliseconds timeout_;
+  uint64_t in_flight_ = 0;  // register_in_flight's
   bool done_ = false;
   bool failed_ = false;
 };
@@ -431,7 +452,7 @@ class NcclComm final : public Comm {
   // Blocks the host until every operation enqueued on this comm finished.
   void synchronize() override {
     ctx_->flush();
-    ZT_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream));
+    wait_stream(ctx_->stream, "synchronizing an NCCL communicator");
   }
 
  private:

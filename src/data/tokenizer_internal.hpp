@@ -1,5 +1,5 @@
 #pragma once
-// Private to the text tokenizers (text_tokenizer.cpp, tokenizer_json.cpp,
+// Private to the text tokenizers (text_tokenizer.cpp, tokenizer_json*.cpp,
 // tokenizer_sentencepiece.cpp): UTF-8 helpers and the BOS/EOS resolution they share.
 #include <functional>
 #include <optional>

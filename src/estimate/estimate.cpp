@@ -337,6 +337,7 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
       r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false);
       r.activation_recompute_bytes = model::device_workspace_bytes(s.model, N, p.activation, true);
     }
+    r.library_bytes = model::DeviceLibraryWorkspaces::of(s.model, N, p.activation).bytes();
   }
 
   offload_rows(r, s, part, more_blocks, gather_slots, all, adapters, all / static_cast<u64>(n),

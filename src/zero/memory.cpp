@@ -11,6 +11,7 @@
 #include <new>
 #include <vector>
 
+#include "zt/comm/device_wait.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
@@ -106,6 +107,51 @@ class WidenedBf16Model final : public model::TrainableModel {
   std::vector<const bf16*> bound_;         // per unit: the bound bf16 weights, or null
 };
 
+// The host-staged space's model wraps the host model as a device's: the host reads of a
+// GPU model (the loss totals at the end of loss_and_grad and loss, the last logits) wait
+// for its compute stream, polled (comm::wait_ready); here the host stands in for a stream
+// ordered after every in-flight operation (comm::wait_in_flight), so a stuck collective
+// the compute would wait on ends the job there as on a GPU. Nothing is in flight in a run
+// on host memory: the wait returns at once and every value is the host model's.
+class StagedWaitModel final : public model::TrainableModel {
+ public:
+  explicit StagedWaitModel(std::unique_ptr<model::TrainableModel> inner)
+      : inner_(std::move(inner)) {}
+
+  const model::ParamLayout& layout() const override { return inner_->layout(); }
+  model::Space space() const override { return inner_->space(); }
+  DType param_dtype() const override { return inner_->param_dtype(); }
+  DType grad_dtype() const override { return inner_->grad_dtype(); }
+  std::string describe() const override { return inner_->describe(); }
+  void bind_unit(int u, model::ConstView params, model::MutView grads) override {
+    inner_->bind_unit(u, params, grads);
+  }
+  void set_hooks(model::UnitHooks hooks) override { inner_->set_hooks(std::move(hooks)); }
+  double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                       int64_t B, int64_t T, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions) override {
+    const double l = inner_->loss_and_grad(tokens, targets, B, T, recompute, grad_scale, positions);
+    comm::wait_in_flight("reading the loss");
+    return l;
+  }
+  double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+              int64_t T, std::span<const int32_t> positions) override {
+    const double l = inner_->loss(tokens, targets, B, T, positions);
+    comm::wait_in_flight("reading the loss");
+    return l;
+  }
+  void logits_last(std::span<const int32_t> tokens, int64_t T, model::MutView out) override {
+    inner_->logits_last(tokens, T, out);
+    comm::wait_in_flight("reading the last logits");
+  }
+  size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+  void set_dropout_stream(uint64_t stream) override { inner_->set_dropout_stream(stream); }
+  void bind_qlora(const model::QloraBase& base) override { inner_->bind_qlora(base); }
+
+ private:
+  std::unique_ptr<model::TrainableModel> inner_;
+};
+
 class HostSpace final : public Space {
  public:
   HostSpace(offload::Isa isa, bool staged, bool bf16_weights)
@@ -120,8 +166,12 @@ class HostSpace final : public Space {
   std::unique_ptr<model::TrainableModel> make_model(const model::Config& cfg, int64_t max_batch,
                                                     int64_t max_seq,
                                                     const model::LoraConfig& lora) override {
-    if (bf16_weights_) return std::make_unique<WidenedBf16Model>(cfg, max_batch, max_seq, lora);
-    return model::make_host_model(cfg, max_batch, max_seq, lora);
+    if (bf16_weights_)
+      return std::make_unique<StagedWaitModel>(
+          std::make_unique<WidenedBf16Model>(cfg, max_batch, max_seq, lora));
+    auto m = model::make_host_model(cfg, max_batch, max_seq, lora);
+    if (staged_) return std::make_unique<StagedWaitModel>(std::move(m));
+    return m;
   }
 
   void* allocate(size_t bytes, const char* what) override {
@@ -130,7 +180,7 @@ class HostSpace final : public Space {
     // and the address-space limit (train/trainer.cpp, out_of_memory).
     // Large buffers (the shards of parameters and moments) are mmap'ed: page-aligned, so
     // a checkpoint's O_DIRECT reads and writes land in them in place (no bounce copy,
-    // src/ckpt/io.cpp), and zero pages faulted in at first touch, as calloc's.
+    // src/ckpt/io_engine.cpp), and zero pages faulted in at first touch, as calloc's.
     (void)what;
     if (bytes >= kMapped) {
       void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -149,10 +199,13 @@ class HostSpace final : public Space {
     }
   }
   static constexpr size_t kMapped = size_t{1} << 20;  // bytes from which allocate() maps pages
+  // host-staged: waits as the device space's copies do (StagedWaitModel says why).
   void to_host(void* host, const void* src, size_t bytes) override {
+    if (staged_) comm::wait_in_flight("copying from the device to the host");
     if (bytes) std::memcpy(host, src, bytes);
   }
   void from_host(void* dst, const void* host, size_t bytes) override {
+    if (staged_) comm::wait_in_flight("copying from the host to the device");
     if (bytes) std::memcpy(dst, host, bytes);
   }
   void copy(void* dst, const void* src, size_t bytes) override {

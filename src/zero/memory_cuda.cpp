@@ -8,12 +8,14 @@
 // event (order_compute_after) without blocking the host. The compute stream is created
 // blocking with respect to the legacy default stream, so a stray legacy-stream call (a
 // DeviceBuffer's cudaMemset) stays ordered. Host reads (copies to the host, the squared
-// norm) synchronise the compute stream once each.
+// norm) wait for the compute stream once each, polled (comm::wait_stream), so a collective
+// the compute waits on that never completes ends the job within comm.timeout.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
 
 #include "memory.hpp"
+#include "zt/comm/device_wait.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cuda/adamw.hpp"
@@ -49,7 +51,14 @@ class DeviceSpace final : public Space {
   }
 
   ~DeviceSpace() override {
-    if (cudaStreamSynchronize(stream_) != cudaSuccess) log::warn("cudaStreamSynchronize failed");
+    // After a communicator abort nothing waits on the device (zt/comm/device_wait.hpp).
+    if (!comm::communicators_aborted()) {
+      try {
+        comm::wait_stream(stream_, "finishing the compute stream");
+      } catch (const std::exception& e) {
+        log::warn(e.what());
+      }
+    }
     if (cudaStreamDestroy(stream_) != cudaSuccess) log::warn("cudaStreamDestroy failed");
   }
   DeviceSpace(const DeviceSpace&) = delete;
@@ -84,13 +93,13 @@ class DeviceSpace final : public Space {
   void to_host(void* host, const void* src, size_t bytes) override {
     if (!bytes) return;
     ZT_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_));
-    ZT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    comm::wait_stream(stream_, "copying from the device to the host");
   }
   void from_host(void* dst, const void* host, size_t bytes) override {
     if (!bytes) return;
     // Synchronous: the caller may reuse the host buffer (a staging buffer) at once.
     ZT_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
-    ZT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    comm::wait_stream(stream_, "copying from the host to the device");
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes) ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));

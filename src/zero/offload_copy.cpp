@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "zt/comm/device_wait.hpp"
 #include "zt/core/error.hpp"
 
 namespace zt::zero::detail {
@@ -32,7 +33,8 @@ class SyncCopier final : public Copier {
     return ++last_;
   }
   bool done(Ticket) override { return true; }
-  void wait(Ticket) override {}
+  // As the device copier's wait (polled, zt/comm/device_wait.hpp): the host stand-in.
+  void wait(Ticket) override { comm::wait_in_flight("waiting for an offload copy"); }
   void order_before_compute(Ticket) override {}
   double take_seconds(CopyDir dir) override {
     const double s = seconds_[static_cast<int>(dir)];
@@ -63,7 +65,10 @@ class DeferredCopier final : public Copier {
     return last_;
   }
   bool done(Ticket t) override { return pending_.empty() || pending_.front().ticket > t; }
-  void wait(Ticket t) override { land(t); }
+  void wait(Ticket t) override {
+    comm::wait_in_flight("waiting for an offload copy");
+    land(t);
+  }
   void order_before_compute(Ticket t) override { land(t); }
   double take_seconds(CopyDir dir) override {
     const double s = seconds_[static_cast<int>(dir)];

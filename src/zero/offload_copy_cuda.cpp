@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "offload_copy.hpp"
+#include "zt/comm/device_wait.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cuda/check.hpp"
@@ -21,7 +22,14 @@ class DeviceCopier final : public Copier {
     ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~DeviceCopier() override {
-    if (cudaStreamSynchronize(stream_) != cudaSuccess) log::warn("the offload copy stream failed");
+    // After a communicator abort nothing waits on the device (zt/comm/device_wait.hpp).
+    if (!comm::communicators_aborted()) {
+      try {
+        comm::wait_stream(stream_, "finishing the offload copies");
+      } catch (const std::exception& e) {
+        log::warn(std::string("the offload copy stream failed: ") + e.what());
+      }
+    }
     for (Copy& c : inflight_) destroy(c);
     for (Copy& c : spare_) destroy(c);
     cudaStreamDestroy(stream_);
@@ -53,7 +61,7 @@ class DeviceCopier final : public Copier {
   }
   void wait(Ticket t) override {
     while (!inflight_.empty() && inflight_.front().ticket <= t) {
-      ZT_CUDA_CHECK(cudaEventSynchronize(inflight_.front().end));
+      comm::wait_event(inflight_.front().end, "waiting for an offload copy");
       retire();
     }
   }

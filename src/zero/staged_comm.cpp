@@ -143,6 +143,7 @@ class StagedComm final : public comm::Comm {
   void barrier() override { inner_.barrier(); }
   std::unique_ptr<comm::Comm> split(int color, int key) override {
     std::unique_ptr<comm::Comm> c = inner_.split(color, key);
+    if (!c) return nullptr;  // a negative colour: this rank is in no sub-communicator
     comm::Comm& ref = *c;
     return std::make_unique<StagedComm>(ref, std::move(c), space_, pool_);
   }

@@ -21,14 +21,10 @@ import shutil
 import subprocess
 import sys
 
-try:
-    import h5py
-    import numpy as np
-    import xxhash  # noqa: F401  (zt-xxh3, in zt_checksums)
-except ImportError as e:
-    print("SKIPPED: %s (scripts/install-deps.sh installs python3-h5py, python3-numpy and pip's xxhash)" % e)
-    sys.exit(77)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf")]
+from hf_common import require  # noqa: E402  (a missing module: skip, or fail in CI)
+h5py, np, _ = require("h5py", "numpy", "xxhash")
 from zt_checksums import checksum  # noqa: E402
 if not shutil.which("h5dump"):
     print("SKIPPED: h5dump not found (apt-get install hdf5-tools)")

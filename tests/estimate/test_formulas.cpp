@@ -75,6 +75,28 @@ TEST(Formulas, Llama7bCpuEngineIsFp32) {
   EXPECT_THROW(estimate_row(s, 0, 1, Offload::kNone, Offload::kNone), InputError);
 }
 
+// The GPU rows count the libraries' device scratch in total(): cuBLASLt's 32 MiB, and with
+// bf16 compute on llama-7b (head dim 128: cuDNN's fused attention) the SDPA backward's
+// fp32 dQ accumulator and row sums, 4 x (B T) x 32 heads x (128 + 1) bytes; the CPU rows
+// none (issue 44).
+TEST(Formulas, GpuRowsCountCublasLtAndCudnnWorkspaces) {
+  zt::estimate::Setup s = llama7b(4, 1);
+  const uint64_t mib32 = uint64_t{32} * 1024 * 1024;
+  const uint64_t sdpa = 4ull * 2048 * 32 * 129;
+  s.zero.precision = "fp32";
+  Row r = estimate_row(s, 3, 1, Offload::kNone, Offload::kNone);
+  EXPECT_EQ(r.library_bytes, mib32);  // fp32: zt's attention kernel, no cuDNN
+  EXPECT_EQ(r.total(false), r.model_states() + r.working() + r.activation_bytes + mib32);
+  s.zero.precision = "bf16-mixed";
+  r = estimate_row(s, 3, 1, Offload::kNone, Offload::kNone);
+  EXPECT_EQ(r.library_bytes, mib32 + sdpa);
+  EXPECT_EQ(r.total(true),
+            r.model_states() + r.working() + r.activation_recompute_bytes + mib32 + sdpa);
+  s.device = Device::kCpu;
+  s.zero.precision = "fp32";
+  EXPECT_EQ(estimate_row(s, 3, 1, Offload::kNone, Offload::kNone).library_bytes, 0u);
+}
+
 TEST(Formulas, HpzAddsOneSecondaryCopyPerGroup) {
   zt::estimate::Setup s = llama7b(8, 2);  // 16 ranks, hpZ over the 8 of a node
   for (const char* p : {"fp32", "bf16-mixed"}) {

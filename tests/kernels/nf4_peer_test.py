@@ -9,18 +9,22 @@
    dequantize_4bit of zt's quantized state bitwise equal to zt's dequantized values (the
    same format means the same tensor).
 
-Usage: nf4_peer_test.py NF4_TOOL WORKDIR. Exits 77 (skipped) without numpy; the
-bitsandbytes half is skipped with a message when torch or bitsandbytes is missing, and
-the test then checks the paper reference only.
+Usage: nf4_peer_test.py NF4_TOOL WORKDIR paper|bitsandbytes: one half per CTest test
+(kernels.nf4_peer, kernels.nf4_peer_bnb), so that a missing bitsandbytes shows as a skip,
+not inside a pass. Exits 77 (SKIPPED: the module) without numpy (paper) or torch and
+bitsandbytes (bitsandbytes); where CI requires its peers (ZT_REQUIRE_PEERS=1) that fails.
 """
 import os
 import sys
 
-try:
-    import numpy as np
-except ImportError:
-    print("SKIP: numpy is not installed")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt", "hf"))
+from hf_common import require  # noqa: E402  (a missing module: skip, or fail in CI)
+
+half = sys.argv[3] if len(sys.argv) == 4 else None
+if half not in ("paper", "bitsandbytes"):
+    print(__doc__)
+    sys.exit(2)
+(np,) = require("numpy")
 
 f32 = np.float32
 NF4 = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
@@ -105,22 +109,21 @@ def main():
                                                 rng.normal(0, 1, 64 * 300 + 37).astype(f32)]),
         "odd_length": rng.normal(0, 3, 2 * 64 + 5).astype(f32),
     }
-    zt_map = None
-    for name, x in cases.items():
-        print(f"{name}: {x.size} elements")
-        got, ref = run_zt(tool, workdir, name, x), reference(x)
-        zt_map = got["map"]
-        for key in ("codes", "absmax", "absmax_codes", "absmax_scale", "offset", "dequant"):
-            same(f"{key} vs the paper reference", got[key], ref[key])
-    same("dynamic map vs the paper reference", zt_map, dynamic_map())
-
-    try:
-        import torch
-        import bitsandbytes.functional as F
-    except ImportError as e:
-        print(f"bitsandbytes half skipped: {e} (pip install bitsandbytes: scripts/install-deps.sh --hf-peers)")
-        print("PASS (paper reference only)")
+    if half == "paper":
+        zt_map = None
+        for name, x in cases.items():
+            print(f"{name}: {x.size} elements")
+            got, ref = run_zt(tool, workdir, name, x), reference(x)
+            zt_map = got["map"]
+            for key in ("codes", "absmax", "absmax_codes", "absmax_scale", "offset", "dequant"):
+                same(f"{key} vs the paper reference", got[key], ref[key])
+        same("dynamic map vs the paper reference", zt_map, dynamic_map())
+        print("PASS")
         return
+
+    torch, _ = require("torch", "bitsandbytes")
+    import bitsandbytes.functional as F
+    zt_map = run_zt(tool, workdir, "odd_length", cases["odd_length"])["map"]
     bnb_map = F.create_dynamic_map().numpy()
     ulps = np.abs(bnb_map.view(np.int32).astype(np.int64) - zt_map.view(np.int32).astype(np.int64))
     if ulps.max() > 1:

@@ -2,6 +2,9 @@
 // kernels' input checks.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "gradcheck.hpp"
 #include "reference.hpp"
 #include "zt/core/error.hpp"
@@ -183,6 +186,30 @@ TEST(KernelForward, CrossEntropyIsStableForHugeLogits) {
   EXPECT_NEAR(rf.loss_sum, 1000.0, 1e-3);
   EXPECT_FLOAT_EQ(lf[0], 1.f);   // softmax ~ (1, 0, 0)
   EXPECT_FLOAT_EQ(lf[1], -1.f);  // minus the one-hot
+}
+
+// A row whose first logits are -inf (a masked vocabulary): finite loss and gradients, the
+// -inf columns with zero probability. Reference: log-sum-exp over the finite logits, in
+// long double, written here.
+TEST(KernelForward, CrossEntropyLeadingMinusInfinity) {
+  const int64_t V = 7;
+  std::vector<double> logits = {-INFINITY, -INFINITY, -INFINITY, 0.5, -1.25, 2.0, 0.0};
+  std::vector<int32_t> tg = {5};
+  long double z = 0;
+  for (int64_t j = 3; j < V; ++j) z += std::exp(static_cast<long double>(logits[j]));
+  const double want = static_cast<double>(std::log(z) - 2.0L);
+  std::vector<double> d(V);
+  const auto r = cross_entropy<double>(d.data(), logits.data(), tg.data(), 1, V, 1.0);
+  EXPECT_NEAR(r.loss_sum, want, 1e-14);
+  for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(d[j], 0.0) << j;
+  for (int64_t j = 3; j < V; ++j) {
+    const double p = static_cast<double>(std::exp(static_cast<long double>(logits[j])) / z);
+    EXPECT_NEAR(d[j], p - (j == 5 ? 1.0 : 0.0), 1e-14) << j;
+  }
+  std::vector<float> lf(logits.begin(), logits.end());
+  const auto rf = cross_entropy<float>(lf.data(), lf.data(), tg.data(), 1, V, 1.0);
+  EXPECT_NEAR(rf.loss_sum, want, 1e-6);
+  for (float v : lf) EXPECT_TRUE(std::isfinite(v));
 }
 
 TEST(KernelForward, CrossEntropyRejectsTargetOutsideVocab) {

@@ -144,7 +144,7 @@ TEST_F(AttentionTest, Bf16EveryHeadDim) {
 // forward's lse, whichever path made it).
 TEST_F(AttentionTest, DispatchedEveryPresetHeadDim) {
   std::printf("attention backend: %s\n", attention_backend_summary(true, 64).c_str());
-  for (int64_t D : {32, 64, 80, 96, 100, 128}) {
+  for (int64_t D : {32, 48, 64, 80, 96, 100, 112, 128}) {
     const AttentionPath want = cudnn_attention_available() && D % 8 == 0 && !std::getenv("ZT_ATTENTION")
                                    ? AttentionPath::kCudnn
                                    : AttentionPath::kZt;
@@ -285,15 +285,18 @@ TEST_F(AttentionTest, TimingReportTinyllamaShape) {
 }
 
 TEST(AttentionShapes, UnsupportedHeadDimIsAnInputError) {
-  EXPECT_FALSE(attention_head_dim_supported(48));
+  EXPECT_FALSE(attention_head_dim_supported(40));
+  EXPECT_FALSE(attention_head_dim_supported(120));
+  EXPECT_TRUE(attention_head_dim_supported(48));   // listed in attention.hpp: compiled
+  EXPECT_TRUE(attention_head_dim_supported(112));
   EXPECT_TRUE(attention_head_dim_supported(128));
   EXPECT_TRUE(attention_head_dim_supported(100));  // open-llama-3b
   try {
-    attention_forward<float>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 2, 1, 48);
+    attention_forward<float>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 2, 1, 40);
     FAIL() << "no error";
   } catch (const InputError& e) {
     const std::string w = e.what();
-    EXPECT_NE(w.find("head dim 48"), std::string::npos) << w;
+    EXPECT_NE(w.find("head dim 40"), std::string::npos) << w;
     EXPECT_NE(w.find("HINT"), std::string::npos) << w;
   }
 }

@@ -3,6 +3,7 @@
 // bit against src/zero/quantize.cpp).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "cuda_test_util.hpp"
@@ -76,6 +77,33 @@ TYPED_TEST(LossOptim, CrossEntropyFusedInPlace) {
   // no rows at all
   cross_entropy<T>(nullptr, dl3.data(), dtg.data(), 0, V, scale, row_loss.data(), totals.data());
   EXPECT_EQ(totals.to_host()[0].count, 0);
+}
+
+// Rows whose first logits are -inf (a masked vocabulary): each thread's online max starts
+// at -inf, and exp(-inf - -inf) was NaN. Against the CPU kernel in double (max first,
+// then exp(x - max): exp(-inf) = 0), which the CPU test checks against log-sum-exp.
+TYPED_TEST(LossOptim, CrossEntropyLeadingMinusInfinity) {
+  using T = TypeParam;
+  const int64_t N = 5, V = 1000;
+  Vec logits = this->randn(N * V, 2.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < 300 * (n + 1) / N; ++j) logits[n * V + j] = -INFINITY;
+  const std::vector<int32_t> tg = {400, 500, 600, 700, 999};
+  const double scale = 1.0 / N;
+  Vec ref_d(N * V);
+  const auto ref = cpu::cross_entropy<double>(ref_d.data(), logits.data(), tg.data(), N, V, scale);
+  ASSERT_TRUE(std::isfinite(ref.loss_sum));
+  auto dl = to_device<T>(logits);
+  auto dtg = to_device_i32(tg);
+  auto row_loss = poisoned<float>(N);
+  DeviceBuffer<CrossEntropyTotals> totals(1);
+  cross_entropy<T>(dl.data(), dl.data(), dtg.data(), N, V, scale, row_loss.data(), totals.data());
+  const CrossEntropyTotals got = totals.to_host()[0];
+  std::printf("-inf rows: loss_sum gpu %.9f cpu %.9f\n", got.loss_sum, ref.loss_sum);
+  ASSERT_TRUE(std::isfinite(got.loss_sum));
+  EXPECT_LT(std::abs(got.loss_sum - ref.loss_sum) / ref.loss_sum, kTolF32);
+  expect_close(to_host(dl), ref_d, tolerance<T>(),
+               std::string("cross_entropy dlogits, -inf rows ") + type_name<T>());
 }
 
 // AdamW steps against the CPU reference in double, re-rounding the parameters to the

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "zt/model/lora.hpp"
 #include "zt/model/model.hpp"
 
 namespace zt::testing {
@@ -39,6 +40,24 @@ void init_general(model::Parameters<R>& P, const model::ParamLayout& layout, dou
     auto p = P.params(t.unit);
     for (int64_t i = 0; i < t.numel; ++i) p[static_cast<size_t>(t.offset + i)] = static_cast<R>(1.0 + d(rng));
   }
+}
+
+// LoRA on every target (the eight projections) with the given rank and dropout, alpha 3.
+inline model::LoraConfig lora_all(int64_t rank, double dropout) {
+  model::LoraConfig l;
+  l.method = model::FinetuneMethod::kLora;
+  l.rank = rank;
+  l.alpha = 3.0;
+  l.dropout = dropout;
+  l.targets = (1u << model::kNumLoraTargets) - 1;
+  return l;
+}
+
+// The parameter spans of each unit of P (a QloraBase's units).
+inline std::vector<std::span<const float>> unit_spans(const model::Parameters<float>& P) {
+  std::vector<std::span<const float>> units;  // [units]
+  for (int u = 0; u < P.num_units(); ++u) units.push_back(P.params(u));
+  return units;
 }
 
 }  // namespace zt::testing

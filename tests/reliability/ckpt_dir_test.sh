@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # An unusable ckpt.dir is found before the first step (ckpt::preflight_dir), not at the
 # first save after all the training: exit 2 naming ckpt.dir and the path, on every rank,
-# with no step run. Cases: a file; a folder under a file; a read-only file system (a
-# tmpfs mounted ro: root only, else that case is skipped). A missing folder is created at
-# the first save (the run succeeds).
-# Usage: ckpt_dir_test.sh ZT_BINARY
+# with no step run. Cases: a file; a folder under a file. A missing folder is created at
+# the first save (the run succeeds). With `readonly`, the one case of a read-only file
+# system (a tmpfs mounted ro: root only, else SKIPPED, exit 77), its own CTest test so a
+# skip shows as one.
+# Usage: ckpt_dir_test.sh ZT_BINARY [readonly]
 set -uo pipefail
 zt="$(realpath "$1")"
 work="$(mktemp -d)"
@@ -27,15 +28,19 @@ expect_refusal() {  # DIR REGEX
   grep -q "^step " "$log" && fail "ckpt.dir=$1: a step ran before the refusal"
   echo "ok: ckpt.dir=$1: exit 2, $(grep -m1 -o "ERROR: .*" "$log")"
 }
+if [[ "${2:-}" == readonly ]]; then
+  mkdir ro
+  if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=1m,ro tmpfs ro 2>/dev/null; then
+    expect_refusal ro/ck "ERROR: ckpt.dir = 'ro/ck': 'ro' is on a read-only file system"
+    echo "PASS"
+    exit 0
+  fi
+  echo "SKIPPED: the read-only case needs root (mount -t tmpfs -o ro)"
+  exit 77
+fi
 echo data >afile
 expect_refusal afile "ERROR: ckpt.dir = 'afile': it exists and is not a folder"
 expect_refusal afile/sub/x "ERROR: ckpt.dir = 'afile/sub/x': 'afile' above it is a file, not a folder"
-mkdir ro
-if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=1m,ro tmpfs ro 2>/dev/null; then
-  expect_refusal ro/ck "ERROR: ckpt.dir = 'ro/ck': 'ro' is on a read-only file system"
-else
-  echo "skipped: the read-only case needs root (mount)"
-fi
 train new/a/b
 rc=$?
 [[ $rc -eq 0 && -f new/a/b/latest ]] || fail "a missing ckpt.dir: exit $rc, expected 0 and new/a/b/latest"

@@ -14,12 +14,15 @@
 # that recorded one must have recorded a non-zero code, and at least one must have.
 #
 # Usage: dead_rank_test.sh ZT_BINARY kill|stop|kill-mpirun [NP] [TIMEOUT_S]
+# DEAD_RANK_ARGS (environment): more `zt train` arguments, e.g. the GPU kit's
+# "--set train.device=cuda --set comm.backend=nccl" (docs/gpu-verification.md, issue 44);
+# DEAD_RANK_MARGIN_S: the seconds allowed past comm.timeout (60: a loaded 2-core box).
 set -uo pipefail
 zt="$1"
 mode="$2"
 np="${3:-3}"
 timeout_s="${4:-6}"
-margin_s=60   # start-up of the probe, MPI_Abort and mpirun teardown on a loaded 2-core box
+margin_s="${DEAD_RANK_MARGIN_S:-60}"   # start-up of the probe, MPI_Abort and mpirun teardown on a loaded 2-core box
 victim=1
 
 work="$(mktemp -d)"
@@ -44,7 +47,7 @@ mpirun -np "$np" --oversubscribe --bind-to none \
   --set sample.tokens=0 --set eval.every=0 --set data.eval_fraction=0 \
   --set train.peak_tflops=1 --set train.threads=1 --set train.micro_batch=2 \
   --set train.global_batch=$((2 * np)) --set train.seq_len=32 --set ckpt.dir="$work/ck" \
-  </dev/null >"$log" 2>&1 &
+  ${DEAD_RANK_ARGS:-} </dev/null >"$log" 2>&1 &
 mpirun_pid=$!
 
 # Wait until the ranks are training (a few steps logged).

@@ -71,6 +71,9 @@ struct Row {
   uint64_t comm_bytes = 0;       // bf16 staging / quantized payloads
   uint64_t activation_bytes = 0;            // workspace without recompute
   uint64_t activation_recompute_bytes = 0;  // workspace with train.recompute = true
+  // Device::kGpu: the libraries' scratch (cuBLASLt, cuDNN attention:
+  // model::DeviceLibraryWorkspaces), in total() but not in Engine::memory(); 0 on kCpu.
+  uint64_t library_bytes = 0;
   // per rank, elsewhere (offload)
   // Device::kGpu: host (CPU) memory of this rank's offloaded states, as the engine counts
   // them (the store's host bytes in its optimizer, the host parameter shard in its
@@ -82,7 +85,7 @@ struct Row {
   uint64_t model_states() const { return param_bytes + grad_bytes + optimizer_bytes; }
   uint64_t working() const { return gather_bytes + grad_buffer_bytes + comm_bytes; }
   uint64_t total(bool recompute) const {
-    return model_states() + working() +
+    return model_states() + working() + library_bytes +
            (recompute ? activation_recompute_bytes : activation_bytes);
   }
   std::string label() const;  // "stage 3 + hpZ 8, optimizer cpu, params none"

@@ -30,8 +30,8 @@ namespace zt::model {
 template <class T, class G>
 class DeviceModel {
  public:
-  // All work is enqueued on `stream`; loss_and_grad and loss synchronise it once at the
-  // end to read the loss.
+  // All work is enqueued on `stream`; loss_and_grad and loss wait for it once at the end
+  // to read the loss (polled: comm::wait_stream, zt/comm/device_wait.hpp).
   DeviceModel(const Config& cfg, int64_t max_batch, int64_t max_seq,
               cudaStream_t stream = nullptr);
   // On the units of `layout` (no adapters' unit), as Model's: QLoRA's lora_base_layout

@@ -1,5 +1,5 @@
 #pragma once
-// The GPU model's workspace sizes (src/model/cuda/device_model.cpp), without CUDA: the
+// The GPU model's workspace sizes (src/model/cuda/device_model_impl.hpp), without CUDA: the
 // element count of every buffer DeviceModel allocates for N = B*T rows, so the device
 // model sizes its buffers from here and `zt estimate` counts the same bytes (one
 // formula). Flash attention keeps the log-sum-exp [B, H, T], no T x T probabilities.
@@ -102,6 +102,29 @@ struct DeviceLoraSizes {
 inline uint64_t device_workspace_bytes(const Config& c, int64_t N, size_t elem, bool recompute) {
   return DeviceWorkspaceSizes::of(c, N).bytes(c, elem, recompute);
 }
+
+// The libraries' device scratch beside the model's buffers (not in workspace_bytes, which
+// counts zt's own): cuBLASLt's workspace of the model's one Gemm (its default size,
+// kernels::cuda::Gemm::kDefaultWorkspaceBytes: device_model.cpp static_asserts they are
+// equal), and, with bf16 compute on a head dim cuDNN's fused attention takes (a multiple of
+// 8 up to 128), cuDNN's SDPA workspace, one per stream, the larger of its forward's (none)
+// and its flash backward's: an fp32 dQ accumulator [B, H, T, D] and fp32 row sums
+// [B, H, T], 4 N H (D + 1) bytes (cuDNN reports the exact size only on a device: an
+// estimate from the algorithm, as TransformerEngine sizes the same buffers).
+inline constexpr uint64_t kGemmWorkspaceBytes = uint64_t{32} << 20;
+struct DeviceLibraryWorkspaces {
+  uint64_t cublaslt = 0;
+  uint64_t cudnn_sdpa = 0;
+  uint64_t bytes() const { return cublaslt + cudnn_sdpa; }
+  static DeviceLibraryWorkspaces of(const Config& c, int64_t N, size_t elem) {
+    const int64_t D = c.head_dim();
+    const bool cudnn = elem == 2 && D % 8 == 0 && D <= 128;
+    return {kGemmWorkspaceBytes,
+            cudnn ? 4 * static_cast<uint64_t>(N) * static_cast<uint64_t>(c.heads) *
+                        static_cast<uint64_t>(D + 1)
+                  : 0};
+  }
+};
 
 // The same with LoRA adapters bound (lora.enabled()); qlora: an NF4 base bound too. The
 // NF4 base itself (QloraBase::bytes() on the device) is storage, not workspace.

@@ -14,7 +14,7 @@ namespace zt::kernels::cuda {
 
 namespace {
 // Keep equal to detail::dispatch_head_dim (attention_common.cuh).
-const std::vector<int64_t> kHeadDims = {16, 32, 64, 80, 96, 100, 128};
+const std::vector<int64_t> kHeadDims = {16, 32, 48, 64, 80, 96, 100, 112, 128};
 
 // ZT_ATTENTION=zt forces zt's kernel; unset, "" or "auto" lets the shape decide.
 bool forced_zt() {

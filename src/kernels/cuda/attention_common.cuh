@@ -16,9 +16,10 @@ namespace zt::kernels::cuda::detail {
 inline constexpr int kAttnThreads = 256;
 
 // Query rows per tile (BR) and keys per tile (BC): 64 for head dims up to 100, 32 above
-// (128). Shared memory of the largest kernel (dK/dV): 4 * (4 * BR * (D + 1) + BR * (BR + 1))
-// bytes, 120 KB at D = 100 (64-row tiles; 100 is not a multiple of the 8 threads a 32-row
-// tile gives each row) and 83 KB at D = 128; within sm_80's 163 KB.
+// (112, 128). Shared memory of the largest kernel (dK/dV): 4 * (4 * BR * (D + 1) + BR *
+// (BR + 1)) bytes, 120 KB at D = 100 (64-row tiles; 100 is not a multiple of the 8 threads
+// a 32-row tile gives each row), 62 KB at D = 112 and 83 KB at D = 128; within sm_80's
+// 163 KB.
 template <int D>
 struct AttnTile {
   static constexpr int BR = D > 100 ? 32 : 64;
@@ -70,17 +71,20 @@ void dispatch_head_dim(int64_t D, F&& f) {
   switch (D) {
     case 16: f(std::integral_constant<int, 16>{}); return;
     case 32: f(std::integral_constant<int, 32>{}); return;
+    case 48: f(std::integral_constant<int, 48>{}); return;
     case 64: f(std::integral_constant<int, 64>{}); return;
     case 80: f(std::integral_constant<int, 80>{}); return;
     case 96: f(std::integral_constant<int, 96>{}); return;
     case 100: f(std::integral_constant<int, 100>{}); return;  // OpenLLaMA-3B
+    case 112: f(std::integral_constant<int, 112>{}); return;
     case 128: f(std::integral_constant<int, 128>{}); return;
     default: break;
   }
   throw InputError(strf("attention head dim %lld is not supported by the CUDA kernels",
                         static_cast<long long>(D)),
-                   "zt's CUDA attention is compiled for head dims 16, 32, 64, 80, 96, 100 and "
-                   "128 (hidden / heads); choose heads so that hidden / heads is one of them.");
+                   "zt's CUDA attention is compiled for head dims 16, 32, 48, 64, 80, 96, 100, "
+                   "112 and 128 (hidden / heads); choose heads so that hidden / heads is one "
+                   "of them.");
 }
 
 // Checks shapes the launchers rely on (grid limits, H % G).

@@ -41,8 +41,8 @@ __global__ void cross_entropy_rows_kernel(T* dlogits, const T* logits, const int
         if (x[k] > m) {
           s = s * expf(m - x[k]) + 1.0f;
           m = x[k];
-        } else {
-          s += expf(x[k] - m);
+        } else if (x[k] != -INFINITY) {  // -inf adds exp(-inf) = 0; while m is still -inf,
+          s += expf(x[k] - m);           // exp(-inf - -inf) would be NaN (NaN still adds)
         }
       }
     });

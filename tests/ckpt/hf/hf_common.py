@@ -11,6 +11,12 @@ import subprocess
 import sys
 
 SKIP = 77  # CTest SKIP_RETURN_CODE
+# The Python peers scripts/install-deps.sh installs (pinned there; --hf-peers: torch and
+# after): a test that cannot import one skips naming it, or fails where CI requires them.
+PEERS = ("numpy", "h5py", "safetensors", "xxhash", "torch", "transformers", "peft",
+         "accelerate", "bitsandbytes", "tokenizers", "sentencepiece", "jinja2")
+HINT = ("scripts/install-deps.sh installs numpy, h5py, safetensors and xxhash for this python3; "
+        "--hf-peers adds torch, transformers, peft, bitsandbytes, tokenizers, sentencepiece, jinja2")
 
 
 def skip(reason):
@@ -19,30 +25,49 @@ def skip(reason):
     sys.exit(SKIP)
 
 
+def peer_missing(what):
+    """A Python peer of the test is missing: skip naming it, or, where CI requires every
+    pinned peer (ZT_REQUIRE_PEERS=1, exported by .ci/run), fail: CI cannot go green
+    with a comparison that did not run."""
+    if os.environ.get("ZT_REQUIRE_PEERS") == "1":
+        print(f"FAIL: {what}; ZT_REQUIRE_PEERS=1 (CI) requires every pinned peer ({HINT})", flush=True)
+        os._exit(1)
+    print(f"SKIPPED: {what} ({HINT})", flush=True)
+    os._exit(SKIP)
+
+
+def _peer_import_hook(kind, value, tb):
+    """An ImportError of a peer module that reaches the top (a module-level import, e.g.
+    zt_checksums' numpy) is a missing peer, not a crash of the test."""
+    name = getattr(value, "name", None) or ""
+    if issubclass(kind, ImportError) and name.split(".")[0] in PEERS:
+        peer_missing(f"python module '{name}' is missing ({value}) for {sys.executable}")
+    sys.__excepthook__(kind, value, tb)
+
+
+sys.excepthook = _peer_import_hook
+
+
 def require(*modules):
-    """Import the modules or exit with SKIP and a message naming the missing one."""
+    """Import the modules or exit through peer_missing naming the missing one."""
     out = []
     for name in modules:
         try:
-            out.append(__import__(name))
+            out.append(importlib.import_module(name))
         except ImportError as e:
-            print(f"SKIPPED: python module '{name}' is missing ({e}); "
-                  "install it (scripts/install-deps.sh installs python3-h5py, python3-numpy "
-                  "and pip's safetensors and xxhash)")
-            sys.exit(SKIP)
+            peer_missing(f"python module '{name}' is missing ({e}) for {sys.executable}")
     return out
 
 
 def torch_peers(*extra):
-    """Imports torch, transformers and `extra` (e.g. "peft") for a peer test, or exits with
-    SKIP naming them (an ImportError, or a torch whose libraries fail to load); one torch
-    thread; the versions printed. Returns the modules in that order."""
+    """Imports torch, transformers and `extra` (e.g. "peft") for a peer test, or exits
+    through peer_missing naming them (an ImportError, or a torch whose libraries fail to
+    load); one torch thread; the versions printed. Returns the modules in that order."""
     names = ("torch", "transformers") + extra
     try:
         mods = [importlib.import_module(n) for n in names]
     except Exception as e:  # noqa: BLE001
-        skip(f"{'/'.join(names)} not importable ({e}); install them with "
-             "scripts/install-deps.sh --hf-peers")
+        peer_missing(f"{'/'.join(names)} not importable ({e}) for {sys.executable}")
     mods[0].set_num_threads(1)
     print(", ".join(f"{n} {m.__version__}" for n, m in zip(names, mods)), flush=True)
     return mods

@@ -30,7 +30,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import Checker, checksum, hf_config, llama_shapes, require, run_zt, skip, write_config  # noqa: E402
+from hf_common import Checker, checksum, hf_config, llama_shapes, peer_missing, require, run_zt, write_config  # noqa: E402
 
 np, h5py, safetensors, _ = require("numpy", "h5py", "safetensors", "xxhash")
 import safetensors.numpy  # noqa: E402
@@ -258,12 +258,12 @@ def main():
         return 2
     zt, work, group = sys.argv[1], sys.argv[2], sys.argv[3]
     if group in ("bf16", "transformers") and torch is None:
-        skip(f"group {group} needs torch (numpy has no bfloat16), which is not importable")
+        peer_missing(f"group {group} needs torch (numpy has no bfloat16), which is not importable")
     if group == "transformers":
         try:
             import transformers  # noqa: F401
         except Exception as e:  # noqa: BLE001
-            skip(f"group transformers needs the transformers package, which is not importable ({e})")
+            peer_missing(f"group transformers needs the transformers package, which is not importable ({e})")
     os.makedirs(work, exist_ok=True)
     c = Checker()
     cases = [("bf16-untied", "bf16", False, 0), ("bf16-tied", "bf16", True, 0),

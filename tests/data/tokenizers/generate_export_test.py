@@ -29,7 +29,7 @@ import subprocess
 import sys
 
 from chat_template_test import LLAMA3, ZT_ENV, make_tokenizers  # also puts tests/ckpt/hf on the path
-from hf_common import Checker, require, skip
+from hf_common import Checker, require, torch_peers
 
 NEW = 24
 PROMPTS = ["ROMEO:\nBut soft, what light", "Hello, world! It's a test"]
@@ -41,13 +41,7 @@ def main():
         return 2
     zt, work = sys.argv[1:3]
     h5py, tokenizers = require("h5py", "tokenizers")
-    try:
-        import torch
-        import transformers
-    except Exception as e:  # noqa: BLE001 (ImportError, or a torch whose libraries fail to load)
-        skip(f"torch/transformers not importable ({e}); scripts/install-deps.sh --hf-peers")
-    torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", flush=True)
+    torch, transformers = torch_peers()
     make_tokenizers.fresh(work, sys.argv[3] if len(sys.argv) == 4 else None)
     env = dict(ZT_ENV, XDG_CACHE_HOME=os.path.join(work, "cache"))
     c = Checker()

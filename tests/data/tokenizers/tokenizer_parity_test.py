@@ -19,7 +19,15 @@
 4. `zt convert sft-to-tokens` (sft_check.py): tokens, loss mask and example starts equal a
    Python construction (LitGPT's Alpaca prompt, Hugging Face labels -100 on the prompt,
    packing or one example per row, truncation or drop); a malformed line is exit 2.
-Exit 77 (CTest skip) without tokenizers, sentencepiece or h5py.
+The SentencePiece unigram ids are compared by their own CTest test, which reads this
+test's WORKDIR (data.hf.tokenizer_parity_unigram, FIXTURES_REQUIRED):
+
+  tokenizer_parity_test.py --unigram-ids ZT_TOKENIZE WORKDIR
+
+it skips when Python's sentencepiece is not of libsentencepiece's series (0.1.x and 0.2.x
+break unigram ties differently); scripts/install-deps.sh --hf-peers installs a match.
+Exit 77 (CTest skip; a failure where CI requires its peers, ZT_REQUIRE_PEERS=1) without
+tokenizers, sentencepiece or h5py.
 """
 import json
 import os
@@ -27,33 +35,49 @@ import shutil
 import subprocess
 import sys
 
-SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def unigram_ids(zt_tokenize, work):
+    """spm_unigram's ids (zt_tokenize) == Python's sentencepiece's on every corpus case."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
+    from hf_common import peer_missing, require
+    (spm,) = require("sentencepiece")
+    lib = os.environ.get("ZT_LIBSENTENCEPIECE_VERSION", "")
+    if not lib or lib.rsplit(".", 1)[0] != spm.__version__.rsplit(".", 1)[0]:
+        peer_missing(f"Python's sentencepiece {spm.__version__} is not of libsentencepiece {lib or '?'}'s "
+                     "series: unigram ties break differently, the ids cannot be compared")
+    folder = os.path.join(work, "spm_unigram")
+    corpus = open(os.path.join(work, "corpus.bin"), "rb").read()
+    cases = corpus.split(b"\n") + [corpus]
+    p = subprocess.run([zt_tokenize, folder, os.path.join(work, "corpus.bin")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, check=True)
+    zc = json.loads(p.stdout)["cases"]
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(folder, "tokenizer.model"))
+    py_ids = [sp.encode(c) for c in cases]
+    bad = [i for i in range(len(cases)) if zc[i]["ids"] != py_ids[i]]
+    for i in bad[:3]:
+        print(f"  case {i} {cases[i][:80]!r}\n    zt     {zc[i]['ids'][:40]}\n    python {py_ids[i][:40]}")
+    print(f"sentencepiece {spm.__version__}, libsentencepiece {lib}: spm_unigram ids of {len(cases)} cases "
+          f"({sum(len(x) for x in py_ids)} tokens): {len(bad)} differ")
+    return 1 if bad else 0
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--unigram-ids":
+        return unigram_ids(sys.argv[2], sys.argv[3])
     if len(sys.argv) not in (4, 5):
         print(__doc__)
         return 2
     zt_tokenize, zt, work = sys.argv[1:4]
     shipped = sys.argv[4] if len(sys.argv) == 5 else None
-    try:
-        import h5py
-        import numpy as np
-        import sentencepiece as spm
-        import tokenizers
-    except ImportError as e:
-        print(f"SKIPPED: python module missing ({e}); install tokenizers and sentencepiece with "
-              "scripts/install-deps.sh --hf-peers (h5py, numpy: scripts/install-deps.sh)")
-        return SKIP
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
+    from hf_common import require  # a missing module: skip, or fail in CI
+    h5py, np, spm, tokenizers = require("h5py", "numpy", "sentencepiece", "tokenizers")
     lib = os.environ.get("ZT_LIBSENTENCEPIECE_VERSION", "")
     print(f"tokenizers {tokenizers.__version__}, sentencepiece {spm.__version__} "
-          f"(zt links libsentencepiece {lib or '?'})", flush=True)
-    # 0.1.x and 0.2.x break unigram ties differently: compare unigram ids within one series.
-    same_series = not lib or lib.rsplit(".", 1)[0] == spm.__version__.rsplit(".", 1)[0]
-    if not same_series:
-        print(f"NOTE: unigram ids not compared: Python's sentencepiece {spm.__version__} is not of "
-              f"libsentencepiece {lib}'s series; scripts/install-deps.sh --hf-peers installs a match")
+          f"(zt links libsentencepiece {lib or '?'}); spm_unigram's ids: data.hf.tokenizer_parity_unigram",
+          flush=True)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     sys.path.insert(0, HERE)
@@ -104,13 +128,12 @@ def main():
             specials = (pre, post)
             vocab = tok.get_vocab_size(with_added_tokens=True)
         zc = z["cases"]
-        bad = [i for i in range(len(cases)) if zc[i]["ids"] != py_ids[i]]
-        for i in bad[:3]:
-            print(f"  case {i} {cases[i][:80]!r}\n    zt     {zc[i]['ids'][:40]}\n    python {py_ids[i][:40]}")
-        if name == "spm_unigram" and not same_series:
-            bad = []
-        check(not bad, f"{name}: ids of {len(cases)} cases equal Python's "
-                       f"({sum(len(x) for x in py_ids)} tokens; {len(bad)} differ)")
+        if name != "spm_unigram":  # its ids: their own test (--unigram-ids), 0.1.x/0.2.x ties differ
+            bad = [i for i in range(len(cases)) if zc[i]["ids"] != py_ids[i]]
+            for i in bad[:3]:
+                print(f"  case {i} {cases[i][:80]!r}\n    zt     {zc[i]['ids'][:40]}\n    python {py_ids[i][:40]}")
+            check(not bad, f"{name}: ids of {len(cases)} cases equal Python's "
+                           f"({sum(len(x) for x in py_ids)} tokens; {len(bad)} differ)")
         bad = [i for i in range(len(cases)) if bytes.fromhex(zc[i]["decoded_hex"]) != py_dec[i]]
         for i in bad[:3]:
             print(f"  case {i}\n    zt     {bytes.fromhex(zc[i]['decoded_hex'])[:80]!r}\n    python {py_dec[i][:80]!r}")

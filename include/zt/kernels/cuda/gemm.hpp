@@ -23,8 +23,10 @@ namespace zt::kernels::cuda {
 
 class Gemm {
  public:
-  // workspace_bytes: cuBLASLt's scratch (device memory, allocated once).
-  explicit Gemm(size_t workspace_bytes = size_t{32} << 20);
+  // workspace_bytes: cuBLASLt's scratch (device memory, allocated once; `zt estimate`
+  // counts the default, model::kGemmWorkspaceBytes).
+  static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+  explicit Gemm(size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;

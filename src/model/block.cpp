@@ -1,0 +1,125 @@
+// The Llama decoder block on CPU: attention (RMSNorm, q/k/v projections, RoPE, causal
+// GQA attention, o_proj, residual) and the SwiGLU MLP (RMSNorm, gate/up, SwiGLU, down,
+// residual), in its forward, its KV-cached decode and its backward. Other block kinds
+// (biases, q/k norm, sliding window, MoE) sit beside this file; model.cpp runs the trunk.
+#include "model_impl.hpp"
+
+namespace zt::model {
+
+// Block l: x_in [N, C] -> x_out [N, C]; activations into a. With x_out == nullptr
+// (recompute in the backward) the down projection and last residual are skipped:
+// the backward needs only what comes before them.
+template <class R>
+void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t B,
+                                   int64_t T) {
+  const int64_t N = B * T, C = cfg.hidden;
+  const int64_t H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
+  const R* p = params[static_cast<size_t>(layout.block_unit(l))];
+  const BlockOffsets& o = layout.block_offsets();
+  // attention half
+  k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps);
+  proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
+  proj_forward(l, LoraTarget::kK, a.k.data(), a.xn1.data(), p + o.k, N, C, G * D);
+  proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, G * D);
+  k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
+  k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
+  k::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
+                       H, G, D, pos);
+  proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C);
+  k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
+  mlp_forward(l, p, x_out, a, N);
+}
+
+// A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr).
+template <class R>
+void Model<R>::Impl::mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
+  const int64_t C = cfg.hidden, I = cfg.intermediate;
+  const BlockOffsets& o = layout.block_offsets();
+  k::rmsnorm_forward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), p + o.post_norm, N, C,
+                     cfg.norm_eps);
+  proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
+  proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
+  k::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
+  if (x_out) {
+    proj_forward(l, LoraTarget::kDown, x_out, a.h.data(), p + o.down, N, I, C);
+    k::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
+  }
+}
+
+// Block l over n new positions of one sequence (past before them in the cache): their
+// keys and values go into the cache, their queries attend the whole cache.
+template <class R>
+void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t n,
+                                  int64_t past, KvCache<R>& cache) {
+  const int64_t C = cfg.hidden, H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
+  const int64_t GD = G * D, half = D / 2;
+  const R* p = params[static_cast<size_t>(layout.block_unit(l))];
+  const BlockOffsets& o = layout.block_offsets();
+  R* kc = cache.k.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
+  R* vc = cache.v.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
+  k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, cfg.norm_eps);
+  proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, n, C, H * D);
+  proj_forward(l, LoraTarget::kK, kc + past * GD, a.xn1.data(), p + o.k, n, C, GD);
+  proj_forward(l, LoraTarget::kV, vc + past * GD, a.xn1.data(), p + o.v, n, C, GD);
+  const R* cos = rope_cos.data() + past * half;  // positions past .. past + n - 1
+  const R* sin = rope_sin.data() + past * half;
+  k::rope_forward(a.q.data(), cos, sin, 1, n, H, D);
+  k::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
+  k::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D);
+  proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C);
+  k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), n * C);
+  mlp_forward(l, p, x_out, a, n);
+}
+
+// Block l backward: dres [N, C] holds dL/dx_out on entry and dL/dx_in on exit.
+template <class R>
+void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64_t B, int64_t T) {
+  const int64_t N = B * T, C = cfg.hidden, I = cfg.intermediate;
+  const int64_t H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
+  const int u = layout.block_unit(l);
+  const R* p = params[static_cast<size_t>(u)];
+  const BlockOffsets& o = layout.block_offsets();
+  const auto g = [&](int64_t off) { return base_grad(u, off); };  // nullptr: frozen
+  // MLP half: x_out = x_mid + down(h); the residual passes dres through unchanged.
+  // First contributions to the scratch gradients WRITE (accumulate = false), so no
+  // buffer needs zeroing.
+  proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(),
+                p + o.down, N, I, C, /*accumulate_dx=*/false);
+  k::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
+                     /*accumulate=*/false);
+  proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(),
+                p + o.gate, N, C, I, /*accumulate_dx=*/false);
+  proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up,
+                N, C, I);
+  k::rmsnorm_backward(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(), p + o.post_norm,
+                      a.rstd2.data(), N, C);  // dres += (the residual branch)
+  // attention half: x_mid = x_in + o_proj(att)
+  proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), dres.data(), a.att.data(), p + o.o,
+                N, H * D, C, /*accumulate_dx=*/false);
+  k::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
+                        a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
+                        /*accumulate=*/false);
+  k::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
+  k::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
+  proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), dq.data(), a.xn1.data(), p + o.q, N,
+                C, H * D, /*accumulate_dx=*/false);
+  proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), dk.data(), a.xn1.data(), p + o.k, N,
+                C, G * D);
+  proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N,
+                C, G * D);
+  k::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
+                      a.rstd1.data(), N, C);  // dres += (the residual branch)
+}
+
+#define ZT_BLOCK_INSTANTIATE(R)                                                              \
+  template void Model<R>::Impl::block_forward(int, const R*, R*, BlockActs<R>&, int64_t,       \
+                                              int64_t);                                      \
+  template void Model<R>::Impl::mlp_forward(int, const R*, R*, BlockActs<R>&, int64_t);        \
+  template void Model<R>::Impl::block_decode(int, const R*, R*, BlockActs<R>&, int64_t,        \
+                                             int64_t, KvCache<R>&);                          \
+  template void Model<R>::Impl::block_backward(int, const R*, BlockActs<R>&, int64_t, int64_t);
+ZT_BLOCK_INSTANTIATE(float)
+ZT_BLOCK_INSTANTIATE(double)
+#undef ZT_BLOCK_INSTANTIATE
+
+}  // namespace zt::model

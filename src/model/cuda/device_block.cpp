@@ -1,0 +1,91 @@
+// One decoder block on the GPU, attention and MLP, forward and backward: the CUDA twin of
+// the block in src/model/block.cpp, op for op, with the residual adds fused into the
+// RMSNorms and attention keeping the log-sum-exp instead of the probabilities. The
+// projections go through DeviceModel::Impl::proj_forward / proj_backward (their LoRA
+// adapters included). New block kinds (other families, the MoE block) sit beside it.
+#include "device_model_impl.hpp"
+
+namespace zt::model {
+
+// Block l into the activations a. Its input x_l = base + pending (pending == nullptr
+// when x_l is already in xs[l]: block 0, and recompute) is formed and normalised by one
+// fused kernel and stored in xs[l]. Leaves x_mid in a.x_mid and, with_down, the down
+// projection in `delta` (the recompute in the backward needs nothing after h).
+template <class T, class G>
+void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pending,
+                                            detail::DeviceBlockActs<T>& a, int64_t B, int64_t Tn,
+                                            bool with_down) {
+  const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
+  const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
+  const T* p = params[static_cast<size_t>(layout.block_unit(l))];
+  const BlockOffsets& o = layout.block_offsets();
+  T* x_in = x_at(l, N);
+  kc::residual_rmsnorm_forward<T>(a.xn1.data(), a.rstd1.data(), x_in, base, pending,
+                                  p + o.input_norm, N, C, cfg.norm_eps, stream);
+  proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
+  proj_forward(l, LoraTarget::kK, a.k.data(), a.xn1.data(), p + o.k, N, C, Gk * D);
+  proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, Gk * D);
+  kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
+  kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
+  kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, Tn, H,
+                           Gk, D, stream, pos_d);
+  proj_forward(l, LoraTarget::kO, delta.data(), a.att.data(), p + o.o, N, H * D, C);
+  kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in, delta.data(),
+                                  p + o.post_norm, N, C, cfg.norm_eps, stream);
+  proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
+  proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
+  kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
+  if (with_down) proj_forward(l, LoraTarget::kDown, delta.data(), a.h.data(), p + o.down, N, I, C);
+}
+
+// Block l backward: dres [N, C] holds dL/dx_{l+1} on entry and dL/dx_l on exit.
+template <class T, class G>
+void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& a, int64_t B,
+                                             int64_t Tn) {
+  const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
+  const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
+  const int u = layout.block_unit(l);
+  const T* p = params[static_cast<size_t>(u)];
+  const auto g = [&](int64_t off) { return base_grad(u, off); };  // nullptr: frozen
+  const BlockOffsets& o = layout.block_offsets();
+  const T* x_in = x_at(l, N);
+  // MLP half: x_{l+1} = x_mid + down(h); dres passes through the residual unchanged.
+  proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(), p + o.down, N,
+                I, C, /*accumulate_dx=*/false);
+  kc::swiglu_backward<T>(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
+                         /*accumulate=*/false, stream);
+  proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(), p + o.gate,
+                N, C, I, /*accumulate_dx=*/false);
+  proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up, N, C,
+                I, /*accumulate_dx=*/true);
+  kc::rmsnorm_backward<T, G>(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(),
+                             p + o.post_norm, a.rstd2.data(), N, C, /*accumulate_dx=*/true, stream);
+  // attention half: x_mid = x_in + o_proj(att)
+  proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), dres.data(), a.att.data(), p + o.o, N,
+                H * D, C, /*accumulate_dx=*/false);
+  kc::attention_backward<T>(dq.data(), dk.data(), dv.data(), attn_delta.data(), datt.data(),
+                            a.att.data(), a.q.data(), a.k.data(), a.v.data(), a.lse.data(), B, Tn,
+                            H, Gk, D, /*accumulate=*/false, stream, pos_d);
+  kc::rope_backward<T>(dq.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
+  kc::rope_backward<T>(dk.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
+  proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), dq.data(), a.xn1.data(), p + o.q, N, C,
+                H * D, /*accumulate_dx=*/false);
+  proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), dk.data(), a.xn1.data(), p + o.k, N, C,
+                Gk * D, /*accumulate_dx=*/true);
+  proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N, C,
+                Gk * D, /*accumulate_dx=*/true);
+  kc::rmsnorm_backward<T, G>(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
+                             a.rstd1.data(), N, C, /*accumulate_dx=*/true, stream);
+}
+
+#define ZT_DEVICE_BLOCK_INSTANTIATE(T, G)                                                          \
+  template void DeviceModel<T, G>::Impl::block_forward(                                            \
+      int, const T*, const T*, detail::DeviceBlockActs<T>&, int64_t, int64_t, bool);               \
+  template void DeviceModel<T, G>::Impl::block_backward(int, detail::DeviceBlockActs<T>&, int64_t, \
+                                                        int64_t);
+ZT_DEVICE_BLOCK_INSTANTIATE(float, float)
+ZT_DEVICE_BLOCK_INSTANTIATE(kc::bf16_t, float)
+ZT_DEVICE_BLOCK_INSTANTIATE(kc::bf16_t, kc::bf16_t)
+#undef ZT_DEVICE_BLOCK_INSTANTIATE
+
+}  // namespace zt::model

@@ -1,0 +1,274 @@
+#pragma once
+// DeviceModel's state (private to zt_model_cuda): the workspace of one GPU decoder (the
+// per-block activations DeviceBlockActs, the scratch of the backward, the logits and the
+// loss totals), the bound unit spans and hooks, and the small helpers every pass uses
+// (unit use/done, the projections with their LoRA adapters). The passes are defined in
+// three files: device_block.cpp (one decoder block, attention and MLP, forward and
+// backward), device_model.cpp (embedding, the stack of blocks, head and loss, and the
+// public DeviceModel), device_trainable.cpp (the TrainableModel the engine sees).
+// Shapes: B batch, T sequence, N = B*T rows, C hidden, H heads, G kv heads, D head_dim,
+// I intermediate, V vocab, L layers.
+#include <span>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#include "device_lora.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/kernels/cpu.hpp"
+#include "zt/kernels/cuda/cuda.hpp"
+#include "zt/model/device_model.hpp"
+#include "zt/model/device_workspace.hpp"
+
+namespace zt::model {
+
+namespace kc = zt::kernels::cuda;
+
+namespace detail {
+
+static_assert(sizeof(kc::CrossEntropyTotals) == DeviceWorkspaceSizes::kTotalsBytes,
+              "DeviceWorkspaceSizes counts one CrossEntropyTotals");
+
+// One block's activations, kept from its forward for its backward.
+template <class T>
+struct DeviceBlockActs {
+  kc::DeviceBuffer<T> xn1;        // [N, C]     input_layernorm(x_in)
+  kc::DeviceBuffer<float> rstd1;  // [N]
+  kc::DeviceBuffer<T> q;          // [N, H*D]   after RoPE
+  kc::DeviceBuffer<T> k;          // [N, G*D]   after RoPE
+  kc::DeviceBuffer<T> v;          // [N, G*D]
+  kc::DeviceBuffer<T> att;        // [N, H*D]   attention output, before o_proj
+  kc::DeviceBuffer<float> lse;    // [B, H, T]  attention log-sum-exp
+  kc::DeviceBuffer<T> x_mid;      // [N, C]     x_in + o_proj(att)
+  kc::DeviceBuffer<T> xn2;        // [N, C]     post_attention_layernorm(x_mid)
+  kc::DeviceBuffer<float> rstd2;  // [N]
+  kc::DeviceBuffer<T> gate;       // [N, I]
+  kc::DeviceBuffer<T> up;         // [N, I]
+  kc::DeviceBuffer<T> h;          // [N, I]     silu(gate) * up
+
+  // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
+  DeviceBlockActs(const Config& c, int64_t N) {
+    const DeviceBlockSizes z = DeviceBlockSizes::of(c, N);
+    xn1 = kc::DeviceBuffer<T>(z.xn1);
+    rstd1 = kc::DeviceBuffer<float>(z.rstd1);
+    q = kc::DeviceBuffer<T>(z.q);
+    k = kc::DeviceBuffer<T>(z.k);
+    v = kc::DeviceBuffer<T>(z.v);
+    att = kc::DeviceBuffer<T>(z.att);
+    lse = kc::DeviceBuffer<float>(z.lse);
+    x_mid = kc::DeviceBuffer<T>(z.x_mid);
+    xn2 = kc::DeviceBuffer<T>(z.xn2);
+    rstd2 = kc::DeviceBuffer<float>(z.rstd2);
+    gate = kc::DeviceBuffer<T>(z.gate);
+    up = kc::DeviceBuffer<T>(z.up);
+    h = kc::DeviceBuffer<T>(z.h);
+  }
+  size_t bytes() const {
+    return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
+           lse.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() + up.bytes() +
+           h.bytes();
+  }
+};
+
+}  // namespace detail
+
+template <class T, class G>
+struct DeviceModel<T, G>::Impl {
+  Config cfg;
+  ParamLayout layout;
+  cudaStream_t stream;
+  kc::Gemm gemm;
+  std::vector<const T*> params;  // per unit, device
+  std::vector<G*> grads;         // per unit, device (nullptr when unbound)
+  UnitHooks hooks;
+
+  int64_t capacity = 0;                            // rows N the workspace holds
+  kc::DeviceBuffer<float> rope_cos, rope_sin;      // [context, D/2]
+  kc::DeviceBuffer<T> xs;                          // [L+1, N, C] block inputs + final hidden state
+  std::vector<detail::DeviceBlockActs<T>> shared;  // [1]: forward-only use and recompute
+  std::vector<detail::DeviceBlockActs<T>>
+      acts;                          // [L]: a step without recompute keeps every block's
+  int64_t acts_rows = 0;             // rows the per-block activations hold
+  kc::DeviceBuffer<T> delta;         // [N, C] o_proj or down_proj output, pending add
+  kc::DeviceBuffer<T> xf;            // [N, C] final norm output
+  kc::DeviceBuffer<float> rstd_f;    // [N]
+  kc::DeviceBuffer<T> logits;        // [N, V] logits, then dlogits (in place)
+  kc::DeviceBuffer<float> row_loss;  // [N]
+  kc::DeviceBuffer<kc::CrossEntropyTotals> totals;  // [1]
+  kc::DeviceBuffer<int32_t> tokens_d, targets_d;    // [N]
+  kc::DeviceBuffer<int32_t> positions_d;            // [N] packed examples (when given)
+  const int32_t* pos_d = nullptr;                   // positions_d of this call, or nullptr
+  // backward scratch
+  kc::DeviceBuffer<T> dres, dxn;       // [N, C]
+  kc::DeviceBuffer<T> datt, dq;        // [N, H*D]
+  kc::DeviceBuffer<T> dk, dv;          // [N, G*D]
+  kc::DeviceBuffer<T> dh, dgate, dup;  // [N, I]
+  kc::DeviceBuffer<float> attn_delta;  // [B, H, T]
+  detail::DeviceLora<T, G> lora;       // adapters (bind_lora): the base is frozen when bound
+  bool training = false;               // inside loss_and_grad (LoRA dropout applies)
+
+  Impl(const ParamLayout& l, cudaStream_t s)
+      : cfg(l.config()),
+        layout(l),
+        stream(s),
+        params(static_cast<size_t>(layout.num_units()), nullptr),
+        grads(static_cast<size_t>(layout.num_units()), nullptr),
+        totals(1),
+        lora(cfg, gemm, s) {
+    cfg.validate();
+    const int64_t D = cfg.head_dim();
+    if (!kc::attention_head_dim_supported(D))
+      throw InputError(strf("head dim %lld (hidden %lld / heads %lld) has no CUDA attention "
+                            "kernel",
+                            static_cast<long long>(D), static_cast<long long>(cfg.hidden),
+                            static_cast<long long>(cfg.heads)),
+                       "zt's CUDA attention supports head dims 16, 32, 48, 64, 80, 96, 100, "
+                       "112 and 128 (cuDNN's fused attention, where it loads, takes the bf16 ones that "
+                       "are multiples of 8).");
+    log::info("attention on the GPU: " +
+              kc::attention_backend_summary(std::is_same_v<T, kc::bf16_t>, D));
+    std::vector<float> cs(DeviceWorkspaceSizes::of(cfg, 0).rope);  // [context, D/2]
+    std::vector<float> sn(cs.size());
+    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta);
+    rope_cos = kc::DeviceBuffer<float>(cs.size());
+    rope_sin = kc::DeviceBuffer<float>(sn.size());
+    rope_cos.upload(cs);
+    rope_sin.upload(sn);
+  }
+
+  // Per-block activations for N rows (allocated by the first step without recompute).
+  void ensure_all_acts(int64_t N) {
+    if (N <= acts_rows) return;
+    acts.clear();
+    for (int64_t l = 0; l < cfg.layers; ++l) acts.emplace_back(cfg, N);
+    acts_rows = N;
+  }
+
+  // Grows the workspace to N rows (no-op once the largest shape has been seen).
+  void ensure(int64_t N) {
+    if (N <= capacity) return;
+    // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
+    const DeviceWorkspaceSizes z = DeviceWorkspaceSizes::of(cfg, N);
+    shared.clear();
+    shared.emplace_back(cfg, N);
+    xs = kc::DeviceBuffer<T>(z.xs);
+    delta = kc::DeviceBuffer<T>(z.rows_c);
+    xf = kc::DeviceBuffer<T>(z.rows_c);
+    rstd_f = kc::DeviceBuffer<float>(z.rows);
+    logits = kc::DeviceBuffer<T>(z.logits);
+    row_loss = kc::DeviceBuffer<float>(z.rows);
+    tokens_d = kc::DeviceBuffer<int32_t>(z.rows);
+    targets_d = kc::DeviceBuffer<int32_t>(z.rows);
+    positions_d = kc::DeviceBuffer<int32_t>(z.rows);
+    dres = kc::DeviceBuffer<T>(z.rows_c);
+    dxn = kc::DeviceBuffer<T>(z.rows_c);
+    datt = kc::DeviceBuffer<T>(z.hd);
+    dq = kc::DeviceBuffer<T>(z.hd);
+    dk = kc::DeviceBuffer<T>(z.gd);
+    dv = kc::DeviceBuffer<T>(z.gd);
+    dh = kc::DeviceBuffer<T>(z.ni);
+    dgate = kc::DeviceBuffer<T>(z.ni);
+    dup = kc::DeviceBuffer<T>(z.ni);
+    attn_delta = kc::DeviceBuffer<float>(z.heads_rows);
+    lora.ensure(N);
+    capacity = N;
+  }
+
+  void use(int u) {
+    // A layout without the targeted W (QLoRA's) has them only in the NF4 base.
+    if (layout.left_out() != 0 && !lora.has_qlora())
+      throw std::logic_error(
+          "DeviceModel: a layout without the targeted W (QLoRA's) used "
+          "before bind_qlora: the model reads those W from the NF4 base");
+    if (hooks.before_use) hooks.before_use(u);
+    if (!params[static_cast<size_t>(u)])
+      throw Error(strf("parameter unit %d (%s) is not bound", u, layout.unit(u).name.c_str()),
+                  "call DeviceModel::bind_unit for every unit first.");
+  }
+  void done(int u) {
+    if (hooks.after_use) hooks.after_use(u);
+  }
+  void ready(int u) {
+    if (hooks.grad_ready) hooks.grad_ready(u);
+  }
+  // y [N, out] = x W^T, plus the LoRA adapter of (layer, t) when one is bound (with QLoRA
+  // W is dequantised from the NF4 base first: DeviceLora::weight).
+  void proj_forward(int layer, LoraTarget t, T* y, const T* x, const T* W, int64_t N, int64_t in,
+                    int64_t out) {
+    kc::linear_forward<T>(gemm, y, x, lora.weight(layer, t, W), N, in, out, stream);
+    if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.forward(*a, y, x, N, training);
+  }
+  // The backward of proj_forward: dx as linear_backward; dW only when the base is not
+  // frozen (nullptr: no dW GEMM); the adapter's gradients into its grads.
+  void proj_backward(int layer, LoraTarget t, T* dx, G* dW, const T* dy, const T* x, const T* W,
+                     int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+    kc::linear_backward<T, G>(gemm, dx, dW, dy, x, lora.weight(layer, t, W), N, in, out,
+                              accumulate_dx, stream);
+    if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.backward(*a, dx, dy, x, N, training);
+  }
+  // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes
+  // the base (the kernels then skip that gradient).
+  G* base_grad(int u, int64_t off) { return lora.bound() ? nullptr : grad_of(u) + off; }
+
+  G* grad_of(int u) {
+    G* g = grads[static_cast<size_t>(u)];
+    if (!g)
+      throw Error(
+          strf("gradient buffer of unit %d (%s) is not bound", u, layout.unit(u).name.c_str()),
+          "loss_and_grad needs bind_unit(u, params, grads) with a gradient buffer.");
+    return g;
+  }
+
+  T* x_at(int l, int64_t N) { return xs.data() + static_cast<int64_t>(l) * N * cfg.hidden; }
+  const T* lm_head_w() const {
+    return cfg.tied_embeddings
+               ? params[0]
+               : params[static_cast<size_t>(layout.head_unit())] + layout.lm_head_offset();
+  }
+
+  // Checks the shape and the ids on the host (kernels cannot throw) and uploads them.
+  void upload_batch(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                    int64_t Tn, std::span<const int32_t> positions = {});
+
+  // Block l into the activations a. Its input x_l = base + pending (pending == nullptr
+  // when x_l is already in xs[l]: block 0, and recompute) is formed and normalised by one
+  // fused kernel and stored in xs[l]. Leaves x_mid in a.x_mid and, with_down, the down
+  // projection in `delta` (the recompute in the backward needs nothing after h).
+  void block_forward(int l, const T* base, const T* pending, detail::DeviceBlockActs<T>& a,
+                     int64_t B, int64_t Tn, bool with_down);
+  // Block l backward: dres [N, C] holds dL/dx_{l+1} on entry and dL/dx_l on exit.
+  void block_backward(int l, detail::DeviceBlockActs<T>& a, int64_t B, int64_t Tn);
+
+  // Embedding, every block and the final norm: xf [N, C] normalised, xs[L] = x_L. With
+  // keep_all each block's activations go to acts[l], else all share one set.
+  void forward_trunk_and_norm(int64_t B, int64_t Tn, bool keep_all);
+  void use_head() {
+    use(layout.head_unit());
+    if (cfg.tied_embeddings) use(0);
+  }
+  void done_head() {
+    if (cfg.tied_embeddings) done(0);
+    done(layout.head_unit());
+  }
+
+  kc::CrossEntropyTotals read_totals();
+  double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                       int64_t Tn, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions);
+  double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+              int64_t Tn, std::span<const int32_t> positions);
+  void logits_last(std::span<const int32_t> tokens, int64_t Tn, T* out);
+  size_t workspace_bytes() const {
+    size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + delta.bytes() + xf.bytes() +
+               rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
+               tokens_d.bytes() + targets_d.bytes() + positions_d.bytes() + dres.bytes() +
+               dxn.bytes() + datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
+               dgate.bytes() + dup.bytes() + attn_delta.bytes() + lora.workspace_bytes();
+    for (const auto& a : shared) b += a.bytes();
+    for (const auto& a : acts) b += a.bytes();
+    return b;
+  }
+};
+
+}  // namespace zt::model

@@ -1,0 +1,193 @@
+#pragma once
+// Private to model.cpp (embedding, trunk, head, the Model calls) and block.cpp (the decoder
+// block: attention and MLP, forward, decode and backward): one block's activations and the
+// model's state, Model<R>::Impl. Shapes: B batch, T sequence, N = B*T rows, C hidden,
+// H heads, G kv heads, D head_dim, I intermediate, V vocab.
+#include <stdexcept>
+#include <vector>
+
+#include "buffer.hpp"
+#include "lora_apply.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+#include "zt/kernels/cpu.hpp"
+#include "zt/model/model.hpp"
+
+namespace zt::model {
+
+namespace k = zt::kernels::cpu;
+using detail::Buffer;
+
+// One block's activations, kept from its forward for its backward.
+template <class R>
+struct BlockActs {
+  Buffer<R> xn1;    // [N, C]      input_layernorm(x_in)
+  Buffer<R> rstd1;  // [N]
+  Buffer<R> q;      // [N, H*D]    after RoPE
+  Buffer<R> k;      // [N, G*D]    after RoPE
+  Buffer<R> v;      // [N, G*D]
+  Buffer<R> probs;  // [B, H, T, T] attention softmax
+  Buffer<R> att;    // [N, H*D]    attention output, before o_proj
+  Buffer<R> x_mid;  // [N, C]      x_in + o_proj(att)
+  Buffer<R> xn2;    // [N, C]      post_attention_layernorm(x_mid)
+  Buffer<R> rstd2;  // [N]
+  Buffer<R> gate;   // [N, I]      gate_proj(xn2)
+  Buffer<R> up;     // [N, I]      up_proj(xn2)
+  Buffer<R> h;      // [N, I]      silu(gate) * up
+
+  void ensure(const Config& c, int64_t N, int64_t BHTT) {
+    const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
+    xn1.ensure(N * c.hidden);
+    rstd1.ensure(N);
+    q.ensure(N * HD);
+    k.ensure(N * GD);
+    v.ensure(N * GD);
+    probs.ensure(BHTT);
+    att.ensure(N * HD);
+    x_mid.ensure(N * c.hidden);
+    xn2.ensure(N * c.hidden);
+    rstd2.ensure(N);
+    gate.ensure(N * c.intermediate);
+    up.ensure(N * c.intermediate);
+    h.ensure(N * c.intermediate);
+  }
+  size_t bytes() const {
+    return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + probs.bytes() +
+           att.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() +
+           up.bytes() + h.bytes();
+  }
+};
+
+template <class R>
+struct Model<R>::Impl {
+  Config cfg;
+  ParamLayout layout;
+  std::vector<const R*> params;  // per unit
+  std::vector<R*> grads;         // per unit (nullptr when unbound)
+  UnitHooks hooks;
+
+  Buffer<R> rope_cos, rope_sin;     // [context, D/2]
+  Buffer<R> xs;                     // [L+1, N, C] residual stream: block inputs + final output
+  BlockActs<R> shared;              // eval and recompute
+  std::vector<BlockActs<R>> saved;  // [L], only for loss_and_grad without recompute
+  Buffer<R> xf;                     // [N, C] final norm output
+  Buffer<R> rstd_f;                 // [N]
+  Buffer<R> logits;                 // [N, V] logits, then dlogits (in place)
+  // backward scratch
+  Buffer<R> dres;                   // [N, C] gradient of the residual stream
+  Buffer<R> dxn;                    // [N, C] gradient of a norm output
+  Buffer<R> datt;                   // [N, H*D]
+  Buffer<R> dq;                     // [N, H*D]
+  Buffer<R> dk, dv;                 // [N, G*D]
+  Buffer<R> dh, dgate, dup;         // [N, I]
+  Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
+  // Per-token positions of the call in progress ([B, T]; nullptr: 0..T-1 in each row):
+  // packed examples restart RoPE positions and attention at each example's first token.
+  const int32_t* pos = nullptr;
+  Buffer<R> decode_scores;          // [H, past + n] attention scores of decode()
+  detail::LoraApply<R> lora;        // adapters (bind_lora): the base is frozen when bound
+  bool training = false;            // inside loss_and_grad (LoRA dropout applies)
+
+  explicit Impl(const ParamLayout& l)
+      : cfg(l.config()), layout(l), params(static_cast<size_t>(layout.num_units()), nullptr),
+        grads(static_cast<size_t>(layout.num_units()), nullptr) {
+    const int64_t half = cfg.head_dim() / 2;
+    rope_cos.ensure(cfg.context * half);
+    rope_sin.ensure(cfg.context * half);
+    k::rope_table(rope_cos.data(), rope_sin.data(), cfg.context, cfg.head_dim(), cfg.rope_theta);
+  }
+
+  void use(int u) {
+    // A layout without the targeted W (QLoRA's) has them only in the NF4 base.
+    if (layout.left_out() != 0 && !lora.has_qlora())
+      throw std::logic_error("Model: a layout without the targeted W (QLoRA's) used before "
+                             "bind_qlora: the model reads those W from the NF4 base");
+    if (hooks.before_use) hooks.before_use(u);
+    if (!params[static_cast<size_t>(u)]) {
+      throw Error(strf("parameter unit %d (%s) is not bound", u, layout.unit(u).name.c_str()),
+                  "call Model::bind_unit for every unit (or Parameters::bind) first.");
+    }
+  }
+  void done(int u) {
+    if (hooks.after_use) hooks.after_use(u);
+  }
+  void ready(int u) {
+    if (hooks.grad_ready) hooks.grad_ready(u);
+  }
+  // y [N, out] = x W^T, plus the LoRA adapter of (layer, t) when one is bound (with QLoRA
+  // W is read dequantised from the NF4 base: LoraApply::weight).
+  void proj_forward(int layer, LoraTarget t, R* y, const R* x, const R* W, int64_t N,
+                    int64_t in, int64_t out) {
+    k::linear_forward(y, x, lora.weight(layer, t, W), N, in, out);
+    if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.forward(*a, y, x, N, training);
+  }
+  // The backward of proj_forward: dx as linear_backward; dW only when the base is not
+  // frozen (pass nullptr for no dW); the adapter's gradients into its grads.
+  void proj_backward(int layer, LoraTarget t, R* dx, R* dW, const R* dy, const R* x, const R* W,
+                     int64_t N, int64_t in, int64_t out, bool accumulate_dx = true) {
+    k::linear_backward(dx, dW, dy, x, lora.weight(layer, t, W), N, in, out, accumulate_dx);
+    if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.backward(*a, dx, dy, x, N, training);
+  }
+  // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes
+  // the base (the kernels then skip that gradient).
+  R* base_grad(int u, int64_t off) { return lora.bound() ? nullptr : grad_of(u) + off; }
+
+  R* grad_of(int u) {
+    R* g = grads[static_cast<size_t>(u)];
+    if (!g) {
+      throw Error(strf("gradient buffer of unit %d (%s) is not bound", u,
+                       layout.unit(u).name.c_str()),
+                  "loss_and_grad needs bind_unit(u, params, grads) with a gradient span.");
+    }
+    return g;
+  }
+
+  void check_shape(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                   int64_t T, bool need_targets) const;
+
+  // Grows the workspace for B x T (no-op once the largest shape has been seen).
+  void ensure(int64_t B, int64_t T, bool backward, bool keep_all);
+
+  R* x_at(int l, int64_t N) { return xs.data() + static_cast<int64_t>(l) * N * cfg.hidden; }
+  const R* lm_head_w() const {
+    return cfg.tied_embeddings ? params[0]
+                               : params[static_cast<size_t>(layout.head_unit())] +
+                                     layout.lm_head_offset();
+  }
+
+  // ---- the decoder block (block.cpp) ----
+  // Block l: x_in [N, C] -> x_out [N, C]; activations into a. With x_out == nullptr
+  // (recompute in the backward) the down projection and last residual are skipped:
+  // the backward needs only what comes before them.
+  void block_forward(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t B, int64_t T);
+  // A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr).
+  void mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
+  // Block l over n new positions of one sequence (past before them in the cache): their
+  // keys and values go into the cache, their queries attend the whole cache.
+  void block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t n, int64_t past,
+                    KvCache<R>& cache);
+  // Block l backward: dres [N, C] holds dL/dx_out on entry and dL/dx_in on exit.
+  void block_backward(int l, const R* x_in, BlockActs<R>& a, int64_t B, int64_t T);
+
+  // ---- the trunk, the head and the calls (model.cpp) ----
+  // Embedding and every block; xs[L] holds the final hidden state afterwards.
+  void forward_trunk(std::span<const int32_t> tokens, int64_t B, int64_t T, bool keep_all);
+  // Final norm and LM head over all N rows: logits [N, V].
+  void head_forward(int64_t N);
+  void use_head();
+  void done_head();
+  // Positions [B, T] for this call (empty: none; see check_positions).
+  void set_positions(std::span<const int32_t> positions, int64_t B, int64_t T);
+  double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                       int64_t B, int64_t T, bool recompute, double grad_scale,
+                       std::span<const int32_t> positions);
+  double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+              int64_t T, std::span<const int32_t> positions);
+  void logits_last(std::span<const int32_t> tokens, int64_t T, std::span<R> out);
+  // The head over the last of the n rows of the final hidden state: logits [V] into out.
+  void head_last(int64_t n, std::span<R> out);
+  void decode(std::span<const int32_t> tokens, KvCache<R>& cache, std::span<R> out);
+  size_t workspace_bytes() const;
+};
+
+}  // namespace zt::model
