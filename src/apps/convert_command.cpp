@@ -157,9 +157,14 @@ int h5_to_peft(const ConvertArgs& a) {
 }
 
 int h5_to_hf(const ConvertArgs& a) {
+  refuse_system_folder(a.outdir, "OUTDIR");
   const std::vector<std::string> inputs = inputs_at(a.checkpoint);
   for (const std::string& out : hf_outputs_in(a.outdir))
     require_new_output(out, "output file", inputs, a.force);
+  // One writer per export folder (issue 36, classes 1 and 4): a second export into it is
+  // refused, not mixed in.
+  const FolderLock lock(a.outdir, "output folder",
+                        "another zt convert is writing there: wait for it, or name another folder");
   if (a.adapter) return h5_to_peft(a);
   ckpt::HfExportOptions o;
   o.dtype = a.dtype;
@@ -235,7 +240,7 @@ Run add_convert_command(CLI::App& app) {
       "byte-level tokenizer \"bytes\" (vocab 256). With --tokenizer: a Hugging Face "
       "tokenizer.json or SentencePiece tokenizer.model, ids as Hugging Face encodes them, BOS "
       "as tokenizer_config.json says and EOS after each document (docs/finetune.md). The file "
-      "is written to OUT.h5.tmp, then renamed.");
+      "is written to OUT.h5.tmp.<host>.<pid>, then renamed.");
   t2t->add_option("files", a->text_files, "IN.txt [IN2.txt ...] OUT.h5")->required();
   // --tokenizer of text-to-tokens (optional) and sft-to-tokens (required).
   auto tokenizer_option = [a](CLI::App* cmd) {
@@ -315,6 +320,8 @@ Run add_convert_command(CLI::App& app) {
 
   return [=]() -> int {
     set_progress_interval(a->progress, "--progress");
+    // SIGTERM / SIGINT / SIGHUP: the outputs' staging files go with the process.
+    remove_staging_on_signals();
     if (t2t->parsed()) return text_to_tokens(*a);
     if (sft->parsed()) return sft_to_tokens(*a);
     if (export_cmd->parsed()) return h5_to_hf(*a);

@@ -10,6 +10,7 @@
 #include "h5.hpp"
 #include "zt/ckpt/adapter_export.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/hash.hpp"
 #include "zt/core/log.hpp"
 #include "zt/runtime/mpi_check.hpp"
@@ -37,6 +38,7 @@ std::string finetune_to_json(const model::LoraConfig& lora) {
 std::string base_hash_of(const std::string& path) {
   const char* hint = "ckpt.init_from names the base checkpoint (a zt checkpoint file; "
                      "`zt convert hf-to-h5` makes one from a Hugging Face model)";
+  require_regular_file(path, "the base checkpoint", hint);  // a FIFO would hang H5Fopen
   h5::QuietErrors quiet;
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw InputError("cannot open the base checkpoint '" + path + "'", hint);

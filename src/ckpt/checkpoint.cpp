@@ -78,11 +78,12 @@ SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteConte
   const int64_t step = c.state->step;
   // Tensor bytes (params + 2 moments), a lower bound of the file's size.
   const uint64_t bytes = static_cast<uint64_t>(file_layout(c.header).total_numel()) * 3 * sizeof(float);
-  const std::string tmp = begin_publish(comm, dir, step, bytes);
+  Staging staging = begin_publish(comm, dir, step, bytes);
+  const std::string& tmp = staging.path;
   // Every rank reaches the agreement, failed or not, so none waits for another.
   const runtime::Agreement written = runtime::agree(comm, [&] { write_file(comm, tmp, c); });
   if (written.failed()) {
-    abandon_publish(comm, tmp);
+    abandon_publish(comm, staging);
     const std::string own = written.own_message();
     throw Error(own.empty() ? "writing checkpoint '" + tmp + "' failed on another rank (its "
                               "message says why); the file was removed"
@@ -91,7 +92,7 @@ SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteConte
                 "previous checkpoint");
   }
   SaveResult r;
-  r.path = finish_publish(comm, dir, step, keep);
+  r.path = finish_publish(comm, dir, step, keep, staging);
   r.bytes = bytes;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

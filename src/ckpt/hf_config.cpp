@@ -2,11 +2,10 @@
 #include "zt/ckpt/hf_config.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "zt/core/files.hpp"
 #include "zt/core/json.hpp"
 #include "zt/core/error.hpp"
 
@@ -110,16 +109,11 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
 }
 
 HfConfig read_hf_config(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-    throw InputError("config '" + path + "' is not a regular file", "config.json must be a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError("cannot open config '" + path + "'",
-                     "a Hugging Face model folder holds config.json beside its safetensors files");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_hf_config(text.str(), path);
+  return parse_hf_config(
+      read_regular_file(path, "config",
+                        "a Hugging Face model folder holds config.json (a file) beside its "
+                        "safetensors files"),
+      path);
 }
 
 std::string hf_config_json(const model::Config& cfg, const std::string& torch_dtype,

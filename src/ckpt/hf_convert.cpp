@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -17,7 +18,10 @@
 #include "zt/ckpt/publish.hpp"
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/ckpt/serial.hpp"
+#include "zt/core/checksum.hpp"
+#include "zt/core/dtype.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/hash.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
@@ -35,6 +39,13 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kIndexHint =
     "model.safetensors.index.json must map every tensor to a shard file in the same folder "
     "(as transformers' save_pretrained writes it)";
+
+// Every file of one h5-to-hf export carries its id (the shards' __metadata__, the index's
+// metadata): hf-to-h5 refuses a folder whose shards come from different exports. The id
+// is a hash of what the export holds (every parameter's bytes, XXH3 as checkpoints use,
+// the dtype and the shard plan): two exports of one checkpoint with the same options are
+// byte-identical files, so mixing them is harmless; any other pair differs.
+constexpr const char* kExportIdKey = "zt_export_id";
 
 struct DTypeNames { const char* zt; const char* torch; StDType st; };
 constexpr DTypeNames kDTypes[] = {{"f32", "float32", StDType::kF32},
@@ -61,14 +72,7 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 }
 
 std::string read_text(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    throw InputError("'" + path.string() + "' is not a regular file", "check the model folder");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot open '" + path.string() + "'", "check the path and permissions");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return read_regular_file(path.string(), "model folder file", "check the model folder");
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -118,6 +122,8 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
                          kIndexHint);
       idx.total_size = t.get<uint64_t>();
     }
+    if (m.contains(kExportIdKey) && m.at(kExportIdKey).is_string())
+      idx.export_id = m.at(kExportIdKey).get<std::string>();
   }
   if (!j.contains("weight_map")) throw InputError(what + " has no 'weight_map'", kIndexHint);
   const json& wm = j.at("weight_map");
@@ -139,6 +145,31 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
     idx.weight_map[name] = f;
   }
   return idx;
+}
+
+// The id (above): a hash of the bytes the export writes (every parameter in the export's
+// dtype, XXH3 as checkpoints use), the dtype and the shard plan. Two exports of the same
+// values with the same options are byte-identical files (mixing them is harmless); any
+// other pair differs.
+std::string export_id_of(const std::vector<std::vector<float>>& units, const DTypeNames& dt,
+                         int shards, uint64_t max_shard_size) {
+  uint64_t h = fnv1a(std::string(dt.zt) + "/" + std::to_string(shards) + "/" +
+                     std::to_string(max_shard_size));
+  constexpr size_t kChunk = size_t{1} << 20;  // elements converted at a time
+  std::vector<uint16_t> half;
+  for (const std::vector<float>& p : units)
+    for (size_t first = 0; first < p.size(); first += kChunk) {
+      const size_t n = std::min(kChunk, p.size() - first);
+      std::span<const std::byte> bytes = std::as_bytes(std::span<const float>(p).subspan(first, n));
+      if (dt.st != StDType::kF32) {
+        half.resize(n);
+        for (size_t i = 0; i < n; ++i)
+          half[i] = dt.st == StDType::kBF16 ? bf16::from_float(p[first + i]) : f16::from_float(p[first + i]);
+        bytes = std::as_bytes(std::span<const uint16_t>(half));
+      }
+      h = mix64(h ^ xxh3_sum(bytes));
+    }
+  return strf("%016llx", static_cast<unsigned long long>(h));
 }
 
 // ---- export ----------------------------------------------------------------------
@@ -218,10 +249,30 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   r.tensor_bytes = total;
 
   const int n = static_cast<int>(shards.size());
+  // An export is whole or visibly absent (issue 36, class 4): the earlier export's model
+  // files go first (its index or model.safetensors, which make a folder loadable, and
+  // every shard), then config.json and the shards, and the file that makes the folder
+  // loadable (the index, or model.safetensors) last. Killed anywhere, the folder holds no
+  // loadable mixture; each file carries this export's id (hf-to-h5 checks it).
+  static const std::regex shard_name(R"(model-\d+-of-\d+\.safetensors)");
+  int removed = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f == kIndexFile || f == kSingleFile || std::regex_match(f, shard_name)) {
+      unlink_if_there(e.path().string(), "Hugging Face export");
+      ++removed;
+    }
+  }
+  if (removed > 0)
+    log::warn(strf("removed the %d model file%s of an earlier export in '%s'", removed,
+                   removed == 1 ? "" : "s", outdir.c_str()));
+  write_text(dir / kConfigFile, hf_config_json(cfg, dt.torch));
+  const std::string export_id = export_id_of(params, dt, n, options.max_shard_size);
+  r.export_id = export_id;
   Progress progress("h5-to-hf", total, ProgressUnit::kBytes);
   progress.count_items(layout.tensors().size(), "tensors");
   json weight_map = json::object();
-  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}, {kExportIdKey, export_id}};
   for (int k = 0; k < n; ++k) {
     const std::string file = n == 1 ? kSingleFile : hf_shard_name(k + 1, n);
     std::vector<StTensorSpec> specs;
@@ -241,18 +292,12 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
     w.finish();
     r.files.push_back(file);
   }
-  // A loader prefers model.safetensors to an index: never leave the other layout behind.
-  const fs::path stale = dir / (n == 1 ? kIndexFile : kSingleFile);
-  if (fs::exists(stale, ec)) {
-    fs::remove(stale, ec);
-    log::warn("removed the stale '" + stale.string() + "' of an earlier export");
-  }
   if (n > 1) {
-    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    const json index = {{"metadata", {{"total_size", total}, {kExportIdKey, export_id}}},
+                        {"weight_map", weight_map}};
     write_text(dir / kIndexFile, index.dump(2) + "\n");
     r.files.push_back(kIndexFile);
   }
-  write_text(dir / kConfigFile, hf_config_json(cfg, dt.torch));
   r.files.push_back(kConfigFile);
   progress.finish();
   return r;
@@ -274,9 +319,24 @@ std::map<std::string, Located> locate_tensors(const fs::path& dir, const std::st
     std::map<std::string, std::set<std::string>> by_shard;  // shard -> tensors it should hold
     for (const auto& [name, file] : idx.weight_map) by_shard[file].insert(name);
     uint64_t total = 0;
+    // The export every shard must come from: the index's id, else the first shard's.
+    std::string export_id = idx.export_id, id_from = index_path.string();
     for (const auto& [file, names] : by_shard) {
       const std::string path = (dir / file).string();
       const StHeader h = read_safetensors_header(path);
+      const auto id = h.metadata.find(kExportIdKey);
+      const std::string shard_id = id == h.metadata.end() ? "" : id->second;
+      if (!export_id.empty() && shard_id != export_id)
+        throw InputError("shard '" + path + "' has " + kExportIdKey + " " +
+                             (shard_id.empty() ? "(none)" : shard_id) + " but '" + id_from +
+                             "' has " + export_id + ": the folder mixes files of two exports "
+                             "(an export that was interrupted, or files copied in)",
+                         "export the checkpoint again (zt convert h5-to-hf CKPT OUTDIR --force), "
+                         "or copy the whole folder of one export");
+      if (export_id.empty() && !shard_id.empty()) {
+        export_id = shard_id;
+        id_from = path;
+      }
       for (const StTensor& t : h.tensors) {
         if (!names.count(t.name))
           throw InputError("shard '" + path + "' holds tensor '" + t.name + "', which '" +

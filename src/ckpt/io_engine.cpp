@@ -47,7 +47,7 @@ std::unique_ptr<Progress> file_progress(const char* what, const std::string& pat
   ProgressOptions o;
   o.print = total >= kProgressBytes && process_rank() <= 0;
   std::string name = std::filesystem::path(path).filename().string();
-  if (name.ends_with(".tmp")) name.resize(name.size() - 4);  // the file being published
+  if (const size_t k = name.find(".tmp"); k != std::string::npos) name.resize(k);  // being published
   auto p = std::make_unique<Progress>(std::string(what) + " " + name, total, ProgressUnit::kBytes, o);
   p->count_items(static_cast<uint64_t>(kinds) * layout.tensors().size(), "tensors");
   return p;

@@ -15,6 +15,7 @@
 #include "zt/ckpt/adapters.hpp"
 #include "zt/core/checksum.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/model/layout.hpp"
@@ -50,15 +51,15 @@ void check_no_extra_tensors(hid_t file, const model::ParamLayout& layout, int ki
 // open_file, header_of and open_tensor are shared with the adapter reader (io_detail.hpp).
 Handle open_file(MPI_Comm comm, const std::string& path) {
   std::error_code ec;
-  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".tmp") == 0)
+  const std::string name = fs::path(path).filename().string();  // .tmp, .tmp.<host>.<pid>
+  if (name.ends_with(".tmp") || name.find(".tmp.") != std::string::npos)
     throw InputError("'" + path + "' is a checkpoint still being written (or abandoned): .tmp "
                      "files are never loaded",
                      "load the complete file it would have become, or the one `latest` names");
   if (!fs::exists(path, ec))
     throw InputError("checkpoint file '" + path + "' does not exist",
                      "check the path (ckpt.resume / ckpt.init_from), or list ckpt.dir");
-  if (!fs::is_regular_file(path, ec))
-    throw InputError("checkpoint '" + path + "' is not a regular file", "give a step-N.h5 file");
+  require_regular_file(path, "checkpoint", "give a step-N.h5 file");  // never a blocking open
   h5::QuietErrors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw InputError("checkpoint '" + path + "' is not an HDF5 file", kReadHint);

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <regex>
 #include <vector>
 
@@ -74,15 +74,24 @@ void on_rank0(MPI_Comm comm, F f) {
   rethrow();
 }
 
-// Step numbers of the step-N.h5 (or .tmp) files in dir.
-std::vector<int64_t> steps_in(const std::string& dir, bool tmp) {
-  static const std::regex complete(R"(step-(\d+)\.h5)"), partial(R"(step-(\d+)\.h5\.tmp)");
+// Every rank gets rank 0's s.
+void bcast_string(MPI_Comm comm, std::string& s) {
+  if (comm == MPI_COMM_NULL) return;
+  int len = static_cast<int>(s.size());
+  ZT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
+  s.resize(static_cast<size_t>(len));
+  ZT_MPI_CHECK(MPI_Bcast(s.data(), len, MPI_CHAR, 0, comm));
+}
+
+// Step numbers of the step-N.h5 files in dir.
+std::vector<int64_t> steps_in(const std::string& dir) {
+  static const std::regex complete(R"(step-(\d+)\.h5)");
   std::vector<int64_t> steps;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, tmp ? partial : complete) && m[1].length() < 18)
+    if (std::regex_match(name, m, complete) && m[1].length() < 18)
       steps.push_back(std::stoll(m[1].str()));
   }
   if (ec) fail_errno("list", dir, ec.value());
@@ -100,6 +109,7 @@ void preflight_dir(MPI_Comm comm, const std::string& dir) {
     const auto refuse = [&](const std::string& what) {
       throw InputError("ckpt.dir = '" + dir + "': " + what, hint);
     };
+    refuse_system_folder(dir, "ckpt.dir");
     // A dangling symlink: it cannot be made into a folder (the save would fail late).
     struct stat link {};
     struct stat target {};
@@ -148,7 +158,7 @@ void refuse_fresh_run_over(MPI_Comm comm, const std::string& dir, const std::str
   on_rank0(comm, [&] {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) return;  // nothing there yet
-    const std::vector<int64_t> steps = steps_in(dir, false);
+    const std::vector<int64_t> steps = steps_in(dir);
     const bool latest = fs::exists(fs::symlink_status(fs::path(dir) / "latest", ec));
     if (steps.empty() && !latest) return;
     std::string found;
@@ -168,67 +178,102 @@ void refuse_fresh_run_over(MPI_Comm comm, const std::string& dir, const std::str
 
 std::string step_file_name(int64_t step) { return "step-" + std::to_string(step) + ".h5"; }
 
-std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step,
-                          uint64_t bytes_needed) {
-  const std::string tmp = (fs::path(dir) / (step_file_name(step) + ".tmp")).string();
+std::unique_ptr<FolderLock> lock_dir(MPI_Comm comm, const std::string& dir) {
+  std::unique_ptr<FolderLock> lock;
+  on_rank0(comm, [&] {
+    lock = std::make_unique<FolderLock>(
+        dir, "ckpt.dir",
+        "two runs must not share a ckpt.dir (their saves, `latest` and ckpt.keep would mix): "
+        "wait for that run, or point this one elsewhere (--set ckpt.dir=...)");
+    if (!lock->taken_over().empty())
+      log::warn("ckpt.dir '" + dir + "': took over the lock of a run that ended without "
+                "releasing it (" + lock->taken_over() + ")");
+  });
+  return lock;
+}
+
+Staging begin_publish(MPI_Comm comm, const std::string& dir, int64_t step, uint64_t bytes_needed) {
+  Staging s;
+  // Unique to this run's rank 0 (every rank writes the name rank 0 chose).
+  s.path = (fs::path(dir) / (step_file_name(step) + staging_suffix())).string();
+  bcast_string(comm, s.path);
   on_rank0(comm, [&] {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) fail_errno("create folder", dir, ec.value());
-    const int fd = create_exclusive(tmp, kCkpt);
-    ::close(fd);
+    s.fd = create_exclusive(s.path, kCkpt);
     struct statvfs fs_info;
     if (bytes_needed > 0 && ::statvfs(dir.c_str(), &fs_info) == 0) {
       const uint64_t free_bytes = static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize;
       if (free_bytes < bytes_needed) {
-        ::unlink(tmp.c_str());
+        ::close(s.fd);
+        s.fd = -1;
+        ::unlink(s.path.c_str());
         throw Error(strf("cannot write '%s': the checkpoint needs at least %.2f MB and the file "
                          "system of '%s' has %.2f MB free: %s (errno %d)",
-                         tmp.c_str(), static_cast<double>(bytes_needed) / 1e6, dir.c_str(),
+                         s.path.c_str(), static_cast<double>(bytes_needed) / 1e6, dir.c_str(),
                          static_cast<double>(free_bytes) / 1e6, std::strerror(ENOSPC), ENOSPC),
                     "free space there, lower ckpt.keep, or point ckpt.dir elsewhere; `latest` "
                     "still names the previous checkpoint");
       }
     }
   });
-  return tmp;
+  return s;
 }
 
-std::string finish_publish(MPI_Comm comm, const std::string& dir, int64_t step, int keep) {
+std::string finish_publish(MPI_Comm comm, const std::string& dir, int64_t step, int keep,
+                           Staging& staging) {
   const std::string name = step_file_name(step);
   const std::string final_path = (fs::path(dir) / name).string();
   on_rank0(comm, [&] {
-    publish_file(final_path + ".tmp", final_path);
+    // fsync through the descriptor rank 0 created the file with: the file the ranks wrote,
+    // whatever its name points to by now.
+    publish_file(staging.path, final_path, staging.fd);
+    ::close(staging.fd);
+    staging.fd = -1;
     // latest -> name, the same way.
     const std::string latest = (fs::path(dir) / "latest").string();
     write_file_safely(latest, name + "\n", kCkpt);
     // Prune: the newest `keep` complete checkpoints stay, and always this one.
     if (keep > 0) {
-      const std::vector<int64_t> steps = steps_in(dir, false);
+      const std::vector<int64_t> steps = steps_in(dir);
       const size_t drop = steps.size() > static_cast<size_t>(keep) ? steps.size() - static_cast<size_t>(keep) : 0;
       for (size_t i = 0; i < drop; ++i)
         if (steps[i] != step) unlink_if_there((fs::path(dir) / step_file_name(steps[i])).string(), kCkpt);
     }
-    // Leftovers of crashed saves of earlier steps.
-    for (const int64_t s : steps_in(dir, true))
-      if (s < step) unlink_if_there((fs::path(dir) / (step_file_name(s) + ".tmp")).string(), kCkpt);
+    // Leftovers of crashed saves (this run holds ckpt.dir's lock: no other writer is
+    // there): every other staging file goes, and is named.
+    static const std::regex partial(R"(step-\d+\.h5\.tmp(\..+)?)");
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if (!std::regex_match(n, partial) || e.path().string() == staging.path) continue;
+      unlink_if_there(e.path().string(), kCkpt);
+      log::warn("ckpt.dir: removed '" + e.path().string() + "', the staging file of a save that did not finish");
+    }
   });
   return final_path;
 }
 
-void abandon_publish(MPI_Comm comm, const std::string& tmp_path) {
+void abandon_publish(MPI_Comm comm, Staging& staging) {
   int rank = 0;
   if (comm != MPI_COMM_NULL) ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  if (rank == 0) ::unlink(tmp_path.c_str());  // best effort: the error that led here matters
+  if (rank != 0) return;
+  if (staging.fd >= 0) ::close(staging.fd);
+  staging.fd = -1;
+  ::unlink(staging.path.c_str());  // best effort: the error that led here matters
 }
 
 std::string read_latest(const std::string& dir) {
   const std::string latest = (fs::path(dir) / "latest").string();
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(latest, ec))) return "";
-  std::ifstream in(latest);
-  std::string name;
-  std::getline(in, name);
+  // Never a blocking open: a FIFO or device named `latest` is refused, not waited on.
+  const std::string text = read_regular_file(
+      latest, "'latest' of the checkpoint folder",
+      "`latest` is a small text file naming the newest checkpoint (e.g. step-40.h5): remove "
+      "what is there, or give ckpt.resume=PATH");
+  std::string name = text.substr(0, text.find('\n'));
   static const std::regex valid(R"(step-\d+\.h5)");
   if (!std::regex_match(name, valid))
     throw InputError("'" + latest + "' does not name a checkpoint (it reads \"" + name + "\")",

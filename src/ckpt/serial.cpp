@@ -33,8 +33,7 @@ void write_weights_only(const std::string& path, const model::Config& cfg,
                   "fill each unit in ParamLayout order");
     c.units.push_back(UnitShard{0, layout.unit(u).numel, v, {}, {}});
   }
-  SafeFile out(path, "weights file", ".tmp." + std::to_string(::getpid()));
-  out.close_fd();  // HDF5 writes the (existing, empty) temporary by name
+  SafeFile out(path, "weights file");  // HDF5 writes the (existing, empty) temporary by name
   write_file(MPI_COMM_NULL, out.temp_path(), c);
   out.commit();
 }

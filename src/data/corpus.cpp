@@ -75,7 +75,7 @@ std::string prepare_shipped_tokens(MPI_Comm world) {
                        "set XDG_CACHE_HOME to a writable folder, or convert the corpus "
                        "yourself and set data.path");
     log::info("zt train: converting " + corpus + " -> " + path + " (first use)");
-    convert_text_to_tokens({corpus}, path, WriteOptions{".tmp." + std::to_string(::getpid())});
+    convert_text_to_tokens({corpus}, path, WriteOptions{});
   }, /*rank0_only=*/true);
   int len = static_cast<int>(path.size());
   ZT_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, world));

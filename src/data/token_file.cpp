@@ -173,7 +173,6 @@ void write_token_file(const std::string& path, const TokenFile& file, const Writ
   require_output_folder(path, "token file");
   // HDF5 writes the temporary SafeFile created (O_EXCL|O_NOFOLLOW), by name.
   SafeFile out(path, "token file", options.tmp_suffix);
-  out.close_fd();
   write_hdf5(out.temp_path(), file);
   out.commit();
 }

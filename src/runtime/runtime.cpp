@@ -1,6 +1,7 @@
 #include "zt/runtime/runtime.hpp"
 
 #include <array>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -26,6 +27,16 @@ Runtime::Runtime(const Options& options) {
   int initialized = 0;
   ZT_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) {
+#ifdef OPEN_MPI
+    // HDF5's MPI-IO driver reads and writes at explicit offsets (MPI_File_*_at) and never
+    // uses a shared file pointer, yet Open MPI 4.1's OMPIO queries every sharedfp component
+    // at each MPI_File_open, and the lockedfile component's query aborts the process
+    // ("*** buffer overflow detected ***", exit 134) for file paths of ~230 characters or
+    // more (issue 36, class 3; a plain MPI_File_open does it too). Without that component
+    // OMPIO picks sm (one node) or individual, which take any path. A user's own
+    // OMPI_MCA_sharedfp wins.
+    ::setenv("OMPI_MCA_sharedfp", "^lockedfile", /*overwrite=*/0);
+#endif
     int provided = 0;
     const int wanted = options.thread_multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
     ZT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, wanted, &provided));

@@ -39,6 +39,8 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   // A checkpoint may be saved (cadence, the end, a preemption): an unusable ckpt.dir is
   // said now, not after the training (issue 20).
   ckpt::preflight_dir(mpi_, o.dir);
+  // One run per ckpt.dir (issue 36, class 1): taken before `latest` is read.
+  lock_ = ckpt::lock_dir(mpi_, o.dir);
   std::vector<std::string> warnings;
   int64_t first = 0;
   // ckpt.resume (a path, or `latest` in ckpt.dir with "auto") wins; init_from applies

@@ -12,6 +12,7 @@
 
 #include "zt/ckpt/checkpoint.hpp"
 #include "zt/comm/comm.hpp"
+#include "zt/core/files.hpp"
 #include "zt/train/config.hpp"
 #include "zt/zero/engine.hpp"
 
@@ -73,6 +74,9 @@ class LoopCheckpoints {
   bool stopped_ = false;
   int signal_ = 0;
   std::string last_path_;
+  // ckpt.dir's lock (rank 0; ckpt::lock_dir), held from start() to the end: declared
+  // before async_, so a background save finishes before it is released.
+  std::unique_ptr<FolderLock> lock_;
   std::unique_ptr<ckpt::AsyncSaver> async_;  // ckpt.async
   int64_t async_step_ = -1;                  // the step the background save holds
   double async_stall_ = 0;                   // its start()'s stall (s)

@@ -138,12 +138,16 @@ def kill9(work, zt, launcher):
                     "train.steps=8", "ckpt.every=3", "ckpt.dir=" + d]
     p = subprocess.Popen(cmd(zt, launcher, keys), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
-    tmp, final = os.path.join(d, "step-6.h5.tmp"), os.path.join(d, "step-6.h5")
+    final = os.path.join(d, "step-6.h5")
     deadline = time.time() + 240
     hit = False
     while time.time() < deadline and p.poll() is None:
         # Wait until the collective write is under way (HDF5 has put bytes in the .tmp).
-        if latest(d) == "step-3.h5" and os.path.exists(tmp) and not os.path.exists(final) \
+        # The staging file: step-6.h5.tmp.<host>.<pid> (unique to the run).
+        tmps = [os.path.join(d, n) for n in (os.listdir(d) if os.path.isdir(d) else [])
+                if n.startswith("step-6.h5.tmp")]
+        tmp = tmps[0] if tmps else None
+        if latest(d) == "step-3.h5" and tmp and os.path.exists(tmp) and not os.path.exists(final) \
                 and os.path.getsize(tmp) > (1 << 20):
             pids = rank_pids(p.pid)
             os.kill(pids[-1], signal.SIGKILL)
@@ -291,7 +295,7 @@ def stops(work, zt, launcher):
     job = Job(zt, launcher, big + ["train.steps=100000", "ckpt.dir=" + d])
     job.wait_for(lambda: re.search(r"step +3/", job.text()), "step 3")
     job.signal_ranks(signal.SIGTERM)
-    job.wait_for(lambda: any(n.endswith(".h5.tmp") for n in (os.listdir(d) if os.path.isdir(d) else [])),
+    job.wait_for(lambda: any(".h5.tmp" in n for n in (os.listdir(d) if os.path.isdir(d) else [])),
                  "the checkpoint's .tmp")
     job.signal_ranks(signal.SIGTERM)
     expect_stop(job, "a second SIGTERM during the save", signal.SIGTERM)

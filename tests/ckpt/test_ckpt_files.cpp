@@ -223,19 +223,21 @@ TEST(CkptFiles, PublishLatestKeepAndSymlinks) {
   std::ofstream(dir + "/step-5.h5.tmp") << "partial";
   const std::string target = dir + "/../publish_target.txt";
   std::ofstream(target) << "must survive";
-  fs::create_symlink(target, dir + "/step-30.h5.tmp");
+  fs::create_symlink(target, dir + "/step-30.h5" + zt::staging_suffix());
   for (const int64_t step : {10, 20, 30}) {
-    const std::string tmp = zt::ckpt::begin_publish(MPI_COMM_NULL, dir, step);
-    EXPECT_FALSE(fs::is_symlink(tmp));
-    zt::ckpt::write_file(MPI_COMM_NULL, tmp, c);
-    const std::string final_path = zt::ckpt::finish_publish(MPI_COMM_NULL, dir, step, 2);
+    zt::ckpt::Staging tmp = zt::ckpt::begin_publish(MPI_COMM_NULL, dir, step);
+    EXPECT_EQ(tmp.path, dir + "/step-" + std::to_string(step) + ".h5" + zt::staging_suffix());
+    EXPECT_FALSE(fs::is_symlink(tmp.path));
+    zt::ckpt::write_file(MPI_COMM_NULL, tmp.path, c);
+    const std::string final_path = zt::ckpt::finish_publish(MPI_COMM_NULL, dir, step, 2, tmp);
     EXPECT_EQ(zt::ckpt::read_latest(dir), final_path);
   }
   EXPECT_FALSE(fs::exists(dir + "/step-10.h5"));  // keep = 2
   EXPECT_TRUE(fs::exists(dir + "/step-20.h5"));
   EXPECT_TRUE(fs::exists(dir + "/step-30.h5"));
   EXPECT_FALSE(fs::exists(dir + "/step-5.h5.tmp"));
-  EXPECT_FALSE(fs::exists(dir + "/latest.tmp"));
+  for (const auto& e : fs::directory_iterator(dir))  // no staging file of any name is left
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   std::string line;
   std::getline(std::ifstream(dir + "/latest") >> std::ws, line);
   EXPECT_EQ(line, "step-30.h5");

@@ -42,11 +42,15 @@ struct HfExportResult {
   int64_t tensors = 0;
   uint64_t tensor_bytes = 0;        // sum over tensors (the index's total_size)
   TokenizerRecord tokenizer;        // the checkpoint's (the caller copies its files)
+  std::string export_id;            // in every file's metadata (zt_export_id)
 };
 
 // Writes OUTDIR/config.json and the safetensors file(s) from a zt checkpoint (its
 // parameters; optimizer moments are ignored), or from the checkpoint `latest` names when
-// `checkpoint` is a ckpt.dir. OUTDIR is created when missing.
+// `checkpoint` is a ckpt.dir. OUTDIR is created when missing. Whole or visibly absent:
+// the earlier export's model files are removed first, config.json and the shards written
+// next (each through SafeFile), the index (or model.safetensors) last; every file carries
+// a fresh zt_export_id, which the import checks across index and shards.
 HfExportResult export_hf(const std::string& checkpoint, const std::string& outdir,
                          const HfExportOptions& options = {});
 
@@ -95,6 +99,7 @@ Weights load_weights(const std::string& path, const std::string& base = "");
 struct HfIndex {
   std::map<std::string, std::string> weight_map;  // tensor -> shard file
   std::optional<uint64_t> total_size;
+  std::string export_id;  // metadata.zt_export_id of a zt export ("" when absent)
 };
 HfIndex parse_hf_index(const std::string& json_text, const std::string& where);
 

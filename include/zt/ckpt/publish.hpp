@@ -8,14 +8,18 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "zt/core/files.hpp"
 
 namespace zt::ckpt {
 
 std::string step_file_name(int64_t step);  // "step-N.h5"
 
 // Before the first step: can ckpt.dir be written? Rank 0 checks, every rank throws the
-// same zt::InputError (exit 2) naming ckpt.dir and the path when it exists and is not a
+// same zt::InputError (exit 2) naming ckpt.dir and the path when it is a system folder
+// (refuse_system_folder: /, /usr, /etc, ...), when it exists and is not a
 // folder, when the nearest existing folder above it is a file (or the path runs through
 // one), or when that folder is read-only (a read-only mount, or no write permission).
 // Creates nothing: a run that never saves leaves no folder behind.
@@ -29,22 +33,38 @@ void preflight_dir(MPI_Comm comm, const std::string& dir);
 void refuse_fresh_run_over(MPI_Comm comm, const std::string& dir, const std::string& resume,
                            bool overwrite);
 
-// Creates ckpt.dir if needed and a fresh, empty DIR/step-N.h5.tmp (O_EXCL|O_NOFOLLOW; a
-// stale file or symlink of that name is unlinked, never followed). Returns its path.
-// bytes_needed > 0: refuses (zt::Error, ENOSPC) when the folder's file system has less
-// free space than that, before anything is written.
-std::string begin_publish(MPI_Comm comm, const std::string& dir, int64_t step,
-                          uint64_t bytes_needed = 0);
+// The run's exclusive lock on ckpt.dir (FolderLock, issue 36 class 1), taken by rank 0
+// (which creates the folder) for the whole run; every rank learns the verdict: another
+// live run there is zt::InputError (exit 2) on every rank naming its host, pid and start
+// time; a lock left by a run that died is taken over with a warning naming it. Returns
+// the lock on rank 0 (hold it until the end), null on the others.
+std::unique_ptr<FolderLock> lock_dir(MPI_Comm comm, const std::string& dir);
 
-// After the .tmp is written and closed: fsync it, rename to step-N.h5, fsync the folder,
-// point `latest` at it (the same way), then keep only the `keep` newest step-*.h5 (never
-// the one `latest` names; keep <= 0 keeps all) and remove other step-*.h5.tmp. Returns
-// the final path.
-std::string finish_publish(MPI_Comm comm, const std::string& dir, int64_t step, int keep);
+// A checkpoint being written: DIR/step-N.h5.tmp.<host>.<pid> (rank 0's host and pid: unique
+// to the run), and on rank 0 the descriptor it was created with (fsynced through it).
+struct Staging {
+  std::string path;
+  int fd = -1;
+};
 
-// After a failed write: removes the .tmp (best effort); `latest` and the older files are
-// untouched.
-void abandon_publish(MPI_Comm comm, const std::string& tmp_path);
+// Creates ckpt.dir if needed and a fresh, empty staging file (O_EXCL|O_NOFOLLOW; a stale
+// file or symlink of that name is unlinked, never followed). bytes_needed > 0: refuses
+// (zt::Error, ENOSPC) when the folder's file system has less free space than that, before
+// anything is written.
+Staging begin_publish(MPI_Comm comm, const std::string& dir, int64_t step,
+                      uint64_t bytes_needed = 0);
+
+// After the staging file is written and closed by the writers: fsync it through rank 0's
+// descriptor, rename to step-N.h5, fsync the folder, point `latest` at it (the same way),
+// then keep only the `keep` newest step-*.h5 (never the one `latest` names; keep <= 0
+// keeps all) and remove (naming them) the staging files of saves that did not finish.
+// Returns the final path.
+std::string finish_publish(MPI_Comm comm, const std::string& dir, int64_t step, int keep,
+                           Staging& staging);
+
+// After a failed write: removes the staging file (best effort); `latest` and the older
+// files are untouched.
+void abandon_publish(MPI_Comm comm, Staging& staging);
 
 // The checkpoint `latest` in dir names: its path, or "" when dir has no `latest`. Throws
 // zt::InputError when `latest` names something that is not a complete checkpoint file.

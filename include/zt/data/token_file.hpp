@@ -39,7 +39,9 @@ struct TokenFile {
 };
 
 struct WriteOptions {
-  std::string tmp_suffix = ".tmp";  // the intermediate file is PATH + tmp_suffix
+  // The intermediate file is PATH + tmp_suffix; "" (the default): PATH.tmp.<host>.<pid>,
+  // unique to this process (SafeFile).
+  std::string tmp_suffix;
 };
 
 // Checks the contents (non-empty, ids < vocab_size, ascending doc starts) and writes
