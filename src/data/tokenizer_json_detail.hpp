@@ -90,6 +90,9 @@ class Regex {
   std::pair<size_t, size_t> find(std::string_view s, size_t at) const;
 
  private:
+  using MatchData = std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)>;
+  MatchData match_data() const;
+  std::pair<size_t, size_t> find(std::string_view s, size_t at, pcre2_match_data* md) const;
   static std::string message(int code);
   pcre2_code* code_ = nullptr;
   std::string pattern_, where_, path_;

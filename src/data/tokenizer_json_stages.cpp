@@ -113,13 +113,21 @@ Regex::Regex(const std::string& pattern, const std::string& where, const std::st
   (void)pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);
 }
 
-std::pair<size_t, size_t> Regex::find(std::string_view s, size_t at) const {
-  constexpr size_t npos = std::string_view::npos;
-  std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
-      pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
+Regex::MatchData Regex::match_data() const {
+  MatchData md(pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
   if (md == nullptr) throw Error("pcre2_match_data_create_from_pattern failed", "out of memory?");
+  return md;
+}
+
+std::pair<size_t, size_t> Regex::find(std::string_view s, size_t at) const {
+  const MatchData md = match_data();
+  return find(s, at, md.get());
+}
+
+std::pair<size_t, size_t> Regex::find(std::string_view s, size_t at, pcre2_match_data* md) const {
+  constexpr size_t npos = std::string_view::npos;
   const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), at,
-                             PCRE2_NO_UTF_CHECK, md.get(), nullptr);
+                             PCRE2_NO_UTF_CHECK, md, nullptr);
   if (rc == PCRE2_ERROR_NOMATCH) return {npos, npos};
   if (rc < 0) {
     std::string near;  // the text from where the search began, as JSON escapes it
@@ -134,7 +142,7 @@ std::pair<size_t, size_t> Regex::find(std::string_view s, size_t at) const {
         "the pattern backtracks too much on this text: split the input into shorter lines, or "
         "give a tokenizer whose pattern matches it");
   }
-  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
   return {ov[0], ov[1]};
 }
 
@@ -142,8 +150,9 @@ std::vector<std::pair<size_t, size_t>> Regex::matches(std::string_view s) const 
   std::vector<std::pair<size_t, size_t>> out;
   size_t at = 0;
   std::optional<size_t> last_end;  // where the previous match ended
+  const MatchData md = match_data();
   while (at <= s.size()) {
-    const auto [b, e] = find(s, at);
+    const auto [b, e] = find(s, at, md.get());
     if (b == std::string_view::npos) break;
     if (e == b && last_end == e) {  // an empty match where the last one ended: one char on
       at = b + 1;
