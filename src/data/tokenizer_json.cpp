@@ -67,10 +67,10 @@ class JsonTokenizer final : public TextTokenizer {
     std::vector<uint32_t> ids;
     // 1. added tokens matched on the raw text; 2. the rest normalized, then added tokens
     // matched on the normalized text; 3. the rest pre-tokenized and run through BPE.
-    for_each_segment(text, raw_added_.get(), true, [&](Piece seg, std::optional<uint32_t> added) {
+    for_each_segment(text, raw_added_, true, [&](Piece seg, std::optional<uint32_t> added) {
       if (added) { ids.push_back(*added); return; }
       normalize(seg.text);
-      for_each_segment(seg.text, normalized_added_.get(), seg.at_start,
+      for_each_segment(seg.text, normalized_added_, seg.at_start,
                        [&](Piece piece, std::optional<uint32_t> added2) {
                          if (added2) { ids.push_back(*added2); return; }
                          std::vector<Piece> words{std::move(piece)};
@@ -172,14 +172,22 @@ class JsonTokenizer final : public TextTokenizer {
     }
   }
 
+  // As tokenizers' AddedVocabulary::add_tokens loads them (the declared ids are not used;
+  // Hugging Face warns where they differ): in list order, a token whose content model.vocab
+  // or an earlier added token holds takes that id (a later duplicate's flags win), any
+  // other the next id: the vocabulary's size, then one past the largest added id.
   void parse_added(const json& list, const std::string& where) {
     if (!list.is_array()) bad(where, "added_tokens", "is " + describe_json(list) + ", not an array");
-    std::vector<AddedToken> raw, normalized;
+    std::map<uint32_t, AddedToken> by_id;  // tokenizers' added_tokens_map_r
+    const auto vocab_size = static_cast<uint32_t>(vocab_.size());
+    std::optional<uint32_t> max_added;
+    size_t moved = 0;
+    std::string first_moved;
     for (size_t i = 0; i < list.size(); ++i) {
       const std::string path = "added_tokens[" + std::to_string(i) + "]";
       const json& t = list[i];
       AddedToken a;
-      a.id = id_of(member(t, "id", where, path), where, path + ".id");
+      const uint32_t declared = id_of(member(t, "id", where, path), where, path + ".id");
       a.content = string_of(member(t, "content", where, path), where, path + ".content");
       if (a.content.empty()) bad(where, path + ".content", "is empty");
       a.special = bool_or(t, "special", false, where, path);
@@ -187,40 +195,82 @@ class JsonTokenizer final : public TextTokenizer {
       for (const char* flag : {"single_word", "lstrip", "rstrip"})
         if (bool_or(t, flag, false, where, path))
           unsupported(where, path + "." + flag + " true (added token \"" + a.content + "\")");
+      if (const auto e = added_ids_.find(a.content); e != added_ids_.end()) {
+        a.id = e->second;
+      } else if (const auto v = vocab_.find(a.content); v != vocab_.end()) {
+        a.id = v->second;
+      } else {
+        a.id = !max_added ? vocab_size : *max_added >= vocab_size ? *max_added + 1 : vocab_size;
+        set_token(a.id, a.content, where, path + ".id");
+      }
+      if (a.id != declared && moved++ == 0)
+        first_moved = strf("%s (\"%s\": declared %u, given %u)", path.c_str(), a.content.c_str(), declared, a.id);
       added_ids_[a.content] = a.id;
-      set_token(a.id, a.content, where, path + ".id");
-      if (a.special) special_[a.id] = true;
+      max_added = std::max(max_added.value_or(0), a.id);
+      by_id[a.id] = a;
+    }
+    if (moved > 0)
+      log::warn(strf("tokenizer '%s': %zu added token%s not given the id the file declares, as "
+                     "Hugging Face tokenizers assigns them; the first: %s",
+                     where.c_str(), moved, moved == 1 ? " is" : "s are", first_moved.c_str()));
+    std::vector<AddedToken> raw, normalized;
+    for (const auto& [id, a] : by_id) {
+      special_[id] = a.special;
       (a.normalized ? normalized : raw).push_back(a);
     }
-    raw_added_ = added_regex(raw, where);
-    normalized_added_ = added_regex(normalized, where);
+    raw_added_ = added_regexes(raw, where);
+    normalized_added_ = added_regexes(normalized, where);
   }
 
-  // Leftmost-longest matching (tokenizers' aho-corasick, MatchKind::LeftmostLongest): an
-  // alternation of the literals, longest first, so the first alternative that matches at
-  // the leftmost position is the longest.
-  std::unique_ptr<Regex> added_regex(std::vector<AddedToken> tokens, const std::string& where) {
-    if (tokens.empty()) return nullptr;
+  // Leftmost-longest matching (tokenizers' aho-corasick, MatchKind::LeftmostLongest):
+  // alternations of the literals, longest first, so the first alternative that matches at
+  // the leftmost position is the longest. PCRE2 compiles at most 64 KiB of code per
+  // pattern (about 1,500 tokens), so the literals go into patterns of at most
+  // kAddedPatternBytes each and the matcher takes the leftmost, then longest, of theirs.
+  static constexpr size_t kAddedPatternBytes = 16 * 1024;
+
+  std::vector<std::unique_ptr<Regex>> added_regexes(std::vector<AddedToken> tokens,
+                                                    const std::string& where) {
     std::stable_sort(tokens.begin(), tokens.end(), [](const AddedToken& x, const AddedToken& y) {
       return x.content.size() > y.content.size();
     });
+    std::vector<std::unique_ptr<Regex>> out;
     std::string pattern;
+    auto flush = [&] {
+      if (pattern.empty()) return;
+      out.push_back(std::make_unique<Regex>(
+          pattern, where, strf("added_tokens (pattern %zu of their literals)", out.size() + 1)));
+      pattern.clear();
+    };
     for (const AddedToken& t : tokens) {
+      const std::string literal = regex_escape(t.content);
+      if (!pattern.empty() && pattern.size() + 1 + literal.size() > kAddedPatternBytes) flush();
       if (!pattern.empty()) pattern += '|';
-      pattern += regex_escape(t.content);
+      pattern += literal;
     }
-    return std::make_unique<Regex>(pattern, where, "added_tokens");
+    flush();
+    return out;
   }
 
   // Calls f(piece, id) for each added token in `text` (id set) and each run between them.
   template <class F>
-  void for_each_segment(const std::string& text, const Regex* re, bool at_start, F&& f) const {
-    if (re == nullptr) {
-      if (!text.empty()) f(Piece{text, at_start}, std::nullopt);
-      return;
-    }
+  void for_each_segment(const std::string& text, const std::vector<std::unique_ptr<Regex>>& res,
+                        bool at_start, F&& f) const {
+    constexpr size_t npos = std::string::npos;
+    std::vector<std::pair<size_t, size_t>> next(res.size(), {0, 0});  // each pattern's next match
+    std::vector<bool> searched(res.size(), false);
     size_t prev = 0;
-    for (const auto& [b, e] : re->matches(text)) {
+    while (!res.empty()) {
+      size_t b = npos, e = npos;
+      for (size_t r = 0; r < res.size(); ++r) {
+        if (!searched[r] || (next[r].first != npos && next[r].first < prev)) {
+          next[r] = res[r]->find(text, prev);
+          searched[r] = true;
+        }
+        const auto [rb, re] = next[r];
+        if (rb != npos && (rb < b || (rb == b && re > e))) b = rb, e = re;
+      }
+      if (b == npos) break;
       if (b > prev) f(Piece{text.substr(prev, b - prev), at_start && prev == 0}, std::nullopt);
       f(Piece{}, added_ids_.at(text.substr(b, e - b)));
       prev = e;
@@ -382,7 +432,7 @@ class JsonTokenizer final : public TextTokenizer {
   std::unordered_map<std::string, uint32_t> added_ids_;
   std::vector<std::string> id_to_token_;
   std::vector<bool> has_token_, special_;
-  std::unique_ptr<Regex> raw_added_, normalized_added_;
+  std::vector<std::unique_ptr<Regex>> raw_added_, normalized_added_;
   std::vector<Normalizer> normalizers_;
   std::vector<PreTokenizer> pre_tokenizers_;
   std::vector<Decoder> decoders_;

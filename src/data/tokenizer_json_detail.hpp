@@ -76,18 +76,26 @@ std::string regex_escape(std::string_view literal);
 
 class Regex {
  public:
+  // `where`: the tokenizer file, `path`: the field the pattern came from (both for errors).
   Regex(const std::string& pattern, const std::string& where, const std::string& path);
   ~Regex() { pcre2_code_free(code_); }
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
 
-  // Non-empty matches [begin, end) of `s`, left to right. The input is valid UTF-8.
+  // The matches [begin, end) of `s`, left to right, as Oniguruma's find_iter gives them to
+  // tokenizers' split: empty matches included, except one right where the previous match
+  // ended (so `x*` on "ab" is (0,0) (1,1) (2,2)). The input is valid UTF-8.
   std::vector<std::pair<size_t, size_t>> matches(std::string_view s) const;
+  // The leftmost match of `s` at or after byte `at`; {npos, npos} when there is none.
+  std::pair<size_t, size_t> find(std::string_view s, size_t at) const;
 
  private:
+  using MatchData = std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)>;
+  MatchData match_data() const;
+  std::pair<size_t, size_t> find(std::string_view s, size_t at, pcre2_match_data* md) const;
   static std::string message(int code);
   pcre2_code* code_ = nullptr;
-  bool jit_ = false;
+  std::string pattern_, where_, path_;
 };
 
 // ---- the stages (tokenizer_json_stages.cpp) --------------------------------------------

@@ -5,6 +5,7 @@
 // decoders. The BPE model, added tokens and post-processor are in tokenizer_json.cpp.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "tokenizer_internal.hpp"
@@ -97,7 +98,8 @@ std::string regex_escape(std::string_view literal) {
   return out;
 }
 
-Regex::Regex(const std::string& pattern, const std::string& where, const std::string& path) {
+Regex::Regex(const std::string& pattern, const std::string& where, const std::string& path)
+    : pattern_(pattern), where_(where), path_(path) {
   int err = 0;
   PCRE2_SIZE offset = 0;
   code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
@@ -106,36 +108,61 @@ Regex::Regex(const std::string& pattern, const std::string& where, const std::st
     bad(where, path,
         strf("is a regex PCRE2 cannot compile: %s at offset %zu", message(err).c_str(),
              static_cast<size_t>(offset)));
-  // JIT is an optimisation: where it is unavailable the interpreter gives the same matches.
-  jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
+  // JIT is an optimisation: pcre2_match runs the JIT code where it compiled and the
+  // pattern allows it ((*NO_JIT) does not), the interpreter otherwise, with the same matches.
+  (void)pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);
+}
+
+Regex::MatchData Regex::match_data() const {
+  MatchData md(pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
+  if (md == nullptr) throw Error("pcre2_match_data_create_from_pattern failed", "out of memory?");
+  return md;
+}
+
+std::pair<size_t, size_t> Regex::find(std::string_view s, size_t at) const {
+  const MatchData md = match_data();
+  return find(s, at, md.get());
+}
+
+std::pair<size_t, size_t> Regex::find(std::string_view s, size_t at, pcre2_match_data* md) const {
+  constexpr size_t npos = std::string_view::npos;
+  const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), at,
+                             PCRE2_NO_UTF_CHECK, md, nullptr);
+  if (rc == PCRE2_ERROR_NOMATCH) return {npos, npos};
+  if (rc < 0) {
+    std::string near;  // the text from where the search began, as JSON escapes it
+    const json snippet = std::string(s.substr(at, std::min<size_t>(40, s.size() - at)));
+    near = snippet.dump(-1, ' ', false, json::error_handler_t::replace);
+    const std::string pat = pattern_.size() > 80 ? pattern_.substr(0, 80) + "..." : pattern_;
+    throw InputError(
+        strf("tokenizer '%s': %s (regex %s) failed on the text at byte %zu of a %zu-byte piece, "
+             "which begins there with %s: PCRE2: %s",
+             where_.c_str(), path_.c_str(), json(pat).dump(-1, ' ', false, json::error_handler_t::replace).c_str(),
+             at, s.size(), near.c_str(), message(rc).c_str()),
+        "the pattern backtracks too much on this text: split the input into shorter lines, or "
+        "give a tokenizer whose pattern matches it");
+  }
+  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+  return {ov[0], ov[1]};
 }
 
 std::vector<std::pair<size_t, size_t>> Regex::matches(std::string_view s) const {
   std::vector<std::pair<size_t, size_t>> out;
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
-  if (md == nullptr) throw Error("pcre2_match_data_create_from_pattern failed", "out of memory?");
-  const auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   size_t at = 0;
+  std::optional<size_t> last_end;  // where the previous match ended
+  const MatchData md = match_data();
   while (at <= s.size()) {
-    const int rc = jit_ ? pcre2_jit_match(code_, subject, s.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr)
-                        : pcre2_match(code_, subject, s.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
-      pcre2_match_data_free(md);
-      throw Error("PCRE2 match failed: " + message(rc),
-                  "the tokenizer's regex ran out of resources on this text; split the input");
-    }
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-    const size_t b = ov[0], e = ov[1];
-    if (e > b) {
-      out.emplace_back(b, e);
-      at = e;
-    } else {  // an empty match: move on by one character
+    const auto [b, e] = find(s, at, md.get());
+    if (b == std::string_view::npos) break;
+    if (e == b && last_end == e) {  // an empty match where the last one ended: one char on
       at = b + 1;
       while (at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) ++at;
+      continue;
     }
+    out.emplace_back(b, e);
+    at = e;
+    last_end = e;
   }
-  pcre2_match_data_free(md);
   return out;
 }
 

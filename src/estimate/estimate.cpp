@@ -127,7 +127,7 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
   const int64_t BHTT = B * c.heads * T * T;
   u64 e = 0;
-  e += to_u64(2 * c.context * (c.head_dim() / 2));  // RoPE cos, sin: [context, D/2] each
+  e += to_u64(2 * T * (c.head_dim() / 2));          // RoPE cos, sin: [T, D/2] each (grown to T)
   e += to_u64((c.layers + 1) * N * C);               // residual stream [L+1, N, C]
   e += to_u64(N * C + N);                            // final norm output + rstd
   e += to_u64(N * V);                                // logits / dlogits [N, V]

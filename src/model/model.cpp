@@ -42,6 +42,7 @@ void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) 
   const int64_t N = B * T, C = cfg.hidden, V = cfg.vocab, I = cfg.intermediate;
   const int64_t HD = cfg.heads * cfg.head_dim(), GD = cfg.kv_dim();
   const int64_t BHTT = B * cfg.heads * T * T;
+  ensure_rope(T);
   xs.ensure((cfg.layers + 1) * N * C);
   xf.ensure(N * C);
   rstd_f.ensure(N);
@@ -240,6 +241,7 @@ void Model<R>::Impl::decode(std::span<const int32_t> tokens, KvCache<R>& cache, 
                      "pass a span of config().vocab elements.");
   }
   ensure(1, n, false, false);
+  ensure_rope(past + n);
   decode_scores.ensure(cfg.heads * (past + n));
   use(0);
   k::embedding_forward(x_at(0, n), tokens.data(), params[0] + layout.embed_offset(), n,

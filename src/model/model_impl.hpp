@@ -3,6 +3,7 @@
 // block: attention and MLP, forward, decode and backward): one block's activations and the
 // model's state, Model<R>::Impl. Shapes: B batch, T sequence, N = B*T rows, C hidden,
 // H heads, G kv heads, D head_dim, I intermediate, V vocab.
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -66,7 +67,8 @@ struct Model<R>::Impl {
   std::vector<R*> grads;         // per unit (nullptr when unbound)
   UnitHooks hooks;
 
-  Buffer<R> rope_cos, rope_sin;     // [context, D/2]
+  Buffer<R> rope_cos, rope_sin;     // [rope_positions, D/2] (ensure_rope)
+  int64_t rope_positions = 0;
   Buffer<R> xs;                     // [L+1, N, C] residual stream: block inputs + final output
   BlockActs<R> shared;              // eval and recompute
   std::vector<BlockActs<R>> saved;  // [L], only for loss_and_grad without recompute
@@ -91,10 +93,19 @@ struct Model<R>::Impl {
   explicit Impl(const ParamLayout& l)
       : cfg(l.config()), layout(l), params(static_cast<size_t>(layout.num_units()), nullptr),
         grads(static_cast<size_t>(layout.num_units()), nullptr) {
+  }
+
+  // RoPE tables for positions [0, n), grown on demand (at least doubling, at most the
+  // context): a model that declares a long context holds tables for the positions it runs,
+  // not for all it could (issue 36, class 6). ensure() and decode() call it.
+  void ensure_rope(int64_t n) {
+    if (n <= rope_positions) return;
+    n = std::min(cfg.context, std::max(n, 2 * rope_positions));
     const int64_t half = cfg.head_dim() / 2;
-    rope_cos.ensure(cfg.context * half);
-    rope_sin.ensure(cfg.context * half);
-    k::rope_table(rope_cos.data(), rope_sin.data(), cfg.context, cfg.head_dim(), cfg.rope_theta);
+    rope_cos.ensure(n * half);
+    rope_sin.ensure(n * half);
+    k::rope_table(rope_cos.data(), rope_sin.data(), n, cfg.head_dim(), cfg.rope_theta);
+    rope_positions = n;
   }
 
   void use(int u) {

@@ -76,8 +76,13 @@ Decoder kv_decoder(model::Model<float>& model, model::KvCache<float>& cache) {
   Decoder d;
   d.vocab = model.config().vocab;
   d.capacity = cache.capacity;
+  // A long prompt is prefilled in chunks of kPrefillChunk positions: each chunk's queries
+  // attend the cache (the chunks before it and itself, causally), so the logits equal one
+  // decode of the whole prompt within fp32 rounding, and the model's scratch is that of a
+  // chunk ([heads, chunk, chunk] scores, [chunk, vocab] logits), not of the prompt.
   d.append = [&model, &cache](std::span<const int32_t> tokens, std::span<float> logits) {
-    model.decode(tokens, cache, logits);
+    for (size_t at = 0; at < tokens.size(); at += kPrefillChunk)
+      model.decode(tokens.subspan(at, std::min(kPrefillChunk, tokens.size() - at)), cache, logits);
   };
   d.reset = [&cache] { cache.length = 0; };
   return d;

@@ -1,6 +1,8 @@
 #pragma once
 // Shared set-up for the model tests (test helper): small configs, token batches, and
 // parameters in "general position" (norm weights perturbed away from 1).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -9,6 +11,17 @@
 #include "zt/model/model.hpp"
 
 namespace zt::testing {
+
+// max |a - b| over max(max |b|, 1): logits compared across orders of summation.
+template <class R>
+double max_rel_diff(const std::vector<R>& a, const std::vector<R>& b) {
+  double d = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return d / std::max(scale, 1.0);
+}
 
 // Same shape family as `tiny` (GQA, SwiGLU, untied head), small enough to check every
 // coordinate by finite differences: 1,256 parameters.

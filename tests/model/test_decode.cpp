@@ -15,16 +15,6 @@ namespace zt::model {
 namespace {
 
 template <class R>
-double max_rel_diff(const std::vector<R>& a, const std::vector<R>& b) {
-  double d = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return d / std::max(scale, 1.0);
-}
-
-template <class R>
 void check_decode(const Config& cfg, int64_t T, int64_t prefill, double tol) {
   const ParamLayout layout(cfg);
   Parameters<R> p(layout);
@@ -38,7 +28,7 @@ void check_decode(const Config& cfg, int64_t T, int64_t prefill, double tol) {
   EXPECT_EQ(cache.length, prefill);
   for (int64_t t = prefill; t <= T; ++t) {
     m.logits_last(std::span<const int32_t>(tokens.data(), static_cast<size_t>(t)), t, full);
-    const double d = max_rel_diff(kv, full);
+    const double d = testing::max_rel_diff(kv, full);
     ASSERT_LE(d, tol) << "position " << t - 1 << " (prefill " << prefill << ")";
     if (t < T) m.decode(std::span<const int32_t>(&tokens[static_cast<size_t>(t)], 1), cache, kv);
   }

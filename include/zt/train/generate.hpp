@@ -51,7 +51,11 @@ struct Decoder {
   std::function<void()> reset;
 };
 
-// A Model with a key/value cache of `capacity` positions (<= its context).
+// Positions a kv_decoder passes to Model::decode at once (a longer prompt goes in chunks).
+inline constexpr size_t kPrefillChunk = 256;
+
+// A Model with a key/value cache of `capacity` positions (<= its context); appends
+// longer than kPrefillChunk run in chunks.
 Decoder kv_decoder(model::Model<float>& model, model::KvCache<float>& cache);
 
 // Any model behind a function that computes the logits of a window's last position
