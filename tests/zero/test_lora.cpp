@@ -367,7 +367,7 @@ TEST(LoraEngine, HostStagedEqualsHost) {
     EXPECT_EQ(host.params, staged.params) << "stage " << stage;
   }
   // bf16-mixed: the model computes on the bf16 rounding of base and adapters; the losses
-  // stay near the fp32 run's (measured 7e-6 .. 1.8e-5 relative at np 1-4; bound 2e-3).
+  // stay near the fp32 run's (measured 7e-6 .. 1.8e-5 relative at np 1-4; bound 1e-4, about 5x the largest).
   // bf16-true (the GPU's LoRA runs it too: the adapters' unit stored in bf16, AdamW on its
   // fp32 widening) rounds the adapters' updates to bf16 at every step (measured 7.3e-6 ..
   // 1.8e-5; the same bound), and differs from bf16-mixed's run (no fp32 master).
@@ -382,7 +382,7 @@ TEST(LoraEngine, HostStagedEqualsHost) {
     const double d = max_rel_diff(bf16.losses, fp32.losses);
     if (world_rank() == 0)
       std::printf("[ lora  ] %s (host-staged) vs fp32 losses: max rel diff %.2e\n", precision.c_str(), d);
-    EXPECT_LT(d, 2e-3) << precision;
+    EXPECT_LT(d, 1e-4) << precision;
     EXPECT_GT(d, 0.0) << precision;  // the bf16 weights were used
     bf16_losses.push_back(bf16.losses);
   }
