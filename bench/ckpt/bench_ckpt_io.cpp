@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
       const int64_t step = k + 1;
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = now();
-      const std::string tmp = zt::ckpt::begin_publish(io, dir, step);
+      zt::ckpt::Staging staging = zt::ckpt::begin_publish(io, dir, step);
+      const std::string tmp = staging.path;
       zt::ckpt::IoTimes wt, rt;
       zt::ckpt::write_file(io, tmp, c, &wt);
       const double t1 = now();
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
       if (rank == 0) fsync_file(tmp);
       MPI_Barrier(MPI_COMM_WORLD);
       const double t_sync = now();
-      const std::string path = zt::ckpt::finish_publish(io, dir, step, 1);
+      const std::string path = zt::ckpt::finish_publish(io, dir, step, 1, staging);
       MPI_Barrier(MPI_COMM_WORLD);
       const double t2 = now();
       w.push_back(bytes / (t2 - t0) / 1e6);
