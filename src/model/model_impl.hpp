@@ -94,7 +94,8 @@ struct Model<R>::Impl {
     const int64_t half = cfg.head_dim() / 2;
     rope_cos.ensure(cfg.context * half);
     rope_sin.ensure(cfg.context * half);
-    k::rope_table(rope_cos.data(), rope_sin.data(), cfg.context, cfg.head_dim(), cfg.rope_theta);
+    k::rope_table(rope_cos.data(), rope_sin.data(), cfg.context, cfg.head_dim(), cfg.rope_theta,
+                  cfg.rope_scaling);
   }
 
   void use(int u) {
