@@ -15,7 +15,7 @@ std::string exp_avg_path(std::string_view n) { return "/optim/exp_avg/" + std::s
 std::string exp_avg_sq_path(std::string_view n) { return "/optim/exp_avg_sq/" + std::string(n); }
 
 std::string config_to_json(const model::Config& c) {
-  const nlohmann::json j = {{"name", c.name},
+  nlohmann::json j = {{"name", c.name},
                             {"vocab", c.vocab},
                             {"hidden", c.hidden},
                             {"layers", c.layers},
@@ -26,6 +26,14 @@ std::string config_to_json(const model::Config& c) {
                             {"tied_embeddings", c.tied_embeddings},
                             {"rope_theta", c.rope_theta},
                             {"norm_eps", c.norm_eps}};
+  // Only when set, so checkpoints of unscaled models keep the attribute they always had.
+  const kernels::RopeScaling& r = c.rope_scaling;
+  if (r.type != "default")
+    j["rope_scaling"] = {{"type", r.type},
+                         {"factor", r.factor},
+                         {"low_freq_factor", r.low_freq_factor},
+                         {"high_freq_factor", r.high_freq_factor},
+                         {"original_context", r.original_context}};
   return j.dump();
 }
 
@@ -52,6 +60,13 @@ model::Config config_from_json(const std::string& text, const std::string& file)
     c.tied_embeddings = j.at("tied_embeddings").get<bool>();
     c.rope_theta = j.at("rope_theta").get<double>();
     c.norm_eps = j.at("norm_eps").get<double>();
+    if (j.contains("rope_scaling")) {
+      const nlohmann::json& r = j.at("rope_scaling");
+      c.rope_scaling = {r.at("type").get<std::string>(), r.at("factor").get<double>(),
+                        r.at("low_freq_factor").get<double>(),
+                        r.at("high_freq_factor").get<double>(),
+                        r.at("original_context").get<int64_t>()};
+    }
   } catch (const nlohmann::json::exception& e) {
     throw InputError("checkpoint '" + file + "': attribute model_config: " + e.what(), hint);
   }
@@ -61,6 +76,15 @@ model::Config config_from_json(const std::string& text, const std::string& file)
     throw InputError("checkpoint '" + file + "': its model_config is invalid: " + e.message(), hint);
   }
   return c;
+}
+
+std::string rope_scaling_text(const kernels::RopeScaling& r) {
+  if (r.type == "default") return "none";
+  if (r.type == "linear") return strf("linear (factor %g)", r.factor);
+  return strf("%s (factor %g, low_freq_factor %g, high_freq_factor %g, "
+              "original_max_position_embeddings %lld)",
+              r.type.c_str(), r.factor, r.low_freq_factor, r.high_freq_factor,
+              static_cast<long long>(r.original_context));
 }
 
 std::vector<std::string> check_same_shape(const model::Config& saved, const model::Config& run,
@@ -90,6 +114,10 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
   if (saved.rope_theta != run.rope_theta)
     warnings.push_back(strf("checkpoint '%s': model.rope_theta %g, this run %g", file.c_str(),
                             saved.rope_theta, run.rope_theta));
+  if (!(saved.rope_scaling == run.rope_scaling))
+    warnings.push_back(strf("checkpoint '%s': model.rope_scaling %s, this run %s", file.c_str(),
+                            rope_scaling_text(saved.rope_scaling).c_str(),
+                            rope_scaling_text(run.rope_scaling).c_str()));
   if (saved.norm_eps != run.norm_eps)
     warnings.push_back(strf("checkpoint '%s': model.norm_eps %g, this run %g", file.c_str(),
                             saved.norm_eps, run.norm_eps));

@@ -1,6 +1,7 @@
 // Hugging Face Llama config.json <-> zt::model::Config (see include/zt/ckpt/hf_config.hpp).
 #include "zt/ckpt/hf_config.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include "zt/core/files.hpp"
 #include "zt/core/json.hpp"
 #include "zt/core/error.hpp"
+#include "zt/ckpt/format.hpp"
 
 namespace zt::ckpt {
 namespace {
@@ -15,8 +17,8 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kHint =
-    "zt imports Llama-architecture models (LlamaForCausalLM: RMSNorm, RoPE without scaling, "
-    "SwiGLU, no biases); docs/checkpoint-format.md lists the config.json keys it maps";
+    "zt imports Llama-architecture models (LlamaForCausalLM: RMSNorm, RoPE (default, linear "
+    "or llama3 scaling), SwiGLU, no biases); docs/model.md lists every config.json field";
 
 [[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& what) {
   throw InputError("config '" + where + "': '" + key + "' " + what, kHint);
@@ -51,6 +53,87 @@ bool get_bool(const json& j, const std::string& key, const std::string& where, b
   return v.get<bool>();
 }
 
+// One RoPE dictionary: transformers 4's rope_scaling or transformers 5's rope_parameters
+// (`name`), read into `scaling` (and its rope_theta into *theta when present).
+void read_rope_dict(const json& d, const std::string& name, const std::string& where,
+                    int64_t context, const json& top, kernels::RopeScaling* scaling,
+                    std::optional<double>* theta) {
+  if (!d.is_object()) bad(where, name, "is " + describe_json(d) + ", not an object");
+  for (const auto& [key, v] : d.items()) {
+    static const char* known[] = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor",
+                                  "high_freq_factor", "original_max_position_embeddings",
+                                  "partial_rotary_factor"};
+    if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+      bad(where, name + "." + key,
+          v.is_object() ? "is a per-layer-type RoPE setting; zt has one RoPE for every layer"
+                        : "is a RoPE setting zt does not implement");
+  }
+  std::string type = "default";
+  for (const char* k : {"rope_type", "type"})
+    if (d.contains(k) && !d.at(k).is_null()) {
+      if (!d.at(k).is_string()) bad(where, name + "." + k, "is " + describe_json(d.at(k)) + ", not a string");
+      type = d.at(k).get<std::string>();
+      break;
+    }
+  if (d.contains("rope_theta") && !d.at("rope_theta").is_null())
+    *theta = get_double(d, "rope_theta", where, 0.0);
+  if (get_double(d, "partial_rotary_factor", where, 1.0) != 1.0)
+    bad(where, name + ".partial_rotary_factor", "is not 1; zt rotates the whole head");
+  const auto need = [&](const char* key) {
+    if (!d.contains(key) || d.at(key).is_null())
+      bad(where, name + "." + key, "is missing (rope_type \"" + type + "\" needs it)");
+    return get_double(d, key, where, 0.0);
+  };
+  kernels::RopeScaling s;
+  s.type = type;
+  if (type == "default") {
+  } else if (type == "linear") {
+    s.factor = need("factor");
+  } else if (type == "llama3") {
+    s.factor = need("factor");
+    s.low_freq_factor = need("low_freq_factor");
+    s.high_freq_factor = need("high_freq_factor");
+    // As transformers 5: a top-level original_max_position_embeddings wins, else the
+    // dictionary's, else max_position_embeddings.
+    s.original_context = top.contains("original_max_position_embeddings")
+                             ? get_int(top, "original_max_position_embeddings", where)
+                             : get_int(d, "original_max_position_embeddings", where, context);
+  } else {
+    bad(where, name + ".rope_type",
+        "is \"" + type + "\"; zt implements RoPE types default, linear and llama3");
+  }
+  *scaling = s;
+}
+
+// RoPE settings from either form: transformers 4's rope_theta + rope_scaling or
+// transformers 5's rope_parameters (rope_theta and rope_type inside). Both present: they
+// must agree.
+void read_rope(const json& j, const std::string& where, model::Config& m) {
+  const auto present = [&](const char* k) { return j.contains(k) && !j.at(k).is_null(); };
+  std::optional<double> top_theta;
+  if (present("rope_theta")) top_theta = get_double(j, "rope_theta", where, 0.0);
+  kernels::RopeScaling v4, v5;
+  std::optional<double> v4_theta, v5_theta;
+  if (present("rope_scaling"))
+    read_rope_dict(j.at("rope_scaling"), "rope_scaling", where, m.context, j, &v4, &v4_theta);
+  if (present("rope_parameters")) {
+    read_rope_dict(j.at("rope_parameters"), "rope_parameters", where, m.context, j, &v5,
+                   &v5_theta);
+    if (present("rope_scaling") && !(v4 == v5))
+      bad(where, "rope_scaling", "(" + rope_scaling_text(v4) + ") disagrees with rope_parameters (" +
+                                     rope_scaling_text(v5) + ")");
+    if (top_theta && v5_theta && *top_theta != *v5_theta)
+      bad(where, "rope_theta", "(" + describe_json(j.at("rope_theta")) +
+                                   ") disagrees with rope_parameters.rope_theta (" +
+                                   describe_json(j.at("rope_parameters").at("rope_theta")) + ")");
+    m.rope_scaling = v5;
+    m.rope_theta = v5_theta.value_or(top_theta.value_or(10000.0));
+  } else {
+    m.rope_scaling = v4;
+    m.rope_theta = top_theta.value_or(10000.0);
+  }
+}
+
 }  // namespace
 
 HfConfig parse_hf_config(const std::string& json_text, const std::string& where) {
@@ -65,30 +148,44 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
     if (!a.is_array() || a.size() != 1 || a[0] != "LlamaForCausalLM")
       bad(where, "architectures", "is " + describe_json(a) + "; zt imports [\"LlamaForCausalLM\"] only");
   }
-  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
-    bad(where, "rope_scaling",
-        "is " + describe_json(j.at("rope_scaling")) + "; zt's RoPE has no scaling (only rope_theta)");
   if (get_bool(j, "attention_bias", where, false))
     bad(where, "attention_bias", "is true; zt's attention projections have no bias");
   if (get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
     bad(where, "hidden_act", "is " + describe_json(j.at("hidden_act")) + "; zt's MLP is SwiGLU (\"silu\")");
+  // pretraining_tp > 1 only splits transformers 4's matmuls into slices (the same sums).
+  if (get_int(j, "pretraining_tp", where, 1) < 1) bad(where, "pretraining_tp", "is below 1");
+  if (get_double(j, "attention_dropout", where, 0.0) != 0.0)
+    bad(where, "attention_dropout", "is not 0; zt's attention has no dropout");
+  if (j.contains("quantization_config") && !j.at("quantization_config").is_null())
+    bad(where, "quantization_config",
+        "is set; zt imports unquantized weights (float32, bfloat16, float16) only");
+  if (j.contains("partial_rotary_factor") && get_double(j, "partial_rotary_factor", where, 1.0) != 1.0)
+    bad(where, "partial_rotary_factor", "is not 1; zt rotates the whole head");
 
   HfConfig c;
   model::Config& m = c.model;
   m.name = "custom";
-  m.vocab = get_int(j, "vocab_size", where);
-  m.hidden = get_int(j, "hidden_size", where);
-  m.layers = get_int(j, "num_hidden_layers", where);
-  m.heads = get_int(j, "num_attention_heads", where);
-  m.kv_heads = get_int(j, "num_key_value_heads", where, m.heads);
-  m.intermediate = get_int(j, "intermediate_size", where);
-  m.context = get_int(j, "max_position_embeddings", where);
-  m.rope_theta = get_double(j, "rope_theta", where, 10000.0);
+  // Sizes within zt's bounds (model::Config::validate) before anything reads them further.
+  const auto size = [&](const char* key, int64_t max, std::optional<int64_t> fallback = std::nullopt) {
+    const int64_t v = get_int(j, key, where, fallback);
+    if (v < 1) bad(where, key, "is " + std::to_string(v) + "; it must be >= 1");
+    if (v > max)
+      bad(where, key, "is " + std::to_string(v) + ", above zt's limit " + std::to_string(max));
+    return v;
+  };
+  m.vocab = size("vocab_size", std::numeric_limits<int32_t>::max());
+  m.hidden = size("hidden_size", model::Config::kMaxHidden);
+  m.layers = size("num_hidden_layers", model::Config::kMaxLayers);
+  m.heads = size("num_attention_heads", model::Config::kMaxHeads);
+  m.kv_heads = size("num_key_value_heads", model::Config::kMaxHeads, m.heads);
+  m.intermediate = size("intermediate_size", model::Config::kMaxIntermediate);
+  m.context = size("max_position_embeddings", model::Config::kMaxContext);
+  read_rope(j, where, m);
   m.norm_eps = get_double(j, "rms_norm_eps", where, 1e-6);
   m.tied_embeddings = get_bool(j, "tie_word_embeddings", where, false);
-  if (j.contains("head_dim") && !j.at("head_dim").is_null() && m.heads > 0 &&
+  if (j.contains("head_dim") && !j.at("head_dim").is_null() &&
       get_int(j, "head_dim", where) != m.hidden / m.heads)
     bad(where, "head_dim",
         "is " + describe_json(j.at("head_dim")) + " but hidden_size / num_attention_heads is " +
@@ -103,8 +200,12 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
     c.bos_token_id = j.at("bos_token_id").get<int64_t>();
   if (j.contains("eos_token_id") && j.at("eos_token_id").is_number_integer())
     c.eos_token_id = j.at("eos_token_id").get<int64_t>();
-  if (j.contains("torch_dtype") && j.at("torch_dtype").is_string())
-    c.torch_dtype = j.at("torch_dtype").get<std::string>();
+  // transformers 4 writes torch_dtype, transformers 5 dtype.
+  for (const char* k : {"dtype", "torch_dtype"})
+    if (j.contains(k) && j.at(k).is_string()) {
+      c.torch_dtype = j.at(k).get<std::string>();
+      break;
+    }
   return c;
 }
 
@@ -131,8 +232,22 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["head_dim"] = cfg.head_dim();
   j["max_position_embeddings"] = cfg.context;
   j["rms_norm_eps"] = cfg.norm_eps;
+  // RoPE in both forms: transformers 5's rope_parameters (what it writes) and transformers
+  // 4's rope_theta + rope_scaling (what it reads); transformers 5 reads either.
+  const kernels::RopeScaling& r = cfg.rope_scaling;
+  json scaling = nullptr;
+  if (r.type == "linear") scaling = {{"rope_type", "linear"}, {"factor", r.factor}};
+  if (r.type == "llama3")
+    scaling = {{"rope_type", "llama3"},
+               {"factor", r.factor},
+               {"low_freq_factor", r.low_freq_factor},
+               {"high_freq_factor", r.high_freq_factor},
+               {"original_max_position_embeddings", r.original_context}};
+  json params = scaling.is_null() ? json{{"rope_type", "default"}} : scaling;
+  params["rope_theta"] = cfg.rope_theta;
+  j["rope_parameters"] = params;
   j["rope_theta"] = cfg.rope_theta;
-  j["rope_scaling"] = nullptr;
+  j["rope_scaling"] = scaling;
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
   j["mlp_bias"] = false;

@@ -2,6 +2,7 @@
 #include "zt/ckpt/hf_convert.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -86,7 +87,8 @@ void name_after_preset(model::Config& cfg) {
     if (p.vocab == cfg.vocab && p.hidden == cfg.hidden && p.layers == cfg.layers &&
         p.heads == cfg.heads && p.kv_heads == cfg.kv_heads && p.intermediate == cfg.intermediate &&
         p.context == cfg.context && p.tied_embeddings == cfg.tied_embeddings &&
-        p.rope_theta == cfg.rope_theta && p.norm_eps == cfg.norm_eps) {
+        p.rope_theta == cfg.rope_theta && p.rope_scaling == cfg.rope_scaling &&
+        p.norm_eps == cfg.norm_eps) {
       cfg.name = name;
       return;
     }
@@ -418,6 +420,15 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
   for (const model::TensorInfo& t : layout.tensors()) {
     const Located& loc = found.at(t.name);
     read_safetensors_tensor(loc.file, header_of(loc.file), loc.tensor, buf);
+    const auto nonfinite = std::find_if(buf.begin(), buf.end(), [](float x) { return !std::isfinite(x); });
+    if (nonfinite != buf.end())
+      throw InputError(strf("tensor '%s' in '%s' (model folder '%s') holds a non-finite value "
+                            "(%g at element %lld)",
+                            t.name.c_str(), loc.file.c_str(), dir.string().c_str(),
+                            static_cast<double>(*nonfinite),
+                            static_cast<long long>(nonfinite - buf.begin())),
+                       "the model's weights are damaged (NaN or infinity); download or export "
+                       "the model again");
     std::copy(buf.begin(), buf.end(),
               units[static_cast<size_t>(t.unit)].begin() + static_cast<ptrdiff_t>(t.offset));
     (*dtype_elems)[loc.tensor.dtype] += t.numel;

@@ -2,6 +2,7 @@
 #include "zt/core/json.hpp"
 
 #include <set>
+#include <string>
 #include <vector>
 
 #include "zt/core/error.hpp"
@@ -24,6 +25,10 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& what,
     }
     return true;
   };
+  // nlohmann's lexer takes a NUL byte for the end of input, so "{...}\0junk" would parse;
+  // JSON text never holds a raw NUL (inside strings it is written \u0000).
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw InputError(what + ": not valid JSON: a NUL byte at offset " + std::to_string(nul), hint);
   json j;
   try {
     j = json::parse(text.begin(), text.end(), cb);

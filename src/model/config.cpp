@@ -40,7 +40,9 @@ void require_positive(int64_t value, const char* field) {
 }  // namespace
 
 std::vector<std::string> Config::preset_names() {
-  return {"tiny", "tinyllama-1.1b", "open-llama-3b", "llama-7b", "llama-13b"};
+  return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
+          "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
+          "llama-3.2-3b"};
 }
 
 Config Config::preset(std::string_view name) {
@@ -52,6 +54,23 @@ Config Config::preset(std::string_view name) {
     return make("open-llama-3b", 32000, 3200, 26, 32, 32, 8640, 2048, 1e-6);
   if (name == "llama-7b") return make("llama-7b", 32000, 4096, 32, 32, 32, 11008, 2048, 1e-6);
   if (name == "llama-13b") return make("llama-13b", 32000, 5120, 40, 40, 40, 13824, 2048, 1e-6);
+  // Llama 3.1 / 3.2 (config.json of meta-llama/Llama-3.1-8B, -70B, Llama-3.2-1B, -3B):
+  // rope_theta 500000 and rope_scaling llama3 (factor 8 for 3.1, 32 for 3.2; low 1, high 4,
+  // original_max_position_embeddings 8192); 3.2 ties the embeddings.
+  const auto llama3 = [](Config c, double factor, bool tied) {
+    c.rope_theta = 500000.0;
+    c.rope_scaling = {"llama3", factor, 1.0, 4.0, 8192};
+    c.tied_embeddings = tied;
+    return c;
+  };
+  if (name == "llama-3.1-8b")
+    return llama3(make("llama-3.1-8b", 128256, 4096, 32, 32, 8, 14336, 131072, 1e-5), 8.0, false);
+  if (name == "llama-3.1-70b")
+    return llama3(make("llama-3.1-70b", 128256, 8192, 80, 64, 8, 28672, 131072, 1e-5), 8.0, false);
+  if (name == "llama-3.2-1b")
+    return llama3(make("llama-3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 1e-5), 32.0, true);
+  if (name == "llama-3.2-3b")
+    return llama3(make("llama-3.2-3b", 128256, 3072, 28, 24, 8, 8192, 131072, 1e-5), 32.0, true);
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError(strf("unknown model preset '%.*s'", static_cast<int>(name.size()), name.data()),
@@ -66,6 +85,18 @@ void Config::validate() const {
   require_positive(kv_heads, "kv_heads");
   require_positive(intermediate, "intermediate");
   require_positive(context, "context");
+  const auto at_most = [](int64_t value, int64_t max, const char* field) {
+    if (value > max)
+      throw InputError(strf("model.%s = %lld: above zt's limit %lld", field,
+                            static_cast<long long>(value), static_cast<long long>(max)),
+                       "no Llama-architecture model comes near this size; check the value.");
+  };
+  at_most(hidden, kMaxHidden, "hidden");
+  at_most(layers, kMaxLayers, "layers");
+  at_most(heads, kMaxHeads, "heads");
+  at_most(kv_heads, kMaxHeads, "kv_heads");
+  at_most(intermediate, kMaxIntermediate, "intermediate");
+  at_most(context, kMaxContext, "context");
   if (vocab > std::numeric_limits<int32_t>::max()) {
     throw InputError(strf("model.vocab = %lld: token ids are int32", static_cast<long long>(vocab)),
                      "use a vocabulary below 2^31.");
@@ -91,6 +122,7 @@ void Config::validate() const {
     throw InputError(strf("model.rope_theta = %g: must be a finite number > 0", rope_theta),
                      "Llama uses 10000.");
   }
+  validate_rope_scaling();
   if (!(norm_eps > 0) || !std::isfinite(norm_eps)) {
     throw InputError(strf("model.norm_eps = %g: must be a finite number > 0", norm_eps),
                      "Llama uses 1e-5 or 1e-6.");
@@ -114,6 +146,35 @@ void Config::validate() const {
   mul_checked(mul_checked(context, context, "model.context squared", "lower model.context"),
               heads, "the attention scores of one sequence (context^2 x heads)",
               "lower model.context or model.heads");
+}
+
+void Config::validate_rope_scaling() const {
+  const kernels::RopeScaling& s = rope_scaling;
+  const char* hint = "rope_scaling types: default, linear (factor), llama3 (factor, "
+                     "low_freq_factor, high_freq_factor, original_max_position_embeddings); "
+                     "see docs/model.md";
+  const auto positive = [&](double v, const char* field) {
+    if (!(v > 0) || !std::isfinite(v))
+      throw InputError(strf("model.rope_scaling.%s = %g: must be a finite number > 0", field, v),
+                       hint);
+  };
+  if (s.type == "default") return;
+  if (s.type != "linear" && s.type != "llama3")
+    throw InputError("model.rope_scaling type '" + s.type + "' is not one zt implements", hint);
+  positive(s.factor, "factor");
+  if (s.type == "linear") return;
+  positive(s.low_freq_factor, "low_freq_factor");
+  positive(s.high_freq_factor, "high_freq_factor");
+  if (!(s.high_freq_factor > s.low_freq_factor))
+    throw InputError(strf("model.rope_scaling: high_freq_factor %g must be above "
+                          "low_freq_factor %g",
+                          s.high_freq_factor, s.low_freq_factor),
+                     hint);
+  if (s.original_context <= 0)
+    throw InputError(strf("model.rope_scaling.original_max_position_embeddings = %lld: must be "
+                          "> 0",
+                          static_cast<long long>(s.original_context)),
+                     hint);
 }
 
 int64_t Config::num_embedding_params() const { return vocab * hidden; }

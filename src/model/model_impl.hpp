@@ -104,7 +104,8 @@ struct Model<R>::Impl {
     const int64_t half = cfg.head_dim() / 2;
     rope_cos.ensure(n * half);
     rope_sin.ensure(n * half);
-    k::rope_table(rope_cos.data(), rope_sin.data(), n, cfg.head_dim(), cfg.rope_theta);
+    k::rope_table(rope_cos.data(), rope_sin.data(), n, cfg.head_dim(), cfg.rope_theta,
+                  cfg.rope_scaling);
     rope_positions = n;
   }
 

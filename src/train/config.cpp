@@ -31,8 +31,8 @@ config::Schema train_schema() {
   };
   constexpr double kInt32Max = 2147483647.0;
   range(s.add_int("model.vocab", std::nullopt, "override: vocabulary size (>= the dataset's)"), 1, kInt32Max);
-  range(s.add_int("model.hidden", std::nullopt, "override: model width"), 1, 1 << 20);
-  range(s.add_int("model.layers", std::nullopt, "override: transformer blocks"), 1, 1 << 16);
+  range(s.add_int("model.hidden", std::nullopt, "override: model width"), 1, model::Config::kMaxHidden);
+  range(s.add_int("model.layers", std::nullopt, "override: transformer blocks"), 1, model::Config::kMaxLayers);
   range(s.add_int("model.heads", std::nullopt, "override: query heads"), 1, 1 << 16);
   range(s.add_int("model.kv_heads", std::nullopt, "override: key/value heads (GQA)"), 1, 1 << 16);
   range(s.add_int("model.intermediate", std::nullopt, "override: SwiGLU inner width"), 1, 1 << 22);
@@ -44,6 +44,17 @@ config::Schema train_schema() {
     k.min_exclusive = true;
     k.max = 1e12;  // Llama 3's is 5e5; every key has both limits (issue 36, class 10)
   }
+  s.add_string("model.rope_type", std::nullopt,
+               "override: RoPE scaling (default, linear, llama3; docs/model.md)")
+      .choices = {"default", "linear", "llama3"};
+  range(s.add_float("model.rope_factor", std::nullopt, "override: RoPE scaling factor"), 0.0, 1e6)
+      .min_exclusive = true;
+  range(s.add_float("model.rope_low_freq_factor", std::nullopt, "override: llama3 low_freq_factor"),
+        0.0, 1e6).min_exclusive = true;
+  range(s.add_float("model.rope_high_freq_factor", std::nullopt,
+                    "override: llama3 high_freq_factor"), 0.0, 1e6).min_exclusive = true;
+  range(s.add_int("model.rope_original_context", std::nullopt,
+                  "override: llama3 original_max_position_embeddings"), 1, 1 << 24);
   {
     auto& k = s.add_float("model.norm_eps", std::nullopt, "override: RMSNorm epsilon");
     range(k, 0.0, 1.0).min_exclusive = true;
@@ -160,10 +171,18 @@ TrainConfig resolve(const config::Config& c, int world) {
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.rope_theta")) t.model.rope_theta = c.get_float("model.rope_theta");
   if (c.has("model.norm_eps")) t.model.norm_eps = c.get_float("model.norm_eps");
+  kernels::RopeScaling& rs = t.model.rope_scaling;
+  if (c.has("model.rope_type")) rs.type = c.get_string("model.rope_type");
+  if (c.has("model.rope_factor")) rs.factor = c.get_float("model.rope_factor");
+  if (c.has("model.rope_low_freq_factor")) rs.low_freq_factor = c.get_float("model.rope_low_freq_factor");
+  if (c.has("model.rope_high_freq_factor")) rs.high_freq_factor = c.get_float("model.rope_high_freq_factor");
+  if (c.has("model.rope_original_context")) rs.original_context = c.get_int("model.rope_original_context");
   bool overridden = false;
   for (const char* k : {"model.vocab", "model.hidden", "model.layers", "model.heads",
                         "model.kv_heads", "model.intermediate", "model.context",
-                        "model.tied_embeddings", "model.rope_theta", "model.norm_eps"})
+                        "model.tied_embeddings", "model.rope_theta", "model.norm_eps",
+                        "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
+                        "model.rope_high_freq_factor", "model.rope_original_context"})
     overridden = overridden || c.has(k);
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();

@@ -93,7 +93,17 @@ TEST(HfConfig, RefusesWhatZtCannotRepresent) {
     return j.dump();
   };
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"rope_scaling", R"({"type": "linear", "factor": 2.0})"},
+           {"rope_scaling", R"({"type": "yarn", "factor": 2.0})"},
+           {"rope_scaling", R"({"rope_type": "llama3", "factor": 8.0})"},
+           {"rope_scaling", R"({"rope_type": "linear", "factor": 2.0, "beta": 1})"},
+           {"rope_parameters", R"({"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4})"},
+           {"rope_parameters", R"({"rope_type": "default", "partial_rotary_factor": 0.5})"},
+           {"num_hidden_layers", "10000000"},
+           {"hidden_size", "0"},
+           {"max_position_embeddings", "100000000"},
+           {"attention_dropout", "0.1"},
+           {"pretraining_tp", "0"},
+           {"quantization_config", R"({"quant_method": "gptq"})"},
            {"attention_bias", "true"},
            {"mlp_bias", "true"},
            {"model_type", R"("mistral")"},
@@ -108,6 +118,15 @@ TEST(HfConfig, RefusesWhatZtCannotRepresent) {
     expect_input_error([&] { zt::ckpt::parse_hf_config(with(key, value), "dir/config.json"); },
                        {"dir/config.json", key});
   }
+  // Both RoPE forms present and disagreeing.
+  nlohmann::json both = nlohmann::json::parse(kTinyLlama);
+  both["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  both["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 10000.0}};
+  expect_input_error([&] { zt::ckpt::parse_hf_config(both.dump(), "config.json"); },
+                     {"rope_scaling", "rope_parameters", "disagrees"});
+  // A NUL byte and junk after the object (nlohmann alone would stop at the NUL).
+  expect_input_error([] { zt::ckpt::parse_hf_config(std::string(kTinyLlama) + std::string(1, '\0') + "junk", "config.json"); },
+                     {"config.json", "NUL"});
   nlohmann::json j = nlohmann::json::parse(kTinyLlama);
   j.erase("vocab_size");
   expect_input_error([&] { zt::ckpt::parse_hf_config(j.dump(), "config.json"); },
@@ -118,6 +137,40 @@ TEST(HfConfig, RefusesWhatZtCannotRepresent) {
                      {"config.json", "JSON"});
   expect_input_error([] { zt::ckpt::read_hf_config("/nonexistent/zt/config.json"); },
                      {"/nonexistent/zt/config.json"});
+}
+
+// Llama 3.2's RoPE as transformers 5 writes it (rope_parameters) and as transformers 4
+// wrote it (rope_theta + rope_scaling): the same model either way, and zt writes both.
+TEST(HfConfig, RopeBothForms) {
+  nlohmann::json v5 = nlohmann::json::parse(kTinyLlama);
+  v5.erase("rope_theta");
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192},
+                           {"rope_theta", 500000.0}};
+  nlohmann::json v4 = nlohmann::json::parse(kTinyLlama);
+  v4["rope_theta"] = 500000.0;
+  v4["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  const zt::kernels::RopeScaling want{"llama3", 32.0, 1.0, 4.0, 8192};
+  for (const nlohmann::json& j : {v5, v4}) {
+    const zt::ckpt::HfConfig c = zt::ckpt::parse_hf_config(j.dump(), "config.json");
+    EXPECT_EQ(c.model.rope_theta, 500000.0);
+    EXPECT_TRUE(c.model.rope_scaling == want);
+    const nlohmann::json out = nlohmann::json::parse(zt::ckpt::hf_config_json(c.model, "float32"));
+    EXPECT_EQ(out.at("rope_parameters").at("rope_type"), "llama3");
+    EXPECT_EQ(out.at("rope_parameters").at("rope_theta").get<double>(), 500000.0);
+    EXPECT_EQ(out.at("rope_scaling").at("factor").get<double>(), 32.0);
+    const zt::ckpt::HfConfig back = zt::ckpt::parse_hf_config(out.dump(), "out/config.json");
+    EXPECT_TRUE(back.model.rope_scaling == want);
+    EXPECT_EQ(back.model.rope_theta, 500000.0);
+  }
+  // The legacy key "type" and a llama3 dict without original_max_position_embeddings
+  // (transformers 5 then takes max_position_embeddings).
+  v4["rope_scaling"] = {{"type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0}};
+  const zt::ckpt::HfConfig c = zt::ckpt::parse_hf_config(v4.dump(), "config.json");
+  EXPECT_EQ(c.model.rope_scaling.original_context, c.model.context);
 }
 
 }  // namespace

@@ -91,6 +91,16 @@ TEST_F(DeviceModelTest, TinyFp32Tied) {
   cfg.tied_embeddings = true;
   check_model<double, float, float>(cfg, 2, 33, 1e-5, 1e-4, "tiny tied fp32");
 }
+// RoPE scaling (llama3 and linear) on the device model against the CPU model: the tables
+// come from the same kernels::rope_inv_freq, uploaded as fp32.
+TEST_F(DeviceModelTest, TinyFp32RopeScaled) {
+  Config cfg = Config::preset("tiny");
+  cfg.rope_theta = 500000.0;
+  cfg.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 32};
+  check_model<double, float, float>(cfg, 2, 64, 1e-5, 1e-4, "tiny llama3-rope fp32");
+  cfg.rope_scaling = {"linear", 4.0, 1.0, 4.0, 0};
+  check_model<double, float, float>(cfg, 2, 64, 1e-5, 1e-4, "tiny linear-rope fp32");
+}
 TEST_F(DeviceModelTest, TinyBf16Mixed) {
   check_model<double, bf16_t, float>(Config::preset("tiny"), 2, 64, 1e-2, 5e-2,
                                      "tiny bf16-mixed");

@@ -38,6 +38,14 @@ TEST(Config, PublishedParameterCounts) {
   EXPECT_EQ(Config::preset("open-llama-3b").num_params(), 3'426'473'600);   // "3B"
   EXPECT_EQ(Config::preset("llama-7b").num_params(), 6'738'415'616);        // "6.7B"
   EXPECT_EQ(Config::preset("llama-13b").num_params(), 13'015'864'320);      // "13.0B"
+  // meta-llama's Llama 3.1 / 3.2 checkpoints ("8.03B", "70.55B", "1.24B", "3.21B").
+  EXPECT_EQ(Config::preset("llama-3.1-8b").num_params(), 8'030'261'248);
+  EXPECT_EQ(Config::preset("llama-3.1-70b").num_params(), 70'553'706'496);
+  EXPECT_EQ(Config::preset("llama-3.2-1b").num_params(), 1'235'814'400);
+  EXPECT_EQ(Config::preset("llama-3.2-3b").num_params(), 3'212'749'824);
+  EXPECT_TRUE(Config::preset("llama-3.2-1b").tied_embeddings);
+  EXPECT_TRUE(Config::preset("llama-3.2-3b").tied_embeddings);
+  EXPECT_FALSE(Config::preset("llama-3.1-8b").tied_embeddings);
   const Config tiny = Config::preset("tiny");
   EXPECT_EQ(tiny.num_params(), 1'049'728);  // ~1M
   EXPECT_EQ(tiny.vocab, 256);
@@ -55,6 +63,29 @@ TEST(Config, PresetShapes) {
   EXPECT_EQ(t.context, 2048);
   EXPECT_EQ(t.head_dim(), 64);
   EXPECT_FALSE(t.tied_embeddings);
+}
+
+// Llama 3.1 8B's inverse frequencies: the values printed by transformers 5.24's
+// ROPE_INIT_FUNCTIONS["llama3"] (_compute_llama3_parameters, fp32) for head_dim 128,
+// theta 500000, factor 8, low 1, high 4, original 8192: high (i <= 28), medium (29..34)
+// and low (>= 35) frequencies. zt computes in double, so within fp32's rounding.
+TEST(Config, Llama3InverseFrequenciesEqualTransformers) {
+  const Config c = Config::preset("llama-3.1-8b");
+  const std::vector<double> f = zt::kernels::rope_inv_freq(c.head_dim(), c.rope_theta, c.rope_scaling);
+  ASSERT_EQ(f.size(), 64u);
+  const std::pair<int, double> hf[] = {
+      {0, 1.000000000e+00},  {20, 1.656044088e-02}, {28, 3.211446106e-03},
+      {29, 2.166570630e-03}, {31, 8.567514597e-04}, {34, 1.785077911e-04},
+      {35, 9.556212171e-05}, {40, 3.428102355e-05}, {63, 3.068925878e-07}};
+  for (const auto& [i, want] : hf) EXPECT_NEAR(f[i] / want, 1.0, 2e-6) << "inv_freq[" << i << "]";
+  // linear: every frequency divided by the factor.
+  const std::vector<double> plain = zt::kernels::rope_inv_freq(128, 500000.0);
+  const std::vector<double> lin = zt::kernels::rope_inv_freq(128, 500000.0, {"linear", 4.0, 1, 4, 0});
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_DOUBLE_EQ(lin[i], plain[i] / 4.0);
+  // A scaling zt does not implement is refused by name.
+  Config bad = c;
+  bad.rope_scaling.type = "yarn";
+  EXPECT_THROW(bad.validate(), InputError);
 }
 
 TEST(Config, TiedEmbeddingsCountOnce) {

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "zt/kernels/rope.hpp"
+
 namespace zt::model {
 
 struct Config {
@@ -20,6 +22,7 @@ struct Config {
   int64_t context = 256;        // longest sequence the model accepts (RoPE table size)
   bool tied_embeddings = false; // lm_head shares model.embed_tokens.weight
   double rope_theta = 10000.0;  // RoPE base
+  kernels::RopeScaling rope_scaling;  // RoPE frequency scaling (default: none)
   double norm_eps = 1e-5;       // RMSNorm epsilon
 
   // Presets (shapes as in the published Hugging Face config.json of each model):
@@ -29,14 +32,32 @@ struct Config {
   //   open-llama-3b   openlm-research/open_llama_3b: 3200 / 26 / 32 / 32 / 8640 / 32000 / 2048
   //   llama-7b        LLaMA-1 7B (huggyllama/llama-7b): 4096 / 32 / 32 / 32 / 11008 / 32000 / 2048
   //   llama-13b       LLaMA-1 13B (huggyllama/llama-13b): 5120 / 40 / 40 / 40 / 13824 / 32000 / 2048
+  //   llama-3.1-8b    meta-llama/Llama-3.1-8B: 4096 / 32 / 32 / 8 / 14336 / 128256 / 131072,
+  //                   rope_theta 500000, llama3 scaling (8, 1, 4, 8192): 8,030,261,248
+  //   llama-3.1-70b   meta-llama/Llama-3.1-70B: 8192 / 80 / 64 / 8 / 28672 / 128256 / 131072,
+  //                   same RoPE: 70,553,706,496
+  //   llama-3.2-1b    meta-llama/Llama-3.2-1B: 2048 / 16 / 32 / 8 / 8192 / 128256 / 131072,
+  //                   tied, llama3 scaling (32, 1, 4, 8192): 1,235,814,400
+  //   llama-3.2-3b    meta-llama/Llama-3.2-3B: 3072 / 28 / 24 / 8 / 8192 / 128256 / 131072,
+  //                   tied, same RoPE: 3,212,749,824
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
+
+  // Upper bounds of the sizes (the same for `zt train`'s model.* keys and imported
+  // config.json files; checked before anything is allocated).
+  static constexpr int64_t kMaxHidden = 1 << 20;
+  static constexpr int64_t kMaxLayers = 1 << 16;
+  static constexpr int64_t kMaxHeads = 1 << 16;
+  static constexpr int64_t kMaxIntermediate = 1 << 22;
+  static constexpr int64_t kMaxContext = 1 << 24;
   static std::vector<std::string> preset_names();
 
   // Throws zt::InputError naming the first bad field ("model.hidden", "model.heads", ...)
   // with a hint: non-positive sizes, hidden % heads != 0, heads % kv_heads != 0,
-  // odd head_dim (RoPE rotates pairs), rope_theta <= 0, norm_eps <= 0.
+  // odd head_dim (RoPE rotates pairs), rope_theta <= 0, norm_eps <= 0, sizes above the
+  // bounds below, a rope_scaling of another type or with out-of-range factors.
   void validate() const;
+  void validate_rope_scaling() const;  // the part of validate() for rope_scaling
 
   int64_t head_dim() const { return hidden / heads; }  // D
   int64_t kv_dim() const { return kv_heads * head_dim(); }

@@ -2,19 +2,51 @@
 #include "zt/kernels/rope.hpp"
 
 #include <cmath>
+#include <numbers>
 
 #include "eigen_maps.hpp"
+
+namespace zt::kernels {
+
+std::vector<double> rope_inv_freq(int64_t D, double theta, const RopeScaling& s) {
+  const int64_t half = D / 2;
+  std::vector<double> f(static_cast<size_t>(half));  // [D/2]
+  for (int64_t i = 0; i < half; ++i)
+    f[static_cast<size_t>(i)] =
+        1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(D));
+  if (s.type == "linear") {
+    for (double& x : f) x /= s.factor;
+  } else if (s.type == "llama3") {
+    // transformers' _compute_llama3_parameters, step by step.
+    const double old_context = static_cast<double>(s.original_context);
+    const double low_freq_wavelen = old_context / s.low_freq_factor;
+    const double high_freq_wavelen = old_context / s.high_freq_factor;
+    for (double& x : f) {
+      const double wavelen = 2 * std::numbers::pi / x;
+      const double llama = wavelen > low_freq_wavelen ? x / s.factor : x;
+      const double smooth = (old_context / wavelen - s.low_freq_factor) /
+                            (s.high_freq_factor - s.low_freq_factor);
+      const double smoothed = (1 - smooth) * llama / s.factor + smooth * llama;
+      const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+      x = medium ? smoothed : llama;
+    }
+  }
+  return f;
+}
+
+}  // namespace zt::kernels
 
 namespace zt::kernels::cpu {
 
 template <class T>
-void rope_table(T* cos, T* sin, int64_t T_max, int64_t D, double theta) {
+void rope_table(T* cos, T* sin, int64_t T_max, int64_t D, double theta,
+                const RopeScaling& scaling) {
   // cos, sin [T_max, D/2]
   const int64_t half = D / 2;
+  const std::vector<double> inv_freq = rope_inv_freq(D, theta, scaling);  // [D/2]
   for (int64_t p = 0; p < T_max; ++p) {
     for (int64_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-      const double angle = static_cast<double>(p) * inv_freq;
+      const double angle = static_cast<double>(p) * inv_freq[static_cast<size_t>(i)];
       cos[p * half + i] = static_cast<T>(std::cos(angle));
       sin[p * half + i] = static_cast<T>(std::sin(angle));
     }
@@ -62,8 +94,8 @@ void rope_backward(T* dx, const T* cos, const T* sin, int64_t B, int64_t Tn, int
   rotate(dx, cos, sin, B, Tn, nh, D, T(-1), pos);
 }
 
-template void rope_table<float>(float*, float*, int64_t, int64_t, double);
-template void rope_table<double>(double*, double*, int64_t, int64_t, double);
+template void rope_table<float>(float*, float*, int64_t, int64_t, double, const RopeScaling&);
+template void rope_table<double>(double*, double*, int64_t, int64_t, double, const RopeScaling&);
 template void rope_forward<float>(float*, const float*, const float*, int64_t, int64_t, int64_t,
                                   int64_t, const int32_t*);
 template void rope_forward<double>(double*, const double*, const double*, int64_t, int64_t,

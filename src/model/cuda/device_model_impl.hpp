@@ -130,7 +130,8 @@ struct DeviceModel<T, G>::Impl {
               kc::attention_backend_summary(std::is_same_v<T, kc::bf16_t>, D));
     std::vector<float> cs(DeviceWorkspaceSizes::of(cfg, 0).rope);  // [context, D/2]
     std::vector<float> sn(cs.size());
-    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta);
+    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta,
+                                    cfg.rope_scaling);
     rope_cos = kc::DeviceBuffer<float>(cs.size());
     rope_sin = kc::DeviceBuffer<float>(sn.size());
     rope_cos.upload(cs);

@@ -73,6 +73,45 @@ def torch_peers(*extra):
     return mods
 
 
+def peer_start(doc):
+    """The start of a peer test `SCRIPT ZT ZT_LOGITS WORKDIR`: (zt, zt_logits, work, torch,
+    Checker) with WORKDIR emptied, or exits (2 with the usage; SKIP without the peers)."""
+    if len(sys.argv) != 4:
+        print(doc)
+        sys.exit(2)
+    zt, zt_logits, work = sys.argv[1:]
+    torch, _ = torch_peers()
+    import shutil
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return zt, zt_logits, work, torch, Checker()
+
+
+def zt_logits_json(c, zt_logits, ckpt, tokens, new):
+    """zt's side of a peer test (tests/ckpt/hf/zt_logits.cpp) as a dict; a failure is a
+    failed check and the end of the test."""
+    p = subprocess.run([zt_logits, ckpt, ",".join(map(str, tokens)), str(new)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    if p.returncode != 0:
+        print(p.stderr)
+        c.check(False, f"zt_logits {ckpt}")
+        c.finish()
+    return json.loads(p.stdout)
+
+
+def hf_llama_run(torch, folder, ids, new):
+    """transformers' LlamaForCausalLM from `folder` (float32) on ids [1, T]: (logits [T, V]
+    float64, loss, greedy continuation of `new` tokens)."""
+    from transformers import LlamaForCausalLM
+    model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model.eval()
+    with torch.no_grad():
+        out = model(ids, labels=ids)  # transformers shifts the labels itself
+        gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                             min_new_tokens=new, do_sample=False, pad_token_id=0)
+    return out.logits[0].double(), float(out.loss), gen[0, ids.shape[1]:].tolist()
+
+
 def run_zt(zt, *args):
     """Runs `zt ARGS...`; returns (exit code, stdout + stderr)."""
     p = subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,

@@ -29,12 +29,10 @@ Exit 77 (CTest skip) when torch or transformers is missing (scripts/install-deps
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import Checker, run_zt, torch_peers, train_tiny  # noqa: E402
+from hf_common import hf_llama_run, peer_start, run_zt, train_tiny, zt_logits_json  # noqa: E402
 
 TOL = 1e-5
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?\nJULIET:\n"
@@ -42,15 +40,7 @@ NEW = 40
 
 
 def main():
-    if len(sys.argv) != 4:
-        print(__doc__)
-        return 2
-    zt, zt_logits, work = sys.argv[1:]
-    torch, transformers = torch_peers()
-    from transformers import LlamaForCausalLM
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    c = Checker()
+    zt, zt_logits, work, torch, c = peer_start(__doc__)
 
     # 1. train (1 rank, no mpirun: MPI's singleton init)
     ck = os.path.join(work, "ck")
@@ -73,24 +63,8 @@ def main():
 
     tokens = list(PROMPT.encode())  # the byte vocabulary: token = byte
     ids = torch.tensor([tokens])
-
-    def zt_run(ckpt):
-        p = subprocess.run([zt_logits, ckpt, ",".join(map(str, tokens)), str(NEW)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
-        if p.returncode != 0:
-            print(p.stderr)
-            c.check(False, f"zt_logits {ckpt}")
-            c.finish()
-        return json.loads(p.stdout)
-
-    def hf_run(folder):
-        model = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32)
-        model.eval()
-        with torch.no_grad():
-            out = model(ids, labels=ids)  # transformers shifts the labels itself
-            gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW,
-                                 min_new_tokens=NEW, do_sample=False, pad_token_id=0)
-        return out.logits[0].double(), float(out.loss), gen[0, len(tokens):].tolist()
+    zt_run = lambda ckpt: zt_logits_json(c, zt_logits, ckpt, tokens, NEW)  # noqa: E731
+    hf_run = lambda folder: hf_llama_run(torch, folder, ids, NEW)  # noqa: E731
 
     results = {}
     for name, folder, ckpt in (("f32", hf32, os.path.join(ck, "latest")), ("bf16", hf16, bf16_h5)):

@@ -170,11 +170,71 @@ def main():
 
     # Configs zt cannot represent.
     cfg_path = lambda d: os.path.join(d, "config.json")  # noqa: E731
-    for key, value in [("rope_scaling", {"type": "linear", "factor": 2.0}), ("attention_bias", True),
+    for key, value in [("rope_scaling", {"type": "yarn", "factor": 2.0}), ("attention_bias", True),
                        ("mlp_bias", True), ("model_type", "mistral"), ("hidden_act", "gelu"),
                        ("head_dim", 16), ("hidden_size", "32")]:
         d = folder(work, "cfg-" + key, hf_config(torch_dtype="float32", **{key: value}), st_bytes(entries, data))
         expect_refusal(c, zt, f"config {key} = {json.dumps(value)}", imp(d), [cfg_path(d), key])
+    # Issue 36 class 5: every RoPE field of transformers 4 and 5 read or refused by name.
+    rope_cases = [
+        ("rope_parameters yarn (transformers 5 form)", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}),
+         ["rope_parameters.rope_type", "yarn", "default, linear and llama3"]),
+        ("rope_parameters dynamic", dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}),
+         ["rope_parameters.rope_type", "dynamic"]),
+        ("rope_scaling llama3 without factor", dict(rope_scaling={"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+         ["rope_scaling.factor", "missing"]),
+        ("rope_parameters per layer type", dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+         ["rope_parameters.full_attention", "per-layer-type"]),
+        ("rope_parameters partial_rotary_factor 0.5", dict(rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5}),
+         ["partial_rotary_factor"]),
+        ("rope_scaling and rope_parameters disagree", dict(rope_scaling={"rope_type": "linear", "factor": 2.0},
+                                                           rope_parameters={"rope_type": "linear", "factor": 4.0, "rope_theta": 1e4}),
+         ["rope_scaling", "disagrees with rope_parameters"]),
+        ("rope_theta and rope_parameters.rope_theta disagree", dict(rope_theta=5e5, rope_parameters={"rope_type": "default", "rope_theta": 1e4}),
+         ["rope_theta", "disagrees"]),
+        ("num_hidden_layers 10000000 (bounded before allocating)", dict(num_hidden_layers=10000000),
+         ["num_hidden_layers", "10000000", "limit 65536"]),
+        ("max_position_embeddings 2^30", dict(max_position_embeddings=1 << 30), ["max_position_embeddings", "limit"]),
+        ("attention_dropout 0.1", dict(attention_dropout=0.1), ["attention_dropout", "no dropout"]),
+        ("pretraining_tp 0", dict(pretraining_tp=0), ["pretraining_tp"]),
+        ("quantization_config", dict(quantization_config={"quant_method": "gptq", "bits": 4}), ["quantization_config"]),
+    ]
+    for k, (what, extra, needles) in enumerate(rope_cases):
+        d = folder(work, f"cfg5-{k}",
+                   hf_config(torch_dtype="float32", **extra), st_bytes(entries, data))
+        expect_refusal(c, zt, f"config {what}", imp(d), [cfg_path(d)] + needles)
+    # A NUL byte and junk after the JSON object (nlohmann would stop at the NUL).
+    d = folder(work, "cfg-nul", None, st_bytes(entries, data),
+               {"config.json": json.dumps(cfg).encode() + b"\0junk{"})
+    expect_refusal(c, zt, "config.json with a NUL byte and junk after it", imp(d), [cfg_path(d), "NUL byte"])
+    # Non-finite weights: exit 2 naming the tensor, the file and the folder, for hf-to-h5
+    # and for `zt generate` on the folder.
+    for bad_value in (float("nan"), float("inf")):
+        arr = np.zeros(len(data) // 4, dtype="<f4")
+        q_entry = next(x for x in entries if x[0] == q)
+        arr[q_entry[3] // 4 + 5] = bad_value
+        d = folder(work, f"nonfinite-{bad_value}", cfg, st_bytes(entries, arr.tobytes()))
+        expect_refusal(c, zt, f"a {bad_value} weight (hf-to-h5)", imp(d), [q, st_name(d), d, "non-finite"])
+        expect_refusal(c, zt, f"a {bad_value} weight (zt generate)",
+                       ["generate", "--weights", d, "--prompt-ids", "1,2", "--max-new-tokens", "2"],
+                       [q, st_name(d), "non-finite"])
+    # transformers 5's form is read, not ignored: a llama3-scaled model keeps its RoPE.
+    v5 = hf_config(torch_dtype="float32", rope_parameters={
+        "rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16, "rope_theta": 500000.0})
+    del v5["rope_theta"]  # as transformers 5 writes it: rope_theta inside rope_parameters only
+    d = folder(work, "v5-llama3", v5, st_bytes(entries, data))
+    v5_h5 = os.path.join(work, "v5-llama3.h5")
+    rc, out = run_zt(zt, "convert", "hf-to-h5", "--force", d, v5_h5)
+    stored = {}
+    if rc == 0:
+        with h5py.File(v5_h5, "r") as f:
+            stored = json.loads(f.attrs["model_config"])
+    c.check(rc == 0 and stored.get("rope_theta") == 500000.0 and stored.get("rope_scaling", {}).get("type") == "llama3"
+            and stored["rope_scaling"].get("factor") == 32.0 and stored["rope_scaling"].get("original_context") == 16,
+            f"rope_parameters llama3 (transformers 5) imported with its RoPE (exit {rc}): {stored.get('rope_theta')}, {stored.get('rope_scaling')}")
+    if rc != 0:
+        print(out)
     bad = hf_config(torch_dtype="float32")
     del bad["num_hidden_layers"]
     d = folder(work, "cfg-missing", bad, st_bytes(entries, data))

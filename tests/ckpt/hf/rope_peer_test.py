@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""RoPE scaling against transformers: tiny random Llamas with rope_scaling llama3 (factor 8)
+and linear, in both config.json forms, tied and untied, imported by zt.
+
+  rope_peer_test.py ZT ZT_LOGITS WORKDIR
+
+For each case, transformers' own LlamaConfig + LlamaForCausalLM (random weights, float32)
+is saved with save_pretrained. The installed transformers (5.x) writes `rope_parameters`
+(rope_theta and rope_type inside); the transformers-4 form (top-level rope_theta and
+rope_scaling) is made by rewriting that config.json; when the installed transformers
+writes the old form, the new one is made the other way round. Then:
+  - `zt convert hf-to-h5` imports the folder; ZT_LOGITS (tests/ckpt/hf/zt_logits.cpp)
+    prints zt's logits of every prefix, its KV-cache logits, loss and greedy continuation
+  - logits (and KV-cache logits): max |zt - transformers| <= 1e-5 x max(1, max |logit|)
+  - loss: |zt - transformers| <= 1e-5
+  - greedy continuation equal token for token (zt's sampler and `zt generate
+    --temperature 0` on the HF folder itself)
+  - `zt convert h5-to-hf` exports it again: transformers' AutoConfig reads the same
+    rope_theta / rope_type / factors, and the exported model's logits equal the original's
+    (the same fp32 weights: exactly)
+  - sensitivity: the same weights without rope scaling give logits that differ from the
+    scaled ones by more than 10 x the tolerance (so the test sees the scaling)
+Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
+"""
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import hf_llama_run, peer_start, run_zt, zt_logits_json  # noqa: E402
+
+TOL = 1e-5
+NEW = 16
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 16}
+LINEAR = {"rope_type": "linear", "factor": 4.0}
+
+
+def to_v4(cfg):
+    """transformers 4's form: top-level rope_theta + rope_scaling (null when default)."""
+    cfg = dict(cfg)
+    params = dict(cfg.pop("rope_parameters"))
+    cfg["rope_theta"] = params.pop("rope_theta")
+    cfg["rope_scaling"] = None if params.get("rope_type") == "default" else params
+    return cfg
+
+
+def to_v5(cfg):
+    """transformers 5's form: rope_parameters with rope_theta and rope_type inside."""
+    cfg = dict(cfg)
+    scaling = cfg.pop("rope_scaling", None) or {"rope_type": "default"}
+    params = dict(scaling)
+    params.setdefault("rope_type", params.pop("type", "default"))
+    params["rope_theta"] = cfg.pop("rope_theta", 10000.0)
+    cfg["rope_parameters"] = params
+    return cfg
+
+
+def main():
+    zt, zt_logits, work, torch, c = peer_start(__doc__)
+    from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 96, (24,), generator=gen).tolist()
+    ids = torch.tensor([tokens])
+    zt_run = lambda ckpt: zt_logits_json(c, zt_logits, ckpt, tokens, NEW)  # noqa: E731
+    hf_run = lambda folder: hf_llama_run(torch, folder, ids, NEW)  # noqa: E731
+
+    cases = [("llama3-untied", LLAMA3, False), ("llama3-tied", LLAMA3, True),
+             ("linear-untied", LINEAR, False)]
+    for name, scaling, tied in cases:
+        torch.manual_seed(1)
+        cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                          rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=dict(scaling),
+                          tie_word_embeddings=tied, initializer_range=0.3, bos_token_id=1,
+                          eos_token_id=2)
+        model = LlamaForCausalLM(cfg).to(torch.float32)
+        base = os.path.join(work, name)
+        model.save_pretrained(base + "-saved", safe_serialization=True)
+        saved = json.load(open(os.path.join(base + "-saved", "config.json")))
+        native = "v5" if "rope_parameters" in saved else "v4"
+        forms = {"v5": saved if native == "v5" else to_v5(saved),
+                 "v4": saved if native == "v4" else to_v4(saved)}
+        print(f"      {name}: transformers writes the {native} form; the other is rewritten")
+        # The same weights without scaling: the sensitivity reference.
+        plain = dict(forms["v4"], rope_scaling=None)
+        plain_dir = base + "-plain"
+        shutil.copytree(base + "-saved", plain_dir)
+        json.dump(plain, open(os.path.join(plain_dir, "config.json"), "w"), indent=2)
+        hl_plain, _, _ = hf_run(plain_dir)
+        for form, cj in forms.items():
+            tag = f"{name} {form}"
+            folder = f"{base}-{form}"
+            shutil.copytree(base + "-saved", folder)
+            json.dump(cj, open(os.path.join(folder, "config.json"), "w"), indent=2)
+            h5 = folder + ".h5"
+            rc, out = run_zt(zt, "convert", "hf-to-h5", folder, h5)
+            c.check(rc == 0, f"{tag}: zt convert hf-to-h5 (exit {rc})")
+            if rc != 0:
+                print(out)
+                continue
+            hl, hloss, hgen = hf_run(folder)
+            z = zt_run(h5)
+            zl = torch.tensor(z["logits"], dtype=torch.float64)
+            kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
+            tol = TOL * max(1.0, zl.abs().max().item())
+            dl = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
+            dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
+            dplain = (hl_plain - hl).abs().max().item()
+            print(f"      {tag}: max |zt - hf| {dl:.3e}, KV {dkv:.3e} (max |logit| "
+                  f"{zl.abs().max().item():.2f}); loss zt {z['loss']:.8f} hf {hloss:.8f}; "
+                  f"unscaled vs scaled {dplain:.3e}")
+            c.check(dl <= tol, f"{tag}: max |logit zt - transformers| = {dl:.3e} <= {tol:.3e}")
+            c.check(dkv <= tol, f"{tag}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {tol:.3e}")
+            c.check(abs(z["loss"] - hloss) <= TOL, f"{tag}: |loss zt - transformers| <= {TOL}")
+            c.check(dplain > 10 * tol, f"{tag}: sensitivity: without scaling the logits move by "
+                                       f"{dplain:.3e} > 10 x tol")
+            c.check(z["greedy"] == hgen, f"{tag}: greedy continuation of {NEW} tokens equal")
+            c.check(len(set(hgen)) >= 3, f"{tag}: the continuation is not degenerate "
+                                         f"({len(set(hgen))} distinct tokens >= 3)")
+            rc, gen_out = run_zt(zt, "generate", "--weights", folder, "--prompt-ids",
+                                 ",".join(map(str, tokens)), "--temperature", "0",
+                                 "--max-new-tokens", str(NEW), "--json")
+            lines = [l for l in gen_out.splitlines() if l.startswith("{")]
+            zgen = json.loads(lines[0])["ids"] if rc == 0 and lines else None
+            if zgen != hgen:
+                print(gen_out[-2000:])
+            c.check(zgen == hgen, f"{tag}: `zt generate --temperature 0` on the HF folder == transformers' greedy")
+            # Export and re-load.
+            exported = folder + "-export"
+            rc, out = run_zt(zt, "convert", "h5-to-hf", h5, exported, "--dtype", "f32")
+            c.check(rc == 0, f"{tag}: zt convert h5-to-hf (exit {rc})")
+            if rc != 0:
+                print(out)
+                continue
+            a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
+            ra, rb = a.rope_parameters, b.rope_parameters
+            c.check(ra == rb, f"{tag}: AutoConfig reads the export's RoPE as the original's ({rb})")
+            c.check(a.tie_word_embeddings == b.tie_word_embeddings == tied,
+                    f"{tag}: tie_word_embeddings {b.tie_word_embeddings} kept")
+            el, eloss, egen = hf_run(exported)
+            c.check(torch.equal(el, hl) and egen == hgen,
+                    f"{tag}: transformers on the export: the same logits (max diff "
+                    f"{(el - hl).abs().max().item():.1e}) and continuation")
+    c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
