@@ -51,9 +51,11 @@ deps() {
 do_pack() {
   local build=${ZT_KIT_BUILD:-$repo/build-kit}
   local targets=(zt test_kernels_cuda test_comm_nccl)
-  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
-  export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
-  export CMAKE_CUDA_COMPILER_LAUNCHER=${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}
+  if command -v ccache >/dev/null; then  # a rebuild of the kit reuses what ccache holds
+    export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+    export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+    export CMAKE_CUDA_COMPILER_LAUNCHER=${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}
+  fi
   if [ ! -f "$build/CMakeCache.txt" ]; then
     mkdir -p "$build"
     cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON \
