@@ -81,7 +81,7 @@ check(rc == 0 and "progress" not in err, "pty, --progress 0: no progress output"
 
 # A negative interval: exit 2 naming the flag.
 rc, out, err = run_pipe("--progress", "-1")
-check(rc == 2 and "--progress is -1" in err, "--progress -1: exit 2 naming the flag", err)
+check(rc == 2 and "--progress" in err and "got -1" in err, "--progress -1: exit 2 naming the flag", err)
 
 for f in failures:
     print("FAIL: " + f)
