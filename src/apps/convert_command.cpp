@@ -75,25 +75,39 @@ std::vector<std::string> hf_outputs_in(const std::string& dir) {
   return found;
 }
 
-// IN... OUT of a token-file converter: the inputs, and the output (its folder checked; not
-// an input; replaced only with --force).
+// The lock of a converter's one output file OUT (OUT.lock, issue 36 class 1), taken after
+// OUT's folder is checked and before OUT is: held for the whole conversion, so a second
+// conversion into OUT is refused (exit 2, naming the holder), never raced; the lock of a
+// conversion that died is taken over with a warning.
+std::unique_ptr<FolderLock> lock_output(const std::string& out, std::string_view what) {
+  std::unique_ptr<FolderLock> lock(new FolderLock(FolderLock::beside(  // no copy: C++17 elision
+      out, what, "another zt convert is writing that file: wait for it, or name another output")));
+  if (!lock->taken_over().empty())
+    log::warn(std::string(what) + " '" + out + "': took over the lock of a run that ended without "
+              "releasing it (" + lock->taken_over() + ")");
+  return lock;
+}
+
+// IN... OUT of a token-file converter: the inputs, and the output (its folder checked,
+// locked; not an input; replaced only with --force).
 struct InputsOutput {
   std::vector<std::string> inputs;
   std::string output;
 };
-InputsOutput inputs_output(const std::vector<std::string>& files, bool force,
-                           const std::string& command, const std::string& usage) {
+InputsOutput inputs_output(const std::vector<std::string>& files, const std::string& command,
+                           const std::string& usage) {
   if (files.size() < 2)
     throw InputError(command + " needs at least one input and one output file", usage);
   InputsOutput io{{files.begin(), files.end() - 1}, files.back()};
   require_output_folder(io.output, "output token file");
-  require_new_output(io.output, "output token file", io.inputs, force);
   return io;
 }
 
 int text_to_tokens(const ConvertArgs& a) {
-  const auto [inputs, output] = inputs_output(a.text_files, a.force, "text-to-tokens",
+  const auto [inputs, output] = inputs_output(a.text_files, "text-to-tokens",
                                               "zt convert text-to-tokens IN.txt OUT.h5");
+  const auto lock = lock_output(output, "output token file");
+  require_new_output(output, "output token file", inputs, a.force);
   const data::TokenFile f = data::convert_text_to_tokens(inputs, output, {}, a.tokenizer);
   const size_t docs = f.doc_starts.empty() ? 1 : f.doc_starts.size();
   log::info(strf("wrote %s: %zu tokens (%s), vocab %u, tokenizer \"%s\"%s, %zu document%s",
@@ -106,8 +120,10 @@ int text_to_tokens(const ConvertArgs& a) {
 
 int sft_to_tokens(const ConvertArgs& a) {
   const auto [inputs, output] = inputs_output(
-      a.sft_files, a.force, "sft-to-tokens",
+      a.sft_files, "sft-to-tokens",
       "zt convert sft-to-tokens --tokenizer DIR --format alpaca --seq-len 512 IN.jsonl OUT.h5");
+  const auto lock = lock_output(output, "output token file");
+  require_new_output(output, "output token file", inputs, a.force);
   data::SftOptions o;
   o.format = data::parse_sft_format(a.sft_format);
   o.seq_len = a.seq_len;
@@ -206,6 +222,7 @@ int h5_to_hf(const ConvertArgs& a) {
 
 int hf_to_h5(const ConvertArgs& a) {
   require_output_folder(a.out_h5, "output file");
+  const auto lock = lock_output(a.out_h5, "output file");
   require_new_output(a.out_h5, "output file", inputs_at(a.hfdir), a.force);
   const ckpt::HfImportResult r = ckpt::import_hf(a.hfdir, a.out_h5);
   log::info(strf("wrote %s: %lld tensors, %lld parameters (model %s), source dtype %s, "
@@ -240,7 +257,8 @@ Run add_convert_command(CLI::App& app) {
       "byte-level tokenizer \"bytes\" (vocab 256). With --tokenizer: a Hugging Face "
       "tokenizer.json or SentencePiece tokenizer.model, ids as Hugging Face encodes them, BOS "
       "as tokenizer_config.json says and EOS after each document (docs/finetune.md). The file "
-      "is written to OUT.h5.tmp.<host>.<pid>, then renamed.");
+      "is written to OUT.h5.tmp.<host>.<pid>, then renamed, under the lock OUT.h5.lock (a "
+      "second conversion into OUT.h5 meanwhile is refused).");
   t2t->add_option("files", a->text_files, "IN.txt [IN2.txt ...] OUT.h5")->required();
   // --tokenizer of text-to-tokens (optional) and sft-to-tokens (required).
   auto tokenizer_option = [a](CLI::App* cmd) {

@@ -349,8 +349,17 @@ std::string lock_holder_text() {
 }
 
 FolderLock::FolderLock(const std::string& dir, std::string_view what, std::string_view hint)
-    : dir_(dir), path_((std::filesystem::path(dir) / "zt.lock").string()) {
-  const std::string name = std::string(what) + " '" + dir + "'";
+    : FolderLock(dir, (std::filesystem::path(dir) / "zt.lock").string(), dir, what, hint) {}
+
+FolderLock FolderLock::beside(const std::string& file, std::string_view what, std::string_view hint) {
+  if (file.empty()) throw InputError(std::string(what) + " is an empty path", "name the file to write");
+  return FolderLock(folder_of(file), file + ".lock", file, what, hint);
+}
+
+FolderLock::FolderLock(const std::string& dir, std::string lock_path, const std::string& subject,
+                       std::string_view what, std::string_view hint)
+    : dir_(dir), path_(std::move(lock_path)) {
+  const std::string name = std::string(what) + " '" + subject + "'";
   if (dir.empty()) throw InputError(std::string(what) + " is an empty path", "name a folder");
   std::error_code ec, is_dir_ec;
   made_dir_ = std::filesystem::create_directories(dir, ec);
@@ -375,9 +384,16 @@ FolderLock::FolderLock(const std::string& dir, std::string_view what, std::strin
     if (rc != 0) {
       const int err = errno;
       if (err == EAGAIN || err == EACCES) {
-        char buf[512] = {};
-        const ssize_t got = ::pread(fd_, buf, sizeof buf - 1, 0);
-        std::string holder = got > 0 ? std::string(buf, static_cast<size_t>(got)) : "";
+        // The holder writes its text just after it locks: wait up to 1 s for the whole
+        // line (it ends with a newline), so the refusal names who holds it.
+        std::string holder;
+        for (int wait = 0; wait < 100; ++wait) {
+          char buf[512] = {};
+          const ssize_t got = ::pread(fd_, buf, sizeof buf - 1, 0);
+          holder = got > 0 ? std::string(buf, static_cast<size_t>(got)) : "";
+          if (holder.ends_with('\n')) break;
+          ::usleep(10000);
+        }
         while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
         ::close(fd_);
         fd_ = -1;
@@ -419,7 +435,7 @@ FolderLock::FolderLock(const std::string& dir, std::string_view what, std::strin
     fd_ = -1;
   }
   throw Error(name + ": its lock file '" + path_ + "' kept being replaced while zt locked it",
-              "another program is creating and removing zt.lock there; stop it");
+              "another program is creating and removing that file; stop it");
 }
 
 FolderLock::~FolderLock() {

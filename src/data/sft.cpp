@@ -81,17 +81,46 @@ struct Encoded {
   std::vector<uint8_t> mask;     // [n]
 };
 
+// The ids of `text` a row of `keep` tokens can use (issue 36, class 6: memory and time
+// follow the row, not the field). The truncation rule: a field of at most 16 bytes per
+// token of keep + kMargin is encoded whole, as before; a longer one is encoded from its
+// first B bytes (cut at a UTF-8 character start; B = 16 x (keep + kMargin), x4 while that
+// gives fewer than keep + kMargin tokens, the whole field at the latest), and when that
+// gives at least keep + kMargin tokens, its first keep + 1 are returned: the field is
+// longer than the row either way (so truncated or dropped as before), and the ids kept
+// equal the whole field's wherever the cut changes at most the last kMargin tokens (a
+// cut moves only the pre-token it falls in). An example that fits the row has under keep
+// + 1 tokens, so it is always encoded whole: the same ids as before.
+std::vector<uint32_t> encode_for_row(const TextTokenizer& tokenizer, const std::string& text, size_t keep) {
+  constexpr size_t kMargin = 64;
+  for (size_t budget = 16 * (keep + kMargin); text.size() > budget; budget *= 4) {
+    size_t cut = budget;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    std::vector<uint32_t> ids = tokenizer.encode(std::string_view(text).substr(0, cut));
+    if (ids.size() >= keep + kMargin) {
+      ids.resize(keep + 1);
+      return ids;
+    }
+  }
+  return tokenizer.encode(text);
+}
+
 // Prompt/response examples: prefix (BOS) + prompt, then response + EOS, each part encoded
-// alone (LitGPT's SFTDataset); the response and EOS are targets.
+// alone (LitGPT's SFTDataset), as much of each as a row of `row` tokens keeps
+// (encode_for_row); the response and EOS are targets.
 std::vector<Encoded> encode_prompt_response(std::vector<SftExample>& examples, const TextTokenizer& tokenizer,
-                                            uint32_t eos) {
+                                            uint32_t eos, size_t row) {
   std::vector<std::string> texts;
   texts.reserve(2 * examples.size());
   for (SftExample& e : examples) {
     texts.push_back(std::move(e.prompt));
     texts.push_back(std::move(e.response));
   }
-  const std::vector<std::vector<uint32_t>> ids = encode_batch(tokenizer, texts, 0);
+  std::vector<std::vector<uint32_t>> ids(texts.size());
+  for_each_parallel(texts.size(), 0, [&](size_t i) {
+    ids[i] = encode_for_row(tokenizer, texts[i], row);
+    std::string().swap(texts[i]);  // the text is no longer needed
+  });
   const TokenizerInfo& info = tokenizer.info();
   std::vector<Encoded> out(examples.size());
   for (size_t e = 0; e < examples.size(); ++e) {
@@ -198,7 +227,7 @@ TokenFile sft_to_tokens(const std::vector<std::string>& paths, const TextTokeniz
   st.examples = examples.size();
   std::vector<Encoded> encoded = o.format == SftFormat::kChat
                                      ? encode_chats(examples, tokenizer, o.chat_template)
-                                     : encode_prompt_response(examples, tokenizer, eos);
+                                     : encode_prompt_response(examples, tokenizer, eos, o.seq_len + 1);
 
   TokenFile out;
   out.vocab_size = info.vocab_size;

@@ -139,6 +139,27 @@ TEST(FolderLock, ASecondHolderIsRefusedAndAKilledHoldersFileTakenOver) {
   EXPECT_TRUE(fs::exists(dir));  // not made by the lock: kept
 }
 
+// FolderLock::beside: the lock of one output file, on OUT.lock in OUT's folder; the refusal
+// names OUT and the holder; the folder is kept, the lock file removed at the end.
+TEST(FolderLock, BesideLocksOneOutputFile) {
+  TempDir d;
+  const std::string out = (d.path / "out.h5").string();
+  {
+    const zt::FolderLock a = zt::FolderLock::beside(out, "output token file", "wait");
+    EXPECT_EQ(slurp(out + ".lock"), zt::lock_holder_text() + "\n");
+    zt::testing::expect_input_error(
+        [&] { const zt::FolderLock b = zt::FolderLock::beside(out, "output token file", "wait"); },
+        {"output token file '" + out + "' is in use by another zt process: " +
+             zt::lock_holder_text() + " (lock file '" + out + ".lock')",
+         "wait"});
+    // Another output in the same folder is not held by it.
+    const zt::FolderLock c = zt::FolderLock::beside((d.path / "other.h5").string(), "output", "wait");
+  }
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+  EXPECT_FALSE(fs::exists(d.path / "other.h5.lock"));
+  EXPECT_TRUE(fs::exists(d.path));
+}
+
 // Issue 36, classes 1 and 4: staging names are unique to the process; a dead process's
 // staging file of this host is removed, another host's kept.
 TEST(SafeFile, StagingIsPerProcessAndStaleStagingOfTheDeadIsRemoved) {

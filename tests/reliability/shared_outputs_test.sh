@@ -4,8 +4,9 @@
 # an oracle on the outcome (the files left, their bytes read back by h5py):
 #  1. two runs, one ckpt.dir: the second is refused (exit 2) naming the holder's host and
 #     pid; a lock left by a run killed with SIGKILL is taken over, saying so; two
-#     text-to-tokens into one output: each that exits 0 published its own tokens (never
-#     the other's, never a mixture).
+#     text-to-tokens into one output: exactly one exits 0 with its own tokens, the other
+#     exits 2 naming the holder (OUT.lock); a killed conversion's lock is taken over;
+#     hf-to-h5 and sft-to-tokens into a held OUT: exit 2 naming the holder.
 #  3. a ckpt.dir path of 264 characters: saves (mpirun -np 2, parallel HDF5) and resumes.
 #  4. a folder holding shards of two exports is refused by hf-to-h5 (exit 2); the staging
 #     file of a dead process is removed (and said), one of another host reported and kept;
@@ -55,11 +56,12 @@ expect 0 "took over the lock of a run that ended without releasing it \(zt on ho
 [[ -e race/zt.lock ]] && fail "zt.lock left after a clean run"
 ls race | grep -q '\.tmp' && fail "staging files left in race/: $(ls race)"
 
-# Two text-to-tokens into one output, 6 rounds: each run that exits 0 published its own
-# tokens: the output holds exactly the bytes of one input (h5py), and when one run fails,
-# the other's.
-head -c 3000 /dev/urandom | base64 >a.txt
-head -c 5000 /dev/urandom | base64 >b.txt
+# Two text-to-tokens into one output, 6 rounds, started together (each input ~1 s of
+# work, so they overlap): exactly one exits 0 and same.h5 holds its tokens (h5py), the
+# other exits 2 naming the holder (the winner's pid) and the lock same.h5.lock; no lock
+# or staging file is left.
+head -c 15000000 /dev/urandom | base64 -w0 >a.txt
+head -c 18000000 /dev/urandom | base64 -w0 >b.txt
 for round in 1 2 3 4 5 6; do
   "$zt" convert text-to-tokens --force a.txt same.h5 >ta.log 2>&1 & pa=$!
   "$zt" convert text-to-tokens --force b.txt same.h5 >tb.log 2>&1 & pb=$!
@@ -71,12 +73,27 @@ t = bytes(h5py.File("same.h5", "r")["tokens"][:].astype("uint8"))
 print("a" if t == a else "b" if t == b else "mixed")
 PY
 )
-  [[ $got == mixed ]] && fail "round $round: same.h5 holds neither input's tokens (exits $ra, $rb)"
-  [[ $ra -ne 0 && $rb -eq 0 && $got != b ]] && fail "round $round: only b exited 0 but same.h5 is a's"
-  [[ $rb -ne 0 && $ra -eq 0 && $got != a ]] && fail "round $round: only a exited 0 but same.h5 is b's"
-  ls | grep -q 'same\.h5\.tmp' && fail "round $round: staging files left: $(ls | grep same)"
+  if [[ $ra -eq 0 && $rb -eq 2 ]]; then win=a winpid=$pa log=tb.log
+  elif [[ $rb -eq 0 && $ra -eq 2 ]]; then win=b winpid=$pb log=ta.log
+  else log=ta.log; cat tb.log >>ta.log; fail "round $round: exits $ra (a) and $rb (b), expected one 0 and one 2"; fi
+  [[ $got == "$win" ]] || fail "round $round: $win exited 0 but same.h5 holds '$got'"
+  grep -Eq "output token file 'same.h5' is in use by another zt process: zt on host [^ ]+, pid $winpid, started [0-9-]+ [0-9:]+ UTC \(lock file 'same.h5.lock'\)" "$log" ||
+    fail "round $round: the refused run does not name the holder (pid $winpid)"
+  ls | grep -Eq 'same\.h5\.(tmp|lock)' && fail "round $round: staging or lock files left: $(ls | grep same)"
+  echo "ok: round $round: $win exit 0 (its tokens in same.h5), the other exit 2, $(grep -Eo 'is in use by [^(]+' "$log")"
 done
-echo "ok: two text-to-tokens into one output, 6 rounds: each output one input's tokens, no staging left"
+log="$work/log"
+# A lock of a conversion killed with SIGKILL is taken over, saying so.
+"$zt" convert text-to-tokens --force b.txt same.h5 >/dev/null 2>&1 & bg=$!
+for _ in $(seq 1 200); do [[ -s same.h5.lock ]] && break; sleep 0.01; done
+kill -9 $bg; wait $bg 2>/dev/null
+[[ -e same.h5.lock ]] || fail "the killed conversion left no same.h5.lock to take over"
+"$zt" convert text-to-tokens --force a.txt same.h5 >"$log" 2>&1
+rc=$?
+expect 0 "took over the lock of a run that ended without releasing it \(zt on host [^ ]+, pid $bg" \
+  "text-to-tokens over the lock of a killed one"
+[[ -e same.h5.lock ]] && fail "same.h5.lock left after a clean conversion"
+rm -f same.h5.tmp.*
 
 # ---- 3. long paths ------------------------------------------------------------------
 long="$work/$(printf 'd%.0s' $(seq 1 120))/$(printf 'e%.0s' $(seq 1 120))/ck"
@@ -125,6 +142,25 @@ grep -q "out.h5.tmp.otherhost.$$' is the staging file of a zt process on host ot
   fail "the other host's staging file was not reported"
 [[ -e "out.h5.tmp.$host.$dead" ]] && fail "the dead process's staging file is still there"
 [[ -e "out.h5.tmp.otherhost.$$" ]] || fail "the other host's staging file was removed"
+# hf-to-h5 and sft-to-tokens take the same lock on their one output: held by another
+# process (Python's POSIX lock, which the kernel sets against zt's OFD lock), both are
+# refused with exit 2 naming the holder's text, before reading any input, and leave it.
+$py -c 'import fcntl, sys, time
+f = open("held.h5.lock", "w"); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+f.write("zt on host elsewhere, pid 4242, started 2026-01-01 00:00:00 UTC\n"); f.flush(); time.sleep(60)' &
+holder=$!
+for _ in $(seq 1 200); do [[ -s held.h5.lock ]] && break; sleep 0.05; done
+"$zt" convert hf-to-h5 hfB held.h5 >"$log" 2>&1
+rc=$?
+expect 2 "output file 'held.h5' is in use by another zt process: zt on host elsewhere, pid 4242, started 2026-01-01 00:00:00 UTC \(lock file 'held.h5.lock'\)" \
+  "hf-to-h5 into an output another process holds"
+"$zt" convert sft-to-tokens --tokenizer no-such-tokenizer --format alpaca --seq-len 16 in.txt held.h5 >"$log" 2>&1
+rc=$?
+expect 2 "output token file 'held.h5' is in use by another zt process: zt on host elsewhere, pid 4242" \
+  "sft-to-tokens into an output another process holds"
+kill $holder; wait $holder 2>/dev/null
+[[ -e held.h5 ]] && fail "held.h5 was written"
+grep -q 'pid 4242' held.h5.lock || fail "the holder's lock file was changed"
 # SIGTERM during an export (a larger model, so that it is still writing): exit 143 and
 # no staging file left; the folder is not loadable (visibly absent), never a mixture.
 train --set train.steps=1 --set ckpt.dir=ckBig --set model.hidden=512 --set model.intermediate=2048 \

@@ -122,15 +122,25 @@ void remove_staging_on_signals();
 // EOPNOTSUPP) is warned about, and the run goes on unlocked.
 // Refusal: zt::InputError (exit 2) "<what> '<dir>' is in use by another zt process: <holder
 // text> (lock file '<dir>/zt.lock')" with `hint`.
+//
+// FolderLock::beside(OUT, what, hint): the same lock for one output file (zt convert's
+// token files and hf-to-h5's OUT.h5), on OUT.lock in OUT's folder (which must exist), held
+// for the whole conversion, so two conversions into one OUT are refused, not raced
+// (issue 36, class 1): "<what> '<OUT>' is in use by another zt process: ... (lock file
+// 'OUT.lock')".
 class FolderLock {
  public:
   FolderLock(const std::string& dir, std::string_view what, std::string_view hint);
+  static FolderLock beside(const std::string& file, std::string_view what, std::string_view hint);
   ~FolderLock();  // removes zt.lock while still holding it, then releases
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;
   const std::string& taken_over() const { return taken_over_; }  // "" or the dead holder's text
 
  private:
+  // `subject`: what the messages name ("<what> '<dir or file>'"); `lock_path`: the file locked.
+  FolderLock(const std::string& dir, std::string lock_path, const std::string& subject,
+             std::string_view what, std::string_view hint);
   std::string dir_, path_, taken_over_;
   int fd_ = -1;
   bool made_dir_ = false;

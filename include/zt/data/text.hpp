@@ -19,12 +19,17 @@ class TextTokenizer;
 // advances by the bytes read (and the tokens made).
 TokenFile text_files_to_tokens(const std::vector<std::string>& paths, Progress* progress = nullptr);
 
-// The same with a real tokenizer: each file is read whole and encoded as one text (so
-// the ids equal Hugging Face's for that text), then written as the tokenizer's prefix
-// (BOS when it adds one) + ids + suffix, and EOS unless the suffix ends with it, so
-// documents are separated by EOS. Files are encoded in parallel (all hardware threads),
-// in batches of about 256 MiB of text. Throws zt::InputError for a tokenizer without an
-// EOS token, and as above for the files.
+// The same with a real tokenizer: the ids of each file are those of the whole file
+// encoded as one text (Hugging Face's), written as the tokenizer's prefix (BOS when it
+// adds one) + ids + suffix, and EOS unless the suffix ends with it, so documents are
+// separated by EOS. Files are read in pieces of about 4 MiB cut at a newline before an
+// ASCII letter or digit (or, after 1 MiB without one, at a space between an ASCII
+// letter/digit and a letter) when the tokenizer's encode is additive at such cuts (probed
+// at the start; byte-level BPE such as GPT-2's and Llama 3's is); a tokenizer that
+// prepends to every text (SentencePiece's dummy prefix, a Prepend normalizer) gets each
+// file whole. Pieces are encoded in parallel (all hardware threads), about 64 MiB at a
+// time (issue 36, class 6). Throws zt::InputError for a tokenizer without an EOS token,
+// and as above for the files.
 TokenFile text_files_to_tokens(const std::vector<std::string>& paths, const TextTokenizer& tokenizer,
                                Progress* progress = nullptr);
 

@@ -16,6 +16,12 @@ EXAMPLES = [
     {"instruction": "Sum the numbers.", "input": "12 345 6789", "output": "7146"},
     {"instruction": "Write a very long answer.", "input": "",
      "output": "All the world's a stage, and all the men and women merely players. " * 12},
+    # Fields past 16 bytes per token of a row (issue 36 class 6): encoded from a prefix,
+    # their first row tokens compared with the whole field's here.
+    {"instruction": "Answer at great length.", "input": "",
+     "output": "They have their exits and their entrances; café 😀 one man plays many parts. " * 90},
+    {"instruction": "Summarise: " + "His acts being seven ages. At first the infant, mewling. " * 90,
+     "input": "", "output": "A life."},
     {"instruction": "Say nothing.", "output": ""},
 ]
 
