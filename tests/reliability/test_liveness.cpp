@@ -17,6 +17,7 @@
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/runtime/liveness.hpp"
 #include "zt/runtime/runtime.hpp"
 
 namespace zt::reliability::testing {
@@ -43,19 +44,35 @@ std::string named(int rank, const Card& c) {
   return strf("world rank %d (host %s, pid %ld)", rank, c.host.data(), c.pid);
 }
 
+// Waits until every early rank (all but the last) has seen its own timeout, answering
+// liveness probes meanwhile. Without it rank 0 could release the last rank while another
+// early rank, started a little later under load, is still inside its 2 s: that rank's
+// all_reduce would then complete instead of timing out.
+void all_early_ranks_timed_out(MPI_Comm early) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Ibarrier(early, &req), MPI_SUCCESS);
+  for (int done = 0; !done;) {
+    ASSERT_EQ(MPI_Test(&req, &done, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    if (runtime::Liveness* live = runtime::Liveness::current()) live->serve();
+  }
+}
+
 // One all_reduce of 100 ones over the world; the ranks but the last start it under a 2 s
-// timeout and see it time out, the last rank joins late.
+// timeout and see it time out, the last rank joins late, released by rank 0 once every
+// early rank has timed out.
 class Liveness : public ::testing::Test {
  protected:
   void SetUp() override {
     rt_ = std::make_unique<runtime::Runtime>();
     comm_ = comm::make_mpi_comm(rt_->world());
     last_ = comm_->size() - 1;
+    MPI_Comm_split(MPI_COMM_WORLD, comm_->rank() == last_ ? 1 : 0, comm_->rank(), &early_);
   }
   void TearDown() override {  // every rank that took part holds the sum
     if (ran_) {
       EXPECT_EQ(x_[99], static_cast<float>(comm_->size()));
     }
+    MPI_Comm_free(&early_);
   }
 
   // The early ranks: starts the all_reduce, returns the timeout's message.
@@ -89,6 +106,7 @@ class Liveness : public ::testing::Test {
   int last_ = 0;
   std::vector<float> x_ = std::vector<float>(100, 1.0f);
   comm::Handle pending_;
+  MPI_Comm early_ = MPI_COMM_NULL;  // every rank but the last (the last alone in its own)
   bool ran_ = false;
 };
 
@@ -106,6 +124,7 @@ TEST_F(Liveness, TimeoutNamesTheSilentRankOnly) {
   EXPECT_NE(msg.find(named(last_, who[static_cast<size_t>(last_)])), std::string::npos) << msg;
   for (int r = 0; r < last_; ++r)  // alive, polling: never named
     EXPECT_EQ(msg.find(strf("world rank %d (", r)), std::string::npos) << msg;
+  all_early_ranks_timed_out(early_);
   if (comm_->rank() == 0) {
     int go = 1;
     MPI_Send(&go, 1, MPI_INT, last_, 99, MPI_COMM_WORLD);
@@ -126,6 +145,7 @@ TEST_F(Liveness, TimeoutSaysEveryRankAnsweredWhenAllAreAlive) {
   const std::string msg = early_all_reduce_times_out();
   EXPECT_NE(msg.find("every rank answered a liveness probe"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("world rank "), std::string::npos) << msg;
+  all_early_ranks_timed_out(early_);
   comm_->set_timeout(std::chrono::seconds(60));
   if (comm_->rank() == 0) {
     int go = 1;
