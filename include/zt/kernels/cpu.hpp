@@ -10,6 +10,7 @@
 #include "zt/kernels/cross_entropy.hpp"
 #include "zt/kernels/embedding.hpp"
 #include "zt/kernels/linear.hpp"
+#include "zt/kernels/moe.hpp"
 #include "zt/kernels/residual.hpp"
 #include "zt/kernels/rmsnorm.hpp"
 #include "zt/kernels/rope.hpp"

@@ -1,0 +1,203 @@
+// Mixture-of-experts block (see moe.hpp): the router's softmax and top-k, the experts run
+// per expert on their gathered tokens with the existing linear and SwiGLU kernels, and the
+// load-balancing loss. A reference: clear before fast (the CUDA path permutes tokens by
+// expert the same way and runs grouped GEMMs).
+#include "zt/kernels/moe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "zt/kernels/linear.hpp"
+#include "zt/kernels/swiglu.hpp"
+
+namespace zt::kernels::cpu {
+
+namespace {
+
+// The slots n*k+j routed to each expert, in token order: slots[e].
+std::vector<std::vector<int64_t>> slots_by_expert(const int32_t* idx, int64_t N, int64_t E,
+                                                  int64_t k) {
+  std::vector<std::vector<int64_t>> slots(static_cast<size_t>(E));
+  for (int64_t s = 0; s < N * k; ++s) slots[static_cast<size_t>(idx[s])].push_back(s);
+  return slots;
+}
+
+// rows [M, width] (written) <- src rows at the given row numbers
+template <class T>
+void gather_rows(T* rows, const T* src, const std::vector<int64_t>& at, int64_t width) {
+  for (size_t r = 0; r < at.size(); ++r)
+    std::copy_n(src + at[r] * width, width, rows + static_cast<int64_t>(r) * width);
+}
+
+}  // namespace
+
+template <class T>
+void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k) {
+  using Elem = std::pair<T, int64_t>;  // (probability, expert)
+  // torch.topk's order (largest first, NaN counted largest), compared by value alone.
+  const auto before = [](const Elem& a, const Elem& b) {
+    return (std::isnan(a.first) && !std::isnan(b.first)) || a.first > b.first;
+  };
+  std::vector<Elem> queue(static_cast<size_t>(E));  // [E]
+  for (int64_t n = 0; n < N; ++n) {
+    const T* l = logits + n * E;  // [E]
+    T* p = probs + n * E;         // [E]
+    const T top = *std::max_element(l, l + E);
+    T sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += (p[e] = std::exp(l[e] - top));
+    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+    for (int64_t e = 0; e < E; ++e) queue[static_cast<size_t>(e)] = {p[e], e};
+    // The same selection as torch's CPU topk (ATen TopKImpl.h): partial_sort when k is
+    // small against E, else nth_element and a sort of the k-1 before the k-th.
+    if (k * 64 <= E) {
+      std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), before);
+    } else {
+      std::nth_element(queue.begin(), queue.begin() + (k - 1), queue.end(), before);
+      std::sort(queue.begin(), queue.begin() + (k - 1), before);
+    }
+    T chosen = 0;
+    for (int64_t j = 0; j < k; ++j) chosen += queue[static_cast<size_t>(j)].first;
+    for (int64_t j = 0; j < k; ++j) {
+      idx[n * k + j] = static_cast<int32_t>(queue[static_cast<size_t>(j)].second);
+      w[n * k + j] = queue[static_cast<size_t>(j)].first / chosen;
+    }
+  }
+}
+
+template <class T>
+void moe_route_backward(T* dlogits, const T* dw, const T* dprob, const T* probs,
+                        const int32_t* idx, const T* w, int64_t N, int64_t E, int64_t k) {
+  for (int64_t n = 0; n < N; ++n) {
+    const T* p = probs + n * E;  // [E]
+    T* dl = dlogits + n * E;     // [E], first d loss / d p, then d loss / d logits
+    for (int64_t e = 0; e < E; ++e) dl[e] = dprob ? dprob[e] : T(0);
+    // w_j = p_{i_j} / S, S = sum_m p_{i_m}: d w_j / d p_{i_m} = (delta_jm - w_j) / S.
+    T S = 0, dot = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      S += p[idx[n * k + j]];
+      dot += dw[n * k + j] * w[n * k + j];
+    }
+    for (int64_t j = 0; j < k; ++j) dl[idx[n * k + j]] += (dw[n * k + j] - dot) / S;
+    // Softmax: d logit_e = p_e (d p_e - sum_f p_f d p_f).
+    T pd = 0;
+    for (int64_t e = 0; e < E; ++e) pd += p[e] * dl[e];
+    for (int64_t e = 0; e < E; ++e) dl[e] = p[e] * (dl[e] - pd);
+  }
+}
+
+template <class T>
+void moe_experts_forward(T* out, T* gu, T* h, T* y, const T* x, const T* gate_up, const T* down,
+                         const int32_t* idx, const T* w, int64_t N, int64_t C, int64_t I,
+                         int64_t E, int64_t k) {
+  std::fill_n(out, N * C, T(0));
+  const auto slots = slots_by_expert(idx, N, E, k);
+  std::vector<T> X, GU, H, Y;  // one expert's rows: [M, C], [M, 2I], [M, I], [M, C]
+  for (int64_t e = 0; e < E; ++e) {
+    const std::vector<int64_t>& at = slots[static_cast<size_t>(e)];
+    const int64_t M = static_cast<int64_t>(at.size());
+    if (M == 0) continue;
+    X.resize(static_cast<size_t>(M * C));
+    GU.resize(static_cast<size_t>(M * 2 * I));
+    H.resize(static_cast<size_t>(M * I));
+    Y.resize(static_cast<size_t>(M * C));
+    for (int64_t r = 0; r < M; ++r) std::copy_n(x + (at[r] / k) * C, C, X.data() + r * C);
+    linear_forward(GU.data(), X.data(), gate_up + e * 2 * I * C, M, C, 2 * I);
+    for (int64_t r = 0; r < M; ++r)
+      swiglu_forward(H.data() + r * I, GU.data() + r * 2 * I, GU.data() + r * 2 * I + I, I);
+    linear_forward(Y.data(), H.data(), down + e * C * I, M, I, C);
+    for (int64_t r = 0; r < M; ++r) {
+      const int64_t s = at[r], n = s / k;
+      std::copy_n(GU.data() + r * 2 * I, 2 * I, gu + s * 2 * I);
+      std::copy_n(H.data() + r * I, I, h + s * I);
+      std::copy_n(Y.data() + r * C, C, y + s * C);
+      for (int64_t c = 0; c < C; ++c) out[n * C + c] += w[s] * Y[static_cast<size_t>(r * C + c)];
+    }
+  }
+}
+
+template <class T>
+void moe_experts_backward(T* dx, T* dgate_up, T* ddown, T* dw, const T* dout, const T* x,
+                          const T* gate_up, const T* down, const int32_t* idx, const T* w,
+                          const T* gu, const T* h, const T* y, int64_t N, int64_t C, int64_t I,
+                          int64_t E, int64_t k) {
+  const auto slots = slots_by_expert(idx, N, E, k);
+  std::vector<T> X, GU, H, dY, dH, dGU, dX;  // one expert's rows
+  for (int64_t e = 0; e < E; ++e) {
+    const std::vector<int64_t>& at = slots[static_cast<size_t>(e)];
+    const int64_t M = static_cast<int64_t>(at.size());
+    if (M == 0) continue;
+    X.resize(static_cast<size_t>(M * C));       // [M, C]
+    dY.resize(static_cast<size_t>(M * C));      // [M, C]
+    dX.resize(static_cast<size_t>(M * C));      // [M, C]
+    GU.resize(static_cast<size_t>(M * 2 * I));  // [M, 2I]
+    dGU.resize(static_cast<size_t>(M * 2 * I)); // [M, 2I]
+    H.resize(static_cast<size_t>(M * I));       // [M, I]
+    dH.resize(static_cast<size_t>(M * I));      // [M, I]
+    for (int64_t r = 0; r < M; ++r) {
+      const int64_t s = at[r], n = s / k;
+      T dot = 0;  // d loss / d w_s = dout[n] . y[s]
+      for (int64_t c = 0; c < C; ++c) {
+        dot += dout[n * C + c] * y[s * C + c];
+        dY[static_cast<size_t>(r * C + c)] = w[s] * dout[n * C + c];
+      }
+      dw[s] = dot;
+      std::copy_n(x + n * C, C, X.data() + r * C);
+    }
+    gather_rows(GU.data(), gu, at, 2 * I);
+    gather_rows(H.data(), h, at, I);
+    linear_backward(dH.data(), ddown + e * C * I, dY.data(), H.data(), down + e * C * I, M, I, C,
+                    /*accumulate_dx=*/false);
+    for (int64_t r = 0; r < M; ++r)
+      swiglu_backward(dGU.data() + r * 2 * I, dGU.data() + r * 2 * I + I, dH.data() + r * I,
+                      GU.data() + r * 2 * I, GU.data() + r * 2 * I + I, I, /*accumulate=*/false);
+    linear_backward(dX.data(), dgate_up + e * 2 * I * C, dGU.data(), X.data(),
+                    gate_up + e * 2 * I * C, M, C, 2 * I, /*accumulate_dx=*/false);
+    for (int64_t r = 0; r < M; ++r) {
+      const int64_t n = at[r] / k;
+      for (int64_t c = 0; c < C; ++c) dx[n * C + c] += dX[static_cast<size_t>(r * C + c)];
+    }
+  }
+}
+
+template <class T>
+void moe_aux_accumulate(double* tokens, double* prob_sum, const T* probs, const int32_t* idx,
+                        int64_t N, int64_t E, int64_t k) {
+  for (int64_t s = 0; s < N * k; ++s) tokens[idx[s]] += 1.0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t e = 0; e < E; ++e) prob_sum[e] += static_cast<double>(probs[n * E + e]);
+}
+
+double moe_aux_loss(const double* tokens, const double* prob_sum, double rows, int64_t E) {
+  if (rows <= 0) return 0.0;
+  double s = 0;
+  for (int64_t e = 0; e < E; ++e) s += tokens[e] * prob_sum[e];
+  return static_cast<double>(E) * s / (rows * rows);
+}
+
+template <class T>
+void moe_aux_dprob(T* dprob, const double* tokens, double rows, int64_t E, double coef) {
+  for (int64_t e = 0; e < E; ++e)
+    dprob[e] = rows > 0 ? static_cast<T>(coef * static_cast<double>(E) * tokens[e] / (rows * rows))
+                        : T(0);
+}
+
+#define ZT_MOE_INSTANTIATE(T)                                                                    \
+  template void moe_route<T>(T*, int32_t*, T*, const T*, int64_t, int64_t, int64_t);            \
+  template void moe_route_backward<T>(T*, const T*, const T*, const T*, const int32_t*,         \
+                                      const T*, int64_t, int64_t, int64_t);                      \
+  template void moe_experts_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*,            \
+                                       const int32_t*, const T*, int64_t, int64_t, int64_t,     \
+                                       int64_t, int64_t);                                        \
+  template void moe_experts_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, \
+                                        const int32_t*, const T*, const T*, const T*, const T*, \
+                                        int64_t, int64_t, int64_t, int64_t, int64_t);            \
+  template void moe_aux_accumulate<T>(double*, double*, const T*, const int32_t*, int64_t,      \
+                                      int64_t, int64_t);                                         \
+  template void moe_aux_dprob<T>(T*, const double*, double, int64_t, double);
+ZT_MOE_INSTANTIATE(float)
+ZT_MOE_INSTANTIATE(double)
+#undef ZT_MOE_INSTANTIATE
+
+}  // namespace zt::kernels::cpu
