@@ -2,6 +2,9 @@
 // byte volumes of the ring algorithms (the definition is in docs/comm.md).
 #include "zt/comm/comm.hpp"
 
+#include <vector>
+
+#include "describe.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -26,6 +29,7 @@ std::string_view op_name(Op op) {
     case Op::kSend: return "send";
     case Op::kRecv: return "recv";
     case Op::kBarrier: return "barrier";
+    case Op::kAllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -43,6 +47,23 @@ uint64_t Counters::total_calls() const {
 }
 
 namespace {
+
+// The requests of one operation made of several: done when all are.
+class Composite final : public Request {
+ public:
+  explicit Composite(std::vector<Handle> parts) : parts_(std::move(parts)) {}
+  void wait() override {
+    for (Handle& h : parts_) h->wait();
+  }
+  bool test() override {
+    bool done = true;
+    for (Handle& h : parts_) done = h->test() && done;  // test every part: each progresses
+    return done;
+  }
+
+ private:
+  std::vector<Handle> parts_;
+};
 
 // Elements in chunk c when `count` elements are cut into n near-equal chunks: the first
 // count % n chunks hold one element more.
@@ -80,11 +101,34 @@ uint64_t algorithm_bytes(Op op, size_t count, DType dtype, int rank, int n, int 
       const int last = (root + n - 1) % n;
       return rank == last ? 0 : S;
     }
-    case Op::kSend: return S;
+    case Op::kSend:
+    case Op::kAllToAll: return S;  // all_to_all: count = the elements sent to other ranks
     case Op::kRecv:
     case Op::kBarrier: return 0;
   }
   return 0;
+}
+
+Handle Comm::iall_to_all(const void* send, std::span<const size_t> send_counts,
+                         std::span<const size_t> send_offsets, void* recv,
+                         std::span<const size_t> recv_counts,
+                         std::span<const size_t> recv_offsets, DType dtype) {
+  detail::check_all_to_all(send_counts, send_offsets, recv_counts, recv_offsets, size());
+  const size_t elem = dtype_size(dtype);
+  std::vector<Handle> parts;
+  for (int p = 0; p < size(); ++p) {  // receives first, then sends: no rendezvous deadlock
+    const auto i = static_cast<size_t>(p);
+    if (recv_counts[i] > 0)
+      parts.push_back(irecv(static_cast<std::byte*>(recv) + recv_offsets[i] * elem,
+                            recv_counts[i], dtype, p));
+  }
+  for (int p = 0; p < size(); ++p) {
+    const auto i = static_cast<size_t>(p);
+    if (send_counts[i] > 0)
+      parts.push_back(isend(static_cast<const std::byte*>(send) + send_offsets[i] * elem,
+                            send_counts[i], dtype, p));
+  }
+  return std::make_unique<Composite>(std::move(parts));
 }
 
 }  // namespace zt::comm

@@ -13,11 +13,33 @@ std::string describe(Op what, size_t count, DType dtype, ReduceOp op, int peer) 
   if (what == Op::kBarrier) return s;
   const std::string name(dtype_name(dtype));
   s += strf(" of %zu x %s (%zu bytes%s)", count, name.c_str(), count * dtype_size(dtype),
-            what == Op::kAllGather || what == Op::kReduceScatter ? " per rank" : "");
+            what == Op::kAllGather || what == Op::kReduceScatter ? " per rank"
+            : what == Op::kAllToAll                              ? " sent to the other ranks"
+                                                                 : "");
   if (what == Op::kBroadcast) s += strf(" from root %d", peer);
   if (what == Op::kSend) s += strf(" to rank %d", peer);
   if (what == Op::kRecv) s += strf(" from rank %d", peer);
   return s;
+}
+
+void check_all_to_all(std::span<const size_t> send_counts, std::span<const size_t> send_offsets,
+                      std::span<const size_t> recv_counts, std::span<const size_t> recv_offsets,
+                      int n) {
+  const auto want = static_cast<size_t>(n);
+  if (send_counts.size() != want || send_offsets.size() != want || recv_counts.size() != want ||
+      recv_offsets.size() != want)
+    throw InputError(strf("all_to_all: counts and offsets need one entry per rank (%d); got "
+                          "send %zu/%zu, recv %zu/%zu",
+                          n, send_counts.size(), send_offsets.size(), recv_counts.size(),
+                          recv_offsets.size()),
+                     "pass spans of size() entries: element counts and offsets per peer");
+}
+
+size_t all_to_all_sent(std::span<const size_t> send_counts, int me) {
+  size_t sum = 0;
+  for (size_t p = 0; p < send_counts.size(); ++p)
+    if (static_cast<int>(p) != me) sum += send_counts[p];
+  return sum;
 }
 
 Error timeout_error(std::string_view backend, const std::string& what, int rank, int size,

@@ -2,6 +2,7 @@
 // Shared by the backends: what an operation was, the wait loop with its deadline, and the
 // error a rank raises when an operation does not finish within the communicator's timeout.
 #include <chrono>
+#include <span>
 #include <thread>
 #include <string>
 #include <string_view>
@@ -16,6 +17,13 @@ namespace zt::comm::detail {
 // or the peer of a send/recv, ignored otherwise; `op` is used for reductions only.
 std::string describe(Op what, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum,
                      int peer = -1);
+
+// Throws zt::InputError unless each of the four spans has one entry per rank (n).
+void check_all_to_all(std::span<const size_t> send_counts, std::span<const size_t> send_offsets,
+                      std::span<const size_t> recv_counts, std::span<const size_t> recv_offsets,
+                      int n);
+// The elements rank `me` sends to the other ranks (the all_to_all's counted volume).
+size_t all_to_all_sent(std::span<const size_t> send_counts, int me);
 
 // The zt::Error for an operation that timed out: names the backend, the operation,
 // the communicator's rank and size, the host, the timeout, the ranks that did not answer

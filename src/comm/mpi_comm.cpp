@@ -23,7 +23,8 @@ namespace {
 using detail::MpiContext;
 using detail::MpiRequest;
 
-constexpr int kP2PTag = 17;  // the only tag zt uses on its own (duplicated) communicator
+constexpr int kP2PTag = 17;       // point-to-point messages on zt's own (duplicated) communicator
+constexpr int kAllToAllTag = 18;  // the messages of an all_to_all
 
 std::byte* at(void* p, size_t elements, DType t) {
   return static_cast<std::byte*>(p) + elements * dtype_size(t);
@@ -168,6 +169,41 @@ class MpiComm final : public Comm {
                              ctx_->comm, req->add()));
       if (count == 0) break;
     }
+    return req;
+  }
+
+  // Pairwise messages (receives posted first), each split at the count limit; this rank's
+  // own part is copied. One request for the whole exchange.
+  Handle iall_to_all(const void* send, std::span<const size_t> send_counts,
+                     std::span<const size_t> send_offsets, void* recv,
+                     std::span<const size_t> recv_counts, std::span<const size_t> recv_offsets,
+                     DType dtype) override {
+    detail::check_all_to_all(send_counts, send_offsets, recv_counts, recv_offsets, size());
+    const auto me = static_cast<size_t>(rank());
+    ZT_CHECK(send_counts[me] == recv_counts[me],
+             strf("all_to_all: rank %d sends itself %zu elements but expects %zu", rank(),
+                  send_counts[me], recv_counts[me]),
+             "send_counts[rank] and recv_counts[rank] describe the same part");
+    auto req = start(Op::kAllToAll, detail::all_to_all_sent(send_counts, rank()), dtype);
+    const MPI_Datatype type = ctx_->types->datatype(dtype);
+    for (int pass = 0; pass < 2; ++pass) {  // 0: receives, 1: sends
+      for (int p = 0; p < size(); ++p) {
+        const auto i = static_cast<size_t>(p);
+        if (i == me) continue;
+        const size_t count = pass == 0 ? recv_counts[i] : send_counts[i];
+        for (size_t off = 0; off < count; off += chunk_limit()) {
+          if (pass == 0)
+            ZT_MPI_CHECK(MPI_Irecv(at(recv, recv_offsets[i] + off, dtype), chunk(count, off), type,
+                                   p, kAllToAllTag, ctx_->comm, req->add()));
+          else
+            ZT_MPI_CHECK(MPI_Isend(at(send, send_offsets[i] + off, dtype), chunk(count, off), type,
+                                   p, kAllToAllTag, ctx_->comm, req->add()));
+        }
+      }
+    }
+    if (send_counts[me] > 0)
+      std::memcpy(at(recv, recv_offsets[me], dtype), at(send, send_offsets[me], dtype),
+                  send_counts[me] * dtype_size(dtype));
     return req;
   }
 

@@ -416,6 +416,35 @@ class NcclComm final : public Comm {
     return queue_p2p(Op::kRecv, buf, n, dtype, peer);
   }
 
+  // One NCCL group of sends and receives (this rank's own part included), launched now,
+  // after the queued point-to-point messages and the caller's work (order_after).
+  Handle iall_to_all(const void* send, std::span<const size_t> send_counts,
+                     std::span<const size_t> send_offsets, void* recv,
+                     std::span<const size_t> recv_counts, std::span<const size_t> recv_offsets,
+                     DType dtype) override {
+    detail::check_all_to_all(send_counts, send_offsets, recv_counts, recv_offsets, size());
+    before_collective();
+    const size_t elem = dtype_size(dtype);
+    std::shared_ptr<Launch> l;
+    for (int p = 0; p < size(); ++p) {
+      const auto i = static_cast<size_t>(p);
+      if (recv_counts[i] > 0)
+        l = ctx_->queue({false, static_cast<std::byte*>(recv) + recv_offsets[i] * elem,
+                         recv_counts[i], dtype, p});
+      if (send_counts[i] > 0)
+        l = ctx_->queue({true,
+                         const_cast<std::byte*>(static_cast<const std::byte*>(send)) +
+                             send_offsets[i] * elem,
+                         send_counts[i], dtype, p});
+    }
+    const size_t sent = detail::all_to_all_sent(send_counts, rank());
+    count(Op::kAllToAll, sent * elem);
+    std::string what = detail::describe(Op::kAllToAll, sent, dtype);
+    if (!l) return std::make_unique<NcclRequest>(ctx_, ctx_->record(), std::move(what), timeout());
+    ctx_->flush();
+    return std::make_unique<NcclRequest>(ctx_, std::move(l), std::move(what), timeout());
+  }
+
   // NCCL has no barrier: an all-reduce of one word, waited on with the timeout.
   void barrier() override {
     before_collective();

@@ -167,4 +167,58 @@ int check_ring_sendrecv(Comm& comm, BufferSpace& space, const Case& c) {
                  [&](size_t i) { return in_dtype(c.dtype, input_value(c.dtype, prev, i, salt)); });
 }
 
+namespace {
+// Elements rank r sends to rank p in check_all_to_all: uneven, zero for some pairs.
+size_t a2a_count(const Case& c, int r, int p) {
+  return (r * 7 + p * 3 + static_cast<int>(c.count)) % 4 == 0 ? 0 : c.count + static_cast<size_t>(r + 2 * p);
+}
+}  // namespace
+
+int check_all_to_all(Comm& comm, BufferSpace& space, const Case& c, bool counted) {
+  const int salt = salt_of(c) + 11;
+  const int n = comm.size(), me = comm.rank();
+  const auto un = static_cast<size_t>(n);
+  std::vector<size_t> sc(un), so(un), rc(un), ro(un);
+  size_t send_total = 0, recv_total = 0;
+  for (int p = 0; p < n; ++p) {
+    const auto i = static_cast<size_t>(p);
+    sc[i] = a2a_count(c, me, p);
+    so[i] = send_total;
+    send_total += sc[i];
+    rc[i] = a2a_count(c, p, me);
+    ro[i] = recv_total;
+    recv_total += rc[i] + 1;  // one element between receive ranges stays untouched
+  }
+  Buffer send(space, send_total, c.dtype);
+  send.fill(me, 0, salt);  // element j: input_value(dtype, me, j, salt)
+  Buffer recv(space, recv_total, c.dtype);
+  recv.fill_sentinel();
+  const std::vector<unsigned char> sentinel = recv.to_host();
+  const Counters before = comm.counters();
+  comm.all_to_all(send.data(), sc, so, recv.data(), rc, ro, c.dtype);
+  const std::vector<unsigned char> got = recv.to_host();
+  int wrong = 0;
+  for (int p = 0; p < n; ++p) {
+    const auto i = static_cast<size_t>(p);
+    size_t from = 0;  // where rank p's part for this rank starts in p's send buffer
+    for (int q = 0; q < me; ++q) from += a2a_count(c, p, q);
+    wrong += compare(label("all_to_all", c, comm) + " from rank " + std::to_string(p), c.dtype,
+                     got.data() + ro[i] * dtype_size(c.dtype), rc[i], [&](size_t k) {
+                       return in_dtype(c.dtype, input_value(c.dtype, p, from + k, salt));
+                     });
+    const size_t gap = ro[i] + rc[i];
+    wrong += compare(label("all_to_all gap", c, comm), c.dtype, got.data() + gap * dtype_size(c.dtype),
+                     1, [&](size_t) { return load(c.dtype, sentinel.data(), gap); });
+  }
+  const int op = static_cast<int>(Op::kAllToAll);
+  size_t sent = 0;
+  for (int p = 0; p < n; ++p) sent += p == me ? 0 : sc[static_cast<size_t>(p)];
+  if (counted) {
+    EXPECT_EQ(comm.counters().bytes[op] - before.bytes[op], sent * dtype_size(c.dtype))
+        << label("all_to_all bytes", c, comm);
+    EXPECT_EQ(comm.counters().calls[op] - before.calls[op], 1u) << label("all_to_all calls", c, comm);
+  }
+  return wrong;
+}
+
 }  // namespace zt::comm::testing

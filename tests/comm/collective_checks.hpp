@@ -69,6 +69,11 @@ int check_reduce_scatter(Comm& comm, BufferSpace& space, const Case& c);
 int check_broadcast(Comm& comm, BufferSpace& space, const Case& c);  // in_place ignored
 // Every rank sends to rank+1 and receives from rank-1 (mod n), with sendrecv.
 int check_ring_sendrecv(Comm& comm, BufferSpace& space, const Case& c);
+// all_to_all with uneven per-rank counts (some zero, the own part included) around
+// c.count, receive ranges apart with one untouched element between them; also checks the
+// operation's byte counter (counted: the comm counts all_to_all itself, not a wrapper
+// whose default runs it as sends and receives).
+int check_all_to_all(Comm& comm, BufferSpace& space, const Case& c, bool counted = true);
 
 // Counts not divisible by the common world sizes: 1, 7, 1000 + a prime.
 inline constexpr size_t kCounts[] = {1, 7, 1009};

@@ -137,6 +137,7 @@ TEST(Names, OpAndReduceOpNames) {
   EXPECT_EQ(op_name(Op::kSend), "send");
   EXPECT_EQ(op_name(Op::kRecv), "recv");
   EXPECT_EQ(op_name(Op::kBarrier), "barrier");
+  EXPECT_EQ(op_name(Op::kAllToAll), "all_to_all");
   EXPECT_EQ(reduce_op_name(ReduceOp::kSum), "sum");
   EXPECT_EQ(reduce_op_name(ReduceOp::kAvg), "avg");
   EXPECT_EQ(reduce_op_name(ReduceOp::kMax), "max");

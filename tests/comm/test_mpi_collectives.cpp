@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collective_checks.hpp"
+#include "support/forwarding_comm.hpp"
 #include "zt/comm/mpi_comm.hpp"
 
 namespace zt::comm::testing {
@@ -73,6 +74,23 @@ TEST_P(MpiCollectives, BroadcastFromEveryRoot) {
 TEST_P(MpiCollectives, SendRecvRing) {
   for (DType t : kAllDTypes)
     for (size_t count : counts()) check_ring_sendrecv(*comm_, space_, {t, count, false});
+}
+
+TEST_P(MpiCollectives, AllToAllUneven) {
+  for (DType t : kAllDTypes)
+    for (size_t count : counts()) check_all_to_all(*comm_, space_, {t, count, false});
+  check_all_to_all(*comm_, space_, {DType::kF32, 0, false});  // count 0: parts of r + 2p
+}
+
+// A communicator that wraps another and does not override iall_to_all: Comm's default
+// (the same messages through isend and irecv).
+TEST_P(MpiCollectives, AllToAllThroughTheDefault) {
+  MpiCommOptions options;
+  options.max_elements_per_call = GetParam().max_elements_per_call;
+  zt::testing::ForwardingComm wrapped(make_mpi_comm(MPI_COMM_WORLD, options));
+  wrapped.set_timeout(std::chrono::seconds(60));
+  for (size_t count : counts())
+    check_all_to_all(wrapped, space_, {DType::kBF16, count, false}, /*counted=*/false);
 }
 
 TEST_P(MpiCollectives, ZeroCountIsANoOp) {

@@ -113,6 +113,11 @@ TEST_F(Nccl, SendRecvRing) {
     for (size_t count : kCounts) check_ring_sendrecv(*comm_, space_, {t, count, false});
 }
 
+TEST_F(Nccl, AllToAllUneven) {
+  for (DType t : kAllDTypes)
+    for (size_t count : kCounts) check_all_to_all(*comm_, space_, {t, count, false});
+}
+
 TEST_F(Nccl, AsyncInFlightWaitedInReverseOrder) {
   const int n = comm_->size(), me = comm_->rank();
   const size_t count = 1009, un = static_cast<size_t>(n);

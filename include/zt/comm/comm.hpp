@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -31,9 +32,9 @@ enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin };
 std::string_view reduce_op_name(ReduceOp op);  // nccl-tests' names: sum, avg, max, min
 
 enum class Op : uint8_t {
-  kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier
+  kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv, kBarrier, kAllToAll
 };
-inline constexpr int kOpCount = 7;
+inline constexpr int kOpCount = 8;
 std::string_view op_name(Op op);  // all_reduce, all_gather, ...
 
 // Bytes this rank sends and calls it made, per operation. The byte counts are the
@@ -46,6 +47,7 @@ std::string_view op_name(Op op);  // all_reduce, all_gather, ...
 //   reduce_scatter (n-1) * count * size     (count per rank)
 //   broadcast      S on every rank but the last in the chain from root
 //   send           S;  recv, barrier: 0 bytes
+//   all_to_all     the bytes sent to the other ranks (count = those elements)
 struct Counters {
   uint64_t bytes[kOpCount] = {};
   uint64_t calls[kOpCount] = {};
@@ -90,6 +92,19 @@ class Comm {
   virtual Handle ibroadcast(void* buf, size_t count, DType dtype, int root) = 0;
   virtual Handle isend(const void* buf, size_t count, DType dtype, int peer) = 0;
   virtual Handle irecv(void* buf, size_t count, DType dtype, int peer) = 0;
+  // All-to-all with per-rank counts (MPI_Alltoallv's semantics; counts and offsets in
+  // elements, each span of size() entries): sends send_counts[p] elements from
+  // send + send_offsets[p] to rank p and receives recv_counts[p] elements from rank p into
+  // recv + recv_offsets[p] (recv_counts[p] must equal rank p's send_counts[this rank]).
+  // The receive ranges must not overlap each other or the send buffer. MpiComm and
+  // NcclComm run it as one operation (pairwise messages, NCCL: one group); the default,
+  // for communicators that wrap another, is the same messages through isend and irecv
+  // (counted as sends). Do not have point-to-point messages of your own in flight on the
+  // communicator at the same time.
+  virtual Handle iall_to_all(const void* send, std::span<const size_t> send_counts,
+                             std::span<const size_t> send_offsets, void* recv,
+                             std::span<const size_t> recv_counts,
+                             std::span<const size_t> recv_offsets, DType dtype);
 
   // --- blocking -----------------------------------------------------------------
   void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
@@ -109,6 +124,12 @@ class Comm {
   }
   void recv(void* buf, size_t count, DType dtype, int peer) {
     irecv(buf, count, dtype, peer)->wait();
+  }
+  void all_to_all(const void* send, std::span<const size_t> send_counts,
+                  std::span<const size_t> send_offsets, void* recv,
+                  std::span<const size_t> recv_counts, std::span<const size_t> recv_offsets,
+                  DType dtype) {
+    iall_to_all(send, send_counts, send_offsets, recv, recv_counts, recv_offsets, dtype)->wait();
   }
   // Send to one peer and receive from another at once (a ring step); no deadlock.
   void sendrecv(const void* sendbuf, int dst, void* recvbuf, int src, size_t count,
