@@ -1,0 +1,72 @@
+#pragma once
+// Expert parallelism for one mixture-of-experts layer, on the host (the CPU reference):
+// the E experts are split over the ranks of an expert group of P ranks (rank r owns
+// experts [r E/P, (r+1) E/P)), every rank routes its own tokens, and two all_to_alls move
+// them: dispatch (each routed row to the rank owning its expert) and combine (each
+// expert's output back to the token's rank), the same pair reversed in the backward.
+// No capacity limit: every routed row is computed, none is dropped.
+//
+// What each rank holds:
+//   router  [E, C]        every rank (the router is data parallel, like attention)
+//   gate_up [E/P, 2I, C]  its own experts only (layout as kernels/moe.hpp)
+//   down    [E/P, C, I]
+// The result equals the single-rank block (kernels/moe.hpp) on the same tokens within
+// fp32 rounding; the experts' gradients are summed over the tokens of every rank of the
+// group, the router's and the input's are this rank's own.
+#include <cstdint>
+#include <vector>
+
+#include "zt/comm/comm.hpp"
+
+namespace zt::model {
+
+class ExpertParallelMoe {
+ public:
+  // group: the expert group (its size P must divide E). C hidden, I expert width, E
+  // experts, k per token. Throws zt::InputError for shapes that do not split.
+  ExpertParallelMoe(comm::Comm& group, int64_t C, int64_t I, int64_t E, int64_t k);
+
+  int64_t first_expert() const { return first_; }
+  int64_t local_experts() const { return local_; }
+
+  // out [N, C] (written) for this rank's N tokens x [N, C]. Collective over the group.
+  // Keeps what backward() needs; the routing statistics of these tokens are added to
+  // tokens() and prob_sum() (the load-balancing loss: kernels::cpu::moe_aux_loss).
+  void forward(float* out, const float* x, const float* router, const float* gate_up,
+               const float* down, int64_t N);
+
+  // The backward of the last forward. dx [N, C] and drouter [E, C] (accumulated): this
+  // rank's; dgate_up [E/P, 2I, C] and ddown [E/P, C, I] (accumulated): this rank's
+  // experts, over the tokens of every rank. dprob [E] (nullable): d loss / d p for
+  // every row (kernels::cpu::moe_aux_dprob). Collective over the group.
+  void backward(float* dx, float* drouter, float* dgate_up, float* ddown, const float* dout,
+                const float* x, const float* router, const float* gate_up, const float* down,
+                const float* dprob);
+
+  std::vector<double>& tokens() { return tokens_; }      // [E] T_e of kernels/moe.hpp
+  std::vector<double>& prob_sum() { return prob_sum_; }  // [E] P_e
+  // Rows this rank computed for its experts in the last forward (from every rank).
+  int64_t rows_computed() const { return recv_rows_; }
+
+ private:
+  // Moves rows of `width` floats: from send (ordered by destination, send_rows_ per rank)
+  // into recv (recv_rows_ per source), or back when `reverse`.
+  void exchange(const float* send, float* recv, int64_t width, bool reverse);
+
+  comm::Comm& group_;
+  int64_t C_, I_, E_, k_, first_, local_;
+  int64_t N_ = 0;
+  // Routing of this rank's tokens (slots s = n k + j).
+  std::vector<float> probs_, w_;          // [N, E], [N, k]
+  std::vector<int32_t> idx_;              // [N, k]
+  std::vector<int64_t> order_;            // [S] slots by destination rank, then slot
+  std::vector<size_t> send_rows_, recv_rows_by_rank_;  // [P] rows to / from each rank
+  int64_t recv_rows_ = 0;
+  // The rows this rank's experts computed.
+  std::vector<float> xr_, gu_, h_, y_;    // [R, C], [R, 2I], [R, I], [R, C]
+  std::vector<int32_t> er_;               // [R] local expert of each received row
+  std::vector<float> ys_;                 // [S, C] expert outputs back, in order_
+  std::vector<double> tokens_, prob_sum_; // [E]
+};
+
+}  // namespace zt::model
