@@ -243,8 +243,8 @@ do_run() {
 # (ZT_KIT_BUDGET, 480 s: a line gets at most what is left, the last ones are skipped when
 # nothing is), so the call ends in time. Seconds per line, in order of value;
 # docs/gpu-verification.md gives the expected times.
-all_lines=(launcher cpu_train kernels nccl_comm check_nccl A B C D D2 D3 D4 E L attention speed dead_rank)
-declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [A]=40 [B]=60 [C]=40 [D]=60
+all_lines=(launcher cpu_train kernels nccl_comm check_nccl health A B C D D2 D3 D4 E L attention speed dead_rank)
+declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=30 [A]=40 [B]=60 [C]=40 [D]=60
   [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [attention]=40 [speed]=120 [dead_rank]=60)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
@@ -421,6 +421,25 @@ line_check_nccl() {
     result SKIP check_nccl "no GPU visible (zt check exit $rc: $(grep -m1 -iE 'nccl|gpu|cuda' "$w/check_nccl.log" | cut -c1-140))"
   else
     failed check_nccl check_nccl
+  fi
+}
+
+# health: `zt check --tier quick` with the driver's own NVML (the tests use a double):
+# PASS when NVML loaded and every GPU check gave a verdict (none UNKNOWN); the figures
+# are each check's status. Without a GPU (or NVML): SKIP, as gpu.nvml says.
+line_health() {
+  local w rc statuses
+  w=$(wrk)
+  mpirun -np 1 "${ZT_KIT_ZT:?}" check --tier quick --exit-codes nagios --report "$w/health" </dev/null >"$w/health.log" 2>&1
+  rc=$?
+  statuses=$(grep -E '^#   gpu\.[a-z_]+ ' "$w/health.log" | sed -E 's/^#   (gpu\.[a-z_]+) .* on [^:]*: ([A-Z]+( \[[A-Z_]+\])?).*/\1 \2/' |
+             sort | uniq -c | sed -E 's/^ *([0-9]+) (.*)/\2 x\1/' | tr '\n' ',' | cut -c1-400)
+  if grep -qE 'gpu\.nvml node on [^:]*: SKIP' "$w/health.log"; then
+    result SKIP health "no NVML here (exit $rc): $(grep -m1 -oE 'gpu\.nvml node on [^:]*: SKIP.*' "$w/health.log" | cut -c1-160)"
+  elif [ "$rc" -le 3 ] && grep -q 'gpu\.count node on' "$w/health.log" && ! grep -qE '#   gpu\.[a-z_]+ .*: UNKNOWN' "$w/health.log"; then
+    result PASS health "exit $rc; $statuses"
+  else
+    failed health health
   fi
 }
 

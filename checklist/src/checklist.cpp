@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ostream>
 
+#include "health_stage.hpp"
 #include "sweep.hpp"
 #include "verdict.hpp"
 #include "zt/check/stages.hpp"
@@ -90,14 +91,20 @@ std::string_view verdict_name(Verdict v) {
 }
 
 int exit_code(const Report& report) {
-  return report.verdict == Verdict::kFail ? static_cast<int>(ExitCode::kFailed)
-                                          : static_cast<int>(ExitCode::kOk);
+  if (report.options.nagios_exit_codes) {
+    if (report.verdict == Verdict::kFail) return 2;
+    if (!report.unknown.empty()) return 3;
+    return report.verdict == Verdict::kWarn ? 1 : 0;
+  }
+  return report.verdict == Verdict::kFail || !report.unknown.empty() ? static_cast<int>(ExitCode::kFailed)
+                                                                     : static_cast<int>(ExitCode::kOk);
 }
 
 void evaluate_report(Report& report) {
   report.gates.clear();
   report.failures.clear();
   report.notes.clear();
+  report.unknown.clear();
   for (const Row& row : report.rows) {
     for (const auto& [p, name] : {std::pair{&row.out_of_place, "out-of-place"},
                                   std::pair{&row.in_place, "in-place"}}) {
@@ -123,6 +130,7 @@ void evaluate_report(Report& report) {
     }
   }
   evaluate_stages(report);
+  evaluate_health(report);
   bool warn = !report.environment.warnings.empty();
   for (const NodeVerdict& v : report.node_verdicts)
     if (v.verdict == Verdict::kWarn) warn = true;
@@ -207,10 +215,13 @@ Report run_checklist(comm::Comm& bench, comm::Comm& control, const CheckOptions&
   }
   NcclProbe skipped;
   skipped.note = "skipped: not probed";
+  HealthStage health(options.health, report.environment.ranks, control.rank());
   run_stages_before_sweep(bench, control, report, probe ? *probe : skipped, out);
   report.rows = run_sweep(bench, control, options, out);
   report.stragglers = run_stragglers(bench, control, options.straggler_bytes, options.straggler_iters,
                                      options.straggler_factor);
+  report.health = health.finish(control);
+  if (out) *out << health_text(report.health) << std::flush;
   evaluate_report(report);
   if (out) *out << latency_table(report) << stragglers_text(report) << verdict_text(report) << std::flush;
   return report;

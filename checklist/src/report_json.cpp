@@ -1,6 +1,7 @@
 // report.json: nccl-tests' key names for the rows (size, count, type, redop, root,
 // out_of_place/in_place with time, alg_bw, bus_bw, nwrong), plus zt's environment,
 // gates and verdict. Schema: docs/checklist.md.
+#include "health_stage.hpp"
 #include "zt/check/report_writer.hpp"
 #include "zt/version.hpp"
 
@@ -143,6 +144,10 @@ json report_json(const Report& report) {
               {"latency", latency},
               {"gates", gates},
               {"failures", report.failures},
+              {"unknown", report.unknown},
+              {"tier", o.tier},
+              {"exit_codes", o.nagios_exit_codes ? "nagios" : "zt"},
+              {"health", health_json(report.health)},
               {"notes", report.notes},
               {"verdict", verdict_name(report.verdict)},
               {"exit_code", exit_code(report)}};

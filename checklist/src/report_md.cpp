@@ -2,6 +2,7 @@
 // verdict).
 #include <map>
 
+#include "health_stage.hpp"
 #include "report_md_stages.hpp"
 #include "zt/check/report_writer.hpp"
 #include "zt/core/log.hpp"
@@ -101,6 +102,7 @@ std::string report_markdown(const Report& report) {
   const std::string latency = latency_table(report);
   if (!latency.empty()) s += "## Latency at small sizes\n\n```\n" + latency + "```\n\n";
 
+  s += health_markdown(report.health);
   s += "## Gates\n\n";
   if (report.gates.empty()) {
     s += "No thresholds file or baseline: correctness (#wrong) and the per-node checks decide the verdict.\n\n";
@@ -127,6 +129,12 @@ std::string report_markdown(const Report& report) {
     s += "FAIL:\n\n";
     for (const std::string& f : report.failures) s += "- " + f + "\n";
   }
+  if (!report.unknown.empty()) {
+    s += "\nUNKNOWN (could not check):\n\n";
+    for (const std::string& u : report.unknown) s += "- " + u + "\n";
+  }
+  s += strf("\nTier %s; exit code %d (%s codes).\n", report.options.tier.c_str(), exit_code(report),
+            report.options.nagios_exit_codes ? "nagios" : "zt");
   return s;
 }
 

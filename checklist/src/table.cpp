@@ -108,8 +108,11 @@ std::string verdict_text(const Report& report) {
     s += "# gate " + g.message + "\n";
   for (const std::string& n : report.notes) s += "# note: " + n + "\n";
   for (const std::string& f : report.failures) s += "# FAILED: " + f + "\n";
+  for (const std::string& u : report.unknown) s += "# UNKNOWN: " + u + "\n";
   for (const NodeVerdict& v : report.node_verdicts) s += node_verdict_line(v) + "\n";
-  s += "# zt check: " + std::string(verdict_name(report.verdict)) + "\n";
+  s += "# zt check: " + std::string(verdict_name(report.verdict)) +
+       (report.unknown.empty() ? "" : " (with checks that could not run: UNKNOWN)") +
+       strf(" (tier %s, exit %d)\n", report.options.tier.c_str(), exit_code(report));
   return s;
 }
 

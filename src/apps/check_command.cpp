@@ -66,7 +66,27 @@ struct CheckCli {
   std::string io_dir;
   std::string io_bytes = "256M";
   std::string nccl_log_dir;
+  std::string tier = "full";
+  int gpus_per_node = -1;
+  std::string sysfs_root = "/";
+  std::string exit_codes = "zt";
 };
+
+// --tier quick: what a Slurm prolog can afford (docs/checklist.md, "Tiers"): node health,
+// one short all-reduce sweep inside the node, short straggler and pair loops. Flags the
+// user gave keep their values.
+void apply_tier(const CLI::App& sub, CheckCli& cli) {
+  if (cli.tier != "quick") return;
+  const auto unset = [&sub](const char* flag) { return sub.get_option(flag)->count() == 0; };
+  if (unset("--ops")) cli.ops = "all_reduce";
+  if (unset("--max-bytes")) cli.max_bytes = "1M";
+  if (unset("--iters")) cli.iters = 5;
+  if (unset("--warmup")) cli.warmup = 1;
+  if (unset("--pair-bytes")) cli.pair_bytes = "1M";
+  if (unset("--pair-iters")) cli.pair_iters = 2;
+  if (unset("--straggler-iters")) cli.straggler_iters = 5;
+  if (unset("--copy-bytes")) cli.copy_bytes = "64M";
+}
 
 // A CLI11 validator from a function that throws zt::InputError: its message becomes the
 // parse error ("--max-bytes: bad size string '12Q': ..."), so the exit code is 2.
@@ -121,6 +141,10 @@ check::CheckOptions to_options(const CheckCli& cli) {
                        "give the checkpoint or offload directory the job will write to");
     o.io_dir = cli.io_dir;
   }
+  o.tier = cli.tier;
+  o.health.gpus_per_node = cli.gpus_per_node;
+  o.health.sysfs_root = cli.sysfs_root;
+  o.nagios_exit_codes = cli.exit_codes == "nagios";
   check::validate_options(o);
   // The sweep holds a send and a receive buffer of the largest size on every rank: more
   // than the host's memory ends in "out of host memory" after the environment checks.
@@ -168,8 +192,9 @@ runtime::Settings check_settings(const CLI::App& sub, const CheckCli& cli) {
   return s;
 }
 
-int run_check(const CLI::App& sub, const CheckCli& cli) {
+int run_check(const CLI::App& sub, CheckCli& cli) {
   // 1. Everything the user gave, checked on every rank before MPI starts.
+  apply_tier(sub, cli);
   check::CheckOptions options = to_options(cli);
   set_progress_interval(cli.progress, "--progress");
   if (cli.backend == "nccl" && !comm::nccl_available())
@@ -235,8 +260,9 @@ Run add_check_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "check",
       "Check the cluster: environment, then collective benchmarks (all-reduce first) the way "
-      "nccl-tests reports them, verified, gated by thresholds. Exit 0 pass, 1 a check "
-      "failed, 2 bad usage or input.");
+      "nccl-tests reports them, verified, gated by thresholds; GPU (NVML) and NIC health. "
+      "Exit 0 pass, 1 a check failed, 2 bad usage or input; with --exit-codes nagios: "
+      "0 healthy, 1 warning, 2 unhealthy, 3 unknown, 64 bad usage.");
   auto cli = std::make_shared<CheckCli>();
   const CLI::Validator size_check = size_in(1, kMaxCheckBytes);
   sub->add_option("--backend", cli->backend, "auto (nccl when built with CUDA and a GPU is bound, else mpi), mpi, nccl")
@@ -311,12 +337,33 @@ Run add_check_command(CLI::App& app) {
       ->check(number_in(0.001, kMaxTimeoutSeconds));
   sub->add_option("--ranks-per-node", cli->ranks_per_node, "simulate nodes of K ranks on one host")
       ->check(int_in(0, 1 << 24));
+  sub->add_option("--tier", cli->tier,
+                  "quick: node health + a short all-reduce inside the node (a Slurm prolog's minute); "
+                  "full: every stage")
+      ->check(CLI::IsMember({"quick", "full"}))
+      ->capture_default_str();
+  sub->add_option("--gpus-per-node", cli->gpus_per_node,
+                  "GPUs each node must show through NVML (default: $SLURM_GPUS_ON_NODE, else not checked)")
+      ->check(int_in(0, 1024));
+  sub->add_option("--sysfs-root", cli->sysfs_root,
+                  "root under which sys/class/infiniband and dev/kmsg are read (tests use a fake tree)")
+      ->capture_default_str();
+  sub->add_option("--exit-codes", cli->exit_codes,
+                  "zt: 0 pass/warn, 1 fail, 2 bad usage; nagios (gcm's): 0 healthy, 1 warning, "
+                  "2 unhealthy, 3 unknown, 64 bad usage")
+      ->check(CLI::IsMember({"zt", "nagios"}))
+      ->capture_default_str();
   sub->add_option("--progress", cli->progress,
                   "seconds between progress lines of the sweep and the pair test in a log (0 = "
                   "off); on a terminal one line is redrawn in place")
       ->check(number_in(0, 86400))
       ->capture_default_str();
-  return [sub, cli]() { return run_check(*sub, *cli); };
+  return [sub, cli]() {
+    // Usage errors found from here on (InputError) exit 64 under --exit-codes nagios,
+    // where 2 means "unhealthy" (main.cpp maps the code).
+    if (cli->exit_codes == "nagios") error_exit_codes() = kNagiosErrorExitCodes;
+    return run_check(*sub, *cli);
+  };
 }
 
 }  // namespace zt::apps

@@ -11,6 +11,19 @@ namespace zt::apps {
 
 using Run = std::function<int()>;
 
+// How errors end the process. zt's codes: usage 2, failure 1. `zt check --exit-codes
+// nagios` (gcm's contract, where 2 means unhealthy) moves them: a usage error exits 64
+// (EX_USAGE of sysexits.h), an error that stopped the check 3 (unknown).
+struct ErrorExitCodes {
+  int usage = 2;
+  int failure = 1;
+};
+inline ErrorExitCodes& error_exit_codes() {
+  static ErrorExitCodes codes;
+  return codes;
+}
+constexpr ErrorExitCodes kNagiosErrorExitCodes{64, 3};
+
 Run add_check_command(CLI::App& app);     // check_command.cpp    : zt check
 Run add_train_command(CLI::App& app);     // train_command.cpp    : zt train
 Run add_convert_command(CLI::App& app);   // convert_command.cpp  : zt convert ...

@@ -1,7 +1,8 @@
 // zt: the one command. Subcommands: check, train, convert, estimate, generate (one file
 // each here).
 //
-// Exit codes: 0 success; 1 a check failed or a runtime failure; 2 bad usage or input.
+// Exit codes: 0 success; 1 a check failed or a runtime failure; 2 bad usage or input
+// (`zt check --exit-codes nagios`: 0/1/2/3 healthy/warning/unhealthy/unknown, usage 64).
 // A failure seen after MPI started ends every rank (MPI_Abort with the exit code), so a
 // rank that failed alone never leaves the others waiting in a collective.
 #include <mpi.h>
@@ -30,7 +31,10 @@ int mpi_world_size_if_running() {
 
 int fail(const zt::Error& e) {
   zt::log::error(e.message() + (e.hint().empty() ? "" : "\n  HINT: " + e.hint()));
-  const int code = static_cast<int>(e.exit_code());
+  const zt::apps::ErrorExitCodes& codes = zt::apps::error_exit_codes();
+  const int code = e.exit_code() == zt::ExitCode::kBadInput ? codes.usage
+                   : e.exit_code() == zt::ExitCode::kFailed ? codes.failure
+                                                            : static_cast<int>(e.exit_code());
   // The Runtime left MPI running while the error unwound (see Runtime::~Runtime): with
   // other ranks, end them all; alone, finalize cleanly.
   const int size = mpi_world_size_if_running();
@@ -79,9 +83,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Usage errors happen on every rank alike, before MPI starts: exit 2 everywhere.
+    // Usage errors happen on every rank alike, before MPI starts: exit 2 everywhere
+    // (64 for `zt check --exit-codes nagios`, whose 2 means unhealthy: CLI11 keeps the
+    // values it read before the error, so the flag is seen wherever it stood).
     const int rc = app.exit(e);
-    return rc == 0 ? 0 : static_cast<int>(zt::ExitCode::kBadInput);
+    if (rc == 0) return 0;
+    for (const Entry& entry : entries) {
+      if (entry.sub->get_name() != "check") continue;
+      const CLI::Option* style = entry.sub->get_option_no_throw("--exit-codes");
+      if (style != nullptr && !style->results().empty() && style->results().back() == "nagios")
+        return zt::apps::kNagiosErrorExitCodes.usage;
+    }
+    return static_cast<int>(zt::ExitCode::kBadInput);
   }
 
   // Out of memory: the hint names the command's own options (issue 36, class 10).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "zt/check/baseline.hpp"
+#include "zt/check/health.hpp"
 #include "zt/check/ops.hpp"
 #include "zt/check/thresholds.hpp"
 #include "zt/comm/comm.hpp"
@@ -47,6 +48,11 @@ struct CheckOptions {
   uint64_t copy_bytes = uint64_t{256} << 20;     // host<->device copies (CUDA builds)
   int copy_iters = 5;
   std::string io_dir;                            // "": the write test is skipped
+  // Node health (health.hpp): GPU checks through NVML and NIC counters, on each node's
+  // leader. The tier names the run (quick: the prolog's minute; full: everything).
+  std::string tier = "full";
+  HealthOptions health;
+  bool nagios_exit_codes = false;  // --exit-codes nagios: 0 healthy 1 warn 2 unhealthy 3 unknown
   uint64_t io_bytes = uint64_t{256} << 20;
 };
 

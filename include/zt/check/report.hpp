@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "zt/check/health.hpp"
 #include "zt/check/options.hpp"
 #include "zt/check/thresholds.hpp"
 
@@ -169,12 +170,16 @@ struct Report {
   std::vector<NodeVerdict> node_verdicts;  // [node]
   std::vector<std::string> plots;          // PNG files written next to report.md
   std::string plot_note;                   // why there are none (gnuplot missing ...)
+  std::vector<HealthCheck> health;    // node health (GPU through NVML, NICs), every node's
+  std::vector<std::string> unknown;   // checks that could not run: the node is not known healthy
   std::vector<std::string> failures;  // one line per reason the verdict is FAIL
   std::vector<std::string> notes;     // e.g. gates not evaluated because their op did not run
   Verdict verdict = Verdict::kPass;
 };
 
-// Process exit code for a report: 0 PASS or WARN, 1 FAIL.
+// Process exit code for a report. zt's codes (the default): 0 PASS or WARN, 1 FAIL or a
+// check that could not run. --exit-codes nagios (gcm's contract, docs/checklist.md):
+// 0 healthy, 1 warning, 2 unhealthy (FAIL), 3 unknown (a check could not run).
 int exit_code(const Report& report);
 
 }  // namespace zt::check
