@@ -2,9 +2,11 @@
 #include "zt/data/text.hpp"
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <string_view>
 #include <utility>
 
@@ -21,10 +23,18 @@ namespace {
 
 // Bytes read and tokenized at a time, so progress moves on a file of gigabytes.
 constexpr size_t kChunk = size_t{16} << 20;
+// The converters' memory (require_convert_memory): at most one 4-byte id per input byte,
+// held three times over while the vector grows (its old and its doubled storage); a
+// tokenizer.json or SentencePiece encode needs up to 64 bytes per byte of the text it
+// encodes (58 measured: TinyLlama's form, a 50 MB line read whole).
+constexpr double kIdBytesPerByte = 12, kEncodeBytesPerByte = 64;
+
 }  // namespace
 
 TokenFile text_files_to_tokens(const std::vector<std::string>& paths, Progress* progress) {
   if (paths.empty()) throw InputError("no input text files given", "name at least one IN.txt");
+  require_convert_memory("text-to-tokens", paths, kIdBytesPerByte, 0, 96.0 * (1 << 20),
+                         "12 bytes per input byte for the token ids as they grow, 96 MiB of reading");
   TokenFile out;
   out.vocab_size = ByteTokenizer::kVocabSize;
   out.tokenizer = std::string(ByteTokenizer::kName);
@@ -166,6 +176,18 @@ TokenFile text_files_to_tokens(const std::vector<std::string>& paths, const Text
                                       "the '\u2581' it writes before every text"
                                     : "each file read whole (its encode is not additive at such cuts)"));
   constexpr size_t kPiece = size_t{4} << 20, kBatchBytes = size_t{64} << 20;
+  // Whole files: the encode of the largest; pieces: those encoded at once (one per thread,
+  // at most a batch's) and the batch's text and ids.
+  const double at_once = static_cast<double>(
+      std::min<size_t>(kBatchBytes / kPiece, std::max(1u, std::thread::hardware_concurrency())) * kPiece);
+  require_convert_memory("text-to-tokens", paths, kIdBytesPerByte, cuts == Cuts::kNone ? kEncodeBytesPerByte : 0,
+                         cuts == Cuts::kNone ? 0 : kEncodeBytesPerByte * at_once + 2.0 * kBatchBytes,
+                         cuts == Cuts::kNone
+                             ? "12 bytes per input byte for the token ids as they grow, 64 per byte of the "
+                               "largest file for its encode, read whole"
+                             : strf("12 bytes per input byte for the token ids as they grow, 64 per byte of "
+                                    "the %.0f bytes encoded at once and 128 MiB of pieces",
+                                    at_once));
   const std::string hint = "name a text file (relative paths are from the current directory)";
   size_t next = 0;
   std::ifstream in;

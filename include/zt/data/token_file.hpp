@@ -54,4 +54,13 @@ void write_token_file(const std::string& path, const TokenFile& file,
 // token id >= vocab_size, or unordered document starts.
 TokenFile read_token_file(const std::string& path);
 
+// Before a converter reads its inputs (issue 36, class 6): the peak it will need,
+// per_byte x the inputs' bytes + per_byte_of_largest x the largest input's bytes + fixed,
+// against zt::memory_room(); more is zt::InputError (exit 2) naming the largest input,
+// the bytes needed and the bytes available. `command` names the converter, `detail` what
+// the constants stand for.
+void require_convert_memory(const std::string& command, const std::vector<std::string>& inputs,
+                            double per_byte, double per_byte_of_largest, double fixed,
+                            const std::string& detail);
+
 }  // namespace zt::data
