@@ -202,7 +202,7 @@ TokenFile sft_to_tokens(const std::vector<std::string>& paths, const TextTokeniz
   const uint32_t eos = *info.eos;
   // Each file is read whole, parsed and held as examples (measured: 285 MB for a 30 MB
   // example; issue 36, class 6); the rows are bounded by the examples.
-  require_convert_memory("sft-to-tokens", paths, 10, 0, 64.0 * (1 << 20),
+  require_convert_memory("sft-to-tokens", paths, 10, [](double, double) { return 64.0 * (1 << 20); },
                          "10 bytes per input byte: the text, its parsed JSON, the examples and their rows");
   SftStats st;
   std::vector<SftExample> examples;

@@ -33,7 +33,7 @@ constexpr double kIdBytesPerByte = 12, kEncodeBytesPerByte = 64;
 
 TokenFile text_files_to_tokens(const std::vector<std::string>& paths, Progress* progress) {
   if (paths.empty()) throw InputError("no input text files given", "name at least one IN.txt");
-  require_convert_memory("text-to-tokens", paths, kIdBytesPerByte, 0, 96.0 * (1 << 20),
+  require_convert_memory("text-to-tokens", paths, kIdBytesPerByte, [](double, double) { return 96.0 * (1 << 20); },
                          "12 bytes per input byte for the token ids as they grow, 96 MiB of reading");
   TokenFile out;
   out.vocab_size = ByteTokenizer::kVocabSize;
@@ -176,18 +176,21 @@ TokenFile text_files_to_tokens(const std::vector<std::string>& paths, const Text
                                       "the '\u2581' it writes before every text"
                                     : "each file read whole (its encode is not additive at such cuts)"));
   constexpr size_t kPiece = size_t{4} << 20, kBatchBytes = size_t{64} << 20;
-  // Whole files: the encode of the largest; pieces: those encoded at once (one per thread,
-  // at most a batch's) and the batch's text and ids.
-  const double at_once = static_cast<double>(
-      std::min<size_t>(kBatchBytes / kPiece, std::max(1u, std::thread::hardware_concurrency())) * kPiece);
-  require_convert_memory("text-to-tokens", paths, kIdBytesPerByte, cuts == Cuts::kNone ? kEncodeBytesPerByte : 0,
-                         cuts == Cuts::kNone ? 0 : kEncodeBytesPerByte * at_once + 2.0 * kBatchBytes,
-                         cuts == Cuts::kNone
-                             ? "12 bytes per input byte for the token ids as they grow, 64 per byte of the "
-                               "largest file for its encode, read whole"
-                             : strf("12 bytes per input byte for the token ids as they grow, 64 per byte of "
-                                    "the %.0f bytes encoded at once and 128 MiB of pieces",
-                                    at_once));
+  // What is encoded at once: pieces, one per thread (at most a batch's); whole files, the
+  // largest or a batch of smaller ones. Plus the batch's text and ids.
+  const double threads = std::max(1u, std::thread::hardware_concurrency());
+  const double at_once = std::min<double>(kBatchBytes / kPiece, threads) * kPiece;
+  require_convert_memory(
+      "text-to-tokens", paths, kIdBytesPerByte,
+      [&](double total, double largest) {
+        const double encoded = cuts == Cuts::kNone ? std::max(largest, std::min<double>(total, kBatchBytes))
+                                                   : std::min(total, at_once);
+        return kEncodeBytesPerByte * encoded + 2.0 * std::min<double>(total, kBatchBytes);
+      },
+      cuts == Cuts::kNone ? "12 bytes per input byte for the token ids as they grow, 64 per byte encoded at "
+                            "once (files read whole: the largest or a 64 MiB batch), 2 per byte of a batch"
+                          : "12 bytes per input byte for the token ids as they grow, 64 per byte encoded at "
+                            "once (a 4 MiB piece per thread), 2 per byte of a 64 MiB batch");
   const std::string hint = "name a text file (relative paths are from the current directory)";
   size_t next = 0;
   std::ifstream in;

@@ -218,7 +218,7 @@ TokenFile read_token_file(const std::string& path) {
 }
 
 void require_convert_memory(const std::string& command, const std::vector<std::string>& inputs,
-                            double per_byte, double per_byte_of_largest, double fixed,
+                            double per_byte, const std::function<double(double total, double largest)>& extra,
                             const std::string& detail) {
   uint64_t total = 0, largest = 0;
   std::string name;
@@ -230,7 +230,8 @@ void require_convert_memory(const std::string& command, const std::vector<std::s
     if (name.empty() || size > largest) largest = size, name = path;
   }
   if (name.empty()) return;
-  const double need = per_byte * static_cast<double>(total) + per_byte_of_largest * static_cast<double>(largest) + fixed;
+  const double need =
+      per_byte * static_cast<double>(total) + extra(static_cast<double>(total), static_cast<double>(largest));
   require_memory(need,
                  strf("%s of '%s' (%llu bytes%s)", command.c_str(), name.c_str(),
                       static_cast<unsigned long long>(largest),

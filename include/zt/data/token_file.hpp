@@ -22,6 +22,7 @@
 // limited to 64 KiB. Files are written atomically: to PATH.tmp, flushed, fsynced, then
 // renamed over PATH, so a reader never sees a half-written file.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,12 +56,11 @@ void write_token_file(const std::string& path, const TokenFile& file,
 TokenFile read_token_file(const std::string& path);
 
 // Before a converter reads its inputs (issue 36, class 6): the peak it will need,
-// per_byte x the inputs' bytes + per_byte_of_largest x the largest input's bytes + fixed,
-// against zt::memory_room(); more is zt::InputError (exit 2) naming the largest input,
-// the bytes needed and the bytes available. `command` names the converter, `detail` what
-// the constants stand for.
+// per_byte x the inputs' bytes + extra(their bytes, the largest input's bytes), against
+// zt::memory_room(); more is zt::InputError (exit 2) naming the largest input, the bytes
+// needed and the bytes available. `command` names the converter, `detail` the terms.
 void require_convert_memory(const std::string& command, const std::vector<std::string>& inputs,
-                            double per_byte, double per_byte_of_largest, double fixed,
+                            double per_byte, const std::function<double(double total, double largest)>& extra,
                             const std::string& detail);
 
 }  // namespace zt::data
