@@ -9,7 +9,6 @@
 // end. Without a tokenizer the prompt is byte-tokenized (the vocabulary must hold bytes)
 // or given as ids.
 #include <omp.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,11 +28,11 @@
 #include "zt/ckpt/hf_convert.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/memory.hpp"
 #include "zt/core/units.hpp"
 #include "zt/data/chat_template.hpp"
 #include "zt/data/text_tokenizer.hpp"
 #include "zt/model/model.hpp"
-#include "zt/offload/preflight.hpp"
 #include "zt/train/config.hpp"
 #include "zt/train/generate.hpp"
 
@@ -98,8 +97,8 @@ std::string bytes_text(std::span<const int32_t> ids) {
 }
 
 // Before the cache is allocated: what the run will allocate (the cache, RoPE tables, one
-// prefill chunk's scratch) against MemAvailable and the room left under the address-space
-// limit (ulimit -v); more is exit 2 with the bytes, not the OOM killer or a bad_alloc.
+// prefill chunk's scratch) against memory_room() (MemAvailable, a cgroup's memory.max, the
+// room under ulimit -v); more is exit 2 with the bytes, not the OOM killer or a bad_alloc.
 void check_generation_memory(const model::Config& cfg, int64_t capacity, int64_t prompt,
                              int64_t new_tokens) {
   constexpr double f = sizeof(float);
@@ -113,32 +112,15 @@ void check_generation_memory(const model::Config& cfg, int64_t capacity, int64_t
   const double scratch = f * ((static_cast<double>(cfg.layers) + 1) * n * C + n * (8 * C + 4 * I) +
                               H * n * n + n * static_cast<double>(cfg.vocab) + H * cap);
   const double need = cache + rope + scratch;
-  double avail = static_cast<double>(offload::mem_available());
-  std::string limits = "MemAvailable " + format_size_approx(static_cast<uint64_t>(avail)) + " (/proc/meminfo)";
-  rlimit as{};
-  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
-    long pages = 0;  // the address space mapped now: /proc/self/statm's first field
-    if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
-      if (std::fscanf(statm, "%ld", &pages) != 1) pages = 0;
-      std::fclose(statm);
-    }
-    const double mapped = static_cast<double>(pages) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    const double room = std::max(0.0, static_cast<double>(as.rlim_cur) - mapped);
-    limits += ", " + format_size_approx(static_cast<uint64_t>(room)) + " left under the address-space limit (ulimit -v " +
-              format_size_approx(static_cast<uint64_t>(as.rlim_cur)) + ")";
-    if (avail <= 0 || room < avail) avail = room;
-  }
-  if (avail > 0 && need > avail)
-    throw InputError(
-        strf("generating %lld new tokens after a %lld-token prompt needs about %.0f bytes (%s: "
-             "a key/value cache of %lld positions x %lld layers x %lld key/value dims, %.0f bytes, "
-             "RoPE tables and the prefill's scratch); %s",
-             static_cast<long long>(new_tokens), static_cast<long long>(prompt), need,
-             format_size_approx(static_cast<uint64_t>(need)).c_str(), static_cast<long long>(capacity),
-             static_cast<long long>(cfg.layers), static_cast<long long>(cfg.kv_dim()), cache,
-             limits.c_str()),
-        "generate fewer tokens (--max-new-tokens), give a shorter prompt, or bound the tokens "
-        "the model sees with --window N");
+  require_memory(need,
+                 strf("generating %lld new tokens after a %lld-token prompt", static_cast<long long>(new_tokens),
+                      static_cast<long long>(prompt)),
+                 strf("a key/value cache of %lld positions x %lld layers x %lld key/value dims, %.0f bytes, "
+                      "RoPE tables and the prefill's scratch",
+                      static_cast<long long>(capacity), static_cast<long long>(cfg.layers),
+                      static_cast<long long>(cfg.kv_dim()), cache),
+                 "generate fewer tokens (--max-new-tokens), give a shorter prompt, or bound the tokens "
+                 "the model sees with --window N");
 }
 
 int run_generate(const GenerateArgs& a) {

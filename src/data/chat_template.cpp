@@ -205,14 +205,17 @@ ChatTokens chat_tokens_of(const TokenizerInfo& info) {
   return {info.bos_token, info.eos_token, !info.prefix.empty()};
 }
 
-ChatEncoding encode_chat(const TextTokenizer& tokenizer, const std::vector<ChatPiece>& pieces) {
+ChatEncoding encode_chat(const TextTokenizer& tokenizer, const std::vector<ChatPiece>& pieces, size_t keep) {
   std::string text;
   for (const ChatPiece& p : pieces) text += p.text;
   ChatEncoding e;
-  e.ids = tokenizer.encode(text);
+  size_t used = text.size();  // the bytes encoded: a prefix where encode_for_row keeps a row
+  e.ids = keep ? encode_for_row(tokenizer, text, keep, &used) : tokenizer.encode(text);
   e.mask.assign(e.ids.size(), 0);
-  // The number of tokens wholly before byte `pos`, and with `end` the straddling one too.
+  // The number of tokens wholly before byte `pos`, and with `end` the straddling one too
+  // (past the prefix encoded: all of them).
   const auto boundary = [&](size_t pos, bool end) {
+    if (pos >= used && used < text.size()) return e.ids.size();
     const std::vector<uint32_t> head = tokenizer.encode(std::string_view(text).substr(0, pos));
     const size_t n = std::min(head.size(), e.ids.size());
     const size_t common = static_cast<size_t>(

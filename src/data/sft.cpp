@@ -81,30 +81,6 @@ struct Encoded {
   std::vector<uint8_t> mask;     // [n]
 };
 
-// The ids of `text` a row of `keep` tokens can use (issue 36, class 6: memory and time
-// follow the row, not the field). The truncation rule: a field of at most 16 bytes per
-// token of keep + kMargin is encoded whole, as before; a longer one is encoded from its
-// first B bytes (cut at a UTF-8 character start; B = 16 x (keep + kMargin), x4 while that
-// gives fewer than keep + kMargin tokens, the whole field at the latest), and when that
-// gives at least keep + kMargin tokens, its first keep + 1 are returned: the field is
-// longer than the row either way (so truncated or dropped as before), and the ids kept
-// equal the whole field's wherever the cut changes at most the last kMargin tokens (a
-// cut moves only the pre-token it falls in). An example that fits the row has under keep
-// + 1 tokens, so it is always encoded whole: the same ids as before.
-std::vector<uint32_t> encode_for_row(const TextTokenizer& tokenizer, const std::string& text, size_t keep) {
-  constexpr size_t kMargin = 64;
-  for (size_t budget = 16 * (keep + kMargin); text.size() > budget; budget *= 4) {
-    size_t cut = budget;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    std::vector<uint32_t> ids = tokenizer.encode(std::string_view(text).substr(0, cut));
-    if (ids.size() >= keep + kMargin) {
-      ids.resize(keep + 1);
-      return ids;
-    }
-  }
-  return tokenizer.encode(text);
-}
-
 // Prompt/response examples: prefix (BOS) + prompt, then response + EOS, each part encoded
 // alone (LitGPT's SFTDataset), as much of each as a row of `row` tokens keeps
 // (encode_for_row); the response and EOS are targets.
@@ -137,10 +113,10 @@ std::vector<Encoded> encode_prompt_response(std::vector<SftExample>& examples, c
   return out;
 }
 
-// Chat examples: rendered with the template and encoded whole (encode_chat), on all
-// hardware threads as encode_batch.
-std::vector<Encoded> encode_chats(const std::vector<SftExample>& examples, const TextTokenizer& tokenizer,
-                                  const std::string& template_name) {
+// Chat examples: rendered with the template and encoded (encode_chat), as much of each as
+// a row of `row` tokens keeps (encode_for_row), on all hardware threads as encode_batch.
+std::vector<Encoded> encode_chats(std::vector<SftExample>& examples, const TextTokenizer& tokenizer,
+                                  const std::string& template_name, size_t row) {
   const TokenizerInfo& info = tokenizer.info();
   if (info.kind == "sentencepiece")
     throw InputError("tokenizer '" + info.name + "': chat data needs a tokenizer.json (SentencePiece "
@@ -151,10 +127,14 @@ std::vector<Encoded> encode_chats(const std::vector<SftExample>& examples, const
   const ChatTokens tokens = chat_tokens_of(info);
   std::vector<std::vector<ChatPiece>> rendered;
   rendered.reserve(examples.size());
-  for (const SftExample& e : examples) rendered.push_back(render_chat(t, e.messages, tokens, false, e.where));
+  for (SftExample& e : examples) {
+    rendered.push_back(render_chat(t, e.messages, tokens, false, e.where));
+    std::vector<ChatMessage>().swap(e.messages);  // rendered: no longer needed
+  }
   std::vector<Encoded> out(examples.size());
   for_each_parallel(rendered.size(), 0, [&](size_t i) {
-    ChatEncoding c = encode_chat(tokenizer, rendered[i]);
+    ChatEncoding c = encode_chat(tokenizer, rendered[i], row);
+    std::vector<ChatPiece>().swap(rendered[i]);
     out[i] = {std::move(c.ids), std::move(c.mask)};
   });
   log::info(strf("chat template %s (%s)", chat_template_name(t),
@@ -220,13 +200,17 @@ TokenFile sft_to_tokens(const std::vector<std::string>& paths, const TextTokeniz
     throw InputError("tokenizer '" + info.name + "' has no EOS token, which ends each response",
                      "set eos_token in the tokenizer_config.json beside the tokenizer");
   const uint32_t eos = *info.eos;
+  // Each file is read whole, parsed and held as examples (measured: 285 MB for a 30 MB
+  // example; issue 36, class 6); the rows are bounded by the examples.
+  require_convert_memory("sft-to-tokens", paths, 10, [](double, double) { return 64.0 * (1 << 20); },
+                         "10 bytes per input byte: the text, its parsed JSON, the examples and their rows");
   SftStats st;
   std::vector<SftExample> examples;
   for (const std::string& path : paths)
     for (SftExample& e : read_sft_examples(path, o.format)) examples.push_back(std::move(e));
   st.examples = examples.size();
   std::vector<Encoded> encoded = o.format == SftFormat::kChat
-                                     ? encode_chats(examples, tokenizer, o.chat_template)
+                                     ? encode_chats(examples, tokenizer, o.chat_template, o.seq_len + 1)
                                      : encode_prompt_response(examples, tokenizer, eos, o.seq_len + 1);
 
   TokenFile out;

@@ -64,6 +64,23 @@ std::string chat_template_of(const json& cfg, const std::string& where) {
 
 }  // namespace
 
+std::vector<uint32_t> encode_for_row(const TextTokenizer& tokenizer, std::string_view text, size_t keep,
+                                     size_t* encoded_bytes) {
+  constexpr size_t kMargin = 64;
+  for (size_t budget = 16 * (keep + kMargin); text.size() > budget; budget *= 4) {
+    size_t cut = budget;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    std::vector<uint32_t> ids = tokenizer.encode(text.substr(0, cut));
+    if (ids.size() >= keep + kMargin) {
+      ids.resize(keep + 1);
+      if (encoded_bytes) *encoded_bytes = cut;
+      return ids;
+    }
+  }
+  if (encoded_bytes) *encoded_bytes = text.size();
+  return tokenizer.encode(text);
+}
+
 std::string utf8_replace_invalid(std::string_view s) {
   std::string out;
   out.reserve(s.size());

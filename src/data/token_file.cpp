@@ -13,6 +13,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/memory.hpp"
 
 namespace zt::data {
 namespace {
@@ -214,6 +215,32 @@ TokenFile read_token_file(const std::string& path) {
   file.close(path);
   validate(f, path);
   return f;
+}
+
+void require_convert_memory(const std::string& command, const std::vector<std::string>& inputs,
+                            double per_byte, const std::function<double(double total, double largest)>& extra,
+                            const std::string& detail) {
+  uint64_t total = 0, largest = 0;
+  std::string name;
+  for (const std::string& path : inputs) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (ec) continue;  // reported by the reader, which names it
+    total += size;
+    if (name.empty() || size > largest) largest = size, name = path;
+  }
+  if (name.empty()) return;
+  const double need =
+      per_byte * static_cast<double>(total) + extra(static_cast<double>(total), static_cast<double>(largest));
+  require_memory(need,
+                 strf("%s of '%s' (%llu bytes%s)", command.c_str(), name.c_str(),
+                      static_cast<unsigned long long>(largest),
+                      inputs.size() > 1 ? strf("; %zu files, %llu bytes in all", inputs.size(),
+                                               static_cast<unsigned long long>(total)).c_str()
+                                        : ""),
+                 detail,
+                 "convert the input in smaller files (split it at line ends; each converted file is a "
+                 "token file of its own), or run where more memory is free");
 }
 
 }  // namespace zt::data

@@ -74,19 +74,6 @@ bool preflight_memlock(uint64_t bytes) {
   return false;
 }
 
-uint64_t mem_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream fields(line.substr(13));
-      uint64_t kib = 0;
-      fields >> kib;
-      return kib * 1024;
-    }
-  return 0;
-}
-
 uint64_t memlock_limit() {
   struct rlimit rl {};
   if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)

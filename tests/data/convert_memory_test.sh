@@ -10,6 +10,11 @@
 # written equals the row of the same example with its response cut to 2,000 bytes (which
 # is encoded whole, the path tokenizer_parity compares with Python's tokenizers), read
 # back by h5py.
+# 3. Where memory would not suffice (here: ulimit -v 2000000, a 300 MB input), both
+#    converters exit 2 before reading, naming the file, the bytes needed (the documented
+#    estimate, computed here: text-to-tokens 12 bytes per input byte + 96 MiB with the byte
+#    tokenizer; sft-to-tokens 10 per byte + 64 MiB) and the bytes available, with a hint;
+#    no output is written.
 # Usage: convert_memory_test.sh ZT_BINARY TOKENIZER_DIR
 set -uo pipefail
 zt="$(realpath "$1")"
@@ -61,3 +66,20 @@ for k in ("tokens", "loss_mask", "doc_starts"):
 print(f"ok: rows equal the cut example's ({a['tokens'].shape[0]} tokens)")
 PY
 echo "ok: sft-to-tokens of a 30 MB response, --seq-len 64: exit 0, peak RSS $rss KB (bound 600000)"
+
+# 3. Refusals by bytes, before anything is read (sparse 300 MB inputs).
+truncate -s 300000000 huge.txt huge.jsonl
+refused() {  # NAME EXPECTED_BYTES ARGS...
+  local name=$1 need=$2
+  shift 2
+  bash -c 'ulimit -v 2000000; exec "$0" "$@"' "$zt" convert "$@" >"$name.log" 2>&1
+  local rc=$?
+  [[ $rc -eq 2 ]] || { cat "$name.log"; echo "FAIL: $name under ulimit -v 2000000 exited $rc, expected 2"; exit 1; }
+  grep -q "ERROR: $name of 'huge\.[a-z]*' (300000000 bytes) needs about $need bytes (.*); .*left under the address-space limit (ulimit -v" "$name.log" &&
+    grep -q "HINT: convert the input in smaller files" "$name.log" ||
+    { cat "$name.log"; echo "FAIL: $name's refusal does not name the file, $need bytes and the room"; exit 1; }
+  [[ ! -e "$name.h5" ]] || { echo "FAIL: $name wrote its output"; exit 1; }
+  echo "ok: $name of a 300 MB file under ulimit -v 2000000: exit 2, $(grep -o 'needs about [0-9]* bytes' "$name.log")"
+}
+refused text-to-tokens $((12 * 300000000 + 96 * 1048576)) text-to-tokens huge.txt text-to-tokens.h5
+refused sft-to-tokens $((10 * 300000000 + 64 * 1048576)) sft-to-tokens --tokenizer "$tok" --format chat --seq-len 64 huge.jsonl sft-to-tokens.h5

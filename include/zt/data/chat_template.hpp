@@ -73,12 +73,14 @@ ChatTokens chat_tokens_of(const TokenizerInfo& info);
 // added, the template writes them), and mask[i] = 1 for the tokens of trained pieces.
 // Token boundaries come from encoding the text up to each trained piece's start and end: a
 // token that straddles a boundary (a merge across it) counts as trained, as Hugging Face's
-// assistant-token masks (char_to_token) count it.
+// assistant-token masks (char_to_token) count it. `keep` > 0: only a row of `keep` tokens
+// is wanted, the text is encoded by encode_for_row (a text past 16 bytes per token of keep
+// + 64 from a prefix, then keep + 1 ids and their mask; issue 36, class 6).
 struct ChatEncoding {
   std::vector<uint32_t> ids;  // [n]
   std::vector<uint8_t> mask;  // [n]
 };
-ChatEncoding encode_chat(const TextTokenizer& tokenizer, const std::vector<ChatPiece>& pieces);
+ChatEncoding encode_chat(const TextTokenizer& tokenizer, const std::vector<ChatPiece>& pieces, size_t keep = 0);
 
 // Python's str.strip(): leading and trailing whitespace (str.isspace) removed.
 std::string python_strip(const std::string& s);

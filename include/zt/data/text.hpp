@@ -22,13 +22,15 @@ TokenFile text_files_to_tokens(const std::vector<std::string>& paths, Progress* 
 // The same with a real tokenizer: the ids of each file are those of the whole file
 // encoded as one text (Hugging Face's), written as the tokenizer's prefix (BOS when it
 // adds one) + ids + suffix, and EOS unless the suffix ends with it, so documents are
-// separated by EOS. Files are read in pieces of about 4 MiB cut at a newline before an
-// ASCII letter or digit (or, after 1 MiB without one, at a space between an ASCII
-// letter/digit and a letter) when the tokenizer's encode is additive at such cuts (probed
-// at the start; byte-level BPE such as GPT-2's and Llama 3's is); a tokenizer that
-// prepends to every text (SentencePiece's dummy prefix, a Prepend normalizer) gets each
-// file whole. Pieces are encoded in parallel (all hardware threads), about 64 MiB at a
-// time (issue 36, class 6). Throws zt::InputError for a tokenizer without an EOS token,
+// separated by EOS. Files are read in pieces of about 4 MiB where the tokenizer's encode
+// is additive at the cuts (probed at the start on texts cut at every such place):
+// byte-level BPE such as GPT-2's and Llama 3's at a newline before an ASCII letter or digit
+// (or, after 1 MiB without one, at a space between an ASCII letter/digit and a letter); a
+// tokenizer that writes '▁' before every text (SentencePiece's dummy prefix, a Prepend
+// normalizer: TinyLlama's, Llama 2's) at such a space, left out of both pieces (the
+// continuation's own '▁' stands for it); any other gets each file whole (logged). Pieces
+// are encoded in parallel (all hardware threads), about 64 MiB at a time (issue 36, class
+// 6). Throws zt::InputError for a tokenizer without an EOS token,
 // and as above for the files.
 TokenFile text_files_to_tokens(const std::vector<std::string>& paths, const TextTokenizer& tokenizer,
                                Progress* progress = nullptr);

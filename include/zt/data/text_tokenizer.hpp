@@ -99,6 +99,19 @@ std::vector<std::vector<uint32_t>> encode_batch(const TextTokenizer& tokenizer,
 // exception is rethrown after all threads stop.
 void for_each_parallel(size_t count, int threads, const std::function<void(size_t)>& fn);
 
+// The ids of `text` a row of `keep` tokens can use (issue 36, class 6: memory and time
+// follow the row, not the text). A text of at most 16 bytes per token of keep + 64 is
+// encoded whole; a longer one is encoded from its first B bytes (cut at a UTF-8 character
+// start; B = 16 x (keep + 64), x4 while that gives fewer than keep + 64 tokens, the whole
+// text at the latest), and when that gives at least keep + 64 tokens, its first keep + 1
+// are returned: the text is longer than the row either way, and the ids kept equal the
+// whole text's wherever the cut changes at most the last 64 tokens (a cut moves only the
+// pre-token it falls in). A text that fits the row has under keep + 1 tokens, so it is
+// always encoded whole. `encoded_bytes`, when given, gets the bytes encoded (text.size()
+// when whole).
+std::vector<uint32_t> encode_for_row(const TextTokenizer& tokenizer, std::string_view text, size_t keep,
+                                     size_t* encoded_bytes = nullptr);
+
 // Every maximal invalid subsequence of `text` replaced by U+FFFD, as Python's
 // bytes.decode("utf-8", "replace") and Rust's String::from_utf8_lossy do (Unicode's
 // "substitution of maximal subparts"; well-formed sequences per Unicode Table 3-7).

@@ -22,6 +22,7 @@
 // limited to 64 KiB. Files are written atomically: to PATH.tmp, flushed, fsynced, then
 // renamed over PATH, so a reader never sees a half-written file.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,5 +54,13 @@ void write_token_file(const std::string& path, const TokenFile& file,
 // file, a file that is not HDF5, a missing dataset or attribute, an empty dataset, a
 // token id >= vocab_size, or unordered document starts.
 TokenFile read_token_file(const std::string& path);
+
+// Before a converter reads its inputs (issue 36, class 6): the peak it will need,
+// per_byte x the inputs' bytes + extra(their bytes, the largest input's bytes), against
+// zt::memory_room(); more is zt::InputError (exit 2) naming the largest input, the bytes
+// needed and the bytes available. `command` names the converter, `detail` the terms.
+void require_convert_memory(const std::string& command, const std::vector<std::string>& inputs,
+                            double per_byte, const std::function<double(double total, double largest)>& extra,
+                            const std::string& detail);
 
 }  // namespace zt::data

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "zt/core/memory.hpp"
+
 namespace zt::offload {
 
 // The per-rank file under dir: "<dir>/zt-offload-rank<R>.bin".
@@ -21,8 +23,8 @@ uint64_t preflight_nvme(const std::string& dir, const std::string& file, uint64_
 // does not, warns (naming ulimit -l) and returns false: the caller uses pageable memory.
 bool preflight_memlock(uint64_t bytes);
 
-// MemAvailable of /proc/meminfo in bytes; 0 where unavailable.
-uint64_t mem_available();
+// MemAvailable of /proc/meminfo in bytes; 0 where unavailable (zt/core/memory.hpp).
+using zt::mem_available;
 // RLIMIT_MEMLOCK's soft limit in bytes; UINT64_MAX when unlimited or unknown.
 uint64_t memlock_limit();
 

@@ -77,6 +77,14 @@ CONVERSATIONS = [
     [{"role": "system", "content": ""},
      {"role": "user", "content": "\u3000ideographic space\u00a0and nbsp\u2003"},
      {"role": "assistant", "content": "\u00a0trimmed?\u2003"}],
+    # Past 16 bytes per token of a row + 64 (issue 36 class 6): encoded from a prefix, the row
+    # kept (ids and mask) equal to the first row of the whole encode. A long reply; a long
+    # user turn after a short exchange (the turns after it past the row).
+    [{"role": "user", "content": "Tell me all of it."},
+     {"role": "assistant", "content": "They have their exits and their entrances; café 😀 one man plays many parts. " * 400}],
+    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello there."},
+     {"role": "user", "content": "His acts being seven ages. At first the infant, mewling. " * 600},
+     {"role": "assistant", "content": "A life."}],
 ]
 
 
@@ -153,6 +161,7 @@ def main():
                 tokens, mask = f["tokens"][:].tolist(), f["loss_mask"][:].tolist()
                 starts = f["doc_starts"][:].tolist() if "doc_starts" in f else [0]
             check(len(starts) == len(CONVERSATIONS), f"{name}: {len(starts)} examples written")
+            check("2 truncated" in p.stdout, f"{name}: the 2 long conversations truncated to a row")
             for i, conv in enumerate(CONVERSATIONS):
                 want = hf.apply_chat_template(conv, tokenize=True)
                 if not isinstance(want, list):  # transformers 5 returns a BatchEncoding
@@ -167,12 +176,14 @@ def main():
                             want_mask[t] = 1
                 want_mask[0] = 0
                 s = starts[i] if i < len(starts) else 0
-                got = tokens[s:s + len(want)]
+                n = min(len(want), seq_len + 1)  # a longer conversation is truncated to a row
+                want, want_mask = want[:n], want_mask[:n]
+                got = tokens[s:s + n]
                 check(got == want, f"{name}/{choice}: conversation {i}: ids equal apply_chat_template "
-                                   f"({len(want)} tokens)")
+                                   f"({n} tokens{' of a row' if n == seq_len + 1 else ''})")
                 if got != want:
                     print(f"    zt {got[:60]}\n    hf {want[:60]}")
-                got_mask = mask[s:s + len(want)]
+                got_mask = mask[s:s + n]
                 check(got_mask == want_mask, f"{name}/{choice}: conversation {i}: the mask covers exactly the "
                                              f"assistant turns ({sum(want_mask)} targets)")
                 if got_mask != want_mask:

@@ -11,9 +11,10 @@ OUTDIR/<name>/ gets tokenizer.json or tokenizer.model plus tokenizer_config.json
              TemplateProcessing that adds <|begin_of_text|>
   tinyllama  SentencePiece-style BPE in tokenizer.json (TinyLlama's form): normalizer
              Prepend('▁') + Replace(' ', '▁'), byte_fallback, fuse_unk, <unk> <s> </s>,
-             decoder Replace + ByteFallback + Fuse + Strip
+             decoder Replace + ByteFallback + Fuse + Strip; its vocabulary trained split at
+             whitespace (no '▁' inside a token), as SentencePiece trains Llama's
   metaspace  Metaspace(prepend_scheme "first") pre-tokenizer with byte fallback (Mistral's
-             newer tokenizer.json form)
+             newer tokenizer.json form); trained on whole lines (tokens such as 'e▁')
   spm_bpe    SentencePiece BPE tokenizer.model with byte_fallback (Llama 2's kind)
   spm_unigram SentencePiece unigram tokenizer.model
 OUTDIR/corpus.bin: the parity corpus (bytes, one case per line; some lines invalid UTF-8),
@@ -115,15 +116,17 @@ def train_hf(out, train_path):
                  tokenizer_class="PreTrainedTokenizerFast")
 
     # tinyllama / metaspace: SentencePiece-style BPE with byte fallback. Merges come from a
-    # BpeTrainer run on '▁'-joined text; the vocabulary is <unk> <s> </s>, the 256 byte
+    # BpeTrainer run on '▁'-joined text (tinyllama's split at each '▁'); the vocabulary is <unk> <s> </s>, the 256 byte
     # tokens, then the trained tokens (TinyLlama's layout).
     for name in ("tinyllama", "metaspace"):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         base = Tokenizer(models.BPE())
         if name == "tinyllama":
-            base.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-        else:
+            # Trained split at whitespace, as SentencePiece trains Llama's (split_by_whitespace):
+            # no token holds '▁' after its first character, so text-to-tokens can cut at spaces.
+            base.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+        else:  # trained on whole lines: tokens such as 'e▁' (encoded whole by text-to-tokens)
             base.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
         tr = trainers.BpeTrainer(vocab_size=700, show_progress=False, max_token_length=16)
         base.train([train_path], tr)

@@ -161,7 +161,13 @@ def main():
     c = os.path.join(work, "c.txt")
     shakespeare = open(os.path.join(work, "train.txt"), "rb").read()
     open(c, "wb").write(shakespeare * 10 + b" ".join(shakespeare.split() * 20) + b"\n" + shakespeare[:5000])
-    for name in ("tinyllama", "spm_bpe", "gpt2"):
+    # The cuts: at newlines (byte-level gpt2; SentencePiece, whose normalizer turns a newline
+    # into a space and strips the ends of each text), at spaces with the space left to the '▁'
+    # the tokenizer writes before every text (tinyllama's Prepend normalizer: a vocabulary with
+    # no '▁' inside a token), none (metaspace: tokens such as 'e▁').
+    ways = {"tinyllama": "cut at a space before a letter, the space left", "spm_bpe": "cut at a newline",
+            "gpt2": "cut at a newline", "metaspace": "each file read whole"}
+    for name in ("tinyllama", "spm_bpe", "gpt2", "metaspace"):
         if name not in info:
             continue
         out = os.path.join(work, f"{name}.h5")
@@ -171,6 +177,7 @@ def main():
         if p.returncode != 0:
             print(p.stdout)
             continue
+        check(ways[name] in p.stdout, f"{name}: text-to-tokens says '{ways[name]}'")
         zi = info[name]
         folder = os.path.join(work, name)
         if name.startswith("spm"):
