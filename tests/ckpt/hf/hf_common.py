@@ -100,10 +100,11 @@ def zt_logits_json(c, zt_logits, ckpt, tokens, new):
 
 
 def hf_llama_run(torch, folder, ids, new):
-    """transformers' LlamaForCausalLM from `folder` (float32) on ids [1, T]: (logits [T, V]
-    float64, loss, greedy continuation of `new` tokens)."""
-    from transformers import LlamaForCausalLM
-    model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    """transformers' causal LM of the folder's model_type (AutoModelForCausalLM: Llama, Qwen2,
+    Qwen3, ...) from `folder` (float32) on ids [1, T]: (logits [T, V] float64, loss, greedy
+    continuation of `new` tokens)."""
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     model.eval()
     with torch.no_grad():
         out = model(ids, labels=ids)  # transformers shifts the labels itself
