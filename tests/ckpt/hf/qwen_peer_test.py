@@ -29,9 +29,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import hf_llama_run, peer_start, run_zt, zt_logits_json  # noqa: E402
+from hf_common import compare_with_transformers, hf_llama_run, peer_start, run_zt  # noqa: E402
 
-TOL = 1e-5
 NEW = 16
 
 
@@ -73,40 +72,13 @@ def main():
                 elif pname.endswith(("q_norm.weight", "k_norm.weight")):
                     p.fill_(1.0)
             plain = model(ids).logits[0].double()
-        h5 = folder + ".h5"
-        rc, out = run_zt(zt, "convert", "hf-to-h5", folder, h5)
-        c.check(rc == 0, f"{name}: zt convert hf-to-h5 (exit {rc})")
-        if rc != 0:
-            print(out)
+        got = compare_with_transformers(c, torch, zt, zt_logits, name, folder, folder + ".h5",
+                                        tokens, NEW, plain, "without biases / q-k norms")
+        if got is None:
             continue
-        hl, hloss, hgen = hf_llama_run(torch, folder, ids, NEW)
-        z = zt_logits_json(c, zt_logits, h5, tokens, NEW)
-        zl = torch.tensor(z["logits"], dtype=torch.float64)
-        kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
-        tol = TOL * max(1.0, zl.abs().max().item())
-        dl = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
-        dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
-        dplain = (plain - hl).abs().max().item()
-        print(f"      {name}: max |zt - hf| {dl:.3e}, KV {dkv:.3e} (max |logit| "
-              f"{zl.abs().max().item():.2f}); loss zt {z['loss']:.8f} hf {hloss:.8f}; "
-              f"without biases / q-k norms {dplain:.3e}")
-        c.check(dl <= tol, f"{name}: max |logit zt - transformers| = {dl:.3e} <= {tol:.3e}")
-        c.check(dkv <= tol, f"{name}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {tol:.3e}")
-        c.check(abs(z["loss"] - hloss) <= TOL, f"{name}: |loss zt - transformers| <= {TOL}")
-        c.check(dplain > 10 * tol, f"{name}: sensitivity: without the family's pieces the logits "
-                                   f"move by {dplain:.3e} > 10 x tol")
-        c.check(z["greedy"] == hgen, f"{name}: greedy continuation of {NEW} tokens equal")
-        c.check(len(set(hgen)) >= 3, f"{name}: the continuation is not degenerate")
-        rc, gen_out = run_zt(zt, "generate", "--weights", folder, "--prompt-ids",
-                             ",".join(map(str, tokens)), "--temperature", "0",
-                             "--max-new-tokens", str(NEW), "--json")
-        lines = [l for l in gen_out.splitlines() if l.startswith("{")]
-        zgen = json.loads(lines[0])["ids"] if rc == 0 and lines else None
-        if zgen != hgen:
-            print(gen_out[-2000:])
-        c.check(zgen == hgen, f"{name}: `zt generate --temperature 0` on the HF folder == transformers' greedy")
+        hl, hgen = got
         exported = folder + "-export"
-        rc, out = run_zt(zt, "convert", "h5-to-hf", h5, exported, "--dtype", "f32")
+        rc, out = run_zt(zt, "convert", "h5-to-hf", folder + ".h5", exported, "--dtype", "f32")
         c.check(rc == 0, f"{name}: zt convert h5-to-hf (exit {rc})")
         if rc != 0:
             print(out)
