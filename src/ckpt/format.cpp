@@ -26,7 +26,10 @@ std::string config_to_json(const model::Config& c) {
                             {"tied_embeddings", c.tied_embeddings},
                             {"rope_theta", c.rope_theta},
                             {"norm_eps", c.norm_eps}};
-  // Only when set, so checkpoints of unscaled models keep the attribute they always had.
+  // Only when set, so checkpoints of Llama models keep the attribute they always had.
+  if (c.family != "llama") j["family"] = c.family;
+  if (c.head_dim_ != 0) j["head_dim"] = c.head_dim_;
+  if (c.attention_bias) j["attention_bias"] = true;
   const kernels::RopeScaling& r = c.rope_scaling;
   if (r.type != "default")
     j["rope_scaling"] = {{"type", r.type},
@@ -60,6 +63,9 @@ model::Config config_from_json(const std::string& text, const std::string& file)
     c.tied_embeddings = j.at("tied_embeddings").get<bool>();
     c.rope_theta = j.at("rope_theta").get<double>();
     c.norm_eps = j.at("norm_eps").get<double>();
+    c.family = j.value("family", std::string("llama"));
+    c.head_dim_ = j.value("head_dim", int64_t{0});
+    c.attention_bias = j.value("attention_bias", false);
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");
       c.rope_scaling = {r.at("type").get<std::string>(), r.at("factor").get<double>(),
@@ -96,7 +102,15 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
                      "load it with the same model.* settings it was saved with (its "
                      "model_config attribute lists them: h5dump -a model_config FILE)");
   };
+  if (saved.family != run.family)
+    throw InputError("checkpoint '" + file + "' holds a model of another family: model.family is " +
+                         saved.family + " in the checkpoint and " + run.family + " in this run",
+                     "set model.family = \"" + saved.family + "\" (or the preset it was made "
+                     "with); its model_config attribute lists every field: h5dump -a "
+                     "model_config FILE");
   const std::pair<const char*, std::pair<int64_t, int64_t>> ints[] = {
+      {"head_dim", {saved.head_dim(), run.head_dim()}},
+      {"attention_bias", {saved.attention_bias ? 1 : 0, run.attention_bias ? 1 : 0}},
       {"vocab", {saved.vocab, run.vocab}},
       {"hidden", {saved.hidden, run.hidden}},
       {"layers", {saved.layers, run.layers}},

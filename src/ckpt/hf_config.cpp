@@ -17,8 +17,31 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kHint =
-    "zt imports Llama-architecture models (LlamaForCausalLM: RMSNorm, RoPE (default, linear "
-    "or llama3 scaling), SwiGLU, no biases); docs/model.md lists every config.json field";
+    "zt imports Llama-architecture models (LlamaForCausalLM, Qwen2ForCausalLM, "
+    "Qwen3ForCausalLM: RMSNorm, RoPE (default, linear or llama3 scaling), SwiGLU); "
+    "docs/model.md lists every config.json field and the family table";
+
+// The accepted model_types: what each family's config.json adds to Llama's (a row of
+// differences; model::Config's family table says what the model does with them).
+struct HfFamily {
+  const char* model_type;
+  const char* architecture;
+  bool attention_bias_key;  // reads attention_bias (llama, qwen3); qwen2's q/k/v biases are fixed
+  bool mlp_bias_key;        // has mlp_bias (must be false)
+  std::optional<int64_t> default_head_dim;  // head_dim when absent (qwen3: 128), else hidden/heads
+  bool sliding_keys;        // use_sliding_window, sliding_window, max_window_layers, layer_types
+};
+const HfFamily kHfFamilies[] = {
+    {"llama", "LlamaForCausalLM", true, true, std::nullopt, false},
+    {"qwen2", "Qwen2ForCausalLM", false, false, std::nullopt, true},
+    {"qwen3", "Qwen3ForCausalLM", true, false, 128, true},
+};
+
+const HfFamily* hf_family(const std::string& model_type) {
+  for (const HfFamily& f : kHfFamilies)
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
 
 [[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& what) {
   throw InputError("config '" + where + "': '" + key + "' " + what, kHint);
@@ -140,18 +163,36 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   const json j = parse_json_strict(json_text, "config '" + where + "'", kHint);
   if (!j.is_object()) throw InputError("config '" + where + "' is not a JSON object", kHint);
 
-  if (!j.contains("model_type")) bad(where, "model_type", "is missing (expected \"llama\")");
-  if (j.at("model_type") != "llama")
-    bad(where, "model_type", "is " + describe_json(j.at("model_type")) + "; zt imports \"llama\" only");
+  std::string known;
+  for (const HfFamily& f : kHfFamilies) known += std::string(known.empty() ? "" : ", ") + "\"" + f.model_type + "\"";
+  if (!j.contains("model_type")) bad(where, "model_type", "is missing (expected one of " + known + ")");
+  const json& mt = j.at("model_type");
+  const HfFamily* fam = mt.is_string() ? hf_family(mt.get<std::string>()) : nullptr;
+  if (!fam) bad(where, "model_type", "is " + describe_json(mt) + "; zt imports " + known);
   if (j.contains("architectures")) {
     const json& a = j.at("architectures");
-    if (!a.is_array() || a.size() != 1 || a[0] != "LlamaForCausalLM")
-      bad(where, "architectures", "is " + describe_json(a) + "; zt imports [\"LlamaForCausalLM\"] only");
+    if (!a.is_array() || a.size() != 1 || a[0] != fam->architecture)
+      bad(where, "architectures", "is " + describe_json(a) + "; a \"" + fam->model_type +
+                                      "\" model is [\"" + fam->architecture + "\"]");
   }
-  if (get_bool(j, "attention_bias", where, false))
-    bad(where, "attention_bias", "is true; zt's attention projections have no bias");
-  if (get_bool(j, "mlp_bias", where, false))
+  const bool attention_bias = fam->attention_bias_key && get_bool(j, "attention_bias", where, false);
+  if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
+  if (fam->sliding_keys) {
+    if (get_bool(j, "use_sliding_window", where, false))
+      bad(where, "use_sliding_window",
+          "is true; zt's attention has no sliding window yet (issue 38): use a model trained "
+          "without it, or set it false if every layer attends in full (max_window_layers >= "
+          "num_hidden_layers)");
+    if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
+      const json& lt = j.at("layer_types");
+      if (!lt.is_array()) bad(where, "layer_types", "is " + describe_json(lt) + ", not a list");
+      for (const json& t : lt)
+        if (t != "full_attention")
+          bad(where, "layer_types", "holds " + describe_json(t) +
+                                        "; zt's layers all attend in full (\"full_attention\")");
+    }
+  }
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
     bad(where, "hidden_act", "is " + describe_json(j.at("hidden_act")) + "; zt's MLP is SwiGLU (\"silu\")");
   // pretraining_tp > 1 only splits transformers 4's matmuls into slices (the same sums).
@@ -167,6 +208,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   HfConfig c;
   model::Config& m = c.model;
   m.name = "custom";
+  m.family = fam->model_type;
+  m.attention_bias = attention_bias;
   // Sizes within zt's bounds (model::Config::validate) before anything reads them further.
   const auto size = [&](const char* key, int64_t max, std::optional<int64_t> fallback = std::nullopt) {
     const int64_t v = get_int(j, key, where, fallback);
@@ -185,11 +228,14 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   read_rope(j, where, m);
   m.norm_eps = get_double(j, "rms_norm_eps", where, 1e-6);
   m.tied_embeddings = get_bool(j, "tie_word_embeddings", where, false);
-  if (j.contains("head_dim") && !j.at("head_dim").is_null() &&
-      get_int(j, "head_dim", where) != m.hidden / m.heads)
-    bad(where, "head_dim",
-        "is " + describe_json(j.at("head_dim")) + " but hidden_size / num_attention_heads is " +
-            std::to_string(m.hidden / m.heads) + "; zt's head_dim is always the quotient");
+  // head_dim: the key, else the family's default (qwen3: 128), else hidden / heads (kept as
+  // 0 when it equals the quotient, so such configs stay what they always were).
+  const std::optional<int64_t> head_dim =
+      j.contains("head_dim") && !j.at("head_dim").is_null()
+          ? std::optional<int64_t>(size("head_dim", model::Config::kMaxHidden))
+          : fam->default_head_dim;
+  if (head_dim && !(m.hidden % m.heads == 0 && *head_dim == m.hidden / m.heads))
+    m.head_dim_ = *head_dim;
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -221,8 +267,11 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
                            std::optional<int64_t> bos_token_id,
                            std::optional<int64_t> eos_token_id) {
   json j = json::object();
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
+  const HfFamily* fam = hf_family(cfg.family);
+  if (!fam)
+    throw InputError("model family '" + cfg.family + "' has no Hugging Face export", kHint);
+  j["architectures"] = {fam->architecture};
+  j["model_type"] = fam->model_type;
   j["vocab_size"] = cfg.vocab;
   j["hidden_size"] = cfg.hidden;
   j["intermediate_size"] = cfg.intermediate;
@@ -249,8 +298,13 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["rope_theta"] = cfg.rope_theta;
   j["rope_scaling"] = scaling;
   j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
-  j["mlp_bias"] = false;
+  if (fam->attention_bias_key) j["attention_bias"] = cfg.attention_bias;
+  if (fam->mlp_bias_key) j["mlp_bias"] = false;
+  if (fam->sliding_keys) {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = cfg.layers;
+  }
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;
   j["initializer_range"] = 0.02;

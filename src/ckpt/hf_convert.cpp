@@ -84,7 +84,9 @@ void write_text(const fs::path& path, const std::string& text) {
 void name_after_preset(model::Config& cfg) {
   for (const std::string& name : model::Config::preset_names()) {
     const model::Config p = model::Config::preset(name);
-    if (p.vocab == cfg.vocab && p.hidden == cfg.hidden && p.layers == cfg.layers &&
+    if (p.family == cfg.family && p.head_dim() == cfg.head_dim() &&
+        p.attention_bias == cfg.attention_bias && p.vocab == cfg.vocab &&
+        p.hidden == cfg.hidden && p.layers == cfg.layers &&
         p.heads == cfg.heads && p.kv_heads == cfg.kv_heads && p.intermediate == cfg.intermediate &&
         p.context == cfg.context && p.tied_embeddings == cfg.tied_embeddings &&
         p.rope_theta == cfg.rope_theta && p.rope_scaling == cfg.rope_scaling &&
@@ -395,8 +397,10 @@ void check_tensors(const model::ParamLayout& layout, const std::map<std::string,
     if (layout.try_find(name)) continue;
     if (name.size() > 21 && name.ends_with(".rotary_emb.inv_freq")) continue;  // derived from rope_theta
     if (name == "lm_head.weight" && layout.config().tied_embeddings) continue;  // checked equal on read
-    throw InputError("tensor '" + name + "' in '" + loc.file + "' is not part of zt's Llama model",
-                     "zt's model has no biases and no extra buffers; is this a Llama checkpoint?");
+    throw InputError("tensor '" + name + "' in '" + loc.file + "' is not part of zt's " +
+                         layout.config().family + " model",
+                     "config.json's model_type and attention_bias decide which biases and norms "
+                     "the model has (docs/model.md, family table); do config and weights match?");
   }
 }
 

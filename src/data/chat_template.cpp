@@ -106,6 +106,16 @@ void render_chatml(const std::vector<ChatMessage>& m, const ChatTokens&, bool ge
   if (gen) push(out, "<|im_start|>assistant\n", false);
 }
 
+// Qwen2 / Qwen2.5 instruct: ChatML with Qwen's default system turn when the conversation
+// has none (the tool-free branch of Qwen2.5's template; zt's conversations have no tools).
+void render_qwen(const std::vector<ChatMessage>& m, const ChatTokens& t, bool gen, const std::string& where,
+                 std::vector<ChatPiece>& out) {
+  if (m.empty() || m[0].role != "system")
+    push(out, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+              "assistant.<|im_end|>\n", false);
+  render_chatml(m, t, gen, where, out);
+}
+
 // LitGPT's Alpaca prompt style: each user turn is an instruction (alpaca_prompt), each
 // assistant turn its response + EOS; BOS first when the tokenizer adds one.
 void render_alpaca(const std::vector<ChatMessage>& m, const ChatTokens& t, bool, const std::string& where,
@@ -123,6 +133,9 @@ const std::vector<ChatTemplate>& table() {
       {"llama2", "Llama 2 chat", {"[INST]", "[/INST]", "<<SYS>>"}, {}, true, true, nullptr, render_llama2},
       {"llama3", "Llama 3 instruct", {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
        {"Cutting Knowledge", "tools", "ipython"}, true, false, "<|eot_id|>", render_llama3},
+      // Before chatml: Qwen's template is ChatML plus its default system turn.
+      {"qwen", "Qwen2.5 instruct", {"<|im_start|>", "<|im_end|>", "You are Qwen, created by Alibaba Cloud."},
+       {}, false, false, "<|im_end|>", render_qwen},
       {"chatml", "ChatML", {"<|im_start|>", "<|im_end|>"}, {"tools", "You are"}, false, false, "<|im_end|>",
        render_chatml},
       {"alpaca", "LitGPT's Alpaca", {"### Instruction:", "### Response:"}, {}, false, true, nullptr, render_alpaca},

@@ -66,8 +66,9 @@ Precision precision_of(const Setup& s) {
 // Elements of one transformer block's saved activations (BlockActs in model.cpp).
 u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT) {
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
+  const int64_t qk_norm = c.qk_norm() ? N * (HD + GD + c.heads + c.kv_heads) : 0;  // qr kr rstd_q rstd_k
   return to_u64(N * c.hidden + N + N * HD + 2 * N * GD + BHTT + N * HD + 2 * N * c.hidden + N +
-                3 * N * c.intermediate);
+                3 * N * c.intermediate + qk_norm);
 }
 
 // LoRA's scratch in the CPU model's workspace (src/model/lora_apply.cpp, each buffer

@@ -1,10 +1,19 @@
-// The Llama decoder block on CPU: attention (RMSNorm, q/k/v projections, RoPE, causal
-// GQA attention, o_proj, residual) and the SwiGLU MLP (RMSNorm, gate/up, SwiGLU, down,
-// residual), in its forward, its KV-cached decode and its backward. Other block kinds
-// (biases, q/k norm, sliding window, MoE) sit beside this file; model.cpp runs the trunk.
+// The Llama decoder block on CPU: attention (RMSNorm, q/k/v projections (+ biases), the
+// per-head q/k RMSNorm of Qwen3, RoPE, causal GQA attention, o_proj (+ bias), residual) and
+// the SwiGLU MLP (RMSNorm, gate/up, SwiGLU, down, residual), in its forward, its KV-cached
+// decode and its backward. The family's pieces are read from the config (Config::qkv_bias,
+// o_bias, qk_norm); model.cpp runs the trunk.
 #include "model_impl.hpp"
 
 namespace zt::model {
+
+namespace {
+// The tensor at offset off of a unit's buffer p, or nullptr when the block has none (-1).
+template <class R>
+R* at(R* p, int64_t off) {
+  return off >= 0 && p ? p + off : nullptr;
+}
+}  // namespace
 
 // Block l: x_in [N, C] -> x_out [N, C]; activations into a. With x_out == nullptr
 // (recompute in the backward) the down projection and last residual are skipped:
@@ -16,16 +25,25 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   const int64_t H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
   const R* p = params[static_cast<size_t>(layout.block_unit(l))];
   const BlockOffsets& o = layout.block_offsets();
+  const bool qk_norm = cfg.qk_norm();
   // attention half
   k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps);
-  proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
-  proj_forward(l, LoraTarget::kK, a.k.data(), a.xn1.data(), p + o.k, N, C, G * D);
-  proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, G * D);
+  R* q = qk_norm ? a.qr.data() : a.q.data();  // projections before the q/k norm
+  R* kk = qk_norm ? a.kr.data() : a.k.data();
+  proj_forward(l, LoraTarget::kQ, q, a.xn1.data(), p + o.q, N, C, H * D, at(p, o.q_bias));
+  proj_forward(l, LoraTarget::kK, kk, a.xn1.data(), p + o.k, N, C, G * D, at(p, o.k_bias));
+  proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, G * D,
+               at(p, o.v_bias));
+  if (qk_norm) {  // per head: rows of D
+    k::rmsnorm_forward(a.q.data(), a.rstd_q.data(), q, p + o.q_norm, N * H, D, cfg.norm_eps);
+    k::rmsnorm_forward(a.k.data(), a.rstd_k.data(), kk, p + o.k_norm, N * G, D, cfg.norm_eps);
+  }
   k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
   k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
   k::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
                        H, G, D, pos);
-  proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C);
+  proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C,
+               at(p, o.o_bias));
   k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
   mlp_forward(l, p, x_out, a, N);
 }
@@ -58,15 +76,25 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
   R* kc = cache.k.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
   R* vc = cache.v.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
   k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, cfg.norm_eps);
-  proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, n, C, H * D);
-  proj_forward(l, LoraTarget::kK, kc + past * GD, a.xn1.data(), p + o.k, n, C, GD);
-  proj_forward(l, LoraTarget::kV, vc + past * GD, a.xn1.data(), p + o.v, n, C, GD);
+  proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, n, C, H * D,
+               at(p, o.q_bias));
+  proj_forward(l, LoraTarget::kK, kc + past * GD, a.xn1.data(), p + o.k, n, C, GD,
+               at(p, o.k_bias));
+  proj_forward(l, LoraTarget::kV, vc + past * GD, a.xn1.data(), p + o.v, n, C, GD,
+               at(p, o.v_bias));
+  if (cfg.qk_norm()) {  // in place (row by row), per head
+    k::rmsnorm_forward(a.q.data(), static_cast<R*>(nullptr), a.q.data(), p + o.q_norm, n * H, D,
+                       cfg.norm_eps);
+    k::rmsnorm_forward(kc + past * GD, static_cast<R*>(nullptr), kc + past * GD, p + o.k_norm,
+                       n * G, D, cfg.norm_eps);
+  }
   const R* cos = rope_cos.data() + past * half;  // positions past .. past + n - 1
   const R* sin = rope_sin.data() + past * half;
   k::rope_forward(a.q.data(), cos, sin, 1, n, H, D);
   k::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
   k::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D);
-  proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C);
+  proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C,
+               at(p, o.o_bias));
   k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), n * C);
   mlp_forward(l, p, x_out, a, n);
 }
@@ -79,7 +107,7 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
   const int u = layout.block_unit(l);
   const R* p = params[static_cast<size_t>(u)];
   const BlockOffsets& o = layout.block_offsets();
-  const auto g = [&](int64_t off) { return base_grad(u, off); };  // nullptr: frozen
+  const auto g = [&](int64_t off) { return off < 0 ? nullptr : base_grad(u, off); };  // nullptr: frozen or absent
   // MLP half: x_out = x_mid + down(h); the residual passes dres through unchanged.
   // First contributions to the scratch gradients WRITE (accumulate = false), so no
   // buffer needs zeroing.
@@ -95,18 +123,27 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
                       a.rstd2.data(), N, C);  // dres += (the residual branch)
   // attention half: x_mid = x_in + o_proj(att)
   proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), dres.data(), a.att.data(), p + o.o,
-                N, H * D, C, /*accumulate_dx=*/false);
+                N, H * D, C, /*accumulate_dx=*/false, g(o.o_bias));
   k::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
                         a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
                         /*accumulate=*/false);
   k::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
   k::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
-  proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), dq.data(), a.xn1.data(), p + o.q, N,
-                C, H * D, /*accumulate_dx=*/false);
-  proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), dk.data(), a.xn1.data(), p + o.k, N,
-                C, G * D);
+  // q/k norm: back through it into datt (free once attention_backward has read it), q
+  // first, then k (the q projection's backward has read datt by then).
+  const bool qk_norm = cfg.qk_norm();
+  if (qk_norm)
+    k::rmsnorm_backward(datt.data(), g(o.q_norm), dq.data(), a.qr.data(), p + o.q_norm,
+                        a.rstd_q.data(), N * H, D, /*accumulate_dx=*/false);
+  proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), qk_norm ? datt.data() : dq.data(),
+                a.xn1.data(), p + o.q, N, C, H * D, /*accumulate_dx=*/false, g(o.q_bias));
+  if (qk_norm)
+    k::rmsnorm_backward(datt.data(), g(o.k_norm), dk.data(), a.kr.data(), p + o.k_norm,
+                        a.rstd_k.data(), N * G, D, /*accumulate_dx=*/false);
+  proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), qk_norm ? datt.data() : dk.data(),
+                a.xn1.data(), p + o.k, N, C, G * D, true, g(o.k_bias));
   proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N,
-                C, G * D);
+                C, G * D, true, g(o.v_bias));
   k::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
                       a.rstd1.data(), N, C);  // dres += (the residual branch)
 }

@@ -42,8 +42,49 @@ void require_positive(int64_t value, const char* field) {
 std::vector<std::string> Config::preset_names() {
   return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
-          "llama-3.2-3b"};
+          "llama-3.2-3b", "qwen2.5-7b",     "qwen3-8b"};
 }
+
+namespace {
+
+// The model families: what each adds to the Llama block (torchtitan style: a row of
+// differences, not a copy of the model). attention_bias: the config's flag decides.
+struct FamilyRow {
+  const char* family;  // Hugging Face model_type
+  enum Bias : uint8_t { kFromFlag, kQkvOnly } bias;
+  bool qk_norm;
+};
+constexpr FamilyRow kFamilies[] = {
+    {"llama", FamilyRow::kFromFlag, false},
+    {"qwen2", FamilyRow::kQkvOnly, false},
+    {"qwen3", FamilyRow::kFromFlag, true},
+};
+
+const FamilyRow* family_row(const std::string& family) {
+  for (const FamilyRow& f : kFamilies)
+    if (family == f.family) return &f;
+  return nullptr;
+}
+
+const FamilyRow& row_of(const Config& c) {
+  const FamilyRow* f = family_row(c.family);
+  if (!f) c.validate();  // throws naming the family
+  return *f;
+}
+
+}  // namespace
+
+std::vector<std::string> Config::family_names() {
+  std::vector<std::string> out;
+  for (const FamilyRow& f : kFamilies) out.emplace_back(f.family);
+  return out;
+}
+
+bool Config::qkv_bias() const {
+  return row_of(*this).bias == FamilyRow::kQkvOnly || attention_bias;
+}
+bool Config::o_bias() const { return row_of(*this).bias == FamilyRow::kFromFlag && attention_bias; }
+bool Config::qk_norm() const { return row_of(*this).qk_norm; }
 
 Config Config::preset(std::string_view name) {
   //            name              vocab   hidden layers heads kv  inter  ctx   eps
@@ -71,6 +112,21 @@ Config Config::preset(std::string_view name) {
     return llama3(make("llama-3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 1e-5), 32.0, true);
   if (name == "llama-3.2-3b")
     return llama3(make("llama-3.2-3b", 128256, 3072, 28, 24, 8, 8192, 131072, 1e-5), 32.0, true);
+  // Qwen2.5 / Qwen3 (config.json of Qwen/Qwen2.5-7B and Qwen/Qwen3-8B): rope_theta 1e6,
+  // untied; Qwen2.5 has q/k/v biases, Qwen3 q/k norms and head_dim 128.
+  if (name == "qwen2.5-7b") {
+    Config c = make("qwen2.5-7b", 152064, 3584, 28, 28, 4, 18944, 131072, 1e-6);
+    c.family = "qwen2";
+    c.rope_theta = 1000000.0;
+    return c;
+  }
+  if (name == "qwen3-8b") {
+    Config c = make("qwen3-8b", 151936, 4096, 36, 32, 8, 12288, 40960, 1e-6);
+    c.family = "qwen3";
+    c.head_dim_ = 128;
+    c.rope_theta = 1000000.0;
+    return c;
+  }
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError(strf("unknown model preset '%.*s'", static_cast<int>(name.size()), name.data()),
@@ -85,6 +141,19 @@ void Config::validate() const {
   require_positive(kv_heads, "kv_heads");
   require_positive(intermediate, "intermediate");
   require_positive(context, "context");
+  if (!family_row(family)) {
+    std::string known;
+    for (const auto& n : family_names()) known += (known.empty() ? "" : ", ") + n;
+    throw InputError("model.family = '" + family + "' is not a family zt implements",
+                     "families (Hugging Face model_type): " + known + "; docs/model.md has the table.");
+  }
+  if (family == "qwen2" && attention_bias)
+    throw InputError("model.attention_bias = true with model.family = qwen2",
+                     "Qwen2 has q/k/v biases always and no o bias (transformers' Qwen2Attention "
+                     "ignores attention_bias); leave model.attention_bias false.");
+  if (head_dim_ < 0)
+    throw InputError(strf("model.head_dim = %lld: must be >= 0", static_cast<long long>(head_dim_)),
+                     "0 means hidden / heads; Qwen3 uses 128.");
   const auto at_most = [](int64_t value, int64_t max, const char* field) {
     if (value > max)
       throw InputError(strf("model.%s = %lld: above zt's limit %lld", field,
@@ -101,11 +170,12 @@ void Config::validate() const {
     throw InputError(strf("model.vocab = %lld: token ids are int32", static_cast<long long>(vocab)),
                      "use a vocabulary below 2^31.");
   }
-  if (hidden % heads != 0) {
+  at_most(head_dim_, kMaxHidden, "head_dim");
+  if (head_dim_ == 0 && hidden % heads != 0) {
     throw InputError(strf("model.heads = %lld does not divide model.hidden = %lld",
                           static_cast<long long>(heads), static_cast<long long>(hidden)),
                      "head_dim = hidden / heads must be a whole number; e.g. hidden 2048 "
-                     "with 32 heads.");
+                     "with 32 heads (or set model.head_dim).");
   }
   if (heads % kv_heads != 0) {
     throw InputError(strf("model.kv_heads = %lld does not divide model.heads = %lld",
@@ -116,7 +186,8 @@ void Config::validate() const {
   if (head_dim() % 2 != 0) {
     throw InputError(strf("model.heads = %lld gives an odd head_dim %lld",
                           static_cast<long long>(heads), static_cast<long long>(head_dim())),
-                     "RoPE rotates pairs of dimensions, so hidden / heads must be even.");
+                     "RoPE rotates pairs of dimensions, so head_dim (hidden / heads unless "
+                     "model.head_dim is set) must be even.");
   }
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) {
     throw InputError(strf("model.rope_theta = %g: must be a finite number > 0", rope_theta),
@@ -134,10 +205,12 @@ void Config::validate() const {
   const std::string what = "the parameter count of model " + name;
   const auto mul = [&](int64_t a, int64_t b) { return mul_checked(a, b, what, hint); };
   const auto add = [&](int64_t a, int64_t b) { return add_checked(a, b, what, hint); };
+  mul(heads, head_dim());  // q_dim()
   const int64_t kv = mul(kv_heads, head_dim());
-  const int64_t block =
-      add(add(mul(2, mul(hidden, hidden)), mul(2, mul(hidden, kv))),
-          add(mul(3, mul(hidden, intermediate)), mul(2, hidden)));
+  const int64_t block = add(
+      add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))),
+          add(mul(3, mul(hidden, intermediate)), mul(2, hidden))),
+      add(mul(2, add(q_dim(), kv)), mul(2, head_dim())));  // a bound on biases and q/k norms
   const int64_t embedding = mul(vocab, hidden);
   const int64_t total =
       add(add(embedding, mul(layers, block)), add(hidden, tied_embeddings ? 0 : embedding));
@@ -180,10 +253,12 @@ void Config::validate_rope_scaling() const {
 int64_t Config::num_embedding_params() const { return vocab * hidden; }
 
 int64_t Config::num_block_params() const {
-  const int64_t attn = hidden * hidden /*q*/ + 2 * hidden * kv_dim() /*k, v*/ +
-                       hidden * hidden /*o*/;
+  const int64_t attn = hidden * q_dim() /*q*/ + 2 * hidden * kv_dim() /*k, v*/ +
+                       q_dim() * hidden /*o*/;
+  const int64_t bias = (qkv_bias() ? q_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
+  const int64_t norms = 2 * hidden + (qk_norm() ? 2 * head_dim() : 0);  // + q/k norms
   const int64_t mlp = 3 * hidden * intermediate;  // gate, up, down
-  return attn + mlp + 2 * hidden;                   // + two RMSNorm weights
+  return attn + bias + mlp + norms;
 }
 
 int64_t Config::num_params() const {

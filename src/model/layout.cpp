@@ -52,7 +52,8 @@ void ParamLayout::build() {
     return add_tensor(tensors_, u, ui, std::move(name), std::move(shape), init);
   };
   const int64_t V = cfg_.vocab, C = cfg_.hidden, I = cfg_.intermediate;
-  const int64_t HD = cfg_.heads * cfg_.head_dim(), GD = cfg_.kv_dim();
+  const int64_t HD = cfg_.q_dim(), GD = cfg_.kv_dim(), D = cfg_.head_dim();
+  const bool qkv_bias = cfg_.qkv_bias(), o_bias = cfg_.o_bias(), qk_norm = cfg_.qk_norm();
 
   // unit 0: embedding
   {
@@ -67,10 +68,22 @@ void ParamLayout::build() {
     const std::string p = strf("model.layers.%d.", l);
     BlockOffsets o{};
     o.input_norm = add_tensor(tensors_, u, ui, p + "input_layernorm.weight", {C}, InitKind::kOnes);
+    // Biases (zero-initialised, as torch's Linear in HF's _init_weights) follow their weight.
+    const auto bias = [&](const char* proj, int64_t n) {
+      return add_tensor(tensors_, u, ui, p + "self_attn." + proj + ".bias", {n}, InitKind::kZeros);
+    };
     o.q = maybe(kQ, u, ui, p + "self_attn.q_proj.weight", {HD, C}, InitKind::kNormal);
+    if (qkv_bias) o.q_bias = bias("q_proj", HD);
     o.k = maybe(kK, u, ui, p + "self_attn.k_proj.weight", {GD, C}, InitKind::kNormal);
+    if (qkv_bias) o.k_bias = bias("k_proj", GD);
     o.v = maybe(kV, u, ui, p + "self_attn.v_proj.weight", {GD, C}, InitKind::kNormal);
+    if (qkv_bias) o.v_bias = bias("v_proj", GD);
     o.o = maybe(kO, u, ui, p + "self_attn.o_proj.weight", {C, HD}, InitKind::kNormalScaled);
+    if (o_bias) o.o_bias = bias("o_proj", C);
+    if (qk_norm) {
+      o.q_norm = add_tensor(tensors_, u, ui, p + "self_attn.q_norm.weight", {D}, InitKind::kOnes);
+      o.k_norm = add_tensor(tensors_, u, ui, p + "self_attn.k_norm.weight", {D}, InitKind::kOnes);
+    }
     o.post_norm = add_tensor(tensors_, u, ui, p + "post_attention_layernorm.weight", {C},
                              InitKind::kOnes);
     o.gate = maybe(kGate, u, ui, p + "mlp.gate_proj.weight", {I, C}, InitKind::kNormal);

@@ -26,6 +26,10 @@ struct BlockActs {
   Buffer<R> rstd1;  // [N]
   Buffer<R> q;      // [N, H*D]    after RoPE
   Buffer<R> k;      // [N, G*D]    after RoPE
+  Buffer<R> qr;     // [N, H*D]    q_proj output before the q norm (qk_norm only)
+  Buffer<R> kr;     // [N, G*D]    k_proj output before the k norm (qk_norm only)
+  Buffer<R> rstd_q; // [N*H]       (qk_norm only)
+  Buffer<R> rstd_k; // [N*G]       (qk_norm only)
   Buffer<R> v;      // [N, G*D]
   Buffer<R> probs;  // [B, H, T, T] attention softmax
   Buffer<R> att;    // [N, H*D]    attention output, before o_proj
@@ -37,11 +41,17 @@ struct BlockActs {
   Buffer<R> h;      // [N, I]      silu(gate) * up
 
   void ensure(const Config& c, int64_t N, int64_t BHTT) {
-    const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
+    const int64_t HD = c.q_dim(), GD = c.kv_dim();
     xn1.ensure(N * c.hidden);
     rstd1.ensure(N);
     q.ensure(N * HD);
     k.ensure(N * GD);
+    if (c.qk_norm()) {
+      qr.ensure(N * HD);
+      kr.ensure(N * GD);
+      rstd_q.ensure(N * c.heads);
+      rstd_k.ensure(N * c.kv_heads);
+    }
     v.ensure(N * GD);
     probs.ensure(BHTT);
     att.ensure(N * HD);
@@ -53,7 +63,8 @@ struct BlockActs {
     h.ensure(N * c.intermediate);
   }
   size_t bytes() const {
-    return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + probs.bytes() +
+    return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + qr.bytes() + kr.bytes() +
+           rstd_q.bytes() + rstd_k.bytes() + v.bytes() + probs.bytes() +
            att.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() +
            up.bytes() + h.bytes();
   }
@@ -126,18 +137,21 @@ struct Model<R>::Impl {
   void ready(int u) {
     if (hooks.grad_ready) hooks.grad_ready(u);
   }
-  // y [N, out] = x W^T, plus the LoRA adapter of (layer, t) when one is bound (with QLoRA
-  // W is read dequantised from the NF4 base: LoraApply::weight).
+  // y [N, out] = x W^T (+ b [out] when b is not null), plus the LoRA adapter of (layer, t)
+  // when one is bound (with QLoRA W is read dequantised from the NF4 base: LoraApply::weight).
   void proj_forward(int layer, LoraTarget t, R* y, const R* x, const R* W, int64_t N,
-                    int64_t in, int64_t out) {
+                    int64_t in, int64_t out, const R* b = nullptr) {
     k::linear_forward(y, x, lora.weight(layer, t, W), N, in, out);
+    if (b) k::bias_forward(y, b, N, out);
     if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.forward(*a, y, x, N, training);
   }
-  // The backward of proj_forward: dx as linear_backward; dW only when the base is not
-  // frozen (pass nullptr for no dW); the adapter's gradients into its grads.
+  // The backward of proj_forward: dx as linear_backward; dW (and db) only when the base is
+  // not frozen (pass nullptr for none); the adapter's gradients into its grads.
   void proj_backward(int layer, LoraTarget t, R* dx, R* dW, const R* dy, const R* x, const R* W,
-                     int64_t N, int64_t in, int64_t out, bool accumulate_dx = true) {
+                     int64_t N, int64_t in, int64_t out, bool accumulate_dx = true,
+                     R* db = nullptr) {
     k::linear_backward(dx, dW, dy, x, lora.weight(layer, t, W), N, in, out, accumulate_dx);
+    if (db) k::bias_backward(db, dy, N, out);
     if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.backward(*a, dx, dy, x, N, training);
   }
   // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes

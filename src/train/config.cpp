@@ -38,6 +38,13 @@ config::Schema train_schema() {
   range(s.add_int("model.intermediate", std::nullopt, "override: SwiGLU inner width"), 1, 1 << 22);
   range(s.add_int("model.context", std::nullopt, "override: longest sequence (RoPE table)"), 1, 1 << 24);
   s.add_bool("model.tied_embeddings", std::nullopt, "override: lm_head shares the embedding");
+  s.add_string("model.family", std::nullopt,
+               "override: model family = Hugging Face model_type (docs/model.md's table)")
+      .choices = model::Config::family_names();
+  range(s.add_int("model.head_dim", std::nullopt, "override: head_dim (0: hidden / heads)"), 0,
+        model::Config::kMaxHidden);
+  s.add_bool("model.attention_bias", std::nullopt,
+             "override: biases on q/k/v/o (llama, qwen3; qwen2 has q/k/v biases always)");
   {
     auto& k = s.add_float("model.rope_theta", std::nullopt, "override: RoPE base");
     k.min = 0.0;
@@ -169,6 +176,9 @@ TrainConfig resolve(const config::Config& c, int world) {
   override_int("model.intermediate", t.model.intermediate);
   override_int("model.context", t.model.context);
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
+  if (c.has("model.family")) t.model.family = c.get_string("model.family");
+  override_int("model.head_dim", t.model.head_dim_);
+  if (c.has("model.attention_bias")) t.model.attention_bias = c.get_bool("model.attention_bias");
   if (c.has("model.rope_theta")) t.model.rope_theta = c.get_float("model.rope_theta");
   if (c.has("model.norm_eps")) t.model.norm_eps = c.get_float("model.norm_eps");
   kernels::RopeScaling& rs = t.model.rope_scaling;
@@ -181,6 +191,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   for (const char* k : {"model.vocab", "model.hidden", "model.layers", "model.heads",
                         "model.kv_heads", "model.intermediate", "model.context",
                         "model.tied_embeddings", "model.rope_theta", "model.norm_eps",
+                        "model.family", "model.head_dim", "model.attention_bias",
                         "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
                         "model.rope_high_freq_factor", "model.rope_original_context"})
     overridden = overridden || c.has(k);

@@ -86,6 +86,52 @@ TEST(HfConfig, WritesWhatLlamaConfigReads) {
   EXPECT_EQ(back.model.rope_theta, 500000.0);
 }
 
+// The family table: qwen2 has q/k/v biases and no attention_bias key, qwen3 q/k norms and
+// head_dim 128 when absent; a Llama with attention_bias and head_dim != hidden/heads; each
+// written back as its own model_type and read again the same.
+TEST(HfConfig, FamiliesQwen2Qwen3) {
+  auto parse = [](nlohmann::json j) { return zt::ckpt::parse_hf_config(j.dump(), "c.json").model; };
+  nlohmann::json j = nlohmann::json::parse(kTinyLlama);
+  j.erase("architectures");
+  j["model_type"] = "qwen2";
+  j["attention_bias"] = true;  // not read by Qwen2 (transformers' Qwen2Attention ignores it)
+  j["sliding_window"] = 4096;  // ignored while use_sliding_window is false
+  const zt::model::Config q2 = parse(j);
+  EXPECT_EQ(q2.family, "qwen2");
+  EXPECT_TRUE(q2.qkv_bias());
+  EXPECT_FALSE(q2.o_bias());
+  EXPECT_FALSE(q2.attention_bias);
+  j["model_type"] = "qwen3";
+  j["attention_bias"] = false;
+  const zt::model::Config q3 = parse(j);
+  EXPECT_EQ(q3.family, "qwen3");
+  EXPECT_TRUE(q3.qk_norm());
+  EXPECT_EQ(q3.head_dim(), 128);  // Qwen3Config's default, not hidden / heads = 64
+  j["model_type"] = "llama";
+  j["attention_bias"] = true;
+  j["head_dim"] = 32;
+  const zt::model::Config ll = parse(j);
+  EXPECT_TRUE(ll.qkv_bias() && ll.o_bias() && !ll.qk_norm());
+  EXPECT_EQ(ll.head_dim(), 32);
+  for (const zt::model::Config& m : {q2, q3, ll}) {
+    const nlohmann::json w = nlohmann::json::parse(zt::ckpt::hf_config_json(m, "float32"));
+    EXPECT_EQ(w.at("model_type"), m.family);
+    const zt::model::Config back = parse(w);
+    EXPECT_EQ(back.family, m.family);
+    EXPECT_EQ(back.head_dim(), m.head_dim());
+    EXPECT_EQ(back.num_params(), m.num_params());
+  }
+  j["model_type"] = "qwen2";
+  j["architectures"] = {"LlamaForCausalLM"};
+  expect_input_error([&] { parse(j); }, {"architectures", "Qwen2ForCausalLM"});
+  j.erase("architectures");
+  j["use_sliding_window"] = true;
+  expect_input_error([&] { parse(j); }, {"c.json", "use_sliding_window", "sliding window"});
+  j["use_sliding_window"] = false;
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  expect_input_error([&] { parse(j); }, {"c.json", "layer_types", "sliding_attention"});
+}
+
 TEST(HfConfig, RefusesWhatZtCannotRepresent) {
   auto with = [](const std::string& key, const std::string& value) {
     nlohmann::json j = nlohmann::json::parse(kTinyLlama);
@@ -104,12 +150,13 @@ TEST(HfConfig, RefusesWhatZtCannotRepresent) {
            {"attention_dropout", "0.1"},
            {"pretraining_tp", "0"},
            {"quantization_config", R"({"quant_method": "gptq"})"},
-           {"attention_bias", "true"},
+           {"attention_bias", "1"},
            {"mlp_bias", "true"},
            {"model_type", R"("mistral")"},
            {"architectures", R"(["MistralForCausalLM"])"},
            {"hidden_act", R"("gelu")"},
-           {"head_dim", "128"},
+           {"head_dim", "127"},
+           {"head_dim", "0"},
            {"hidden_size", R"("2048")"},
            {"num_hidden_layers", "22.5"},
            {"tie_word_embeddings", "1"},

@@ -280,10 +280,14 @@ TEST(ChatTemplate, RecognisedByMarkersRefusedOtherwise) {
                    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + '<|eot_id|>'", "t")),
                "llama3");
   EXPECT_STREQ(chat_template_name(chat_template_auto("{{'<|im_start|>' + m + '<|im_end|>'}}", "t")), "chatml");
+  EXPECT_STREQ(chat_template_name(chat_template_auto(
+                   "{%- if tools %}{%- else %}'<|im_start|>system\\nYou are Qwen, created by Alibaba "
+                   "Cloud. You are a helpful assistant.<|im_end|>'{%- endif %}", "t")),
+               "qwen");
   EXPECT_STREQ(chat_template_name(chat_template_auto("### Instruction:\n{x}\n\n### Response:\n", "t")), "alpaca");
   expect_input_error([] { chat_template_auto("", "cfg.json"); }, {"--chat-template", "cfg.json", "llama3"});
   expect_input_error([] { chat_template_auto("{{ messages }}", "cfg.json"); },
-                     {"--chat-template", "llama2, llama3, chatml, alpaca"});
+                     {"--chat-template", "llama2, llama3, qwen, chatml, alpaca"});
   expect_input_error(
       [] { chat_template_auto("<|start_header_id|><|end_header_id|><|eot_id|> Cutting Knowledge Date", "c"); },
       {"llama3", "Cutting Knowledge"});

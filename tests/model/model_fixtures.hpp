@@ -30,6 +30,21 @@ inline model::Config small_config(bool tied = false) {
           .intermediate = 12, .context = 8, .tied_embeddings = tied};
 }
 
+// The small config as Qwen2 (q/k/v biases) and as Qwen3 (q/k norms, head_dim 6 with
+// hidden / heads = 4, and attention_bias: q/k/v and o biases).
+inline model::Config small_qwen2(bool tied = false) {
+  model::Config c = small_config(tied);
+  c.family = "qwen2";
+  return c;
+}
+inline model::Config small_qwen3(bool tied = false) {
+  model::Config c = small_config(tied);
+  c.family = "qwen3";
+  c.head_dim_ = 6;
+  c.attention_bias = true;
+  return c;
+}
+
 inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
@@ -38,7 +53,8 @@ inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t see
   return v;
 }
 
-// Deterministic init with the given std, then norm weights set to 1 + 0.1 * N(0, 1).
+// Deterministic init with the given std, then norm weights set to 1 + 0.1 * N(0, 1) and
+// biases (zero-initialised) to 0.1 * std * N(0, 1), so they carry signal.
 template <class R>
 void init_general(model::Parameters<R>& P, const model::ParamLayout& layout, double std,
                   uint64_t seed) {
@@ -49,9 +65,12 @@ void init_general(model::Parameters<R>& P, const model::ParamLayout& layout, dou
   std::mt19937_64 rng(seed + 1);
   std::normal_distribution<double> d(0.0, 0.1);
   for (const auto& t : layout.tensors()) {
-    if (t.init != model::InitKind::kOnes) continue;
+    if (t.init != model::InitKind::kOnes && t.init != model::InitKind::kZeros) continue;
     auto p = P.params(t.unit);
-    for (int64_t i = 0; i < t.numel; ++i) p[static_cast<size_t>(t.offset + i)] = static_cast<R>(1.0 + d(rng));
+    const bool ones = t.init == model::InitKind::kOnes;
+    for (int64_t i = 0; i < t.numel; ++i)
+      p[static_cast<size_t>(t.offset + i)] =
+          static_cast<R>(ones ? 1.0 + d(rng) : std * d(rng));
   }
 }
 

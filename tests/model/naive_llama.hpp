@@ -34,10 +34,18 @@ class NaiveLlama {
       auto q = ref::linear(xn, w(p + "self_attn.q_proj.weight"), N, C, c.heads * D);
       auto k = ref::linear(xn, w(p + "self_attn.k_proj.weight"), N, C, c.kv_heads * D);
       auto v = ref::linear(xn, w(p + "self_attn.v_proj.weight"), N, C, c.kv_heads * D);
+      add_bias(q, p + "self_attn.q_proj.bias");  // when the layout has them (by name)
+      add_bias(k, p + "self_attn.k_proj.bias");
+      add_bias(v, p + "self_attn.v_proj.bias");
+      if (L_.try_find(p + "self_attn.q_norm.weight")) {  // Qwen3: per head, before RoPE
+        q = ref::rmsnorm(q, w(p + "self_attn.q_norm.weight"), N * c.heads, D, c.norm_eps);
+        k = ref::rmsnorm(k, w(p + "self_attn.k_norm.weight"), N * c.kv_heads, D, c.norm_eps);
+      }
       q = ref::rope(q, B, T, c.heads, D, c.rope_theta);
       k = ref::rope(k, B, T, c.kv_heads, D, c.rope_theta);
       auto att = ref::attention(q, k, v, B, T, c.heads, c.kv_heads, D);
       auto ao = ref::linear(att, w(p + "self_attn.o_proj.weight"), N, c.heads * D, C);
+      add_bias(ao, p + "self_attn.o_proj.bias");
       for (size_t i = 0; i < x.size(); ++i) x[i] += ao[i];
       auto xn2 = ref::rmsnorm(x, w(p + "post_attention_layernorm.weight"), N, C, c.norm_eps);
       auto g = ref::linear(xn2, w(p + "mlp.gate_proj.weight"), N, C, c.intermediate);
@@ -60,6 +68,13 @@ class NaiveLlama {
   }
 
  private:
+  // y [N, n] += b [n] when the layout has a tensor named `name`.
+  void add_bias(std::vector<double>& y, const std::string& name) const {
+    const model::TensorInfo* t = L_.try_find(name);
+    if (!t) return;
+    const double* b = w(name);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += b[i % static_cast<size_t>(t->numel)];
+  }
   const double* w(const std::string& name) const {
     const auto& t = L_.find(name);
     return u_[static_cast<size_t>(t.unit)].data() + t.offset;

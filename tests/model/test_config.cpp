@@ -46,6 +46,17 @@ TEST(Config, PublishedParameterCounts) {
   EXPECT_TRUE(Config::preset("llama-3.2-1b").tied_embeddings);
   EXPECT_TRUE(Config::preset("llama-3.2-3b").tied_embeddings);
   EXPECT_FALSE(Config::preset("llama-3.1-8b").tied_embeddings);
+  // Qwen/Qwen2.5-7B ("7.62B": q/k/v biases) and Qwen/Qwen3-8B ("8.19B": q/k norms, head_dim
+  // 128): the sums of their safetensors' tensor sizes, as transformers 5.24's models built
+  // from the published config.json on the meta device count them.
+  const Config q25 = Config::preset("qwen2.5-7b"), q3 = Config::preset("qwen3-8b");
+  EXPECT_EQ(q25.num_params(), 7'615'616'512);
+  EXPECT_EQ(q3.num_params(), 8'190'735'360);
+  EXPECT_TRUE(q25.qkv_bias() && !q25.o_bias() && !q25.qk_norm());
+  EXPECT_TRUE(!q3.qkv_bias() && !q3.o_bias() && q3.qk_norm());
+  EXPECT_EQ(q3.head_dim(), 128);
+  EXPECT_EQ(q3.q_dim(), 4096);
+  EXPECT_EQ(q25.head_dim(), 128);
   const Config tiny = Config::preset("tiny");
   EXPECT_EQ(tiny.num_params(), 1'049'728);  // ~1M
   EXPECT_EQ(tiny.vocab, 256);
@@ -122,6 +133,10 @@ TEST(Config, InvalidFieldsAreNamed) {
       {[](Config& c) { c.rope_theta = 0; }, "model.rope_theta"},
       {[](Config& c) { c.norm_eps = -1e-5; }, "model.norm_eps"},
       {[](Config& c) { c.vocab = int64_t{1} << 32; }, "model.vocab"},
+      {[](Config& c) { c.family = "gpt2"; }, "model.family"},
+      {[](Config& c) { c.family = "qwen2"; c.attention_bias = true; }, "model.attention_bias"},
+      {[](Config& c) { c.head_dim_ = -2; }, "model.head_dim"},
+      {[](Config& c) { c.head_dim_ = 7; }, "head_dim 7"},
   };
   for (const auto& [mutate, field] : cases) {
     Config c = good;

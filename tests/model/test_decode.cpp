@@ -46,6 +46,14 @@ TEST(Decode, MatchesFullForwardInDouble) {
   check_decode<double>(longer(testing::small_config(/*tied=*/true)), 16, 3, 1e-12);
 }
 
+// The family pieces in the cached path: biases (Qwen2), q/k norms on the cache's keys and
+// head_dim != hidden / heads (Qwen3).
+TEST(Decode, QwenFamiliesMatchFullForwardInDouble) {
+  check_decode<double>(longer(testing::small_qwen2()), 16, 5, 1e-12);
+  check_decode<double>(longer(testing::small_qwen2(/*tied=*/true)), 16, 1, 1e-12);
+  check_decode<double>(longer(testing::small_qwen3()), 16, 5, 1e-12);
+}
+
 TEST(Decode, MatchesFullForwardInFloatOnTheTinyPreset) {
   Config cfg = Config::preset("tiny");
   ASSERT_LT(cfg.kv_heads, cfg.heads);  // grouped-query attention is exercised

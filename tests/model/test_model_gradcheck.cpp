@@ -82,6 +82,19 @@ TEST(ModelGradcheck, SmallTiedEveryCoordinate) {
 TEST(ModelGradcheck, SmallRecomputeEveryCoordinate) {
   gradcheck(testing::small_config(), 2, 5, 0.3, 0, true, "model small recompute (all coords)");
 }
+// The family pieces: Qwen2's q/k/v biases (untied, and tied with recompute); Qwen3's
+// per-head q/k norms, head_dim 6 != hidden / heads 4 and attention_bias (q/k/v/o biases).
+TEST(ModelGradcheck, Qwen2BiasesEveryCoordinate) {
+  gradcheck(testing::small_qwen2(), 2, 5, 0.3, 0, false, "model small qwen2 (all coords)");
+  gradcheck(testing::small_qwen2(true), 2, 5, 0.3, 0, true,
+            "model small qwen2 tied recompute (all coords)");
+}
+TEST(ModelGradcheck, Qwen3QkNormEveryCoordinate) {
+  gradcheck(testing::small_qwen3(), 2, 5, 0.3, 0, false, "model small qwen3 (all coords)");
+  const std::vector<int32_t> pos = {0, 1, 2, 0, 1, 2, 0, /**/ 0, 1, 0, 1, 2, 3, 4};
+  gradcheck(testing::small_qwen3(), 2, 7, 0.3, 0, true,
+            "model small qwen3 packed+masked recompute (all coords)", pos, {0, 1, 3, 5, 6});
+}
 // Two rows of packed examples (3 + 3 + 1 and 2 + 5 tokens), the prompt-like half of the
 // targets masked: the masked mean loss and the position / attention resets, backward.
 TEST(ModelGradcheck, SmallPackedMaskedEveryCoordinate) {

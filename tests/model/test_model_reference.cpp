@@ -57,6 +57,13 @@ TEST(ModelReference, SmallMatchesNaive) { check_against_naive(testing::small_con
 TEST(ModelReference, SmallTiedMatchesNaive) {
   check_against_naive(testing::small_config(true), 2, 5, 2);
 }
+TEST(ModelReference, Qwen2BiasesMatchNaive) {
+  check_against_naive(testing::small_qwen2(), 2, 5, 4);
+  check_against_naive(testing::small_qwen2(true), 2, 5, 5);
+}
+TEST(ModelReference, Qwen3QkNormHeadDimMatchesNaive) {
+  check_against_naive(testing::small_qwen3(), 2, 5, 6);
+}
 TEST(ModelReference, TinyMatchesNaive) { check_against_naive(Config::preset("tiny"), 2, 7, 3); }
 
 TEST(ModelReference, InitialLossMatchesNaiveAndIsNearLogVocab) {

@@ -111,7 +111,8 @@ model::Config config_from_json(const std::string& text, const std::string& file)
 std::string rope_scaling_text(const kernels::RopeScaling& r);
 
 // Throws zt::InputError naming `file` and the field when `saved` and `run` differ in a
-// shape field (vocab, hidden, layers, heads, kv_heads, intermediate, tied_embeddings);
+// shape field (family, head_dim, attention_bias, vocab, hidden, layers, heads, kv_heads,
+// intermediate, tied_embeddings);
 // returns warnings for the rest (name, context, rope_theta, rope_scaling, norm_eps).
 std::vector<std::string> check_same_shape(const model::Config& saved, const model::Config& run,
                                           const std::string& file);

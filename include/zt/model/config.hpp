@@ -13,10 +13,12 @@ namespace zt::model {
 
 struct Config {
   std::string name = "custom";  // preset name, or "custom"
+  std::string family = "llama";  // the HF model_type written back on export (family table: docs/model.md)
   int64_t vocab = 256;          // tokens in the vocabulary (V)
   int64_t hidden = 128;         // model width (C)
   int64_t layers = 4;           // transformer blocks (L)
-  int64_t heads = 4;            // query heads (H); head_dim = hidden / heads
+  int64_t heads = 4;            // query heads (H)
+  int64_t head_dim_ = 0;        // D when set (Qwen3, Mistral Nemo); 0: hidden / heads. Read head_dim()
   int64_t kv_heads = 2;         // key/value heads (G); heads % kv_heads == 0 (GQA)
   int64_t intermediate = 512;   // SwiGLU inner width (I)
   int64_t context = 256;        // longest sequence the model accepts (RoPE table size)
@@ -24,6 +26,9 @@ struct Config {
   double rope_theta = 10000.0;  // RoPE base
   kernels::RopeScaling rope_scaling;  // RoPE frequency scaling (default: none)
   double norm_eps = 1e-5;       // RMSNorm epsilon
+  // HF's attention_bias: biases on q/k/v and o (llama, qwen3); qwen2 has q/k/v biases
+  // always and no o bias, so it keeps this false. See qkv_bias(), o_bias().
+  bool attention_bias = false;
 
   // Presets (shapes as in the published Hugging Face config.json of each model):
   //   tiny            byte vocab 256, hidden 128, 4 layers, 4 heads, 2 KV heads,
@@ -59,7 +64,18 @@ struct Config {
   void validate() const;
   void validate_rope_scaling() const;  // the part of validate() for rope_scaling
 
-  int64_t head_dim() const { return hidden / heads; }  // D
+  // The architecture pieces of the family (family table, config.cpp):
+  //   family   q/k/v bias       o bias           q/k RMSNorm (per head, [D], before RoPE)
+  //   llama    attention_bias   attention_bias   no
+  //   qwen2    always           no               no
+  //   qwen3    attention_bias   attention_bias   yes
+  static std::vector<std::string> family_names();
+  bool qkv_bias() const;
+  bool o_bias() const;
+  bool qk_norm() const;
+
+  int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : hidden / heads; }  // D
+  int64_t q_dim() const { return heads * head_dim(); }   // H*D (== hidden unless head_dim_ is set)
   int64_t kv_dim() const { return kv_heads * head_dim(); }
 
   // Parameter counts (elements). num_params() = every trainable element, counted once

@@ -5,9 +5,15 @@
 //   unit 0          "embedding"  model.embed_tokens.weight            [V, C]
 //   unit 1 + l      "layers.l"   model.layers.l.input_layernorm.weight       [C]
 //                                model.layers.l.self_attn.q_proj.weight      [H*D, C]
+//                               (model.layers.l.self_attn.q_proj.bias        [H*D]  qkv_bias())
 //                                model.layers.l.self_attn.k_proj.weight      [G*D, C]
+//                               (model.layers.l.self_attn.k_proj.bias        [G*D]  qkv_bias())
 //                                model.layers.l.self_attn.v_proj.weight      [G*D, C]
+//                               (model.layers.l.self_attn.v_proj.bias        [G*D]  qkv_bias())
 //                                model.layers.l.self_attn.o_proj.weight      [C, H*D]
+//                               (model.layers.l.self_attn.o_proj.bias        [C]    o_bias())
+//                               (model.layers.l.self_attn.q_norm.weight      [D]    qk_norm())
+//                               (model.layers.l.self_attn.k_norm.weight      [D]    qk_norm())
 //                                model.layers.l.post_attention_layernorm.weight [C]
 //                                model.layers.l.mlp.gate_proj.weight         [I, C]
 //                                model.layers.l.mlp.up_proj.weight           [I, C]
@@ -72,9 +78,11 @@ struct UnitInfo {
   bool frozen = false;       // no gradient, no optimizer state (the base under LoRA)
 };
 
-// Offsets of one block's tensors inside its unit (same for every block).
+// Offsets of one block's tensors inside its unit (same for every block). The biases and
+// q/k norms are -1 when the config has none (Config::qkv_bias, o_bias, qk_norm).
 struct BlockOffsets {
   int64_t input_norm, q, k, v, o, post_norm, gate, up, down;
+  int64_t q_bias = -1, k_bias = -1, v_bias = -1, o_bias = -1, q_norm = -1, k_norm = -1;
 };
 
 class ParamLayout {

@@ -101,6 +101,28 @@ void linear_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int64_t 
   }
 }
 
+template <class T>
+void bias_forward(T* y, const T* b, int64_t N, int64_t out) {
+  const auto bias = detail::mat(b, 1, out);  // [1, out]
+#pragma omp parallel for schedule(static) if (N * out >= detail::kParallelMin)
+  for (int64_t n = 0; n < N; ++n) detail::mat(y + n * out, 1, out) += bias;
+}
+
+template <class T>
+void bias_backward(T* db, const T* dy, int64_t N, int64_t out) {
+  // Parallel over columns: each db[c] is summed over rows in row order.
+#pragma omp parallel for schedule(static) if (N * out >= detail::kParallelMin)
+  for (int64_t c0 = 0; c0 < out; c0 += 64) {
+    const int64_t c1 = std::min<int64_t>(out, c0 + 64);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = c0; c < c1; ++c) db[c] += dy[n * out + c];
+  }
+}
+
+template void bias_forward<float>(float*, const float*, int64_t, int64_t);
+template void bias_forward<double>(double*, const double*, int64_t, int64_t);
+template void bias_backward<float>(float*, const float*, int64_t, int64_t);
+template void bias_backward<double>(double*, const double*, int64_t, int64_t);
 template void linear_forward<float>(float*, const float*, const float*, int64_t, int64_t, int64_t);
 template void linear_forward<double>(double*, const double*, const double*, int64_t, int64_t,
                                      int64_t);

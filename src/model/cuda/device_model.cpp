@@ -181,6 +181,13 @@ DeviceModel<T, G>::DeviceModel(const ParamLayout& layout, int64_t max_batch, int
   const Config& cfg = layout.config();
   ZT_CHECK(layout.adapter_unit() < 0, "DeviceModel built on a layout with the adapters' unit",
            "build it on the base units (lora_base_layout); bind_lora binds the adapters.");
+  // Not yet on the GPU (issue 38): refused by name rather than run without them.
+  if (cfg.qkv_bias() || cfg.o_bias() || cfg.qk_norm())
+    throw InputError("model family '" + cfg.family + "'" +
+                         (cfg.qk_norm() ? " (q/k norms)" : " (attention biases)") +
+                         ": the GPU model does not have these pieces yet",
+                     "train or generate on the CPU (train.device = cpu); the CPU model has them "
+                     "(docs/model.md, model families).");
   if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
 }
 

@@ -100,10 +100,11 @@ def zt_logits_json(c, zt_logits, ckpt, tokens, new):
 
 
 def hf_llama_run(torch, folder, ids, new):
-    """transformers' LlamaForCausalLM from `folder` (float32) on ids [1, T]: (logits [T, V]
-    float64, loss, greedy continuation of `new` tokens)."""
-    from transformers import LlamaForCausalLM
-    model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    """transformers' causal LM of the folder's model_type (AutoModelForCausalLM: Llama, Qwen2,
+    Qwen3, ...) from `folder` (float32) on ids [1, T]: (logits [T, V] float64, loss, greedy
+    continuation of `new` tokens)."""
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     model.eval()
     with torch.no_grad():
         out = model(ids, labels=ids)  # transformers shifts the labels itself
@@ -118,6 +119,50 @@ def run_zt(zt, *args):
                        env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
     return p.returncode, p.stdout
+
+
+def compare_with_transformers(c, torch, zt, zt_logits, tag, folder, h5, tokens, new, other, other_what):
+    """`zt convert hf-to-h5 folder h5`, then zt against transformers on the folder: logits of
+    every prefix and KV-cache logits within 1e-5 x max(1, max |logit|), loss within 1e-5,
+    greedy continuation of `new` tokens equal (zt's sampler and `zt generate` on the folder),
+    and transformers' logits at least 10 x the tolerance away from `other` (logits of the
+    same model without what the test is about: `other_what`). Returns (logits, greedy) of
+    transformers, or None when the import failed."""
+    rc, out = run_zt(zt, "convert", "hf-to-h5", folder, h5)
+    c.check(rc == 0, f"{tag}: zt convert hf-to-h5 (exit {rc})")
+    if rc != 0:
+        print(out)
+        return None
+    tol_rel = 1e-5
+    ids = torch.tensor([tokens])
+    hl, hloss, hgen = hf_llama_run(torch, folder, ids, new)
+    z = zt_logits_json(c, zt_logits, h5, tokens, new)
+    zl = torch.tensor(z["logits"], dtype=torch.float64)
+    kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
+    tol = tol_rel * max(1.0, zl.abs().max().item())
+    dl = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
+    dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
+    dother = (other - hl).abs().max().item()
+    print(f"      {tag}: max |zt - hf| {dl:.3e}, KV {dkv:.3e} (max |logit| "
+          f"{zl.abs().max().item():.2f}); loss zt {z['loss']:.8f} hf {hloss:.8f}; "
+          f"{other_what} {dother:.3e}")
+    c.check(dl <= tol, f"{tag}: max |logit zt - transformers| = {dl:.3e} <= {tol:.3e}")
+    c.check(dkv <= tol, f"{tag}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {tol:.3e}")
+    c.check(abs(z["loss"] - hloss) <= tol_rel, f"{tag}: |loss zt - transformers| <= {tol_rel}")
+    c.check(dother > 10 * tol, f"{tag}: sensitivity: {other_what}: the logits move by "
+                               f"{dother:.3e} > 10 x tol")
+    c.check(z["greedy"] == hgen, f"{tag}: greedy continuation of {new} tokens equal")
+    c.check(len(set(hgen)) >= 3, f"{tag}: the continuation is not degenerate "
+                                 f"({len(set(hgen))} distinct tokens >= 3)")
+    rc, gen_out = run_zt(zt, "generate", "--weights", folder, "--prompt-ids",
+                         ",".join(map(str, tokens)), "--temperature", "0",
+                         "--max-new-tokens", str(new), "--json")
+    lines = [l for l in gen_out.splitlines() if l.startswith("{")]
+    zgen = json.loads(lines[0])["ids"] if rc == 0 and lines else None
+    if zgen != hgen:
+        print(gen_out[-2000:])
+    c.check(zgen == hgen, f"{tag}: `zt generate --temperature 0` on the HF folder == transformers' greedy")
+    return hl, hgen
 
 
 def train_tiny(zt, work, ckpt_dir, steps, extra=()):

@@ -170,7 +170,11 @@ def main():
 
     # Configs zt cannot represent.
     cfg_path = lambda d: os.path.join(d, "config.json")  # noqa: E731
-    for key, value in [("rope_scaling", {"type": "yarn", "factor": 2.0}), ("attention_bias", True),
+    # attention_bias true is a Llama with q/k/v/o biases (issue 38): weights without them
+    # are refused naming the first missing bias.
+    d = folder(work, "cfg-attention_bias", hf_config(torch_dtype="float32", attention_bias=True), st_bytes(entries, data))
+    expect_refusal(c, zt, "config attention_bias = true, no bias tensors", imp(d), [d, "q_proj.bias", "missing"])
+    for key, value in [("rope_scaling", {"type": "yarn", "factor": 2.0}),
                        ("mlp_bias", True), ("model_type", "mistral"), ("hidden_act", "gelu"),
                        ("head_dim", 16), ("hidden_size", "32")]:
         d = folder(work, "cfg-" + key, hf_config(torch_dtype="float32", **{key: value}), st_bytes(entries, data))

@@ -28,9 +28,8 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import hf_llama_run, peer_start, run_zt, zt_logits_json  # noqa: E402
+from hf_common import compare_with_transformers, hf_llama_run, peer_start, run_zt  # noqa: E402
 
-TOL = 1e-5
 NEW = 16
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 16}
@@ -63,7 +62,6 @@ def main():
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 96, (24,), generator=gen).tolist()
     ids = torch.tensor([tokens])
-    zt_run = lambda ckpt: zt_logits_json(c, zt_logits, ckpt, tokens, NEW)  # noqa: E731
     hf_run = lambda folder: hf_llama_run(torch, folder, ids, NEW)  # noqa: E731
 
     cases = [("llama3-untied", LLAMA3, False), ("llama3-tied", LLAMA3, True),
@@ -95,38 +93,11 @@ def main():
             shutil.copytree(base + "-saved", folder)
             json.dump(cj, open(os.path.join(folder, "config.json"), "w"), indent=2)
             h5 = folder + ".h5"
-            rc, out = run_zt(zt, "convert", "hf-to-h5", folder, h5)
-            c.check(rc == 0, f"{tag}: zt convert hf-to-h5 (exit {rc})")
-            if rc != 0:
-                print(out)
+            got = compare_with_transformers(c, torch, zt, zt_logits, tag, folder, h5, tokens, NEW,
+                                            hl_plain, "unscaled vs scaled")
+            if got is None:
                 continue
-            hl, hloss, hgen = hf_run(folder)
-            z = zt_run(h5)
-            zl = torch.tensor(z["logits"], dtype=torch.float64)
-            kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
-            tol = TOL * max(1.0, zl.abs().max().item())
-            dl = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
-            dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
-            dplain = (hl_plain - hl).abs().max().item()
-            print(f"      {tag}: max |zt - hf| {dl:.3e}, KV {dkv:.3e} (max |logit| "
-                  f"{zl.abs().max().item():.2f}); loss zt {z['loss']:.8f} hf {hloss:.8f}; "
-                  f"unscaled vs scaled {dplain:.3e}")
-            c.check(dl <= tol, f"{tag}: max |logit zt - transformers| = {dl:.3e} <= {tol:.3e}")
-            c.check(dkv <= tol, f"{tag}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {tol:.3e}")
-            c.check(abs(z["loss"] - hloss) <= TOL, f"{tag}: |loss zt - transformers| <= {TOL}")
-            c.check(dplain > 10 * tol, f"{tag}: sensitivity: without scaling the logits move by "
-                                       f"{dplain:.3e} > 10 x tol")
-            c.check(z["greedy"] == hgen, f"{tag}: greedy continuation of {NEW} tokens equal")
-            c.check(len(set(hgen)) >= 3, f"{tag}: the continuation is not degenerate "
-                                         f"({len(set(hgen))} distinct tokens >= 3)")
-            rc, gen_out = run_zt(zt, "generate", "--weights", folder, "--prompt-ids",
-                                 ",".join(map(str, tokens)), "--temperature", "0",
-                                 "--max-new-tokens", str(NEW), "--json")
-            lines = [l for l in gen_out.splitlines() if l.startswith("{")]
-            zgen = json.loads(lines[0])["ids"] if rc == 0 and lines else None
-            if zgen != hgen:
-                print(gen_out[-2000:])
-            c.check(zgen == hgen, f"{tag}: `zt generate --temperature 0` on the HF folder == transformers' greedy")
+            hl, hgen = got
             # Export and re-load.
             exported = folder + "-export"
             rc, out = run_zt(zt, "convert", "h5-to-hf", h5, exported, "--dtype", "f32")

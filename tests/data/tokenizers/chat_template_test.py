@@ -10,6 +10,8 @@ string into tokenizer_config.json:
   llama3  Meta-Llama-3-8B-Instruct's template on the Llama 3-form tokenizer
   chatml  the ChatML template (transformers' docs, OpenHermes) on the GPT-2 and the
           TinyLlama forms
+  qwen    Qwen2.5 instruct's template (default system turn; tools branch shortened) on the
+          GPT-2 form (byte-level BPE, as Qwen2's)
 For every conversation the token ids zt writes (one example per row, --no-pack) equal
 transformers' `apply_chat_template(messages, tokenize=True)`, and the loss mask is 1
 exactly on the tokens that overlap an assistant turn's text and its end token (located in
@@ -51,6 +53,18 @@ CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
     "{% endif %}")
+# Qwen2.5 instruct's template (Qwen/Qwen2.5-7B-Instruct's tokenizer_config.json; the tools
+# branch shortened: zt's conversations carry no tools, so it is never taken).
+QWEN = (
+    "{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n<|im_end|>\\n' }}{%- else %}"
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}"
+    "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}"
+    "{%- endif %}{%- endif %}{%- for message in messages %}"
+    "{%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or "
+    "(message.role == \"assistant\" and not message.tool_calls) %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
 # Llama 3.1's template opens with a default system header holding dates: a variant zt refuses.
 LLAMA31_LIKE = LLAMA3.replace("{% set loop_messages", "{{- 'Cutting Knowledge Date: December 2023' }}{% set loop_messages")
 
@@ -59,6 +73,7 @@ CASES = [
     ("llama2", "tinyllama", LLAMA2, [], "</s>"),
     ("llama3", "llama3", LLAMA3, ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], "<|eot_id|>"),
     ("chatml", "gpt2", CHATML, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
+    ("qwen", "gpt2", QWEN, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
     ("chatml-spm-form", "tinyllama", CHATML, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
 ]
 

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Qwen2 / Qwen3 against transformers: tiny random models of each family, imported by zt.
+
+  qwen_peer_test.py ZT ZT_LOGITS WORKDIR
+
+Cases, each built with transformers' own Qwen2Config / Qwen3Config + *ForCausalLM (random
+weights, float32; biases drawn N(0, 0.3) and norm weights 1 + N(0, 0.1), since transformers
+initialises them to 0 and 1), saved with save_pretrained:
+  qwen2 untied and tied      q/k/v biases (o_proj none)
+  qwen3 untied               q/k norms, head_dim 24 != hidden / heads = 16
+  qwen3 tied attention_bias  the same with q/k/v and o biases
+Then, per case:
+  - `zt convert hf-to-h5` imports the folder; ZT_LOGITS prints zt's logits of every prefix,
+    its KV-cache logits, loss and greedy continuation
+  - logits (and KV-cache logits): max |zt - transformers| <= 1e-5 x max(1, max |logit|)
+  - loss: |zt - transformers| <= 1e-5
+  - greedy continuation equal token for token (zt's sampler and `zt generate
+    --temperature 0` on the HF folder itself)
+  - `zt convert h5-to-hf` exports it again: AutoConfig reads the same model_type, head_dim,
+    attention_bias and tie_word_embeddings, and transformers' logits on the export equal the
+    original's (the same fp32 weights: exactly)
+  - sensitivity: the same model with its biases zeroed and q/k norm weights set to 1 gives
+    logits more than 10 x the tolerance away (so the test sees the family's pieces)
+And `use_sliding_window: true` is refused by name (exit 2).
+Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import compare_with_transformers, hf_llama_run, peer_start, run_zt  # noqa: E402
+
+NEW = 16
+
+
+def main():
+    zt, zt_logits, work, torch, c = peer_start(__doc__)
+    from transformers import (AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                              Qwen3Config, Qwen3ForCausalLM)
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 96, (24,), generator=gen).tolist()
+    ids = torch.tensor([tokens])
+    common = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                  rms_norm_eps=1e-5, initializer_range=0.3)  # no eos: min_new_tokens would mask it
+    cases = [
+        ("qwen2-untied", Qwen2Config, Qwen2ForCausalLM, dict(tie_word_embeddings=False)),
+        ("qwen2-tied", Qwen2Config, Qwen2ForCausalLM, dict(tie_word_embeddings=True)),
+        ("qwen3-untied", Qwen3Config, Qwen3ForCausalLM,
+         dict(tie_word_embeddings=False, head_dim=24)),
+        ("qwen3-tied-bias", Qwen3Config, Qwen3ForCausalLM,
+         dict(tie_word_embeddings=True, head_dim=24, attention_bias=True)),
+    ]
+    for name, config_cls, model_cls, extra in cases:
+        torch.manual_seed(1)
+        cfg = config_cls(**common, **extra)
+        model = model_cls(cfg).to(torch.float32)
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if pname.endswith(".bias"):
+                    p.normal_(0.0, 0.3)
+                elif "norm" in pname:
+                    p.copy_(1.0 + 0.1 * torch.randn_like(p))
+        folder = os.path.join(work, name)
+        model.save_pretrained(folder, safe_serialization=True)
+        # The sensitivity reference: biases 0, q/k norm weights 1.
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if pname.endswith(".bias"):
+                    p.zero_()
+                elif pname.endswith(("q_norm.weight", "k_norm.weight")):
+                    p.fill_(1.0)
+            plain = model(ids).logits[0].double()
+        got = compare_with_transformers(c, torch, zt, zt_logits, name, folder, folder + ".h5",
+                                        tokens, NEW, plain, "without biases / q-k norms")
+        if got is None:
+            continue
+        hl, hgen = got
+        exported = folder + "-export"
+        rc, out = run_zt(zt, "convert", "h5-to-hf", folder + ".h5", exported, "--dtype", "f32")
+        c.check(rc == 0, f"{name}: zt convert h5-to-hf (exit {rc})")
+        if rc != 0:
+            print(out)
+            continue
+        a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
+        for key in ("model_type", "head_dim", "attention_bias", "tie_word_embeddings",
+                    "num_key_value_heads", "rope_parameters"):
+            va, vb = getattr(a, key, None), getattr(b, key, None)
+            if key == "head_dim" and va is None:
+                va = a.hidden_size // a.num_attention_heads
+            c.check(va == vb, f"{name}: AutoConfig reads the export's {key} as the original's ({vb})")
+        el, _, egen = hf_llama_run(torch, exported, ids, NEW)
+        c.check(torch.equal(el, hl) and egen == hgen,
+                f"{name}: transformers on the export: the same logits (max diff "
+                f"{(el - hl).abs().max().item():.1e}) and continuation")
+        c.check(type(AutoModelForCausalLM.from_config(b)) is model_cls,
+                f"{name}: the export loads as {model_cls.__name__}")
+
+    # Sliding windows are refused by name (not yet implemented).
+    cj = json.load(open(os.path.join(work, "qwen2-untied", "config.json")))
+    cj.update(use_sliding_window=True, sliding_window=8)
+    sw = os.path.join(work, "qwen2-sliding")
+    os.makedirs(sw, exist_ok=True)
+    json.dump(cj, open(os.path.join(sw, "config.json"), "w"))
+    os.symlink(os.path.join(work, "qwen2-untied", "model.safetensors"),
+               os.path.join(sw, "model.safetensors"))
+    rc, out = run_zt(zt, "convert", "hf-to-h5", sw, sw + ".h5")
+    c.check(rc == 2 and "use_sliding_window" in out,
+            f"use_sliding_window true: exit {rc} (2) naming the field")
+    c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
