@@ -547,7 +547,7 @@ line_speed() {  # tinyllama-1.1b, seq 2048, bf16-mixed: tokens/s, MFU, peak memo
   mpirun -np 1 "$ZT_KIT_ZT" train "${common[@]}" --set "ckpt.dir=$w/speed.ckpt" "${s[@]}" --set train.device=cuda --set comm.backend=nccl \
     --set train.steps=8 --set train.warmup=1 --set log.every=1 --set "log.metrics=$w/$name.jsonl" </dev/null >"$w/$name.log" 2>&1 ||
     { failed speed speed; return; }
-  tail -n 4 "$w/$name.jsonl" | awk -v est="$(grep -m1 '^step ' "$w/speed_estimate.txt" | cut -c1-160)" '
+  grep '"loss"' "$w/$name.jsonl" | tail -n 4 | awk -v est="$(grep -m1 '^step ' "$w/speed_estimate.txt" | cut -c1-160)" '
     { match($0, /"tokens_per_s":[-0-9.eE+]*/); t += substr($0, RSTART + 15, RLENGTH - 15)
       match($0, /"mfu":[-0-9.eE+]*/); m += substr($0, RSTART + 6, RLENGTH - 6)
       if (match($0, /"peak_total":[0-9.eE+]*/)) p = substr($0, RSTART + 13, RLENGTH - 13); n++ }

@@ -75,9 +75,9 @@ std::string offload_phases(const zero::OffloadTimes& o) {
 
 std::string step_line(const StepRecord& r, int64_t steps, bool verbose) {
   if (!verbose)
-    return strf("step %5lld/%lld | loss %.4f | lr %.2e | gnorm %6.3f%s | %8.0f tok/s | MFU %4.1f%% | %.3f s",
+    return strf("step %5lld/%lld | loss %.4f | lr %.2e | gnorm %6.3f%s | %7.0f tok/s | MFU %4.1f%% | %.3f s",
                 static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
-                r.grad_norm, r.skipped ? " skipped" : r.clip_coef < 1.0 ? " (clipped)" : "",
+                r.grad_norm, r.skipped ? " skip" : r.clip_coef < 1.0 ? " clip" : "",
                 r.tokens_per_s, 100.0 * r.mfu, r.step_time_s);
   const zero::MemoryStats& m = r.zero_memory;
   const auto mib = [](size_t bytes) { return format_binary(bytes, BinaryUnit::kMiB, 1); };

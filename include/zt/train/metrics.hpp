@@ -70,8 +70,8 @@ struct CheckpointRecord {
 };
 
 // The step for people. Short (the default, about 100 columns):
-//   "step    10/200 | loss 2.3456 | lr 1.00e-03 | gnorm  0.812 | 12345 tok/s | MFU  1.2% | 0.123 s"
-// ("gnorm ... (clipped)" when clipped, "skipped" for a step without an update); verbose
+//   "step    10/200 | loss 2.3456 | lr 1.00e-03 | gnorm  0.812 clip |   12345 tok/s | MFU  1.2% | 0.123 s"
+// ("clip": the gradients were clipped; "skip": the step took no update); verbose
 // (log.verbose): also the trained tokens, memory, comm bytes, engine memory and offload
 // phases: "step    10/200 | loss 2.3456 | lr 1.00e-03 | grad norm  0.812 | ... | mem ...".
 std::string step_line(const StepRecord& r, int64_t steps, bool verbose = false);
