@@ -124,7 +124,7 @@ std::vector<RunSeries> read_runs(const std::vector<std::string>& files) {
       s.label = name_of(path);
     } else {
       prev->label += " + " + name_of(path);
-      prev->resumed_at.push_back(first);
+      prev->resumed_at.push_back(first - 1);  // the steps done when the piece started
       prev->steps.erase(prev->steps.lower_bound(first), prev->steps.end());
       std::erase_if(prev->checkpoints, [&](const nlohmann::json& c) { return c["step"].get<int64_t>() >= first; });
     }
@@ -220,7 +220,7 @@ std::string markdown(const std::vector<RunSeries>& runs, const std::vector<nlohm
     if (s.run.is_null()) md += "No run record in the file (written by a zt before the report).\n";
     for (const auto& [k, x] : s.run.items())
       md += "- " + k + ": " + (x.is_string() ? x.get<std::string>() : x.dump()) + "\n";
-    for (const int64_t at : s.resumed_at) md += strf("- resumed at step %lld\n", static_cast<long long>(at));
+    for (const int64_t at : s.resumed_at) md += strf("- resumed from the checkpoint of step %lld\n", static_cast<long long>(at));
     for (const std::string& n : s.notes) md += "- note: " + n + "\n";
     md += "\n";
   }

@@ -28,7 +28,7 @@ struct RunSeries {
   std::string label;                        // the files' names joined by " + "
   std::vector<std::string> files;
   nlohmann::json run;                       // the first run record's facts (null: none)
-  std::vector<int64_t> resumed_at;          // the steps where a later piece started
+  std::vector<int64_t> resumed_at;          // steps done when a later piece started (resumed)
   std::map<int64_t, nlohmann::json> steps;  // step records by step
   std::vector<nlohmann::json> checkpoints;  // checkpoint records ("step" added), in order
   std::vector<std::string> notes;           // lines dropped, files not joined, ...
