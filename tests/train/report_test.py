@@ -12,6 +12,7 @@
 - Without gnuplot (ZT_GNUPLOT at a missing program, or a PATH without it): report.md
   with the note and report.csv, exit 0, and a training run still exits 0 (a warning).
 - log.report=false: no report folder.
+- An objective's own keys (DPO's rewards/*, logps/*; nested objects): one plot per family.
 """
 import csv
 import json
@@ -181,6 +182,22 @@ check(os.path.isfile("ck_noplot/report/report.csv"), "a run without gnuplot: rep
 # --- 5. log.report=false ------------------------------------------------------------------
 p = train(["ckpt.dir=ck_off", "train.steps=2", "log.report=false"], name="off")
 check(p.returncode == 0 and not os.path.exists("ck_off/report"), "log.report=false: no report folder")
+
+# --- 6. an objective's own keys (DPO's rewards/* and logps/*): a plot per family --------
+with open("dpo.jsonl", "w") as f:
+    f.write(json.dumps({"step": 0, "run": {"model": "tiny"}}) + "\n")
+    for s in range(1, 6):
+        f.write(json.dumps({"step": s, "loss": 0.7 - 0.01 * s, "lr": 1e-4, "grad_norm": 1.0, "clip_coef": 1.0,
+                            "rewards/chosen": 0.1 * s, "rewards/rejected": -0.1 * s,
+                            "logps/chosen": -10.0 + s, "logps/rejected": -12.0 - s,
+                            "offload": {"adam_s": 0.01 * s}}) + "\n")
+q = report(["dpo.jsonl"], "dpo")
+jd = json.load(open("dpo/report.json"))
+for png in ("family_rewards.png", "family_logps.png", "family_offload.png", "loss.png"):
+    check(q.returncode == 0 and png in jd["plots"] and png_size(os.path.join("dpo", png)) == (800, 400),
+          f"objective keys: {png} drawn")
+head = next(csv.reader(open("dpo/report.csv")))
+check({"rewards/chosen", "logps/rejected", "offload.adam_s"} <= set(head), "objective keys: in report.csv")
 
 print("FAIL: %d checks" % len(failures) if failures else "report_test: all checks passed")
 sys.exit(1 if failures else 0)
