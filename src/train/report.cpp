@@ -215,8 +215,9 @@ std::string figure(const nlohmann::json& x, const char* format) {
 std::string markdown(const std::vector<RunSeries>& runs, const std::vector<nlohmann::json>& sums,
                      const ReportWritten& plots) {
   std::string md = "# zt train: run report\n\n";
-  for (const RunSeries& s : runs) {
-    md += "## " + s.label + "\n\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunSeries& s = runs[i];
+    md += (runs.size() > 1 ? strf("## run %zu: ", i + 1) : std::string("## ")) + s.label + "\n\n";
     if (s.run.is_null()) md += "No run record in the file (written by a zt before the report).\n";
     for (const auto& [k, x] : s.run.items())
       md += "- " + k + ": " + (x.is_string() ? x.get<std::string>() : x.dump()) + "\n";

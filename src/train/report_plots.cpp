@@ -5,12 +5,13 @@
 //   lr.png          the learning rate
 //   grad_norm.png   the gradient norm before clipping; clipped steps marked (circles)
 //   throughput.png  tok/s (left axis) and MFU % (right axis)
-//   memory.png      the engine's memory by category and the resident set (MiB)
+//   memory.png      the engine's memory by category (those not always 0) and the
+//                   resident set (MiB)
 //   comm.png        bytes sent per step by each communicator (MB)
 //   family_<f>.png  every other numeric key, by family: the name before its first '.'
 //                   or '/' (offload.*, rewards/*, logps/* of an objective); plain keys
 //                   that are not drawn above: other.png
-// Several series overlaid, each line titled with its series' label.
+// Several series overlaid, each line titled "run N: ..." (report.md's headings).
 #include <cctype>
 #include <cmath>
 #include <set>
@@ -67,7 +68,7 @@ struct Plotter {
             const std::vector<Line>& per_series_lines) {
     if (per_series_lines.empty()) return;
     script += std::string("reset\n") + kTerminal + "set output " + quoted(png) + "\n";
-    script += "set title " + quoted(title) + "\nset grid\nset key outside right top\n"
+    script += "set title " + quoted(title) + "\nset grid\nset key outside right top font ',8' samplen 2\n"
               "set datafile missing 'NaN'\nset xlabel 'step'\n" + settings;
     std::string cmd = "plot ";
     bool first = true;
@@ -75,7 +76,8 @@ struct Plotter {
       for (const Line& l : per_series_lines) {
         if (!first) cmd += ", \\\n     ";
         first = false;
-        const std::string label = runs.size() > 1 ? runs[i].label + ": " + l.title : l.title;
+        // Several series: "run N" as report.md's headings name them (labels may be long).
+        const std::string label = runs.size() > 1 ? strf("run %zu: ", i + 1) + l.title : l.title;
         cmd += strf("'run%zu.dat' using %s %s%s title %s", i, l.using_expr.c_str(), l.style.c_str(),
                     l.axes.empty() ? "" : (" axes " + l.axes).c_str(), quoted(label).c_str());
       }
@@ -140,9 +142,15 @@ ReportWritten draw_run_plots(const std::vector<RunSeries>& runs, const std::stri
     if (p.has("mfu")) l.push_back({p.scaled("mfu", 0.01), "with lines dt 2", "MFU %", "x1y2"});
     p.plot("throughput.png", "throughput", "set ylabel 'tokens/s'\nset y2label 'MFU (%)'\nset ytics nomirror\nset y2tics\n", l);
   }
+  std::set<std::string> nonzero;  // keys with a value other than 0 in some step
+  for (const auto& series : rows)
+    for (const auto& v : series)
+      for (const auto& [k, x] : v)
+        if (x != 0 && !std::isnan(x)) nonzero.insert(k);
   std::vector<Line> memory, comm;
   std::map<std::string, std::vector<Line>> families;
   for (const std::string& k : keys) {
+    if (k.rfind("memory.", 0) == 0 && !nonzero.count(k)) continue;  // a category never used
     if (k.rfind("memory.", 0) == 0 || k == "rss_bytes")
       memory.push_back({p.scaled(k, 1048576.0), "with lines", k, ""});
     else if (k.rfind("comm_bytes.", 0) == 0)
