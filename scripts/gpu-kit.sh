@@ -304,9 +304,10 @@ compare() {
 half_up() {
   local f=2
   dry && f=0
-  paste <(grep -o '"d2h_bytes":[0-9]*' "$2" | cut -d: -f2) \
-        <(grep -o '"h2d_bytes":[0-9]*' "$2" | cut -d: -f2) \
-        <(grep -o '"stall_s":[-0-9.eE+]*' "$2" | cut -d: -f2) | awk -v line="$1" -v f="$f" '
+  # Step records only: a checkpoint record has a "stall_s" of its own (docs/training.md).
+  paste <(grep '"loss"' "$2" | grep -o '"d2h_bytes":[0-9]*' | cut -d: -f2) \
+        <(grep '"loss"' "$2" | grep -o '"h2d_bytes":[0-9]*' | cut -d: -f2) \
+        <(grep '"loss"' "$2" | grep -o '"stall_s":[-0-9.eE+]*' | cut -d: -f2) | awk -v line="$1" -v f="$f" '
     { n++; s += $3
       if (f == 0) { if ($1 != 0 || $2 != 0) bad++ } else if ($1 == 0 || f * $2 != $1) bad++ }
     END { ok = n > 0 && bad == 0
