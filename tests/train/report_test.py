@@ -11,7 +11,7 @@
   at 4. The straight run beside them: two series side by side.
 - Without gnuplot (ZT_GNUPLOT at a missing program, or a PATH without it): report.md
   with the note and report.csv, exit 0, and a training run still exits 0 (a warning).
-- log.report=false: no report folder.
+- log.report=false: no report folder; log.metrics naming the report's copy: exit 2.
 - An objective's own keys (DPO's rewards/*, logps/*; nested objects): one plot per family.
 """
 import csv
@@ -182,6 +182,11 @@ check(os.path.isfile("ck_noplot/report/report.csv"), "a run without gnuplot: rep
 # --- 5. log.report=false ------------------------------------------------------------------
 p = train(["ckpt.dir=ck_off", "train.steps=2", "log.report=false"], name="off")
 check(p.returncode == 0 and not os.path.exists("ck_off/report"), "log.report=false: no report folder")
+
+# log.metrics naming the report's own copy: both would write it, refused (exit 2).
+p = train(["ckpt.dir=ck_same", "train.steps=2", "log.metrics=ck_same/report/metrics.jsonl"], name="same")
+check(p.returncode == 2 and "is the run report's own copy" in p.stdout + p.stderr,
+      "log.metrics = ckpt.dir/report/metrics.jsonl: exit 2 naming it")
 
 # --- 6. an objective's own keys (DPO's rewards/* and logps/*): a plot per family --------
 with open("dpo.jsonl", "w") as f:
