@@ -28,6 +28,7 @@ void LiveReport::open(const std::string& dir, int64_t first_step, const std::str
     file_->open((std::filesystem::path(dir) / "metrics.jsonl").string(), first_step, /*replace=*/true);
     on_ = true;
     file_->write_line(run_record);
+    fresh_ = true;
   } catch (const std::exception& e) {
     off("opening " + dir + "/metrics.jsonl", e);
   }
@@ -37,13 +38,15 @@ void LiveReport::record(const std::string& json_line) {
   if (!on_) return;
   try {
     file_->write_line(json_line);
+    fresh_ = true;
   } catch (const std::exception& e) {
     off("writing " + dir_ + "/metrics.jsonl", e);
   }
 }
 
 void LiveReport::write() {
-  if (!on_) return;
+  if (!on_ || !fresh_) return;
+  fresh_ = false;
   try {
     const ReportWritten w =
         write_run_report(read_runs({(std::filesystem::path(dir_) / "metrics.jsonl").string()}), dir_);

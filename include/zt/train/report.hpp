@@ -79,7 +79,7 @@ class LiveReport {
   ~LiveReport();
   void open(const std::string& dir, int64_t first_step, const std::string& run_record);
   void record(const std::string& json_line);  // a record for metrics.jsonl
-  void write();                               // the report, from metrics.jsonl
+  void write();  // the report, from metrics.jsonl (nothing new since the last: a no-op)
   bool on() const { return on_; }
 
  private:
@@ -88,6 +88,7 @@ class LiveReport {
   std::unique_ptr<MetricsFile> file_;
   std::string note_;  // the last plot note warned (each is warned once)
   bool on_ = false;
+  bool fresh_ = false;  // records written since the last report
 };
 
 }  // namespace zt::train
