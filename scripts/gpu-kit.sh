@@ -304,9 +304,10 @@ compare() {
 half_up() {
   local f=2
   dry && f=0
-  paste <(grep -o '"d2h_bytes":[0-9]*' "$2" | cut -d: -f2) \
-        <(grep -o '"h2d_bytes":[0-9]*' "$2" | cut -d: -f2) \
-        <(grep -o '"stall_s":[-0-9.eE+]*' "$2" | cut -d: -f2) | awk -v line="$1" -v f="$f" '
+  # Step records only: a checkpoint record has a "stall_s" of its own (docs/training.md).
+  paste <(grep '"loss"' "$2" | grep -o '"d2h_bytes":[0-9]*' | cut -d: -f2) \
+        <(grep '"loss"' "$2" | grep -o '"h2d_bytes":[0-9]*' | cut -d: -f2) \
+        <(grep '"loss"' "$2" | grep -o '"stall_s":[-0-9.eE+]*' | cut -d: -f2) | awk -v line="$1" -v f="$f" '
     { n++; s += $3
       if (f == 0) { if ($1 != 0 || $2 != 0) bad++ } else if ($1 == 0 || f * $2 != $1) bad++ }
     END { ok = n > 0 && bad == 0
@@ -566,7 +567,7 @@ line_speed() {  # tinyllama-1.1b, seq 2048, bf16-mixed: tokens/s, MFU, peak memo
   mpirun -np 1 "$ZT_KIT_ZT" train "${common[@]}" --set "ckpt.dir=$w/speed.ckpt" "${s[@]}" --set train.device=cuda --set comm.backend=nccl \
     --set train.steps=8 --set train.warmup=1 --set log.every=1 --set "log.metrics=$w/$name.jsonl" </dev/null >"$w/$name.log" 2>&1 ||
     { failed speed speed; return; }
-  tail -n 4 "$w/$name.jsonl" | awk -v est="$(grep -m1 '^step ' "$w/speed_estimate.txt" | cut -c1-160)" '
+  grep '"loss"' "$w/$name.jsonl" | tail -n 4 | awk -v est="$(grep -m1 '^step ' "$w/speed_estimate.txt" | cut -c1-160)" '
     { match($0, /"tokens_per_s":[-0-9.eE+]*/); t += substr($0, RSTART + 15, RLENGTH - 15)
       match($0, /"mfu":[-0-9.eE+]*/); m += substr($0, RSTART + 6, RLENGTH - 6)
       if (match($0, /"peak_total":[0-9.eE+]*/)) p = substr($0, RSTART + 13, RLENGTH - 13); n++ }

@@ -51,7 +51,7 @@ python3 - "$work" "$rounds" "$rate" "$version" "$cmd" "$(nproc)" > "$out" <<'PY'
 import json, re, statistics, sys
 work, rounds, rate, commit, cmd, cores = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 def load(name):
-    return [json.loads(l) for l in open(f"{work}/{name}.jsonl")]
+    return [r for r in map(json.loads, open(f"{work}/{name}.jsonl")) if "loss" in r]
 rows, med = [], {}
 for link in ("full", "throttled"):
     for cfg in ("hpz", "zero3"):

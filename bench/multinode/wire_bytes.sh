@@ -78,7 +78,7 @@ for cfg in ("hpz", "zero3"):
     w = [(wire(f"{cfg}-{r}") - wire(f"{cfg}-short-{r}")) / (steps - short) for r in range(1, rounds + 1)]
     pk = st.median((pkts(f"{cfg}-{r}") - pkts(f"{cfg}-short-{r}")) / (steps - short) for r in range(1, rounds + 1))
     pay = st.median(w) - HDR * pk
-    m = [json.loads(l) for l in open(f"{work}/{cfg}-1.jsonl")]
+    m = [r for r in map(json.loads, open(f"{work}/{cfg}-1.jsonl")) if "loss" in r]
     mod = 4 * st.median(s["comm_inter_node_bytes"] for s in m)
     res[cfg] = (st.median(w), mod)
     print(f"| {'hpZ' if cfg == 'hpz' else 'ZeRO-3'} | {st.median(w)/1e6:.3f} | {', '.join(f'{x/1e6:.3f}' for x in w)} | "

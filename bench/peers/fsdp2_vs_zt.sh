@@ -89,7 +89,7 @@ for impl in ("zt", "fsdp2"):
     for r in range(1, rounds + 1):
         n = f"{impl}-{r}"
         if impl == "zt":
-            m = [json.loads(l) for l in open(f"{work}/{n}.jsonl")]
+            m = [r for r in map(json.loads, open(f"{work}/{n}.jsonl")) if "loss" in r]
             t = [s["step_time_s"] for s in m[1:]]
             loss.append(m[-1]["loss"])
             modelled = st.median(s["comm_inter_node_bytes"] for s in m)

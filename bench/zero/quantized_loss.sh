@@ -32,7 +32,7 @@ cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 python3 - "$work" "$out" "$commit" "$cpu" "$np" "$rpn" "$root" "$plain" "$quant" <<'PY'
 import json, sys, datetime
 work, out, commit, cpu, np, rpn, root, plain, quant = sys.argv[1:]
-def load(n): return [json.loads(l) for l in open(f"{work}/{n}.jsonl")]
+def load(n): return [r for r in map(json.loads, open(f"{work}/{n}.jsonl")) if "loss" in r]
 p, q = load("plain"), load("quant")
 def evals(rows): return {r["step"]: r["eval_loss"] for r in rows if "eval_loss" in r}
 ep, eq = evals(p), evals(q)

@@ -84,7 +84,7 @@ names = ["s0-np2", "s1-np2", "s2-np2", "s3-np2", "s0-np4", "s1-np4", "s2-np4", "
 label = {"s0": "0 (DDP baseline)", "s1": "1", "s2": "2", "s3": "3", "s3hpz": "3 + hpZ (h = 2)"}
 rows = {}
 for nm in names:
-    rows[nm] = [json.loads(l) for l in open(f"{work}/{nm}.jsonl")]
+    rows[nm] = [r for r in map(json.loads, open(f"{work}/{nm}.jsonl")) if "loss" in r]
 MB = 1e6
 lines = []
 lines.append("| ranks (nodes x ranks) | stage | step time median (s) | vs stage 0 | intra-node MB/step | inter-node MB/step | total MB/step | engine formula MB | textbook MB (2Ψ or 3Ψ)(n-1)/n | modelled / formula | model states MiB/rank | peak engine MiB/rank |")

@@ -1,35 +1,18 @@
-// Plots of a report with gnuplot: data files and a script written into a private folder
-// made inside the report directory (mkdtemp, mode 0700), `gnuplot plots.gp` run there
-// (posix_spawnp, no shell), then each result moved into the report directory the one safe
-// way (core/files.hpp: a symlink planted there is replaced, never written through). busbw.png: busbw against
+// Plots of a report through the one gnuplot runner (core/gnuplot.hpp). busbw.png: busbw against
 // size, one line per op (out-of-place; broadcast in-place), log2 size axis.
 // pairs.png: the pair-bandwidth matrix, one coloured cell per pair with its value.
 // Without gnuplot the report says so; it never fails the check.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
 #include <algorithm>
-#include <cstring>
 
 #include "zt/check/report_writer.hpp"
 #include "zt/check/stages.hpp"
 #include "zt/core/error.hpp"
-#include "zt/core/files.hpp"
+#include "zt/core/gnuplot.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 
-extern char** environ;
-
 namespace zt::check {
 namespace {
-
-// The files the plots leave, each moved into the report directory when made.
-constexpr const char* kPlotFiles[] = {"busbw.dat", "plots.gp", "plots.log", "busbw.png", "pairs.png"};
 
 // busbw.dat: one block per op (gnuplot `index`), "size busbw" per line.
 std::string busbw_data(const Report& r) {
@@ -118,75 +101,6 @@ std::string pairs_script(const Report& r) {
   return s + "plot NaN notitle\n";
 }
 
-// Runs `gnuplot plots.gp` in the folder `work` with stdout and stderr into plots.log
-// there; returns its exit status, or -1 with errno set when it could not be started.
-int run_gnuplot(const std::filesystem::path& work) {
-  posix_spawn_file_actions_t actions;
-  if (const int rc = posix_spawn_file_actions_init(&actions); rc != 0) {
-    errno = rc;
-    return -1;
-  }
-  const std::string log = (work / "plots.log").string();
-  const std::string work_dir = work.string();
-  int rc = posix_spawn_file_actions_addchdir_np(&actions, work_dir.c_str());
-  if (rc == 0)
-    rc = posix_spawn_file_actions_addopen(&actions, 1, log.c_str(),
-                                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
-  if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  if (rc != 0) {
-    posix_spawn_file_actions_destroy(&actions);
-    errno = rc;
-    return -1;
-  }
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  // $ZT_GNUPLOT names another gnuplot (tests point it at a missing one).
-  const char* chosen = std::getenv("ZT_GNUPLOT");
-  const std::string program = chosen != nullptr && *chosen != '\0' ? chosen : "gnuplot";
-  char script[] = "plots.gp";
-  char* argv[] = {const_cast<char*>(program.c_str()), script, nullptr};
-  pid_t pid = 0;
-  rc = posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    errno = rc;
-    return -1;
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// A private folder inside the report directory, removed (with what is left in it) at
-// scope exit.
-struct PrivateFolder {
-  std::filesystem::path path;
-  explicit PrivateFolder(const std::filesystem::path& dir) {
-    std::string name = (dir / ".plots.XXXXXX").string();
-    if (::mkdtemp(name.data()) == nullptr)
-      throw Error(strf("cannot make a private folder '%s' for the plots: %s (errno %d)", name.c_str(),
-                       std::strerror(errno), errno),
-                  "check free space and permissions of the report directory");
-    path = name;
-  }
-  ~PrivateFolder() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);  // never follows a link inside it
-  }
-  PrivateFolder(const PrivateFolder&) = delete;
-  PrivateFolder& operator=(const PrivateFolder&) = delete;
-};
-
-// Moves the regular files among kPlotFiles from `work` into `dir`.
-void move_results(const std::filesystem::path& work, const std::filesystem::path& dir) {
-  for (const char* name : kPlotFiles) {
-    struct stat st{};
-    const std::string from = (work / name).string();
-    if (::lstat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    publish_file(from, (dir / name).string());
-  }
-}
-
 }  // namespace
 
 void write_plots(Report& r, const std::filesystem::path& dir) {
@@ -208,21 +122,12 @@ void write_plots(Report& r, const std::filesystem::path& dir) {
     r.plot_note = "nothing to plot";
     return;
   }
-  const PrivateFolder work(dir);
-  if (!data.empty()) write_file_safely((work.path / "busbw.dat").string(), data, "plot data");
-  write_file_safely((work.path / "plots.gp").string(), script, "plot script");
-  const int status = run_gnuplot(work.path);
-  move_results(work.path, dir);
-  if (status < 0 || status == 127) {
-    r.plot_note = "gnuplot not found: plots not drawn (data and script are in plots.gp; "
-                  "HINT: apt-get install gnuplot-nox, then run gnuplot plots.gp in the report directory)";
-    return;
-  }
-  if (status != 0) {
-    r.plot_note = strf("gnuplot failed (exit %d): see plots.log", status);
-    return;
-  }
-  r.plots = pngs;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  if (!data.empty()) inputs.emplace_back("busbw.dat", data);
+  inputs.emplace_back("plots.gp", script);
+  GnuplotResult drawn = run_gnuplot(dir, inputs, pngs);
+  r.plot_note = drawn.note;
+  if (drawn.note.empty()) r.plots = drawn.drawn;
 }
 
 }  // namespace zt::check

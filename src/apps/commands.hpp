@@ -29,6 +29,7 @@ Run add_train_command(CLI::App& app);     // train_command.cpp    : zt train
 Run add_convert_command(CLI::App& app);   // convert_command.cpp  : zt convert ...
 Run add_estimate_command(CLI::App& app);  // estimate_command.cpp : zt estimate
 Run add_generate_command(CLI::App& app);  // generate_command.cpp : zt generate
+Run add_report_command(CLI::App& app);    // report_command.cpp   : zt report
 
 // For --config: an empty path (`--config ""`, an unset shell variable) is a usage error,
 // not "no file" (what it was read as before). The file itself is checked when loaded.

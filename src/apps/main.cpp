@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   std::vector<Entry> entries;
   for (auto add : {zt::apps::add_check_command, zt::apps::add_train_command,
                    zt::apps::add_convert_command, zt::apps::add_estimate_command,
-                   zt::apps::add_generate_command}) {
+                   zt::apps::add_generate_command, zt::apps::add_report_command}) {
     zt::apps::Run run = add(app);
     // get_subcommands() with no filter lists only the *parsed* ones; this lists all.
     entries.push_back({app.get_subcommands([](CLI::App*) { return true; }).back(), std::move(run)});

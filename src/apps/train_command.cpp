@@ -7,12 +7,15 @@
 #include <omp.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "options.hpp"
@@ -33,6 +36,7 @@
 #include "zt/train/config.hpp"
 #include "zt/train/device.hpp"
 #include "zt/train/metrics.hpp"
+#include "zt/train/report.hpp"
 #include "zt/train/trainer.hpp"
 
 namespace zt::apps {
@@ -158,15 +162,59 @@ void log_banner(const train::TrainConfig& tc, const runtime::Topology& topo,
                  tc.model.flops_per_token(tc.seq_len) / 1e6));
 }
 
+// The run's facts (the banner's), the first record of log.metrics and of the report's
+// copy: {"step": first_step, "run": {...}} (train/report.hpp; docs/training.md).
+std::string run_record(const train::TrainConfig& tc, const runtime::Topology& topo,
+                       const data::TokenFile& tokens, int threads, const std::string& device_line,
+                       int64_t first_step) {
+  nlohmann::json run = {
+      {"model", tc.model.name},
+      {"parameters", tc.model.num_params()},
+      {"layers", tc.model.layers},
+      {"hidden", tc.model.hidden},
+      {"ranks", topo.world_size},
+      {"nodes", topo.node_count},
+      {"threads_per_rank", threads},
+      {"device", device_line},
+      {"zero", strf("stage %d, hpz_partition_size %d, prefetch %d, quantize weights %s / grads %s, "
+                    "reduce %s",
+                    tc.zero.stage, tc.zero.hpz_partition_size, tc.zero.prefetch,
+                    tc.zero.quantize_weights ? "on" : "off", tc.zero.quantize_grads ? "on" : "off",
+                    tc.zero.reduce_dtype == DType::kF32 ? "fp32" : "bf16")},
+      {"data", tc.data_path},
+      {"data_tokens", tokens.tokens.size()},
+      {"tokenizer", tokens.tokenizer},
+      {"vocab", tc.model.vocab},
+      {"batch", strf("micro_batch %lld x %d ranks x accumulation %lld = %lld sequences x %lld "
+                     "tokens = %lld tokens/step",
+                     static_cast<long long>(tc.micro_batch), topo.world_size,
+                     static_cast<long long>(tc.accum), static_cast<long long>(tc.global_batch),
+                     static_cast<long long>(tc.seq_len),
+                     static_cast<long long>(tc.tokens_per_step()))},
+      {"steps", tc.steps},
+      {"optimizer", strf("AdamW lr %g -> %g (warm-up %lld, cosine), weight decay %g, grad clip %g",
+                         tc.lr, tc.min_lr, static_cast<long long>(tc.warmup), tc.weight_decay,
+                         tc.grad_clip)},
+      {"mfu_peak_tflops_per_rank", tc.peak_tflops},
+      {"first_step", first_step}};
+  if (tc.lora.enabled())
+    run["finetune"] = model::trainable_banner(model::trainable_counts(tc.model, tc.lora));
+  return nlohmann::json{{"step", first_step}, {"run", run}}.dump();
+}
+
 // What every step reports: rank 0 logs the step line (the first, every log.every-th and the
-// last), the eval line, and the JSON line of log.metrics; a failed metrics write ends the job.
+// last), the eval line, the JSON line of log.metrics (a failed write ends the job) and of
+// the report's copy (log.report: a failure is a warning).
 std::function<void(const train::StepRecord&)> step_reporter(
     const train::TrainConfig& tc, const runtime::Runtime& rt, train::MetricsFile& metrics,
-    std::chrono::steady_clock::time_point t_start) {
+    train::LiveReport& report, std::chrono::steady_clock::time_point t_start) {
   const int64_t steps = tc.steps, every = tc.log_every;
-  return [&tc, &rt, &metrics, t_start, steps, every](const train::StepRecord& r) {
+  const bool verbose = tc.log_verbose;
+  return [&rt, &metrics, &report, t_start, steps, every, verbose](const train::StepRecord& r) {
     if (rt.topology().world_rank != 0) return;
-    if (r.step == 1 || r.step == steps || r.step % every == 0) log::info(train::step_line(r, steps));
+    if (r.step == 1 || r.step == steps || r.step % every == 0)
+      log::info(train::step_line(r, steps, verbose));
+    report.record(train::step_json(r));
     if (r.eval_loss) {
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -267,20 +315,49 @@ int run_train(const TrainArgs& args) {
     measured = true;
   }
 
-  // log.metrics is opened once the resumed step is known (continued, never truncated).
+  // log.metrics is opened once the resumed step is known (continued, never truncated);
+  // so is the report's own copy in ckpt.dir/report (log.report, rank 0).
   train::MetricsFile metrics;
+  train::LiveReport report;
+  const bool root = topo.world_rank == 0;
+  const std::string device_line = device.describe(facts.nccl_version);
 
-  log_banner(tc, topo, tokens, threads, measured, device.describe(facts.nccl_version));
+  log_banner(tc, topo, tokens, threads, measured, device_line);
 
   const auto t_start = std::chrono::steady_clock::now();
   train::TrainHooks hooks;
-  hooks.on_step = step_reporter(tc, rt, metrics, t_start);
-  if (!tc.metrics_path.empty())
-    hooks.on_start = [&](int64_t first_step) {
+  hooks.on_step = step_reporter(tc, rt, metrics, report, t_start);
+  hooks.on_start = [&](int64_t first_step) {
+    const std::string run = run_record(tc, topo, tokens, threads, device_line, first_step);
+    const std::string copy = tc.ckpt.dir + "/report/metrics.jsonl";  // log.report's own copy
+    if (!tc.metrics_path.empty())
       runtime::collectively(rt.world(), [&] {
+        std::error_code ec;
+        if (tc.log_report && std::filesystem::weakly_canonical(tc.metrics_path, ec) ==
+                                 std::filesystem::weakly_canonical(copy, ec))
+          throw InputError("log.metrics = '" + tc.metrics_path + "' is the run report's own copy of "
+                           "the records (" + copy + "); both would write it",
+                           "name another file for log.metrics, or set log.report = false");
         metrics.open(tc.metrics_path, first_step, tc.ckpt.overwrite);
+        metrics.write_line(run);
       }, /*rank0_only=*/true);
-    };
+    if (root && tc.log_report) report.open(tc.ckpt.dir + "/report", first_step, run);  // writes `copy`
+  };
+  // Each checkpoint: its record, then the report redrawn (rank 0).
+  hooks.on_checkpoint = [&](const train::CheckpointRecord& c) {
+    if (!root) return;
+    const std::string line = train::checkpoint_json(c);
+    if (metrics.is_open()) {
+      try {
+        metrics.write_line(line);
+      } catch (const Error& e) {  // as a failed step record: end the whole job
+        log::error(e.message() + "\n  HINT: " + e.hint());
+        rt.abort(static_cast<int>(ExitCode::kFailed));
+      }
+    }
+    report.record(line);
+    report.write();
+  };
 
   const train::TrainResult result =
       train::train(tc, *comm, tokens, hooks,
@@ -289,6 +366,7 @@ int run_train(const TrainArgs& args) {
                                     nccl_world.get()});
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (root) report.write();  // the end of the run (log.report; a no-op when off)
   const int64_t steps = tc.steps;
   if (result.nothing_left) {
     log::info(strf("nothing is left to train: the checkpoint %s is at step %lld of train.steps = "

@@ -188,6 +188,9 @@ void LoopCheckpoints::collect() {
                    static_cast<long long>(async_step_), r->path.c_str(),
                    static_cast<double>(r->bytes) / 1e6, r->seconds,
                    static_cast<double>(r->bytes) / 1e6 / std::max(r->seconds, 1e-9), stall.c_str()));
+  if (on_saved_)
+    on_saved_({async_step_, r->path, r->bytes, r->seconds,
+               engine_.owned_in_place() ? async_stall_ + g.copy_seconds + g.waited : async_stall_, true});
 }
 
 void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
@@ -228,6 +231,7 @@ void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
                    static_cast<long long>(done), r.path.c_str(), static_cast<double>(r.bytes) / 1e6,
                    r.seconds, static_cast<double>(r.bytes) / 1e6 / std::max(r.seconds, 1e-9),
                    r.seconds));
+  if (on_saved_) on_saved_({done, r.path, r.bytes, r.seconds, r.seconds, false});
 }
 
 std::chrono::milliseconds LoopCheckpoints::comm_timeout() const {

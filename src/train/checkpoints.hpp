@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "zt/comm/comm.hpp"
 #include "zt/core/files.hpp"
 #include "zt/train/config.hpp"
+#include "zt/train/metrics.hpp"
 #include "zt/zero/engine.hpp"
 
 namespace zt::train {
@@ -45,6 +47,9 @@ class LoopCheckpoints {
   // The training data's tokenizer, recorded in every checkpoint saved from now on.
   void set_tokenizer(ckpt::TokenizerRecord t) { tokenizer_ = std::move(t); }
 
+  // Called on every rank after each checkpoint is written (TrainHooks::on_checkpoint).
+  void set_on_saved(std::function<void(const CheckpointRecord&)> f) { on_saved_ = std::move(f); }
+
   // After the last step: the final save (ckpt.save_final) unless that step was saved.
   void finish(int64_t done, int64_t tokens_seen);
 
@@ -66,6 +71,7 @@ class LoopCheckpoints {
   zero::Engine& engine_;
   int64_t saved_step_ = -1;
   ckpt::TokenizerRecord tokenizer_;  // set_tokenizer
+  std::function<void(const CheckpointRecord&)> on_saved_;  // set_on_saved
   // A LoRA run's base (ckpt.init_from, or a resumed adapters file's base_path): absolute
   // path and content hash (ckpt::base_hash), written into every adapters checkpoint.
   std::string base_path_, base_hash_;

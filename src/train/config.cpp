@@ -131,6 +131,12 @@ config::Schema train_schema() {
   range(s.add_float("sample.temperature", 0.8, "sampling temperature; 0: greedy"), 0, 1e6);
   s.add_int("sample.seed", 42, "seed of the sampler").min = 0;
   s.add_string("log.metrics", "", "JSONL file: one JSON object per step (rank 0); empty: none");
+  s.add_bool("log.report", true,
+             "write the run report (report.md, plots) into ckpt.dir/report at each checkpoint "
+             "and at the end (rank 0; a failure is a warning)");
+  s.add_bool("log.verbose", false,
+             "the full step line (memory, comm bytes, engine memory, offload phases); false: "
+             "the essentials in about 100 columns");
   range(s.add_int("log.every", 1, "print a log line every N steps (and the first and last)"), 1, 1e12);
   range(s.add_float("log.progress_every", 10.0,
                     "seconds between progress lines of long start-up work (data preparation, "
@@ -273,6 +279,8 @@ TrainConfig resolve(const config::Config& c, int world) {
                                                "or --set sample.tokens=0");
   t.metrics_path = c.get_string("log.metrics");
   t.log_every = c.get_int("log.every");
+  t.log_report = c.get_bool("log.report");
+  t.log_verbose = c.get_bool("log.verbose");
   t.comm_timeout_s = c.get_float("comm.timeout");
   t.device = c.get_string("train.device");
   t.precision = c.get_string("train.precision");

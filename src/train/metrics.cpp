@@ -73,7 +73,12 @@ std::string offload_phases(const zero::OffloadTimes& o) {
 }
 }  // namespace
 
-std::string step_line(const StepRecord& r, int64_t steps) {
+std::string step_line(const StepRecord& r, int64_t steps, bool verbose) {
+  if (!verbose)
+    return strf("step %5lld/%lld | loss %.4f | lr %.2e | gnorm %6.3f%s | %7.0f tok/s | MFU %4.1f%% | %.3f s",
+                static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
+                r.grad_norm, r.skipped ? " skip" : r.clip_coef < 1.0 ? " clip" : "",
+                r.tokens_per_s, 100.0 * r.mfu, r.step_time_s);
   const zero::MemoryStats& m = r.zero_memory;
   const auto mib = [](size_t bytes) { return format_binary(bytes, BinaryUnit::kMiB, 1); };
   const std::string trained =
@@ -123,6 +128,17 @@ std::string step_json(const StepRecord& r) {
   return j.dump();
 }
 
+std::string checkpoint_json(const CheckpointRecord& c) {
+  return nlohmann::json{{"step", c.step},
+                        {"checkpoint",
+                         {{"path", c.path},
+                          {"bytes", c.bytes},
+                          {"seconds", c.seconds},
+                          {"stall_s", c.stall_s},
+                          {"background", c.background}}}}
+      .dump();
+}
+
 MetricsFile::~MetricsFile() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -162,7 +178,7 @@ void MetricsFile::open(const std::string& path, int64_t first_step, bool replace
         cut = true;  // a line cut short by a kill, if it is the last
         continue;
       }
-      if (j["step"].get<int64_t>() <= first_step) kept += line + "\n";
+      if (first_step > 0 && j["step"].get<int64_t>() <= first_step) kept += line + "\n";
     }
     if (in.bad())
       throw InputError(strf("%s: reading it failed: %s", name.c_str(), std::strerror(errno)), hint);
@@ -179,8 +195,10 @@ void MetricsFile::open(const std::string& path, int64_t first_step, bool replace
                      "check that its folder exists and is writable");
 }
 
-void MetricsFile::write(const StepRecord& r) {
-  const std::string line = step_json(r) + "\n";
+void MetricsFile::write(const StepRecord& r) { write_line(step_json(r)); }
+
+void MetricsFile::write_line(const std::string& json) {
+  const std::string line = json + "\n";
   write_all(fd_, line.data(), line.size(), path_, "log.metrics file");
 }
 

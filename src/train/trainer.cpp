@@ -334,6 +334,7 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     return result;
   }
   if (hooks.on_start) hooks.on_start(result.first_step);
+  if (hooks.on_checkpoint) checkpoints_->set_on_saved(hooks.on_checkpoint);
   // A stop request during the start-up (engine init, resume) is honoured before the
   // first step: saved (a no-op when just resumed from this step) and ended.
   if (checkpoints_->before_first_step(result.first_step, tokens_seen_)) {

@@ -63,7 +63,7 @@ def rank_pids(launcher_pid):
 
 def losses(path):
     with open(path) as f:
-        return {r["step"]: r["loss"] for r in map(json.loads, f)}
+        return {r["step"]: r["loss"] for r in map(json.loads, f) if "loss" in r}
 
 
 def latest(d):
@@ -385,9 +385,12 @@ def requeue(work, zt, launcher):
     cont = run(zt, launcher, keys + ["train.steps=8", "ckpt.resume=auto"], "resumed at step 4")
     if cont.returncode != 0:
         fail("the resumed run failed")
-    got = [json.loads(line)["step"] for line in open(metrics)]
+    records = [json.loads(line) for line in open(metrics)]
+    got = [r["step"] for r in records if "loss" in r]
     if got != list(range(1, 9)):
         fail("the metrics file after the resume holds steps %s, expected 1-8" % got)
+    if [r["step"] for r in records if "run" in r][-1:] != [4]:
+        fail("the resumed piece did not start with its run record at step 4 (report.hpp)")
     now = losses(metrics)
     if any(now[s] != old[s] for s in range(1, 5)):
         fail("the resume rewrote the lines of steps 1-4")

@@ -10,9 +10,10 @@ The table is generated, not hand-copied:
     as `zt train`, then the memory model) and once as a wrong TOML type through
     `zt estimate --config FILE`;
   - every option of every subcommand (check, train, estimate, generate, convert
-    text-to-tokens, hf-to-h5, h5-to-hf), from its `--help`, with hostile values;
+    text-to-tokens, hf-to-h5, h5-to-hf, report), from its `--help`, with hostile values;
   - every path argument and path key (`--config`, `--report`, `--baseline`, `data.path`,
-    `ckpt.dir`, `log.metrics`, the convert inputs and outputs, ...) set to a directory,
+    `ckpt.dir`, `log.metrics`, the convert inputs and outputs, `zt report`'s files and
+    `--out`, ...) set to a directory,
     /dev/zero, /dev/null, a FIFO, a symlink out of the work folder, a dangling symlink, a
     missing path, a read-only file outside the work folder, and an empty string.
 Runs that are accepted do tiny work (1 training step of a small model, a one-size sweep).
@@ -215,6 +216,7 @@ def main():
     setup_ck = os.path.join(work, "setup-ck")
     subprocess.run([zt, "train"] + sets(TINY + ["data.path=" + tokens, "ckpt.dir=" + setup_ck]),
                    cwd=work, env=env, check=True, capture_output=True, timeout=120)
+    setup_metrics = os.path.join(setup_ck, "report", "metrics.jsonl")  # log.report's copy
     generate_base = {"--weights": setup_ck, "--prompt": "ab", "--max-new-tokens": "2", "--threads": "1"}
     paths = {"dir": os.path.join(work, "adir"), "/dev/zero": "/dev/zero", "/dev/null": "/dev/null",
              "fifo": os.path.join(work, "fifo"), "symlink-out": os.path.join(work, "link"),
@@ -275,6 +277,8 @@ def main():
             ("convert h5-to-hf <%s> OUT" % kind, [zt, "convert", "h5-to-hf", p, os.path.join(work, "hf-out-" + kind)]),
             ("convert h5-to-hf CKPT <%s>" % kind, [zt, "convert", "h5-to-hf", tokens, p]),
         ]
+        cases += [("report <%s>" % kind, [zt, "report", p, "--out", os.path.join(work, "rep-" + kind)]),
+                  ("report METRICS --out <%s>" % kind, [zt, "report", setup_metrics, "--out", p])]
         args = dict(generate_base)
         args["--weights"] = p
         cases.append(("generate --weights <%s>" % kind, [zt, "generate"] + [x for kv in args.items() for x in kv]))
@@ -290,6 +294,8 @@ def main():
             "hf-to-h5": [os.path.join(work, "adir"), os.path.join(work, "opt.h5")],
             "h5-to-hf": [tokens, os.path.join(work, "opt-hf")]}
     subs.append(("convert", "sft-to-tokens"))
+    subs.append(("report",))
+    tail["report"] = [setup_metrics]
     tail["sft-to-tokens"] = ["--tokenizer", os.path.join(work, "adir"), os.path.join(work, "in.txt"),
                              os.path.join(work, "sft.h5")]
     n_options = n_numeric = 0

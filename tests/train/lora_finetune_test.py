@@ -58,7 +58,7 @@ def main():
     check(line in out and line in qout, "PEFT's trainable line in both banners")
     runs = {}
     for m in ("lora", "qlora"):
-        steps = [json.loads(l) for l in open(os.path.join(work, f"finetune-{m}.jsonl"))]
+        steps = [r for r in map(json.loads, open(os.path.join(work, f"finetune-{m}.jsonl"))) if "loss" in r]
         runs[m] = steps
         check(len(steps) == 20, f"{m}: 20 fine-tuning steps logged ({len(steps)})")
         evals = [s["eval_loss"] for s in steps if "eval_loss" in s]

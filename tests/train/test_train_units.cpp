@@ -198,6 +198,38 @@ TEST(Sampling, GenerateStopsAndSlidesTheWindow) {
   EXPECT_EQ(zt::train::stop_reason_name(g.reason), std::string("stop"));
 }
 
+// The default step line: the essentials within 100 columns at common figures (120 at
+// extreme ones); the verbose one adds memory and comm bytes.
+TEST(Metrics, ShortStepLineAndVerbose) {
+  zt::train::StepRecord r;
+  r.step = 123456;
+  r.loss = 12.3456;
+  r.lr = 3e-4;
+  r.grad_norm = 1234.5;
+  r.clip_coef = 0.5;
+  r.tokens_per_s = 12345678;
+  r.mfu = 0.456;
+  r.step_time_s = 12.345;
+  const std::string line = zt::train::step_line(r, 1000000);
+  EXPECT_EQ(line, "step 123456/1000000 | loss 12.3456 | lr 3.00e-04 | gnorm 1234.500 clip | "
+                  "12345678 tok/s | MFU 45.6% | 12.345 s");
+  EXPECT_LE(line.size(), 120u) << line;
+  zt::train::StepRecord common = r;
+  common.step = 25;
+  common.loss = 2.6585;
+  common.grad_norm = 0.99;
+  common.tokens_per_s = 7972;
+  common.mfu = 0.181;
+  common.step_time_s = 0.514;
+  EXPECT_LE(zt::train::step_line(common, 200).size(), 100u) << zt::train::step_line(common, 200);
+  r.skipped = true;
+  EXPECT_NE(zt::train::step_line(r, 1000000).find("gnorm 1234.500 skip |"), std::string::npos);
+  const std::string full = zt::train::step_line(r, 1000000, true);
+  EXPECT_NE(full.find("| grad norm 1234.500 (clipped) |"), std::string::npos) << full;
+  EXPECT_NE(full.find("| mem "), std::string::npos) << full;
+  EXPECT_NE(full.find("| comm intra "), std::string::npos) << full;
+}
+
 TEST(Metrics, MfuFormulaAndMemory) {
   // 1000 tok/s * 6e6 FLOP/token on 2 ranks of 1e10 FLOP/s: 6e9 / 2e10 = 0.3.
   EXPECT_DOUBLE_EQ(zt::train::mfu(1000.0, 6e6, 2, 1e10), 0.3);
@@ -213,7 +245,7 @@ TEST(Metrics, OffloadPhaseTimesInTheStepLineAndJson) {
   zt::train::StepRecord r;
   r.step = 3;
   r.step_time_s = 1.5;
-  EXPECT_EQ(zt::train::step_line(r, 10).find("offload"), std::string::npos);
+  EXPECT_EQ(zt::train::step_line(r, 10, true).find("offload"), std::string::npos);
   EXPECT_EQ(zt::train::step_json(r).find("offload"), std::string::npos);
   r.offload.active = true;
   r.offload.d2h_s = 0.0125;
@@ -222,7 +254,8 @@ TEST(Metrics, OffloadPhaseTimesInTheStepLineAndJson) {
   r.offload.stall_s = 0.004;
   r.offload.d2h_bytes = 4096;
   r.offload.h2d_bytes = 8192;
-  const std::string line = zt::train::step_line(r, 10);
+  EXPECT_EQ(zt::train::step_line(r, 10).find("offload"), std::string::npos);  // the short line
+  const std::string line = zt::train::step_line(r, 10, /*verbose=*/true);
   EXPECT_NE(line.find("| 1.500 s | offload d2h 0.013 adam 0.250 h2d 0.011 stall 0.004 s"),
             std::string::npos)
       << line;

@@ -54,6 +54,8 @@ struct TrainConfig {
 
   std::string metrics_path;  // JSONL, "" for none
   int64_t log_every = 1;
+  bool log_report = true;    // the run report in ckpt.dir/report (report.hpp)
+  bool log_verbose = false;  // the full step line
   double comm_timeout_s = 300;
   // train.device, train.precision, train.share_gpu, comm.backend as written; resolved
   // against what each rank sees by choose_device (device.hpp).

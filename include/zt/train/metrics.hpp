@@ -59,10 +59,27 @@ struct StepRecord {
   zero::OffloadTimes offload;
 };
 
-// The step for people: "step    10/200 | loss 2.3456 | lr 1.00e-03 | grad norm  0.812 | ...".
-std::string step_line(const StepRecord& r, int64_t steps);
+// A checkpoint saved by the loop (on every rank; the figures are rank 0's).
+struct CheckpointRecord {
+  int64_t step = 0;       // steps done when it was taken
+  std::string path;       // the published file
+  uint64_t bytes = 0;     // bytes written, all ranks
+  double seconds = 0;     // the write (ckpt.async: in the background)
+  double stall_s = 0;     // training held up by it
+  bool background = false;  // ckpt.async
+};
+
+// The step for people. Short (the default, about 100 columns):
+//   "step    10/200 | loss 2.3456 | lr 1.00e-03 | gnorm  0.812 clip |   12345 tok/s | MFU  1.2% | 0.123 s"
+// ("clip": the gradients were clipped; "skip": the step took no update); verbose
+// (log.verbose): also the trained tokens, memory, comm bytes, engine memory and offload
+// phases: "step    10/200 | loss 2.3456 | lr 1.00e-03 | grad norm  0.812 | ... | mem ...".
+std::string step_line(const StepRecord& r, int64_t steps, bool verbose = false);
 // The step as one JSON object on one line (log.metrics; docs/training.md lists the keys).
 std::string step_json(const StepRecord& r);
+// {"step": S, "checkpoint": {"path", "bytes", "seconds", "stall_s", "background"}}
+// (report.hpp lists the records of a metrics file).
+std::string checkpoint_json(const CheckpointRecord& c);
 
 // The log.metrics file: one step_json line per step, written by rank 0 (issue 20).
 // Never through a symlink (refused: exit 2). A fresh run (first_step 0) creates it and
@@ -81,6 +98,7 @@ class MetricsFile {
   void open(const std::string& path, int64_t first_step, bool replace);
   bool is_open() const { return fd_ >= 0; }
   void write(const StepRecord& r);  // one line, flushed to the kernel; throws zt::Error
+  void write_line(const std::string& json);  // another record (report.hpp), one line
 
  private:
   std::string path_;

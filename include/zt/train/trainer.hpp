@@ -31,6 +31,9 @@ struct TrainHooks {
   // Every rank, after the resume and before the first step to run (first_step: the steps
   // done so far); not called when nothing is left to train.
   std::function<void(int64_t first_step)> on_start;
+  // Every rank, after each checkpoint is written (ckpt.async: when the background write
+  // is collected).
+  std::function<void(const CheckpointRecord&)> on_checkpoint;
 };
 
 struct TrainResult {
