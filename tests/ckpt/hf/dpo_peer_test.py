@@ -13,6 +13,10 @@
    loss and gradient norm (before clipping; log.metrics) equal TRL's compute_loss and the
    norm of its backward's gradient (the reference is the policy before the step on both
    sides) within 1e-5 relative; the same at train.accum 2 and at 2 ranks (mpirun).
+4. ORPO (lambda 0.1): zt's step-1 loss and gradient norm equal TRL's
+   ORPOTrainer.odds_ratio_loss on the average completion log-probs plus the mean NLL of
+   the chosen completion tokens (TRL's ORPO takes that NLL over the prompt too: zt does
+   not; docs/finetune.md), at np 1, accum 2 and 2 ranks at stage 2.
 Exit 77 (CTest skip) without torch / transformers / trl (scripts/install-deps.sh
 --hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
 """
@@ -39,13 +43,35 @@ PAIRS = [  # original text
 ]
 
 
+def orpo_reference(torch, model, batch, lam):
+    """ORPO on TRL's collated batch: TRL's ORPOTrainer.odds_ratio_loss on the average
+    completion log-probs, + the NLL of the chosen completion tokens (zt's rule; TRL's ORPO
+    takes the NLL over prompt and completion). Returns (loss, gradient norm)."""
+    from types import SimpleNamespace
+    from trl.experimental.orpo.orpo_trainer import ORPOTrainer
+    model.zero_grad()
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    labels = batch["input_ids"][:, 1:]
+    m = batch["completion_mask"][:, 1:].float()
+    lp = torch.log_softmax(logits.float(), -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1) * m
+    P = lp.shape[0] // 2
+    avg = lp.sum(1) / m.sum(1)
+    nll = -lp[:P].sum() / m[:P].sum()
+    me = SimpleNamespace(beta=lam, accelerator=SimpleNamespace(device="cpu"))
+    losses = ORPOTrainer.odds_ratio_loss(me, avg[:P], avg[P:])[0]
+    loss = nll - losses.mean()
+    loss.backward()
+    norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)))
+    return float(loss.detach()), norm
+
+
 def zt_step(zt, work, name, ckpt, extra, ranks=1):
     """One DPO step of zt; returns its metrics JSON line (dict) or None."""
     args = ["train", "--set", "model.preset=tiny", "--set", "model.vocab=257", "--set",
             f"ckpt.init_from={ckpt}", "--set", "data.path=pairs.h5", "--set", "train.seq_len=63",
             "--set", "train.global_batch=8", "--set", "train.steps=1", "--set", "data.eval_fraction=0",
             "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", "train.threads=1",
-            "--set", "finetune.objective=dpo", "--set", "dpo.beta=0.1",
+            "--set", "dpo.beta=0.1",
             "--set", f"log.metrics={name}.jsonl", "--set", f"ckpt.dir={name}", "--set", "ckpt.every=0"]
     for kv in extra:
         args += ["--set", kv]
@@ -125,13 +151,21 @@ def main():
     loss = trainer.compute_loss(model, batch)
     loss.backward()
     norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)))
-    ref_loss = float(loss)
+    ref_loss = float(loss.detach())
     print(f"TRL: loss {ref_loss:.9f}, gradient norm {norm:.9f}", flush=True)
 
-    for name, extra, ranks in (("np1", ["train.micro_batch=8"], 1),
-                               ("accum2", ["train.micro_batch=4"], 1),
-                               ("np2", ["train.micro_batch=4"], 2),
-                               ("np2_stage3", ["train.micro_batch=4", "zero.stage=3"], 2)):
+    model.eval()  # (no dropout in either: the same as train mode here)
+    orpo_loss, orpo_norm = orpo_reference(torch, model, batch, 0.1)
+    print(f"ORPO (TRL's odds_ratio_loss): loss {orpo_loss:.9f}, gradient norm {orpo_norm:.9f}", flush=True)
+    dpo, orpo = ["finetune.objective=dpo"], ["finetune.objective=orpo", "orpo.lambda=0.1"]
+    for name, extra, ranks in (("np1", dpo + ["train.micro_batch=8"], 1),
+                               ("accum2", dpo + ["train.micro_batch=4"], 1),
+                               ("np2", dpo + ["train.micro_batch=4"], 2),
+                               ("np2_stage3", dpo + ["train.micro_batch=4", "zero.stage=3"], 2),
+                               ("orpo_np1", orpo + ["train.micro_batch=8"], 1),
+                               ("orpo_accum2", orpo + ["train.micro_batch=4"], 1),
+                               ("orpo_np2_stage2", orpo + ["train.micro_batch=4", "zero.stage=2"], 2)):
+        ref_loss, norm = (orpo_loss, orpo_norm) if name.startswith("orpo") else (ref_loss, norm)
         m = zt_step(zt, work, name, ckpt, extra, ranks)
         if m is None:
             c.check(False, f"zt DPO step ({name})")
