@@ -523,7 +523,7 @@ StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats
   rec.mfu = mfu(rec.tokens_per_s, cfg_.model.flops_per_token(cfg_.seq_len), world_, peak_flops_per_rank_);
   tokens_seen_ += cfg_.tokens_per_step();
   rec.tokens_seen = tokens_seen_;
-  if (masked_) rec.trained_tokens = step_trained_;
+  if (masked_ && !pref_) rec.trained_tokens = step_trained_;
   reduce_max_over_ranks(comm_, process_memory(), stats, rec);
   const bool last = step + 1 == cfg_.steps;
   if (eval_windows_ && (last || (cfg_.eval_every > 0 && (step + 1) % cfg_.eval_every == 0)))
