@@ -11,7 +11,8 @@
 #               kernels.nf4_peer_bnb, model.hf.lora_export_qlora), tokenizers +
 #               sentencepiece (data.hf.tokenizer_parity*, bench/tokenizer), jinja2
 #               (data.hf.chat_template, data.hf.generate_export) and peft (the LoRA peer,
-#               model.hf.lora_peer, model.hf.lora_export*)
+#               model.hf.lora_peer, model.hf.lora_export*) and trl + datasets (the DPO /
+#               ORPO peer, train.hf.preference_peer)
 set -euo pipefail
 slurm=0 hf_peers=0
 for arg in "$@"; do
@@ -151,4 +152,9 @@ if ((hf_peers)); then
     "${pip[@]}" psutil pyyaml
     "${pip[@]}" --no-deps accelerate==1.15.0 peft==0.21.2
   }
+  # TRL (the DPO / ORPO peer, label hf-torch): trl 1.16.0 (transformers >= 4.56.2, accelerate
+  # >= 1.10.1: the ones above) without its dependencies, so pip does not re-resolve torch;
+  # what it imports besides those: datasets (with pandas, pyarrow, dill, multiprocess).
+  need datasets datasets==4.7.0
+  need trl --no-deps trl==1.16.0
 fi

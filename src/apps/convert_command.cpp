@@ -3,6 +3,7 @@
 //                                                byte tokenizer or a Hugging Face /
 //                                                SentencePiece one; one document per input
 //   sft-to-tokens --tokenizer PATH --format FMT --seq-len N IN... OUT.h5
+//   pairs-to-tokens --tokenizer PATH --seq-len N IN... OUT.h5
 //                                                instruction data (alpaca, prompt-response,
 //                                                chat + --chat-template): prompt masked, packed rows
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
@@ -25,6 +26,7 @@
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
+#include "zt/data/pairs.hpp"
 #include "zt/data/sft.hpp"
 #include "zt/data/text.hpp"
 #include "zt/data/text_tokenizer.hpp"
@@ -37,6 +39,8 @@ struct ConvertArgs {
   std::string tokenizer;                // --tokenizer (text-to-tokens: empty is bytes)
   std::vector<std::string> sft_files;   // sft-to-tokens: inputs..., output
   std::string sft_format, too_long = "truncate", chat_template = "auto";
+  std::vector<std::string> pair_files;  // pairs-to-tokens: inputs..., output
+  std::string truncation = "keep_start";
   size_t seq_len = 0;
   bool no_pack = false;
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
@@ -115,6 +119,27 @@ int text_to_tokens(const ConvertArgs& a) {
                  f.vocab_size, f.tokenizer.c_str(),
                  f.tokenizer_hash.empty() ? "" : (" (hash " + f.tokenizer_hash + ")").c_str(), docs,
                  docs == 1 ? "" : "s"));
+  return 0;
+}
+
+int pairs_to_tokens(const ConvertArgs& a) {
+  const auto [inputs, output] = inputs_output(
+      a.pair_files, "pairs-to-tokens", "zt convert pairs-to-tokens --tokenizer DIR --seq-len 512 IN.jsonl OUT.h5");
+  const auto lock = lock_output(output, "output token file");
+  require_new_output(output, "output token file", inputs, a.force);
+  data::PairOptions o;
+  o.seq_len = a.seq_len;
+  o.truncation = data::parse_truncation(a.truncation);
+  o.chat_template = a.chat_template;
+  data::PairStats s;
+  const data::TokenFile f = data::convert_pairs_to_tokens(inputs, output, a.tokenizer, o, &s);
+  log::info(strf("wrote %s: %zu of %zu pairs (%zu truncated to max_length %u with %s, %zu dropped "
+                 "whose prompt fills max_length, %zu dropped with a row of no completion token; "
+                 "%zu whose prompt ids are not a prefix of the whole sequence's), %zu rows of %u "
+                 "tokens (chosen, rejected), %zu target tokens, tokenizer \"%s\" (hash %s)",
+                 output.c_str(), s.written, s.pairs, s.truncated, f.row_len, a.truncation.c_str(),
+                 s.dropped_prompt, s.dropped_empty, s.prefix_differs, 2 * s.written, f.row_len,
+                 s.target_tokens, f.tokenizer.c_str(), f.tokenizer_hash.c_str()));
   return 0;
 }
 
@@ -297,6 +322,27 @@ Run add_convert_command(CLI::App& app) {
                   "an example longer than a row: truncate (default) or drop; both are counted")
       ->check(CLI::IsMember({"truncate", "drop"}));
 
+  CLI::App* pairs = convert->add_subcommand(
+      "pairs-to-tokens",
+      "Preference pairs (JSONL of {prompt, chosen, rejected}: strings, or lists of chat "
+      "messages) -> an HDF5 token file for DPO / ORPO (finetune.objective): each pair two rows "
+      "of --seq-len + 1 tokens, prompt + chosen then prompt + rejected, tokenized as TRL's "
+      "DPOTrainer, the completions the targets of /loss_mask (docs/finetune.md).");
+  pairs->add_option("files", a->pair_files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
+  tokenizer_option(pairs)->required()->option_text("PATH REQUIRED");
+  pairs->add_option("--seq-len", a->seq_len,
+                    "train.seq_len of the run: rows hold seq_len + 1 tokens (TRL's max_length)")
+      ->check(int_in(1, int64_t{1} << 24))
+      ->required();
+  pairs->add_option("--truncation", a->truncation,
+                    "a sequence longer than a row: keep_start (default; a pair whose prompt fills "
+                    "the row is dropped) or keep_end, TRL's truncation_mode")
+      ->check(CLI::IsMember({"keep_start", "keep_end"}));
+  pairs->add_option("--chat-template", a->chat_template,
+                    "conversational pairs: the model's template, auto (default) or " +
+                        data::chat_template_names())
+      ->option_text("NAME");
+
   CLI::App* export_cmd = convert->add_subcommand(
       "h5-to-hf",
       "zt checkpoint -> Hugging Face folder: config.json (LlamaForCausalLM) and "
@@ -334,7 +380,7 @@ Run add_convert_command(CLI::App& app) {
   import_cmd->add_option("hfdir", a->hfdir, "HFDIR (holds config.json)")->required();
   import_cmd->add_option("out", a->out_h5, "OUT.h5")->required();
 
-  for (CLI::App* cmd : {t2t, sft, export_cmd, import_cmd}) progress_flag(cmd);
+  for (CLI::App* cmd : {t2t, sft, pairs, export_cmd, import_cmd}) progress_flag(cmd);
 
   return [=]() -> int {
     set_progress_interval(a->progress, "--progress");
@@ -342,6 +388,7 @@ Run add_convert_command(CLI::App& app) {
     remove_staging_on_signals();
     if (t2t->parsed()) return text_to_tokens(*a);
     if (sft->parsed()) return sft_to_tokens(*a);
+    if (pairs->parsed()) return pairs_to_tokens(*a);
     if (export_cmd->parsed()) return h5_to_hf(*a);
     if (import_cmd->parsed()) return hf_to_h5(*a);
     return static_cast<int>(ExitCode::kBadInput);

@@ -39,34 +39,11 @@ std::string field(const json& obj, const char* key, bool optional, const std::st
   return it->get<std::string>();
 }
 
-// {"messages": [{"role", "content"}, ...]}: a non-empty list of known roles.
-std::vector<ChatMessage> messages_of(const json& obj, const std::string& where) {
-  const SftFormat f = SftFormat::kChat;
-  const auto it = obj.find("messages");
-  if (it == obj.end()) throw InputError(where + ": field 'messages' is missing", fields_hint(f));
-  if (!it->is_array())
-    throw InputError(where + ": field 'messages' is " + describe_json(*it) + ", not a list", fields_hint(f));
-  if (it->empty()) throw InputError(where + ": field 'messages' is an empty list", fields_hint(f));
-  std::vector<ChatMessage> out;
-  for (size_t k = 0; k < it->size(); ++k) {
-    const json& m = (*it)[k];
-    const std::string at = where + ": messages[" + std::to_string(k) + "]";
-    if (!m.is_object())
-      throw InputError(at + " is " + describe_json(m) + ", not an object", fields_hint(f));
-    ChatMessage msg{field(m, "role", false, at, f), field(m, "content", false, at, f)};
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-      throw InputError(at + ": field 'role' is '" + msg.role + "', not system, user or assistant",
-                       fields_hint(f));
-    out.push_back(std::move(msg));
-  }
-  return out;
-}
-
 SftExample example_of(const json& obj, const std::string& where, SftFormat format) {
   if (!obj.is_object())
     throw InputError(where + ": the example is " + describe_json(obj) + ", not an object",
                      fields_hint(format));
-  if (format == SftFormat::kChat) return {{}, {}, messages_of(obj, where), where};
+  if (format == SftFormat::kChat) return {{}, {}, chat_messages_of(obj, "messages", where, fields_hint(format)), where};
   if (format == SftFormat::kAlpaca)
     return {alpaca_prompt(field(obj, "instruction", false, where, format),
                           field(obj, "input", true, where, format)),
@@ -144,6 +121,49 @@ std::vector<Encoded> encode_chats(std::vector<SftExample>& examples, const TextT
 
 }  // namespace
 
+// {KEY: [{"role", "content"}, ...]}: a non-empty list of known roles.
+std::vector<ChatMessage> chat_messages_of(const json& obj, const char* key, const std::string& where,
+                                          const std::string& hint) {
+  const auto it = obj.find(key);
+  const std::string name = std::string("field '") + key + "'";
+  if (it == obj.end()) throw InputError(where + ": " + name + " is missing", hint);
+  if (!it->is_array())
+    throw InputError(where + ": " + name + " is " + describe_json(*it) + ", not a list", hint);
+  if (it->empty()) throw InputError(where + ": " + name + " is an empty list", hint);
+  std::vector<ChatMessage> out;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& m = (*it)[k];
+    const std::string at = where + ": " + key + "[" + std::to_string(k) + "]";
+    if (!m.is_object()) throw InputError(at + " is " + describe_json(m) + ", not an object", hint);
+    auto str = [&](const char* f) {
+      const auto v = m.find(f);
+      if (v == m.end()) throw InputError(at + ": field '" + f + "' is missing", hint);
+      if (!v->is_string())
+        throw InputError(at + ": field '" + f + "' is " + describe_json(*v) + ", not a string", hint);
+      return v->get<std::string>();
+    };
+    ChatMessage msg{str("role"), str("content")};
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
+      throw InputError(at + ": field 'role' is '" + msg.role + "', not system, user or assistant", hint);
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+void for_each_json_line(const std::string& text, const std::string& path,
+                        const std::function<void(std::string_view, const std::string&)>& fn) {
+  size_t line_no = 0;
+  for (size_t at = 0; at <= text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    ++line_no;
+    const std::string_view line(text.data() + at, end - at);
+    at = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    fn(line, path + ":" + std::to_string(line_no));
+  }
+}
+
 SftFormat parse_sft_format(const std::string& name) {
   if (name == "alpaca") return SftFormat::kAlpaca;
   if (name == "prompt-response") return SftFormat::kPromptResponse;
@@ -174,17 +194,9 @@ std::vector<SftExample> read_sft_examples(const std::string& path, SftFormat for
     for (size_t i = 0; i < all.size(); ++i)
       out.push_back(example_of(all[i], path + ": element " + std::to_string(i), format));
   } else {  // JSONL: one example per line, blank lines skipped
-    size_t line_no = 0;
-    for (size_t at = 0; at <= text.size();) {
-      size_t end = text.find('\n', at);
-      if (end == std::string::npos) end = text.size();
-      ++line_no;
-      const std::string_view line(text.data() + at, end - at);
-      at = end + 1;
-      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      const std::string where = path + ":" + std::to_string(line_no);
+    for_each_json_line(text, path, [&](std::string_view line, const std::string& where) {
       out.push_back(example_of(parse_json_strict(line, where, fields_hint(format)), where, format));
-    }
+    });
   }
   if (out.empty())
     throw InputError("instruction data file '" + path + "' holds no examples", fields_hint(format));

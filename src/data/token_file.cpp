@@ -66,6 +66,10 @@ void validate(const TokenFile& f, const std::string& where) {
     throw InputError(strf("token file '%s': %zu tokens are not whole rows of row_len %u",
                           where.c_str(), f.tokens.size(), f.row_len),
                      kReconvertHint);
+  if (f.pairs && (f.loss_mask.empty() || (f.tokens.size() / f.row_len) % 2 != 0))
+    throw InputError(strf("token file '%s' says it holds preference pairs but %s", where.c_str(),
+                          f.loss_mask.empty() ? "has no /loss_mask" : "holds an odd number of rows"),
+                     "re-create it with `zt convert pairs-to-tokens`; docs/data.md describes the layout");
   if (!f.doc_starts.empty()) {
     if (f.doc_starts[0] != 0)
       throw InputError("token file '" + where + "': doc_starts[0] must be 0", kReconvertHint);
@@ -120,6 +124,7 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
     write_vector(file.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, f.loss_mask.data(),
                  f.loss_mask.size(), tmp);
   if (f.row_len != 0) h5::write_u32_attr(file.get(), "row_len", f.row_len, tmp, kAttrHint);
+  if (f.pairs) h5::write_u32_attr(file.get(), "pairs", 1, tmp, kAttrHint);
   if (!f.tokenizer_hash.empty())
     h5::write_string_attr(file.get(), "tokenizer_hash", f.tokenizer_hash,
                           h5::StringLayout::kVariable, tmp, kAttrHint);
@@ -208,6 +213,12 @@ TokenFile read_token_file(const std::string& path) {
   f.tokenizer = h5::read_string_attr(file.get(), "tokenizer", path, where, kReconvertHint);
   if (h5::has_attr(file.get(), "row_len", path, kReconvertHint))
     f.row_len = h5::read_u32_attr(file.get(), "row_len", path, where, kReconvertHint);
+  if (h5::has_attr(file.get(), "pairs", path, kReconvertHint)) {
+    const uint32_t pairs = h5::read_u32_attr(file.get(), "pairs", path, where, kReconvertHint);
+    if (pairs != 1)
+      throw InputError(strf("%s: attribute pairs is %u, not 1", where.c_str(), pairs), kReconvertHint);
+    f.pairs = true;
+  }
   if (h5::has_attr(file.get(), "tokenizer_hash", path, kReconvertHint))
     f.tokenizer_hash = h5::read_string_attr(file.get(), "tokenizer_hash", path, where, kReconvertHint);
   if (h5::has_attr(file.get(), "tokenizer_path", path, kReconvertHint))

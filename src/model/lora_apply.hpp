@@ -24,8 +24,9 @@ class LoraApply {
   bool bound() const { return layout_.has_value(); }
   // The adapter on `target` of block `layer`, or nullptr (none bound, or not targeted).
   const LoraAdapterInfo* find(int layer, LoraTarget target) const {
-    return layout_ ? layout_->find(layer, target) : nullptr;
+    return layout_ && on_ ? layout_->find(layer, target) : nullptr;
   }
+  void set_enabled(bool on) { on_ = on; }  // off: the base alone (find() gives nullptr)
   void set_stream(uint64_t stream) { stream_ = stream; }
   // QLoRA: W of the projections `base` holds come from it (check_qlora_dtype first).
   void bind_qlora(const QloraBase& base);
@@ -54,6 +55,7 @@ class LoraApply {
   const R* params_ = nullptr;
   R* grads_ = nullptr;
   uint64_t stream_ = 0;
+  bool on_ = true;
   Buffer<R> xd_;  // [N, in]  dropout(x)
   Buffer<R> u_;   // [N, r]
   Buffer<R> du_;  // [N, r]

@@ -140,8 +140,12 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   // head: forward, loss, backward in one use of the unit
   use_head();
   head_forward(N);
-  const k::CrossEntropyResult ce =
-      k::cross_entropy(logits.data(), logits.data(), targets.data(), N, V, scale);
+  k::CrossEntropyResult ce;
+  double value = 0;
+  if (objective)
+    value = objective_backward(targets.data(), B, T, grad_scale);
+  else
+    ce = k::cross_entropy(logits.data(), logits.data(), targets.data(), N, V, scale);
   R* g_lm = cfg.tied_embeddings ? base_grad(0, layout.embed_offset())
                                 : base_grad(hu, layout.lm_head_offset());
   proj_backward(-1, LoraTarget::kLmHead, dxn.data(), g_lm, logits.data(), xf.data(),
@@ -168,7 +172,41 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   }
   done(0);
   ready(0);
+  if (objective) return value;
   return count > 0 ? ce.loss_sum / static_cast<double>(count) : 0.0;
+}
+
+template <class R>
+void Model<R>::Impl::row_sums(const int32_t* targets, int64_t B, int64_t T, std::span<double> logp,
+                              std::span<int64_t> count) const {
+  const int64_t V = cfg.vocab;
+  if (static_cast<int64_t>(logp.size()) != B || static_cast<int64_t>(count.size()) != B)
+    throw InputError(strf("row log-probs: %zu / %zu outputs for %lld rows", logp.size(), count.size(),
+                          static_cast<long long>(B)),
+                     "pass spans of B elements");
+  for (int64_t b = 0; b < B; ++b) {
+    const k::CrossEntropyResult r =
+        k::cross_entropy<R>(nullptr, logits.data() + b * T * V, targets + b * T, T, V, 1.0);
+    logp[static_cast<size_t>(b)] = -r.loss_sum;
+    count[static_cast<size_t>(b)] = r.count;
+  }
+}
+
+// d value / d logits of row b's target t = dlogp[b] x d logp_t / d logits
+// = -dlogp[b] x (softmax - onehot): the cross-entropy gradient with scale -dlogp[b].
+template <class R>
+double Model<R>::Impl::objective_backward(const int32_t* targets, int64_t B, int64_t T,
+                                          double grad_scale) {
+  const int64_t V = cfg.vocab;
+  std::vector<double> logp(static_cast<size_t>(B)), dlogp(static_cast<size_t>(B));
+  std::vector<int64_t> count(static_cast<size_t>(B));
+  row_sums(targets, B, T, logp, count);
+  const double value = objective(logp, count, dlogp);
+  for (int64_t b = 0; b < B; ++b) {
+    R* row = logits.data() + b * T * V;
+    k::cross_entropy(row, row, targets + b * T, T, V, -dlogp[static_cast<size_t>(b)] * grad_scale);
+  }
+  return value;
 }
 
 template <class R>
@@ -185,6 +223,31 @@ double Model<R>::Impl::loss(std::span<const int32_t> tokens, std::span<const int
   const k::CrossEntropyResult ce =
       k::cross_entropy<R>(nullptr, logits.data(), targets.data(), N, cfg.vocab, 1.0);
   return ce.count > 0 ? ce.loss_sum / static_cast<double>(ce.count) : 0.0;
+}
+
+template <class R>
+void Model<R>::row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                         int64_t T, std::span<const int32_t> positions, std::span<double> logp,
+                         std::span<int64_t> count) {
+  Impl& m = *impl_;
+  m.check_shape(tokens, targets, B, T, true);
+  m.set_positions(positions, B, T);
+  m.ensure(B, T, /*backward=*/false, /*keep_all=*/false);
+  m.forward_trunk(tokens, B, T, false);
+  m.use_head();
+  m.head_forward(B * T);
+  m.done_head();
+  m.row_sums(targets.data(), B, T, logp, count);
+}
+
+template <class R>
+void Model<R>::set_row_objective(RowObjective objective) {
+  impl_->objective = std::move(objective);
+}
+
+template <class R>
+void Model<R>::set_adapters_enabled(bool on) {
+  impl_->lora.set_enabled(on);
 }
 
 template <class R>

@@ -100,6 +100,7 @@ struct Model<R>::Impl {
   Buffer<R> decode_scores;          // [H, past + n] attention scores of decode()
   detail::LoraApply<R> lora;        // adapters (bind_lora): the base is frozen when bound
   bool training = false;            // inside loss_and_grad (LoRA dropout applies)
+  RowObjective objective;           // set_row_objective (empty: mean cross-entropy)
 
   explicit Impl(const ParamLayout& l)
       : cfg(l.config()), layout(l), params(static_cast<size_t>(layout.num_units()), nullptr),
@@ -209,6 +210,11 @@ struct Model<R>::Impl {
                        std::span<const int32_t> positions);
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
               int64_t T, std::span<const int32_t> positions);
+  // Per-row summed log-probs of the targets over logits [B*T, V] (no gradient).
+  void row_sums(const int32_t* targets, int64_t B, int64_t T, std::span<double> logp,
+                std::span<int64_t> count) const;
+  // The objective's value; writes each row's dlogits in place of its logits.
+  double objective_backward(const int32_t* targets, int64_t B, int64_t T, double grad_scale);
   void logits_last(std::span<const int32_t> tokens, int64_t T, std::span<R> out);
   // The head over the last of the n rows of the final hidden state: logits [V] into out.
   void head_last(int64_t n, std::span<R> out);

@@ -87,6 +87,15 @@ class HostModel final : public TrainableModel {
   }
   size_t workspace_bytes() const override { return model_.workspace_bytes(); }
   void set_dropout_stream(uint64_t stream) override { model_.set_lora_stream(stream); }
+  void set_row_objective(RowObjective objective) override { model_.set_row_objective(std::move(objective)); }
+  void set_adapters_enabled(bool on) override { model_.set_adapters_enabled(on); }
+  void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B, int64_t T,
+                 std::span<const int32_t> positions, std::span<double> logp,
+                 std::span<int64_t> count) override {
+    use_adapters();
+    model_.row_logps(tokens, targets, B, T, positions, logp, count);
+    done_adapters(false);
+  }
   void bind_qlora(const QloraBase& base) override {
     if (!lora_layout_ || lora_layout_->lora().method != FinetuneMethod::kQlora)
       TrainableModel::bind_qlora(base);  // refuses
@@ -125,6 +134,26 @@ void adapters_end(const UnitHooks& hooks, int a, bool grads) {
   if (a < 0) return;
   if (hooks.after_use) hooks.after_use(a);
   if (grads && hooks.grad_ready) hooks.grad_ready(a);
+}
+
+namespace {
+[[noreturn]] void no_objective(const std::string& model) {
+  throw InputError("finetune.objective = dpo / orpo on the " + model + " model: the preference "
+                   "objectives run on the host model only so far",
+                   "train DPO / ORPO on the CPU (comm.backend = mpi, no GPU), or use "
+                   "finetune.objective = sft here");
+}
+}  // namespace
+
+void TrainableModel::set_row_objective(RowObjective objective) {
+  if (objective) no_objective(describe());
+}
+void TrainableModel::set_adapters_enabled(bool on) {
+  if (!on) no_objective(describe());
+}
+void TrainableModel::row_logps(std::span<const int32_t>, std::span<const int32_t>, int64_t, int64_t,
+                               std::span<const int32_t>, std::span<double>, std::span<int64_t>) {
+  no_objective(describe());
 }
 
 void TrainableModel::bind_qlora(const QloraBase&) {

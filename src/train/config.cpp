@@ -162,6 +162,7 @@ config::Schema train_schema() {
   offload::add_offload_keys(s);
   // --- finetune, lora: LoRA / QLoRA adapters (docs/finetune.md) -----------------------
   model::add_finetune_keys(s);
+  add_preference_keys(s);  // finetune.objective, dpo.*, orpo.*
   return s;
 }
 
@@ -205,6 +206,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.model.validate();
   t.init_std = c.get_float("model.init_std");
   t.lora = model::resolve_lora(c, t.model);
+  t.pref = resolve_preference(c);
 
   t.steps = c.get_int("train.steps");
   t.micro_batch = c.get_int("train.micro_batch");

@@ -73,12 +73,39 @@ std::string offload_phases(const zero::OffloadTimes& o) {
 }
 }  // namespace
 
+namespace {
+// TRL's names and means of the pair metrics (prefix "" or "eval_").
+void add_pairs(nlohmann::json& j, const PairMetrics& p, const std::string& prefix) {
+  const double n = p.pairs > 0 ? p.pairs : 1;
+  j[prefix + "rewards/chosen"] = p.rewards_chosen / n;
+  j[prefix + "rewards/rejected"] = p.rewards_rejected / n;
+  j[prefix + "rewards/accuracies"] = p.accuracies / n;
+  j[prefix + "rewards/margins"] = p.margins / n;
+  j[prefix + "logps/chosen"] = p.logps_chosen / n;
+  j[prefix + "logps/rejected"] = p.logps_rejected / n;
+}
+std::string pairs_text(const PairMetrics& p, const char* prefix) {
+  const double n = p.pairs > 0 ? p.pairs : 1;
+  return strf(" | %srewards/chosen %.4f rejected %.4f accuracies %.3f margins %.4f | %slogps/chosen "
+              "%.3f rejected %.3f",
+              prefix, p.rewards_chosen / n, p.rewards_rejected / n, p.accuracies / n, p.margins / n,
+              prefix, p.logps_chosen / n, p.logps_rejected / n);
+}
+}  // namespace
+
 std::string step_line(const StepRecord& r, int64_t steps, bool verbose) {
-  if (!verbose)
-    return strf("step %5lld/%lld | loss %.4f | lr %.2e | gnorm %6.3f%s | %7.0f tok/s | MFU %4.1f%% | %.3f s",
-                static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
-                r.grad_norm, r.skipped ? " skip" : r.clip_coef < 1.0 ? " clip" : "",
-                r.tokens_per_s, 100.0 * r.mfu, r.step_time_s);
+  if (!verbose) {
+    std::string line =
+        strf("step %5lld/%lld | loss %.4f | lr %.2e | gnorm %6.3f%s | %7.0f tok/s | MFU %4.1f%% | %.3f s",
+             static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
+             r.grad_norm, r.skipped ? " skip" : r.clip_coef < 1.0 ? " clip" : "",
+             r.tokens_per_s, 100.0 * r.mfu, r.step_time_s);
+    if (r.pairs) {  // the preference objectives' two essentials (TRL's names in the JSON)
+      const double n = r.pairs->pairs > 0 ? r.pairs->pairs : 1;
+      line += strf(" | acc %.3f margin %.4f", r.pairs->accuracies / n, r.pairs->margins / n);
+    }
+    return line;
+  }
   const zero::MemoryStats& m = r.zero_memory;
   const auto mib = [](size_t bytes) { return format_binary(bytes, BinaryUnit::kMiB, 1); };
   const std::string trained =
@@ -91,7 +118,8 @@ std::string step_line(const StepRecord& r, int64_t steps, bool verbose) {
               mib(r.rss_bytes).c_str(), mib(r.peak_rss_bytes).c_str(),
               format_si(r.intra_node_bytes).c_str(), format_si(r.inter_node_bytes).c_str(),
               mib(m.model_states()).c_str(), mib(m.total() - m.model_states()).c_str(),
-              mib(m.peak_total).c_str(), r.step_time_s) + offload_phases(r.offload);
+              mib(m.peak_total).c_str(), r.step_time_s) + offload_phases(r.offload) +
+         (r.pairs ? pairs_text(*r.pairs, "") : "") + (r.eval_pairs ? pairs_text(*r.eval_pairs, "eval_") : "");
 }
 
 std::string step_json(const StepRecord& r) {
@@ -124,6 +152,8 @@ std::string step_json(const StepRecord& r) {
                     {"h2d_s", r.offload.h2d_s},         {"stall_s", r.offload.stall_s},
                     {"d2h_bytes", r.offload.d2h_bytes}, {"h2d_bytes", r.offload.h2d_bytes}};
   if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
+  if (r.pairs) add_pairs(j, *r.pairs, "");
+  if (r.eval_pairs) add_pairs(j, *r.eval_pairs, "eval_");
   if (r.trained_tokens) j["trained_tokens"] = *r.trained_tokens;
   return j.dump();
 }

@@ -23,6 +23,7 @@
 #include "zt/data/tokenizer.hpp"
 #include "zt/offload/preflight.hpp"
 #include "checkpoints.hpp"
+#include "preference_loop.hpp"
 #include "sample_prompt.hpp"
 #include "zt/train/generate.hpp"
 #include "zt/train/metrics.hpp"
@@ -234,6 +235,8 @@ class Trainer {
   std::optional<data::EvalWindows> eval_windows_;  // none when data.eval_fraction is 0
   std::optional<zero::Engine> engine_;
   std::optional<LoopCheckpoints> checkpoints_;
+  std::optional<PreferenceLoop> pref_;  // finetune.objective = dpo | orpo
+  PairMetrics pairs_, eval_pairs_;      // the last step's and evaluation's (pref_)
   std::unique_ptr<Progress> startup_;  // start-up phases: engine init, resume (rank 0 prints)
   Batch batch_;
   double peak_flops_per_rank_ = 0;
@@ -305,6 +308,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
   // on preemption (checkpoints.hpp).
   checkpoints_.emplace(cfg, comm, nodes.mpi, *engine_);
+  if (cfg.pref.enabled()) pref_.emplace(cfg, comm, data, split_, *engine_);
   if (!data.tokenizer_hash.empty())  // a real tokenizer: the checkpoint names it (h5-to-hf copies it)
     checkpoints_->set_tokenizer({data.tokenizer, data.tokenizer_path, data.tokenizer_hash});
   startup_->note("resume");  // the phase that runs next (Trainer::run)
@@ -333,6 +337,7 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     result.checkpoint = checkpoints_->last_path();
     return result;
   }
+  if (pref_) pref_->reference(result.first_step);  // DPO: the reference log-probs
   if (hooks.on_start) hooks.on_start(result.first_step);
   if (hooks.on_checkpoint) checkpoints_->set_on_saved(hooks.on_checkpoint);
   // A stop request during the start-up (engine init, resume) is honoured before the
@@ -395,6 +400,11 @@ int64_t Trainer::step_targets(int64_t step, std::vector<int64_t>& per_micro) {
 // then the same however the global batch is split into ranks and micro-batches.
 zero::StepStats Trainer::train_step(int64_t step, double lr) {
   const zero::Traffic traffic_before = engine_->traffic();
+  if (pref_) {  // DPO / ORPO: whole pairs per micro-batch (preference_loop.hpp)
+    zero::StepStats stats = pref_->step(step, lr, pairs_);
+    stats.traffic = engine_->traffic().minus(traffic_before);
+    return stats;
+  }
   std::vector<int64_t> per_micro;
   const int64_t total = masked_ ? step_targets(step, per_micro) : 0;
   no_targets_ = masked_ && total == 0;  // (the same on every rank: total is all-reduced)
@@ -470,6 +480,7 @@ void Trainer::count_bad_step(int64_t step, const zero::StepStats& stats) {
 // Mean held-out loss over eval.batches global batches of fixed windows of the tail
 // (instruction data: the mean over all their unmasked targets, like a training step).
 double Trainer::evaluate() {
+  if (pref_) return pref_->evaluate(eval_pairs_);
   double sum = 0.0;
   int64_t count = 0;
   double targets[2] = {0, 0};  // masked: sum of losses, count of targets
@@ -513,11 +524,15 @@ StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats
   rec.mfu = mfu(rec.tokens_per_s, cfg_.model.flops_per_token(cfg_.seq_len), world_, peak_flops_per_rank_);
   tokens_seen_ += cfg_.tokens_per_step();
   rec.tokens_seen = tokens_seen_;
-  if (masked_) rec.trained_tokens = step_trained_;
+  if (masked_ && !pref_) rec.trained_tokens = step_trained_;
   reduce_max_over_ranks(comm_, process_memory(), stats, rec);
   const bool last = step + 1 == cfg_.steps;
   if (eval_windows_ && (last || (cfg_.eval_every > 0 && (step + 1) % cfg_.eval_every == 0)))
     rec.eval_loss = evaluate();
+  if (pref_) {
+    rec.pairs = pairs_;
+    if (rec.eval_loss) rec.eval_pairs = eval_pairs_;
+  }
   return rec;
 }
 

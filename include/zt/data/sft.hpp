@@ -21,8 +21,12 @@
 // token is dropped. The counts come back in SftStats.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "zt/core/json.hpp"
 
 #include "zt/data/chat_template.hpp"
 #include "zt/data/token_file.hpp"
@@ -52,6 +56,14 @@ std::string alpaca_prompt(const std::string& instruction, const std::string& inp
 // "FILE: element N") and the field (chat: "messages[K].role"; a role other than system,
 // user or assistant; an empty list).
 std::vector<SftExample> read_sft_examples(const std::string& path, SftFormat format);
+
+// The list of chat messages obj[key] ({"role": system | user | assistant, "content"}): a
+// zt::InputError naming `where`, the field (and "KEY[K].role") and `hint` otherwise.
+std::vector<ChatMessage> chat_messages_of(const nlohmann::json& obj, const char* key,
+                                          const std::string& where, const std::string& hint);
+// fn(line, "PATH:LINE") for every non-blank line of a JSONL text.
+void for_each_json_line(const std::string& text, const std::string& path,
+                        const std::function<void(std::string_view, const std::string&)>& fn);
 
 struct SftOptions {
   SftFormat format = SftFormat::kAlpaca;

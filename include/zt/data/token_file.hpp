@@ -17,6 +17,8 @@
 //                 tokens), 0 for prompt, BOS and padding
 //     row_len (uint32): the tokens are rows of row_len (= seq_len + 1); /doc_starts holds
 //     each example's start
+//   preference pairs (`zt convert pairs-to-tokens`, zt/data/pairs.hpp) add to those:
+//     pairs (uint32) = 1: one sequence a row, pair k in rows 2k (chosen), 2k + 1 (rejected)
 //
 // Document boundaries are a dataset, not an attribute, because HDF5 attributes are
 // limited to 64 KiB. Files are written atomically: to PATH.tmp, flushed, fsynced, then
@@ -36,7 +38,8 @@ struct TokenFile {
   std::string tokenizer_path;        // where the tokenizer was loaded from; empty for bytes
   std::vector<uint64_t> doc_starts;
   std::vector<uint8_t> loss_mask;    // [num_tokens] or empty (not instruction data)
-  uint32_t row_len = 0;              // rows of instruction data; 0: one stream  // [num_docs], doc_starts[0] == 0; empty means one doc
+  uint32_t row_len = 0;              // rows of instruction data; 0: one stream
+  bool pairs = false;                // preference pairs: rows 2k chosen, 2k + 1 rejected
 };
 
 struct WriteOptions {

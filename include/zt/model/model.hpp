@@ -42,6 +42,14 @@ struct UnitHooks {
   std::function<void(int unit)> grad_ready;
 };
 
+// A per-sequence objective (DPO, ORPO: zt/train/preference.hpp). Given each row's summed
+// log-probability of its targets logp[b] (targets >= 0 only) and their count count[b], it
+// returns the objective's value and writes dlogp[b] = d value / d logp[b]; the model
+// backpropagates it through the row's tokens (their cross-entropy gradient times
+// -dlogp[b]), the smallest seam between a sequence-level loss and the token-level one.
+using RowObjective = std::function<double(std::span<const double> logp, std::span<const int64_t> count,
+                                          std::span<double> dlogp)>;
+
 // The keys (after RoPE) and values of one sequence's past positions, per block: the
 // state of incremental decoding (Model::decode). Holds L * capacity * G * D of each.
 template <class Real>
@@ -104,6 +112,18 @@ class Model {
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                        int64_t B, int64_t T, bool recompute = false, double grad_scale = 1.0,
                        std::span<const int32_t> positions = {});
+
+  // With an objective set (empty: none, the mean cross-entropy), loss_and_grad returns
+  // its value and adds grad_scale * d(value)/d(params) (RowObjective above).
+  void set_row_objective(RowObjective objective);
+  // Adapters off (on by default): the frozen base alone (QLoRA: its NF4 base), as PEFT's
+  // disable_adapter(): DPO's reference model without a second copy of the weights.
+  void set_adapters_enabled(bool on);
+  // Forward only: logp[b] = the summed log-probability of row b's targets >= 0, count[b]
+  // their number (logp, count: [B]).
+  void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                 int64_t T, std::span<const int32_t> positions, std::span<double> logp,
+                 std::span<int64_t> count);
 
   // Forward only: mean cross-entropy over targets >= 0 (0 when none counts).
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,

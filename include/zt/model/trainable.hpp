@@ -81,6 +81,15 @@ class TrainableModel {
   // Dropout masks of the adapters come from `stream` (set per micro-batch; same stream,
   // same masks). A model without adapters ignores it.
   virtual void set_dropout_stream(uint64_t stream) { (void)stream; }
+
+  // ---- Preference objectives (Model::set_row_objective / set_adapters_enabled /
+  // row_logps; docs/finetune.md "DPO and ORPO"). The host model implements them; the
+  // device model does not yet (zt::InputError naming the objective).
+  virtual void set_row_objective(RowObjective objective);
+  virtual void set_adapters_enabled(bool on);
+  virtual void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                         int64_t T, std::span<const int32_t> positions, std::span<double> logp,
+                         std::span<int64_t> count);
   // QLoRA: the targeted W are read from `base` (NF4, dequantised at each use); the
   // frozen units hold none, so no pass runs before it (std::logic_error); `base` must
   // outlive its use. Models without QLoRA refuse it.

@@ -10,6 +10,7 @@
 #include "zt/core/config.hpp"
 #include "zt/model/config.hpp"
 #include "zt/model/lora.hpp"
+#include "zt/train/preference.hpp"
 #include "zt/zero/options.hpp"
 
 namespace zt::train {
@@ -69,6 +70,7 @@ struct TrainConfig {
 
   ckpt::CkptOptions ckpt;  // ckpt.* keys (checkpoints: cadence, resume, preemption)
   model::LoraConfig lora;  // finetune.* and lora.* keys, checked against the model
+  PreferenceConfig pref;   // finetune.objective, dpo.*, orpo.* (zt/train/preference.hpp)
 
   int64_t tokens_per_step() const { return global_batch * seq_len; }
 };

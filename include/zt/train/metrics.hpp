@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "zt/train/preference.hpp"
 #include "zt/zero/stats.hpp"
 
 namespace zt::train {
@@ -51,6 +52,8 @@ struct StepRecord {
   // ranks of each field.
   zero::MemoryStats zero_memory;
   std::optional<double> eval_loss;  // held-out loss, averaged over ranks, when evaluated
+  // DPO / ORPO: TRL's metrics of the step's pairs and (when evaluated) the held-out ones.
+  std::optional<PairMetrics> pairs, eval_pairs;
   // Instruction data (a loss mask): the targets the step trained on, all ranks (the
   // tokens the loss is the mean over); unset for text, where every token is one.
   std::optional<int64_t> trained_tokens;

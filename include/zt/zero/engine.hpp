@@ -81,6 +81,15 @@ class Engine {
   // Forward only: mean loss of this rank's batch (not averaged over ranks).
   double eval_loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                    int64_t B, int64_t T, std::span<const int32_t> positions = {});
+  // Preference objectives (engine_objective.cpp; Model::set_row_objective,
+  // set_adapters_enabled, row_logps): the objective applies to every micro_step until
+  // reset (empty); row_logps is a forward pass like eval_loss (collective), writing each
+  // row's summed target log-prob and target count.
+  void set_row_objective(model::RowObjective objective);
+  void set_adapters_enabled(bool on);
+  void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                 int64_t T, std::span<const int32_t> positions, std::span<double> logp,
+                 std::span<int64_t> count);
   // Logits of the last position of one sequence (out.size() == vocab).
   void logits_last(std::span<const int32_t> tokens, int64_t T, std::span<float> out);
 

@@ -1,0 +1,166 @@
+// DPO / ORPO steps and evaluation over pair files (see preference_loop.hpp).
+#include "preference_loop.hpp"
+
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+
+namespace zt::train {
+
+PreferenceLoop::PreferenceLoop(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile& data,
+                               const data::Split& split, zero::Engine& engine)
+    : cfg_(cfg),
+      comm_(comm),
+      data_(data),
+      engine_(engine),
+      B_(static_cast<size_t>(cfg.micro_batch)),
+      T_(static_cast<size_t>(cfg.seq_len)),
+      row_(T_ + 1),
+      sampler_([&] {
+        const char* name = objective_name(cfg.pref.objective);
+        if (!data.pairs)
+          throw InputError(strf("finetune.objective = %s needs preference pairs; dataset '%s' holds %s",
+                                name, cfg.data_path.c_str(),
+                                data.loss_mask.empty() ? "text" : "instruction data"),
+                           "make it with `zt convert pairs-to-tokens --seq-len N PAIRS.jsonl OUT.h5`");
+        if (cfg.micro_batch % 2 != 0 || cfg.global_batch % 2 != 0)
+          throw InputError(strf("finetune.objective = %s: train.micro_batch = %lld and train.global_batch "
+                                "= %lld count rows, and a pair is two rows: both must be even",
+                                name, static_cast<long long>(cfg.micro_batch),
+                                static_cast<long long>(cfg.global_batch)),
+                           "set train.micro_batch to twice the pairs per micro-batch");
+        return data::Sampler::rows(split.train, 2 * (static_cast<size_t>(cfg.seq_len) + 1) - 1,
+                                   static_cast<size_t>(cfg.global_batch) / 2, cfg.seed);
+      }()),
+      tokens_(B_ * T_),
+      targets_(B_ * T_),
+      rows_(B_) {
+  if (cfg.eval_fraction > 0 && split.eval.size() >= 2 * row_)
+    eval_.emplace(split.eval, 2 * row_ - 1, 2 * row_);
+  engine_.set_row_objective({});
+}
+
+void PreferenceLoop::fill(size_t i, size_t start) {
+  rows_[i] = start / row_;
+  for (size_t t = 0; t < T_; ++t) {
+    tokens_[i * T_ + t] = static_cast<int32_t>(data_.tokens[start + t]);
+    targets_[i * T_ + t] =
+        data_.loss_mask[start + t + 1] ? static_cast<int32_t>(data_.tokens[start + t + 1]) : -1;
+  }
+}
+
+int64_t PreferenceLoop::chosen_targets(size_t start) const {
+  int64_t n = 0;
+  for (size_t t = 1; t <= T_; ++t) n += data_.loss_mask[start + t];
+  return n;
+}
+
+void PreferenceLoop::reference(int64_t first_step) {
+  if (cfg_.pref.objective != Objective::kDpo) return;
+  if (!cfg_.lora.enabled() && first_step > 0)
+    throw InputError(strf("finetune.objective = dpo with finetune.method = full resumed at step %lld: "
+                          "the reference is the weights before the first step, which the "
+                          "checkpoint no longer holds",
+                          static_cast<long long>(first_step)),
+                     "resume a full-weights DPO run from its start (ckpt.init_from = the "
+                     "initial weights), or train DPO with LoRA (the reference is the base)");
+  const size_t rows = data_.tokens.size() / row_;
+  const size_t chunks = (rows + B_ - 1) / B_;
+  const int world = comm_.size(), rank = comm_.rank();
+  const size_t rounds = (chunks + static_cast<size_t>(world) - 1) / static_cast<size_t>(world);
+  ref_.assign(rows, 0.0);
+  std::vector<double> logp(B_);
+  std::vector<int64_t> count(B_);
+  engine_.set_adapters_enabled(false);  // LoRA: the frozen base (no-op without adapters)
+  for (size_t r = 0; r < rounds; ++r) {
+    const size_t chunk = r * static_cast<size_t>(world) + static_cast<size_t>(rank);
+    const bool mine = chunk < chunks;  // else a repeat of chunk 0, discarded (collective)
+    for (size_t i = 0; i < B_; ++i) fill(i, std::min((mine ? chunk * B_ : 0) + i, rows - 1) * row_);
+    engine_.row_logps(tokens_, targets_, cfg_.micro_batch, cfg_.seq_len, {}, logp, count);
+    if (mine)
+      for (size_t i = 0; i < B_ && chunk * B_ + i < rows; ++i) ref_[chunk * B_ + i] = logp[i];
+  }
+  engine_.set_adapters_enabled(true);
+  // Each row comes from one rank, zeros elsewhere: the sum is exact.
+  comm_.all_reduce(ref_.data(), ref_.data(), ref_.size(), DType::kF64, comm::ReduceOp::kSum);
+  if (comm_.rank() == 0)
+    log::info(strf("DPO reference: log-probs of %zu rows (%s)", rows,
+                   cfg_.lora.enabled() ? "the base, adapters off" : "the weights before the first step"));
+}
+
+// Rows of the batch are pairs (2p, 2p + 1); ref_ holds their reference log-probs.
+double PreferenceLoop::run_objective(bool train, double grad_scale, double nll_weight, PairMetrics& m) {
+  std::vector<double> ref;
+  if (cfg_.pref.objective == Objective::kDpo)
+    for (const size_t r : rows_) ref.push_back(ref_[r]);
+  if (train) {
+    engine_.set_row_objective([&](std::span<const double> logp, std::span<const int64_t> count,
+                                  std::span<double> dlogp) {
+      return preference_value(cfg_.pref, logp, count, ref, nll_weight, dlogp, m);
+    });
+    const double v = engine_.micro_step(tokens_, targets_, cfg_.micro_batch, cfg_.seq_len,
+                                        cfg_.recompute, grad_scale, {});
+    engine_.set_row_objective({});
+    return v;
+  }
+  std::vector<double> logp(B_), dlogp(B_);
+  std::vector<int64_t> count(B_);
+  engine_.row_logps(tokens_, targets_, cfg_.micro_batch, cfg_.seq_len, {}, logp, count);
+  return preference_value(cfg_.pref, logp, count, ref, nll_weight, dlogp, m);
+}
+
+// Every micro-batch holds micro_batch / 2 pairs: its mean weighs 1 / accum, the engine
+// averages over ranks, so the step's value is the mean over the global batch's pairs.
+// ORPO's NLL is the mean over the chosen completion tokens of the whole global batch (TRL's
+// over one device's batch): nll_weight = accum x ranks / those tokens.
+zero::StepStats PreferenceLoop::step(int64_t step, double lr, PairMetrics& metrics) {
+  const int rank = comm_.rank(), world = comm_.size();
+  const size_t pairs = B_ / 2;
+  double chosen = 0;
+  if (cfg_.pref.objective == Objective::kOrpo) {
+    for (int64_t micro = 0; micro < cfg_.accum; ++micro)
+      for (size_t p = 0; p < pairs; ++p)
+        chosen += static_cast<double>(chosen_targets(
+            sampler_.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank, world, pairs, p)));
+    comm_.all_reduce(&chosen, &chosen, 1, DType::kF64, comm::ReduceOp::kSum);
+  }
+  const double nll_weight =
+      chosen > 0 ? static_cast<double>(cfg_.accum * world) / chosen : 0.0;
+  PairMetrics m;
+  double loss = 0;
+  for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
+    for (size_t i = 0; i < B_; ++i)
+      fill(i, sampler_.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank, world, pairs, i / 2) +
+                  (i % 2) * row_);
+    loss += run_objective(true, 1.0 / static_cast<double>(cfg_.accum), nll_weight, m);
+  }
+  zero::StepStats stats = engine_.step(lr);
+  loss /= static_cast<double>(cfg_.accum);
+  comm_.all_reduce(&loss, &loss, 1, DType::kF64, comm::ReduceOp::kAvg);
+  stats.loss = loss;
+  comm_.all_reduce(&m.rewards_chosen, &m.rewards_chosen, 8, DType::kF64, comm::ReduceOp::kSum);
+  metrics = m;
+  return stats;
+}
+
+double PreferenceLoop::evaluate(PairMetrics& metrics) {
+  PairMetrics m;
+  if (!eval_) return 0;
+  const int rank = comm_.rank(), world = comm_.size();
+  const size_t pairs = B_ / 2;
+  for (int64_t b = 0; b < cfg_.eval_batches; ++b)
+    for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
+      int64_t chosen = 0;
+      for (size_t i = 0; i < B_; ++i) {
+        const size_t e = static_cast<size_t>(b * cfg_.global_batch / 2) +
+                         data::batch_index(static_cast<int>(micro), rank, world, pairs, i / 2);
+        fill(i, eval_->start(e) + (i % 2) * row_);
+        if (i % 2 == 0) chosen += chosen_targets(eval_->start(e));
+      }
+      run_objective(false, 0, chosen > 0 ? 1.0 / static_cast<double>(chosen) : 0.0, m);
+    }
+  comm_.all_reduce(&m.rewards_chosen, &m.rewards_chosen, 8, DType::kF64, comm::ReduceOp::kSum);
+  metrics = m;
+  return m.pairs > 0 ? m.value / m.pairs : 0.0;
+}
+
+}  // namespace zt::train

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""zt's DPO against TRL's DPOTrainer (trl 1.16) on a tiny model and four pairs.
+
+  dpo_peer_test.py ZT ZT_LOGITS WORKDIR
+
+1. `zt train` trains the `tiny` preset (vocab 257: the byte tokenizer of examples/) briefly
+   on the shipped corpus; `zt convert h5-to-hf --dtype f32` exports it, so both sides hold
+   the same fp32 weights.
+2. `zt convert pairs-to-tokens` on four original pairs: each row's ids and completion mask
+   equal TRL's tokenize_fn + collator (prompt_ids + chosen_ids / rejected_ids, keep_start
+   truncation at max_length = seq_len + 1 = 64; one pair is cut).
+3. One full-weights DPO step (beta 0.1, the whole global batch of 4 pairs): zt's step-1
+   loss and gradient norm (before clipping; log.metrics) equal TRL's compute_loss and the
+   norm of its backward's gradient (the reference is the policy before the step on both
+   sides) within 1e-5 relative; the same at train.accum 2 and at 2 ranks (mpirun).
+4. ORPO (lambda 0.1): zt's step-1 loss and gradient norm equal TRL's
+   ORPOTrainer.odds_ratio_loss on the average completion log-probs plus the mean NLL of
+   the chosen completion tokens (TRL's ORPO takes that NLL over the prompt too: zt does
+   not; docs/finetune.md), at np 1, accum 2 and 2 ranks at stage 2.
+Exit 77 (CTest skip) without torch / transformers / trl (scripts/install-deps.sh
+--hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import Checker, require, run_zt, torch_peers, train_tiny  # noqa: E402
+
+TOL = 1e-5
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOKENIZER = os.path.normpath(os.path.join(HERE, "..", "..", "..", "examples", "tokenizer-bytes"))
+PAIRS = [  # original text
+    {"prompt": "Q: what is 2 plus 5?\nA: ", "chosen": "2 plus 5 is 7.", "rejected": "2 plus 5 is 9."},
+    {"prompt": "Q: could you shut the door?\nA: ", "chosen": "Yes, I will shut it now.",
+     "rejected": "No."},
+    {"prompt": "Q: name a colour of grass.\nA: ", "chosen": "Green.", "rejected": "Loud, very loud."},
+    {"prompt": "Q: tell me about the moon and the tides, at length please.\nA: ",
+     "chosen": "The moon pulls the sea, and the sea rises and falls twice a day.",
+     "rejected": "It is cheese."},
+]
+
+
+def orpo_reference(torch, model, batch, lam):
+    """ORPO on TRL's collated batch: TRL's ORPOTrainer.odds_ratio_loss on the average
+    completion log-probs, + the NLL of the chosen completion tokens (zt's rule; TRL's ORPO
+    takes the NLL over prompt and completion). Returns (loss, gradient norm)."""
+    from types import SimpleNamespace
+    from trl.experimental.orpo.orpo_trainer import ORPOTrainer
+    model.zero_grad()
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    labels = batch["input_ids"][:, 1:]
+    m = batch["completion_mask"][:, 1:].float()
+    lp = torch.log_softmax(logits.float(), -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1) * m
+    P = lp.shape[0] // 2
+    avg = lp.sum(1) / m.sum(1)
+    nll = -lp[:P].sum() / m[:P].sum()
+    me = SimpleNamespace(beta=lam, accelerator=SimpleNamespace(device="cpu"))
+    losses = ORPOTrainer.odds_ratio_loss(me, avg[:P], avg[P:])[0]
+    loss = nll - losses.mean()
+    loss.backward()
+    norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)))
+    return float(loss.detach()), norm
+
+
+def zt_step(zt, work, name, ckpt, extra, ranks=1):
+    """One DPO step of zt; returns its metrics JSON line (dict) or None."""
+    args = ["train", "--set", "model.preset=tiny", "--set", "model.vocab=257", "--set",
+            f"ckpt.init_from={ckpt}", "--set", "data.path=pairs.h5", "--set", "train.seq_len=63",
+            "--set", "train.global_batch=8", "--set", "train.steps=1", "--set", "data.eval_fraction=0",
+            "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", "train.threads=1",
+            "--set", "dpo.beta=0.1",
+            "--set", f"log.metrics={name}.jsonl", "--set", f"ckpt.dir={name}", "--set", "ckpt.every=0"]
+    for kv in extra:
+        args += ["--set", kv]
+    cmd = [zt, *args]
+    if ranks > 1:
+        cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", *cmd]
+    p = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=600, env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                                             OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    if p.returncode != 0:
+        print(p.stdout[-3000:])
+        return None
+    with open(os.path.join(work, f"{name}.jsonl")) as f:
+        return json.loads(f.readlines()[-1])
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    zt, _, work = sys.argv[1:]
+    torch, transformers = torch_peers()
+    require("trl", "datasets")
+    import trl
+    from datasets import Dataset
+    print(f"trl {trl.__version__}", flush=True)
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+    from trl import DPOConfig, DPOTrainer
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    c = Checker()
+
+    rc, out = train_tiny(zt, work, "base", 3, ("model.vocab=257",))
+    c.check(rc == 0, "zt train of the base (3 steps)")
+    if rc != 0:
+        print(out[-3000:])
+        c.finish()
+    ckpt = os.path.join(work, "base", "step-3.h5")
+    hf = os.path.join(work, "hf")
+    rc, out = run_zt(zt, "convert", "h5-to-hf", "--dtype", "f32", ckpt, hf)
+    c.check(rc == 0, "h5-to-hf --dtype f32")
+    with open(os.path.join(work, "pairs.jsonl"), "w") as f:
+        for p in PAIRS:
+            f.write(json.dumps(p) + "\n")
+    rc, out = run_zt(zt, "convert", "pairs-to-tokens", "--tokenizer", TOKENIZER, "--seq-len", "63",
+                     os.path.join(work, "pairs.jsonl"), os.path.join(work, "pairs.h5"))
+    c.check(rc == 0 and "1 truncated" in out, f"pairs-to-tokens ({out.strip().splitlines()[-1][:90]}...)")
+    if rc != 0:
+        print(out)
+        c.finish()
+
+    # TRL's side: tokenize + collate exactly as its trainer does.
+    tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER)
+    model = LlamaForCausalLM.from_pretrained(hf, dtype=torch.float32)
+    args = DPOConfig(output_dir=os.path.join(work, "trl"), beta=0.1, max_length=64, report_to="none",
+                     use_cpu=True, per_device_train_batch_size=4, bf16=False, fp16=False,
+                     dataloader_num_workers=0)
+    trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(PAIRS), processing_class=tok)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(len(PAIRS))])
+
+    import h5py
+    with h5py.File(os.path.join(work, "pairs.h5"), "r") as f:
+        ids, mask = f["tokens"][:].reshape(-1, 64), f["loss_mask"][:].reshape(-1, 64)
+    P = len(PAIRS)
+    same = True
+    for k in range(2 * P):  # zt: pair p in rows 2p, 2p+1; TRL: [chosen..., rejected...]
+        t = (k % 2) * P + k // 2
+        n = int(batch["attention_mask"][t].sum())
+        same &= list(ids[k][:n]) == batch["input_ids"][t][:n].tolist()
+        cm = batch["completion_mask"][t][:n].tolist()
+        cm[0] = 0  # a row's first token is never a target (TRL's shift drops it too)
+        same &= list(mask[k][:n]) == cm and not mask[k][n:].any()
+    c.check(same, "the 8 rows' ids and completion masks equal TRL's tokenize_fn + collator")
+
+    model.train()
+    model.zero_grad()
+    loss = trainer.compute_loss(model, batch)
+    loss.backward()
+    norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)))
+    ref_loss = float(loss.detach())
+    print(f"TRL: loss {ref_loss:.9f}, gradient norm {norm:.9f}", flush=True)
+
+    model.eval()  # (no dropout in either: the same as train mode here)
+    orpo_loss, orpo_norm = orpo_reference(torch, model, batch, 0.1)
+    print(f"ORPO (TRL's odds_ratio_loss): loss {orpo_loss:.9f}, gradient norm {orpo_norm:.9f}", flush=True)
+    dpo, orpo = ["finetune.objective=dpo"], ["finetune.objective=orpo", "orpo.lambda=0.1"]
+    for name, extra, ranks in (("np1", dpo + ["train.micro_batch=8"], 1),
+                               ("accum2", dpo + ["train.micro_batch=4"], 1),
+                               ("np2", dpo + ["train.micro_batch=4"], 2),
+                               ("np2_stage3", dpo + ["train.micro_batch=4", "zero.stage=3"], 2),
+                               ("orpo_np1", orpo + ["train.micro_batch=8"], 1),
+                               ("orpo_accum2", orpo + ["train.micro_batch=4"], 1),
+                               ("orpo_np2_stage2", orpo + ["train.micro_batch=4", "zero.stage=2"], 2)):
+        ref_loss, norm = (orpo_loss, orpo_norm) if name.startswith("orpo") else (ref_loss, norm)
+        m = zt_step(zt, work, name, ckpt, extra, ranks)
+        if m is None:
+            c.check(False, f"zt DPO step ({name})")
+            continue
+        dl = abs(m["loss"] - ref_loss) / abs(ref_loss)
+        dn = abs(m["grad_norm"] - norm) / norm
+        c.check(dl <= TOL and dn <= TOL,
+                f"{name}: zt loss {m['loss']:.9f}, grad norm {m['grad_norm']:.9f} vs TRL: "
+                f"rel {dl:.2e}, {dn:.2e} (<= {TOL})")
+        c.check("rewards/accuracies" in m and "logps/chosen" in m, f"{name}: TRL's metric names in the JSON")
+    c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
