@@ -26,7 +26,9 @@ std::string config_to_json(const model::Config& c) {
                             {"tied_embeddings", c.tied_embeddings},
                             {"rope_theta", c.rope_theta},
                             {"norm_eps", c.norm_eps}};
-  // Only when set, so checkpoints of unscaled models keep the attribute they always had.
+  // Only when set, so checkpoints of unscaled Llama models keep the attribute they always had.
+  if (c.family != "llama") j["family"] = c.family;
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   const kernels::RopeScaling& r = c.rope_scaling;
   if (r.type != "default")
     j["rope_scaling"] = {{"type", r.type},
@@ -60,6 +62,8 @@ model::Config config_from_json(const std::string& text, const std::string& file)
     c.tied_embeddings = j.at("tied_embeddings").get<bool>();
     c.rope_theta = j.at("rope_theta").get<double>();
     c.norm_eps = j.at("norm_eps").get<double>();
+    c.family = j.value("family", std::string("llama"));
+    c.sliding_window = j.value("sliding_window", int64_t{0});
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");
       c.rope_scaling = {r.at("type").get<std::string>(), r.at("factor").get<double>(),
@@ -118,6 +122,10 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
     warnings.push_back(strf("checkpoint '%s': model.rope_scaling %s, this run %s", file.c_str(),
                             rope_scaling_text(saved.rope_scaling).c_str(),
                             rope_scaling_text(run.rope_scaling).c_str()));
+  if (saved.sliding_window != run.sliding_window)
+    warnings.push_back(strf("checkpoint '%s': model.sliding_window %lld, this run %lld",
+                            file.c_str(), static_cast<long long>(saved.sliding_window),
+                            static_cast<long long>(run.sliding_window)));
   if (saved.norm_eps != run.norm_eps)
     warnings.push_back(strf("checkpoint '%s': model.norm_eps %g, this run %g", file.c_str(),
                             saved.norm_eps, run.norm_eps));

@@ -1,4 +1,5 @@
-// Hugging Face Llama config.json <-> zt::model::Config (see include/zt/ckpt/hf_config.hpp).
+// Hugging Face config.json <-> zt::model::Config (see include/zt/ckpt/hf_config.hpp) for the
+// families in kFamilies: Llama and what each other family adds to it.
 #include "zt/ckpt/hf_config.hpp"
 
 #include <algorithm>
@@ -17,8 +18,33 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kHint =
-    "zt imports Llama-architecture models (LlamaForCausalLM: RMSNorm, RoPE (default, linear "
-    "or llama3 scaling), SwiGLU, no biases); docs/model.md lists every config.json field";
+    "zt imports Llama-architecture models (LlamaForCausalLM, MistralForCausalLM: RMSNorm, "
+    "RoPE (default, linear or llama3 scaling), SwiGLU, no biases, Mistral's sliding window); "
+    "docs/model.md lists every config.json field";
+
+// The model families zt reads and writes (torchtitan style: a row of differences from
+// Llama, not a copy). model_type is config.json's and model::Config::family.
+struct Family {
+  const char* model_type;
+  const char* architecture;  // config.json's architectures[0]
+  bool sliding_window;       // reads / writes `sliding_window` (null: full causal)
+};
+constexpr Family kFamilies[] = {
+    {"llama", "LlamaForCausalLM", false},
+    {"mistral", "MistralForCausalLM", true},
+};
+
+const Family* find_family(const std::string& model_type) {
+  for (const Family& f : kFamilies)
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
+std::string family_names() {
+  std::string s;
+  for (const Family& f : kFamilies) s += std::string(s.empty() ? "" : ", ") + "\"" + f.model_type + "\"";
+  return s;
+}
 
 [[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& what) {
   throw InputError("config '" + where + "': '" + key + "' " + what, kHint);
@@ -140,14 +166,23 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   const json j = parse_json_strict(json_text, "config '" + where + "'", kHint);
   if (!j.is_object()) throw InputError("config '" + where + "' is not a JSON object", kHint);
 
-  if (!j.contains("model_type")) bad(where, "model_type", "is missing (expected \"llama\")");
-  if (j.at("model_type") != "llama")
-    bad(where, "model_type", "is " + describe_json(j.at("model_type")) + "; zt imports \"llama\" only");
+  if (!j.contains("model_type")) bad(where, "model_type", "is missing (expected one of " + family_names() + ")");
+  const Family* fam = j.at("model_type").is_string()
+                          ? find_family(j.at("model_type").get<std::string>())
+                          : nullptr;
+  if (!fam)
+    bad(where, "model_type",
+        "is " + describe_json(j.at("model_type")) + "; zt imports " + family_names());
   if (j.contains("architectures")) {
     const json& a = j.at("architectures");
-    if (!a.is_array() || a.size() != 1 || a[0] != "LlamaForCausalLM")
-      bad(where, "architectures", "is " + describe_json(a) + "; zt imports [\"LlamaForCausalLM\"] only");
+    if (!a.is_array() || a.size() != 1 || a[0] != fam->architecture)
+      bad(where, "architectures", "is " + describe_json(a) + "; zt imports [\"" +
+                                      fam->architecture + "\"] for model_type \"" +
+                                      fam->model_type + "\"");
   }
+  if (j.contains("layer_types") && !j.at("layer_types").is_null())
+    bad(where, "layer_types",
+        "is set (per-layer attention kinds, as Ministral's); zt's layers all attend alike");
   if (get_bool(j, "attention_bias", where, false))
     bad(where, "attention_bias", "is true; zt's attention projections have no bias");
   if (get_bool(j, "mlp_bias", where, false))
@@ -167,6 +202,7 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   HfConfig c;
   model::Config& m = c.model;
   m.name = "custom";
+  m.family = fam->model_type;
   // Sizes within zt's bounds (model::Config::validate) before anything reads them further.
   const auto size = [&](const char* key, int64_t max, std::optional<int64_t> fallback = std::nullopt) {
     const int64_t v = get_int(j, key, where, fallback);
@@ -185,6 +221,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   read_rope(j, where, m);
   m.norm_eps = get_double(j, "rms_norm_eps", where, 1e-6);
   m.tied_embeddings = get_bool(j, "tie_word_embeddings", where, false);
+  if (fam->sliding_window && j.contains("sliding_window") && !j.at("sliding_window").is_null())
+    m.sliding_window = size("sliding_window", model::Config::kMaxContext);
   if (j.contains("head_dim") && !j.at("head_dim").is_null() &&
       get_int(j, "head_dim", where) != m.hidden / m.heads)
     bad(where, "head_dim",
@@ -220,9 +258,14 @@ HfConfig read_hf_config(const std::string& path) {
 std::string hf_config_json(const model::Config& cfg, const std::string& torch_dtype,
                            std::optional<int64_t> bos_token_id,
                            std::optional<int64_t> eos_token_id) {
+  // A Llama with a sliding window is a Mistral (transformers' Llama has none).
+  const Family* fam = find_family(cfg.family == "llama" && cfg.sliding_window > 0
+                                      ? std::string("mistral") : cfg.family);
+  if (!fam)
+    throw InputError("model family '" + cfg.family + "' has no Hugging Face form in zt", kHint);
   json j = json::object();
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
+  j["architectures"] = {fam->architecture};
+  j["model_type"] = fam->model_type;
   j["vocab_size"] = cfg.vocab;
   j["hidden_size"] = cfg.hidden;
   j["intermediate_size"] = cfg.intermediate;
@@ -249,8 +292,13 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["rope_theta"] = cfg.rope_theta;
   j["rope_scaling"] = scaling;
   j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
-  j["mlp_bias"] = false;
+  if (fam->sliding_window) {
+    j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
+  } else {  // LlamaConfig's own fields
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;
   j["initializer_range"] = 0.02;

@@ -127,6 +127,17 @@ void Config::validate() const {
     throw InputError(strf("model.norm_eps = %g: must be a finite number > 0", norm_eps),
                      "Llama uses 1e-5 or 1e-6.");
   }
+  if (sliding_window < 0 || sliding_window > kMaxContext) {
+    throw InputError(strf("model.sliding_window = %lld: must be 0 (full causal attention) or "
+                          "1 .. %lld",
+                          static_cast<long long>(sliding_window),
+                          static_cast<long long>(kMaxContext)),
+                     "Mistral 7B v0.1 uses 4096; 0 attends every earlier position.");
+  }
+  if (family != "llama" && family != "mistral") {
+    throw InputError("model.family '" + family + "' is not one zt knows",
+                     "families: llama, mistral (docs/model.md \"Model families\")");
+  }
   // The parameter count and the 16 bytes of fp32 model states per parameter must fit in
   // 64 bits (num_params() and every size derived from it compute unchecked).
   const char* hint = "lower model.hidden, model.intermediate, model.layers or model.vocab; "

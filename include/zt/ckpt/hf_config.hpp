@@ -1,5 +1,6 @@
 #pragma once
-// Hugging Face Llama config.json <-> zt::model::Config.
+// Hugging Face config.json <-> zt::model::Config, for model_type "llama" and "mistral"
+// (the family table in hf_config.cpp; docs/model.md "Model families").
 //
 //   config.json key          zt field                default when the key is absent
 //   vocab_size               vocab                   (required)
@@ -12,9 +13,11 @@
 //   rope_theta               rope_theta              10000 (as transformers' LlamaConfig)
 //   rms_norm_eps             norm_eps                1e-6  (as transformers' LlamaConfig)
 //   tie_word_embeddings      tied_embeddings         false
+//   model_type               family                  (required)
+//   sliding_window (mistral) sliding_window          null: 0 (full causal)
 //
 // What zt's model cannot represent is refused with zt::InputError naming the file and the
-// key: model_type other than "llama", rope_scaling (any non-null value), attention_bias or
+// key: model_type other than the families', an unknown rope_scaling, attention_bias or
 // mlp_bias true, hidden_act other than "silu", head_dim other than hidden/heads.
 #include <cstdint>
 #include <optional>
@@ -35,7 +38,8 @@ struct HfConfig {
 HfConfig parse_hf_config(const std::string& json_text, const std::string& where);
 HfConfig read_hf_config(const std::string& path);  // missing file: zt::InputError
 
-// config.json text for LlamaForCausalLM (pretty-printed, 2 spaces). torch_dtype is
+// config.json text in cfg.family's model_type (LlamaForCausalLM, MistralForCausalLM; a
+// "llama" with a sliding window is written as "mistral") (pretty-printed, 2 spaces). torch_dtype is
 // transformers' name: "float32", "bfloat16" or "float16".
 std::string hf_config_json(const model::Config& cfg, const std::string& torch_dtype,
                            std::optional<int64_t> bos_token_id = std::nullopt,

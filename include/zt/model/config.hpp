@@ -13,6 +13,7 @@ namespace zt::model {
 
 struct Config {
   std::string name = "custom";  // preset name, or "custom"
+  std::string family = "llama";  // the HF model_type written back on export
   int64_t vocab = 256;          // tokens in the vocabulary (V)
   int64_t hidden = 128;         // model width (C)
   int64_t layers = 4;           // transformer blocks (L)
@@ -24,6 +25,7 @@ struct Config {
   double rope_theta = 10000.0;  // RoPE base
   kernels::RopeScaling rope_scaling;  // RoPE frequency scaling (default: none)
   double norm_eps = 1e-5;       // RMSNorm epsilon
+  int64_t sliding_window = 0;  // attend to at most this many previous positions incl. self (0 = full causal)
 
   // Presets (shapes as in the published Hugging Face config.json of each model):
   //   tiny            byte vocab 256, hidden 128, 4 layers, 4 heads, 2 KV heads,

@@ -171,7 +171,7 @@ def main():
     # Configs zt cannot represent.
     cfg_path = lambda d: os.path.join(d, "config.json")  # noqa: E731
     for key, value in [("rope_scaling", {"type": "yarn", "factor": 2.0}), ("attention_bias", True),
-                       ("mlp_bias", True), ("model_type", "mistral"), ("hidden_act", "gelu"),
+                       ("mlp_bias", True), ("model_type", "gemma"), ("hidden_act", "gelu"),
                        ("head_dim", 16), ("hidden_size", "32")]:
         d = folder(work, "cfg-" + key, hf_config(torch_dtype="float32", **{key: value}), st_bytes(entries, data))
         expect_refusal(c, zt, f"config {key} = {json.dumps(value)}", imp(d), [cfg_path(d), key])

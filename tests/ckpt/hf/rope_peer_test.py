@@ -28,7 +28,8 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import hf_llama_run, peer_start, run_zt, zt_logits_json  # noqa: E402
+from hf_common import (check_against_hf, export_f32, hf_llama_run, import_hf,  # noqa: E402
+                       peer_start, zt_logits_json)
 
 TOL = 1e-5
 NEW = 16
@@ -95,44 +96,16 @@ def main():
             shutil.copytree(base + "-saved", folder)
             json.dump(cj, open(os.path.join(folder, "config.json"), "w"), indent=2)
             h5 = folder + ".h5"
-            rc, out = run_zt(zt, "convert", "hf-to-h5", folder, h5)
-            c.check(rc == 0, f"{tag}: zt convert hf-to-h5 (exit {rc})")
-            if rc != 0:
-                print(out)
+            if not import_hf(c, zt, tag, folder, h5):
                 continue
-            hl, hloss, hgen = hf_run(folder)
+            hl, hloss, hgen = hf = hf_run(folder)
             z = zt_run(h5)
-            zl = torch.tensor(z["logits"], dtype=torch.float64)
-            kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
-            tol = TOL * max(1.0, zl.abs().max().item())
-            dl = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
-            dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
+            tol = check_against_hf(c, torch, tag, z, hf, zt, folder, tokens, NEW, TOL)
             dplain = (hl_plain - hl).abs().max().item()
-            print(f"      {tag}: max |zt - hf| {dl:.3e}, KV {dkv:.3e} (max |logit| "
-                  f"{zl.abs().max().item():.2f}); loss zt {z['loss']:.8f} hf {hloss:.8f}; "
-                  f"unscaled vs scaled {dplain:.3e}")
-            c.check(dl <= tol, f"{tag}: max |logit zt - transformers| = {dl:.3e} <= {tol:.3e}")
-            c.check(dkv <= tol, f"{tag}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {tol:.3e}")
-            c.check(abs(z["loss"] - hloss) <= TOL, f"{tag}: |loss zt - transformers| <= {TOL}")
             c.check(dplain > 10 * tol, f"{tag}: sensitivity: without scaling the logits move by "
                                        f"{dplain:.3e} > 10 x tol")
-            c.check(z["greedy"] == hgen, f"{tag}: greedy continuation of {NEW} tokens equal")
-            c.check(len(set(hgen)) >= 3, f"{tag}: the continuation is not degenerate "
-                                         f"({len(set(hgen))} distinct tokens >= 3)")
-            rc, gen_out = run_zt(zt, "generate", "--weights", folder, "--prompt-ids",
-                                 ",".join(map(str, tokens)), "--temperature", "0",
-                                 "--max-new-tokens", str(NEW), "--json")
-            lines = [l for l in gen_out.splitlines() if l.startswith("{")]
-            zgen = json.loads(lines[0])["ids"] if rc == 0 and lines else None
-            if zgen != hgen:
-                print(gen_out[-2000:])
-            c.check(zgen == hgen, f"{tag}: `zt generate --temperature 0` on the HF folder == transformers' greedy")
-            # Export and re-load.
             exported = folder + "-export"
-            rc, out = run_zt(zt, "convert", "h5-to-hf", h5, exported, "--dtype", "f32")
-            c.check(rc == 0, f"{tag}: zt convert h5-to-hf (exit {rc})")
-            if rc != 0:
-                print(out)
+            if not export_f32(c, zt, tag, h5, exported):
                 continue
             a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
             ra, rb = a.rope_parameters, b.rope_parameters
