@@ -42,7 +42,7 @@ void require_positive(int64_t value, const char* field) {
 std::vector<std::string> Config::preset_names() {
   return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
-          "llama-3.2-3b"};
+          "llama-3.2-3b", "mistral-7b"};
 }
 
 Config Config::preset(std::string_view name) {
@@ -71,6 +71,13 @@ Config Config::preset(std::string_view name) {
     return llama3(make("llama-3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 1e-5), 32.0, true);
   if (name == "llama-3.2-3b")
     return llama3(make("llama-3.2-3b", 128256, 3072, 28, 24, 8, 8192, 131072, 1e-5), 32.0, true);
+  // mistralai/Mistral-7B-v0.1's config.json: rope_theta 10000, sliding_window 4096.
+  if (name == "mistral-7b") {
+    Config c = make("mistral-7b", 32000, 4096, 32, 32, 8, 14336, 32768, 1e-5);
+    c.family = "mistral";
+    c.sliding_window = 4096;
+    return c;
+  }
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError(strf("unknown model preset '%.*s'", static_cast<int>(name.size()), name.data()),

@@ -42,6 +42,8 @@ struct Config {
   //                   tied, llama3 scaling (32, 1, 4, 8192): 1,235,814,400
   //   llama-3.2-3b    meta-llama/Llama-3.2-3B: 3072 / 28 / 24 / 8 / 8192 / 128256 / 131072,
   //                   tied, same RoPE: 3,212,749,824
+  //   mistral-7b      mistralai/Mistral-7B-v0.1: 4096 / 32 / 32 / 8 / 14336 / 32000 / 32768,
+  //                   rope_theta 10000, sliding_window 4096: 7,241,732,096
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
 

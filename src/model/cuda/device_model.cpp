@@ -181,11 +181,6 @@ DeviceModel<T, G>::DeviceModel(const ParamLayout& layout, int64_t max_batch, int
   const Config& cfg = layout.config();
   ZT_CHECK(layout.adapter_unit() < 0, "DeviceModel built on a layout with the adapters' unit",
            "build it on the base units (lora_base_layout); bind_lora binds the adapters.");
-  if (cfg.sliding_window > 0)
-    throw InputError(strf("model.sliding_window = %lld: the GPU model has no sliding-window "
-                          "attention yet", static_cast<long long>(cfg.sliding_window)),
-                     "train or generate this model on the CPU (train.device = cpu), or set "
-                     "model.sliding_window = 0 for full causal attention");
   if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
 }
 
