@@ -345,7 +345,7 @@ Run add_convert_command(CLI::App& app) {
 
   CLI::App* export_cmd = convert->add_subcommand(
       "h5-to-hf",
-      "zt checkpoint -> Hugging Face folder: config.json (LlamaForCausalLM) and "
+      "zt checkpoint -> Hugging Face folder: config.json (LlamaForCausalLM or MistralForCausalLM, by its family) and "
       "model.safetensors, or shards model-0000k-of-0000N.safetensors with "
       "model.safetensors.index.json above --max-shard-size. Optimizer state is not exported. "
       "A LoRA/QLoRA adapter checkpoint is merged into its base (W += scale B A, as PEFT's "

@@ -1,4 +1,5 @@
-// Hugging Face Llama config.json <-> zt::model::Config (see include/zt/ckpt/hf_config.hpp).
+// Hugging Face config.json <-> zt::model::Config (see include/zt/ckpt/hf_config.hpp) for the
+// families in kFamilies: Llama and what each other family adds to it.
 #include "zt/ckpt/hf_config.hpp"
 
 #include <algorithm>
@@ -17,8 +18,9 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kHint =
-    "zt imports Llama-architecture models (LlamaForCausalLM, Qwen2ForCausalLM, "
-    "Qwen3ForCausalLM: RMSNorm, RoPE (default, linear or llama3 scaling), SwiGLU); "
+    "zt imports Llama-architecture models (LlamaForCausalLM, MistralForCausalLM, "
+    "Qwen2ForCausalLM, Qwen3ForCausalLM: RMSNorm, RoPE (default, linear or llama3 scaling), "
+    "SwiGLU; Qwen's biases and q/k norms, Mistral's sliding window); "
     "docs/model.md lists every config.json field and the family table";
 
 // The accepted model_types: what each family's config.json adds to Llama's (a row of
@@ -29,12 +31,14 @@ struct HfFamily {
   bool attention_bias_key;  // reads attention_bias (llama, qwen3); qwen2's q/k/v biases are fixed
   bool mlp_bias_key;        // has mlp_bias (must be false)
   std::optional<int64_t> default_head_dim;  // head_dim when absent (qwen3: 128), else hidden/heads
-  bool sliding_keys;        // use_sliding_window, sliding_window, max_window_layers, layer_types
+  bool sliding_keys;        // Qwen's use_sliding_window, sliding_window, max_window_layers, layer_types
+  bool sliding_window;      // Mistral's sliding_window, read and written (null: full causal)
 };
 const HfFamily kHfFamilies[] = {
-    {"llama", "LlamaForCausalLM", true, true, std::nullopt, false},
-    {"qwen2", "Qwen2ForCausalLM", false, false, std::nullopt, true},
-    {"qwen3", "Qwen3ForCausalLM", true, false, 128, true},
+    {"llama", "LlamaForCausalLM", true, true, std::nullopt, false, false},
+    {"mistral", "MistralForCausalLM", false, false, std::nullopt, false, true},
+    {"qwen2", "Qwen2ForCausalLM", false, false, std::nullopt, true, false},
+    {"qwen3", "Qwen3ForCausalLM", true, false, 128, true, false},
 };
 
 const HfFamily* hf_family(const std::string& model_type) {
@@ -175,15 +179,18 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
       bad(where, "architectures", "is " + describe_json(a) + "; a \"" + fam->model_type +
                                       "\" model is [\"" + fam->architecture + "\"]");
   }
+  if (!fam->sliding_keys && j.contains("layer_types") && !j.at("layer_types").is_null())
+    bad(where, "layer_types",
+        "is set (per-layer attention kinds, as Ministral's); zt's layers all attend alike");
   const bool attention_bias = fam->attention_bias_key && get_bool(j, "attention_bias", where, false);
   if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
   if (fam->sliding_keys) {
     if (get_bool(j, "use_sliding_window", where, false))
       bad(where, "use_sliding_window",
-          "is true; zt's attention has no sliding window yet (issue 38): use a model trained "
-          "without it, or set it false if every layer attends in full (max_window_layers >= "
-          "num_hidden_layers)");
+          "is true; zt does not implement Qwen's per-layer sliding window (max_window_layers): "
+          "use a model trained without it, or set it false if every layer attends in full "
+          "(max_window_layers >= num_hidden_layers)");
     if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
       const json& lt = j.at("layer_types");
       if (!lt.is_array()) bad(where, "layer_types", "is " + describe_json(lt) + ", not a list");
@@ -236,6 +243,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
           : fam->default_head_dim;
   if (head_dim && !(m.hidden % m.heads == 0 && *head_dim == m.hidden / m.heads))
     m.head_dim_ = *head_dim;
+  if (fam->sliding_window && j.contains("sliding_window") && !j.at("sliding_window").is_null())
+    m.sliding_window = size("sliding_window", model::Config::kMaxContext);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -266,10 +275,15 @@ HfConfig read_hf_config(const std::string& path) {
 std::string hf_config_json(const model::Config& cfg, const std::string& torch_dtype,
                            std::optional<int64_t> bos_token_id,
                            std::optional<int64_t> eos_token_id) {
-  json j = json::object();
-  const HfFamily* fam = hf_family(cfg.family);
+  // A Llama with a sliding window is a Mistral (transformers' Llama has none).
+  const HfFamily* fam = hf_family(cfg.family == "llama" && cfg.sliding_window > 0
+                                      ? std::string("mistral") : cfg.family);
   if (!fam)
     throw InputError("model family '" + cfg.family + "' has no Hugging Face export", kHint);
+  if (cfg.sliding_window > 0 && !fam->sliding_window)
+    throw InputError("a " + cfg.family + " model with a sliding window has no Hugging Face form",
+                     "zt writes a sliding window as Mistral's (model.family = mistral)");
+  json j = json::object();
   j["architectures"] = {fam->architecture};
   j["model_type"] = fam->model_type;
   j["vocab_size"] = cfg.vocab;
@@ -305,6 +319,9 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = cfg.layers;
   }
+  if (fam->sliding_window)
+    j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
+  j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;
   j["initializer_range"] = 0.02;

@@ -42,7 +42,7 @@ void require_positive(int64_t value, const char* field) {
 std::vector<std::string> Config::preset_names() {
   return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
-          "llama-3.2-3b", "qwen2.5-7b",     "qwen3-8b"};
+          "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b"};
 }
 
 namespace {
@@ -56,6 +56,7 @@ struct FamilyRow {
 };
 constexpr FamilyRow kFamilies[] = {
     {"llama", FamilyRow::kFromFlag, false},
+    {"mistral", FamilyRow::kFromFlag, false},  // the Llama block; its sliding window is a Config field
     {"qwen2", FamilyRow::kQkvOnly, false},
     {"qwen3", FamilyRow::kFromFlag, true},
 };
@@ -112,6 +113,13 @@ Config Config::preset(std::string_view name) {
     return llama3(make("llama-3.2-1b", 128256, 2048, 16, 32, 8, 8192, 131072, 1e-5), 32.0, true);
   if (name == "llama-3.2-3b")
     return llama3(make("llama-3.2-3b", 128256, 3072, 28, 24, 8, 8192, 131072, 1e-5), 32.0, true);
+  // mistralai/Mistral-7B-v0.1's config.json: rope_theta 10000, sliding_window 4096.
+  if (name == "mistral-7b") {
+    Config c = make("mistral-7b", 32000, 4096, 32, 32, 8, 14336, 32768, 1e-5);
+    c.family = "mistral";
+    c.sliding_window = 4096;
+    return c;
+  }
   // Qwen2.5 / Qwen3 (config.json of Qwen/Qwen2.5-7B and Qwen/Qwen3-8B): rope_theta 1e6,
   // untied; Qwen2.5 has q/k/v biases, Qwen3 q/k norms and head_dim 128.
   if (name == "qwen2.5-7b") {
@@ -197,6 +205,13 @@ void Config::validate() const {
   if (!(norm_eps > 0) || !std::isfinite(norm_eps)) {
     throw InputError(strf("model.norm_eps = %g: must be a finite number > 0", norm_eps),
                      "Llama uses 1e-5 or 1e-6.");
+  }
+  if (sliding_window < 0 || sliding_window > kMaxContext) {
+    throw InputError(strf("model.sliding_window = %lld: must be 0 (full causal attention) or "
+                          "1 .. %lld",
+                          static_cast<long long>(sliding_window),
+                          static_cast<long long>(kMaxContext)),
+                     "Mistral 7B v0.1 uses 4096; 0 attends every earlier position.");
   }
   // The parameter count and the 16 bytes of fp32 model states per parameter must fit in
   // 64 bits (num_params() and every size derived from it compute unchecked).

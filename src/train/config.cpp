@@ -66,6 +66,10 @@ config::Schema train_schema() {
     auto& k = s.add_float("model.norm_eps", std::nullopt, "override: RMSNorm epsilon");
     range(k, 0.0, 1.0).min_exclusive = true;
   }
+  range(s.add_int("model.sliding_window", std::nullopt,
+                  "override: sliding-window attention, positions attended incl. self (0: full "
+                  "causal; Mistral 7B: 4096)"),
+        0, 1 << 24);
   range(s.add_float("model.init_std", 0.02, "std of the normal init of weights"), 0.0, 1e3);
 
   // --- train ------------------------------------------------------------------------
@@ -182,6 +186,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   override_int("model.kv_heads", t.model.kv_heads);
   override_int("model.intermediate", t.model.intermediate);
   override_int("model.context", t.model.context);
+  override_int("model.sliding_window", t.model.sliding_window);
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.family")) t.model.family = c.get_string("model.family");
   override_int("model.head_dim", t.model.head_dim_);
@@ -200,7 +205,8 @@ TrainConfig resolve(const config::Config& c, int world) {
                         "model.tied_embeddings", "model.rope_theta", "model.norm_eps",
                         "model.family", "model.head_dim", "model.attention_bias",
                         "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
-                        "model.rope_high_freq_factor", "model.rope_original_context"})
+                        "model.rope_high_freq_factor", "model.rope_original_context",
+                        "model.sliding_window"})
     overridden = overridden || c.has(k);
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();

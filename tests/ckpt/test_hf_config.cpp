@@ -132,6 +132,48 @@ TEST(HfConfig, FamiliesQwen2Qwen3) {
   expect_input_error([&] { parse(j); }, {"c.json", "layer_types", "sliding_attention"});
 }
 
+// Mistral (model_type "mistral", MistralConfig's fields as transformers 5.24 saves them):
+// sliding_window read (null: full causal), refused when < 1 or per-layer; written back.
+TEST(HfConfig, MistralSlidingWindow) {
+  nlohmann::json j = nlohmann::json::parse(kTinyLlama);
+  j["model_type"] = "mistral";
+  j["architectures"] = {"MistralForCausalLM"};
+  j.erase("attention_bias");
+  j.erase("pretraining_tp");
+  j["sliding_window"] = 4096;
+  zt::ckpt::HfConfig c = zt::ckpt::parse_hf_config(j.dump(), "m.json");
+  EXPECT_EQ(c.model.family, "mistral");
+  EXPECT_EQ(c.model.sliding_window, 4096);
+  const nlohmann::json out = nlohmann::json::parse(zt::ckpt::hf_config_json(c.model, "bfloat16"));
+  EXPECT_EQ(out.at("model_type"), "mistral");
+  EXPECT_EQ(out.at("architectures"), nlohmann::json::array({"MistralForCausalLM"}));
+  EXPECT_EQ(out.at("sliding_window"), 4096);
+  EXPECT_FALSE(out.contains("attention_bias"));  // not a MistralConfig field
+  j["sliding_window"] = nullptr;
+  c = zt::ckpt::parse_hf_config(j.dump(), "m.json");
+  EXPECT_EQ(c.model.sliding_window, 0);
+  EXPECT_TRUE(nlohmann::json::parse(zt::ckpt::hf_config_json(c.model, "bfloat16"))
+                  .at("sliding_window").is_null());
+  for (const char* bad : {"0", "-3", "\"4096\"", "1e3"}) {
+    j["sliding_window"] = nlohmann::json::parse(bad);
+    expect_input_error([&] { zt::ckpt::parse_hf_config(j.dump(), "m.json"); },
+                       {"m.json", "sliding_window"});
+  }
+  j["sliding_window"] = 16;
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  expect_input_error([&] { zt::ckpt::parse_hf_config(j.dump(), "m.json"); },
+                     {"m.json", "layer_types"});
+  // A Llama's sliding_window is not a Llama field: ignored, as transformers' LlamaConfig.
+  nlohmann::json l = nlohmann::json::parse(kTinyLlama);
+  l["sliding_window"] = 16;
+  EXPECT_EQ(zt::ckpt::parse_hf_config(l.dump(), "l.json").model.sliding_window, 0);
+  // A zt model of family llama with a window is exported as the Mistral it is.
+  zt::model::Config m = zt::model::Config::preset("tiny");
+  m.sliding_window = 8;
+  EXPECT_EQ(nlohmann::json::parse(zt::ckpt::hf_config_json(m, "float32")).at("model_type"),
+            "mistral");
+}
+
 TEST(HfConfig, RefusesWhatZtCannotRepresent) {
   auto with = [](const std::string& key, const std::string& value) {
     nlohmann::json j = nlohmann::json::parse(kTinyLlama);
@@ -152,7 +194,8 @@ TEST(HfConfig, RefusesWhatZtCannotRepresent) {
            {"quantization_config", R"({"quant_method": "gptq"})"},
            {"attention_bias", "1"},
            {"mlp_bias", "true"},
-           {"model_type", R"("mistral")"},
+           {"model_type", R"("gemma")"},
+           {"model_type", "3"},
            {"architectures", R"(["MistralForCausalLM"])"},
            {"hidden_act", R"("gelu")"},
            {"head_dim", "127"},

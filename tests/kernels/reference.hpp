@@ -58,9 +58,11 @@ inline Vec rope(const Vec& x, int64_t B, int64_t T, int64_t nh, int64_t D, doubl
 
 // q [B, T, H, D], k, v [B, T, G, D] -> out [B, T, H, D]; causal, head h uses kv head h*G/H.
 // seg [B, T] (optional): an example id per token; a query sees only keys of its own
-// example (packed sequences).
+// example (packed sequences). window > 0: a query at t sees only keys s with
+// t - s < window (transformers' sliding_window_overlay: kv_idx > q_idx - window).
 inline Vec attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_t T, int64_t H,
-                     int64_t G, int64_t D, const std::vector<int>& seg = {}) {
+                     int64_t G, int64_t D, const std::vector<int>& seg = {},
+                     int64_t window = 0) {
   Vec out(q.size(), 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
@@ -69,7 +71,8 @@ inline Vec attention(const Vec& q, const Vec& k, const Vec& v, int64_t B, int64_
         std::vector<double> score(static_cast<size_t>(t + 1));
         double mx = -INFINITY;
         for (int64_t s = 0; s <= t; ++s) {
-          if (!seg.empty() && seg[b * T + s] != seg[b * T + t]) {
+          if ((!seg.empty() && seg[b * T + s] != seg[b * T + t]) ||
+              (window > 0 && t - s >= window)) {
             score[s] = -INFINITY;
             continue;
           }

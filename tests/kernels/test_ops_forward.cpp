@@ -151,6 +151,47 @@ TEST(KernelForward, AttentionWithPositionsStaysInsideEachExample) {
           }
 }
 
+// Sliding window (Mistral): query t sees keys t - w < s <= t, alone and inside packed
+// examples; the decode path (KV cache, one query at a time) gives the same rows.
+TEST(KernelForward, AttentionSlidingWindowMatchesReference) {
+  const Packed pk;
+  const int64_t H = 4, G = 2, D = 4, B = pk.B, T = pk.T;
+  auto q = randn(B * T * H * D, 31), k = randn(B * T * G * D, 32), v = randn(B * T * G * D, 33);
+  for (const int64_t w : {int64_t{1}, int64_t{3}, int64_t{5}, T, T + 4}) {
+    SCOPED_TRACE("window " + std::to_string(w));
+    std::vector<double> out(q.size()), probs(B * H * T * T);
+    attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, H, G, D,
+                      nullptr, w);
+    EXPECT_LT(max_abs_diff(out, ref::attention(q, k, v, B, T, H, G, D, {}, w)), 1e-13);
+    const double full = max_abs_diff(out, ref::attention(q, k, v, B, T, H, G, D));
+    if (w < T) {
+      EXPECT_GT(full, 1e-3);  // the window does something
+    } else {
+      EXPECT_LT(full, 1e-13);  // and nothing once it covers the sequence
+    }
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t s = 0; s < T; ++s)
+            if (s > t || t - s >= w) {
+              EXPECT_EQ(probs[((b * H + h) * T + t) * T + s], 0.0);
+            }
+    attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, H, G, D,
+                      pk.pos.data(), w);
+    EXPECT_LT(max_abs_diff(out, ref::attention(q, k, v, B, T, H, G, D, pk.seg, w)), 1e-13);
+    // decode: batch 0 as one sequence, 4 positions at first, then one at a time
+    std::vector<double> dec(T * H * D), scores(H * T);
+    const std::vector<double> want = ref::attention(q, k, v, 1, T, H, G, D, {}, w);
+    attention_decode(dec.data(), scores.data(), q.data(), k.data(), v.data(), 4, 0, H, G, D, w);
+    for (int64_t t = 4; t < T; ++t)
+      attention_decode(dec.data() + t * H * D, scores.data(), q.data() + t * H * D, k.data(),
+                       v.data(), 1, t, H, G, D, w);
+    double d = 0;
+    for (size_t i = 0; i < dec.size(); ++i) d = std::max(d, std::abs(dec[i] - want[i]));
+    EXPECT_LT(d, 1e-13);
+  }
+}
+
 TEST(KernelForward, FirstPositionAttendsOnlyToItself) {
   const int64_t B = 1, T = 3, H = 1, G = 1, D = 2;
   auto q = randn(T * D, 10), k = randn(T * D, 11), v = randn(T * D, 12);

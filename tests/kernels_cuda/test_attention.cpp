@@ -54,7 +54,7 @@ class AttentionTest : public GpuTest {
     auto dout = poisoned<T>(B * Tn * H * D);
     auto dlse = poisoned<float>(B * H * Tn);
     fwd(dout.data(), dlse.data(), dq_in.data(), dk_in.data(), dv_in.data(), B, Tn, H, G, D,
-        nullptr, nullptr);
+        nullptr, nullptr, 0);
 
     Vec out(B * Tn * H * D), probs(B * H * Tn * Tn);
     cpu::attention_forward<double>(out.data(), probs.data(), q.data(), k.data(), v.data(), B, Tn,
@@ -69,7 +69,7 @@ class AttentionTest : public GpuTest {
     auto ddv = accumulate ? to_device<T>(dv0) : poisoned<T>(v.size());
     auto delta = poisoned<float>(B * H * Tn);
     bwd(ddq.data(), ddk.data(), ddv.data(), delta.data(), dR.data(), dout.data(), dq_in.data(),
-        dk_in.data(), dv_in.data(), dlse.data(), B, Tn, H, G, D, accumulate, nullptr, nullptr);
+        dk_in.data(), dv_in.data(), dlse.data(), B, Tn, H, G, D, accumulate, nullptr, nullptr, 0);
     Vec rdq = accumulate ? dq0 : Vec(q.size(), 0.0);
     Vec rdk = accumulate ? dk0 : Vec(k.size(), 0.0);
     Vec rdv = accumulate ? dv0 : Vec(v.size(), 0.0);
@@ -173,10 +173,11 @@ TEST_F(AttentionTest, ShortSequences) {
 // zt's kernel and the dispatching launchers (which must run zt's kernel for them) against
 // the CPU kernels in double with the same positions; examples of 1..97 tokens, so tiles
 // hold several example starts and keys of earlier examples are masked inside a tile.
+// With window > 0 the sliding window too (Mistral), with or without the packing.
 class PackedAttentionTest : public GpuTest {
  protected:
   template <class T>
-  void check(const Shape& s, Via via) {
+  void check(const Shape& s, Via via, int64_t window = 0, bool packed = true) {
     const auto [B, Tn, H, G, D] = s;
     std::vector<int32_t> pos;
     uint64_t x = 12345;
@@ -191,7 +192,8 @@ class PackedAttentionTest : public GpuTest {
       }
     const double tol = tolerance<T>();
     const std::string tag = std::string(via == Via::kZt ? "zt" : "dispatched") + " packed " +
-                            type_name<T>() + " T" + std::to_string(Tn) + " D" + std::to_string(D);
+                            type_name<T>() + " T" + std::to_string(Tn) + " D" + std::to_string(D) +
+                            " window " + std::to_string(window) + (packed ? "" : " unpacked");
     Vec q = randn(B * Tn * H * D), k = randn(B * Tn * G * D), v = randn(B * Tn * G * D);
     Vec R = randn(B * Tn * H * D);
     auto dq_in = to_device<T>(q);
@@ -199,26 +201,28 @@ class PackedAttentionTest : public GpuTest {
     auto dv_in = to_device<T>(v);
     auto dR = to_device<T>(R);
     auto dpos = to_device_i32(pos);
+    const int32_t* dp = packed ? dpos.data() : nullptr;
+    const int32_t* hp = packed ? pos.data() : nullptr;
     auto dout = poisoned<T>(B * Tn * H * D);
     auto dlse = poisoned<float>(B * H * Tn);
     auto ddq = poisoned<T>(q.size()), ddk = poisoned<T>(k.size()), ddv = poisoned<T>(v.size());
     auto delta = poisoned<float>(B * H * Tn);
     if (via == Via::kZt) {
       attention_forward_zt<T>(dout.data(), dlse.data(), dq_in.data(), dk_in.data(),
-                              dv_in.data(), B, Tn, H, G, D, nullptr, dpos.data());
+                              dv_in.data(), B, Tn, H, G, D, nullptr, dp, window);
       attention_backward_zt<T>(ddq.data(), ddk.data(), ddv.data(), delta.data(), dR.data(),
                                dout.data(), dq_in.data(), dk_in.data(), dv_in.data(),
-                               dlse.data(), B, Tn, H, G, D, false, nullptr, dpos.data());
+                               dlse.data(), B, Tn, H, G, D, false, nullptr, dp, window);
     } else {
       attention_forward<T>(dout.data(), dlse.data(), dq_in.data(), dk_in.data(), dv_in.data(),
-                           B, Tn, H, G, D, nullptr, dpos.data());
+                           B, Tn, H, G, D, nullptr, dp, window);
       attention_backward<T>(ddq.data(), ddk.data(), ddv.data(), delta.data(), dR.data(),
                             dout.data(), dq_in.data(), dk_in.data(), dv_in.data(), dlse.data(),
-                            B, Tn, H, G, D, false, nullptr, dpos.data());
+                            B, Tn, H, G, D, false, nullptr, dp, window);
     }
     Vec out(B * Tn * H * D), probs(B * H * Tn * Tn);
     cpu::attention_forward<double>(out.data(), probs.data(), q.data(), k.data(), v.data(), B,
-                                   Tn, H, G, D, pos.data());
+                                   Tn, H, G, D, hp, window);
     expect_close(to_host(dout), out, tol, "attention out " + tag);
     Vec rdq(q.size(), 0.0), rdk(k.size(), 0.0), rdv(v.size(), 0.0);
     Vec scratch(cpu::attention_backward_scratch(Tn, omp_get_max_threads()));
@@ -237,6 +241,18 @@ TEST_F(PackedAttentionTest, ZtKernelAndDispatchedMatchCpu) {
     check<bf16_t>({2, 300, 4, 2, D}, Via::kZt);
     check<bf16_t>({1, 257, 8, 2, D}, Via::kAuto);  // cuDNN would take it: zt's kernel runs
   }
+}
+
+// Sliding window (Mistral): windows inside one tile, across tiles, and longer than the
+// sequence, alone and with packed examples; zt's kernel and the dispatched launchers
+// (unpacked bf16: cuDNN's diagonal band where it loads) against the CPU kernels in double.
+TEST_F(PackedAttentionTest, SlidingWindowMatchesCpu) {
+  for (int64_t D : {64, 128})
+    for (int64_t w : {1, 5, 64, 100, 4096}) {
+      check<float>({2, 300, 4, 2, D}, Via::kZt, w, false);
+      check<bf16_t>({2, 300, 4, 2, D}, Via::kZt, w, true);
+      check<bf16_t>({1, 257, 8, 2, D}, Via::kAuto, w, false);
+    }
 }
 
 // Not a pass/fail check: times forward + backward of tinyllama-1.1b's attention (B 1,
@@ -264,10 +280,10 @@ TEST_F(AttentionTest, TimingReportTinyllamaShape) {
     for (int rep = 0; rep < 3; ++rep) {  // the first builds plans / warms up; the last counts
       ZT_CUDA_CHECK(cudaEventRecord(t0));
       fwd(out.data(), lse.data(), dq_in.data(), dk_in.data(), dv_in.data(), B, Tn, H, G, D,
-          nullptr, nullptr);
+          nullptr, nullptr, 0);
       ZT_CUDA_CHECK(cudaEventRecord(t1));
       bwd(dq.data(), dk.data(), dv.data(), delta.data(), dout.data(), out.data(), dq_in.data(),
-          dk_in.data(), dv_in.data(), lse.data(), B, Tn, H, G, D, false, nullptr, nullptr);
+          dk_in.data(), dv_in.data(), lse.data(), B, Tn, H, G, D, false, nullptr, nullptr, 0);
       ZT_CUDA_CHECK(cudaEventRecord(t2));
       ZT_CUDA_CHECK(cudaEventSynchronize(t2));
       ZT_CUDA_CHECK(cudaEventElapsedTime(&fwd_ms, t0, t1));

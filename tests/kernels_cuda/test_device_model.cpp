@@ -101,6 +101,18 @@ TEST_F(DeviceModelTest, TinyFp32RopeScaled) {
   cfg.rope_scaling = {"linear", 4.0, 1.0, 4.0, 0};
   check_model<double, float, float>(cfg, 2, 64, 1e-5, 1e-4, "tiny linear-rope fp32");
 }
+// Sliding-window attention (Mistral) on the device model against the CPU model: a window
+// inside one tile and one across tiles, fp32 and bf16-mixed.
+TEST_F(DeviceModelTest, TinySlidingWindow) {
+  Config cfg = Config::preset("tiny");
+  for (const int64_t w : {int64_t{5}, int64_t{40}}) {
+    cfg.sliding_window = w;
+    check_model<double, float, float>(cfg, 2, 64, 1e-5, 1e-4,
+                                      "tiny window " + std::to_string(w) + " fp32");
+    check_model<double, bf16_t, float>(cfg, 2, 64, 1e-2, 5e-2,
+                                       "tiny window " + std::to_string(w) + " bf16-mixed");
+  }
+}
 TEST_F(DeviceModelTest, TinyBf16Mixed) {
   check_model<double, bf16_t, float>(Config::preset("tiny"), 2, 64, 1e-2, 5e-2,
                                      "tiny bf16-mixed");

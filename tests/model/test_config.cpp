@@ -43,6 +43,9 @@ TEST(Config, PublishedParameterCounts) {
   EXPECT_EQ(Config::preset("llama-3.1-70b").num_params(), 70'553'706'496);
   EXPECT_EQ(Config::preset("llama-3.2-1b").num_params(), 1'235'814'400);
   EXPECT_EQ(Config::preset("llama-3.2-3b").num_params(), 3'212'749'824);
+  EXPECT_EQ(Config::preset("mistral-7b").num_params(), 7'241'732'096);  // Mistral-7B-v0.1
+  EXPECT_EQ(Config::preset("mistral-7b").sliding_window, 4096);
+  EXPECT_EQ(Config::preset("mistral-7b").family, "mistral");
   EXPECT_TRUE(Config::preset("llama-3.2-1b").tied_embeddings);
   EXPECT_TRUE(Config::preset("llama-3.2-3b").tied_embeddings);
   EXPECT_FALSE(Config::preset("llama-3.1-8b").tied_embeddings);

@@ -1,5 +1,6 @@
 #pragma once
-// Hugging Face Llama config.json <-> zt::model::Config.
+// Hugging Face config.json <-> zt::model::Config, for model_type "llama" and "mistral"
+// (the family table in hf_config.cpp; docs/model.md "Model families").
 //
 //   config.json key          zt field                default when the key is absent
 //   vocab_size               vocab                   (required)
@@ -12,14 +13,17 @@
 //   rope_theta               rope_theta              10000 (as transformers' LlamaConfig)
 //   rms_norm_eps             norm_eps                1e-6  (as transformers' LlamaConfig)
 //   tie_word_embeddings      tied_embeddings         false
+//   model_type               family                  (required)
+//   sliding_window (mistral) sliding_window          null: 0 (full causal)
 //
 //   model_type               family                  (required: llama, qwen2, qwen3)
 //   head_dim                 head_dim_               hidden/heads (qwen3: 128)
 //   attention_bias           attention_bias          false (llama, qwen3; qwen2: q/k/v always)
 //
 // What zt's model cannot represent is refused with zt::InputError naming the file and the
-// key: another model_type, an unknown rope_scaling type, mlp_bias true, hidden_act other
-// than "silu", use_sliding_window true or a sliding layer in layer_types (docs/model.md).
+// key: a model_type other than the families' (llama, mistral, qwen2, qwen3), an unknown
+// rope_scaling type, mlp_bias true, hidden_act other than "silu", use_sliding_window true
+// or a sliding layer in layer_types (docs/model.md).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,7 +43,9 @@ struct HfConfig {
 HfConfig parse_hf_config(const std::string& json_text, const std::string& where);
 HfConfig read_hf_config(const std::string& path);  // missing file: zt::InputError
 
-// config.json text for the config's family (LlamaForCausalLM, Qwen2ForCausalLM, ...) (pretty-printed, 2 spaces). torch_dtype is
+// config.json text in cfg.family's model_type (LlamaForCausalLM, MistralForCausalLM,
+// Qwen2ForCausalLM, ...; a "llama" with a sliding window is written as "mistral")
+// (pretty-printed, 2 spaces). torch_dtype is
 // transformers' name: "float32", "bfloat16" or "float16".
 std::string hf_config_json(const model::Config& cfg, const std::string& torch_dtype,
                            std::optional<int64_t> bos_token_id = std::nullopt,

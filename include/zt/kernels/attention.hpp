@@ -6,7 +6,10 @@
 // With per-token positions pos [B, Tn] (packed examples, positions restarting at 0 at each
 // example's first token), query t attends only keys t - pos[t] .. t: its own example, causal
 // within it (no attention across examples). The backward needs no positions: it reads the
-// mask from probs (zero outside it).
+// mask from probs (zero outside it). With a sliding window w > 0 (Mistral's
+// `sliding_window`, transformers' sliding_window_overlay: kv_idx > q_idx - w) query t
+// attends keys t - w < s <= t only: the last w positions including itself, intersected with
+// its own example's. window 0: full causal.
 // Parallel over batch x kv-head groups with OpenMP; Eigen GEMMs inside.
 #include <cstdint>
 
@@ -17,9 +20,11 @@ namespace zt::kernels::cpu {
 //   q     [B, Tn, H, D]  (after RoPE)
 //   k, v  [B, Tn, G, D]
 //   pos   [B, Tn] with 0 <= pos[t] <= t, or nullptr (plain causal)
+//   window  sliding window (>= 1), or 0 (none)
 template <class T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int64_t B,
-                       int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos = nullptr);
+                       int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos = nullptr,
+                       int64_t window = 0);
 
 // Elements of scratch needed by attention_backward with `threads` OpenMP threads.
 int64_t attention_backward_scratch(int64_t Tn, int threads);
@@ -34,14 +39,15 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
                         int64_t D, bool accumulate = true);
 
 // Attention of n new positions of one sequence over its key/value cache (incremental
-// decoding): query t, at position past + t, attends keys 0..past + t (the same causal
-// rule and softmax as attention_forward, one query row at a time).
+// decoding): query t, at position past + t, attends keys 0..past + t, or with a sliding
+// window w > 0 keys past + t - w < s <= past + t (the same rule and softmax as
+// attention_forward, one query row at a time; the cache keeps every position).
 //   out     [n, H, D]         (written)
 //   scratch [H, past + n]     (scores)
 //   q       [n, H, D]         (after RoPE at positions past .. past + n - 1)
 //   k, v    [past + n, G, D]  (the cache, new positions included; k after RoPE)
 template <class T>
 void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, int64_t n,
-                      int64_t past, int64_t H, int64_t G, int64_t D);
+                      int64_t past, int64_t H, int64_t G, int64_t D, int64_t window = 0);
 
 }  // namespace zt::kernels::cpu

@@ -29,6 +29,7 @@ struct Config {
   // HF's attention_bias: biases on q/k/v and o (llama, qwen3); qwen2 has q/k/v biases
   // always and no o bias, so it keeps this false. See qkv_bias(), o_bias().
   bool attention_bias = false;
+  int64_t sliding_window = 0;  // attend to at most this many previous positions incl. self (0 = full causal)
 
   // Presets (shapes as in the published Hugging Face config.json of each model):
   //   tiny            byte vocab 256, hidden 128, 4 layers, 4 heads, 2 KV heads,
@@ -45,6 +46,8 @@ struct Config {
   //                   tied, llama3 scaling (32, 1, 4, 8192): 1,235,814,400
   //   llama-3.2-3b    meta-llama/Llama-3.2-3B: 3072 / 28 / 24 / 8 / 8192 / 128256 / 131072,
   //                   tied, same RoPE: 3,212,749,824
+  //   mistral-7b      mistralai/Mistral-7B-v0.1: 4096 / 32 / 32 / 8 / 14336 / 32000 / 32768,
+  //                   rope_theta 10000, sliding_window 4096: 7,241,732,096
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
 

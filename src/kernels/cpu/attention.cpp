@@ -1,5 +1,6 @@
 // Causal grouped-query attention, forward and backward. The probabilities P are kept
-// from the forward (B*H*T*T elements); the backward recomputes nothing.
+// from the forward (B*H*T*T elements); the backward recomputes nothing (and so needs
+// neither the positions nor the sliding window: P is zero outside the mask).
 // Work is split over (batch, kv head) pairs: the query heads of one group share K and V,
 // and so also share dK and dV, which therefore only one thread ever writes.
 #include "zt/kernels/attention.hpp"
@@ -15,7 +16,8 @@ namespace zt::kernels::cpu {
 
 template <class T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int64_t B,
-                       int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos) {
+                       int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos,
+                       int64_t window) {
   // out [B, Tn, H, D], probs [B, H, Tn, Tn], q [B, Tn, H, D], k, v [B, Tn, G, D], pos [B, Tn]
   const int64_t per_group = H / G;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -34,8 +36,10 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int
       P.template triangularView<Eigen::Lower>() = Q * K.transpose();
       for (int64_t t = 0; t < Tn; ++t) {
         T* row = p + t * Tn;                 // [Tn]
-        // keys of this token's own example only: lo .. t (0 .. t without positions)
-        const int64_t lo = pos ? t - pos[b * Tn + t] : 0;
+        // keys of this token's own example only: lo .. t (0 .. t without positions),
+        // and with a sliding window the last `window` of them (t - window < s <= t)
+        int64_t lo = pos ? t - pos[b * Tn + t] : 0;
+        if (window > 0) lo = std::max(lo, t - window + 1);
         std::fill(row, row + lo, T(0));
         auto r = detail::arr(row + lo, t + 1 - lo);  // the causal part, lo <= s <= t
         r *= scale;
@@ -111,7 +115,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
 
 template <class T>
 void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, int64_t n,
-                      int64_t past, int64_t H, int64_t G, int64_t D) {
+                      int64_t past, int64_t H, int64_t G, int64_t D, int64_t window) {
   // out [n, H, D], scratch [H, past + n], q [n, H, D], k, v [past + n, G, D]
   const int64_t per_group = H / G, len = past + n;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -121,32 +125,34 @@ void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, in
     const auto K = detail::mat(k + g * D, len, D, G * D);  // [len, D]
     const auto V = detail::mat(v + g * D, len, D, G * D);  // [len, D]
     for (int64_t t = 0; t < n; ++t) {
-      const int64_t seen = past + t + 1;  // keys 0 .. past + t
+      // keys lo .. past + t: all of them, or the last `window` with a sliding window
+      const int64_t lo = window > 0 ? std::max<int64_t>(0, past + t + 1 - window) : 0;
+      const int64_t seen = past + t + 1 - lo;
       const auto qt = detail::mat(q + (t * H + h) * D, 1, D);  // [1, D]
       auto r = detail::mat(scratch + h * len, 1, seen);        // [1, seen]
-      r.noalias() = qt * K.topRows(seen).transpose();
+      r.noalias() = qt * K.middleRows(lo, seen).transpose();
       auto a = detail::arr(scratch + h * len, seen);
       a *= scale;
       const T mx = a.maxCoeff();
       a = (a - mx).exp();
       a *= T(1) / a.sum();
       auto o = detail::mat(out + (t * H + h) * D, 1, D);       // [1, D]
-      o.noalias() = r * V.topRows(seen);
+      o.noalias() = r * V.middleRows(lo, seen);
     }
   }
 }
 
 template void attention_decode<float>(float*, float*, const float*, const float*, const float*,
-                                      int64_t, int64_t, int64_t, int64_t, int64_t);
+                                      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 template void attention_decode<double>(double*, double*, const double*, const double*,
                                        const double*, int64_t, int64_t, int64_t, int64_t,
-                                       int64_t);
+                                       int64_t, int64_t);
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
                                        int64_t, int64_t, int64_t, int64_t, int64_t,
-                                       const int32_t*);
+                                       const int32_t*, int64_t);
 template void attention_forward<double>(double*, double*, const double*, const double*,
                                         const double*, int64_t, int64_t, int64_t, int64_t,
-                                        int64_t, const int32_t*);
+                                        int64_t, const int32_t*, int64_t);
 template void attention_backward<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         int64_t, int64_t, int64_t, int64_t, int64_t, bool);

@@ -61,14 +61,17 @@ std::string cudnn_attention_load(size_t* version) {
   return "cuDNN not built in: the build found no cudnn_frontend.h (python3 -m pip install "
          "nvidia-cudnn-frontend, then reconfigure)";
 }
-bool cudnn_attention_shape_failed(int64_t, int64_t, int64_t, int64_t, int64_t) { return true; }
+bool cudnn_attention_shape_failed(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) {
+  return true;
+}
 bool cudnn_attention_forward(bf16_t*, float*, const bf16_t*, const bf16_t*, const bf16_t*,
-                             int64_t, int64_t, int64_t, int64_t, int64_t, cudaStream_t) {
+                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                             cudaStream_t) {
   return false;
 }
 bool cudnn_attention_backward(bf16_t*, bf16_t*, bf16_t*, const bf16_t*, const bf16_t*,
                               const bf16_t*, const bf16_t*, const bf16_t*, const float*, int64_t,
-                              int64_t, int64_t, int64_t, int64_t, cudaStream_t) {
+                              int64_t, int64_t, int64_t, int64_t, int64_t, cudaStream_t) {
   return false;
 }
 }  // namespace detail
@@ -94,9 +97,9 @@ std::string attention_backend_summary(bool bf16, int64_t D) {
 }
 
 AttentionPath attention_path(bool bf16, int64_t B, int64_t Tn, int64_t H, int64_t G,
-                             int64_t D) {
+                             int64_t D, int64_t window) {
   if (!cudnn_takes(bf16, D) || forced_zt() || !cudnn_attention_available() ||
-      detail::cudnn_attention_shape_failed(B, Tn, H, G, D))
+      detail::cudnn_attention_shape_failed(B, Tn, H, G, D, window))
     return AttentionPath::kZt;
   return AttentionPath::kCudnn;
 }
@@ -104,46 +107,47 @@ AttentionPath attention_path(bool bf16, int64_t B, int64_t Tn, int64_t H, int64_
 template <class T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream,
-                       const int32_t* pos) {
+                       const int32_t* pos, int64_t window) {
   if constexpr (std::is_same_v<T, bf16_t>) {
     const bool cudnn =
-        B > 0 && Tn > 0 && attention_path(true, B, Tn, H, G, D) == AttentionPath::kCudnn;
+        B > 0 && Tn > 0 && attention_path(true, B, Tn, H, G, D, window) == AttentionPath::kCudnn;
     if (cudnn && !packed_on_zt(pos) &&
-        detail::cudnn_attention_forward(out, lse, q, k, v, B, Tn, H, G, D, stream))
+        detail::cudnn_attention_forward(out, lse, q, k, v, B, Tn, H, G, D, window, stream))
       return;
   }
-  attention_forward_zt<T>(out, lse, q, k, v, B, Tn, H, G, D, stream, pos);
+  attention_forward_zt<T>(out, lse, q, k, v, B, Tn, H, G, D, stream, pos, window);
 }
 
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate,
-                        cudaStream_t stream, const int32_t* pos) {
+                        cudaStream_t stream, const int32_t* pos, int64_t window) {
   if constexpr (std::is_same_v<T, bf16_t>) {
     if (!pos && !accumulate && B > 0 && Tn > 0 &&
-        attention_path(true, B, Tn, H, G, D) == AttentionPath::kCudnn &&
+        attention_path(true, B, Tn, H, G, D, window) == AttentionPath::kCudnn &&
         detail::cudnn_attention_backward(dq, dk, dv, dout, out, q, k, v, lse, B, Tn, H, G, D,
-                                         stream))
+                                         window, stream))
       return;
   }
   attention_backward_zt<T>(dq, dk, dv, delta, dout, out, q, k, v, lse, B, Tn, H, G, D,
-                           accumulate, stream, pos);
+                           accumulate, stream, pos, window);
 }
 
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
                                        int64_t, int64_t, int64_t, int64_t, int64_t,
-                                       cudaStream_t, const int32_t*);
+                                       cudaStream_t, const int32_t*, int64_t);
 template void attention_forward<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                         const bf16_t*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        cudaStream_t, const int32_t*);
+                                        cudaStream_t, const int32_t*, int64_t);
 template void attention_backward<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        bool, cudaStream_t, const int32_t*);
+                                        bool, cudaStream_t, const int32_t*, int64_t);
 template void attention_backward<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
                                          const bf16_t*, const bf16_t*, const bf16_t*,
                                          const bf16_t*, const float*, int64_t, int64_t, int64_t,
-                                         int64_t, int64_t, bool, cudaStream_t, const int32_t*);
+                                         int64_t, int64_t, bool, cudaStream_t, const int32_t*,
+                                         int64_t);
 
 }  // namespace zt::kernels::cuda

@@ -7,6 +7,7 @@
 // kv head) looping over the group's query heads and the query tiles at or after the key
 // tile (so one block owns its dK, dV rows: no atomics); dQ, one block per (query tile,
 // batch, head) looping over the key tiles up to the diagonal.
+#include <algorithm>
 #include <cmath>
 
 #include "attention_common.cuh"
@@ -53,7 +54,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_dkdv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                           const float* lse, const float* delta, int Tn, int H, int G,
-                          float scale, bool accumulate, const int32_t* pos) {
+                          float scale, bool accumulate, const int32_t* pos, int window) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC;
   constexpr int TPR = kAttnThreads / BC;
@@ -90,7 +91,9 @@ __global__ void __launch_bounds__(kAttnThreads)
     const T* obase = dout + (static_cast<int64_t>(b) * Tn * H + h) * D;
     const float* lse_bh = lse + (static_cast<int64_t>(b) * H + h) * Tn;
     const float* delta_bh = delta + (static_cast<int64_t>(b) * H + h) * Tn;
-    for (int q0 = (k0 / BR) * BR; q0 < Tn; q0 += BR) {  // query tiles that can see this key tile
+    // query tiles that can see this key tile (with a window: up to its last key + window - 1)
+    const int q_end = window > 0 ? min(Tn, k0 + BC - 1 + window) : Tn;
+    for (int q0 = (k0 / BR) * BR; q0 < q_end; q0 += BR) {
       __syncthreads();  // the previous query tile is no longer read
       detail::load_tile<T, D>(Qs, BR, qbase, q_stride, q0, Tn);
       detail::load_tile<T, D>(dOs, BR, obase, q_stride, q0, Tn);
@@ -113,7 +116,8 @@ __global__ void __launch_bounds__(kAttnThreads)
           sdot += Qs[r * (D + 1) + d] * Ks[c * (D + 1) + d];
           pdot += dOs[r * (D + 1) + d] * Vs[c * (D + 1) + d];
         }
-        const bool valid = t < Tn && sk <= t && sk >= lo_s[r];  // lo_t <= sk <= t < Tn
+        const bool valid = t < Tn && sk <= t && sk >= lo_s[r] &&  // lo_t <= sk <= t < Tn
+                           (window <= 0 || sk > t - window);
         const float p = valid ? expf(sdot * scale - lse_s[r]) : 0.0f;
         ds[j] = p * (pdot - delta_s[r]);
         Ts[c * (BR + 1) + r] = p;
@@ -153,7 +157,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_dq_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v,
                         const float* lse, const float* delta, int Tn, int H, int G, float scale,
-                        bool accumulate, const int32_t* pos) {
+                        bool accumulate, const int32_t* pos, int window) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC, TPR = Tile::TPR;
   constexpr int SC = BC / TPR;
@@ -187,7 +191,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   for (int i = 0; i < OC; ++i) dqa[i] = 0.0f;
 
   const int last_key = min(Tn - 1, q0 + BR - 1);
-  for (int k0 = 0; k0 <= last_key; k0 += BC) {
+  const int first_key = window > 0 ? max(0, q0 - window + 1) / BC * BC : 0;
+  for (int k0 = first_key; k0 <= last_key; k0 += BC) {
     __syncthreads();
     detail::load_tile<T, D>(Ks, BC, kbase, kv_stride, k0, Tn);
     detail::load_tile<T, D>(Vs, BC, vbase, kv_stride, k0, Tn);
@@ -202,7 +207,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         sdot += Qs[r * (D + 1) + d] * Ks[c * (D + 1) + d];
         pdot += dOs[r * (D + 1) + d] * Vs[c * (D + 1) + d];
       }
-      const bool valid = tq < Tn && s <= tq && s >= lo;
+      const bool valid = tq < Tn && s <= tq && s >= lo && (window <= 0 || s > tq - window);
       const float p = valid ? expf(sdot * scale - lse_r) : 0.0f;
       dSs[r * (BC + 1) + c] = p * (pdot - delta_r);
     }
@@ -227,7 +232,7 @@ template <class T>
 void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate,
-                        cudaStream_t stream, const int32_t* pos) {
+                        cudaStream_t stream, const int32_t* pos, int64_t window) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
   detail::dispatch_head_dim(D, [&](auto dim) {
@@ -236,6 +241,7 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
     constexpr int BR = Tile::BR, BC = Tile::BC;
     const int Ti = static_cast<int>(Tn), Hi = static_cast<int>(H), Gi = static_cast<int>(G);
     const float scale = static_cast<float>(1.0 / std::sqrt(double(kD)));
+    const int win = static_cast<int>(std::min(window, Tn));
 
     const int64_t rows = B * Tn * H;
     attention_delta_kernel<T><<<detail::grid_for(rows, kAttnThreads / 32), kAttnThreads, 0,
@@ -248,7 +254,7 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
     detail::allow_shared(kv_kernel, smem_kv);
     const dim3 kv_grid(static_cast<unsigned>((Tn + BC - 1) / BC), static_cast<unsigned>(B * G));
     kv_kernel<<<kv_grid, kAttnThreads, smem_kv, stream>>>(dk, dv, dout, q, k, v, lse, delta, Ti,
-                                                          Hi, Gi, scale, accumulate, pos);
+                                                          Hi, Gi, scale, accumulate, pos, win);
     ZT_CUDA_LAUNCH_CHECK("attention_dkdv_kernel");
 
     const size_t smem_q = sizeof(float) * (2 * BR * (kD + 1) + 2 * BC * (kD + 1) + BR * (BC + 1));
@@ -256,7 +262,7 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
     detail::allow_shared(q_kernel, smem_q);
     const dim3 q_grid(static_cast<unsigned>((Tn + BR - 1) / BR), static_cast<unsigned>(B * H));
     q_kernel<<<q_grid, kAttnThreads, smem_q, stream>>>(dq, dout, q, k, v, lse, delta, Ti, Hi, Gi,
-                                                       scale, accumulate, pos);
+                                                       scale, accumulate, pos, win);
     ZT_CUDA_LAUNCH_CHECK("attention_dq_kernel");
   });
 }
@@ -264,10 +270,11 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
 template void attention_backward_zt<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        bool, cudaStream_t, const int32_t*);
+                                        bool, cudaStream_t, const int32_t*, int64_t);
 template void attention_backward_zt<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
                                          const bf16_t*, const bf16_t*, const bf16_t*,
                                          const bf16_t*, const float*, int64_t, int64_t, int64_t,
-                                         int64_t, int64_t, bool, cudaStream_t, const int32_t*);
+                                         int64_t, int64_t, bool, cudaStream_t, const int32_t*,
+                                         int64_t);
 
 }  // namespace zt::kernels::cuda

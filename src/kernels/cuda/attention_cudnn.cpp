@@ -90,7 +90,8 @@ const Loaded& loaded() {
   return l;
 }
 
-using ShapeKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t>;  // dev,B,T,H,G,D
+// dev, B, T, H, G, D, sliding window (0: none)
+using ShapeKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
 struct Cache {
   std::mutex mu;
@@ -128,15 +129,16 @@ cudnnHandle_t handle_for(Cache& c, int dev) {
 }
 
 std::string shape_name(const ShapeKey& k) {
-  const auto [dev, B, Tn, H, G, D] = k;
-  return strf("B=%lld T=%lld H=%lld G=%lld D=%lld on device %d", static_cast<long long>(B),
-              static_cast<long long>(Tn), static_cast<long long>(H), static_cast<long long>(G),
-              static_cast<long long>(D), dev);
+  const auto [dev, B, Tn, H, G, D, W] = k;
+  return strf("B=%lld T=%lld H=%lld G=%lld D=%lld window=%lld on device %d",
+              static_cast<long long>(B), static_cast<long long>(Tn), static_cast<long long>(H),
+              static_cast<long long>(G), static_cast<long long>(D), static_cast<long long>(W),
+              dev);
 }
 
 std::shared_ptr<fe::graph::Graph> make_graph(bool backward, const ShapeKey& key,
                                              cudnnHandle_t handle, std::string* why) {
-  const auto [dev, B, Tn, H, G, D] = key;
+  const auto [dev, B, Tn, H, G, D, W] = key;
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -158,6 +160,9 @@ std::shared_ptr<fe::graph::Graph> make_graph(bool backward, const ShapeKey& key,
                     .set_generate_stats(true)
                     .set_causal_mask(true)
                     .set_attn_scale(scale);
+    // sliding window: keys s with s + W > t (the frontend's diagonal band, col + left_bound
+    // > row), as zt's kernels and transformers
+    if (W > 0) opts.set_diagonal_band_left_bound(static_cast<int>(W));
     auto [O, stats] = graph->sdpa(Q, K, V, opts);
     O->set_output(true).set_uid(kO).set_dim({B, H, Tn, D}).set_stride({Tn * H * D, D, H * D, 1});
     stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT)
@@ -175,6 +180,7 @@ std::shared_ptr<fe::graph::Graph> make_graph(bool backward, const ShapeKey& key,
                     .set_name("zt_attention_backward")
                     .set_causal_mask(true)
                     .set_attn_scale(scale);
+    if (W > 0) opts.set_diagonal_band_left_bound(static_cast<int>(W));
     auto [dQ, dK, dV] = graph->sdpa_backward(Q, K, V, O, dO, stats, opts);
     dQ->set_output(true).set_uid(kDQ).set_dim({B, H, Tn, D}).set_stride({Tn * H * D, D, H * D, 1});
     dK->set_output(true).set_uid(kDK).set_dim({B, G, Tn, D}).set_stride({Tn * G * D, D, G * D, 1});
@@ -197,7 +203,7 @@ std::shared_ptr<fe::graph::Graph> make_graph(bool backward, const ShapeKey& key,
 
 // Runs the graph for (backward, shape) with the given pointers; false when cuDNN cannot
 // build it (remembered, warned once per shape).
-bool run(bool backward, int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D,
+bool run(bool backward, int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D, int64_t W,
          std::unordered_map<int64_t, void*>& pack, cudaStream_t stream) {
   if (!loaded().why_not.empty()) return false;
   ZT_CHECK(G > 0 && H % G == 0,
@@ -207,7 +213,7 @@ bool run(bool backward, int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D,
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   const int dev = current_device();
-  const ShapeKey key{dev, B, Tn, H, G, D};
+  const ShapeKey key{dev, B, Tn, H, G, D, W};
   if (c.failed.count(key) || !c.disabled.empty()) return false;
   cudnnHandle_t handle = handle_for(c, dev);
   if (!handle) return false;
@@ -265,7 +271,8 @@ std::string cudnn_attention_load(size_t* version) {
   return c.disabled;
 }
 
-bool cudnn_attention_shape_failed(int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D) {
+bool cudnn_attention_shape_failed(int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D,
+                                  int64_t window) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();
@@ -273,25 +280,26 @@ bool cudnn_attention_shape_failed(int64_t B, int64_t Tn, int64_t H, int64_t G, i
   }
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  return c.failed.count(ShapeKey{dev, B, Tn, H, G, D}) > 0;
+  return c.failed.count(ShapeKey{dev, B, Tn, H, G, D, window}) > 0;
 }
 
 bool cudnn_attention_forward(bf16_t* out, float* lse, const bf16_t* q, const bf16_t* k,
                              const bf16_t* v, int64_t B, int64_t Tn, int64_t H, int64_t G,
-                             int64_t D, cudaStream_t stream) {
+                             int64_t D, int64_t window, cudaStream_t stream) {
   std::unordered_map<int64_t, void*> pack = {
       {kQ, mut(q)}, {kK, mut(k)}, {kV, mut(v)}, {kO, out}, {kStats, lse}};
-  return run(false, B, Tn, H, G, D, pack, stream);
+  return run(false, B, Tn, H, G, D, window, pack, stream);
 }
 
 bool cudnn_attention_backward(bf16_t* dq, bf16_t* dk, bf16_t* dv, const bf16_t* dout,
                               const bf16_t* out, const bf16_t* q, const bf16_t* k,
                               const bf16_t* v, const float* lse, int64_t B, int64_t Tn,
-                              int64_t H, int64_t G, int64_t D, cudaStream_t stream) {
+                              int64_t H, int64_t G, int64_t D, int64_t window,
+                              cudaStream_t stream) {
   std::unordered_map<int64_t, void*> pack = {
       {kQ, mut(q)},   {kK, mut(k)},     {kV, mut(v)}, {kO, mut(out)}, {kDO, mut(dout)},
       {kStats, mut(lse)}, {kDQ, dq}, {kDK, dk}, {kDV, dv}};
-  return run(true, B, Tn, H, G, D, pack, stream);
+  return run(true, B, Tn, H, G, D, window, pack, stream);
 }
 
 }  // namespace zt::kernels::cuda::detail

@@ -3,6 +3,7 @@
 // a running max m and sum l (online softmax) and its output accumulator in registers.
 // Writes out and each row's log-sum-exp m + log(l) for the backward. With positions
 // (packed examples) a query sees only keys from its example's first token on.
+#include <algorithm>
 #include <cmath>
 
 #include "attention_common.cuh"
@@ -19,7 +20,7 @@ using detail::kAttnThreads;
 template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int Tn,
-                             int H, int G, float scale, const int32_t* pos) {
+                             int H, int G, float scale, const int32_t* pos, int window) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC, TPR = Tile::TPR;
   constexpr int SC = BC / TPR;  // scores per thread per key tile
@@ -48,7 +49,9 @@ __global__ void __launch_bounds__(kAttnThreads)
   float m = -INFINITY, l = 0.0f;
 
   const int last_key = min(Tn - 1, q0 + BR - 1);  // causal: no key after the tile's last query
-  for (int k0 = 0; k0 <= last_key; k0 += BC) {
+  // sliding window: no key before the tile's first query's window (tile-aligned)
+  const int first_key = window > 0 ? max(0, q0 - window + 1) / BC * BC : 0;
+  for (int k0 = first_key; k0 <= last_key; k0 += BC) {
     __syncthreads();  // the previous tile's Ks, Vs, Ps are no longer read
     detail::load_tile<T, D>(Ks, BC, kbase, static_cast<int64_t>(G) * D, k0, Tn);
     detail::load_tile<T, D>(Vs, BC, vbase, static_cast<int64_t>(G) * D, k0, Tn);
@@ -63,7 +66,8 @@ __global__ void __launch_bounds__(kAttnThreads)
       float acc = 0.0f;
 #pragma unroll 8
       for (int d = 0; d < D; ++d) acc += Qs[r * (D + 1) + d] * Ks[c * (D + 1) + d];
-      const bool valid = tq < Tn && s <= tq && s >= lo;  // lo <= s <= tq < Tn
+      // lo <= s <= tq < Tn, and tq - window < s with a sliding window
+      const bool valid = tq < Tn && s <= tq && s >= lo && (window <= 0 || s > tq - window);
       sc[j] = valid ? acc * scale : -INFINITY;
       mx = fmaxf(mx, sc[j]);
     }
@@ -105,7 +109,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <class T>
 void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream,
-                       const int32_t* pos) {
+                       const int32_t* pos, int64_t window) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
   detail::dispatch_head_dim(D, [&](auto dim) {
@@ -120,16 +124,16 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
     kernel<<<grid, kAttnThreads, smem, stream>>>(out, lse, q, k, v, static_cast<int>(Tn),
                                                  static_cast<int>(H), static_cast<int>(G),
                                                  static_cast<float>(1.0 / std::sqrt(double(kD))),
-                                                 pos);
+                                                 pos, static_cast<int>(std::min(window, Tn)));
     ZT_CUDA_LAUNCH_CHECK("attention_forward_kernel");
   });
 }
 
 template void attention_forward_zt<float>(float*, float*, const float*, const float*,
                                           const float*, int64_t, int64_t, int64_t, int64_t,
-                                          int64_t, cudaStream_t, const int32_t*);
+                                          int64_t, cudaStream_t, const int32_t*, int64_t);
 template void attention_forward_zt<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                            const bf16_t*, int64_t, int64_t, int64_t, int64_t,
-                                           int64_t, cudaStream_t, const int32_t*);
+                                           int64_t, cudaStream_t, const int32_t*, int64_t);
 
 }  // namespace zt::kernels::cuda

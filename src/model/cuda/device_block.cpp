@@ -28,7 +28,7 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
   kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
   kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
   kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, Tn, H,
-                           Gk, D, stream, pos_d);
+                           Gk, D, stream, pos_d, cfg.sliding_window);
   proj_forward(l, LoraTarget::kO, delta.data(), a.att.data(), p + o.o, N, H * D, C);
   kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in, delta.data(),
                                   p + o.post_norm, N, C, cfg.norm_eps, stream);
@@ -65,7 +65,7 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
                 H * D, C, /*accumulate_dx=*/false);
   kc::attention_backward<T>(dq.data(), dk.data(), dv.data(), attn_delta.data(), datt.data(),
                             a.att.data(), a.q.data(), a.k.data(), a.v.data(), a.lse.data(), B, Tn,
-                            H, Gk, D, /*accumulate=*/false, stream, pos_d);
+                            H, Gk, D, /*accumulate=*/false, stream, pos_d, cfg.sliding_window);
   kc::rope_backward<T>(dq.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
   kc::rope_backward<T>(dk.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
   proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), dq.data(), a.xn1.data(), p + o.q, N, C,

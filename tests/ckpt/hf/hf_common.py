@@ -100,9 +100,9 @@ def zt_logits_json(c, zt_logits, ckpt, tokens, new):
 
 
 def hf_llama_run(torch, folder, ids, new):
-    """transformers' causal LM of the folder's model_type (AutoModelForCausalLM: Llama, Qwen2,
-    Qwen3, ...) from `folder` (float32) on ids [1, T]: (logits [T, V] float64, loss, greedy
-    continuation of `new` tokens)."""
+    """transformers' causal LM of the folder's model_type (AutoModelForCausalLM: Llama,
+    Mistral, Qwen2, Qwen3, ...) from `folder` (float32) on ids [1, T]: (logits [T, V]
+    float64, loss, greedy continuation of `new` tokens)."""
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     model.eval()
@@ -111,6 +111,55 @@ def hf_llama_run(torch, folder, ids, new):
         gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
                              min_new_tokens=new, do_sample=False, pad_token_id=0)
     return out.logits[0].double(), float(out.loss), gen[0, ids.shape[1]:].tolist()
+
+
+def check_against_hf(c, torch, tag, z, hf, zt, folder, tokens, new, tol=1e-5):
+    """The checks of a peer test on one imported folder: zt's answer z (zt_logits_json)
+    against transformers' hf = (logits, loss, greedy) (hf_llama_run): logits and KV-cache
+    logits within tol x max(1, max |logit|), loss within tol, the greedy continuation equal
+    (and not degenerate), and `zt generate --temperature 0` on the HF folder equal to it.
+    Returns the logits' tolerance (for sensitivity checks)."""
+    hl, hloss, hgen = hf
+    zl = torch.tensor(z["logits"], dtype=torch.float64)
+    kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
+    t = tol * max(1.0, zl.abs().max().item())
+    dl = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
+    dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
+    print(f"      {tag}: max |zt - hf| {dl:.3e}, KV {dkv:.3e} (max |logit| "
+          f"{zl.abs().max().item():.2f}); loss zt {z['loss']:.8f} hf {hloss:.8f}")
+    c.check(dl <= t, f"{tag}: max |logit zt - transformers| = {dl:.3e} <= {t:.3e}")
+    c.check(dkv <= t, f"{tag}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {t:.3e}")
+    c.check(abs(z["loss"] - hloss) <= tol, f"{tag}: |loss zt - transformers| <= {tol}")
+    c.check(z["greedy"] == hgen, f"{tag}: greedy continuation of {new} tokens equal")
+    c.check(len(set(hgen)) >= 3, f"{tag}: the continuation is not degenerate "
+                                 f"({len(set(hgen))} distinct tokens >= 3)")
+    rc, gen_out = run_zt(zt, "generate", "--weights", folder, "--prompt-ids",
+                         ",".join(map(str, tokens)), "--temperature", "0",
+                         "--max-new-tokens", str(new), "--json")
+    lines = [l for l in gen_out.splitlines() if l.startswith("{")]
+    zgen = json.loads(lines[0])["ids"] if rc == 0 and lines else None
+    if zgen != hgen:
+        print(gen_out[-2000:])
+    c.check(zgen == hgen, f"{tag}: `zt generate --temperature 0` on the HF folder == transformers' greedy")
+    return t
+
+
+def import_hf(c, zt, tag, folder, h5):
+    """`zt convert hf-to-h5 FOLDER H5`, checked; True when it succeeded."""
+    rc, out = run_zt(zt, "convert", "hf-to-h5", folder, h5)
+    c.check(rc == 0, f"{tag}: zt convert hf-to-h5 (exit {rc})")
+    if rc != 0:
+        print(out)
+    return rc == 0
+
+
+def export_f32(c, zt, tag, h5, exported):
+    """`zt convert h5-to-hf H5 EXPORTED --dtype f32`, checked; True when it succeeded."""
+    rc, out = run_zt(zt, "convert", "h5-to-hf", h5, exported, "--dtype", "f32")
+    c.check(rc == 0, f"{tag}: zt convert h5-to-hf (exit {rc})")
+    if rc != 0:
+        print(out)
+    return rc == 0
 
 
 def run_zt(zt, *args):

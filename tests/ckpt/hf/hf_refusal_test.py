@@ -175,7 +175,7 @@ def main():
     d = folder(work, "cfg-attention_bias", hf_config(torch_dtype="float32", attention_bias=True), st_bytes(entries, data))
     expect_refusal(c, zt, "config attention_bias = true, no bias tensors", imp(d), [d, "q_proj.bias", "missing"])
     for key, value in [("rope_scaling", {"type": "yarn", "factor": 2.0}),
-                       ("mlp_bias", True), ("model_type", "mistral"), ("hidden_act", "gelu"),
+                       ("mlp_bias", True), ("model_type", "gemma"), ("hidden_act", "gelu"),
                        ("head_dim", 16), ("hidden_size", "32")]:
         d = folder(work, "cfg-" + key, hf_config(torch_dtype="float32", **{key: value}), st_bytes(entries, data))
         expect_refusal(c, zt, f"config {key} = {json.dumps(value)}", imp(d), [cfg_path(d), key])

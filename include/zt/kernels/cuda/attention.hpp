@@ -33,7 +33,8 @@ const char* attention_path_name(AttentionPath p);  // "cudnn" or "zt"
 // loaded cuDNN >= 9 and ZT_ATTENTION unset or "auto" (ZT_ATTENTION=zt forces zt's kernel);
 // a shape whose cuDNN graph failed to build is remembered and answers kZt from then on.
 // A backward with accumulate = true always runs zt's kernel (cuDNN writes its gradients).
-AttentionPath attention_path(bool bf16, int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D);
+AttentionPath attention_path(bool bf16, int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D,
+                             int64_t window = 0);
 
 // One line for the start-up banner: the path a model of this element type and head dim
 // takes and why, e.g. "cudnn (cuDNN 9.19.0 fused SDPA; bf16, head dim 64)",
@@ -52,16 +53,20 @@ bool cudnn_attention_available();
 //       at each example's first token); query t attends keys t - pos[t] .. t only, as
 //       zt::kernels::cpu::attention_forward. Always zt's kernel (the cuDNN path is not
 //       given the boundaries; logged once).
+//   window: sliding window w > 0 (keys t - w < s <= t, as the CPU kernel), or 0. On the
+//       cuDNN path its diagonal band (set_diagonal_band_left_bound(w) with the causal mask).
 // Runs on attention_path(...). All pointers 16-byte aligned for the cuDNN path.
 template <class T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D,
-                       cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
+                       cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
+                       int64_t window = 0);
 // zt's own kernel, whatever attention_path says (the tests' GPU reference).
 template <class T>
 void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                           int64_t Tn, int64_t H, int64_t G, int64_t D,
-                          cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
+                          cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
+                       int64_t window = 0);
 
 // dq [B, Tn, H, D], dk, dv [B, Tn, G, D] T: accumulated (WRITTEN when !accumulate).
 // delta [B, H, Tn] float: scratch, written here (rowsum(dout * out)).
@@ -69,17 +74,19 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
 // Two kernels, no atomics: one per key tile makes dK and dV (looping over the query heads
 // of its group and the query tiles at or after it), one per query tile makes dQ.
 // On the cuDNN path delta is not written (cuDNN keeps its own in its workspace).
-// pos: the forward's (packed examples; zt's kernel).
+// pos, window: the forward's (packed examples, sliding window; zt's kernel).
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate = true,
-                        cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
+                        cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
+                       int64_t window = 0);
 template <class T>
 void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                            const T* q, const T* k, const T* v, const float* lse, int64_t B,
                            int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate = true,
-                           cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
+                           cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
+                       int64_t window = 0);
 
 namespace detail {
 // The cuDNN path itself (attention_cudnn.cpp; bf16 only). Each returns false, after one
@@ -87,14 +94,16 @@ namespace detail {
 // runs zt's kernel); CUDA / cuDNN execution errors throw zt::Error.
 bool cudnn_attention_forward(bf16_t* out, float* lse, const bf16_t* q, const bf16_t* k,
                              const bf16_t* v, int64_t B, int64_t Tn, int64_t H, int64_t G,
-                             int64_t D, cudaStream_t stream);
+                             int64_t D, int64_t window, cudaStream_t stream);
 bool cudnn_attention_backward(bf16_t* dq, bf16_t* dk, bf16_t* dv, const bf16_t* dout,
                               const bf16_t* out, const bf16_t* q, const bf16_t* k,
                               const bf16_t* v, const float* lse, int64_t B, int64_t Tn,
-                              int64_t H, int64_t G, int64_t D, cudaStream_t stream);
+                              int64_t H, int64_t G, int64_t D, int64_t window,
+                              cudaStream_t stream);
 // "" when cuDNN loaded (version in *version, e.g. 91900), else why not.
 std::string cudnn_attention_load(size_t* version);
-bool cudnn_attention_shape_failed(int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D);
+bool cudnn_attention_shape_failed(int64_t B, int64_t Tn, int64_t H, int64_t G, int64_t D,
+                                  int64_t window = 0);
 }  // namespace detail
 
 }  // namespace zt::kernels::cuda
