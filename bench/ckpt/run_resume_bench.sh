@@ -64,7 +64,7 @@ secs() {
 fio_run() {  # jobs rw
   cmd="fio --name=ckpt --directory=$work/fio --rw=$2 --numjobs=$1 --size=$((bytes / $1)) \
 --ioengine=io_uring --direct=1 --iodepth=$depth --bs=${bs_mib}M --fallocate=none \
-$([ "$2" = write ] && echo --end_fsync=1) --group_reporting --output-format=json"
+$([ "$2" = write ] && echo --end_fsync=1 || true) --group_reporting --output-format=json"
   echo "  $ $cmd" >&2
   $cmd | python3 -c 'import json, sys
 j = json.load(sys.stdin)["jobs"][0]
