@@ -6,6 +6,8 @@
 
 #include <fcntl.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +117,11 @@ uint64_t checksum(SumKind kind, std::span<const float> x, uint64_t first, uint64
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+uint64_t minor_page_faults() {
+  struct rusage u {};
+  return ::getrusage(RUSAGE_SELF, &u) == 0 ? static_cast<uint64_t>(u.ru_minflt) : 0;
 }
 
 ChecksumWorker::ChecksumWorker() : threads_(omp_get_max_threads()), thread_([this] { run(); }) {}
@@ -282,13 +289,15 @@ void RawFile::run(char* bounce) {
     const size_t unit = ranges_[piece.range].unit;
     lock.unlock();
     int err = 0;
+    double copy_s = 0;
     if (!skip) {
       const SourcedRead read(source, unit, piece.p, piece.n);
       Piece moved = piece;
       moved.p = const_cast<char*>(read.bytes());  // a write only reads it
-      err = move(moved, bounce);
+      err = move(moved, bounce, &copy_s);
     }
     lock.lock();
+    copy_s_ += copy_s;
     if (err != 0 && err_ == 0) {
       err_ = err;
       failed_ = ranges_[piece.range].what;
@@ -304,17 +313,26 @@ void RawFile::run(char* bounce) {
   }
 }
 
-int RawFile::move(const Piece& piece, char* bounce) const {
+int RawFile::move(const Piece& piece, char* bounce, double* copy_s) const {
   if (!piece.direct) return all(fd_, write_, piece.p, piece.n, piece.at);
   // Memory aligned as the device's DMA wants it: straight from / into the caller's
   // bytes (no copy at all, as fio), else through the bounce buffer.
   if (reinterpret_cast<uintptr_t>(piece.p) % mem_align_ == 0)
     return all(direct_fd_, write_, piece.p, piece.n, piece.at);
   const size_t len = static_cast<size_t>(piece.n);
+  auto t0 = std::chrono::steady_clock::now();
   if (write_) std::memcpy(bounce, piece.p, len);
+  *copy_s += seconds_since(t0);
   if (const int err = all(direct_fd_, write_, bounce, len, piece.at)) return err;
+  t0 = std::chrono::steady_clock::now();
   if (!write_) std::memcpy(piece.p, bounce, len);
+  *copy_s += seconds_since(t0);
   return 0;
+}
+
+double RawFile::copy_seconds() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return copy_s_;
 }
 
 int RawFile::all(int fd, bool write, char* p, uint64_t n, uint64_t at) {
@@ -340,6 +358,38 @@ size_t RawFile::direct_memory_alignment(int fd) {
     return st.stx_dio_mem_align;
 #endif
   return kAlign;
+}
+
+Prefault::Prefault(std::vector<std::span<char>> ranges) : ranges_(std::move(ranges)) {
+  thread_ = std::thread([this] {
+#ifdef MADV_POPULATE_WRITE
+    const auto t0 = std::chrono::steady_clock::now();
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    constexpr uintptr_t kStep = uintptr_t{8} << 20;  // bytes per call: stop_ is checked between
+    for (const std::span<char> r : ranges_) {
+      const uintptr_t lo = (reinterpret_cast<uintptr_t>(r.data()) + page - 1) / page * page;
+      const uintptr_t hi = (reinterpret_cast<uintptr_t>(r.data()) + r.size()) / page * page;
+      for (uintptr_t a = lo; a < hi && !stop_.load(std::memory_order_relaxed); a += kStep)
+        // Advice only: a kernel without it (EINVAL) or memory it refuses (EFAULT, a file
+        // mapping) leaves the faults to the reads, as before.
+        if (::madvise(reinterpret_cast<void*>(a), std::min(kStep, hi - a), MADV_POPULATE_WRITE) != 0) {
+          seconds_ = seconds_since(t0);
+          return;
+        }
+    }
+    seconds_ = seconds_since(t0);
+#endif
+  });
+}
+
+Prefault::~Prefault() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+double Prefault::seconds() {
+  if (thread_.joinable()) thread_.join();
+  return seconds_;
 }
 
 bool raw_offset(hid_t dset, const std::string& path, uint64_t* at) {

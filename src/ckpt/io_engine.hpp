@@ -5,6 +5,7 @@
 // small MPI and HDF5 helpers of both halves.
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -76,6 +77,8 @@ uint64_t checksum(SumKind kind, std::span<const float> x, uint64_t first, uint64
                   uint64_t* non_finite = nullptr);
 
 double seconds_since(std::chrono::steady_clock::time_point t0);
+// The process's minor page faults so far (getrusage; 0 where it fails).
+uint64_t minor_page_faults();
 
 // One read of a unit's bytes through WriteContents::source (begin_read .. end_read);
 // without a source (or nothing to read), the bytes where they are.
@@ -186,6 +189,8 @@ class RawFile {
   int read_at(void* data, size_t n, uint64_t at);
   // Closes after wait(), returning 0 or the errno (a write's error can first show here).
   int close();
+  // Seconds the I/O threads spent copying through their bounce buffers, summed.
+  double copy_seconds();
 
  private:
   static constexpr size_t kAlign = 4096;              // O_DIRECT offsets, lengths, addresses
@@ -208,7 +213,8 @@ class RawFile {
   };
 
   void run(char* bounce);
-  int move(const Piece& piece, char* bounce) const;
+  // Moves the piece; the seconds spent copying through the bounce buffer into *copy_s.
+  int move(const Piece& piece, char* bounce, double* copy_s) const;
   // pwrite / pread of all n bytes (EINTR retried): 0, the errno, or (a read) -1 when the
   // file ends first.
   static int all(int fd, bool write, char* p, uint64_t n, uint64_t at);
@@ -231,9 +237,33 @@ class RawFile {
   std::deque<Range> ranges_;  // every range queued (a deque: references stay valid)
   int busy_ = 0;              // pieces being moved
   int err_ = 0;
+  double copy_s_ = 0;  // copy_seconds()
   std::string failed_;
   bool stop_ = false;
   std::vector<std::thread> threads_;  // last: start once the members above exist
+};
+
+// A read's target memory faulted in ahead of the reads, on a thread of its own, in the
+// order given (madvise MADV_POPULATE_WRITE, Linux 5.14; elsewhere nothing). A resume reads
+// into the engine's freshly mapped moments: every 4 KiB page's first touch is a fault in
+// which the kernel zeroes it, and inside an O_DIRECT pread that fault time holds the I/O
+// thread off the device (the 1.1B state: 1.08M faults per rank, a load at 0.65 of fio,
+// issue 43); here the faults overlap the transfers. Transparent huge pages for the same
+// memory made the load 5x slower on the development VM (bench/results/ckpt-io.md).
+class Prefault {
+ public:
+  explicit Prefault(std::vector<std::span<char>> ranges);
+  ~Prefault();  // stops early and joins
+  Prefault(const Prefault&) = delete;
+  Prefault& operator=(const Prefault&) = delete;
+  // Seconds the thread spent faulting, once it ended (joins).
+  double seconds();
+
+ private:
+  std::vector<std::span<char>> ranges_;
+  std::atomic<bool> stop_{false};
+  double seconds_ = 0;
+  std::thread thread_;  // last
 };
 
 // Whether dataset `dset`'s bytes can be accessed raw (contiguous, allocated, fp32

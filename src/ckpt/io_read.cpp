@@ -149,6 +149,13 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds, SumKi
   const std::vector<model::TensorInfo>& tensors = layout.tensors();
   const size_t nt = tensors.size();
   const auto t_data = std::chrono::steady_clock::now();
+  std::vector<std::span<char>> targets;  // in file order: each kind's units
+  for (int k = 0; k < kinds; ++k)
+    for (const UnitTarget& u : units) {
+      const std::span<float> x = k == kParams ? u.params : k == kExpAvg ? u.exp_avg : u.exp_avg_sq;
+      targets.push_back({reinterpret_cast<char*>(x.data()), x.size_bytes()});
+    }
+  Prefault prefault(std::move(targets));  // ahead of the reads
   double metadata = 0;
   TailChunks tail_chunks;  // outlives raw's I/O threads
   RawFile raw(path, /*write=*/false);  // unusable: every dataset through H5Dread
@@ -193,6 +200,8 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds, SumKi
     progress.advance(static_cast<uint64_t>(tensors[i].numel) * sizeof(float), 1);
   }
   if (const int err = raw.wait(&failed)) throw_read_error(err, path, failed);
+  times.copies += raw.copy_seconds();
+  times.prefault += prefault.seconds();
   times.metadata += metadata;
   times.data += seconds_since(t_data) - metadata;
   times.chunks_read_back += tail_chunks.count();
@@ -238,6 +247,16 @@ TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& 
   return st;
 }
 
+// Where a read's time went, for the load's progress line (rank 0's figures).
+std::string describe_read(const IoTimes& t) {
+  return strf("reads %.2f s (pages faulted in beside them %.2f s, %.0fk page faults; bounce "
+              "copies %.2f s on the I/O threads), "
+              "HDF5 metadata %.2f s, checksums %.2f s beside the reads (waited %.2f s), "
+              "waiting for the other ranks %.2f s",
+              t.data, t.prefault, static_cast<double>(t.page_faults) / 1e3, t.copies, t.metadata, t.checksum,
+              t.checksum_wait, t.ranks);
+}
+
 }  // namespace
 
 Header read_header(MPI_Comm comm, const std::string& path) {
@@ -254,6 +273,7 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                                     std::vector<std::string>* warnings, IoTimes* times,
                                     const model::ParamLayout* part) {
   const auto t_start = std::chrono::steady_clock::now();
+  const uint64_t faults0 = minor_page_faults();
   IoTimes t;
   Handle file = open_file(comm, path);
   h5::QuietErrors quiet;
@@ -301,11 +321,14 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   t.metadata += seconds_since(t0);
   t.checksum_wait = worker.drain();
   t.checksum = worker.busy_seconds();
-  progress->finish();
 
   for (size_t d = 0; d < n; ++d) sums[d] += tails[d];
+  const auto t_ranks = std::chrono::steady_clock::now();
   sum_over_ranks(comm, sums);
+  t.ranks = seconds_since(t_ranks);
+  t.page_faults = minor_page_faults() - faults0;
   t.total = seconds_since(t_start);
+  progress->finish(describe_read(t));
   if (times) *times = t;
   for (size_t d = 0; d < sums.size(); ++d)
     if (sums[d] != stored[d])

@@ -142,7 +142,7 @@ std::string Progress::figures(double now) const {
   return s;
 }
 
-void Progress::print_locked(double now, bool final) {
+void Progress::print_locked(double now, bool final, const std::string& detail) {
   std::string line;
   if (final) {
     const double elapsed = now - start_;
@@ -152,6 +152,7 @@ void Progress::print_locked(double now, bool final) {
     line += " in " + format_duration(elapsed);
     if (elapsed > 0 && unit_ != ProgressUnit::kPhases)
       line += ", " + rate_str(static_cast<double>(done_) / elapsed, unit_);
+    if (!detail.empty()) line += "; " + detail;
   } else {
     line = "progress: " + what_ + " " + figures(now);
   }
@@ -176,11 +177,11 @@ void Progress::advance(uint64_t n, uint64_t items) {
   if (now - last_print_ >= every) print_locked(now, false);
 }
 
-void Progress::finish() {
+void Progress::finish(const std::string& detail) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_) return;
   finished_ = true;
-  if (enabled_) print_locked(clock_(), true);
+  if (enabled_) print_locked(clock_(), true, detail);
 }
 
 }  // namespace zt

@@ -82,6 +82,12 @@ struct IoTimes {
   double checksum_tails = 0;  // writing: reading back and hashing the zt-xxh3 chunks this
                               // rank holds only the start of (reading: inside `data`)
   size_t chunks_read_back = 0;  // those chunks (<= 256 KiB each)
+  double copies = 0;          // bounce-buffer copies on the I/O threads (memory not aligned
+                              // for O_DIRECT), summed over the threads
+  double prefault = 0;        // reading: faulting the target memory in, beside the reads
+  double ranks = 0;           // waiting for the other ranks (the checksums' all-reduce)
+  uint64_t page_faults = 0;   // minor page faults of the process during the call (first
+                              // touches of fresh memory: the kernel zeroes each page)
   double total = 0;          // the whole call
 };
 

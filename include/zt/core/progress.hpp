@@ -60,8 +60,9 @@ class Progress {
   void advance(uint64_t n, uint64_t items = 0);
   // A short note shown after the figures until the next note ("size 64M").
   void note(std::string text);
-  // The end line: "progress: WHAT done: TOTAL in 12.3s, RATE". Once.
-  void finish();
+  // The end line: "progress: WHAT done: TOTAL in 12.3s, RATE", then "; DETAIL" when
+  // given (e.g. where the time went). Once.
+  void finish(const std::string& detail = {});
 
   bool enabled() const { return enabled_; }
   uint64_t done() const { return done_; }
@@ -70,7 +71,7 @@ class Progress {
   std::string figures(double now) const;
 
  private:
-  void print_locked(double now, bool final);
+  void print_locked(double now, bool final, const std::string& detail = {});
 
   std::string what_;
   uint64_t total_;
