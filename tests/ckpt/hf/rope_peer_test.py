@@ -100,7 +100,10 @@ def main():
             hl, hgen = got
             # Export and re-load.
             exported = folder + "-export"
-            if not export_f32(c, zt, tag, h5, exported):
+            rc, out = run_zt(zt, "convert", "h5-to-hf", h5, exported, "--dtype", "f32")
+            c.check(rc == 0, f"{tag}: zt convert h5-to-hf (exit {rc})")
+            if rc != 0:
+                print(out)
                 continue
             a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
             ra, rb = a.rope_parameters, b.rope_parameters
