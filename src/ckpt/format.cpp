@@ -111,15 +111,17 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
                      "with); its model_config attribute lists every field: h5dump -a "
                      "model_config FILE");
   const std::pair<const char*, std::pair<int64_t, int64_t>> ints[] = {
-      {"head_dim", {saved.head_dim(), run.head_dim()}},
-      {"attention_bias", {saved.attention_bias ? 1 : 0, run.attention_bias ? 1 : 0}},
+      // The sizes a user sets first; head_dim (derived from them unless set) after them, so
+      // a different hidden is named as such, not as the head_dim it implies.
       {"vocab", {saved.vocab, run.vocab}},
       {"hidden", {saved.hidden, run.hidden}},
       {"layers", {saved.layers, run.layers}},
       {"heads", {saved.heads, run.heads}},
       {"kv_heads", {saved.kv_heads, run.kv_heads}},
       {"intermediate", {saved.intermediate, run.intermediate}},
-      {"tied_embeddings", {saved.tied_embeddings ? 1 : 0, run.tied_embeddings ? 1 : 0}}};
+      {"tied_embeddings", {saved.tied_embeddings ? 1 : 0, run.tied_embeddings ? 1 : 0}},
+      {"head_dim", {saved.head_dim(), run.head_dim()}},
+      {"attention_bias", {saved.attention_bias ? 1 : 0, run.attention_bias ? 1 : 0}}};
   for (const auto& [field, v] : ints)
     if (v.first != v.second) refuse(field, v.first, v.second);
   std::vector<std::string> warnings;

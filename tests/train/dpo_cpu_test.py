@@ -76,7 +76,8 @@ def main():
         if rc != 0:
             print(out[-3000:])
             continue
-        rows = [json.loads(x) for x in open(os.path.join(d, "metrics.jsonl"))]
+        # Step records only (log.metrics also holds the run's and each checkpoint's record).
+        rows = [r for r in map(json.loads, open(os.path.join(d, "metrics.jsonl"))) if "loss" in r]
         evals = [r["eval_rewards/accuracies"] for r in rows if "eval_rewards/accuracies" in r]
         losses = [r["loss"] for r in rows]
         print(f"{method}: losses {losses[0]:.4f} .. {losses[-1]:.4f}; held-out reward accuracy {evals}")

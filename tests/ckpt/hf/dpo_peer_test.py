@@ -85,7 +85,8 @@ def zt_step(zt, work, name, ckpt, extra, ranks=1):
         print(p.stdout[-3000:])
         return None
     with open(os.path.join(work, f"{name}.jsonl")) as f:
-        return json.loads(f.readlines()[-1])
+        steps = [r for r in map(json.loads, f.readlines()) if "loss" in r]  # not run/checkpoint records
+        return steps[-1] if steps else None
 
 
 def main():
