@@ -2,6 +2,7 @@
 #include "zt/core/files.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,6 +149,27 @@ void unregister_staging(const char* path) {
   }
 }
 
+// Holds SIGTERM, SIGINT and SIGHUP for its lifetime (this thread), so a file created and
+// registered inside it is never left behind by a signal landing between the two.
+class FatalSignalsHeld {
+ public:
+  FatalSignalsHeld() {
+    sigset_t held;
+    sigemptyset(&held);
+    for (const int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&held, sig);
+    ok_ = ::pthread_sigmask(SIG_BLOCK, &held, &old_) == 0;
+  }
+  ~FatalSignalsHeld() {
+    if (ok_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);  // a held signal arrives now
+  }
+  FatalSignalsHeld(const FatalSignalsHeld&) = delete;
+  FatalSignalsHeld& operator=(const FatalSignalsHeld&) = delete;
+
+ private:
+  sigset_t old_;
+  bool ok_ = false;
+};
+
 extern "C" void remove_staging_and_die(int sig) {
   for (auto& slot : g_staging) {
     const char* p = slot.exchange(nullptr);
@@ -221,6 +243,7 @@ SafeFile::SafeFile(std::string path, std::string_view what, std::string tmp_suff
     tmp_suffix = staging_suffix();
   }
   tmp_ = path_ + tmp_suffix;
+  const FatalSignalsHeld held;  // created and registered as one step for the signal handler
   fd_ = create_exclusive(tmp_, what_);
   register_staging(tmp_.c_str());
 }
