@@ -24,6 +24,21 @@ class MoeGpu : public GpuTest {};
 using Types = ::testing::Types<float, bf16_t>;
 TYPED_TEST_SUITE(MoeGpu, Types);
 
+// E + 1 ints of pinned host memory for moe_plan's asynchronous copy of the expert ranges.
+class PinnedOffsets {
+ public:
+  explicit PinnedOffsets(int64_t E) {
+    ZT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p_), static_cast<size_t>(E + 1) * sizeof(int32_t)));
+  }
+  ~PinnedOffsets() { cudaFreeHost(p_); }
+  PinnedOffsets(const PinnedOffsets&) = delete;
+  PinnedOffsets& operator=(const PinnedOffsets&) = delete;
+  int32_t* data() { return p_; }
+
+ private:
+  int32_t* p_ = nullptr;
+};
+
 std::vector<int32_t> ints(const DeviceBuffer<int32_t>& d) {
   ZT_CUDA_CHECK(cudaDeviceSynchronize());
   return d.to_host();
@@ -54,7 +69,10 @@ TYPED_TEST(MoeGpu, BlockForwardBackwardEqualsTheReference) {
   MoePlan plan;
   plan.perm = perm.data();
   plan.pos = pos.data();
-  moe_plan(plan, scratch.data(), idx.data(), N, E, k);
+  PinnedOffsets host(E);
+  moe_plan(plan, scratch.data(), host.data(), idx.data(), N, E, k);
+  ZT_CUDA_CHECK(cudaDeviceSynchronize());
+  moe_plan_ready(plan, host.data(), E);
 
   // Reference routing of the GPU's logits.
   const Vec lg = to_host(logits);
@@ -153,7 +171,10 @@ TYPED_TEST(MoeGpu, TiesGoToTheLowerExpertAndEmptyExpertsAreSkipped) {
   MoePlan plan;
   plan.perm = perm.data();
   plan.pos = pos.data();
-  moe_plan(plan, scratch.data(), idx.data(), N, E, k);
+  PinnedOffsets host(E);
+  moe_plan(plan, scratch.data(), host.data(), idx.data(), N, E, k);
+  ZT_CUDA_CHECK(cudaDeviceSynchronize());
+  moe_plan_ready(plan, host.data(), E);
   const std::vector<int32_t> got = ints(idx);
   for (int64_t n = 0; n < N; ++n) {
     EXPECT_EQ(got[n * k + 0], 9);

@@ -240,12 +240,12 @@ int64_t moe_plan_scratch(int64_t S, int64_t E) {
   return (S + kPlanBlock - 1) / kPlanBlock * E + E + 1;
 }
 
-void moe_plan(MoePlan& plan, int32_t* scratch, const int32_t* idx, int64_t N, int64_t E,
-              int64_t k, cudaStream_t stream) {
+void moe_plan(MoePlan& plan, int32_t* scratch, int32_t* host_offsets, const int32_t* idx,
+              int64_t N, int64_t E, int64_t k, cudaStream_t stream) {
   detail::check_moe_shape(E, k, "moe_plan");
   const int64_t S = N * k;
   const int blocks = static_cast<int>((S + kPlanBlock - 1) / kPlanBlock);
-  int32_t* counts = scratch;                                 // [blocks, E]
+  int32_t* counts = scratch;                                      // [blocks, E]
   int32_t* offsets = scratch + static_cast<int64_t>(blocks) * E;  // [E + 1]
   const int e32 = static_cast<int>(E);
   if (blocks > 0) {
@@ -258,12 +258,14 @@ void moe_plan(MoePlan& plan, int32_t* scratch, const int32_t* idx, int64_t N, in
     plan_place_kernel<<<blocks, kPlanBlock, 0, stream>>>(plan.perm, plan.pos, counts, idx, S, e32);
     ZT_CUDA_LAUNCH_CHECK("moe plan_place_kernel");
   }
-  std::vector<int32_t> host(static_cast<size_t>(E + 1));
-  ZT_CUDA_CHECK(cudaMemcpyAsync(host.data(), offsets, host.size() * sizeof(int32_t),
+  ZT_CUDA_CHECK(cudaMemcpyAsync(host_offsets, offsets, static_cast<size_t>(E + 1) * sizeof(int32_t),
                                 cudaMemcpyDeviceToHost, stream));
-  ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
   plan.dev_offsets = offsets;
-  plan.offsets.assign(host.begin(), host.end());
+  plan.offsets.clear();  // filled by moe_plan_ready once the copy is done
+}
+
+void moe_plan_ready(MoePlan& plan, const int32_t* host_offsets, int64_t E) {
+  plan.offsets.assign(host_offsets, host_offsets + E + 1);
 }
 
 void moe_aux_accumulate(double* tokens, double* prob_sum, const float* probs,

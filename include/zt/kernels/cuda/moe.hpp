@@ -51,11 +51,15 @@ struct MoePlan {
 // Scratch ints moe_plan needs: (blocks of 256 slots) * E + E + 1.
 int64_t moe_plan_scratch(int64_t S, int64_t E);
 
-// Fills plan.perm and plan.pos (device buffers of S ints, the caller's) from idx [N, k],
-// and plan.offsets, copied to the host: the stream is synchronised (the GEMM sizes are
-// needed on the host), the one wait of the block.
-void moe_plan(MoePlan& plan, int32_t* scratch, const int32_t* idx, int64_t N, int64_t E,
-              int64_t k, cudaStream_t stream = nullptr);
+// Enqueues the plan: plan.perm and plan.pos (device buffers of S ints, the caller's) from
+// idx [N, k], the expert ranges in the scratch (plan.dev_offsets), and their copy into
+// host_offsets [E + 1] (pinned host memory: an asynchronous copy). The GEMM sizes are needed
+// on the host: the caller waits for the stream (comm::wait_stream, the one polled host wait;
+// the block's one wait), then calls moe_plan_ready.
+void moe_plan(MoePlan& plan, int32_t* scratch, int32_t* host_offsets, const int32_t* idx,
+              int64_t N, int64_t E, int64_t k, cudaStream_t stream = nullptr);
+// plan.offsets from host_offsets, once the stream has passed moe_plan's copy.
+void moe_plan_ready(MoePlan& plan, const int32_t* host_offsets, int64_t E);
 
 // The saved activations of moe_experts_forward, device buffers, in the permuted order.
 template <class T>
