@@ -176,35 +176,69 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   return count > 0 ? ce.loss_sum / static_cast<double>(count) : 0.0;
 }
 
+namespace {
+
+// A context target (t <= -2, model.hpp RowObjective): the token -2 - t; else -1.
+int32_t context_token(int32_t t) { return t <= -2 ? -2 - t : -1; }
+int32_t own_token(int32_t t) { return t >= 0 ? t : -1; }
+
+bool has_context(const int32_t* targets, int64_t n) {
+  return std::any_of(targets, targets + n, [](int32_t t) { return t <= -2; });
+}
+
+}  // namespace
+
 template <class R>
 void Model<R>::Impl::row_sums(const int32_t* targets, int64_t B, int64_t T, std::span<double> logp,
                               std::span<int64_t> count) const {
   const int64_t V = cfg.vocab;
-  if (static_cast<int64_t>(logp.size()) != B || static_cast<int64_t>(count.size()) != B)
+  const bool context = static_cast<int64_t>(logp.size()) == 2 * B;
+  if ((static_cast<int64_t>(logp.size()) != B && !context) || count.size() != logp.size())
     throw InputError(strf("row log-probs: %zu / %zu outputs for %lld rows", logp.size(), count.size(),
                           static_cast<long long>(B)),
-                     "pass spans of B elements");
+                     "pass spans of B elements (2B: the context targets' sums after them)");
+  std::vector<int32_t> row(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b) {
-    const k::CrossEntropyResult r =
-        k::cross_entropy<R>(nullptr, logits.data() + b * T * V, targets + b * T, T, V, 1.0);
-    logp[static_cast<size_t>(b)] = -r.loss_sum;
-    count[static_cast<size_t>(b)] = r.count;
+    const int32_t* tr = targets + b * T;
+    for (int part = 0; part < (context ? 2 : 1); ++part) {
+      std::transform(tr, tr + T, row.begin(), part == 0 ? own_token : context_token);
+      const k::CrossEntropyResult r =
+          k::cross_entropy<R>(nullptr, logits.data() + b * T * V, row.data(), T, V, 1.0);
+      logp[static_cast<size_t>(part * B + b)] = -r.loss_sum;
+      count[static_cast<size_t>(part * B + b)] = r.count;
+    }
   }
 }
 
 // d value / d logits of row b's target t = dlogp[b] x d logp_t / d logits
-// = -dlogp[b] x (softmax - onehot): the cross-entropy gradient with scale -dlogp[b].
+// = -dlogp[b] x (softmax - onehot): the cross-entropy gradient with scale -dlogp[b]
+// (-dlogp[B + b] at row b's context targets, run by run: the kernel writes in place).
 template <class R>
 double Model<R>::Impl::objective_backward(const int32_t* targets, int64_t B, int64_t T,
                                           double grad_scale) {
   const int64_t V = cfg.vocab;
-  std::vector<double> logp(static_cast<size_t>(B)), dlogp(static_cast<size_t>(B));
-  std::vector<int64_t> count(static_cast<size_t>(B));
+  const bool context = has_context(targets, B * T);
+  const size_t n = static_cast<size_t>(context ? 2 * B : B);
+  std::vector<double> logp(n), dlogp(n);
+  std::vector<int64_t> count(n);
   row_sums(targets, B, T, logp, count);
   const double value = objective(logp, count, dlogp);
+  std::vector<int32_t> run(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b) {
     R* row = logits.data() + b * T * V;
-    k::cross_entropy(row, row, targets + b * T, T, V, -dlogp[static_cast<size_t>(b)] * grad_scale);
+    const int32_t* tr = targets + b * T;
+    if (!context) {
+      k::cross_entropy(row, row, tr, T, V, -dlogp[static_cast<size_t>(b)] * grad_scale);
+      continue;
+    }
+    for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {  // runs of one kind: own, context or ignored
+      const bool ctx = tr[t0] <= -2;
+      for (t1 = t0 + 1; t1 < T && (tr[t1] <= -2) == ctx; ++t1) {
+      }
+      std::transform(tr + t0, tr + t1, run.begin(), ctx ? context_token : own_token);
+      const double d = dlogp[static_cast<size_t>(ctx ? B + b : b)];
+      k::cross_entropy(row + t0 * V, row + t0 * V, run.data(), t1 - t0, V, -d * grad_scale);
+    }
   }
   return value;
 }

@@ -42,6 +42,10 @@ void add_preference_keys(config::Schema& s) {
     k.min_exclusive = true;
     k.max = 1e3;
   }
+  s.add_string("orpo.nll", "sequence",
+               "the tokens of ORPO's NLL term: sequence (the chosen row's prompt and completion, "
+               "as TRL's ORPOTrainer and Axolotl) or completion (the prompt masked, as SFT)")
+      .choices = {"sequence", "completion"};
 }
 
 PreferenceConfig resolve_preference(const config::Config& c) {
@@ -52,6 +56,7 @@ PreferenceConfig resolve_preference(const config::Config& c) {
   p.label_smoothing = c.get_float("dpo.label_smoothing");
   p.ipo = c.get_string("dpo.loss") == "ipo";
   p.orpo_lambda = c.get_float("orpo.lambda");
+  p.orpo_sequence_nll = c.get_string("orpo.nll") == "sequence";
   if (p.label_smoothing >= 0.5)  // the schema's range is inclusive
     throw InputError(strf("dpo.label_smoothing = %g: must be below 0.5", p.label_smoothing),
                      "0.5 makes chosen and rejected alike; cDPO uses 0.1 .. 0.3");
@@ -79,10 +84,14 @@ PairMetrics& PairMetrics::operator+=(const PairMetrics& o) {
 
 double preference_value(const PreferenceConfig& cfg, std::span<const double> logp,
                         std::span<const int64_t> count, std::span<const double> ref, double nll_weight,
-                        std::span<double> dlogp, PairMetrics& m) {
+                        std::span<double> dlogp, PairMetrics& m, std::span<const double> context,
+                        std::span<double> dcontext) {
   const size_t P = logp.size() / 2;
   ZT_CHECK(logp.size() == 2 * P && P > 0 && count.size() == logp.size() && dlogp.size() == logp.size(),
            "preference_value: rows are not pairs", "pass 2P rows: chosen, rejected");
+  ZT_CHECK(context.size() == dcontext.size() && (context.empty() || context.size() == logp.size()),
+           "preference_value: context sums of another size than the rows",
+           "pass 2P context sums (orpo.nll = sequence) or none");
   const bool dpo = cfg.objective == Objective::kDpo;
   ZT_CHECK(!dpo || ref.size() == logp.size(), "DPO without reference log-probs",
            "compute the reference first");
@@ -110,6 +119,7 @@ double preference_value(const PreferenceConfig& cfg, std::span<const double> log
       }
       rc = cfg.beta * cc;
       rr = cfg.beta * cr;
+      if (!context.empty()) dcontext[ci] = dcontext[ri] = 0;  // (no context targets in DPO)
     } else {  // ORPO over average log-probs, + the chosen NLL
       const double ac = c / nc, ar = r / nr;
       const double lo = (ac - ar) - (log1mexp(ac) - log1mexp(ar));
@@ -118,6 +128,11 @@ double preference_value(const PreferenceConfig& cfg, std::span<const double> log
       dlogp[ci] = g * (-1 / std::expm1(ac)) / nc - nll_weight;
       dlogp[ri] = g * (1 / std::expm1(ar)) / nr;
       value += -nll_weight * c;
+      if (!context.empty()) {  // orpo.nll = sequence: the chosen row's prompt targets too
+        value += -nll_weight * context[ci];
+        dcontext[ci] = -nll_weight;
+        dcontext[ri] = 0;
+      }
       rc = cfg.orpo_lambda * ac;
       rr = cfg.orpo_lambda * ar;
     }

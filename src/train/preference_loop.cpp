@@ -39,16 +39,35 @@ PreferenceLoop::PreferenceLoop(const TrainConfig& cfg, comm::Comm& comm, const d
   engine_.set_row_objective({});
 }
 
+// A row's sequence ends at its last completion token (the completion is the sequence's
+// tail; padding after it): that token's index in the row.
+size_t PreferenceLoop::last_target(size_t start) const {
+  size_t last = 0;
+  for (size_t t = 1; t <= T_; ++t)
+    if (data_.loss_mask[start + t]) last = t;
+  return last;
+}
+
+// ORPO with orpo.nll = sequence: a chosen row's (even file row) prompt tokens after its
+// first are context targets (-2 - token, model.hpp RowObjective).
+bool PreferenceLoop::sequence_nll(size_t start) const {
+  return cfg_.pref.objective == Objective::kOrpo && cfg_.pref.orpo_sequence_nll && (start / row_) % 2 == 0;
+}
+
 void PreferenceLoop::fill(size_t i, size_t start) {
   rows_[i] = start / row_;
+  const size_t context_end = sequence_nll(start) ? last_target(start) : 0;
   for (size_t t = 0; t < T_; ++t) {
+    const auto next = static_cast<int32_t>(data_.tokens[start + t + 1]);
     tokens_[i * T_ + t] = static_cast<int32_t>(data_.tokens[start + t]);
-    targets_[i * T_ + t] =
-        data_.loss_mask[start + t + 1] ? static_cast<int32_t>(data_.tokens[start + t + 1]) : -1;
+    targets_[i * T_ + t] = data_.loss_mask[start + t + 1] ? next : t + 1 <= context_end ? -2 - next : -1;
   }
 }
 
+// The chosen row's NLL targets: its completion, or (orpo.nll = sequence) every token
+// after the first up to the completion's end, as TRL's ORPO's labels.
 int64_t PreferenceLoop::chosen_targets(size_t start) const {
+  if (sequence_nll(start)) return static_cast<int64_t>(last_target(start));
   int64_t n = 0;
   for (size_t t = 1; t <= T_; ++t) n += data_.loss_mask[start + t];
   return n;
@@ -92,26 +111,34 @@ double PreferenceLoop::run_objective(bool train, double grad_scale, double nll_w
   std::vector<double> ref;
   if (cfg_.pref.objective == Objective::kDpo)
     for (const size_t r : rows_) ref.push_back(ref_[r]);
+  // The model passes 2B sums when the micro-batch holds context targets: the rows', then
+  // the rows' context targets'.
+  const auto value = [&](std::span<const double> logp, std::span<const int64_t> count,
+                         std::span<double> dlogp) {
+    const bool ctx = logp.size() == 2 * B_;
+    const size_t n = ctx ? B_ : logp.size();
+    return preference_value(cfg_.pref, logp.first(n), count.first(n), ref, nll_weight, dlogp.first(n), m,
+                            ctx ? logp.subspan(n) : std::span<const double>{},
+                            ctx ? dlogp.subspan(n) : std::span<double>{});
+  };
   if (train) {
-    engine_.set_row_objective([&](std::span<const double> logp, std::span<const int64_t> count,
-                                  std::span<double> dlogp) {
-      return preference_value(cfg_.pref, logp, count, ref, nll_weight, dlogp, m);
-    });
+    engine_.set_row_objective(value);
     const double v = engine_.micro_step(tokens_, targets_, cfg_.micro_batch, cfg_.seq_len,
                                         cfg_.recompute, grad_scale, {});
     engine_.set_row_objective({});
     return v;
   }
-  std::vector<double> logp(B_), dlogp(B_);
-  std::vector<int64_t> count(B_);
+  const size_t n = cfg_.pref.objective == Objective::kOrpo && cfg_.pref.orpo_sequence_nll ? 2 * B_ : B_;
+  std::vector<double> logp(n), dlogp(n);
+  std::vector<int64_t> count(n);
   engine_.row_logps(tokens_, targets_, cfg_.micro_batch, cfg_.seq_len, {}, logp, count);
-  return preference_value(cfg_.pref, logp, count, ref, nll_weight, dlogp, m);
+  return value(logp, count, dlogp);
 }
 
 // Every micro-batch holds micro_batch / 2 pairs: its mean weighs 1 / accum, the engine
 // averages over ranks, so the step's value is the mean over the global batch's pairs.
-// ORPO's NLL is the mean over the chosen completion tokens of the whole global batch (TRL's
-// over one device's batch): nll_weight = accum x ranks / those tokens.
+// ORPO's NLL is the mean over the chosen rows' NLL tokens (orpo.nll) of the whole global
+// batch (TRL's over one device's batch): nll_weight = accum x ranks / those tokens.
 zero::StepStats PreferenceLoop::step(int64_t step, double lr, PairMetrics& metrics) {
   const int rank = comm_.rank(), world = comm_.size();
   const size_t pairs = B_ / 2;

@@ -33,6 +33,8 @@ class PreferenceLoop {
   void fill(size_t i, size_t row_start);
   double run_objective(bool train, double grad_scale, double nll_weight, PairMetrics& m);
   int64_t chosen_targets(size_t row_start) const;
+  size_t last_target(size_t row_start) const;
+  bool sequence_nll(size_t row_start) const;
 
   const TrainConfig& cfg_;
   comm::Comm& comm_;

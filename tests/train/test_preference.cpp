@@ -61,6 +61,37 @@ TEST(Preference, OrpoGradient) {
   expect_gradient(c, false);
 }
 
+// orpo.nll = sequence: the chosen rows' context sums join the NLL (d value / d them =
+// -nll_weight; rejected rows' 0), the rows' derivatives unchanged.
+TEST(Preference, OrpoSequenceNllGradient) {
+  PreferenceConfig c;
+  c.objective = Objective::kOrpo;
+  c.orpo_lambda = 0.25;
+  const std::vector<double> logp = {-12.5, -14.0, -7.25, -6.5}, ctx = {-20.0, -3.0, -9.0, -1.5};
+  const std::vector<int64_t> n = {5, 7, 3, 2};
+  const double nll = 0.03;
+  auto value = [&](const std::vector<double>& lp, const std::vector<double>& cx) {
+    std::vector<double> d(lp.size()), dc(cx.size());
+    PairMetrics m;
+    return preference_value(c, lp, n, {}, nll, d, m, cx, dc);
+  };
+  std::vector<double> d(4), dc(4), d0(4);
+  PairMetrics m, m0;
+  const double v = preference_value(c, logp, n, {}, nll, d, m, ctx, dc);
+  const double v0 = preference_value(c, logp, n, {}, nll, d0, m0);
+  EXPECT_NEAR(v - v0, -nll * (ctx[0] + ctx[2]), 1e-12);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(d[i], d0[i]) << "row " << i;
+    const double h = 1e-5;
+    std::vector<double> up = ctx, down = ctx;
+    up[i] += h;
+    down[i] -= h;
+    const double fd = (value(logp, up) - value(logp, down)) / (2 * h);
+    EXPECT_NEAR(dc[i], fd, 1e-9) << "context of row " << i;
+    EXPECT_EQ(dc[i], i % 2 == 0 ? -nll : 0.0);
+  }
+}
+
 TEST(Preference, DpoValueAndMetrics) {
   PreferenceConfig c;
   c.objective = Objective::kDpo;

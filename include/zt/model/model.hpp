@@ -47,6 +47,10 @@ struct UnitHooks {
 // returns the objective's value and writes dlogp[b] = d value / d logp[b]; the model
 // backpropagates it through the row's tokens (their cross-entropy gradient times
 // -dlogp[b]), the smallest seam between a sequence-level loss and the token-level one.
+// Context targets: a target t <= -2 (the token -2 - t) counts in neither logp[b] nor the
+// mean cross-entropy; when a micro-batch holds one, logp, count and dlogp hold 2B entries,
+// [B + b] the sum over row b's context targets (ORPO's NLL over the prompt, orpo.nll =
+// sequence), backpropagated alike with -dlogp[B + b].
 using RowObjective = std::function<double(std::span<const double> logp, std::span<const int64_t> count,
                                           std::span<double> dlogp)>;
 
@@ -120,7 +124,7 @@ class Model {
   // disable_adapter(): DPO's reference model without a second copy of the weights.
   void set_adapters_enabled(bool on);
   // Forward only: logp[b] = the summed log-probability of row b's targets >= 0, count[b]
-  // their number (logp, count: [B]).
+  // their number (logp, count: [B]; [2B]: then [B + b] row b's context targets').
   void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
                  int64_t T, std::span<const int32_t> positions, std::span<double> logp,
                  std::span<int64_t> count);

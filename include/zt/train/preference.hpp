@@ -8,7 +8,8 @@
 //        loss = -(1 - ls) log sigmoid(beta d) - ls log sigmoid(-beta d)  (ls = dpo.label_smoothing)
 //   dpo, dpo.loss = ipo:     d = (c - c_ref) / n_c - (r - r_ref) / n_r,  loss = (d - 1 / (2 beta))^2
 //   orpo: a = logp / n (average log-probs), log_odds = (a_c - a_r) - (log1mexp(a_c) - log1mexp(a_r)),
-//        loss = NLL(chosen completion tokens) - lambda log sigmoid(log_odds)
+//        loss = NLL(chosen tokens) - lambda log sigmoid(log_odds), the NLL over the chosen
+//        row's prompt and completion (orpo.nll = sequence, TRL's) or its completion
 // each averaged over pairs. The metrics are TRL's: rewards/chosen = beta (c - c_ref),
 // rewards/rejected, rewards/accuracies (chosen > rejected), rewards/margins, logps/chosen,
 // logps/rejected (ORPO: rewards = lambda x average log-prob, TRL's ORPO's).
@@ -27,6 +28,7 @@ struct PreferenceConfig {
   double label_smoothing = 0.0;  // dpo.label_smoothing
   bool ipo = false;              // dpo.loss = ipo
   double orpo_lambda = 0.1;      // orpo.lambda (TRL's ORPOConfig.beta)
+  bool orpo_sequence_nll = true;  // orpo.nll = sequence (prompt + completion), else completion
   bool enabled() const { return objective != Objective::kSft; }
 };
 
@@ -45,8 +47,12 @@ struct PairMetrics {
 // The objective over rows of pairs (logp, count, dlogp: [2P]; ref: [2P] for DPO, empty for
 // ORPO): returns mean_p loss_p + nll (ORPO: nll_weight x the chosen rows' summed NLL; the
 // caller passes 1 / the chosen targets it averages over), writes dlogp, adds the metrics.
+// context, dcontext ([2P] or empty): each row's summed log-prob of its context targets
+// (the prompt's, orpo.nll = sequence; model.hpp RowObjective) and d value / d them: ORPO
+// adds the chosen row's to its NLL.
 double preference_value(const PreferenceConfig& cfg, std::span<const double> logp,
                         std::span<const int64_t> count, std::span<const double> ref, double nll_weight,
-                        std::span<double> dlogp, PairMetrics& metrics);
+                        std::span<double> dlogp, PairMetrics& metrics,
+                        std::span<const double> context = {}, std::span<double> dcontext = {});
 
 }  // namespace zt::train

@@ -13,10 +13,12 @@
    loss and gradient norm (before clipping; log.metrics) equal TRL's compute_loss and the
    norm of its backward's gradient (the reference is the policy before the step on both
    sides) within 1e-5 relative; the same at train.accum 2 and at 2 ranks (mpirun).
-4. ORPO (lambda 0.1): zt's step-1 loss and gradient norm equal TRL's
-   ORPOTrainer.odds_ratio_loss on the average completion log-probs plus the mean NLL of
-   the chosen completion tokens (TRL's ORPO takes that NLL over the prompt too: zt does
-   not; docs/finetune.md), at np 1, accum 2 and 2 ranks at stage 2.
+4. ORPO (lambda 0.1) against TRL's ORPOTrainer itself, with no adjustment: on a pair file
+   of seq_len 127 (no pair cut; the rows equal ORPOTrainer's tokenize_row + collator),
+   zt's step-1 loss and gradient norm (orpo.nll = sequence, the default: the NLL over the
+   chosen row's prompt and completion, as TRL) equal ORPOTrainer.compute_loss and its
+   backward's, at np 1, accum 2 and 2 ranks at stage 2; orpo.nll = completion equals TRL's
+   odds_ratio_loss + the NLL of the chosen completion tokens (np 1).
 Exit 77 (CTest skip) without torch / transformers / trl (scripts/install-deps.sh
 --hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
 """
@@ -43,10 +45,10 @@ PAIRS = [  # original text
 ]
 
 
-def orpo_reference(torch, model, batch, lam):
-    """ORPO on TRL's collated batch: TRL's ORPOTrainer.odds_ratio_loss on the average
-    completion log-probs, + the NLL of the chosen completion tokens (zt's rule; TRL's ORPO
-    takes the NLL over prompt and completion). Returns (loss, gradient norm)."""
+def orpo_completion_reference(torch, model, batch, lam):
+    """orpo.nll = completion on TRL's DPO-collated batch: TRL's ORPOTrainer.odds_ratio_loss
+    on the average completion log-probs, + the NLL of the chosen completion tokens (TRL's
+    ORPO takes the NLL over prompt and completion: orpo_trl). Returns (loss, gradient norm)."""
     from types import SimpleNamespace
     from trl.experimental.orpo.orpo_trainer import ORPOTrainer
     model.zero_grad()
@@ -61,14 +63,49 @@ def orpo_reference(torch, model, batch, lam):
     losses = ORPOTrainer.odds_ratio_loss(me, avg[:P], avg[P:])[0]
     loss = nll - losses.mean()
     loss.backward()
-    norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)))
-    return float(loss.detach()), norm
+    return float(loss.detach()), grad_norm(torch, model)
 
 
-def zt_step(zt, work, name, ckpt, extra, ranks=1):
+def grad_norm(torch, model):
+    return float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)))
+
+
+def orpo_trl(c, torch, hf, tok, work, lam, row):
+    """TRL's ORPOTrainer on PAIRS (max_length = row, nothing cut): its tokenized rows
+    against zt's pairs-row.h5 (ids; completion labels = zt's mask), then compute_loss and
+    its backward. Returns (loss, gradient norm)."""
+    import h5py
+    from datasets import Dataset
+    from transformers import LlamaForCausalLM
+    from trl.experimental.orpo import ORPOConfig, ORPOTrainer
+    model = LlamaForCausalLM.from_pretrained(hf, dtype=torch.float32)
+    args = ORPOConfig(output_dir=os.path.join(work, "trl-orpo"), beta=lam, max_length=row,
+                      report_to="none", use_cpu=True, bf16=False, fp16=False,
+                      per_device_train_batch_size=len(PAIRS), dataloader_num_workers=0)
+    trainer = ORPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(PAIRS), processing_class=tok)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(len(PAIRS))])
+    with h5py.File(os.path.join(work, f"pairs{row}.h5"), "r") as f:
+        ids, mask = f["tokens"][:].reshape(-1, row), f["loss_mask"][:].reshape(-1, row)
+    same = True
+    for k in range(2 * len(PAIRS)):
+        side = "chosen" if k % 2 == 0 else "rejected"
+        n = int(batch[f"{side}_attention_mask"][k // 2].sum())
+        labels = batch[f"{side}_labels"][k // 2][:n].tolist()
+        same &= list(ids[k][:n]) == batch[f"{side}_input_ids"][k // 2][:n].tolist()
+        same &= [int(x != -100) for x in labels[1:]] == list(mask[k][1:n]) and not mask[k][n:].any()
+    c.check(same, f"the 8 rows of seq_len {row - 1} equal ORPOTrainer's tokenize_row + collator "
+                  "(ids; completion = its labels)")
+    model.train()
+    model.zero_grad()
+    loss = trainer.compute_loss(model, batch)
+    loss.backward()
+    return float(loss.detach()), grad_norm(torch, model)
+
+
+def zt_step(zt, work, name, ckpt, extra, ranks=1, data="pairs.h5", seq=63):
     """One DPO step of zt; returns its metrics JSON line (dict) or None."""
     args = ["train", "--set", "model.preset=tiny", "--set", "model.vocab=257", "--set",
-            f"ckpt.init_from={ckpt}", "--set", "data.path=pairs.h5", "--set", "train.seq_len=63",
+            f"ckpt.init_from={ckpt}", "--set", f"data.path={data}", "--set", f"train.seq_len={seq}",
             "--set", "train.global_batch=8", "--set", "train.steps=1", "--set", "data.eval_fraction=0",
             "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", "train.threads=1",
             "--set", "dpo.beta=0.1",
@@ -123,6 +160,9 @@ def main():
     if rc != 0:
         print(out)
         c.finish()
+    rc, out = run_zt(zt, "convert", "pairs-to-tokens", "--tokenizer", TOKENIZER, "--seq-len", "127",
+                     os.path.join(work, "pairs.jsonl"), os.path.join(work, "pairs128.h5"))
+    c.check(rc == 0 and "0 truncated" in out, "pairs-to-tokens --seq-len 127 (nothing cut)")
 
     # TRL's side: tokenize + collate exactly as its trainer does.
     tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER)
@@ -151,28 +191,34 @@ def main():
     model.zero_grad()
     loss = trainer.compute_loss(model, batch)
     loss.backward()
-    norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)))
-    ref_loss = float(loss.detach())
-    print(f"TRL: loss {ref_loss:.9f}, gradient norm {norm:.9f}", flush=True)
+    dpo_ref = (float(loss.detach()), grad_norm(torch, model))
+    print(f"TRL DPOTrainer: loss {dpo_ref[0]:.9f}, gradient norm {dpo_ref[1]:.9f}", flush=True)
 
     model.eval()  # (no dropout in either: the same as train mode here)
-    orpo_loss, orpo_norm = orpo_reference(torch, model, batch, 0.1)
-    print(f"ORPO (TRL's odds_ratio_loss): loss {orpo_loss:.9f}, gradient norm {orpo_norm:.9f}", flush=True)
+    orpo_completion = orpo_completion_reference(torch, model, batch, 0.1)
+    print(f"ORPO, NLL of the completion (TRL's odds_ratio_loss + completion NLL): loss "
+          f"{orpo_completion[0]:.9f}, gradient norm {orpo_completion[1]:.9f}", flush=True)
+    tok.pad_token = tok.eos_token  # ORPOTrainer pads with it (masked out)
+    orpo_ref = orpo_trl(c, torch, hf, tok, work, 0.1, 128)
+    print(f"TRL ORPOTrainer: loss {orpo_ref[0]:.9f}, gradient norm {orpo_ref[1]:.9f}", flush=True)
     dpo, orpo = ["finetune.objective=dpo"], ["finetune.objective=orpo", "orpo.lambda=0.1"]
-    for name, extra, ranks in (("np1", dpo + ["train.micro_batch=8"], 1),
-                               ("accum2", dpo + ["train.micro_batch=4"], 1),
-                               ("np2", dpo + ["train.micro_batch=4"], 2),
-                               ("np2_stage3", dpo + ["train.micro_batch=4", "zero.stage=3"], 2),
-                               ("orpo_np1", orpo + ["train.micro_batch=8"], 1),
-                               ("orpo_accum2", orpo + ["train.micro_batch=4"], 1),
-                               ("orpo_np2_stage2", orpo + ["train.micro_batch=4", "zero.stage=2"], 2)):
-        ref_loss, norm = (orpo_loss, orpo_norm) if name.startswith("orpo") else (ref_loss, norm)
-        m = zt_step(zt, work, name, ckpt, extra, ranks)
+    o128 = {"data": "pairs128.h5", "seq": 127}
+    for name, extra, ranks, ref, where in (
+            ("np1", dpo + ["train.micro_batch=8"], 1, dpo_ref, {}),
+            ("accum2", dpo + ["train.micro_batch=4"], 1, dpo_ref, {}),
+            ("np2", dpo + ["train.micro_batch=4"], 2, dpo_ref, {}),
+            ("np2_stage3", dpo + ["train.micro_batch=4", "zero.stage=3"], 2, dpo_ref, {}),
+            ("orpo_np1", orpo + ["train.micro_batch=8"], 1, orpo_ref, o128),
+            ("orpo_accum2", orpo + ["train.micro_batch=4"], 1, orpo_ref, o128),
+            ("orpo_np2_stage2", orpo + ["train.micro_batch=4", "zero.stage=2"], 2, orpo_ref, o128),
+            ("orpo_completion_np1", orpo + ["orpo.nll=completion", "train.micro_batch=8"], 1,
+             orpo_completion, {})):
+        m = zt_step(zt, work, name, ckpt, extra, ranks, **where)
         if m is None:
-            c.check(False, f"zt DPO step ({name})")
+            c.check(False, f"zt step ({name})")
             continue
-        dl = abs(m["loss"] - ref_loss) / abs(ref_loss)
-        dn = abs(m["grad_norm"] - norm) / norm
+        dl = abs(m["loss"] - ref[0]) / abs(ref[0])
+        dn = abs(m["grad_norm"] - ref[1]) / ref[1]
         c.check(dl <= TOL and dn <= TOL,
                 f"{name}: zt loss {m['loss']:.9f}, grad norm {m['grad_norm']:.9f} vs TRL: "
                 f"rel {dl:.2e}, {dn:.2e} (<= {TOL})")
