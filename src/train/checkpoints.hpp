@@ -56,6 +56,7 @@ class LoopCheckpoints {
   bool stopped() const { return stopped_; }
   int signal() const { return signal_; }
   const std::string& last_path() const { return last_path_; }
+  bool enabled() const { return mpi_ != MPI_COMM_NULL; }  // checkpoints can be saved and resumed
 
  private:
   void save(int64_t done, int64_t tokens_seen);

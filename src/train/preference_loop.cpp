@@ -1,6 +1,9 @@
 // DPO / ORPO steps and evaluation over pair files (see preference_loop.hpp).
 #include "preference_loop.hpp"
 
+#include <filesystem>
+
+#include "preference_reference.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -73,16 +76,27 @@ int64_t PreferenceLoop::chosen_targets(size_t start) const {
   return n;
 }
 
-void PreferenceLoop::reference(int64_t first_step) {
+void PreferenceLoop::reference(int64_t first_step, const std::string& resumed_from,
+                               const std::string& ckpt_dir) {
   if (cfg_.pref.objective != Objective::kDpo) return;
-  if (!cfg_.lora.enabled() && first_step > 0)
-    throw InputError(strf("finetune.objective = dpo with finetune.method = full resumed at step %lld: "
-                          "the reference is the weights before the first step, which the "
-                          "checkpoint no longer holds",
-                          static_cast<long long>(first_step)),
-                     "resume a full-weights DPO run from its start (ckpt.init_from = the "
-                     "initial weights), or train DPO with LoRA (the reference is the base)");
+  const bool full = !cfg_.lora.enabled();
   const size_t rows = data_.tokens.size() / row_;
+  const uint64_t hash = full ? pair_data_hash(data_) : 0;
+  const std::string stored = ckpt_dir.empty() ? "" : (std::filesystem::path(ckpt_dir) / kReferenceFile).string();
+  if (full && first_step > 0) {  // the weights of step 0 are gone: the stored log-probs
+    ZT_CHECK(!resumed_from.empty(), "a full-weights DPO run resumed without a checkpoint path",
+             "LoopCheckpoints::last_path() names the checkpoint resumed from");
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::absolute(resumed_from).parent_path();
+    const std::string from = (dir / kReferenceFile).string();
+    ref_ = read_reference(from, rows, static_cast<uint32_t>(row_), hash, cfg_.data_path);
+    if (comm_.rank() == 0)
+      log::info(strf("DPO reference: log-probs of %zu rows read from %s (stored at step 0)", rows, from.c_str()));
+    std::error_code ec;
+    if (!stored.empty() && !fs::equivalent(dir, ckpt_dir, ec))
+      store_reference(stored, hash);  // this run's checkpoints go to another ckpt.dir
+    return;
+  }
   const size_t chunks = (rows + B_ - 1) / B_;
   const int world = comm_.size(), rank = comm_.rank();
   const size_t rounds = (chunks + static_cast<size_t>(world) - 1) / static_cast<size_t>(world);
@@ -104,6 +118,28 @@ void PreferenceLoop::reference(int64_t first_step) {
   if (comm_.rank() == 0)
     log::info(strf("DPO reference: log-probs of %zu rows (%s)", rows,
                    cfg_.lora.enabled() ? "the base, adapters off" : "the weights before the first step"));
+  if (full && !stored.empty()) store_reference(stored, hash);
+}
+
+// Rank 0 writes; every rank learns whether it could (no rank left in a collective).
+void PreferenceLoop::store_reference(const std::string& path, uint64_t hash) {
+  int32_t failed = 0;
+  std::string why;
+  if (comm_.rank() == 0) {
+    try {
+      write_reference(path, ref_, static_cast<uint32_t>(row_), hash, cfg_.data_path);
+      log::info(strf("DPO reference: stored in %s (%zu rows, %zu bytes; a resume reads it)", path.c_str(),
+                     ref_.size(), ref_.size() * sizeof(double)));
+    } catch (const Error& e) {
+      failed = 1;
+      why = e.what();
+    }
+  }
+  comm_.all_reduce(&failed, &failed, 1, DType::kI32, comm::ReduceOp::kMax);
+  if (failed)
+    throw Error("rank 0 could not store the DPO reference log-probs in " + path +
+                    (why.empty() ? std::string() : ": " + why),
+                "check free disk space and that ckpt.dir is writable");
 }
 
 // Rows of the batch are pairs (2p, 2p + 1); ref_ holds their reference log-probs.

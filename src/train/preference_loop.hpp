@@ -3,6 +3,7 @@
 // zt_train; trainer.cpp calls it in place of its own step and evaluation). A pair (two
 // rows) is the sampler's window, so a pair is never split between micro-batches or ranks.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "zt/comm/comm.hpp"
@@ -22,8 +23,10 @@ class PreferenceLoop {
                  const data::Split& split, zero::Engine& engine);
   // DPO: the reference log-probs of every row (the base with the adapters off, or the
   // weights before the first step of a full fine-tune), one forward pass over the file,
-  // rows split over the ranks; a full fine-tune resumed past step 0 is refused.
-  void reference(int64_t first_step);
+  // rows split over the ranks. A full fine-tune stores them in ckpt_dir/dpo-reference.h5
+  // (when ckpt_dir is not empty) and, resumed past step 0, reads them from beside the
+  // checkpoint it resumed from (resumed_from) instead (preference_reference.hpp).
+  void reference(int64_t first_step, const std::string& resumed_from, const std::string& ckpt_dir);
   // One optimizer step: its loss (the objective's mean), and the metrics in `metrics`.
   zero::StepStats step(int64_t step, double lr, PairMetrics& metrics);
   // The held-out pairs' objective and metrics (eval.batches global batches).
@@ -33,6 +36,7 @@ class PreferenceLoop {
   void fill(size_t i, size_t row_start);
   double run_objective(bool train, double grad_scale, double nll_weight, PairMetrics& m);
   int64_t chosen_targets(size_t row_start) const;
+  void store_reference(const std::string& path, uint64_t hash);
   size_t last_target(size_t row_start) const;
   bool sequence_nll(size_t row_start) const;
 

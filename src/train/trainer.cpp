@@ -337,7 +337,9 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     result.checkpoint = checkpoints_->last_path();
     return result;
   }
-  if (pref_) pref_->reference(result.first_step);  // DPO: the reference log-probs
+  if (pref_)  // DPO: the reference log-probs (full weights: stored beside the checkpoints)
+    pref_->reference(result.first_step, checkpoints_->last_path(),
+                     checkpoints_->enabled() ? cfg_.ckpt.dir : "");
   if (hooks.on_start) hooks.on_start(result.first_step);
   if (hooks.on_checkpoint) checkpoints_->set_on_saved(hooks.on_checkpoint);
   // A stop request during the start-up (engine init, resume) is honoured before the

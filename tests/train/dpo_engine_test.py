@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Full-weights DPO everywhere the engine goes (issue 40), at 2 ranks.
+
+  dpo_engine_test.py ZT WORKDIR MPIEXEC...
+
+The shipped data/preferences-small.jsonl (byte tokenizer, seq_len 63), the tiny preset,
+global batch 8 pairs (micro-batch 2 pairs: accumulation 2 at 2 ranks):
+1. Two steps at stage 0 (the reference), then at stage 3 with hpZ (4 ranks, 2 per node,
+   zero.hpz_partition_size 2), stage 3 with the parameters and the optimizer offloaded to
+   the CPU, and stage 2 with the optimizer on NVMe: each step's loss and gradient norm
+   equal stage 0's within fp32 rounding (1e-5 relative; step 1's loss is ln 2 on every
+   side, policy = reference: step 2's is the update's).
+2. Resume: a 4-step run checkpointed at step 2 (`ckpt.every=2`, the reference log-probs in
+   ckpt.dir/dpo-reference.h5); a run stopped after step 2 (`ckpt.stop_after=2`) and resumed
+   (`ckpt.resume=auto`); and the straight run's step-2 checkpoint resumed into another
+   ckpt.dir (which then holds the reference too): steps 3 and 4 have the straight run's
+   losses and gradient norms (bit for bit: the same ranks, the same order of operations).
+3. Refusals, exit 2 naming the file: the resume with dpo-reference.h5 removed, and with
+   data.path another pair file.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+TOL = 1e-5
+
+
+def main():
+    if len(sys.argv) < 4:
+        print(__doc__)
+        return 2
+    zt, work, mpiexec = sys.argv[1], sys.argv[2], sys.argv[3:]
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.normpath(os.path.join(here, "..", ".."))
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    fails = 0
+
+    def check(ok, what):
+        nonlocal fails
+        fails += 0 if ok else 1
+        print(("ok    " if ok else "FAIL  ") + what, flush=True)
+
+    def run(cmd):
+        p = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=600, env=env)
+        return p.returncode, p.stdout
+
+    def np_(n, extra=()):
+        cmd = list(mpiexec)
+        i = cmd.index("2") if "2" in cmd else None  # MPIEXEC_NUMPROC_FLAG 2
+        if i is not None:
+            cmd[i] = str(n)
+        return cmd + list(extra)
+
+    tok = os.path.join(root, "examples", "tokenizer-bytes")
+    for name, src in (("prefs", os.path.join(root, "data", "preferences-small.jsonl")),):
+        rc, out = run([zt, "convert", "pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", src, f"{name}.h5"])
+        check(rc == 0, f"pairs-to-tokens {name} (exit {rc})")
+    with open(os.path.join(root, "data", "preferences-small.jsonl")) as f:
+        lines = f.readlines()
+    with open(os.path.join(work, "other.jsonl"), "w") as f:
+        f.writelines(lines[::-1])  # the same pairs in another order: other rows
+    run([zt, "convert", "pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", "other.jsonl", "other.h5"])
+
+    base = ["train", "--set", "model.preset=tiny", "--set", "model.vocab=257", "--set", "data.path=prefs.h5",
+            "--set", "finetune.objective=dpo", "--set", "train.seq_len=63", "--set", "train.micro_batch=4",
+            "--set", "train.global_batch=16", "--set", "data.eval_fraction=0", "--set", "eval.every=0",
+            "--set", "sample.tokens=0", "--set", "train.lr=3e-3", "--set", "train.warmup=0",
+            "--set", "train.peak_tflops=1", "--set", "train.threads=1"]
+
+    def train(name, extra, ranks=2, steps=1, mpi_extra=()):
+        cmd = np_(ranks, mpi_extra) + [zt] + base + ["--set", f"train.steps={steps}", "--set",
+                                                     f"log.metrics={name}.jsonl"] + list(extra)
+        if not any(e.startswith("ckpt.dir=") for e in extra):
+            cmd += ["--set", f"ckpt.dir={name}", "--set", "ckpt.every=0", "--set", "ckpt.save_final=false"]
+        rc, out = run(cmd)
+        rows = []
+        if os.path.exists(os.path.join(work, f"{name}.jsonl")):
+            rows = [r for r in map(json.loads, open(os.path.join(work, f"{name}.jsonl"))) if "loss" in r]
+        return rc, out, rows
+
+    # 1. hpZ and offload against stage 0.
+    rc, out, ref = train("stage0", ["--set", "zero.stage=0"], steps=2)
+    check(rc == 0 and len(ref) == 2, f"stage 0 (exit {rc})")
+    if rc != 0 or not ref:
+        print(out[-3000:])
+        print(f"FAIL: {fails + 1} check(s)")
+        return 1
+    print("stage 0: losses " + ", ".join(f"{r['loss']:.9f}" for r in ref) + "; grad norms " +
+          ", ".join(f"{r['grad_norm']:.9f}" for r in ref), flush=True)
+    nvme = os.path.join(work, "nvme")
+    os.makedirs(nvme, exist_ok=True)
+    for name, extra, ranks, mpi_extra in (
+            ("hpz", ["--set", "zero.stage=3", "--set", "zero.hpz_partition_size=2", "--set",
+                     "train.micro_batch=2"], 4, ()),
+            ("offload_cpu", ["--set", "zero.stage=3", "--set", "offload.params=cpu", "--set",
+                             "offload.optimizer=cpu"], 2, ()),
+            ("offload_nvme", ["--set", "zero.stage=2", "--set", "offload.optimizer=nvme", "--set",
+                              f"offload.nvme_path={nvme}"], 2, ())):
+        if name == "hpz":
+            extra = extra + ["--set", "runtime.ranks_per_node=2"]
+        rc, out, rows = train(name, extra, ranks, 2, mpi_extra)
+        if rc != 0 or len(rows) != 2:
+            check(False, f"{name} (exit {rc})")
+            print(out[-3000:])
+            continue
+        for r, z in zip(rows, ref):
+            dl = abs(r["loss"] - z["loss"]) / abs(z["loss"])
+            dn = abs(r["grad_norm"] - z["grad_norm"]) / z["grad_norm"]
+            check(dl <= TOL and dn <= TOL, f"{name} step {r['step']}: loss {r['loss']:.9f}, grad norm "
+                                           f"{r['grad_norm']:.9f}: rel {dl:.2e}, {dn:.2e} of stage 0 (<= {TOL})")
+
+    # 2. Resume.
+    ck = ["--set", "zero.stage=3", "--set", "ckpt.every=2"]
+    rc, out, straight = train("straight", ck + ["--set", "ckpt.dir=straight"], steps=4)
+    check(rc == 0 and len(straight) == 4 and os.path.exists(os.path.join(work, "straight", "dpo-reference.h5")),
+          f"straight 4-step run (exit {rc}), dpo-reference.h5 beside its checkpoints")
+    if rc != 0 or len(straight) != 4:
+        print(out[-3000:])
+        print(f"FAIL: {fails} check(s)")
+        return 1
+    want = [(r["loss"], r["grad_norm"]) for r in straight[2:]]
+    print("straight: losses " + ", ".join(f"{r['loss']:.12f}" for r in straight) +
+          "; grad norms " + ", ".join(f"{r['grad_norm']:.12f}" for r in straight), flush=True)
+    rc, out, first = train("stopped", ck + ["--set", "ckpt.dir=stopped", "--set", "ckpt.stop_after=2"], steps=4)
+    check(rc == 0 and len(first) == 2, f"stopped after step 2 (exit {rc})")
+    rc, out, rest = train("stopped", ck + ["--set", "ckpt.dir=stopped", "--set", "ckpt.resume=auto"], steps=4)
+    got = [(r["loss"], r["grad_norm"]) for r in rest if r["step"] > 2]
+    check(rc == 0 and "read from" in out and got == want,
+          f"stopped + resumed: steps 3-4 {got} == straight {want} (exit {rc})")
+    if rc != 0:
+        print(out[-3000:])
+    step2 = os.path.join(work, "straight", "step-2.h5")
+    rc, out, other = train("elsewhere", ck + ["--set", "ckpt.dir=elsewhere", "--set", f"ckpt.resume={step2}"],
+                           steps=4)
+    got = [(r["loss"], r["grad_norm"]) for r in other if r["step"] > 2]
+    check(rc == 0 and got == want and os.path.exists(os.path.join(work, "elsewhere", "dpo-reference.h5")),
+          f"straight's step 2 resumed into another ckpt.dir: steps 3-4 equal, the reference copied there (exit {rc})")
+    if rc != 0:
+        print(out[-3000:])
+
+    # 3. Refusals.
+    shutil.copytree(os.path.join(work, "straight"), os.path.join(work, "noref"))
+    os.remove(os.path.join(work, "noref", "dpo-reference.h5"))
+    rc, out, _ = train("noref", ck + ["--set", "ckpt.dir=noref2", "--set",
+                                      f"ckpt.resume={os.path.join(work, 'noref', 'step-2.h5')}"], steps=4)
+    check(rc == 2 and "dpo-reference.h5 are missing" in out, f"resume without dpo-reference.h5 refused (exit {rc})")
+    rc, out, _ = train("otherdata", ck + ["--set", "ckpt.dir=otherdata", "--set", "data.path=other.h5",
+                                          "--set", f"ckpt.resume={step2}"], steps=4)
+    check(rc == 2 and "other data" in out, f"resume on another pair file refused (exit {rc})")
+    if rc != 2:
+        print(out[-3000:])
+    print("PASS" if fails == 0 else f"FAIL: {fails} check(s)")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
