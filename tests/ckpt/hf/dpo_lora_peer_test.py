@@ -22,13 +22,12 @@ Exit 77 (CTest skip) without torch / transformers / trl / peft (scripts/install-
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dpo_peer_test import PAIRS, TOKENIZER, grad_norm  # noqa: E402
-from hf_common import Checker, require, run_zt, torch_peers, train_tiny  # noqa: E402
+from dpo_peer_test import PAIRS, TOKENIZER, grad_norm, setup  # noqa: E402
+from hf_common import peer_start, require, run_zt  # noqa: E402
 
 TOL = 1e-5
 LR = 1e-2
@@ -100,40 +99,17 @@ def load_adapters(torch, folder):
 
 
 def main():
-    if len(sys.argv) != 4:
-        print(__doc__)
-        return 2
-    zt, _, work = sys.argv[1:]
-    torch, _ = torch_peers()
+    zt, _, work, torch, c = peer_start(__doc__)
     require("trl", "datasets", "peft", "safetensors")
     import peft
     import trl
     print(f"trl {trl.__version__}, peft {peft.__version__}", flush=True)
     from transformers import PreTrainedTokenizerFast
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    c = Checker()
-    rc, out = train_tiny(zt, work, "base", 3, ("model.vocab=257",))
-    c.check(rc == 0, "zt train of the base (3 steps)")
-    if rc != 0:
-        print(out[-3000:])
-        c.finish()
-    ckpt = os.path.join(work, "base", "step-3.h5")
-    hf = os.path.join(work, "hf")
-    rc, out = run_zt(zt, "convert", "h5-to-hf", "--dtype", "f32", ckpt, hf)
-    c.check(rc == 0, "h5-to-hf --dtype f32")
-    with open(os.path.join(work, "pairs.jsonl"), "w") as f:
-        for p in PAIRS:
-            f.write(json.dumps(p) + "\n")
-    for seq in (63, 127):
-        rc, out = run_zt(zt, "convert", "pairs-to-tokens", "--tokenizer", TOKENIZER, "--seq-len", str(seq),
-                         os.path.join(work, "pairs.jsonl"), os.path.join(work, f"pairs{seq + 1}.h5"))
-        c.check(rc == 0, f"pairs-to-tokens --seq-len {seq}")
+    ckpt, hf = setup(c, zt, work)
     tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER)
     tok.pad_token = tok.eos_token  # (ORPOTrainer pads with it; masked out)
 
-    for objective, seq in (("dpo", 63), ("orpo", 127)):
-        data = f"pairs{seq + 1}.h5"
+    for objective, seq, data in (("dpo", 63, "pairs.h5"), ("orpo", 127, "pairs128.h5")):
         init, rc, out = zt_train(zt, work, f"{objective}-init", ckpt, data, seq, objective, 0.0, 1)
         c.check(rc == 0 and len(init) == 1, f"{objective}: zt LoRA, lr 0, 1 step (exit {rc})")
         if rc != 0:

@@ -24,12 +24,11 @@ Exit 77 (CTest skip) without torch / transformers / trl (scripts/install-deps.sh
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import Checker, require, run_zt, torch_peers, train_tiny  # noqa: E402
+from hf_common import peer_start, require, run_zt, train_tiny  # noqa: E402
 
 TOL = 1e-5
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -126,22 +125,10 @@ def zt_step(zt, work, name, ckpt, extra, ranks=1, data="pairs.h5", seq=63):
         return steps[-1] if steps else None
 
 
-def main():
-    if len(sys.argv) != 4:
-        print(__doc__)
-        return 2
-    zt, _, work = sys.argv[1:]
-    torch, transformers = torch_peers()
-    require("trl", "datasets")
-    import trl
-    from datasets import Dataset
-    print(f"trl {trl.__version__}", flush=True)
-    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
-    from trl import DPOConfig, DPOTrainer
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    c = Checker()
-
+def setup(c, zt, work):
+    """The base (the `tiny` preset trained 3 steps by zt; step-3.h5 and its fp32 export hf/)
+    and PAIRS as pairs.h5 (seq_len 63: one pair cut) and pairs128.h5 (seq_len 127: none).
+    Returns (checkpoint, HF folder); ends the test when a step fails."""
     rc, out = train_tiny(zt, work, "base", 3, ("model.vocab=257",))
     c.check(rc == 0, "zt train of the base (3 steps)")
     if rc != 0:
@@ -154,15 +141,26 @@ def main():
     with open(os.path.join(work, "pairs.jsonl"), "w") as f:
         for p in PAIRS:
             f.write(json.dumps(p) + "\n")
-    rc, out = run_zt(zt, "convert", "pairs-to-tokens", "--tokenizer", TOKENIZER, "--seq-len", "63",
-                     os.path.join(work, "pairs.jsonl"), os.path.join(work, "pairs.h5"))
-    c.check(rc == 0 and "1 truncated" in out, f"pairs-to-tokens ({out.strip().splitlines()[-1][:90]}...)")
-    if rc != 0:
-        print(out)
-        c.finish()
-    rc, out = run_zt(zt, "convert", "pairs-to-tokens", "--tokenizer", TOKENIZER, "--seq-len", "127",
-                     os.path.join(work, "pairs.jsonl"), os.path.join(work, "pairs128.h5"))
-    c.check(rc == 0 and "0 truncated" in out, "pairs-to-tokens --seq-len 127 (nothing cut)")
+    for seq, name, cut in ((63, "pairs.h5", 1), (127, "pairs128.h5", 0)):
+        rc, out = run_zt(zt, "convert", "pairs-to-tokens", "--tokenizer", TOKENIZER, "--seq-len", str(seq),
+                         os.path.join(work, "pairs.jsonl"), os.path.join(work, name))
+        c.check(rc == 0 and f"{cut} truncated" in out,
+                f"pairs-to-tokens --seq-len {seq} ({out.strip().splitlines()[-1][:90]}...)")
+        if rc != 0:
+            print(out)
+            c.finish()
+    return ckpt, hf
+
+
+def main():
+    zt, _, work, torch, c = peer_start(__doc__)
+    require("trl", "datasets")
+    import trl
+    from datasets import Dataset
+    print(f"trl {trl.__version__}", flush=True)
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+    from trl import DPOConfig, DPOTrainer
+    ckpt, hf = setup(c, zt, work)
 
     # TRL's side: tokenize + collate exactly as its trainer does.
     tok = PreTrainedTokenizerFast.from_pretrained(TOKENIZER)
