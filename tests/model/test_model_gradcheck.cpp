@@ -182,6 +182,60 @@ TEST(ModelPacked, BadPositionsAreRefused) {
   EXPECT_THROW(m.loss(tok, tok, 1, 4, std::vector<int32_t>{0, 1}), InputError);        // size
 }
 
+// A row objective (Model::set_row_objective) over rows with context targets (t <= -2,
+// the token -2 - t: ORPO's prompt NLL): value = sum_b a_b logp_b + c_b ctx_b + logp_0
+// logp_1 / 4 (not linear, so dlogp depends on the forward); the model's gradient of it
+// against central differences of the same value computed from row_logps' 2B sums.
+TEST(ModelGradcheck, RowObjectiveWithContextTargetsEveryCoordinate) {
+  const Config cfg = testing::small_config();
+  const int64_t B = 2, T = 5;
+  ParamLayout layout(cfg);
+  Parameters<double> P(layout);
+  testing::init_general(P, layout, 0.3, 7);
+  Model<double> m(cfg);
+  P.bind(m);
+  const auto tok = testing::random_tokens(B * T, cfg.vocab, 8);
+  auto tgt = testing::random_tokens(B * T, cfg.vocab, 9);
+  for (const int i : {0, 1, 6}) tgt[static_cast<size_t>(i)] = -2 - tgt[static_cast<size_t>(i)];  // context
+  tgt[5] = -1;  // ignored
+  const double a[2] = {0.7, -1.3}, c[2] = {-0.4, 0.9};
+  auto value = [&](std::span<const double> lp, std::span<double> d) {
+    EXPECT_EQ(lp.size(), 4u);
+    d[0] = a[0] + lp[1] / 4;
+    d[1] = a[1] + lp[0] / 4;
+    d[2] = c[0];
+    d[3] = c[1];
+    return a[0] * lp[0] + a[1] * lp[1] + c[0] * lp[2] + c[1] * lp[3] + lp[0] * lp[1] / 4;
+  };
+  m.set_row_objective([&](std::span<const double> lp, std::span<const int64_t> n, std::span<double> d) {
+    EXPECT_EQ(n[0], 3);  // row 0: 3 own targets, 2 context
+    EXPECT_EQ(n[2], 2);
+    EXPECT_EQ(n[1], 3);  // row 1: 3 own, 1 context, 1 ignored
+    EXPECT_EQ(n[3], 1);
+    return value(lp, d);
+  });
+  P.zero_grads();
+  const double v = m.loss_and_grad(tok, tgt, B, T);
+  auto f = [&] {
+    std::vector<double> lp(4), d(4);
+    std::vector<int64_t> n(4);
+    m.row_logps(tok, tgt, B, T, {}, lp, n);
+    return value(lp, d);
+  };
+  EXPECT_NEAR(v, f(), 1e-12);
+  testing::ErrStats all;
+  for (const auto& t : layout.tensors()) {
+    auto p = P.params(t.unit);
+    auto g = P.grads(t.unit);
+    for (int64_t i = 0; i < t.numel; ++i) {
+      const size_t at = static_cast<size_t>(t.offset + i);
+      all.add(g[at], testing::central_diff5(f, &p[at], kH), kFloor);
+    }
+  }
+  all.print("row objective with context targets (all coords)");
+  EXPECT_LT(all.max_rel, kTol);
+}
+
 TEST(ModelGradcheck, TinySubset) {
   gradcheck(Config::preset("tiny"), 1, 6, 0.1, 6, false, "model tiny B1 T6 (6 per tensor)");
 }
