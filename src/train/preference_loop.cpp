@@ -1,6 +1,7 @@
 // DPO / ORPO steps and evaluation over pair files (see preference_loop.hpp).
 #include "preference_loop.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "preference_reference.hpp"
@@ -149,9 +150,13 @@ double PreferenceLoop::run_objective(bool train, double grad_scale, double nll_w
     for (const size_t r : rows_) ref.push_back(ref_[r]);
   // The model passes 2B sums when the micro-batch holds context targets: the rows', then
   // the rows' context targets'.
+  const bool context = std::any_of(targets_.begin(), targets_.end(), [](int32_t t) { return t <= -2; });
   const auto value = [&](std::span<const double> logp, std::span<const int64_t> count,
                          std::span<double> dlogp) {
     const bool ctx = logp.size() == 2 * B_;
+    ZT_CHECK(ctx || !context, "orpo.nll = sequence: the model returned no sums of the context targets",
+             "a model running this objective must implement model.hpp's context targets; set "
+             "orpo.nll = completion meanwhile");
     const size_t n = ctx ? B_ : logp.size();
     return preference_value(cfg_.pref, logp.first(n), count.first(n), ref, nll_weight, dlogp.first(n), m,
                             ctx ? logp.subspan(n) : std::span<const double>{},
