@@ -1,11 +1,12 @@
-// GPU embedding, fused residual + RMSNorm, RoPE and SwiGLU against the CPU reference
-// kernels run in double on the same (rounded) inputs. fp32 and bf16.
+// GPU embedding, fused residual + RMSNorm, RoPE, SwiGLU and the linear bias against the CPU
+// reference kernels run in double on the same (rounded) inputs. fp32 and bf16.
 #include <gtest/gtest.h>
 
 #include <climits>
 
 #include "cuda_test_util.hpp"
 #include "zt/kernels/cpu.hpp"
+#include "zt/kernels/cuda/bias.hpp"
 #include "zt/kernels/cuda/embedding.hpp"
 #include "zt/kernels/cuda/rmsnorm.hpp"
 #include "zt/kernels/cuda/rope.hpp"
@@ -204,6 +205,32 @@ TYPED_TEST(Pointwise, SwigluForwardBackward) {
   cpu::swiglu_backward<double>(wdg.data(), wdu.data(), R.data(), g.data(), u.data(), n, false);
   expect_close(to_host(dgate), wdg, tol, std::string("swiglu dg (written, in place) ") + type_name<T>());
   expect_close(to_host(dup), wdu, tol, std::string("swiglu du (written, in place) ") + type_name<T>());
+}
+
+// The linear bias (Qwen2's q/k/v biases): y += b, then db (fp32) += the column sums of
+// the updated y; `off` elements into the buffers (1: misaligned, the scalar path), and
+// out % 8 != 0 (the scalar path too); 1000 rows: many rows per thread of the column sums.
+TYPED_TEST(Pointwise, BiasForwardBackward) {
+  using T = TypeParam;
+  const auto one = [&](int64_t N, int64_t out, size_t off) {
+    Vec y = this->randn(static_cast<size_t>(N * out));  // [N, out]
+    Vec b = this->randn(static_cast<size_t>(out));      // [out]
+    Vec db = this->randn(static_cast<size_t>(out));     // [out], accumulated into
+    DeviceBuffer<T> dy = to_device_at<T>(y, off), d_b = to_device_at<T>(b, off);
+    DeviceBuffer<float> ddb = to_device<float>(db);
+    bias_forward<T>(at(dy, off), at(d_b, off), N, out);
+    bias_backward<T, float>(ddb.data(), at(dy, off), N, out);
+    cpu::bias_forward<double>(y.data(), b.data(), N, out);
+    const std::string tag = std::string("bias ") + type_name<T>() + " " + std::to_string(N) + "x" +
+                            std::to_string(out) + " offset " + std::to_string(off);
+    expect_close(from(to_host(dy), off), y, tolerance<T>(), tag + " forward");
+    round_all<T>(y);  // the GPU summed y + b rounded to T
+    cpu::bias_backward<double>(db.data(), y.data(), N, out);
+    expect_close(to_host(ddb), db, kTolF32, tag + " backward");
+  };
+  for (int64_t out : {int64_t{64}, int64_t{24}, int64_t{20}, int64_t{1}})
+    for (size_t off : {size_t{0}, size_t{1}}) one(37, out, off);
+  one(1000, 48, 0);
 }
 
 }  // namespace

@@ -17,18 +17,28 @@ namespace zt::model {
 struct DeviceBlockSizes {
   size_t xn1, q, k, v, att, x_mid, xn2, gate, up, h;  // T: [N,C] [N,HD] [N,GD] x2 [N,HD] [N,C] x2 [N,I] x3
   size_t rstd1, lse, rstd2;                           // f32: [N] [N*H] [N]
+  // The q/k norm (Config::qk_norm, Qwen3; 0 otherwise): the projections before the norm,
+  // T [N,HD] [N,GD], and its 1/rms per head row, f32 [N*H] [N*G].
+  size_t qr = 0, kr = 0, rstd_q = 0, rstd_k = 0;
 
   static DeviceBlockSizes of(const Config& c, int64_t N) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
     const size_t I = static_cast<size_t>(c.intermediate);
     const size_t HD = static_cast<size_t>(c.heads * c.head_dim());
     const size_t GD = static_cast<size_t>(c.kv_dim());
-    return {n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, n * I, n * I, n * I,
-            n,     n * static_cast<size_t>(c.heads), n};
+    DeviceBlockSizes z{n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, n * I, n * I, n * I,
+                       n,     n * static_cast<size_t>(c.heads), n};
+    if (c.qk_norm()) {
+      z.qr = n * HD;
+      z.kr = n * GD;
+      z.rstd_q = n * static_cast<size_t>(c.heads);
+      z.rstd_k = n * static_cast<size_t>(c.kv_heads);
+    }
+    return z;
   }
   uint64_t bytes(size_t elem) const {
-    return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h) +
-           sizeof(float) * (rstd1 + lse + rstd2);
+    return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h + qr + kr) +
+           sizeof(float) * (rstd1 + lse + rstd2 + rstd_q + rstd_k);
   }
 };
 

@@ -6,6 +6,7 @@
 // says otherwise. T = float or bf16_t, computed in fp32. See docs/cuda.md.
 #include "zt/kernels/cuda/adamw.hpp"
 #include "zt/kernels/cuda/attention.hpp"
+#include "zt/kernels/cuda/bias.hpp"
 #include "zt/kernels/cuda/buffer.hpp"
 #include "zt/kernels/cuda/check.hpp"
 #include "zt/kernels/cuda/convert.hpp"
