@@ -46,7 +46,8 @@ struct DeviceBlockSizes {
 // tables and the cross-entropy totals.
 struct DeviceWorkspaceSizes {
   // One kernels::cuda::CrossEntropyTotals (double + 2 long long); device_model.cpp
-  // static_asserts the size.
+  // static_asserts the size. A preference objective (DeviceModel::set_row_objective,
+  // row_logps) grows it to one per batch row: 24 (B - 1) bytes more, not counted here.
   static constexpr size_t kTotalsBytes = 24;
   size_t rope;                  // f32 [context, D/2], each of cos and sin
   size_t xs;                    // T [L+1, N, C]
