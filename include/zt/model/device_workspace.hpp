@@ -49,6 +49,9 @@ struct DeviceWorkspaceSizes {
   // static_asserts the size. A preference objective (DeviceModel::set_row_objective,
   // row_logps) grows it to one per batch row: 24 (B - 1) bytes more, not counted here.
   static constexpr size_t kTotalsBytes = 24;
+  // Row chunks of the q/k norm's weight gradient (kernels::cuda::kHeadNormChunks;
+  // device_model.cpp static_asserts they are equal).
+  static constexpr size_t kHeadNormChunks = 64;
   size_t rope;                  // f32 [context, D/2], each of cos and sin
   size_t xs;                    // T [L+1, N, C]
   size_t rows_c;                // T [N, C]: each of delta, xf, dres, dxn
@@ -56,6 +59,7 @@ struct DeviceWorkspaceSizes {
   size_t hd, gd, ni;            // T [N, H*D]: datt, dq; [N, G*D]: dk, dv; [N, I]: dh, dgate, dup
   size_t rows;                  // f32 [N]: rstd_f, row_loss; int32 [N]: tokens, targets, positions
   size_t heads_rows;            // f32 [N*H]: attn_delta
+  size_t norm_partial;          // f32 [kHeadNormChunks * D]: the q/k norm's dw partials (qk_norm)
   DeviceBlockSizes block;       // one block's activations
 
   static DeviceWorkspaceSizes of(const Config& c, int64_t N) {
@@ -69,6 +73,7 @@ struct DeviceWorkspaceSizes {
             n * static_cast<size_t>(c.intermediate),
             n,
             n * static_cast<size_t>(c.heads),
+            c.qk_norm() ? kHeadNormChunks * static_cast<size_t>(c.head_dim()) : 0,
             DeviceBlockSizes::of(c, N)};
   }
 
@@ -78,6 +83,7 @@ struct DeviceWorkspaceSizes {
     uint64_t b = 2 * sizeof(float) * rope + kTotalsBytes;
     b += elem * (xs + 4 * rows_c + logits + 2 * hd + 2 * gd + 3 * ni);
     b += 2 * sizeof(float) * rows + 3 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
+    b += sizeof(float) * norm_partial;
     const uint64_t blocks = 1 + (recompute ? 0 : static_cast<uint64_t>(c.layers));
     return b + blocks * block.bytes(elem);
   }

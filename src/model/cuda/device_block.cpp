@@ -41,11 +41,11 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
   proj_forward(l, LoraTarget::kK, k, a.xn1.data(), p + o.k, N, C, Gk * D, at(p, o.k_bias));
   proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, Gk * D,
                at(p, o.v_bias));
-  if (qk_norm) {  // per head: N*H (N*G) rows of D, weights [D]
-    kc::residual_rmsnorm_forward<T>(a.q.data(), a.rstd_q.data(), nullptr, q, nullptr,
-                                    p + o.q_norm, N * H, D, cfg.norm_eps, stream);
-    kc::residual_rmsnorm_forward<T>(a.k.data(), a.rstd_k.data(), nullptr, k, nullptr,
-                                    p + o.k_norm, N * Gk, D, cfg.norm_eps, stream);
+  if (qk_norm) {  // per head: N*H (N*G) rows of D, weights [D]; a warp per row
+    kc::head_rmsnorm_forward<T>(a.q.data(), a.rstd_q.data(), q, p + o.q_norm, N * H, D,
+                                cfg.norm_eps, stream);
+    kc::head_rmsnorm_forward<T>(a.k.data(), a.rstd_k.data(), k, p + o.k_norm, N * Gk, D,
+                                cfg.norm_eps, stream);
   }
   kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
   kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
@@ -96,14 +96,16 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
   // it, stream-ordered), q first, then k (q_proj's backward has read datt by then); as
   // the CPU block.
   const bool qk_norm = cfg.qk_norm();
-  if (qk_norm)
-    kc::rmsnorm_backward<T, G>(datt.data(), g(o.q_norm), dq.data(), a.qr.data(), p + o.q_norm,
-                               a.rstd_q.data(), N * H, D, /*accumulate_dx=*/false, stream);
+  if (qk_norm)  // dx written; dw in kHeadNormChunks row chunks (norm_partial)
+    kc::head_rmsnorm_backward<T, G>(datt.data(), g(o.q_norm), dq.data(), a.qr.data(),
+                                    p + o.q_norm, a.rstd_q.data(), N * H, D,
+                                    norm_partial.data(), stream);
   proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), qk_norm ? datt.data() : dq.data(),
                 a.xn1.data(), p + o.q, N, C, H * D, /*accumulate_dx=*/false, g(o.q_bias));
   if (qk_norm)
-    kc::rmsnorm_backward<T, G>(datt.data(), g(o.k_norm), dk.data(), a.kr.data(), p + o.k_norm,
-                               a.rstd_k.data(), N * Gk, D, /*accumulate_dx=*/false, stream);
+    kc::head_rmsnorm_backward<T, G>(datt.data(), g(o.k_norm), dk.data(), a.kr.data(),
+                                    p + o.k_norm, a.rstd_k.data(), N * Gk, D,
+                                    norm_partial.data(), stream);
   proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), qk_norm ? datt.data() : dk.data(),
                 a.xn1.data(), p + o.k, N, C, Gk * D, /*accumulate_dx=*/true, g(o.k_bias));
   proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N, C,

@@ -10,6 +10,8 @@ namespace zt::model {
 
 static_assert(sizeof(kc::CrossEntropyTotals) == DeviceWorkspaceSizes::kTotalsBytes,
               "DeviceWorkspaceSizes counts one CrossEntropyTotals");
+static_assert(kc::kHeadNormChunks == DeviceWorkspaceSizes::kHeadNormChunks,
+              "DeviceWorkspaceSizes counts the q/k norm's dw partials");
 static_assert(kc::Gemm::kDefaultWorkspaceBytes == kGemmWorkspaceBytes,
               "zt estimate counts the Gemm's default cuBLASLt workspace");
 

@@ -116,6 +116,7 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<T> dk, dv;          // [N, G*D]
   kc::DeviceBuffer<T> dh, dgate, dup;  // [N, I]
   kc::DeviceBuffer<float> attn_delta;  // [B, H, T]
+  kc::DeviceBuffer<float> norm_partial;  // [kHeadNormChunks * D] the q/k norm's dw partials
   detail::DeviceLora<T, G> lora;       // adapters (bind_lora): the base is frozen when bound
   bool training = false;               // inside loss_and_grad (LoRA dropout applies)
   RowObjective objective;              // set_row_objective (empty: mean cross-entropy)
@@ -184,6 +185,7 @@ struct DeviceModel<T, G>::Impl {
     dgate = kc::DeviceBuffer<T>(z.ni);
     dup = kc::DeviceBuffer<T>(z.ni);
     attn_delta = kc::DeviceBuffer<float>(z.heads_rows);
+    norm_partial = kc::DeviceBuffer<float>(z.norm_partial);
     lora.ensure(N);
     capacity = N;
   }
@@ -290,7 +292,8 @@ struct DeviceModel<T, G>::Impl {
                rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
                tokens_d.bytes() + targets_d.bytes() + positions_d.bytes() + dres.bytes() +
                dxn.bytes() + datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
-               dgate.bytes() + dup.bytes() + attn_delta.bytes() + lora.workspace_bytes();
+               dgate.bytes() + dup.bytes() + attn_delta.bytes() + norm_partial.bytes() +
+               lora.workspace_bytes();
     for (const auto& a : shared) b += a.bytes();
     for (const auto& a : acts) b += a.bytes();
     return b;
