@@ -243,9 +243,9 @@ do_run() {
 # (ZT_KIT_BUDGET, 480 s: a line gets at most what is left, the last ones are skipped when
 # nothing is), so the call ends in time. Seconds per line, in order of value;
 # docs/gpu-verification.md gives the expected times.
-all_lines=(launcher cpu_train kernels nccl_comm check_nccl health A B C D D2 D3 D4 E L attention speed dead_rank)
+all_lines=(launcher cpu_train kernels nccl_comm check_nccl health A B C D D2 D3 D4 E L Q P attention speed dead_rank)
 declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=30 [A]=40 [B]=60 [C]=40 [D]=60
-  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [attention]=40 [speed]=120 [dead_rank]=60)
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [attention]=40 [speed]=120 [dead_rank]=60)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
 result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
@@ -539,6 +539,47 @@ line_L() {
       failed L "l_${m}_cpu" "l_${m}_gpu"; rc=1
     fi
   done
+  return "$rc"
+}
+
+# twin LINE NAME TOL ARGS...: NAME_cpu (train.device=cpu) and NAME_gpu (train.device=cuda)
+# with the same ARGS at 1 rank, their losses compared within TOL (LINE: the result's label).
+twin() {
+  local line=$1 name=$2 tol=$3 w
+  w=$(wrk)
+  shift 3
+  if train "${name}_cpu" 1 --set train.device=cpu "$@" && train "${name}_gpu" 1 --set train.device=cuda "$@"; then
+    compare "$line" "$w/${name}_gpu.jsonl" "$w/${name}_cpu.jsonl" "$tol"
+  else
+    failed "${line%% *}" "${name}_cpu" "${name}_gpu"
+  fi
+}
+
+# Model families (issue 38): qwen2 (q/k/v biases) and qwen3 (per-head q/k RMSNorm, head_dim
+# 48 != hidden / heads 32, attention_bias's q/k/v/o biases) on the tiny preset, GPU vs CPU.
+line_Q() {
+  local rc=0
+  local q3=(--set model.family=qwen3 --set model.head_dim=48 --set model.attention_bias=true)
+  if ! have_gpu && ! dry; then no_gpu Q q_qwen3_gpu --set train.device=cuda --set zero.stage=0 "${q3[@]}"; return; fi
+  twin "Q qwen2, stage 0, 1 rank" q_qwen2 1e-5 --set zero.stage=0 --set model.family=qwen2 || rc=1
+  twin "Q qwen3, stage 0, 1 rank" q_qwen3 1e-5 --set zero.stage=0 "${q3[@]}" || rc=1
+  return "$rc"
+}
+
+# Preference objectives (issue 40): DPO with LoRA (reference: the base, adapters off) and
+# ORPO on full weights, on the shipped pairs (examples/dpo-cpu.sh's data), GPU vs CPU.
+line_P() {
+  local w rc=0
+  w=$(wrk)
+  "${ZT_KIT_ZT:?}" convert pairs-to-tokens --force --tokenizer "$repo/examples/tokenizer-bytes" --seq-len 63 \
+    "$repo/data/preferences-small.jsonl" "$w/prefs.h5" </dev/null >"$w/p_convert.log" 2>&1 || { failed P p_convert; return; }
+  local p=(--set model.vocab=257 --set "data.path=$w/prefs.h5" --set train.seq_len=63 --set train.micro_batch=8
+           --set train.global_batch=8 --set train.steps=5 --set zero.stage=0 --set train.lr=3e-3)
+  # shellcheck disable=SC2054  # the commas are lora.targets's list
+  local dpo=(--set finetune.objective=dpo --set finetune.method=lora --set lora.targets=q,k,v,o,gate,up,down)
+  if ! have_gpu && ! dry; then no_gpu P p_dpo_gpu --set train.device=cuda "${p[@]}" "${dpo[@]}"; return; fi
+  twin "P dpo lora, stage 0, 1 rank" p_dpo 1e-5 "${p[@]}" "${dpo[@]}" || rc=1
+  twin "P orpo full, stage 0, 1 rank" p_orpo 1e-5 "${p[@]}" --set finetune.objective=orpo || rc=1
   return "$rc"
 }
 
