@@ -1,12 +1,16 @@
 // tokenizer.json's stages around the BPE model, as the Rust `tokenizers` crate runs them
 // (tokenizers/src/normalizers, pre_tokenizers, decoders): the PCRE2 regex they split with
 // (UTF + UCP, JIT when available), GPT-2's byte-level alphabet, the normalizers
-// (Sequence, Prepend, Replace), the pre-tokenizers (ByteLevel, Split, Metaspace) and the
+// (Sequence, Prepend, Replace; NFC, NFD, NFKC, NFKD by ICU), the pre-tokenizers (ByteLevel, Split, Metaspace) and the
 // decoders. The BPE model, added tokens and post-processor are in tokenizer_json.cpp.
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
+
+#include <unicode/normalizer2.h>
+#include <unicode/unistr.h>
+#include <unicode/utypes.h>
 
 #include "tokenizer_internal.hpp"
 #include "tokenizer_json_detail.hpp"
@@ -211,9 +215,34 @@ void parse_normalizer(const json& n, const std::string& where, const std::string
       unsupported(where, path + ".pattern " + describe_json(pat) + " (only {\"String\": ...})");
     out.push_back({Normalizer::kReplace, string_of(pat.at("String"), where, path + ".pattern.String"),
                    string_of(member(n, "content", where, path), where, path + ".content")});
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    out.push_back({type == "NFC" ? Normalizer::kNfc : type == "NFD" ? Normalizer::kNfd
+                   : type == "NFKC" ? Normalizer::kNfkc : Normalizer::kNfkd, {}, {}});
   } else {
-    unsupported(where, path + " type \"" + type + "\" (zt reads Sequence, Prepend, Replace)");
+    unsupported(where, path + " type \"" + type +
+                           "\" (zt reads Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD)");
   }
+}
+
+void unicode_normalize(std::string& s, Normalizer::Kind form) {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* n =
+      form == Normalizer::kNfc ? icu::Normalizer2::getNFCInstance(status)
+      : form == Normalizer::kNfd ? icu::Normalizer2::getNFDInstance(status)
+      : form == Normalizer::kNfkc ? icu::Normalizer2::getNFKCInstance(status)
+                                 : icu::Normalizer2::getNFKDInstance(status);
+  if (U_FAILURE(status))
+    throw Error(strf("ICU Normalizer2 instance: %s", u_errorName(status)),
+                "ICU's normalization data (libicu) is missing or damaged; reinstall libicu");
+  const icu::UnicodeString in = icu::UnicodeString::fromUTF8(s);
+  if (n->isNormalized(in, status) && U_SUCCESS(status)) return;
+  status = U_ZERO_ERROR;
+  const icu::UnicodeString out = n->normalize(in, status);
+  if (U_FAILURE(status))
+    throw Error(strf("ICU Normalizer2::normalize: %s", u_errorName(status)),
+                "the text could not be normalized (out of memory?)");
+  s.clear();
+  out.toUTF8String(s);
 }
 
 // ---- pre-tokenizers --------------------------------------------------------------------
