@@ -117,8 +117,9 @@ struct Normalizer {
   std::string a, b;  // prepend: a; replace: a -> b
 };
 
-// s (valid UTF-8) in Unicode normal form NFC, NFD, NFKC or NFKD (ICU's Normalizer2, as
-// tokenizers' normalizers of those names: Rust's unicode-normalization).
+// s (valid UTF-8) in Unicode normal form NFC, NFD, NFKC or NFKD (utf8proc, as tokenizers'
+// normalizers of those names: Rust's unicode-normalization; Debian's utf8proc 2.6 has
+// Unicode 13's tables, the crate a newer Unicode: text in scripts added since may differ).
 void unicode_normalize(std::string& s, Normalizer::Kind form);
 
 void parse_normalizer(const json& n, const std::string& where, const std::string& path,
