@@ -427,7 +427,8 @@ line_check_nccl() {
 }
 
 # health: `zt check --tier quick` with the driver's own NVML (the tests use a double) and
-# the GPU stress (5 s of cuBLASLt bf16 burn, then the HBM copy, on rank 0's GPU): PASS when
+# the GPU stress (5 s of cuBLASLt bf16 burn, then the HBM copy, on every GPU at once: the
+# only rank of the node takes them all): PASS when
 # NVML loaded and every GPU check gave a verdict (none UNKNOWN); the figures are each
 # check's status, then the burn's TFLOP/s and the HBM GB/s with their fractions of
 # data/gpus.csv. Without a GPU (or NVML): SKIP, as gpu.nvml says.

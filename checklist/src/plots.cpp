@@ -102,15 +102,16 @@ std::string pairs_script(const Report& r) {
   return s + "plot NaN notitle\n";
 }
 
-// stress.dat: "rank tflops peak_tflops hbm_gbs table_gbs" per GPU that was stressed (0: none).
+// stress.dat: "rR:dD tflops peak_tflops hbm_gbs table_gbs" per GPU that was stressed (rank R,
+// CUDA device D; 0: none).
 std::string stress_data(const Report& r) {
   std::string note;
   const std::vector<estimate::GpuSpec> table = stress_table(&note);
-  std::string s = "# rank, GEMM TFLOP/s, bf16 peak (gpus.csv), HBM GB/s, memory bandwidth (gpus.csv)\n";
+  std::string s = "# rank:device, GEMM TFLOP/s, bf16 peak (gpus.csv), HBM GB/s, memory bandwidth (gpus.csv)\n";
   for (const StressSample& x : r.stress) {
     if (!x.skipped.empty()) continue;
     const estimate::GpuSpec* row = estimate::gpu_for_device(table, x.device_name);
-    s += strf("%d %.6g %.6g %.6g %.6g\n", x.rank, x.gemm_measured() ? x.gemm.tflops : 0.0,
+    s += strf("r%d:d%d %.6g %.6g %.6g %.6g\n", x.rank, x.device, x.gemm_measured() ? x.gemm.tflops : 0.0,
               row ? row->bf16_tflops : 0.0, x.hbm_measured() ? x.hbm.gbs : 0.0, row ? row->bandwidth_gb_s : 0.0);
   }
   return s;
@@ -119,11 +120,11 @@ std::string stress_data(const Report& r) {
 std::string stress_script() {
   std::string s = "reset\nset terminal pngcairo noenhanced size 900,380 font ',9'\nset output 'stress.png'\n";
   s += "set multiplot layout 1,2 title 'zt check: GPU stress, each GPU alone (black: its row of data/gpus.csv)'\n";
-  s += "set style fill solid 0.6 border -1\nset boxwidth 0.6\nset xlabel 'rank'\nset yrange [0:*]\n"
+  s += "set style fill solid 0.6 border -1\nset boxwidth 0.6\nset xlabel 'rank:CUDA device'\nset yrange [0:*]\n"
        "set grid ytics\nset key below horizontal\n";
   const auto plot = [](int measured, int table, const char* what) {
-    return strf("plot 'stress.dat' using 1:%d with boxes lc rgb '#2166ac' title 'measured', "
-                "'' using 1:($%d > 0 ? $%d : NaN) with points pt 7 lc rgb 'black' title '%s'\n",
+    return strf("plot 'stress.dat' using 0:%d:xtic(1) with boxes lc rgb '#2166ac' title 'measured', "
+                "'' using 0:($%d > 0 ? $%d : NaN) with points pt 7 lc rgb 'black' title '%s'\n",
                 measured, table, table, what);
   };
   s += "set title 'bf16 GEMM burn through cuBLASLt (TFLOP/s)'\n" + plot(2, 3, "bf16 peak");

@@ -1,10 +1,14 @@
 // CUDA build: this rank's GPU stress (include/zt/check/stress.hpp, measure_stress) through
-// the kernels' GEMM burn and HBM test. An error of either is kept in the sample with its
-// message (rank, host, call, hint), never thrown: the other ranks wait in the gather.
+// the kernels' GEMM burn and HBM test, one thread per GPU. An error of either is kept in
+// the sample with its message (rank, host, call, hint), never thrown: the other ranks wait
+// in the gather.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <exception>
+#include <thread>
+
+#include "cuda_facts.hpp"
 
 #include "zt/check/stress.hpp"
 #include "zt/core/error.hpp"
@@ -28,20 +32,11 @@ std::string error_of(F run) {
   return what;
 }
 
-}  // namespace
-
-StressSample measure_stress(int device, double seconds) {
+// One GPU: the burn, then the HBM test (on the calling thread).
+StressSample measure_one(int device, double seconds) {
   StressSample s;
   s.device = device;
-  if (seconds <= 0.0) {
-    s.skipped = "stress off (--burn-seconds 0)";
-    s.off = true;
-    return s;
-  }
-  if (device < 0) {
-    s.skipped = "no GPU bound to this rank";
-    return s;
-  }
+  s.device_name = query_cuda(device).device_name;
   s.gemm_error = error_of([&] {
     ZT_CUDA_CHECK(cudaSetDevice(device));
     s.gemm = kernels::cuda::gemm_burn(seconds);
@@ -51,6 +46,22 @@ StressSample measure_stress(int device, double seconds) {
     s.hbm = kernels::cuda::hbm_bandwidth(std::clamp(seconds / 10.0, 0.2, 2.0));
   });
   return s;
+}
+
+}  // namespace
+
+std::vector<StressSample> measure_stress(const std::vector<int>& devices, double seconds) {
+  std::vector<StressSample> out(devices.size());
+  std::vector<std::thread> threads;
+  try {
+    for (size_t i = 0; i < devices.size(); ++i)
+      threads.emplace_back([&out, &devices, i, seconds] { out[i] = measure_one(devices[i], seconds); });
+  } catch (...) {  // no thread: those started finish first (a joinable thread must not be destroyed)
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
 }
 
 }  // namespace zt::check

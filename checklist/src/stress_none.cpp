@@ -3,12 +3,15 @@
 
 namespace zt::check {
 
-StressSample measure_stress(int device, double seconds) {
-  StressSample s;
-  s.device = device;
-  s.off = seconds <= 0.0;
-  s.skipped = s.off ? "stress off (--burn-seconds 0)" : "no GPU stress: zt was built without CUDA";
-  return s;
+std::vector<StressSample> measure_stress(const std::vector<int>& devices, double) {
+  std::vector<StressSample> out;
+  for (int d : devices) {
+    StressSample s;
+    s.device = d;
+    s.skipped = "no GPU stress: zt was built without CUDA";
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace zt::check

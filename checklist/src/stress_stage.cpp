@@ -20,17 +20,40 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StressSample, rank, node, host, device, devic
 
 using nlohmann::json;
 
+std::vector<int> stress_devices(const std::vector<RankInfo>& ranks, int me) {
+  const RankInfo& info = ranks[static_cast<size_t>(me)];
+  if (info.device < 0) return {};
+  int on_node = 0;
+  for (const RankInfo& r : ranks) on_node += r.node == info.node ? 1 : 0;
+  if (on_node > 1 || info.visible_gpus <= 1) return {info.device};
+  std::vector<int> all;
+  for (int d = 0; d < info.visible_gpus; ++d) all.push_back(d);
+  return all;
+}
+
 std::vector<StressSample> run_stress(comm::Comm& control, const std::vector<RankInfo>& ranks, int me,
                                      double seconds, int expected_gpus) {
   const RankInfo& info = ranks[static_cast<size_t>(me)];
-  StressSample mine = measure_stress(info.device, seconds);
-  mine.rank = me;
-  mine.node = info.node;
-  mine.host = info.host;
-  mine.device_name = info.device_name;
-  mine.expected_gpus = expected_gpus;
+  const std::vector<int> devices = stress_devices(ranks, me);
+  std::vector<StressSample> mine;
+  if (seconds > 0.0 && !devices.empty()) {
+    mine = measure_stress(devices, seconds);
+  } else {
+    StressSample s;
+    s.device = info.device;
+    s.device_name = info.device_name;
+    s.off = seconds <= 0.0;
+    s.skipped = s.off ? "stress off (--burn-seconds 0)" : "no GPU bound to this rank";
+    mine.push_back(s);
+  }
+  for (StressSample& s : mine) {
+    s.rank = me;
+    s.node = info.node;
+    s.host = info.host;
+    s.expected_gpus = expected_gpus;
+  }
   std::vector<StressSample> all;
-  for (const std::string& text : gather_strings(control, stress_json({mine}).dump()))
+  for (const std::string& text : gather_strings(control, stress_json(mine).dump()))
     for (StressSample& s : stress_from_json(json::parse(text))) all.push_back(std::move(s));
   return all;
 }

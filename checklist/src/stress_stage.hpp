@@ -10,8 +10,14 @@
 
 namespace zt::check {
 
-// Every rank's sample, on every rank (collective over `control`): each rank measures its
-// own GPU (measure_stress) at the same time as the others.
+// The devices rank `me` stresses: its bound device; every device it sees (0 ..
+// visible_gpus - 1) when it is the only rank of its node (a Slurm prolog runs one process
+// per node); none without a GPU.
+std::vector<int> stress_devices(const std::vector<RankInfo>& ranks, int me);
+
+// Every rank's samples, on every rank (collective over `control`): each rank measures its
+// devices (measure_stress) at the same time as the others; a rank with none (or with
+// seconds == 0) gives one skipped sample saying why.
 std::vector<StressSample> run_stress(comm::Comm& control, const std::vector<RankInfo>& ranks, int me,
                                      double seconds, int expected_gpus);
 

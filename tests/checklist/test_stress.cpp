@@ -329,8 +329,8 @@ TEST(StressReport, PlotAndMarkdown) {
     std::ifstream in(dir / "stress.dat");
     std::stringstream data;
     data << in.rdbuf();
-    EXPECT_NE(data.str().find("\n0 710 989 2950 3350\n"), std::string::npos) << data.str();
-    EXPECT_NE(data.str().find("\n7 717 989 2985 3350\n"), std::string::npos) << data.str();
+    EXPECT_NE(data.str().find("\nr0:d0 710 989 2950 3350\n"), std::string::npos) << data.str();
+    EXPECT_NE(data.str().find("\nr7:d7 717 989 2985 3350\n"), std::string::npos) << data.str();
   } else {
     EXPECT_NE(r.plot_note.find("gnuplot"), std::string::npos) << r.plot_note;
   }
@@ -349,4 +349,26 @@ TEST(StressReport, PlotAndMarkdown) {
   zc::write_plots(none, dir);  // returns before touching the folder
   EXPECT_EQ(none.plot_note, "nothing to plot");
   EXPECT_TRUE(none.plots.empty());
+}
+
+TEST(StressDevices, OneRankPerGpuOrTheOnlyRankTakesAll) {
+  const auto rank = [](int r, int node, int device, int visible) {
+    zc::RankInfo info;
+    info.rank = r;
+    info.node = node;
+    info.device = device;
+    info.visible_gpus = visible;
+    return info;
+  };
+  // 2 nodes x 2 ranks, one GPU each: every rank its own.
+  const std::vector<zc::RankInfo> four = {rank(0, 0, 0, 8), rank(1, 0, 1, 8), rank(2, 1, 0, 8), rank(3, 1, 1, 8)};
+  EXPECT_EQ(zc::stress_devices(four, 1), std::vector<int>({1}));
+  EXPECT_EQ(zc::stress_devices(four, 2), std::vector<int>({0}));
+  // The only rank of its node (a Slurm prolog): every GPU it sees.
+  const std::vector<zc::RankInfo> prolog = {rank(0, 0, 0, 8), rank(1, 1, 0, 4)};
+  EXPECT_EQ(zc::stress_devices(prolog, 0), std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(zc::stress_devices(prolog, 1), std::vector<int>({0, 1, 2, 3}));
+  // No GPU: nothing.
+  EXPECT_TRUE(zc::stress_devices({rank(0, 0, -1, 0)}, 0).empty());
+  EXPECT_EQ(zc::stress_devices({rank(0, 0, 0, 1)}, 0), std::vector<int>({0}));
 }

@@ -2,8 +2,8 @@
 // (zt/kernels/cuda/stress.hpp) compute exactly what they should (every output of the last
 // product equals the first, the samples equal the product in double; every copied word
 // equals the pattern), and reach at least the FAIL fractions of the GPU's row of
-// data/gpus.csv; measure_stress runs both on a device and skips without one. Without a
-// GPU the binary prints SKIPPED: and exits 77 (CTest: skipped).
+// data/gpus.csv; measure_stress runs both on every visible GPU at once. Without a GPU the
+// binary prints SKIPPED: and exits 77 (CTest: skipped).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -67,15 +67,25 @@ TEST(StressGpu, HbmCopyIsExactAndFast) {
   }
 }
 
-TEST(StressGpu, MeasureStressOnADevice) {
-  const zc::StressSample s = zc::measure_stress(0, 1.0);
-  EXPECT_EQ(s.skipped, "");
-  EXPECT_EQ(s.gemm_error, "");
-  EXPECT_EQ(s.hbm_error, "");
-  EXPECT_TRUE(s.gemm_measured() && s.hbm_measured());
-  EXPECT_EQ(s.gemm.wrong + s.hbm.wrong, 0);
-  EXPECT_EQ(zc::measure_stress(-1, 1.0).skipped, "no GPU bound to this rank");
-  EXPECT_TRUE(zc::measure_stress(0, 0.0).off);
+TEST(StressGpu, MeasureStressOnEveryDevice) {
+  // Every visible GPU at once, one thread each (what the only rank of a node does).
+  std::vector<int> devices;
+  for (int d = 0; d < zk::device_count(); ++d) devices.push_back(d);
+  const std::vector<zc::StressSample> samples = zc::measure_stress(devices, 1.0);
+  ASSERT_EQ(samples.size(), devices.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const zc::StressSample& s = samples[i];
+    std::printf("device %d (%s): %.1f TFLOP/s, %.0f GB/s\n", s.device, s.device_name.c_str(), s.gemm.tflops, s.hbm.gbs);
+    EXPECT_EQ(s.device, devices[i]);
+    EXPECT_FALSE(s.device_name.empty());
+    EXPECT_EQ(s.skipped, "");
+    EXPECT_EQ(s.gemm_error, "");
+    EXPECT_EQ(s.hbm_error, "");
+    EXPECT_TRUE(s.gemm_measured() && s.hbm_measured());
+    EXPECT_GT(s.gemm.tflops, 0.0);
+    EXPECT_GT(s.hbm.gbs, 0.0);
+    EXPECT_EQ(s.gemm.wrong + s.hbm.wrong, 0);
+  }
 }
 
 int main(int argc, char** argv) {

@@ -1,7 +1,8 @@
 #pragma once
 // GPU stress per GPU, alone (docs/checklist.md, "GPU stress"): every rank with a bound GPU
 // runs a bf16 GEMM burn through cuBLASLt and an HBM copy kernel (zt/kernels/cuda/stress.hpp)
-// at the same time as the others; the results are gathered and each GPU is judged against
+// at the same time as the others (the only rank of a node, as in a Slurm prolog, stresses
+// every GPU it sees, one thread each); the results are gathered and each GPU is judged against
 // its row of data/gpus.csv (peak bf16 TFLOP/s, memory bandwidth) and against the median of
 // its node's GPUs, so one slow GPU stands out. Two named checks per GPU: gpu.gemm, gpu.hbm.
 #include <string>
@@ -13,7 +14,7 @@
 
 namespace zt::check {
 
-// What one rank measured on its GPU.
+// What one rank measured on one GPU.
 struct StressSample {
   int rank = 0;
   int node = 0;
@@ -43,12 +44,13 @@ struct StressRules {
   double fail_of_median = 0.80;     // FAIL (DRAIN): the slow GPU of its node
 };
 
-// This rank's measurement: `seconds` of GEMM burn, then the HBM test for a tenth of that
-// (0.2 to 2 s). A rank without a GPU (or a build without CUDA, or seconds == 0) is
-// skipped with the reason; a CUDA or cuBLAS error is kept in gemm_error / hbm_error
-// (never thrown: the other ranks are waiting for the gather). Fills the measurement fields
-// only (rank, node, host ... are the caller's).
-StressSample measure_stress(int device, double seconds);
+// This rank's measurements, one sample per device of `devices` (not empty; seconds > 0),
+// each GPU on a thread of its own, all at once: `seconds` of GEMM burn, then the HBM test
+// for a tenth of that (0.2 to 2 s). A CUDA or cuBLAS error is kept in gemm_error /
+// hbm_error (never thrown: the other ranks are waiting for the gather). Fills device,
+// device_name (CUDA's name and PCI bus id) and the measurements; rank, node, host ... are
+// the caller's. A build without CUDA skips every device, saying so.
+std::vector<StressSample> measure_stress(const std::vector<int>& devices, double seconds);
 
 // gpus.csv, or {} with the reason in *why_not (no peak comparison then).
 std::vector<estimate::GpuSpec> stress_table(std::string* why_not);
