@@ -431,7 +431,8 @@ line_check_nccl() {
 # only rank of the node takes them all): PASS when
 # NVML loaded and every GPU check gave a verdict (none UNKNOWN); the figures are each
 # check's status, then the burn's TFLOP/s and the HBM GB/s with their fractions of
-# data/gpus.csv. Without a GPU (or NVML): SKIP, as gpu.nvml says.
+# data/gpus.csv; FAIL without a gpu.gemm result per GPU or with a gpu.gemm/gpu.hbm FAIL.
+# Without a GPU (or NVML): SKIP, as gpu.nvml says.
 line_health() {
   local w rc statuses stress
   w=$(wrk)
@@ -439,14 +440,19 @@ line_health() {
   rc=$?
   statuses=$(grep -E '^#   gpu\.[a-z_]+ ' "$w/health.log" | sed -E 's/^#   (gpu\.[a-z_]+) .* on [^:]*: ([A-Z]+( \[[A-Z_]+\])?).*/\1 \2/' |
              sort | uniq -c | sed -E 's/^ *([0-9]+) (.*)/\2 x\1/' | tr '\n' ',' | cut -c1-400)
-  stress=$(grep -E '^#   gpu\.(gemm|hbm) rank ' "$w/health.log" | sed -E 's/^#   (gpu\.[a-z]+) rank ([0-9]+).* — ([0-9.]+ [A-Za-z/]+)[^,]*(, ([0-9.]+) of the [a-z0-9 ]+ [0-9]+)?.*/\1 r\2 \3 \5/' |
-           tr '\n' ';' | cut -c1-200)
+  # per GPU: "gpu.gemm r0:d3 712.3 TFLOP/s 0.72" (the fraction of its gpus.csv row)
+  stress=$(grep -E '^#   gpu\.(gemm|hbm) rank ' "$w/health.log" |
+           sed -E 's/^#   (gpu\.[a-z]+) rank ([0-9]+), CUDA device ([0-9]+).* — ([0-9.]+ [A-Za-z/]+)[^,]*(, ([0-9.]+) of the [a-z0-9 ]+ [0-9]+)?.*/\1 r\2:d\3 \4 \6/' |
+           tr '\n' ';' | cut -c1-600)
   if grep -qE 'gpu\.nvml node on [^:]*: SKIP' "$w/health.log"; then
     result SKIP health "no NVML here (exit $rc): $(grep -m1 -oE 'gpu\.nvml node on [^:]*: SKIP.*' "$w/health.log" | cut -c1-160)"
-  elif [ "$rc" -le 3 ] && grep -q 'gpu\.count node on' "$w/health.log" && ! grep -qE '#   gpu\.[a-z_]+ .*: UNKNOWN' "$w/health.log"; then
-    result PASS health "exit $rc; $statuses; stress: ${stress:-none}"
+  elif [ "$rc" -le 3 ] && grep -q 'gpu\.count node on' "$w/health.log" && ! grep -qE '#   gpu\.[a-z_]+ .*: UNKNOWN' "$w/health.log" &&
+       grep -qE '^#   gpu\.gemm rank ' "$w/health.log" && ! grep -qE '^#   gpu\.(gemm|hbm) rank .*: FAIL' "$w/health.log"; then
+    result PASS health "exit $rc; $statuses; stress: $stress"
   else
-    failed health health
+    # no stress on a GPU that NVML sees, or a stress FAIL (on a lent GPU more likely zt's bug than the GPU's)
+    result FAIL health "exit $rc; $statuses; stress: ${stress:-none}; $(grep -m2 -E '^#   gpu\.(gemm|hbm) .*: (FAIL|UNKNOWN|SKIP)' "$w/health.log" | cut -c1-300 | tr '\n' ' ')"
+    return 1
   fi
 }
 
