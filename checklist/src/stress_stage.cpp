@@ -3,6 +3,8 @@
 // "stress").
 #include "stress_stage.hpp"
 
+#include <chrono>
+
 #include "zt/check/stages.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
@@ -52,6 +54,16 @@ std::vector<StressSample> run_stress(comm::Comm& control, const std::vector<Rank
     s.host = info.host;
     s.expected_gpus = expected_gpus;
   }
+  // The gather waits for the slowest rank's stress (a rank without a GPU arrives at once):
+  // the control comm's timeout is raised by the stress's own length meanwhile (the burn,
+  // its warm-up, the HBM test, a minute of set-up), so --timeout keeps meaning one collective.
+  struct Restore {
+    comm::Comm& comm;
+    std::chrono::milliseconds saved;
+    ~Restore() { comm.set_timeout(saved); }
+  } restore{control, control.timeout()};
+  control.set_timeout(restore.saved + std::chrono::milliseconds(static_cast<int64_t>(
+                                          (seconds * 1.2 + 2.0 + 60.0) * 1000.0)));
   std::vector<StressSample> all;
   for (const std::string& text : gather_strings(control, stress_json(mine).dump()))
     for (StressSample& s : stress_from_json(json::parse(text))) all.push_back(std::move(s));
