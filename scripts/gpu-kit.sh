@@ -243,9 +243,9 @@ do_run() {
 # (ZT_KIT_BUDGET, 480 s: a line gets at most what is left, the last ones are skipped when
 # nothing is), so the call ends in time. Seconds per line, in order of value;
 # docs/gpu-verification.md gives the expected times.
-all_lines=(launcher cpu_train kernels nccl_comm check_nccl health A B C D D2 D3 D4 E L attention speed dead_rank)
-declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=30 [A]=40 [B]=60 [C]=40 [D]=60
-  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [attention]=40 [speed]=120 [dead_rank]=60)
+all_lines=(launcher cpu_train kernels nccl_comm check_nccl health A B C D D2 D3 D4 E L Q P attention speed dead_rank)
+declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=45 [A]=40 [B]=60 [C]=40 [D]=60
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [attention]=40 [speed]=120 [dead_rank]=60)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
 result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
@@ -353,7 +353,7 @@ line_launcher() {  # zt check on the MPI backend at 2 and 4 ranks through the ki
   w=$(wrk)
   for np in 2 4; do
     mpirun --oversubscribe -np "$np" "${ZT_KIT_ZT:?}" check --backend mpi --ops all_reduce,all_gather \
-      --min-bytes 8 --max-bytes 64K --iters 3 --warmup 1 --report "$w/check_mpi_np$np" \
+      --min-bytes 8 --max-bytes 64K --iters 3 --warmup 1 --burn-seconds 0 --report "$w/check_mpi_np$np" \
       </dev/null >"$w/launcher_np$np.log" 2>&1
     rc=$?
     [ "$rc" -eq 0 ] && [ -s "$w/check_mpi_np$np/report.json" ] || { failed launcher "launcher_np$np"; return 1; }
@@ -413,7 +413,8 @@ line_nccl_comm() {  # NcclComm's tests at 1 rank (and 2 where 2 GPUs are visible
 line_check_nccl() {
   local w rc
   w=$(wrk)
-  mpirun -np 1 "${ZT_KIT_ZT:?}" check --backend nccl --report "$w/check_nccl" </dev/null >"$w/check_nccl.log" 2>&1
+  # (the GPU stress is the health line's: off here)
+  mpirun -np 1 "${ZT_KIT_ZT:?}" check --backend nccl --burn-seconds 0 --report "$w/check_nccl" </dev/null >"$w/check_nccl.log" 2>&1
   rc=$?
   if have_gpu; then
     [ "$rc" -eq 0 ] && result PASS check_nccl "$(grep -iE 'all_reduce|verdict|PASS' "$w/check_nccl.log" | tail -2 | tr -s ' ' | tr '\n' ' ' | cut -c1-200)" ||
@@ -425,22 +426,33 @@ line_check_nccl() {
   fi
 }
 
-# health: `zt check --tier quick` with the driver's own NVML (the tests use a double):
-# PASS when NVML loaded and every GPU check gave a verdict (none UNKNOWN); the figures
-# are each check's status. Without a GPU (or NVML): SKIP, as gpu.nvml says.
+# health: `zt check --tier quick` with the driver's own NVML (the tests use a double) and
+# the GPU stress (5 s of cuBLASLt bf16 burn, then the HBM copy, on every GPU at once: the
+# only rank of the node takes them all): PASS when
+# NVML loaded and every GPU check gave a verdict (none UNKNOWN); the figures are each
+# check's status, then the burn's TFLOP/s and the HBM GB/s with their fractions of
+# data/gpus.csv; FAIL without a gpu.gemm result per GPU or with a gpu.gemm/gpu.hbm FAIL.
+# Without a GPU (or NVML): SKIP, as gpu.nvml says.
 line_health() {
-  local w rc statuses
+  local w rc statuses stress
   w=$(wrk)
   mpirun -np 1 "${ZT_KIT_ZT:?}" check --tier quick --exit-codes nagios --report "$w/health" </dev/null >"$w/health.log" 2>&1
   rc=$?
   statuses=$(grep -E '^#   gpu\.[a-z_]+ ' "$w/health.log" | sed -E 's/^#   (gpu\.[a-z_]+) .* on [^:]*: ([A-Z]+( \[[A-Z_]+\])?).*/\1 \2/' |
              sort | uniq -c | sed -E 's/^ *([0-9]+) (.*)/\2 x\1/' | tr '\n' ',' | cut -c1-400)
+  # per GPU: "gpu.gemm r0:d3 712.3 TFLOP/s 0.72" (the fraction of its gpus.csv row)
+  stress=$(grep -E '^#   gpu\.(gemm|hbm) rank ' "$w/health.log" |
+           sed -E 's/^#   (gpu\.[a-z]+) rank ([0-9]+), CUDA device ([0-9]+).* — ([0-9.]+ [A-Za-z/]+)[^,]*(, ([0-9.]+) of the [a-z0-9 ]+ [0-9]+)?.*/\1 r\2:d\3 \4 \6/' |
+           tr '\n' ';' | cut -c1-600)
   if grep -qE 'gpu\.nvml node on [^:]*: SKIP' "$w/health.log"; then
     result SKIP health "no NVML here (exit $rc): $(grep -m1 -oE 'gpu\.nvml node on [^:]*: SKIP.*' "$w/health.log" | cut -c1-160)"
-  elif [ "$rc" -le 3 ] && grep -q 'gpu\.count node on' "$w/health.log" && ! grep -qE '#   gpu\.[a-z_]+ .*: UNKNOWN' "$w/health.log"; then
-    result PASS health "exit $rc; $statuses"
+  elif [ "$rc" -le 3 ] && grep -q 'gpu\.count node on' "$w/health.log" && ! grep -qE '#   gpu\.[a-z_]+ .*: UNKNOWN' "$w/health.log" &&
+       grep -qE '^#   gpu\.gemm rank ' "$w/health.log" && ! grep -qE '^#   gpu\.(gemm|hbm) rank .*: FAIL' "$w/health.log"; then
+    result PASS health "exit $rc; $statuses; stress: $stress"
   else
-    failed health health
+    # no stress on a GPU that NVML sees, or a stress FAIL (on a lent GPU more likely zt's bug than the GPU's)
+    result FAIL health "exit $rc; $statuses; stress: ${stress:-none}; $(grep -m2 -E '^#   gpu\.(gemm|hbm) .*: (FAIL|UNKNOWN|SKIP)' "$w/health.log" | cut -c1-300 | tr '\n' ' ')"
+    return 1
   fi
 }
 
@@ -539,6 +551,48 @@ line_L() {
       failed L "l_${m}_cpu" "l_${m}_gpu"; rc=1
     fi
   done
+  return "$rc"
+}
+
+# twin LINE NAME TOL ARGS...: NAME_cpu (train.device=cpu) and NAME_gpu (train.device=cuda)
+# with the same ARGS at 1 rank, their losses compared within TOL (LINE: the result's label).
+twin() {
+  local line=$1 name=$2 tol=$3 w
+  w=$(wrk)
+  shift 3
+  if train "${name}_cpu" 1 --set train.device=cpu "$@" && train "${name}_gpu" 1 --set train.device=cuda "$@"; then
+    compare "$line" "$w/${name}_gpu.jsonl" "$w/${name}_cpu.jsonl" "$tol"
+  else
+    failed "${line%% *}" "${name}_cpu" "${name}_gpu"
+  fi
+}
+
+# Model families (issue 38): qwen2 (q/k/v biases) and qwen3 (per-head q/k RMSNorm, head_dim
+# 48 != hidden / heads 32, attention_bias's q/k/v/o biases) on the tiny preset, GPU vs CPU.
+line_Q() {
+  local rc=0
+  local q3=(--set model.family=qwen3 --set model.head_dim=48 --set model.attention_bias=true)
+  if ! have_gpu && ! dry; then no_gpu Q q_qwen3_gpu --set train.device=cuda --set zero.stage=0 "${q3[@]}"; return; fi
+  twin "Q qwen2, stage 0, 1 rank" q_qwen2 1e-5 --set zero.stage=0 --set model.family=qwen2 || rc=1
+  twin "Q qwen3, stage 0, 1 rank" q_qwen3 1e-5 --set zero.stage=0 "${q3[@]}" || rc=1
+  return "$rc"
+}
+
+# Preference objectives (issue 40): DPO with LoRA (reference: the base, adapters off) and
+# ORPO on full weights, on the shipped pairs (examples/dpo-cpu.sh's data), GPU vs CPU.
+line_P() {
+  local w rc=0
+  w=$(wrk)
+  "${ZT_KIT_ZT:?}" convert pairs-to-tokens --force --tokenizer "$repo/examples/tokenizer-bytes" --seq-len 63 \
+    "$repo/data/preferences-small.jsonl" "$w/prefs.h5" </dev/null >"$w/p_convert.log" 2>&1 || { failed P p_convert; return; }
+  local p=(--set model.vocab=257 --set "data.path=$w/prefs.h5" --set train.seq_len=63 --set train.micro_batch=8
+           --set train.global_batch=8 --set train.steps=5 --set zero.stage=0 --set train.lr=3e-3)
+  # shellcheck disable=SC2054  # the commas are lora.targets's list
+  local dpo=(--set finetune.objective=dpo --set finetune.method=lora --set lora.targets=q,k,v,o,gate,up,down)
+  if ! have_gpu && ! dry; then no_gpu P p_dpo_gpu --set train.device=cuda "${p[@]}" "${dpo[@]}"; return; fi
+  twin "P dpo lora, stage 0, 1 rank" p_dpo 1e-5 "${p[@]}" "${dpo[@]}" || rc=1
+  # (orpo.nll = completion: the device model has no context targets for the default sequence NLL)
+  twin "P orpo full, stage 0, 1 rank" p_orpo 1e-5 "${p[@]}" --set finetune.objective=orpo --set orpo.nll=completion || rc=1
   return "$rc"
 }
 

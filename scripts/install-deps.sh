@@ -41,6 +41,7 @@ packages=(
   python3-numpy python3-h5py python3-pip   # checkpoint tests (tests/ckpt/hf) read files with h5py
   libpcre2-dev                             # tokenizer.json pre-tokenizer regexes (src/data)
   libsentencepiece-dev                     # SentencePiece tokenizer.model (src/data)
+  libutf8proc-dev                          # tokenizer.json Unicode normalizers (NFC: Qwen2)
 )
 if ((slurm)); then
   packages+=(slurm-wlm munge slurm-wlm-basic-plugins iproute2)

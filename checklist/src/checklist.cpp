@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "health_stage.hpp"
+#include "stress_stage.hpp"
 #include "sweep.hpp"
 #include "verdict.hpp"
 #include "zt/check/stages.hpp"
@@ -216,11 +217,19 @@ Report run_checklist(comm::Comm& bench, comm::Comm& control, const CheckOptions&
   NcclProbe skipped;
   skipped.note = "skipped: not probed";
   HealthStage health(options.health, report.environment.ranks, control.rank());
+  // Each GPU stressed alone, right after the health checks (Xid events during it are in gpu.xid).
+  report.stress = run_stress(control, report.environment.ranks, control.rank(), options.burn_seconds,
+                             expected_gpus(options.health));
+  std::string table_note;
+  const std::vector<estimate::GpuSpec> table = stress_table(&table_note);
+  std::vector<HealthCheck> stress = judge_stress(report.stress, table, table_note, options.stress_rules);
+  if (out) *out << stress_text(report.stress, options.burn_seconds) << std::flush;
   run_stages_before_sweep(bench, control, report, probe ? *probe : skipped, out);
   report.rows = run_sweep(bench, control, options, out);
   report.stragglers = run_stragglers(bench, control, options.straggler_bytes, options.straggler_iters,
                                      options.straggler_factor);
   report.health = health.finish(control);
+  for (HealthCheck& c : stress) report.health.push_back(std::move(c));
   if (out) *out << health_text(report.health) << std::flush;
   evaluate_report(report);
   if (out) *out << latency_table(report) << stragglers_text(report) << verdict_text(report) << std::flush;

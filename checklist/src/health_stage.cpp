@@ -93,7 +93,7 @@ nlohmann::json health_json(const std::vector<HealthCheck>& checks) {
 }
 
 std::string health_text(const std::vector<HealthCheck>& checks) {
-  std::string s = "#\n# node health (GPU through NVML, NIC ports from sysfs)\n";
+  std::string s = "#\n# node health (GPU through NVML, NIC ports from sysfs, GPU stress)\n";
   for (const HealthCheck& c : checks) s += "#   " + health_line(c) + "\n";
   return s;
 }

@@ -56,6 +56,9 @@ void validate_options(const CheckOptions& o) {
   if (o.redop == comm::ReduceOp::kAvg)
     throw InputError("zt check verifies sum, max and min reductions, not avg",
                      "use --op sum, max or min");
+  if (!(o.burn_seconds >= 0.0 && o.burn_seconds <= kMaxBurnSeconds))  // NaN fails too
+    throw InputError(strf("--burn-seconds must be in [0, %.0f] (got %g)", kMaxBurnSeconds, o.burn_seconds),
+                     "seconds of GEMM burn per GPU: 30 for --tier full, 5 for quick, 0 turns the stress off");
   if (o.thresholds) {
     const std::vector<uint64_t> sweep = sweep_of(o);
     for (const OpThresholds& t : o.thresholds->ops) {

@@ -1,6 +1,7 @@
 // Plots of a report through the one gnuplot runner (core/gnuplot.hpp). busbw.png: busbw against
 // size, one line per op (out-of-place; broadcast in-place), log2 size axis.
 // pairs.png: the pair-bandwidth matrix, one coloured cell per pair with its value.
+// stress.png: each GPU's GEMM TFLOP/s and HBM GB/s beside its row of data/gpus.csv.
 // Without gnuplot the report says so; it never fails the check.
 #include <algorithm>
 
@@ -101,6 +102,36 @@ std::string pairs_script(const Report& r) {
   return s + "plot NaN notitle\n";
 }
 
+// stress.dat: "rR:dD tflops peak_tflops hbm_gbs table_gbs" per GPU that was stressed (rank R,
+// CUDA device D; 0: none).
+std::string stress_data(const Report& r) {
+  std::string note;
+  const std::vector<estimate::GpuSpec> table = stress_table(&note);
+  std::string s = "# rank:device, GEMM TFLOP/s, bf16 peak (gpus.csv), HBM GB/s, memory bandwidth (gpus.csv)\n";
+  for (const StressSample& x : r.stress) {
+    if (!x.skipped.empty()) continue;
+    const estimate::GpuSpec* row = estimate::gpu_for_device(table, x.device_name);
+    s += strf("r%d:d%d %.6g %.6g %.6g %.6g\n", x.rank, x.device, x.gemm_measured() ? x.gemm.tflops : 0.0,
+              row ? row->bf16_tflops : 0.0, x.hbm_measured() ? x.hbm.gbs : 0.0, row ? row->bandwidth_gb_s : 0.0);
+  }
+  return s;
+}
+
+std::string stress_script() {
+  std::string s = "reset\nset terminal pngcairo noenhanced size 900,380 font ',9'\nset output 'stress.png'\n";
+  s += "set multiplot layout 1,2 title 'zt check: GPU stress, each GPU alone (black: its row of data/gpus.csv)'\n";
+  s += "set style fill solid 0.6 border -1\nset boxwidth 0.6\nset xlabel 'rank:CUDA device'\nset yrange [0:*]\n"
+       "set grid ytics\nset key below horizontal\n";
+  const auto plot = [](int measured, int table, const char* what) {
+    return strf("plot 'stress.dat' using 0:%d:xtic(1) with boxes lc rgb '#2166ac' title 'measured', "
+                "'' using 0:($%d > 0 ? $%d : NaN) with points pt 7 lc rgb 'black' title '%s'\n",
+                measured, table, table, what);
+  };
+  s += "set title 'bf16 GEMM burn through cuBLASLt (TFLOP/s)'\n" + plot(2, 3, "bf16 peak");
+  s += "set title 'HBM copy, read + write (GB/s)'\n" + plot(4, 5, "memory bandwidth");
+  return s + "unset multiplot\n";
+}
+
 }  // namespace
 
 void write_plots(Report& r, const std::filesystem::path& dir) {
@@ -118,12 +149,20 @@ void write_plots(Report& r, const std::filesystem::path& dir) {
     script += pairs_script(r);
     pngs.push_back("pairs.png");
   }
+  const bool stressed =
+      std::any_of(r.stress.begin(), r.stress.end(), [](const StressSample& x) { return x.skipped.empty(); });
+  const std::string stress = stressed ? stress_data(r) : std::string();
+  if (!stress.empty()) {
+    script += stress_script();
+    pngs.push_back("stress.png");
+  }
   if (script.empty()) {
     r.plot_note = "nothing to plot";
     return;
   }
   std::vector<std::pair<std::string, std::string>> inputs;
   if (!data.empty()) inputs.emplace_back("busbw.dat", data);
+  if (!stress.empty()) inputs.emplace_back("stress.dat", stress);
   inputs.emplace_back("plots.gp", script);
   GnuplotResult drawn = run_gnuplot(dir, inputs, pngs);
   r.plot_note = drawn.note;

@@ -2,6 +2,7 @@
 // out_of_place/in_place with time, alg_bw, bus_bw, nwrong), plus zt's environment,
 // gates and verdict. Schema: docs/checklist.md.
 #include "health_stage.hpp"
+#include "stress_stage.hpp"
 #include "zt/check/report_writer.hpp"
 #include "zt/version.hpp"
 
@@ -102,6 +103,7 @@ json report_json(const Report& report) {
                  {"baseline_file", o.baseline ? json(o.baseline->source) : json(nullptr)},
                  {"baseline_fraction", o.baseline ? json(o.baseline->fraction) : json(nullptr)},
                  {"pair_bytes", o.pair_bytes},
+                 {"burn_seconds", o.burn_seconds},
                  {"io_dir", o.io_dir.empty() ? json(nullptr) : json(o.io_dir)}};
 
   json results = json::array();
@@ -148,6 +150,7 @@ json report_json(const Report& report) {
               {"tier", o.tier},
               {"exit_codes", o.nagios_exit_codes ? "nagios" : "zt"},
               {"health", health_json(report.health)},
+              {"stress", stress_json(report.stress)},
               {"notes", report.notes},
               {"verdict", verdict_name(report.verdict)},
               {"exit_code", exit_code(report)}};

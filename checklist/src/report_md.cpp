@@ -3,6 +3,7 @@
 #include <map>
 
 #include "health_stage.hpp"
+#include "stress_stage.hpp"
 #include "report_md_stages.hpp"
 #include "zt/check/report_writer.hpp"
 #include "zt/core/log.hpp"
@@ -103,6 +104,7 @@ std::string report_markdown(const Report& report) {
   if (!latency.empty()) s += "## Latency at small sizes\n\n```\n" + latency + "```\n\n";
 
   s += health_markdown(report.health);
+  s += stress_markdown(report.stress);
   s += "## Gates\n\n";
   if (report.gates.empty()) {
     s += "No thresholds file or baseline: correctness (#wrong) and the per-node checks decide the verdict.\n\n";

@@ -63,6 +63,7 @@ struct CheckCli {
   int straggler_iters = 20;
   double straggler_factor = 1.5;
   std::string copy_bytes = "256M";
+  double burn_seconds = 30.0;
   std::string io_dir;
   std::string io_bytes = "256M";
   std::string nccl_log_dir;
@@ -73,8 +74,8 @@ struct CheckCli {
 };
 
 // --tier quick: what a Slurm prolog can afford (docs/checklist.md, "Tiers"): node health,
-// one short all-reduce sweep inside the node, short straggler and pair loops. Flags the
-// user gave keep their values.
+// a short GPU burn, one short all-reduce sweep inside the node, short straggler and pair
+// loops. Flags the user gave keep their values.
 void apply_tier(const CLI::App& sub, CheckCli& cli) {
   if (cli.tier != "quick") return;
   const auto unset = [&sub](const char* flag) { return sub.get_option(flag)->count() == 0; };
@@ -86,6 +87,7 @@ void apply_tier(const CLI::App& sub, CheckCli& cli) {
   if (unset("--pair-iters")) cli.pair_iters = 2;
   if (unset("--straggler-iters")) cli.straggler_iters = 5;
   if (unset("--copy-bytes")) cli.copy_bytes = "64M";
+  if (unset("--burn-seconds")) cli.burn_seconds = 5.0;
 }
 
 // A CLI11 validator from a function that throws zt::InputError: its message becomes the
@@ -133,6 +135,7 @@ check::CheckOptions to_options(const CheckCli& cli) {
   o.straggler_iters = cli.straggler_iters;
   o.straggler_factor = cli.straggler_factor;
   o.copy_bytes = parse_size(cli.copy_bytes);
+  o.burn_seconds = cli.burn_seconds;
   o.io_bytes = parse_size(cli.io_bytes);
   if (!cli.io_dir.empty()) {
     std::error_code ec;
@@ -328,6 +331,11 @@ Run add_check_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--copy-bytes", cli->copy_bytes, "bytes per pinned host<->device copy (CUDA builds)")
       ->check(size_check)
+      ->capture_default_str();
+  sub->add_option("--burn-seconds", cli->burn_seconds,
+                  "seconds of bf16 GEMM burn per GPU, then the HBM test for a tenth of that (0: no GPU stress; "
+                  "--tier quick: 5)")
+      ->check(number_in(0, check::kMaxBurnSeconds))
       ->capture_default_str();
   sub->add_option("--io-dir", cli->io_dir, "directory whose write bandwidth to measure (checkpoint or offload dir)");
   sub->add_option("--io-bytes", cli->io_bytes, "bytes written to --io-dir per node")->check(size_check)->capture_default_str();

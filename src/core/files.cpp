@@ -391,6 +391,11 @@ FolderLock::FolderLock(const std::string& dir, std::string lock_path, const std:
                           ec ? ": " : "", ec ? ec.message().c_str() : ""),
                      "name a folder (it is created when missing) on a writable file system");
   for (int attempt = 0; attempt < 100; ++attempt) {
+    // Created and registered as one step for the signal handler, as SafeFile's staging
+    // file is (a signal in between would leave a lock file naming a dead run). A signal
+    // held here arrives when this attempt ends: at most ~1 s later, while a refusal
+    // waits for the holder's line.
+    const FatalSignalsHeld signals_held;
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ < 0) {
       const int err = errno;

@@ -3,6 +3,7 @@
 #include "zt/data/chat_template.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 
 #include "tokenizer_internal.hpp"
@@ -84,6 +85,36 @@ void render_llama2(const std::vector<ChatMessage>& m, const ChatTokens& t, bool,
   }
 }
 
+// Mistral instruct (mistralai/Mistral-7B-Instruct-v0.3, the tool-free branch): BOS, then
+// "[INST] {user}[/INST]" and " {assistant, trimmed}</s>"; roles alternate user/assistant
+// after an optional system message, which goes before the content of the user message
+// only when that message is the last of the conversation (the template's `loop.last`): a
+// conversation ending in an assistant turn renders without its system message, as
+// apply_chat_template does (a warning says so).
+void render_mistral(const std::vector<ChatMessage>& m, const ChatTokens& t, bool, const std::string& where,
+                    std::vector<ChatPiece>& out) {
+  const bool system = m[0].role == "system";
+  const size_t first = system ? 1 : 0;
+  check_alternating(m, first, where, "mistral");
+  push(out, t.bos, false);
+  for (size_t i = first; i < m.size(); ++i) {
+    if (m[i].role == "user") {
+      std::string text = "[INST] ";
+      if (system && i + 1 == m.size()) text.append(m[0].content).append("\n\n");
+      push(out, text.append(m[i].content).append("[/INST]"), false);
+    } else {
+      push(out, std::string(" ").append(python_strip(m[i].content)).append(t.eos), true);
+    }
+  }
+  if (system && m.back().role != "user") {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log::warn(where + ": the mistral template writes a system message only before the last user "
+                "message; this conversation ends with an assistant turn, so its system message is not "
+                "rendered (as apply_chat_template renders it; further such warnings are not shown)");
+  }
+}
+
 // Llama 3 instruct (meta-llama/Meta-Llama-3-8B-Instruct): a header per message, BOS first.
 void render_llama3(const std::vector<ChatMessage>& m, const ChatTokens& t, bool gen, const std::string&,
                    std::vector<ChatPiece>& out) {
@@ -133,6 +164,10 @@ const std::vector<ChatTemplate>& table() {
       {"llama2", "Llama 2 chat", {"[INST]", "[/INST]", "<<SYS>>"}, {}, true, true, nullptr, render_llama2},
       {"llama3", "Llama 3 instruct", {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
        {"Cutting Knowledge", "tools", "ipython"}, true, false, "<|eot_id|>", render_llama3},
+      // After llama2 (which also holds <<SYS>>): v0.3's "[INST] " + ... + "[/INST]"; the
+      // v0.1/v0.2 forms (" [/INST]") and Tekken's ("[INST]" + ...) render otherwise.
+      {"mistral", "Mistral 7B instruct v0.3", {"[INST] ", "[/INST]", "system_message", "loop.last"},
+       {" [/INST]", "[INST]\"", "[INST]'"}, true, true, nullptr, render_mistral},
       // Before chatml: Qwen's template is ChatML plus its default system turn.
       {"qwen", "Qwen2.5 instruct", {"<|im_start|>", "<|im_end|>", "You are Qwen, created by Alibaba Cloud."},
        {}, false, false, "<|im_end|>", render_qwen},

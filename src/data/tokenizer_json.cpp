@@ -282,8 +282,10 @@ class JsonTokenizer final : public TextTokenizer {
     for (const Normalizer& n : normalizers_) {
       if (n.kind == Normalizer::kPrepend) {
         if (!s.empty()) s.insert(0, n.a);
-      } else {
+      } else if (n.kind == Normalizer::kReplace) {
         replace_all(s, n.a, n.b);
+      } else {
+        unicode_normalize(s, n.kind);
       }
     }
   }

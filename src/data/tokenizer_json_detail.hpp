@@ -113,9 +113,14 @@ void replace_all(std::string& s, std::string_view from, std::string_view to);
 std::vector<std::string_view> chars_of(std::string_view s);
 
 struct Normalizer {
-  enum Kind { kPrepend, kReplace } kind;
+  enum Kind { kPrepend, kReplace, kNfc, kNfd, kNfkc, kNfkd } kind;
   std::string a, b;  // prepend: a; replace: a -> b
 };
+
+// s (valid UTF-8) in Unicode normal form NFC, NFD, NFKC or NFKD (utf8proc, as tokenizers'
+// normalizers of those names: Rust's unicode-normalization; Debian's utf8proc 2.6 has
+// Unicode 13's tables, the crate a newer Unicode: text in scripts added since may differ).
+void unicode_normalize(std::string& s, Normalizer::Kind form);
 
 void parse_normalizer(const json& n, const std::string& where, const std::string& path,
                       std::vector<Normalizer>& out);

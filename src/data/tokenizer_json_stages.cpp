@@ -1,12 +1,15 @@
 // tokenizer.json's stages around the BPE model, as the Rust `tokenizers` crate runs them
 // (tokenizers/src/normalizers, pre_tokenizers, decoders): the PCRE2 regex they split with
 // (UTF + UCP, JIT when available), GPT-2's byte-level alphabet, the normalizers
-// (Sequence, Prepend, Replace), the pre-tokenizers (ByteLevel, Split, Metaspace) and the
+// (Sequence, Prepend, Replace; NFC, NFD, NFKC, NFKD by utf8proc), the pre-tokenizers (ByteLevel, Split, Metaspace) and the
 // decoders. The BPE model, added tokens and post-processor are in tokenizer_json.cpp.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
+
+#include <utf8proc.h>
 
 #include "tokenizer_internal.hpp"
 #include "tokenizer_json_detail.hpp"
@@ -211,9 +214,33 @@ void parse_normalizer(const json& n, const std::string& where, const std::string
       unsupported(where, path + ".pattern " + describe_json(pat) + " (only {\"String\": ...})");
     out.push_back({Normalizer::kReplace, string_of(pat.at("String"), where, path + ".pattern.String"),
                    string_of(member(n, "content", where, path), where, path + ".content")});
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    out.push_back({type == "NFC" ? Normalizer::kNfc : type == "NFD" ? Normalizer::kNfd
+                   : type == "NFKC" ? Normalizer::kNfkc : Normalizer::kNfkd, {}, {}});
   } else {
-    unsupported(where, path + " type \"" + type + "\" (zt reads Sequence, Prepend, Replace)");
+    unsupported(where, path + " type \"" + type +
+                           "\" (zt reads Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD)");
   }
+}
+
+// The text is valid UTF-8 here (utf8_replace_invalid ran on it), as Rust's str is in
+// tokenizers; utf8proc's map is told its length, so a U+0000 inside it is kept.
+void unicode_normalize(std::string& s, Normalizer::Kind form) {
+  const int options = UTF8PROC_STABLE |
+                      (form == Normalizer::kNfc || form == Normalizer::kNfkc ? UTF8PROC_COMPOSE
+                                                                             : UTF8PROC_DECOMPOSE) |
+                      (form == Normalizer::kNfkc || form == Normalizer::kNfkd ? UTF8PROC_COMPAT : 0);
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                          static_cast<utf8proc_ssize_t>(s.size()), &out,
+                                          static_cast<utf8proc_option_t>(options));
+  if (n < 0)
+    throw Error(strf("utf8proc_map (Unicode normalization of %zu bytes): %s", s.size(),
+                     utf8proc_errmsg(n)),
+                n == UTF8PROC_ERROR_NOMEM ? "the machine ran out of memory; free some"
+                                          : "report this text to zt's developers: it was checked as UTF-8 before");
+  s.assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
 }
 
 // ---- pre-tokenizers --------------------------------------------------------------------

@@ -2,6 +2,7 @@
 #include "zt/estimate/gpus.hpp"
 
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -130,6 +131,45 @@ const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name,
   for (const GpuSpec& g : gpus) valid += (valid.empty() ? "" : ", ") + g.name;
   throw InputError(std::string(flag) + ": unknown GPU '" + std::string(name) + "'",
                    "valid names (data/gpus.csv): " + valid);
+}
+
+namespace {
+
+// Device name words -> row of gpus.csv, the more specific rules first (gpu_for_device).
+struct DeviceRule {
+  std::vector<std::string_view> words;
+  std::string_view row;
+};
+const std::vector<DeviceRule>& device_rules() {
+  static const std::vector<DeviceRule> rules = {
+      {{"H200", "NVL"}, "h200-nvl"},          {{"H200"}, "h200-sxm"},
+      {{"H100", "PCIE"}, "h100-pcie"},        {{"H100", "NVL"}, "h100-nvl"},
+      {{"H100"}, "h100-sxm"},                 {{"A100", "PCIE", "80GB"}, "a100-pcie-80"},
+      {{"A100", "PCIE"}, "a100-pcie-40"},     {{"A100", "80GB"}, "a100-sxm-80"},
+      {{"A100"}, "a100-sxm-40"},              {{"L40S"}, "l40s"},
+      {{"L4"}, "l4"},                         {{"A30"}, "a30"},
+      {{"A40"}, "a40"},                       {{"A6000"}, "rtx-a6000"},
+      {{"A10"}, "a10"},                       {{"T4"}, "t4"},
+      {{"V100", "32GB"}, "v100-sxm-32"}};
+  return rules;
+}
+
+}  // namespace
+
+const GpuSpec* gpu_for_device(const std::vector<GpuSpec>& gpus, std::string_view device_name) {
+  std::string name(device_name.substr(0, device_name.find(" [")));
+  for (char& c : name) c = static_cast<char>(c == '-' ? ' ' : std::toupper(static_cast<unsigned char>(c)));
+  std::vector<std::string> words;
+  std::istringstream in(name);
+  for (std::string w; in >> w;) words.push_back(w);
+  const auto has = [&words](std::string_view w) { return std::find(words.begin(), words.end(), w) != words.end(); };
+  for (const DeviceRule& rule : device_rules()) {
+    if (!std::all_of(rule.words.begin(), rule.words.end(), has)) continue;
+    for (const GpuSpec& g : gpus)
+      if (lower(g.name) == rule.row) return &g;
+    return nullptr;  // the rule's row is not in this table
+  }
+  return nullptr;
 }
 
 }  // namespace zt::estimate

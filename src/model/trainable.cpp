@@ -138,10 +138,10 @@ void adapters_end(const UnitHooks& hooks, int a, bool grads) {
 
 namespace {
 [[noreturn]] void no_objective(const std::string& model) {
-  throw InputError("finetune.objective = dpo / orpo on the " + model + " model: the preference "
-                   "objectives run on the host model only so far",
-                   "train DPO / ORPO on the CPU (comm.backend = mpi, no GPU), or use "
-                   "finetune.objective = sft here");
+  throw InputError("finetune.objective = dpo / orpo on the " + model + " model: this model has "
+                   "no per-row objective (the host and device models have)",
+                   "train DPO / ORPO on the host or device model, or use finetune.objective = "
+                   "sft here");
 }
 }  // namespace
 

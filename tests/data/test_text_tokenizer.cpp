@@ -95,9 +95,9 @@ TEST(TextTokenizer, RefusesWhatItDoesNotRead) {
   expect_input_error(
       [&] {
         tokenizer_from_json(R"({"model": {"vocab": {"a": 0}, "merges": []},
-                                "normalizer": {"type": "NFKC"}})", "", "t.json");
+                                "normalizer": {"type": "Lowercase"}})", "", "t.json");
       },
-      {"normalizer", "NFKC"});
+      {"normalizer", "Lowercase"});
   expect_input_error(
       [&] {
         tokenizer_from_json(R"({"model": {"vocab": {"a": 0}, "merges": []},
@@ -287,7 +287,7 @@ TEST(ChatTemplate, RecognisedByMarkersRefusedOtherwise) {
   EXPECT_STREQ(chat_template_name(chat_template_auto("### Instruction:\n{x}\n\n### Response:\n", "t")), "alpaca");
   expect_input_error([] { chat_template_auto("", "cfg.json"); }, {"--chat-template", "cfg.json", "llama3"});
   expect_input_error([] { chat_template_auto("{{ messages }}", "cfg.json"); },
-                     {"--chat-template", "llama2, llama3, qwen, chatml, alpaca"});
+                     {"--chat-template", "llama2, llama3, mistral, qwen, chatml, alpaca"});
   expect_input_error(
       [] { chat_template_auto("<|start_header_id|><|end_header_id|><|eot_id|> Cutting Knowledge Date", "c"); },
       {"llama3", "Cutting Knowledge"});

@@ -1,12 +1,15 @@
-// GPU embedding, fused residual + RMSNorm, RoPE and SwiGLU against the CPU reference
-// kernels run in double on the same (rounded) inputs. fp32 and bf16.
+// GPU embedding, fused residual + RMSNorm, the per-head RMSNorm, RoPE, SwiGLU and the linear
+// bias against the CPU reference kernels run in double on the same (rounded) inputs. fp32
+// and bf16.
 #include <gtest/gtest.h>
 
 #include <climits>
 
 #include "cuda_test_util.hpp"
 #include "zt/kernels/cpu.hpp"
+#include "zt/kernels/cuda/bias.hpp"
 #include "zt/kernels/cuda/embedding.hpp"
+#include "zt/kernels/cuda/head_rmsnorm.hpp"
 #include "zt/kernels/cuda/rmsnorm.hpp"
 #include "zt/kernels/cuda/rope.hpp"
 #include "zt/kernels/cuda/swiglu.hpp"
@@ -204,6 +207,71 @@ TYPED_TEST(Pointwise, SwigluForwardBackward) {
   cpu::swiglu_backward<double>(wdg.data(), wdu.data(), R.data(), g.data(), u.data(), n, false);
   expect_close(to_host(dgate), wdg, tol, std::string("swiglu dg (written, in place) ") + type_name<T>());
   expect_close(to_host(dup), wdu, tol, std::string("swiglu du (written, in place) ") + type_name<T>());
+}
+
+// The linear bias (Qwen2's q/k/v biases): y += b, then db (fp32) += the column sums of
+// the updated y; `off` elements into the buffers (1: misaligned, the scalar path), and
+// out % 8 != 0 (the scalar path too); 1000 rows: many rows per thread of the column sums.
+TYPED_TEST(Pointwise, BiasForwardBackward) {
+  using T = TypeParam;
+  const auto one = [&](int64_t N, int64_t out, size_t off) {
+    Vec y = this->randn(static_cast<size_t>(N * out));  // [N, out]
+    Vec b = this->randn(static_cast<size_t>(out));      // [out]
+    Vec db = this->randn(static_cast<size_t>(out));     // [out], accumulated into
+    DeviceBuffer<T> dy = to_device_at<T>(y, off), d_b = to_device_at<T>(b, off);
+    DeviceBuffer<float> ddb = to_device<float>(db);
+    bias_forward<T>(at(dy, off), at(d_b, off), N, out);
+    bias_backward<T, float>(ddb.data(), at(dy, off), N, out);
+    cpu::bias_forward<double>(y.data(), b.data(), N, out);
+    const std::string tag = std::string("bias ") + type_name<T>() + " " + std::to_string(N) + "x" +
+                            std::to_string(out) + " offset " + std::to_string(off);
+    expect_close(from(to_host(dy), off), y, tolerance<T>(), tag + " forward");
+    round_all<T>(y);  // the GPU summed y + b rounded to T
+    cpu::bias_backward<double>(db.data(), y.data(), N, out);
+    expect_close(to_host(ddb), db, kTolF32, tag + " backward");
+  };
+  for (int64_t out : {int64_t{64}, int64_t{24}, int64_t{20}, int64_t{1}})
+    for (size_t off : {size_t{0}, size_t{1}}) one(37, out, off);
+  one(1000, 48, 0);
+}
+
+// The per-head RMSNorm (Qwen3's q/k norm): rows of D (128, 32, and 24, 100: not multiples
+// of 32 lanes), in place (y over x), then the backward: dx written, dw (fp32) accumulated
+// from 64 row chunks; 3001 rows: chunks of 47 rows, the last one short; 5 rows: chunks of
+// 1 row, most of them empty.
+TYPED_TEST(Pointwise, HeadRmsnormForwardBackward) {
+  using T = TypeParam;
+  const double tol = tolerance<T>(), eps = 1e-6;
+  for (const int64_t rows : {int64_t{3001}, int64_t{5}})
+    for (const int64_t D : {int64_t{128}, int64_t{32}, int64_t{24}, int64_t{100}}) {
+      const std::string tag = std::string("head rmsnorm ") + type_name<T>() + " " +
+                              std::to_string(rows) + "x" + std::to_string(D);
+      Vec x = this->randn(static_cast<size_t>(rows * D));  // [rows, D]
+      Vec w = this->randn(static_cast<size_t>(D), 0.1, 1.0);  // [D]
+      auto dx_in = to_device<T>(x);
+      auto dw = to_device<T>(w);
+      auto dy = to_device<T>(x);  // y written over a copy of x (in place)
+      auto drstd = poisoned<float>(static_cast<size_t>(rows));
+      head_rmsnorm_forward<T>(dy.data(), drstd.data(), dy.data(), dw.data(), rows, D, eps);
+      Vec y(x.size()), rstd(static_cast<size_t>(rows));
+      cpu::rmsnorm_forward<double>(y.data(), rstd.data(), x.data(), w.data(), rows, D, eps);
+      expect_close(to_host(dy), y, tol, tag + " y");
+      expect_close(to_host(drstd), rstd, kTolF32, tag + " rstd");
+
+      Vec R = this->randn(x.size()), dw0 = this->randn(static_cast<size_t>(D));
+      auto dR = to_device<T>(R);
+      auto ddx = poisoned<T>(x.size());
+      auto ddw = to_device<float>(dw0);
+      DeviceBuffer<float> partial(static_cast<size_t>(kHeadNormChunks * D));
+      head_rmsnorm_backward<T, float>(ddx.data(), ddw.data(), dR.data(), dx_in.data(), dw.data(),
+                                      drstd.data(), rows, D, partial.data());
+      Vec ref_dx(x.size()), ref_dw = dw0;
+      cpu::rmsnorm_backward<double>(ref_dx.data(), ref_dw.data(), R.data(), x.data(), w.data(),
+                                    rstd.data(), rows, D, /*accumulate_dx=*/false);
+      expect_close(to_host(ddx), ref_dx, tol, tag + " dx (written)");
+      expect_close(to_host(ddw), ref_dw, std::is_same_v<T, float> ? kTolF32 : kTolBF16,
+                   tag + " dw (accumulated)");
+    }
 }
 
 }  // namespace

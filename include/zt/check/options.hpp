@@ -8,11 +8,14 @@
 #include "zt/check/baseline.hpp"
 #include "zt/check/health.hpp"
 #include "zt/check/ops.hpp"
+#include "zt/check/stress.hpp"
 #include "zt/check/thresholds.hpp"
 #include "zt/comm/comm.hpp"
 #include "zt/core/dtype.hpp"
 
 namespace zt::check {
+
+inline constexpr double kMaxBurnSeconds = 3600.0;  // --burn-seconds: an hour at most
 
 struct CheckOptions {
   std::vector<CheckOp> ops{std::begin(kAllCheckOps), std::end(kAllCheckOps)};
@@ -52,13 +55,17 @@ struct CheckOptions {
   // leader. The tier names the run (quick: the prolog's minute; full: everything).
   std::string tier = "full";
   HealthOptions health;
+  // GPU stress (stress.hpp): seconds of bf16 GEMM burn per GPU (0: off), then the HBM
+  // test for a tenth of that; the verdict rules.
+  double burn_seconds = 30.0;
+  StressRules stress_rules;
   bool nagios_exit_codes = false;  // --exit-codes nagios: 0 healthy 1 warn 2 unhealthy 3 unknown
   uint64_t io_bytes = uint64_t{256} << 20;
 };
 
 // Throws zt::InputError naming the first problem: no ops, min < 1, max < min,
 // step factor < 2, iters < 1, warmup < 0, an unsupported dtype or redop, a negative
-// root, a gate whose size is not a size of the sweep.
+// root, a gate whose size is not a size of the sweep, burn seconds outside [0, 3600].
 void validate_options(const CheckOptions& options);
 
 // The nominal sizes of the sweep (bandwidth.hpp: sweep_sizes).

@@ -8,6 +8,7 @@
 
 #include "zt/check/health.hpp"
 #include "zt/check/options.hpp"
+#include "zt/check/stress.hpp"
 #include "zt/check/thresholds.hpp"
 
 namespace zt::check {
@@ -170,7 +171,8 @@ struct Report {
   std::vector<NodeVerdict> node_verdicts;  // [node]
   std::vector<std::string> plots;          // PNG files written next to report.md
   std::string plot_note;                   // why there are none (gnuplot missing ...)
-  std::vector<HealthCheck> health;    // node health (GPU through NVML, NICs), every node's
+  std::vector<StressSample> stress;   // [rank] GPU stress (its checks are in `health`)
+  std::vector<HealthCheck> health;    // node health (GPU through NVML, NICs, stress), every node's
   std::vector<std::string> unknown;   // checks that could not run: the node is not known healthy
   std::vector<std::string> failures;  // one line per reason the verdict is FAIL
   std::vector<std::string> notes;     // e.g. gates not evaluated because their op did not run

@@ -7,6 +7,8 @@
 //   llama2  Llama 2 chat:  <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>
 //   llama3  Llama 3 instruct: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n
 //           {content}<|eot_id|> per message
+//   mistral Mistral 7B instruct v0.3: <s>[INST] {user}[/INST] {assistant}</s>, the system
+//           message before the last user message's content (when that is the last message)
 //   chatml  ChatML: <|im_start|>{role}\n{content}<|im_end|>\n per message
 //   qwen    Qwen2 / Qwen2.5 instruct: ChatML, with the system turn "You are Qwen, created by
 //           Alibaba Cloud. You are a helpful assistant." first when none is given
@@ -43,7 +45,7 @@ struct ChatTokens {
 
 struct ChatTemplate;  // one entry of the table (chat_template.cpp)
 
-// The template named NAME ("llama2", "llama3", "qwen", "chatml", "alpaca"); zt::InputError naming
+// The template named NAME ("llama2", "llama3", "mistral", "qwen", "chatml", "alpaca"); zt::InputError naming
 // --chat-template and the known names otherwise.
 const ChatTemplate& chat_template(const std::string& name);
 // Recognised from a tokenizer_config.json "chat_template" string by its markers;
@@ -54,7 +56,7 @@ const ChatTemplate& chat_template_auto(const std::string& template_text, const s
 const ChatTemplate& chat_template_named(const std::string& name, const std::string& template_text,
                                         const std::string& where);
 const char* chat_template_name(const ChatTemplate& t);
-std::string chat_template_names();  // "llama2, llama3, qwen, chatml, alpaca"
+std::string chat_template_names();  // "llama2, llama3, mistral, qwen, chatml, alpaca"
 
 // The conversation rendered, in pieces (their concatenation is the text). With
 // add_generation_prompt the opening of an assistant turn follows (for generation).

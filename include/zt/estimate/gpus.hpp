@@ -45,4 +45,11 @@ std::vector<GpuSpec> load_shipped_gpus();
 const GpuSpec& find_gpu(const std::vector<GpuSpec>& gpus, std::string_view name,
                         std::string_view flag = "--gpu");
 
+// The row for a CUDA/NVML device name ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
+// "NVIDIA A100 80GB PCIe", "Tesla V100-SXM2-32GB"; a trailing " [bus id]" is ignored), or
+// nullptr when the table has no row for it. The name is split into words at spaces and
+// hyphens; the first rule whose words all appear picks the row (H100 + PCIe -> h100-pcie,
+// H100 alone -> h100-sxm, A100 + PCIe + 80GB -> a100-pcie-80 ...: gpus.cpp, kDeviceRules).
+const GpuSpec* gpu_for_device(const std::vector<GpuSpec>& gpus, std::string_view device_name);
+
 }  // namespace zt::estimate

@@ -76,6 +76,20 @@ class DeviceModel {
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                        int64_t B, int64_t seq, bool recompute = false, double grad_scale = 1.0,
                        std::span<const int32_t> positions = {});
+  // Preference objectives (DPO, ORPO), as Model's (model.hpp): with an objective set
+  // (empty: none, the mean cross-entropy), loss_and_grad returns its value and adds
+  // grad_scale * d(value)/d(params); the rows' summed log-probs cross to the host once per
+  // call (the objective runs there: the CPU's pair loss, one copy of it).
+  void set_row_objective(RowObjective objective);
+  // Adapters off (on by default): the frozen base alone (QLoRA: its NF4 base), as PEFT's
+  // disable_adapter(): DPO's reference model without a second copy of the weights.
+  void set_adapters_enabled(bool on);
+  // Forward only: logp[b] = the summed log-probability of row b's targets >= 0, count[b]
+  // their number (logp, count: host [B]).
+  void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                 int64_t seq, std::span<const int32_t> positions, std::span<double> logp,
+                 std::span<int64_t> count);
+
   // Forward only.
   double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
               int64_t seq, std::span<const int32_t> positions = {});

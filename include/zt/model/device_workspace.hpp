@@ -17,18 +17,28 @@ namespace zt::model {
 struct DeviceBlockSizes {
   size_t xn1, q, k, v, att, x_mid, xn2, gate, up, h;  // T: [N,C] [N,HD] [N,GD] x2 [N,HD] [N,C] x2 [N,I] x3
   size_t rstd1, lse, rstd2;                           // f32: [N] [N*H] [N]
+  // The q/k norm (Config::qk_norm, Qwen3; 0 otherwise): the projections before the norm,
+  // T [N,HD] [N,GD], and its 1/rms per head row, f32 [N*H] [N*G].
+  size_t qr = 0, kr = 0, rstd_q = 0, rstd_k = 0;
 
   static DeviceBlockSizes of(const Config& c, int64_t N) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
     const size_t I = static_cast<size_t>(c.intermediate);
     const size_t HD = static_cast<size_t>(c.heads * c.head_dim());
     const size_t GD = static_cast<size_t>(c.kv_dim());
-    return {n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, n * I, n * I, n * I,
-            n,     n * static_cast<size_t>(c.heads), n};
+    DeviceBlockSizes z{n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, n * I, n * I, n * I,
+                       n,     n * static_cast<size_t>(c.heads), n};
+    if (c.qk_norm()) {
+      z.qr = n * HD;
+      z.kr = n * GD;
+      z.rstd_q = n * static_cast<size_t>(c.heads);
+      z.rstd_k = n * static_cast<size_t>(c.kv_heads);
+    }
+    return z;
   }
   uint64_t bytes(size_t elem) const {
-    return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h) +
-           sizeof(float) * (rstd1 + lse + rstd2);
+    return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h + qr + kr) +
+           sizeof(float) * (rstd1 + lse + rstd2 + rstd_q + rstd_k);
   }
 };
 
@@ -36,8 +46,12 @@ struct DeviceBlockSizes {
 // tables and the cross-entropy totals.
 struct DeviceWorkspaceSizes {
   // One kernels::cuda::CrossEntropyTotals (double + 2 long long); device_model.cpp
-  // static_asserts the size.
+  // static_asserts the size. A preference objective (DeviceModel::set_row_objective,
+  // row_logps) grows it to one per batch row: 24 (B - 1) bytes more, not counted here.
   static constexpr size_t kTotalsBytes = 24;
+  // Row chunks of the q/k norm's weight gradient (kernels::cuda::kHeadNormChunks;
+  // device_model.cpp static_asserts they are equal).
+  static constexpr size_t kHeadNormChunks = 64;
   size_t rope;                  // f32 [context, D/2], each of cos and sin
   size_t xs;                    // T [L+1, N, C]
   size_t rows_c;                // T [N, C]: each of delta, xf, dres, dxn
@@ -45,6 +59,7 @@ struct DeviceWorkspaceSizes {
   size_t hd, gd, ni;            // T [N, H*D]: datt, dq; [N, G*D]: dk, dv; [N, I]: dh, dgate, dup
   size_t rows;                  // f32 [N]: rstd_f, row_loss; int32 [N]: tokens, targets, positions
   size_t heads_rows;            // f32 [N*H]: attn_delta
+  size_t norm_partial;          // f32 [kHeadNormChunks * D]: the q/k norm's dw partials (qk_norm)
   DeviceBlockSizes block;       // one block's activations
 
   static DeviceWorkspaceSizes of(const Config& c, int64_t N) {
@@ -58,6 +73,7 @@ struct DeviceWorkspaceSizes {
             n * static_cast<size_t>(c.intermediate),
             n,
             n * static_cast<size_t>(c.heads),
+            c.qk_norm() ? kHeadNormChunks * static_cast<size_t>(c.head_dim()) : 0,
             DeviceBlockSizes::of(c, N)};
   }
 
@@ -67,6 +83,7 @@ struct DeviceWorkspaceSizes {
     uint64_t b = 2 * sizeof(float) * rope + kTotalsBytes;
     b += elem * (xs + 4 * rows_c + logits + 2 * hd + 2 * gd + 3 * ni);
     b += 2 * sizeof(float) * rows + 3 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
+    b += sizeof(float) * norm_partial;
     const uint64_t blocks = 1 + (recompute ? 0 : static_cast<uint64_t>(c.layers));
     return b + blocks * block.bytes(elem);
   }

@@ -83,8 +83,8 @@ class TrainableModel {
   virtual void set_dropout_stream(uint64_t stream) { (void)stream; }
 
   // ---- Preference objectives (Model::set_row_objective / set_adapters_enabled /
-  // row_logps; docs/finetune.md "DPO and ORPO"). The host model implements them; the
-  // device model does not yet (zt::InputError naming the objective).
+  // row_logps; docs/finetune.md "DPO and ORPO"). The host model and the device model
+  // implement them; a model that does not refuses (zt::InputError naming the objective).
   virtual void set_row_objective(RowObjective objective);
   virtual void set_adapters_enabled(bool on);
   virtual void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,

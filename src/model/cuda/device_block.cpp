@@ -2,15 +2,27 @@
 // the block in src/model/block.cpp, op for op, with the residual adds fused into the
 // RMSNorms and attention keeping the log-sum-exp instead of the probabilities. The
 // projections go through DeviceModel::Impl::proj_forward / proj_backward (their LoRA
-// adapters included). New block kinds (other families, the MoE block) sit beside it.
+// adapters and biases included). The model families' pieces (Qwen2's q/k/v biases,
+// Qwen3's q/k norms, `attention_bias`) are read from the config as the CPU block reads
+// them. New block kinds (the MoE block) sit beside it.
 #include "device_model_impl.hpp"
 
 namespace zt::model {
 
+namespace {
+// The tensor at offset off of a unit's buffer p, or nullptr when the block has none (-1).
+template <class X>
+X* at(X* p, int64_t off) {
+  return off >= 0 && p ? p + off : nullptr;
+}
+}  // namespace
+
 // Block l into the activations a. Its input x_l = base + pending (pending == nullptr
 // when x_l is already in xs[l]: block 0, and recompute) is formed and normalised by one
 // fused kernel and stored in xs[l]. Leaves x_mid in a.x_mid and, with_down, the down
-// projection in `delta` (the recompute in the backward needs nothing after h).
+// projection in `delta` (the recompute in the backward needs nothing after h). The
+// family's pieces as the CPU block (block.cpp): q/k/v biases (Config::qkv_bias), the o
+// bias (o_bias), the per-head q/k RMSNorm before RoPE (qk_norm), head_dim D of the config.
 template <class T, class G>
 void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pending,
                                             detail::DeviceBlockActs<T>& a, int64_t B, int64_t Tn,
@@ -19,17 +31,28 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
   const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
   const T* p = params[static_cast<size_t>(layout.block_unit(l))];
   const BlockOffsets& o = layout.block_offsets();
+  const bool qk_norm = cfg.qk_norm();
   T* x_in = x_at(l, N);
   kc::residual_rmsnorm_forward<T>(a.xn1.data(), a.rstd1.data(), x_in, base, pending,
                                   p + o.input_norm, N, C, cfg.norm_eps, stream);
-  proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, N, C, H * D);
-  proj_forward(l, LoraTarget::kK, a.k.data(), a.xn1.data(), p + o.k, N, C, Gk * D);
-  proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, Gk * D);
+  T* q = qk_norm ? a.qr.data() : a.q.data();  // [N, H*D] the projection before the q norm
+  T* k = qk_norm ? a.kr.data() : a.k.data();  // [N, G*D]
+  proj_forward(l, LoraTarget::kQ, q, a.xn1.data(), p + o.q, N, C, H * D, at(p, o.q_bias));
+  proj_forward(l, LoraTarget::kK, k, a.xn1.data(), p + o.k, N, C, Gk * D, at(p, o.k_bias));
+  proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, Gk * D,
+               at(p, o.v_bias));
+  if (qk_norm) {  // per head: N*H (N*G) rows of D, weights [D]; a warp per row
+    kc::head_rmsnorm_forward<T>(a.q.data(), a.rstd_q.data(), q, p + o.q_norm, N * H, D,
+                                cfg.norm_eps, stream);
+    kc::head_rmsnorm_forward<T>(a.k.data(), a.rstd_k.data(), k, p + o.k_norm, N * Gk, D,
+                                cfg.norm_eps, stream);
+  }
   kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
   kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
   kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, Tn, H,
                            Gk, D, stream, pos_d, cfg.sliding_window);
-  proj_forward(l, LoraTarget::kO, delta.data(), a.att.data(), p + o.o, N, H * D, C);
+  proj_forward(l, LoraTarget::kO, delta.data(), a.att.data(), p + o.o, N, H * D, C,
+               at(p, o.o_bias));
   kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in, delta.data(),
                                   p + o.post_norm, N, C, cfg.norm_eps, stream);
   proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
@@ -46,7 +69,8 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
   const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
   const int u = layout.block_unit(l);
   const T* p = params[static_cast<size_t>(u)];
-  const auto g = [&](int64_t off) { return base_grad(u, off); };  // nullptr: frozen
+  // nullptr: frozen (LoRA) or absent (a bias or norm the family does not have)
+  const auto g = [&](int64_t off) { return off < 0 ? nullptr : base_grad(u, off); };
   const BlockOffsets& o = layout.block_offsets();
   const T* x_in = x_at(l, N);
   // MLP half: x_{l+1} = x_mid + down(h); dres passes through the residual unchanged.
@@ -60,20 +84,32 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
                 I, /*accumulate_dx=*/true);
   kc::rmsnorm_backward<T, G>(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(),
                              p + o.post_norm, a.rstd2.data(), N, C, /*accumulate_dx=*/true, stream);
-  // attention half: x_mid = x_in + o_proj(att)
+  // attention half: x_mid = x_in + o_proj(att) (+ o bias)
   proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), dres.data(), a.att.data(), p + o.o, N,
-                H * D, C, /*accumulate_dx=*/false);
+                H * D, C, /*accumulate_dx=*/false, g(o.o_bias));
   kc::attention_backward<T>(dq.data(), dk.data(), dv.data(), attn_delta.data(), datt.data(),
                             a.att.data(), a.q.data(), a.k.data(), a.v.data(), a.lse.data(), B, Tn,
                             H, Gk, D, /*accumulate=*/false, stream, pos_d, cfg.sliding_window);
   kc::rope_backward<T>(dq.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
   kc::rope_backward<T>(dk.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
-  proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), dq.data(), a.xn1.data(), p + o.q, N, C,
-                H * D, /*accumulate_dx=*/false);
-  proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), dk.data(), a.xn1.data(), p + o.k, N, C,
-                Gk * D, /*accumulate_dx=*/true);
+  // q/k norm: back through it into datt [N, H*D] (free once attention_backward has read
+  // it, stream-ordered), q first, then k (q_proj's backward has read datt by then); as
+  // the CPU block.
+  const bool qk_norm = cfg.qk_norm();
+  if (qk_norm)  // dx written; dw in kHeadNormChunks row chunks (norm_partial)
+    kc::head_rmsnorm_backward<T, G>(datt.data(), g(o.q_norm), dq.data(), a.qr.data(),
+                                    p + o.q_norm, a.rstd_q.data(), N * H, D,
+                                    norm_partial.data(), stream);
+  proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), qk_norm ? datt.data() : dq.data(),
+                a.xn1.data(), p + o.q, N, C, H * D, /*accumulate_dx=*/false, g(o.q_bias));
+  if (qk_norm)
+    kc::head_rmsnorm_backward<T, G>(datt.data(), g(o.k_norm), dk.data(), a.kr.data(),
+                                    p + o.k_norm, a.rstd_k.data(), N * Gk, D,
+                                    norm_partial.data(), stream);
+  proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), qk_norm ? datt.data() : dk.data(),
+                a.xn1.data(), p + o.k, N, C, Gk * D, /*accumulate_dx=*/true, g(o.k_bias));
   proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N, C,
-                Gk * D, /*accumulate_dx=*/true);
+                Gk * D, /*accumulate_dx=*/true, g(o.v_bias));
   kc::rmsnorm_backward<T, G>(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
                              a.rstd1.data(), N, C, /*accumulate_dx=*/true, stream);
 }

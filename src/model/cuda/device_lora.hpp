@@ -31,10 +31,14 @@ class DeviceLora {
   // workspace's rows now (it grows with ensure).
   void bind(const LoraLayout& layout, const T* params, G* grads, int64_t rows);
   bool bound() const { return layout_.has_value(); }
-  // The adapter on `target` of block `layer`, or nullptr (none bound, or not targeted).
+  // The adapter on `target` of block `layer`, or nullptr (none bound, not targeted, or
+  // the adapters switched off).
   const LoraAdapterInfo* find(int layer, LoraTarget target) const {
-    return layout_ ? layout_->find(layer, target) : nullptr;
+    return layout_ && on_ ? layout_->find(layer, target) : nullptr;
   }
+  // Off: the frozen base alone (QLoRA: its NF4 base), as PEFT's disable_adapter() and the
+  // CPU's LoraApply::set_enabled: DPO's reference model without a second copy.
+  void set_enabled(bool on) { on_ = on; }
   void set_stream(uint64_t mask_stream) { mask_stream_ = mask_stream; }
   // QLoRA: uploads the NF4 weights `base` holds (codes, absmax codes, scales); W of those
   // projections comes from them from now on.
@@ -77,6 +81,7 @@ class DeviceLora {
   const T* params_ = nullptr;  // device [layout.numel()]
   G* grads_ = nullptr;         // device [layout.numel()] or nullptr
   uint64_t mask_stream_ = 0;
+  bool on_ = true;  // set_enabled
   int64_t rows_ = 0;                        // rows the workspace holds
   kernels::cuda::DeviceBuffer<T> xd_;       // [N, max in] dropout(x), then du A (dropout only)
   kernels::cuda::DeviceBuffer<T> u_, du_;   // [N, r] each

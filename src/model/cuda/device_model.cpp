@@ -10,6 +10,8 @@ namespace zt::model {
 
 static_assert(sizeof(kc::CrossEntropyTotals) == DeviceWorkspaceSizes::kTotalsBytes,
               "DeviceWorkspaceSizes counts one CrossEntropyTotals");
+static_assert(kc::kHeadNormChunks == DeviceWorkspaceSizes::kHeadNormChunks,
+              "DeviceWorkspaceSizes counts the q/k norm's dw partials");
 static_assert(kc::Gemm::kDefaultWorkspaceBytes == kGemmWorkspaceBytes,
               "zt estimate counts the Gemm's default cuBLASLt workspace");
 
@@ -110,8 +112,12 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
     ~Reset() { flag = false; }
   } reset{training};
   forward_trunk_and_norm(B, Tn, !recompute);  // leaves the head unit in use
-  kc::cross_entropy<T>(logits.data(), logits.data(), targets_d.data(), N, V, scale, row_loss.data(),
-                       totals.data(), stream);
+  double value = 0;  // the row objective's (device_objective.cpp)
+  if (objective)
+    value = objective_backward(B, Tn, grad_scale);
+  else
+    kc::cross_entropy<T>(logits.data(), logits.data(), targets_d.data(), N, V, scale,
+                         row_loss.data(), totals.data(), stream);
   G* g_lm = cfg.tied_embeddings ? base_grad(0, layout.embed_offset())
                                 : base_grad(hu, layout.lm_head_offset());
   proj_backward(-1, LoraTarget::kLmHead, dxn.data(), g_lm, logits.data(), xf.data(), lm_head_w(), N,
@@ -139,6 +145,10 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   }
   done(0);
   ready(0);
+  if (objective) {
+    comm::wait_stream(stream, "the row objective's backward");  // the step's work is done
+    return value;
+  }
   const kc::CrossEntropyTotals t = read_totals();
   return count > 0 ? t.loss_sum / static_cast<double>(count) : 0.0;
 }
@@ -181,13 +191,6 @@ DeviceModel<T, G>::DeviceModel(const ParamLayout& layout, int64_t max_batch, int
   const Config& cfg = layout.config();
   ZT_CHECK(layout.adapter_unit() < 0, "DeviceModel built on a layout with the adapters' unit",
            "build it on the base units (lora_base_layout); bind_lora binds the adapters.");
-  // Not yet on the GPU (issue 38): refused by name rather than run without them.
-  if (cfg.qkv_bias() || cfg.o_bias() || cfg.qk_norm())
-    throw InputError("model family '" + cfg.family + "'" +
-                         (cfg.qk_norm() ? " (q/k norms)" : " (attention biases)") +
-                         ": the GPU model does not have these pieces yet",
-                     "train or generate on the CPU (train.device = cpu); the CPU model has them "
-                     "(docs/model.md, model families).");
   if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
 }
 
@@ -243,6 +246,23 @@ template <class T, class G>
 double DeviceModel<T, G>::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                                int64_t B, int64_t T_, std::span<const int32_t> positions) {
   return impl_->loss(tokens, targets, B, T_, positions);
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::set_row_objective(RowObjective objective) {
+  impl_->objective = std::move(objective);
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::set_adapters_enabled(bool on) {
+  impl_->lora.set_enabled(on);
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                                  int64_t B, int64_t T_, std::span<const int32_t> positions,
+                                  std::span<double> logp, std::span<int64_t> count) {
+  impl_->row_logps(tokens, targets, B, T_, positions, logp, count);
 }
 
 template <class T, class G>

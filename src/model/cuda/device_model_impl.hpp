@@ -2,10 +2,12 @@
 // DeviceModel's state (private to zt_model_cuda): the workspace of one GPU decoder (the
 // per-block activations DeviceBlockActs, the scratch of the backward, the logits and the
 // loss totals), the bound unit spans and hooks, and the small helpers every pass uses
-// (unit use/done, the projections with their LoRA adapters). The passes are defined in
-// three files: device_block.cpp (one decoder block, attention and MLP, forward and
-// backward), device_model.cpp (embedding, the stack of blocks, head and loss, and the
-// public DeviceModel), device_trainable.cpp (the TrainableModel the engine sees).
+// (unit use/done, the projections with their biases and LoRA adapters). The passes are
+// defined in four files: device_block.cpp (one decoder block, attention and MLP, forward
+// and backward), device_model.cpp (embedding, the stack of blocks, head and loss, and the
+// public DeviceModel), device_objective.cpp (the preference objectives' per-row log-probs
+// and their backward at the head), device_trainable.cpp (the TrainableModel the engine
+// sees).
 // Shapes: B batch, T sequence, N = B*T rows, C hidden, H heads, G kv heads, D head_dim,
 // I intermediate, V vocab, L layers.
 #include <span>
@@ -46,6 +48,11 @@ struct DeviceBlockActs {
   kc::DeviceBuffer<T> gate;       // [N, I]
   kc::DeviceBuffer<T> up;         // [N, I]
   kc::DeviceBuffer<T> h;          // [N, I]     silu(gate) * up
+  // Config::qk_norm only (Qwen3; empty otherwise): q and k are then the norm's outputs.
+  kc::DeviceBuffer<T> qr;         // [N, H*D]   q_proj output (+ bias), before the q norm
+  kc::DeviceBuffer<T> kr;         // [N, G*D]   k_proj output (+ bias), before the k norm
+  kc::DeviceBuffer<float> rstd_q; // [N*H]      the q norm's 1/rms per head row
+  kc::DeviceBuffer<float> rstd_k; // [N*G]
 
   // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
   DeviceBlockActs(const Config& c, int64_t N) {
@@ -63,11 +70,15 @@ struct DeviceBlockActs {
     gate = kc::DeviceBuffer<T>(z.gate);
     up = kc::DeviceBuffer<T>(z.up);
     h = kc::DeviceBuffer<T>(z.h);
+    qr = kc::DeviceBuffer<T>(z.qr);
+    kr = kc::DeviceBuffer<T>(z.kr);
+    rstd_q = kc::DeviceBuffer<float>(z.rstd_q);
+    rstd_k = kc::DeviceBuffer<float>(z.rstd_k);
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
            lse.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() + up.bytes() +
-           h.bytes();
+           h.bytes() + qr.bytes() + kr.bytes() + rstd_q.bytes() + rstd_k.bytes();
   }
 };
 
@@ -95,7 +106,7 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<float> rstd_f;    // [N]
   kc::DeviceBuffer<T> logits;        // [N, V] logits, then dlogits (in place)
   kc::DeviceBuffer<float> row_loss;  // [N]
-  kc::DeviceBuffer<kc::CrossEntropyTotals> totals;  // [1]
+  kc::DeviceBuffer<kc::CrossEntropyTotals> totals;  // [1]; [B] for a row objective (row_sums)
   kc::DeviceBuffer<int32_t> tokens_d, targets_d;    // [N]
   kc::DeviceBuffer<int32_t> positions_d;            // [N] packed examples (when given)
   const int32_t* pos_d = nullptr;                   // positions_d of this call, or nullptr
@@ -105,8 +116,10 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<T> dk, dv;          // [N, G*D]
   kc::DeviceBuffer<T> dh, dgate, dup;  // [N, I]
   kc::DeviceBuffer<float> attn_delta;  // [B, H, T]
+  kc::DeviceBuffer<float> norm_partial;  // [kHeadNormChunks * D] the q/k norm's dw partials
   detail::DeviceLora<T, G> lora;       // adapters (bind_lora): the base is frozen when bound
   bool training = false;               // inside loss_and_grad (LoRA dropout applies)
+  RowObjective objective;              // set_row_objective (empty: mean cross-entropy)
 
   Impl(const ParamLayout& l, cudaStream_t s)
       : cfg(l.config()),
@@ -172,6 +185,7 @@ struct DeviceModel<T, G>::Impl {
     dgate = kc::DeviceBuffer<T>(z.ni);
     dup = kc::DeviceBuffer<T>(z.ni);
     attn_delta = kc::DeviceBuffer<float>(z.heads_rows);
+    norm_partial = kc::DeviceBuffer<float>(z.norm_partial);
     lora.ensure(N);
     capacity = N;
   }
@@ -193,19 +207,23 @@ struct DeviceModel<T, G>::Impl {
   void ready(int u) {
     if (hooks.grad_ready) hooks.grad_ready(u);
   }
-  // y [N, out] = x W^T, plus the LoRA adapter of (layer, t) when one is bound (with QLoRA
-  // W is dequantised from the NF4 base first: DeviceLora::weight).
+  // y [N, out] = x W^T (+ b [out] when b is not null), plus the LoRA adapter of (layer, t)
+  // when one is bound (with QLoRA W is dequantised from the NF4 base first:
+  // DeviceLora::weight). The CPU model's order (model_impl.hpp): GEMM, bias, adapter.
   void proj_forward(int layer, LoraTarget t, T* y, const T* x, const T* W, int64_t N, int64_t in,
-                    int64_t out) {
+                    int64_t out, const T* b = nullptr) {
     kc::linear_forward<T>(gemm, y, x, lora.weight(layer, t, W), N, in, out, stream);
+    if (b) kc::bias_forward<T>(y, b, N, out, stream);
     if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.forward(*a, y, x, N, training);
   }
-  // The backward of proj_forward: dx as linear_backward; dW only when the base is not
-  // frozen (nullptr: no dW GEMM); the adapter's gradients into its grads.
+  // The backward of proj_forward: dx as linear_backward; dW (and db [out]) only when the
+  // base is not frozen (nullptr: no dW GEMM, no bias kernel); the adapter's gradients into
+  // its grads.
   void proj_backward(int layer, LoraTarget t, T* dx, G* dW, const T* dy, const T* x, const T* W,
-                     int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+                     int64_t N, int64_t in, int64_t out, bool accumulate_dx, G* db = nullptr) {
     kc::linear_backward<T, G>(gemm, dx, dW, dy, x, lora.weight(layer, t, W), N, in, out,
                               accumulate_dx, stream);
+    if (db) kc::bias_backward<T, G>(db, dy, N, out, stream);
     if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.backward(*a, dx, dy, x, N, training);
   }
   // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes
@@ -254,6 +272,15 @@ struct DeviceModel<T, G>::Impl {
   }
 
   kc::CrossEntropyTotals read_totals();
+  // Per-row sums of the logits' log-probabilities (device_objective.cpp): logp[b] = the
+  // summed log-probability of row b's targets >= 0, count[b] their number (host [B]).
+  void row_sums(int64_t B, int64_t Tn, std::span<double> logp, std::span<int64_t> count);
+  // The row objective's backward at the head: its value, and dlogits written over the
+  // logits, row b's scaled by -grad_scale * dlogp[b] (Model's objective_backward).
+  double objective_backward(int64_t B, int64_t Tn, double grad_scale);
+  void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                 int64_t Tn, std::span<const int32_t> positions, std::span<double> logp,
+                 std::span<int64_t> count);
   double loss_and_grad(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
                        int64_t Tn, bool recompute, double grad_scale,
                        std::span<const int32_t> positions);
@@ -265,7 +292,8 @@ struct DeviceModel<T, G>::Impl {
                rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
                tokens_d.bytes() + targets_d.bytes() + positions_d.bytes() + dres.bytes() +
                dxn.bytes() + datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
-               dgate.bytes() + dup.bytes() + attn_delta.bytes() + lora.workspace_bytes();
+               dgate.bytes() + dup.bytes() + attn_delta.bytes() + norm_partial.bytes() +
+               lora.workspace_bytes();
     for (const auto& a : shared) b += a.bytes();
     for (const auto& a : acts) b += a.bytes();
     return b;

@@ -87,6 +87,18 @@ class DeviceTrainable final : public TrainableModel {
   }
   size_t workspace_bytes() const override { return model_.workspace_bytes(); }
   void set_dropout_stream(uint64_t stream) override { model_.set_lora_stream(stream); }
+  // Preference objectives (DPO, ORPO), as the host model's (trainable.cpp).
+  void set_row_objective(RowObjective objective) override {
+    model_.set_row_objective(std::move(objective));
+  }
+  void set_adapters_enabled(bool on) override { model_.set_adapters_enabled(on); }
+  void row_logps(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t B,
+                 int64_t Tn, std::span<const int32_t> positions, std::span<double> logp,
+                 std::span<int64_t> count) override {
+    use_adapters();
+    model_.row_logps(tokens, targets, B, Tn, positions, logp, count);
+    done_adapters(false);
+  }
   void bind_qlora(const QloraBase& base) override {
     if (!lora_layout_ || lora_layout_->lora().method != FinetuneMethod::kQlora)
       TrainableModel::bind_qlora(base);  // refuses

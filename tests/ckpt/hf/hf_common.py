@@ -113,22 +113,52 @@ def hf_llama_run(torch, folder, ids, new):
     return out.logits[0].double(), float(out.loss), gen[0, ids.shape[1]:].tolist()
 
 
+def hf_f64_logits(torch, folder, ids):
+    """transformers' logits [T, V] of the folder's model in float64, with the steps it keeps
+    in float32 whatever the dtype (RoPE's frequencies and angles, RMSNorm) taken in float64
+    too (f64_forwards) and SDPA attention (its CPU path keeps the dtype): the exact answer
+    to within float64 rounding, for the fp32 logits of both zt and transformers."""
+    import types
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="sdpa")
+    model.eval()
+    for mod, fwd in f64_forwards(model):
+        mod.forward = types.MethodType(fwd, mod)
+    with torch.no_grad():
+        return model(ids).logits[0].double()
+
+
 def check_against_hf(c, torch, tag, z, hf, zt, folder, tokens, new, tol=1e-5):
     """The checks of a peer test on one imported folder: zt's answer z (zt_logits_json)
     against transformers' hf = (logits, loss, greedy) (hf_llama_run): logits and KV-cache
-    logits within tol x max(1, max |logit|), loss within tol, the greedy continuation equal
-    (and not degenerate), and `zt generate --temperature 0` on the HF folder equal to it.
-    Returns the logits' tolerance (for sensitivity checks)."""
+    logits within tol x max(1, max |logit|) of transformers' float32 ones, and no farther
+    from transformers' float64 answer (hf_f64_logits: RoPE and RMSNorm in float64 too) than
+    max(tol, 2 x transformers' own fp32 distance from it), loss within tol, the greedy
+    continuation equal (and not degenerate), and `zt generate --temperature 0` on the HF
+    folder equal to it. Returns the relative tolerance (for sensitivity checks).
+    Why not 1e-5 absolute: the tiny models' logits reach |9| (initializer_range 0.3), where
+    fp32 rounding alone moves either implementation's logits 1e-5 .. 2.5e-5 from the exact
+    answer (measured, printed: transformers' fp32 1.3e-5 .. 2.5e-5, zt's 0.8e-5 .. 2.1e-5 on
+    the rope cases): 1e-5 absolute is below fp32's own error there, for transformers too."""
     hl, hloss, hgen = hf
     zl = torch.tensor(z["logits"], dtype=torch.float64)
     kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
     t = tol * max(1.0, zl.abs().max().item())
     dl = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
     dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
+    exact = hf_f64_logits(torch, folder, torch.tensor([tokens]))
+    d64 = (zl - exact).abs().max().item() if zl.shape == exact.shape else float("inf")
+    k64 = (kl - exact).abs().max().item() if kl.shape == exact.shape else float("inf")
+    h64 = (hl - exact).abs().max().item()
     print(f"      {tag}: max |zt - hf| {dl:.3e}, KV {dkv:.3e} (max |logit| "
-          f"{zl.abs().max().item():.2f}); loss zt {z['loss']:.8f} hf {hloss:.8f}")
+          f"{zl.abs().max().item():.2f}); against float64: zt {d64:.3e}, KV {k64:.3e}, transformers "
+          f"fp32 {h64:.3e}; loss zt {z['loss']:.8f} hf {hloss:.8f}")
     c.check(dl <= t, f"{tag}: max |logit zt - transformers| = {dl:.3e} <= {t:.3e}")
     c.check(dkv <= t, f"{tag}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {t:.3e}")
+    bound = max(tol, 2 * h64)
+    c.check(max(d64, k64) <= bound,
+            f"{tag}: zt's fp32 logits as close to transformers' float64 ones as its own fp32 are: "
+            f"max |zt - f64| {d64:.3e}, KV {k64:.3e} <= max({tol}, 2 x {h64:.3e})")
     c.check(abs(z["loss"] - hloss) <= tol, f"{tag}: |loss zt - transformers| <= {tol}")
     c.check(z["greedy"] == hgen, f"{tag}: greedy continuation of {new} tokens equal")
     c.check(len(set(hgen)) >= 3, f"{tag}: the continuation is not degenerate "
@@ -142,6 +172,73 @@ def check_against_hf(c, torch, tag, z, hf, zt, folder, tokens, new, tol=1e-5):
         print(gen_out[-2000:])
     c.check(zgen == hgen, f"{tag}: `zt generate --temperature 0` on the HF folder == transformers' greedy")
     return t
+
+
+def rope_inv_freq_f64(torch, params, dim):
+    """The D/2 RoPE inverse frequencies of a transformers rope_parameters dict (rope_theta,
+    rope_type default / linear / llama3 and their factors) in float64, written from
+    transformers' modeling_rope_utils formulas (which evaluate them in float32)."""
+    import math
+    inv = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    kind = params.get("rope_type", "default")
+    if kind == "linear":
+        return inv / params["factor"]
+    if kind == "llama3":
+        factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+        old = params["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv
+        out = torch.where(wavelen > old / low, inv / factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        medium = (wavelen >= old / high) & (wavelen <= old / low)
+        return torch.where(medium, (1 - smooth) * out / factor + smooth * out, out)
+    if kind != "default":
+        raise ValueError(f"rope_inv_freq_f64: rope_type {kind}")
+    return inv
+
+
+def rope_f64(self, x, position_ids):
+    """A rotary embedding module's forward with the inverse frequencies, angles, cos and
+    sin in float64 (transformers computes them in float32), cast to x's dtype."""
+    import torch
+    cfg = self.config
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    inv = rope_inv_freq_f64(torch, cfg.rope_parameters, dim)
+    freqs = position_ids[..., None].double() * inv
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rmsnorm_f64(self, x):
+    """An RMSNorm module's forward (Llama's, Mistral's, Qwen's) without its cast to float32."""
+    import torch
+    variance = x.pow(2).mean(-1, keepdim=True)
+    return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
+
+
+def f64_forwards(model):
+    """[(module, float64 forward)] for every rotary embedding and RMSNorm of a transformers
+    model: the steps transformers keeps in float32 whatever the model's dtype. Set each
+    module's forward to it (types.MethodType) for a float64 reference; `del
+    module.forward` restores the class's."""
+    out = []
+    for m in model.modules():
+        name = type(m).__name__
+        if name.endswith("RotaryEmbedding"):
+            out.append((m, rope_f64))
+        elif name.endswith("RMSNorm"):
+            out.append((m, rmsnorm_f64))
+    return out
+
+
+def perturb_biases_and_norms(torch, model):
+    """Biases drawn N(0, 0.3) and norm weights 1 + N(0, 0.1) (transformers initialises them
+    to 0 and 1), so a test sees them."""
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith(".bias"):
+                p.normal_(0.0, 0.3)
+            elif "norm" in pname:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
 
 
 def import_hf(c, zt, tag, folder, h5):

@@ -29,7 +29,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import compare_with_transformers, hf_llama_run, peer_start, run_zt  # noqa: E402
+from hf_common import (compare_with_transformers, hf_llama_run, peer_start,  # noqa: E402
+                       perturb_biases_and_norms, run_zt)
 
 NEW = 16
 
@@ -56,12 +57,7 @@ def main():
         torch.manual_seed(1)
         cfg = config_cls(**common, **extra)
         model = model_cls(cfg).to(torch.float32)
-        with torch.no_grad():
-            for pname, p in model.named_parameters():
-                if pname.endswith(".bias"):
-                    p.normal_(0.0, 0.3)
-                elif "norm" in pname:
-                    p.copy_(1.0 + 0.1 * torch.randn_like(p))
+        perturb_biases_and_norms(torch, model)
         folder = os.path.join(work, name)
         model.save_pretrained(folder, safe_serialization=True)
         # The sensitivity reference: biases 0, q/k norm weights 1.

@@ -12,12 +12,15 @@ string into tokenizer_config.json:
           TinyLlama forms
   qwen    Qwen2.5 instruct's template (default system turn; tools branch shortened) on the
           GPT-2 form (byte-level BPE, as Qwen2's)
+  mistral Mistral-7B-Instruct-v0.3's template (tools branches left out; the system message
+          before the last message when that is a user turn) on the Metaspace form with
+          [INST] and [/INST] special, and on the TinyLlama form as text
 For every conversation the token ids zt writes (one example per row, --no-pack) equal
 transformers' `apply_chat_template(messages, tokenize=True)`, and the loss mask is 1
 exactly on the tokens that overlap an assistant turn's text and its end token (located in
 transformers' rendered text, mapped to tokens by the fast tokenizer's offsets), except an
 example's first token. `--chat-template auto` recognises each template; an unknown one,
-a variant (Llama 3.1's), and malformed lines are exit 2 naming the option or file:line and
+variants (Llama 3.1's, Mistral v0.2's), and malformed lines are exit 2 naming the option or file:line and
 the field.
 Exit 77 (CTest skip) without tokenizers, transformers (with jinja2) or h5py.
 """
@@ -65,6 +68,27 @@ QWEN = (
     "(message.role == \"assistant\" and not message.tool_calls) %}"
     "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
     "{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
+# Mistral 7B instruct v0.3's template (mistralai/Mistral-7B-Instruct-v0.3's
+# tokenizer_config.json; the tools branches left out: zt's conversations carry no tools).
+# The system message goes before the content of the user message only when that message
+# is the last one (`loop.last`).
+MISTRAL = (
+    "{%- if messages[0][\"role\"] == \"system\" %}{%- set system_message = messages[0][\"content\"] %}"
+    "{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}"
+    "{%- set ns = namespace() %}{%- set ns.index = 0 %}{%- for message in loop_messages %}"
+    "{%- if (message[\"role\"] == \"user\") != (ns.index % 2 == 0) %}"
+    "{{- raise_exception(\"After the optional system message, conversation roles must alternate "
+    "user/assistant/user/assistant/...\") }}{%- endif %}{%- set ns.index = ns.index + 1 %}{%- endfor %}"
+    "{{- bos_token }}{%- for message in loop_messages %}{%- if message[\"role\"] == \"user\" %}"
+    "{%- if loop.last and system_message is defined %}"
+    "{{- \"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\" }}"
+    "{%- else %}{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}{%- endif %}"
+    "{%- elif message[\"role\"] == \"assistant\" %}{{- \" \" + message[\"content\"]|trim + eos_token}}"
+    "{%- else %}{{- raise_exception(\"Only user and assistant roles are supported, with the exception of an "
+    "initial optional system message!\") }}{%- endif %}{%- endfor %}")
+# Mistral 7B instruct v0.2's (" [INST] ... [/INST]", the system message in the first turn):
+# a variant zt refuses by its " [/INST]".
+MISTRAL_V02_LIKE = MISTRAL.replace("\"[/INST]\"", "\" [/INST]\"")
 # Llama 3.1's template opens with a default system header holding dates: a variant zt refuses.
 LLAMA31_LIKE = LLAMA3.replace("{% set loop_messages", "{{- 'Cutting Knowledge Date: December 2023' }}{% set loop_messages")
 
@@ -75,6 +99,10 @@ CASES = [
     ("chatml", "gpt2", CHATML, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
     ("qwen", "gpt2", QWEN, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
     ("chatml-spm-form", "tinyllama", CHATML, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
+    # Mistral v0.3's [INST] and [/INST] are control tokens of its tokenizer; on the Metaspace
+    # form (Mistral's tokenizer.json) with them special, and on the TinyLlama form as text.
+    ("mistral", "metaspace", MISTRAL, ["[INST]", "[/INST]"], "</s>"),
+    ("mistral-text-inst", "tinyllama", MISTRAL, [], "</s>"),
 ]
 
 CONVERSATIONS = [
@@ -100,6 +128,10 @@ CONVERSATIONS = [
     [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello there."},
      {"role": "user", "content": "His acts being seven ages. At first the infant, mewling. " * 600},
      {"role": "assistant", "content": "A life."}],
+    # Ends with a user turn: Mistral's template writes the system message there.
+    [{"role": "system", "content": "Answer in one word."},
+     {"role": "user", "content": "Sky colour?"}, {"role": "assistant", "content": " Blue. "},
+     {"role": "user", "content": "And grass?\n"}],
 ]
 
 
@@ -112,6 +144,8 @@ def assistant_spans(text, conv, name, end):
             continue
         if name == "llama2":
             piece = " " + m["content"].strip() + " " + end
+        elif name.startswith("mistral"):
+            piece = " " + m["content"].strip() + end
         elif name == "llama3":
             piece = m["content"].strip() + end
         else:
@@ -235,6 +269,7 @@ def main():
     shutil.copytree(folder, variant)
     cfg = json.load(open(os.path.join(variant, "tokenizer_config.json")))
     for label, tmpl, needles in (("Llama 3.1-like variant", LLAMA31_LIKE, ["--chat-template", "Cutting Knowledge"]),
+                                 ("Mistral v0.2-like variant", MISTRAL_V02_LIKE, ["--chat-template", "' [/INST]'"]),
                                  ("unknown template", "{{ messages }}", ["--chat-template", "llama2", "chatml"]),
                                  ("no template", None, ["--chat-template", "no chat_template"])):
         if tmpl is None:

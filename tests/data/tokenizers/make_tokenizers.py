@@ -8,7 +8,13 @@ bench/tokenizer.
 OUTDIR/<name>/ gets tokenizer.json or tokenizer.model plus tokenizer_config.json:
   gpt2       byte-level BPE: ByteLevel pre-tokenizer (GPT-2 regex), <|endoftext|> special
   llama3     Split(Llama 3 regex, Isolated) + ByteLevel(use_regex=false), ignore_merges,
-             TemplateProcessing that adds <|begin_of_text|>
+             TemplateProcessing that adds <|begin_of_text|>; Llama 3.1's 256 special tokens
+             after the vocabulary in its order (<|begin_of_text|>, <|end_of_text|>,
+             reserved 0-1, <|finetune_right_pad_id|>, reserved 2, the header tokens,
+             <|eom_id|>, <|eot_id|>, <|python_tag|>, reserved 3-247)
+  qwen2      Qwen2's byte-level BPE: normalizer NFC, Split(Qwen2 regex: single digits,
+             Isolated) + ByteLevel(use_regex=false), specials <|endoftext|>, <|im_start|>,
+             <|im_end|>, no BOS
   tinyllama  SentencePiece-style BPE in tokenizer.json (TinyLlama's form): normalizer
              Prepend('▁') + Replace(' ', '▁'), byte_fallback, fuse_unk, <unk> <s> </s>,
              decoder Replace + ByteFallback + Fuse + Strip; its vocabulary trained split at
@@ -26,6 +32,15 @@ import sys
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen2's (Qwen/Qwen2.5-7B's tokenizer.json): Llama 3's with single digits (\p{N}).
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Llama 3.1's 256 special tokens (ids 128000-128255 there), in order.
+LLAMA3_SPECIALS = (["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+                    "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>",
+                    "<|reserved_special_token_2|>", "<|start_header_id|>", "<|end_header_id|>",
+                    "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"]
+                   + [f"<|reserved_special_token_{i}|>" for i in range(3, 248)])
 
 # Cases for parity: Unicode scripts, whitespace runs, digits, emoji, CRLF, contractions,
 # special-token text, and invalid UTF-8 (bytes objects).
@@ -37,6 +52,7 @@ CASES = [
     "digits 0 12 345 6789 1234567890 3.14159 -42 1e10 ١٢٣ ४५६ ½ ²",
     "Ünïcödé: naïve café Ωμέγα Привет мир こんにちは世界 你好 안녕하세요 مرحبا שלום",
     "combining: e\u0301 a\u0308 n\u0303; zero\u200bwidth; nbsp\u00a0here; ideographic\u3000space; nel\u0085end",
+    "normal forms: \u212b A\u030a \u00c5 o\u0308\u0304 \u1100\u1161\u11a8 \uac01 \ufb01 \u2460 x\u0323\u0307 1\u20442",
     "emoji: 😀 🎉🎉 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 ❤️ 🇫🇷",
     "special tokens in text: <s> </s> <unk> <|endoftext|> <|begin_of_text|> <0x41> <0xZZ>",
     "<s>at the start and at the end</s>",
@@ -105,7 +121,18 @@ def train_hf(out, train_path):
     tr = trainers.BpeTrainer(vocab_size=900, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train([train_path], tr)
+    # Llama 3's layout: the BPE vocabulary, then its 256 special tokens (ids 128000-128255 in
+    # the real one): the trained specials moved after the vocabulary in Llama 3.1's order.
+    trained = json.loads(tok.to_str())["model"]
+    vocab = {t: i for t, i in trained["vocab"].items() if t not in LLAMA3_SPECIALS}
+    vocab = {t: k for k, (t, _) in enumerate(sorted(vocab.items(), key=lambda kv: kv[1]))}
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in trained["merges"]]
+    pre, dec = tok.pre_tokenizer, tok.decoder
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
+    tok.pre_tokenizer, tok.decoder = pre, dec
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in LLAMA3_SPECIALS])
     bos = tok.token_to_id("<|begin_of_text|>")
+    assert bos == len(vocab) and tok.get_vocab_size(with_added_tokens=True) == len(vocab) + 256
     tok.post_processor = processors.Sequence([
         processors.ByteLevel(trim_offsets=False),
         processors.TemplateProcessing(single="<|begin_of_text|> $A",
@@ -114,6 +141,23 @@ def train_hf(out, train_path):
     tok.save(os.path.join(d, "tokenizer.json"))
     write_config(d, bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>",
                  tokenizer_class="PreTrainedTokenizerFast")
+
+    # qwen2: NFC + Split(Qwen2 regex) + ByteLevel(use_regex=False); no BOS, EOS <|endoftext|>
+    d = os.path.join(out, "qwen2")
+    os.makedirs(d, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tr = trainers.BpeTrainer(vocab_size=900, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train([train_path], tr)
+    tok.save(os.path.join(d, "tokenizer.json"))
+    write_config(d, bos_token=None, eos_token="<|endoftext|>", pad_token="<|endoftext|>", errors="replace",
+                 tokenizer_class="Qwen2TokenizerFast")
 
     # tinyllama / metaspace: SentencePiece-style BPE with byte fallback. Merges come from a
     # BpeTrainer run on '▁'-joined text (tinyllama's split at each '▁'); the vocabulary is <unk> <s> </s>, the 256 byte

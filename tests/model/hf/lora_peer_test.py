@@ -44,7 +44,8 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
-from hf_common import Checker, run_zt, torch_peers, train_tiny  # noqa: E402
+from hf_common import (Checker, rmsnorm_f64, rope_f64, run_zt, torch_peers,  # noqa: E402,F401
+                       train_tiny)  # rope_f64, rmsnorm_f64: also lora_export_test's
 
 TOL = 1e-5  # the issue's bar (float32)
 TOL64 = 1e-9  # float64 on both sides: measured 1.5e-13 .. 1.9e-12 on the logits
@@ -59,24 +60,6 @@ CASES = [
 ]
 MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
            "up": "up_proj", "down": "down_proj", "lm_head": "lm_head"}
-
-
-def rope_f64(self, x, position_ids):
-    """LlamaRotaryEmbedding.forward with the angles in float64 (default RoPE only)."""
-    import torch
-    dim = 2 * self.inv_freq.shape[0]
-    theta = self.config.rope_parameters["rope_theta"]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-    freqs = position_ids[..., None].double() * inv_freq
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-
-def rmsnorm_f64(self, x):
-    """LlamaRMSNorm.forward without its cast to float32."""
-    import torch
-    variance = x.pow(2).mean(-1, keepdim=True)
-    return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
 
 
 def main():

@@ -8,14 +8,18 @@
 //     TOKENS   comma-separated token ids t0,...,t(T-1)
 //     DTYPE    f32 (Model<float>) or f64 (Model<double>, the weights widened exactly)
 //
-// Prints {"trainable": n, "all": n, "banner": "...", "logits": [[V] x T], "loss": x}:
+// Prints {"trainable": n, "all": n, "banner": "...", "logits": [[V] x T], "loss": x,
+//         "grads": {"<PEFT name>.lora_A.weight": [r*in], "...lora_B.weight": [out*r], ...}}:
 //   trainable, all, banner  model::trainable_counts / trainable_banner of the checkpoint's
 //                           model and these keys
 //   logits[i]  the logits of position i given t0..ti (Model::logits_last on each prefix)
 //   loss       Model::loss: mean cross-entropy of t1..t(T-1) given the previous tokens
+//   grads      d(loss)/d(adapter) of Model::loss_and_grad on the same tokens, per adapter
+//              tensor (row-major, named as PEFT saves them, without "base_model.model.")
 // Exit 0 on success, 1 with a message on stderr otherwise.
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -64,10 +68,12 @@ void forward(const zt::ckpt::FullCheckpoint& ck, const zt::model::LoraLayout& la
   std::vector<std::vector<R>> params;  // [units][numel]
   for (const auto& u : ck.params) params.emplace_back(u.begin(), u.end());
   const std::vector<R> lora(adapters.begin(), adapters.end());  // [layout.numel()]
+  const std::unique_ptr<R[]> grad_buf = std::make_unique<R[]>(lora.size());  // zeroed
+  const std::span<R> grads(grad_buf.get(), lora.size());                   // [layout.numel()]
   zt::model::Model<R> model(cfg, 1, T);
   for (int u = 0; u < static_cast<int>(params.size()); ++u)
     model.bind_unit(u, params[static_cast<size_t>(u)], {});
-  model.bind_lora(layout, lora, {});
+  model.bind_lora(layout, lora, grads);
   std::vector<R> row(static_cast<size_t>(cfg.vocab));  // [V]
   nlohmann::json logits = nlohmann::json::array();
   for (int64_t i = 1; i <= T; ++i) {
@@ -76,8 +82,21 @@ void forward(const zt::ckpt::FullCheckpoint& ck, const zt::model::LoraLayout& la
   }
   out["logits"] = std::move(logits);
   std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
-  out["loss"] = model.loss(std::span<const int32_t>(tokens.data(), targets.size()), targets, 1,
-                           T - 1);
+  const std::span<const int32_t> inputs(tokens.data(), targets.size());
+  out["loss"] = model.loss(inputs, targets, 1, T - 1);
+  model.loss_and_grad(inputs, targets, 1, T - 1);
+  nlohmann::json g = nlohmann::json::object();
+  for (const auto& a : layout.adapters()) {
+    const int64_t r = layout.lora().rank;
+    const auto slice = [&](int64_t at, int64_t n) {
+      nlohmann::json v = nlohmann::json::array();
+      for (int64_t k = 0; k < n; ++k) v.push_back(grads[static_cast<size_t>(at + k)]);
+      return v;
+    };
+    g[a.name + ".lora_A.weight"] = slice(a.a_offset, r * a.in);
+    g[a.name + ".lora_B.weight"] = slice(a.b_offset, a.out * r);
+  }
+  out["grads"] = std::move(g);
 }
 
 }  // namespace

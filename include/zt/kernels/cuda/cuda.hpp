@@ -6,6 +6,7 @@
 // says otherwise. T = float or bf16_t, computed in fp32. See docs/cuda.md.
 #include "zt/kernels/cuda/adamw.hpp"
 #include "zt/kernels/cuda/attention.hpp"
+#include "zt/kernels/cuda/bias.hpp"
 #include "zt/kernels/cuda/buffer.hpp"
 #include "zt/kernels/cuda/check.hpp"
 #include "zt/kernels/cuda/convert.hpp"
@@ -14,6 +15,7 @@
 #include "zt/kernels/cuda/embedding.hpp"
 #include "zt/kernels/cuda/gemm.hpp"
 #include "zt/kernels/cuda/grad_norm.hpp"
+#include "zt/kernels/cuda/head_rmsnorm.hpp"
 #include "zt/kernels/cuda/nf4.hpp"
 #include "zt/kernels/cuda/precision.hpp"
 #include "zt/kernels/cuda/quantize.hpp"

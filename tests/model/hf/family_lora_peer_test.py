@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""LoRA on each model family against Hugging Face PEFT, and each family's training runs.
+
+  family_lora_peer_test.py ZT ZT_LORA_LOGITS WORKDIR
+
+For each family a tiny random model is built with transformers' own config class and saved
+with save_pretrained (vocab 256, so the shipped byte corpus trains it):
+  llama3-untied    LlamaConfig, rope_scaling llama3 factor 8 (original context 16)
+  mistral-tied     MistralConfig, sliding_window 5 < the 24 tokens, tied embeddings
+  qwen2-untied     Qwen2Config (q/k/v biases, drawn N(0, 0.3))
+  qwen3-tied       Qwen3Config, head_dim 24 != hidden/heads 16, q/k norms, attention_bias
+`zt convert hf-to-h5` imports it, then:
+1. One LoRA step's gradients against PEFT: get_peft_model with the family's module names
+   (q_proj ... down_proj, and lm_head in three cases), every lora_A / lora_B set to
+   N(0, 0.3) (so both get a gradient), saved with save_pretrained; the mean next-token
+   cross-entropy of 24 tokens, backward: d(loss)/d(every adapter tensor) of zt
+   (ZT_LORA_LOGITS: Model + bind_lora + loss_and_grad, reading PEFT's file) against
+   PEFT's autograd
+   - in float64 on both sides (PEFT's model .double() with the steps transformers keeps
+     in float32, RoPE and RMSNorm, taken in float64: hf_common.f64_forwards): per tensor
+     max |zt - PEFT| / max |PEFT| <= 1e-9, the loss within 1e-9;
+   - in float32 on both sides: zt's gradients no farther from the float64 ones than
+     4 x PEFT's own float32 gradients are (per tensor, relative to its max |g|), and
+     zt's float32 gradients within 1e-4 of PEFT's float32 ones relative to each tensor's
+     max (fp32 rounding of two summation orders);
+   - sensitivity: every adapter tensor's gradient is non-zero (max |g| > 1e-6).
+2. Training on the CPU from the imported base (`zt train` with ckpt.init_from, the
+   family's model.* keys): full fine-tuning, LoRA and QLoRA, 6 steps each on the shipped
+   corpus: each run exits 0 and its last step's loss is below its first.
+3. The LoRA run's adapter checkpoint exported with `zt convert h5-to-hf --adapter`:
+   PeftModel.from_pretrained on transformers' model of the family loads it, holds exactly
+   the checkpoint's A and B (h5py), and its float64 logits equal zt's (ZT_LORA_LOGITS on
+   the exported adapter_model.safetensors) within 1e-9; the trained adapters move the
+   logits (> 1e-3).
+Exit 77 (CTest skip) without torch, transformers, peft or h5py (scripts/install-deps.sh
+--hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
+"""
+import json
+import os
+import subprocess
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
+from hf_common import (f64_forwards, import_hf, peer_start, perturb_biases_and_norms,  # noqa: E402
+                       require, run_zt, train_tiny)
+
+TOL64 = 1e-9   # float64 on both sides
+TOL32 = 1e-4   # float32 on both sides, relative to each tensor's max |gradient|
+T = 24
+MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
+           "up": "up_proj", "down": "down_proj", "lm_head": "lm_head"}
+ALL7 = "q,k,v,o,gate,up,down"
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 16}
+
+
+def cases(transformers):
+    common = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                  rms_norm_eps=1e-5, initializer_range=0.3, bos_token_id=1, eos_token_id=None)
+    t = transformers
+    # (name, config, model class, lora targets, rank, alpha)
+    return [
+        ("llama3-untied", t.LlamaConfig(**common, rope_scaling=dict(LLAMA3), tie_word_embeddings=False),
+         t.LlamaForCausalLM, ALL7 + ",lm_head", 4, 8.0),
+        ("mistral-tied", t.MistralConfig(**common, sliding_window=5, tie_word_embeddings=True),
+         t.MistralForCausalLM, ALL7 + ",lm_head", 4, 8.0),
+        ("qwen2-untied", t.Qwen2Config(**common, tie_word_embeddings=False),
+         t.Qwen2ForCausalLM, ALL7, 8, 16.0),
+        ("qwen3-tied", t.Qwen3Config(**common, head_dim=24, attention_bias=True, tie_word_embeddings=True),
+         t.Qwen3ForCausalLM, ALL7 + ",lm_head", 4, 8.0),
+    ]
+
+
+def train_keys(cfg):
+    """`zt train`'s model.* keys for a transformers config (the family's architecture)."""
+    rope = cfg.rope_parameters
+    keys = [f"model.family={cfg.model_type}", f"model.vocab={cfg.vocab_size}",
+            f"model.hidden={cfg.hidden_size}", f"model.layers={cfg.num_hidden_layers}",
+            f"model.heads={cfg.num_attention_heads}", f"model.kv_heads={cfg.num_key_value_heads}",
+            f"model.intermediate={cfg.intermediate_size}",
+            f"model.context={cfg.max_position_embeddings}", f"model.norm_eps={cfg.rms_norm_eps}",
+            f"model.tied_embeddings={str(cfg.tie_word_embeddings).lower()}",
+            f"model.rope_theta={rope['rope_theta']}"]
+    if rope.get("rope_type", "default") == "llama3":
+        keys += ["model.rope_type=llama3", f"model.rope_factor={rope['factor']}",
+                 f"model.rope_low_freq_factor={rope['low_freq_factor']}",
+                 f"model.rope_high_freq_factor={rope['high_freq_factor']}",
+                 f"model.rope_original_context={rope['original_max_position_embeddings']}"]
+    if getattr(cfg, "head_dim", None) and cfg.head_dim != cfg.hidden_size // cfg.num_attention_heads:
+        keys.append(f"model.head_dim={cfg.head_dim}")
+    if cfg.model_type in ("llama", "qwen3") and cfg.attention_bias:
+        keys.append("model.attention_bias=true")
+    if cfg.model_type == "mistral" and cfg.sliding_window:
+        keys.append(f"model.sliding_window={cfg.sliding_window}")
+    return keys
+
+
+def peft_pass(torch, pm, ids, dtype, backward=True):
+    """PEFT's logits [T, V] (float64), loss and {adapter name: gradient (float64)} (none
+    without backward) of the mean next-token cross-entropy, in float64 (RoPE and RMSNorm
+    too) or float32."""
+    patched = f64_forwards(pm)
+    pm.to(torch.float64 if dtype == "f64" else torch.float32)
+    for mod, fwd in patched:
+        if dtype == "f64":
+            mod.forward = types.MethodType(fwd, mod)
+    pm.zero_grad(set_to_none=True)
+    try:
+        logits = pm(ids).logits[0]
+        # transformers' own loss casts the logits to float32: the cross-entropy is taken here
+        # in the logits' dtype.
+        loss = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:])
+        if backward:
+            loss.backward()
+    finally:
+        for mod, _ in patched:
+            if "forward" in mod.__dict__:
+                del mod.forward
+    grads = {}
+    for name, p in pm.named_parameters():
+        if "lora_" in name and backward:
+            key = name.replace("base_model.model.", "", 1).replace(".default", "")
+            grads[key] = p.grad.detach().double().reshape(-1)
+    return logits.detach().double(), float(loss.detach()), grads, len(patched)
+
+
+def zt_pass(c, zt_lora_logits, ckpt, adapter, targets, rank, alpha, tokens, dtype, tag):
+    p = subprocess.run([zt_lora_logits, ckpt, adapter, str(rank), str(alpha), targets, "0",
+                        ",".join(map(str, tokens)), dtype],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    c.check(p.returncode == 0, f"{tag}: zt_lora_logits {dtype} (exit {p.returncode})")
+    if p.returncode != 0:
+        print(p.stderr[-2000:])
+        return None
+    return json.loads(p.stdout)
+
+
+def rel(torch, a, b):
+    """max |a - b| / max |b| over one tensor."""
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-300)).item()
+
+
+def gradient_step(c, torch, peft, zt_lora_logits, name, folder, h5, model_cls, targets, rank, alpha, tokens):
+    """Part 1: one LoRA step's gradients, zt against PEFT."""
+    ids = torch.tensor([tokens])
+    model = model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa")
+    lc = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+                         target_modules=[MODULES[t] for t in targets.split(",")])
+    pm = peft.get_peft_model(model, lc)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        for pname, prm in pm.named_parameters():
+            if "lora_" in pname:
+                prm.normal_(0.0, 0.3)
+    adir = folder + "-peft"
+    pm.save_pretrained(adir, save_embedding_layers=False)
+    adapter = os.path.join(adir, "adapter_model.safetensors")
+    hf = {d: peft_pass(torch, pm, ids, d) for d in ("f64", "f32")}
+    c.check(hf["f64"][3] >= 2, f"{name}: float64 forwards on the rotary embedding and the RMSNorms "
+                               f"({hf['f64'][3]} modules)")
+    z = {d: zt_pass(c, zt_lora_logits, h5, adapter, targets, rank, alpha, tokens, d, name) for d in ("f64", "f32")}
+    if z["f64"] is None or z["f32"] is None:
+        return
+    zg = {d: {k: torch.tensor(v, dtype=torch.float64).reshape(-1) for k, v in z[d]["grads"].items()} for d in z}
+    g64, g32 = hf["f64"][2], hf["f32"][2]
+    c.check(set(zg["f64"]) == set(g64),
+            f"{name}: zt's adapters are PEFT's ({len(g64)} tensors, targets {targets})")
+    if set(zg["f64"]) != set(g64):
+        print(sorted(set(zg["f64"]) ^ set(g64))[:8])
+        return
+    e64 = max(rel(torch, zg["f64"][k], g64[k]) for k in g64)
+    l64 = abs(z["f64"]["loss"] - hf["f64"][1])
+    z32 = max(rel(torch, zg["f32"][k], g64[k]) for k in g64)
+    p32 = max(rel(torch, g32[k], g64[k]) for k in g64)
+    zp32 = max(rel(torch, zg["f32"][k], g32[k]) for k in g64)
+    worst4 = max(rel(torch, zg["f32"][k], g64[k]) / max(rel(torch, g32[k], g64[k]), 1e-12) for k in g64)
+    smallest = min(g64[k].abs().max().item() for k in g64)
+    print(f"      {name}: loss {hf['f64'][1]:.6f}; gradients, max over {len(g64)} tensors of max|diff|/max|g|: "
+          f"f64 zt-PEFT {e64:.2e}; f32 zt-f64 {z32:.2e}, PEFT f32-f64 {p32:.2e}, zt f32-PEFT f32 {zp32:.2e}; "
+          f"smallest max|g| {smallest:.2e}")
+    c.check(e64 <= TOL64, f"{name}: f64 gradients: max |zt - PEFT| / max |PEFT| = {e64:.2e} <= {TOL64:.0e}")
+    c.check(l64 <= TOL64, f"{name}: f64 loss: |zt - PEFT| = {l64:.2e} <= {TOL64:.0e}")
+    c.check(worst4 <= 4.0, f"{name}: f32 gradients: zt's error no more than 4 x PEFT's own fp32 error "
+                           f"(worst ratio {worst4:.2f})")
+    c.check(zp32 <= TOL32, f"{name}: f32 gradients: max |zt - PEFT| / max |PEFT| = {zp32:.2e} <= {TOL32:.0e}")
+    c.check(smallest > 1e-6, f"{name}: every adapter tensor gets a gradient (smallest max |g| {smallest:.2e})")
+
+
+def metrics_losses(path):
+    with open(path) as f:
+        return [r["loss"] for r in map(json.loads, f) if "loss" in r and "step" in r]
+
+
+def training(c, zt, work, name, h5, keys, targets, rank, alpha):
+    """Part 2: full, LoRA and QLoRA runs from the imported base; returns the LoRA run's
+    checkpoint directory (or None)."""
+    lora_dir = None
+    for method in ("full", "lora", "qlora"):
+        tag = f"{name}: zt train {method}"
+        ck = os.path.join(work, f"{name}-{method}")
+        metrics = ck + ".jsonl"
+        # LoRA starts from B = 0 and moves slowly: a larger rate for the adapters
+        lr = "3e-3" if method == "full" else "3e-2"
+        extra = keys + [f"ckpt.init_from={h5}", f"log.metrics={metrics}", f"train.lr={lr}"]
+        if method != "full":
+            extra += [f"finetune.method={method}", f"lora.targets={targets}", f"lora.rank={rank}",
+                      f"lora.alpha={alpha}"]
+        rc, out = train_tiny(zt, work, ck, 6, extra)
+        c.check(rc == 0, f"{tag}, 6 steps (exit {rc})")
+        if rc != 0:
+            print(out[-3000:])
+            continue
+        losses = metrics_losses(metrics)
+        c.check(len(losses) == 6 and losses[-1] < losses[0],
+                f"{tag}: the loss falls ({' '.join(f'{x:.3f}' for x in losses)})")
+        if method == "lora":
+            lora_dir = ck
+    return lora_dir
+
+
+def export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, model_cls, lora_dir,
+                    targets, rank, alpha, tokens):
+    """Part 3: the LoRA run's adapters exported for PEFT."""
+    ckpt = os.path.join(lora_dir, open(os.path.join(lora_dir, "latest")).read().strip())
+    out_dir = folder + "-adapters"
+    rc, out = run_zt(zt, "convert", "h5-to-hf", ckpt, out_dir, "--adapter")
+    c.check(rc == 0, f"{name}: zt convert h5-to-hf --adapter (exit {rc})")
+    if rc != 0:
+        print(out[-2000:])
+        return
+    base = model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa")
+    pm = peft.PeftModel.from_pretrained(base, out_dir)
+    same, n = True, 0
+    with h5py.File(ckpt, "r") as f:
+        for pname, prm in pm.named_parameters():
+            if "lora_" in pname:
+                key = pname.replace("base_model.model.", "", 1).replace(".default", "")
+                same &= key in f["params"] and bool((torch.from_numpy(f["params"][key][()]) == prm.detach()).all())
+                n += 1
+    c.check(same and n > 0, f"{name}: PEFT loads the export: its {n} adapter tensors equal the checkpoint's")
+    ids = torch.tensor([tokens])
+    logits, _, _, _ = peft_pass(torch, pm, ids, "f64", backward=False)
+    with pm.disable_adapter(), torch.no_grad():
+        plain = pm(ids).logits[0].double()
+    z = zt_pass(c, zt_lora_logits, h5, os.path.join(out_dir, "adapter_model.safetensors"), targets, rank,
+                alpha, tokens, "f64", name + " export")
+    if z is None:
+        return
+    d = (torch.tensor(z["logits"], dtype=torch.float64) - logits).abs().max().item()
+    moved = (logits - plain).abs().max().item()
+    c.check(d <= TOL64, f"{name}: PEFT's logits on the export == zt's (f64 max diff {d:.2e} <= {TOL64:.0e})")
+    c.check(moved > 1e-3, f"{name}: the trained adapters move the logits ({moved:.3e} > 1e-3)")
+
+
+def main():
+    zt, zt_lora_logits, work, torch, c = peer_start(__doc__)
+    transformers, peft, h5py = require("transformers", "peft", "h5py")
+    print(f"peft {peft.__version__}", flush=True)
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 256, (T,), generator=gen).tolist()
+    for name, cfg, model_cls, targets, rank, alpha in cases(transformers):
+        torch.manual_seed(1)
+        model = model_cls(cfg).to(torch.float32)
+        perturb_biases_and_norms(torch, model)
+        folder = os.path.join(work, name)
+        model.save_pretrained(folder, safe_serialization=True)
+        h5 = folder + ".h5"
+        if not import_hf(c, zt, name, folder, h5):
+            continue
+        gradient_step(c, torch, peft, zt_lora_logits, name, folder, h5, model_cls, targets, rank, alpha, tokens)
+        lora_dir = training(c, zt, work, name, h5, train_keys(model.config), targets, rank, alpha)
+        if lora_dir:
+            export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, model_cls, lora_dir,
+                            targets, rank, alpha, tokens)
+    c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
