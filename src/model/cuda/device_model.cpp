@@ -188,6 +188,11 @@ DeviceModel<T, G>::DeviceModel(const ParamLayout& layout, int64_t max_batch, int
                          ": the GPU model does not have these pieces yet",
                      "train or generate on the CPU (train.device = cpu); the CPU model has them "
                      "(docs/model.md, model families).");
+  if (cfg.moe())
+    throw InputError("model family '" + cfg.family + "' (mixture of experts): the GPU model "
+                     "has no MoE blocks yet (the CUDA MoE kernels exist; issue 41)",
+                     "train or generate on the CPU (train.device = cpu); the CPU model has them "
+                     "(docs/model.md, \"Mixture of experts\").");
   if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
 }
 
