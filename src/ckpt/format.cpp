@@ -31,6 +31,12 @@ std::string config_to_json(const model::Config& c) {
   if (c.head_dim_ != 0) j["head_dim"] = c.head_dim_;
   if (c.attention_bias) j["attention_bias"] = true;
   if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  if (c.moe()) {
+    j["experts"] = c.experts;
+    j["experts_per_token"] = c.experts_per_token;
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+    j["router_aux_loss"] = c.router_aux_loss;
+  }
   const kernels::RopeScaling& r = c.rope_scaling;
   if (r.type != "default")
     j["rope_scaling"] = {{"type", r.type},
@@ -68,6 +74,10 @@ model::Config config_from_json(const std::string& text, const std::string& file)
     c.head_dim_ = j.value("head_dim", int64_t{0});
     c.attention_bias = j.value("attention_bias", false);
     c.sliding_window = j.value("sliding_window", int64_t{0});
+    c.experts = j.value("experts", int64_t{0});
+    c.experts_per_token = j.value("experts_per_token", int64_t{0});
+    c.router_aux_loss_coef = j.value("router_aux_loss_coef", c.router_aux_loss_coef);
+    c.router_aux_loss = j.value("router_aux_loss", false);
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");
       c.rope_scaling = {r.at("type").get<std::string>(), r.at("factor").get<double>(),
@@ -121,7 +131,9 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
       {"intermediate", {saved.intermediate, run.intermediate}},
       {"tied_embeddings", {saved.tied_embeddings ? 1 : 0, run.tied_embeddings ? 1 : 0}},
       {"head_dim", {saved.head_dim(), run.head_dim()}},
-      {"attention_bias", {saved.attention_bias ? 1 : 0, run.attention_bias ? 1 : 0}}};
+      {"attention_bias", {saved.attention_bias ? 1 : 0, run.attention_bias ? 1 : 0}},
+      {"experts", {saved.experts, run.experts}},
+      {"experts_per_token", {saved.experts_per_token, run.experts_per_token}}};
   for (const auto& [field, v] : ints)
     if (v.first != v.second) refuse(field, v.first, v.second);
   std::vector<std::string> warnings;
@@ -140,6 +152,13 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
     warnings.push_back(strf("checkpoint '%s': model.sliding_window %lld, this run %lld",
                             file.c_str(), static_cast<long long>(saved.sliding_window),
                             static_cast<long long>(run.sliding_window)));
+  if (saved.router_aux_loss != run.router_aux_loss ||
+      saved.router_aux_loss_coef != run.router_aux_loss_coef)
+    warnings.push_back(strf("checkpoint '%s': model.router_aux_loss %s (coef %g), this run %s "
+                            "(coef %g)",
+                            file.c_str(), saved.router_aux_loss ? "true" : "false",
+                            saved.router_aux_loss_coef, run.router_aux_loss ? "true" : "false",
+                            run.router_aux_loss_coef));
   if (saved.norm_eps != run.norm_eps)
     warnings.push_back(strf("checkpoint '%s': model.norm_eps %g, this run %g", file.c_str(),
                             saved.norm_eps, run.norm_eps));

@@ -19,8 +19,9 @@ using json = nlohmann::json;
 
 constexpr const char* kHint =
     "zt imports Llama-architecture models (LlamaForCausalLM, MistralForCausalLM, "
-    "Qwen2ForCausalLM, Qwen3ForCausalLM: RMSNorm, RoPE (default, linear or llama3 scaling), "
-    "SwiGLU; Qwen's biases and q/k norms, Mistral's sliding window); "
+    "Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM: RMSNorm, RoPE (default, linear "
+    "or llama3 scaling), SwiGLU; Qwen's biases and q/k norms, Mistral's sliding window, "
+    "Mixtral's experts); "
     "docs/model.md lists every config.json field and the family table";
 
 // The accepted model_types: what each family's config.json adds to Llama's (a row of
@@ -33,12 +34,14 @@ struct HfFamily {
   std::optional<int64_t> default_head_dim;  // head_dim when absent (qwen3: 128), else hidden/heads
   bool sliding_keys;        // Qwen's use_sliding_window, sliding_window, max_window_layers, layer_types
   bool sliding_window;      // Mistral's sliding_window, read and written (null: full causal)
+  bool moe;                 // Mixtral's experts: num_local_experts, num_experts_per_tok, router_*
 };
 const HfFamily kHfFamilies[] = {
-    {"llama", "LlamaForCausalLM", true, true, std::nullopt, false, false},
-    {"mistral", "MistralForCausalLM", false, false, std::nullopt, false, true},
-    {"qwen2", "Qwen2ForCausalLM", false, false, std::nullopt, true, false},
-    {"qwen3", "Qwen3ForCausalLM", true, false, 128, true, false},
+    {"llama", "LlamaForCausalLM", true, true, std::nullopt, false, false, false},
+    {"mistral", "MistralForCausalLM", false, false, std::nullopt, false, true, false},
+    {"qwen2", "Qwen2ForCausalLM", false, false, std::nullopt, true, false, false},
+    {"qwen3", "Qwen3ForCausalLM", true, false, 128, true, false, false},
+    {"mixtral", "MixtralForCausalLM", false, false, std::nullopt, false, true, true},
 };
 
 const HfFamily* hf_family(const std::string& model_type) {
@@ -245,6 +248,16 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
     m.head_dim_ = *head_dim;
   if (fam->sliding_window && j.contains("sliding_window") && !j.at("sliding_window").is_null())
     m.sliding_window = size("sliding_window", model::Config::kMaxContext);
+  if (fam->moe) {  // MixtralConfig's defaults: 8 experts, 2 per token, coef 0.001, no aux
+    m.experts = size("num_local_experts", model::Config::kMaxExperts, 8);
+    m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, 2);
+    m.router_aux_loss_coef = get_double(j, "router_aux_loss_coef", where, 0.001);
+    m.router_aux_loss = get_bool(j, "output_router_logits", where, false);
+    if (get_double(j, "router_jitter_noise", where, 0.0) != 0.0)
+      bad(where, "router_jitter_noise",
+          "is not 0; zt's router has no jitter (transformers multiplies the inputs of the "
+          "experts by noise in training); set it to 0");
+  }
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -321,6 +334,13 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   }
   if (fam->sliding_window)
     j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
+  if (fam->moe) {
+    j["num_local_experts"] = cfg.experts;
+    j["num_experts_per_tok"] = cfg.experts_per_token;
+    j["router_aux_loss_coef"] = cfg.router_aux_loss_coef;
+    j["output_router_logits"] = cfg.router_aux_loss;
+    j["router_jitter_noise"] = 0.0;
+  }
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "zt/core/json.hpp"
+#include "hf_names.hpp"
 #include "zt/ckpt/adapter_export.hpp"
 #include "zt/ckpt/hf_config.hpp"
 #include "zt/ckpt/io.hpp"
@@ -89,6 +90,8 @@ void name_after_preset(model::Config& cfg) {
         p.hidden == cfg.hidden && p.layers == cfg.layers &&
         p.heads == cfg.heads && p.kv_heads == cfg.kv_heads && p.intermediate == cfg.intermediate &&
         p.context == cfg.context && p.tied_embeddings == cfg.tied_embeddings &&
+        p.experts == cfg.experts && p.experts_per_token == cfg.experts_per_token &&
+        p.sliding_window == cfg.sliding_window &&
         p.rope_theta == cfg.rope_theta && p.rope_scaling == cfg.rope_scaling &&
         p.norm_eps == cfg.norm_eps) {
       cfg.name = name;
@@ -224,12 +227,14 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   const DTypeNames& dt = dtype_by_name(dtype);
   if (options.before_write) options.before_write(weights.tokenizer);
 
-  // Plan the shards: tensors in layout order, a new shard when the next tensor would
-  // push the current one past max_shard_size.
-  std::vector<std::vector<int>> shards;  // tensor indices of each shard
+  // Plan the shards: the folder's tensors (hf_pieces: the layout's, Mixtral's experts one
+  // file tensor each) in layout order, a new shard when the next tensor would push the
+  // current one past max_shard_size.
+  const std::vector<HfPiece> pieces = hf_pieces(layout);
+  std::vector<std::vector<int>> shards;  // piece indices of each shard
   uint64_t shard_bytes = 0, total = 0;
-  for (size_t i = 0; i < layout.tensors().size(); ++i) {
-    const uint64_t bytes = static_cast<uint64_t>(layout.tensors()[i].numel) * st_dtype_size(dt.st);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const uint64_t bytes = static_cast<uint64_t>(pieces[i].numel) * st_dtype_size(dt.st);
     if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_size)) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -249,7 +254,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   HfExportResult r;
   r.tokenizer = weights.tokenizer;
   r.dtype = dt.zt;
-  r.tensors = static_cast<int64_t>(layout.tensors().size());
+  r.tensors = static_cast<int64_t>(pieces.size());
   r.tensor_bytes = total;
 
   const int n = static_cast<int>(shards.size());
@@ -274,24 +279,25 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   const std::string export_id = export_id_of(params, dt, n, options.max_shard_size);
   r.export_id = export_id;
   Progress progress("h5-to-hf", total, ProgressUnit::kBytes);
-  progress.count_items(layout.tensors().size(), "tensors");
+  progress.count_items(pieces.size(), "tensors");
   json weight_map = json::object();
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {kExportIdKey, export_id}};
   for (int k = 0; k < n; ++k) {
     const std::string file = n == 1 ? kSingleFile : hf_shard_name(k + 1, n);
     std::vector<StTensorSpec> specs;
     for (int i : shards[static_cast<size_t>(k)]) {
-      const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(i)];
-      specs.push_back({t.name, dt.st, t.shape});
-      weight_map[t.name] = file;
+      const HfPiece& piece = pieces[static_cast<size_t>(i)];
+      specs.push_back({piece.name, dt.st, piece.shape});
+      weight_map[piece.name] = file;
     }
     SafetensorsWriter w((dir / file).string(), specs, metadata);
     for (int i : shards[static_cast<size_t>(k)]) {
-      const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(i)];
+      const HfPiece& piece = pieces[static_cast<size_t>(i)];
+      const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(piece.tensor)];
       const std::vector<float>& unit = params[static_cast<size_t>(t.unit)];
-      w.write(std::span<const float>(unit).subspan(static_cast<size_t>(t.offset),
-                                                   static_cast<size_t>(t.numel)));
-      progress.advance(static_cast<uint64_t>(t.numel) * st_dtype_size(dt.st), 1);
+      w.write(std::span<const float>(unit).subspan(static_cast<size_t>(t.offset + piece.offset),
+                                                   static_cast<size_t>(piece.numel)));
+      progress.advance(static_cast<uint64_t>(piece.numel) * st_dtype_size(dt.st), 1);
     }
     w.finish();
     r.files.push_back(file);
@@ -375,9 +381,12 @@ std::map<std::string, Located> locate_tensors(const fs::path& dir, const std::st
 
 // Every tensor of the model is there, with the shape config.json implies and a float
 // dtype; nothing unknown is.
-void check_tensors(const model::ParamLayout& layout, const std::map<std::string, Located>& found,
-                   const fs::path& dir, const std::string& hfdir) {
-  for (const model::TensorInfo& t : layout.tensors()) {
+void check_tensors(const model::ParamLayout& layout, const std::vector<HfPiece>& pieces,
+                   const std::map<std::string, Located>& found, const fs::path& dir,
+                   const std::string& hfdir) {
+  std::set<std::string> names;
+  for (const HfPiece& t : pieces) {
+    names.insert(t.name);
     const auto it = found.find(t.name);
     if (it == found.end())
       throw InputError("tensor '" + t.name + "' is missing from '" + hfdir + "'",
@@ -394,7 +403,7 @@ void check_tensors(const model::ParamLayout& layout, const std::map<std::string,
                        "convert the model to a floating-point dtype first");
   }
   for (const auto& [name, loc] : found) {
-    if (layout.try_find(name)) continue;
+    if (names.count(name)) continue;
     if (name.size() > 21 && name.ends_with(".rotary_emb.inv_freq")) continue;  // derived from rope_theta
     if (name == "lm_head.weight" && layout.config().tied_embeddings) continue;  // checked equal on read
     throw InputError("tensor '" + name + "' in '" + loc.file + "' is not part of zt's " +
@@ -407,6 +416,7 @@ void check_tensors(const model::ParamLayout& layout, const std::map<std::string,
 // The weights in the units' flat buffers (ParamLayout order); elements per source dtype
 // into *dtype_elems. A tied model's lm_head.weight, when present, must equal the embedding.
 std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
+                                           const std::vector<HfPiece>& pieces,
                                            const std::map<std::string, Located>& found,
                                            const fs::path& dir,
                                            std::map<StDType, int64_t>* dtype_elems,
@@ -421,8 +431,9 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
     if (it == headers.end()) it = headers.emplace(path, read_safetensors_header(path)).first;
     return it->second;
   };
-  for (const model::TensorInfo& t : layout.tensors()) {
+  for (const HfPiece& t : pieces) {
     const Located& loc = found.at(t.name);
+    const model::TensorInfo& into = layout.tensors()[static_cast<size_t>(t.tensor)];
     read_safetensors_tensor(loc.file, header_of(loc.file), loc.tensor, buf);
     const auto nonfinite = std::find_if(buf.begin(), buf.end(), [](float x) { return !std::isfinite(x); });
     if (nonfinite != buf.end())
@@ -434,7 +445,8 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
                        "the model's weights are damaged (NaN or infinity); download or export "
                        "the model again");
     std::copy(buf.begin(), buf.end(),
-              units[static_cast<size_t>(t.unit)].begin() + static_cast<ptrdiff_t>(t.offset));
+              units[static_cast<size_t>(into.unit)].begin() +
+                  static_cast<ptrdiff_t>(into.offset + t.offset));
     (*dtype_elems)[loc.tensor.dtype] += t.numel;
     progress.advance(static_cast<uint64_t>(t.numel) * st_dtype_size(loc.tensor.dtype), 1);
   }
@@ -488,17 +500,23 @@ Weights read_hf_weights(const std::string& hfdir, HfImportResult* info) {
 
   HfImportResult r;
   const std::map<std::string, Located> found = locate_tensors(dir, hfdir, &r.files);
-  check_tensors(layout, found, dir, hfdir);
+  // Mixtral's experts: per-expert w1/w3/w2 (the published form), or transformers 5's fused
+  // tensors when the folder holds those.
+  bool fused = false;
+  for (const model::TensorInfo& t : layout.tensors())
+    if (t.name.ends_with("mlp.experts.gate_up_proj")) fused = found.count(t.name) > 0;
+  const std::vector<HfPiece> pieces = hf_pieces(layout, fused);
+  check_tensors(layout, pieces, found, dir, hfdir);
   std::map<StDType, int64_t> dtype_elems;
   // Progress over the safetensors bytes read.
   uint64_t source_bytes = 0;
-  for (const model::TensorInfo& t : layout.tensors())
+  for (const HfPiece& t : pieces)
     source_bytes += static_cast<uint64_t>(t.numel) * st_dtype_size(found.at(t.name).tensor.dtype);
   Progress progress("hf-to-h5", source_bytes, ProgressUnit::kBytes);
-  progress.count_items(layout.tensors().size(), "tensors");
-  w.units = read_units(layout, found, dir, &dtype_elems, progress);
+  progress.count_items(pieces.size(), "tensors");
+  w.units = read_units(layout, pieces, found, dir, &dtype_elems, progress);
   w.source_dtype = r.source_dtype = source_dtype_of(dtype_elems, hfdir);
-  r.tensors = static_cast<int64_t>(layout.tensors().size());
+  r.tensors = static_cast<int64_t>(pieces.size());
   r.params = layout.total_numel();
   r.model_name = w.config.name;
   progress.finish();

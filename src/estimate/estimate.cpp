@@ -67,8 +67,13 @@ Precision precision_of(const Setup& s) {
 u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT) {
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
   const int64_t qk_norm = c.qk_norm() ? N * (HD + GD + c.heads + c.kv_heads) : 0;  // qr kr rstd_q rstd_k
+  // The MLP's: gate, up, h [N, I]; with experts rprobs [N, E], ridx, rw [N, k] and each
+  // routed row's gu [2I], h [I], y [C] (model_impl.hpp).
+  const int64_t K = c.experts_per_token;
+  const int64_t mlp = c.moe() ? N * c.experts + 2 * N * K + N * K * (3 * c.intermediate + c.hidden)
+                              : 3 * N * c.intermediate;
   return to_u64(N * c.hidden + N + N * HD + 2 * N * GD + BHTT + N * HD + 2 * N * c.hidden + N +
-                3 * N * c.intermediate + qk_norm);
+                mlp + qk_norm);
 }
 
 // LoRA's scratch in the CPU model's workspace (src/model/lora_apply.cpp, each buffer
@@ -136,7 +141,12 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   if (!recompute) e += to_u64(c.layers) * block_acts(c, N, BHTT);  // saved [L]
   // backward scratch: dres, dxn [N, C]; datt, dq [N, H*D]; dk, dv [N, G*D]; dh, dgate,
   // dup [N, I]; attention backward scratch T*T per thread
-  e += to_u64(2 * N * C + 2 * N * HD + 2 * N * GD + 3 * N * I);
+  // (with experts instead of dh, dgate, dup: router logits and their gradient [N, E], dw
+  // [N, k], the aux gradient [E], and the recomputed sum [N, C])
+  e += to_u64(2 * N * C + 2 * N * HD + 2 * N * GD);
+  e += c.moe() ? to_u64(2 * N * c.experts + N * c.experts_per_token +
+                        (c.router_aux_loss ? c.experts : 0) + (recompute ? N * C : 0))
+               : to_u64(3 * N * I);
   e += to_u64(T * T * std::max(threads, 0));
   return e * static_cast<u64>(elem_bytes);
 }

@@ -55,6 +55,7 @@ void Model<R>::Impl::mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
   const BlockOffsets& o = layout.block_offsets();
   k::rmsnorm_forward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), p + o.post_norm, N, C,
                      cfg.norm_eps);
+  if (cfg.moe()) return moe_forward(l, p, x_out, a, N);
   proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
   proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
   k::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
@@ -103,23 +104,20 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
 // Block l backward: dres [N, C] holds dL/dx_out on entry and dL/dx_in on exit.
 template <class R>
 void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64_t B, int64_t T) {
-  const int64_t N = B * T, C = cfg.hidden, I = cfg.intermediate;
+  const int64_t N = B * T, C = cfg.hidden;
   const int64_t H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
   const int u = layout.block_unit(l);
   const R* p = params[static_cast<size_t>(u)];
   const BlockOffsets& o = layout.block_offsets();
-  const auto g = [&](int64_t off) { return off < 0 ? nullptr : base_grad(u, off); };  // nullptr: frozen or absent
-  // MLP half: x_out = x_mid + down(h); the residual passes dres through unchanged.
-  // First contributions to the scratch gradients WRITE (accumulate = false), so no
-  // buffer needs zeroing.
-  proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(),
-                p + o.down, N, I, C, /*accumulate_dx=*/false);
-  k::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
-                     /*accumulate=*/false);
-  proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(),
-                p + o.gate, N, C, I, /*accumulate_dx=*/false);
-  proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up,
-                N, C, I);
+  const auto g = [&](int64_t off) { return base_grad_or_null(u, off); };  // nullptr: frozen or absent
+  // MLP half: x_out = x_mid + down(h) (or the experts' sum); the residual passes dres
+  // through unchanged. First contributions to the scratch gradients WRITE (accumulate =
+  // false), so no buffer needs zeroing.
+  if (cfg.moe()) {
+    moe_backward(u, p, a, N);
+  } else {
+    dense_mlp_backward(l, u, p, a, N);
+  }
   k::rmsnorm_backward(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(), p + o.post_norm,
                       a.rstd2.data(), N, C);  // dres += (the residual branch)
   // attention half: x_mid = x_in + o_proj(att)
@@ -149,13 +147,30 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
                       a.rstd1.data(), N, C);  // dres += (the residual branch)
 }
 
+// The dense MLP's backward: dres [N, C] (dL/dx_out) -> dxn [N, C] written (dL/d a.xn2).
+template <class R>
+void Model<R>::Impl::dense_mlp_backward(int l, int u, const R* p, BlockActs<R>& a, int64_t N) {
+  const int64_t C = cfg.hidden, I = cfg.intermediate;
+  const BlockOffsets& o = layout.block_offsets();
+  const auto g = [&](int64_t off) { return base_grad_or_null(u, off); };
+  proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(),
+                p + o.down, N, I, C, /*accumulate_dx=*/false);
+  k::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
+                     /*accumulate=*/false);
+  proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(),
+                p + o.gate, N, C, I, /*accumulate_dx=*/false);
+  proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up,
+                N, C, I);
+}
+
 #define ZT_BLOCK_INSTANTIATE(R)                                                              \
   template void Model<R>::Impl::block_forward(int, const R*, R*, BlockActs<R>&, int64_t,       \
                                               int64_t);                                      \
   template void Model<R>::Impl::mlp_forward(int, const R*, R*, BlockActs<R>&, int64_t);        \
   template void Model<R>::Impl::block_decode(int, const R*, R*, BlockActs<R>&, int64_t,        \
                                              int64_t, KvCache<R>&);                          \
-  template void Model<R>::Impl::block_backward(int, const R*, BlockActs<R>&, int64_t, int64_t);
+  template void Model<R>::Impl::block_backward(int, const R*, BlockActs<R>&, int64_t, int64_t); \
+  template void Model<R>::Impl::dense_mlp_backward(int, int, const R*, BlockActs<R>&, int64_t);
 ZT_BLOCK_INSTANTIATE(float)
 ZT_BLOCK_INSTANTIATE(double)
 #undef ZT_BLOCK_INSTANTIATE

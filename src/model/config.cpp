@@ -1,6 +1,7 @@
 // Model configuration: presets, validation, parameter and FLOP counts.
 #include "zt/model/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -42,7 +43,8 @@ void require_positive(int64_t value, const char* field) {
 std::vector<std::string> Config::preset_names() {
   return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
-          "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b"};
+          "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b",
+          "mixtral-8x7b"};
 }
 
 namespace {
@@ -53,12 +55,14 @@ struct FamilyRow {
   const char* family;  // Hugging Face model_type
   enum Bias : uint8_t { kFromFlag, kQkvOnly } bias;
   bool qk_norm;
+  bool moe;  // the MLP is the mixture of experts (Config::experts > 0), else the dense SwiGLU
 };
 constexpr FamilyRow kFamilies[] = {
-    {"llama", FamilyRow::kFromFlag, false},
-    {"mistral", FamilyRow::kFromFlag, false},  // the Llama block; its sliding window is a Config field
-    {"qwen2", FamilyRow::kQkvOnly, false},
-    {"qwen3", FamilyRow::kFromFlag, true},
+    {"llama", FamilyRow::kFromFlag, false, false},
+    {"mistral", FamilyRow::kFromFlag, false, false},  // the Llama block; its sliding window is a Config field
+    {"qwen2", FamilyRow::kQkvOnly, false, false},
+    {"qwen3", FamilyRow::kFromFlag, true, false},
+    {"mixtral", FamilyRow::kFromFlag, false, true},  // Mistral's block with the MoE MLP (no biases)
 };
 
 const FamilyRow* family_row(const std::string& family) {
@@ -135,6 +139,17 @@ Config Config::preset(std::string_view name) {
     c.rope_theta = 1000000.0;
     return c;
   }
+  // mistralai/Mixtral-8x7B-v0.1's config.json: 8 experts, 2 per token, rope_theta 1e6, no
+  // sliding window, router_aux_loss_coef 0.02 (output_router_logits false).
+  if (name == "mixtral-8x7b") {
+    Config c = make("mixtral-8x7b", 32000, 4096, 32, 32, 8, 14336, 32768, 1e-5);
+    c.family = "mixtral";
+    c.rope_theta = 1000000.0;
+    c.experts = 8;
+    c.experts_per_token = 2;
+    c.router_aux_loss_coef = 0.02;
+    return c;
+  }
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError(strf("unknown model preset '%.*s'", static_cast<int>(name.size()), name.data()),
@@ -159,6 +174,7 @@ void Config::validate() const {
     throw InputError("model.attention_bias = true with model.family = qwen2",
                      "Qwen2 has q/k/v biases always and no o bias (transformers' Qwen2Attention "
                      "ignores attention_bias); leave model.attention_bias false.");
+  validate_experts();
   if (head_dim_ < 0)
     throw InputError(strf("model.head_dim = %lld: must be >= 0", static_cast<long long>(head_dim_)),
                      "0 means hidden / heads; Qwen3 uses 128.");
@@ -224,7 +240,8 @@ void Config::validate() const {
   const int64_t kv = mul(kv_heads, head_dim());
   const int64_t block = add(
       add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))),
-          add(mul(3, mul(hidden, intermediate)), mul(2, hidden))),
+          add(mul(std::max<int64_t>(experts, 1), add(mul(3, mul(hidden, intermediate)), hidden)),
+              mul(2, hidden))),
       add(mul(2, add(q_dim(), kv)), mul(2, head_dim())));  // a bound on biases and q/k norms
   const int64_t embedding = mul(vocab, hidden);
   const int64_t total =
@@ -234,6 +251,38 @@ void Config::validate() const {
   mul_checked(mul_checked(context, context, "model.context squared", "lower model.context"),
               heads, "the attention scores of one sequence (context^2 x heads)",
               "lower model.context or model.heads");
+}
+
+void Config::validate_experts() const {
+  const bool family_moe = family_row(family)->moe;
+  if (family_moe && experts <= 0)
+    throw InputError(strf("model.experts = %lld with model.family = %s: must be >= 1",
+                          static_cast<long long>(experts), family.c_str()),
+                     "a Mixtral block routes each token to model.experts_per_token of "
+                     "model.experts experts (Mixtral 8x7B: 8 and 2).");
+  if (!family_moe && experts != 0)
+    throw InputError(strf("model.experts = %lld with model.family = %s", static_cast<long long>(experts),
+                          family.c_str()),
+                     "mixture-of-experts blocks are the mixtral family's: set model.family = "
+                     "mixtral (or model.experts = 0 for the dense MLP).");
+  if (!family_moe) return;
+  if (experts > kMaxExperts)
+    throw InputError(strf("model.experts = %lld: above zt's limit %lld", static_cast<long long>(experts),
+                          static_cast<long long>(kMaxExperts)),
+                     "Mixtral has 8 experts; check the value.");
+  if (experts_per_token < 1 || experts_per_token > experts)
+    throw InputError(strf("model.experts_per_token = %lld: must be 1 .. model.experts (%lld)",
+                          static_cast<long long>(experts_per_token),
+                          static_cast<long long>(experts)),
+                     "each token goes to k of the E experts (Mixtral 8x7B: 2 of 8).");
+  if (!(router_aux_loss_coef >= 0) || !std::isfinite(router_aux_loss_coef))
+    throw InputError(strf("model.router_aux_loss_coef = %g: must be a finite number >= 0",
+                          router_aux_loss_coef),
+                     "transformers' default is 0.001, Mixtral 8x7B's config.json says 0.02.");
+  if (attention_bias)
+    throw InputError("model.attention_bias = true with model.family = mixtral",
+                     "Mixtral's attention has no biases (MixtralConfig has no attention_bias); "
+                     "leave it false.");
 }
 
 void Config::validate_rope_scaling() const {
@@ -272,8 +321,14 @@ int64_t Config::num_block_params() const {
                        q_dim() * hidden /*o*/;
   const int64_t bias = (qkv_bias() ? q_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
   const int64_t norms = 2 * hidden + (qk_norm() ? 2 * head_dim() : 0);  // + q/k norms
-  const int64_t mlp = 3 * hidden * intermediate;  // gate, up, down
+  const int64_t mlp = 3 * hidden * intermediate;  // gate, up, down (of each expert)
+  if (moe()) return attn + bias + experts * (mlp + hidden) /*router [E, C]*/ + norms;
   return attn + bias + mlp + norms;
+}
+
+int64_t Config::num_active_params() const {
+  if (!moe()) return num_params();
+  return num_params() - layers * (experts - experts_per_token) * 3 * hidden * intermediate;
 }
 
 int64_t Config::num_params() const {
@@ -282,7 +337,7 @@ int64_t Config::num_params() const {
 }
 
 int64_t Config::num_matmul_params() const {
-  return tied_embeddings ? num_params() : num_params() - num_embedding_params();
+  return tied_embeddings ? num_active_params() : num_active_params() - num_embedding_params();
 }
 
 double Config::flops_per_token(int64_t seq) const {

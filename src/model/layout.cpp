@@ -86,9 +86,19 @@ void ParamLayout::build() {
     }
     o.post_norm = add_tensor(tensors_, u, ui, p + "post_attention_layernorm.weight", {C},
                              InitKind::kOnes);
-    o.gate = maybe(kGate, u, ui, p + "mlp.gate_proj.weight", {I, C}, InitKind::kNormal);
-    o.up = maybe(kUp, u, ui, p + "mlp.up_proj.weight", {I, C}, InitKind::kNormal);
-    o.down = maybe(kDown, u, ui, p + "mlp.down_proj.weight", {C, I}, InitKind::kNormalScaled);
+    if (cfg_.moe()) {
+      const int64_t E = cfg_.experts;
+      o.gate = o.up = o.down = -1;
+      o.router = add_tensor(tensors_, u, ui, p + "mlp.gate.weight", {E, C}, InitKind::kNormal);
+      o.experts_gate_up = add_tensor(tensors_, u, ui, p + "mlp.experts.gate_up_proj",
+                                     {E, 2 * I, C}, InitKind::kNormal);
+      o.experts_down = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj", {E, C, I},
+                                  InitKind::kNormalScaled);
+    } else {
+      o.gate = maybe(kGate, u, ui, p + "mlp.gate_proj.weight", {I, C}, InitKind::kNormal);
+      o.up = maybe(kUp, u, ui, p + "mlp.up_proj.weight", {I, C}, InitKind::kNormal);
+      o.down = maybe(kDown, u, ui, p + "mlp.down_proj.weight", {C, I}, InitKind::kNormalScaled);
+    }
     block_ = o;  // identical for every block
     units_.push_back(u);
   }

@@ -92,6 +92,19 @@ void add_finetune_keys(config::Schema& s) {
   s.add_bool("lora.rslora", false, "rank-stabilised scale alpha / sqrt(r) instead of alpha / r");
 }
 
+// A mixture-of-experts block has no gate/up/down projections (its experts are 3-D
+// tensors: PEFT's target_parameters, not yet in zt): adapters on them are refused.
+static void check_lora_moe(const Config& m, const LoraConfig& l) {
+  if (!m.moe()) return;
+  for (const LoraTarget t : {LoraTarget::kGate, LoraTarget::kUp, LoraTarget::kDown})
+    if (l.has_target(t))
+      throw InputError("lora.targets has " + std::string(lora_target_name(t)) + " on a " +
+                           m.family + " model: its blocks' MLP is the experts (3-D tensors), "
+                           "which zt puts no adapters on yet",
+                       "target the attention (q, k, v, o) and lm_head; docs/model.md "
+                       "\"Mixture of experts\".");
+}
+
 void lora_target_dims(const Config& m, LoraTarget t, int64_t& in, int64_t& out) {
   const int64_t C = m.hidden, HD = m.heads * m.head_dim(), GD = m.kv_dim(), I = m.intermediate;
   switch (t) {
@@ -130,6 +143,7 @@ LoraConfig resolve_lora(const config::Config& c, const Config& model) {
   }
   l.targets = parse_targets(c.get_string("lora.targets"));
   if (!l.enabled()) return l;
+  check_lora_moe(model, l);
   // The rank cannot exceed the smaller side of any targeted W [out, in]: the update
   // B A has rank min(r, in, out) anyway, and PEFT's init assumes r <= in.
   for (int t = 0; t < kNumLoraTargets; ++t) {
@@ -165,6 +179,7 @@ LoraLayout::LoraLayout(const Config& model, const LoraConfig& lora)
       index_(static_cast<size_t>((model.layers + 1) * kNumLoraTargets), -1) {
   ZT_CHECK(lora.enabled() && lora.rank > 0, "LoraLayout of a config without adapters",
            "build it only for finetune.method = lora or qlora (resolve_lora checks the rank).");
+  check_lora_moe(model, lora);
   const auto add = [&](int layer, LoraTarget t) {
     LoraAdapterInfo a;
     a.name = module_path(layer, t);

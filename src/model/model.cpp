@@ -59,9 +59,11 @@ void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) 
     dq.ensure(N * HD);
     dk.ensure(N * GD);
     dv.ensure(N * GD);
-    dh.ensure(N * I);
-    dgate.ensure(N * I);
-    dup.ensure(N * I);
+    if (!cfg.moe()) {
+      dh.ensure(N * I);
+      dgate.ensure(N * I);
+      dup.ensure(N * I);
+    }
     attn_scratch.ensure(k::attention_backward_scratch(T, omp_get_max_threads()));
   }
 }
@@ -71,6 +73,7 @@ template <class R>
 void Model<R>::Impl::forward_trunk(std::span<const int32_t> tokens, int64_t B, int64_t T,
                                    bool keep_all) {
   const int64_t N = B * T;
+  moe_stats_begin();
   use(0);
   k::embedding_forward(x_at(0, N), tokens.data(), params[0] + layout.embed_offset(), N,
                        cfg.vocab, cfg.hidden);
@@ -82,6 +85,7 @@ void Model<R>::Impl::forward_trunk(std::span<const int32_t> tokens, int64_t B, i
     block_forward(l, x_at(l, N), x_at(l + 1, N), a, B, T);
     done(u);
   }
+  moe_stats_end();
 }
 
 // Final norm and LM head over all N rows: logits [N, V].
@@ -136,6 +140,9 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
     ~Reset() { flag = false; }
   } reset{training};
   forward_trunk(tokens, B, T, !recompute);
+  // The load-balancing loss (router_aux_loss): its value joins the loss, its gradient
+  // enters each block's router in the backward.
+  const double aux_term = moe_aux_term(grad_scale);
 
   // head: forward, loss, backward in one use of the unit
   use_head();
@@ -172,8 +179,8 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   }
   done(0);
   ready(0);
-  if (objective) return value;
-  return count > 0 ? ce.loss_sum / static_cast<double>(count) : 0.0;
+  if (objective) return value + aux_term;
+  return (count > 0 ? ce.loss_sum / static_cast<double>(count) : 0.0) + aux_term;
 }
 
 namespace {
@@ -251,12 +258,13 @@ double Model<R>::Impl::loss(std::span<const int32_t> tokens, std::span<const int
   const int64_t N = B * T;
   ensure(B, T, /*backward=*/false, /*keep_all=*/false);
   forward_trunk(tokens, B, T, false);
+  const double aux_term = moe_aux_term(0.0);  // as loss_and_grad's value
   use_head();
   head_forward(N);
   done_head();
   const k::CrossEntropyResult ce =
       k::cross_entropy<R>(nullptr, logits.data(), targets.data(), N, cfg.vocab, 1.0);
-  return ce.count > 0 ? ce.loss_sum / static_cast<double>(ce.count) : 0.0;
+  return (ce.count > 0 ? ce.loss_sum / static_cast<double>(ce.count) : 0.0) + aux_term;
 }
 
 template <class R>
@@ -359,7 +367,9 @@ size_t Model<R>::Impl::workspace_bytes() const {
   size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + shared.bytes() + xf.bytes() +
              rstd_f.bytes() + logits.bytes() + dres.bytes() + dxn.bytes() + datt.bytes() +
              dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() + dgate.bytes() + dup.bytes() +
-             attn_scratch.bytes() + decode_scores.bytes() + lora.workspace_bytes();
+             attn_scratch.bytes() + decode_scores.bytes() + lora.workspace_bytes() +
+             router_logits.bytes() + moe_out.bytes() + dlogits_r.bytes() + dw_r.bytes() +
+             aux_dprob.bytes();
   for (const auto& a : saved) b += a.bytes();
   return b;
 }

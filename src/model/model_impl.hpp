@@ -39,6 +39,13 @@ struct BlockActs {
   Buffer<R> gate;   // [N, I]      gate_proj(xn2)
   Buffer<R> up;     // [N, I]      up_proj(xn2)
   Buffer<R> h;      // [N, I]      silu(gate) * up
+  // Mixture of experts (Config::moe(), instead of gate, up, h): E experts, k per token.
+  Buffer<R> rprobs;      // [N, E]      router softmax
+  Buffer<int32_t> ridx;  // [N, k]      chosen experts
+  Buffer<R> rw;          // [N, k]      their renormalised weights
+  Buffer<R> mgu;         // [N*k, 2I]   each routed row's gate|up pre-activations
+  Buffer<R> mh;          // [N*k, I]    silu(gate) * up
+  Buffer<R> my;          // [N*k, C]    the expert's output before its weight
 
   void ensure(const Config& c, int64_t N, int64_t BHTT) {
     const int64_t HD = c.q_dim(), GD = c.kv_dim();
@@ -58,6 +65,16 @@ struct BlockActs {
     x_mid.ensure(N * c.hidden);
     xn2.ensure(N * c.hidden);
     rstd2.ensure(N);
+    if (c.moe()) {
+      const int64_t E = c.experts, K = c.experts_per_token;
+      rprobs.ensure(N * E);
+      ridx.ensure(N * K);
+      rw.ensure(N * K);
+      mgu.ensure(N * K * 2 * c.intermediate);
+      mh.ensure(N * K * c.intermediate);
+      my.ensure(N * K * c.hidden);
+      return;
+    }
     gate.ensure(N * c.intermediate);
     up.ensure(N * c.intermediate);
     h.ensure(N * c.intermediate);
@@ -66,7 +83,8 @@ struct BlockActs {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + qr.bytes() + kr.bytes() +
            rstd_q.bytes() + rstd_k.bytes() + v.bytes() + probs.bytes() +
            att.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() +
-           up.bytes() + h.bytes();
+           up.bytes() + h.bytes() + rprobs.bytes() + ridx.bytes() + rw.bytes() + mgu.bytes() +
+           mh.bytes() + my.bytes();
   }
 };
 
@@ -94,6 +112,16 @@ struct Model<R>::Impl {
   Buffer<R> dk, dv;                 // [N, G*D]
   Buffer<R> dh, dgate, dup;         // [N, I]
   Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
+  // Mixture of experts (moe_block.cpp): scratch and the router statistics of the last
+  // forward_trunk (summed over its blocks; recompute and decode do not count).
+  Buffer<R> router_logits;          // [N, E]
+  Buffer<R> moe_out;                // [N, C] the experts' sum when recomputed (discarded)
+  Buffer<R> dlogits_r;              // [N, E]
+  Buffer<R> dw_r;                   // [N, k]
+  Buffer<R> aux_dprob;              // [E] d (coef * aux) / d p of every row (router_aux_loss)
+  RouterStats router;               // tokens per expert, rows, aux of the last forward_trunk
+  std::vector<double> prob_sum;     // [E] P_e: router probabilities summed over the rows
+  bool count_router = false;        // inside forward_trunk: the blocks add to `router`
   // Per-token positions of the call in progress ([B, T]; nullptr: 0..T-1 in each row):
   // packed examples restart RoPE positions and attention at each example's first token.
   const int32_t* pos = nullptr;
@@ -158,6 +186,8 @@ struct Model<R>::Impl {
   // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes
   // the base (the kernels then skip that gradient).
   R* base_grad(int u, int64_t off) { return lora.bound() ? nullptr : grad_of(u) + off; }
+  // The same for a tensor the block may not have (offset -1: nullptr).
+  R* base_grad_or_null(int u, int64_t off) { return off < 0 ? nullptr : base_grad(u, off); }
 
   R* grad_of(int u) {
     R* g = grads[static_cast<size_t>(u)];
@@ -195,6 +225,23 @@ struct Model<R>::Impl {
                     KvCache<R>& cache);
   // Block l backward: dres [N, C] holds dL/dx_out on entry and dL/dx_in on exit.
   void block_backward(int l, const R* x_in, BlockActs<R>& a, int64_t B, int64_t T);
+  // The dense MLP's backward (unit u = block l): dres [N, C] -> dxn [N, C] written.
+  void dense_mlp_backward(int l, int u, const R* p, BlockActs<R>& a, int64_t N);
+  // ---- the mixture-of-experts MLP (moe_block.cpp) ----
+  // a.xn2 [N, C] -> x_out = a.x_mid + sum of the routed experts (x_out == nullptr: the
+  // activations only, as mlp_forward); inside forward_trunk its statistics go to `router`.
+  void moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
+  // dres [N, C] (dL/dx_out) -> dxn [N, C] written: dL/d a.xn2; the router's and the
+  // experts' gradients into unit u's (none when frozen). With router_aux_loss the aux
+  // loss's gradient (aux_dprob, set by moe_aux_begin) enters every row's router.
+  void moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N);
+  // A forward_trunk's statistics: begin zeroes them and counts the blocks' routing; end
+  // stops counting and computes router.aux (no-ops without experts).
+  void moe_stats_begin();
+  void moe_stats_end();
+  // coef * aux when router_aux_loss (else 0), and aux_dprob for the backward scaled by
+  // grad_scale (call after forward_trunk).
+  double moe_aux_term(double grad_scale);
 
   // ---- the trunk, the head and the calls (model.cpp) ----
   // Embedding and every block; xs[L] holds the final hidden state afterwards.

@@ -86,6 +86,9 @@ class HostModel final : public TrainableModel {
     done_adapters(false);
   }
   size_t workspace_bytes() const override { return model_.workspace_bytes(); }
+  const RouterStats* router_stats() const override {
+    return model_.config().moe() ? &model_.router_stats() : nullptr;
+  }
   void set_dropout_stream(uint64_t stream) override { model_.set_lora_stream(stream); }
   void set_row_objective(RowObjective objective) override { model_.set_row_objective(std::move(objective)); }
   void set_adapters_enabled(bool on) override { model_.set_adapters_enabled(on); }

@@ -70,6 +70,19 @@ config::Schema train_schema() {
                   "override: sliding-window attention, positions attended incl. self (0: full "
                   "causal; Mistral 7B: 4096)"),
         0, 1 << 24);
+  range(s.add_int("model.experts", std::nullopt,
+                  "override: experts per block (mixtral family; Mixtral 8x7B: 8)"),
+        1, model::Config::kMaxExperts);
+  range(s.add_int("model.experts_per_token", std::nullopt,
+                  "override: experts each token is routed to (1 .. model.experts; Mixtral: 2)"),
+        1, model::Config::kMaxExperts);
+  range(s.add_float("model.router_aux_loss_coef", std::nullopt,
+                    "override: weight of the load-balancing loss (transformers' "
+                    "router_aux_loss_coef)"),
+        0.0, 1e6);
+  s.add_bool("model.router_aux_loss", std::nullopt,
+             "override: add router_aux_loss_coef x the load-balancing loss to the loss "
+             "(transformers' output_router_logits; default false, as transformers)");
   range(s.add_float("model.init_std", 0.02, "std of the normal init of weights"), 0.0, 1e3);
 
   // --- train ------------------------------------------------------------------------
@@ -187,6 +200,11 @@ TrainConfig resolve(const config::Config& c, int world) {
   override_int("model.intermediate", t.model.intermediate);
   override_int("model.context", t.model.context);
   override_int("model.sliding_window", t.model.sliding_window);
+  override_int("model.experts", t.model.experts);
+  override_int("model.experts_per_token", t.model.experts_per_token);
+  if (c.has("model.router_aux_loss_coef"))
+    t.model.router_aux_loss_coef = c.get_float("model.router_aux_loss_coef");
+  if (c.has("model.router_aux_loss")) t.model.router_aux_loss = c.get_bool("model.router_aux_loss");
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.family")) t.model.family = c.get_string("model.family");
   override_int("model.head_dim", t.model.head_dim_);
@@ -206,7 +224,8 @@ TrainConfig resolve(const config::Config& c, int world) {
                         "model.family", "model.head_dim", "model.attention_bias",
                         "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
                         "model.rope_high_freq_factor", "model.rope_original_context",
-                        "model.sliding_window"})
+                        "model.sliding_window", "model.experts", "model.experts_per_token",
+                        "model.router_aux_loss_coef", "model.router_aux_loss"})
     overridden = overridden || c.has(k);
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();
@@ -255,6 +274,11 @@ TrainConfig resolve(const config::Config& c, int world) {
     mul(mul(tokens, std::max(t.model.intermediate, t.model.hidden),
             "the MLP activations of one micro-batch (tokens x model.intermediate)"),
         8 * 4, "the activations of one block of one micro-batch, as bytes");
+    if (t.model.moe())  // each token's k routed rows keep [2I + I + C]
+      mul(mul(mul(tokens, t.model.experts_per_token, "the routed rows of one micro-batch"),
+              3 * t.model.intermediate + t.model.hidden,
+              "the experts' activations of one micro-batch"),
+          8, "the experts' activations of one micro-batch, as bytes");
   }
 
   t.lr = c.get_float("train.lr");

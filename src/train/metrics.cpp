@@ -93,6 +93,19 @@ std::string pairs_text(const PairMetrics& p, const char* prefix) {
 }
 }  // namespace
 
+namespace {
+// Mixture of experts: " | aux 1.0312 imbalance 1.42" (verbose: and the tokens per expert).
+std::string router_text(const StepRecord& r, bool verbose = false) {
+  if (!r.router) return {};
+  std::string s = strf(" | aux %.4f imbalance %.2f", r.router->aux, r.router->imbalance);
+  if (verbose) {
+    s += " | tokens/expert";
+    for (const double t : r.router->tokens) s += strf(" %.0f", t);
+  }
+  return s;
+}
+}  // namespace
+
 std::string step_line(const StepRecord& r, int64_t steps, bool verbose) {
   if (!verbose) {
     std::string line =
@@ -104,7 +117,7 @@ std::string step_line(const StepRecord& r, int64_t steps, bool verbose) {
       const double n = r.pairs->pairs > 0 ? r.pairs->pairs : 1;
       line += strf(" | acc %.3f margin %.4f", r.pairs->accuracies / n, r.pairs->margins / n);
     }
-    return line;
+    return line + router_text(r);
   }
   const zero::MemoryStats& m = r.zero_memory;
   const auto mib = [](size_t bytes) { return format_binary(bytes, BinaryUnit::kMiB, 1); };
@@ -119,7 +132,8 @@ std::string step_line(const StepRecord& r, int64_t steps, bool verbose) {
               format_si(r.intra_node_bytes).c_str(), format_si(r.inter_node_bytes).c_str(),
               mib(m.model_states()).c_str(), mib(m.total() - m.model_states()).c_str(),
               mib(m.peak_total).c_str(), r.step_time_s) + offload_phases(r.offload) +
-         (r.pairs ? pairs_text(*r.pairs, "") : "") + (r.eval_pairs ? pairs_text(*r.eval_pairs, "eval_") : "");
+         (r.pairs ? pairs_text(*r.pairs, "") : "") + (r.eval_pairs ? pairs_text(*r.eval_pairs, "eval_") : "") +
+         router_text(r, verbose);
 }
 
 std::string step_json(const StepRecord& r) {
@@ -155,6 +169,10 @@ std::string step_json(const StepRecord& r) {
   if (r.pairs) add_pairs(j, *r.pairs, "");
   if (r.eval_pairs) add_pairs(j, *r.eval_pairs, "eval_");
   if (r.trained_tokens) j["trained_tokens"] = *r.trained_tokens;
+  if (r.router)
+    j["router"] = {{"tokens_per_expert", r.router->tokens},
+                   {"imbalance", r.router->imbalance},
+                   {"aux_loss", r.router->aux}};
   return j.dump();
 }
 

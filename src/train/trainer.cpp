@@ -521,6 +521,7 @@ StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats
   rec.grad_norm = stats.grad_norm;
   rec.clip_coef = stats.clip_coef;
   rec.skipped = stats.skipped;
+  rec.router = stats.router;
   rec.step_time_s = seconds;
   rec.tokens_per_s = static_cast<double>(cfg_.tokens_per_step()) / seconds;
   rec.mfu = mfu(rec.tokens_per_s, cfg_.model.flops_per_token(cfg_.seq_len), world_, peak_flops_per_rank_);

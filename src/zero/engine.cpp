@@ -411,6 +411,7 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
   }
   e.micro_done += 1;
   e.loss_sum += loss;
+  e.tally_router();
   e.note_peak();
   return loss;
 }

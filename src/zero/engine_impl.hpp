@@ -168,6 +168,11 @@ struct Engine::Impl {
   bool boundary = false;           // this micro-step ends the accumulation
   int micro_done = 0;
   double loss_sum = 0;
+  // Mixture of experts: the micro-steps' router statistics, summed ([E] tokens per
+  // expert, then the aux losses); empty without experts (tally_router, take_router).
+  std::vector<double> router_sum;
+  void tally_router();
+  std::optional<RouterStep> take_router();
   int64_t steps = 0;
   Traffic traffic_at_step;         // counters at the previous step()
   size_t peak = 0;

@@ -70,6 +70,32 @@ void Engine::Impl::all_reduce_step_sums(double sums[2]) {
   mem->to_host(sums, step_sums.data(), 2 * sizeof(double));
 }
 
+void Engine::Impl::tally_router() {
+  const model::RouterStats* r = model.router_stats();
+  if (!r) return;
+  const size_t E = r->tokens.size();
+  router_sum.resize(E + 1, 0.0);
+  for (size_t e = 0; e < E; ++e) router_sum[e] += r->tokens[e];
+  router_sum[E] += r->aux;
+}
+
+// The step's routing summed over ranks (one all-reduce of E + 1 doubles over the host
+// communicator, on every rank alike: they hold the same model); the sums reset.
+std::optional<RouterStep> Engine::Impl::take_router() {
+  if (router_sum.empty()) return std::nullopt;
+  groups.host().all_reduce(router_sum.data(), router_sum.data(), router_sum.size(), DType::kF64,
+                           comm::ReduceOp::kSum);
+  RouterStep r;
+  const size_t E = router_sum.size() - 1;
+  r.tokens.assign(router_sum.begin(), router_sum.begin() + static_cast<ptrdiff_t>(E));
+  r.aux = router_sum[E] / static_cast<double>(opt.accum * n);
+  model::RouterStats s;
+  s.tokens = r.tokens;
+  r.imbalance = s.imbalance();
+  std::fill(router_sum.begin(), router_sum.end(), 0.0);
+  return r;
+}
+
 StepStats Engine::Impl::step(double lr) {
   ZT_CHECK(mode == Mode::kIdle, "step() during a micro-step", "the engine is not reentrant");
   flush_checkout();
@@ -91,6 +117,7 @@ StepStats Engine::Impl::step(double lr) {
   }
   all_reduce_step_sums(sums);
   StepStats stats;
+  stats.router = take_router();
   stats.grad_norm = std::sqrt(sums[0]);
   stats.loss = sums[1] / static_cast<double>(n);
   stats.clip_coef = clip_coefficient(stats.grad_norm, opt.grad_clip);

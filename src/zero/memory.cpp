@@ -87,6 +87,7 @@ class WidenedBf16Model final : public model::TrainableModel {
     bf16* o = static_cast<bf16*>(out.data);
     for (size_t k = 0; k < wide.size(); ++k) o[k] = bf16(wide[k]);
   }
+  const model::RouterStats* router_stats() const override { return inner_->router_stats(); }
   size_t workspace_bytes() const override {
     size_t b = inner_->workspace_bytes();
     for (const auto& w : wide_) b += w.size() * sizeof(float);
@@ -144,6 +145,7 @@ class StagedWaitModel final : public model::TrainableModel {
     inner_->logits_last(tokens, T, out);
     comm::wait_in_flight("reading the last logits");
   }
+  const model::RouterStats* router_stats() const override { return inner_->router_stats(); }
   size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
   void set_dropout_stream(uint64_t stream) override { inner_->set_dropout_stream(stream); }
   void bind_qlora(const model::QloraBase& base) override { inner_->bind_qlora(base); }

@@ -174,6 +174,54 @@ TEST(HfConfig, MistralSlidingWindow) {
             "mistral");
 }
 
+// mistralai/Mixtral-8x7B-v0.1's config.json (as published): the mixtral-8x7b preset.
+TEST(HfConfig, MixtralExperts) {
+  const char* kMixtral = R"({
+    "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+    "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral",
+    "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": false,
+    "rms_norm_eps": 1e-05, "rope_theta": 1e6, "router_aux_loss_coef": 0.02,
+    "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "transformers_version": "4.36.0.dev0", "use_cache": true, "vocab_size": 32000})";
+  const zt::ckpt::HfConfig c = zt::ckpt::parse_hf_config(kMixtral, "mixtral.json");
+  const zt::model::Config p = zt::model::Config::preset("mixtral-8x7b");
+  EXPECT_EQ(c.model.family, "mixtral");
+  EXPECT_EQ(c.model.experts, 8);
+  EXPECT_EQ(c.model.experts_per_token, 2);
+  EXPECT_EQ(c.model.router_aux_loss_coef, 0.02);
+  EXPECT_FALSE(c.model.router_aux_loss);
+  EXPECT_EQ(c.model.rope_theta, p.rope_theta);
+  EXPECT_EQ(c.model.sliding_window, 0);
+  EXPECT_EQ(c.model.num_params(), p.num_params());
+  EXPECT_EQ(c.model.num_active_params(), p.num_active_params());
+  // Written back in MixtralConfig's fields, and read again the same.
+  const std::string text = zt::ckpt::hf_config_json(c.model, "bfloat16");
+  const nlohmann::json out = nlohmann::json::parse(text);
+  EXPECT_EQ(out.at("architectures"), nlohmann::json::array({"MixtralForCausalLM"}));
+  EXPECT_EQ(out.at("num_local_experts"), 8);
+  EXPECT_EQ(out.at("num_experts_per_tok"), 2);
+  EXPECT_EQ(out.at("router_aux_loss_coef"), 0.02);
+  EXPECT_EQ(out.at("output_router_logits"), false);
+  EXPECT_EQ(out.at("router_jitter_noise"), 0.0);
+  EXPECT_FALSE(out.contains("attention_bias"));
+  EXPECT_EQ(zt::ckpt::parse_hf_config(text, "again.json").model.experts, 8);
+  // What zt cannot represent, named.
+  nlohmann::json j = nlohmann::json::parse(kMixtral);
+  j["num_experts_per_tok"] = 9;
+  expect_input_error([&] { zt::ckpt::parse_hf_config(j.dump(), "m.json"); },
+                     {"m.json", "model.experts_per_token"});
+  j["num_experts_per_tok"] = 2;
+  j["router_jitter_noise"] = 0.01;
+  expect_input_error([&] { zt::ckpt::parse_hf_config(j.dump(), "m.json"); },
+                     {"m.json", "router_jitter_noise"});
+  j["router_jitter_noise"] = 0.0;
+  j["num_local_experts"] = 0;
+  expect_input_error([&] { zt::ckpt::parse_hf_config(j.dump(), "m.json"); },
+                     {"m.json", "num_local_experts"});
+}
+
 TEST(HfConfig, RefusesWhatZtCannotRepresent) {
   auto with = [](const std::string& key, const std::string& value) {
     nlohmann::json j = nlohmann::json::parse(kTinyLlama);

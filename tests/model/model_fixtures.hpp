@@ -45,6 +45,25 @@ inline model::Config small_qwen3(bool tied = false) {
   return c;
 }
 
+// `c` as a Mixtral: experts of width `inter`, k per token, the load-balancing loss in the
+// loss (router_aux_loss) with coefficient `coef` when `aux`.
+inline model::Config as_mixtral(model::Config c, int64_t experts, int64_t k, int64_t inter,
+                                bool aux, double coef) {
+  c.family = "mixtral";
+  c.intermediate = inter;
+  c.experts = experts;
+  c.experts_per_token = k;
+  c.router_aux_loss = aux;
+  c.router_aux_loss_coef = coef;
+  return c;
+}
+
+// The small config as a Mixtral: 4 experts of width 6 per block, 2 per token; the
+// load-balancing loss in the loss with a large coefficient (0.3) so its gradient shows.
+inline model::Config small_mixtral(bool tied = false, bool aux = true) {
+  return as_mixtral(small_config(tied), 4, 2, 6, aux, 0.3);
+}
+
 inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));

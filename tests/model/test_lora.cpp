@@ -188,7 +188,11 @@ void lora_gradcheck(bool tied, double dropout, bool recompute,
   ParamLayout layout(cfg);
   Parameters<double> P(layout);
   testing::init_general(P, layout, 0.3, 7);
-  const LoraLayout ll(cfg, lora_all(2, dropout));
+  LoraConfig lc = lora_all(2, dropout);
+  if (cfg.moe())  // the experts take no adapters: the attention and lm_head only
+    for (const LoraTarget t : {LoraTarget::kGate, LoraTarget::kUp, LoraTarget::kDown})
+      lc.targets &= ~(1u << static_cast<int>(t));
+  const LoraLayout ll(cfg, lc);
   const auto n = static_cast<size_t>(ll.numel());
   std::vector<double> lp(n);              // [n] adapters
   std::vector<double> lg(n, 0.0);         // [n] their gradient
@@ -232,6 +236,22 @@ TEST(Lora, GradcheckTied) { lora_gradcheck(true, 0.0, false); }
 TEST(Lora, GradcheckQwenFamilies) {
   lora_gradcheck(false, 0.0, false, testing::small_qwen2());
   lora_gradcheck(false, 0.0, true, testing::small_qwen3());
+}
+// Mixtral: adapters on q, k, v, o and lm_head over the frozen router and experts (their
+// input gradient flows, no weight gradient); adapters on the experts are refused.
+TEST(Lora, GradcheckMixtralAttention) {
+  lora_gradcheck(false, 0.0, false, testing::small_mixtral());
+  lora_gradcheck(true, 0.0, true, testing::small_mixtral(true));
+  for (const LoraTarget t : {LoraTarget::kGate, LoraTarget::kUp, LoraTarget::kDown}) {
+    LoraConfig l = lora_all(2, 0.0);
+    l.targets = (1u << static_cast<int>(LoraTarget::kQ)) | (1u << static_cast<int>(t));
+    try {
+      const LoraLayout bad(testing::small_mixtral(), l);
+      ADD_FAILURE() << "adapters on " << lora_target_name(t) << " of a mixtral were accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("lora.targets"), std::string::npos) << e.what();
+    }
+  }
 }
 TEST(Lora, GradcheckDropoutRecompute) {
   lora_gradcheck(false, 0.3, false);

@@ -64,6 +64,19 @@ const ReferenceRun& reference(const model::Config& cfg, const Hyper& h) {
   return cache.emplace(key, std::move(ref)).first->second;
 }
 
+// The engine at stage 0 on flat ranks of this world, for (config, accum, steps).
+const ReferenceRun& stage0_reference(const model::Config& cfg, const Hyper& h) {
+  static std::map<std::tuple<std::string, int, bool, int>, ReferenceRun> cache;
+  const auto key = std::make_tuple(cfg.name, h.accum, cfg.tied_embeddings, h.steps);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Comms comms = make_comms(0);
+  Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), engine_options(h, 0), h.init);
+  EngineRun run = engine_run(e, cfg, h, h.steps);
+  ReferenceRun ref{run.losses, run.norms, std::move(run.params)};
+  return cache.emplace(key, std::move(ref)).first->second;
+}
+
 struct Case {
   int stage;
   int accum;
@@ -72,13 +85,19 @@ struct Case {
   int steps;
   bool real_tiny = false;  // the `tiny` preset itself instead of the reduced shape
   int prefetch = 2;
+  bool moe = false;  // the reduced shape as a Mixtral (experts in every block unit)
+  // With the aux loss in the loss: each rank's load-balancing loss is of its own rows (as
+  // transformers under DDP), not the global batch's, so the reference is the engine at
+  // stage 0 on the same ranks, not one process.
+  bool aux = false;
 };
 
 std::string case_name(const Case& c) {
   return std::string("stage") + std::to_string(c.stage) + "_accum" + std::to_string(c.accum) +
          "_" + topo_name(c.topo) + (c.tied ? "_tied" : "") + "_steps" + std::to_string(c.steps) +
          (c.real_tiny ? "_tiny" : "") +
-         (c.prefetch != 2 ? "_prefetch" + std::to_string(c.prefetch) : "");
+         (c.prefetch != 2 ? "_prefetch" + std::to_string(c.prefetch) : "") +
+         (c.moe ? (c.aux ? "_mixtral_aux" : "_mixtral") : "");
 }
 
 // Runs one case; returns false (skipped) when the world size does not fit the topology.
@@ -87,12 +106,14 @@ void run_case(const Case& c) {
   const int rpn = topo_rpn(c.topo);
   if (rpn > 0 && (n % rpn != 0 || (c.topo == Topo::kNode4Hpz2 && n != 4)))
     GTEST_SKIP() << topo_name(c.topo) << " needs a world size divisible by " << rpn;
-  model::Config cfg = c.real_tiny ? model::Config::preset("tiny") : reduced_config(c.tied);
+  model::Config cfg = c.real_tiny ? model::Config::preset("tiny")
+                     : c.moe       ? reduced_mixtral(c.tied, c.aux)
+                                   : reduced_config(c.tied);
   cfg.tied_embeddings = c.tied;
   Hyper h;
   h.accum = c.accum;
   h.steps = c.steps;
-  const ReferenceRun& ref = reference(cfg, h);
+  const ReferenceRun& ref = c.aux ? stage0_reference(cfg, h) : reference(cfg, h);
 
   Comms comms = make_comms(rpn);
   EngineOptions o = engine_options(h, c.stage);
@@ -119,6 +140,15 @@ void run_case(const Case& c) {
   EXPECT_LT(param_l2, kTol) << e.describe();
   EXPECT_LT(param_diff, 10 * kTol) << e.describe();
   EXPECT_LT(norm_diff, 10 * kTol) << e.describe();
+  if (c.moe) {  // the router statistics of every step, summed over blocks, micro-steps, ranks
+    ASSERT_TRUE(run.stats.back().router.has_value());
+    const zero::RouterStep& r = *run.stats.back().router;
+    double routed = 0;
+    for (const double t : r.tokens) routed += t;
+    EXPECT_EQ(routed, static_cast<double>(h.accum * n * h.B * h.T * cfg.layers * 2));
+    EXPECT_GE(r.imbalance, 1.0);
+    EXPECT_GE(r.aux, 1.0 - 1e-6);  // E sum T_e P_e / R^2 >= 1 with k = 2
+  }
   // Training happened (the short tied runs may still be climbing out of the init).
   if (c.steps >= 10) {
     EXPECT_LT(run.losses.back(), run.losses.front());
@@ -148,6 +178,15 @@ std::vector<Case> cover() {
   // The real tiny model (4 layers, width 128), fewer steps.
   cases.push_back({3, 2, Topo::kNodes2Hpz, false, 4, true});
   cases.push_back({1, 1, Topo::kFlat, false, 4, true});
+  // Mixtral: the router and the experts are parameters of the block units, sharded and
+  // gathered like the rest (stages 0-3, hpZ, accumulation; the aux loss in the loss).
+  for (int stage = 0; stage <= 3; ++stage) cases.push_back({stage, 1, Topo::kFlat, false, 8, false, 2, true});
+  cases.push_back({3, 2, Topo::kNodes2Hpz, false, 6, false, 2, true});
+  cases.push_back({2, 2, Topo::kNodes2, true, 6, false, 2, true});
+  // With the aux loss: stages 1-3 (and hpZ with accumulation) against stage 0.
+  for (int stage = 1; stage <= 3; ++stage)
+    cases.push_back({stage, 1, Topo::kFlat, false, 8, false, 2, true, true});
+  cases.push_back({3, 2, Topo::kNodes2Hpz, false, 6, false, 2, true, true});
   return cases;
 }
 

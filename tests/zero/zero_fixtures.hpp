@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "model/model_fixtures.hpp"
 #include "support/mpi_fixtures.hpp"
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/core/dtype.hpp"
@@ -32,6 +33,14 @@ using zt::testing::world_size;
 inline model::Config reduced_config(bool tied = false) {
   return {.name = "tiny-reduced", .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2,
           .intermediate = 160, .context = 32, .tied_embeddings = tied};
+}
+
+// The reduced shape as a Mixtral: 4 experts of width 48 per block, 2 per token; with
+// `aux` the load-balancing loss in the loss (coefficient 0.02, as Mixtral 8x7B's).
+inline model::Config reduced_mixtral(bool tied = false, bool aux = false) {
+  model::Config c = zt::testing::as_mixtral(reduced_config(tied), 4, 2, 48, aux, 0.02);
+  c.name = aux ? "tiny-reduced-mixtral-aux" : "tiny-reduced-mixtral";
+  return c;
 }
 
 // Sequence g of the data: tokens [T], targets [T] (the next tokens). A fixed pseudo-

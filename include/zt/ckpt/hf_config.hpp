@@ -1,5 +1,6 @@
 #pragma once
-// Hugging Face config.json <-> zt::model::Config, for model_type "llama" and "mistral"
+// Hugging Face config.json <-> zt::model::Config, for model_type llama, mistral, qwen2,
+// qwen3 and mixtral
 // (the family table in hf_config.cpp; docs/model.md "Model families").
 //
 //   config.json key          zt field                default when the key is absent
@@ -20,8 +21,15 @@
 //   head_dim                 head_dim_               hidden/heads (qwen3: 128)
 //   attention_bias           attention_bias          false (llama, qwen3; qwen2: q/k/v always)
 //
+//   model_type mixtral (also reads sliding_window):
+//   num_local_experts        experts                 8 (as MixtralConfig)
+//   num_experts_per_tok      experts_per_token       2
+//   router_aux_loss_coef     router_aux_loss_coef    0.001
+//   output_router_logits     router_aux_loss         false
+//   router_jitter_noise      (must be 0)
+//
 // What zt's model cannot represent is refused with zt::InputError naming the file and the
-// key: a model_type other than the families' (llama, mistral, qwen2, qwen3), an unknown
+// key: a model_type other than the families' (llama, mistral, qwen2, qwen3, mixtral), an unknown
 // rope_scaling type, mlp_bias true, hidden_act other than "silu", use_sliding_window true
 // or a sliding layer in layer_types (docs/model.md).
 #include <cstdint>

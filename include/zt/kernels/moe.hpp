@@ -55,7 +55,8 @@ void moe_experts_forward(T* out, T* gu, T* h, T* y, const T* x, const T* gate_up
 
 // Backward of moe_experts_forward.
 //   dx [N, C] (accumulated), dgate_up [E, 2I, C] (accumulated), ddown [E, C, I]
-//   (accumulated), dw [N, k] (written) d loss / d w
+//   (accumulated), dw [N, k] (written) d loss / d w; dgate_up and ddown may be nullptr
+//   (frozen experts: no weight gradient)
 //   dout [N, C]; the rest as in the forward, with its saved gu, h, y
 template <class T>
 void moe_experts_backward(T* dx, T* dgate_up, T* ddown, T* dw, const T* dout, const T* x,

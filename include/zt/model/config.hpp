@@ -30,6 +30,16 @@ struct Config {
   // always and no o bias, so it keeps this false. See qkv_bias(), o_bias().
   bool attention_bias = false;
   int64_t sliding_window = 0;  // attend to at most this many previous positions incl. self (0 = full causal)
+  // Mixture of experts (family mixtral; docs/model.md "Mixture of experts"): each block's
+  // MLP is a router (mlp.gate, [E, C]) and E SwiGLU experts of width `intermediate`, k of
+  // them per token (zt/kernels/moe.hpp). experts == 0: the dense MLP (every other family).
+  int64_t experts = 0;            // E (transformers' num_local_experts)
+  int64_t experts_per_token = 0;  // k (num_experts_per_tok), 1 .. E
+  // The load-balancing loss: added to the loss times this coefficient when
+  // router_aux_loss is true (transformers' output_router_logits; its default is false,
+  // so a MixtralForCausalLM's loss is the cross-entropy alone unless it is set).
+  double router_aux_loss_coef = 0.001;  // transformers' MixtralConfig default
+  bool router_aux_loss = false;
 
   // Presets (shapes as in the published Hugging Face config.json of each model):
   //   tiny            byte vocab 256, hidden 128, 4 layers, 4 heads, 2 KV heads,
@@ -48,6 +58,9 @@ struct Config {
   //                   tied, same RoPE: 3,212,749,824
   //   mistral-7b      mistralai/Mistral-7B-v0.1: 4096 / 32 / 32 / 8 / 14336 / 32000 / 32768,
   //                   rope_theta 10000, sliding_window 4096: 7,241,732,096
+  //   mixtral-8x7b    mistralai/Mixtral-8x7B-v0.1: 4096 / 32 / 32 / 8 / 14336 / 32000 / 32768,
+  //                   8 experts, 2 per token, rope_theta 1e6, router_aux_loss_coef 0.02:
+  //                   46,702,792,704 (12,879,925,248 active per token)
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
 
@@ -58,6 +71,7 @@ struct Config {
   static constexpr int64_t kMaxHeads = 1 << 16;
   static constexpr int64_t kMaxIntermediate = 1 << 22;
   static constexpr int64_t kMaxContext = 1 << 24;
+  static constexpr int64_t kMaxExperts = 1 << 12;
   static std::vector<std::string> preset_names();
 
   // Throws zt::InputError naming the first bad field ("model.hidden", "model.heads", ...)
@@ -66,16 +80,21 @@ struct Config {
   // bounds below, a rope_scaling of another type or with out-of-range factors.
   void validate() const;
   void validate_rope_scaling() const;  // the part of validate() for rope_scaling
+  // The part for the experts: experts > 0 exactly for the mixtral family, 1 <=
+  // experts_per_token <= experts <= kMaxExperts, router_aux_loss_coef finite >= 0.
+  void validate_experts() const;
 
   // The architecture pieces of the family (family table, config.cpp):
   //   family   q/k/v bias       o bias           q/k RMSNorm (per head, [D], before RoPE)
   //   llama    attention_bias   attention_bias   no
   //   qwen2    always           no               no
   //   qwen3    attention_bias   attention_bias   yes
+  //   mixtral  no               no               no   (the MoE MLP: experts > 0)
   static std::vector<std::string> family_names();
   bool qkv_bias() const;
   bool o_bias() const;
   bool qk_norm() const;
+  bool moe() const { return experts > 0; }
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : hidden / heads; }  // D
   int64_t q_dim() const { return heads * head_dim(); }   // H*D (== hidden unless head_dim_ is set)
@@ -86,10 +105,14 @@ struct Config {
   int64_t num_params() const;
   int64_t num_embedding_params() const;  // vocab * hidden (the input embedding table)
   int64_t num_block_params() const;      // one transformer block
+  // The parameters one token uses: num_params() less the (E - k) experts of every block
+  // it is not routed to (== num_params() without experts).
+  int64_t num_active_params() const;
   // The N of the FLOP formula: num_params() minus the input-embedding table when the
   // embeddings are untied (a lookup does no matmul). With tied embeddings the shared
   // matrix is the LM head's matmul weight, so it stays in. Norm weights (a few
-  // thousand elements) are included; they change N by < 0.01%.
+  // thousand elements) are included; they change N by < 0.01%. With experts, only the k
+  // experts a token is routed to count (the active parameters: MFU from active FLOPs).
   int64_t num_matmul_params() const;
 
   // Training FLOPs per token, PaLM convention (Chowdhery et al. 2022, appendix B):

@@ -18,6 +18,12 @@
 //                                model.layers.l.mlp.gate_proj.weight         [I, C]
 //                                model.layers.l.mlp.up_proj.weight           [I, C]
 //                                model.layers.l.mlp.down_proj.weight         [C, I]
+//                               with experts (Config::moe(), mixtral) instead of the three:
+//                                model.layers.l.mlp.gate.weight              [E, C]  router
+//                                model.layers.l.mlp.experts.gate_up_proj     [E, 2I, C]
+//                                model.layers.l.mlp.experts.down_proj        [E, C, I]
+//                               (transformers 5's names and shapes; the converter maps
+//                               Mixtral's per-expert w1/w3/w2 files onto them)
 //   unit L + 1      "head"       model.norm.weight                    [C]
 //                                lm_head.weight                       [V, C]  (absent when tied)
 //
@@ -79,10 +85,13 @@ struct UnitInfo {
 };
 
 // Offsets of one block's tensors inside its unit (same for every block). The biases and
-// q/k norms are -1 when the config has none (Config::qkv_bias, o_bias, qk_norm).
+// q/k norms are -1 when the config has none (Config::qkv_bias, o_bias, qk_norm); the
+// dense MLP's -1 and the experts' set with Config::moe().
 struct BlockOffsets {
   int64_t input_norm, q, k, v, o, post_norm, gate, up, down;
   int64_t q_bias = -1, k_bias = -1, v_bias = -1, o_bias = -1, q_norm = -1, k_norm = -1;
+  // Mixture of experts (gate, up and down are -1 then): the router and the experts.
+  int64_t router = -1, experts_gate_up = -1, experts_down = -1;
 };
 
 class ParamLayout {

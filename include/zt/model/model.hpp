@@ -64,6 +64,16 @@ struct KvCache {
   std::vector<Real> k, v;  // [L, capacity, G * D]
 };
 
+// The routers of a mixture-of-experts model over its last forward (every block's,
+// summed: transformers' load_balancing_loss_func statistics; Model::router_stats).
+struct RouterStats {
+  std::vector<double> tokens;  // [E] times each expert was among a row's top k
+  double rows = 0;             // rows routed (tokens x blocks)
+  double aux = 0;              // the load-balancing loss E sum_e T_e P_e / rows^2 (before coef)
+  // max over mean of tokens (1: perfectly balanced; 0 when nothing was routed).
+  double imbalance() const;
+};
+
 template <class Real>
 class Model {
  public:
@@ -145,6 +155,10 @@ class Model {
 
   // Bytes held by the activation workspace now.
   size_t workspace_bytes() const;
+
+  // Mixture of experts: the router statistics of the last loss_and_grad / loss /
+  // logits_last / row_logps (empty tokens without experts).
+  const RouterStats& router_stats() const;
 
  private:
   struct Impl;

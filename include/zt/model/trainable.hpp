@@ -66,6 +66,9 @@ class TrainableModel {
                       int64_t B, int64_t T, std::span<const int32_t> positions = {}) = 0;
   virtual void logits_last(std::span<const int32_t> tokens, int64_t T, MutView out) = 0;
   virtual size_t workspace_bytes() const = 0;
+  // Mixture of experts: the router statistics of the last pass (Model::router_stats);
+  // nullptr for a model without experts or one that does not keep them.
+  virtual const RouterStats* router_stats() const { return nullptr; }
 
   // ---- LoRA / QLoRA (docs/finetune.md "LoRA and QLoRA"; docs/zero.md "Frozen units") ---
   // A model built with adapters has layout() = ParamLayout(cfg, lora): the base units

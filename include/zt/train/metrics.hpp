@@ -60,6 +60,9 @@ struct StepRecord {
   // Offload phase times of the step (zero::OffloadTimes), the maximum over ranks of each;
   // in the step line and the JSON only when offload is on.
   zero::OffloadTimes offload;
+  // Mixture of experts: the step's routing over every block, micro-batch and rank (tokens
+  // per expert, max/mean imbalance, the load-balancing loss); in the step line and JSON.
+  std::optional<zero::RouterStep> router;
 };
 
 // A checkpoint saved by the loop (on every rank; the figures are rank 0's).

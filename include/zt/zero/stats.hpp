@@ -3,7 +3,9 @@
 // counters, see docs/comm.md), memory per category, and per-step figures.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "zt/comm/comm.hpp"
@@ -97,6 +99,15 @@ struct OffloadTimes {
   uint64_t d2h_bytes = 0, h2d_bytes = 0;
 };
 
+// Mixture of experts: the routing of one optimizer step, over every block, micro-step and
+// rank (model::RouterStats summed; Engine::step).
+struct RouterStep {
+  std::vector<double> tokens;  // [E] rows routed to each expert
+  double imbalance = 0;        // max over mean of tokens (1: balanced)
+  double aux = 0;              // the load-balancing loss (before its coefficient), mean over
+                               // micro-steps and ranks
+};
+
 struct StepStats {
   int64_t step = 0;      // optimizer steps done (1 after the first)
   double loss = 0;       // mean micro-batch loss of the step, averaged over ranks
@@ -110,6 +121,7 @@ struct StepStats {
   Traffic traffic;       // sent by this rank since the previous step() (or construction)
   MemoryStats memory;
   OffloadTimes offload;
+  std::optional<RouterStep> router;  // a model with experts only
 };
 
 }  // namespace zt::zero

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,24 @@
 namespace zt::kernels::cpu {
 
 namespace {
+
+// The per-expert scratch rows, 64-byte aligned as the model's buffers are: Eigen's small
+// products split their sums by the operands' alignment, so heap memory of varying
+// alignment would make the result vary from run to run in the last bits.
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U>
+  explicit Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const Aligned64&) const { return true; }
+};
+template <class T>
+using Rows = std::vector<T, Aligned64<T>>;
 
 // The slots n*k+j routed to each expert, in token order: slots[e].
 std::vector<std::vector<int64_t>> slots_by_expert(const int32_t* idx, int64_t N, int64_t E,
@@ -93,7 +112,7 @@ void moe_experts_forward(T* out, T* gu, T* h, T* y, const T* x, const T* gate_up
                          int64_t E, int64_t k) {
   std::fill_n(out, N * C, T(0));
   const auto slots = slots_by_expert(idx, N, E, k);
-  std::vector<T> X, GU, H, Y;  // one expert's rows: [M, C], [M, 2I], [M, I], [M, C]
+  Rows<T> X, GU, H, Y;  // one expert's rows: [M, C], [M, 2I], [M, I], [M, C]
   for (int64_t e = 0; e < E; ++e) {
     const std::vector<int64_t>& at = slots[static_cast<size_t>(e)];
     const int64_t M = static_cast<int64_t>(at.size());
@@ -123,7 +142,7 @@ void moe_experts_backward(T* dx, T* dgate_up, T* ddown, T* dw, const T* dout, co
                           const T* gu, const T* h, const T* y, int64_t N, int64_t C, int64_t I,
                           int64_t E, int64_t k) {
   const auto slots = slots_by_expert(idx, N, E, k);
-  std::vector<T> X, GU, H, dY, dH, dGU, dX;  // one expert's rows
+  Rows<T> X, GU, H, dY, dH, dGU, dX;  // one expert's rows
   for (int64_t e = 0; e < E; ++e) {
     const std::vector<int64_t>& at = slots[static_cast<size_t>(e)];
     const int64_t M = static_cast<int64_t>(at.size());
@@ -147,13 +166,13 @@ void moe_experts_backward(T* dx, T* dgate_up, T* ddown, T* dw, const T* dout, co
     }
     gather_rows(GU.data(), gu, at, 2 * I);
     gather_rows(H.data(), h, at, I);
-    linear_backward(dH.data(), ddown + e * C * I, dY.data(), H.data(), down + e * C * I, M, I, C,
-                    /*accumulate_dx=*/false);
+    linear_backward(dH.data(), ddown ? ddown + e * C * I : nullptr, dY.data(), H.data(),
+                    down + e * C * I, M, I, C, /*accumulate_dx=*/false);
     for (int64_t r = 0; r < M; ++r)
       swiglu_backward(dGU.data() + r * 2 * I, dGU.data() + r * 2 * I + I, dH.data() + r * I,
                       GU.data() + r * 2 * I, GU.data() + r * 2 * I + I, I, /*accumulate=*/false);
-    linear_backward(dX.data(), dgate_up + e * 2 * I * C, dGU.data(), X.data(),
-                    gate_up + e * 2 * I * C, M, C, 2 * I, /*accumulate_dx=*/false);
+    linear_backward(dX.data(), dgate_up ? dgate_up + e * 2 * I * C : nullptr, dGU.data(),
+                    X.data(), gate_up + e * 2 * I * C, M, C, 2 * I, /*accumulate_dx=*/false);
     for (int64_t r = 0; r < M; ++r) {
       const int64_t n = at[r] / k;
       for (int64_t c = 0; c < C; ++c) dx[n * C + c] += dX[static_cast<size_t>(r * C + c)];

@@ -191,6 +191,11 @@ DeviceModel<T, G>::DeviceModel(const ParamLayout& layout, int64_t max_batch, int
   const Config& cfg = layout.config();
   ZT_CHECK(layout.adapter_unit() < 0, "DeviceModel built on a layout with the adapters' unit",
            "build it on the base units (lora_base_layout); bind_lora binds the adapters.");
+  if (cfg.moe())
+    throw InputError("model family '" + cfg.family + "' (mixture of experts): the GPU model "
+                     "has no MoE blocks yet (the CUDA MoE kernels exist; issue 41)",
+                     "train or generate on the CPU (train.device = cpu); the CPU model has them "
+                     "(docs/model.md, \"Mixture of experts\").");
   if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
 }
 

@@ -259,6 +259,16 @@ def export_f32(c, zt, tag, h5, exported):
     return rc == 0
 
 
+def with_config(src, dst, **changes):
+    """A copy of model folder src at dst with config.json's keys changed (None: null)."""
+    import shutil
+    shutil.copytree(src, dst)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg.update(changes)
+    json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
+    return dst
+
+
 def run_zt(zt, *args):
     """Runs `zt ARGS...`; returns (exit code, stdout + stderr)."""
     p = subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,

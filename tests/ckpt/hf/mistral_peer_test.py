@@ -23,25 +23,15 @@ Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-pe
 """
 import json
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (check_against_hf, export_f32, hf_llama_run, import_hf,  # noqa: E402
-                       peer_start, run_zt, zt_logits_json)
+                       peer_start, run_zt, with_config, zt_logits_json)
 
 TOL = 1e-5
 NEW = 12
 T = 16
-
-
-def with_window(src, dst, window):
-    """A copy of folder src with config.json's sliding_window set to window (None: null)."""
-    shutil.copytree(src, dst)
-    cfg = json.load(open(os.path.join(src, "config.json")))
-    cfg["sliding_window"] = window
-    json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
-    return dst
 
 
 def main():
@@ -81,7 +71,7 @@ def main():
         for other in (None, window + 1, window - 1):
             if other == 0:
                 continue
-            ol, _, _ = hf_run(with_window(folder, f"{folder}-w{other}", other))
+            ol, _, _ = hf_run(with_config(folder, f"{folder}-w{other}", sliding_window=other))
             d = (ol - hl).abs().max().item()
             c.check(d > 10 * tol, f"{name}: sensitivity: sliding_window {other} moves the "
                                   f"logits by {d:.3e} > 10 x tol")

@@ -12,6 +12,9 @@
 //   kv_logits  the same from Model::decode with a key/value cache: t0 alone, then one
 //              token at a time (the path of `zt generate`)
 //   loss       Model::loss: mean cross-entropy of t1..t(T-1) given the previous tokens
+//              (with experts: over all T positions, the last without a target, so the
+//              load-balancing loss covers the T rows transformers routes; also "aux", the
+//              load-balancing loss, and "tokens_per_expert")
 //   greedy     zt::train::generate (zt's sampler) at a temperature so small that it picks
 //              the argmax; checked here against the argmax of each step's logits.
 // Exit 0 on success, 1 with a message on stderr otherwise.
@@ -68,8 +71,17 @@ int main(int argc, char** argv) {
     out["kv_logits"] = std::move(kv_logits);
 
     std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
-    out["loss"] = model.loss(std::span<const int32_t>(tokens.data(), targets.size()), targets, 1,
-                             T - 1);
+    if (cfg.moe()) {
+      // Every position routed, the last without a target: transformers' loss (the
+      // load-balancing loss over all T rows with output_router_logits) and its aux loss.
+      targets.push_back(-1);
+      out["loss"] = model.loss(tokens, targets, 1, T);
+      out["aux"] = model.router_stats().aux;
+      out["tokens_per_expert"] = model.router_stats().tokens;
+    } else {
+      out["loss"] = model.loss(std::span<const int32_t>(tokens.data(), targets.size()), targets,
+                               1, T - 1);
+    }
 
     zt::train::SampleOptions opt;
     opt.tokens = n_new;

@@ -1,0 +1,43 @@
+// Hugging Face tensor names <-> zt's layout (see hf_names.hpp).
+#include "hf_names.hpp"
+
+#include "zt/core/log.hpp"
+
+namespace zt::ckpt {
+
+std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused) {
+  const model::Config& cfg = layout.config();
+  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts;
+  std::vector<HfPiece> out;
+  const auto& tensors = layout.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const model::TensorInfo& t = tensors[i];
+    const int ti = static_cast<int>(i);
+    const auto cut = [&](const std::string& suffix) {  // "mlp.gate.weight" -> its prefix
+      return t.name.size() > suffix.size() && t.name.ends_with(suffix)
+                 ? std::optional<std::string>(t.name.substr(0, t.name.size() - suffix.size()))
+                 : std::nullopt;
+    };
+    if (!cfg.moe() || fused) {
+      out.push_back({t.name, t.shape, ti, 0, t.numel});
+    } else if (auto router = cut("mlp.gate.weight")) {
+      out.push_back({*router + "block_sparse_moe.gate.weight", t.shape, ti, 0, t.numel});
+    } else if (auto gu = cut("mlp.experts.gate_up_proj")) {  // [E, 2I, C]: w1 then w3 per expert
+      for (int64_t e = 0; e < E; ++e)
+        for (int half = 0; half < 2; ++half)
+          out.push_back({*gu + strf("block_sparse_moe.experts.%lld.w%d.weight",
+                                   static_cast<long long>(e), half == 0 ? 1 : 3),
+                         {I, C}, ti, (2 * e + half) * I * C, I * C});
+    } else if (auto down = cut("mlp.experts.down_proj")) {  // [E, C, I]: w2 per expert
+      for (int64_t e = 0; e < E; ++e)
+        out.push_back({*down + strf("block_sparse_moe.experts.%lld.w2.weight",
+                                 static_cast<long long>(e)),
+                       {C, I}, ti, e * C * I, C * I});
+    } else {
+      out.push_back({t.name, t.shape, ti, 0, t.numel});
+    }
+  }
+  return out;
+}
+
+}  // namespace zt::ckpt

@@ -1,0 +1,31 @@
+#pragma once
+// The tensors of a Hugging Face folder and where they sit in zt's parameter layout
+// (private to the converter). Most families store each zt tensor under its own name and
+// shape; Mixtral's files hold the router as block_sparse_moe.gate and each expert as
+// three matrices (w1 the gate, w3 the up, w2 the down projection: the published
+// checkpoints, and what transformers 5's save_pretrained writes back), which zt holds as
+// transformers 5 does at run time: mlp.gate, and mlp.experts.gate_up_proj [E, 2I, C] /
+// down_proj [E, C, I]. transformers 5's fused names are read as well.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zt/model/layout.hpp"
+
+namespace zt::ckpt {
+
+struct HfPiece {
+  std::string name;            // the file's tensor name
+  std::vector<int64_t> shape;  // its shape in the file
+  int tensor = 0;              // index into layout.tensors()
+  int64_t offset = 0;          // its first element within that tensor (contiguous)
+  int64_t numel = 0;           // product of shape
+};
+
+// Every tensor of the folder form of `layout`, in layout order. fused: a Mixtral's
+// experts under transformers 5's run-time names (one piece per zt tensor); otherwise
+// Mixtral's per-expert w1/w3/w2 (what export writes).
+std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused = false);
+
+}  // namespace zt::ckpt

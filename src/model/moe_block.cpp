@@ -1,0 +1,109 @@
+// The mixture-of-experts MLP of a block on CPU (Mixtral's; Config::moe()): the router
+// (mlp.gate), softmax and top-k with transformers' tie-break, the experts' SwiGLU on their
+// gathered tokens, the weighted sum (zt/kernels/moe.hpp), its backward, and the
+// load-balancing loss over every block of a forward (transformers'
+// load_balancing_loss_func, added with router_aux_loss_coef when router_aux_loss is set,
+// as MixtralForCausalLM with output_router_logits). block.cpp calls it in place of the
+// dense MLP.
+#include <algorithm>
+#include <numeric>
+
+#include "model_impl.hpp"
+
+namespace zt::model {
+
+double RouterStats::imbalance() const {
+  if (tokens.empty()) return 0.0;
+  const double sum = std::accumulate(tokens.begin(), tokens.end(), 0.0);
+  if (sum <= 0) return 0.0;
+  const double mean = sum / static_cast<double>(tokens.size());
+  return *std::max_element(tokens.begin(), tokens.end()) / mean;
+}
+
+template <class R>
+void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
+  (void)l;  // no adapters inside the experts (lora.cpp refuses gate/up/down targets)
+  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
+  const BlockOffsets& o = layout.block_offsets();
+  router_logits.ensure(N * E);
+  k::linear_forward(router_logits.data(), a.xn2.data(), p + o.router, N, C, E);
+  k::moe_route(a.rprobs.data(), a.ridx.data(), a.rw.data(), router_logits.data(), N, E, K);
+  if (count_router) {
+    router.rows += static_cast<double>(N);
+    prob_sum.resize(static_cast<size_t>(E), 0.0);
+    k::moe_aux_accumulate(router.tokens.data(), prob_sum.data(), a.rprobs.data(),
+                          a.ridx.data(), N, E, K);
+  }
+  R* out = x_out;
+  if (!out) {  // recompute: the backward needs the saved activations, not the sum
+    moe_out.ensure(N * C);
+    out = moe_out.data();
+  }
+  k::moe_experts_forward(out, a.mgu.data(), a.mh.data(), a.my.data(), a.xn2.data(),
+                         p + o.experts_gate_up, p + o.experts_down, a.ridx.data(), a.rw.data(),
+                         N, C, I, E, K);
+  if (x_out) k::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
+}
+
+template <class R>
+void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N) {
+  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
+  const BlockOffsets& o = layout.block_offsets();
+  dlogits_r.ensure(N * E);
+  dw_r.ensure(N * K);
+  std::fill_n(dxn.data(), N * C, R(0));
+  k::moe_experts_backward(dxn.data(), base_grad_or_null(u, o.experts_gate_up),
+                          base_grad_or_null(u, o.experts_down), dw_r.data(), dres.data(),
+                          a.xn2.data(), p + o.experts_gate_up, p + o.experts_down,
+                          a.ridx.data(), a.rw.data(), a.mgu.data(), a.mh.data(), a.my.data(), N,
+                          C, I, E, K);
+  k::moe_route_backward(dlogits_r.data(), dw_r.data(),
+                        cfg.router_aux_loss ? aux_dprob.data() : static_cast<const R*>(nullptr),
+                        a.rprobs.data(), a.ridx.data(), a.rw.data(), N, E, K);
+  k::linear_backward(dxn.data(), base_grad_or_null(u, o.router), dlogits_r.data(), a.xn2.data(),
+                     p + o.router, N, C, E, /*accumulate_dx=*/true);
+}
+
+template <class R>
+void Model<R>::Impl::moe_stats_begin() {
+  router = RouterStats{};
+  if (!cfg.moe()) return;
+  router.tokens.assign(static_cast<size_t>(cfg.experts), 0.0);
+  prob_sum.assign(static_cast<size_t>(cfg.experts), 0.0);
+  count_router = true;
+}
+
+template <class R>
+void Model<R>::Impl::moe_stats_end() {
+  if (!count_router) return;
+  count_router = false;
+  router.aux = k::moe_aux_loss(router.tokens.data(), prob_sum.data(), router.rows, cfg.experts);
+}
+
+template <class R>
+double Model<R>::Impl::moe_aux_term(double grad_scale) {
+  if (!cfg.moe() || !cfg.router_aux_loss) return 0.0;
+  const int64_t E = cfg.experts;
+  aux_dprob.ensure(E);
+  k::moe_aux_dprob(aux_dprob.data(), router.tokens.data(), router.rows, E,
+                   cfg.router_aux_loss_coef * grad_scale);
+  return cfg.router_aux_loss_coef * router.aux;
+}
+
+template <class R>
+const RouterStats& Model<R>::router_stats() const {
+  return impl_->router;
+}
+
+#define ZT_MOE_BLOCK_INSTANTIATE(R)                                                          \
+  template void Model<R>::Impl::moe_forward(int, const R*, R*, BlockActs<R>&, int64_t);      \
+  template void Model<R>::Impl::moe_backward(int, const R*, BlockActs<R>&, int64_t);         \
+  template void Model<R>::Impl::moe_stats_begin();                                           \
+  template void Model<R>::Impl::moe_stats_end();                                             \
+  template double Model<R>::Impl::moe_aux_term(double);                                      \
+  template const RouterStats& Model<R>::router_stats() const;
+ZT_MOE_BLOCK_INSTANTIATE(float)
+ZT_MOE_BLOCK_INSTANTIATE(double)
+#undef ZT_MOE_BLOCK_INSTANTIATE
+
+}  // namespace zt::model
