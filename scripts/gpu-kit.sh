@@ -591,8 +591,8 @@ line_P() {
   local dpo=(--set finetune.objective=dpo --set finetune.method=lora --set lora.targets=q,k,v,o,gate,up,down)
   if ! have_gpu && ! dry; then no_gpu P p_dpo_gpu --set train.device=cuda "${p[@]}" "${dpo[@]}"; return; fi
   twin "P dpo lora, stage 0, 1 rank" p_dpo 1e-5 "${p[@]}" "${dpo[@]}" || rc=1
-  # (orpo.nll = completion: the device model has no context targets for the default sequence NLL)
-  twin "P orpo full, stage 0, 1 rank" p_orpo 1e-5 "${p[@]}" --set finetune.objective=orpo --set orpo.nll=completion || rc=1
+  # (orpo.nll = sequence, the default: the chosen rows' prompt targets are context targets)
+  twin "P orpo full, stage 0, 1 rank" p_orpo 1e-5 "${p[@]}" --set finetune.objective=orpo || rc=1
   return "$rc"
 }
 

@@ -26,13 +26,6 @@ PreferenceLoop::PreferenceLoop(const TrainConfig& cfg, comm::Comm& comm, const d
                                 name, cfg.data_path.c_str(),
                                 data.loss_mask.empty() ? "text" : "instruction data"),
                            "make it with `zt convert pairs-to-tokens --seq-len N PAIRS.jsonl OUT.h5`");
-        if (cfg.pref.objective == Objective::kOrpo && cfg.pref.orpo_sequence_nll &&
-            cfg.zero.device == zero::EngineOptions::Device::kCuda)
-          throw InputError("orpo.nll = sequence (the default: the NLL over the chosen row's prompt and "
-                           "completion, as TRL) runs on the host model only so far: the device model has "
-                           "no context targets (model.hpp RowObjective)",
-                           "set orpo.nll = completion on the GPU (the NLL over the completion tokens), "
-                           "or train.device = cpu");
         if (cfg.micro_batch % 2 != 0 || cfg.global_batch % 2 != 0)
           throw InputError(strf("finetune.objective = %s: train.micro_batch = %lld and train.global_batch "
                                 "= %lld count rows, and a pair is two rows: both must be even",

@@ -4,7 +4,9 @@
 // their rows' summed log-probs to the one pair loss (train::preference_value):
 //   - one DPO step with LoRA on all eight targets (the reference: the base, adapters off)
 //     on tiny llama, qwen2 (q/k/v biases) and qwen3 (q/k norms, head_dim 32, biases);
-//   - one ORPO step on full weights, tiny llama and qwen2.
+//   - one ORPO step on full weights, tiny llama and qwen2, with orpo.nll = sequence (the
+//     chosen rows' prompt targets are context targets, model.hpp RowObjective: a second
+//     sum per row and its gradient) and orpo.nll = completion.
 // Compared: each row's log-prob and count, the reference's, the objective's value, TRL's
 // metrics and every gradient (the units', or the adapters'). Two pairs, the prompt
 // masked, biases and norm weights drawn off their init (model_params.hpp). Tolerance
@@ -36,21 +38,25 @@ class DevicePreferenceTest : public GpuTest {
   static constexpr int64_t kB = 4, kT = 24;  // two pairs (rows 2p chosen, 2p + 1 rejected)
 
   // Random rows with the prompt (the first 6 + p positions of pair p's rows) masked, as
-  // pairs-to-tokens masks it.
-  void pair_batch(const Config& cfg, std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
+  // pairs-to-tokens masks it; context: the chosen rows' prompt targets are context
+  // targets -2 - token instead (PreferenceLoop::fill for orpo.nll = sequence).
+  void pair_batch(const Config& cfg, bool context, std::vector<int32_t>& tokens,
+                  std::vector<int32_t>& targets) {
     tokens.resize(static_cast<size_t>(kB * kT));
     targets.resize(tokens.size());
     for (int64_t b = 0; b < kB; ++b)
       for (int64_t t = 0; t < kT; ++t) {
         const auto n = static_cast<size_t>(b * kT + t);
         tokens[n] = randint(0, static_cast<int32_t>(cfg.vocab) - 1);
-        targets[n] = t < 6 + b / 2 ? -1 : randint(0, static_cast<int32_t>(cfg.vocab) - 1);
+        const int32_t next = randint(0, static_cast<int32_t>(cfg.vocab) - 1);
+        targets[n] = t >= 6 + b / 2 ? next : context && b % 2 == 0 ? -2 - next : -1;
       }
   }
 
   struct Side {                          // one side's results
     std::vector<double> ref_logp, logp;  // [B] the reference's and the policy's
-    std::vector<int64_t> count;          // [B]
+    std::vector<int64_t> count;          // [B]; [2B] with context targets (their sums after)
+    size_t objective_sums = 0;           // the sums the model handed the objective
     double value = 0;
     train::PairMetrics metrics;
     std::vector<Vec> grads;  // per unit (the adapters' last with LoRA)
@@ -65,11 +71,13 @@ class DevicePreferenceTest : public GpuTest {
     model::Parameters<float> init(layout);
     init.init({.seed = seed_});
     draw_off_init(init, layout, rng_);
+    const bool sequence = pc.objective == train::Objective::kOrpo && pc.orpo_sequence_nll;
+    const size_t sums = sequence ? 2 * kB : kB;
     std::vector<int32_t> tokens, targets;
-    pair_batch(cfg, tokens, targets);
-    int64_t chosen = 0;
+    pair_batch(cfg, sequence, tokens, targets);
+    int64_t chosen = 0;  // the chosen rows' NLL targets: own and (sequence) context ones
     for (int64_t b = 0; b < kB; b += 2)
-      for (int64_t t = 0; t < kT; ++t) chosen += targets[static_cast<size_t>(b * kT + t)] >= 0;
+      for (int64_t t = 0; t < kT; ++t) chosen += targets[static_cast<size_t>(b * kT + t)] != -1;
     const double nll_weight = 1.0 / static_cast<double>(chosen);
     model::LoraConfig lc;
     lc.method = model::FinetuneMethod::kLora;
@@ -83,11 +91,11 @@ class DevicePreferenceTest : public GpuTest {
     // objective(model side): the one pair loss, on either model's rows
     const auto run = [&](auto& m, Side& s) {
       s.ref_logp.assign(kB, 0.0);
-      s.logp.assign(kB, 0.0);
-      s.count.assign(kB, 0);
+      s.logp.assign(sums, 0.0);
+      s.count.assign(sums, 0);
       if (pc.objective == train::Objective::kDpo) {
         m.set_adapters_enabled(false);
-        m.row_logps(tokens, targets, kB, kT, {}, s.ref_logp, s.count);
+        m.row_logps(tokens, targets, kB, kT, {}, s.ref_logp, std::span(s.count).first(kB));
         m.set_adapters_enabled(true);
       }
       m.row_logps(tokens, targets, kB, kT, {}, s.logp, s.count);
@@ -95,7 +103,11 @@ class DevicePreferenceTest : public GpuTest {
           pc.objective == train::Objective::kDpo ? s.ref_logp : std::vector<double>{};
       m.set_row_objective([&](std::span<const double> logp, std::span<const int64_t> count,
                               std::span<double> dlogp) {
-        return train::preference_value(pc, logp, count, ref, nll_weight, dlogp, s.metrics);
+        s.objective_sums = logp.size();  // as PreferenceLoop::run_objective: [B + b] context
+        const size_t h = logp.size() == 2 * kB ? kB : logp.size();
+        return train::preference_value(pc, logp.first(h), count.first(h), ref, nll_weight,
+                                       dlogp.first(h), s.metrics, logp.subspan(h),
+                                       dlogp.subspan(h));
       });
       s.value = m.loss_and_grad(tokens, targets, kB, kT, false, 0.5);
       m.set_row_objective({});
@@ -135,6 +147,11 @@ class DevicePreferenceTest : public GpuTest {
       if (lora) gpu_side.grads.push_back(to_host(dlg));
     }
 
+    EXPECT_EQ(cpu_side.objective_sums, sums) << tag;
+    EXPECT_EQ(gpu_side.objective_sums, sums) << tag << ": the context targets' sums";
+    if (sequence) {
+      EXPECT_GT(cpu_side.count[kB], 0) << tag << ": no context target counted (the test's data)";
+    }
     EXPECT_EQ(gpu_side.count, cpu_side.count) << tag;
     expect_close(gpu_side.logp, cpu_side.logp, 1e-5, tag + " row log-probs");
     if (pc.objective == train::Objective::kDpo) {
@@ -181,8 +198,11 @@ TEST_F(DevicePreferenceTest, OrpoFullStepMatchesCpu) {
   train::PreferenceConfig orpo;
   orpo.objective = train::Objective::kOrpo;
   orpo.orpo_lambda = 0.5;
-  step(tiny_family("llama", 0, false), orpo, false, "orpo full llama fp32");
-  step(tiny_family("qwen2", 0, false), orpo, false, "orpo full qwen2 fp32");
+  orpo.orpo_sequence_nll = true;  // the default: context targets, two sums per row
+  step(tiny_family("llama", 0, false), orpo, false, "orpo full llama fp32 nll=sequence");
+  step(tiny_family("qwen2", 0, false), orpo, false, "orpo full qwen2 fp32 nll=sequence");
+  orpo.orpo_sequence_nll = false;
+  step(tiny_family("llama", 0, false), orpo, false, "orpo full llama fp32 nll=completion");
 }
 
 }  // namespace

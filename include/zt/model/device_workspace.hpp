@@ -47,7 +47,8 @@ struct DeviceBlockSizes {
 struct DeviceWorkspaceSizes {
   // One kernels::cuda::CrossEntropyTotals (double + 2 long long); device_model.cpp
   // static_asserts the size. A preference objective (DeviceModel::set_row_objective,
-  // row_logps) grows it to one per batch row: 24 (B - 1) bytes more, not counted here.
+  // row_logps) grows it to one per batch row, two with context targets (ORPO's
+  // orpo.nll = sequence): 24 (B - 1) or 24 (2B - 1) bytes more, not counted here.
   static constexpr size_t kTotalsBytes = 24;
   // Row chunks of the q/k norm's weight gradient (kernels::cuda::kHeadNormChunks;
   // device_model.cpp static_asserts they are equal).
@@ -57,7 +58,7 @@ struct DeviceWorkspaceSizes {
   size_t rows_c;                // T [N, C]: each of delta, xf, dres, dxn
   size_t logits;                // T [N, V]
   size_t hd, gd, ni;            // T [N, H*D]: datt, dq; [N, G*D]: dk, dv; [N, I]: dh, dgate, dup
-  size_t rows;                  // f32 [N]: rstd_f, row_loss; int32 [N]: tokens, targets, positions
+  size_t rows;                  // f32 [N]: rstd_f, row_loss; int32 [N]: tokens, targets, context, positions
   size_t heads_rows;            // f32 [N*H]: attn_delta
   size_t norm_partial;          // f32 [kHeadNormChunks * D]: the q/k norm's dw partials (qk_norm)
   DeviceBlockSizes block;       // one block's activations
@@ -82,7 +83,7 @@ struct DeviceWorkspaceSizes {
   uint64_t bytes(const Config& c, size_t elem, bool recompute) const {
     uint64_t b = 2 * sizeof(float) * rope + kTotalsBytes;
     b += elem * (xs + 4 * rows_c + logits + 2 * hd + 2 * gd + 3 * ni);
-    b += 2 * sizeof(float) * rows + 3 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
+    b += 2 * sizeof(float) * rows + 4 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
     b += sizeof(float) * norm_partial;
     const uint64_t blocks = 1 + (recompute ? 0 : static_cast<uint64_t>(c.layers));
     return b + blocks * block.bytes(elem);

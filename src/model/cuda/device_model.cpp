@@ -3,6 +3,8 @@
 // unit hooks in the CPU model's order) and the public DeviceModel (see
 // zt/model/device_model.hpp). Mirrors src/model/model.cpp op for op. The state and the
 // helpers are in device_model_impl.hpp; the engine's TrainableModel in device_trainable.cpp.
+#include <algorithm>
+
 #include "device_model_impl.hpp"
 #include "zt/comm/device_wait.hpp"
 
@@ -30,14 +32,16 @@ void DeviceModel<T, G>::Impl::upload_batch(std::span<const int32_t> tokens,
                           targets.size(), static_cast<long long>(N)),
                      "tokens and targets are [B, T] row-major.");
   for (int64_t n = 0; n < N; ++n) {
-    if (tokens[n] < 0 || tokens[n] >= cfg.vocab || targets[n] >= cfg.vocab)
+    if (tokens[n] < 0 || tokens[n] >= cfg.vocab || targets[n] >= cfg.vocab ||
+        targets[n] <= -2 - cfg.vocab)
       throw InputError(
           strf("token %d / target %d at position %lld is outside the vocabulary "
                "[0, %lld)",
                tokens[n], targets[n], static_cast<long long>(n), static_cast<long long>(cfg.vocab)),
-          "the data was tokenized for a different vocabulary; targets < 0 "
-          "are ignored, others must be < vocab.");
+          "the data was tokenized for a different vocabulary; target -1 is ignored, "
+          "a target <= -2 is the context token -2 - target (model.hpp), both must be < vocab.");
   }
+  has_context = std::any_of(targets.begin(), targets.end(), [](int32_t t) { return t <= -2; });
   check_positions(positions, B, Tn);
   ensure(N);
   ZT_CUDA_CHECK(cudaMemcpyAsync(tokens_d.data(), tokens.data(), N * sizeof(int32_t),
@@ -49,6 +53,12 @@ void DeviceModel<T, G>::Impl::upload_batch(std::span<const int32_t> tokens,
     pos_d = positions_d.data();
   }
   ZT_CUDA_CHECK(cudaMemcpyAsync(targets_d.data(), targets.data(), N * sizeof(int32_t),
+                                cudaMemcpyHostToDevice, stream));
+  if (!has_context) return;
+  context_h.resize(static_cast<size_t>(N));  // decoded as Model's context_token
+  std::transform(targets.begin(), targets.end(), context_h.begin(),
+                 [](int32_t t) { return t <= -2 ? -2 - t : -1; });
+  ZT_CUDA_CHECK(cudaMemcpyAsync(context_d.data(), context_h.data(), N * sizeof(int32_t),
                                 cudaMemcpyHostToDevice, stream));
 }
 

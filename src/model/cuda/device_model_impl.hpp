@@ -108,6 +108,12 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<float> row_loss;  // [N]
   kc::DeviceBuffer<kc::CrossEntropyTotals> totals;  // [1]; [B] for a row objective (row_sums)
   kc::DeviceBuffer<int32_t> tokens_d, targets_d;    // [N]
+  // Context targets (model.hpp RowObjective: t <= -2 is the token -2 - t): context_d [N]
+  // holds them decoded (-1 elsewhere), context_h its host copy; has_context: this batch
+  // has one (upload_batch).
+  kc::DeviceBuffer<int32_t> context_d;
+  std::vector<int32_t> context_h;
+  bool has_context = false;
   kc::DeviceBuffer<int32_t> positions_d;            // [N] packed examples (when given)
   const int32_t* pos_d = nullptr;                   // positions_d of this call, or nullptr
   // backward scratch
@@ -174,6 +180,7 @@ struct DeviceModel<T, G>::Impl {
     row_loss = kc::DeviceBuffer<float>(z.rows);
     tokens_d = kc::DeviceBuffer<int32_t>(z.rows);
     targets_d = kc::DeviceBuffer<int32_t>(z.rows);
+    context_d = kc::DeviceBuffer<int32_t>(z.rows);
     positions_d = kc::DeviceBuffer<int32_t>(z.rows);
     dres = kc::DeviceBuffer<T>(z.rows_c);
     dxn = kc::DeviceBuffer<T>(z.rows_c);
@@ -290,7 +297,7 @@ struct DeviceModel<T, G>::Impl {
   size_t workspace_bytes() const {
     size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + delta.bytes() + xf.bytes() +
                rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
-               tokens_d.bytes() + targets_d.bytes() + positions_d.bytes() + dres.bytes() +
+               tokens_d.bytes() + targets_d.bytes() + context_d.bytes() + positions_d.bytes() + dres.bytes() +
                dxn.bytes() + datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
                dgate.bytes() + dup.bytes() + attn_delta.bytes() + norm_partial.bytes() +
                lora.workspace_bytes();
