@@ -5,8 +5,11 @@
 # Usage: fuzz/run.sh BUILD_DIR SECONDS [TARGET...]   (default: every fuzz_* in BUILD_DIR/fuzz)
 # ZT_FUZZ_BUDGET=TOTAL bounds the whole run: each target gets min(SECONDS, TOTAL / targets)
 # seconds (at least 1), so adding targets does not lengthen CI.
+# ZT_FUZZ_JOBS=N targets fuzz at once (default: the number of cores, nproc): each libFuzzer
+# process is single-threaded, so each target still gets its seconds of one core, and the
+# run takes TOTAL / N seconds of wall time (CI, 2 cores: 45 s for the 90 s budget).
 # Example (CI): cmake --preset fuzz && cmake --build --preset fuzz &&
-#               ZT_FUZZ_BUDGET=150 fuzz/run.sh build-fuzz 30
+#               ZT_FUZZ_BUDGET=90 fuzz/run.sh build-fuzz 30
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="$1"
@@ -33,19 +36,39 @@ scratch="${ZT_FUZZ_SCRATCH:-$(mktemp -d)}"
 export ASAN_OPTIONS="fast_unwind_on_malloc=0:allocator_may_return_null=1:max_allocation_size_mb=256:${ASAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-status=0
+jobs="${ZT_FUZZ_JOBS:-$(nproc)}"
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: ZT_FUZZ_JOBS='$jobs' is not a positive number" >&2; exit 2; }
+fuzz_one() {  # TARGET: runs it, writes $scratch/TARGET.rc (its exit status)
+  local t=$1 name="${1#fuzz_}" rc=0
+  "$build/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1048576 -timeout=30 -print_final_stats=1 \
+      -artifact_prefix="$scratch/$name/" "$scratch/$name" "$here/corpus/$name" \
+      > "$scratch/$t.log" 2>&1 || rc=$?
+  echo "$rc" > "$scratch/$t.rc"
+}
+running=0
 for t in "${targets[@]}"; do
   name="${t#fuzz_}"
   mkdir -p "$scratch/$name"
   echo "fuzz: $t for ${seconds}s (seeds fuzz/corpus/$name, scratch $scratch/$name)"
-  if "$build/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1048576 -timeout=30 -print_final_stats=1 \
-      -artifact_prefix="$scratch/$name/" "$scratch/$name" "$here/corpus/$name" \
-      > "$scratch/$t.log" 2>&1; then
+  rm -f "$scratch/$t.rc"
+  fuzz_one "$t" &
+  running=$((running + 1))
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+# Results in the targets' order; a target without its status file did not finish: a failure.
+status=0
+for t in "${targets[@]}"; do
+  name="${t#fuzz_}"
+  if [[ "$(cat "$scratch/$t.rc" 2>/dev/null)" == 0 ]]; then
     grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb)|^#[0-9]+.*DONE" "$scratch/$t.log" || true
     echo "fuzz: $t ok"
   else
-    tail -n 60 "$scratch/$t.log"
-    echo "fuzz: $t FAILED (reproducer under $scratch/$name/)"
+    tail -n 60 "$scratch/$t.log" 2>/dev/null || true
+    echo "fuzz: $t FAILED (exit $(cat "$scratch/$t.rc" 2>/dev/null || echo none); reproducer under $scratch/$name/)"
     status=1
   fi
 done
