@@ -1,6 +1,7 @@
 // Instruction data -> token files with a loss mask, packed or padded rows (see sft.hpp).
 #include "zt/data/sft.hpp"
 
+#include <algorithm>
 
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
@@ -43,7 +44,15 @@ SftExample example_of(const json& obj, const std::string& where, SftFormat forma
   if (!obj.is_object())
     throw InputError(where + ": the example is " + describe_json(obj) + ", not an object",
                      fields_hint(format));
-  if (format == SftFormat::kChat) return {{}, {}, chat_messages_of(obj, "messages", where, fields_hint(format)), where};
+  if (format == SftFormat::kChat) {
+    std::vector<ChatMessage> m = chat_messages_of(obj, "messages", where, fields_hint(format));
+    // Templates that fold the system turn into the first user turn (llama2, mistral) would
+    // render nothing at all from it.
+    if (std::all_of(m.begin(), m.end(), [](const ChatMessage& c) { return c.role == "system"; }))
+      throw InputError(where + ": field 'messages' holds only system turns: no conversation to learn from",
+                       "give each line at least a user and an assistant turn, or remove the line");
+    return {{}, {}, std::move(m), where};
+  }
   if (format == SftFormat::kAlpaca)
     return {alpaca_prompt(field(obj, "instruction", false, where, format),
                           field(obj, "input", true, where, format)),
