@@ -31,6 +31,7 @@ std::string config_to_json(const model::Config& c) {
   if (c.head_dim_ != 0) j["head_dim"] = c.head_dim_;
   if (c.attention_bias) j["attention_bias"] = true;
   if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  if (c.first_sliding_layer > 0) j["first_sliding_layer"] = c.first_sliding_layer;
   const kernels::RopeScaling& r = c.rope_scaling;
   if (r.type != "default")
     j["rope_scaling"] = {{"type", r.type},
@@ -68,6 +69,7 @@ model::Config config_from_json(const std::string& text, const std::string& file)
     c.head_dim_ = j.value("head_dim", int64_t{0});
     c.attention_bias = j.value("attention_bias", false);
     c.sliding_window = j.value("sliding_window", int64_t{0});
+    c.first_sliding_layer = j.value("first_sliding_layer", int64_t{0});
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");
       c.rope_scaling = {r.at("type").get<std::string>(), r.at("factor").get<double>(),
@@ -140,6 +142,10 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
     warnings.push_back(strf("checkpoint '%s': model.sliding_window %lld, this run %lld",
                             file.c_str(), static_cast<long long>(saved.sliding_window),
                             static_cast<long long>(run.sliding_window)));
+  if (saved.first_sliding_layer != run.first_sliding_layer)
+    warnings.push_back(strf("checkpoint '%s': model.first_sliding_layer %lld, this run %lld",
+                            file.c_str(), static_cast<long long>(saved.first_sliding_layer),
+                            static_cast<long long>(run.first_sliding_layer)));
   if (saved.norm_eps != run.norm_eps)
     warnings.push_back(strf("checkpoint '%s': model.norm_eps %g, this run %g", file.c_str(),
                             saved.norm_eps, run.norm_eps));

@@ -70,6 +70,10 @@ config::Schema train_schema() {
                   "override: sliding-window attention, positions attended incl. self (0: full "
                   "causal; Mistral 7B: 4096)"),
         0, 1 << 24);
+  range(s.add_int("model.first_sliding_layer", std::nullopt,
+                  "override: layers from this one on use model.sliding_window, earlier ones "
+                  "attend in full (Qwen's max_window_layers; 0: every layer)"),
+        0, 1 << 16);
   range(s.add_float("model.init_std", 0.02, "std of the normal init of weights"), 0.0, 1e3);
 
   // --- train ------------------------------------------------------------------------
@@ -187,6 +191,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   override_int("model.intermediate", t.model.intermediate);
   override_int("model.context", t.model.context);
   override_int("model.sliding_window", t.model.sliding_window);
+  override_int("model.first_sliding_layer", t.model.first_sliding_layer);
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.family")) t.model.family = c.get_string("model.family");
   override_int("model.head_dim", t.model.head_dim_);
@@ -206,7 +211,7 @@ TrainConfig resolve(const config::Config& c, int world) {
                         "model.family", "model.head_dim", "model.attention_bias",
                         "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
                         "model.rope_high_freq_factor", "model.rope_original_context",
-                        "model.sliding_window"})
+                        "model.sliding_window", "model.first_sliding_layer"})
     overridden = overridden || c.has(k);
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();
