@@ -162,6 +162,7 @@ TEST(HfConfig, FamiliesQwen2Qwen3) {
   j["layer_types"] = types;
   expect_input_error([&] { parse(j); }, {"c.json", "layer_types", "chunked_attention"});
   types[0] = "sliding_attention";
+  types[1] = "sliding_attention";
   j["layer_types"] = types;
   j["use_sliding_window"] = false;
   expect_input_error([&] { parse(j); }, {"c.json", "layer_types", "use_sliding_window"});
