@@ -37,6 +37,7 @@ std::string config_to_json(const model::Config& c) {
     j["router_aux_loss_coef"] = c.router_aux_loss_coef;
     j["router_aux_loss"] = c.router_aux_loss;
   }
+  if (c.first_sliding_layer > 0) j["first_sliding_layer"] = c.first_sliding_layer;
   const kernels::RopeScaling& r = c.rope_scaling;
   if (r.type != "default")
     j["rope_scaling"] = {{"type", r.type},
@@ -78,6 +79,7 @@ model::Config config_from_json(const std::string& text, const std::string& file)
     c.experts_per_token = j.value("experts_per_token", int64_t{0});
     c.router_aux_loss_coef = j.value("router_aux_loss_coef", c.router_aux_loss_coef);
     c.router_aux_loss = j.value("router_aux_loss", false);
+    c.first_sliding_layer = j.value("first_sliding_layer", int64_t{0});
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");
       c.rope_scaling = {r.at("type").get<std::string>(), r.at("factor").get<double>(),
@@ -159,6 +161,10 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
                             file.c_str(), saved.router_aux_loss ? "true" : "false",
                             saved.router_aux_loss_coef, run.router_aux_loss ? "true" : "false",
                             run.router_aux_loss_coef));
+  if (saved.first_sliding_layer != run.first_sliding_layer)
+    warnings.push_back(strf("checkpoint '%s': model.first_sliding_layer %lld, this run %lld",
+                            file.c_str(), static_cast<long long>(saved.first_sliding_layer),
+                            static_cast<long long>(run.first_sliding_layer)));
   if (saved.norm_eps != run.norm_eps)
     warnings.push_back(strf("checkpoint '%s': model.norm_eps %g, this run %g", file.c_str(),
                             saved.norm_eps, run.norm_eps));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "zt/core/files.hpp"
@@ -136,6 +137,51 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
 }
 
 // RoPE settings from either form: transformers 4's rope_theta + rope_scaling or
+// Qwen's sliding window, as transformers 5's Qwen2Config/Qwen3Config: sliding_window counts
+// only while use_sliding_window is true; layer i slides when layer_types[i] is
+// "sliding_attention", which by default (no layer_types: transformers 4's form) is
+// i >= max_window_layers. zt represents full layers followed by sliding ones.
+void read_qwen_window(const json& j, const std::string& where, model::Config& m) {
+  const bool use = get_bool(j, "use_sliding_window", where, false);
+  const bool has_window = use && j.contains("sliding_window") && !j.at("sliding_window").is_null();
+  if (has_window) {
+    const int64_t w = get_int(j, "sliding_window", where);
+    if (w < 1 || w > model::Config::kMaxContext)
+      bad(where, "sliding_window", "is " + std::to_string(w) + "; it must be 1 .. " +
+                                       std::to_string(model::Config::kMaxContext));
+    m.sliding_window = w;
+  }
+  std::vector<bool> sliding(static_cast<size_t>(m.layers));
+  if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
+    const json& lt = j.at("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
+      bad(where, "layer_types", "is " + describe_json(lt) + ", not a list of num_hidden_layers (" +
+                                    std::to_string(m.layers) + ") names");
+    for (size_t i = 0; i < lt.size(); ++i) {
+      if (lt[i] != "full_attention" && lt[i] != "sliding_attention")
+        bad(where, "layer_types", "holds " + describe_json(lt[i]) +
+                                      "; zt knows \"full_attention\" and \"sliding_attention\"");
+      sliding[i] = lt[i] == "sliding_attention";
+    }
+  } else {
+    const int64_t mwl = get_int(j, "max_window_layers", where, 28);  // transformers' default
+    for (int64_t i = 0; i < m.layers; ++i) sliding[static_cast<size_t>(i)] = has_window && i >= mwl;
+  }
+  int64_t first = m.layers;
+  for (int64_t i = 0; i < m.layers; ++i)
+    if (sliding[static_cast<size_t>(i)]) { first = i; break; }
+  for (int64_t i = first; i < m.layers; ++i)
+    if (!sliding[static_cast<size_t>(i)])
+      bad(where, "layer_types", "has a full-attention layer " + std::to_string(i) +
+                                    " after sliding layer " + std::to_string(first) +
+                                    "; zt represents full layers followed by sliding ones only");
+  if (first < m.layers && !has_window)
+    bad(where, "layer_types", "names sliding layers while use_sliding_window is not true or "
+                              "sliding_window is null; set both, or make every layer full_attention");
+  if (first == m.layers) m.sliding_window = 0;  // no layer slides: full causal everywhere
+  m.first_sliding_layer = m.sliding_window > 0 ? first : 0;
+}
+
 // transformers 5's rope_parameters (rope_theta and rope_type inside). Both present: they
 // must agree.
 void read_rope(const json& j, const std::string& where, model::Config& m) {
@@ -188,21 +234,6 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   const bool attention_bias = fam->attention_bias_key && get_bool(j, "attention_bias", where, false);
   if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
-  if (fam->sliding_keys) {
-    if (get_bool(j, "use_sliding_window", where, false))
-      bad(where, "use_sliding_window",
-          "is true; zt does not implement Qwen's per-layer sliding window (max_window_layers): "
-          "use a model trained without it, or set it false if every layer attends in full "
-          "(max_window_layers >= num_hidden_layers)");
-    if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
-      const json& lt = j.at("layer_types");
-      if (!lt.is_array()) bad(where, "layer_types", "is " + describe_json(lt) + ", not a list");
-      for (const json& t : lt)
-        if (t != "full_attention")
-          bad(where, "layer_types", "holds " + describe_json(t) +
-                                        "; zt's layers all attend in full (\"full_attention\")");
-    }
-  }
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
     bad(where, "hidden_act", "is " + describe_json(j.at("hidden_act")) + "; zt's MLP is SwiGLU (\"silu\")");
   // pretraining_tp > 1 only splits transformers 4's matmuls into slices (the same sums).
@@ -258,6 +289,7 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
           "is not 0; zt's router has no jitter (transformers multiplies the inputs of the "
           "experts by noise in training); set it to 0");
   }
+  if (fam->sliding_keys) read_qwen_window(j, where, m);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -293,7 +325,12 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
                                       ? std::string("mistral") : cfg.family);
   if (!fam)
     throw InputError("model family '" + cfg.family + "' has no Hugging Face export", kHint);
-  if (cfg.sliding_window > 0 && !fam->sliding_window)
+  if (cfg.first_sliding_layer > 0 && cfg.sliding_window > 0 && !fam->sliding_keys)
+    throw InputError("a " + cfg.family + " model whose first " +
+                         std::to_string(cfg.first_sliding_layer) +
+                         " layers attend in full has no Hugging Face form",
+                     "zt writes per-layer sliding windows as Qwen's (model.family = qwen2, qwen3)");
+  if (cfg.sliding_window > 0 && !fam->sliding_window && !fam->sliding_keys)
     throw InputError("a " + cfg.family + " model with a sliding window has no Hugging Face form",
                      "zt writes a sliding window as Mistral's (model.family = mistral)");
   json j = json::object();
@@ -328,9 +365,15 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   if (fam->attention_bias_key) j["attention_bias"] = cfg.attention_bias;
   if (fam->mlp_bias_key) j["mlp_bias"] = false;
   if (fam->sliding_keys) {
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = nullptr;
-    j["max_window_layers"] = cfg.layers;
+    // transformers 5 derives layer_types from these three (sliding from max_window_layers on).
+    const bool slides = cfg.sliding_window > 0;
+    j["use_sliding_window"] = slides;
+    j["sliding_window"] = slides ? json(cfg.sliding_window) : json(nullptr);
+    j["max_window_layers"] = slides ? cfg.first_sliding_layer : cfg.layers;
+    json types = json::array();
+    for (int64_t i = 0; i < cfg.layers; ++i)
+      types.push_back(cfg.window(i) > 0 ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
   }
   if (fam->sliding_window)
     j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);

@@ -41,7 +41,7 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
   k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
   k::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
-                       H, G, D, pos, cfg.sliding_window);
+                       H, G, D, pos, cfg.window(l));
   proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C,
                at(p, o.o_bias));
   k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
@@ -94,7 +94,7 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
   k::rope_forward(a.q.data(), cos, sin, 1, n, H, D);
   k::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
   k::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D,
-                      cfg.sliding_window);
+                      cfg.window(l));
   proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C,
                at(p, o.o_bias));
   k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), n * C);

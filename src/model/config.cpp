@@ -229,6 +229,12 @@ void Config::validate() const {
                           static_cast<long long>(kMaxContext)),
                      "Mistral 7B v0.1 uses 4096; 0 attends every earlier position.");
   }
+  if (first_sliding_layer < 0 || first_sliding_layer > layers) {
+    throw InputError(strf("model.first_sliding_layer = %lld: must be 0 .. model.layers (%lld)",
+                          static_cast<long long>(first_sliding_layer),
+                          static_cast<long long>(layers)),
+                     "layers from it on use model.sliding_window; 0 makes every layer slide.");
+  }
   // The parameter count and the 16 bytes of fp32 model states per parameter must fit in
   // 64 bits (num_params() and every size derived from it compute unchecked).
   const char* hint = "lower model.hidden, model.intermediate, model.layers or model.vocab; "

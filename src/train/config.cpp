@@ -83,6 +83,10 @@ config::Schema train_schema() {
   s.add_bool("model.router_aux_loss", std::nullopt,
              "override: add router_aux_loss_coef x the load-balancing loss to the loss "
              "(transformers' output_router_logits; default false, as transformers)");
+  range(s.add_int("model.first_sliding_layer", std::nullopt,
+                  "override: layers from this one on use model.sliding_window, earlier ones "
+                  "attend in full (Qwen's max_window_layers; 0: every layer)"),
+        0, 1 << 16);
   range(s.add_float("model.init_std", 0.02, "std of the normal init of weights"), 0.0, 1e3);
 
   // --- train ------------------------------------------------------------------------
@@ -205,6 +209,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   if (c.has("model.router_aux_loss_coef"))
     t.model.router_aux_loss_coef = c.get_float("model.router_aux_loss_coef");
   if (c.has("model.router_aux_loss")) t.model.router_aux_loss = c.get_bool("model.router_aux_loss");
+  override_int("model.first_sliding_layer", t.model.first_sliding_layer);
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.family")) t.model.family = c.get_string("model.family");
   override_int("model.head_dim", t.model.head_dim_);
@@ -225,7 +230,8 @@ TrainConfig resolve(const config::Config& c, int world) {
                         "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
                         "model.rope_high_freq_factor", "model.rope_original_context",
                         "model.sliding_window", "model.experts", "model.experts_per_token",
-                        "model.router_aux_loss_coef", "model.router_aux_loss"})
+                        "model.router_aux_loss_coef", "model.router_aux_loss",
+                        "model.first_sliding_layer"})
     overridden = overridden || c.has(k);
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();

@@ -125,11 +125,48 @@ TEST(HfConfig, FamiliesQwen2Qwen3) {
   j["architectures"] = {"LlamaForCausalLM"};
   expect_input_error([&] { parse(j); }, {"architectures", "Qwen2ForCausalLM"});
   j.erase("architectures");
+  // Qwen's per-layer window (transformers 5's Qwen2Config): used only with use_sliding_window;
+  // layers from max_window_layers on slide, or as layer_types names them.
+  const auto n = j.at("num_hidden_layers").get<int64_t>();
   j["use_sliding_window"] = true;
-  expect_input_error([&] { parse(j); }, {"c.json", "use_sliding_window", "sliding window"});
+  j["sliding_window"] = 16;
+  j["max_window_layers"] = 1;
+  const zt::model::Config w = parse(j);
+  EXPECT_EQ(w.sliding_window, 16);
+  EXPECT_EQ(w.first_sliding_layer, 1);
+  EXPECT_EQ(w.window(0), 0);
+  EXPECT_EQ(w.window(n - 1), 16);
+  nlohmann::json out = nlohmann::json::parse(zt::ckpt::hf_config_json(w, "float32"));
+  EXPECT_EQ(out.at("use_sliding_window"), true);
+  EXPECT_EQ(out.at("sliding_window"), 16);
+  EXPECT_EQ(out.at("max_window_layers"), 1);
+  EXPECT_EQ(out.at("layer_types").size(), static_cast<size_t>(n));
+  EXPECT_EQ(out.at("layer_types")[0], "full_attention");
+  EXPECT_EQ(out.at("layer_types")[1], "sliding_attention");
+  j["max_window_layers"] = n;  // no layer slides: full causal
+  EXPECT_EQ(parse(j).sliding_window, 0);
+  j["max_window_layers"] = 1;
+  j["use_sliding_window"] = false;  // the window is ignored
+  EXPECT_EQ(parse(j).sliding_window, 0);
+  j["use_sliding_window"] = true;
+  nlohmann::json types = nlohmann::json::array();
+  for (int64_t i = 0; i < n; ++i) types.push_back(i < 1 ? "full_attention" : "sliding_attention");
+  j["layer_types"] = types;
+  j["max_window_layers"] = 28;  // layer_types wins (transformers 5)
+  EXPECT_EQ(parse(j).first_sliding_layer, 1);
+  types[0] = "sliding_attention";
+  types[1] = "full_attention";
+  j["layer_types"] = types;
+  expect_input_error([&] { parse(j); }, {"c.json", "layer_types", "full-attention layer 1"});
+  types[0] = "chunked_attention";
+  j["layer_types"] = types;
+  expect_input_error([&] { parse(j); }, {"c.json", "layer_types", "chunked_attention"});
+  types[0] = "sliding_attention";
+  types[1] = "sliding_attention";
+  j["layer_types"] = types;
   j["use_sliding_window"] = false;
-  j["layer_types"] = {"full_attention", "sliding_attention"};
-  expect_input_error([&] { parse(j); }, {"c.json", "layer_types", "sliding_attention"});
+  expect_input_error([&] { parse(j); }, {"c.json", "layer_types", "use_sliding_window"});
+  j.erase("layer_types");
 }
 
 // Mistral (model_type "mistral", MistralConfig's fields as transformers 5.24 saves them):
@@ -172,6 +209,13 @@ TEST(HfConfig, MistralSlidingWindow) {
   m.sliding_window = 8;
   EXPECT_EQ(nlohmann::json::parse(zt::ckpt::hf_config_json(m, "float32")).at("model_type"),
             "mistral");
+  // Full layers before sliding ones are Qwen's form only (Mistral's window covers every layer).
+  m.first_sliding_layer = 2;
+  expect_input_error([&] { zt::ckpt::hf_config_json(m, "float32"); },
+                     {"first 2 layers attend in full", "qwen2"});
+  m.family = "qwen2";
+  EXPECT_EQ(nlohmann::json::parse(zt::ckpt::hf_config_json(m, "float32")).at("max_window_layers"),
+            2);
 }
 
 // mistralai/Mixtral-8x7B-v0.1's config.json (as published): the mixtral-8x7b preset.

@@ -155,6 +155,10 @@ TEST_F(DeviceModelTest, TinySlidingWindow) {
     check_model<double, bf16_t, float>(cfg, 2, 64, 1e-2, 5e-2,
                                        "tiny window " + std::to_string(w) + " bf16-mixed");
   }
+  // Qwen's per-layer window: layers 0-1 full, 2-3 with a window of 5 (each layer picks its own).
+  cfg.sliding_window = 5;
+  cfg.first_sliding_layer = 2;
+  check_model<double, float, float>(cfg, 2, 64, 1e-5, 1e-4, "tiny window 5 from layer 2 fp32");
 }
 TEST_F(DeviceModelTest, TinyBf16Mixed) {
   check_model<double, bf16_t, float>(Config::preset("tiny"), 2, 64, 1e-2, 5e-2,

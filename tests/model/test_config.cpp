@@ -120,6 +120,19 @@ TEST(Config, FlopsPerTokenPalmConvention) {
                    6.0 * static_cast<double>(tied.num_params()) + 12.0 * 4 * 4 * 32 * 256);
 }
 
+// Each layer's window: sliding_window from first_sliding_layer on (Qwen's max_window_layers).
+TEST(Config, WindowPerLayer) {
+  Config c = Config::preset("tiny");
+  EXPECT_EQ(c.window(0), 0);
+  c.sliding_window = 8;
+  EXPECT_EQ(c.window(0), 8);  // first_sliding_layer 0: every layer (Mistral)
+  c.first_sliding_layer = 2;
+  EXPECT_EQ(c.window(1), 0);
+  EXPECT_EQ(c.window(2), 8);
+  EXPECT_EQ(c.window(3), 8);
+  c.first_sliding_layer = c.layers;  // valid: no layer slides
+  EXPECT_NO_THROW(c.validate());
+}
 TEST(Config, InvalidFieldsAreNamed) {
   const Config good = Config::preset("tiny");
   const std::vector<std::pair<std::function<void(Config&)>, std::string>> cases = {
@@ -140,6 +153,8 @@ TEST(Config, InvalidFieldsAreNamed) {
       {[](Config& c) { c.family = "qwen2"; c.attention_bias = true; }, "model.attention_bias"},
       {[](Config& c) { c.head_dim_ = -2; }, "model.head_dim"},
       {[](Config& c) { c.head_dim_ = 7; }, "head_dim 7"},
+      {[](Config& c) { c.first_sliding_layer = -1; }, "model.first_sliding_layer"},
+      {[](Config& c) { c.first_sliding_layer = c.layers + 1; }, "model.first_sliding_layer"},
   };
   for (const auto& [mutate, field] : cases) {
     Config c = good;

@@ -16,6 +16,10 @@
 //   tie_word_embeddings      tied_embeddings         false
 //   model_type               family                  (required)
 //   sliding_window (mistral) sliding_window          null: 0 (full causal)
+//   use_sliding_window, sliding_window, max_window_layers / layer_types (qwen2, qwen3)
+//                            sliding_window, first_sliding_layer (transformers 5's rule:
+//                            the window only with use_sliding_window; layer_types, else
+//                            layers >= max_window_layers (default 28), slide)
 //
 //   model_type               family                  (required: llama, qwen2, qwen3)
 //   head_dim                 head_dim_               hidden/heads (qwen3: 128)
@@ -29,9 +33,10 @@
 //   router_jitter_noise      (must be 0)
 //
 // What zt's model cannot represent is refused with zt::InputError naming the file and the
-// key: a model_type other than the families' (llama, mistral, qwen2, qwen3, mixtral), an unknown
-// rope_scaling type, mlp_bias true, hidden_act other than "silu", use_sliding_window true
-// or a sliding layer in layer_types (docs/model.md).
+// key: a model_type other than the families' (llama, mistral, qwen2, qwen3, mixtral), an
+// unknown rope_scaling type, mlp_bias true, hidden_act other than "silu", a layer_types
+// with a full layer after a sliding one or a kind other than full/sliding_attention, or
+// layer_types on a family without it (docs/model.md).
 #include <cstdint>
 #include <optional>
 #include <string>

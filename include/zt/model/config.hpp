@@ -40,6 +40,11 @@ struct Config {
   // so a MixtralForCausalLM's loss is the cross-entropy alone unless it is set).
   double router_aux_loss_coef = 0.001;  // transformers' MixtralConfig default
   bool router_aux_loss = false;
+  // Layers first_sliding_layer .. layers-1 use sliding_window, the ones before attend in full
+  // (Qwen's max_window_layers; transformers 5's layer_types = full x this, then sliding).
+  int64_t first_sliding_layer = 0;
+  // The window layer l attends with (0: full causal).
+  int64_t window(int64_t l) const { return l >= first_sliding_layer ? sliding_window : 0; }
 
   // Presets (shapes as in the published Hugging Face config.json of each model):
   //   tiny            byte vocab 256, hidden 128, 4 layers, 4 heads, 2 KV heads,

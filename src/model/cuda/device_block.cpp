@@ -50,7 +50,7 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
   kc::rope_forward<T>(a.q.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
   kc::rope_forward<T>(a.k.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
   kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, Tn, H,
-                           Gk, D, stream, pos_d, cfg.sliding_window);
+                           Gk, D, stream, pos_d, cfg.window(l));
   proj_forward(l, LoraTarget::kO, delta.data(), a.att.data(), p + o.o, N, H * D, C,
                at(p, o.o_bias));
   kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in, delta.data(),
@@ -89,7 +89,7 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
                 H * D, C, /*accumulate_dx=*/false, g(o.o_bias));
   kc::attention_backward<T>(dq.data(), dk.data(), dv.data(), attn_delta.data(), datt.data(),
                             a.att.data(), a.q.data(), a.k.data(), a.v.data(), a.lse.data(), B, Tn,
-                            H, Gk, D, /*accumulate=*/false, stream, pos_d, cfg.sliding_window);
+                            H, Gk, D, /*accumulate=*/false, stream, pos_d, cfg.window(l));
   kc::rope_backward<T>(dq.data(), rope_cos.data(), rope_sin.data(), B, Tn, H, D, stream, pos_d);
   kc::rope_backward<T>(dk.data(), rope_cos.data(), rope_sin.data(), B, Tn, Gk, D, stream, pos_d);
   // q/k norm: back through it into datt [N, H*D] (free once attention_backward has read

@@ -21,7 +21,15 @@ Then, per case:
     original's (the same fp32 weights: exactly)
   - sensitivity: the same model with its biases zeroed and q/k norm weights set to 1 gives
     logits more than 10 x the tolerance away (so the test sees the family's pieces)
-And `use_sliding_window: true` is refused by name (exit 2).
+  qwen2 / qwen3 sliding      use_sliding_window true, sliding_window 8 < 24 tokens,
+                             max_window_layers 1 of 2 (layer 0 full, layer 1 sliding): the
+    same checks, the export's use_sliding_window / sliding_window / max_window_layers /
+    layer_types as the original's, and sensitivity: the same weights with the window one
+    longer or shorter, or the first sliding layer 0 or 2, move transformers' logits by more
+    than 10 x the tolerance (so an off-by-one in zt would be seen)
+  qwen2 layer_types          transformers 5's form (layer_types given, max_window_layers left
+    at its default): imported as the same model; a sliding layer before a full one is
+    refused by name (exit 2)
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import json
@@ -33,6 +41,9 @@ from hf_common import (compare_with_transformers, hf_llama_run, peer_start,  # n
                        perturb_biases_and_norms, run_zt)
 
 NEW = 16
+SLIDING = dict(tie_word_embeddings=False, use_sliding_window=True, sliding_window=8,
+               max_window_layers=1)
+WINDOW_KEYS = ("use_sliding_window", "sliding_window", "max_window_layers", "layer_types")
 
 
 def main():
@@ -52,6 +63,11 @@ def main():
          dict(tie_word_embeddings=False, head_dim=24)),
         ("qwen3-tied-bias", Qwen3Config, Qwen3ForCausalLM,
          dict(tie_word_embeddings=True, head_dim=24, attention_bias=True)),
+        ("qwen2-sliding", Qwen2Config, Qwen2ForCausalLM, dict(SLIDING)),
+        ("qwen3-sliding", Qwen3Config, Qwen3ForCausalLM, dict(SLIDING, head_dim=24)),
+        ("qwen2-layer-types", Qwen2Config, Qwen2ForCausalLM,
+         dict(use_sliding_window=True, sliding_window=8,
+              layer_types=["full_attention", "sliding_attention"])),
     ]
     for name, config_cls, model_cls, extra in cases:
         torch.manual_seed(1)
@@ -60,6 +76,17 @@ def main():
         perturb_biases_and_norms(torch, model)
         folder = os.path.join(work, name)
         model.save_pretrained(folder, safe_serialization=True)
+        # Sliding cases: the same weights with the window or the first sliding layer moved.
+        variants = []
+        if extra.get("max_window_layers") == 1:
+            for what, change in (("sliding_window 9", dict(sliding_window=9)),
+                                 ("sliding_window 7", dict(sliding_window=7)),
+                                 ("max_window_layers 0", dict(max_window_layers=0)),
+                                 ("max_window_layers 2", dict(max_window_layers=2))):
+                other = model_cls(config_cls(**common, **dict(extra, **change))).to(torch.float32)
+                other.load_state_dict(model.state_dict())
+                with torch.no_grad():
+                    variants.append((what, other(ids).logits[0].double()))
         # The sensitivity reference: biases 0, q/k norm weights 1.
         with torch.no_grad():
             for pname, p in model.named_parameters():
@@ -73,6 +100,10 @@ def main():
         if got is None:
             continue
         hl, hgen = got
+        for what, ol in variants:
+            d = (ol - hl.double()).abs().max().item()
+            c.check(d > 10 * 1e-5 * max(1.0, hl.abs().max().item()),
+                    f"{name}: sensitivity: {what} moves transformers' logits by {d:.1e}")
         exported = folder + "-export"
         rc, out = run_zt(zt, "convert", "h5-to-hf", folder + ".h5", exported, "--dtype", "f32")
         c.check(rc == 0, f"{name}: zt convert h5-to-hf (exit {rc})")
@@ -86,6 +117,12 @@ def main():
             if key == "head_dim" and va is None:
                 va = a.hidden_size // a.num_attention_heads
             c.check(va == vb, f"{name}: AutoConfig reads the export's {key} as the original's ({vb})")
+        keys = WINDOW_KEYS if "max_window_layers" in extra else ("layer_types",)
+        if "layer_types" in extra:  # the export writes max_window_layers 1 for the default 28
+            keys = ("use_sliding_window", "sliding_window", "layer_types")
+        for key in keys:
+            va, vb = getattr(a, key, None), getattr(b, key, None)
+            c.check(va == vb, f"{name}: AutoConfig reads the export's {key} as the original's ({vb})")
         el, _, egen = hf_llama_run(torch, exported, ids, NEW)
         c.check(torch.equal(el, hl) and egen == hgen,
                 f"{name}: transformers on the export: the same logits (max diff "
@@ -93,17 +130,17 @@ def main():
         c.check(type(AutoModelForCausalLM.from_config(b)) is model_cls,
                 f"{name}: the export loads as {model_cls.__name__}")
 
-    # Sliding windows are refused by name (not yet implemented).
-    cj = json.load(open(os.path.join(work, "qwen2-untied", "config.json")))
-    cj.update(use_sliding_window=True, sliding_window=8)
-    sw = os.path.join(work, "qwen2-sliding")
+    # A sliding layer before a full one: zt has no form for it, refused by name.
+    cj = json.load(open(os.path.join(work, "qwen2-sliding", "config.json")))
+    cj.update(layer_types=["sliding_attention", "full_attention"])
+    sw = os.path.join(work, "qwen2-sliding-first")
     os.makedirs(sw, exist_ok=True)
     json.dump(cj, open(os.path.join(sw, "config.json"), "w"))
-    os.symlink(os.path.join(work, "qwen2-untied", "model.safetensors"),
+    os.symlink(os.path.join(work, "qwen2-sliding", "model.safetensors"),
                os.path.join(sw, "model.safetensors"))
     rc, out = run_zt(zt, "convert", "hf-to-h5", sw, sw + ".h5")
-    c.check(rc == 2 and "use_sliding_window" in out,
-            f"use_sliding_window true: exit {rc} (2) naming the field")
+    c.check(rc == 2 and "layer_types" in out and "full-attention layer 1" in out,
+            f"layer_types sliding then full: exit {rc} (2) naming the field")
     c.finish()
 
 
