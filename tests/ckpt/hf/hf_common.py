@@ -120,7 +120,12 @@ def hf_f64_logits(torch, folder, ids):
     to within float64 rounding, for the fp32 logits of both zt and transformers."""
     import types
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="sdpa")
+    from transformers import AutoConfig
+    # MoE experts: transformers 5's default grouped_mm takes no float64; its eager loop does.
+    moe = {"experts_implementation": "eager"} if hasattr(AutoConfig.from_pretrained(folder),
+                                                         "num_local_experts") else {}
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="sdpa",
+                                                 **moe)
     model.eval()
     for mod, fwd in f64_forwards(model):
         mod.forward = types.MethodType(fwd, mod)
