@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "stress_launch.hpp"
@@ -24,14 +25,45 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 constexpr uint64_t kSeedA = 0xA11CE, kSeedB = 0xB0B, kSeedHbm = 0x4B3;
 
+// The host's wait for this file's GPU work: cudaEventQuery polled, never a blocking
+// synchronize (tests/reliability/device_waits_check.sh), and bounded, so a hung GPU fails
+// its stress check (a CUDA error: RESET_GPU) instead of hanging `zt check` in a Slurm
+// prolog. No collective is in flight here, so comm::wait_ready's watch of them is not
+// needed; each wait covers at most one window of work (about a second).
+constexpr double kWaitLimitS = 120.0;
+void wait_done(cudaEvent_t e, const char* what) {
+  const Clock::time_point t0 = Clock::now();
+  for (;;) {
+    const cudaError_t rc = cudaEventQuery(e);
+    if (rc == cudaSuccess) return;
+    if (rc != cudaErrorNotReady) ZT_CUDA_CHECK(rc);
+    if (since(t0) > kWaitLimitS)
+      throw Error(strf("GPU stress: %s did not finish within %.0f s on %s", what, kWaitLimitS,
+                       where_device().c_str()),
+                  "the GPU may be hung: see nvidia-smi and the kernel log (Xid lines); reset the "
+                  "GPU or drain the node");
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 // A stream and the events of one measurement, released however it ends.
 struct Timing {
   cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;  // recorded by wait_stream
   std::vector<cudaEvent_t> events;
-  Timing() { ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
+  Timing() {
+    ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    ZT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  }
   ~Timing() {
     for (cudaEvent_t e : events) cudaEventDestroy(e);  // no throw from a destructor
+    if (done) cudaEventDestroy(done);
     if (stream) cudaStreamDestroy(stream);
+  }
+  // The work queued so far on the stream.
+  void wait_stream(const char* what) {
+    ZT_CUDA_CHECK(cudaEventRecord(done, stream));
+    wait_done(done, what);
   }
   Timing(const Timing&) = delete;
   Timing& operator=(const Timing&) = delete;
@@ -44,7 +76,7 @@ struct Timing {
     return events.size() - 1;
   }
   double seconds(size_t from, size_t to) {
-    ZT_CUDA_CHECK(cudaEventSynchronize(events[to]));
+    wait_done(events[to], "a timed window");
     float ms = 0.0f;
     ZT_CUDA_CHECK(cudaEventElapsedTime(&ms, events[from], events[to]));
     return ms * 1e-3;
@@ -65,17 +97,18 @@ struct Counter {
     ZT_CUDA_CHECK(cudaMemsetAsync(value.data(), 0, sizeof(unsigned long long), stream));
   }
   // After the counting kernel, on the same stream.
-  int64_t read(cudaStream_t stream) {
+  int64_t read(Timing& t) {
     unsigned long long wrong = 0;
-    ZT_CUDA_CHECK(cudaMemcpyAsync(&wrong, value.data(), sizeof wrong, cudaMemcpyDeviceToHost, stream));
-    ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    ZT_CUDA_CHECK(cudaMemcpyAsync(&wrong, value.data(), sizeof wrong, cudaMemcpyDeviceToHost, t.stream));
+    t.wait_stream("the count of wrong elements");
     return static_cast<int64_t>(wrong);
   }
 };
 
 // Outputs of the last product (column-major D [n, n]) against the exact product on the
 // host: the four corners, then pseudo-random positions.
-int64_t sample_wrong(const DeviceBuffer<float>& d, int64_t n, cudaStream_t stream) {
+int64_t sample_wrong(const DeviceBuffer<float>& d, int64_t n, Timing& t) {
+  const cudaStream_t stream = t.stream;
   std::vector<int64_t> index(kGemmSamples);  // [sample] i + j n
   for (int s = 0; s < kGemmSamples; ++s) {
     const uint64_t h = mix_host(static_cast<uint64_t>(s) + 77);
@@ -91,7 +124,7 @@ int64_t sample_wrong(const DeviceBuffer<float>& d, int64_t n, cudaStream_t strea
   std::vector<float> got(index.size());
   ZT_CUDA_CHECK(cudaMemcpyAsync(got.data(), d_got.data(), got.size() * sizeof(float), cudaMemcpyDeviceToHost,
                                 stream));
-  ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  t.wait_stream("the GEMM burn's samples");
   int64_t wrong = 0;
   for (size_t s = 0; s < index.size(); ++s) {
     const uint64_t i = static_cast<uint64_t>(index[s] % n), j = static_cast<uint64_t>(index[s] / n);
@@ -125,7 +158,7 @@ GemmBurn gemm_burn(double seconds, int64_t n) {
                 DType::kF32, n, t.stream);
   };
   product(first.data());
-  ZT_CUDA_CHECK(cudaStreamSynchronize(t.stream));
+  t.wait_stream("the first GEMM product");
 
   // Warm-up (clocks and power settle), which also times one product.
   const double warm = std::min(1.0, std::max(0.05, seconds / 10.0));
@@ -133,7 +166,7 @@ GemmBurn gemm_burn(double seconds, int64_t n) {
   const Clock::time_point w0 = Clock::now();
   do {
     product(d.data());
-    ZT_CUDA_CHECK(cudaStreamSynchronize(t.stream));
+    t.wait_stream("a warm-up GEMM product");
     ++warm_calls;
   } while (since(w0) < warm);
   const double per_call = since(w0) / static_cast<double>(warm_calls);
@@ -170,7 +203,7 @@ GemmBurn gemm_burn(double seconds, int64_t n) {
   Counter counter(t.stream);
   launch_count_differences(d.data(), first.data(), static_cast<int64_t>(nn), counter.value.data(), blocks,
                            t.stream);
-  r.wrong = counter.read(t.stream) + sample_wrong(d, n, t.stream);
+  r.wrong = counter.read(t) + sample_wrong(d, n, t);
   r.checked = static_cast<int64_t>(nn) + kGemmSamples;
   return r;
 }
@@ -203,13 +236,13 @@ HbmBandwidth hbm_bandwidth(double seconds, uint64_t max_bytes) {
     for (int i = 0; i < 10; ++i) pass();
     r.passes += 10;
     stop = t.record();
-    ZT_CUDA_CHECK(cudaEventSynchronize(t.events[stop]));
+    wait_done(t.events[stop], "ten HBM copy passes");
   } while (since(t0) < seconds);
   r.seconds = t.seconds(begin, stop);
   r.gbs = r.seconds > 0.0 ? 2.0 * static_cast<double>(r.bytes) * static_cast<double>(r.passes) / r.seconds / 1e9 : 0.0;
   Counter counter(t.stream);
   launch_count_wrong_words(dst.data(), words, kSeedHbm, counter.value.data(), blocks, t.stream);
-  r.wrong = counter.read(t.stream);
+  r.wrong = counter.read(t);
   return r;
 }
 
