@@ -5,11 +5,13 @@
 
 The shipped data/preferences-small.jsonl (byte tokenizer, seq_len 63), the tiny preset,
 global batch 8 pairs (micro-batch 2 pairs: accumulation 2 at 2 ranks):
-1. Two steps at stage 0 (the reference), then at stage 3 with hpZ (4 ranks, 2 per node,
+1. Two steps at stage 0 (the reference), then at stages 1, 2 and 3, at stage 3 with hpZ (4 ranks, 2 per node,
    zero.hpz_partition_size 2), stage 3 with the parameters and the optimizer offloaded to
    the CPU, and stage 2 with the optimizer on NVMe: each step's loss and gradient norm
    equal stage 0's within fp32 rounding (1e-5 relative; step 1's loss is ln 2 on every
-   side, policy = reference: step 2's is the update's).
+   side, policy = reference: step 2's is the update's). The same for LoRA (rank 4 on q, v,
+   gate; the reference is the base with the adapters off) at stages 1, 2 and 3 against its
+   stage 0.
 2. Resume: a 4-step run checkpointed at step 2 (`ckpt.every=2`, the reference log-probs in
    ckpt.dir/dpo-reference.h5); a run stopped after step 2 (`ckpt.stop_after=2`) and resumed
    (`ckpt.resume=auto`); and the straight run's step-2 checkpoint resumed into another
@@ -95,6 +97,9 @@ def main():
     nvme = os.path.join(work, "nvme")
     os.makedirs(nvme, exist_ok=True)
     for name, extra, ranks, mpi_extra in (
+            ("stage1", ["--set", "zero.stage=1"], 2, ()),
+            ("stage2", ["--set", "zero.stage=2"], 2, ()),
+            ("stage3", ["--set", "zero.stage=3"], 2, ()),
             ("hpz", ["--set", "zero.stage=3", "--set", "zero.hpz_partition_size=2", "--set",
                      "train.micro_batch=2"], 4, ()),
             ("offload_cpu", ["--set", "zero.stage=3", "--set", "offload.params=cpu", "--set",
@@ -113,6 +118,30 @@ def main():
             dn = abs(r["grad_norm"] - z["grad_norm"]) / z["grad_norm"]
             check(dl <= TOL and dn <= TOL, f"{name} step {r['step']}: loss {r['loss']:.9f}, grad norm "
                                            f"{r['grad_norm']:.9f}: rel {dl:.2e}, {dn:.2e} of stage 0 (<= {TOL})")
+
+    # 1b. LoRA (the reference: the base with the adapters off) at every stage against its
+    # stage 0.
+    lora = ["--set", "finetune.method=lora", "--set", "lora.rank=4", "--set", "lora.alpha=8",
+            "--set", "lora.targets=q,v,gate"]
+    rc, out, lref = train("lora0", lora + ["--set", "zero.stage=0"], steps=2)
+    check(rc == 0 and len(lref) == 2, f"LoRA stage 0 (exit {rc})")
+    if rc != 0 or len(lref) != 2:
+        print(out[-3000:])
+    else:
+        print("LoRA stage 0: losses " + ", ".join(f"{r['loss']:.9f}" for r in lref) + "; grad norms " +
+              ", ".join(f"{r['grad_norm']:.9f}" for r in lref), flush=True)
+        check(lref[1]["loss"] != lref[0]["loss"], "LoRA: step 2's loss moved from step 1's (the adapters trained)")
+        for stage in (1, 2, 3):
+            rc, out, rows = train(f"lora{stage}", lora + ["--set", f"zero.stage={stage}"], steps=2)
+            if rc != 0 or len(rows) != 2:
+                check(False, f"LoRA stage {stage} (exit {rc})")
+                print(out[-3000:])
+                continue
+            for r, z in zip(rows, lref):
+                dl = abs(r["loss"] - z["loss"]) / abs(z["loss"])
+                dn = abs(r["grad_norm"] - z["grad_norm"]) / z["grad_norm"]
+                check(dl <= TOL and dn <= TOL, f"LoRA stage {stage} step {r['step']}: loss {r['loss']:.9f}, "
+                                               f"grad norm {r['grad_norm']:.9f}: rel {dl:.2e}, {dn:.2e} of stage 0")
 
     # 2. Resume.
     ck = ["--set", "zero.stage=3", "--set", "ckpt.every=2"]
