@@ -181,7 +181,8 @@ TEST(StressJudge, OneSlowGpuStandsOut) {
 TEST(StressJudge, SlowHbmStandsOut) {
   std::vector<zc::StressSample> s = node_of_8();
   s[2].hbm.gbs = 2100.0;  // 0.71 of the node's median: FAIL; 0.63 of the table: above its WARN
-  const zc::HealthCheck& c = check_of(judge(s), "gpu.hbm", 2);
+  const auto judged = judge(s);  // kept: c refers into it
+  const zc::HealthCheck& c = check_of(judged, "gpu.hbm", 2);
   EXPECT_EQ(c.status, zc::HealthStatus::kFail);
   EXPECT_EQ(c.action, zc::HealthAction::kDrain);
   EXPECT_NEAR(number(c, "of_table"), 2100.0 / 3350.0, 1e-12);
