@@ -1,6 +1,7 @@
 #pragma once
 // The ZeRO engine's state (private to zt_zero). The work is spread over
 //   engine.cpp         construction, the public methods, memory figures
+//   engine_passes.cpp  micro_step, step, eval_loss, logits_last, gather_full_params
 //   engine_hooks.cpp   the model's unit hooks and the schedule of in-flight operations
 //   engine_gather.cpp  stage-3 parameter gathers: primary, qwZ, hpZ secondary
 //   engine_reduce.cpp  gradient reductions: all-reduce, reduce-scatter, bf16, qgZ
