@@ -66,12 +66,18 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       mem(detail::make_space(options, offload::default_isa())),
       pinned(std::make_shared<offload::PinnedPool>(options.offload.pinned_bytes,
                                                    mem->model_space() == model::Space::kDevice)),
-      groups(*staged(*mem, pinned, &world, staged_world), staged(*mem, pinned, node, staged_node),
-             staged(*mem, pinned, cross, staged_cross), checked_hpz(options, world, node), control),
-      n(world.size()),
+      ex(detail::split_experts(cfg, world, options)),
+      // With expert parallelism ZeRO runs over the data-parallel group, flat (no node
+      // phases, no hpZ: validate_experts refuses it).
+      groups(*staged(*mem, pinned, ex.data ? ex.data.get() : &world, staged_world),
+             ex.data ? nullptr : staged(*mem, pinned, node, staged_node),
+             ex.data ? nullptr : staged(*mem, pinned, cross, staged_cross),
+             checked_hpz(options, ex.data ? *ex.data : world, ex.data ? nullptr : node), control),
+      n(ex.data ? ex.data->size() : world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
-      model_owner(mem->make_model(cfg, options.max_batch, options.max_seq, options.lora)),
+      model_owner(detail::with_experts(
+          mem->make_model(cfg, options.max_batch, options.max_seq, options.lora), ex)),
       model(*model_owner),
       layout(model.layout()),
       part(layout, n, groups.partition_index(),
@@ -422,6 +428,7 @@ void Engine::after_load() {
   Impl& e = *impl_;
   ZT_CHECK(e.mode == Impl::Mode::kIdle, "after_load during a micro-step", "call it between steps");
   e.flush_checkout();
+  if (e.ex.parts > 1) e.share_dense_after_load();  // engine_experts.cpp
   if (e.opt.stage <= 2) e.gather_params_in_place();
   e.cast_compute_params();
   if (e.opt.stage == 0) {  // (frozen units have no moments)
@@ -452,6 +459,11 @@ std::string Engine::describe() const {
   const Impl& e = *impl_;
   const detail::Groups& g = e.groups;
   const std::string offload = e.store ? "; " + e.store->describe() : std::string();
+  const std::string experts =
+      e.ex.parts > 1 ? strf("; expert parallel %d (experts %lld.. of %lld here)", e.ex.parts,
+                            static_cast<long long>(e.layout.first_expert()),
+                            static_cast<long long>(e.layout.config().experts))
+                     : std::string();
   return strf("ZeRO stage %d on %d ranks (%d node%s x %d, %s collectives), partition %d, "
               "memory %s, hpZ %s, prefetch %d, qwZ %s, qgZ %s (block %d), reduce %s, accum %d; "
               "%lld parameters, %lld padded",
@@ -461,7 +473,7 @@ std::string Engine::describe() const {
               e.opt.quantize_weights ? "on" : "off", e.opt.quantize_grads ? "on" : "off",
               e.opt.quantize_block, std::string(dtype_name(e.opt.reduce_dtype)).c_str(),
               e.opt.accum, static_cast<long long>(e.part.total_numel()),
-              static_cast<long long>(e.part.total_padded())) + offload;
+              static_cast<long long>(e.part.total_padded())) + offload + experts;
 }
 
 }  // namespace zt::zero

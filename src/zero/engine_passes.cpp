@@ -26,11 +26,12 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
                               static_cast<uint64_t>(e.micro_done)) * static_cast<uint64_t>(e.n) +
                              static_cast<uint64_t>(e.part.index()));
   // Each rank's gradient enters the sums pre-divided by the world size: the reductions
-  // add, and the sum is the mean over ranks.
+  // add, and the sum is the mean over ranks (expert parallelism: over every rank of every
+  // data-parallel group, engine_experts.cpp).
   double loss = 0;
   try {
     loss = e.model.loss_and_grad(tokens, targets, B, T, recompute,
-                                 grad_scale / static_cast<double>(e.n), positions);
+                                 grad_scale / static_cast<double>(e.n * e.ex.parts), positions);
     e.end_pass();
   } catch (...) {
     e.abandon_pass();
@@ -104,7 +105,12 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
 
 void Engine::Impl::full_params_to_host(model::Parameters<float>& out) {
   detail::Buf<float> full;  // bf16_weights at stage 3, or half_up: [max_padded]
-  for (int u = 0; u < units; ++u) unit_to_host(u, out.params(u), full);
+  for (int u = 0; u < units; ++u) {
+    if (ex.parts > 1 && layout.unit(u).kind == model::UnitKind::kBlock)
+      unit_to_host_all_experts(u, out.params(u), full);  // engine_experts.cpp
+    else
+      unit_to_host(u, out.params(u), full);
+  }
 }
 
 void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>& full) {
