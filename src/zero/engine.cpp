@@ -460,8 +460,10 @@ std::string Engine::describe() const {
   const detail::Groups& g = e.groups;
   const std::string offload = e.store ? "; " + e.store->describe() : std::string();
   const std::string experts =
-      e.ex.parts > 1 ? strf("; expert parallel %d (experts %lld.. of %lld here)", e.ex.parts,
+      e.ex.parts > 1 ? strf("; expert parallel %d (experts [%lld, %lld) of %lld here)", e.ex.parts,
                             static_cast<long long>(e.layout.first_expert()),
+                            static_cast<long long>(e.layout.first_expert() +
+                                                   e.layout.config().experts / e.ex.parts),
                             static_cast<long long>(e.layout.config().experts))
                      : std::string();
   return strf("ZeRO stage %d on %d ranks (%d node%s x %d, %s collectives), partition %d, "
