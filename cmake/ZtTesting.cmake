@@ -25,18 +25,34 @@ function(zt_add_unit_test name)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${_props}")
 endfunction()
 
-# zt_add_mpi_test(NAME SOURCES ... LIBS ... NP 1 2 3 4 [LABELS ...] [TIMEOUT s] [SEPARATE Suite ...])
+# tests/mpi_main.cpp, compiled once for every MPI test binary (it was compiled once per
+# binary, 22 times): MPI_THREAD_FUNNELED, and MPI_THREAD_MULTIPLE for the tests of threads
+# calling MPI (zt_add_mpi_test's THREAD_MULTIPLE).
+foreach(_variant zt_test_mpi_main zt_test_mpi_main_mt)
+  add_library(${_variant} OBJECT ${PROJECT_SOURCE_DIR}/tests/mpi_main.cpp)
+  zt_target_defaults(${_variant})
+  target_link_libraries(${_variant} PRIVATE GTest::gtest MPI::MPI_C)
+endforeach()
+target_compile_definitions(zt_test_mpi_main_mt PRIVATE ZT_TEST_MPI_THREAD_MULTIPLE)
+
+# zt_add_mpi_test(NAME SOURCES ... LIBS ... NP 1 2 3 4 [LABELS ...] [TIMEOUT s] [SEPARATE Suite ...]
+#                 [THREAD_MULTIPLE])
 # One CTest entry per rank count: NAME.npN, run under mpiexec. The test binary
 # uses tests/mpi_main.cpp, which initialises MPI and only prints on rank 0, and exits 77
 # (SKIP_RETURN_CODE: CTest reports "skipped") when every test on rank 0 was skipped.
 # SEPARATE: gtest suites that may skip (e.g. they need root) run as their own entries,
 # NAME.Suite.npN, so that their skip shows in CTest instead of inside NAME.npN's pass.
+# THREAD_MULTIPLE: MPI initialised with MPI_THREAD_MULTIPLE (threads that call MPI).
 function(zt_add_mpi_test name)
-  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LIBS;NP;LABELS;SEPARATE" ${ARGN})
+  cmake_parse_arguments(A "THREAD_MULTIPLE" "TIMEOUT" "SOURCES;LIBS;NP;LABELS;SEPARATE" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
-  add_executable(${name} ${A_SOURCES} ${PROJECT_SOURCE_DIR}/tests/mpi_main.cpp)
+  set(_main zt_test_mpi_main)
+  if(A_THREAD_MULTIPLE)
+    set(_main zt_test_mpi_main_mt)
+  endif()
+  add_executable(${name} ${A_SOURCES} $<TARGET_OBJECTS:${_main}>)
   zt_target_defaults(${name})
   target_link_libraries(${name} PRIVATE ${A_LIBS} GTest::gtest MPI::MPI_C)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)

@@ -3,7 +3,8 @@
 
   dpo_engine_test.py ZT WORKDIR MPIEXEC...
 
-The shipped data/preferences-small.jsonl (byte tokenizer, seq_len 63), the tiny preset,
+The first 48 pairs of the shipped data/preferences-small.jsonl (byte tokenizer, seq_len 63;
+each run first computes the reference log-probs of every row of its file), the tiny preset,
 global batch 8 pairs (micro-batch 2 pairs: accumulation 2 at 2 ranks):
 1. Two steps at stage 0 (the reference), then at stages 1, 2 and 3, at stage 3 with hpZ (4 ranks, 2 per node,
    zero.hpz_partition_size 2), stage 3 with the parameters and the optimizer offloaded to
@@ -27,6 +28,7 @@ import subprocess
 import sys
 
 TOL = 1e-5
+PAIRS = 48
 
 
 def main():
@@ -59,11 +61,14 @@ def main():
         return cmd + list(extra)
 
     tok = os.path.join(root, "examples", "tokenizer-bytes")
-    for name, src in (("prefs", os.path.join(root, "data", "preferences-small.jsonl")),):
-        rc, out = run([zt, "convert", "pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", src, f"{name}.h5"])
-        check(rc == 0, f"pairs-to-tokens {name} (exit {rc})")
+    # The first PAIRS pairs: every run computes the reference log-probs of the whole file
+    # before its first step, and the longest run (4 steps of 8 pairs) reads 32.
     with open(os.path.join(root, "data", "preferences-small.jsonl")) as f:
-        lines = f.readlines()
+        lines = f.readlines()[:PAIRS]
+    with open(os.path.join(work, "prefs.jsonl"), "w") as f:
+        f.writelines(lines)
+    rc, out = run([zt, "convert", "pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", "prefs.jsonl", "prefs.h5"])
+    check(rc == 0 and f"{PAIRS} of {PAIRS} pairs" in out, f"pairs-to-tokens prefs (exit {rc})")
     with open(os.path.join(work, "other.jsonl"), "w") as f:
         f.writelines(lines[::-1])  # the same pairs in another order: other rows
     run([zt, "convert", "pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", "other.jsonl", "other.h5"])
