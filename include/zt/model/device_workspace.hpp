@@ -42,7 +42,8 @@ struct DeviceBlockSizes {
       z.rstd_k = n * static_cast<size_t>(c.kv_heads);
     }
     if (c.moe()) {
-      const size_t E = static_cast<size_t>(c.experts), S = n * static_cast<size_t>(c.experts_per_token);
+      const size_t E = static_cast<size_t>(c.experts);
+      const size_t S = n * static_cast<size_t>(c.experts_per_token);
       z.rprobs = n * E;
       z.rw = z.ridx = z.perm = z.pos = S;
       z.xp = z.my = S * C;

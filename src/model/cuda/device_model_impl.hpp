@@ -22,7 +22,6 @@
 #include "zt/kernels/cuda/cuda.hpp"
 #include "zt/model/device_model.hpp"
 #include "zt/model/device_workspace.hpp"
-#include "zt/offload/host_buffer.hpp"
 
 namespace zt::model {
 
@@ -62,7 +61,7 @@ struct DeviceBlockActs {
   kc::DeviceBuffer<int32_t> perm;  // [S]      permuted row p holds slot perm[p]
   kc::DeviceBuffer<int32_t> pos;   // [S]      slot s sits at row pos[s]
   kc::DeviceBuffer<T> xp;          // [S, C]   the input rows (xn2), permuted
-  kc::DeviceBuffer<T> mg;          // [S, I]   gate pre-activations (their gradient after the backward)
+  kc::DeviceBuffer<T> mg;          // [S, I]   gate pre-activations (then their gradient)
   kc::DeviceBuffer<T> mu;          // [S, I]   up pre-activations (likewise)
   kc::DeviceBuffer<T> mh;          // [S, I]   silu(g) * u
   kc::DeviceBuffer<T> my;          // [S, C]   each expert's output before its weight
@@ -108,15 +107,11 @@ struct DeviceBlockActs {
   }
 };
 
-// Pinned host memory of the MoE blocks (asynchronous copies; zt/offload/host_buffer.hpp):
-//   offsets int32 [E + 1]  moe_plan's expert ranges (the GEMM sizes), one block at a time
-//   prob_sum f64 [E]       the pass's probability sums per expert (router_sums' second half)
-//   dprob    f32 [E]       d (coef aux) / d p, uploaded to aux_dprob
+// Pinned host memory of the MoE blocks (the host ends of asynchronous copies):
 struct MoeHost {
-  offload::HostBuffer offsets, prob_sum, dprob;
-  int32_t* offsets_data() const { return static_cast<int32_t*>(offsets.data()); }
-  double* prob_sum_data() const { return static_cast<double*>(prob_sum.data()); }
-  float* dprob_data() const { return static_cast<float*>(dprob.data()); }
+  kc::PinnedBuffer<int32_t> offsets;  // [E + 1] moe_plan's expert ranges (the GEMM sizes)
+  kc::PinnedBuffer<double> prob_sum;  // [E] the pass's probability sums (router_sums' 2nd half)
+  kc::PinnedBuffer<float> dprob;      // [E] d (coef aux) / d p, uploaded to aux_dprob
 };
 
 }  // namespace detail

@@ -57,9 +57,9 @@ void DeviceModel<T, G>::Impl::moe_ensure(const DeviceMoeSizes& z) {
   plan_scratch = kc::DeviceBuffer<int32_t>(z.plan, "the MoE plan scratch");
   if (!moe_host.offsets.data()) {  // E is fixed: once
     const size_t e = static_cast<size_t>(E);
-    moe_host.offsets = offload::HostBuffer((e + 1) * sizeof(int32_t), /*pinned=*/true);
-    moe_host.prob_sum = offload::HostBuffer(e * sizeof(double), /*pinned=*/true);
-    moe_host.dprob = offload::HostBuffer(e * sizeof(float), /*pinned=*/true);
+    moe_host.offsets = kc::PinnedBuffer<int32_t>(e + 1);
+    moe_host.prob_sum = kc::PinnedBuffer<double>(e);
+    moe_host.dprob = kc::PinnedBuffer<float>(e);
   }
 }
 
@@ -78,7 +78,7 @@ void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlock
   kc::MoePlan plan;
   plan.perm = a.perm.data();
   plan.pos = a.pos.data();
-  int32_t* host_offsets = moe_host.offsets_data();  // [E + 1]
+  int32_t* host_offsets = moe_host.offsets.data();  // [E + 1]
   kc::moe_plan(plan, plan_scratch.data(), host_offsets, a.ridx.data(), N, E, K, stream);
   comm::wait_stream(stream, "the mixture-of-experts plan (the experts' GEMM sizes)");
   kc::moe_plan_ready(plan, host_offsets, E);
@@ -135,7 +135,7 @@ void DeviceModel<T, G>::Impl::moe_stats_end() {
   count_router = false;
   // prob_sum [E] (router_sums' second half) to pinned host memory, read after the pass's
   // last wait (moe_aux_term)
-  ZT_CUDA_CHECK(cudaMemcpyAsync(moe_host.prob_sum_data(), router_sums.data() + cfg.experts,
+  ZT_CUDA_CHECK(cudaMemcpyAsync(moe_host.prob_sum.data(), router_sums.data() + cfg.experts,
                                 static_cast<size_t>(cfg.experts) * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream));
 }
@@ -146,9 +146,9 @@ void DeviceModel<T, G>::Impl::moe_aux_begin(double grad_scale) {
   const int64_t E = cfg.experts;
   // dprob [E] = coef grad_scale E T_e / R^2 (the same for every row of every block); the
   // pinned copy is rewritten only after the pass's last wait, so the upload has read it.
-  kernels::cpu::moe_aux_dprob<float>(moe_host.dprob_data(), router.tokens.data(), router.rows, E,
+  kernels::cpu::moe_aux_dprob<float>(moe_host.dprob.data(), router.tokens.data(), router.rows, E,
                                      cfg.router_aux_loss_coef * grad_scale);
-  ZT_CUDA_CHECK(cudaMemcpyAsync(aux_dprob.data(), moe_host.dprob_data(),
+  ZT_CUDA_CHECK(cudaMemcpyAsync(aux_dprob.data(), moe_host.dprob.data(),
                                 static_cast<size_t>(E) * sizeof(float), cudaMemcpyHostToDevice,
                                 stream));
 }
@@ -156,7 +156,7 @@ void DeviceModel<T, G>::Impl::moe_aux_begin(double grad_scale) {
 template <class T, class G>
 double DeviceModel<T, G>::Impl::moe_aux_term() {
   if (!cfg.moe()) return 0.0;
-  router.aux = kernels::cpu::moe_aux_loss(router.tokens.data(), moe_host.prob_sum_data(),
+  router.aux = kernels::cpu::moe_aux_loss(router.tokens.data(), moe_host.prob_sum.data(),
                                           router.rows, cfg.experts);
   return cfg.router_aux_loss ? cfg.router_aux_loss_coef * router.aux : 0.0;
 }
