@@ -40,6 +40,12 @@ std::vector<int> units_of(zero::Engine& engine, Units which) {
   return us;
 }
 bool has_adapters(zero::Engine& engine) { return engine.model().layout().adapter_unit() >= 0; }
+// Expert parallelism: the engine's layout, whose units hold this rank's experts only
+// (io.hpp WriteContents::slices); else null.
+const model::ParamLayout* expert_slices(zero::Engine& engine) {
+  const model::ParamLayout& l = engine.model().layout();
+  return l.expert_parts() > 1 ? &l : nullptr;
+}
 
 std::vector<UnitTarget> targets_of(zero::Engine& engine, bool moments, Units which) {
   std::vector<UnitTarget> t;
@@ -119,6 +125,7 @@ WriteContents contents_of(zero::Engine& engine, const TrainState& state, uint64_
     const zero::OwnedSlice s = engine.owned(u);
     c.units.push_back(UnitShard{s.begin, s.count, s.params, s.m, s.v});
   }
+  c.slices = expert_slices(engine);
   return c;
 }
 
@@ -497,7 +504,8 @@ TrainState load(zero::Engine& engine, MPI_Comm comm, const std::string& path,
   const std::vector<UnitTarget> t =
       targets_of(engine, true, has_adapters(engine) ? Units::kTrainable : Units::kAll);
   std::optional<TrainState> st =
-      read_file(comm, path, engine.model().layout().config(), t, ReadWhat::kTraining, warnings);
+      read_file(comm, path, engine.model().layout().config(), t, ReadWhat::kTraining, warnings,
+                nullptr, nullptr, expert_slices(engine));
   engine.after_load();
   engine.set_steps_done(st->step);
   st->base_path = h.adapters.base_path;
@@ -514,7 +522,7 @@ void load_weights(zero::Engine& engine, MPI_Comm comm, const std::string& path,
   // The base units of the run: QLoRA's leave out the targeted W (read below).
   const model::ParamLayout base = model::lora_base_layout(run.config(), lora);
   read_file(comm, path, run.config(), t, ReadWhat::kParams, warnings, nullptr,
-            base.left_out() != 0 ? &base : nullptr);
+            base.left_out() != 0 ? &base : nullptr, expert_slices(engine));
   engine.after_load();
   if (lora.method == model::FinetuneMethod::kQlora) load_qlora_base(engine, path, base);
 }

@@ -66,6 +66,20 @@ Part part_of(const model::TensorInfo& t, int64_t begin, int64_t count) {
   return {lo - t.offset, hi - lo, lo - begin};
 }
 
+Part part_in_file(const std::vector<model::TensorInfo>& tensors, size_t i,
+                  const model::ParamLayout* slices, int64_t begin, int64_t count) {
+  if (!slices) return part_of(tensors[i], begin, count);
+  ZT_CHECK(slices->tensors().size() == tensors.size() && slices->tensors()[i].name == tensors[i].name,
+           "an expert-parallel layout of another model than the file's", "a bug in the caller");
+  const model::TensorInfo& mine = slices->tensors()[i];
+  Part p = part_of(mine, begin, count);
+  if (mine.global_rows > 0)
+    p.first += mine.global_begin;
+  else if (slices->first_expert() != 0)
+    p = Part{};  // the group's first rank writes (reads) the replicated tensors
+  return p;
+}
+
 SumKind sum_kind_of(uint32_t format_version) {
   return format_version >= 2 ? SumKind::kXxh3 : SumKind::kSum64;
 }

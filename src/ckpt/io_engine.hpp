@@ -48,6 +48,12 @@ struct Part {
   int64_t at = 0;
 };
 Part part_of(const model::TensorInfo& t, int64_t begin, int64_t count);
+// The same for tensor i of a file's layout when the shard is of `slices`' units (expert
+// parallelism, WriteContents::slices; null: part_of(tensors[i], ...)): an expert slice's
+// part moved to its place in the whole tensor; a replicated tensor's part empty unless
+// this rank is its expert group's first.
+Part part_in_file(const std::vector<model::TensorInfo>& tensors, size_t i,
+                  const model::ParamLayout* slices, int64_t begin, int64_t count);
 
 // Which checksum a file's datasets carry (docs/checkpoint-format.md, "Checksums"):
 // zt-sum64 in format_version 1 files, zt-xxh3 in the version-2 files zt writes now.

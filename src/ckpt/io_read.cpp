@@ -145,7 +145,7 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds, SumKi
                   std::span<const UnitTarget> units, hid_t dxpl, const std::string& path,
                   ChecksumWorker& worker, std::vector<uint64_t>& sums, std::vector<uint64_t>& tails,
                   std::vector<uint64_t>& stored, std::vector<std::string>& names,
-                  Progress& progress, IoTimes& times) {
+                  Progress& progress, IoTimes& times, const model::ParamLayout* slices) {
   const std::vector<model::TensorInfo>& tensors = layout.tensors();
   const size_t nt = tensors.size();
   const auto t_data = std::chrono::steady_clock::now();
@@ -175,7 +175,7 @@ void read_tensors(hid_t file, const model::ParamLayout& layout, int kinds, SumKi
       const std::span<float> all = k == kParams ? u.params : k == kExpAvg ? u.exp_avg : u.exp_avg_sq;
       ZT_CHECK(all.size() == static_cast<size_t>(u.count), "target span size differs from its count",
                "every span of a UnitTarget holds `count` elements");
-      const Part p = part_of(t, u.begin, u.count);
+      const Part p = part_in_file(tensors, i, slices, u.begin, u.count);
       const std::span<float> out = all.subspan(static_cast<size_t>(p.at), static_cast<size_t>(p.n));
       const ChecksumWorker::Job job{kind, out, static_cast<uint64_t>(p.first), static_cast<uint64_t>(t.numel),
                                     &sums[d], nullptr};
@@ -271,7 +271,8 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                                     const model::Config& run_config,
                                     std::span<const UnitTarget> units, ReadWhat what,
                                     std::vector<std::string>* warnings, IoTimes* times,
-                                    const model::ParamLayout* part) {
+                                    const model::ParamLayout* part,
+                                    const model::ParamLayout* slices) {
   const auto t_start = std::chrono::steady_clock::now();
   const uint64_t faults0 = minor_page_faults();
   IoTimes t;
@@ -310,7 +311,7 @@ std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
   const SumKind sum_kind = sum_kind_of(header.format_version);
   ChecksumWorker worker;  // follows the reads
   read_tensors(file.get(), layout, kinds, sum_kind, units, dxpl.get(), path, worker, sums, tails,
-               stored, names, *progress, t);
+               stored, names, *progress, t, slices);
   const auto t0 = std::chrono::steady_clock::now();
   std::optional<TrainState> state;
   if (training) {

@@ -83,12 +83,14 @@ class UnitRelease {
 };
 
 // This rank's slice of tensor i of `kind`, and where it lies in the tensor.
-std::span<const float> slice_of(const WriteContents& c, int kind, const model::TensorInfo& t, Part* part) {
+std::span<const float> slice_of(const WriteContents& c, int kind,
+                                const std::vector<model::TensorInfo>& tensors, size_t i, Part* part) {
+  const model::TensorInfo& t = tensors[i];
   const UnitShard& s = c.units[static_cast<size_t>(t.unit)];
   const std::span<const float> all = kind == kParams ? s.params : kind == kExpAvg ? s.exp_avg : s.exp_avg_sq;
   ZT_CHECK(all.size() == static_cast<size_t>(s.count), "shard span size differs from its count",
            "every span of a UnitShard holds `count` elements");
-  *part = part_of(t, s.begin, s.count);
+  *part = part_in_file(tensors, i, c.slices, s.begin, s.count);
   return all.subspan(static_cast<size_t>(part->at), static_cast<size_t>(part->n));
 }
 
@@ -120,7 +122,7 @@ FileSums queue_checksums(MPI_Comm comm, ChecksumWorker& worker, const WriteConte
   FileSums s{std::vector<uint64_t>(n + (training ? 1 : 0), 0), std::vector<uint64_t>(n, 0)};
   for (const auto& [k, i] : order) {
     Part p;
-    const std::span<const float> x = slice_of(c, k, tensors[i], &p);
+    const std::span<const float> x = slice_of(c, k, tensors, i, &p);
     const size_t d = f.index(k, i);
     worker.push({SumKind::kXxh3, x, static_cast<uint64_t>(p.first), static_cast<uint64_t>(tensors[i].numel),
                  &s.sums[d], &s.non_finite[d], release.arrival(f, i), c.source,
@@ -251,7 +253,7 @@ void write_tensors(MPI_Comm comm, const WriteContents& c, const FileParts& f,
   for (const auto& [k, i] : order) {
     const size_t d = f.index(k, i);
     Part p;
-    const std::span<const float> data = slice_of(c, k, tensors[i], &p);
+    const std::span<const float> data = slice_of(c, k, tensors, i, &p);
     if (uint64_t at = 0; raw_offset(ds.dsets[d].get(), path, &at)) {
       if (err == 0)
         queued.emplace_back(raw.queue(const_cast<char*>(reinterpret_cast<const char*>(data.data())),
@@ -304,7 +306,7 @@ size_t add_tail_sums(MPI_Comm comm, const WriteContents& c, const FileParts& f, 
     for (int k = 0; k < f.kinds; ++k)
       for (size_t i = 0; i < f.nt(); ++i) {
         Part p;
-        slice_of(c, k, tensors[i], &p);
+        slice_of(c, k, tensors, i, &p);
         const size_t d = f.index(k, i);
         uint64_t at = 0;
         ZT_CHECK(raw_offset(ds.dsets[d].get(), path, &at), "a dataset zt created is not contiguous",

@@ -52,7 +52,7 @@ double init_value(const TensorInfo& t, const Config& cfg, const InitOptions& opt
   if (t.init == InitKind::kLoraA)  // as init_lora: kaiming_uniform_(a = sqrt(5)), fan_in = shape[1]
     return 1.0 / std::sqrt(static_cast<double>(t.shape[1])) *
            (2.0 * uniform_at(tensor_key(opt.seed, t.name), i) - 1.0);
-  return init_std(t, cfg, opt) * init_standard_normal(opt.seed, t.name, i);
+  return init_std(t, cfg, opt) * init_standard_normal(opt.seed, t.name, t.global_begin + i);
 }
 
 template <class T>
@@ -75,8 +75,9 @@ void init_tensor(const TensorInfo& t, const Config& cfg, const InitOptions& opt,
   }
   const double sd = init_std(t, cfg, opt);
   const uint64_t key = tensor_key(opt.seed, t.name);
+  const int64_t at = t.global_begin + begin;  // an expert slice draws the whole tensor's values
   for (int64_t j = 0; j < n; ++j) {
-    out[static_cast<size_t>(j)] = static_cast<T>(sd * normal_at(key, begin + j));
+    out[static_cast<size_t>(j)] = static_cast<T>(sd * normal_at(key, at + j));
   }
 }
 

@@ -43,6 +43,28 @@ ParamLayout ParamLayout::without_weights(const Config& cfg, uint32_t targets) {
   return p;
 }
 
+ParamLayout ParamLayout::expert_slice(const Config& cfg, int parts, int index) {
+  ParamLayout p;
+  p.cfg_ = cfg;
+  p.cfg_.validate();
+  if (parts < 1 || !cfg.moe() || cfg.experts % parts != 0 || index < 0 || index >= parts)
+    throw InputError(strf("moe.expert_parallel = %d with model.experts = %lld: the expert group "
+                          "size must divide the expert count",
+                          parts, static_cast<long long>(cfg.experts)),
+                     "set moe.expert_parallel to a divisor of model.experts (and of the ranks), "
+                     "or 1 (no expert parallelism; also for models without experts)");
+  p.expert_parts_ = parts;
+  p.first_expert_ = cfg.experts / parts * index;
+  p.build();
+  return p;
+}
+
+int64_t ParamLayout::dense_numel(int u) const {
+  const UnitInfo& info = unit(u);
+  return info.kind == UnitKind::kBlock && block_.experts_gate_up >= 0 ? block_.experts_gate_up
+                                                                      : info.numel;
+}
+
 void ParamLayout::build() {
   const uint32_t out = left_out_;
   // Adds the tensor unless its projection is left out; its offset (0 when left out).
@@ -87,13 +109,18 @@ void ParamLayout::build() {
     o.post_norm = add_tensor(tensors_, u, ui, p + "post_attention_layernorm.weight", {C},
                              InitKind::kOnes);
     if (cfg_.moe()) {
-      const int64_t E = cfg_.experts;
+      const int64_t E = cfg_.experts, El = E / expert_parts_;  // all, and this slice's
       o.gate = o.up = o.down = -1;
       o.router = add_tensor(tensors_, u, ui, p + "mlp.gate.weight", {E, C}, InitKind::kNormal);
       o.experts_gate_up = add_tensor(tensors_, u, ui, p + "mlp.experts.gate_up_proj",
-                                     {E, 2 * I, C}, InitKind::kNormal);
-      o.experts_down = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj", {E, C, I},
+                                     {El, 2 * I, C}, InitKind::kNormal);
+      o.experts_down = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj", {El, C, I},
                                   InitKind::kNormalScaled);
+      if (expert_parts_ > 1)  // the slice of each whole tensor (experts lead)
+        for (size_t t = tensors_.size() - 2; t < tensors_.size(); ++t) {
+          tensors_[t].global_rows = E;
+          tensors_[t].global_begin = first_expert_ * (tensors_[t].numel / El);
+        }
     } else {
       o.gate = maybe(kGate, u, ui, p + "mlp.gate_proj.weight", {I, C}, InitKind::kNormal);
       o.up = maybe(kUp, u, ui, p + "mlp.up_proj.weight", {I, C}, InitKind::kNormal);
@@ -113,7 +140,7 @@ void ParamLayout::build() {
     units_.push_back(u);
   }
   for (const auto& u : units_) total_numel_ += u.numel;
-  ZT_CHECK(out != 0 || total_numel_ == cfg_.num_params(), "layout and Config::num_params() disagree",
+  ZT_CHECK(out != 0 || expert_parts_ > 1 || total_numel_ == cfg_.num_params(), "layout and Config::num_params() disagree",
            "a bug in zt's model layout.");
 }
 

@@ -4,6 +4,7 @@
 // model's state, Model<R>::Impl. Shapes: B batch, T sequence, N = B*T rows, C hidden,
 // H heads, G kv heads, D head_dim, I intermediate, V vocab.
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
 #include "zt/model/model.hpp"
+#include "zt/model/moe_parallel.hpp"
 
 namespace zt::model {
 
@@ -122,6 +124,11 @@ struct Model<R>::Impl {
   RouterStats router;               // tokens per expert, rows, aux of the last forward_trunk
   std::vector<double> prob_sum;     // [E] P_e: router probabilities summed over the rows
   bool count_router = false;        // inside forward_trunk: the blocks add to `router`
+  // Expert parallelism (moe_block_ep.cpp, Model::set_expert_group): the layout holds this
+  // rank's experts only (ParamLayout::expert_slice) and each block's MLP runs through its
+  // ExpertParallelMoe over the expert group (null: the single-rank block).
+  comm::Comm* expert_group = nullptr;
+  std::vector<std::unique_ptr<ExpertParallelMoe>> ep;  // [L]
   // Per-token positions of the call in progress ([B, T]; nullptr: 0..T-1 in each row):
   // packed examples restart RoPE positions and attention at each example's first token.
   const int32_t* pos = nullptr;
@@ -235,6 +242,9 @@ struct Model<R>::Impl {
   // experts' gradients into unit u's (none when frozen). With router_aux_loss the aux
   // loss's gradient (aux_dprob, set by moe_aux_begin) enters every row's router.
   void moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N);
+  // The same over the expert group (moe_block_ep.cpp; expert_group set).
+  void moe_forward_ep(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
+  void moe_backward_ep(int u, const R* p, BlockActs<R>& a, int64_t N);
   // A forward_trunk's statistics: begin zeroes them and counts the blocks' routing; end
   // stops counting and computes router.aux (no-ops without experts).
   void moe_stats_begin();

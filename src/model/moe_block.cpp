@@ -22,6 +22,7 @@ double RouterStats::imbalance() const {
 
 template <class R>
 void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
+  if (expert_group) return moe_forward_ep(l, p, x_out, a, N);  // moe_block_ep.cpp
   (void)l;  // no adapters inside the experts (lora.cpp refuses gate/up/down targets)
   const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
   const BlockOffsets& o = layout.block_offsets();
@@ -47,6 +48,7 @@ void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
 
 template <class R>
 void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N) {
+  if (expert_group) return moe_backward_ep(u, p, a, N);  // moe_block_ep.cpp
   const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
   const BlockOffsets& o = layout.block_offsets();
   dlogits_r.ensure(N * E);

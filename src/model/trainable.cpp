@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "zt/comm/comm.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -32,7 +33,7 @@ bool fits(const View& v, int64_t numel) {
 class HostModel final : public TrainableModel {
  public:
   HostModel(const Config& cfg, int64_t max_batch, int64_t max_seq, const LoraConfig& lora)
-      : model_(lora_base_layout(cfg, lora), max_batch, max_seq) {
+      : model_(lora_base_layout(cfg, lora), max_batch, max_seq), max_batch_(max_batch), max_seq_(max_seq) {
     if (lora.enabled()) {
       lora_layout_.emplace(cfg, lora);
       layout_.emplace(cfg, lora);
@@ -89,6 +90,12 @@ class HostModel final : public TrainableModel {
   const RouterStats* router_stats() const override {
     return model_.config().moe() ? &model_.router_stats() : nullptr;
   }
+  void set_expert_group(comm::Comm& group) override {
+    if (lora_layout_) TrainableModel::set_expert_group(group);  // refuses
+    model_ = Model<float>(ParamLayout::expert_slice(model_.config(), group.size(), group.rank()),
+                          max_batch_, max_seq_);
+    model_.set_expert_group(&group);
+  }
   void set_dropout_stream(uint64_t stream) override { model_.set_lora_stream(stream); }
   void set_row_objective(RowObjective objective) override { model_.set_row_objective(std::move(objective)); }
   void set_adapters_enabled(bool on) override { model_.set_adapters_enabled(on); }
@@ -117,6 +124,7 @@ class HostModel final : public TrainableModel {
   UnitHooks hooks_;
   bool adapters_bound_ = false;
   const QloraBase* qlora_ = nullptr;  // QLoRA: the NF4 base (owned by the engine)
+  int64_t max_batch_, max_seq_;       // the workspace's first shape (set_expert_group rebuilds)
 };
 
 }  // namespace
@@ -157,6 +165,15 @@ void TrainableModel::set_adapters_enabled(bool on) {
 void TrainableModel::row_logps(std::span<const int32_t>, std::span<const int32_t>, int64_t, int64_t,
                                std::span<const int32_t>, std::span<double>, std::span<int64_t>) {
   no_objective(describe());
+}
+
+void TrainableModel::set_expert_group(comm::Comm& group) {
+  throw InputError(strf("moe.expert_parallel = %d on the %s model%s: it has no expert parallelism",
+                        group.size(), describe().c_str(),
+                        layout().adapter_unit() >= 0 ? " with LoRA adapters" : ""),
+                   "set moe.expert_parallel = 1 (expert parallelism runs on the host fp32 model "
+                   "without LoRA: train.device = cpu, train.precision = fp32, finetune.method = "
+                   "full)");
 }
 
 void TrainableModel::bind_qlora(const QloraBase&) {

@@ -337,6 +337,10 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.zero.max_seq = t.seq_len;
   t.zero.offload = offload::offload_options(c);
   t.zero.lora = t.lora;  // frozen base units + the adapters' unit (docs/zero.md)
+  if (t.zero.expert_parallel > 1 && t.pref.enabled())
+    throw InputError(strf("moe.expert_parallel = %d with finetune.objective = %s",
+                          t.zero.expert_parallel, objective_name(t.pref.objective)),
+                     "preference objectives train with moe.expert_parallel = 1");
   t.ckpt = ckpt::ckpt_options(c);
   return t;
 }

@@ -39,6 +39,14 @@ void add_zero_keys(config::Schema& s) {
     k.min = 16;
     k.max = 65536;
   }
+  {
+    auto& k = s.add_int("moe.expert_parallel", d.expert_parallel,
+                        "ranks of one expert group: each holds model.experts / N of every "
+                        "block's experts (tokens dispatched by all-to-all); ZeRO over the "
+                        "other world / N; must divide the ranks and model.experts");
+    k.min = 1;
+    k.max = 1 << 20;
+  }
 }
 
 EngineOptions zero_options(const config::Config& c) {
@@ -50,6 +58,7 @@ EngineOptions zero_options(const config::Config& c) {
   o.quantize_grads = c.get_bool("zero.quantize_grads");
   o.reduce_dtype = parse_reduce_dtype(c.get_string("zero.reduce_dtype"));
   o.quantize_block = static_cast<int>(c.get_int("zero.quantize_block"));
+  o.expert_parallel = static_cast<int>(c.get_int("moe.expert_parallel"));
   return o;
 }
 

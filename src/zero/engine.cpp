@@ -66,12 +66,18 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       mem(detail::make_space(options, offload::default_isa())),
       pinned(std::make_shared<offload::PinnedPool>(options.offload.pinned_bytes,
                                                    mem->model_space() == model::Space::kDevice)),
-      groups(*staged(*mem, pinned, &world, staged_world), staged(*mem, pinned, node, staged_node),
-             staged(*mem, pinned, cross, staged_cross), checked_hpz(options, world, node), control),
-      n(world.size()),
+      ex(detail::split_experts(cfg, world, options)),
+      // With expert parallelism ZeRO runs over the data-parallel group, flat (no node
+      // phases, no hpZ: validate_experts refuses it).
+      groups(*staged(*mem, pinned, ex.data ? ex.data.get() : &world, staged_world),
+             ex.data ? nullptr : staged(*mem, pinned, node, staged_node),
+             ex.data ? nullptr : staged(*mem, pinned, cross, staged_cross),
+             checked_hpz(options, ex.data ? *ex.data : world, ex.data ? nullptr : node), control),
+      n(ex.data ? ex.data->size() : world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
-      model_owner(mem->make_model(cfg, options.max_batch, options.max_seq, options.lora)),
+      model_owner(detail::with_experts(
+          mem->make_model(cfg, options.max_batch, options.max_seq, options.lora), ex)),
       model(*model_owner),
       layout(model.layout()),
       part(layout, n, groups.partition_index(),
@@ -382,124 +388,6 @@ Engine::~Engine() = default;
 Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
-double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                          int64_t B, int64_t T, bool recompute, double grad_scale,
-                          std::span<const int32_t> positions) {
-  Impl& e = *impl_;
-  e.flush_checkout();
-  if (e.micro_done >= e.opt.accum)
-    throw Error(strf("micro_step %d of a step with train.accum = %d", e.micro_done + 1,
-                     e.opt.accum),
-                "call step() after every accum micro-steps");
-  e.boundary = e.micro_done + 1 == e.opt.accum;
-  e.begin_pass(Impl::Mode::kTrain, e.train_order);
-  // LoRA dropout: masks from (optimizer step, micro-step, rank), so a resumed run and
-  // every stage draw the same ones.
-  e.model.set_dropout_stream((static_cast<uint64_t>(e.steps) * static_cast<uint64_t>(e.opt.accum) +
-                              static_cast<uint64_t>(e.micro_done)) * static_cast<uint64_t>(e.n) +
-                             static_cast<uint64_t>(e.part.index()));
-  // Each rank's gradient enters the sums pre-divided by the world size: the reductions
-  // add, and the sum is the mean over ranks.
-  double loss = 0;
-  try {
-    loss = e.model.loss_and_grad(tokens, targets, B, T, recompute,
-                                 grad_scale / static_cast<double>(e.n), positions);
-    e.end_pass();
-  } catch (...) {
-    e.abandon_pass();
-    throw;
-  }
-  e.micro_done += 1;
-  e.loss_sum += loss;
-  e.tally_router();
-  e.note_peak();
-  return loss;
-}
-
-StepStats Engine::step(double lr) { return impl_->step(lr); }
-
-double Engine::eval_loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                         int64_t B, int64_t T, std::span<const int32_t> positions) {
-  Impl& e = *impl_;
-  e.flush_checkout();
-  e.begin_pass(Impl::Mode::kEval, e.eval_order);
-  double loss = 0;
-  try {
-    loss = e.model.loss(tokens, targets, B, T, positions);
-    e.end_pass();
-  } catch (...) {
-    e.abandon_pass();
-    throw;
-  }
-  e.note_peak();
-  return loss;
-}
-
-void Engine::logits_last(std::span<const int32_t> tokens, int64_t T, std::span<float> out) {
-  Impl& e = *impl_;
-  e.flush_checkout();
-  e.begin_pass(Impl::Mode::kEval, e.eval_order);
-  try {
-    if (e.mem->host_accessible()) {
-      e.model.logits_last(tokens, T, model::host_view(out));
-    } else if (!e.bf16_weights) {  // into the space, then to the host
-      if (e.logits_buf.size() != out.size())
-        e.logits_buf = detail::Buf<float>(*e.mem, out.size(), "logits");
-      e.model.logits_last(tokens, T, e.mview(e.logits_buf.data(), out.size()));
-      e.mem->to_host(out.data(), e.logits_buf.data(), out.size_bytes());
-    } else {  // bf16 logits in the space, widened on the host
-      if (e.logits_half.size() != out.size())
-        e.logits_half = detail::Buf<bf16>(*e.mem, out.size(), "logits");
-      e.model.logits_last(tokens, T,
-                          {e.logits_half.data(), static_cast<int64_t>(out.size()), DType::kBF16,
-                           e.mem->model_space()});
-      std::vector<bf16> host(out.size());  // [vocab]
-      e.mem->to_host(host.data(), e.logits_half.data(), out.size() * sizeof(bf16));
-      for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<float>(host[k]);
-    }
-    e.end_pass();
-  } catch (...) {
-    e.abandon_pass();
-    throw;
-  }
-}
-
-void Engine::gather_full_params(model::Parameters<float>& out) {
-  Impl& e = *impl_;
-  ZT_CHECK(e.mode == Impl::Mode::kIdle, "gather_full_params during a micro-step",
-           "call it between steps");
-  ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
-           "make it from this engine's model().layout()");
-  e.flush_checkout();
-  e.land_all();  // offload: copies up still in flight (the host reads what they wrote)
-  e.full_params_to_host(out);
-}
-
-void Engine::Impl::full_params_to_host(model::Parameters<float>& out) {
-  detail::Buf<float> full;  // bf16_weights at stage 3, or half_up: [max_padded]
-  for (int u = 0; u < units; ++u) unit_to_host(u, out.params(u), full);
-}
-
-void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>& full) {
-  const size_t numel = static_cast<size_t>(part.unit(u).numel);
-  ZT_CHECK(dst.size() == numel, "unit_to_host: a buffer of another size than the unit",
-           "a bug in the engine.");
-  if (opt.stage <= 2 && bf16_master) {
-    detail::to_host_widened(*mem, dst.data(), compute_params[static_cast<size_t>(u)].data(), numel);
-  } else if (opt.stage <= 2 && !half_up) {
-    mem->to_host(dst.data(), full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
-  } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
-    if (bf16_weights && full.empty())
-      full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
-    float* buf = bf16_weights ? full.data() : gather_buf[0].data();
-    if (half_up)
-      gather_master(u, buf);  // the store's: no fp32 copy on the device
-    else
-      gather_exact(u, buf);
-    mem->to_host(dst.data(), buf, numel * sizeof(float));
-  }
-}
-
 bf16* Engine::Impl::owned_half_params(int u) {
   const UnitPartition& p = part.unit(u);
   const size_t i = static_cast<size_t>(u);
@@ -540,6 +428,7 @@ void Engine::after_load() {
   Impl& e = *impl_;
   ZT_CHECK(e.mode == Impl::Mode::kIdle, "after_load during a micro-step", "call it between steps");
   e.flush_checkout();
+  if (e.ex.parts > 1) e.share_dense_after_load();  // engine_experts.cpp
   if (e.opt.stage <= 2) e.gather_params_in_place();
   e.cast_compute_params();
   if (e.opt.stage == 0) {  // (frozen units have no moments)
@@ -570,6 +459,13 @@ std::string Engine::describe() const {
   const Impl& e = *impl_;
   const detail::Groups& g = e.groups;
   const std::string offload = e.store ? "; " + e.store->describe() : std::string();
+  const std::string experts =
+      e.ex.parts > 1 ? strf("; expert parallel %d (experts [%lld, %lld) of %lld here)", e.ex.parts,
+                            static_cast<long long>(e.layout.first_expert()),
+                            static_cast<long long>(e.layout.first_expert() +
+                                                   e.layout.config().experts / e.ex.parts),
+                            static_cast<long long>(e.layout.config().experts))
+                     : std::string();
   return strf("ZeRO stage %d on %d ranks (%d node%s x %d, %s collectives), partition %d, "
               "memory %s, hpZ %s, prefetch %d, qwZ %s, qgZ %s (block %d), reduce %s, accum %d; "
               "%lld parameters, %lld padded",
@@ -579,7 +475,7 @@ std::string Engine::describe() const {
               e.opt.quantize_weights ? "on" : "off", e.opt.quantize_grads ? "on" : "off",
               e.opt.quantize_block, std::string(dtype_name(e.opt.reduce_dtype)).c_str(),
               e.opt.accum, static_cast<long long>(e.part.total_numel()),
-              static_cast<long long>(e.part.total_padded())) + offload;
+              static_cast<long long>(e.part.total_padded())) + offload + experts;
 }
 
 }  // namespace zt::zero

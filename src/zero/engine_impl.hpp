@@ -1,10 +1,13 @@
 #pragma once
 // The ZeRO engine's state (private to zt_zero). The work is spread over
 //   engine.cpp         construction, the public methods, memory figures
+//   engine_passes.cpp  micro_step, step, eval_loss, logits_last, gather_full_params
 //   engine_hooks.cpp   the model's unit hooks and the schedule of in-flight operations
 //   engine_gather.cpp  stage-3 parameter gathers: primary, qwZ, hpZ secondary
 //   engine_reduce.cpp  gradient reductions: all-reduce, reduce-scatter, bf16, qgZ
 //   engine_step.cpp    the optimizer step: global norm, clipping, AdamW on shards
+//   engine_experts.cpp expert parallelism: the expert and data-parallel groups, the dense
+//                      gradients' sum over the expert group, the norm, full experts
 //   engine_offload.cpp the offload store behind the optimizer state (offload.*)
 //   memory.cpp, memory_cuda.cpp, staged_comm.cpp
 //                      the memory space of every buffer below and its element-wise work
@@ -36,6 +39,27 @@
 #include "zt/zero/engine.hpp"
 
 namespace zt::zero {
+
+namespace detail {
+
+// Expert parallelism (moe.expert_parallel = parts > 1; engine_experts.cpp): the world as
+// D x parts ranks. Rank r is position r % parts of expert group r / parts (consecutive
+// ranks: its all_to_alls stay within a node when a node holds whole groups) and rank
+// r / parts of data-parallel group r % parts, over which the engine runs ZeRO.
+struct ExpertSplit {
+  int parts = 1;
+  std::unique_ptr<comm::Comm> data;     // the D ranks of this position (parts > 1)
+  std::unique_ptr<comm::Comm> experts;  // this rank's expert group (parts > 1)
+};
+// Checks moe.expert_parallel (EngineOptions::validate_experts) on every rank alike, then
+// splits (collective over world). parts 1: nothing split.
+ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt);
+// The model with its expert slice over split.experts (TrainableModel::set_expert_group;
+// parts 1: unchanged).
+std::unique_ptr<model::TrainableModel> with_experts(std::unique_ptr<model::TrainableModel> m,
+                                                    ExpertSplit& split);
+
+}  // namespace detail
 
 struct Engine::Impl {
   // Reductions allowed in flight behind the backward before one must complete.
@@ -79,6 +103,8 @@ struct Engine::Impl {
   // The one pool of pinned host buffers between mem and host memory (offload copies,
   // staged collectives), bounded by offload.pinned_bytes; declared before its users.
   std::shared_ptr<offload::PinnedPool> pinned;
+  // Expert parallelism (declared before groups, which run over ex.data when split).
+  detail::ExpertSplit ex;
   // Staging wrappers of the caller's communicators when mem->stages() them (else null);
   // groups splits its private copies from them, so every engine collective is staged.
   std::unique_ptr<comm::Comm> staged_world, staged_node, staged_cross;
@@ -257,6 +283,22 @@ struct Engine::Impl {
   StepStats step(double lr);
   detail::Buf<double> step_sums;  // [2] squared norm, loss: when world takes mem's buffers
   void all_reduce_step_sums(double sums[2]);
+
+  // ---- engine_experts.cpp -----------------------------------------------------------
+  // Adds the replicated (dense) gradients over the expert group: of the owned elements
+  // (stages 1-3), of whole units at stage 0, which updates whole units.
+  void reduce_dense_grads();
+  // The step's sums with expert parallelism: sums[0] the squared norm counting every
+  // parameter once (dense elements weigh 1/parts: each group holds them parts times),
+  // sums[1] the loss, both summed over the data-parallel and the expert group.
+  void expert_step_sums(double sums[2]);
+  // Block unit u's whole tensors into dst [ParamLayout(cfg)'s numel]: this rank's unit,
+  // its experts all-gathered over the expert group (collective over it).
+  void unit_to_host_all_experts(int u, std::span<float> dst, detail::Buf<float>& full);
+  // After a load: the replicated (dense) owned elements, which only the expert group's
+  // first rank read (ckpt's WriteContents::slices), from it to the group (parameters and
+  // moments).
+  void share_dense_after_load();
 
   // ---- engine_offload.cpp -----------------------------------------------------------
   // offload.optimizer != none: the store holds master, m, v of the owned elements (adam_m

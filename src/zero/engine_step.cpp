@@ -85,10 +85,13 @@ std::optional<RouterStep> Engine::Impl::take_router() {
   if (router_sum.empty()) return std::nullopt;
   groups.host().all_reduce(router_sum.data(), router_sum.data(), router_sum.size(), DType::kF64,
                            comm::ReduceOp::kSum);
+  if (ex.experts)  // expert parallelism: each rank counted its own tokens
+    ex.experts->all_reduce(router_sum.data(), router_sum.data(), router_sum.size(), DType::kF64,
+                           comm::ReduceOp::kSum);
   RouterStep r;
   const size_t E = router_sum.size() - 1;
   r.tokens.assign(router_sum.begin(), router_sum.begin() + static_cast<ptrdiff_t>(E));
-  r.aux = router_sum[E] / static_cast<double>(opt.accum * n);
+  r.aux = router_sum[E] / static_cast<double>(opt.accum * n * ex.parts);
   model::RouterStats s;
   s.tokens = r.tokens;
   r.imbalance = s.imbalance();
@@ -108,18 +111,23 @@ StepStats Engine::Impl::step(double lr) {
   // mean loss over ranks, in one all_reduce. Stage 0 has the whole reduced gradient on
   // every rank; it sums its partition's slice like the other stages.
   double sums[2] = {0.0, loss_sum / static_cast<double>(opt.accum)};
-  for (int u = 0; u < units; ++u) {
-    if (!trainable(u)) continue;  // frozen units have no gradient
-    const UnitPartition& p = part.unit(u);
-    const size_t i = static_cast<size_t>(u);
-    const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
-    mem->sum_squares_add(g, static_cast<size_t>(p.owned));
+  if (ex.parts > 1) {  // the dense gradients summed over the expert group first
+    reduce_dense_grads();
+    expert_step_sums(sums);  // engine_experts.cpp
+  } else {
+    for (int u = 0; u < units; ++u) {
+      if (!trainable(u)) continue;  // frozen units have no gradient
+      const UnitPartition& p = part.unit(u);
+      const size_t i = static_cast<size_t>(u);
+      const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
+      mem->sum_squares_add(g, static_cast<size_t>(p.owned));
+    }
+    all_reduce_step_sums(sums);
   }
-  all_reduce_step_sums(sums);
   StepStats stats;
   stats.router = take_router();
   stats.grad_norm = std::sqrt(sums[0]);
-  stats.loss = sums[1] / static_cast<double>(n);
+  stats.loss = sums[1] / static_cast<double>(n * ex.parts);
   stats.clip_coef = clip_coefficient(stats.grad_norm, opt.grad_clip);
 
   // What ends every step, taken or skipped: gradients zeroed for the next one, the

@@ -81,6 +81,40 @@ void EngineOptions::validate(int world_size, int ranks_per_node) const {
   offload.validate(stage);
 }
 
+void EngineOptions::validate_experts(int world_size, int64_t experts) const {
+  const int n = expert_parallel;
+  if (n == 1) return;
+  if (n < 1 || world_size % n != 0)
+    throw InputError(strf("moe.expert_parallel = %d does not divide the world of %d ranks", n,
+                          world_size),
+                     "set moe.expert_parallel to a divisor of the ranks (the expert groups tile "
+                     "the world), or launch a multiple of it");
+  if (experts <= 0 || experts % n != 0)
+    throw InputError(strf("moe.expert_parallel = %d does not divide the model's %lld experts", n,
+                          static_cast<long long>(experts)),
+                     experts <= 0 ? "the model has no experts: set moe.expert_parallel = 1"
+                                  : "set moe.expert_parallel to a divisor of model.experts");
+  const auto refuse = [&](const std::string& what, const char* hint) {
+    throw InputError(strf("moe.expert_parallel = %d with %s", n, what.c_str()), hint);
+  };
+  if (device != Device::kHost)
+    refuse(device == Device::kCuda ? "train.device = cuda" : "the host-staged memory space",
+           "the device model has no expert parallelism: set moe.expert_parallel = 1 or "
+           "train.device = cpu");
+  if (precision != "fp32")
+    refuse("train.precision = " + precision, "expert parallelism runs in fp32: set "
+           "train.precision = fp32 or moe.expert_parallel = 1");
+  if (hpz_partition_size > 1)
+    refuse(strf("zero.hpz_partition_size = %d", hpz_partition_size),
+           "hpZ's secondary groups are not built over the data-parallel groups of expert "
+           "parallelism: set zero.hpz_partition_size = 1 (or 0) or moe.expert_parallel = 1");
+  if (offload.optimizer != offload::Home::kNone || offload.params != offload::Home::kNone)
+    refuse("offload.optimizer / offload.params", "set offload.optimizer = none and "
+           "offload.params = none, or moe.expert_parallel = 1");
+  if (lora.enabled())
+    refuse("finetune.method = lora / qlora", "LoRA trains with moe.expert_parallel = 1");
+}
+
 int EngineOptions::effective_hpz(int world_size, int ranks_per_node) const {
   if (stage != 3) return 1;
   const int h = hpz_partition_size == 0 ? ranks_per_node : hpz_partition_size;

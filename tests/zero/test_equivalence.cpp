@@ -122,10 +122,8 @@ void run_case(const Case& c) {
   Engine e(cfg, *comms.world, comms.node.get(), comms.cross.get(), o, h.init);
   const EngineRun run = engine_run(e, cfg, h, h.steps);
 
-  const double loss_diff = max_rel_diff(run.losses, ref.losses);
-  const double norm_diff = max_rel_diff(run.norms, ref.norms);
-  const double param_diff = max_rel_diff(run.params, ref.params);
-  const double param_l2 = max_rel_l2(run.params, ref.params);
+  const RunDiff d = run_diff(run, ref.losses, ref.norms, ref.params);
+  const double loss_diff = d.loss, norm_diff = d.norm, param_diff = d.params, param_l2 = d.params_l2;
   if (world_rank() == 0)
     std::printf("[ equiv ] np %d %-34s hpz %d %s: max rel diff loss %.2e norm %.2e params "
                 "%.2e (L2 %.2e) (loss %.4f -> %.4f)\n",

@@ -185,7 +185,8 @@ inline EngineRun engine_run(Engine& e, const model::Config& cfg, const Hyper& h,
     out.norms.push_back(st.grad_norm);
     out.stats.push_back(st);
   }
-  model::Parameters<float> p(e.model().layout());
+  // (expert parallelism: every expert, not the engine's slice of them)
+  model::Parameters<float> p(e.options().expert_parallel > 1 ? model::ParamLayout(cfg) : e.model().layout());
   e.gather_full_params(p);
   for (int u = 0; u < p.num_units(); ++u) out.params.emplace_back(p.params(u).begin(), p.params(u).end());
   return out;
@@ -227,6 +228,18 @@ inline double max_rel_diff(const std::vector<double>& a, const std::vector<doubl
   double worst = 0;
   for (size_t i = 0; i < b.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
   return worst;
+}
+
+// How far a run is from a reference: max relative differences of the losses and the
+// gradient norms per step, of the parameters element-wise (scale-relative) and as vectors.
+struct RunDiff {
+  double loss = 0, norm = 0, params = 0, params_l2 = 0;
+};
+inline RunDiff run_diff(const EngineRun& run, const std::vector<double>& losses,
+                        const std::vector<double>& norms,
+                        const std::vector<std::vector<float>>& params) {
+  return {max_rel_diff(run.losses, losses), max_rel_diff(run.norms, norms),
+          max_rel_diff(run.params, params), max_rel_l2(run.params, params)};
 }
 
 }  // namespace zt::zero::testing

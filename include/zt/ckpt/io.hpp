@@ -67,6 +67,12 @@ struct WriteContents {
   // optimizer updates are released first; else in file order.
   std::function<void(size_t unit)> unit_done;
   UnitSource* source = nullptr;  // optional (with unit_done): see UnitSource; outlives the write
+  // Expert parallelism (optional): the engine's layout (model::ParamLayout::expert_slice),
+  // whose units `units` are shards of: its expert tensors go to their slice of the whole
+  // tensor (TensorInfo::global_begin), and the other tensors, replicated over the expert
+  // group, are written by the group's first rank only (first_expert() == 0). The file is
+  // the same as without expert parallelism.
+  const model::ParamLayout* slices = nullptr;
 };
 
 // Where one write or read of a file spent its time, on this rank (seconds). Checksums are
@@ -113,11 +119,15 @@ enum class ReadWhat { kParams, kTraining };
 // `part`; offsets and unit numbers its own): a part of the file's model, by name, the
 // file checked against the whole model as without it (QLoRA's base: the units without the
 // targeted W (lora_base_layout), then each unit's targeted W whole (ParamLayout::only)).
+// `slices` (optional; not with `part`): as WriteContents::slices, `units` are shards of
+// that layout's units; the replicated tensors are read by the expert group's first rank
+// only (the engine shares them over the group: Engine::after_load).
 std::optional<TrainState> read_file(MPI_Comm comm, const std::string& path,
                                     const model::Config& run_config,
                                     std::span<const UnitTarget> units, ReadWhat what,
                                     std::vector<std::string>* warnings = nullptr,
                                     IoTimes* times = nullptr,
-                                    const model::ParamLayout* part = nullptr);
+                                    const model::ParamLayout* part = nullptr,
+                                    const model::ParamLayout* slices = nullptr);
 
 }  // namespace zt::ckpt

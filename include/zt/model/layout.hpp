@@ -66,6 +66,11 @@ struct TensorInfo {
   int unit = 0;                // index into ParamLayout::units()
   int64_t offset = 0;          // first element within the unit's flat buffer
   int64_t numel = 0;           // product of shape
+  // Expert parallelism (ParamLayout::expert_slice): this tensor is elements
+  // [global_begin, global_begin + numel) of the whole tensor, whose leading dimension is
+  // global_rows (the experts; 0: the tensor is whole, as always without experts split).
+  int64_t global_begin = 0;
+  int64_t global_rows = 0;
   bool weight_decay = false;   // AdamW decays it: 2-D weights yes (incl. embedding, lm_head), norms no
   InitKind init = InitKind::kNormal;
 };
@@ -104,6 +109,18 @@ class ParamLayout {
   // lora.hpp; an lm_head bit is ignored with tied embeddings): QLoRA's base. Nothing
   // frozen, no adapters' unit; the other tensors keep their names, order and init.
   static ParamLayout without_weights(const Config& cfg, uint32_t targets);
+  // Expert parallelism (moe.expert_parallel = parts, docs/zero.md "Expert parallelism"):
+  // the model's units with only experts [index E/parts, (index + 1) E/parts) of every
+  // block (gate_up_proj [E/parts, 2I, C], down_proj [E/parts, C, I], each the slice of
+  // the whole tensor at TensorInfo::global_begin); every other tensor whole. parts must
+  // divide E (zt::InputError naming both otherwise). parts 1: ParamLayout(cfg).
+  static ParamLayout expert_slice(const Config& cfg, int parts, int index);
+  int expert_parts() const { return expert_parts_; }  // 1 unless expert_slice
+  int64_t first_expert() const { return first_expert_; }
+  // The elements of a block unit before its experts (the replicated part under expert
+  // parallelism: norms, attention, router): BlockOffsets::experts_gate_up with experts,
+  // else the whole unit.
+  int64_t dense_numel(int u) const;
 
   const Config& config() const { return cfg_; }
   int num_units() const { return static_cast<int>(units_.size()); }
@@ -154,6 +171,8 @@ class ParamLayout {
   int adapter_unit_ = -1;
   uint32_t left_out_ = 0;
   int64_t lm_head_offset_ = 0;
+  int expert_parts_ = 1;
+  int64_t first_expert_ = 0;
 };
 
 }  // namespace zt::model

@@ -24,6 +24,10 @@
 #include "zt/model/layout.hpp"
 #include "zt/model/lora.hpp"
 
+namespace zt::comm {
+class Comm;
+}
+
 namespace zt::model {
 
 // Called around each use of a unit's parameters (all optional). Within one
@@ -159,6 +163,14 @@ class Model {
   // Mixture of experts: the router statistics of the last loss_and_grad / loss /
   // logits_last / row_logps (empty tokens without experts).
   const RouterStats& router_stats() const;
+
+  // Expert parallelism (docs/zero.md "Expert parallelism"): the model's layout must be
+  // ParamLayout::expert_slice(cfg, group->size(), group->rank()); every block's experts
+  // then run through ExpertParallelMoe over `group` (moe_parallel.hpp), and every pass is
+  // collective over it (every rank of the group runs the same calls, each on its own
+  // tokens). The router statistics are this rank's tokens'. nullptr: off. Model<float>
+  // only (Model<double> refuses it: the exchanges move fp32).
+  void set_expert_group(comm::Comm* group);
 
  private:
   struct Impl;

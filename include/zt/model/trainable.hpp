@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "zt/comm/comm.hpp"
 #include "zt/core/dtype.hpp"
 #include "zt/model/config.hpp"
 #include "zt/model/layout.hpp"
@@ -97,6 +98,13 @@ class TrainableModel {
   // frozen units hold none, so no pass runs before it (std::logic_error); `base` must
   // outlive its use. Models without QLoRA refuse it.
   virtual void bind_qlora(const QloraBase& base);
+
+  // ---- Expert parallelism (docs/zero.md "Expert parallelism"; Model::set_expert_group):
+  // the layout becomes ParamLayout::expert_slice(cfg, group.size(), group.rank()) (this
+  // rank's experts only) and every pass is collective over the group. Called once, before
+  // any bind_unit or set_hooks. The host fp32 model implements it; any other refuses
+  // (zt::InputError naming the model and moe.expert_parallel).
+  virtual void set_expert_group(comm::Comm& group);
 };
 
 // The adapters' unit's hooks around one pass (the contract above), for the models that

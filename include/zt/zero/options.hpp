@@ -34,6 +34,11 @@ struct EngineOptions {
   // a multiple of 16 in [16, 65536].
   int quantize_block = 256;
 
+  // moe.expert_parallel (docs/zero.md "Expert parallelism"): ranks of one expert group,
+  // which splits every block's experts (rank e of a group holds experts [e E/N, (e+1)
+  // E/N)); ZeRO runs over the world / N ranks of the same group position. 1: off.
+  int expert_parallel = 1;
+
   // From train.*: micro-batches per optimizer step (train.accum), clipping threshold of
   // the global gradient norm (train.grad_clip; <= 0 disables), AdamW hyper-parameters
   // (the learning rate is passed to each Engine::step), and the largest micro-batch
@@ -67,6 +72,12 @@ struct EngineOptions {
   // ranks_per_node the ranks of one node (world_size when the caller gives no node
   // communicators).
   void validate(int world_size, int ranks_per_node) const;
+
+  // moe.expert_parallel against the world and the model's experts (0: none) and the
+  // options it cannot combine with (hpZ, offload, LoRA, other devices and precisions):
+  // zt::InputError naming both numbers or the other key, and what to do. Called before
+  // validate(), with the whole world.
+  void validate_experts(int world_size, int64_t experts) const;
 
   // The hpZ group size in effect: 1 when hpZ does nothing (stage < 3, off, or the
   // group would be the whole world), else the resolved hpz_partition_size.

@@ -1,0 +1,91 @@
+// The training loop's figures and errors about memory (see trainer_memory.hpp).
+#include "trainer_memory.hpp"
+
+#include <sys/resource.h>
+
+#include <vector>
+
+#include "zt/core/log.hpp"
+#include "zt/core/units.hpp"
+#include "zt/model/lora.hpp"
+#include "zt/offload/preflight.hpp"
+
+namespace zt::train::detail {
+
+// The step's comm bytes and memory figures into rec: the maximum over ranks of each (one
+// all_reduce of doubles; byte counts stay exact below 2^53).
+void reduce_max_over_ranks(comm::Comm& comm, const Memory& mem, const zero::StepStats& stats,
+                           StepRecord& rec) {
+  const zero::MemoryStats& z = stats.memory;
+  std::vector<double> v = {static_cast<double>(mem.rss_bytes), static_cast<double>(mem.peak_rss_bytes),
+                           static_cast<double>(stats.traffic.intra_node_bytes()),
+                           static_cast<double>(stats.traffic.inter_node_bytes())};
+  for (const zero::MemoryField& f : zero::kMemoryFields) v.push_back(static_cast<double>(z.*f.bytes));
+  v.push_back(static_cast<double>(z.peak_total));
+  for (int g = 0; g < zero::kGroupCount; ++g)
+    v.push_back(static_cast<double>(stats.traffic.bytes(static_cast<zero::Group>(g))));
+  const zero::OffloadTimes& o = stats.offload;
+  for (const double x : {o.d2h_s, o.adam_s, o.h2d_s, o.stall_s, static_cast<double>(o.d2h_bytes),
+                         static_cast<double>(o.h2d_bytes)})
+    v.push_back(x);
+  comm.all_reduce(v.data(), v.data(), v.size(), DType::kF64, comm::ReduceOp::kMax);
+  size_t i = 0;
+  const auto next = [&] { return static_cast<size_t>(v[i++]); };
+  rec.rss_bytes = next();
+  rec.peak_rss_bytes = next();
+  rec.intra_node_bytes = next();
+  rec.inter_node_bytes = next();
+  zero::MemoryStats& m = rec.zero_memory;
+  for (const zero::MemoryField& f : zero::kMemoryFields) m.*f.bytes = next();
+  m.peak_total = next();
+  for (int g = 0; g < zero::kGroupCount; ++g) rec.comm_bytes[g] = next();
+  rec.offload.active = o.active;
+  rec.offload.d2h_s = v[i++];
+  rec.offload.adam_s = v[i++];
+  rec.offload.h2d_s = v[i++];
+  rec.offload.stall_s = v[i++];
+  rec.offload.d2h_bytes = next();
+  rec.offload.h2d_bytes = next();
+}
+
+std::string gib(double bytes) { return format_binary(static_cast<uint64_t>(bytes), BinaryUnit::kGiB, 2); }
+
+// The error for a failed host allocation: what was being allocated (and its size when
+// known), what the machine had free, and how to find a configuration that fits.
+Error out_of_memory(const TrainConfig& cfg, const std::string& what) {
+  rlimit as{};
+  const bool limited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+  return Error(strf("out of host memory while allocating %s; MemAvailable %s (/proc/meminfo)%s, "
+                    "this rank's peak RSS %s",
+                    what.c_str(), gib(static_cast<double>(offload::mem_available())).c_str(),
+                    limited ? strf(", address-space limit (ulimit -v) %s",
+                                   gib(static_cast<double>(as.rlim_cur)).c_str()).c_str()
+                            : "",
+                    gib(static_cast<double>(process_memory().peak_rss_bytes)).c_str()),
+               strf("`zt estimate --config <this TOML> --gpus %d` prints the memory per rank of "
+                    "each ZeRO stage and whether it fits; try zero.stage = 3, more ranks, "
+                    "train.recompute = true or a smaller train.micro_batch",
+                    cfg.world));
+}
+
+// The fp32 model states the engine allocates per rank, by the ZeRO paper's count with
+// fp32 parameters, gradients and two AdamW moments (4 bytes each, Ψ parameters, n ranks):
+// stage 0: 16Ψ; 1: 8Ψ + 8Ψ/n; 2: 4Ψ + 12Ψ/n; 3: 16Ψ/n (buffers come on top). LoRA: the
+// base held as Ψ (Ψ/n at stage 3), 16 bytes per adapter element sharded as full training.
+double model_state_bytes(const TrainConfig& cfg) {
+  const double psi = static_cast<double>(cfg.model.num_params());
+  const double n = static_cast<double>(cfg.world);
+  if (cfg.lora.enabled()) {  // the base's parameters; gradients and m, v of the adapters only
+    const double a = static_cast<double>(model::LoraLayout(cfg.model, cfg.lora).numel());
+    const double held = (cfg.zero.stage == 3 ? (psi + a) / n : psi + a) * 4;
+    return held + (cfg.zero.stage <= 1 ? 4 * a : 4 * a / n) + (cfg.zero.stage == 0 ? 8 * a : 8 * a / n);
+  }
+  switch (cfg.zero.stage) {
+    case 0: return 16 * psi;
+    case 1: return 8 * psi + 8 * psi / n;
+    case 2: return 4 * psi + 12 * psi / n;
+    default: return 16 * psi / n;
+  }
+}
+
+}  // namespace zt::train::detail

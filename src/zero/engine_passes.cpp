@@ -1,0 +1,136 @@
+// The ZeRO engine's passes: a training micro-step, the step, an evaluation and the last
+// position's logits over the model's unit hooks, and the exact parameters to the host
+// (gather_full_params). See engine_impl.hpp for how the work is split.
+#include <vector>
+
+#include "engine_impl.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
+
+namespace zt::zero {
+
+double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                          int64_t B, int64_t T, bool recompute, double grad_scale,
+                          std::span<const int32_t> positions) {
+  Impl& e = *impl_;
+  e.flush_checkout();
+  if (e.micro_done >= e.opt.accum)
+    throw Error(strf("micro_step %d of a step with train.accum = %d", e.micro_done + 1,
+                     e.opt.accum),
+                "call step() after every accum micro-steps");
+  e.boundary = e.micro_done + 1 == e.opt.accum;
+  e.begin_pass(Impl::Mode::kTrain, e.train_order);
+  // LoRA dropout: masks from (optimizer step, micro-step, rank), so a resumed run and
+  // every stage draw the same ones.
+  e.model.set_dropout_stream((static_cast<uint64_t>(e.steps) * static_cast<uint64_t>(e.opt.accum) +
+                              static_cast<uint64_t>(e.micro_done)) * static_cast<uint64_t>(e.n) +
+                             static_cast<uint64_t>(e.part.index()));
+  // Each rank's gradient enters the sums pre-divided by the world size: the reductions
+  // add, and the sum is the mean over ranks (expert parallelism: over every rank of every
+  // data-parallel group, engine_experts.cpp).
+  double loss = 0;
+  try {
+    loss = e.model.loss_and_grad(tokens, targets, B, T, recompute,
+                                 grad_scale / static_cast<double>(e.n * e.ex.parts), positions);
+    e.end_pass();
+  } catch (...) {
+    e.abandon_pass();
+    throw;
+  }
+  e.micro_done += 1;
+  e.loss_sum += loss;
+  e.tally_router();
+  e.note_peak();
+  return loss;
+}
+
+StepStats Engine::step(double lr) { return impl_->step(lr); }
+
+double Engine::eval_loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                         int64_t B, int64_t T, std::span<const int32_t> positions) {
+  Impl& e = *impl_;
+  e.flush_checkout();
+  e.begin_pass(Impl::Mode::kEval, e.eval_order);
+  double loss = 0;
+  try {
+    loss = e.model.loss(tokens, targets, B, T, positions);
+    e.end_pass();
+  } catch (...) {
+    e.abandon_pass();
+    throw;
+  }
+  e.note_peak();
+  return loss;
+}
+
+void Engine::logits_last(std::span<const int32_t> tokens, int64_t T, std::span<float> out) {
+  Impl& e = *impl_;
+  e.flush_checkout();
+  e.begin_pass(Impl::Mode::kEval, e.eval_order);
+  try {
+    if (e.mem->host_accessible()) {
+      e.model.logits_last(tokens, T, model::host_view(out));
+    } else if (!e.bf16_weights) {  // into the space, then to the host
+      if (e.logits_buf.size() != out.size())
+        e.logits_buf = detail::Buf<float>(*e.mem, out.size(), "logits");
+      e.model.logits_last(tokens, T, e.mview(e.logits_buf.data(), out.size()));
+      e.mem->to_host(out.data(), e.logits_buf.data(), out.size_bytes());
+    } else {  // bf16 logits in the space, widened on the host
+      if (e.logits_half.size() != out.size())
+        e.logits_half = detail::Buf<bf16>(*e.mem, out.size(), "logits");
+      e.model.logits_last(tokens, T,
+                          {e.logits_half.data(), static_cast<int64_t>(out.size()), DType::kBF16,
+                           e.mem->model_space()});
+      std::vector<bf16> host(out.size());  // [vocab]
+      e.mem->to_host(host.data(), e.logits_half.data(), out.size() * sizeof(bf16));
+      for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<float>(host[k]);
+    }
+    e.end_pass();
+  } catch (...) {
+    e.abandon_pass();
+    throw;
+  }
+}
+
+void Engine::gather_full_params(model::Parameters<float>& out) {
+  Impl& e = *impl_;
+  ZT_CHECK(e.mode == Impl::Mode::kIdle, "gather_full_params during a micro-step",
+           "call it between steps");
+  ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
+           "make it from this engine's model().layout()");
+  e.flush_checkout();
+  e.land_all();  // offload: copies up still in flight (the host reads what they wrote)
+  e.full_params_to_host(out);
+}
+
+void Engine::Impl::full_params_to_host(model::Parameters<float>& out) {
+  detail::Buf<float> full;  // bf16_weights at stage 3, or half_up: [max_padded]
+  for (int u = 0; u < units; ++u) {
+    if (ex.parts > 1 && layout.unit(u).kind == model::UnitKind::kBlock)
+      unit_to_host_all_experts(u, out.params(u), full);  // engine_experts.cpp
+    else
+      unit_to_host(u, out.params(u), full);
+  }
+}
+
+void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>& full) {
+  const size_t numel = static_cast<size_t>(part.unit(u).numel);
+  ZT_CHECK(dst.size() == numel, "unit_to_host: a buffer of another size than the unit",
+           "a bug in the engine.");
+  if (opt.stage <= 2 && bf16_master) {
+    detail::to_host_widened(*mem, dst.data(), compute_params[static_cast<size_t>(u)].data(), numel);
+  } else if (opt.stage <= 2 && !half_up) {
+    mem->to_host(dst.data(), full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
+  } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
+    if (bf16_weights && full.empty())
+      full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
+    float* buf = bf16_weights ? full.data() : gather_buf[0].data();
+    if (half_up)
+      gather_master(u, buf);  // the store's: no fp32 copy on the device
+    else
+      gather_exact(u, buf);
+    mem->to_host(dst.data(), buf, numel * sizeof(float));
+  }
+}
+
+}  // namespace zt::zero
