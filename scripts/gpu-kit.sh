@@ -243,9 +243,9 @@ do_run() {
 # (ZT_KIT_BUDGET, 480 s: a line gets at most what is left, the last ones are skipped when
 # nothing is), so the call ends in time. Seconds per line, in order of value;
 # docs/gpu-verification.md gives the expected times.
-all_lines=(launcher cpu_train kernels nccl_comm check_nccl health A B C D D2 D3 D4 E L Q P attention speed dead_rank)
+all_lines=(launcher cpu_train kernels nccl_comm check_nccl health A B C D D2 D3 D4 E L Q P M attention speed dead_rank)
 declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=45 [A]=40 [B]=60 [C]=40 [D]=60
-  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [attention]=40 [speed]=120 [dead_rank]=60)
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [M]=60 [attention]=40 [speed]=120 [dead_rank]=60)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
 result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
@@ -593,6 +593,32 @@ line_P() {
   twin "P dpo lora, stage 0, 1 rank" p_dpo 1e-5 "${p[@]}" "${dpo[@]}" || rc=1
   # (orpo.nll = sequence, the default: the chosen rows' prompt targets are context targets)
   twin "P orpo full, stage 0, 1 rank" p_orpo 1e-5 "${p[@]}" --set finetune.objective=orpo || rc=1
+  return "$rc"
+}
+
+# Mixture of experts (issue 41): tiny Mixtral (4 experts, 2 per token, the load-balancing loss
+# in the loss) GPU vs CPU at stage 0, and at stage 3 over NCCL (the block's polled plan wait
+# with the gathers in flight) vs the same CPU run; the router's aux loss of each step too.
+line_M() {
+  local w rc=0
+  w=$(wrk)
+  local m=(--set model.family=mixtral --set model.experts=4 --set model.experts_per_token=2
+           --set model.router_aux_loss=true --set model.router_aux_loss_coef=0.02)
+  if ! have_gpu && ! dry; then no_gpu M m_gpu --set train.device=cuda --set zero.stage=0 "${m[@]}"; return; fi
+  twin "M mixtral, stage 0, 1 rank" m 1e-4 --set zero.stage=0 "${m[@]}" || rc=1
+  if train m_s3_gpu 1 --set train.device=cuda --set comm.backend=nccl --set zero.stage=3 "${m[@]}"; then
+    compare "M mixtral, stage 3, 1 rank, NCCL" "$w/m_s3_gpu.jsonl" "$w/m_cpu.jsonl" 1e-4 || rc=1
+  else
+    failed M m_s3_gpu; rc=1
+  fi
+  # the aux loss of every step (the metrics' router.aux_loss), GPU vs CPU
+  paste <(grep -o '"aux_loss":[-0-9.eE+]*' "$w/m_gpu.jsonl" | cut -d: -f2) \
+        <(grep -o '"aux_loss":[-0-9.eE+]*' "$w/m_cpu.jsonl" | cut -d: -f2) | awk -v dry="${ZT_KIT_DEVICE:-}" '
+    { d = $1 - $2; if (d < 0) d = -d; x = d / $2; if (x > m) m = x; n++ }
+    END { ok = n > 0 && m < 1e-4
+          printf "%s M mixtral router aux_loss: %d steps, max rel diff %.2e (tol 1e-4)%s\n", ok ? "PASS" : "FAIL", n, m,
+                 dry == "cpu" ? " [device replaced by the CPU]" : ""
+          exit !ok }' || rc=1
   return "$rc"
 }
 

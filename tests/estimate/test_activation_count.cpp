@@ -10,8 +10,13 @@ namespace {
 
 // C = 64, L = 2, H = 4 heads of D = 16, G = 2 kv heads, I = 128, V = 256, context 32;
 // micro_batch 2 x seq_len 16: N = 32 rows.
-zt::estimate::Row gpu_row(const char* precision) {
+zt::estimate::Row gpu_row(const char* precision, bool mixtral = false) {
   zt::model::Config m = zt::model::Config::preset("tiny");  // vocab 256, 4 heads, 2 kv heads
+  if (mixtral) {  // E = 4 experts, k = 2 per token
+    m.family = "mixtral";
+    m.experts = 4;
+    m.experts_per_token = 2;
+  }
   m.hidden = 64;
   m.intermediate = 128;
   m.layers = 2;
@@ -50,6 +55,35 @@ TEST(EstimateActivations, GpuWorkspaceEqualsTheBuffersCountedByHand) {
   const zt::estimate::Row f32 = gpu_row("fp32");
   EXPECT_EQ(f32.activation_bytes, fixed_bytes(4) + 3 * block_bytes(4));
   EXPECT_EQ(f32.activation_recompute_bytes, fixed_bytes(4) + 1 * block_bytes(4));
+}
+
+// The same model as Mixtral, E = 4 experts, k = 2 per token: S = N k = 64 routed rows.
+// Fixed: as above without dh, dgate, dup (40960 - 12288 = 28672 T), plus the MoE buffers
+// (DeviceMoeSizes, device_moe.cpp):
+//   rlogits             T [N, E] = 128
+//   moe_rows            T [S, C] = 4096
+//   moe_dh              T [S, I] = 8192             => 28672 + 12416 = 41088 T
+//   moe_dw              f32 [S]                      64 x 4 =  256
+//   aux_dprob           f32 [E]                       4 x 4 =   16
+//   router_sums         f64 [2E]                      8 x 8 =   64
+//   plan_scratch        int32 [ceil(S / 256) E + E + 1] = 9     9 x 4 =   36
+// One block: xn1, x_mid, xn2, q, att, k, v as above (12288 T) and, instead of gate, up, h,
+//   xp, my [S, C] 2 x 4096; mg, mu, mh [S, I] 3 x 8192  => 12288 + 32768 = 45056 T
+//   rstd1, rstd2 [N], lse [N*H] 192; rprobs [N, E] 128; rw [S] 64  => 384 x 4 = 1536 bytes
+//   ridx [N, k], perm, pos [S] int32 3 x 64                          => 192 x 4 =  768 bytes
+constexpr uint64_t moe_fixed_bytes(uint64_t t) {
+  return 2048 + 24 + 41088 * t + 256 + 512 + 512 + 256 + 16 + 64 + 36;
+}
+constexpr uint64_t moe_block_bytes(uint64_t t) { return 45056 * t + 1536 + 768; }
+
+TEST(EstimateActivations, GpuMixtralWorkspaceEqualsTheBuffersCountedByHand) {
+  const zt::estimate::Row bf16 = gpu_row("bf16-true", true);
+  EXPECT_EQ(bf16.activation_bytes, moe_fixed_bytes(2) + 3 * moe_block_bytes(2));
+  EXPECT_EQ(bf16.activation_recompute_bytes, moe_fixed_bytes(2) + 1 * moe_block_bytes(2));
+  EXPECT_EQ(bf16.activation_bytes, 363148u);
+  const zt::estimate::Row f32 = gpu_row("fp32", true);
+  EXPECT_EQ(f32.activation_bytes, moe_fixed_bytes(4) + 3 * moe_block_bytes(4));
+  EXPECT_EQ(f32.activation_recompute_bytes, moe_fixed_bytes(4) + 1 * moe_block_bytes(4));
 }
 
 }  // namespace

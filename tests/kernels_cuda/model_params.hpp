@@ -1,7 +1,8 @@
 #pragma once
 // Models and parameters for the GPU model tests (test helper): the model families at tiny
 // widths, and parameters whose norm weights and biases are drawn off their init (ones,
-// zeros) so the families' pieces (docs/model.md) carry signal in a comparison.
+// zeros) so the families' pieces (docs/model.md) carry signal in a comparison; tiny
+// Mixtral configs.
 #include <random>
 #include <string>
 
@@ -39,6 +40,17 @@ inline model::Config tiny_family(const std::string& family, int64_t head_dim,
   c.context = 64;
   c.head_dim_ = head_dim;
   c.attention_bias = attention_bias;
+  return c;
+}
+
+// tiny_family("mixtral") with E experts, k per token and the load-balancing loss in the
+// loss (router_aux_loss, coef 0.02: Mixtral 8x7B's), as the CPU model's Mixtral tests.
+inline model::Config tiny_mixtral(int64_t experts, int64_t per_token) {
+  model::Config c = tiny_family("mixtral", 0, false);
+  c.experts = experts;
+  c.experts_per_token = per_token;
+  c.router_aux_loss = true;
+  c.router_aux_loss_coef = 0.02;
   return c;
 }
 

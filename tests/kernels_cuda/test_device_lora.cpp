@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda_test_util.hpp"
+#include "model_params.hpp"
 #include "zt/kernels/cuda/dropout.hpp"
 #include "zt/kernels/dropout.hpp"
 #include "zt/model/device_model.hpp"
@@ -66,10 +67,12 @@ struct LoraCase {
   bool qlora = false;
   bool unit_grads = true;  // bind sentinel gradient buffers to the units (else nullptr)
   int64_t rank = 8;
+  bool mixtral = false;  // tiny_mixtral(4, 2): a MoE base (targets: attention's and lm_head)
 
   std::string tag() const {
-    return std::string(qlora ? "qlora" : "lora") + (tied ? " tied" : " untied") +
-           (targets == kAllTargets ? " all targets" : " q,v,down") + " dropout " +
+    return std::string(qlora ? "qlora" : "lora") + (mixtral ? " mixtral" : "") +
+           (tied ? " tied" : " untied") +
+           (targets == kAllTargets ? " all targets" : " a subset of targets") + " dropout " +
            std::to_string(dropout).substr(0, 4) + (recompute ? " recompute" : "") + " rank " +
            std::to_string(rank);
   }
@@ -81,7 +84,7 @@ class DeviceLoraTest : public GpuTest {
   // to TP first).
   template <class TP, class TG>
   void check(const LoraCase& c, double loss_tol, double grad_tol, bool per_adapter) {
-    Config cfg = Config::preset("tiny");
+    Config cfg = c.mixtral ? tiny_mixtral(4, 2) : Config::preset("tiny");
     cfg.tied_embeddings = c.tied;
     const ParamLayout layout(cfg);
     const int64_t B = 2, Tn = 32, N = B * Tn;
@@ -181,6 +184,19 @@ TEST_F(DeviceLoraTest, Fp32DropoutRecompute) {
   // rank.
   check<float, float>({.targets = targets_of({LoraTarget::kQ, LoraTarget::kV, LoraTarget::kDown}),
                        .dropout = 0.3, .unit_grads = false, .rank = 3},
+                      1e-5, 1e-4, true);
+}
+
+// A mixture-of-experts base (Mixtral, aux loss on): adapters on attention and lm_head (the
+// CPU model refuses the MLP targets there), LoRA and QLoRA, recompute; the frozen router and
+// experts get no gradient (sentinel), the aux loss's gradient reaches the adapters through
+// the router's input.
+TEST_F(DeviceLoraTest, MixtralBaseAttentionTargetsFp32) {
+  const uint32_t attn = targets_of({LoraTarget::kQ, LoraTarget::kK, LoraTarget::kV,
+                                    LoraTarget::kO, LoraTarget::kLmHead});
+  check<float, float>({.targets = attn, .mixtral = true}, 1e-5, 1e-4, true);
+  check<float, float>({.targets = attn, .dropout = 0.1, .recompute = true, .qlora = true,
+                       .mixtral = true},
                       1e-5, 1e-4, true);
 }
 

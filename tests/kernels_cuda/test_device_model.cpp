@@ -7,7 +7,8 @@
 // AdamW steps of `tiny` tracking the CPU run's losses. Errors: loss |gpu - cpu| / cpu;
 // logits and gradients max|gpu - cpu| / max|cpu| per buffer. Tolerances: fp32 loss 1e-5,
 // gradients 1e-4 (the CPU fp32 model's own bound against fp64, docs/model.md; the family
-// models, hidden 64, 2 layers, GEMMs over at most 128 terms, are held to 1e-5); bf16 loss
+// models, hidden 64, 2 layers, GEMMs over at most 128 terms, are held to 1e-5; Mixtral's
+// router statistics too: tokens per expert exactly, aux to the loss's tolerance); bf16 loss
 // 1e-2, gradients and logits 5e-2: every activation is rounded to bf16 (2^-9 relative)
 // after each of the ~20 ops of a block, forward and backward.
 #include <gtest/gtest.h>
@@ -34,6 +35,18 @@ using model::ParamLayout;
 struct Batch {
   std::vector<int32_t> tokens, targets;
 };
+
+// Mixture of experts: the tokens per expert summed over the blocks equal (the same choices),
+// rows equal, the aux loss within tol (relative).
+void expect_same_routing(const model::RouterStats& want, const model::RouterStats& got,
+                         double tol, const std::string& tag) {
+  std::printf("[gpu vs cpu] %s router aux %.8f vs %.8f, imbalance %.4f vs %.4f\n", tag.c_str(),
+              got.aux, want.aux, got.imbalance(), want.imbalance());
+  EXPECT_EQ(got.tokens, want.tokens) << tag << " tokens per expert";
+  EXPECT_EQ(got.rows, want.rows) << tag << " routed rows";
+  EXPECT_GT(want.aux, 0.0) << tag;
+  EXPECT_LT(std::abs(got.aux - want.aux) / want.aux, tol) << tag << " router aux";
+}
 
 class DeviceModelTest : public GpuTest {
  public:
@@ -82,6 +95,7 @@ class DeviceModelTest : public GpuTest {
     std::printf("[gpu vs cpu] %s loss %.8f vs %.8f rel err %.3e (tol %.0e)\n", tag.c_str(),
                 got_loss, ref_loss, le, loss_tol);
     EXPECT_LT(le, loss_tol) << tag;
+    if (cfg.moe()) expect_same_routing(ref.router_stats(), gpu.router_stats(), loss_tol, tag);
     for (int u = 0; u < layout.num_units(); ++u) {
       const Vec want(cpu.grads(u).begin(), cpu.grads(u).end());
       expect_close(to_host(dg[static_cast<size_t>(u)]), want, grad_tol,
@@ -89,6 +103,10 @@ class DeviceModelTest : public GpuTest {
     }
     const double eval = gpu.loss(data.tokens, data.targets, B, Tn);
     EXPECT_LT(std::abs(eval - ref_loss) / ref_loss, loss_tol) << tag << " forward-only loss";
+    if (cfg.moe()) {  // the forward-only pass counts the same routing (the CPU's loss too)
+      ref.loss(data.tokens, data.targets, B, Tn);
+      expect_same_routing(ref.router_stats(), gpu.router_stats(), loss_tol, tag + " forward-only");
+    }
     std::vector<Real> last(static_cast<size_t>(cfg.vocab));  // [V] of the first row
     const std::span<const int32_t> row(data.tokens.data(), static_cast<size_t>(Tn));
     ref.logits_last(row, Tn, last);
@@ -97,6 +115,33 @@ class DeviceModelTest : public GpuTest {
     expect_close(to_host(out), Vec(last.begin(), last.end()), grad_tol, tag + " logits_last");
   }
 };
+
+// Mixtral (issue 41): E = 4 experts, 2 per token, the load-balancing loss in the loss
+// (coef 0.02): loss, aux, tokens per expert, every gradient (router, experts, attention,
+// norms, embedding) against Model<double>; untied, recompute, tied.
+TEST_F(DeviceModelTest, MixtralFp32) {
+  Config cfg = tiny_mixtral(4, 2);
+  check_model<double, float, float>(cfg, 2, 40, 1e-5, 1e-5, "mixtral fp32", true);
+  check_model<double, float, float>(cfg, 2, 40, 1e-5, 1e-5, "mixtral fp32 recompute", true, true);
+  cfg.tied_embeddings = true;
+  cfg.router_aux_loss = false;  // the aux still counted (router_stats), not in the loss
+  check_model<double, float, float>(cfg, 2, 40, 1e-5, 1e-5, "mixtral tied no-aux fp32", true);
+  // 8 experts, 2 per token, 3 layers, 24 rows (an expert may receive no row: skipped)
+  cfg = tiny_mixtral(8, 2);
+  cfg.layers = 3;
+  check_model<double, float, float>(cfg, 1, 24, 1e-5, 1e-5, "mixtral E8 short fp32", true);
+}
+// bf16 compute with every expert chosen (k = E): a bf16 rounding can flip a top-k choice
+// against the double reference (a near-tie, then a whole expert's difference), k = E has
+// no choice to flip; the routing's softmax, weights, plan, GEMMs and combine all run.
+TEST_F(DeviceModelTest, MixtralBf16AllExperts) {
+  check_model<double, bf16_t, float>(tiny_mixtral(3, 3), 2, 40, 1e-2, 5e-2,
+                                     "mixtral k=E bf16-mixed", true);
+  check_model<double, bf16_t, float>(tiny_mixtral(3, 3), 2, 40, 1e-2, 5e-2,
+                                     "mixtral k=E bf16-mixed recompute", true, true);
+  check_model<double, bf16_t, bf16_t>(tiny_mixtral(3, 3), 2, 40, 1e-2, 5e-2,
+                                      "mixtral k=E bf16-true", true);
+}
 
 // Qwen2's q/k/v biases (kernels::cuda::bias_forward / bias_backward), untied, recompute,
 // tied.
@@ -256,6 +301,9 @@ TEST_F(DeviceModelTest, WorkspaceIsTheEstimateFormula) {
   workspace_is_the_formula<bf16_t>(*this, 2, Config::preset("tiny"));
   // qwen3: the q/k norm's inputs and 1/rms per head row (DeviceBlockSizes::qr ...)
   workspace_is_the_formula<float>(*this, 4, tiny_family("qwen3", 32, true));
+  // mixtral: the routed rows' activations and the MoE scratch (DeviceMoeSizes)
+  workspace_is_the_formula<float>(*this, 4, tiny_mixtral(4, 2));
+  workspace_is_the_formula<bf16_t>(*this, 2, tiny_mixtral(8, 2));
 }
 
 // The unit hooks fire in the CPU model's order (the ZeRO engine relies on it), for
@@ -306,10 +354,10 @@ TEST_F(DeviceModelTest, HookOrderMatchesCpuModel) {
 // fp32 master on the GPU and binds its bf16 copy to the model.
 template <class TP>
 void train_and_compare(DeviceModelTest& t, Batch (DeviceModelTest::*make)(const Config&, int64_t),
-                       double tol, const char* tag) {
-  const Config cfg = Config::preset("tiny");
+                       double tol, const char* tag, const Config& cfg = Config::preset("tiny"),
+                       int64_t steps = 50) {
   const ParamLayout layout(cfg);
-  const int64_t B = 4, Tn = 64, steps = 50;
+  const int64_t B = 4, Tn = 64;
   const model::AdamWConfig opt{.lr = 3e-3};
   model::Parameters<float> cpu(layout);
   cpu.init({.seed = 7});
@@ -356,6 +404,11 @@ void train_and_compare(DeviceModelTest& t, Batch (DeviceModelTest::*make)(const 
     }
     const double e = std::abs(lg - lc) / lc;
     worst = std::max(worst, e);
+    if (cfg.moe()) {  // the routing of the step's forward (before the update)
+      EXPECT_EQ(gpu.router_stats().rows, ref.router_stats().rows) << tag;
+      EXPECT_NEAR(gpu.router_stats().aux, ref.router_stats().aux, tol * ref.router_stats().aux)
+          << tag << " step " << step;
+    }
     if (step == 1 || step % 10 == 0)
       std::printf("[%s] step %2lld loss gpu %.6f cpu %.6f rel diff %.2e\n", tag,
                   static_cast<long long>(step), lg, lc, e);
@@ -370,6 +423,12 @@ TEST_F(DeviceModelTest, Tiny50StepsFp32TrackCpu) {
 }
 TEST_F(DeviceModelTest, Tiny50StepsBf16MixedTrackCpu) {
   train_and_compare<bf16_t>(*this, &DeviceModelTest::batch, 2e-2, "train bf16-mixed");
+}
+// 20 AdamW steps of tiny Mixtral (E 4, k 2, aux loss in the loss): the losses (cross-entropy
+// + 0.02 aux) and the aux track the CPU run's.
+TEST_F(DeviceModelTest, Mixtral20StepsFp32TrackCpu) {
+  train_and_compare<float>(*this, &DeviceModelTest::batch, 1e-3, "train mixtral fp32",
+                           tiny_mixtral(4, 2), 20);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // (Model's, itself checked against TRL: docs/finetune.md "DPO and ORPO"), both handing
 // their rows' summed log-probs to the one pair loss (train::preference_value):
 //   - one DPO step with LoRA on all eight targets (the reference: the base, adapters off)
-//     on tiny llama, qwen2 (q/k/v biases) and qwen3 (q/k norms, head_dim 32, biases);
+//     on tiny llama, qwen2 (q/k/v biases) and qwen3 (q/k norms, head_dim 32, biases), and
+//     on attention's and lm_head on tiny Mixtral (mixture of experts, aux loss);
 //   - one ORPO step on full weights, tiny llama and qwen2, with orpo.nll = sequence (the
 //     chosen rows' prompt targets are context targets, model.hpp RowObjective: a second
 //     sum per row and its gradient) and orpo.nll = completion.
@@ -84,6 +85,10 @@ class DevicePreferenceTest : public GpuTest {
     lc.rank = 4;
     lc.alpha = 8.0;
     lc.targets = (1u << model::kNumLoraTargets) - 1;
+    if (cfg.moe())  // the experts take no adapters (lora.cpp): attention's and lm_head
+      lc.targets &= ~((1u << static_cast<int>(model::LoraTarget::kGate)) |
+                      (1u << static_cast<int>(model::LoraTarget::kUp)) |
+                      (1u << static_cast<int>(model::LoraTarget::kDown)));
     const model::LoraLayout ll(cfg, lc);
     Vec lp = randn(static_cast<size_t>(ll.numel()), 0.05);  // B != 0: the adapters count
     round_all<float>(lp);
@@ -186,6 +191,20 @@ TEST_F(DevicePreferenceTest, DpoLoraOnFamilies) {
   dpo.beta = 0.5;
   step(tiny_family("qwen3", 32, true), dpo, true, "dpo lora qwen3 fp32");
   step(tiny_family("qwen2", 0, false), dpo, true, "dpo lora qwen2 fp32");
+}
+// Mixtral (E 4, k 2, the aux loss in the value, as the CPU model's): DPO with LoRA on
+// attention and lm_head over the frozen experts, ORPO on full weights (router and experts
+// trained).
+TEST_F(DevicePreferenceTest, DpoLoraAndOrpoOnMixtral) {
+  train::PreferenceConfig dpo;
+  dpo.objective = train::Objective::kDpo;
+  dpo.beta = 0.5;
+  step(tiny_mixtral(4, 2), dpo, true, "dpo lora mixtral fp32");
+  train::PreferenceConfig orpo;
+  orpo.objective = train::Objective::kOrpo;
+  orpo.orpo_lambda = 0.5;
+  orpo.orpo_sequence_nll = true;
+  step(tiny_mixtral(4, 2), orpo, false, "orpo full mixtral fp32 nll=sequence");
 }
 TEST_F(DevicePreferenceTest, DpoLoraStepMatchesCpu) {
   train::PreferenceConfig dpo;

@@ -24,21 +24,6 @@ class MoeGpu : public GpuTest {};
 using Types = ::testing::Types<float, bf16_t>;
 TYPED_TEST_SUITE(MoeGpu, Types);
 
-// E + 1 ints of pinned host memory for moe_plan's asynchronous copy of the expert ranges.
-class PinnedOffsets {
- public:
-  explicit PinnedOffsets(int64_t E) {
-    ZT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p_), static_cast<size_t>(E + 1) * sizeof(int32_t)));
-  }
-  ~PinnedOffsets() { cudaFreeHost(p_); }
-  PinnedOffsets(const PinnedOffsets&) = delete;
-  PinnedOffsets& operator=(const PinnedOffsets&) = delete;
-  int32_t* data() { return p_; }
-
- private:
-  int32_t* p_ = nullptr;
-};
-
 std::vector<int32_t> ints(const DeviceBuffer<int32_t>& d) {
   ZT_CUDA_CHECK(cudaDeviceSynchronize());
   return d.to_host();
@@ -69,7 +54,7 @@ TYPED_TEST(MoeGpu, BlockForwardBackwardEqualsTheReference) {
   MoePlan plan;
   plan.perm = perm.data();
   plan.pos = pos.data();
-  PinnedOffsets host(E);
+  PinnedBuffer<int32_t> host(E + 1);  // moe_plan's asynchronous copy of the expert ranges
   moe_plan(plan, scratch.data(), host.data(), idx.data(), N, E, k);
   ZT_CUDA_CHECK(cudaDeviceSynchronize());
   moe_plan_ready(plan, host.data(), E);
@@ -171,7 +156,7 @@ TYPED_TEST(MoeGpu, TiesGoToTheLowerExpertAndEmptyExpertsAreSkipped) {
   MoePlan plan;
   plan.perm = perm.data();
   plan.pos = pos.data();
-  PinnedOffsets host(E);
+  PinnedBuffer<int32_t> host(E + 1);  // moe_plan's asynchronous copy of the expert ranges
   moe_plan(plan, scratch.data(), host.data(), idx.data(), N, E, k);
   ZT_CUDA_CHECK(cudaDeviceSynchronize());
   moe_plan_ready(plan, host.data(), E);

@@ -44,7 +44,7 @@ for so in libcudart.so.13 libcublas.so.13 libnccl.so.2; do
 done
 for l in launcher cpu_train; do grep -q "^PASS $l:" "$out/stdout" || bad "CPU line $l did not PASS"; done
 grep -q 'np 2: zt check --backend mpi exit 0.*np 4: zt check' "$out/stdout" || bad "the launcher did not start 2 and 4 ranks"
-for l in kernels nccl_comm check_nccl A B C D D2 D3 D4 E L Q P attention speed; do
+for l in kernels nccl_comm check_nccl A B C D D2 D3 D4 E L Q P M attention speed; do
   grep -q "^SKIP $l: no GPU visible" "$out/stdout" || bad "GPU line $l did not SKIP with 'no GPU visible'"
   s=$(grep -oP "^  \\($l: \\K[0-9.]+" "$out/stdout")
   [ -n "$s" ] && awk -v s="$s" 'BEGIN { exit !(s < 15) }' || bad "GPU line $l took ${s:-?} s (limit 15 s without a GPU)"
@@ -55,13 +55,13 @@ grep -q '^FAIL' "$out/stdout" && bad "a line FAILed"
 
 # 2. the dry run: the engine lines with the device replaced by the CPU
 t0=$SECONDS
-ZT_KIT_DIR=$kit ZT_KIT_DEVICE=cpu ZT_KIT_LINES='A B C D D2 D3 D4 E L Q P dead_rank' ZT_KIT_BUDGET=1200 ZT_KIT_SLOW=4 \
+ZT_KIT_DIR=$kit ZT_KIT_DEVICE=cpu ZT_KIT_LINES='A B C D D2 D3 D4 E L Q P M dead_rank' ZT_KIT_BUDGET=1200 ZT_KIT_SLOW=4 \
   OUT=$out/dry-out "$bare" 'scripts/gpu-kit.sh run' >"$out/dry" 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|SKIP|REFUSED)|^  \(' "$out/dry"
 echo "dry run (device replaced by the CPU): exit $rc in $((SECONDS - t0)) s"
 [ "$rc" -eq 0 ] || bad "the dry run exited $rc"
-for l in A B C D D2 D3 D4 E L Q P dead_rank; do
+for l in A B C D D2 D3 D4 E L Q P M dead_rank; do
   grep -q "^PASS ${l}[ :]" "$out/dry" || bad "dry line $l did not PASS"
 done
 grep -q '^FAIL' "$out/dry" && bad "a dry line FAILed"

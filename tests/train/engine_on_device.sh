@@ -47,7 +47,7 @@ do_run() {
   [ -x "$build/src/apps/zt" ] || { echo "no $build/src/apps/zt: run '$0 build' first" >&2; return 2; }
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1
   git log -1 --format='commit %h %s' 2>/dev/null || true
-  ZT_KIT_ZT=$(cd "$build" && pwd)/src/apps/zt ZT_KIT_WORK=$logs scripts/gpu-kit.sh lines A B C D D2 D3 D4 E L Q P
+  ZT_KIT_ZT=$(cd "$build" && pwd)/src/apps/zt ZT_KIT_WORK=$logs scripts/gpu-kit.sh lines A B C D D2 D3 D4 E L Q P M
   local rc=$?
   for f in "$logs"/*_gpu.log; do  # the banner of each GPU run, for the record
     [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -m1 -o 'device cuda.*' "$f" || tail -2 "$f" | tr '\n' ' ')"

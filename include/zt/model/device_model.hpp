@@ -98,6 +98,12 @@ class DeviceModel {
   // out (device [vocab] of T).
   void logits_last(std::span<const int32_t> tokens, int64_t seq, T* out);
 
+  // Mixture of experts (Config::moe(), Mixtral): the routing of the last forward (every
+  // block's, summed; recompute does not count), as Model::router_stats. With
+  // router_aux_loss, loss_and_grad and loss add router_aux_loss_coef * aux to the loss
+  // and loss_and_grad its gradient, as Model's.
+  const RouterStats& router_stats() const;
+
   // Bytes of the activation workspace now, the LoRA adapters' and the dequantised QLoRA
   // weight's included (device_workspace_bytes of zt/model/device_workspace.hpp).
   size_t workspace_bytes() const;

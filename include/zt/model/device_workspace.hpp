@@ -20,13 +20,20 @@ struct DeviceBlockSizes {
   // The q/k norm (Config::qk_norm, Qwen3; 0 otherwise): the projections before the norm,
   // T [N,HD] [N,GD], and its 1/rms per head row, f32 [N*H] [N*G].
   size_t qr = 0, kr = 0, rstd_q = 0, rstd_k = 0;
+  // Mixture of experts (Config::moe(): gate, up, h are 0 then; E experts, k per token,
+  // S = N k routed rows; kernels::cuda::MoeActs and the router's choice):
+  //   f32 rprobs [N,E], rw [N,k]; int32 ridx [N,k], perm [S], pos [S];
+  //   T xp [S,C], mg [S,I], mu [S,I], mh [S,I], my [S,C]
+  size_t rprobs = 0, rw = 0, ridx = 0, perm = 0, pos = 0;
+  size_t xp = 0, mg = 0, mu = 0, mh = 0, my = 0;
 
   static DeviceBlockSizes of(const Config& c, int64_t N) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
     const size_t I = static_cast<size_t>(c.intermediate);
     const size_t HD = static_cast<size_t>(c.heads * c.head_dim());
     const size_t GD = static_cast<size_t>(c.kv_dim());
-    DeviceBlockSizes z{n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, n * I, n * I, n * I,
+    const size_t dense = c.moe() ? 0 : n * I;
+    DeviceBlockSizes z{n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, dense, dense, dense,
                        n,     n * static_cast<size_t>(c.heads), n};
     if (c.qk_norm()) {
       z.qr = n * HD;
@@ -34,11 +41,55 @@ struct DeviceBlockSizes {
       z.rstd_q = n * static_cast<size_t>(c.heads);
       z.rstd_k = n * static_cast<size_t>(c.kv_heads);
     }
+    if (c.moe()) {
+      const size_t E = static_cast<size_t>(c.experts);
+      const size_t S = n * static_cast<size_t>(c.experts_per_token);
+      z.rprobs = n * E;
+      z.rw = z.ridx = z.perm = z.pos = S;
+      z.xp = z.my = S * C;
+      z.mg = z.mu = z.mh = S * I;
+    }
     return z;
   }
   uint64_t bytes(size_t elem) const {
-    return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h + qr + kr) +
-           sizeof(float) * (rstd1 + lse + rstd2 + rstd_q + rstd_k);
+    return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h + qr + kr + xp + mg + mu +
+                   mh + my) +
+           sizeof(float) * (rstd1 + lse + rstd2 + rstd_q + rstd_k + rprobs + rw) +
+           sizeof(int32_t) * (ridx + perm + pos);
+  }
+};
+
+// The mixture-of-experts part of the workspace (DeviceModel::Impl::ensure; 0 without
+// experts): E experts, k per token, S = N k routed rows.
+//   rlogits   T [N,E]      the router's logits, then their gradient
+//   rows      T [S,C]      the experts' backward scratch: permuted dy, then dx
+//   dh        T [S,I]      the experts' backward scratch: permuted dh
+//   dw        f32 [S]      d loss / d routing weight
+//   dprob     f32 [E]      d (coef aux) / d p of every row (router_aux_loss)
+//   sums      f64 [2E]     the pass's tokens and probability sums per expert
+//   plan      int32 [(S + 255) / 256 * E + E + 1]  kernels::cuda::moe_plan's scratch
+//                          (device_moe.cpp checks it against moe_plan_scratch)
+// Pinned host memory beside it (not device memory, not counted): the plan's expert ranges
+// int32 [E + 1], the probability sums f64 [E] and dprob f32 [E].
+struct DeviceMoeSizes {
+  static constexpr size_t kPlanBlock = 256;  // slots per block of the plan kernels
+  size_t rlogits = 0, rows = 0, dh = 0, dw = 0, dprob = 0, sums = 0, plan = 0;
+
+  static DeviceMoeSizes of(const Config& c, int64_t N) {
+    if (!c.moe()) return {};
+    const size_t n = static_cast<size_t>(N), E = static_cast<size_t>(c.experts);
+    const size_t S = n * static_cast<size_t>(c.experts_per_token);
+    return {n * E,
+            S * static_cast<size_t>(c.hidden),
+            S * static_cast<size_t>(c.intermediate),
+            S,
+            E,
+            2 * E,
+            (S + kPlanBlock - 1) / kPlanBlock * E + E + 1};
+  }
+  uint64_t bytes(size_t elem) const {
+    return elem * (rlogits + rows + dh) + sizeof(float) * (dw + dprob) + sizeof(double) * sums +
+           sizeof(int32_t) * plan;
   }
 };
 
@@ -57,11 +108,12 @@ struct DeviceWorkspaceSizes {
   size_t xs;                    // T [L+1, N, C]
   size_t rows_c;                // T [N, C]: each of delta, xf, dres, dxn
   size_t logits;                // T [N, V]
-  size_t hd, gd, ni;            // T [N, H*D]: datt, dq; [N, G*D]: dk, dv; [N, I]: dh, dgate, dup
+  size_t hd, gd, ni;            // T [N, H*D]: datt, dq; [N, G*D]: dk, dv; [N, I]: dh, dgate, dup (0 with experts)
   size_t rows;                  // f32 [N]: rstd_f, row_loss; int32 [N]: tokens, targets, context, positions
   size_t heads_rows;            // f32 [N*H]: attn_delta
   size_t norm_partial;          // f32 [kHeadNormChunks * D]: the q/k norm's dw partials (qk_norm)
   DeviceBlockSizes block;       // one block's activations
+  DeviceMoeSizes moe;           // the mixture of experts' buffers (none without experts)
 
   static DeviceWorkspaceSizes of(const Config& c, int64_t N) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
@@ -71,11 +123,12 @@ struct DeviceWorkspaceSizes {
             n * static_cast<size_t>(c.vocab),
             n * static_cast<size_t>(c.heads * c.head_dim()),
             n * static_cast<size_t>(c.kv_dim()),
-            n * static_cast<size_t>(c.intermediate),
+            c.moe() ? 0 : n * static_cast<size_t>(c.intermediate),
             n,
             n * static_cast<size_t>(c.heads),
             c.qk_norm() ? kHeadNormChunks * static_cast<size_t>(c.head_dim()) : 0,
-            DeviceBlockSizes::of(c, N)};
+            DeviceBlockSizes::of(c, N),
+            DeviceMoeSizes::of(c, N)};
   }
 
   // Bytes after a training step with elem-byte compute dtype: the shared block (eval,
@@ -85,6 +138,7 @@ struct DeviceWorkspaceSizes {
     b += elem * (xs + 4 * rows_c + logits + 2 * hd + 2 * gd + 3 * ni);
     b += 2 * sizeof(float) * rows + 4 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
     b += sizeof(float) * norm_partial;
+    b += moe.bytes(elem);
     const uint64_t blocks = 1 + (recompute ? 0 : static_cast<uint64_t>(c.layers));
     return b + blocks * block.bytes(elem);
   }

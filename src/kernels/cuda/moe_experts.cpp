@@ -60,8 +60,9 @@ void moe_experts_backward(Gemm& gemm, T* dx, G* dgate_up, G* ddown, float* dw, c
   for (int64_t e = 0; e < E; ++e) {
     const int64_t r0 = plan.offsets[e], M = plan.offsets[e + 1] - r0;
     if (M == 0) continue;
-    linear_backward(gemm, dh + r0 * I, ddown + e * C * I, dyp + r0 * C, acts.h + r0 * I,
-                    down + e * C * I, M, I, C, /*accumulate_dx=*/false, stream);
+    G* dd = ddown ? ddown + e * C * I : nullptr;  // [C, I] (nullptr: frozen)
+    linear_backward(gemm, dh + r0 * I, dd, dyp + r0 * C, acts.h + r0 * I, down + e * C * I, M, I,
+                    C, /*accumulate_dx=*/false, stream);
   }
   // dg, du written over g, u (swiglu_backward reads each element before writing it).
   swiglu_backward(acts.g, acts.u, dh, acts.g, acts.u, S * I, /*accumulate=*/false, stream);
@@ -70,10 +71,11 @@ void moe_experts_backward(Gemm& gemm, T* dx, G* dgate_up, G* ddown, float* dw, c
     const int64_t r0 = plan.offsets[e], M = plan.offsets[e + 1] - r0;
     if (M == 0) continue;
     const T* gate = gate_up + e * 2 * I * C;  // [I, C]
-    G* dgate = dgate_up + e * 2 * I * C;      // [I, C]
+    G* dgate = dgate_up ? dgate_up + e * 2 * I * C : nullptr;  // [I, C] (nullptr: frozen)
+    G* dup = dgate ? dgate + I * C : nullptr;                   // [I, C]
     linear_backward(gemm, dxp + r0 * C, dgate, acts.g + r0 * I, acts.xp + r0 * C, gate, M, C, I,
                     /*accumulate_dx=*/false, stream);
-    linear_backward(gemm, dxp + r0 * C, dgate + I * C, acts.u + r0 * I, acts.xp + r0 * C,
+    linear_backward(gemm, dxp + r0 * C, dup, acts.u + r0 * I, acts.xp + r0 * C,
                     gate + I * C, M, C, I, /*accumulate_dx=*/true, stream);
   }
   detail::moe_combine(dx, dxp, plan.pos, nullptr, N, C, k, accumulate_dx, stream);

@@ -4,7 +4,7 @@
 // projections go through DeviceModel::Impl::proj_forward / proj_backward (their LoRA
 // adapters and biases included). The model families' pieces (Qwen2's q/k/v biases,
 // Qwen3's q/k norms, `attention_bias`) are read from the config as the CPU block reads
-// them. New block kinds (the MoE block) sit beside it.
+// them. The mixture-of-experts MLP (Mixtral) is in device_moe.cpp.
 #include "device_model_impl.hpp"
 
 namespace zt::model {
@@ -55,6 +55,7 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
                at(p, o.o_bias));
   kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in, delta.data(),
                                   p + o.post_norm, N, C, cfg.norm_eps, stream);
+  if (cfg.moe()) return moe_forward(l, p, a, N);  // (the recompute needs its y: all of it)
   proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
   proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
   kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
@@ -73,15 +74,20 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
   const auto g = [&](int64_t off) { return off < 0 ? nullptr : base_grad(u, off); };
   const BlockOffsets& o = layout.block_offsets();
   const T* x_in = x_at(l, N);
-  // MLP half: x_{l+1} = x_mid + down(h); dres passes through the residual unchanged.
-  proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(), p + o.down, N,
-                I, C, /*accumulate_dx=*/false);
-  kc::swiglu_backward<T>(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
-                         /*accumulate=*/false, stream);
-  proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(), p + o.gate,
-                N, C, I, /*accumulate_dx=*/false);
-  proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up, N, C,
-                I, /*accumulate_dx=*/true);
+  // MLP half: x_{l+1} = x_mid + down(h) (or the experts' sum); dres passes through the
+  // residual unchanged; dxn [N, C] written: dL/d xn2.
+  if (cfg.moe()) {
+    moe_backward(l, u, p, a, N);
+  } else {
+    proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(), p + o.down,
+                  N, I, C, /*accumulate_dx=*/false);
+    kc::swiglu_backward<T>(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
+                           /*accumulate=*/false, stream);
+    proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(),
+                  p + o.gate, N, C, I, /*accumulate_dx=*/false);
+    proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up, N,
+                  C, I, /*accumulate_dx=*/true);
+  }
   kc::rmsnorm_backward<T, G>(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(),
                              p + o.post_norm, a.rstd2.data(), N, C, /*accumulate_dx=*/true, stream);
   // attention half: x_mid = x_in + o_proj(att) (+ o bias)

@@ -67,6 +67,7 @@ void DeviceModel<T, G>::Impl::upload_batch(std::span<const int32_t> tokens,
 template <class T, class G>
 void DeviceModel<T, G>::Impl::forward_trunk_and_norm(int64_t B, int64_t Tn, bool keep_all) {
   const int64_t N = B * Tn;
+  moe_stats_begin();
   use(0);
   kc::embedding_forward<T>(x_at(0, N), tokens_d.data(), params[0] + layout.embed_offset(), N,
                            cfg.vocab, cfg.hidden, nullptr, stream);
@@ -82,6 +83,7 @@ void DeviceModel<T, G>::Impl::forward_trunk_and_norm(int64_t B, int64_t Tn, bool
     base = a.x_mid.data();
     pending = delta.data();
   }
+  moe_stats_end();
   // the head's norm (the head unit is in use from here: see use_head)
   use_head();
   const T* ph = params[static_cast<size_t>(layout.head_unit())];
@@ -122,6 +124,9 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
     ~Reset() { flag = false; }
   } reset{training};
   forward_trunk_and_norm(B, Tn, !recompute);  // leaves the head unit in use
+  // The load-balancing loss (router_aux_loss): its gradient enters each block's router in
+  // the backward, its value joins the loss once the pass is done (moe_aux_term).
+  moe_aux_begin(grad_scale);
   double value = 0;  // the row objective's (device_objective.cpp)
   if (objective)
     value = objective_backward(B, Tn, grad_scale);
@@ -157,10 +162,10 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   ready(0);
   if (objective) {
     comm::wait_stream(stream, "the row objective's backward");  // the step's work is done
-    return value;
+    return value + moe_aux_term();
   }
   const kc::CrossEntropyTotals t = read_totals();
-  return count > 0 ? t.loss_sum / static_cast<double>(count) : 0.0;
+  return (count > 0 ? t.loss_sum / static_cast<double>(count) : 0.0) + moe_aux_term();
 }
 
 template <class T, class G>
@@ -174,7 +179,7 @@ double DeviceModel<T, G>::Impl::loss(std::span<const int32_t> tokens,
   kc::cross_entropy<T>(nullptr, logits.data(), targets_d.data(), N, cfg.vocab, 1.0, row_loss.data(),
                        totals.data(), stream);
   const kc::CrossEntropyTotals t = read_totals();
-  return t.count > 0 ? t.loss_sum / static_cast<double>(t.count) : 0.0;
+  return (t.count > 0 ? t.loss_sum / static_cast<double>(t.count) : 0.0) + moe_aux_term();
 }
 
 template <class T, class G>
@@ -187,6 +192,7 @@ void DeviceModel<T, G>::Impl::logits_last(std::span<const int32_t> tokens, int64
                                 static_cast<size_t>(cfg.vocab) * sizeof(T),
                                 cudaMemcpyDeviceToDevice, stream));
   comm::wait_stream(stream, "reading the last logits");
+  moe_aux_term();  // router_stats of this forward, as Model's
 }
 
 template <class T, class G>
@@ -201,11 +207,6 @@ DeviceModel<T, G>::DeviceModel(const ParamLayout& layout, int64_t max_batch, int
   const Config& cfg = layout.config();
   ZT_CHECK(layout.adapter_unit() < 0, "DeviceModel built on a layout with the adapters' unit",
            "build it on the base units (lora_base_layout); bind_lora binds the adapters.");
-  if (cfg.moe())
-    throw InputError("model family '" + cfg.family + "' (mixture of experts): the GPU model "
-                     "has no MoE blocks yet (the CUDA MoE kernels exist; issue 41)",
-                     "train or generate on the CPU (train.device = cpu); the CPU model has them "
-                     "(docs/model.md, \"Mixture of experts\").");
   if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
 }
 
@@ -278,6 +279,11 @@ void DeviceModel<T, G>::row_logps(std::span<const int32_t> tokens, std::span<con
                                   int64_t B, int64_t T_, std::span<const int32_t> positions,
                                   std::span<double> logp, std::span<int64_t> count) {
   impl_->row_logps(tokens, targets, B, T_, positions, logp, count);
+}
+
+template <class T, class G>
+const RouterStats& DeviceModel<T, G>::router_stats() const {
+  return impl_->router;
 }
 
 template <class T, class G>

@@ -53,6 +53,19 @@ struct DeviceBlockActs {
   kc::DeviceBuffer<T> kr;         // [N, G*D]   k_proj output (+ bias), before the k norm
   kc::DeviceBuffer<float> rstd_q; // [N*H]      the q norm's 1/rms per head row
   kc::DeviceBuffer<float> rstd_k; // [N*G]
+  // Mixture of experts (Config::moe(); gate, up, h empty then): E experts, k per token,
+  // S = N k routed rows in the expert-sorted order of this block's plan.
+  kc::DeviceBuffer<float> rprobs;  // [N, E]   router softmax
+  kc::DeviceBuffer<int32_t> ridx;  // [N, k]   chosen experts, largest probability first
+  kc::DeviceBuffer<float> rw;      // [N, k]   their renormalised weights
+  kc::DeviceBuffer<int32_t> perm;  // [S]      permuted row p holds slot perm[p]
+  kc::DeviceBuffer<int32_t> pos;   // [S]      slot s sits at row pos[s]
+  kc::DeviceBuffer<T> xp;          // [S, C]   the input rows (xn2), permuted
+  kc::DeviceBuffer<T> mg;          // [S, I]   gate pre-activations (then their gradient)
+  kc::DeviceBuffer<T> mu;          // [S, I]   up pre-activations (likewise)
+  kc::DeviceBuffer<T> mh;          // [S, I]   silu(g) * u
+  kc::DeviceBuffer<T> my;          // [S, C]   each expert's output before its weight
+  std::vector<int64_t> offsets;    // host [E + 1]: the plan's expert ranges (rows of expert e)
 
   // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
   DeviceBlockActs(const Config& c, int64_t N) {
@@ -74,12 +87,31 @@ struct DeviceBlockActs {
     kr = kc::DeviceBuffer<T>(z.kr);
     rstd_q = kc::DeviceBuffer<float>(z.rstd_q);
     rstd_k = kc::DeviceBuffer<float>(z.rstd_k);
+    rprobs = kc::DeviceBuffer<float>(z.rprobs);
+    ridx = kc::DeviceBuffer<int32_t>(z.ridx);
+    rw = kc::DeviceBuffer<float>(z.rw);
+    perm = kc::DeviceBuffer<int32_t>(z.perm);
+    pos = kc::DeviceBuffer<int32_t>(z.pos);
+    xp = kc::DeviceBuffer<T>(z.xp);
+    mg = kc::DeviceBuffer<T>(z.mg);
+    mu = kc::DeviceBuffer<T>(z.mu);
+    mh = kc::DeviceBuffer<T>(z.mh);
+    my = kc::DeviceBuffer<T>(z.my);
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
            lse.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() + up.bytes() +
-           h.bytes() + qr.bytes() + kr.bytes() + rstd_q.bytes() + rstd_k.bytes();
+           h.bytes() + qr.bytes() + kr.bytes() + rstd_q.bytes() + rstd_k.bytes() + rprobs.bytes() +
+           ridx.bytes() + rw.bytes() + perm.bytes() + pos.bytes() + xp.bytes() + mg.bytes() +
+           mu.bytes() + mh.bytes() + my.bytes();
   }
+};
+
+// Pinned host memory of the MoE blocks (the host ends of asynchronous copies):
+struct MoeHost {
+  kc::PinnedBuffer<int32_t> offsets;  // [E + 1] moe_plan's expert ranges (the GEMM sizes)
+  kc::PinnedBuffer<double> prob_sum;  // [E] the pass's probability sums (router_sums' 2nd half)
+  kc::PinnedBuffer<float> dprob;      // [E] d (coef aux) / d p, uploaded to aux_dprob
 };
 
 }  // namespace detail
@@ -123,6 +155,17 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<T> dh, dgate, dup;  // [N, I]
   kc::DeviceBuffer<float> attn_delta;  // [B, H, T]
   kc::DeviceBuffer<float> norm_partial;  // [kHeadNormChunks * D] the q/k norm's dw partials
+  // Mixture of experts (device_moe.cpp; empty without experts), sizes DeviceMoeSizes:
+  kc::DeviceBuffer<T> rlogits;          // [N, E]  router logits, then their gradient
+  kc::DeviceBuffer<T> moe_rows;         // [S, C]  experts' backward scratch (permuted dy, dx)
+  kc::DeviceBuffer<T> moe_dh;           // [S, I]  experts' backward scratch (permuted dh)
+  kc::DeviceBuffer<float> moe_dw;       // [S]     d loss / d routing weights
+  kc::DeviceBuffer<float> aux_dprob;    // [E]     d (coef aux) / d p of every row
+  kc::DeviceBuffer<double> router_sums; // [2E]    the pass's tokens | probability sums
+  kc::DeviceBuffer<int32_t> plan_scratch;  // [moe_plan_scratch(S, E)]
+  detail::MoeHost moe_host;             // pinned: expert ranges, probability sums, dprob
+  RouterStats router;                   // the last forward_trunk_and_norm's (router_stats)
+  bool count_router = false;            // inside forward_trunk_and_norm: blocks add to router
   detail::DeviceLora<T, G> lora;       // adapters (bind_lora): the base is frozen when bound
   bool training = false;               // inside loss_and_grad (LoRA dropout applies)
   RowObjective objective;              // set_row_objective (empty: mean cross-entropy)
@@ -193,6 +236,7 @@ struct DeviceModel<T, G>::Impl {
     dup = kc::DeviceBuffer<T>(z.ni);
     attn_delta = kc::DeviceBuffer<float>(z.heads_rows);
     norm_partial = kc::DeviceBuffer<float>(z.norm_partial);
+    moe_ensure(z.moe);
     lora.ensure(N);
     capacity = N;
   }
@@ -263,6 +307,28 @@ struct DeviceModel<T, G>::Impl {
   // projection in `delta` (the recompute in the backward needs nothing after h).
   void block_forward(int l, const T* base, const T* pending, detail::DeviceBlockActs<T>& a,
                      int64_t B, int64_t Tn, bool with_down);
+  // ---- the mixture-of-experts MLP (device_moe.cpp) ----
+  // The MoE buffers of DeviceMoeSizes z (called by ensure; pinned host memory once).
+  void moe_ensure(const DeviceMoeSizes& z);
+  // a.xn2 [N, C] -> delta [N, C] = the routed experts' weighted sum, the activations into
+  // a (router choice, plan, MoeActs). Waits once for the plan's expert ranges (the GEMM
+  // sizes; comm::wait_stream). Inside forward_trunk_and_norm the routing adds to `router`.
+  void moe_forward(int l, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // dres [N, C] (dL/d delta) -> dxn [N, C] written: dL/d a.xn2; the router's and the
+  // experts' gradients into unit u's (none when frozen); the aux loss's d/dp (aux_dprob,
+  // moe_aux_begin) enters every row's router with router_aux_loss.
+  void moe_backward(int l, int u, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // A forward_trunk_and_norm's statistics: begin zeroes them and counts the blocks'
+  // routing; end stops counting and enqueues the copy of the probability sums to the host.
+  void moe_stats_begin();
+  void moe_stats_end();
+  // After forward_trunk_and_norm: with router_aux_loss, d (coef aux) / d p (scaled by
+  // grad_scale) computed on the host from the tokens per expert and uploaded to aux_dprob.
+  void moe_aux_begin(double grad_scale);
+  // After the pass's last wait (the probability sums are on the host): router.aux, and
+  // coef * aux with router_aux_loss, else 0 (the term the loss adds, as Model's).
+  double moe_aux_term();
+
   // Block l backward: dres [N, C] holds dL/dx_{l+1} on entry and dL/dx_l on exit.
   void block_backward(int l, detail::DeviceBlockActs<T>& a, int64_t B, int64_t Tn);
 
@@ -300,6 +366,8 @@ struct DeviceModel<T, G>::Impl {
                tokens_d.bytes() + targets_d.bytes() + context_d.bytes() + positions_d.bytes() + dres.bytes() +
                dxn.bytes() + datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
                dgate.bytes() + dup.bytes() + attn_delta.bytes() + norm_partial.bytes() +
+               rlogits.bytes() + moe_rows.bytes() + moe_dh.bytes() + moe_dw.bytes() +
+               aux_dprob.bytes() + router_sums.bytes() + plan_scratch.bytes() +
                lora.workspace_bytes();
     for (const auto& a : shared) b += a.bytes();
     for (const auto& a : acts) b += a.bytes();

@@ -88,6 +88,7 @@ void DeviceModel<T, G>::Impl::row_logps(std::span<const int32_t> tokens,
   forward_trunk_and_norm(B, Tn, /*keep_all=*/false);
   done_head();
   row_sums(B, Tn, logp, count);
+  moe_aux_term();  // router_stats of this forward, as Model's (the value joins no sum)
 }
 
 #define ZT_DEVICE_OBJECTIVE_INSTANTIATE(T, G)                                            \

@@ -86,6 +86,10 @@ class DeviceTrainable final : public TrainableModel {
     done_adapters(false);
   }
   size_t workspace_bytes() const override { return model_.workspace_bytes(); }
+  // Mixture of experts: the last forward's routing (tokens per expert, aux), as HostModel's.
+  const RouterStats* router_stats() const override {
+    return model_.config().moe() ? &model_.router_stats() : nullptr;
+  }
   void set_dropout_stream(uint64_t stream) override { model_.set_lora_stream(stream); }
   // Preference objectives (DPO, ORPO), as the host model's (trainable.cpp).
   void set_row_objective(RowObjective objective) override {

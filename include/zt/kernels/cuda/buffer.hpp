@@ -1,11 +1,13 @@
 #pragma once
 // DeviceBuffer<T>: n elements of device memory (cudaMalloc), freed when it goes out of
-// scope; move-only. Uploads and downloads are synchronous and checked. The element type
+// scope; move-only (PinnedBuffer<T>, below: page-locked host memory). Uploads and
+// downloads are synchronous and checked. The element type
 // is only a label for sizes: device memory is never touched from the host.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -83,6 +85,31 @@ class DeviceBuffer {
   }
 
   T* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
+// PinnedBuffer<T>: n elements of page-locked host memory (cudaMallocHost), freed when it
+// goes out of scope; move-only. The host end of asynchronous copies (a copy from the device
+// into pageable memory blocks the host until it is done; into pinned memory it is enqueued,
+// and read after a wait for its stream: comm::wait_stream).
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t n) : n_(n) {
+    T* p = nullptr;
+    if (n_ > 0) ZT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p), n_ * sizeof(T)));
+    ptr_.reset(p);
+  }
+
+  T* data() const { return ptr_.get(); }
+  size_t size() const { return ptr_ ? n_ : 0; }
+
+ private:
+  struct FreeHost {  // no throw from a destructor
+    void operator()(T* p) const { cudaFreeHost(p); }
+  };
+  std::unique_ptr<T[], FreeHost> ptr_;
   size_t n_ = 0;
 };
 

@@ -16,6 +16,7 @@
 #include "zt/kernels/cuda/gemm.hpp"
 #include "zt/kernels/cuda/grad_norm.hpp"
 #include "zt/kernels/cuda/head_rmsnorm.hpp"
+#include "zt/kernels/cuda/moe.hpp"
 #include "zt/kernels/cuda/nf4.hpp"
 #include "zt/kernels/cuda/precision.hpp"
 #include "zt/kernels/cuda/quantize.hpp"

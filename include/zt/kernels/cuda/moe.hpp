@@ -80,7 +80,8 @@ void moe_experts_forward(Gemm& gemm, T* out, const MoeActs<T>& acts, const T* x,
                          cudaStream_t stream = nullptr);
 
 // Backward. dx [N, C] (accumulated; WRITTEN when !accumulate_dx), dgate_up [E, 2I, C] and
-// ddown [E, C, I] (accumulated, G = float or T), dw [N, k] (written).
+// ddown [E, C, I] (accumulated, G = float or T; nullptr: frozen experts, no weight GEMMs),
+// dw [N, k] (written).
 //   scratch_rows [S, C] and scratch_h [S, I] (T, device): the permuted dx and dh.
 // acts.g and acts.u are overwritten with their gradients.
 template <class T, class G>
