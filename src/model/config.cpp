@@ -381,6 +381,15 @@ void Config::validate_experts() const {
                      "use a dense family (qwen2, qwen3) for a model without experts.");
 }
 
+void Config::validate_for_device() const {
+  if (family_row(family) && family_row(family)->qwen_moe)
+    throw InputError("model family '" + family + "': the GPU model has no Qwen mixture-of-experts "
+                     "blocks (shared expert, dense layers among MoE ones, norm_topk_prob, expert "
+                     "width)",
+                     "train or generate it on the CPU (train.device = cpu); the CPU model has them "
+                     "(docs/model.md, \"Qwen2-MoE and Qwen3-MoE\").");
+}
+
 void Config::validate_rope_scaling() const {
   const kernels::RopeScaling& s = rope_scaling;
   const char* hint = "rope_scaling types: default, linear (factor), llama3 (factor, "

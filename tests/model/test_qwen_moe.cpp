@@ -60,6 +60,21 @@ TEST(QwenMoe, KeysValidated) {
   expect_invalid(c, "model.mlp_only_layers");
 }
 
+// The GPU model has no Qwen MoE blocks: the engine's device space refuses them by name.
+TEST(QwenMoe, RefusedOnTheDevice) {
+  for (const Config& c : {testing::small_qwen2_moe(), testing::small_qwen3_moe()}) {
+    try {
+      c.validate_for_device();
+      ADD_FAILURE() << "no refusal for " << c.family;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("model family '" + c.family + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(testing::small_mixtral().validate_for_device());
+  EXPECT_NO_THROW(testing::small_qwen3().validate_for_device());
+}
+
 TEST(QwenMoe, LayoutOfDenseLayersAndSharedExpert) {
   const Config c = testing::small_qwen2_moe();  // layer 0 dense
   const ParamLayout layout(c);

@@ -106,6 +106,10 @@ struct Config {
   // experts_per_token <= experts <= kMaxExperts, router_aux_loss_coef finite >= 0, the
   // Qwen MoE fields only where the family has them.
   void validate_experts() const;
+  // Throws InputError naming the family when the GPU model cannot run it: the Qwen MoE
+  // families (shared expert, dense layers among MoE ones, norm_topk_prob, expert width are
+  // CPU-only). The engine's device space calls it before building a DeviceModel.
+  void validate_for_device() const;
 
   // The architecture pieces of the family (family table, config.cpp):
   //   family   q/k/v bias       o bias           q/k RMSNorm (per head, [D], before RoPE)
