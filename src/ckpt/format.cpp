@@ -36,6 +36,13 @@ std::string config_to_json(const model::Config& c) {
     j["experts_per_token"] = c.experts_per_token;
     j["router_aux_loss_coef"] = c.router_aux_loss_coef;
     j["router_aux_loss"] = c.router_aux_loss;
+    // Qwen's (only when not Mixtral's defaults).
+    if (c.moe_intermediate != 0) j["moe_intermediate"] = c.moe_intermediate;
+    if (!c.norm_topk_prob) j["norm_topk_prob"] = false;
+    if (c.shared_expert_intermediate != 0)
+      j["shared_expert_intermediate"] = c.shared_expert_intermediate;
+    if (c.decoder_sparse_step != 1) j["decoder_sparse_step"] = c.decoder_sparse_step;
+    if (!c.mlp_only_layers.empty()) j["mlp_only_layers"] = c.mlp_only_layers;
   }
   if (c.first_sliding_layer > 0) j["first_sliding_layer"] = c.first_sliding_layer;
   const kernels::RopeScaling& r = c.rope_scaling;
@@ -79,6 +86,11 @@ model::Config config_from_json(const std::string& text, const std::string& file)
     c.experts_per_token = j.value("experts_per_token", int64_t{0});
     c.router_aux_loss_coef = j.value("router_aux_loss_coef", c.router_aux_loss_coef);
     c.router_aux_loss = j.value("router_aux_loss", false);
+    c.moe_intermediate = j.value("moe_intermediate", int64_t{0});
+    c.norm_topk_prob = j.value("norm_topk_prob", true);
+    c.shared_expert_intermediate = j.value("shared_expert_intermediate", int64_t{0});
+    c.decoder_sparse_step = j.value("decoder_sparse_step", int64_t{1});
+    c.mlp_only_layers = j.value("mlp_only_layers", std::vector<int64_t>{});
     c.first_sliding_layer = j.value("first_sliding_layer", int64_t{0});
     if (j.contains("rope_scaling")) {
       const nlohmann::json& r = j.at("rope_scaling");
@@ -135,9 +147,21 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
       {"head_dim", {saved.head_dim(), run.head_dim()}},
       {"attention_bias", {saved.attention_bias ? 1 : 0, run.attention_bias ? 1 : 0}},
       {"experts", {saved.experts, run.experts}},
-      {"experts_per_token", {saved.experts_per_token, run.experts_per_token}}};
+      {"experts_per_token", {saved.experts_per_token, run.experts_per_token}},
+      {"moe_intermediate", {saved.expert_width(), run.expert_width()}},
+      {"shared_expert_intermediate",
+       {saved.shared_expert_intermediate, run.shared_expert_intermediate}},
+      {"decoder_sparse_step", {saved.decoder_sparse_step, run.decoder_sparse_step}}};
   for (const auto& [field, v] : ints)
     if (v.first != v.second) refuse(field, v.first, v.second);
+  for (int64_t l = 0; l < saved.layers; ++l)  // the same layers dense (mlp_only_layers)
+    if (saved.moe_layer(l) != run.moe_layer(l))
+      throw InputError(strf("checkpoint '%s' holds a model of another shape: layer %lld has %s in "
+                            "the checkpoint and %s in this run",
+                            file.c_str(), static_cast<long long>(l),
+                            saved.moe_layer(l) ? "the experts" : "the dense MLP",
+                            run.moe_layer(l) ? "the experts" : "the dense MLP"),
+                       "set model.mlp_only_layers as it was saved (h5dump -a model_config FILE)");
   std::vector<std::string> warnings;
   if (saved.context != run.context)
     warnings.push_back(strf("checkpoint '%s': model.context %lld, this run %lld", file.c_str(),
@@ -161,6 +185,10 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
                             file.c_str(), saved.router_aux_loss ? "true" : "false",
                             saved.router_aux_loss_coef, run.router_aux_loss ? "true" : "false",
                             run.router_aux_loss_coef));
+  if (saved.norm_topk_prob != run.norm_topk_prob)
+    warnings.push_back(strf("checkpoint '%s': model.norm_topk_prob %s, this run %s", file.c_str(),
+                            saved.norm_topk_prob ? "true" : "false",
+                            run.norm_topk_prob ? "true" : "false"));
   if (saved.first_sliding_layer != run.first_sliding_layer)
     warnings.push_back(strf("checkpoint '%s': model.first_sliding_layer %lld, this run %lld",
                             file.c_str(), static_cast<long long>(saved.first_sliding_layer),

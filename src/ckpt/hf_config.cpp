@@ -20,9 +20,9 @@ using json = nlohmann::json;
 
 constexpr const char* kHint =
     "zt imports Llama-architecture models (LlamaForCausalLM, MistralForCausalLM, "
-    "Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM: RMSNorm, RoPE (default, linear "
-    "or llama3 scaling), SwiGLU; Qwen's biases and q/k norms, Mistral's sliding window, "
-    "Mixtral's experts); "
+    "Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
+    "Qwen3MoeForCausalLM: RMSNorm, RoPE (default, linear or llama3 scaling), SwiGLU; Qwen's "
+    "biases and q/k norms, Mistral's sliding window, Mixtral's and Qwen's experts); "
     "docs/model.md lists every config.json field and the family table";
 
 // The accepted model_types: what each family's config.json adds to Llama's (a row of
@@ -30,19 +30,24 @@ constexpr const char* kHint =
 struct HfFamily {
   const char* model_type;
   const char* architecture;
-  bool attention_bias_key;  // reads attention_bias (llama, qwen3); qwen2's q/k/v biases are fixed
+  // The key read into Config::attention_bias (llama, qwen3, qwen3_moe: attention_bias;
+  // qwen2_moe: qkv_bias, default true) or nullptr (qwen2's q/k/v biases are fixed).
+  const char* bias_key;
   bool mlp_bias_key;        // has mlp_bias (must be false)
   std::optional<int64_t> default_head_dim;  // head_dim when absent (qwen3: 128), else hidden/heads
   bool sliding_keys;        // Qwen's use_sliding_window, sliding_window, max_window_layers, layer_types
   bool sliding_window;      // Mistral's sliding_window, read and written (null: full causal)
-  bool moe;                 // Mixtral's experts: num_local_experts, num_experts_per_tok, router_*
+  enum Moe : uint8_t { kDense, kMixtral, kQwen } moe;  // the experts' keys (read_moe)
+  bool window_all_layers;   // Qwen3-MoE: use_sliding_window + sliding_window, every layer
 };
 const HfFamily kHfFamilies[] = {
-    {"llama", "LlamaForCausalLM", true, true, std::nullopt, false, false, false},
-    {"mistral", "MistralForCausalLM", false, false, std::nullopt, false, true, false},
-    {"qwen2", "Qwen2ForCausalLM", false, false, std::nullopt, true, false, false},
-    {"qwen3", "Qwen3ForCausalLM", true, false, 128, true, false, false},
-    {"mixtral", "MixtralForCausalLM", false, false, std::nullopt, false, true, true},
+    {"llama", "LlamaForCausalLM", "attention_bias", true, std::nullopt, false, false, HfFamily::kDense, false},
+    {"mistral", "MistralForCausalLM", nullptr, false, std::nullopt, false, true, HfFamily::kDense, false},
+    {"qwen2", "Qwen2ForCausalLM", nullptr, false, std::nullopt, true, false, HfFamily::kDense, false},
+    {"qwen3", "Qwen3ForCausalLM", "attention_bias", false, 128, true, false, HfFamily::kDense, false},
+    {"mixtral", "MixtralForCausalLM", nullptr, false, std::nullopt, false, true, HfFamily::kMixtral, false},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", "qkv_bias", false, std::nullopt, true, false, HfFamily::kQwen, false},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", "attention_bias", false, std::nullopt, false, false, HfFamily::kQwen, true},
 };
 
 const HfFamily* hf_family(const std::string& model_type) {
@@ -165,7 +170,10 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
     }
   } else {
     const int64_t mwl = get_int(j, "max_window_layers", where, 28);  // transformers' default
-    for (int64_t i = 0; i < m.layers; ++i) sliding[static_cast<size_t>(i)] = has_window && i >= mwl;
+    // transformers 5's Qwen2MoeConfig: every other layer below max_window_layers slides.
+    const bool moe = m.family == "qwen2_moe";
+    for (int64_t i = 0; i < m.layers; ++i)
+      sliding[static_cast<size_t>(i)] = has_window && (moe ? (i + 1) % 2 == 1 && i < mwl : i >= mwl);
   }
   int64_t first = m.layers;
   for (int64_t i = 0; i < m.layers; ++i)
@@ -180,6 +188,72 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
                               "sliding_window is null; set both, or make every layer full_attention");
   if (first == m.layers) m.sliding_window = 0;  // no layer slides: full causal everywhere
   m.first_sliding_layer = m.sliding_window > 0 ? first : 0;
+}
+
+// The experts' keys: Mixtral's (MixtralConfig's defaults: 8 experts, 2 per token) or
+// Qwen's (Qwen2MoeConfig's / Qwen3MoeConfig's defaults when absent).
+void read_moe(const json& j, const std::string& where, HfFamily::Moe kind, model::Config& m) {
+  const auto size = [&](const char* key, int64_t max, int64_t fallback, int64_t min = 1) {
+    const int64_t v = get_int(j, key, where, fallback);
+    if (v < min || v > max)
+      bad(where, key, "is " + std::to_string(v) + "; it must be " + std::to_string(min) + " .. " +
+                          std::to_string(max));
+    return v;
+  };
+  const bool qwen3 = m.family == "qwen3_moe";
+  if (kind == HfFamily::kMixtral) {
+    m.experts = size("num_local_experts", model::Config::kMaxExperts, 8);
+    m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, 2);
+  } else {
+    // Qwen3MoeConfig writes num_local_experts (its attribute_map), the published config.json
+    // files num_experts: either, the same when both.
+    const bool local = j.contains("num_local_experts") && !j.at("num_local_experts").is_null();
+    m.experts = size(local ? "num_local_experts" : "num_experts", model::Config::kMaxExperts,
+                     qwen3 ? 128 : 60);
+    if (local && j.contains("num_experts") && !j.at("num_experts").is_null() &&
+        get_int(j, "num_experts", where) != m.experts)
+      bad(where, "num_experts", "disagrees with num_local_experts");
+    m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, qwen3 ? 8 : 4);
+    m.moe_intermediate = size("moe_intermediate_size", model::Config::kMaxIntermediate,
+                              qwen3 ? 768 : 1408);
+    m.norm_topk_prob = get_bool(j, "norm_topk_prob", where, false);
+    m.decoder_sparse_step = size("decoder_sparse_step", model::Config::kMaxLayers, 1);
+    if (m.family == "qwen2_moe")
+      m.shared_expert_intermediate = size("shared_expert_intermediate_size",
+                                          model::Config::kMaxIntermediate, 5632);
+    if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
+      const json& a = j.at("mlp_only_layers");
+      if (!a.is_array()) bad(where, "mlp_only_layers", "is " + describe_json(a) + ", not a list");
+      for (const json& v : a) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.layers)
+          bad(where, "mlp_only_layers", "holds " + describe_json(v) +
+                                            "; it lists layer indices 0 .. num_hidden_layers - 1");
+        m.mlp_only_layers.push_back(v.get<int64_t>());
+      }
+    }
+  }
+  m.router_aux_loss_coef = get_double(j, "router_aux_loss_coef", where, 0.001);
+  m.router_aux_loss = get_bool(j, "output_router_logits", where, false);
+  if (get_double(j, "router_jitter_noise", where, 0.0) != 0.0)
+    bad(where, "router_jitter_noise",
+        "is not 0; zt's router has no jitter (transformers multiplies the inputs of the "
+        "experts by noise in training); set it to 0");
+}
+
+void write_moe(const model::Config& cfg, HfFamily::Moe kind, json& j) {
+  j[kind == HfFamily::kMixtral ? "num_local_experts" : "num_experts"] = cfg.experts;
+  j["num_experts_per_tok"] = cfg.experts_per_token;
+  j["router_aux_loss_coef"] = cfg.router_aux_loss_coef;
+  j["output_router_logits"] = cfg.router_aux_loss;
+  if (kind == HfFamily::kMixtral) {
+    j["router_jitter_noise"] = 0.0;
+    return;
+  }
+  j["moe_intermediate_size"] = cfg.expert_width();
+  j["norm_topk_prob"] = cfg.norm_topk_prob;
+  j["decoder_sparse_step"] = cfg.decoder_sparse_step;
+  j["mlp_only_layers"] = cfg.mlp_only_layers;
+  if (cfg.shared_expert()) j["shared_expert_intermediate_size"] = cfg.shared_expert_intermediate;
 }
 
 // transformers 5's rope_parameters (rope_theta and rope_type inside). Both present: they
@@ -231,7 +305,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   if (!fam->sliding_keys && j.contains("layer_types") && !j.at("layer_types").is_null())
     bad(where, "layer_types",
         "is set (per-layer attention kinds, as Ministral's); zt's layers all attend alike");
-  const bool attention_bias = fam->attention_bias_key && get_bool(j, "attention_bias", where, false);
+  const bool attention_bias =
+      fam->bias_key && get_bool(j, fam->bias_key, where, std::string(fam->bias_key) == "qkv_bias");
   if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
@@ -279,17 +354,11 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
     m.head_dim_ = *head_dim;
   if (fam->sliding_window && j.contains("sliding_window") && !j.at("sliding_window").is_null())
     m.sliding_window = size("sliding_window", model::Config::kMaxContext);
-  if (fam->moe) {  // MixtralConfig's defaults: 8 experts, 2 per token, coef 0.001, no aux
-    m.experts = size("num_local_experts", model::Config::kMaxExperts, 8);
-    m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, 2);
-    m.router_aux_loss_coef = get_double(j, "router_aux_loss_coef", where, 0.001);
-    m.router_aux_loss = get_bool(j, "output_router_logits", where, false);
-    if (get_double(j, "router_jitter_noise", where, 0.0) != 0.0)
-      bad(where, "router_jitter_noise",
-          "is not 0; zt's router has no jitter (transformers multiplies the inputs of the "
-          "experts by noise in training); set it to 0");
-  }
+  if (fam->moe != HfFamily::kDense) read_moe(j, where, fam->moe, m);
   if (fam->sliding_keys) read_qwen_window(j, where, m);
+  if (fam->window_all_layers && get_bool(j, "use_sliding_window", where, false) &&
+      j.contains("sliding_window") && !j.at("sliding_window").is_null())
+    m.sliding_window = size("sliding_window", model::Config::kMaxContext);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -330,7 +399,8 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
                          std::to_string(cfg.first_sliding_layer) +
                          " layers attend in full has no Hugging Face form",
                      "zt writes per-layer sliding windows as Qwen's (model.family = qwen2, qwen3)");
-  if (cfg.sliding_window > 0 && !fam->sliding_window && !fam->sliding_keys)
+  if (cfg.sliding_window > 0 && !fam->sliding_window && !fam->sliding_keys &&
+      !fam->window_all_layers)
     throw InputError("a " + cfg.family + " model with a sliding window has no Hugging Face form",
                      "zt writes a sliding window as Mistral's (model.family = mistral)");
   json j = json::object();
@@ -362,7 +432,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["rope_theta"] = cfg.rope_theta;
   j["rope_scaling"] = scaling;
   j["hidden_act"] = "silu";
-  if (fam->attention_bias_key) j["attention_bias"] = cfg.attention_bias;
+  if (fam->bias_key) j[fam->bias_key] = cfg.attention_bias;
   if (fam->mlp_bias_key) j["mlp_bias"] = false;
   if (fam->sliding_keys) {
     // transformers 5 derives layer_types from these three (sliding from max_window_layers on).
@@ -377,13 +447,11 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   }
   if (fam->sliding_window)
     j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
-  if (fam->moe) {
-    j["num_local_experts"] = cfg.experts;
-    j["num_experts_per_tok"] = cfg.experts_per_token;
-    j["router_aux_loss_coef"] = cfg.router_aux_loss_coef;
-    j["output_router_logits"] = cfg.router_aux_loss;
-    j["router_jitter_noise"] = 0.0;
+  if (fam->window_all_layers) {
+    j["use_sliding_window"] = cfg.sliding_window > 0;
+    j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
   }
+  if (fam->moe != HfFamily::kDense) write_moe(cfg, fam->moe, j);
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;

@@ -91,6 +91,10 @@ void name_after_preset(model::Config& cfg) {
         p.heads == cfg.heads && p.kv_heads == cfg.kv_heads && p.intermediate == cfg.intermediate &&
         p.context == cfg.context && p.tied_embeddings == cfg.tied_embeddings &&
         p.experts == cfg.experts && p.experts_per_token == cfg.experts_per_token &&
+        p.moe_intermediate == cfg.moe_intermediate && p.norm_topk_prob == cfg.norm_topk_prob &&
+        p.shared_expert_intermediate == cfg.shared_expert_intermediate &&
+        p.decoder_sparse_step == cfg.decoder_sparse_step &&
+        p.mlp_only_layers == cfg.mlp_only_layers &&
         p.sliding_window == cfg.sliding_window &&
         p.rope_theta == cfg.rope_theta && p.rope_scaling == cfg.rope_scaling &&
         p.norm_eps == cfg.norm_eps) {

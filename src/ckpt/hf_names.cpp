@@ -7,7 +7,18 @@ namespace zt::ckpt {
 
 std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused) {
   const model::Config& cfg = layout.config();
-  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts;
+  const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts;
+  // Per-expert file names: Mixtral's block_sparse_moe.experts.E.w1 (gate) / w3 (up) / w2
+  // (down) and block_sparse_moe.gate (router), Qwen's mlp.experts.E.gate_proj / up_proj /
+  // down_proj and mlp.gate.
+  const bool mixtral = cfg.family == "mixtral";
+  const char* moe = mixtral ? "block_sparse_moe." : "mlp.";
+  const auto expert = [&](int64_t e, int which) {  // which: 0 gate, 1 up, 2 down
+    static const char* const kMixtral[] = {"w1", "w3", "w2"};
+    static const char* const kQwen[] = {"gate_proj", "up_proj", "down_proj"};
+    return strf("%sexperts.%lld.%s.weight", moe, static_cast<long long>(e),
+                (mixtral ? kMixtral : kQwen)[which]);
+  };
   std::vector<HfPiece> out;
   const auto& tensors = layout.tensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -21,18 +32,14 @@ std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused) {
     if (!cfg.moe() || fused) {
       out.push_back({t.name, t.shape, ti, 0, t.numel});
     } else if (auto router = cut("mlp.gate.weight")) {
-      out.push_back({*router + "block_sparse_moe.gate.weight", t.shape, ti, 0, t.numel});
-    } else if (auto gu = cut("mlp.experts.gate_up_proj")) {  // [E, 2I, C]: w1 then w3 per expert
+      out.push_back({*router + moe + "gate.weight", t.shape, ti, 0, t.numel});
+    } else if (auto gu = cut("mlp.experts.gate_up_proj")) {  // [E, 2I, C]: gate then up per expert
       for (int64_t e = 0; e < E; ++e)
         for (int half = 0; half < 2; ++half)
-          out.push_back({*gu + strf("block_sparse_moe.experts.%lld.w%d.weight",
-                                   static_cast<long long>(e), half == 0 ? 1 : 3),
-                         {I, C}, ti, (2 * e + half) * I * C, I * C});
-    } else if (auto down = cut("mlp.experts.down_proj")) {  // [E, C, I]: w2 per expert
+          out.push_back({*gu + expert(e, half), {I, C}, ti, (2 * e + half) * I * C, I * C});
+    } else if (auto down = cut("mlp.experts.down_proj")) {  // [E, C, I]: down per expert
       for (int64_t e = 0; e < E; ++e)
-        out.push_back({*down + strf("block_sparse_moe.experts.%lld.w2.weight",
-                                 static_cast<long long>(e)),
-                       {C, I}, ti, e * C * I, C * I});
+        out.push_back({*down + expert(e, 2), {C, I}, ti, e * C * I, C * I});
     } else {
       out.push_back({t.name, t.shape, ti, 0, t.numel});
     }

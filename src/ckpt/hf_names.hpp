@@ -5,7 +5,9 @@
 // three matrices (w1 the gate, w3 the up, w2 the down projection: the published
 // checkpoints, and what transformers 5's save_pretrained writes back), which zt holds as
 // transformers 5 does at run time: mlp.gate, and mlp.experts.gate_up_proj [E, 2I, C] /
-// down_proj [E, C, I]. transformers 5's fused names are read as well.
+// down_proj [E, C, I]. Qwen2-MoE's and Qwen3-MoE's files name them mlp.gate and
+// mlp.experts.E.gate_proj / up_proj / down_proj (the shared expert and dense layers keep
+// zt's names). transformers 5's fused names are read as well.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,7 +27,8 @@ struct HfPiece {
 
 // Every tensor of the folder form of `layout`, in layout order. fused: a Mixtral's
 // experts under transformers 5's run-time names (one piece per zt tensor); otherwise
-// Mixtral's per-expert w1/w3/w2 (what export writes).
+// the per-expert tensors (Mixtral's w1/w3/w2, Qwen's gate_proj/up_proj/down_proj: what
+// export writes).
 std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused = false);
 
 }  // namespace zt::ckpt

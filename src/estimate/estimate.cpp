@@ -68,10 +68,15 @@ u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT) {
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
   const int64_t qk_norm = c.qk_norm() ? N * (HD + GD + c.heads + c.kv_heads) : 0;  // qr kr rstd_q rstd_k
   // The MLP's: gate, up, h [N, I]; with experts rprobs [N, E], ridx, rw [N, k] and each
-  // routed row's gu [2I], h [I], y [C] (model_impl.hpp).
-  const int64_t K = c.experts_per_token;
-  const int64_t mlp = c.moe() ? N * c.experts + 2 * N * K + N * K * (3 * c.intermediate + c.hidden)
-                              : 3 * N * c.intermediate;
+  // routed row's gu [2I], h [I], y [C] (model_impl.hpp; I the expert width), the shared
+  // expert's gate, up, h [N, S], y [N, C] and gate [N], and the dense layers' three too
+  // when some layers are dense.
+  const int64_t K = c.experts_per_token, S = c.shared_expert_intermediate;
+  const int64_t dense = 3 * N * c.intermediate;
+  const int64_t mlp = c.moe() ? N * c.experts + 2 * N * K + N * K * (3 * c.expert_width() + c.hidden) +
+                                    (c.shared_expert() ? 3 * N * S + N * c.hidden + N : 0) +
+                                    (c.dense_layers() ? dense : 0)
+                              : dense;
   return to_u64(N * c.hidden + N + N * HD + 2 * N * GD + BHTT + N * HD + 2 * N * c.hidden + N +
                 mlp + qk_norm);
 }
@@ -144,8 +149,12 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   // (with experts instead of dh, dgate, dup: router logits and their gradient [N, E], dw
   // [N, k], the aux gradient [E], and the recomputed sum [N, C])
   e += to_u64(2 * N * C + 2 * N * HD + 2 * N * GD);
+  // (and with experts dh, dgate, dup [N, max(I of dense layers, S of the shared expert)],
+  // the shared expert's dy [N, C] and gate gradient [N])
+  const int64_t width = std::max(c.dense_layers() ? I : 0, c.shared_expert_intermediate);
   e += c.moe() ? to_u64(2 * N * c.experts + N * c.experts_per_token +
-                        (c.router_aux_loss ? c.experts : 0) + (recompute ? N * C : 0))
+                        (c.router_aux_loss ? c.experts : 0) + (recompute ? N * C : 0) +
+                        3 * N * width + (c.shared_expert() ? N * C + N : 0))
                : to_u64(3 * N * I);
   e += to_u64(T * T * std::max(threads, 0));
   return e * static_cast<u64>(elem_bytes);

@@ -24,7 +24,7 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   const int64_t N = B * T, C = cfg.hidden;
   const int64_t H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
   const R* p = params[static_cast<size_t>(layout.block_unit(l))];
-  const BlockOffsets& o = layout.block_offsets();
+  const BlockOffsets& o = layout.block_offsets(l);
   const bool qk_norm = cfg.qk_norm();
   // attention half
   k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps);
@@ -52,10 +52,10 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
 template <class R>
 void Model<R>::Impl::mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
   const int64_t C = cfg.hidden, I = cfg.intermediate;
-  const BlockOffsets& o = layout.block_offsets();
+  const BlockOffsets& o = layout.block_offsets(l);
   k::rmsnorm_forward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), p + o.post_norm, N, C,
                      cfg.norm_eps);
-  if (cfg.moe()) return moe_forward(l, p, x_out, a, N);
+  if (cfg.moe_layer(l)) return moe_forward(l, p, x_out, a, N);
   proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
   proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
   k::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
@@ -73,7 +73,7 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
   const int64_t C = cfg.hidden, H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
   const int64_t GD = G * D, half = D / 2;
   const R* p = params[static_cast<size_t>(layout.block_unit(l))];
-  const BlockOffsets& o = layout.block_offsets();
+  const BlockOffsets& o = layout.block_offsets(l);
   R* kc = cache.k.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
   R* vc = cache.v.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
   k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, cfg.norm_eps);
@@ -108,12 +108,12 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
   const int64_t H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
   const int u = layout.block_unit(l);
   const R* p = params[static_cast<size_t>(u)];
-  const BlockOffsets& o = layout.block_offsets();
+  const BlockOffsets& o = layout.block_offsets(l);
   const auto g = [&](int64_t off) { return base_grad_or_null(u, off); };  // nullptr: frozen or absent
   // MLP half: x_out = x_mid + down(h) (or the experts' sum); the residual passes dres
   // through unchanged. First contributions to the scratch gradients WRITE (accumulate =
   // false), so no buffer needs zeroing.
-  if (cfg.moe()) {
+  if (cfg.moe_layer(l)) {
     moe_backward(u, p, a, N);
   } else {
     dense_mlp_backward(l, u, p, a, N);
@@ -151,7 +151,7 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
 template <class R>
 void Model<R>::Impl::dense_mlp_backward(int l, int u, const R* p, BlockActs<R>& a, int64_t N) {
   const int64_t C = cfg.hidden, I = cfg.intermediate;
-  const BlockOffsets& o = layout.block_offsets();
+  const BlockOffsets& o = layout.block_offsets(l);
   const auto g = [&](int64_t off) { return base_grad_or_null(u, off); };
   proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(),
                 p + o.down, N, I, C, /*accumulate_dx=*/false);

@@ -44,7 +44,7 @@ std::vector<std::string> Config::preset_names() {
   return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
           "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b",
-          "mixtral-8x7b"};
+          "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b"};
 }
 
 namespace {
@@ -53,16 +53,22 @@ namespace {
 // differences, not a copy of the model). attention_bias: the config's flag decides.
 struct FamilyRow {
   const char* family;  // Hugging Face model_type
-  enum Bias : uint8_t { kFromFlag, kQkvOnly } bias;
+  // kFromFlag: q/k/v and o biases by attention_bias; kQkvOnly: q/k/v always, no o;
+  // kQkvFromFlag: q/k/v by attention_bias (HF's qkv_bias), no o; kNone: none.
+  enum Bias : uint8_t { kFromFlag, kQkvOnly, kQkvFromFlag, kNone } bias;
   bool qk_norm;
   bool moe;  // the MLP is the mixture of experts (Config::experts > 0), else the dense SwiGLU
+  bool shared_expert;  // the MoE MLP has the shared expert (shared_expert_intermediate > 0)
+  bool qwen_moe;  // moe_intermediate, norm_topk_prob, decoder_sparse_step, mlp_only_layers
 };
 constexpr FamilyRow kFamilies[] = {
-    {"llama", FamilyRow::kFromFlag, false, false},
-    {"mistral", FamilyRow::kFromFlag, false, false},  // the Llama block; its sliding window is a Config field
-    {"qwen2", FamilyRow::kQkvOnly, false, false},
-    {"qwen3", FamilyRow::kFromFlag, true, false},
-    {"mixtral", FamilyRow::kFromFlag, false, true},  // Mistral's block with the MoE MLP (no biases)
+    {"llama", FamilyRow::kFromFlag, false, false, false, false},
+    {"mistral", FamilyRow::kFromFlag, false, false, false, false},  // the Llama block; its sliding window is a Config field
+    {"qwen2", FamilyRow::kQkvOnly, false, false, false, false},
+    {"qwen3", FamilyRow::kFromFlag, true, false, false, false},
+    {"mixtral", FamilyRow::kNone, false, true, false, false},  // Mistral's block with the MoE MLP
+    {"qwen2_moe", FamilyRow::kQkvFromFlag, false, true, true, true},  // Qwen2 + experts + shared expert
+    {"qwen3_moe", FamilyRow::kFromFlag, true, true, false, true},  // Qwen3 + experts
 };
 
 const FamilyRow* family_row(const std::string& family) {
@@ -86,10 +92,22 @@ std::vector<std::string> Config::family_names() {
 }
 
 bool Config::qkv_bias() const {
-  return row_of(*this).bias == FamilyRow::kQkvOnly || attention_bias;
+  const FamilyRow::Bias b = row_of(*this).bias;
+  return b == FamilyRow::kQkvOnly || (b != FamilyRow::kNone && attention_bias);
 }
 bool Config::o_bias() const { return row_of(*this).bias == FamilyRow::kFromFlag && attention_bias; }
 bool Config::qk_norm() const { return row_of(*this).qk_norm; }
+
+bool Config::moe_layer(int64_t l) const {
+  if (!moe() || (l + 1) % std::max<int64_t>(decoder_sparse_step, 1) != 0) return false;
+  return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
+}
+
+int64_t Config::moe_layer_count() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < layers; ++l) n += moe_layer(l) ? 1 : 0;
+  return n;
+}
 
 Config Config::preset(std::string_view name) {
   //            name              vocab   hidden layers heads kv  inter  ctx   eps
@@ -139,15 +157,39 @@ Config Config::preset(std::string_view name) {
     c.rope_theta = 1000000.0;
     return c;
   }
+  // A mixture-of-experts preset: E experts of width `width` (0: intermediate), k per token.
+  const auto moe = [](Config c, const char* family, int64_t E, int64_t k, int64_t width) {
+    c.family = family;
+    c.rope_theta = 1000000.0;
+    c.experts = E;
+    c.experts_per_token = k;
+    c.moe_intermediate = width;
+    return c;
+  };
   // mistralai/Mixtral-8x7B-v0.1's config.json: 8 experts, 2 per token, rope_theta 1e6, no
   // sliding window, router_aux_loss_coef 0.02 (output_router_logits false).
   if (name == "mixtral-8x7b") {
-    Config c = make("mixtral-8x7b", 32000, 4096, 32, 32, 8, 14336, 32768, 1e-5);
-    c.family = "mixtral";
-    c.rope_theta = 1000000.0;
-    c.experts = 8;
-    c.experts_per_token = 2;
+    Config c = moe(make("mixtral-8x7b", 32000, 4096, 32, 32, 8, 14336, 32768, 1e-5), "mixtral",
+                   8, 2, 0);
     c.router_aux_loss_coef = 0.02;
+    return c;
+  }
+  // Qwen/Qwen3-30B-A3B's config.json: 128 experts of width 768, 8 per token, renormalised,
+  // every layer MoE, q/k norms, head_dim 128, rope_theta 1e6.
+  if (name == "qwen3-30b-a3b") {
+    Config c = moe(make("qwen3-30b-a3b", 151936, 2048, 48, 32, 4, 6144, 40960, 1e-6),
+                   "qwen3_moe", 128, 8, 768);
+    c.head_dim_ = 128;
+    return c;  // norm_topk_prob true
+  }
+  // Qwen/Qwen1.5-MoE-A2.7B's config.json (model_type qwen2_moe): 60 experts of width 1408,
+  // 4 per token, not renormalised, the shared expert 5632 wide, q/k/v biases.
+  if (name == "qwen1.5-moe-a2.7b") {
+    Config c = moe(make("qwen1.5-moe-a2.7b", 151936, 2048, 24, 16, 16, 5632, 8192, 1e-6),
+                   "qwen2_moe", 60, 4, 1408);
+    c.attention_bias = true;  // HF's qkv_bias
+    c.shared_expert_intermediate = 5632;
+    c.norm_topk_prob = false;
     return c;
   }
   std::string known;
@@ -174,6 +216,10 @@ void Config::validate() const {
     throw InputError("model.attention_bias = true with model.family = qwen2",
                      "Qwen2 has q/k/v biases always and no o bias (transformers' Qwen2Attention "
                      "ignores attention_bias); leave model.attention_bias false.");
+  if (attention_bias && family_row(family)->bias == FamilyRow::kNone)
+    throw InputError("model.attention_bias = true with model.family = " + family,
+                     "Mixtral's attention has no biases (MixtralConfig has no attention_bias); "
+                     "leave it false.");
   validate_experts();
   if (head_dim_ < 0)
     throw InputError(strf("model.head_dim = %lld: must be >= 0", static_cast<long long>(head_dim_)),
@@ -244,10 +290,11 @@ void Config::validate() const {
   const auto add = [&](int64_t a, int64_t b) { return add_checked(a, b, what, hint); };
   mul(heads, head_dim());  // q_dim()
   const int64_t kv = mul(kv_heads, head_dim());
+  const int64_t width = std::max(intermediate, moe_intermediate);
+  const int64_t mlp = add(mul(std::max<int64_t>(experts, 1), add(mul(3, mul(hidden, width)), hidden)),
+                          mul(3, mul(hidden, add(shared_expert_intermediate, 1))));
   const int64_t block = add(
-      add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))),
-          add(mul(std::max<int64_t>(experts, 1), add(mul(3, mul(hidden, intermediate)), hidden)),
-              mul(2, hidden))),
+      add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))), add(mlp, mul(2, hidden))),
       add(mul(2, add(q_dim(), kv)), mul(2, head_dim())));  // a bound on biases and q/k norms
   const int64_t embedding = mul(vocab, hidden);
   const int64_t total =
@@ -260,22 +307,48 @@ void Config::validate() const {
 }
 
 void Config::validate_experts() const {
-  const bool family_moe = family_row(family)->moe;
+  const FamilyRow& row = *family_row(family);
+  const bool family_moe = row.moe;
   if (family_moe && experts <= 0)
     throw InputError(strf("model.experts = %lld with model.family = %s: must be >= 1",
                           static_cast<long long>(experts), family.c_str()),
-                     "a Mixtral block routes each token to model.experts_per_token of "
-                     "model.experts experts (Mixtral 8x7B: 8 and 2).");
+                     "a mixture-of-experts block routes each token to model.experts_per_token "
+                     "of model.experts experts (Mixtral 8x7B: 8 and 2; Qwen3-30B-A3B: 128 and 8).");
   if (!family_moe && experts != 0)
     throw InputError(strf("model.experts = %lld with model.family = %s", static_cast<long long>(experts),
                           family.c_str()),
-                     "mixture-of-experts blocks are the mixtral family's: set model.family = "
-                     "mixtral (or model.experts = 0 for the dense MLP).");
+                     "mixture-of-experts blocks are the mixtral, qwen2_moe and qwen3_moe "
+                     "families': set one of them (or model.experts = 0 for the dense MLP).");
+  const auto refuse_unless = [&](bool ok, const std::string& field, const char* families) {
+    if (!ok)
+      throw InputError(field + " with model.family = " + family,
+                       std::string("only the ") + families + " family has it; leave it at its "
+                       "default (docs/model.md, \"Mixture of experts\").");
+  };
+  refuse_unless(row.qwen_moe || moe_intermediate == 0,
+                strf("model.moe_intermediate = %lld", static_cast<long long>(moe_intermediate)),
+                "qwen2_moe and qwen3_moe");
+  refuse_unless(row.qwen_moe || norm_topk_prob, "model.norm_topk_prob = false",
+                "qwen2_moe and qwen3_moe");
+  refuse_unless(row.qwen_moe || decoder_sparse_step == 1,
+                strf("model.decoder_sparse_step = %lld", static_cast<long long>(decoder_sparse_step)),
+                "qwen2_moe and qwen3_moe");
+  refuse_unless(row.qwen_moe || mlp_only_layers.empty(), "model.mlp_only_layers (not empty)",
+                "qwen2_moe and qwen3_moe");
+  if (row.shared_expert && shared_expert_intermediate <= 0)
+    throw InputError(strf("model.shared_expert_intermediate = %lld with model.family = %s: must "
+                          "be >= 1",
+                          static_cast<long long>(shared_expert_intermediate), family.c_str()),
+                     "every Qwen2-MoE block has the shared expert (Qwen1.5-MoE-A2.7B: 5632).");
+  refuse_unless(row.shared_expert || shared_expert_intermediate == 0,
+                strf("model.shared_expert_intermediate = %lld",
+                     static_cast<long long>(shared_expert_intermediate)),
+                "qwen2_moe");
   if (!family_moe) return;
   if (experts > kMaxExperts)
     throw InputError(strf("model.experts = %lld: above zt's limit %lld", static_cast<long long>(experts),
                           static_cast<long long>(kMaxExperts)),
-                     "Mixtral has 8 experts; check the value.");
+                     "Mixtral has 8 experts, Qwen3-30B-A3B 128; check the value.");
   if (experts_per_token < 1 || experts_per_token > experts)
     throw InputError(strf("model.experts_per_token = %lld: must be 1 .. model.experts (%lld)",
                           static_cast<long long>(experts_per_token),
@@ -285,10 +358,36 @@ void Config::validate_experts() const {
     throw InputError(strf("model.router_aux_loss_coef = %g: must be a finite number >= 0",
                           router_aux_loss_coef),
                      "transformers' default is 0.001, Mixtral 8x7B's config.json says 0.02.");
-  if (attention_bias)
-    throw InputError("model.attention_bias = true with model.family = mixtral",
-                     "Mixtral's attention has no biases (MixtralConfig has no attention_bias); "
-                     "leave it false.");
+  const auto size = [&](int64_t v, const char* field, int64_t lo) {
+    if (v < lo || v > kMaxIntermediate)
+      throw InputError(strf("model.%s = %lld: must be %lld .. %lld", field, static_cast<long long>(v),
+                            static_cast<long long>(lo), static_cast<long long>(kMaxIntermediate)),
+                       "Qwen3-30B-A3B's experts are 768 wide; Qwen1.5-MoE-A2.7B's shared expert 5632.");
+  };
+  size(moe_intermediate, "moe_intermediate", 0);
+  size(shared_expert_intermediate, "shared_expert_intermediate", 0);
+  if (decoder_sparse_step < 1 || decoder_sparse_step > layers)
+    throw InputError(strf("model.decoder_sparse_step = %lld: must be 1 .. model.layers (%lld)",
+                          static_cast<long long>(decoder_sparse_step), static_cast<long long>(layers)),
+                     "layer l has the experts when (l + 1) % decoder_sparse_step == 0 (1: every layer).");
+  for (int64_t l : mlp_only_layers)
+    if (l < 0 || l >= layers)
+      throw InputError(strf("model.mlp_only_layers holds %lld: layers are 0 .. %lld",
+                            static_cast<long long>(l), static_cast<long long>(layers - 1)),
+                       "list the indices of the layers with the dense MLP.");
+  if (moe_layer_count() == 0)
+    throw InputError("no layer of model " + name + " has the experts (decoder_sparse_step and "
+                     "mlp_only_layers leave every layer dense)",
+                     "use a dense family (qwen2, qwen3) for a model without experts.");
+}
+
+void Config::validate_for_device() const {
+  if (family_row(family) && family_row(family)->qwen_moe)
+    throw InputError("model family '" + family + "': the GPU model has no Qwen mixture-of-experts "
+                     "blocks (shared expert, dense layers among MoE ones, norm_topk_prob, expert "
+                     "width)",
+                     "train or generate it on the CPU (train.device = cpu); the CPU model has them "
+                     "(docs/model.md, \"Qwen2-MoE and Qwen3-MoE\").");
 }
 
 void Config::validate_rope_scaling() const {
@@ -322,24 +421,27 @@ void Config::validate_rope_scaling() const {
 
 int64_t Config::num_embedding_params() const { return vocab * hidden; }
 
-int64_t Config::num_block_params() const {
+int64_t Config::num_block_params(int64_t l) const {
   const int64_t attn = hidden * q_dim() /*q*/ + 2 * hidden * kv_dim() /*k, v*/ +
                        q_dim() * hidden /*o*/;
   const int64_t bias = (qkv_bias() ? q_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
   const int64_t norms = 2 * hidden + (qk_norm() ? 2 * head_dim() : 0);  // + q/k norms
-  const int64_t mlp = 3 * hidden * intermediate;  // gate, up, down (of each expert)
-  if (moe()) return attn + bias + experts * (mlp + hidden) /*router [E, C]*/ + norms;
-  return attn + bias + mlp + norms;
+  if (!moe_layer(l)) return attn + bias + 3 * hidden * intermediate /*gate, up, down*/ + norms;
+  const int64_t shared = shared_expert() ? 3 * hidden * shared_expert_intermediate + hidden : 0;
+  return attn + bias + experts * (3 * hidden * expert_width() + hidden) /*experts, router [E, C]*/ +
+         shared /*shared expert and its gate [1, C]*/ + norms;
 }
 
 int64_t Config::num_active_params() const {
-  if (!moe()) return num_params();
-  return num_params() - layers * (experts - experts_per_token) * 3 * hidden * intermediate;
+  return num_params() -
+         moe_layer_count() * (experts - experts_per_token) * 3 * hidden * expert_width();
 }
 
 int64_t Config::num_params() const {
   const int64_t head = hidden /*final norm*/ + (tied_embeddings ? 0 : vocab * hidden);
-  return num_embedding_params() + layers * num_block_params() + head;
+  int64_t blocks = 0;
+  for (int64_t l = 0; l < layers; ++l) blocks += num_block_params(l);
+  return num_embedding_params() + blocks + head;
 }
 
 int64_t Config::num_matmul_params() const {

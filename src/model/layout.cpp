@@ -1,6 +1,8 @@
 // Parameter layout: units, Hugging Face names, shapes and offsets.
 #include "zt/model/layout.hpp"
 
+#include <stdexcept>
+
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -108,25 +110,36 @@ void ParamLayout::build() {
     }
     o.post_norm = add_tensor(tensors_, u, ui, p + "post_attention_layernorm.weight", {C},
                              InitKind::kOnes);
-    if (cfg_.moe()) {
-      const int64_t E = cfg_.experts, El = E / expert_parts_;  // all, and this slice's
+    if (cfg_.moe_layer(l)) {
+      const int64_t E = cfg_.experts, IE = cfg_.expert_width();
+      const int64_t El = E / expert_parts_;  // this rank's slice of the experts (all: 1 part)
       o.gate = o.up = o.down = -1;
       o.router = add_tensor(tensors_, u, ui, p + "mlp.gate.weight", {E, C}, InitKind::kNormal);
       o.experts_gate_up = add_tensor(tensors_, u, ui, p + "mlp.experts.gate_up_proj",
-                                     {El, 2 * I, C}, InitKind::kNormal);
-      o.experts_down = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj", {El, C, I},
+                                     {El, 2 * IE, C}, InitKind::kNormal);
+      o.experts_down = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj", {El, C, IE},
                                   InitKind::kNormalScaled);
       if (expert_parts_ > 1)  // the slice of each whole tensor (experts lead)
         for (size_t t = tensors_.size() - 2; t < tensors_.size(); ++t) {
           tensors_[t].global_rows = E;
           tensors_[t].global_begin = first_expert_ * (tensors_[t].numel / El);
         }
+      if (cfg_.shared_expert()) {
+        const int64_t S = cfg_.shared_expert_intermediate;
+        const std::string se = p + "mlp.shared_expert.";
+        o.shared_gate = add_tensor(tensors_, u, ui, se + "gate_proj.weight", {S, C}, InitKind::kNormal);
+        o.shared_up = add_tensor(tensors_, u, ui, se + "up_proj.weight", {S, C}, InitKind::kNormal);
+        o.shared_down = add_tensor(tensors_, u, ui, se + "down_proj.weight", {C, S},
+                                   InitKind::kNormalScaled);
+        o.shared_expert_gate = add_tensor(tensors_, u, ui, p + "mlp.shared_expert_gate.weight",
+                                          {1, C}, InitKind::kNormal);
+      }
     } else {
       o.gate = maybe(kGate, u, ui, p + "mlp.gate_proj.weight", {I, C}, InitKind::kNormal);
       o.up = maybe(kUp, u, ui, p + "mlp.up_proj.weight", {I, C}, InitKind::kNormal);
       o.down = maybe(kDown, u, ui, p + "mlp.down_proj.weight", {C, I}, InitKind::kNormalScaled);
     }
-    block_ = o;  // identical for every block
+    blocks_.push_back(o);
     units_.push_back(u);
   }
   // unit L+1: final norm and LM head
@@ -142,6 +155,20 @@ void ParamLayout::build() {
   for (const auto& u : units_) total_numel_ += u.numel;
   ZT_CHECK(out != 0 || expert_parts_ > 1 || total_numel_ == cfg_.num_params(), "layout and Config::num_params() disagree",
            "a bug in zt's model layout.");
+}
+
+const BlockOffsets& ParamLayout::block_offsets(int layer) const {
+  if (layer < 0 || layer >= static_cast<int>(blocks_.size()))
+    throw std::logic_error(strf("ParamLayout::block_offsets(%d): the model has %zu blocks", layer,
+                                blocks_.size()));
+  return blocks_[static_cast<size_t>(layer)];
+}
+
+const BlockOffsets& ParamLayout::block_offsets() const {
+  if (cfg_.dense_layers() && cfg_.moe())
+    throw std::logic_error("ParamLayout::block_offsets(): the blocks of model " + cfg_.name +
+                           " differ (dense layers among MoE ones); use block_offsets(layer)");
+  return block_offsets(0);
 }
 
 const UnitInfo& ParamLayout::unit(int u) const {

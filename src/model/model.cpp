@@ -59,10 +59,16 @@ void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) 
     dq.ensure(N * HD);
     dk.ensure(N * GD);
     dv.ensure(N * GD);
-    if (!cfg.moe()) {
-      dh.ensure(N * I);
-      dgate.ensure(N * I);
-      dup.ensure(N * I);
+    // The dense MLP's (every layer without experts) and the shared expert's scratch.
+    const int64_t width = std::max(cfg.dense_layers() ? I : 0, cfg.shared_expert_intermediate);
+    if (width > 0) {
+      dh.ensure(N * width);
+      dgate.ensure(N * width);
+      dup.ensure(N * width);
+    }
+    if (cfg.shared_expert()) {
+      dshared.ensure(N * C);
+      dshared_gate.ensure(N);
     }
     attn_scratch.ensure(k::attention_backward_scratch(T, omp_get_max_threads()));
   }
@@ -369,7 +375,7 @@ size_t Model<R>::Impl::workspace_bytes() const {
              dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() + dgate.bytes() + dup.bytes() +
              attn_scratch.bytes() + decode_scores.bytes() + lora.workspace_bytes() +
              router_logits.bytes() + moe_out.bytes() + dlogits_r.bytes() + dw_r.bytes() +
-             aux_dprob.bytes();
+             aux_dprob.bytes() + dshared.bytes() + dshared_gate.bytes();
   for (const auto& a : saved) b += a.bytes();
   return b;
 }

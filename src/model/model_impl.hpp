@@ -48,6 +48,10 @@ struct BlockActs {
   Buffer<R> mgu;         // [N*k, 2I]   each routed row's gate|up pre-activations
   Buffer<R> mh;          // [N*k, I]    silu(gate) * up
   Buffer<R> my;          // [N*k, C]    the expert's output before its weight
+  // The shared expert (Config::shared_expert(), qwen2_moe; shared_expert.cpp), S wide.
+  Buffer<R> sgate, sup, sh;  // [N, S]   its gate_proj(xn2), up_proj(xn2), silu(gate) * up
+  Buffer<R> sy;              // [N, C]   its output before the gate
+  Buffer<R> sg;              // [N]      sigmoid(shared_expert_gate(xn2))
 
   void ensure(const Config& c, int64_t N, int64_t BHTT) {
     const int64_t HD = c.q_dim(), GD = c.kv_dim();
@@ -68,14 +72,22 @@ struct BlockActs {
     xn2.ensure(N * c.hidden);
     rstd2.ensure(N);
     if (c.moe()) {
-      const int64_t E = c.experts, K = c.experts_per_token;
+      const int64_t E = c.experts, K = c.experts_per_token, IE = c.expert_width();
       rprobs.ensure(N * E);
       ridx.ensure(N * K);
       rw.ensure(N * K);
-      mgu.ensure(N * K * 2 * c.intermediate);
-      mh.ensure(N * K * c.intermediate);
+      mgu.ensure(N * K * 2 * IE);
+      mh.ensure(N * K * IE);
       my.ensure(N * K * c.hidden);
-      return;
+      if (c.shared_expert()) {
+        const int64_t S = c.shared_expert_intermediate;
+        sgate.ensure(N * S);
+        sup.ensure(N * S);
+        sh.ensure(N * S);
+        sy.ensure(N * c.hidden);
+        sg.ensure(N);
+      }
+      if (!c.dense_layers()) return;  // else the dense layers' below too
     }
     gate.ensure(N * c.intermediate);
     up.ensure(N * c.intermediate);
@@ -86,7 +98,8 @@ struct BlockActs {
            rstd_q.bytes() + rstd_k.bytes() + v.bytes() + probs.bytes() +
            att.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() +
            up.bytes() + h.bytes() + rprobs.bytes() + ridx.bytes() + rw.bytes() + mgu.bytes() +
-           mh.bytes() + my.bytes();
+           mh.bytes() + my.bytes() + sgate.bytes() + sup.bytes() + sh.bytes() + sy.bytes() +
+           sg.bytes();
   }
 };
 
@@ -112,7 +125,7 @@ struct Model<R>::Impl {
   Buffer<R> datt;                   // [N, H*D]
   Buffer<R> dq;                     // [N, H*D]
   Buffer<R> dk, dv;                 // [N, G*D]
-  Buffer<R> dh, dgate, dup;         // [N, I]
+  Buffer<R> dh, dgate, dup;         // [N, I] (or [N, S]: the shared expert's, when wider)
   Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
   // Mixture of experts (moe_block.cpp): scratch and the router statistics of the last
   // forward_trunk (summed over its blocks; recompute and decode do not count).
@@ -121,6 +134,8 @@ struct Model<R>::Impl {
   Buffer<R> dlogits_r;              // [N, E]
   Buffer<R> dw_r;                   // [N, k]
   Buffer<R> aux_dprob;              // [E] d (coef * aux) / d p of every row (router_aux_loss)
+  Buffer<R> dshared;                // [N, C] the shared expert's d y (shared_expert.cpp)
+  Buffer<R> dshared_gate;           // [N]    d loss / d its gate's logit
   RouterStats router;               // tokens per expert, rows, aux of the last forward_trunk
   std::vector<double> prob_sum;     // [E] P_e: router probabilities summed over the rows
   bool count_router = false;        // inside forward_trunk: the blocks add to `router`
@@ -245,6 +260,11 @@ struct Model<R>::Impl {
   // The same over the expert group (moe_block_ep.cpp; expert_group set).
   void moe_forward_ep(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
   void moe_backward_ep(int u, const R* p, BlockActs<R>& a, int64_t N);
+  // ---- qwen2_moe's shared expert (shared_expert.cpp) ----
+  // out [N, C] += sigmoid(a.xn2 g^T) * down(silu(gate a.xn2) * up a.xn2), block l's.
+  void shared_expert_forward(int l, const R* p, R* out, BlockActs<R>& a, int64_t N);
+  // dres [N, C] (dL/d out) -> dxn [N, C] accumulated; its weights' gradients into unit u's.
+  void shared_expert_backward(int u, const R* p, BlockActs<R>& a, int64_t N);
   // A forward_trunk's statistics: begin zeroes them and counts the blocks' routing; end
   // stops counting and computes router.aux (no-ops without experts).
   void moe_stats_begin();

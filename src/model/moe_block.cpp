@@ -1,4 +1,4 @@
-// The mixture-of-experts MLP of a block on CPU (Mixtral's; Config::moe()): the router
+// The mixture-of-experts MLP of a block on CPU (Mixtral's, Qwen's; Config::moe_layer(l)): the router
 // (mlp.gate), softmax and top-k with transformers' tie-break, the experts' SwiGLU on their
 // gathered tokens, the weighted sum (zt/kernels/moe.hpp), its backward, and the
 // load-balancing loss over every block of a forward (transformers'
@@ -23,12 +23,13 @@ double RouterStats::imbalance() const {
 template <class R>
 void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
   if (expert_group) return moe_forward_ep(l, p, x_out, a, N);  // moe_block_ep.cpp
-  (void)l;  // no adapters inside the experts (lora.cpp refuses gate/up/down targets)
-  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
-  const BlockOffsets& o = layout.block_offsets();
+  // no adapters inside the experts (lora.cpp refuses gate/up/down targets)
+  const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
+  const BlockOffsets& o = layout.block_offsets(l);
   router_logits.ensure(N * E);
   k::linear_forward(router_logits.data(), a.xn2.data(), p + o.router, N, C, E);
-  k::moe_route(a.rprobs.data(), a.ridx.data(), a.rw.data(), router_logits.data(), N, E, K);
+  k::moe_route(a.rprobs.data(), a.ridx.data(), a.rw.data(), router_logits.data(), N, E, K,
+               cfg.norm_topk_prob);
   if (count_router) {
     router.rows += static_cast<double>(N);
     prob_sum.resize(static_cast<size_t>(E), 0.0);
@@ -43,14 +44,15 @@ void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
   k::moe_experts_forward(out, a.mgu.data(), a.mh.data(), a.my.data(), a.xn2.data(),
                          p + o.experts_gate_up, p + o.experts_down, a.ridx.data(), a.rw.data(),
                          N, C, I, E, K);
+  if (cfg.shared_expert()) shared_expert_forward(l, p, out, a, N);
   if (x_out) k::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
 }
 
 template <class R>
 void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N) {
   if (expert_group) return moe_backward_ep(u, p, a, N);  // moe_block_ep.cpp
-  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
-  const BlockOffsets& o = layout.block_offsets();
+  const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
+  const BlockOffsets& o = layout.block_offsets(layout.unit(u).layer);
   dlogits_r.ensure(N * E);
   dw_r.ensure(N * K);
   std::fill_n(dxn.data(), N * C, R(0));
@@ -61,9 +63,10 @@ void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N)
                           C, I, E, K);
   k::moe_route_backward(dlogits_r.data(), dw_r.data(),
                         cfg.router_aux_loss ? aux_dprob.data() : static_cast<const R*>(nullptr),
-                        a.rprobs.data(), a.ridx.data(), a.rw.data(), N, E, K);
+                        a.rprobs.data(), a.ridx.data(), a.rw.data(), N, E, K, cfg.norm_topk_prob);
   k::linear_backward(dxn.data(), base_grad_or_null(u, o.router), dlogits_r.data(), a.xn2.data(),
                      p + o.router, N, C, E, /*accumulate_dx=*/true);
+  if (cfg.shared_expert()) shared_expert_backward(u, p, a, N);
 }
 
 template <class R>

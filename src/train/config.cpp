@@ -282,7 +282,7 @@ TrainConfig resolve(const config::Config& c, int world) {
         8 * 4, "the activations of one block of one micro-batch, as bytes");
     if (t.model.moe())  // each token's k routed rows keep [2I + I + C]
       mul(mul(mul(tokens, t.model.experts_per_token, "the routed rows of one micro-batch"),
-              3 * t.model.intermediate + t.model.hidden,
+              3 * t.model.expert_width() + t.model.hidden,
               "the experts' activations of one micro-batch"),
           8, "the experts' activations of one micro-batch, as bytes");
   }

@@ -10,6 +10,8 @@
 #include "zt/estimate/estimate.hpp"
 #include "zt/model/model.hpp"
 
+#include "../model/model_fixtures.hpp"
+
 namespace zt::estimate {
 namespace {
 
@@ -177,12 +179,16 @@ TEST(Formulas, BadCombinationsThrow) {
 }
 
 // The workspace formula against the model itself after a real step.
+// Also as a Qwen2-MoE with the aux loss (a dense layer among MoE ones, experts narrower
+// than the dense MLP, the shared expert wider than it).
 TEST(Formulas, ActivationsMatchTheModelWorkspace) {
-  model::Config c = model::Config::preset("tiny");
-  c.layers = 2;
-  c.context = 32;
+  model::Config dense = model::Config::preset("tiny");
+  dense.layers = 2;
+  dense.context = 32;
+  const model::Config qwen = zt::testing::as_qwen_moe(dense, "qwen2_moe", true, 96, 640, {1});
   const int64_t B = 3, T = 24;
   std::vector<int32_t> tok(static_cast<size_t>(B * T), 1), tgt(static_cast<size_t>(B * T), 2);
+  for (const model::Config& c : {dense, qwen})
   for (bool recompute : {true, false}) {
     model::Model<float> m(c, B, T);
     model::Parameters<float> p(m.layout());
@@ -190,7 +196,7 @@ TEST(Formulas, ActivationsMatchTheModelWorkspace) {
     p.bind(m);
     m.loss_and_grad(tok, tgt, B, T, recompute, 1.0);
     EXPECT_EQ(activation_bytes(c, B, T, recompute, 4, omp_get_max_threads()), m.workspace_bytes())
-        << "recompute " << recompute;
+        << c.family << " recompute " << recompute;
   }
 }
 

@@ -1,12 +1,16 @@
 #pragma once
 // Shared set-up for the model tests (test helper): small configs, token batches, and
 // parameters in "general position" (norm weights perturbed away from 1).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "zt/core/error.hpp"
 #include "zt/model/lora.hpp"
 #include "zt/model/model.hpp"
 
@@ -64,6 +68,43 @@ inline model::Config small_mixtral(bool tied = false, bool aux = true) {
   return as_mixtral(small_config(tied), 4, 2, 6, aux, 0.3);
 }
 
+// `c` as one of Qwen's MoE families, 3 layers: 4 experts of width `width` (the dense MLP
+// keeps c.intermediate), 2 per token, not renormalised (norm_topk_prob false), the shared
+// expert of width `shared` (qwen2_moe; 0: none), the layers in `dense` dense
+// (mlp_only_layers); the aux loss at 0.3 when `aux`.
+inline model::Config as_qwen_moe(model::Config c, const char* family, bool aux, int64_t width,
+                                 int64_t shared, std::vector<int64_t> dense) {
+  c = as_mixtral(c, 4, 2, c.intermediate, aux, 0.3);
+  c.family = family;
+  c.layers = 3;
+  c.moe_intermediate = width;
+  c.shared_expert_intermediate = shared;
+  c.norm_topk_prob = false;
+  c.mlp_only_layers = std::move(dense);
+  return c;
+}
+// The small config so: qwen3_moe (Qwen3's q/k norms, head_dim 6, attention_bias; experts
+// of width 5, layer 1 dense) and qwen2_moe (q/k/v biases, experts of width 5, the shared
+// expert of width 7 and its gate, layer 0 dense).
+inline model::Config small_qwen3_moe(bool tied = false, bool aux = true) {
+  return as_qwen_moe(small_qwen3(tied), "qwen3_moe", aux, 5, 0, {1});
+}
+inline model::Config small_qwen2_moe(bool tied = false, bool aux = true) {
+  model::Config c = as_qwen_moe(small_config(tied), "qwen2_moe", aux, 5, 7, {0});
+  c.attention_bias = true;  // HF's qkv_bias
+  return c;
+}
+
+// cfg.validate() throws zt::InputError whose message names `field`.
+inline void expect_invalid(const model::Config& cfg, const std::string& field) {
+  try {
+    cfg.validate();
+    ADD_FAILURE() << "no error for bad " << field;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
 inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
@@ -109,6 +150,31 @@ inline std::vector<std::span<const float>> unit_spans(const model::Parameters<fl
   std::vector<std::span<const float>> units;  // [units]
   for (int u = 0; u < P.num_units(); ++u) units.push_back(P.params(u));
   return units;
+}
+
+// Recompute gives the same loss and gradients bit for bit (fp32, B 2 x T 8, grad scale
+// 0.5, weights at std 0.3); `check` then sees the model without recompute (its router
+// statistics).
+template <class Check>
+void expect_recompute_bitwise(const model::Config& cfg, Check check) {
+  model::ParamLayout layout(cfg);
+  model::Parameters<float> a(layout), b(layout);
+  a.init({.seed = 9, .std = 0.3});
+  b.init({.seed = 9, .std = 0.3});
+  model::Model<float> ma(cfg), mb(cfg);
+  a.bind(ma);
+  b.bind(mb);
+  a.zero_grads();
+  b.zero_grads();
+  const auto tok = random_tokens(16, cfg.vocab, 6);
+  const auto tgt = random_tokens(16, cfg.vocab, 7);
+  const double la = ma.loss_and_grad(tok, tgt, 2, 8, false, 0.5);
+  const double lb = mb.loss_and_grad(tok, tgt, 2, 8, true, 0.5);
+  EXPECT_EQ(la, lb) << cfg.family;
+  for (int u = 0; u < a.num_units(); ++u)
+    for (size_t i = 0; i < a.grads(u).size(); ++i)
+      ASSERT_EQ(a.grads(u)[i], b.grads(u)[i]) << cfg.family << " unit " << u << " " << i;
+  check(ma);
 }
 
 }  // namespace zt::testing

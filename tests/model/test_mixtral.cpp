@@ -30,14 +30,7 @@ TEST(Mixtral, PresetPublishedCounts) {
   EXPECT_DOUBLE_EQ(c.flops_per_token(4096), want);
 }
 
-void expect_invalid(const Config& cfg, const std::string& field) {
-  try {
-    cfg.validate();
-    ADD_FAILURE() << "no error for bad " << field;
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-  }
-}
+using testing::expect_invalid;
 
 TEST(Mixtral, ExpertKeysValidated) {
   Config c = testing::small_mixtral();
@@ -101,23 +94,7 @@ TEST(Mixtral, AuxLossJoinsTheLossAsTransformers) {
 
 // Recompute: the same loss and gradients bit for bit (fp32), aux loss on.
 TEST(Mixtral, RecomputeBitwise) {
-  const Config cfg = testing::small_mixtral();
-  ParamLayout layout(cfg);
-  Parameters<float> a(layout), b(layout);
-  a.init({.seed = 9, .std = 0.3});
-  b.init({.seed = 9, .std = 0.3});
-  Model<float> ma(cfg), mb(cfg);
-  a.bind(ma);
-  b.bind(mb);
-  a.zero_grads();
-  b.zero_grads();
-  const auto tok = testing::random_tokens(16, 16, 6);
-  const auto tgt = testing::random_tokens(16, 16, 7);
-  const double la = ma.loss_and_grad(tok, tgt, 2, 8, false, 0.5);
-  const double lb = mb.loss_and_grad(tok, tgt, 2, 8, true, 0.5);
-  EXPECT_EQ(la, lb);
-  for (int u = 0; u < a.num_units(); ++u)
-    for (size_t i = 0; i < a.grads(u).size(); ++i) ASSERT_EQ(a.grads(u)[i], b.grads(u)[i]) << u << " " << i;
+  testing::expect_recompute_bitwise(testing::small_mixtral(), [](const Model<float>&) {});
 }
 
 // A tiny Mixtral learns on the CPU: AdamW steps on a fixed batch cut the loss.

@@ -124,6 +124,24 @@ TEST(ModelGradcheck, MixtralEveryCoordinate) {
   gradcheck(testing::small_mixtral(true, false), 2, 5, 0.3, 0, true,
             "model small mixtral tied recompute (all coords)");
 }
+// Qwen's MoE families: the router without renormalisation (norm_topk_prob false) and with
+// it, experts narrower than the dense MLP, dense layers among MoE ones (mlp_only_layers,
+// decoder_sparse_step), Qwen3's q/k norms; Qwen2-MoE's shared expert and its sigmoid gate.
+TEST(ModelGradcheck, Qwen3MoeEveryCoordinate) {
+  gradcheck(testing::small_qwen3_moe(), 2, 5, 0.3, 0, false,
+            "model small qwen3_moe raw dense1 aux (all coords)");
+  Config c = testing::small_qwen3_moe(true, false);
+  c.mlp_only_layers.clear();
+  c.decoder_sparse_step = 2;  // layer 1 only
+  c.norm_topk_prob = true;
+  gradcheck(c, 2, 5, 0.3, 0, true, "model small qwen3_moe step2 renorm tied recompute (all coords)");
+}
+TEST(ModelGradcheck, Qwen2MoeSharedExpertEveryCoordinate) {
+  gradcheck(testing::small_qwen2_moe(), 2, 5, 0.3, 0, false,
+            "model small qwen2_moe shared dense0 aux (all coords)");
+  gradcheck(testing::small_qwen2_moe(true, false), 2, 5, 0.3, 0, true,
+            "model small qwen2_moe tied recompute (all coords)");
+}
 // Two rows of packed examples (3 + 3 + 1 and 2 + 5 tokens), the prompt-like half of the
 // targets masked: the masked mean loss and the position / attention resets, backward.
 TEST(ModelGradcheck, SmallPackedMaskedEveryCoordinate) {

@@ -90,6 +90,7 @@ struct Case {
   // transformers under DDP), not the global batch's, so the reference is the engine at
   // stage 0 on the same ranks, not one process.
   bool aux = false;
+  bool qwen = false;  // with moe: the reduced shape as a Qwen2-MoE (reduced_qwen2_moe)
 };
 
 std::string case_name(const Case& c) {
@@ -97,7 +98,7 @@ std::string case_name(const Case& c) {
          "_" + topo_name(c.topo) + (c.tied ? "_tied" : "") + "_steps" + std::to_string(c.steps) +
          (c.real_tiny ? "_tiny" : "") +
          (c.prefetch != 2 ? "_prefetch" + std::to_string(c.prefetch) : "") +
-         (c.moe ? (c.aux ? "_mixtral_aux" : "_mixtral") : "");
+         (c.moe ? std::string(c.qwen ? "_qwen2moe" : "_mixtral") + (c.aux ? "_aux" : "") : "");
 }
 
 // Runs one case; returns false (skipped) when the world size does not fit the topology.
@@ -107,6 +108,7 @@ void run_case(const Case& c) {
   if (rpn > 0 && (n % rpn != 0 || (c.topo == Topo::kNode4Hpz2 && n != 4)))
     GTEST_SKIP() << topo_name(c.topo) << " needs a world size divisible by " << rpn;
   model::Config cfg = c.real_tiny ? model::Config::preset("tiny")
+                     : c.moe && c.qwen ? reduced_qwen2_moe(c.aux)
                      : c.moe       ? reduced_mixtral(c.tied, c.aux)
                                    : reduced_config(c.tied);
   cfg.tied_embeddings = c.tied;
@@ -143,7 +145,7 @@ void run_case(const Case& c) {
     const zero::RouterStep& r = *run.stats.back().router;
     double routed = 0;
     for (const double t : r.tokens) routed += t;
-    EXPECT_EQ(routed, static_cast<double>(h.accum * n * h.B * h.T * cfg.layers * 2));
+    EXPECT_EQ(routed, static_cast<double>(h.accum * n * h.B * h.T * cfg.moe_layer_count() * 2));
     EXPECT_GE(r.imbalance, 1.0);
     EXPECT_GE(r.aux, 1.0 - 1e-6);  // E sum T_e P_e / R^2 >= 1 with k = 2
   }
@@ -185,6 +187,10 @@ std::vector<Case> cover() {
   for (int stage = 1; stage <= 3; ++stage)
     cases.push_back({stage, 1, Topo::kFlat, false, 8, false, 2, true, true});
   cases.push_back({3, 2, Topo::kNodes2Hpz, false, 6, false, 2, true, true});
+  // Qwen2-MoE: a dense block unit beside MoE ones (units of two sizes), the shared expert,
+  // no renormalisation; stages 1 and 3, and stage 3 with hpZ, accumulation and the aux loss.
+  for (int stage : {1, 3}) cases.push_back({stage, 1, Topo::kFlat, false, 8, false, 2, true, false, true});
+  cases.push_back({3, 2, Topo::kNodes2Hpz, false, 6, false, 2, true, true, true});
   return cases;
 }
 

@@ -43,6 +43,17 @@ inline model::Config reduced_mixtral(bool tied = false, bool aux = false) {
   return c;
 }
 
+// The reduced shape as a Qwen2-MoE, 3 layers: layer 0 dense (mlp_only_layers), 4 experts
+// of width 48 (the dense MLP 160), 2 per token, not renormalised, the shared expert (64)
+// and its gate, q/k/v biases: block units of two sizes.
+inline model::Config reduced_qwen2_moe(bool aux = false) {
+  model::Config c = zt::testing::as_qwen_moe(reduced_config(), "qwen2_moe", aux, 48, 64, {0});
+  c.name = aux ? "tiny-reduced-qwen2-moe-aux" : "tiny-reduced-qwen2-moe";
+  c.router_aux_loss_coef = 0.02;
+  c.attention_bias = true;  // HF's qkv_bias
+  return c;
+}
+
 // Sequence g of the data: tokens [T], targets [T] (the next tokens). A fixed pseudo-
 // random walk over a small alphabet, so there is something to learn.
 inline void fill_sequence(int64_t g, int64_t T, int64_t vocab, int32_t* tokens, int32_t* targets) {

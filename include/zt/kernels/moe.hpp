@@ -1,11 +1,12 @@
 #pragma once
-// Mixture-of-experts block, Mixtral's (CPU reference): a router picks k of E SwiGLU
-// experts per token and the block returns their weighted sum.
+// Mixture-of-experts block, Mixtral's and Qwen's (CPU reference): a router picks k of E
+// SwiGLU experts per token and the block returns their weighted sum.
 //
 //   logits = x Wr^T                          Wr [E, C]  (the router: a plain linear)
 //   p      = softmax(logits)                 per token, over the E experts
 //   i_1..k = the k largest p (torch.topk's order and tie-break on the CPU)
-//   w_j    = p_{i_j} / sum_m p_{i_m}         (renormalised: Mixtral's norm_topk_prob)
+//   w_j    = p_{i_j} / sum_m p_{i_m}         (renormalised: Mixtral's, Qwen's norm_topk_prob)
+//   w_j    = p_{i_j}                         (renormalise = false: Qwen's default)
 //   out    = sum_j w_j * down_{i_j}( silu(gate_{i_j} x) * up_{i_j} x )
 //
 // Expert weights as transformers 5 holds them (MixtralExperts):
@@ -24,23 +25,25 @@ namespace zt::kernels::cpu {
 // The router's choice from its logits (computed with linear_forward).
 //   probs [N, E] (written) softmax of logits
 //   idx   [N, k] (written) chosen experts, largest probability first
-//   w     [N, k] (written) their renormalised weights
+//   w     [N, k] (written) their weights (renormalised unless renormalise is false)
 //   logits [N, E]
 // Ties fall as torch.topk's CPU kernel breaks them (an nth_element, then a sort of the
 // first k-1, over (value, index) pairs compared by value), so the same experts are chosen
 // as by transformers when router probabilities are equal.
 template <class T>
-void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k);
+void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k,
+               bool renormalise = true);
 
 // Backward of moe_route.
 //   dlogits [N, E] (written)
-//   dw      [N, k] the gradient reaching the renormalised weights
+//   dw      [N, k] the gradient reaching the weights w
 //   dprob   [E] or nullptr: an extra d loss / d p[n, e], the same for every row (the
 //           load-balancing loss: moe_aux_dprob)
 //   probs, idx, w: from moe_route
 template <class T>
 void moe_route_backward(T* dlogits, const T* dw, const T* dprob, const T* probs,
-                        const int32_t* idx, const T* w, int64_t N, int64_t E, int64_t k);
+                        const int32_t* idx, const T* w, int64_t N, int64_t E, int64_t k,
+                        bool renormalise = true);
 
 // The experts, grouped by expert (each expert's tokens gathered, two GEMMs, scattered).
 //   out [N, C] (written)

@@ -40,6 +40,18 @@ struct Config {
   // so a MixtralForCausalLM's loss is the cross-entropy alone unless it is set).
   double router_aux_loss_coef = 0.001;  // transformers' MixtralConfig default
   bool router_aux_loss = false;
+  // Qwen's mixture of experts (families qwen2_moe, qwen3_moe; docs/model.md "Mixture of
+  // experts"). Mixtral leaves them at these defaults.
+  int64_t moe_intermediate = 0;  // the experts' width (moe_intermediate_size); 0: intermediate
+  bool norm_topk_prob = true;    // renormalise the k chosen probabilities (Mixtral always does)
+  // qwen2_moe's shared expert: a SwiGLU of this width on every token, times
+  // sigmoid(shared_expert_gate x), added to the routed sum (0: none; the other families).
+  int64_t shared_expert_intermediate = 0;
+  // Layer l has the MoE MLP when (l + 1) % decoder_sparse_step == 0 and l is not in
+  // mlp_only_layers; the others the dense SwiGLU of width `intermediate` (transformers'
+  // Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer).
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
   // Layers first_sliding_layer .. layers-1 use sliding_window, the ones before attend in full
   // (Qwen's max_window_layers; transformers 5's layer_types = full x this, then sliding).
   int64_t first_sliding_layer = 0;
@@ -66,6 +78,11 @@ struct Config {
   //   mixtral-8x7b    mistralai/Mixtral-8x7B-v0.1: 4096 / 32 / 32 / 8 / 14336 / 32000 / 32768,
   //                   8 experts, 2 per token, rope_theta 1e6, router_aux_loss_coef 0.02:
   //                   46,702,792,704 (12,879,925,248 active per token)
+  //   qwen3-30b-a3b   Qwen/Qwen3-30B-A3B (qwen3_moe): 2048 / 48 / 32 / 4 / 6144 / 151936 /
+  //                   40960, head_dim 128, 128 experts of 768, 8 per token, renormalised
+  //   qwen1.5-moe-a2.7b Qwen/Qwen1.5-MoE-A2.7B (qwen2_moe): 2048 / 24 / 16 / 16 / 5632 /
+  //                   151936 / 8192, q/k/v biases, 60 experts of 1408, 4 per token, shared
+  //                   expert 5632
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
 
@@ -85,9 +102,14 @@ struct Config {
   // bounds below, a rope_scaling of another type or with out-of-range factors.
   void validate() const;
   void validate_rope_scaling() const;  // the part of validate() for rope_scaling
-  // The part for the experts: experts > 0 exactly for the mixtral family, 1 <=
-  // experts_per_token <= experts <= kMaxExperts, router_aux_loss_coef finite >= 0.
+  // The part for the experts: experts > 0 exactly for the MoE families, 1 <=
+  // experts_per_token <= experts <= kMaxExperts, router_aux_loss_coef finite >= 0, the
+  // Qwen MoE fields only where the family has them.
   void validate_experts() const;
+  // Throws InputError naming the family when the GPU model cannot run it: the Qwen MoE
+  // families (shared expert, dense layers among MoE ones, norm_topk_prob, expert width are
+  // CPU-only). The engine's device space calls it before building a DeviceModel.
+  void validate_for_device() const;
 
   // The architecture pieces of the family (family table, config.cpp):
   //   family   q/k/v bias       o bias           q/k RMSNorm (per head, [D], before RoPE)
@@ -95,11 +117,18 @@ struct Config {
   //   qwen2    always           no               no
   //   qwen3    attention_bias   attention_bias   yes
   //   mixtral  no               no               no   (the MoE MLP: experts > 0)
+  //   qwen2_moe attention_bias (HF qkv_bias) no     no   (MoE + shared expert, dense layers)
+  //   qwen3_moe attention_bias   attention_bias   yes  (MoE, dense layers)
   static std::vector<std::string> family_names();
   bool qkv_bias() const;
   bool o_bias() const;
   bool qk_norm() const;
   bool moe() const { return experts > 0; }
+  bool moe_layer(int64_t l) const;  // layer l's MLP is the experts (moe() and the rules above)
+  int64_t moe_layer_count() const;
+  bool dense_layers() const { return moe_layer_count() < layers; }  // some layer has the dense MLP
+  int64_t expert_width() const { return moe_intermediate > 0 ? moe_intermediate : intermediate; }
+  bool shared_expert() const { return shared_expert_intermediate > 0; }
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : hidden / heads; }  // D
   int64_t q_dim() const { return heads * head_dim(); }   // H*D (== hidden unless head_dim_ is set)
@@ -109,7 +138,7 @@ struct Config {
   // (with tied embeddings the shared matrix counts once).
   int64_t num_params() const;
   int64_t num_embedding_params() const;  // vocab * hidden (the input embedding table)
-  int64_t num_block_params() const;      // one transformer block
+  int64_t num_block_params(int64_t l) const;  // transformer block l
   // The parameters one token uses: num_params() less the (E - k) experts of every block
   // it is not routed to (== num_params() without experts).
   int64_t num_active_params() const;

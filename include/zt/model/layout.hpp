@@ -22,8 +22,16 @@
 //                                model.layers.l.mlp.gate.weight              [E, C]  router
 //                                model.layers.l.mlp.experts.gate_up_proj     [E, 2I, C]
 //                                model.layers.l.mlp.experts.down_proj        [E, C, I]
-//                               (transformers 5's names and shapes; the converter maps
-//                               Mixtral's per-expert w1/w3/w2 files onto them)
+//                               (transformers 5's names and shapes, I = the expert width
+//                               Config::expert_width(); the converter maps the per-expert
+//                               files (Mixtral's w1/w3/w2, Qwen's gate/up/down) onto them)
+//                               and with Config::shared_expert() (qwen2_moe) after them:
+//                                model.layers.l.mlp.shared_expert.gate_proj.weight [S, C]
+//                                model.layers.l.mlp.shared_expert.up_proj.weight   [S, C]
+//                                model.layers.l.mlp.shared_expert.down_proj.weight [C, S]
+//                                model.layers.l.mlp.shared_expert_gate.weight      [1, C]
+//                               A layer that is not Config::moe_layer(l) (Qwen's
+//                               mlp_only_layers, decoder_sparse_step) has the dense three.
 //   unit L + 1      "head"       model.norm.weight                    [C]
 //                                lm_head.weight                       [V, C]  (absent when tied)
 //
@@ -89,14 +97,17 @@ struct UnitInfo {
   bool frozen = false;       // no gradient, no optimizer state (the base under LoRA)
 };
 
-// Offsets of one block's tensors inside its unit (same for every block). The biases and
-// q/k norms are -1 when the config has none (Config::qkv_bias, o_bias, qk_norm); the
-// dense MLP's -1 and the experts' set with Config::moe().
+// Offsets of one block's tensors inside its unit (the same for every block unless some
+// layers are dense among MoE ones: block_offsets(l)). The biases and q/k norms are -1 when
+// the config has none (Config::qkv_bias, o_bias, qk_norm); the dense MLP's -1 and the
+// experts' set in a Config::moe_layer(l); the shared expert's -1 without one.
 struct BlockOffsets {
   int64_t input_norm, q, k, v, o, post_norm, gate, up, down;
   int64_t q_bias = -1, k_bias = -1, v_bias = -1, o_bias = -1, q_norm = -1, k_norm = -1;
   // Mixture of experts (gate, up and down are -1 then): the router and the experts.
   int64_t router = -1, experts_gate_up = -1, experts_down = -1;
+  // qwen2_moe's shared expert (Config::shared_expert()) and its gate [1, C].
+  int64_t shared_gate = -1, shared_up = -1, shared_down = -1, shared_expert_gate = -1;
 };
 
 class ParamLayout {
@@ -152,8 +163,11 @@ class ParamLayout {
   const TensorInfo& find(std::string_view name) const;
   const TensorInfo* try_find(std::string_view name) const;
 
-  // Fixed offsets used by the forward/backward (no name lookups in the hot path).
-  const BlockOffsets& block_offsets() const { return block_; }
+  // Fixed offsets used by the forward/backward (no name lookups in the hot path):
+  // block l's, and (for code that handles only uniform blocks, as the device model)
+  // every block's, which throws std::logic_error when the blocks differ.
+  const BlockOffsets& block_offsets(int layer) const;
+  const BlockOffsets& block_offsets() const;
   int64_t embed_offset() const { return 0; }        // in the embedding unit
   int64_t final_norm_offset() const { return 0; }   // in the head unit
   // In the head unit (untied only; 0 when left out).
@@ -166,7 +180,7 @@ class ParamLayout {
   Config cfg_;
   std::vector<UnitInfo> units_;
   std::vector<TensorInfo> tensors_;
-  BlockOffsets block_{};
+  std::vector<BlockOffsets> blocks_;  // per layer
   int64_t total_numel_ = 0;
   int adapter_unit_ = -1;
   uint32_t left_out_ = 0;

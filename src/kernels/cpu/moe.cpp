@@ -53,7 +53,8 @@ void gather_rows(T* rows, const T* src, const std::vector<int64_t>& at, int64_t 
 }  // namespace
 
 template <class T>
-void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k) {
+void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k,
+               bool renormalise) {
   using Elem = std::pair<T, int64_t>;  // (probability, expert)
   // torch.topk's order (largest first, NaN counted largest), compared by value alone.
   const auto before = [](const Elem& a, const Elem& b) {
@@ -80,18 +81,22 @@ void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t
     for (int64_t j = 0; j < k; ++j) chosen += queue[static_cast<size_t>(j)].first;
     for (int64_t j = 0; j < k; ++j) {
       idx[n * k + j] = static_cast<int32_t>(queue[static_cast<size_t>(j)].second);
-      w[n * k + j] = queue[static_cast<size_t>(j)].first / chosen;
+      w[n * k + j] = queue[static_cast<size_t>(j)].first / (renormalise ? chosen : T(1));
     }
   }
 }
 
 template <class T>
 void moe_route_backward(T* dlogits, const T* dw, const T* dprob, const T* probs,
-                        const int32_t* idx, const T* w, int64_t N, int64_t E, int64_t k) {
+                        const int32_t* idx, const T* w, int64_t N, int64_t E, int64_t k,
+                        bool renormalise) {
   for (int64_t n = 0; n < N; ++n) {
     const T* p = probs + n * E;  // [E]
     T* dl = dlogits + n * E;     // [E], first d loss / d p, then d loss / d logits
     for (int64_t e = 0; e < E; ++e) dl[e] = dprob ? dprob[e] : T(0);
+    if (!renormalise) {  // w_j = p_{i_j}
+      for (int64_t j = 0; j < k; ++j) dl[idx[n * k + j]] += dw[n * k + j];
+    } else {
     // w_j = p_{i_j} / S, S = sum_m p_{i_m}: d w_j / d p_{i_m} = (delta_jm - w_j) / S.
     T S = 0, dot = 0;
     for (int64_t j = 0; j < k; ++j) {
@@ -99,6 +104,7 @@ void moe_route_backward(T* dlogits, const T* dw, const T* dprob, const T* probs,
       dot += dw[n * k + j] * w[n * k + j];
     }
     for (int64_t j = 0; j < k; ++j) dl[idx[n * k + j]] += (dw[n * k + j] - dot) / S;
+    }
     // Softmax: d logit_e = p_e (d p_e - sum_f p_f d p_f).
     T pd = 0;
     for (int64_t e = 0; e < E; ++e) pd += p[e] * dl[e];
@@ -203,9 +209,9 @@ void moe_aux_dprob(T* dprob, const double* tokens, double rows, int64_t E, doubl
 }
 
 #define ZT_MOE_INSTANTIATE(T)                                                                    \
-  template void moe_route<T>(T*, int32_t*, T*, const T*, int64_t, int64_t, int64_t);            \
+  template void moe_route<T>(T*, int32_t*, T*, const T*, int64_t, int64_t, int64_t, bool);      \
   template void moe_route_backward<T>(T*, const T*, const T*, const T*, const int32_t*,         \
-                                      const T*, int64_t, int64_t, int64_t);                      \
+                                      const T*, int64_t, int64_t, int64_t, bool);                \
   template void moe_experts_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*,            \
                                        const int32_t*, const T*, int64_t, int64_t, int64_t,     \
                                        int64_t, int64_t);                                        \

@@ -122,8 +122,9 @@ def hf_f64_logits(torch, folder, ids):
     from transformers import AutoModelForCausalLM
     from transformers import AutoConfig
     # MoE experts: transformers 5's default grouped_mm takes no float64; its eager loop does.
-    moe = {"experts_implementation": "eager"} if hasattr(AutoConfig.from_pretrained(folder),
-                                                         "num_local_experts") else {}
+    hc = AutoConfig.from_pretrained(folder)
+    moe = ({"experts_implementation": "eager"}
+           if hasattr(hc, "num_local_experts") or hasattr(hc, "num_experts") else {})
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="sdpa",
                                                  **moe)
     model.eval()
@@ -220,9 +221,22 @@ def rmsnorm_f64(self, x):
     return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
 
 
+def router_f64(self, hidden_states):
+    """A MoE TopKRouter's forward (Mixtral's, Qwen2-MoE's, Qwen3-MoE's) with the softmax in
+    float64 (transformers takes it in float32 whatever the dtype): the top k of the
+    probabilities, renormalised unless the router's norm_topk_prob is false."""
+    import torch
+    x = hidden_states.reshape(-1, self.hidden_dim)
+    logits = torch.nn.functional.linear(x, self.weight)
+    top, idx = torch.topk(torch.softmax(logits.double(), dim=-1), self.top_k, dim=-1)
+    if getattr(self, "norm_topk_prob", True):
+        top = top / top.sum(dim=-1, keepdim=True)
+    return logits, top.to(logits.dtype), idx
+
+
 def f64_forwards(model):
     """[(module, float64 forward)] for every rotary embedding and RMSNorm of a transformers
-    model: the steps transformers keeps in float32 whatever the model's dtype. Set each
+    model (and MoE router): the steps transformers keeps in float32 whatever the model's dtype. Set each
     module's forward to it (types.MethodType) for a float64 reference; `del
     module.forward` restores the class's."""
     out = []
@@ -232,6 +246,8 @@ def f64_forwards(model):
             out.append((m, rope_f64))
         elif name.endswith("RMSNorm"):
             out.append((m, rmsnorm_f64))
+        elif name.endswith("TopKRouter"):
+            out.append((m, router_f64))
     return out
 
 
@@ -262,6 +278,101 @@ def export_f32(c, zt, tag, h5, exported):
     if rc != 0:
         print(out)
     return rc == 0
+
+
+def tensor_names(folder):
+    """The tensor names of every safetensors file of a model folder."""
+    from safetensors import safe_open
+    names = set()
+    for f in os.listdir(folder):
+        if f.endswith(".safetensors"):
+            with safe_open(os.path.join(folder, f), "pt") as s:
+                names |= set(s.keys())
+    return names
+
+
+def config_value(cfg, key):
+    """A transformers config's key as the model uses it (head_dim: hidden / heads when the
+    config has none)."""
+    v = getattr(cfg, key, None)
+    if key == "head_dim" and v is None:
+        return cfg.hidden_size // cfg.num_attention_heads
+    return v
+
+
+def import_and_check(c, torch, zt, tag, folder, tokens, new, zt_run, hf_run, tol=1e-5):
+    """`zt convert hf-to-h5 folder folder.h5`, then check_against_hf on it. Returns (h5, hf,
+    z, t): transformers' (logits, loss, greedy), zt's answer and the relative tolerance, or
+    None when the import failed."""
+    h5 = folder + ".h5"
+    if not import_hf(c, zt, tag, folder, h5):
+        return None
+    hf, z = hf_run(folder), zt_run(h5)
+    return h5, hf, z, check_against_hf(c, torch, tag, z, hf, zt, folder, tokens, new, tol)
+
+
+def check_aux_loss(c, torch, tag, folder, ids, z, moe_layers, k, tol=1e-5):
+    """zt's load-balancing loss (z: zt_logits_json's answer) within tol of transformers'
+    (aux_loss with output_router_logits=True, whatever the config's flag; float32) on ids
+    [1, T], and every row of the `moe_layers` MoE layers routed to k experts."""
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        haux = float(m(ids, output_router_logits=True).aux_loss)
+    print(f"      {tag}: aux loss zt {z['aux']:.8f} hf {haux:.8f}; tokens per expert (zt, "
+          f"{moe_layers} MoE layers) {z['tokens_per_expert']}")
+    c.check(abs(z["aux"] - haux) <= tol, f"{tag}: |aux loss zt - transformers| <= {tol}")
+    c.check(sum(z["tokens_per_expert"]) == moe_layers * ids.shape[1] * k,
+            f"{tag}: zt routed every row of the {moe_layers} MoE layers to {k} experts")
+
+
+def check_export(c, torch, zt, tag, folder, h5, hf, z, zt_run, hf_run, arch, keys):
+    """`zt convert h5-to-hf` of h5 (imported from folder) into folder-export, checked: its
+    model_type is the folder's and its architectures [arch], AutoConfig reads each of
+    `keys` as in the folder's config, the same tensor names as transformers' save,
+    transformers on it gives hf's (logits, loss, greedy) exactly (the same fp32 weights),
+    and zt re-imports it with the same logits as z (zt_run's answer on h5)."""
+    from transformers import AutoConfig
+    exported = folder + "-export"
+    if not export_f32(c, zt, tag, h5, exported):
+        return
+    a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
+    c.check(b.model_type == a.model_type and b.architectures == [arch],
+            f"{tag}: the export is model_type {b.model_type}, {b.architectures}")
+    for key in keys:
+        va, vb = config_value(a, key), config_value(b, key)
+        c.check(va == vb, f"{tag}: AutoConfig reads the export's {key} {vb} (transformers' save: {va})")
+    names_hf, names_zt = tensor_names(folder), tensor_names(exported)
+    c.check(names_hf == names_zt, f"{tag}: the export's tensor names are transformers' "
+                                  f"({len(names_zt)} tensors; differ: {sorted(names_hf ^ names_zt)[:4]})")
+    hl, hloss, hgen = hf
+    el, eloss, egen = hf_run(exported)
+    c.check(torch.equal(el, hl) and egen == hgen and eloss == hloss,
+            f"{tag}: transformers on the export: the same logits (max diff "
+            f"{(el - hl).abs().max().item():.1e}), loss and continuation")
+    h5b = exported + ".h5"
+    rc, out = run_zt(zt, "convert", "hf-to-h5", exported, h5b)
+    zb = zt_run(h5b) if rc == 0 else None
+    c.check(rc == 0 and zb["logits"] == z["logits"],
+            f"{tag}: zt re-imports its export with the same logits (exit {rc})")
+
+
+def check_fused(c, torch, zt, model_class, src, fused, zt_run):
+    """A MoE model folder src (per-expert tensors, imported to src.h5) saved again under
+    transformers 5's run-time names (the state dict: fused experts.gate_up_proj /
+    down_proj) into fused: zt imports it with the same logits."""
+    import shutil
+    from safetensors.torch import save_file
+    m = model_class.from_pretrained(src, dtype=torch.float32)
+    os.makedirs(fused)
+    save_file({n: t.contiguous() for n, t in m.state_dict().items()},
+              os.path.join(fused, "model.safetensors"), metadata={"format": "pt"})
+    shutil.copy(os.path.join(src, "config.json"), fused)
+    c.check(any(n.endswith("experts.gate_up_proj") for n in tensor_names(fused)),
+            "fused: the state dict holds transformers 5's gate_up_proj")
+    if import_hf(c, zt, "fused", fused, fused + ".h5"):
+        c.check(zt_run(fused + ".h5")["logits"] == zt_run(src + ".h5")["logits"],
+                "fused: the same logits as the per-expert files")
 
 
 def with_config(src, dst, **changes):

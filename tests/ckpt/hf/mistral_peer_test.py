@@ -26,8 +26,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (check_against_hf, export_f32, hf_llama_run, import_hf,  # noqa: E402
-                       peer_start, run_zt, with_config, zt_logits_json)
+from hf_common import (check_export, hf_llama_run, import_and_check, peer_start,  # noqa: E402
+                       with_config, zt_logits_json)
 
 TOL = 1e-5
 NEW = 12
@@ -36,7 +36,7 @@ T = 16
 
 def main():
     zt, zt_logits, work, torch, c = peer_start(__doc__)
-    from transformers import AutoConfig, MistralConfig, MistralForCausalLM
+    from transformers import MistralConfig, MistralForCausalLM
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 96, (T,), generator=gen).tolist()
     ids = torch.tensor([tokens])
@@ -61,12 +61,11 @@ def main():
         saved = json.load(open(os.path.join(folder, "config.json")))
         c.check(saved.get("model_type") == "mistral" and saved.get("sliding_window") == window,
                 f"{name}: transformers saved model_type mistral, sliding_window {window}")
-        h5 = folder + ".h5"
-        if not import_hf(c, zt, name, folder, h5):
+        got = import_and_check(c, torch, zt, name, folder, tokens, NEW, zt_run, hf_run, TOL)
+        if not got:
             continue
-        hl, hloss, hgen = hf = hf_run(folder)
-        z = zt_run(h5)
-        tol = check_against_hf(c, torch, name, z, hf, zt, folder, tokens, NEW, TOL)
+        h5, hf, z, tol = got
+        hl = hf[0]
         # Sensitivity: full causal attention, and the window off by one either way.
         for other in (None, window + 1, window - 1):
             if other == 0:
@@ -75,26 +74,8 @@ def main():
             d = (ol - hl).abs().max().item()
             c.check(d > 10 * tol, f"{name}: sensitivity: sliding_window {other} moves the "
                                   f"logits by {d:.3e} > 10 x tol")
-        exported = folder + "-export"
-        if not export_f32(c, zt, name, h5, exported):
-            continue
-        a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
-        c.check(b.model_type == "mistral" and b.architectures == ["MistralForCausalLM"],
-                f"{name}: the export is model_type {b.model_type}, {b.architectures}")
-        c.check(a.sliding_window == b.sliding_window == window,
-                f"{name}: AutoConfig reads the export's sliding_window {b.sliding_window}")
-        c.check(a.tie_word_embeddings == b.tie_word_embeddings == tied,
-                f"{name}: tie_word_embeddings {b.tie_word_embeddings} kept")
-        el, eloss, egen = hf_run(exported)
-        c.check(torch.equal(el, hl) and egen == hgen,
-                f"{name}: transformers on the export: the same logits (max diff "
-                f"{(el - hl).abs().max().item():.1e}) and continuation")
-        # zt re-imports its export: the same model_config.
-        h5b = exported + ".h5"
-        rc, out = run_zt(zt, "convert", "hf-to-h5", exported, h5b)
-        zb = zt_run(h5b) if rc == 0 else None
-        c.check(rc == 0 and zb["logits"] == z["logits"],
-                f"{name}: zt re-imports its export with the same logits (exit {rc})")
+        check_export(c, torch, zt, name, folder, h5, hf, z, zt_run, hf_run, "MistralForCausalLM",
+                     ("sliding_window", "tie_word_embeddings"))
     c.finish()
 
 

@@ -28,31 +28,20 @@ Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-pe
 """
 import json
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (check_against_hf, export_f32, hf_llama_run, import_hf,  # noqa: E402
-                       peer_start, run_zt, with_config, zt_logits_json)
+from hf_common import (check_export, check_fused, check_aux_loss, hf_llama_run,  # noqa: E402
+                       import_and_check, peer_start, run_zt, with_config, zt_logits_json)
 
 TOL = 1e-5
 NEW = 12
 T = 16
 
 
-def tensor_names(folder):
-    from safetensors import safe_open
-    names = set()
-    for f in os.listdir(folder):
-        if f.endswith(".safetensors"):
-            with safe_open(os.path.join(folder, f), "pt") as s:
-                names |= set(s.keys())
-    return names
-
-
 def main():
     zt, zt_logits, work, torch, c = peer_start(__doc__)
-    from transformers import AutoConfig, AutoModelForCausalLM, MixtralConfig, MixtralForCausalLM
+    from transformers import MixtralConfig, MixtralForCausalLM
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 96, (T,), generator=gen).tolist()
     ids = torch.tensor([tokens])
@@ -78,65 +67,25 @@ def main():
         saved = json.load(open(os.path.join(folder, "config.json")))
         c.check(saved.get("model_type") == "mixtral" and saved.get("num_local_experts") == E,
                 f"{name}: transformers saved model_type mixtral, num_local_experts {E}")
-        h5 = folder + ".h5"
-        if not import_hf(c, zt, name, folder, h5):
+        got = import_and_check(c, torch, zt, name, folder, tokens, NEW, zt_run, hf_run, TOL)
+        if not got:
             continue
-        hl, hloss, hgen = hf = hf_run(folder)
-        z = zt_run(h5)
-        tol = check_against_hf(c, torch, name, z, hf, zt, folder, tokens, NEW, TOL)
-        # The load-balancing loss itself (whatever the config's flag).
-        m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-        with torch.no_grad():
-            haux = float(m(ids, output_router_logits=True).aux_loss)
-        print(f"      {name}: aux loss zt {z['aux']:.8f} hf {haux:.8f}; tokens per expert "
-              f"(zt, both layers) {z['tokens_per_expert']}")
-        c.check(abs(z["aux"] - haux) <= TOL, f"{name}: |aux loss zt - transformers| <= {TOL}")
-        c.check(sum(z["tokens_per_expert"]) == 2 * T * k,
-                f"{name}: zt routed every row of both layers to {k} experts")
+        h5, hf, z, tol = got
+        hl = hf[0]
+        check_aux_loss(c, torch, name, folder, ids, z, 2, k, TOL)
         # Sensitivity: the routing matters.
         other = k - 1 if k > 1 else k + 1
         ol, _, _ = hf_run(with_config(folder, f"{folder}-k{other}", num_experts_per_tok=other))
         d = (ol - hl).abs().max().item()
         c.check(d > 10 * tol, f"{name}: sensitivity: {other} experts per token move the logits "
                               f"by {d:.3e} > 10 x tol")
-        exported = folder + "-export"
-        if not export_f32(c, zt, name, h5, exported):
-            continue
-        a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
-        c.check(b.model_type == "mixtral" and b.architectures == ["MixtralForCausalLM"],
-                f"{name}: the export is model_type {b.model_type}, {b.architectures}")
-        for key in ("num_local_experts", "num_experts_per_tok", "router_aux_loss_coef",
-                    "output_router_logits", "sliding_window", "tie_word_embeddings",
-                    "num_key_value_heads", "intermediate_size"):
-            c.check(getattr(a, key) == getattr(b, key),
-                    f"{name}: AutoConfig reads the export's {key} {getattr(b, key)}")
-        names_hf, names_zt = tensor_names(folder), tensor_names(exported)
-        c.check(names_hf == names_zt, f"{name}: the export's tensor names are transformers' "
-                                      f"({len(names_zt)} tensors; differ: "
-                                      f"{sorted(names_hf ^ names_zt)[:4]})")
-        el, eloss, egen = hf_run(exported)
-        c.check(torch.equal(el, hl) and egen == hgen and eloss == hloss,
-                f"{name}: transformers on the export: the same logits (max diff "
-                f"{(el - hl).abs().max().item():.1e}), loss and continuation")
-        h5b = exported + ".h5"
-        rc, out = run_zt(zt, "convert", "hf-to-h5", exported, h5b)
-        zb = zt_run(h5b) if rc == 0 else None
-        c.check(rc == 0 and zb["logits"] == z["logits"],
-                f"{name}: zt re-imports its export with the same logits (exit {rc})")
+        check_export(c, torch, zt, name, folder, h5, hf, z, zt_run, hf_run, "MixtralForCausalLM",
+                     ("num_local_experts", "num_experts_per_tok", "router_aux_loss_coef",
+                      "output_router_logits", "sliding_window", "tie_word_embeddings",
+                      "num_key_value_heads", "intermediate_size"))
     # transformers 5's run-time names (fused experts) are read as well.
     folder = os.path.join(work, "e4k2-aux")
-    fused = os.path.join(work, "fused")
-    m = MixtralForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    os.makedirs(fused)
-    from safetensors.torch import save_file
-    save_file({n: t.contiguous() for n, t in m.state_dict().items()},
-              os.path.join(fused, "model.safetensors"), metadata={"format": "pt"})
-    shutil.copy(os.path.join(folder, "config.json"), fused)
-    c.check(any(n.endswith("experts.gate_up_proj") for n in tensor_names(fused)),
-            "fused: the state dict holds transformers 5's gate_up_proj")
-    if import_hf(c, zt, "fused", fused, fused + ".h5"):
-        zf, z0 = zt_run(fused + ".h5"), zt_run(os.path.join(work, "e4k2-aux.h5"))
-        c.check(zf["logits"] == z0["logits"], "fused: the same logits as the per-expert files")
+    check_fused(c, torch, zt, MixtralForCausalLM, folder, os.path.join(work, "fused"), zt_run)
     # A router with jitter noise is refused (zt has none), naming the key.
     jit = with_config(folder, os.path.join(work, "jitter"), router_jitter_noise=0.1)
     rc, out = run_zt(zt, "convert", "hf-to-h5", jit, jit + ".h5")

@@ -1,0 +1,115 @@
+// Qwen's MoE families in the model (qwen2_moe, qwen3_moe): the presets' counts against
+// the published ones, validation of the Qwen MoE keys, the layout of dense layers among
+// MoE ones and of the shared expert, the routed rows counted over the MoE layers only,
+// and recompute bit for bit. (Finite differences: ModelGradcheck.Qwen3MoeEveryCoordinate,
+// Qwen2MoeSharedExpertEveryCoordinate; against transformers: ckpt.hf.peer_transformers_qwen_moe.)
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <stdexcept>
+
+#include "zt/core/error.hpp"
+#include "model_fixtures.hpp"
+
+namespace zt::model {
+namespace {
+
+// Qwen/Qwen3-30B-A3B: "30.5B" total, "3.3B" activated; Qwen/Qwen1.5-MoE-A2.7B: "14.3B"
+// total, "2.7B" activated (the model cards).
+TEST(QwenMoe, PresetPublishedCounts) {
+  const Config q3 = Config::preset("qwen3-30b-a3b");
+  EXPECT_EQ(q3.family, "qwen3_moe");
+  EXPECT_EQ(q3.num_params(), 30'532'122'624);
+  EXPECT_EQ(q3.num_active_params(), 3'353'032'704);
+  const Config q2 = Config::preset("qwen1.5-moe-a2.7b");
+  EXPECT_EQ(q2.family, "qwen2_moe");
+  EXPECT_TRUE(q2.qkv_bias());
+  EXPECT_FALSE(q2.o_bias());
+  EXPECT_EQ(q2.num_params(), 14'315'784'192);
+  EXPECT_EQ(q2.num_active_params(), 2'689'173'504);
+  EXPECT_EQ(ParamLayout(q2).total_numel(), q2.num_params());
+}
+
+using testing::expect_invalid;
+
+TEST(QwenMoe, KeysValidated) {
+  EXPECT_NO_THROW(testing::small_qwen3_moe().validate());
+  EXPECT_NO_THROW(testing::small_qwen2_moe().validate());
+  Config c = testing::small_qwen2_moe();
+  c.shared_expert_intermediate = 0;  // qwen2_moe always has it
+  expect_invalid(c, "model.shared_expert_intermediate");
+  c = testing::small_qwen3_moe();
+  c.shared_expert_intermediate = 4;  // qwen3_moe has none
+  expect_invalid(c, "model.shared_expert_intermediate");
+  c = testing::small_qwen3_moe();
+  c.mlp_only_layers = {3};
+  expect_invalid(c, "model.mlp_only_layers");
+  c.mlp_only_layers = {0, 1, 2};  // no MoE layer left
+  expect_invalid(c, "no layer");
+  c = testing::small_qwen3_moe();
+  c.decoder_sparse_step = 0;
+  expect_invalid(c, "model.decoder_sparse_step");
+  c = testing::small_mixtral();  // Qwen's keys are refused for Mixtral, by name
+  c.norm_topk_prob = false;
+  expect_invalid(c, "model.norm_topk_prob");
+  c = testing::small_mixtral();
+  c.moe_intermediate = 4;
+  expect_invalid(c, "model.moe_intermediate");
+  c = testing::small_mixtral();
+  c.mlp_only_layers = {0};
+  expect_invalid(c, "model.mlp_only_layers");
+}
+
+// The GPU model has no Qwen MoE blocks: the engine's device space refuses them by name.
+TEST(QwenMoe, RefusedOnTheDevice) {
+  for (const Config& c : {testing::small_qwen2_moe(), testing::small_qwen3_moe()}) {
+    try {
+      c.validate_for_device();
+      ADD_FAILURE() << "no refusal for " << c.family;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("model family '" + c.family + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(testing::small_mixtral().validate_for_device());
+  EXPECT_NO_THROW(testing::small_qwen3().validate_for_device());
+}
+
+TEST(QwenMoe, LayoutOfDenseLayersAndSharedExpert) {
+  const Config c = testing::small_qwen2_moe();  // layer 0 dense
+  const ParamLayout layout(c);
+  EXPECT_FALSE(c.moe_layer(0));
+  EXPECT_TRUE(c.moe_layer(1) && c.moe_layer(2));
+  EXPECT_EQ(layout.total_numel(), c.num_params());
+  EXPECT_EQ(layout.find("model.layers.0.mlp.gate_proj.weight").shape, (std::vector<int64_t>{12, 8}));
+  EXPECT_EQ(layout.try_find("model.layers.0.mlp.gate.weight"), nullptr);
+  EXPECT_EQ(layout.find("model.layers.1.mlp.experts.gate_up_proj").shape,
+            (std::vector<int64_t>{4, 10, 8}));  // [E, 2 x moe_intermediate, C]
+  EXPECT_EQ(layout.find("model.layers.1.mlp.shared_expert.down_proj.weight").shape,
+            (std::vector<int64_t>{8, 7}));
+  EXPECT_EQ(layout.find("model.layers.2.mlp.shared_expert_gate.weight").shape,
+            (std::vector<int64_t>{1, 8}));
+  EXPECT_GE(layout.block_offsets(0).gate, 0);
+  EXPECT_EQ(layout.block_offsets(1).gate, -1);
+  EXPECT_GE(layout.block_offsets(1).shared_expert_gate, 0);
+  EXPECT_THROW(layout.block_offsets(), std::logic_error);  // the blocks differ
+  Config step = testing::small_qwen3_moe();
+  step.mlp_only_layers.clear();
+  step.decoder_sparse_step = 2;
+  EXPECT_EQ(step.moe_layer_count(), 1);  // layer 1 of 0..2
+  EXPECT_TRUE(step.moe_layer(1));
+}
+
+// The routed rows are those of the MoE layers only; recompute gives the same loss and
+// gradients bit for bit (fp32) with the shared expert, dense layers and the aux loss.
+TEST(QwenMoe, RoutedRowsAndRecomputeBitwise) {
+  for (const Config& cfg : {testing::small_qwen2_moe(), testing::small_qwen3_moe()})
+    testing::expect_recompute_bitwise(cfg, [](const Model<float>& m) {
+      const RouterStats& r = m.router_stats();
+      EXPECT_EQ(r.rows, 16.0 * 2);  // rows x the 2 MoE layers of 3
+      EXPECT_EQ(std::accumulate(r.tokens.begin(), r.tokens.end(), 0.0), r.rows * 2);  // k each
+    });
+}
+
+}  // namespace
+}  // namespace zt::model
