@@ -63,8 +63,11 @@ ParamLayout ParamLayout::expert_slice(const Config& cfg, int parts, int index) {
 
 int64_t ParamLayout::dense_numel(int u) const {
   const UnitInfo& info = unit(u);
-  return info.kind == UnitKind::kBlock && block_.experts_gate_up >= 0 ? block_.experts_gate_up
-                                                                      : info.numel;
+  if (info.kind != UnitKind::kBlock) return info.numel;
+  // The experts close Mixtral's block unit (expert parallelism refuses the shared expert,
+  // which would follow them).
+  const BlockOffsets& b = block_offsets(info.layer);
+  return b.experts_gate_up >= 0 ? b.experts_gate_up : info.numel;
 }
 
 void ParamLayout::build() {
