@@ -36,8 +36,8 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
-from family_lora_peer_test import metrics_losses, peft_pass, rel, zt_pass  # noqa: E402
-from hf_common import import_hf, peer_start, require, run_zt, train_tiny  # noqa: E402
+from family_lora_peer_test import export_adapters, metrics_losses, peft_pass, rel, zt_pass  # noqa: E402
+from hf_common import import_hf, peer_start, require, train_tiny  # noqa: E402
 
 TOL64 = 1e-9
 TOL32 = 1e-5
@@ -83,7 +83,8 @@ def lora_config(peft):
 
 def peft_vs_zt(c, torch, peft, transformers, zt_lora_logits, folder, h5, tokens):
     ids = torch.tensor([tokens])
-    model = transformers.MixtralForCausalLM.from_pretrained(folder, dtype=torch.float32, experts_implementation="eager")
+    model = transformers.MixtralForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa",
+                                                             experts_implementation="eager")
     pm = peft.get_peft_model(model, lora_config(peft))
     trainable, total = pm.get_nb_trainable_parameters()
     torch.manual_seed(7)
@@ -133,6 +134,7 @@ def peft_vs_zt(c, torch, peft, transformers, zt_lora_logits, folder, h5, tokens)
 
 
 def train_and_export(c, torch, peft, transformers, h5py, zt, zt_lora_logits, work, folder, h5, cfg, tokens):
+    """Part 3: zt trains the adapters; family_lora_peer_test.export_adapters checks the export."""
     keys = [f"model.family={cfg.model_type}", f"model.vocab={cfg.vocab_size}",
             f"model.hidden={cfg.hidden_size}", f"model.layers={cfg.num_hidden_layers}",
             f"model.heads={cfg.num_attention_heads}", f"model.kv_heads={cfg.num_key_value_heads}",
@@ -152,36 +154,9 @@ def train_and_export(c, torch, peft, transformers, h5py, zt, zt_lora_logits, wor
     losses = metrics_losses(metrics)
     c.check(len(losses) == 6 and losses[-1] < losses[0],
             f"zt train: the loss falls ({' '.join(f'{x:.3f}' for x in losses)})")
-    ckpt = os.path.join(ck, open(os.path.join(ck, "latest")).read().strip())
-    out_dir = folder + "-adapters"
-    rc, out = run_zt(zt, "convert", "h5-to-hf", ckpt, out_dir, "--adapter")
-    c.check(rc == 0, f"zt convert h5-to-hf --adapter (exit {rc})")
-    if rc != 0:
-        print(out[-2000:])
-        return
-    base = transformers.MixtralForCausalLM.from_pretrained(folder, dtype=torch.float32, experts_implementation="eager")
-    pm = peft.PeftModel.from_pretrained(base, out_dir)
-    same, n = True, 0
-    with h5py.File(ckpt, "r") as f:
-        for pname, prm in pm.named_parameters():
-            if "lora_" in pname:
-                key = pname.replace("base_model.model.", "", 1).replace(".default", "")
-                same &= key in f["params"] and bool((torch.from_numpy(f["params"][key][()]) == prm.detach()).all())
-                n += 1
-    c.check(same and n == 16, f"PEFT loads the export: its {n} adapter tensors equal the checkpoint's")
-    ids = torch.tensor([tokens])
-    logits, _, _, _ = peft_run(torch, pm, ids, "f64", backward=False)
-    with pm.disable_adapter(), torch.no_grad():
-        plain = pm(ids).logits[0].double()
-    z = zt_pass(c, zt_lora_logits, h5, os.path.join(out_dir, "adapter_model.safetensors"), TARGETS, RANK,
-                ALPHA, tokens, "f64", "export")
-    if z is None:
-        return
-    d = (torch.tensor(z["logits"], dtype=torch.float64) - logits).abs().max().item()
-    moved = (logits - plain).abs().max().item()
-    print(f"      export: f64 logits max |zt - PEFT| {d:.2e}; the trained adapters move them by {moved:.3e}")
-    c.check(d <= TOL64, f"PEFT's logits on the export == zt's (f64 max diff {d:.2e} <= {TOL64:.0e})")
-    c.check(moved > 1e-3, f"the trained adapters move the logits ({moved:.3e} > 1e-3)")
+    export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, "mixtral", folder, h5,
+                    transformers.MixtralForCausalLM, ck, TARGETS, RANK, ALPHA, tokens,
+                    load_kw={"experts_implementation": "eager"}, run=peft_run)
 
 
 def main():
