@@ -83,7 +83,7 @@ class DevicePreferenceTest : public GpuTest {
     lc.method = model::FinetuneMethod::kLora;
     lc.rank = 4;
     lc.alpha = 8.0;
-    lc.targets = (1u << model::kNumLoraTargets) - 1;
+    lc.targets = model::kProjectionTargets;
     const model::LoraLayout ll(cfg, lc);
     Vec lp = randn(static_cast<size_t>(ll.numel()), 0.05);  // B != 0: the adapters count
     round_all<float>(lp);

@@ -108,9 +108,6 @@ inline std::string resolve_error(const std::vector<std::string>& sets, const mod
   return "";
 }
 
-// The bits of the eight projections (q .. lm_head; not the experts').
-inline constexpr uint32_t kProjectionTargets = (1u << (static_cast<int>(model::LoraTarget::kLmHead) + 1)) - 1;
-
 // LoRA on the eight projections with the given rank and dropout, alpha 3.
 inline model::LoraConfig lora_all(int64_t rank, double dropout) {
   model::LoraConfig l;
@@ -118,7 +115,7 @@ inline model::LoraConfig lora_all(int64_t rank, double dropout) {
   l.rank = rank;
   l.alpha = 3.0;
   l.dropout = dropout;
-  l.targets = kProjectionTargets;
+  l.targets = model::kProjectionTargets;
   return l;
 }
 

@@ -54,6 +54,8 @@ std::string_view lora_target_name(LoraTarget t);
 // The name PEFT matches: "q_proj", ..., "down_proj", "lm_head" (target_modules), and
 // "experts.gate_up_proj", "experts.down_proj" (target_parameters).
 std::string_view lora_module_name(LoraTarget t);
+// The bits of the eight projections q .. lm_head (LoraConfig::targets; not the experts').
+inline constexpr uint32_t kProjectionTargets = (1u << (static_cast<int>(LoraTarget::kLmHead) + 1)) - 1;
 // experts.gate_up or experts.down: a 3-D parameter (PEFT's target_parameters).
 inline bool is_expert_target(LoraTarget t) {
   return t == LoraTarget::kExpertsGateUp || t == LoraTarget::kExpertsDown;
