@@ -221,14 +221,15 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
   // adapter_model.safetensors: A then B of each adapter, in the layout's order, F32 (what
   // PEFT's save_pretrained writes for an fp32 model).
   std::vector<StTensorSpec> specs;
+  // Experts' adapters (PEFT's ParamWrapper) are A [E*r, in], B [out, r*E].
   for (const model::LoraAdapterInfo& a : layout.adapters()) {
-    specs.push_back({"base_model.model." + a_name(a), StDType::kF32, {r, a.in}});
-    specs.push_back({"base_model.model." + b_name(a), StDType::kF32, {a.out, r}});
+    specs.push_back({"base_model.model." + a_name(a), StDType::kF32, {a.experts * r, a.in}});
+    specs.push_back({"base_model.model." + b_name(a), StDType::kF32, {a.out, r * a.experts}});
   }
   SafetensorsWriter w((fs::path(outdir) / kAdapterFile).string(), specs, {{"format", "pt"}});
   for (const model::LoraAdapterInfo& a : layout.adapters()) {
-    w.write(std::span<const float>(ac.params).subspan(static_cast<size_t>(a.a_offset), static_cast<size_t>(r * a.in)));
-    w.write(std::span<const float>(ac.params).subspan(static_cast<size_t>(a.b_offset), static_cast<size_t>(a.out * r)));
+    w.write(std::span<const float>(ac.params).subspan(static_cast<size_t>(a.a_offset), static_cast<size_t>(a.experts * r * a.in)));
+    w.write(std::span<const float>(ac.params).subspan(static_cast<size_t>(a.b_offset), static_cast<size_t>(a.out * r * a.experts)));
   }
   w.finish();
   res.files.push_back(kAdapterFile);
@@ -236,14 +237,18 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
   res.tensor_bytes = static_cast<uint64_t>(layout.numel()) * sizeof(float);
 
   // adapter_config.json: the fields of PEFT's LoraConfig that define these adapters; PEFT
-  // fills the others with its defaults. target_modules sorted, as PEFT writes its set.
-  json modules = json::array();
-  std::vector<std::string> names;
-  for (int t = 0; t < model::kNumLoraTargets; ++t)
-    if (ac.lora.has_target(static_cast<model::LoraTarget>(t)))
-      names.emplace_back(model::lora_module_name(static_cast<model::LoraTarget>(t)));
+  // fills the others with its defaults. target_modules sorted, as PEFT writes its set; the
+  // experts go in target_parameters ("experts.gate_up_proj", "experts.down_proj"), sorted
+  // as PEFT writes them (it nests their wrappers in the parameters' order, not this list's).
+  std::vector<std::string> names, params;
+  for (int t = 0; t < model::kNumLoraTargets; ++t) {
+    const auto target = static_cast<model::LoraTarget>(t);
+    if (ac.lora.has_target(target))
+      (model::is_expert_target(target) ? params : names).emplace_back(model::lora_module_name(target));
+  }
   std::sort(names.begin(), names.end());
-  for (const std::string& n : names) modules.push_back(n);
+  std::sort(params.begin(), params.end());
+  const json modules = names;
   const json cfg = {{"peft_type", "LORA"},
                     {"task_type", "CAUSAL_LM"},
                     {"r", r},
@@ -251,6 +256,7 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
                     {"lora_dropout", ac.lora.dropout},
                     {"use_rslora", ac.lora.rslora},
                     {"target_modules", modules},
+                    {"target_parameters", params.empty() ? json(nullptr) : json(params)},
                     {"bias", "none"},
                     {"fan_in_fan_out", false},
                     {"use_dora", false},

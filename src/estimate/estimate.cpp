@@ -83,7 +83,8 @@ u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT) {
 
 // LoRA's scratch in the CPU model's workspace (src/model/lora_apply.cpp, each buffer
 // grown to the largest adapter it served, rounded to 64 bytes): u and du [N, r], t [N,
-// max(in, out)], dropout(x) [N, in] with dropout, and QLoRA's dequantised W [out, in].
+// max(in, out)], dropout(x) [N, in] with dropout, QLoRA's dequantised W [out, in], and the
+// experts' merged stacks and their gradients.
 u64 lora_scratch_bytes(const model::Config& c, const model::LoraConfig& l, int64_t N, int elem) {
   const model::LoraLayout ll(c, l);
   int64_t in = 0, io = 0, w = 0;
@@ -96,6 +97,10 @@ u64 lora_scratch_bytes(const model::Config& c, const model::LoraConfig& l, int64
   u64 b = 2 * rounded(N * l.rank) + rounded(N * io);
   if (l.dropout > 0) b += rounded(N * in);
   if (l.method == model::FinetuneMethod::kQlora) b += (to_u64(w) * 4 + 63) / 64 * 64;  // fp32 always
+  // Adapters on the experts (src/model/lora_experts.hpp): each targeted stack [E, out, in]
+  // merged with its adapter, and its gradient in the backward (one of each per target).
+  for (const model::LoraAdapterInfo& a : ll.adapters())
+    if (a.layer == 0 && model::is_expert_target(a.target)) b += 2 * rounded(a.experts * a.out * a.in);
   return b;
 }
 

@@ -11,15 +11,22 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/model/init.hpp"
+#include "lora_experts.hpp"
 
 namespace zt::model {
 
 namespace {
 
 constexpr std::array<std::string_view, kNumLoraTargets> kTargetNames = {
-    "q", "k", "v", "o", "gate", "up", "down", "lm_head"};
+    "q", "k", "v", "o", "gate", "up", "down", "lm_head", "experts.gate_up", "experts.down"};
 constexpr std::array<std::string_view, kNumLoraTargets> kModuleNames = {
-    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"};
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head",
+    "experts.gate_up_proj", "experts.down_proj"};
+// A block's targets in packing order (PEFT's: attention, MLP, then the experts).
+constexpr std::array<LoraTarget, 9> kBlockTargets = {
+    LoraTarget::kQ,    LoraTarget::kK,    LoraTarget::kV,
+    LoraTarget::kO,    LoraTarget::kGate, LoraTarget::kUp,
+    LoraTarget::kDown, LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown};
 
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t");
@@ -40,16 +47,23 @@ uint32_t parse_targets(std::string_view text) {
     if (it == kTargetNames.end()) {
       throw InputError(strf("lora.targets = \"%s\": unknown target \"%s\"",
                             std::string(text).c_str(), name.c_str()),
-                       "list any of q, k, v, o, gate, up, down, lm_head, comma-separated "
-                       "(e.g. \"q,v\").");
+                       "list any of q, k, v, o, gate, up, down, lm_head, experts.gate_up, "
+                       "experts.down, comma-separated (e.g. \"q,v\").");
     }
     bits |= 1u << static_cast<int>(it - kTargetNames.begin());
   }
   return bits;
 }
 
-std::string module_path(int layer, LoraTarget t) {
+// PEFT's module path of the adapter; for experts the ParamWrapper's: gate_up's is wrapped
+// by down's when both are targeted (PEFT wraps the parameters of `experts` in their
+// registration order, gate_up_proj first), so it sits at "experts.base_layer".
+std::string module_path(int layer, LoraTarget t, const LoraConfig& l) {
   if (t == LoraTarget::kLmHead) return "lm_head";
+  if (is_expert_target(t))
+    return strf("model.layers.%d.mlp.experts%s", layer,
+                t == LoraTarget::kExpertsGateUp && l.has_target(LoraTarget::kExpertsDown)
+                    ? ".base_layer" : "");
   const bool attn = t <= LoraTarget::kO;
   return strf("model.layers.%d.%s.%s", layer, attn ? "self_attn" : "mlp",
               std::string(lora_module_name(t)).c_str());
@@ -88,21 +102,46 @@ void add_finetune_keys(config::Schema& s) {
   }
   s.add_string("lora.targets", "q,v",
                "projections with adapters, comma-separated: any of q, k, v, o, gate, up, down, "
-               "lm_head");
+               "lm_head, and on a mixture-of-experts model experts.gate_up, experts.down");
   s.add_bool("lora.rslora", false, "rank-stabilised scale alpha / sqrt(r) instead of alpha / r");
 }
 
-// A mixture-of-experts block has no gate/up/down projections (its experts are 3-D
-// tensors: PEFT's target_parameters, not yet in zt): adapters on them are refused.
+// A mixture-of-experts block has no gate/up/down projections: its MLP is the experts
+// (3-D tensors, PEFT's target_parameters: experts.gate_up, experts.down). A dense block has
+// no experts. PEFT's ParamWrapper refuses dropout; zt's NF4 base holds no 3-D weights.
 static void check_lora_moe(const Config& m, const LoraConfig& l) {
-  if (!m.moe()) return;
   for (const LoraTarget t : {LoraTarget::kGate, LoraTarget::kUp, LoraTarget::kDown})
-    if (l.has_target(t))
+    if (m.moe() && l.has_target(t))
       throw InputError("lora.targets has " + std::string(lora_target_name(t)) + " on a " +
-                           m.family + " model: its blocks' MLP is the experts (3-D tensors), "
-                           "which zt puts no adapters on yet",
-                       "target the attention (q, k, v, o) and lm_head; docs/model.md "
-                       "\"Mixture of experts\".");
+                           m.family + " model: its blocks' MLP is the experts (3-D tensors "
+                           "gate_up_proj [E, 2I, C] and down_proj [E, C, I]), not gate/up/down "
+                           "projections",
+                       "target the experts with experts.gate_up and experts.down (PEFT's "
+                       "target_parameters), the attention with q, k, v, o; docs/finetune.md.");
+  for (const LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown}) {
+    if (!l.has_target(t)) continue;
+    const std::string name(lora_target_name(t));
+    if (!m.moe())
+      throw InputError("lora.targets has " + name + " on a " + m.family +
+                           " model, which has no experts (model.experts = 0)",
+                       "target its MLP with gate, up, down.");
+    if (m.dense_layers())
+      throw InputError("lora.targets has " + name + " on a " + m.family + " model with dense "
+                           "layers among its mixture-of-experts layers (mlp_only_layers / "
+                           "decoder_sparse_step)",
+                       "target the attention (q, k, v, o) on this model; adapters on the "
+                       "experts need every layer routed.");
+    if (l.dropout > 0)
+      throw InputError(strf("lora.dropout = %g with lora.targets %s: adapters on the experts "
+                            "(PEFT's ParamWrapper) take no dropout",
+                            l.dropout, name.c_str()),
+                       "set lora.dropout = 0, or drop the experts.* targets.");
+    if (l.method == FinetuneMethod::kQlora)
+      throw InputError("finetune.method = qlora with lora.targets " + name +
+                           ": zt's NF4 base holds no expert weights (3-D tensors)",
+                       "use finetune.method = lora for adapters on the experts, or target "
+                       "the attention only with qlora.");
+  }
 }
 
 void lora_target_dims(const Config& m, LoraTarget t, int64_t& in, int64_t& out) {
@@ -114,6 +153,8 @@ void lora_target_dims(const Config& m, LoraTarget t, int64_t& in, int64_t& out) 
     case LoraTarget::kGate: case LoraTarget::kUp: in = C, out = I; return;
     case LoraTarget::kDown: in = I, out = C; return;
     case LoraTarget::kLmHead: in = C, out = m.vocab; return;
+    case LoraTarget::kExpertsGateUp: in = C, out = 2 * m.expert_width(); return;  // one expert's [2I, C]
+    case LoraTarget::kExpertsDown: in = m.expert_width(), out = C; return;        // one expert's [C, I]
   }
 }
 
@@ -182,23 +223,25 @@ LoraLayout::LoraLayout(const Config& model, const LoraConfig& lora)
   check_lora_moe(model, lora);
   const auto add = [&](int layer, LoraTarget t) {
     LoraAdapterInfo a;
-    a.name = module_path(layer, t);
+    a.name = module_path(layer, t, lora);
     a.target = t;
     a.layer = t == LoraTarget::kLmHead ? -1 : layer;
+    a.weight = t == LoraTarget::kExpertsGateUp ? strf("model.layers.%d.mlp.experts.gate_up_proj", layer)
+               : t == LoraTarget::kExpertsDown ? strf("model.layers.%d.mlp.experts.down_proj", layer)
+                                               : a.name + ".weight";
+    a.experts = is_expert_target(t) ? model.experts : 1;
     lora_target_dims(model, t, a.in, a.out);
     a.a_offset = numel_;
-    a.b_offset = numel_ + lora.rank * a.in;
-    numel_ = a.b_offset + a.out * lora.rank;
+    a.b_offset = numel_ + a.experts * lora.rank * a.in;
+    numel_ = a.b_offset + a.out * lora.rank * a.experts;
     const int row = t == LoraTarget::kLmHead ? static_cast<int>(model.layers) : layer;
     index_[static_cast<size_t>(row * kNumLoraTargets + static_cast<int>(t))] =
         static_cast<int>(adapters_.size());
     adapters_.push_back(std::move(a));
   };
-  for (int l = 0; l < static_cast<int>(model.layers); ++l) {
-    for (int t = 0; t < static_cast<int>(LoraTarget::kLmHead); ++t) {
-      if (lora.has_target(static_cast<LoraTarget>(t))) add(l, static_cast<LoraTarget>(t));
-    }
-  }
+  for (int l = 0; l < static_cast<int>(model.layers); ++l)
+    for (const LoraTarget t : kBlockTargets)
+      if (lora.has_target(t)) add(l, t);
   if (lora.has_target(LoraTarget::kLmHead)) add(0, LoraTarget::kLmHead);
 }
 
@@ -234,8 +277,8 @@ ParamLayout::ParamLayout(const Config& cfg, const LoraConfig& lora)
   };
   const int64_t r = lora.rank;
   for (const LoraAdapterInfo& a : adapters.adapters()) {
-    add(a.name + ".lora_A.weight", {r, a.in}, a.a_offset, InitKind::kLoraA);
-    add(a.name + ".lora_B.weight", {a.out, r}, a.b_offset, InitKind::kZeros);
+    add(a.name + ".lora_A.weight", {a.experts * r, a.in}, a.a_offset, InitKind::kLoraA);
+    add(a.name + ".lora_B.weight", {a.out, r * a.experts}, a.b_offset, InitKind::kZeros);
   }
   ZT_CHECK(unit.numel == adapters.numel(), "the adapters' unit and LoraLayout's size disagree",
            "a bug in zt's LoRA layout.");
@@ -267,7 +310,7 @@ TrainableCounts trainable_counts(const Config& model, const LoraConfig& lora) {
     if (!lora.has_target(target)) continue;
     int64_t in = 0, out = 0;
     lora_target_dims(model, target, in, out);
-    const int64_t per = lora.rank * (in + out);
+    const int64_t per = lora.rank * (in + out) * (is_expert_target(target) ? model.experts : 1);
     c.trainable += target == LoraTarget::kLmHead ? per : per * model.layers;
   }
   c.all = base + c.trainable;
@@ -300,11 +343,11 @@ void init_lora(const LoraLayout& layout, uint64_t seed, std::span<T> params) {
     // = 1 / sqrt(fan_in), fan_in = in.
     const double bound = 1.0 / std::sqrt(static_cast<double>(a.in));
     const uint64_t stream = init_stream(seed, a.name + ".lora_A.weight");
-    for (int64_t i = 0; i < r * a.in; ++i) {
+    for (int64_t i = 0; i < a.experts * r * a.in; ++i) {
       params[static_cast<size_t>(a.a_offset + i)] =
           static_cast<T>(bound * (2.0 * uniform_at(stream, i) - 1.0));
     }
-    std::fill_n(params.begin() + a.b_offset, a.out * r, T(0));
+    std::fill_n(params.begin() + a.b_offset, a.out * r * a.experts, T(0));
   }
 }
 
@@ -323,7 +366,7 @@ QloraBase::QloraBase(const LoraLayout& lora, const ParamLayout& layout, const Un
   for (const LoraAdapterInfo& a : lora.adapters()) {
     const bool tied_head = a.target == LoraTarget::kLmHead && layout.config().tied_embeddings;
     const TensorInfo& t =
-        layout.find(tied_head ? std::string("model.embed_tokens.weight") : a.name + ".weight");
+        layout.find(tied_head ? std::string("model.embed_tokens.weight") : a.weight);
     if (t.unit != held) {  // adapters come unit by unit (LoraLayout's packing order)
       held = t.unit;
       unit = read(held);
@@ -391,12 +434,16 @@ MergedWeights merge_lora(const Config& base, std::vector<std::vector<float>> uni
   const double scale = layout.lora().scale();
   const bool qlora = layout.lora().method == FinetuneMethod::kQlora;
   for (const LoraAdapterInfo& a : layout.adapters()) {
-    const TensorInfo& t = out.find(a.name + ".weight");
-    // W [out, in] of this projection in the merged units.
+    const TensorInfo& t = out.find(a.weight);
+    // W [out, in] of this projection in the merged units ([E, out, in] for experts).
     std::span<float> w(m.units[static_cast<size_t>(t.unit)].data() + t.offset, static_cast<size_t>(t.numel));
     if (qlora) kernels::nf4::dequantize(kernels::nf4::quantize(w), w);
     const float* A = adapters.data() + a.a_offset;  // [r, in]
     const float* B = adapters.data() + a.b_offset;  // [out, r]
+    if (is_expert_target(a.target)) {  // PEFT's ParamWrapper: per expert
+      detail::add_expert_delta<float>(w.data(), A, B, a.experts, a.out, a.in, r, scale);
+      continue;
+    }
     // Rows are independent: one per thread.
 #pragma omp parallel for schedule(static)
     for (int64_t o = 0; o < a.out; ++o)

@@ -41,8 +41,20 @@ class LoraApply {
   // the adapter's share of dx [N, a.in] into dx (dx already holds the base's share).
   void backward(const LoraAdapterInfo& a, R* dx, const R* dy, const R* x, int64_t N, bool train);
 
+  // Experts (lora_experts.hpp, lora_experts.cpp): the stack W [E, out, in] of (layer,
+  // target) with its adapter merged in (a scratch, valid until the next call for that
+  // target), or W itself when the target has no adapter.
+  const R* expert_weight(int layer, LoraTarget target, const R* W);
+  // A zeroed scratch for d loss / d W' [E, out, in] of (layer, target), which the experts'
+  // backward accumulates into; nullptr when the target has no adapter.
+  R* expert_grad(int layer, LoraTarget target);
+  // dA, dB of (layer, target) from expert_grad's scratch; no-op without an adapter.
+  void expert_backward(int layer, LoraTarget target);
+
   size_t workspace_bytes() const {
-    return xd_.bytes() + u_.bytes() + du_.bytes() + t_.bytes() + w_.bytes();
+    size_t b = xd_.bytes() + u_.bytes() + du_.bytes() + t_.bytes() + w_.bytes();
+    for (int i = 0; i < 2; ++i) b += xw_[i].bytes() + xg_[i].bytes();
+    return b;
   }
 
  private:
@@ -62,6 +74,8 @@ class LoraApply {
   Buffer<R> t_;   // [N, max(in, out)]  u B^T in the forward, du A in the backward
   const QloraBase* qlora_ = nullptr;
   Buffer<float> w_;  // [out, in]  a dequantised base weight (QLoRA)
+  Buffer<R> xw_[2];  // [E, out, in]  experts.gate_up / experts.down with the adapter merged
+  Buffer<R> xg_[2];  // [E, out, in]  their gradient (d loss / d W') in the backward
 };
 
 extern template class LoraApply<float>;

@@ -23,7 +23,6 @@ double RouterStats::imbalance() const {
 template <class R>
 void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
   if (expert_group) return moe_forward_ep(l, p, x_out, a, N);  // moe_block_ep.cpp
-  // no adapters inside the experts (lora.cpp refuses gate/up/down targets)
   const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
   const BlockOffsets& o = layout.block_offsets(l);
   router_logits.ensure(N * E);
@@ -41,9 +40,11 @@ void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
     moe_out.ensure(N * C);
     out = moe_out.data();
   }
+  // LoRA on the experts (lora_experts.hpp): the stacks with their adapters merged in.
   k::moe_experts_forward(out, a.mgu.data(), a.mh.data(), a.my.data(), a.xn2.data(),
-                         p + o.experts_gate_up, p + o.experts_down, a.ridx.data(), a.rw.data(),
-                         N, C, I, E, K);
+                         lora.expert_weight(l, LoraTarget::kExpertsGateUp, p + o.experts_gate_up),
+                         lora.expert_weight(l, LoraTarget::kExpertsDown, p + o.experts_down),
+                         a.ridx.data(), a.rw.data(), N, C, I, E, K);
   if (cfg.shared_expert()) shared_expert_forward(l, p, out, a, N);
   if (x_out) k::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
 }
@@ -56,11 +57,21 @@ void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N)
   dlogits_r.ensure(N * E);
   dw_r.ensure(N * K);
   std::fill_n(dxn.data(), N * C, R(0));
-  k::moe_experts_backward(dxn.data(), base_grad_or_null(u, o.experts_gate_up),
-                          base_grad_or_null(u, o.experts_down), dw_r.data(), dres.data(),
-                          a.xn2.data(), p + o.experts_gate_up, p + o.experts_down,
+  // With adapters on the experts the kernels see the merged stacks and write d loss / d W'
+  // into LoraApply's scratch, which expert_backward turns into the adapters' gradients.
+  const int l = layout.unit(u).layer;
+  using LT = LoraTarget;
+  R* dgu = lora.expert_grad(l, LT::kExpertsGateUp);
+  R* ddown = lora.expert_grad(l, LT::kExpertsDown);
+  k::moe_experts_backward(dxn.data(), dgu ? dgu : base_grad_or_null(u, o.experts_gate_up),
+                          ddown ? ddown : base_grad_or_null(u, o.experts_down), dw_r.data(),
+                          dres.data(), a.xn2.data(),
+                          lora.expert_weight(l, LT::kExpertsGateUp, p + o.experts_gate_up),
+                          lora.expert_weight(l, LT::kExpertsDown, p + o.experts_down),
                           a.ridx.data(), a.rw.data(), a.mgu.data(), a.mh.data(), a.my.data(), N,
                           C, I, E, K);
+  lora.expert_backward(l, LT::kExpertsGateUp);
+  lora.expert_backward(l, LT::kExpertsDown);
   k::moe_route_backward(dlogits_r.data(), dw_r.data(),
                         cfg.router_aux_loss ? aux_dprob.data() : static_cast<const R*>(nullptr),
                         a.rprobs.data(), a.ridx.data(), a.rw.data(), N, E, K, cfg.norm_topk_prob);

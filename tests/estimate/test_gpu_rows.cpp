@@ -77,7 +77,7 @@ void compare(const Case& c, const std::string& dir) {
     o.lora.method = c.lora;
     o.lora.rank = 4;
     o.lora.dropout = 0.1;
-    o.lora.targets = (1u << model::kNumLoraTargets) - 1;
+    o.lora.targets = model::kProjectionTargets;
   }
   // The host-memory control communicator carries the host values on the staged path.
   Engine e(cfg, *cm.world, cm.node.get(), cm.cross.get(), o, h.init, cm.world.get());

@@ -155,7 +155,7 @@ TEST(Measured, LoraAndQlora) {
       o.lora.method = m;
       o.lora.rank = 8;
       o.lora.dropout = 0.1;
-      o.lora.targets = (1u << model::kNumLoraTargets) - 1;
+      o.lora.targets = model::kProjectionTargets;
       const Case k{model::Config::preset("tiny"), 2, 64, recompute};
       for (int stage = 0; stage <= 3; ++stage) compare(k, stage, o);
       if (world_size() == 4) compare(k, 3, o, 2, 0);  // hpZ over 2 simulated nodes
@@ -172,7 +172,7 @@ TEST(Measured, LoraAndQloraWithOffload) {
     o.lora.method = m;
     o.lora.rank = 8;
     o.lora.dropout = 0.1;
-    o.lora.targets = (1u << model::kNumLoraTargets) - 1;
+    o.lora.targets = model::kProjectionTargets;
     o.offload.nvme_path = dir;
     o.offload.subgroup_bytes = 48 << 10;  // 4096 elements: the adapters' unit is several
     o.offload.buffers = 3;

@@ -40,7 +40,7 @@ using model::LoraLayout;
 using model::LoraTarget;
 using model::ParamLayout;
 
-constexpr uint32_t kAllTargets = (1u << model::kNumLoraTargets) - 1;
+constexpr uint32_t kAllTargets = model::kProjectionTargets;
 constexpr uint8_t kSentinel = 0x5A;  // the base's gradient bytes before (and after) a step
 
 uint32_t targets_of(std::initializer_list<LoraTarget> ts) {

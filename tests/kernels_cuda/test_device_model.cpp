@@ -337,7 +337,7 @@ TEST_F(DeviceModelTest, HookOrderMatchesCpuModel) {
     model::LoraConfig lc;
     lc.method = model::FinetuneMethod::kLora;
     lc.dropout = 0.1;
-    lc.targets = (1u << model::kNumLoraTargets) - 1;
+    lc.targets = model::kProjectionTargets;
     const model::LoraLayout ll(cfg, lc);
     Vec lp(static_cast<size_t>(ll.numel()), 0.01);
     DeviceBuffer<float> dlp = to_device<float>(lp), dlg(lp.size());

@@ -84,8 +84,8 @@ class DevicePreferenceTest : public GpuTest {
     lc.method = model::FinetuneMethod::kLora;
     lc.rank = 4;
     lc.alpha = 8.0;
-    lc.targets = (1u << model::kNumLoraTargets) - 1;
-    if (cfg.moe())  // the experts take no adapters (lora.cpp): attention's and lm_head
+    lc.targets = model::kProjectionTargets;
+    if (cfg.moe())  // the device model takes no adapters on the experts: attention's and lm_head
       lc.targets &= ~((1u << static_cast<int>(model::LoraTarget::kGate)) |
                       (1u << static_cast<int>(model::LoraTarget::kUp)) |
                       (1u << static_cast<int>(model::LoraTarget::kDown)));

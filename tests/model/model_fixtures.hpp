@@ -134,14 +134,27 @@ void init_general(model::Parameters<R>& P, const model::ParamLayout& layout, dou
   }
 }
 
-// LoRA on every target (the eight projections) with the given rank and dropout, alpha 3.
+// Resolves the lora.* keys set by `sets` against `model`; returns the InputError's text and
+// hint, "what | hint" ("" when none was thrown).
+inline std::string resolve_error(const std::vector<std::string>& sets, const model::Config& model) {
+  config::Schema s;
+  model::add_finetune_keys(s);
+  try {
+    model::resolve_lora(config::load(s, "", sets), model);
+  } catch (const InputError& e) {
+    return std::string(e.what()) + " | " + e.hint();
+  }
+  return "";
+}
+
+// LoRA on the eight projections with the given rank and dropout, alpha 3.
 inline model::LoraConfig lora_all(int64_t rank, double dropout) {
   model::LoraConfig l;
   l.method = model::FinetuneMethod::kLora;
   l.rank = rank;
   l.alpha = 3.0;
   l.dropout = dropout;
-  l.targets = (1u << model::kNumLoraTargets) - 1;
+  l.targets = model::kProjectionTargets;
   return l;
 }
 

@@ -121,8 +121,8 @@ void qlora_layout(bool tied, uint32_t targets) {
   EXPECT_EQ(xw, xr);
 }
 
-TEST(Qlora, LayoutLeavesOutTheTargetedWUntied) { qlora_layout(false, (1u << kNumLoraTargets) - 1); }
-TEST(Qlora, LayoutLeavesOutTheTargetedWTied) { qlora_layout(true, (1u << kNumLoraTargets) - 1); }
+TEST(Qlora, LayoutLeavesOutTheTargetedWUntied) { qlora_layout(false, kProjectionTargets); }
+TEST(Qlora, LayoutLeavesOutTheTargetedWTied) { qlora_layout(true, kProjectionTargets); }
 TEST(Qlora, LayoutLeavesOutTheTargetedWSome) {  // q, v, down and lm_head
   const uint32_t some = (1u << static_cast<int>(LoraTarget::kQ)) | (1u << static_cast<int>(LoraTarget::kV)) |
                         (1u << static_cast<int>(LoraTarget::kDown)) | (1u << static_cast<int>(LoraTarget::kLmHead));

@@ -270,7 +270,7 @@ model::LoraConfig lora_of(model::FinetuneMethod m) {
   l.method = m;
   l.rank = 4;
   l.alpha = 8.0;
-  l.targets = (1u << model::kNumLoraTargets) - 1;  // every projection and lm_head
+  l.targets = model::kProjectionTargets;  // every projection and lm_head
   return l;
 }
 

@@ -28,7 +28,7 @@ model::LoraConfig lora_config(model::FinetuneMethod method, double dropout = 0.0
   l.rank = 4;
   l.alpha = 8.0;
   l.dropout = dropout;
-  l.targets = (1u << model::kNumLoraTargets) - 1;  // every projection and lm_head
+  l.targets = model::kProjectionTargets;  // every projection and lm_head
   return l;
 }
 

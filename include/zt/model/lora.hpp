@@ -11,9 +11,19 @@
 // computes no gradient for any base parameter (Model::bind_lora).
 //
 // The adapters of a model live in one flat buffer, packed in PEFT's order: per layer
-// q, k, v, o, gate, up, down (those targeted), then lm_head; each adapter A then B.
-// Names are PEFT's as saved in adapter_model.safetensors, without the "base_model.model."
-// prefix: "model.layers.3.self_attn.q_proj.lora_A.weight".
+// q, k, v, o, gate, up, down, experts.gate_up, experts.down (those targeted), then
+// lm_head; each adapter A then B. Names are PEFT's as saved in adapter_model.safetensors,
+// without the "base_model.model." prefix: "model.layers.3.self_attn.q_proj.lora_A.weight".
+//
+// Experts (a mixture-of-experts block's 3-D weights W [E, out, in]: experts.gate_up
+// [E, 2I, C], experts.down [E, C, I]) take PEFT's target_parameters adapters (its
+// ParamWrapper): one rank-r adapter per expert, stored as two 2-D tensors
+//   A [E*r, in]   rows e*r .. e*r+r-1 are expert e's A_e [r, in]
+//   B [out, r*E]  column k*E + e is column k of expert e's B_e [out, r]
+// and W_e becomes W_e + scale * B_e A_e (PEFT merges the stack before the experts run; zt
+// the same: lora_experts.hpp). PEFT nests the two wrappers on the one `experts` module:
+// with both targeted gate_up's adapter is "mlp.experts.base_layer", down's "mlp.experts";
+// with one, it is "mlp.experts". PEFT refuses dropout on them (so does zt).
 //
 // QLoRA (finetune.method = qlora) is the same adapters over base weights stored as NF4
 // with double quantisation (zt/kernels/nf4.hpp): the targeted W are held as NF4 only.
@@ -34,13 +44,22 @@ namespace zt::model {
 
 enum class FinetuneMethod : uint8_t { kFull, kLora, kQlora };
 
-// The projections an adapter can target, in PEFT's packing order within a block.
-enum class LoraTarget : uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown, kLmHead };
-inline constexpr int kNumLoraTargets = 8;
-// "q", "k", "v", "o", "gate", "up", "down", "lm_head" (the lora.targets names).
+// The projections an adapter can target (the experts' after lm_head, so the bits of the
+// eight projections keep their values).
+enum class LoraTarget : uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown, kLmHead, kExpertsGateUp, kExpertsDown };
+inline constexpr int kNumLoraTargets = 10;
+// "q", "k", "v", "o", "gate", "up", "down", "lm_head", "experts.gate_up", "experts.down"
+// (the lora.targets names).
 std::string_view lora_target_name(LoraTarget t);
-// The module name PEFT matches: "q_proj", ..., "down_proj", "lm_head".
+// The name PEFT matches: "q_proj", ..., "down_proj", "lm_head" (target_modules), and
+// "experts.gate_up_proj", "experts.down_proj" (target_parameters).
 std::string_view lora_module_name(LoraTarget t);
+// The bits of the eight projections q .. lm_head (LoraConfig::targets; not the experts').
+inline constexpr uint32_t kProjectionTargets = (1u << (static_cast<int>(LoraTarget::kLmHead) + 1)) - 1;
+// experts.gate_up or experts.down: a 3-D parameter (PEFT's target_parameters).
+inline bool is_expert_target(LoraTarget t) {
+  return t == LoraTarget::kExpertsGateUp || t == LoraTarget::kExpertsDown;
+}
 
 struct LoraConfig {
   FinetuneMethod method = FinetuneMethod::kFull;
@@ -61,7 +80,9 @@ void add_finetune_keys(config::Schema& schema);
 
 // Reads and checks the keys against the model. zt::InputError (exit 2) naming the key:
 // an unknown target name, rank <= 0 or above the smaller dimension of a targeted layer,
-// dropout outside [0, 1), alpha <= 0, no targets with lora/qlora.
+// dropout outside [0, 1), alpha <= 0, no targets with lora/qlora; on a mixture-of-experts
+// model gate/up/down (its MLP is the experts: experts.gate_up, experts.down); experts.*
+// on a dense model, with lora.dropout > 0 (PEFT's ParamWrapper refuses it) or with qlora.
 LoraConfig resolve_lora(const config::Config& cfg, const Config& model);
 
 // QLoRA quantises the base weights from `base` (the dtype the base weights are held in):
@@ -77,12 +98,16 @@ ParamLayout lora_base_layout(const Config& cfg, const LoraConfig& lora);
 
 // One adapter of the packed buffer.
 struct LoraAdapterInfo {
-  std::string name;        // PEFT module path: "model.layers.3.self_attn.q_proj", "lm_head"
+  std::string name;        // PEFT module path: "model.layers.3.self_attn.q_proj", "lm_head",
+                           // "model.layers.3.mlp.experts(.base_layer)"
+  std::string weight;      // the base tensor: "model.layers.3.self_attn.q_proj.weight",
+                           // "model.layers.3.mlp.experts.gate_up_proj"
   LoraTarget target = LoraTarget::kQ;
   int layer = -1;          // block index; -1 for lm_head
-  int64_t in = 0, out = 0;  // the base projection's W [out, in]
-  int64_t a_offset = 0;    // A [r, in] in the packed buffer
-  int64_t b_offset = 0;    // B [out, r]
+  int64_t in = 0, out = 0;  // the base projection's W [out, in] (an expert's, for experts)
+  int64_t experts = 1;     // E for an expert target (W [E, out, in]), else 1
+  int64_t a_offset = 0;    // A [experts*r, in] in the packed buffer
+  int64_t b_offset = 0;    // B [out, r*experts]
 };
 
 class LoraLayout {
@@ -153,7 +178,8 @@ class QloraBase {
 void check_qlora_covers(const ParamLayout& layout, const QloraBase& base);
 
 // A base model with its adapters merged in, as PEFT's merge_and_unload: for each adapter,
-// W' = W + scale * B A (fp32; each element's sum over r taken in double, rounded once).
+// W' = W + scale * B A (fp32; each element's sum over r taken in double, rounded once);
+// for experts W'_e = W_e + scale * B_e A_e per expert.
 // QLoRA's adapters trained over W read from NF4: W is first replaced by its NF4 round
 // trip (QloraBase's quantisation), the base the adapters were trained with. An lm_head
 // adapter on tied embeddings unties the head (lm_head = E + scale * B A, the embedding

@@ -222,8 +222,9 @@ def training(c, zt, work, name, h5, keys, targets, rank, alpha):
 
 
 def export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, model_cls, lora_dir,
-                    targets, rank, alpha, tokens):
-    """Part 3: the LoRA run's adapters exported for PEFT."""
+                    targets, rank, alpha, tokens, load_kw=None, run=peft_pass):
+    """Part 3: the LoRA run's adapters exported for PEFT (the base loaded with `load_kw` more
+    from_pretrained arguments, PEFT's logits by `run`, peft_pass's signature)."""
     ckpt = os.path.join(lora_dir, open(os.path.join(lora_dir, "latest")).read().strip())
     out_dir = folder + "-adapters"
     rc, out = run_zt(zt, "convert", "h5-to-hf", ckpt, out_dir, "--adapter")
@@ -231,7 +232,7 @@ def export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, 
     if rc != 0:
         print(out[-2000:])
         return
-    base = model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa")
+    base = model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa", **(load_kw or {}))
     pm = peft.PeftModel.from_pretrained(base, out_dir)
     same, n = True, 0
     with h5py.File(ckpt, "r") as f:
@@ -242,7 +243,7 @@ def export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, 
                 n += 1
     c.check(same and n > 0, f"{name}: PEFT loads the export: its {n} adapter tensors equal the checkpoint's")
     ids = torch.tensor([tokens])
-    logits, _, _, _ = peft_pass(torch, pm, ids, "f64", backward=False)
+    logits, _, _, _ = run(torch, pm, ids, "f64", backward=False)
     with pm.disable_adapter(), torch.no_grad():
         plain = pm(ids).logits[0].double()
     z = zt_pass(c, zt_lora_logits, h5, os.path.join(out_dir, "adapter_model.safetensors"), targets, rank,
@@ -251,6 +252,7 @@ def export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, 
         return
     d = (torch.tensor(z["logits"], dtype=torch.float64) - logits).abs().max().item()
     moved = (logits - plain).abs().max().item()
+    print(f"      {name}: export: f64 logits max |zt - PEFT| {d:.2e}; the trained adapters move them by {moved:.3e}")
     c.check(d <= TOL64, f"{name}: PEFT's logits on the export == zt's (f64 max diff {d:.2e} <= {TOL64:.0e})")
     c.check(moved > 1e-3, f"{name}: the trained adapters move the logits ({moved:.3e} > 1e-3)")
 

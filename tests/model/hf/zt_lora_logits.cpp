@@ -33,7 +33,7 @@
 
 namespace {
 
-// A [r, in] and B [out, r] of every adapter from PEFT's file (names
+// A [r, in] and B [out, r] (experts: [E*r, in], [out, r*E]) of every adapter from PEFT's file (names
 // "base_model.model.<module>.lora_A.weight"), into the packed buffer.
 void read_peft_adapters(const std::string& path, const zt::model::LoraLayout& layout,
                         std::vector<float>& params) {
@@ -47,8 +47,9 @@ void read_peft_adapters(const std::string& path, const zt::model::LoraLayout& la
       const zt::ckpt::StTensor* st = h.find(name);
       if (!st) throw zt::Error("adapter file " + path + " has no tensor " + name);
       const bool is_a = ab[5] == 'A';
-      const std::vector<int64_t> shape = is_a ? std::vector<int64_t>{r, a.in}
-                                              : std::vector<int64_t>{a.out, r};
+      // Experts' (PEFT's ParamWrapper): A [E*r, in], B [out, r*E].
+      const std::vector<int64_t> shape = is_a ? std::vector<int64_t>{a.experts * r, a.in}
+                                              : std::vector<int64_t>{a.out, r * a.experts};
       if (st->shape != shape) throw zt::Error(name + ": shape differs from zt's adapter");
       zt::ckpt::read_safetensors_tensor(path, h, *st, t);
       std::copy(t.begin(), t.end(), params.begin() + (is_a ? a.a_offset : a.b_offset));
@@ -93,8 +94,8 @@ void forward(const zt::ckpt::FullCheckpoint& ck, const zt::model::LoraLayout& la
       for (int64_t k = 0; k < n; ++k) v.push_back(grads[static_cast<size_t>(at + k)]);
       return v;
     };
-    g[a.name + ".lora_A.weight"] = slice(a.a_offset, r * a.in);
-    g[a.name + ".lora_B.weight"] = slice(a.b_offset, a.out * r);
+    g[a.name + ".lora_A.weight"] = slice(a.a_offset, a.experts * r * a.in);
+    g[a.name + ".lora_B.weight"] = slice(a.b_offset, a.out * r * a.experts);
   }
   out["grads"] = std::move(g);
 }
