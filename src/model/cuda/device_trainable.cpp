@@ -137,7 +137,7 @@ std::unique_ptr<TrainableModel> make_device_model(const Config& cfg, int64_t max
                                                   cudaStream_t stream, const LoraConfig& lora) {
   for (const LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown})
     if (lora.enabled() && lora.has_target(t))
-      throw InputError(std::string("lora.targets has ") + lora_target_name(t) +
+      throw InputError("lora.targets has " + std::string(lora_target_name(t)) +
                            ": the GPU model takes no adapters on the experts (the CPU model does)",
                        "train adapters on the experts with train.device = cpu, or target the "
                        "attention (q, k, v, o) on the GPU; docs/finetune.md.");
