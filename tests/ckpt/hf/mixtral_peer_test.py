@@ -26,17 +26,13 @@ block_sparse_moe.experts.E.w1/w2/w3 tensors). Then:
     more than 10 x the tolerance away (so the test sees the routing)
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
-import json
 import os
 import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (check_against_hf, export_f32, hf_llama_run, import_hf,  # noqa: E402
-                       peer_start, run_zt, with_config, zt_logits_json)
+from hf_common import CausalLMPeer, import_hf, run_zt, with_config  # noqa: E402
 
-TOL = 1e-5
-NEW = 12
 T = 16
 
 
@@ -51,20 +47,15 @@ def tensor_names(folder):
 
 
 def main():
-    zt, zt_logits, work, torch, c = peer_start(__doc__)
-    from transformers import AutoConfig, AutoModelForCausalLM, MixtralConfig, MixtralForCausalLM
-    gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, 96, (T,), generator=gen).tolist()
-    ids = torch.tensor([tokens])
-    zt_run = lambda ckpt: zt_logits_json(c, zt_logits, ckpt, tokens, NEW)  # noqa: E731
-    hf_run = lambda folder: hf_llama_run(torch, folder, ids, NEW)  # noqa: E731
+    p = CausalLMPeer(__doc__, t=T, new=12)
+    from transformers import AutoModelForCausalLM, MixtralConfig, MixtralForCausalLM
+    torch, c, zt, work = p.torch, p.c, p.zt, p.work
 
     # (name, experts, per token, tied, kv heads, sliding_window, output_router_logits, coef)
     cases = [("e4k2-aux", 4, 2, False, 2, None, True, 0.3),
              ("e8k2-tied", 8, 2, True, 4, None, False, 0.02),
              ("e3k1-window", 3, 1, False, 1, 5, True, 0.02)]
     for name, E, k, tied, kv, window, aux_on, coef in cases:
-        torch.manual_seed(1)
         cfg = MixtralConfig(vocab_size=96, hidden_size=64, intermediate_size=48,
                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=kv,
                             max_position_embeddings=64, rms_norm_eps=1e-5,
@@ -72,57 +63,37 @@ def main():
                             output_router_logits=aux_on, router_aux_loss_coef=coef,
                             sliding_window=window, tie_word_embeddings=tied,
                             initializer_range=0.3, bos_token_id=1, eos_token_id=None)
-        model = MixtralForCausalLM(cfg).to(torch.float32)
-        folder = os.path.join(work, name)
-        model.save_pretrained(folder, safe_serialization=True)
-        saved = json.load(open(os.path.join(folder, "config.json")))
-        c.check(saved.get("model_type") == "mixtral" and saved.get("num_local_experts") == E,
-                f"{name}: transformers saved model_type mixtral, num_local_experts {E}")
-        h5 = folder + ".h5"
-        if not import_hf(c, zt, name, folder, h5):
+        got = p.imported(name, MixtralForCausalLM, cfg,
+                         dict(model_type="mixtral", num_local_experts=E))
+        if got is None:
             continue
-        hl, hloss, hgen = hf = hf_run(folder)
-        z = zt_run(h5)
-        tol = check_against_hf(c, torch, name, z, hf, zt, folder, tokens, NEW, TOL)
+        folder, h5, hf, z, tol = got
+        hl = hf[0]
         # The load-balancing loss itself (whatever the config's flag).
         m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         with torch.no_grad():
-            haux = float(m(ids, output_router_logits=True).aux_loss)
+            haux = float(m(p.ids, output_router_logits=True).aux_loss)
         print(f"      {name}: aux loss zt {z['aux']:.8f} hf {haux:.8f}; tokens per expert "
               f"(zt, both layers) {z['tokens_per_expert']}")
-        c.check(abs(z["aux"] - haux) <= TOL, f"{name}: |aux loss zt - transformers| <= {TOL}")
+        c.check(abs(z["aux"] - haux) <= p.tol, f"{name}: |aux loss zt - transformers| <= {p.tol}")
         c.check(sum(z["tokens_per_expert"]) == 2 * T * k,
                 f"{name}: zt routed every row of both layers to {k} experts")
         # Sensitivity: the routing matters.
         other = k - 1 if k > 1 else k + 1
-        ol, _, _ = hf_run(with_config(folder, f"{folder}-k{other}", num_experts_per_tok=other))
+        ol, _, _ = p.hf_run(with_config(folder, f"{folder}-k{other}", num_experts_per_tok=other))
         d = (ol - hl).abs().max().item()
         c.check(d > 10 * tol, f"{name}: sensitivity: {other} experts per token move the logits "
                               f"by {d:.3e} > 10 x tol")
-        exported = folder + "-export"
-        if not export_f32(c, zt, name, h5, exported):
+        exported = p.exported(name, folder, h5, hf, z, "MixtralForCausalLM",
+                              ("num_local_experts", "num_experts_per_tok", "router_aux_loss_coef",
+                               "output_router_logits", "sliding_window", "tie_word_embeddings",
+                               "num_key_value_heads", "intermediate_size"))
+        if exported is None:
             continue
-        a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
-        c.check(b.model_type == "mixtral" and b.architectures == ["MixtralForCausalLM"],
-                f"{name}: the export is model_type {b.model_type}, {b.architectures}")
-        for key in ("num_local_experts", "num_experts_per_tok", "router_aux_loss_coef",
-                    "output_router_logits", "sliding_window", "tie_word_embeddings",
-                    "num_key_value_heads", "intermediate_size"):
-            c.check(getattr(a, key) == getattr(b, key),
-                    f"{name}: AutoConfig reads the export's {key} {getattr(b, key)}")
         names_hf, names_zt = tensor_names(folder), tensor_names(exported)
         c.check(names_hf == names_zt, f"{name}: the export's tensor names are transformers' "
                                       f"({len(names_zt)} tensors; differ: "
                                       f"{sorted(names_hf ^ names_zt)[:4]})")
-        el, eloss, egen = hf_run(exported)
-        c.check(torch.equal(el, hl) and egen == hgen and eloss == hloss,
-                f"{name}: transformers on the export: the same logits (max diff "
-                f"{(el - hl).abs().max().item():.1e}), loss and continuation")
-        h5b = exported + ".h5"
-        rc, out = run_zt(zt, "convert", "hf-to-h5", exported, h5b)
-        zb = zt_run(h5b) if rc == 0 else None
-        c.check(rc == 0 and zb["logits"] == z["logits"],
-                f"{name}: zt re-imports its export with the same logits (exit {rc})")
     # transformers 5's run-time names (fused experts) are read as well.
     folder = os.path.join(work, "e4k2-aux")
     fused = os.path.join(work, "fused")
@@ -135,7 +106,7 @@ def main():
     c.check(any(n.endswith("experts.gate_up_proj") for n in tensor_names(fused)),
             "fused: the state dict holds transformers 5's gate_up_proj")
     if import_hf(c, zt, "fused", fused, fused + ".h5"):
-        zf, z0 = zt_run(fused + ".h5"), zt_run(os.path.join(work, "e4k2-aux.h5"))
+        zf, z0 = p.zt_run(fused + ".h5"), p.zt_run(os.path.join(work, "e4k2-aux.h5"))
         c.check(zf["logits"] == z0["logits"], "fused: the same logits as the per-expert files")
     # A router with jitter noise is refused (zt has none), naming the key.
     jit = with_config(folder, os.path.join(work, "jitter"), router_jitter_noise=0.1)
