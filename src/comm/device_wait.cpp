@@ -13,6 +13,7 @@
 
 #include "describe.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/poll.hpp"
 #include "zt/runtime/liveness.hpp"
 #include "mpi_types.hpp"
 
@@ -112,9 +113,11 @@ void wait_ready(const std::function<bool()>& ready, std::string_view what) {
   const Clock::time_point start = Clock::now();
   runtime::Liveness* live = nullptr;
   bool probed = false;
-  for (long polls = 0;; ++polls) {
-    if (ready()) return;
-    // Test every in-flight operation; the first past its deadline (or failed) ends the job.
+  PollOptions o;
+  // Between polls: every in-flight operation tested, the first past its deadline (or
+  // failed) ends the job; past 64 polls the liveness channel served and, half way to the
+  // earliest deadline, every rank probed.
+  o.between = [&](int64_t polls) {
     std::chrono::milliseconds shortest = std::chrono::milliseconds::max();
     {
       std::lock_guard lock(r.mu);
@@ -152,7 +155,7 @@ void wait_ready(const std::function<bool()>& ready, std::string_view what) {
         shortest = std::min(shortest, op.timeout);
       }
     }
-    if (polls < 64) continue;
+    if (polls < 64) return;
     if (polls == 64) live = runtime::Liveness::current();
     if (live) {
       live->serve();
@@ -162,8 +165,8 @@ void wait_ready(const std::function<bool()>& ready, std::string_view what) {
         probed = true;
       }
     }
-    std::this_thread::yield();
-  }
+  };
+  poll_until(ready, what, o);  // yields between polls past the 64th
 }
 
 void wait_in_flight(std::string_view what) {

@@ -43,8 +43,12 @@ PreferencePair pair_of(const json& obj, const std::string& where) {
     p.prompt_m = chat_messages_of(obj, "prompt", where, kHint);
     p.chosen_m = chat_messages_of(obj, "chosen", where, kHint);
     p.rejected_m = chat_messages_of(obj, "rejected", where, kHint);
+    require_prompt(p.prompt_m, where, "prompt");
+    require_completion(p.chosen_m, where, "chosen");
+    require_completion(p.rejected_m, where, "rejected");
   } else if (prompt->is_string()) {
     p.prompt = prompt->get<std::string>();
+    require_prompt(p.prompt, where, "prompt");
     p.chosen = text_field(obj, "chosen", where);
     p.rejected = text_field(obj, "rejected", where);
   } else {

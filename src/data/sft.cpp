@@ -46,19 +46,19 @@ SftExample example_of(const json& obj, const std::string& where, SftFormat forma
                      fields_hint(format));
   if (format == SftFormat::kChat) {
     std::vector<ChatMessage> m = chat_messages_of(obj, "messages", where, fields_hint(format));
-    // Templates that fold the system turn into the first user turn (llama2, mistral) would
-    // render nothing at all from it.
-    if (std::all_of(m.begin(), m.end(), [](const ChatMessage& c) { return c.role == "system"; }))
-      throw InputError(where + ": field 'messages' holds only system turns: no conversation to learn from",
-                       "give each line at least a user and an assistant turn, or remove the line");
+    require_prompt(m, where, "messages");
+    require_completion(m, where, "messages");
     return {{}, {}, std::move(m), where};
   }
-  if (format == SftFormat::kAlpaca)
-    return {alpaca_prompt(field(obj, "instruction", false, where, format),
-                          field(obj, "input", true, where, format)),
+  if (format == SftFormat::kAlpaca) {
+    const std::string instruction = field(obj, "instruction", false, where, format);
+    require_prompt(instruction, where, "instruction");
+    return {alpaca_prompt(instruction, field(obj, "input", true, where, format)),
             field(obj, "output", false, where, format), {}, where};
-  return {field(obj, "prompt", false, where, format), field(obj, "response", false, where, format), {},
-          where};
+  }
+  std::string prompt = field(obj, "prompt", false, where, format);
+  require_prompt(prompt, where, "prompt");
+  return {std::move(prompt), field(obj, "response", false, where, format), {}, where};
 }
 
 // An example's tokens and loss mask (1: a target).
@@ -157,6 +157,38 @@ std::vector<ChatMessage> chat_messages_of(const json& obj, const char* key, cons
     out.push_back(std::move(msg));
   }
   return out;
+}
+
+namespace {
+constexpr const char* kRuleHint =
+    "every example needs a prompt (text; in chat form a user turn) and a completion (in chat "
+    "form an assistant turn, the only turns learned): fix or remove the line (docs/finetune.md "
+    "\"What every example needs\")";
+bool has_text(const std::string& s) { return s.find_first_not_of(" \t\r\n\f\v") != std::string::npos; }
+}  // namespace
+
+void require_prompt(const std::string& text, const std::string& where, const char* field) {
+  if (!has_text(text))
+    throw InputError(where + ": field '" + field + "' is " + (text.empty() ? "empty" : "only white space") +
+                         ": no prompt to learn from",
+                     kRuleHint);
+}
+
+void require_prompt(const std::vector<ChatMessage>& turns, const std::string& where, const char* field) {
+  if (std::any_of(turns.begin(), turns.end(),
+                  [](const ChatMessage& m) { return m.role == "user" && has_text(m.content); }))
+    return;
+  const bool system_only =
+      std::all_of(turns.begin(), turns.end(), [](const ChatMessage& m) { return m.role == "system"; });
+  throw InputError(where + ": field '" + field + "' has no user turn with text" +
+                       (system_only ? " (only system turns)" : "") + ": no prompt to learn from",
+                   kRuleHint);
+}
+
+void require_completion(const std::vector<ChatMessage>& turns, const std::string& where, const char* field) {
+  if (std::none_of(turns.begin(), turns.end(), [](const ChatMessage& m) { return m.role == "assistant"; }))
+    throw InputError(where + ": field '" + field + "' has no assistant turn: no completion to learn",
+                     kRuleHint);
 }
 
 void for_each_json_line(const std::string& text, const std::string& path,

@@ -253,7 +253,7 @@ TEST(Sft, ChatReaderNamesFileLineAndField) {
       {R"({"messages": [{"role": "user", "content": 5}]})", {"'content' is 5, not a string"}},
       {R"({"messages": []})", {"'messages' is an empty list"}},
       {R"({"messages": [{"role": "system", "content": "s"}, {"role": "system", "content": "t"}]})",
-       {"'messages' holds only system turns"}},  // fuzz_sft_jsonl: llama2 rendered it as ""
+       {"'messages' has no user turn with text (only system turns)"}},  // fuzz: llama2 rendered ""
       {R"({"messages": {"role": "user"}})", {"'messages' is", "not a list"}},
       {R"({"messages": ["hi"]})", {"messages[0] is", "not an object"}},
       {R"({"prompt": "p"})", {"'messages' is missing"}},

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/tmp_dir.hpp"
+#include "zero/zero_fixtures.hpp"
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/runtime/runtime.hpp"
 #include "zt/core/log.hpp"
@@ -24,26 +25,9 @@
 namespace zt::estimate {
 namespace {
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-model::Config reduced() {
-  model::Config c = model::Config::preset("tiny");
-  c.name = "tiny-reduced";
-  c.hidden = 64;
-  c.layers = 2;
-  c.intermediate = 160;
-  c.context = 32;
-  return c;
-}
+using zero::testing::reduced_config;
+using zt::testing::world_rank;
+using zt::testing::world_size;
 
 struct Case {
   model::Config cfg;
@@ -134,7 +118,7 @@ TEST(Measured, TinyRecomputeWithinTenPercent) {
 }
 
 TEST(Measured, ReducedWithinTenPercent) {
-  const Case k{reduced(), 2, 32, false};
+  const Case k{reduced_config(), 2, 32, false};
   for (int stage = 0; stage <= 3; ++stage) compare(k, stage, zero::EngineOptions{});
   zero::EngineOptions bf16;
   bf16.reduce_dtype = DType::kBF16;
@@ -190,7 +174,7 @@ TEST(Measured, HpzOnTwoSimulatedNodes) {
   if (world_size() != 4) GTEST_SKIP() << "needs 2 nodes of 2 ranks";
   const Case k{model::Config::preset("tiny"), 2, 64, false};
   compare(k, 3, zero::EngineOptions{}, 2, 0);
-  compare(Case{reduced(), 2, 32, false}, 3, zero::EngineOptions{}, 2, 2);
+  compare(Case{reduced_config(), 2, 32, false}, 3, zero::EngineOptions{}, 2, 2);
 }
 
 }  // namespace

@@ -1,29 +1,16 @@
 #pragma once
-// Models and parameters for the GPU model tests (test helper): the model families at tiny
-// widths, and parameters whose norm weights and biases are drawn off their init (ones,
-// zeros) so the families' pieces (docs/model.md) carry signal in a comparison; tiny
+// Models for the GPU model tests (test helper): the model families at tiny widths. Their
+// parameters' norm weights and biases are drawn off their init (ones, zeros) by
+// model_fixtures.hpp's draw_off_init, so the families' pieces (docs/model.md) carry signal; tiny
 // Mixtral configs.
-#include <random>
 #include <string>
 
+#include "model/model_fixtures.hpp"
 #include "zt/model/config.hpp"
-#include "zt/model/layout.hpp"
-#include "zt/model/model.hpp"
 
 namespace zt::kernels::cuda::testing {
 
-// After init: tensors initialised to ones drawn 1 + N(0, 0.1), to zeros N(0, 0.3).
-inline void draw_off_init(model::Parameters<float>& P, const model::ParamLayout& layout,
-                          std::mt19937_64& rng) {
-  for (const auto& t : layout.tensors()) {
-    if (t.init != model::InitKind::kOnes && t.init != model::InitKind::kZeros) continue;
-    const bool ones = t.init == model::InitKind::kOnes;
-    std::normal_distribution<double> d(ones ? 1.0 : 0.0, ones ? 0.1 : 0.3);
-    auto p = P.params(t.unit);
-    for (int64_t i = 0; i < t.numel; ++i)
-      p[static_cast<size_t>(t.offset + i)] = static_cast<float>(d(rng));
-  }
-}
+using zt::testing::draw_off_init;
 
 // Tiny widths (hidden 64, 4 heads of 16, 2 kv heads, 2 layers, vocab 256) as a model
 // family (docs/model.md); head_dim 0: hidden / heads.

@@ -71,7 +71,7 @@ class DeviceModelTest : public GpuTest {
     const ParamLayout layout(cfg);
     model::Parameters<float> init(layout);
     init.init({.seed = seed_});
-    if (off_init) draw_off_init(init, layout, rng_);
+    if (off_init) draw_off_init(init, layout, rng_, 0.1, 3.0);  // biases N(0, 0.3)
     const Batch data = batch(cfg, B * Tn);
 
     model::Parameters<Real> cpu(layout);

@@ -71,7 +71,7 @@ class DevicePreferenceTest : public GpuTest {
     const ParamLayout layout(cfg);
     model::Parameters<float> init(layout);
     init.init({.seed = seed_});
-    draw_off_init(init, layout, rng_);
+    draw_off_init(init, layout, rng_, 0.1, 3.0);  // biases N(0, 0.3)
     const bool sequence = pc.objective == train::Objective::kOrpo && pc.orpo_sequence_nll;
     const size_t sums = sequence ? 2 * kB : kB;
     std::vector<int32_t> tokens, targets;

@@ -113,8 +113,24 @@ inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t see
   return v;
 }
 
+// Norm weights (initialised to ones) set to 1 + N(0, sd) and biases (initialised to
+// zeros) to zeros_scale x N(0, sd), so they carry signal in a comparison.
+template <class R>
+void draw_off_init(model::Parameters<R>& P, const model::ParamLayout& layout,
+                   std::mt19937_64& rng, double sd, double zeros_scale) {
+  std::normal_distribution<double> d(0.0, sd);
+  for (const auto& t : layout.tensors()) {
+    if (t.init != model::InitKind::kOnes && t.init != model::InitKind::kZeros) continue;
+    auto p = P.params(t.unit);
+    const bool ones = t.init == model::InitKind::kOnes;
+    for (int64_t i = 0; i < t.numel; ++i)
+      p[static_cast<size_t>(t.offset + i)] =
+          static_cast<R>(ones ? 1.0 + d(rng) : zeros_scale * d(rng));
+  }
+}
+
 // Deterministic init with the given std, then norm weights set to 1 + 0.1 * N(0, 1) and
-// biases (zero-initialised) to 0.1 * std * N(0, 1), so they carry signal.
+// biases (zero-initialised) to 0.1 * std * N(0, 1) (draw_off_init).
 template <class R>
 void init_general(model::Parameters<R>& P, const model::ParamLayout& layout, double std,
                   uint64_t seed) {
@@ -123,15 +139,7 @@ void init_general(model::Parameters<R>& P, const model::ParamLayout& layout, dou
   opt.std = std;
   P.init(opt);
   std::mt19937_64 rng(seed + 1);
-  std::normal_distribution<double> d(0.0, 0.1);
-  for (const auto& t : layout.tensors()) {
-    if (t.init != model::InitKind::kOnes && t.init != model::InitKind::kZeros) continue;
-    auto p = P.params(t.unit);
-    const bool ones = t.init == model::InitKind::kOnes;
-    for (int64_t i = 0; i < t.numel; ++i)
-      p[static_cast<size_t>(t.offset + i)] =
-          static_cast<R>(ones ? 1.0 + d(rng) : std * d(rng));
-  }
+  draw_off_init(P, layout, rng, 0.1, std);
 }
 
 // Resolves the lora.* keys set by `sets` against `model`; returns the InputError's text and

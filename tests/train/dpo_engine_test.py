@@ -90,6 +90,24 @@ def main():
             rows = [r for r in map(json.loads, open(os.path.join(work, f"{name}.jsonl"))) if "loss" in r]
         return rc, out, rows
 
+    def losses(label, rows):
+        print(f"{label}: losses " + ", ".join(f"{r['loss']:.9f}" for r in rows) + "; grad norms " +
+              ", ".join(f"{r['grad_norm']:.9f}" for r in rows), flush=True)
+
+    def against_stage0(label, ran, ref):
+        """A run's (rc, out, rows) against its stage 0's rows: every step's loss and grad
+        norm within TOL relative."""
+        rc, out, rows = ran
+        if rc != 0 or len(rows) != len(ref):
+            check(False, f"{label} (exit {rc})")
+            print(out[-3000:])
+            return
+        for r, z in zip(rows, ref):
+            dl = abs(r["loss"] - z["loss"]) / abs(z["loss"])
+            dn = abs(r["grad_norm"] - z["grad_norm"]) / z["grad_norm"]
+            check(dl <= TOL and dn <= TOL, f"{label} step {r['step']}: loss {r['loss']:.9f}, grad norm "
+                                           f"{r['grad_norm']:.9f}: rel {dl:.2e}, {dn:.2e} of stage 0 (<= {TOL})")
+
     # 1. hpZ and offload against stage 0.
     rc, out, ref = train("stage0", ["--set", "zero.stage=0"], steps=2)
     check(rc == 0 and len(ref) == 2, f"stage 0 (exit {rc})")
@@ -97,8 +115,7 @@ def main():
         print(out[-3000:])
         print(f"FAIL: {fails + 1} check(s)")
         return 1
-    print("stage 0: losses " + ", ".join(f"{r['loss']:.9f}" for r in ref) + "; grad norms " +
-          ", ".join(f"{r['grad_norm']:.9f}" for r in ref), flush=True)
+    losses("stage 0", ref)
     nvme = os.path.join(work, "nvme")
     os.makedirs(nvme, exist_ok=True)
     for name, extra, ranks, mpi_extra in (
@@ -113,16 +130,7 @@ def main():
                               f"offload.nvme_path={nvme}"], 2, ())):
         if name == "hpz":
             extra = extra + ["--set", "runtime.ranks_per_node=2"]
-        rc, out, rows = train(name, extra, ranks, 2, mpi_extra)
-        if rc != 0 or len(rows) != 2:
-            check(False, f"{name} (exit {rc})")
-            print(out[-3000:])
-            continue
-        for r, z in zip(rows, ref):
-            dl = abs(r["loss"] - z["loss"]) / abs(z["loss"])
-            dn = abs(r["grad_norm"] - z["grad_norm"]) / z["grad_norm"]
-            check(dl <= TOL and dn <= TOL, f"{name} step {r['step']}: loss {r['loss']:.9f}, grad norm "
-                                           f"{r['grad_norm']:.9f}: rel {dl:.2e}, {dn:.2e} of stage 0 (<= {TOL})")
+        against_stage0(name, train(name, extra, ranks, 2, mpi_extra), ref)
 
     # 1b. LoRA (the reference: the base with the adapters off) at every stage against its
     # stage 0.
@@ -133,20 +141,11 @@ def main():
     if rc != 0 or len(lref) != 2:
         print(out[-3000:])
     else:
-        print("LoRA stage 0: losses " + ", ".join(f"{r['loss']:.9f}" for r in lref) + "; grad norms " +
-              ", ".join(f"{r['grad_norm']:.9f}" for r in lref), flush=True)
+        losses("LoRA stage 0", lref)
         check(lref[1]["loss"] != lref[0]["loss"], "LoRA: step 2's loss moved from step 1's (the adapters trained)")
         for stage in (1, 2, 3):
-            rc, out, rows = train(f"lora{stage}", lora + ["--set", f"zero.stage={stage}"], steps=2)
-            if rc != 0 or len(rows) != 2:
-                check(False, f"LoRA stage {stage} (exit {rc})")
-                print(out[-3000:])
-                continue
-            for r, z in zip(rows, lref):
-                dl = abs(r["loss"] - z["loss"]) / abs(z["loss"])
-                dn = abs(r["grad_norm"] - z["grad_norm"]) / z["grad_norm"]
-                check(dl <= TOL and dn <= TOL, f"LoRA stage {stage} step {r['step']}: loss {r['loss']:.9f}, "
-                                               f"grad norm {r['grad_norm']:.9f}: rel {dl:.2e}, {dn:.2e} of stage 0")
+            against_stage0(f"LoRA stage {stage}",
+                           train(f"lora{stage}", lora + ["--set", f"zero.stage={stage}"], steps=2), lref)
 
     # 2. Resume.
     ck = ["--set", "zero.stage=3", "--set", "ckpt.every=2"]

@@ -54,13 +54,30 @@ std::string alpaca_prompt(const std::string& instruction, const std::string& inp
 // Reads the examples of one file. A line (JSONL) or element (JSON array) that is not an
 // object with the format's string fields is a zt::InputError naming "FILE:LINE" (or
 // "FILE: element N") and the field (chat: "messages[K].role"; a role other than system,
-// user or assistant; an empty list).
+// user or assistant; an empty list); so is an example that breaks require_prompt /
+// require_completion.
 std::vector<SftExample> read_sft_examples(const std::string& path, SftFormat format);
 
 // The list of chat messages obj[key] ({"role": system | user | assistant, "content"}): a
 // zt::InputError naming `where`, the field (and "KEY[K].role") and `hint` otherwise.
 std::vector<ChatMessage> chat_messages_of(const nlohmann::json& obj, const char* key,
                                           const std::string& where, const std::string& hint);
+// The one rule every training example passes, checked by every reader of them
+// (read_sft_examples in each format, read_preference_pairs in both forms) so the error
+// names where = "FILE:LINE" (docs/finetune.md "What every example needs"): a prompt to
+// learn from and a completion to learn. The prompt holds text (a character other than
+// white space): the prompt field (`instruction`, `prompt`), or in chat form a user turn.
+// The completion: the field (`output`, `response`, `chosen`, `rejected`; it may be empty:
+// its EOS is the target, as LitGPT and TRL train it), or in chat form an assistant turn
+// (its content may be empty: the turn's end token is the target; only assistant turns
+// are learned, so a conversation of system turns alone, or with no assistant turn, has
+// nothing to learn). SFT's one list of messages is both prompt and completion. Roles are
+// system, user or assistant (chat_messages_of). zt::InputError (exit 2) naming `where`,
+// `field` and what to do otherwise.
+void require_prompt(const std::string& text, const std::string& where, const char* field);
+void require_prompt(const std::vector<ChatMessage>& turns, const std::string& where, const char* field);
+void require_completion(const std::vector<ChatMessage>& turns, const std::string& where, const char* field);
+
 // fn(line, "PATH:LINE") for every non-blank line of a JSONL text.
 void for_each_json_line(const std::string& text, const std::string& path,
                         const std::function<void(std::string_view, const std::string&)>& fn);

@@ -21,23 +21,13 @@ __global__ void bias_forward_kernel(T* y, const T* b, int64_t n, int64_t out) {
   });
 }
 
-// Block (32, 8) per 32 columns: thread (cx, ry) sums rows ry, ry + 8, ... of column
-// c0 + cx; the 8 partial sums are then added in ry order (as rmsnorm's dw).
+// db[c] += sum over the rows of dy[n, c] (detail::column_sum's fixed order).
 template <class T, class G>
 __global__ void bias_backward_kernel(G* db, const T* dy, int64_t N, int64_t out) {
-  __shared__ float part[8][33];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  float acc = 0.0f;
-  if (c < out) {
-    for (int64_t n = threadIdx.y; n < N; n += 8) acc += detail::to_f32(dy[n * out + c]);
-  }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < out) {
-    float s = 0.0f;
-    for (int i = 0; i < 8; ++i) s += part[i][threadIdx.x];
-    db[c] = detail::from_f32<G>(detail::to_f32(db[c]) + s);
-  }
+  const int64_t c = detail::column_of_block();
+  const float s =
+      detail::column_sum(c, out, 0, N, [&](int64_t n) { return detail::to_f32(dy[n * out + c]); });
+  if (threadIdx.y == 0 && c < out) db[c] = detail::from_f32<G>(detail::to_f32(db[c]) + s);
 }
 
 }  // namespace
@@ -58,8 +48,8 @@ void bias_forward(T* y, const T* b, int64_t N, int64_t out, cudaStream_t stream)
 template <class T, class G>
 void bias_backward(G* db, const T* dy, int64_t N, int64_t out, cudaStream_t stream) {
   if (N == 0 || out == 0) return;
-  const unsigned blocks = static_cast<unsigned>((out + 31) / 32);
-  bias_backward_kernel<T, G><<<blocks, dim3(32, 8), 0, stream>>>(db, dy, N, out);
+  bias_backward_kernel<T, G>
+      <<<detail::column_blocks(out), detail::kColumnBlock, 0, stream>>>(db, dy, N, out);
   ZT_CUDA_LAUNCH_CHECK("bias_backward_kernel");
 }
 

@@ -141,6 +141,33 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(m);
 }
 
+// Column sums in a fixed order, for a block of kColumnBlock = (32, 8) threads over the 32
+// columns c0 .. c0 + 31 (c0 = blockIdx.x * 32; column_blocks(C) blocks cover C columns):
+// the sum over the rows n in [begin, end) of term(n) for column c = c0 + threadIdx.x.
+// Thread (cx, ry) sums rows begin + ry, begin + ry + 8, ...; the 8 partial sums are then
+// added in ry order, so the result does not depend on timing. Returned on the threads
+// with threadIdx.y == 0 (0 elsewhere); the caller writes it where c < C. Contains
+// __syncthreads: call it once per kernel, from every thread of the block.
+inline const dim3 kColumnBlock(32, 8);
+template <class F>
+__device__ __forceinline__ float column_sum(int64_t c, int64_t C, int64_t begin, int64_t end,
+                                            F&& term) {
+  __shared__ float part[8][33];
+  float acc = 0.0f;
+  if (c < C)
+    for (int64_t n = begin + threadIdx.y; n < end; n += 8) acc += term(n);
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  float s = 0.0f;
+  if (threadIdx.y == 0)
+    for (int i = 0; i < 8; ++i) s += part[i][threadIdx.x];
+  return s;
+}
+__device__ __forceinline__ int64_t column_of_block() {
+  return static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+}
+inline unsigned column_blocks(int64_t C) { return static_cast<unsigned>((C + 31) / 32); }
+
 // Blocks of `threads` covering n elements, capped (grid-stride loops cover the rest).
 inline unsigned grid_for(int64_t n, int threads, int64_t cap = 65535) {
   int64_t blocks = (n + threads - 1) / threads;

@@ -61,28 +61,19 @@ __global__ void head_rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T
   }
 }
 
-// Block (32, 8) per (32 columns, row chunk k): thread (cx, ry) sums rows chunk_start + ry,
-// + 8, ... of column c0 + cx; the 8 sums added in ry order into partial[k, c].
+// partial[k, c] = the sum over the rows of chunk k (blockIdx.y) of dout[n, c] * x[n, c] *
+// rstd[n] (detail::column_sum's fixed order).
 template <class T>
 __global__ void head_rmsnorm_dw_partial_kernel(float* partial, const T* dout, const T* x,
                                                const float* rstd, int64_t rows, int64_t D,
                                                int64_t chunk) {
-  __shared__ float part[8][33];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t c = detail::column_of_block();
   const int64_t k = blockIdx.y;
   const int64_t end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
-  float acc = 0.0f;
-  if (c < D) {
-    for (int64_t n = k * chunk + threadIdx.y; n < end; n += 8)
-      acc += detail::to_f32(dout[n * D + c]) * (detail::to_f32(x[n * D + c]) * rstd[n]);
-  }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < D) {
-    float s = 0.0f;
-    for (int i = 0; i < 8; ++i) s += part[i][threadIdx.x];
-    partial[k * D + c] = s;
-  }
+  const float s = detail::column_sum(c, D, k * chunk, end, [&](int64_t n) {
+    return detail::to_f32(dout[n * D + c]) * (detail::to_f32(x[n * D + c]) * rstd[n]);
+  });
+  if (threadIdx.y == 0 && c < D) partial[k * D + c] = s;
 }
 
 // dw[c] += sum_k partial[k, c], k in order.
@@ -130,9 +121,9 @@ void head_rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w,
       throw Error("head_rmsnorm_backward: no scratch for the weight's gradient",
                   "pass partial [kHeadNormChunks * D] floats");
     const int64_t chunk = (rows + kHeadNormChunks - 1) / kHeadNormChunks;  // rows per chunk
-    const dim3 grid(static_cast<unsigned>((D + 31) / 32), kHeadNormChunks);
-    head_rmsnorm_dw_partial_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(partial, dout, x, rstd,
-                                                                        rows, D, chunk);
+    const dim3 grid(detail::column_blocks(D), kHeadNormChunks);
+    head_rmsnorm_dw_partial_kernel<T><<<grid, detail::kColumnBlock, 0, stream>>>(
+        partial, dout, x, rstd, rows, D, chunk);
     ZT_CUDA_LAUNCH_CHECK("head_rmsnorm_dw_partial_kernel");
     head_rmsnorm_dw_final_kernel<G><<<1, static_cast<unsigned>(kHeadNormMaxDim), 0, stream>>>(
         dw, partial, D);

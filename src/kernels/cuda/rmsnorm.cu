@@ -98,25 +98,16 @@ __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, con
   }
 }
 
-// Block (32, 8) per 32 columns: thread (cx, ry) sums rows ry, ry + 8, ... of column
-// c0 + cx; the 8 partial sums are then added in ry order.
+// dw[c] += sum over the rows of dout[n, c] * x[n, c] * rstd[n] (detail::column_sum's
+// fixed order).
 template <class T, class G>
 __global__ void rmsnorm_backward_dw_kernel(G* dw, const T* dout, const T* x, const float* rstd,
                                            int64_t N, int64_t C) {
-  __shared__ float part[8][33];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  float acc = 0.0f;
-  if (c < C) {
-    for (int64_t n = threadIdx.y; n < N; n += 8)
-      acc += detail::to_f32(dout[n * C + c]) * (detail::to_f32(x[n * C + c]) * rstd[n]);
-  }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    float s = 0.0f;
-    for (int i = 0; i < 8; ++i) s += part[i][threadIdx.x];
-    dw[c] = detail::from_f32<G>(detail::to_f32(dw[c]) + s);
-  }
+  const int64_t c = detail::column_of_block();
+  const float s = detail::column_sum(c, C, 0, N, [&](int64_t n) {
+    return detail::to_f32(dout[n * C + c]) * (detail::to_f32(x[n * C + c]) * rstd[n]);
+  });
+  if (threadIdx.y == 0 && c < C) dw[c] = detail::from_f32<G>(detail::to_f32(dw[c]) + s);
 }
 
 }  // namespace
@@ -151,8 +142,8 @@ void rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w, const
     ZT_CUDA_LAUNCH_CHECK("rmsnorm_backward_dx_kernel");
   }
   if (dw) {
-    const unsigned blocks = static_cast<unsigned>((C + 31) / 32);
-    rmsnorm_backward_dw_kernel<T, G><<<blocks, dim3(32, 8), 0, stream>>>(dw, dout, x, rstd, N, C);
+    rmsnorm_backward_dw_kernel<T, G><<<detail::column_blocks(C), detail::kColumnBlock, 0, stream>>>(
+        dw, dout, x, rstd, N, C);
     ZT_CUDA_LAUNCH_CHECK("rmsnorm_backward_dw_kernel");
   }
 }

@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "stress_launch.hpp"
 #include "zt/core/dtype.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/poll.hpp"
 #include "zt/kernels/cuda/buffer.hpp"
 #include "zt/kernels/cuda/gemm.hpp"
 #include "zt/kernels/cuda/stress.hpp"
@@ -25,25 +25,28 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 constexpr uint64_t kSeedA = 0xA11CE, kSeedB = 0xB0B, kSeedHbm = 0x4B3;
 
-// The host's wait for this file's GPU work: cudaEventQuery polled, never a blocking
-// synchronize (tests/reliability/device_waits_check.sh), and bounded, so a hung GPU fails
-// its stress check (a CUDA error: RESET_GPU) instead of hanging `zt check` in a Slurm
-// prolog. No collective is in flight here, so comm::wait_ready's watch of them is not
-// needed; each wait covers at most one window of work (about a second).
-constexpr double kWaitLimitS = 120.0;
+// The host's wait for this file's GPU work: cudaEventQuery through the one polled wait
+// (zt/core/poll.hpp; never a blocking synchronize: tests/reliability/device_waits_check.sh),
+// bounded, so a hung GPU fails its stress check (a CUDA error: RESET_GPU) instead of
+// hanging `zt check` in a Slurm prolog. comm::wait_ready is the same primitive plus a watch
+// of in-flight collectives, of which none is in flight here, and no bound of its own; and
+// kernels does not use comm (layers, docs/architecture.md). poll_until keeps no state, so
+// the stress's threads (one per GPU) wait at once. Each wait covers at most one window of
+// work (about a second).
+constexpr std::chrono::seconds kWaitLimit{120};
 void wait_done(cudaEvent_t e, const char* what) {
-  const Clock::time_point t0 = Clock::now();
-  for (;;) {
-    const cudaError_t rc = cudaEventQuery(e);
-    if (rc == cudaSuccess) return;
-    if (rc != cudaErrorNotReady) ZT_CUDA_CHECK(rc);
-    if (since(t0) > kWaitLimitS)
-      throw Error(strf("GPU stress: %s did not finish within %.0f s on %s", what, kWaitLimitS,
-                       where_device().c_str()),
-                  "the GPU may be hung: see nvidia-smi and the kernel log (Xid lines); reset the "
-                  "GPU or drain the node");
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  PollOptions o;
+  o.limit = kWaitLimit;
+  o.limit_hint = "the GPU may be hung: see nvidia-smi and the kernel log (Xid lines); reset the GPU "
+                 "or drain the node";
+  o.pause = std::chrono::microseconds(50);
+  poll_until(
+      [&] {
+        const cudaError_t rc = cudaEventQuery(e);
+        if (rc != cudaSuccess && rc != cudaErrorNotReady) ZT_CUDA_CHECK(rc);
+        return rc == cudaSuccess;
+      },
+      strf("GPU stress: %s on %s", what, where_device().c_str()), o);
 }
 
 // A stream and the events of one measurement, released however it ends.

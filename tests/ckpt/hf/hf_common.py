@@ -497,3 +497,72 @@ class Checker:
             print("FAIL  no check ran: a test that checks nothing must not pass")
             sys.exit(1)
         sys.exit(1 if self.failures else 0)
+
+
+class CausalLMPeer:
+    """The shared frame of a peer test of one causal-LM family (mistral_peer_test.py,
+    mixtral_peer_test.py): peer_start, `t` random prompt tokens (seed 0, vocab 96), and per
+    case `imported` (save transformers' model, import it, check_against_hf) and `exported`
+    (export, AutoConfig and transformers on the export, zt re-imports it)."""
+
+    def __init__(self, doc, t, new, tol=1e-5):
+        self.zt, self.zt_logits, self.work, self.torch, self.c = peer_start(doc)
+        gen = self.torch.Generator().manual_seed(0)
+        self.tokens = self.torch.randint(0, 96, (t,), generator=gen).tolist()
+        self.ids = self.torch.tensor([self.tokens])
+        self.new, self.tol = new, tol
+
+    def zt_run(self, ckpt):
+        return zt_logits_json(self.c, self.zt_logits, ckpt, self.tokens, self.new)
+
+    def hf_run(self, folder):
+        return hf_llama_run(self.torch, folder, self.ids, self.new)
+
+    def imported(self, name, model_cls, cfg, saved):
+        """Saves model_cls(cfg) (seed 1, float32) to WORK/name with save_pretrained, checks
+        its config.json holds `saved` (key: value), imports it and checks zt against
+        transformers (check_against_hf). Returns (folder, h5, hf, z, tol), or None when
+        the import failed."""
+        self.torch.manual_seed(1)
+        model = model_cls(cfg).to(self.torch.float32)
+        folder = os.path.join(self.work, name)
+        model.save_pretrained(folder, safe_serialization=True)
+        got = json.load(open(os.path.join(folder, "config.json")))
+        self.c.check(all(got.get(k) == v for k, v in saved.items()),
+                     f"{name}: transformers saved {saved}")
+        h5 = folder + ".h5"
+        if not import_hf(self.c, self.zt, name, folder, h5):
+            return None
+        hf = self.hf_run(folder)
+        z = self.zt_run(h5)
+        tol = check_against_hf(self.c, self.torch, name, z, hf, self.zt, folder, self.tokens,
+                               self.new, self.tol)
+        return folder, h5, hf, z, tol
+
+    def exported(self, name, folder, h5, hf, z, architecture, keys):
+        """`zt convert h5-to-hf --dtype f32` of h5: AutoConfig reads the export's model_type
+        and architectures as the original's, and `keys` equal; transformers on the export
+        gives the same logits (exactly: the same fp32 weights), loss and continuation; zt
+        re-imports the export with the same logits. Returns the export's folder, or None
+        when the export failed."""
+        from transformers import AutoConfig
+        c, (hl, hloss, hgen) = self.c, hf
+        exported = folder + "-export"
+        if not export_f32(c, self.zt, name, h5, exported):
+            return None
+        a, b = AutoConfig.from_pretrained(folder), AutoConfig.from_pretrained(exported)
+        c.check(b.model_type == a.model_type and b.architectures == [architecture],
+                f"{name}: the export is model_type {b.model_type}, {b.architectures}")
+        for key in keys:
+            c.check(getattr(a, key) == getattr(b, key),
+                    f"{name}: AutoConfig reads the export's {key} {getattr(b, key)}")
+        el, eloss, egen = self.hf_run(exported)
+        c.check(self.torch.equal(el, hl) and egen == hgen and eloss == hloss,
+                f"{name}: transformers on the export: the same logits (max diff "
+                f"{(el - hl).abs().max().item():.1e}), loss and continuation")
+        h5b = exported + ".h5"
+        rc, out = run_zt(self.zt, "convert", "hf-to-h5", exported, h5b)
+        zb = self.zt_run(h5b) if rc == 0 else None
+        c.check(rc == 0 and zb["logits"] == z["logits"],
+                f"{name}: zt re-imports its export with the same logits (exit {rc})")
+        return exported

@@ -295,7 +295,11 @@ def main():
             ("content not a string", {"messages": [{"role": "user", "content": 5}]}, ["'content'", "5"]),
             ("messages not a list", {"messages": "hi"}, ["'messages'", "not a list"]),
             ("no messages", {"prompt": "x"}, ["'messages'", "missing"]),
-            ("roles out of order (llama2)", {"messages": [{"role": "assistant", "content": "x"}]},
+            ("system turns only", {"messages": [{"role": "system", "content": "s"}]},
+             ["'messages' has no user turn", "What every example needs"]),
+            ("roles out of order (llama2)", {"messages": [{"role": "assistant", "content": "x"},
+                                                          {"role": "user", "content": "u"},
+                                                          {"role": "assistant", "content": "y"}]},
              ["message 0", "user"])):
         bad = os.path.join(work, "bad.jsonl")
         with open(bad, "w") as f:
