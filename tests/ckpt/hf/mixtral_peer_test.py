@@ -31,19 +31,9 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import CausalLMPeer, import_hf, run_zt, with_config  # noqa: E402
+from hf_common import CausalLMPeer, import_hf, run_zt, tensor_names, with_config  # noqa: E402
 
 T = 16
-
-
-def tensor_names(folder):
-    from safetensors import safe_open
-    names = set()
-    for f in os.listdir(folder):
-        if f.endswith(".safetensors"):
-            with safe_open(os.path.join(folder, f), "pt") as s:
-                names |= set(s.keys())
-    return names
 
 
 def main():
