@@ -181,8 +181,10 @@ def one_batch(c, h5py, zt, work):
         f.write("".join(chr(r.randrange(32, 127)) for _ in range(BATCH * SEQ + 1)))
     path = os.path.join(work, "batch.h5")
     rc, out = run_zt(zt, "convert", "text-to-tokens", "--force", text, path)
-    with h5py.File(path, "r") as f:
-        toks = f["tokens"][()].tolist() if rc == 0 else []
+    toks = []
+    if rc == 0:
+        with h5py.File(path, "r") as f:
+            toks = f["tokens"][()].tolist()
     c.check(len(toks) == BATCH * SEQ + 1, f"text-to-tokens: one batch of {len(toks)} tokens (exit {rc})")
     if len(toks) != BATCH * SEQ + 1:
         print(out[-2000:])
@@ -191,8 +193,10 @@ def one_batch(c, h5py, zt, work):
 
 
 def zt_steps(c, zt, work, name, keys, lr, steps):
-    """`zt train` LoRA on the one batch with OPT; a checkpoint after every step, each exported
-    with `h5-to-hf --adapter` to NAME-step-K. Returns the metrics' step rows or None."""
+    """`zt train` (keys: the model, the base, the batch, LoRA) for `steps` steps at `lr` with
+    the optimizer above (BETAS, EPS, WD, constant lr, no clipping); a checkpoint after every
+    step, each exported with `h5-to-hf --adapter` to NAME-step-K. Returns the metrics' step
+    rows, or None."""
     ck = os.path.join(work, name)
     rc, out = train_tiny(zt, work, ck, steps, keys + [
         f"train.seq_len={SEQ}", f"train.global_batch={BATCH}", f"train.micro_batch={BATCH}",
