@@ -153,10 +153,15 @@ struct Model<R>::Impl {
   std::vector<double> prob_sum;     // [E] P_e: router probabilities summed over the rows
   bool count_router = false;        // inside forward_trunk: the blocks add to `router`
   // Expert parallelism (moe_block_ep.cpp, Model::set_expert_group): the layout holds this
-  // rank's experts only (ParamLayout::expert_slice) and each block's MLP runs through its
-  // ExpertParallelMoe over the expert group (null: the single-rank block).
+  // rank's experts only (ParamLayout::expert_slice) and each block's MLP runs through an
+  // ExpertParallelMoe over the expert group (null: the single-rank block): layer l's own
+  // when its activations are saved[l], else the one beside `shared` (eval, and recompute:
+  // a layer's backward follows its recomputed forward, so one layer's rows at a time).
   comm::Comm* expert_group = nullptr;
-  std::vector<std::unique_ptr<ExpertParallelMoe>> ep;  // [L]
+  std::vector<std::unique_ptr<ExpertParallelMoe>> ep;  // [L + 1]: saved[l]'s, then shared's
+  ExpertParallelMoe& ep_for(int l, const BlockActs<R>& a) {
+    return *ep[static_cast<size_t>(&a == &shared ? cfg.layers : l)];
+  }
   // Per-token positions of the call in progress ([B, T]; nullptr: 0..T-1 in each row):
   // packed examples restart RoPE positions and attention at each example's first token.
   const int32_t* pos = nullptr;
