@@ -3,11 +3,12 @@
 // per-block activations DeviceBlockActs, the scratch of the backward, the logits and the
 // loss totals), the bound unit spans and hooks, and the small helpers every pass uses
 // (unit use/done, the projections with their biases and LoRA adapters). The passes are
-// defined in four files: device_block.cpp (one decoder block, attention and MLP, forward
-// and backward), device_model.cpp (embedding, the stack of blocks, head and loss, and the
-// public DeviceModel), device_objective.cpp (the preference objectives' per-row log-probs
-// and their backward at the head), device_trainable.cpp (the TrainableModel the engine
-// sees).
+// defined in: device_block.cpp (one decoder block, attention and MLP, forward and
+// backward), device_moe.cpp (the mixture-of-experts MLP) and device_moe_ep.cpp (its
+// expert-parallel exchanges), device_model.cpp (embedding, the stack of blocks, head and
+// loss, and the public DeviceModel), device_objective.cpp (the preference objectives'
+// per-row log-probs and their backward at the head), device_trainable.cpp (the
+// TrainableModel the engine sees).
 // Shapes: B batch, T sequence, N = B*T rows, C hidden, H heads, G kv heads, D head_dim,
 // I intermediate, V vocab, L layers.
 #include <span>

@@ -13,7 +13,9 @@
 // backward's d (coef aux) / d p needs only the tokens, so it is uploaded right after the
 // trunk, and the value, which needs the sums, is formed after the pass's last wait.
 // Device ties: the lower expert first (zt/kernels/cuda/moe.hpp); the CPU model breaks
-// exact ties as torch's CPU topk does.
+// exact ties as torch's CPU topk does. Under expert parallelism (set_expert_group) the
+// router, the plan and the statistics are these; the experts' part runs over the group
+// (device_moe_ep.cpp).
 #include <algorithm>
 
 #include "device_model_impl.hpp"
