@@ -53,7 +53,9 @@ struct BlockActs {
   Buffer<R> sy;              // [N, C]   its output before the gate
   Buffer<R> sg;              // [N]      sigmoid(shared_expert_gate(xn2))
 
-  void ensure(const Config& c, int64_t N, int64_t BHTT) {
+  // routed: the routed experts' buffers (rprobs .. my); false under expert parallelism,
+  // whose layers keep their own (ExpertParallelMoe).
+  void ensure(const Config& c, int64_t N, int64_t BHTT, bool routed = true) {
     const int64_t HD = c.q_dim(), GD = c.kv_dim();
     xn1.ensure(N * c.hidden);
     rstd1.ensure(N);
@@ -73,12 +75,14 @@ struct BlockActs {
     rstd2.ensure(N);
     if (c.moe()) {
       const int64_t E = c.experts, K = c.experts_per_token, IE = c.expert_width();
-      rprobs.ensure(N * E);
-      ridx.ensure(N * K);
-      rw.ensure(N * K);
-      mgu.ensure(N * K * 2 * IE);
-      mh.ensure(N * K * IE);
-      my.ensure(N * K * c.hidden);
+      if (routed) {
+        rprobs.ensure(N * E);
+        ridx.ensure(N * K);
+        rw.ensure(N * K);
+        mgu.ensure(N * K * 2 * IE);
+        mh.ensure(N * K * IE);
+        my.ensure(N * K * c.hidden);
+      }
       if (c.shared_expert()) {
         const int64_t S = c.shared_expert_intermediate;
         sgate.ensure(N * S);
@@ -92,6 +96,15 @@ struct BlockActs {
     gate.ensure(N * c.intermediate);
     up.ensure(N * c.intermediate);
     h.ensure(N * c.intermediate);
+  }
+  // Frees the routed experts' buffers (set_expert_group: the layers keep their own).
+  void drop_routed() {
+    rprobs = Buffer<R>();
+    ridx = Buffer<int32_t>();
+    rw = Buffer<R>();
+    mgu = Buffer<R>();
+    mh = Buffer<R>();
+    my = Buffer<R>();
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + qr.bytes() + kr.bytes() +

@@ -78,6 +78,8 @@ void Model<R>::set_expert_group(comm::Comm* group) {
     m.ep.push_back(std::make_unique<ExpertParallelMoe>(*group, m.cfg.hidden, m.cfg.intermediate,
                                                        m.cfg.experts, m.cfg.experts_per_token));
   m.expert_group = group;
+  m.shared.drop_routed();  // allocated by the constructor; the layers keep their own rows
+  for (auto& a : m.saved) a.drop_routed();
 }
 
 #define ZT_MOE_BLOCK_EP_INSTANTIATE(R)                                                   \

@@ -67,6 +67,12 @@ ExpertParallelMoe::ExpertParallelMoe(comm::Comm& group, int64_t C, int64_t I, in
   prob_sum_.assign(static_cast<size_t>(E), 0.0);
 }
 
+size_t ExpertParallelMoe::bytes() const {
+  const auto b = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  return b(probs_) + b(w_) + b(idx_) + b(order_) + b(send_rows_) + b(recv_rows_by_rank_) +
+         b(xr_) + b(gu_) + b(h_) + b(y_) + b(er_) + b(ys_) + b(tokens_) + b(prob_sum_);
+}
+
 void ExpertParallelMoe::exchange(const float* send, float* recv, int64_t width, bool reverse) {
   const size_t P = static_cast<size_t>(group_.size());
   const std::vector<size_t>& out_rows = reverse ? recv_rows_by_rank_ : send_rows_;

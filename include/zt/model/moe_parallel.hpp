@@ -61,6 +61,9 @@ class ExpertParallelMoe {
   std::vector<double>& prob_sum() { return prob_sum_; }  // [E] P_e
   // Rows this rank computed for its experts in the last forward (from every rank).
   int64_t rows_computed() const { return recv_rows_; }
+  // Bytes this layer keeps between its forward and backward (its buffers' capacities; the
+  // forward's and backward's temporaries are freed on return).
+  size_t bytes() const;
 
  private:
   // Moves rows of `width` floats: from send (ordered by destination, send_rows_ per rank)
