@@ -5,6 +5,8 @@
 #include "zt/model/moe_parallel.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <stdexcept>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -26,6 +28,38 @@ void fit(std::vector<T>& v, size_t n) {
 }
 
 }  // namespace
+
+LocalExpertPlan local_expert_plan(std::span<const int64_t> counts, int64_t P, int64_t L) {
+  if (P < 1 || L < 1 || static_cast<int64_t>(counts.size()) != P * L)
+    throw std::logic_error("local_expert_plan: counts is not [P, L]");
+  LocalExpertPlan plan;
+  plan.offsets.assign(static_cast<size_t>(L + 1), 0);
+  std::vector<int64_t> from(static_cast<size_t>(P * L));  // [P, L] first received row of (p, e)
+  int64_t R = 0;
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t e = 0; e < L; ++e) {
+      const int64_t c = counts[static_cast<size_t>(p * L + e)];
+      if (c < 0) throw std::logic_error("local_expert_plan: a negative count");
+      from[static_cast<size_t>(p * L + e)] = R;
+      R += c;
+      plan.offsets[static_cast<size_t>(e + 1)] += c;
+    }
+  if (R > INT32_MAX) throw std::logic_error("local_expert_plan: over 2^31 rows");
+  for (int64_t e = 0; e < L; ++e) plan.offsets[static_cast<size_t>(e + 1)] += plan.offsets[static_cast<size_t>(e)];
+  plan.perm.resize(static_cast<size_t>(R));
+  plan.pos.resize(static_cast<size_t>(R));
+  for (int64_t e = 0; e < L; ++e) {
+    int64_t q = plan.offsets[static_cast<size_t>(e)];
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t r0 = from[static_cast<size_t>(p * L + e)];
+      for (int64_t r = r0; r < r0 + counts[static_cast<size_t>(p * L + e)]; ++r, ++q) {
+        plan.perm[static_cast<size_t>(q)] = static_cast<int32_t>(r);
+        plan.pos[static_cast<size_t>(r)] = static_cast<int32_t>(q);
+      }
+    }
+  }
+  return plan;
+}
 
 ExpertParallelMoe::ExpertParallelMoe(comm::Comm& group, int64_t C, int64_t I, int64_t E,
                                      int64_t k)
