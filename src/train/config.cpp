@@ -83,6 +83,21 @@ config::Schema train_schema() {
   s.add_bool("model.router_aux_loss", std::nullopt,
              "override: add router_aux_loss_coef x the load-balancing loss to the loss "
              "(transformers' output_router_logits; default false, as transformers)");
+  // Qwen's MoE fields (qwen2_moe, qwen3_moe; Config validates them per family)
+  range(s.add_int("model.moe_intermediate", std::nullopt,
+                  "override: the experts' width (qwen2_moe, qwen3_moe's moe_intermediate_size; "
+                  "0: model.intermediate)"),
+        0, model::Config::kMaxIntermediate);
+  range(s.add_int("model.shared_expert_intermediate", std::nullopt,
+                  "override: qwen2_moe's shared expert width (shared_expert_intermediate_size)"),
+        0, model::Config::kMaxIntermediate);
+  s.add_bool("model.norm_topk_prob", std::nullopt,
+             "override: renormalise the k chosen router probabilities (qwen2_moe, qwen3_moe; "
+             "mixtral always does)");
+  range(s.add_int("model.decoder_sparse_step", std::nullopt,
+                  "override: layer l has the experts when (l + 1) % step == 0, the others the "
+                  "dense MLP (qwen2_moe, qwen3_moe; 1: every layer)"),
+        1, model::Config::kMaxLayers);
   range(s.add_int("model.first_sliding_layer", std::nullopt,
                   "override: layers from this one on use model.sliding_window, earlier ones "
                   "attend in full (Qwen's max_window_layers; 0: every layer)"),
@@ -209,6 +224,10 @@ TrainConfig resolve(const config::Config& c, int world) {
   if (c.has("model.router_aux_loss_coef"))
     t.model.router_aux_loss_coef = c.get_float("model.router_aux_loss_coef");
   if (c.has("model.router_aux_loss")) t.model.router_aux_loss = c.get_bool("model.router_aux_loss");
+  override_int("model.moe_intermediate", t.model.moe_intermediate);
+  override_int("model.shared_expert_intermediate", t.model.shared_expert_intermediate);
+  if (c.has("model.norm_topk_prob")) t.model.norm_topk_prob = c.get_bool("model.norm_topk_prob");
+  override_int("model.decoder_sparse_step", t.model.decoder_sparse_step);
   override_int("model.first_sliding_layer", t.model.first_sliding_layer);
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.family")) t.model.family = c.get_string("model.family");
@@ -231,7 +250,9 @@ TrainConfig resolve(const config::Config& c, int world) {
                         "model.rope_high_freq_factor", "model.rope_original_context",
                         "model.sliding_window", "model.experts", "model.experts_per_token",
                         "model.router_aux_loss_coef", "model.router_aux_loss",
-                        "model.first_sliding_layer"})
+                        "model.first_sliding_layer", "model.moe_intermediate",
+                        "model.shared_expert_intermediate", "model.norm_topk_prob",
+                        "model.decoder_sparse_step"})
     overridden = overridden || c.has(k);
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();
