@@ -215,8 +215,6 @@ __global__ void aux_kernel(double* tokens, double* prob_sum, const float* probs,
   }
 }
 
-unsigned warps_grid(int64_t rows) { return static_cast<unsigned>((rows * 32 + 255) / 256); }
-
 }  // namespace
 
 template <class T>
@@ -224,7 +222,7 @@ void moe_route(float* probs, int32_t* idx, float* w, const T* logits, int64_t N,
                int64_t k, cudaStream_t stream, bool renormalise) {
   detail::check_moe_shape(E, k, "moe_route");
   if (N == 0) return;
-  route_kernel<T><<<warps_grid(N), 256, 0, stream>>>(
+  route_kernel<T><<<detail::warps_grid(N), 256, 0, stream>>>(
       probs, idx, w, logits, N, static_cast<int>(E), static_cast<int>(k), renormalise);
   ZT_CUDA_LAUNCH_CHECK("moe route_kernel");
 }
@@ -235,7 +233,7 @@ void moe_route_backward(T* dlogits, const float* dw, const float* dprob, const f
                         cudaStream_t stream, bool renormalise) {
   detail::check_moe_shape(E, k, "moe_route_backward");
   if (N == 0) return;
-  route_backward_kernel<T><<<warps_grid(N), 256, 0, stream>>>(
+  route_backward_kernel<T><<<detail::warps_grid(N), 256, 0, stream>>>(
       dlogits, dw, dprob, probs, idx, w, N, static_cast<int>(E), static_cast<int>(k), renormalise);
   ZT_CUDA_LAUNCH_CHECK("moe route_backward_kernel");
 }
@@ -301,7 +299,7 @@ template <class T>
 void moe_weight_backward(float* dw, T* dyp, const T* dout, const T* y, const int32_t* pos,
                          const float* w, int64_t S, int64_t C, int64_t k, cudaStream_t stream) {
   if (S == 0) return;
-  weight_backward_kernel<T><<<warps_grid(S), 256, 0, stream>>>(dw, dyp, dout, y, pos, w, S, C,
+  weight_backward_kernel<T><<<detail::warps_grid(S), 256, 0, stream>>>(dw, dyp, dout, y, pos, w, S, C,
                                                                static_cast<int>(k));
   ZT_CUDA_LAUNCH_CHECK("moe weight_backward_kernel");
 }

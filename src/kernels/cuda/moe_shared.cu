@@ -4,12 +4,11 @@
 // and d g a column sum in a fixed order. The shared expert's SwiGLU itself is
 // linear_forward / swiglu_forward, as the dense MLP's.
 #include "common.cuh"
+#include "moe_launch.hpp"
 #include "zt/kernels/cuda/moe.hpp"
 
 namespace zt::kernels::cuda {
 namespace {
-
-unsigned warps_grid(int64_t rows) { return static_cast<unsigned>((rows * 32 + 255) / 256); }
 
 // A warp per row n: s[n] = sigmoid(x[n] . g); out[n] += s[n] y[n].
 template <class T>
@@ -71,7 +70,7 @@ template <class T>
 void moe_shared_gate_forward(T* out, float* s, const T* y, const T* x, const T* g, int64_t N,
                              int64_t C, cudaStream_t stream) {
   if (N == 0) return;
-  shared_gate_forward_kernel<T><<<warps_grid(N), 256, 0, stream>>>(out, s, y, x, g, N, C);
+  shared_gate_forward_kernel<T><<<detail::warps_grid(N), 256, 0, stream>>>(out, s, y, x, g, N, C);
   ZT_CUDA_LAUNCH_CHECK("moe shared_gate_forward_kernel");
 }
 
@@ -81,7 +80,7 @@ void moe_shared_gate_backward(T* dy, float* dlogit, T* dx, G* dg, const T* dout,
                               cudaStream_t stream) {
   if (N == 0) return;
   shared_gate_backward_kernel<T>
-      <<<warps_grid(N), 256, 0, stream>>>(dy, dlogit, dx, dout, y, s, g, N, C);
+      <<<detail::warps_grid(N), 256, 0, stream>>>(dy, dlogit, dx, dout, y, s, g, N, C);
   ZT_CUDA_LAUNCH_CHECK("moe shared_gate_backward_kernel");
   if (!dg) return;  // frozen (LoRA)
   shared_gate_dg_kernel<T, G>
