@@ -71,7 +71,7 @@ config::Schema train_schema() {
                   "causal; Mistral 7B: 4096)"),
         0, 1 << 24);
   range(s.add_int("model.experts", std::nullopt,
-                  "override: experts per block (mixtral family; Mixtral 8x7B: 8)"),
+                  "override: experts per block (mixtral, qwen2_moe, qwen3_moe; Mixtral 8x7B: 8)"),
         1, model::Config::kMaxExperts);
   range(s.add_int("model.experts_per_token", std::nullopt,
                   "override: experts each token is routed to (1 .. model.experts; Mixtral: 2)"),
