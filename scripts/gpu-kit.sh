@@ -50,7 +50,7 @@ deps() {
 
 do_pack() {
   local build=${ZT_KIT_BUILD:-$repo/build-kit}
-  local targets=(zt test_kernels_cuda test_comm_nccl)
+  local targets=(zt test_kernels_cuda test_comm_nccl test_device_moe_ep)
   if command -v ccache >/dev/null; then  # a rebuild of the kit reuses what ccache holds
     export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
     export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
@@ -73,6 +73,7 @@ do_pack() {
   local k=$st/zt-kit
   mkdir -p "$k"/{bin,lib/openmpi3,lib/pmix,share,etc}
   cp "$build/src/apps/zt" "$build/tests/kernels_cuda/test_kernels_cuda" \
+     "$build/tests/kernels_cuda/test_device_moe_ep" \
      "$build/tests/comm/test_comm_nccl" "$k/bin/" || die "a binary is missing in $build"
   # the launcher: orterun (mpirun) and orted (forked by a singleton MPI_Init)
   cp "$(readlink -f "$(command -v orterun)")" "$k/bin/mpirun" || die "no orterun (Open MPI) here"
@@ -208,7 +209,7 @@ discover() {
     echo "REFUSED: missing ${missing% } (searched the kit's lib and: $(lib_dirs | awk '!seen[$0]++' | tr '\n' ' ')); install it or set ZT_KIT_LIB_DIRS"
     return 2
   }
-  undefined=$(ldd -r "$K"/bin/zt "$K"/bin/test_kernels_cuda "$K"/bin/test_comm_nccl 2>&1 |
+  undefined=$(ldd -r "$K"/bin/zt "$K"/bin/test_kernels_cuda "$K"/bin/test_comm_nccl "$K"/bin/test_device_moe_ep 2>&1 |
     awk '/undefined symbol/ { print $3 }' | grep -v '^cu[A-Z]' | sort -u | head -5 | tr '\n' ' ')
   [ -z "$undefined" ] || {
     echo "REFUSED: the libraries found are too old: undefined symbol(s) ${undefined% } (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
@@ -245,7 +246,7 @@ do_run() {
 # docs/gpu-verification.md gives the expected times.
 all_lines=(launcher cpu_train kernels nccl_comm check_nccl health A B C D D2 D3 D4 E L Q P M attention speed dead_rank)
 declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=45 [A]=40 [B]=60 [C]=40 [D]=60
-  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [M]=60 [attention]=40 [speed]=120 [dead_rank]=60)
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
 result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
@@ -599,6 +600,9 @@ line_P() {
 # Mixture of experts (issue 41): tiny Mixtral (4 experts, 2 per token, the load-balancing loss
 # in the loss) GPU vs CPU at stage 0, and at stage 3 over NCCL (the block's polled plan wait
 # with the gathers in flight) vs the same CPU run; the router's aux loss of each step too.
+# Expert parallelism on the GPU: test_device_moe_ep at 2 ranks sharing the GPU (MPI group;
+# its NCCL tests where 2 GPUs are visible), and moe.expert_parallel = 2 at 2 ranks on one
+# GPU (comm.backend = mpi, train.share_gpu) vs the CPU run of EP 1.
 line_M() {
   local w rc=0
   w=$(wrk)
@@ -610,6 +614,19 @@ line_M() {
     compare "M mixtral, stage 3, 1 rank, NCCL" "$w/m_s3_gpu.jsonl" "$w/m_cpu.jsonl" 1e-4 || rc=1
   else
     failed M m_s3_gpu; rc=1
+  fi
+  if have_gpu; then
+    mpirun --oversubscribe -np 2 "${ZT_KIT_TESTS:?}/test_device_moe_ep" </dev/null >"$w/m_ep_test.log" 2>&1
+    local ep_rc=$? ep_figs
+    ep_figs="$(grep -cE '^\[device ep\]' "$w/m_ep_test.log") compared runs, $(grep -E '^\[  (PASSED|SKIPPED|FAILED) +\]' "$w/m_ep_test.log" | sort -u | tr -s ' ' | tr '\n' ' ')"
+    if [ "$ep_rc" -eq 0 ]; then result PASS "M device expert parallelism" "test_device_moe_ep np 2: ${ep_figs% }"
+    else result FAIL "M device expert parallelism" "test_device_moe_ep np 2 exit $ep_rc: ${ep_figs% }"; rc=1; fi
+  fi
+  if train m_ep2_gpu 2 --set train.device=cuda --set train.share_gpu=true --set comm.backend=mpi \
+       --set zero.stage=1 --set moe.expert_parallel=2 "${m[@]}"; then
+    compare "M mixtral, expert_parallel 2, stage 1, 2 ranks on one GPU, MPI" "$w/m_ep2_gpu.jsonl" "$w/m_cpu.jsonl" 1e-4 || rc=1
+  else
+    failed M m_ep2_gpu; rc=1
   fi
   # the aux loss of every step (the metrics' router.aux_loss), GPU vs CPU
   paste <(grep -o '"aux_loss":[-0-9.eE+]*' "$w/m_gpu.jsonl" | cut -d: -f2) \

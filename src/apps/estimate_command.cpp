@@ -214,6 +214,7 @@ int run(const Args& a) {
     j["device"] = std::string(estimate::device_name(s.device));
     j["gpus_per_node"] = s.gpus_per_node;
     j["nodes"] = s.nodes;
+    j["expert_parallel"] = s.zero.expert_parallel;
     j["micro_batch"] = s.micro_batch;
     j["seq_len"] = std::min(s.seq_len, s.model.context);
     j["gpu_mem"] = r.device_bytes;
@@ -247,6 +248,12 @@ int run(const Args& a) {
                 static_cast<long long>(s.model.num_active_params()),
                 static_cast<double>(s.model.num_active_params()) / 1e9,
                 static_cast<double>(s.model.num_params()) / 1e9);
+  if (s.zero.expert_parallel > 1)
+    std::printf("Expert parallelism: %d ranks per expert group (%lld experts per rank), ZeRO "
+                "over the %d ranks of each group position; activations at balanced routing\n",
+                s.zero.expert_parallel,
+                static_cast<long long>(s.model.experts / s.zero.expert_parallel),
+                s.world() / s.zero.expert_parallel);
   if (cpu)
     std::printf("Device cpu (zt's CPU engine, all fp32: params 4 + grads 4 + AdamW m,v 8 B/param); "
                 "host memory %s GiB per node\n", gib(r.host_bytes).c_str());

@@ -63,8 +63,9 @@ Precision precision_of(const Setup& s) {
                    "bf16-true has not): set both to none, or train.precision = bf16-mixed");
 }
 
-// Elements of one transformer block's saved activations (BlockActs in model.cpp).
-u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT) {
+// Elements of one transformer block's saved activations (BlockActs in model.cpp); routed
+// false: without the routed experts' rows (expert parallelism keeps them per layer).
+u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT, bool routed = true) {
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
   const int64_t qk_norm = c.qk_norm() ? N * (HD + GD + c.heads + c.kv_heads) : 0;  // qr kr rstd_q rstd_k
   // The MLP's: gate, up, h [N, I]; with experts rprobs [N, E], ridx, rw [N, k] and each
@@ -73,7 +74,8 @@ u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT) {
   // when some layers are dense.
   const int64_t K = c.experts_per_token, S = c.shared_expert_intermediate;
   const int64_t dense = 3 * N * c.intermediate;
-  const int64_t mlp = c.moe() ? N * c.experts + 2 * N * K + N * K * (3 * c.expert_width() + c.hidden) +
+  const int64_t routed_rows = routed ? N * c.experts + 2 * N * K + N * K * (3 * c.expert_width() + c.hidden) : 0;
+  const int64_t mlp = c.moe() ? routed_rows +
                                     (c.shared_expert() ? 3 * N * S + N * c.hidden + N : 0) +
                                     (c.dense_layers() ? dense : 0)
                               : dense;
@@ -136,8 +138,18 @@ std::string Row::label() const {
   return s;
 }
 
+// Elements one ExpertParallelMoe keeps (src/model/moe_parallel.hpp) at balanced routing
+// (R = S = N k rows received): probs [N, E], w [S], idx [S], order [S] (int64: 2), the
+// received rows xr [R, C], gu [R, 2I], h [R, I], y [R, C], their experts [R], the outputs
+// back ys [S, C], the rows per rank [2 P] (size_t: 2 each) and the statistics [2 E]
+// (double: 2 each).
+u64 expert_parallel_layer(const model::Config& c, int64_t N, int p) {
+  const int64_t S = N * c.experts_per_token, C = c.hidden, I = c.expert_width();
+  return to_u64(N * c.experts + 4 * S + S * (2 * C + 3 * I) + S + S * C + 4 * p + 4 * c.experts);
+}
+
 uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool recompute,
-                          int elem_bytes, int threads) {
+                          int elem_bytes, int threads, int expert_parallel) {
   const int64_t T = std::min(T_in, c.context);
   const int64_t N = B * T, C = c.hidden, V = c.vocab, I = c.intermediate;
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
@@ -147,8 +159,11 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   e += to_u64((c.layers + 1) * N * C);               // residual stream [L+1, N, C]
   e += to_u64(N * C + N);                            // final norm output + rstd
   e += to_u64(N * V);                                // logits / dlogits [N, V]
-  e += block_acts(c, N, BHTT);                       // shared: eval and recompute
-  if (!recompute) e += to_u64(c.layers) * block_acts(c, N, BHTT);  // saved [L]
+  const bool ep = expert_parallel > 1 && c.moe();
+  e += block_acts(c, N, BHTT, !ep);                  // shared: eval and recompute
+  if (!recompute) e += to_u64(c.layers) * block_acts(c, N, BHTT, !ep);  // saved [L]
+  // (one beside the shared block for eval and recompute, and one per layer without)
+  if (ep) e += to_u64(recompute ? 1 : c.layers + 1) * expert_parallel_layer(c, N, expert_parallel);
   // backward scratch: dres, dxn [N, C]; datt, dq [N, H*D]; dk, dv [N, G*D]; dh, dgate,
   // dup [N, I]; attention backward scratch T*T per thread
   // (with experts instead of dh, dgate, dup: router logits and their gradient [N, E], dw
@@ -248,7 +263,10 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                      "the offloaded optimizer state is this rank's shard");
   if (params != Offload::kNone && stage < 3)
     throw InputError("parameter offload needs ZeRO stage 3", "only stage 3 shards parameters");
-  const int n = s.world();
+  // Expert parallelism (docs/zero.md): groups of ep ranks split the experts, ZeRO runs
+  // over the n = world / ep ranks of each group position, on expert slices.
+  const int ep = std::max(1, s.zero.expert_parallel);
+  const int n = s.world() / ep;
   zero::EngineOptions o = s.zero;
   o.stage = stage;
   o.hpz_partition_size = hpz_request;
@@ -258,8 +276,13 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   // stage 3; qgZ: stages 1-3): a stage-3 config with both still gets its stage 0-2 rows.
   if (stage < 3) o.quantize_weights = false;
   if (stage < 1) o.quantize_grads = false;
-  o.validate(n, s.gpus_per_node);
-  const int hpz = o.effective_hpz(n, s.gpus_per_node);
+  o.validate(s.world(), s.gpus_per_node);
+  o.validate_experts(s.world(), s.model.moe() ? s.model.experts : 0);
+  if (ep > 1 && s.device == Device::kGpu)
+    throw InputError(strf("moe.expert_parallel = %d with --device gpu", ep),
+                     "the GPU rows do not count the expert-parallel layers' device buffers: "
+                     "estimate --device cpu (the same model states) or moe.expert_parallel = 1");
+  const int hpz = o.effective_hpz(s.world(), s.gpus_per_node);
   if (s.device == Device::kGpu && params != Offload::kNone && optimizer == Offload::kNone)
     throw InputError(strf("offload.params = %s with offload.optimizer = none on the GPU",
                           std::string(offload_name(params)).c_str()),
@@ -283,7 +306,8 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
   cut.layers = std::min<int64_t>(s.model.layers, 2);
   const int64_t more_blocks = s.model.layers - cut.layers;
   // QLoRA's base units leave out the targeted W (held as NF4 only: qlora_base_bytes).
-  const model::ParamLayout layout = model::lora_base_layout(cut, lora);
+  const model::ParamLayout layout =
+      ep > 1 ? model::ParamLayout::expert_slice(cut, ep, 0) : model::lora_base_layout(cut, lora);
   const int align = (o.quantize_weights || o.quantize_grads) ? o.quantize_block : 16;
   const zero::Partition part(layout, n, 0, align, hpz, 0);
   const zero::UnitPartition& block = part.unit(1);  // units: embedding, blocks..., head
@@ -342,9 +366,9 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
 
   if (s.device == Device::kCpu) {
     r.activation_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, false,
-                                          static_cast<int>(p.activation), s.threads);
+                                          static_cast<int>(p.activation), s.threads, ep);
     r.activation_recompute_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, true,
-                                                    static_cast<int>(p.activation), s.threads);
+                                                    static_cast<int>(p.activation), s.threads, ep);
     if (lora.enabled()) {
       const u64 extra_act = lora_scratch_bytes(s.model, lora, s.micro_batch * std::min(s.seq_len, s.model.context),
                                                static_cast<int>(p.activation));
@@ -378,6 +402,8 @@ std::vector<Row> estimate_all(const Setup& s) {
   o.stage = 3;
   o.hpz_partition_size = hpz_request;
   const bool hpz_on = o.effective_hpz(s.world(), s.gpus_per_node) > 1;
+  // Expert parallelism has no hpZ and no offload (EngineOptions::validate_experts).
+  if (s.zero.expert_parallel > 1) return rows;
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kNone, Offload::kNone));
   if (s.zero.precision == "bf16-true") {  // the engine refuses offload with it
     if (s.zero.offload.optimizer != offload::Home::kNone || s.zero.offload.params != offload::Home::kNone)

@@ -47,10 +47,11 @@ void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) 
   xf.ensure(N * C);
   rstd_f.ensure(N);
   logits.ensure(N * V);
-  if (!backward || !keep_all) shared.ensure(cfg, N, BHTT);
+  const bool routed = ep.empty();  // expert parallelism: its layers keep the routed rows
+  if (!backward || !keep_all) shared.ensure(cfg, N, BHTT, routed);
   if (backward && keep_all) {
     saved.resize(static_cast<size_t>(cfg.layers));
-    for (auto& a : saved) a.ensure(cfg, N, BHTT);
+    for (auto& a : saved) a.ensure(cfg, N, BHTT, routed);
   }
   if (backward) {
     dres.ensure(N * C);
@@ -377,6 +378,7 @@ size_t Model<R>::Impl::workspace_bytes() const {
              router_logits.bytes() + moe_out.bytes() + dlogits_r.bytes() + dw_r.bytes() +
              aux_dprob.bytes() + dshared.bytes() + dshared_gate.bytes();
   for (const auto& a : saved) b += a.bytes();
+  for (const auto& m : ep) b += m->bytes();
   return b;
 }
 

@@ -53,7 +53,9 @@ struct BlockActs {
   Buffer<R> sy;              // [N, C]   its output before the gate
   Buffer<R> sg;              // [N]      sigmoid(shared_expert_gate(xn2))
 
-  void ensure(const Config& c, int64_t N, int64_t BHTT) {
+  // routed: the routed experts' buffers (rprobs .. my); false under expert parallelism,
+  // whose layers keep their own (ExpertParallelMoe).
+  void ensure(const Config& c, int64_t N, int64_t BHTT, bool routed = true) {
     const int64_t HD = c.q_dim(), GD = c.kv_dim();
     xn1.ensure(N * c.hidden);
     rstd1.ensure(N);
@@ -73,12 +75,14 @@ struct BlockActs {
     rstd2.ensure(N);
     if (c.moe()) {
       const int64_t E = c.experts, K = c.experts_per_token, IE = c.expert_width();
-      rprobs.ensure(N * E);
-      ridx.ensure(N * K);
-      rw.ensure(N * K);
-      mgu.ensure(N * K * 2 * IE);
-      mh.ensure(N * K * IE);
-      my.ensure(N * K * c.hidden);
+      if (routed) {
+        rprobs.ensure(N * E);
+        ridx.ensure(N * K);
+        rw.ensure(N * K);
+        mgu.ensure(N * K * 2 * IE);
+        mh.ensure(N * K * IE);
+        my.ensure(N * K * c.hidden);
+      }
       if (c.shared_expert()) {
         const int64_t S = c.shared_expert_intermediate;
         sgate.ensure(N * S);
@@ -92,6 +96,15 @@ struct BlockActs {
     gate.ensure(N * c.intermediate);
     up.ensure(N * c.intermediate);
     h.ensure(N * c.intermediate);
+  }
+  // Frees the routed experts' buffers (set_expert_group: the layers keep their own).
+  void drop_routed() {
+    rprobs = Buffer<R>();
+    ridx = Buffer<int32_t>();
+    rw = Buffer<R>();
+    mgu = Buffer<R>();
+    mh = Buffer<R>();
+    my = Buffer<R>();
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + qr.bytes() + kr.bytes() +
@@ -140,10 +153,15 @@ struct Model<R>::Impl {
   std::vector<double> prob_sum;     // [E] P_e: router probabilities summed over the rows
   bool count_router = false;        // inside forward_trunk: the blocks add to `router`
   // Expert parallelism (moe_block_ep.cpp, Model::set_expert_group): the layout holds this
-  // rank's experts only (ParamLayout::expert_slice) and each block's MLP runs through its
-  // ExpertParallelMoe over the expert group (null: the single-rank block).
+  // rank's experts only (ParamLayout::expert_slice) and each block's MLP runs through an
+  // ExpertParallelMoe over the expert group (null: the single-rank block): layer l's own
+  // when its activations are saved[l], else the one beside `shared` (eval, and recompute:
+  // a layer's backward follows its recomputed forward, so one layer's rows at a time).
   comm::Comm* expert_group = nullptr;
-  std::vector<std::unique_ptr<ExpertParallelMoe>> ep;  // [L]
+  std::vector<std::unique_ptr<ExpertParallelMoe>> ep;  // [L + 1]: saved[l]'s, then shared's
+  ExpertParallelMoe& ep_for(int l, const BlockActs<R>& a) {
+    return *ep[static_cast<size_t>(&a == &shared ? cfg.layers : l)];
+  }
   // Per-token positions of the call in progress ([B, T]; nullptr: 0..T-1 in each row):
   // packed examples restart RoPE positions and attention at each example's first token.
   const int32_t* pos = nullptr;

@@ -15,7 +15,7 @@ template <class R>
 void Model<R>::Impl::moe_forward_ep(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
   if constexpr (std::is_same_v<R, float>) {
     const BlockOffsets& o = layout.block_offsets();
-    ExpertParallelMoe& m = *ep[static_cast<size_t>(l)];
+    ExpertParallelMoe& m = ep_for(l, a);
     std::fill(m.tokens().begin(), m.tokens().end(), 0.0);  // this forward's statistics only
     std::fill(m.prob_sum().begin(), m.prob_sum().end(), 0.0);
     R* out = x_out;
@@ -42,7 +42,7 @@ template <class R>
 void Model<R>::Impl::moe_backward_ep(int u, const R* p, BlockActs<R>& a, int64_t N) {
   if constexpr (std::is_same_v<R, float>) {
     const BlockOffsets& o = layout.block_offsets();
-    ExpertParallelMoe& m = *ep[static_cast<size_t>(layout.unit(u).layer)];
+    ExpertParallelMoe& m = ep_for(layout.unit(u).layer, a);
     std::fill_n(dxn.data(), N * cfg.hidden, R(0));
     m.backward(dxn.data(), base_grad(u, o.router), base_grad(u, o.experts_gate_up),
                base_grad(u, o.experts_down), dres.data(), a.xn2.data(), p + o.router,
@@ -74,10 +74,12 @@ void Model<R>::set_expert_group(comm::Comm* group) {
                      "build the model on ParamLayout::expert_slice(cfg, group size, group rank)");
   if (m.lora.bound())
     throw InputError("expert parallelism with LoRA adapters", "train LoRA with moe.expert_parallel = 1");
-  for (int64_t b = 0; b < m.cfg.layers; ++b)
+  for (int64_t b = 0; b <= m.cfg.layers; ++b)  // every layer's, and the one beside `shared`
     m.ep.push_back(std::make_unique<ExpertParallelMoe>(*group, m.cfg.hidden, m.cfg.intermediate,
                                                        m.cfg.experts, m.cfg.experts_per_token));
   m.expert_group = group;
+  m.shared.drop_routed();  // allocated by the constructor; the layers keep their own rows
+  for (auto& a : m.saved) a.drop_routed();
 }
 
 #define ZT_MOE_BLOCK_EP_INSTANTIATE(R)                                                   \

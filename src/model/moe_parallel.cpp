@@ -5,6 +5,8 @@
 #include "zt/model/moe_parallel.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <stdexcept>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -14,6 +16,50 @@
 namespace zt::model {
 
 namespace cpu = kernels::cpu;
+
+namespace {
+
+// v.resize(n), growing the capacity to n exactly (resize alone may double it: a layer's
+// rows vary from step to step and from layer to layer).
+template <class T>
+void fit(std::vector<T>& v, size_t n) {
+  if (n > v.capacity()) v.reserve(n);
+  v.resize(n);
+}
+
+}  // namespace
+
+LocalExpertPlan local_expert_plan(std::span<const int64_t> counts, int64_t P, int64_t L) {
+  if (P < 1 || L < 1 || static_cast<int64_t>(counts.size()) != P * L)
+    throw std::logic_error("local_expert_plan: counts is not [P, L]");
+  LocalExpertPlan plan;
+  plan.offsets.assign(static_cast<size_t>(L + 1), 0);
+  std::vector<int64_t> from(static_cast<size_t>(P * L));  // [P, L] first received row of (p, e)
+  int64_t R = 0;
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t e = 0; e < L; ++e) {
+      const int64_t c = counts[static_cast<size_t>(p * L + e)];
+      if (c < 0) throw std::logic_error("local_expert_plan: a negative count");
+      from[static_cast<size_t>(p * L + e)] = R;
+      R += c;
+      plan.offsets[static_cast<size_t>(e + 1)] += c;
+    }
+  if (R > INT32_MAX) throw std::logic_error("local_expert_plan: over 2^31 rows");
+  for (int64_t e = 0; e < L; ++e) plan.offsets[static_cast<size_t>(e + 1)] += plan.offsets[static_cast<size_t>(e)];
+  plan.perm.resize(static_cast<size_t>(R));
+  plan.pos.resize(static_cast<size_t>(R));
+  for (int64_t e = 0; e < L; ++e) {
+    int64_t q = plan.offsets[static_cast<size_t>(e)];
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t r0 = from[static_cast<size_t>(p * L + e)];
+      for (int64_t r = r0; r < r0 + counts[static_cast<size_t>(p * L + e)]; ++r, ++q) {
+        plan.perm[static_cast<size_t>(q)] = static_cast<int32_t>(r);
+        plan.pos[static_cast<size_t>(r)] = static_cast<int32_t>(q);
+      }
+    }
+  }
+  return plan;
+}
 
 ExpertParallelMoe::ExpertParallelMoe(comm::Comm& group, int64_t C, int64_t I, int64_t E,
                                      int64_t k)
@@ -31,6 +77,12 @@ ExpertParallelMoe::ExpertParallelMoe(comm::Comm& group, int64_t C, int64_t I, in
   first_ = local_ * group.rank();
   tokens_.assign(static_cast<size_t>(E), 0.0);
   prob_sum_.assign(static_cast<size_t>(E), 0.0);
+}
+
+size_t ExpertParallelMoe::bytes() const {
+  const auto b = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  return b(probs_) + b(w_) + b(idx_) + b(order_) + b(send_rows_) + b(recv_rows_by_rank_) +
+         b(xr_) + b(gu_) + b(h_) + b(y_) + b(er_) + b(ys_) + b(tokens_) + b(prob_sum_);
 }
 
 void ExpertParallelMoe::exchange(const float* send, float* recv, int64_t width, bool reverse) {
@@ -56,9 +108,9 @@ void ExpertParallelMoe::forward(float* out, const float* x, const float* router,
   N_ = N;
   // Route this rank's tokens.
   std::vector<float> logits(static_cast<size_t>(N * E_));  // [N, E]
-  probs_.resize(static_cast<size_t>(N * E_));
-  w_.resize(static_cast<size_t>(S));
-  idx_.resize(static_cast<size_t>(S));
+  fit(probs_, static_cast<size_t>(N * E_));
+  fit(w_, static_cast<size_t>(S));
+  fit(idx_, static_cast<size_t>(S));
   cpu::linear_forward(logits.data(), x, router, N, C_, E_);
   cpu::moe_route(probs_.data(), idx_.data(), w_.data(), logits.data(), N, E_, k_);
   cpu::moe_aux_accumulate(tokens_.data(), prob_sum_.data(), probs_.data(), idx_.data(), N, E_, k_);
@@ -66,7 +118,7 @@ void ExpertParallelMoe::forward(float* out, const float* x, const float* router,
   // Slots by destination rank (then slot order): the dispatch order.
   send_rows_.assign(static_cast<size_t>(P), 0);
   for (int64_t s = 0; s < S; ++s) ++send_rows_[static_cast<size_t>(idx_[s] / local_)];
-  order_.resize(static_cast<size_t>(S));
+  fit(order_, static_cast<size_t>(S));
   std::vector<size_t> at(static_cast<size_t>(P), 0);  // [P] next position per destination
   for (size_t p = 1; p < at.size(); ++p) at[p] = at[p - 1] + send_rows_[p - 1];
   for (int64_t s = 0; s < S; ++s) order_[at[static_cast<size_t>(idx_[s] / local_)]++] = s;
@@ -90,22 +142,22 @@ void ExpertParallelMoe::forward(float* out, const float* x, const float* router,
     std::copy_n(x + (s / k_) * C_, C_, xs.data() + q * C_);
   }
   exchange(eid_send.data(), eid_recv.data(), 1, false);
-  xr_.resize(static_cast<size_t>(R * C_));
+  fit(xr_, static_cast<size_t>(R * C_));
   exchange(xs.data(), xr_.data(), C_, false);
 
   // This rank's experts on the rows they received (one choice per row, weight 1).
-  er_.resize(static_cast<size_t>(R));
+  fit(er_, static_cast<size_t>(R));
   for (int64_t r = 0; r < R; ++r) er_[static_cast<size_t>(r)] = static_cast<int32_t>(eid_recv[static_cast<size_t>(r)]);
   const std::vector<float> ones(static_cast<size_t>(R), 1.0f);  // [R]
   std::vector<float> yr(static_cast<size_t>(R * C_));             // [R, C]
-  gu_.resize(static_cast<size_t>(R * 2 * I_));
-  h_.resize(static_cast<size_t>(R * I_));
-  y_.resize(static_cast<size_t>(R * C_));
+  fit(gu_, static_cast<size_t>(R * 2 * I_));
+  fit(h_, static_cast<size_t>(R * I_));
+  fit(y_, static_cast<size_t>(R * C_));
   cpu::moe_experts_forward(yr.data(), gu_.data(), h_.data(), y_.data(), xr_.data(), gate_up, down,
                            er_.data(), ones.data(), R, C_, I_, local_, 1);
 
   // Combine: the outputs back, weighted per token in choice order.
-  ys_.resize(static_cast<size_t>(S * C_));
+  fit(ys_, static_cast<size_t>(S * C_));
   exchange(y_.data(), ys_.data(), C_, true);
   std::vector<int64_t> q_of(static_cast<size_t>(S));  // [S] slot -> position in order_
   for (int64_t q = 0; q < S; ++q) q_of[static_cast<size_t>(order_[static_cast<size_t>(q)])] = q;

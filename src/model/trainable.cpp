@@ -171,9 +171,9 @@ void TrainableModel::set_expert_group(comm::Comm& group) {
   throw InputError(strf("moe.expert_parallel = %d on the %s model%s: it has no expert parallelism",
                         group.size(), describe().c_str(),
                         layout().adapter_unit() >= 0 ? " with LoRA adapters" : ""),
-                   "set moe.expert_parallel = 1 (expert parallelism runs on the host fp32 model "
-                   "without LoRA: train.device = cpu, train.precision = fp32, finetune.method = "
-                   "full)");
+                   "set moe.expert_parallel = 1 (expert parallelism runs on the host and GPU "
+                   "fp32 models without LoRA: train.device = cpu or cuda, train.precision = "
+                   "fp32, finetune.method = full)");
 }
 
 void TrainableModel::bind_qlora(const QloraBase&) {

@@ -20,14 +20,18 @@ HostBuffer::HostBuffer(size_t bytes, bool pinned) : size_(round_up(bytes)) {
   if (size_ == 0) return;
 #ifdef ZT_HAVE_CUDA
   if (pinned) {
-    if (cudaHostAlloc(&data_, size_, cudaHostAllocDefault) == cudaSuccess) {
+    const cudaError_t e = cudaHostAlloc(&data_, size_, cudaHostAllocDefault);
+    if (e == cudaSuccess) {
       pinned_ = true;
     } else {
       (void)cudaGetLastError();
       data_ = nullptr;
-      log::warn(strf("cudaHostAlloc of %s failed: the offload buffer is pageable (slower "
-                     "host<->device copies). HINT: raise the memlock limit (ulimit -l).",
-                     format_size_approx(size_).c_str()));
+      log::warn(strf("cudaHostAlloc of %s failed (%s): the offload buffer is pageable (slower "
+                     "host<->device copies). HINT: %s",
+                     format_size_approx(size_).c_str(), cudaGetErrorString(e),
+                     e == cudaErrorMemoryAllocation
+                         ? "raise the memlock limit (ulimit -l)."
+                         : "check the GPU and its driver (nvidia-smi)."));
     }
   }
 #else

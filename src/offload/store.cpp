@@ -155,12 +155,12 @@ Store::Store(const Options& options, std::vector<int64_t> state_counts,
               "memory; or raise offload.max_host_bytes."
             : "lower offload.subgroup_bytes or offload.buffers (>= 3), or raise "
               "offload.max_host_bytes.");
-  // Pinned (CUDA builds): the NVMe pipeline's buffers only. The resident homes stay
+  // Pinned (CUDA builds, an engine on a device): the NVMe pipeline's buffers only. The resident homes stay
   // pageable: a GPU engine copies through its own bounded pinned pool (pinned_pool.hpp),
   // so pinning the whole state (12 B per element) would only take page-locked memory.
   const uint64_t pinned_bytes =
       nvme_host_bytes(o, largest_state, o.params == Home::kNvme ? largest_param : 0);
-  s.pinned = kPin && pinned_bytes > 0 && preflight_memlock(pinned_bytes);
+  s.pinned = kPin && o.pin_buffers && pinned_bytes > 0 && preflight_memlock(pinned_bytes);
 
   if (o.optimizer == Home::kCpu) {
     s.resident.reserve(units);

@@ -66,13 +66,15 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       mem(detail::make_space(options, offload::default_isa())),
       pinned(std::make_shared<offload::PinnedPool>(options.offload.pinned_bytes,
                                                    mem->model_space() == model::Space::kDevice)),
-      ex(detail::split_experts(cfg, world, options)),
+      ex(detail::split_experts(cfg, world, options, control)),
+      experts_space(staged(*mem, pinned, ex.experts.get(), staged_experts)),
       // With expert parallelism ZeRO runs over the data-parallel group, flat (no node
       // phases, no hpZ: validate_experts refuses it).
       groups(*staged(*mem, pinned, ex.data ? ex.data.get() : &world, staged_world),
              ex.data ? nullptr : staged(*mem, pinned, node, staged_node),
              ex.data ? nullptr : staged(*mem, pinned, cross, staged_cross),
-             checked_hpz(options, ex.data ? *ex.data : world, ex.data ? nullptr : node), control),
+             checked_hpz(options, ex.data ? *ex.data : world, ex.data ? nullptr : node),
+             ex.data ? ex.data_host.get() : control),
       n(ex.data ? ex.data->size() : world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),

@@ -22,7 +22,8 @@ namespace zt::zero {
 
 namespace detail {
 
-ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt) {
+ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt,
+                          comm::Comm* control) {
   opt.validate_experts(world.size(), cfg.moe() ? cfg.experts : 0);  // the same on every rank
   ExpertSplit s;
   if (opt.expert_parallel <= 1) return s;
@@ -39,6 +40,10 @@ ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const Eng
   const int r = world.rank();
   s.experts = world.split(r / s.parts, r);
   s.data = world.split(r % s.parts, r);
+  if (control) {  // (the same ranks, in the same order, as world's groups)
+    s.experts_host = control->split(r / s.parts, r);
+    s.data_host = control->split(r % s.parts, r);
+  }
   return s;
 }
 
@@ -81,7 +86,7 @@ void Engine::Impl::reduce_dense_grads() {
       count = static_cast<size_t>(s.mid - s.lo);
     }
     // (the same counts on every rank of a group: they share the partition)
-    if (count > 0) ex.experts->all_reduce(g, g, count, DType::kF32, comm::ReduceOp::kSum);
+    if (count > 0) experts_space->all_reduce(g, g, count, DType::kF32, comm::ReduceOp::kSum);
   }
 }
 
@@ -103,7 +108,7 @@ void Engine::Impl::expert_step_sums(double sums[2]) {
   }
   sums[0] = sq[0] / static_cast<double>(ex.parts) + sq[1];
   groups.host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
-  ex.experts->all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
+  ex.experts_on_host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
 }
 
 void Engine::Impl::share_dense_after_load() {
@@ -113,11 +118,11 @@ void Engine::Impl::share_dense_after_load() {
     const OwnedSplit s = owned_split(p, layout.dense_numel(u));
     const size_t count = static_cast<size_t>(s.mid - s.lo);
     if (count == 0) continue;  // (the same on every rank of a group: they share the partition)
-    ex.experts->broadcast(owned_params(u), count, DType::kF32, 0);
+    experts_space->broadcast(owned_params(u), count, DType::kF32, 0);
     if (!trainable(u)) continue;
     const int64_t mo = opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
-    ex.experts->broadcast(adam_m[i].data() + mo, count, DType::kF32, 0);
-    ex.experts->broadcast(adam_v[i].data() + mo, count, DType::kF32, 0);
+    experts_space->broadcast(adam_m[i].data() + mo, count, DType::kF32, 0);
+    experts_space->broadcast(adam_v[i].data() + mo, count, DType::kF32, 0);
   }
 }
 
@@ -136,10 +141,11 @@ void Engine::Impl::unit_to_host_all_experts(int u, std::span<float> dst, detail:
   unit_to_host(u, mine, full);
   std::copy_n(mine.begin(), dense, dst.begin());
   // Rank e of the group holds experts [e E/N, (e+1) E/N): rank order is expert order.
-  ex.experts->all_gather(mine.data() + dense, dst.data() + dense, static_cast<size_t>(gate_up),
-                         DType::kF32);
-  ex.experts->all_gather(mine.data() + o.experts_down, dst.data() + dense + ex.parts * gate_up,
-                         static_cast<size_t>(down), DType::kF32);
+  comm::Comm& host = ex.experts_on_host();  // (mine and dst: host memory)
+  host.all_gather(mine.data() + dense, dst.data() + dense, static_cast<size_t>(gate_up),
+                  DType::kF32);
+  host.all_gather(mine.data() + o.experts_down, dst.data() + dense + ex.parts * gate_up,
+                  static_cast<size_t>(down), DType::kF32);
 }
 
 }  // namespace zt::zero

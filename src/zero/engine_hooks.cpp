@@ -13,7 +13,10 @@ namespace zt::zero {
 // its slot is free (every use of the slot's previous unit was queued before), a
 // gradient reduction at grad_ready (the unit's backward was queued before), and the
 // casts and quantizations feeding a collective are queued before it.
-void Engine::Impl::order_comms_after_compute() { groups.order_after(mem->compute_stream()); }
+void Engine::Impl::order_comms_after_compute() {
+  groups.order_after(mem->compute_stream());
+  if (experts_space) experts_space->order_after(mem->compute_stream());  // the dense all-reduce
+}
 
 // Compute queued from now on (the model's use of a gathered unit, finishing a reduction
 // into the gradient shard) runs after `ops`: on the device without blocking the host

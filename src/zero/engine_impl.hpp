@@ -50,10 +50,16 @@ struct ExpertSplit {
   int parts = 1;
   std::unique_ptr<comm::Comm> data;     // the D ranks of this position (parts > 1)
   std::unique_ptr<comm::Comm> experts;  // this rank's expert group (parts > 1)
+  // The same two groups over the engine's host-memory `control` communicator, when one
+  // is given (a world on device memory: NCCL, or a device space's staged MPI): the small
+  // host values (norms, flags) and the host copies of checkpoints go over these.
+  std::unique_ptr<comm::Comm> data_host, experts_host;
+  comm::Comm& experts_on_host() { return experts_host ? *experts_host : *experts; }
 };
 // Checks moe.expert_parallel (EngineOptions::validate_experts) on every rank alike, then
-// splits (collective over world). parts 1: nothing split.
-ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt);
+// splits (collective over world, and over control when given). parts 1: nothing split.
+ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt,
+                          comm::Comm* control);
 // The model with its expert slice over split.experts (TrainableModel::set_expert_group;
 // parts 1: unchanged).
 std::unique_ptr<model::TrainableModel> with_experts(std::unique_ptr<model::TrainableModel> m,
@@ -107,7 +113,10 @@ struct Engine::Impl {
   detail::ExpertSplit ex;
   // Staging wrappers of the caller's communicators when mem->stages() them (else null);
   // groups splits its private copies from them, so every engine collective is staged.
-  std::unique_ptr<comm::Comm> staged_world, staged_node, staged_cross;
+  std::unique_ptr<comm::Comm> staged_world, staged_node, staged_cross, staged_experts;
+  // Expert parallelism: the expert group on the space's memory (the dense gradients'
+  // all-reduce, the load's broadcasts): ex.experts, or its staging wrapper.
+  comm::Comm* experts_space = nullptr;
   detail::Groups groups;
   int n = 1;        // ranks
   int hpz = 1;      // secondary group size in effect

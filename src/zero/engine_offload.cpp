@@ -40,6 +40,7 @@ void Engine::Impl::init_offload(int rank) {
   offload::Options so = opt.offload;
   if (!params_offloaded) so.params = offload::Home::kNone;  // cpu on a host space: nothing moves
   offload_copies = state_offloaded && !mem->host_accessible();
+  so.pin_buffers = !mem->host_accessible();  // nothing to copy to a device on the host
   half_up = offload_copies && bf16_weights;
   if (!mem->host_accessible()) {
     // Every copy is one sub-group of fp32 values (a piece of a parameter shard, or of a

@@ -86,8 +86,8 @@ std::optional<RouterStep> Engine::Impl::take_router() {
   groups.host().all_reduce(router_sum.data(), router_sum.data(), router_sum.size(), DType::kF64,
                            comm::ReduceOp::kSum);
   if (ex.experts)  // expert parallelism: each rank counted its own tokens
-    ex.experts->all_reduce(router_sum.data(), router_sum.data(), router_sum.size(), DType::kF64,
-                           comm::ReduceOp::kSum);
+    ex.experts_on_host().all_reduce(router_sum.data(), router_sum.data(), router_sum.size(),
+                                    DType::kF64, comm::ReduceOp::kSum);
   RouterStep r;
   const size_t E = router_sum.size() - 1;
   r.tokens.assign(router_sum.begin(), router_sum.begin() + static_cast<ptrdiff_t>(E));

@@ -97,13 +97,16 @@ void EngineOptions::validate_experts(int world_size, int64_t experts) const {
   const auto refuse = [&](const std::string& what, const char* hint) {
     throw InputError(strf("moe.expert_parallel = %d with %s", n, what.c_str()), hint);
   };
-  if (device != Device::kHost)
-    refuse(device == Device::kCuda ? "train.device = cuda" : "the host-staged memory space",
-           "the device model has no expert parallelism: set moe.expert_parallel = 1 or "
-           "train.device = cpu");
+  // The host model (train.device = cpu) and the GPU model (cuda; its exchanges over NCCL,
+  // or staged through the host with comm.backend = mpi) have it; the host-staged space's
+  // model is the host one behind a staging copy, not built for it.
+  if (device == Device::kHostStaged)
+    refuse("the host-staged memory space", "set moe.expert_parallel = 1, or train.device = cpu "
+           "or cuda");
   if (precision != "fp32")
-    refuse("train.precision = " + precision, "expert parallelism runs in fp32: set "
-           "train.precision = fp32 or moe.expert_parallel = 1");
+    refuse("train.precision = " + precision, "expert parallelism runs in fp32 (the GPU's bf16 "
+           "exchanges are not verified yet): set train.precision = fp32 or "
+           "moe.expert_parallel = 1");
   if (hpz_partition_size > 1)
     refuse(strf("zero.hpz_partition_size = %d", hpz_partition_size),
            "hpZ's secondary groups are not built over the data-parallel groups of expert "

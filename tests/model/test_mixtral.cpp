@@ -1,12 +1,14 @@
-// The mixtral family in the model: the preset's published counts, validation of the
-// expert keys, the aux loss joining the loss as transformers' MixtralForCausalLM adds it
-// (router_aux_loss_coef x load_balancing_loss_func, only with output_router_logits), the
-// router statistics, recompute bit for bit, and training on the CPU. (Finite differences:
+// The mixtral family in the model: the preset's published counts, validation of the MoE
+// families' keys (mixtral's, qwen2_moe's and qwen3_moe's, one table), the aux loss joining
+// the loss as transformers' MixtralForCausalLM adds it (router_aux_loss_coef x
+// load_balancing_loss_func, only with output_router_logits), the router statistics,
+// recompute bit for bit, and training on the CPU. (Finite differences:
 // ModelGradcheck.MixtralEveryCoordinate; against transformers: ckpt.hf.peer_transformers_mixtral.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 
 #include "zt/core/error.hpp"
@@ -32,28 +34,42 @@ TEST(Mixtral, PresetPublishedCounts) {
 
 using testing::expect_invalid;
 
-TEST(Mixtral, ExpertKeysValidated) {
-  Config c = testing::small_mixtral();
-  EXPECT_NO_THROW(c.validate());
-  c.experts = 0;
-  expect_invalid(c, "model.experts");
-  c = testing::small_mixtral();
-  c.experts_per_token = 5;
-  expect_invalid(c, "model.experts_per_token");
-  c.experts_per_token = 0;
-  expect_invalid(c, "model.experts_per_token");
-  c = testing::small_mixtral();
-  c.router_aux_loss_coef = -1;
-  expect_invalid(c, "model.router_aux_loss_coef");
-  c = testing::small_mixtral();
-  c.attention_bias = true;
-  expect_invalid(c, "model.attention_bias");
-  c = testing::small_config();
-  c.experts = 4;
-  expect_invalid(c, "model.experts");
-  c = testing::small_mixtral();
-  c.experts = Config::kMaxExperts + 1;
-  expect_invalid(c, "model.experts");
+// The MoE families' keys (mixtral, qwen2_moe, qwen3_moe) in one table: a valid config, one
+// change, and the text Config::validate's refusal must name.
+TEST(MoeKeys, Validated) {
+  const Config mixtral = testing::small_mixtral(), q2 = testing::small_qwen2_moe(),
+               q3 = testing::small_qwen3_moe(), dense = testing::small_config();
+  for (const Config& c : {mixtral, q2, q3}) EXPECT_NO_THROW(c.validate()) << c.family;
+  struct Case {
+    const Config& base;
+    std::function<void(Config&)> change;
+    const char* names;
+  };
+  const Case cases[] = {
+      {mixtral, [](Config& c) { c.experts = 0; }, "model.experts"},
+      {mixtral, [](Config& c) { c.experts = Config::kMaxExperts + 1; }, "model.experts"},
+      {dense, [](Config& c) { c.experts = 4; }, "model.experts"},  // llama has no experts
+      {mixtral, [](Config& c) { c.experts_per_token = 5; }, "model.experts_per_token"},
+      {mixtral, [](Config& c) { c.experts_per_token = 0; }, "model.experts_per_token"},
+      {mixtral, [](Config& c) { c.router_aux_loss_coef = -1; }, "model.router_aux_loss_coef"},
+      {mixtral, [](Config& c) { c.attention_bias = true; }, "model.attention_bias"},
+      // Qwen's keys are refused for Mixtral, by name
+      {mixtral, [](Config& c) { c.norm_topk_prob = false; }, "model.norm_topk_prob"},
+      {mixtral, [](Config& c) { c.moe_intermediate = 4; }, "model.moe_intermediate"},
+      {mixtral, [](Config& c) { c.mlp_only_layers = {0}; }, "model.mlp_only_layers"},
+      // qwen2_moe always has a shared expert, qwen3_moe none
+      {q2, [](Config& c) { c.shared_expert_intermediate = 0; }, "model.shared_expert_intermediate"},
+      {q3, [](Config& c) { c.shared_expert_intermediate = 4; }, "model.shared_expert_intermediate"},
+      {q3, [](Config& c) { c.mlp_only_layers = {3}; }, "model.mlp_only_layers"},
+      {q3, [](Config& c) { c.mlp_only_layers = {0, 1, 2}; }, "no layer"},  // no MoE layer left
+      {q3, [](Config& c) { c.decoder_sparse_step = 0; }, "model.decoder_sparse_step"},
+  };
+  for (const Case& k : cases) {
+    Config c = k.base;
+    k.change(c);
+    SCOPED_TRACE(c.family + ": " + k.names);
+    expect_invalid(c, k.names);
+  }
 }
 
 struct Bound {

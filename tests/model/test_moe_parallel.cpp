@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <vector>
 
 #include "../kernels/gradcheck.hpp"
@@ -137,6 +138,30 @@ TEST(ExpertParallel, EqualsTheSingleRankBlock) {
   long long rows = ep.rows_computed(), total = 0;
   MPI_Allreduce(&rows, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   EXPECT_EQ(total, static_cast<long long>(P) * N * k);
+}
+
+// The GPU block's local plan (local_expert_plan) against a stable sort of the received
+// rows by their local expert: the same order, pos its inverse, offsets the counts' sums;
+// empty sources and experts included, and the refusal of counts that are not [P, L].
+TEST(ExpertParallel, LocalPlanIsAStableSortByExpert) {
+  const int64_t P = 3, L = 4;
+  const std::vector<int64_t> counts = {2, 0, 3, 1,   // from rank 0
+                                       0, 0, 0, 0,   // rank 1 sent nothing
+                                       1, 0, 2, 4};  // rank 2
+  std::vector<int64_t> tag;  // [R] the local expert of each received row, in arrival order
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t e = 0; e < L; ++e) tag.insert(tag.end(), counts[p * L + e], e);
+  std::vector<int32_t> want(tag.size());
+  for (size_t r = 0; r < want.size(); ++r) want[r] = static_cast<int32_t>(r);
+  std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return tag[a] < tag[b]; });
+  const LocalExpertPlan plan = local_expert_plan(counts, P, L);
+  EXPECT_EQ(plan.perm, want);
+  ASSERT_EQ(plan.pos.size(), want.size());
+  for (size_t q = 0; q < want.size(); ++q) EXPECT_EQ(plan.pos[static_cast<size_t>(want[q])], q);
+  EXPECT_EQ(plan.offsets, (std::vector<int64_t>{0, 3, 3, 8, 13}));
+  EXPECT_TRUE(local_expert_plan(std::vector<int64_t>(P * L, 0), P, L).perm.empty());
+  EXPECT_THROW(local_expert_plan(counts, P, L + 1), std::logic_error);
+  EXPECT_THROW(local_expert_plan(std::vector<int64_t>{1, -1}, 1, 2), std::logic_error);
 }
 
 TEST(ExpertParallel, AGroupThatDoesNotDivideTheExpertsIsRefused) {

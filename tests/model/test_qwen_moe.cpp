@@ -1,8 +1,9 @@
 // Qwen's MoE families in the model (qwen2_moe, qwen3_moe): the presets' counts against
-// the published ones, validation of the Qwen MoE keys, the layout of dense layers among
-// MoE ones and of the shared expert, the routed rows counted over the MoE layers only,
-// and recompute bit for bit. (Finite differences: ModelGradcheck.Qwen3MoeEveryCoordinate,
-// Qwen2MoeSharedExpertEveryCoordinate; against transformers: ckpt.hf.peer_transformers_qwen_moe.)
+// the published ones, the layout of dense layers among MoE ones and of the shared expert,
+// the routed rows counted over the MoE layers only, and recompute bit for bit. (Their keys'
+// validation: MoeKeys.Validated in test_mixtral.cpp; finite differences:
+// ModelGradcheck.Qwen3MoeEveryCoordinate, Qwen2MoeSharedExpertEveryCoordinate; against
+// transformers: ckpt.hf.peer_transformers_qwen_moe.)
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -28,36 +29,6 @@ TEST(QwenMoe, PresetPublishedCounts) {
   EXPECT_EQ(q2.num_params(), 14'315'784'192);
   EXPECT_EQ(q2.num_active_params(), 2'689'173'504);
   EXPECT_EQ(ParamLayout(q2).total_numel(), q2.num_params());
-}
-
-using testing::expect_invalid;
-
-TEST(QwenMoe, KeysValidated) {
-  EXPECT_NO_THROW(testing::small_qwen3_moe().validate());
-  EXPECT_NO_THROW(testing::small_qwen2_moe().validate());
-  Config c = testing::small_qwen2_moe();
-  c.shared_expert_intermediate = 0;  // qwen2_moe always has it
-  expect_invalid(c, "model.shared_expert_intermediate");
-  c = testing::small_qwen3_moe();
-  c.shared_expert_intermediate = 4;  // qwen3_moe has none
-  expect_invalid(c, "model.shared_expert_intermediate");
-  c = testing::small_qwen3_moe();
-  c.mlp_only_layers = {3};
-  expect_invalid(c, "model.mlp_only_layers");
-  c.mlp_only_layers = {0, 1, 2};  // no MoE layer left
-  expect_invalid(c, "no layer");
-  c = testing::small_qwen3_moe();
-  c.decoder_sparse_step = 0;
-  expect_invalid(c, "model.decoder_sparse_step");
-  c = testing::small_mixtral();  // Qwen's keys are refused for Mixtral, by name
-  c.norm_topk_prob = false;
-  expect_invalid(c, "model.norm_topk_prob");
-  c = testing::small_mixtral();
-  c.moe_intermediate = 4;
-  expect_invalid(c, "model.moe_intermediate");
-  c = testing::small_mixtral();
-  c.mlp_only_layers = {0};
-  expect_invalid(c, "model.mlp_only_layers");
 }
 
 // The GPU model has no Qwen MoE blocks: the engine's device space refuses them by name.

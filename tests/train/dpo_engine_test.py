@@ -130,7 +130,10 @@ def main():
                               f"offload.nvme_path={nvme}"], 2, ())):
         if name == "hpz":
             extra = extra + ["--set", "runtime.ranks_per_node=2"]
-        against_stage0(name, train(name, extra, ranks, 2, mpi_extra), ref)
+        ran = train(name, extra, ranks, 2, mpi_extra)
+        if name.startswith("offload"):  # the host engine's buffers feed no device
+            check("cudaHostAlloc" not in ran[1], f"{name}: nothing pinned on the host (no cudaHostAlloc)")
+        against_stage0(name, ran, ref)
 
     # 1b. LoRA (the reference: the base with the adapters off) at every stage against its
     # stage 0.

@@ -107,8 +107,13 @@ TEST(ExpertParallelInput, RefusedWithBothNumbers) {
             std::string::npos) << message(4, 3);
   EXPECT_NE(message(4, 0).find("does not divide the model's 0 experts"), std::string::npos);
   EXPECT_EQ(message(4, 4), "");
-  o.device = EngineOptions::Device::kCuda;  // the device model has no expert parallelism
-  EXPECT_NE(message(4, 4).find("train.device = cuda"), std::string::npos) << message(4, 4);
+  o.device = EngineOptions::Device::kCuda;  // the GPU model has expert parallelism (fp32)
+  EXPECT_EQ(message(4, 4), "");
+  o.precision = "bf16-mixed";  // not bf16 yet, by name
+  EXPECT_NE(message(4, 4).find("train.precision = bf16-mixed"), std::string::npos) << message(4, 4);
+  o.precision = "fp32";
+  o.device = EngineOptions::Device::kHostStaged;
+  EXPECT_NE(message(4, 4).find("host-staged"), std::string::npos) << message(4, 4);
   o.device = EngineOptions::Device::kHost;
   o.hpz_partition_size = 2;
   EXPECT_NE(message(4, 4).find("zero.hpz_partition_size = 2"), std::string::npos);

@@ -94,9 +94,12 @@ struct Row {
 // Bytes of the model's activation workspace after one training micro-step of B x T
 // (T capped at the context) with or without recompute, elem_bytes per element (4 for
 // zt's fp32 CPU model, 2 for bf16), `threads` OpenMP threads (attention backward scratch;
-// 0 leaves it out). Same buffers as Model::workspace_bytes.
+// 0 leaves it out). Same buffers as Model::workspace_bytes. expert_parallel > 1
+// (moe.expert_parallel): the ExpertParallelMoe layers keep the routed rows instead (one
+// per layer without recompute, plus eval's; one with), counted at balanced routing (each
+// rank computes as many routed rows as it sends: N k).
 uint64_t activation_bytes(const model::Config& cfg, int64_t B, int64_t T, bool recompute,
-                          int elem_bytes, int threads);
+                          int elem_bytes, int threads, int expert_parallel = 1);
 
 // One configuration. hpz_request: the hpZ group size asked for (as
 // zero.hpz_partition_size: 0 = ranks per node, 1 = off); the effective size follows

@@ -104,6 +104,16 @@ class DeviceModel {
   // and loss_and_grad its gradient, as Model's.
   const RouterStats& router_stats() const;
 
+  // Expert parallelism (docs/zero.md "Expert parallelism"), as Model::set_expert_group:
+  // built on ParamLayout::expert_slice(cfg, group->size(), group->rank()) (this rank's
+  // experts only), every pass is then collective over the group: each MoE block sends its
+  // routed rows to the experts' ranks and gets their outputs back by all_to_all, forward
+  // and backward (and again in a recompute). A group on device memory (NCCL) moves device
+  // buffers, ordered after `stream` (Comm::order_after); one on host memory (MPI) is
+  // staged through pinned buffers. nullptr: none. zt::InputError for a layout of another
+  // slice, a block other than Mixtral's, or LoRA adapters (bound before or after).
+  void set_expert_group(comm::Comm* group);
+
   // Bytes of the activation workspace now, the LoRA adapters' and the dequantised QLoRA
   // weight's included (device_workspace_bytes of zt/model/device_workspace.hpp).
   size_t workspace_bytes() const;

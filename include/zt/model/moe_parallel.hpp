@@ -14,11 +14,25 @@
 // fp32 rounding; the experts' gradients are summed over the tokens of every rank of the
 // group, the router's and the input's are this rank's own.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "zt/comm/comm.hpp"
 
 namespace zt::model {
+
+// The local plan of an expert rank (the GPU block's, src/model/cuda/device_moe_ep.cpp):
+// it received R rows, counts[p L + e] of them from rank p for its local expert e (P ranks,
+// L local experts; each source's rows arrive together, sorted by local expert). Sorted
+// by local expert, then source, then arrival: sorted row q is received row perm[q],
+// received row r sits at pos[r], local expert e's rows are [offsets[e], offsets[e + 1]).
+// The plan kernels::cuda::moe_experts_forward takes with E = L, k = 1.
+struct LocalExpertPlan {
+  std::vector<int32_t> perm, pos;  // [R]
+  std::vector<int64_t> offsets;    // [L + 1]
+};
+// Throws std::logic_error for counts that are not P x L non-negative values (R < 2^31).
+LocalExpertPlan local_expert_plan(std::span<const int64_t> counts, int64_t P, int64_t L);
 
 class ExpertParallelMoe {
  public:
@@ -47,6 +61,9 @@ class ExpertParallelMoe {
   std::vector<double>& prob_sum() { return prob_sum_; }  // [E] P_e
   // Rows this rank computed for its experts in the last forward (from every rank).
   int64_t rows_computed() const { return recv_rows_; }
+  // Bytes this layer keeps between its forward and backward (its buffers' capacities; the
+  // forward's and backward's temporaries are freed on return).
+  size_t bytes() const;
 
  private:
   // Moves rows of `width` floats: from send (ordered by destination, send_rows_ per rank)

@@ -26,6 +26,9 @@ struct Options {
   int buffers = 4;               // offload.buffers: sub-group buffers of the NVMe pipeline (>= 3)
   uint64_t subgroup_bytes = 8ull << 20;  // offload.subgroup_bytes: master + m + v bytes per sub-group
   uint64_t block_bytes = 1ull << 20;     // bytes per io_uring request (not a key: fio's --bs)
+  // Pin the NVMe pipeline's host buffers (CUDA builds; not a key): the engine sets it for
+  // a model on a device only. A host engine's buffers feed io_uring alone: pageable.
+  bool pin_buffers = true;
   // offload.pinned_bytes: bound of the engine's pinned host buffers between a device and
   // host memory (offload copies, staged collectives; pinned_pool.hpp). Unused on the host.
   uint64_t pinned_bytes = 256ull << 20;

@@ -176,7 +176,7 @@ __global__ void combine_kernel(T* out, const T* rows, const int32_t* pos, const 
   }
 }
 
-// A warp per slot: dw[s] = dout[n] . y[pos[s]]; dyp[pos[s]] = w[s] dout[n].
+// A warp per slot: dw[s] = dout[n] . y[pos[s]]; dyp[pos[s]] = w[s] dout[n] (w nullptr: 1).
 template <class T>
 __global__ void weight_backward_kernel(float* dw, T* dyp, const T* dout, const T* y,
                                        const int32_t* pos, const float* w, int64_t S, int64_t C,
@@ -186,11 +186,12 @@ __global__ void weight_backward_kernel(float* dw, T* dyp, const T* dout, const T
   if (s >= S) return;
   const T* d = dout + (s / k) * C;        // [C]
   const int64_t row = pos[s] * C;
+  const float ws = w ? w[s] : 1.f;
   float dot = 0.f;
   for (int64_t c = lane; c < C; c += 32) {
     const float dv = detail::to_f32(d[c]);
     dot += dv * detail::to_f32(y[row + c]);
-    dyp[row + c] = detail::from_f32<T>(w[s] * dv);
+    dyp[row + c] = detail::from_f32<T>(ws * dv);
   }
   dot = detail::warp_sum(dot);
   if (lane == 0) dw[s] = dot;
@@ -276,13 +277,11 @@ void moe_aux_accumulate(double* tokens, double* prob_sum, const float* probs,
   ZT_CUDA_LAUNCH_CHECK("moe aux_kernel");
 }
 
-namespace detail {
-
 template <class T>
 void moe_gather(T* xp, const T* x, const int32_t* perm, int64_t S, int64_t C, int64_t k,
                 cudaStream_t stream) {
   if (S * C == 0) return;
-  gather_kernel<T><<<grid_for(S * C, 256), 256, 0, stream>>>(xp, x, perm, S, C, static_cast<int>(k));
+  gather_kernel<T><<<detail::grid_for(S * C, 256), 256, 0, stream>>>(xp, x, perm, S, C, static_cast<int>(k));
   ZT_CUDA_LAUNCH_CHECK("moe gather_kernel");
 }
 
@@ -290,7 +289,7 @@ template <class T>
 void moe_combine(T* out, const T* rows, const int32_t* pos, const float* w, int64_t N, int64_t C,
                  int64_t k, bool accumulate, cudaStream_t stream) {
   if (N * C == 0) return;
-  combine_kernel<T><<<grid_for(N * C, 256), 256, 0, stream>>>(out, rows, pos, w, N, C,
+  combine_kernel<T><<<detail::grid_for(N * C, 256), 256, 0, stream>>>(out, rows, pos, w, N, C,
                                                               static_cast<int>(k), accumulate);
   ZT_CUDA_LAUNCH_CHECK("moe combine_kernel");
 }
@@ -314,8 +313,6 @@ void moe_weight_backward(float* dw, T* dyp, const T* dout, const T* y, const int
 ZT_MOE_LAUNCH(float)
 ZT_MOE_LAUNCH(bf16_t)
 #undef ZT_MOE_LAUNCH
-
-}  // namespace detail
 
 template void moe_route<float>(float*, int32_t*, float*, const float*, int64_t, int64_t, int64_t,
                                cudaStream_t);

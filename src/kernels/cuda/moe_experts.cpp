@@ -29,7 +29,7 @@ void moe_experts_forward(Gemm& gemm, T* out, const MoeActs<T>& acts, const T* x,
                          int64_t N, int64_t C, int64_t I, int64_t E, int64_t k,
                          cudaStream_t stream) {
   const int64_t S = N * k;
-  detail::moe_gather(acts.xp, x, plan.perm, S, C, k, stream);
+  moe_gather(acts.xp, x, plan.perm, S, C, k, stream);
   for (int64_t e = 0; e < E; ++e) {
     const int64_t r0 = plan.offsets[e], M = plan.offsets[e + 1] - r0;
     if (M == 0) continue;
@@ -44,7 +44,7 @@ void moe_experts_forward(Gemm& gemm, T* out, const MoeActs<T>& acts, const T* x,
     if (M == 0) continue;
     linear_forward(gemm, acts.y + r0 * C, acts.h + r0 * I, down + e * C * I, M, I, C, stream);
   }
-  detail::moe_combine(out, acts.y, plan.pos, w, N, C, k, /*accumulate=*/false, stream);
+  moe_combine(out, acts.y, plan.pos, w, N, C, k, /*accumulate=*/false, stream);
 }
 
 template <class T, class G>
@@ -56,7 +56,7 @@ void moe_experts_backward(Gemm& gemm, T* dx, G* dgate_up, G* ddown, float* dw, c
   const int64_t S = N * k;
   T* dyp = scratch_rows;  // [S, C] d loss / d y, permuted; later d loss / d xp
   T* dh = scratch_h;      // [S, I]
-  detail::moe_weight_backward(dw, dyp, dout, acts.y, plan.pos, w, S, C, k, stream);
+  moe_weight_backward(dw, dyp, dout, acts.y, plan.pos, w, S, C, k, stream);
   for (int64_t e = 0; e < E; ++e) {
     const int64_t r0 = plan.offsets[e], M = plan.offsets[e + 1] - r0;
     if (M == 0) continue;
@@ -78,7 +78,7 @@ void moe_experts_backward(Gemm& gemm, T* dx, G* dgate_up, G* ddown, float* dw, c
     linear_backward(gemm, dxp + r0 * C, dup, acts.u + r0 * I, acts.xp + r0 * C,
                     gate + I * C, M, C, I, /*accumulate_dx=*/true, stream);
   }
-  detail::moe_combine(dx, dxp, plan.pos, nullptr, N, C, k, accumulate_dx, stream);
+  moe_combine(dx, dxp, plan.pos, nullptr, N, C, k, accumulate_dx, stream);
 }
 
 template void moe_experts_forward<float>(Gemm&, float*, const MoeActs<float>&, const float*,

@@ -236,7 +236,15 @@ void DeviceModel<T, G>::set_hooks(UnitHooks hooks) {
 
 template <class T, class G>
 void DeviceModel<T, G>::bind_lora(const LoraLayout& layout, const T* params, G* grads) {
+  if (impl_->expert_group)
+    throw InputError("LoRA adapters on a GPU model with expert parallelism",
+                     "train LoRA with moe.expert_parallel = 1");
   impl_->lora.bind(layout, params, grads, impl_->capacity);
+}
+
+template <class T, class G>
+void DeviceModel<T, G>::set_expert_group(comm::Comm* group) {
+  impl_->set_expert_group(group);  // device_moe_ep.cpp
 }
 
 template <class T, class G>

@@ -3,11 +3,12 @@
 // per-block activations DeviceBlockActs, the scratch of the backward, the logits and the
 // loss totals), the bound unit spans and hooks, and the small helpers every pass uses
 // (unit use/done, the projections with their biases and LoRA adapters). The passes are
-// defined in four files: device_block.cpp (one decoder block, attention and MLP, forward
-// and backward), device_model.cpp (embedding, the stack of blocks, head and loss, and the
-// public DeviceModel), device_objective.cpp (the preference objectives' per-row log-probs
-// and their backward at the head), device_trainable.cpp (the TrainableModel the engine
-// sees).
+// defined in: device_block.cpp (one decoder block, attention and MLP, forward and
+// backward), device_moe.cpp (the mixture-of-experts MLP) and device_moe_ep.cpp (its
+// expert-parallel exchanges), device_model.cpp (embedding, the stack of blocks, head and
+// loss, and the public DeviceModel), device_objective.cpp (the preference objectives'
+// per-row log-probs and their backward at the head), device_trainable.cpp (the
+// TrainableModel the engine sees).
 // Shapes: B batch, T sequence, N = B*T rows, C hidden, H heads, G kv heads, D head_dim,
 // I intermediate, V vocab, L layers.
 #include <span>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "device_lora.hpp"
+#include "zt/comm/comm.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
@@ -66,6 +68,15 @@ struct DeviceBlockActs {
   kc::DeviceBuffer<T> mh;          // [S, I]   silu(g) * u
   kc::DeviceBuffer<T> my;          // [S, C]   each expert's output before its weight
   std::vector<int64_t> offsets;    // host [E + 1]: the plan's expert ranges (rows of expert e)
+  // Expert parallelism (device_moe_ep.cpp; empty without an expert group of P ranks, L = E/P
+  // local experts): this rank's experts ran on the R rows the group sent it, so xp, mg, mu,
+  // mh, my hold R rows (grown on demand: R varies per step, up to P S) in the local plan's
+  // order (model/moe_parallel.hpp local_expert_plan).
+  kc::DeviceBuffer<int32_t> eperm;  // [R]      local plan: sorted row q is received row eperm[q]
+  kc::DeviceBuffer<int32_t> epos;   // [R]      received row r sits at epos[r]
+  kc::DeviceBuffer<T> eys;          // [S, C]   the experts' outputs back, in dispatch order
+  std::vector<int64_t> eoffsets;    // host [L + 1] the local plan's expert ranges
+  std::vector<int64_t> ecounts;     // host [P, L] rows received from rank p for local expert e
 
   // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
   DeviceBlockActs(const Config& c, int64_t N) {
@@ -103,7 +114,21 @@ struct DeviceBlockActs {
            lse.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() + up.bytes() +
            h.bytes() + qr.bytes() + kr.bytes() + rstd_q.bytes() + rstd_k.bytes() + rprobs.bytes() +
            ridx.bytes() + rw.bytes() + perm.bytes() + pos.bytes() + xp.bytes() + mg.bytes() +
-           mu.bytes() + mh.bytes() + my.bytes();
+           mu.bytes() + mh.bytes() + my.bytes() + eperm.bytes() + epos.bytes() + eys.bytes();
+  }
+  // The experts' saved activations (moe_experts_forward's MoeActs).
+  kc::MoeActs<T> experts() { return {xp.data(), mg.data(), mu.data(), mh.data(), my.data()}; }
+  // The plan over E experts, and expert parallelism's local plan over L: perm and pos on
+  // the device, the ranges on the host (dev_offsets only inside the forward, which sets it).
+  kc::MoePlan plan() { return plan_of(perm, pos, offsets); }
+  kc::MoePlan local_plan() { return plan_of(eperm, epos, eoffsets); }
+  static kc::MoePlan plan_of(kc::DeviceBuffer<int32_t>& pm, kc::DeviceBuffer<int32_t>& ps,
+                             const std::vector<int64_t>& ranges) {
+    kc::MoePlan p;
+    p.perm = pm.data();
+    p.pos = ps.data();
+    p.offsets = ranges;
+    return p;
   }
 };
 
@@ -164,6 +189,16 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<double> router_sums; // [2E]    the pass's tokens | probability sums
   kc::DeviceBuffer<int32_t> plan_scratch;  // [moe_plan_scratch(S, E)]
   detail::MoeHost moe_host;             // pinned: expert ranges, probability sums, dprob
+  // Expert parallelism (device_moe_ep.cpp; DeviceModel::set_expert_group): the group of P
+  // ranks (null: none), scratch grown on demand (R rows received, up to P S).
+  comm::Comm* expert_group = nullptr;
+  kc::DeviceBuffer<T> ep_send, ep_recv;      // [max(S, R), C] the rows of one exchange
+  kc::DeviceBuffer<float> ep_dw;             // [R] d loss / d (weight 1) of received rows, unused
+  kc::DeviceBuffer<int64_t> ep_counts;       // [2 P L] counts sent | received (device group)
+  kc::PinnedBuffer<int64_t> ep_counts_h;     // [2 P L] their host ends
+  kc::PinnedBuffer<int32_t> ep_plan_h;       // [2 R] the local plan's perm | pos, uploaded
+  kc::PinnedBuffer<uint8_t> ep_stage_send, ep_stage_recv;  // host group: the rows via host
+  std::vector<comm::Handle> ep_pending;      // device group: exchanges the stream waits for
   RouterStats router;                   // the last forward_trunk_and_norm's (router_stats)
   bool count_router = false;            // inside forward_trunk_and_norm: blocks add to router
   detail::DeviceLora<T, G> lora;       // adapters (bind_lora): the base is frozen when bound
@@ -318,6 +353,23 @@ struct DeviceModel<T, G>::Impl {
   // experts' gradients into unit u's (none when frozen); the aux loss's d/dp (aux_dprob,
   // moe_aux_begin) enters every row's router with router_aux_loss.
   void moe_backward(int l, int u, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // ---- expert parallelism (device_moe_ep.cpp), inside moe_forward / moe_backward ----
+  // After the plan (a.offsets over the E experts): the rows to the experts' ranks, this
+  // rank's experts on what it received, the outputs back and combined into delta [N, C].
+  void ep_experts_forward(const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // dres [N, C] -> dxn [N, C] written (the experts' part), moe_dw [S] written; this rank's
+  // experts' gradients (over the group's rows) into unit u's.
+  void ep_experts_backward(int u, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // rows of `width` T from send (out_rows[q] to rank q, in rank order) into recv (in_rows[q]
+  // from rank q), device buffers; ordered on the stream.
+  void ep_exchange(const T* send, const std::vector<size_t>& out_rows, T* recv,
+                   const std::vector<size_t>& in_rows, int64_t width);
+  // [P, L] counts to each (rank, local expert) -> [P, L] received from each.
+  std::vector<int64_t> ep_exchange_counts(const std::vector<int64_t>& send);
+  // Waits for the device group's exchanges (their errors surface here).
+  void ep_settle();
+  void set_expert_group(comm::Comm* group);
+
   // A forward_trunk_and_norm's statistics: begin zeroes them and counts the blocks'
   // routing; end stops counting and enqueues the copy of the probability sums to the host.
   void moe_stats_begin();
@@ -368,6 +420,7 @@ struct DeviceModel<T, G>::Impl {
                dgate.bytes() + dup.bytes() + attn_delta.bytes() + norm_partial.bytes() +
                rlogits.bytes() + moe_rows.bytes() + moe_dh.bytes() + moe_dw.bytes() +
                aux_dprob.bytes() + router_sums.bytes() + plan_scratch.bytes() +
+               ep_send.bytes() + ep_recv.bytes() + ep_dw.bytes() + ep_counts.bytes() +
                lora.workspace_bytes();
     for (const auto& a : shared) b += a.bytes();
     for (const auto& a : acts) b += a.bytes();

@@ -13,33 +13,15 @@
 // backward's d (coef aux) / d p needs only the tokens, so it is uploaded right after the
 // trunk, and the value, which needs the sums, is formed after the pass's last wait.
 // Device ties: the lower expert first (zt/kernels/cuda/moe.hpp); the CPU model breaks
-// exact ties as torch's CPU topk does.
+// exact ties as torch's CPU topk does. Under expert parallelism (set_expert_group) the
+// router, the plan and the statistics are these; the experts' part runs over the group
+// (device_moe_ep.cpp).
 #include <algorithm>
 
 #include "device_model_impl.hpp"
 #include "zt/comm/device_wait.hpp"
 
 namespace zt::model {
-
-namespace {
-
-// The plan of a block's activations: perm and pos on the device, offsets on the host
-// (dev_offsets only inside the forward, which sets it).
-template <class T>
-kc::MoePlan plan_of(detail::DeviceBlockActs<T>& a) {
-  kc::MoePlan plan;
-  plan.perm = a.perm.data();
-  plan.pos = a.pos.data();
-  plan.offsets = a.offsets;
-  return plan;
-}
-
-template <class T>
-kc::MoeActs<T> experts_acts(detail::DeviceBlockActs<T>& a) {
-  return {a.xp.data(), a.mg.data(), a.mu.data(), a.mh.data(), a.my.data()};
-}
-
-}  // namespace
 
 template <class T, class G>
 void DeviceModel<T, G>::Impl::moe_ensure(const DeviceMoeSizes& z) {
@@ -90,8 +72,10 @@ void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlock
     kc::moe_aux_accumulate(router_sums.data(), router_sums.data() + E, a.rprobs.data(), plan, N, E,
                            stream);
   }
+  // Expert parallelism: the experts live on the group's ranks (device_moe_ep.cpp).
+  if (expert_group) return ep_experts_forward(p, a, N);
   // delta [N, C] = sum_j rw[n, j] expert_{ridx[n, j]}(xn2[n]); xp, mg, mu, mh, my kept
-  kc::moe_experts_forward<T>(gemm, delta.data(), experts_acts(a), a.xn2.data(),
+  kc::moe_experts_forward<T>(gemm, delta.data(), a.experts(), a.xn2.data(),
                              p + o.experts_gate_up, p + o.experts_down, plan, a.rw.data(), N, C,
                              I, E, K, stream);
 }
@@ -104,14 +88,18 @@ void DeviceModel<T, G>::Impl::moe_backward(int l, int u, const T* p,
   const BlockOffsets& o = layout.block_offsets();
   if (static_cast<int64_t>(a.offsets.size()) != E + 1)
     throw std::logic_error("DeviceModel: a MoE block's backward without its forward's plan");
-  const kc::MoePlan plan = plan_of(a);
+  const kc::MoePlan plan = a.plan();
   // dxn [N, C] written (the experts' dx), moe_dw [S] written; the experts' weight gradients
   // accumulated (nullptr: frozen); a.mg, a.mu overwritten with their gradients.
-  kc::moe_experts_backward<T, G>(gemm, dxn.data(), base_grad(u, o.experts_gate_up),
-                                 base_grad(u, o.experts_down), moe_dw.data(), dres.data(),
-                                 experts_acts(a), p + o.experts_gate_up, p + o.experts_down, plan,
-                                 a.rw.data(), moe_rows.data(), moe_dh.data(), N, C, I, E, K,
-                                 /*accumulate_dx=*/false, stream);
+  // (expert parallelism: through the experts' ranks, device_moe_ep.cpp)
+  if (expert_group)
+    ep_experts_backward(u, p, a, N);
+  else
+    kc::moe_experts_backward<T, G>(gemm, dxn.data(), base_grad(u, o.experts_gate_up),
+                                   base_grad(u, o.experts_down), moe_dw.data(), dres.data(),
+                                   a.experts(), p + o.experts_gate_up, p + o.experts_down, plan,
+                                   a.rw.data(), moe_rows.data(), moe_dh.data(), N, C, I, E, K,
+                                   /*accumulate_dx=*/false, stream);
   // rlogits [N, E] := d loss / d logits (the weights' gradient + the aux loss's d/dp)
   kc::moe_route_backward<T>(rlogits.data(), moe_dw.data(),
                             cfg.router_aux_loss ? aux_dprob.data() : nullptr, a.rprobs.data(),

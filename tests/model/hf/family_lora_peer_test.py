@@ -29,9 +29,11 @@ with save_pretrained (vocab 256, so the shipped byte corpus trains it):
    corpus: each run exits 0 and its last step's loss is below its first.
 3. The LoRA run's adapter checkpoint exported with `zt convert h5-to-hf --adapter`:
    PeftModel.from_pretrained on transformers' model of the family loads it, holds exactly
-   the checkpoint's A and B (h5py), and its float64 logits equal zt's (ZT_LORA_LOGITS on
-   the exported adapter_model.safetensors) within 1e-9; the trained adapters move the
-   logits (> 1e-3).
+   all the checkpoint's A and B, equal (h5py); PEFT's save_pretrained of what it loaded
+   holds the same tensors bit for bit and the same adapter_config (r, lora_alpha,
+   use_rslora, target_modules, target_parameters), and zt (ZT_LORA_LOGITS) reading that
+   re-saved adapter_model.safetensors gives PEFT's float64 logits within 1e-9 (the round
+   trip zt -> PEFT -> zt); the trained adapters move the logits (> 1e-3).
 Exit 77 (CTest skip) without torch, transformers, peft or h5py (scripts/install-deps.sh
 --hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
 """
@@ -95,6 +97,9 @@ def train_keys(cfg):
         keys.append("model.attention_bias=true")
     if cfg.model_type == "mistral" and cfg.sliding_window:
         keys.append(f"model.sliding_window={cfg.sliding_window}")
+    if cfg.model_type == "mixtral":
+        keys += [f"model.experts={cfg.num_local_experts}", f"model.experts_per_token={cfg.num_experts_per_tok}",
+                 f"model.router_aux_loss={str(cfg.output_router_logits).lower()}"]
     return keys
 
 
@@ -194,11 +199,11 @@ def metrics_losses(path):
         return [r["loss"] for r in map(json.loads, f) if "loss" in r and "step" in r]
 
 
-def training(c, zt, work, name, h5, keys, targets, rank, alpha):
-    """Part 2: full, LoRA and QLoRA runs from the imported base; returns the LoRA run's
-    checkpoint directory (or None)."""
+def training(c, zt, work, name, h5, keys, targets, rank, alpha, methods=("full", "lora", "qlora")):
+    """Part 2: full, LoRA and QLoRA runs (`methods`) from the imported base; returns the LoRA
+    run's checkpoint directory (or None)."""
     lora_dir = None
-    for method in ("full", "lora", "qlora"):
+    for method in methods:
         tag = f"{name}: zt train {method}"
         ck = os.path.join(work, f"{name}-{method}")
         metrics = ck + ".jsonl"
@@ -221,6 +226,19 @@ def training(c, zt, work, name, h5, keys, targets, rank, alpha):
     return lora_dir
 
 
+def same_adapters(torch, a, b):
+    """Two PEFT adapter folders hold the same tensors (bit for bit) and the same r, lora_alpha,
+    use_rslora, target_modules and target_parameters."""
+    from safetensors.torch import load_file
+    ta, tb = (load_file(os.path.join(d, "adapter_model.safetensors")) for d in (a, b))
+    ca, cb = (json.load(open(os.path.join(d, "adapter_config.json"))) for d in (a, b))
+    keys = ("r", "lora_alpha", "use_rslora")
+    lists = ("target_modules", "target_parameters")
+    return (ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
+            and all(ca.get(k) == cb.get(k) for k in keys)
+            and all(set(ca.get(k) or []) == set(cb.get(k) or []) for k in lists))
+
+
 def export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, model_cls, lora_dir,
                     targets, rank, alpha, tokens, load_kw=None, run=peft_pass):
     """Part 3: the LoRA run's adapters exported for PEFT (the base loaded with `load_kw` more
@@ -236,17 +254,25 @@ def export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, 
     pm = peft.PeftModel.from_pretrained(base, out_dir)
     same, n = True, 0
     with h5py.File(ckpt, "r") as f:
+        held = sum(1 for k in f["params"] if ".lora_" in k)
         for pname, prm in pm.named_parameters():
             if "lora_" in pname:
                 key = pname.replace("base_model.model.", "", 1).replace(".default", "")
                 same &= key in f["params"] and bool((torch.from_numpy(f["params"][key][()]) == prm.detach()).all())
                 n += 1
-    c.check(same and n > 0, f"{name}: PEFT loads the export: its {n} adapter tensors equal the checkpoint's")
+    c.check(same and n == held > 0, f"{name}: PEFT loads the export: its {n} adapter tensors are the "
+                                     f"checkpoint's {held}, equal")
+    # The round trip: PEFT saves what it loaded; the folder holds the same tensors (bit for
+    # bit) and configuration, and zt reads PEFT's file back (the logits below).
+    again = out_dir + "-resaved"
+    pm.save_pretrained(again, save_embedding_layers=False)  # (lm_head targeted: PEFT adds the base's otherwise)
+    c.check(same_adapters(torch, out_dir, again), f"{name}: PEFT's save_pretrained of the loaded export "
+                                                  f"holds zt's tensors and adapter_config")
     ids = torch.tensor([tokens])
     logits, _, _, _ = run(torch, pm, ids, "f64", backward=False)
     with pm.disable_adapter(), torch.no_grad():
         plain = pm(ids).logits[0].double()
-    z = zt_pass(c, zt_lora_logits, h5, os.path.join(out_dir, "adapter_model.safetensors"), targets, rank,
+    z = zt_pass(c, zt_lora_logits, h5, os.path.join(again, "adapter_model.safetensors"), targets, rank,
                 alpha, tokens, "f64", name + " export")
     if z is None:
         return

@@ -22,22 +22,42 @@ lora.targets = q,v,experts.gate_up,experts.down; rank 4, alpha 8. Then:
    - sensitivity: the adapters move PEFT's logits by > 1e-2; every adapter tensor gets a
      gradient (max |g| > 1e-6).
 3. `zt train` with those lora.* keys, 6 steps from the imported base on the shipped
-   corpus: exit 0 and the loss falls; its checkpoint exported with `zt convert h5-to-hf
-   --adapter` (adapter_config.json with target_parameters): PeftModel.from_pretrained
-   loads it, holds exactly the checkpoint's tensors (h5py), and its float64 logits equal
-   zt's on the export within 1e-9; the trained adapters move the logits (> 1e-3).
+   corpus (family_lora_peer_test.training): exit 0 and the loss falls; its checkpoint
+   exported with `zt convert h5-to-hf --adapter` (adapter_config.json with
+   target_parameters): PeftModel.from_pretrained loads it, holds exactly the checkpoint's
+   16 tensors (h5py); PEFT's save_pretrained of it holds the same tensors bit for bit and
+   the same config (target_parameters too), and zt reading that re-saved file gives
+   PEFT's float64 logits within 1e-9 (the round trip zt -> PEFT -> zt,
+   family_lora_peer_test.export_adapters); the trained adapters move the logits (> 1e-3).
+4. AdamW against PEFT + torch.optim.AdamW: a token file of exactly one global batch (2 x 24
+   + 1 byte tokens: every step's batch is both windows); zt trains LoRA 1 step at lr 0 (its
+   initial adapters: A from its init, B = 0), exported and loaded by PEFT (is_trainable);
+   then zt trains 2 steps (lr 1e-2 constant, betas 0.9/0.95, eps 0.1 (EPS), weight decay
+   0.1, no clipping), a checkpoint after each, exported; PEFT takes the same 2 steps with
+   torch's AdamW on the mean cross-entropy of the batch:
+   - each step's loss and adapter gradient norm equal zt's within 1e-5 relative (step 2's
+     loss is the loss after step 1);
+   - after each step every adapter tensor equals zt's exported one within 1e-4 of its max,
+     and the step (after - before) equals zt's within 1e-3 of its max (step 1: B's first
+     step and A's weight decay alone, B = 0; step 2: A's first gradient); every expert
+     tensor moves (> 5e-4 of its max) and the loss moves, so the checks can fail;
+   - PEFT's adapters after step 2, saved by PEFT and read by zt (ZT_LORA_LOGITS, float32):
+     the loss of the first window equals PEFT's within 1e-5 relative.
 Exit 77 (CTest skip) without torch, transformers, peft or h5py (scripts/install-deps.sh
 --hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
 """
+import json
 import os
+import random
 import sys
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
-from family_lora_peer_test import export_adapters, metrics_losses, peft_pass, rel, zt_pass  # noqa: E402
-from hf_common import import_hf, peer_start, require, train_tiny  # noqa: E402
+from family_lora_peer_test import (export_adapters, peft_pass, rel, train_keys, training,  # noqa: E402
+                                   zt_pass)
+from hf_common import import_hf, peer_start, require, run_zt, train_tiny  # noqa: E402
 
 TOL64 = 1e-9
 TOL32 = 1e-5
@@ -47,6 +67,14 @@ T = 24
 RANK, ALPHA = 4, 8.0
 TARGETS = "q,v,experts.gate_up,experts.down"
 E, K = 4, 2
+# Part 4's optimizer: AdamW, constant lr, decoupled weight decay. Adam's first step is
+# lr g / (|g| + eps), whose slope in g is up to lr / eps: two fp32 gradients that agree to
+# ~1e-5 of their max (part 2) give steps that agree to ~1e-5 max|g| / eps of lr. eps 0.1
+# keeps that at fp32 rounding (measured: eps 1e-8 gives 6e-3 after step 2, 1e-3 6e-4,
+# 1e-1 2e-5 of the adapters' max) and the step still Adam's (|g| up to ~eps and more).
+SEQ, BATCH = 24, 2
+LR, BETAS, EPS, WD = 1e-2, (0.9, 0.95), 0.1, 0.1
+UTOL = 1e-3  # zt's update against torch's, relative to the update's max
 
 
 def router_f64(self, hidden_states):
@@ -134,29 +162,125 @@ def peft_vs_zt(c, torch, peft, transformers, zt_lora_logits, folder, h5, tokens)
 
 
 def train_and_export(c, torch, peft, transformers, h5py, zt, zt_lora_logits, work, folder, h5, cfg, tokens):
-    """Part 3: zt trains the adapters; family_lora_peer_test.export_adapters checks the export."""
-    keys = [f"model.family={cfg.model_type}", f"model.vocab={cfg.vocab_size}",
-            f"model.hidden={cfg.hidden_size}", f"model.layers={cfg.num_hidden_layers}",
-            f"model.heads={cfg.num_attention_heads}", f"model.kv_heads={cfg.num_key_value_heads}",
-            f"model.intermediate={cfg.intermediate_size}", f"model.experts={E}",
-            f"model.experts_per_token={K}", "model.router_aux_loss=false",
-            f"model.context={cfg.max_position_embeddings}", f"model.norm_eps={cfg.rms_norm_eps}",
-            "model.tied_embeddings=false", f"model.rope_theta={cfg.rope_parameters['rope_theta']}"]
-    ck = os.path.join(work, "mixtral-lora")
-    metrics = ck + ".jsonl"
-    rc, out = train_tiny(zt, work, ck, 6, keys + [
-        f"ckpt.init_from={h5}", f"log.metrics={metrics}", "train.lr=3e-2", "finetune.method=lora",
-        f"lora.targets={TARGETS}", f"lora.rank={RANK}", f"lora.alpha={ALPHA}"])
-    c.check(rc == 0, f"zt train lora on the experts, 6 steps (exit {rc})")
-    if rc != 0:
+    """Part 3: zt trains the adapters (family_lora_peer_test.training, LoRA only);
+    family_lora_peer_test.export_adapters checks the export and its round trip."""
+    ck = training(c, zt, work, "mixtral", h5, train_keys(cfg), TARGETS, RANK, ALPHA, methods=("lora",))
+    if ck:
+        export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, "mixtral", folder, h5,
+                        transformers.MixtralForCausalLM, ck, TARGETS, RANK, ALPHA, tokens,
+                        load_kw={"experts_implementation": "eager"}, run=peft_run)
+
+
+def one_batch(c, h5py, zt, work):
+    """A token file of exactly one global batch, BATCH x SEQ + 1 byte tokens: the sampler's
+    windows are the whole file (no slack, no shift), so every step's batch is all of them.
+    Returns (path, the windows as a list of BATCH lists of SEQ + 1 tokens) or None."""
+    r = random.Random(3)
+    text = os.path.join(work, "batch.txt")
+    with open(text, "w") as f:
+        f.write("".join(chr(r.randrange(32, 127)) for _ in range(BATCH * SEQ + 1)))
+    path = os.path.join(work, "batch.h5")
+    rc, out = run_zt(zt, "convert", "text-to-tokens", "--force", text, path)
+    toks = []
+    if rc == 0:
+        with h5py.File(path, "r") as f:
+            toks = f["tokens"][()].tolist()
+    c.check(len(toks) == BATCH * SEQ + 1, f"text-to-tokens: one batch of {len(toks)} tokens (exit {rc})")
+    if len(toks) != BATCH * SEQ + 1:
+        print(out[-2000:])
+        return None
+    return path, [toks[j * SEQ:j * SEQ + SEQ + 1] for j in range(BATCH)]
+
+
+def zt_steps(c, zt, work, name, keys, lr, steps):
+    """`zt train` (keys: the model, the base, the batch, LoRA) for `steps` steps at `lr` with
+    the optimizer above (BETAS, EPS, WD, constant lr, no clipping); a checkpoint after every
+    step, each exported with `h5-to-hf --adapter` to NAME-step-K. Returns the metrics' step
+    rows, or None."""
+    ck = os.path.join(work, name)
+    rc, out = train_tiny(zt, work, ck, steps, keys + [
+        f"train.seq_len={SEQ}", f"train.global_batch={BATCH}", f"train.micro_batch={BATCH}",
+        f"train.lr={lr}", f"train.min_lr={lr}", f"train.weight_decay={WD}", f"train.beta1={BETAS[0]}",
+        f"train.beta2={BETAS[1]}", f"train.eps={EPS}", "train.grad_clip=0", "data.eval_fraction=0",
+        "ckpt.every=1", f"log.metrics={ck}.jsonl"])
+    rows = [r for r in map(json.loads, open(ck + ".jsonl")) if "loss" in r and "step" in r] if rc == 0 else []
+    c.check(rc == 0 and len(rows) == steps, f"{name}: zt train LoRA, {steps} step(s) at lr {lr} (exit {rc})")
+    for k in range(1, steps + 1 if rc == 0 else 0):
+        rc, out = run_zt(zt, "convert", "h5-to-hf", os.path.join(ck, f"step-{k}.h5"), f"{ck}-step-{k}", "--adapter")
+        c.check(rc == 0, f"{name}: step {k}'s adapters exported (exit {rc})")
+    if rc != 0 or len(rows) != steps:
         print(out[-3000:])
+        return None
+    return rows
+
+
+def adamw_steps(c, torch, peft, transformers, h5py, zt, zt_lora_logits, work, folder, h5, cfg):
+    """Part 4: zt's AdamW steps on the expert adapters against PEFT + torch.optim.AdamW."""
+    from safetensors.torch import load_file
+    batch = one_batch(c, h5py, zt, work)
+    if batch is None:
         return
-    losses = metrics_losses(metrics)
-    c.check(len(losses) == 6 and losses[-1] < losses[0],
-            f"zt train: the loss falls ({' '.join(f'{x:.3f}' for x in losses)})")
-    export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, "mixtral", folder, h5,
-                    transformers.MixtralForCausalLM, ck, TARGETS, RANK, ALPHA, tokens,
-                    load_kw={"experts_implementation": "eager"}, run=peft_run)
+    keys = train_keys(cfg) + [f"ckpt.init_from={h5}", f"data.path={batch[0]}", "finetune.method=lora",
+                              f"lora.targets={TARGETS}", f"lora.rank={RANK}", f"lora.alpha={ALPHA}"]
+    if zt_steps(c, zt, work, "step0", keys, 0.0, 1) is None:
+        return
+    rows = zt_steps(c, zt, work, "steps", keys, LR, 2)
+    if rows is None:
+        return
+    base = transformers.MixtralForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa",
+                                                            experts_implementation="eager")
+    pm = peft.PeftModel.from_pretrained(base, os.path.join(work, "step0-step-1"), is_trainable=True)
+    pm.train()
+    named = {n.replace("base_model.model.", "", 1).replace(".default", ""): p
+             for n, p in pm.named_parameters() if p.requires_grad}
+    opt = torch.optim.AdamW(list(named.values()), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+    w = torch.tensor(batch[1])
+    x, y = w[:, :-1], w[:, 1:]
+    before = {k: p.detach().clone() for k, p in named.items()}
+    losses = []
+    for k, z in enumerate(rows, 1):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(pm(x).logits.reshape(-1, cfg.vocab_size), y.reshape(-1))
+        loss.backward()
+        norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in named.values())))
+        losses.append(loss.item())
+        dl, dn = abs(z["loss"] - losses[-1]) / losses[-1], abs(z["grad_norm"] - norm) / norm
+        c.check(dl <= TOL32 and dn <= TOL32,
+                f"step {k}: zt loss {z['loss']:.9f}, gradient norm {z['grad_norm']:.9f} vs PEFT {losses[-1]:.9f}, "
+                f"{norm:.9f}: rel {dl:.2e}, {dn:.2e} (<= {TOL32:.0e})")
+        opt.step()
+        zt_after = load_file(os.path.join(work, f"steps-step-{k}", "adapter_model.safetensors"))
+        zt_after = {n.replace("base_model.model.", "", 1): t for n, t in zt_after.items()}
+        if set(zt_after) != set(named):
+            c.check(False, f"step {k}: zt's adapters are PEFT's: {sorted(set(zt_after) ^ set(named))[:4]}")
+            return
+        worst = max(rel(torch, zt_after[n], p.detach()) for n, p in named.items())
+        upd = {n: max(rel(torch, zt_after[n] - before[n], p.detach() - before[n]), 0.0) for n, p in named.items()}
+        ex = max(v for n, v in upd.items() if "experts" in n)
+        moved = min((p.detach() - before[n]).abs().max().item() / p.detach().abs().max().item()
+                    for n, p in named.items() if "experts" in n)
+        print(f"      step {k}: adapters max |zt - PEFT| / max |PEFT| {worst:.2e}; updates max |dzt - dPEFT| / "
+              f"max |dPEFT| {max(upd.values()):.2e} (experts' {ex:.2e}); smallest expert update {moved:.2e} of its max")
+        c.check(worst <= GTOL32, f"step {k}: every adapter after the step equals PEFT's + AdamW's within "
+                                 f"{GTOL32:.0e} of its max ({worst:.2e})")
+        c.check(max(upd.values()) <= UTOL, f"step {k}: every update equals torch AdamW's within {UTOL:.0e} of its "
+                                           f"max ({max(upd.values()):.2e})")
+        c.check(moved > 5e-4, f"step {k}: every expert adapter moved (by {moved:.2e} of its max > 5e-4)")
+        before = {n: p.detach().clone() for n, p in named.items()}
+    c.check(abs(losses[1] - losses[0]) > 100 * TOL32 * losses[0],
+            f"the step moves the loss ({losses[0]:.6f} -> {losses[1]:.6f}), so the loss check after it can fail")
+    # PEFT's adapters after step 2 (save_pretrained) read back by zt: its loss on window 0.
+    pm.eval()
+    with torch.no_grad():
+        l0 = torch.nn.functional.cross_entropy(pm(x[:1]).logits[0], y[0]).item()
+    out = os.path.join(work, "peft-step-2")
+    pm.save_pretrained(out)
+    z = zt_pass(c, zt_lora_logits, h5, os.path.join(out, "adapter_model.safetensors"), TARGETS, RANK, ALPHA,
+                batch[1][0], "f32", "PEFT's step 2")
+    if z is not None:
+        d = abs(z["loss"] - l0) / l0
+        c.check(d <= TOL32, f"PEFT's adapters after 2 AdamW steps, read by zt: loss {z['loss']:.7f} vs PEFT "
+                            f"{l0:.7f} (rel {d:.2e} <= {TOL32:.0e})")
 
 
 def main():
@@ -178,6 +302,7 @@ def main():
         peft_vs_zt(c, torch, peft, transformers, zt_lora_logits, folder, h5, tokens)
         train_and_export(c, torch, peft, transformers, h5py, zt, zt_lora_logits, work, folder, h5,
                          model.config, tokens)
+        adamw_steps(c, torch, peft, transformers, h5py, zt, zt_lora_logits, work, folder, h5, model.config)
     c.finish()
 
 

@@ -72,7 +72,8 @@ struct MoeActs {
 };
 
 // out [N, C] (written) = sum_j w[n, j] y[pos[n k + j]]; acts written.
-//   x [N, C], gate_up [E, 2I, C], down [E, C, I], w [N, k]
+//   x [N, C], gate_up [E, 2I, C], down [E, C, I], w [N, k] (nullptr: weights 1, as for
+//   the rows an expert rank received under expert parallelism; also in the backward)
 template <class T>
 void moe_experts_forward(Gemm& gemm, T* out, const MoeActs<T>& acts, const T* x,
                          const T* gate_up, const T* down, const MoePlan& plan, const float* w,
@@ -90,6 +91,24 @@ void moe_experts_backward(Gemm& gemm, T* dx, G* dgate_up, G* ddown, float* dw, c
                           const MoePlan& plan, const float* w, T* scratch_rows, T* scratch_h,
                           int64_t N, int64_t C, int64_t I, int64_t E, int64_t k,
                           bool accumulate_dx = true, cudaStream_t stream = nullptr);
+
+// The steps of moe_experts_forward / backward around the experts' GEMMs, for a caller that
+// moves the permuted rows elsewhere (expert parallelism: src/model/cuda/device_moe_ep.cpp).
+// xp [S, C] (written): xp[p] = x[perm[p] / k]   (x [S / k, C])
+template <class T>
+void moe_gather(T* xp, const T* x, const int32_t* perm, int64_t S, int64_t C, int64_t k,
+                cudaStream_t stream = nullptr);
+// out [N, C] (written, or added to when accumulate) = sum_j w[n k + j] rows[pos[n k + j]]
+// (rows [N k, C]; w nullptr: weights 1).
+template <class T>
+void moe_combine(T* out, const T* rows, const int32_t* pos, const float* w, int64_t N, int64_t C,
+                 int64_t k, bool accumulate, cudaStream_t stream = nullptr);
+// dw [S] (written) = dout[s / k] . y[pos[s]];  dyp [S, C] (written): dyp[pos[s]] = w[s] dout[s / k]
+//   dout [S / k, C], y [S, C]; w nullptr: weights 1
+template <class T>
+void moe_weight_backward(float* dw, T* dyp, const T* dout, const T* y, const int32_t* pos,
+                         const float* w, int64_t S, int64_t C, int64_t k,
+                         cudaStream_t stream = nullptr);
 
 // The load-balancing statistics of one layer added to the micro-batch's (device, double):
 // tokens [E] += the rows routed to e (plan.dev_offsets), prob_sum [E] += sum_n probs[n, e]
