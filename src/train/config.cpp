@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "zt/core/checked.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -71,8 +73,9 @@ config::Schema train_schema() {
                   "causal; Mistral 7B: 4096)"),
         0, 1 << 24);
   range(s.add_int("model.experts", std::nullopt,
-                  "override: experts per block (mixtral family; Mixtral 8x7B: 8)"),
-        1, model::Config::kMaxExperts);
+                  "override: experts per block (mixtral, qwen2_moe, qwen3_moe; Mixtral 8x7B: 8; "
+                  "0: the dense MLP of the other families)"),
+        0, model::Config::kMaxExperts);
   range(s.add_int("model.experts_per_token", std::nullopt,
                   "override: experts each token is routed to (1 .. model.experts; Mixtral: 2)"),
         1, model::Config::kMaxExperts);
@@ -83,6 +86,26 @@ config::Schema train_schema() {
   s.add_bool("model.router_aux_loss", std::nullopt,
              "override: add router_aux_loss_coef x the load-balancing loss to the loss "
              "(transformers' output_router_logits; default false, as transformers)");
+  // Qwen's mixture of experts (qwen2_moe, qwen3_moe; refused by name on the other families):
+  // the fields their config.json files and the checkpoints' model_config carry.
+  range(s.add_int("model.moe_intermediate", std::nullopt,
+                  "override: the experts' width (moe_intermediate_size; qwen2_moe, qwen3_moe; "
+                  "0: model.intermediate)"),
+        0, model::Config::kMaxIntermediate);
+  range(s.add_int("model.shared_expert_intermediate", std::nullopt,
+                  "override: the shared expert's width (shared_expert_intermediate_size; "
+                  "qwen2_moe, which needs it; Qwen1.5-MoE-A2.7B: 5632)"),
+        0, model::Config::kMaxIntermediate);
+  s.add_bool("model.norm_topk_prob", std::nullopt,
+             "override: renormalise the k chosen router probabilities (qwen2_moe, qwen3_moe; "
+             "Mixtral always does)");
+  range(s.add_int("model.decoder_sparse_step", std::nullopt,
+                  "override: layer l has the experts when (l + 1) % N == 0 (qwen2_moe, "
+                  "qwen3_moe; 1: every layer)"),
+        1, model::Config::kMaxLayers);
+  s.add_string("model.mlp_only_layers", std::nullopt,
+               "override: layers with the dense MLP among the experts' ones, comma-separated "
+               "indices, e.g. 0,3 (qwen2_moe, qwen3_moe; empty: none)");
   range(s.add_int("model.first_sliding_layer", std::nullopt,
                   "override: layers from this one on use model.sliding_window, earlier ones "
                   "attend in full (Qwen's max_window_layers; 0: every layer)"),
@@ -187,6 +210,26 @@ config::Schema train_schema() {
   return s;
 }
 
+std::vector<int64_t> parse_layer_list(const std::string& text, const std::string& key) {
+  std::vector<int64_t> layers;
+  if (text.find_first_not_of(" \t") == std::string::npos) return layers;
+  const auto refuse = [&](const std::string& why) {
+    throw InputError(key + " = \"" + text + "\": " + why,
+                     "list layer indices, comma-separated (e.g. 0,3), or leave it empty for none");
+  };
+  nlohmann::json j;
+  try {  // "0, 3" is the JSON array [0, 3] without its brackets
+    j = nlohmann::json::parse("[" + text + "]");
+  } catch (const nlohmann::json::exception&) {
+    refuse("not a list of integers");
+  }
+  for (const nlohmann::json& v : j) {
+    if (!v.is_number_integer()) refuse("holds " + v.dump() + ", not an integer");
+    layers.push_back(v.get<int64_t>());
+  }
+  return layers;
+}
+
 TrainConfig resolve(const config::Config& c, int world) {
   TrainConfig t;
   t.world = world;
@@ -209,6 +252,12 @@ TrainConfig resolve(const config::Config& c, int world) {
   if (c.has("model.router_aux_loss_coef"))
     t.model.router_aux_loss_coef = c.get_float("model.router_aux_loss_coef");
   if (c.has("model.router_aux_loss")) t.model.router_aux_loss = c.get_bool("model.router_aux_loss");
+  override_int("model.moe_intermediate", t.model.moe_intermediate);
+  override_int("model.shared_expert_intermediate", t.model.shared_expert_intermediate);
+  if (c.has("model.norm_topk_prob")) t.model.norm_topk_prob = c.get_bool("model.norm_topk_prob");
+  override_int("model.decoder_sparse_step", t.model.decoder_sparse_step);
+  if (c.has("model.mlp_only_layers"))
+    t.model.mlp_only_layers = parse_layer_list(c.get_string("model.mlp_only_layers"), "model.mlp_only_layers");
   override_int("model.first_sliding_layer", t.model.first_sliding_layer);
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.family")) t.model.family = c.get_string("model.family");
@@ -231,7 +280,9 @@ TrainConfig resolve(const config::Config& c, int world) {
                         "model.rope_high_freq_factor", "model.rope_original_context",
                         "model.sliding_window", "model.experts", "model.experts_per_token",
                         "model.router_aux_loss_coef", "model.router_aux_loss",
-                        "model.first_sliding_layer"})
+                        "model.moe_intermediate", "model.shared_expert_intermediate",
+                        "model.norm_topk_prob", "model.decoder_sparse_step",
+                        "model.mlp_only_layers", "model.first_sliding_layer"})
     overridden = overridden || c.has(k);
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();
