@@ -396,6 +396,51 @@ TrainConfig resolve(const config::Config& c, int world) {
   return t;
 }
 
+std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& t) {
+  const auto value_of = [&](const config::Key& k) -> config::Value {
+    switch (k.type) {
+      case config::Type::kInt: return c.get_int(k.name);
+      case config::Type::kFloat: return c.get_float(k.name);
+      case config::Type::kBool: return c.get_bool(k.name);
+      default: return c.get_string(k.name);
+    }
+  };
+  // Given on the command line or in a file, and not the default value (a file listing
+  // every key at its default says nothing).
+  const auto given = [&](const config::Key& k) {
+    return c.has(k.name) && c.origin(k.name) != "default" &&
+           (!k.default_value || value_of(k) != *k.default_value);
+  };
+  const std::string rope = t.model.rope_scaling.type;
+  // (key or prefix, inert in this run, why and the fix)
+  const struct {
+    const char* key;
+    bool inert;
+    const char* why;
+  } rules[] = {
+      {"model.router_aux_loss_coef", !t.model.router_aux_loss,
+       "the load-balancing loss is off (model.router_aux_loss = false, as transformers' "
+       "output_router_logits): set model.router_aux_loss = true to add it to the loss"},
+      {"lora.", t.lora.method == model::FinetuneMethod::kFull,
+       "finetune.method = full trains every weight without adapters: set finetune.method = "
+       "lora or qlora"},
+      {"dpo.", t.pref.objective != Objective::kDpo, "set finetune.objective = dpo to use it"},
+      {"orpo.", t.pref.objective != Objective::kOrpo, "set finetune.objective = orpo to use it"},
+      {"model.rope_factor", rope == "default", "set model.rope_type = linear or llama3"},
+      {"model.rope_low_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
+      {"model.rope_high_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
+      {"model.rope_original_context", rope != "llama3", "set model.rope_type = llama3"},
+      {"model.first_sliding_layer", t.model.sliding_window == 0, "set model.sliding_window"},
+      {"model.experts_per_token", !t.model.moe(), "the model has no experts (model.experts = 0)"}};
+  std::vector<std::string> out;
+  for (const config::Key& k : c.schema().keys())
+    for (const auto& r : rules)
+      if (r.inert && k.name.starts_with(r.key) && given(k))
+        out.push_back(strf("%s = %s has no effect in this run: %s", k.name.c_str(),
+                           config::value_to_string(value_of(k)).c_str(), r.why));
+  return out;
+}
+
 int resolve_threads(int configured, int ranks_on_node) {
   const int host = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const char* env = std::getenv("OMP_NUM_THREADS");

@@ -128,6 +128,48 @@ TEST(TrainConfig, DenseFamilyOnAMoePresetTakesExpertsZero) {
                      {"model.mlp_only_layers = \"0,x\"", "comma-separated"});
 }
 
+// Keys given that another key turns off are named, one rule for all of them; the same
+// keys where their feature is on, or given at their default, are not.
+TEST(TrainConfig, InertKeysAreNamedWithTheirFix) {
+  const zt::config::Schema schema = zt::train::train_schema();
+  const auto inert = [&](const std::vector<std::string>& sets) {
+    const zt::config::Config c = zt::config::load(schema, "", sets);
+    std::string all;
+    for (const std::string& w : zt::train::inert_keys(c, zt::train::resolve(c, 1))) all += w + "\n";
+    return all;
+  };
+  const std::vector<std::string> moe = {"model.family=mixtral", "model.experts=4", "model.experts_per_token=2"};
+  const auto with = [&](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const struct {
+    std::vector<std::string> sets;
+    std::string named;  // "" : nothing named
+  } cases[] = {
+      {with(moe, {"model.router_aux_loss_coef=0.02"}), "model.router_aux_loss_coef = 0.02 has no effect"},
+      {with(moe, {"model.router_aux_loss_coef=0.02", "model.router_aux_loss=true"}), ""},
+      {{"lora.rank=16"}, "lora.rank = 16 has no effect in this run: finetune.method = full"},
+      {{"lora.rank=16", "finetune.method=lora"}, ""},
+      {{"lora.rank=8"}, ""},  // the default: a file listing every key says nothing
+      {{"dpo.beta=0.3"}, "dpo.beta = 0.3 has no effect in this run: set finetune.objective = dpo"},
+      {{"orpo.lambda=0.5", "finetune.objective=dpo"}, "orpo.lambda = 0.5 has no effect"},
+      {{"model.rope_factor=2"}, "model.rope_factor = 2.0 has no effect"},
+      {{"model.rope_factor=2", "model.rope_type=linear"}, ""},
+      {{"model.rope_low_freq_factor=2", "model.rope_type=linear"}, "model.rope_low_freq_factor = 2.0"},
+      {{"model.first_sliding_layer=1"}, "model.first_sliding_layer = 1 has no effect"},
+      {{"model.first_sliding_layer=1", "model.sliding_window=8"}, ""},
+      {{"model.experts_per_token=2"}, "model.experts_per_token = 2 has no effect"},
+  };
+  for (const auto& c : cases) {
+    const std::string got = inert(c.sets);
+    if (c.named.empty())
+      EXPECT_EQ(got, "") << c.sets.back();
+    else
+      EXPECT_NE(got.find(c.named), std::string::npos) << c.sets.back() << ": " << got;
+  }
+}
+
 TEST(TrainConfig, EveryKeyHasADescriptionAndASection) {
   const zt::config::Schema s = zt::train::train_schema();
   for (const auto& k : s.keys()) {
