@@ -86,30 +86,28 @@ config::Schema train_schema() {
   s.add_bool("model.router_aux_loss", std::nullopt,
              "override: add router_aux_loss_coef x the load-balancing loss to the loss "
              "(transformers' output_router_logits; default false, as transformers)");
-  // Qwen's mixture of experts (qwen2_moe, qwen3_moe; refused by name on the other families):
-  // the fields their config.json files and the checkpoints' model_config carry.
+  // Qwen's MoE fields (qwen2_moe, qwen3_moe; Config validates them per family)
   range(s.add_int("model.moe_intermediate", std::nullopt,
-                  "override: the experts' width (moe_intermediate_size; qwen2_moe, qwen3_moe; "
+                  "override: the experts' width (qwen2_moe, qwen3_moe's moe_intermediate_size; "
                   "0: model.intermediate)"),
         0, model::Config::kMaxIntermediate);
   range(s.add_int("model.shared_expert_intermediate", std::nullopt,
-                  "override: the shared expert's width (shared_expert_intermediate_size; "
-                  "qwen2_moe, which needs it; Qwen1.5-MoE-A2.7B: 5632)"),
+                  "override: qwen2_moe's shared expert width (shared_expert_intermediate_size)"),
         0, model::Config::kMaxIntermediate);
   s.add_bool("model.norm_topk_prob", std::nullopt,
              "override: renormalise the k chosen router probabilities (qwen2_moe, qwen3_moe; "
-             "Mixtral always does)");
+             "mixtral always does)");
   range(s.add_int("model.decoder_sparse_step", std::nullopt,
-                  "override: layer l has the experts when (l + 1) % N == 0 (qwen2_moe, "
-                  "qwen3_moe; 1: every layer)"),
+                  "override: layer l has the experts when (l + 1) % step == 0, the others the "
+                  "dense MLP (qwen2_moe, qwen3_moe; 1: every layer)"),
         1, model::Config::kMaxLayers);
-  s.add_string("model.mlp_only_layers", std::nullopt,
-               "override: layers with the dense MLP among the experts' ones, comma-separated "
-               "indices, e.g. 0,3 (qwen2_moe, qwen3_moe; empty: none)");
   range(s.add_int("model.first_sliding_layer", std::nullopt,
                   "override: layers from this one on use model.sliding_window, earlier ones "
                   "attend in full (Qwen's max_window_layers; 0: every layer)"),
         0, 1 << 16);
+  s.add_string("model.mlp_only_layers", std::nullopt,
+               "override: layers with the dense MLP among the experts' ones, comma-separated "
+               "indices, e.g. 0,3 (qwen2_moe, qwen3_moe's mlp_only_layers; empty: none)");
   range(s.add_float("model.init_std", 0.02, "std of the normal init of weights"), 0.0, 1e3);
 
   // --- train ------------------------------------------------------------------------
@@ -256,9 +254,9 @@ TrainConfig resolve(const config::Config& c, int world) {
   override_int("model.shared_expert_intermediate", t.model.shared_expert_intermediate);
   if (c.has("model.norm_topk_prob")) t.model.norm_topk_prob = c.get_bool("model.norm_topk_prob");
   override_int("model.decoder_sparse_step", t.model.decoder_sparse_step);
+  override_int("model.first_sliding_layer", t.model.first_sliding_layer);
   if (c.has("model.mlp_only_layers"))
     t.model.mlp_only_layers = parse_layer_list(c.get_string("model.mlp_only_layers"), "model.mlp_only_layers");
-  override_int("model.first_sliding_layer", t.model.first_sliding_layer);
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.family")) t.model.family = c.get_string("model.family");
   override_int("model.head_dim", t.model.head_dim_);
@@ -278,11 +276,12 @@ TrainConfig resolve(const config::Config& c, int world) {
                         "model.family", "model.head_dim", "model.attention_bias",
                         "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
                         "model.rope_high_freq_factor", "model.rope_original_context",
+                        "model.mlp_only_layers",
                         "model.sliding_window", "model.experts", "model.experts_per_token",
                         "model.router_aux_loss_coef", "model.router_aux_loss",
-                        "model.moe_intermediate", "model.shared_expert_intermediate",
-                        "model.norm_topk_prob", "model.decoder_sparse_step",
-                        "model.mlp_only_layers", "model.first_sliding_layer"})
+                        "model.first_sliding_layer", "model.moe_intermediate",
+                        "model.shared_expert_intermediate", "model.norm_topk_prob",
+                        "model.decoder_sparse_step"})
     overridden = overridden || c.has(k);
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();
