@@ -2,7 +2,14 @@
 include(GoogleTest)
 set(ZT_MPIEXEC_FLAGS --oversubscribe --bind-to none CACHE STRING "Extra flags for mpiexec in tests")
 # Open MPI refuses to run as root without these; CI and the dev machines run as root.
-set(ZT_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+# PMIX_MCA_psec=^munge: mpirun's PMIx server (libpmix2) loads its munge security plugin
+# whenever libmunge is installed (install-deps.sh --slurm) and asks munged for a
+# credential at start; with munged down but its socket left behind (a killed munged: the
+# Slurm tests start one), libmunge retries the refused connect for 2.3 s, on every mpirun.
+# That was the ci stage's 777 -> 1,232 s (docs/reliability.md, "CI time, session 15").
+# The local launches use PMIx's native (uid) security either way.
+set(ZT_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    PMIX_MCA_psec=^munge)
 
 # zt_add_unit_test(NAME src... LIBS lib... [LABELS ...])
 function(zt_add_unit_test name)
