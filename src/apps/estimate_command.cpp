@@ -132,6 +132,10 @@ Resolved resolve(const Args& a) {
   // Expert parallelism with the configured hpZ, offload and model (the rows below try
   // other hpZ and offload choices; what the engine refuses must not become a row).
   checked.validate_experts(s.world(), s.model);
+  if (s.device == Device::kGpu) {  // what the GPU model refuses (the engine's device space)
+    s.model.validate_for_device();
+    model::check_device_lora(s.zero.lora);
+  }
   return r;
 }
 
