@@ -411,12 +411,17 @@ std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& 
            (!k.default_value || value_of(k) != *k.default_value);
   };
   const std::string rope = t.model.rope_scaling.type;
+  const char* no_experts = "the model has no experts (model.experts = 0): set model.family = "
+                           "mixtral, qwen2_moe or qwen3_moe and model.experts for them";
   // (key or prefix, inert in this run, why and the fix)
   const struct {
     const char* key;
     bool inert;
     const char* why;
   } rules[] = {
+      // model.router_aux_loss and its _coef, model.experts_per_token on a dense model
+      {"model.router_aux_loss", !t.model.moe(), no_experts},
+      {"model.experts_per_token", !t.model.moe(), no_experts},
       {"model.router_aux_loss_coef", !t.model.router_aux_loss,
        "the load-balancing loss is off (model.router_aux_loss = false, as transformers' "
        "output_router_logits): set model.router_aux_loss = true to add it to the loss"},
@@ -429,14 +434,15 @@ std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& 
       {"model.rope_low_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
       {"model.rope_high_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
       {"model.rope_original_context", rope != "llama3", "set model.rope_type = llama3"},
-      {"model.first_sliding_layer", t.model.sliding_window == 0, "set model.sliding_window"},
-      {"model.experts_per_token", !t.model.moe(), "the model has no experts (model.experts = 0)"}};
+      {"model.first_sliding_layer", t.model.sliding_window == 0, "set model.sliding_window"}};
   std::vector<std::string> out;
   for (const config::Key& k : c.schema().keys())
     for (const auto& r : rules)
-      if (r.inert && k.name.starts_with(r.key) && given(k))
+      if (r.inert && k.name.starts_with(r.key) && given(k)) {
         out.push_back(strf("%s = %s has no effect in this run: %s", k.name.c_str(),
                            config::value_to_string(value_of(k)).c_str(), r.why));
+        break;  // the first reason (no experts before no aux loss)
+      }
   return out;
 }
 

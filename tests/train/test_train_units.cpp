@@ -160,6 +160,8 @@ TEST(TrainConfig, InertKeysAreNamedWithTheirFix) {
       {{"model.first_sliding_layer=1"}, "model.first_sliding_layer = 1 has no effect"},
       {{"model.first_sliding_layer=1", "model.sliding_window=8"}, ""},
       {{"model.experts_per_token=2"}, "model.experts_per_token = 2 has no effect"},
+      {{"model.router_aux_loss=true"}, "model.router_aux_loss = true has no effect in this run: the model has no experts"},
+      {{"model.router_aux_loss_coef=0.5"}, "model.router_aux_loss_coef = 0.5 has no effect in this run: the model has no experts"},
   };
   for (const auto& c : cases) {
     const std::string got = inert(c.sets);

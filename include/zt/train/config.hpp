@@ -88,7 +88,8 @@ std::vector<int64_t> parse_layer_list(const std::string& text, const std::string
 // use because another key turns their feature off, each as a warning naming the key and the
 // fix: model.router_aux_loss_coef without model.router_aux_loss, lora.* with finetune.method
 // = full, dpo.* / orpo.* with another objective, RoPE factors of another rope_type,
-// model.first_sliding_layer without a window, model.experts_per_token without experts.
+// model.first_sliding_layer without a window, model.experts_per_token and
+// model.router_aux_loss(_coef) without experts.
 std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& t);
 
 // The schema's upper limit of train.threads, whatever the host.
