@@ -602,7 +602,9 @@ line_P() {
 # with the gathers in flight) vs the same CPU run; the router's aux loss of each step too.
 # Expert parallelism on the GPU: test_device_moe_ep at 2 ranks sharing the GPU (MPI group;
 # its NCCL tests where 2 GPUs are visible), and moe.expert_parallel = 2 at 2 ranks on one
-# GPU (comm.backend = mpi, train.share_gpu) vs the CPU run of EP 1.
+# GPU (comm.backend = mpi, train.share_gpu) vs the CPU run of EP 1. Qwen's blocks: tiny
+# qwen2_moe (the shared expert and its gate, experts 96 wide against the dense 512, layers 0
+# and 2 dense, the top-k not renormalised, the aux loss in the loss) GPU vs CPU at stage 0.
 line_M() {
   local w rc=0
   w=$(wrk)
@@ -610,6 +612,11 @@ line_M() {
            --set model.router_aux_loss=true --set model.router_aux_loss_coef=0.02)
   if ! have_gpu && ! dry; then no_gpu M m_gpu --set train.device=cuda --set zero.stage=0 "${m[@]}"; return; fi
   twin "M mixtral, stage 0, 1 rank" m 1e-4 --set zero.stage=0 "${m[@]}" || rc=1
+  local q=(--set model.family=qwen2_moe --set model.experts=4 --set model.experts_per_token=2
+           --set model.moe_intermediate=96 --set model.shared_expert_intermediate=80
+           --set model.norm_topk_prob=false --set model.decoder_sparse_step=2
+           --set model.router_aux_loss=true --set model.router_aux_loss_coef=0.02)
+  twin "M qwen2_moe (shared expert, dense layers), stage 0, 1 rank" mq 1e-4 --set zero.stage=0 "${q[@]}" || rc=1
   if train m_s3_gpu 1 --set train.device=cuda --set comm.backend=nccl --set zero.stage=3 "${m[@]}"; then
     compare "M mixtral, stage 3, 1 rank, NCCL" "$w/m_s3_gpu.jsonl" "$w/m_cpu.jsonl" 1e-4 || rc=1
   else

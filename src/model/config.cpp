@@ -383,12 +383,13 @@ void Config::validate_experts() const {
 }
 
 void Config::validate_for_device() const {
-  if (family_row(family) && family_row(family)->qwen_moe)
-    throw InputError("model family '" + family + "': the GPU model has no Qwen mixture-of-experts "
-                     "blocks (shared expert, dense layers among MoE ones, norm_topk_prob, expert "
-                     "width)",
-                     "train or generate it on the CPU (train.device = cpu); the CPU model has them "
-                     "(docs/model.md, \"Qwen2-MoE and Qwen3-MoE\").");
+  if (experts > kMaxDeviceExperts)
+    throw InputError(strf("model.experts = %lld with model family '%s' on the GPU: its router "
+                          "takes at most %lld experts",
+                          static_cast<long long>(experts), family.c_str(),
+                          static_cast<long long>(kMaxDeviceExperts)),
+                     "train or generate it on the CPU (train.device = cpu), whose model takes up "
+                     "to " + std::to_string(kMaxExperts) + " experts.");
 }
 
 void Config::validate_rope_scaling() const {

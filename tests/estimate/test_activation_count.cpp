@@ -4,18 +4,27 @@
 // the formula the estimate and the device model share (zt/model/device_workspace.hpp).
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "zt/estimate/estimate.hpp"
 
 namespace {
 
 // C = 64, L = 2, H = 4 heads of D = 16, G = 2 kv heads, I = 128, V = 256, context 32;
 // micro_batch 2 x seq_len 16: N = 32 rows.
-zt::estimate::Row gpu_row(const char* precision, bool mixtral = false) {
+enum class Moe { kNone, kMixtral, kQwen2 };
+zt::estimate::Row gpu_row(const char* precision, Moe moe = Moe::kNone) {
   zt::model::Config m = zt::model::Config::preset("tiny");  // vocab 256, 4 heads, 2 kv heads
-  if (mixtral) {  // E = 4 experts, k = 2 per token
-    m.family = "mixtral";
+  if (moe != Moe::kNone) {  // E = 4 experts, k = 2 per token
+    m.family = moe == Moe::kMixtral ? "mixtral" : "qwen2_moe";
     m.experts = 4;
     m.experts_per_token = 2;
+  }
+  if (moe == Moe::kQwen2) {  // experts 48 wide, shared expert 40, layer 0 dense, 1 MoE
+    m.moe_intermediate = 48;
+    m.shared_expert_intermediate = 40;
+    m.decoder_sparse_step = 2;
+    m.norm_topk_prob = false;
   }
   m.hidden = 64;
   m.intermediate = 128;
@@ -77,13 +86,48 @@ constexpr uint64_t moe_fixed_bytes(uint64_t t) {
 constexpr uint64_t moe_block_bytes(uint64_t t) { return 45056 * t + 1536 + 768; }
 
 TEST(EstimateActivations, GpuMixtralWorkspaceEqualsTheBuffersCountedByHand) {
-  const zt::estimate::Row bf16 = gpu_row("bf16-true", true);
+  const zt::estimate::Row bf16 = gpu_row("bf16-true", Moe::kMixtral);
   EXPECT_EQ(bf16.activation_bytes, moe_fixed_bytes(2) + 3 * moe_block_bytes(2));
   EXPECT_EQ(bf16.activation_recompute_bytes, moe_fixed_bytes(2) + 1 * moe_block_bytes(2));
   EXPECT_EQ(bf16.activation_bytes, 363148u);
-  const zt::estimate::Row f32 = gpu_row("fp32", true);
+  const zt::estimate::Row f32 = gpu_row("fp32", Moe::kMixtral);
   EXPECT_EQ(f32.activation_bytes, moe_fixed_bytes(4) + 3 * moe_block_bytes(4));
   EXPECT_EQ(f32.activation_recompute_bytes, moe_fixed_bytes(4) + 1 * moe_block_bytes(4));
+}
+
+// The same model as qwen2_moe: E = 4 experts of I_e = 48, k = 2 (S = 64 routed rows), the
+// shared expert S_h = 40 wide, decoder_sparse_step 2: layer 0 dense (I = 128), layer 1 MoE.
+// Fixed: as the dense model's (dh, dgate, dup [N, max(I, S_h)] = [N, 128]: 40960 T), plus
+//   rlogits             T [N, E] = 128
+//   moe_rows            T [S, C] = 4096
+//   moe_dh              T [S, I_e] = 3072           => 40960 + 7296 = 48256 T
+//   moe_dw, aux_dprob, router_sums, plan_scratch as Mixtral's: 256 + 16 + 64 + 36 bytes
+// Each block: xn1, x_mid, xn2, q, att, k, v (12288 T), rstd1, rstd2, lse (768 bytes) and
+//   layer 0 (dense): gate, up, h [N, I] 3 x 4096 = 12288      => 24576 T + 768 bytes
+//   layer 1 (MoE):   gate, up, h [N, S_h] (the shared expert's) 3 x 1280 = 3840;
+//                    xp, my [S, C] 2 x 4096; mg, mu, mh [S, I_e] 3 x 3072; sy [N, C] 2048
+//                    => 12288 + 3840 + 8192 + 9216 + 2048 = 35584 T;
+//                    f32 rprobs [N, E] 128, rw [S] 64, sg [N] 32 (+ 192) => 416 x 4 = 1664;
+//                    int32 ridx, perm, pos [S] 3 x 64 => 768 bytes
+//   shared (both kinds; eval, recompute): gate, up, h [N, 128] 12288 with layer 1's rest
+//                    => 12288 + 12288 + 8192 + 9216 + 2048 = 44032 T + 1664 + 768 bytes
+constexpr uint64_t qwen_fixed_bytes(uint64_t t) {
+  return 2048 + 24 + 48256 * t + 256 + 512 + 512 + 256 + 16 + 64 + 36;
+}
+constexpr uint64_t qwen_dense_block(uint64_t t) { return 24576 * t + 768; }
+constexpr uint64_t qwen_moe_block(uint64_t t) { return 35584 * t + 1664 + 768; }
+constexpr uint64_t qwen_shared_block(uint64_t t) { return 44032 * t + 1664 + 768; }
+
+TEST(EstimateActivations, GpuQwen2MoeWorkspaceEqualsTheBuffersCountedByHand) {
+  for (const auto& [precision, t] : {std::pair{"bf16-true", 2u}, std::pair{"fp32", 4u}}) {
+    const zt::estimate::Row r = gpu_row(precision, Moe::kQwen2);
+    EXPECT_EQ(r.activation_bytes,
+              qwen_fixed_bytes(t) + qwen_shared_block(t) + qwen_dense_block(t) + qwen_moe_block(t))
+        << precision;
+    EXPECT_EQ(r.activation_recompute_bytes, qwen_fixed_bytes(t) + qwen_shared_block(t))
+        << precision;
+  }
+  EXPECT_EQ(gpu_row("bf16-true", Moe::kQwen2).activation_bytes, 314252u);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // Models for the GPU model tests (test helper): the model families at tiny widths. Their
 // parameters' norm weights and biases are drawn off their init (ones, zeros) by
 // model_fixtures.hpp's draw_off_init, so the families' pieces (docs/model.md) carry signal; tiny
-// Mixtral configs.
+// Mixtral, Qwen2-MoE and Qwen3-MoE configs.
 #include <string>
 
 #include "model/model_fixtures.hpp"
@@ -36,6 +36,27 @@ inline model::Config tiny_mixtral(int64_t experts, int64_t per_token) {
   model::Config c = tiny_family("mixtral", 0, false);
   c.experts = experts;
   c.experts_per_token = per_token;
+  c.router_aux_loss = true;
+  c.router_aux_loss_coef = 0.02;
+  return c;
+}
+
+// Qwen's MoE families at the tiny widths (docs/model.md, "Qwen2-MoE and Qwen3-MoE"), E
+// experts k per token, the experts 48 wide (moe_intermediate != intermediate 128), the
+// top-k not renormalised (norm_topk_prob false, Qwen's default), the load-balancing loss in
+// the loss, one dense layer among the MoE ones (mlp_only_layers {dense_layer}):
+//   qwen3_moe: q/k norms, head_dim 32, attention_bias
+//   qwen2_moe: q/k/v biases and the shared expert (40 wide) with its sigmoid gate
+inline model::Config tiny_qwen_moe(const std::string& family, int64_t experts, int64_t per_token,
+                                   int64_t dense_layer) {
+  const bool q3 = family == "qwen3_moe";
+  model::Config c = tiny_family(family, q3 ? 32 : 0, true);
+  c.experts = experts;
+  c.experts_per_token = per_token;
+  c.moe_intermediate = 48;
+  c.norm_topk_prob = false;
+  c.mlp_only_layers = {dense_layer};
+  if (!q3) c.shared_expert_intermediate = 40;
   c.router_aux_loss = true;
   c.router_aux_loss_coef = 0.02;
   return c;

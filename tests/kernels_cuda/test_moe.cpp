@@ -4,10 +4,12 @@
 // the logits cannot change a choice between the two), the plan (every slot at one row,
 // each expert's rows contiguous and in slot order), the block's output, the load-balancing
 // statistics, and the gradients of L = sum(out * R) + coef * aux with respect to x, the
-// router, gate_up and down. Ties: lower expert index first. fp32 and bf16.
+// router, gate_up and down. Ties: lower expert index first. fp32 and bf16. Qwen's pieces:
+// the routing without renormalisation (norm_topk_prob = false) and the shared expert's gate.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -170,6 +172,89 @@ TYPED_TEST(MoeGpu, TiesGoToTheLowerExpertAndEmptyExpertsAreSkipped) {
     const int64_t rows = plan.offsets[e + 1] - plan.offsets[e];
     EXPECT_EQ(rows, (e == 0 || e == 1 || e == 9) ? N : 0) << "expert " << e;
   }
+}
+
+// Qwen's norm_topk_prob (renormalise false: w = the chosen probabilities) and Mixtral's
+// (true), forward and backward, against the CPU kernel with the same flag on the GPU's
+// logits; with renormalise false the weights of a row sum to less than 1.
+TYPED_TEST(MoeGpu, RouteWithAndWithoutRenormalisationEqualsTheCpuKernel) {
+  using T = TypeParam;
+  const int64_t N = 200, E = 12, k = 3;
+  Vec lg = this->randn(N * E, 2.0);
+  const Vec dw = this->randn(N * k), dprob = this->randn(E);
+  auto dl = to_device<T>(lg);  // rounds lg to T: the values the GPU saw
+  DeviceBuffer<float> dwd(N * k), dprobd(E);
+  dwd.upload(std::vector<float>(dw.begin(), dw.end()));
+  dprobd.upload(std::vector<float>(dprob.begin(), dprob.end()));
+  for (const bool renormalise : {false, true}) {
+    const std::string tag = std::string(renormalise ? "renormalised " : "not renormalised ") +
+                            type_name<T>();
+    auto probs = poisoned<float>(N * E);
+    auto w = poisoned<float>(N * k);
+    DeviceBuffer<int32_t> idx(N * k);
+    moe_route(probs.data(), idx.data(), w.data(), dl.data(), N, E, k, nullptr, renormalise);
+    Vec rp(N * E), rw(N * k), rdl(N * E);
+    std::vector<int32_t> ridx(N * k);
+    cpu::moe_route(rp.data(), ridx.data(), rw.data(), lg.data(), N, E, k, renormalise);
+    ASSERT_EQ(ints(idx), ridx) << tag << ": the experts chosen differ";
+    expect_close(to_host(probs), rp, 1e-5, tag + " probs");
+    const Vec gw = to_host(w);
+    expect_close(gw, rw, 1e-5, tag + " weights");
+    if (!renormalise) {
+      EXPECT_LT(gw[0] + gw[1] + gw[2], 1.0 - 1e-3) << tag;
+    }
+    auto dlogits = poisoned<T>(N * E);
+    moe_route_backward(dlogits.data(), dwd.data(), dprobd.data(), probs.data(), idx.data(),
+                       w.data(), N, E, k, nullptr, renormalise);
+    cpu::moe_route_backward(rdl.data(), dw.data(), dprob.data(), rp.data(), ridx.data(),
+                            rw.data(), N, E, k, renormalise);
+    expect_close(to_host(dlogits), rdl, tolerance<T>(), tag + " dlogits");
+  }
+}
+
+// qwen2_moe's shared-expert gate against its definition in double (src/model/
+// shared_expert.cpp's loops): s = sigmoid(x . g), out += s y; dy = s dout, d logit =
+// s (1 - s) dout . y, dx += d logit g, dg += sum_n d logit x.
+TYPED_TEST(MoeGpu, SharedExpertGateEqualsItsDefinition) {
+  using T = TypeParam;
+  const double tol = tolerance<T>();
+  const int64_t N = 70, C = 96;
+  // (to_device rounds each to T: the values the GPU saw)
+  Vec xr = this->randn(N * C), yr = this->randn(N * C), gr = this->randn(C, 0.2);
+  Vec o0 = this->randn(N * C), dor = this->randn(N * C), dx0r = this->randn(N * C);
+  auto xd = to_device<T>(xr), yd = to_device<T>(yr), gd = to_device<T>(gr);
+  auto outd = to_device<T>(o0), doutd = to_device<T>(dor), dxd = to_device<T>(dx0r);
+  auto s = poisoned<float>(N);
+  moe_shared_gate_forward(outd.data(), s.data(), yd.data(), xd.data(), gd.data(), N, C);
+  auto dy = poisoned<T>(N * C);
+  auto dlogit = poisoned<float>(N);
+  DeviceBuffer<float> dg(C);
+  dg.fill_bytes(0);
+  moe_shared_gate_backward<T, float>(dy.data(), dlogit.data(), dxd.data(), dg.data(), doutd.data(),
+                                     yd.data(), s.data(), xd.data(), gd.data(), N, C);
+  Vec rs(N), rout(o0), rdy(N * C), rdl(N), rdx(dx0r), rdg(C, 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    double z = 0, dot = 0;
+    for (int64_t c = 0; c < C; ++c) z += xr[n * C + c] * gr[c];
+    rs[n] = 1 / (1 + std::exp(-z));
+    for (int64_t c = 0; c < C; ++c) {
+      rout[n * C + c] += rs[n] * yr[n * C + c];
+      rdy[n * C + c] = rs[n] * dor[n * C + c];
+      dot += dor[n * C + c] * yr[n * C + c];
+    }
+    rdl[n] = rs[n] * (1 - rs[n]) * dot;
+    for (int64_t c = 0; c < C; ++c) {
+      rdx[n * C + c] += rdl[n] * gr[c];
+      rdg[c] += rdl[n] * xr[n * C + c];
+    }
+  }
+  const std::string t = type_name<T>();
+  expect_close(to_host(s), rs, 1e-5, "shared gate s " + t);
+  expect_close(to_host(outd), rout, tol, "shared gate out " + t);
+  expect_close(to_host(dy), rdy, tol, "shared gate dy " + t);
+  expect_close(to_host(dlogit), rdl, tol, "shared gate dlogit " + t);
+  expect_close(to_host(dxd), rdx, tol, "shared gate dx " + t);
+  expect_close(to_host(dg), rdg, tol, "shared gate dg " + t);
 }
 
 TEST(MoeGpuShapes, TooManyExpertsIsAnInputError) {

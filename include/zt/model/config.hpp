@@ -94,6 +94,9 @@ struct Config {
   static constexpr int64_t kMaxIntermediate = 1 << 22;
   static constexpr int64_t kMaxContext = 1 << 24;
   static constexpr int64_t kMaxExperts = 1 << 12;
+  // The GPU model's router holds a row's E probabilities in one warp (at most 32 each):
+  // kernels::cuda::kMoeMaxExperts, static_asserted equal in src/model/cuda/device_moe.cpp.
+  static constexpr int64_t kMaxDeviceExperts = 1 << 10;
   static std::vector<std::string> preset_names();
 
   // Throws zt::InputError naming the first bad field ("model.hidden", "model.heads", ...)
@@ -106,9 +109,10 @@ struct Config {
   // experts_per_token <= experts <= kMaxExperts, router_aux_loss_coef finite >= 0, the
   // Qwen MoE fields only where the family has them.
   void validate_experts() const;
-  // Throws InputError naming the family when the GPU model cannot run it: the Qwen MoE
-  // families (shared expert, dense layers among MoE ones, norm_topk_prob, expert width are
-  // CPU-only). The engine's device space calls it before building a DeviceModel.
+  // Throws InputError naming the field when the GPU model cannot run the config: more
+  // experts than its router takes (kMaxDeviceExperts; the CPU model takes kMaxExperts).
+  // Every family runs on the GPU (Qwen's MoE blocks too: src/model/cuda/device_moe.cpp).
+  // The engine's device space calls it before building a DeviceModel.
   void validate_for_device() const;
 
   // The architecture pieces of the family (family table, config.cpp):

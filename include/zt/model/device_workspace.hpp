@@ -12,28 +12,45 @@
 
 namespace zt::model {
 
+// The width of the SwiGLU buffers (gate, up, h, and the backward's dh, dgate, dup) of
+// layer l (l < 0: the largest over the layers, for the buffers every layer shares): the
+// dense MLP's `intermediate` where the layer is dense, the shared expert's S in a MoE layer
+// of qwen2_moe (its SwiGLU runs in the same buffers), 0 in a MoE layer without one.
+inline size_t device_swiglu_width(const Config& c, int64_t l = -1) {
+  const bool moe = l < 0 ? c.moe() : c.moe_layer(l);
+  const bool dense = l < 0 ? !c.moe() || c.dense_layers() : !c.moe_layer(l);
+  const int64_t shared = moe && c.shared_expert() ? c.shared_expert_intermediate : 0;
+  return static_cast<size_t>(std::max<int64_t>(dense ? c.intermediate : 0, shared));
+}
+
 // One block's activations kept from its forward for its backward (DeviceBlockActs).
 // "T": the compute dtype (bf16 or fp32); "f32": fp32 whatever the compute dtype.
+// layer >= 0: that layer's own (the blocks kept without recompute); layer < 0: every kind
+// of MLP the model has (the block the layers share: eval, recompute). Mixtral's layers and
+// Llama's are all alike; qwen2_moe / qwen3_moe may mix dense layers among MoE ones.
 struct DeviceBlockSizes {
-  size_t xn1, q, k, v, att, x_mid, xn2, gate, up, h;  // T: [N,C] [N,HD] [N,GD] x2 [N,HD] [N,C] x2 [N,I] x3
+  size_t xn1, q, k, v, att, x_mid, xn2, gate, up, h;  // T: [N,C] [N,HD] [N,GD] x2 [N,HD] [N,C] x2 [N,W] x3
   size_t rstd1, lse, rstd2;                           // f32: [N] [N*H] [N]
   // The q/k norm (Config::qk_norm, Qwen3; 0 otherwise): the projections before the norm,
   // T [N,HD] [N,GD], and its 1/rms per head row, f32 [N*H] [N*G].
   size_t qr = 0, kr = 0, rstd_q = 0, rstd_k = 0;
-  // Mixture of experts (Config::moe(): gate, up, h are 0 then; E experts, k per token,
-  // S = N k routed rows; kernels::cuda::MoeActs and the router's choice):
+  // Mixture of experts (a MoE layer; E experts of width I_e = Config::expert_width(), k per
+  // token, S = N k routed rows; kernels::cuda::MoeActs and the router's choice):
   //   f32 rprobs [N,E], rw [N,k]; int32 ridx [N,k], perm [S], pos [S];
-  //   T xp [S,C], mg [S,I], mu [S,I], mh [S,I], my [S,C]
+  //   T xp [S,C], mg [S,I_e], mu [S,I_e], mh [S,I_e], my [S,C]
   size_t rprobs = 0, rw = 0, ridx = 0, perm = 0, pos = 0;
   size_t xp = 0, mg = 0, mu = 0, mh = 0, my = 0;
+  // qwen2_moe's shared expert (a MoE layer with Config::shared_expert(); its gate, up and h
+  // [N,S] are gate, up, h above, W >= S): T sy [N,C] its output before the gate, f32 sg [N]
+  // sigmoid(shared_expert_gate . xn2).
+  size_t sy = 0, sg = 0;
 
-  static DeviceBlockSizes of(const Config& c, int64_t N) {
+  static DeviceBlockSizes of(const Config& c, int64_t N, int64_t layer = -1) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
-    const size_t I = static_cast<size_t>(c.intermediate);
+    const size_t W = n * device_swiglu_width(c, layer);
     const size_t HD = static_cast<size_t>(c.heads * c.head_dim());
     const size_t GD = static_cast<size_t>(c.kv_dim());
-    const size_t dense = c.moe() ? 0 : n * I;
-    DeviceBlockSizes z{n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, dense, dense, dense,
+    DeviceBlockSizes z{n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, W, W, W,
                        n,     n * static_cast<size_t>(c.heads), n};
     if (c.qk_norm()) {
       z.qr = n * HD;
@@ -41,30 +58,36 @@ struct DeviceBlockSizes {
       z.rstd_q = n * static_cast<size_t>(c.heads);
       z.rstd_k = n * static_cast<size_t>(c.kv_heads);
     }
-    if (c.moe()) {
-      const size_t E = static_cast<size_t>(c.experts);
+    if (layer < 0 ? c.moe() : c.moe_layer(layer)) {
+      const size_t E = static_cast<size_t>(c.experts), I = static_cast<size_t>(c.expert_width());
       const size_t S = n * static_cast<size_t>(c.experts_per_token);
       z.rprobs = n * E;
       z.rw = z.ridx = z.perm = z.pos = S;
       z.xp = z.my = S * C;
       z.mg = z.mu = z.mh = S * I;
+      if (c.shared_expert()) {
+        z.sy = n * C;
+        z.sg = n;
+      }
     }
     return z;
   }
   uint64_t bytes(size_t elem) const {
     return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h + qr + kr + xp + mg + mu +
-                   mh + my) +
-           sizeof(float) * (rstd1 + lse + rstd2 + rstd_q + rstd_k + rprobs + rw) +
+                   mh + my + sy) +
+           sizeof(float) * (rstd1 + lse + rstd2 + rstd_q + rstd_k + rprobs + rw + sg) +
            sizeof(int32_t) * (ridx + perm + pos);
   }
 };
 
 // The mixture-of-experts part of the workspace (DeviceModel::Impl::ensure; 0 without
-// experts): E experts, k per token, S = N k routed rows.
+// experts): E experts of width I_e, k per token, S = N k routed rows.
 //   rlogits   T [N,E]      the router's logits, then their gradient
-//   rows      T [S,C]      the experts' backward scratch: permuted dy, then dx
-//   dh        T [S,I]      the experts' backward scratch: permuted dh
-//   dw        f32 [S]      d loss / d routing weight
+//   rows      T [S,C]      the experts' backward scratch: permuted dy, then dx (then the
+//                          shared expert's d y [N,C], qwen2_moe)
+//   dh        T [S,I_e]    the experts' backward scratch: permuted dh
+//   dw        f32 [S]      d loss / d routing weight (then the shared expert's d gate
+//                          logit [N], qwen2_moe)
 //   dprob     f32 [E]      d (coef aux) / d p of every row (router_aux_loss)
 //   sums      f64 [2E]     the pass's tokens and probability sums per expert
 //   plan      int32 [(S + 255) / 256 * E + E + 1]  kernels::cuda::moe_plan's scratch
@@ -81,7 +104,7 @@ struct DeviceMoeSizes {
     const size_t S = n * static_cast<size_t>(c.experts_per_token);
     return {n * E,
             S * static_cast<size_t>(c.hidden),
-            S * static_cast<size_t>(c.intermediate),
+            S * static_cast<size_t>(c.expert_width()),
             S,
             E,
             2 * E,
@@ -108,11 +131,11 @@ struct DeviceWorkspaceSizes {
   size_t xs;                    // T [L+1, N, C]
   size_t rows_c;                // T [N, C]: each of delta, xf, dres, dxn
   size_t logits;                // T [N, V]
-  size_t hd, gd, ni;            // T [N, H*D]: datt, dq; [N, G*D]: dk, dv; [N, I]: dh, dgate, dup (0 with experts)
+  size_t hd, gd, ni;            // T [N, H*D]: datt, dq; [N, G*D]: dk, dv; [N, W]: dh, dgate, dup (device_swiglu_width)
   size_t rows;                  // f32 [N]: rstd_f, row_loss; int32 [N]: tokens, targets, context, positions
   size_t heads_rows;            // f32 [N*H]: attn_delta
   size_t norm_partial;          // f32 [kHeadNormChunks * D]: the q/k norm's dw partials (qk_norm)
-  DeviceBlockSizes block;       // one block's activations
+  DeviceBlockSizes block;       // the block the layers share (every kind of MLP the model has)
   DeviceMoeSizes moe;           // the mixture of experts' buffers (none without experts)
 
   static DeviceWorkspaceSizes of(const Config& c, int64_t N) {
@@ -123,7 +146,7 @@ struct DeviceWorkspaceSizes {
             n * static_cast<size_t>(c.vocab),
             n * static_cast<size_t>(c.heads * c.head_dim()),
             n * static_cast<size_t>(c.kv_dim()),
-            c.moe() ? 0 : n * static_cast<size_t>(c.intermediate),
+            n * device_swiglu_width(c),
             n,
             n * static_cast<size_t>(c.heads),
             c.qk_norm() ? kHeadNormChunks * static_cast<size_t>(c.head_dim()) : 0,
@@ -132,15 +155,19 @@ struct DeviceWorkspaceSizes {
   }
 
   // Bytes after a training step with elem-byte compute dtype: the shared block (eval,
-  // recompute) and, without recompute, one kept block per layer.
+  // recompute) and, without recompute, each layer's kept block (DeviceBlockSizes::of(c,
+  // N, l): a dense layer among MoE ones keeps no routed rows, a MoE layer no dense MLP).
   uint64_t bytes(const Config& c, size_t elem, bool recompute) const {
     uint64_t b = 2 * sizeof(float) * rope + kTotalsBytes;
     b += elem * (xs + 4 * rows_c + logits + 2 * hd + 2 * gd + 3 * ni);
     b += 2 * sizeof(float) * rows + 4 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
     b += sizeof(float) * norm_partial;
     b += moe.bytes(elem);
-    const uint64_t blocks = 1 + (recompute ? 0 : static_cast<uint64_t>(c.layers));
-    return b + blocks * block.bytes(elem);
+    b += block.bytes(elem);
+    if (!recompute)  // rows == N
+      for (int64_t l = 0; l < c.layers; ++l)
+        b += DeviceBlockSizes::of(c, static_cast<int64_t>(rows), l).bytes(elem);
+    return b;
   }
 };
 

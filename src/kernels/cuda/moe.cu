@@ -26,7 +26,7 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 // chosen yet. Lane l holds experts l, l + 32, ... (at most 32 each: E <= 1024).
 template <class T>
 __global__ void route_kernel(float* probs, int32_t* idx, float* w, const T* logits, int64_t N,
-                             int E, int k) {
+                             int E, int k, bool renormalise) {
   const int lane = threadIdx.x % 32;
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (row >= N) return;
@@ -67,15 +67,17 @@ __global__ void route_kernel(float* probs, int32_t* idx, float* w, const T* logi
     }
   }
   __syncwarp();
-  if (lane == 0)
+  if (lane == 0 && renormalise)
     for (int j = 0; j < k; ++j) w[row * k + j] /= chosen_sum;
 }
 
-// A warp per row: d p from the renormalised weights (+ dprob), then the softmax backward.
+// A warp per row: d p from the weights (+ dprob), then the softmax backward. Renormalised
+// weights w_j = p_{i_j} / S pass (dw_j - dw . w) / S to p_{i_j}; without renormalisation
+// (w_j = p_{i_j}) dw_j itself.
 template <class T>
 __global__ void route_backward_kernel(T* dlogits, const float* dw, const float* dprob,
                                       const float* probs, const int32_t* idx, const float* w,
-                                      int64_t N, int E, int k) {
+                                      int64_t N, int E, int k, bool renormalise) {
   const int lane = threadIdx.x % 32;
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (row >= N) return;
@@ -85,11 +87,12 @@ __global__ void route_backward_kernel(T* dlogits, const float* dw, const float* 
     S += p[idx[row * k + j]];
     dot += dw[row * k + j] * w[row * k + j];
   }
-  // d p_e = dprob_e + sum over the j with idx_j == e of (dw_j - dot) / S
+  // d p_e = dprob_e + sum over the j with idx_j == e of (dw_j - dot) / S (renormalised)
+  // or of dw_j (not)
   auto dp = [&](int e) {
     float v = dprob ? dprob[e] : 0.f;
     for (int j = 0; j < k; ++j)
-      if (idx[row * k + j] == e) v += (dw[row * k + j] - dot) / S;
+      if (idx[row * k + j] == e) v += renormalise ? (dw[row * k + j] - dot) / S : dw[row * k + j];
     return v;
   };
   float pd = 0.f;
@@ -212,28 +215,26 @@ __global__ void aux_kernel(double* tokens, double* prob_sum, const float* probs,
   }
 }
 
-unsigned warps_grid(int64_t rows) { return static_cast<unsigned>((rows * 32 + 255) / 256); }
-
 }  // namespace
 
 template <class T>
 void moe_route(float* probs, int32_t* idx, float* w, const T* logits, int64_t N, int64_t E,
-               int64_t k, cudaStream_t stream) {
+               int64_t k, cudaStream_t stream, bool renormalise) {
   detail::check_moe_shape(E, k, "moe_route");
   if (N == 0) return;
-  route_kernel<T><<<warps_grid(N), 256, 0, stream>>>(probs, idx, w, logits, N,
-                                                     static_cast<int>(E), static_cast<int>(k));
+  route_kernel<T><<<detail::warps_grid(N), 256, 0, stream>>>(
+      probs, idx, w, logits, N, static_cast<int>(E), static_cast<int>(k), renormalise);
   ZT_CUDA_LAUNCH_CHECK("moe route_kernel");
 }
 
 template <class T>
 void moe_route_backward(T* dlogits, const float* dw, const float* dprob, const float* probs,
                         const int32_t* idx, const float* w, int64_t N, int64_t E, int64_t k,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool renormalise) {
   detail::check_moe_shape(E, k, "moe_route_backward");
   if (N == 0) return;
-  route_backward_kernel<T><<<warps_grid(N), 256, 0, stream>>>(
-      dlogits, dw, dprob, probs, idx, w, N, static_cast<int>(E), static_cast<int>(k));
+  route_backward_kernel<T><<<detail::warps_grid(N), 256, 0, stream>>>(
+      dlogits, dw, dprob, probs, idx, w, N, static_cast<int>(E), static_cast<int>(k), renormalise);
   ZT_CUDA_LAUNCH_CHECK("moe route_backward_kernel");
 }
 
@@ -298,7 +299,7 @@ template <class T>
 void moe_weight_backward(float* dw, T* dyp, const T* dout, const T* y, const int32_t* pos,
                          const float* w, int64_t S, int64_t C, int64_t k, cudaStream_t stream) {
   if (S == 0) return;
-  weight_backward_kernel<T><<<warps_grid(S), 256, 0, stream>>>(dw, dyp, dout, y, pos, w, S, C,
+  weight_backward_kernel<T><<<detail::warps_grid(S), 256, 0, stream>>>(dw, dyp, dout, y, pos, w, S, C,
                                                                static_cast<int>(k));
   ZT_CUDA_LAUNCH_CHECK("moe weight_backward_kernel");
 }
@@ -315,14 +316,14 @@ ZT_MOE_LAUNCH(bf16_t)
 #undef ZT_MOE_LAUNCH
 
 template void moe_route<float>(float*, int32_t*, float*, const float*, int64_t, int64_t, int64_t,
-                               cudaStream_t);
+                               cudaStream_t, bool);
 template void moe_route<bf16_t>(float*, int32_t*, float*, const bf16_t*, int64_t, int64_t,
-                                int64_t, cudaStream_t);
+                                int64_t, cudaStream_t, bool);
 template void moe_route_backward<float>(float*, const float*, const float*, const float*,
                                         const int32_t*, const float*, int64_t, int64_t, int64_t,
-                                        cudaStream_t);
+                                        cudaStream_t, bool);
 template void moe_route_backward<bf16_t>(bf16_t*, const float*, const float*, const float*,
                                          const int32_t*, const float*, int64_t, int64_t, int64_t,
-                                         cudaStream_t);
+                                         cudaStream_t, bool);
 
 }  // namespace zt::kernels::cuda

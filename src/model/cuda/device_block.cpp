@@ -4,7 +4,8 @@
 // projections go through DeviceModel::Impl::proj_forward / proj_backward (their LoRA
 // adapters and biases included). The model families' pieces (Qwen2's q/k/v biases,
 // Qwen3's q/k norms, `attention_bias`) are read from the config as the CPU block reads
-// them. The mixture-of-experts MLP (Mixtral) is in device_moe.cpp.
+// them. The mixture-of-experts MLP (Mixtral's, Qwen's: Config::moe_layer(l); the other
+// layers of qwen2_moe / qwen3_moe have this dense MLP) is in device_moe.cpp.
 #include "device_model_impl.hpp"
 
 namespace zt::model {
@@ -30,7 +31,7 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
   const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
   const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
   const T* p = params[static_cast<size_t>(layout.block_unit(l))];
-  const BlockOffsets& o = layout.block_offsets();
+  const BlockOffsets& o = layout.block_offsets(l);  // (dense layers among MoE ones differ)
   const bool qk_norm = cfg.qk_norm();
   T* x_in = x_at(l, N);
   kc::residual_rmsnorm_forward<T>(a.xn1.data(), a.rstd1.data(), x_in, base, pending,
@@ -55,7 +56,7 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
                at(p, o.o_bias));
   kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in, delta.data(),
                                   p + o.post_norm, N, C, cfg.norm_eps, stream);
-  if (cfg.moe()) return moe_forward(l, p, a, N);  // (the recompute needs its y: all of it)
+  if (cfg.moe_layer(l)) return moe_forward(l, p, a, N);  // (the recompute needs its y: all of it)
   proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
   proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
   kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
@@ -72,11 +73,11 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
   const T* p = params[static_cast<size_t>(u)];
   // nullptr: frozen (LoRA) or absent (a bias or norm the family does not have)
   const auto g = [&](int64_t off) { return off < 0 ? nullptr : base_grad(u, off); };
-  const BlockOffsets& o = layout.block_offsets();
+  const BlockOffsets& o = layout.block_offsets(l);  // (dense layers among MoE ones differ)
   const T* x_in = x_at(l, N);
   // MLP half: x_{l+1} = x_mid + down(h) (or the experts' sum); dres passes through the
   // residual unchanged; dxn [N, C] written: dL/d xn2.
-  if (cfg.moe()) {
+  if (cfg.moe_layer(l)) {
     moe_backward(l, u, p, a, N);
   } else {
     proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(), p + o.down,

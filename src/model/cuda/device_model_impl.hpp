@@ -47,26 +47,31 @@ struct DeviceBlockActs {
   kc::DeviceBuffer<T> x_mid;      // [N, C]     x_in + o_proj(att)
   kc::DeviceBuffer<T> xn2;        // [N, C]     post_attention_layernorm(x_mid)
   kc::DeviceBuffer<float> rstd2;  // [N]
-  kc::DeviceBuffer<T> gate;       // [N, I]
-  kc::DeviceBuffer<T> up;         // [N, I]
-  kc::DeviceBuffer<T> h;          // [N, I]     silu(gate) * up
+  // The SwiGLU's [N, W] (W = device_swiglu_width: the dense MLP's I, or in a qwen2_moe MoE
+  // layer the shared expert's S; empty in a MoE layer without a shared expert)
+  kc::DeviceBuffer<T> gate;       // [N, W]
+  kc::DeviceBuffer<T> up;         // [N, W]
+  kc::DeviceBuffer<T> h;          // [N, W]     silu(gate) * up
   // Config::qk_norm only (Qwen3; empty otherwise): q and k are then the norm's outputs.
   kc::DeviceBuffer<T> qr;         // [N, H*D]   q_proj output (+ bias), before the q norm
   kc::DeviceBuffer<T> kr;         // [N, G*D]   k_proj output (+ bias), before the k norm
   kc::DeviceBuffer<float> rstd_q; // [N*H]      the q norm's 1/rms per head row
   kc::DeviceBuffer<float> rstd_k; // [N*G]
-  // Mixture of experts (Config::moe(); gate, up, h empty then): E experts, k per token,
-  // S = N k routed rows in the expert-sorted order of this block's plan.
+  // Mixture of experts (a Config::moe_layer; empty in a dense layer): E experts of width
+  // I_e, k per token, S = N k routed rows in the expert-sorted order of this block's plan.
   kc::DeviceBuffer<float> rprobs;  // [N, E]   router softmax
   kc::DeviceBuffer<int32_t> ridx;  // [N, k]   chosen experts, largest probability first
-  kc::DeviceBuffer<float> rw;      // [N, k]   their renormalised weights
+  kc::DeviceBuffer<float> rw;      // [N, k]   their weights (renormalised: norm_topk_prob)
   kc::DeviceBuffer<int32_t> perm;  // [S]      permuted row p holds slot perm[p]
   kc::DeviceBuffer<int32_t> pos;   // [S]      slot s sits at row pos[s]
   kc::DeviceBuffer<T> xp;          // [S, C]   the input rows (xn2), permuted
-  kc::DeviceBuffer<T> mg;          // [S, I]   gate pre-activations (then their gradient)
-  kc::DeviceBuffer<T> mu;          // [S, I]   up pre-activations (likewise)
-  kc::DeviceBuffer<T> mh;          // [S, I]   silu(g) * u
+  kc::DeviceBuffer<T> mg;          // [S, I_e] gate pre-activations (then their gradient)
+  kc::DeviceBuffer<T> mu;          // [S, I_e] up pre-activations (likewise)
+  kc::DeviceBuffer<T> mh;          // [S, I_e] silu(g) * u
   kc::DeviceBuffer<T> my;          // [S, C]   each expert's output before its weight
+  // qwen2_moe's shared expert (its SwiGLU in gate, up, h above)
+  kc::DeviceBuffer<T> sy;          // [N, C]   its output before the gate
+  kc::DeviceBuffer<float> sg;      // [N]      sigmoid(shared_expert_gate . xn2)
   std::vector<int64_t> offsets;    // host [E + 1]: the plan's expert ranges (rows of expert e)
   // Expert parallelism (device_moe_ep.cpp; empty without an expert group of P ranks, L = E/P
   // local experts): this rank's experts ran on the R rows the group sent it, so xp, mg, mu,
@@ -78,9 +83,10 @@ struct DeviceBlockActs {
   std::vector<int64_t> eoffsets;    // host [L + 1] the local plan's expert ranges
   std::vector<int64_t> ecounts;     // host [P, L] rows received from rank p for local expert e
 
-  // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
-  DeviceBlockActs(const Config& c, int64_t N) {
-    const DeviceBlockSizes z = DeviceBlockSizes::of(c, N);
+  // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses:
+  // layer l's own, or (layer < 0) the block every layer shares.
+  DeviceBlockActs(const Config& c, int64_t N, int64_t layer = -1) {
+    const DeviceBlockSizes z = DeviceBlockSizes::of(c, N, layer);
     xn1 = kc::DeviceBuffer<T>(z.xn1);
     rstd1 = kc::DeviceBuffer<float>(z.rstd1);
     q = kc::DeviceBuffer<T>(z.q);
@@ -108,13 +114,16 @@ struct DeviceBlockActs {
     mu = kc::DeviceBuffer<T>(z.mu);
     mh = kc::DeviceBuffer<T>(z.mh);
     my = kc::DeviceBuffer<T>(z.my);
+    sy = kc::DeviceBuffer<T>(z.sy);
+    sg = kc::DeviceBuffer<float>(z.sg);
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
            lse.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() + up.bytes() +
            h.bytes() + qr.bytes() + kr.bytes() + rstd_q.bytes() + rstd_k.bytes() + rprobs.bytes() +
            ridx.bytes() + rw.bytes() + perm.bytes() + pos.bytes() + xp.bytes() + mg.bytes() +
-           mu.bytes() + mh.bytes() + my.bytes() + eperm.bytes() + epos.bytes() + eys.bytes();
+           mu.bytes() + mh.bytes() + my.bytes() + sy.bytes() + sg.bytes() + eperm.bytes() +
+           epos.bytes() + eys.bytes();
   }
   // The experts' saved activations (moe_experts_forward's MoeActs).
   kc::MoeActs<T> experts() { return {xp.data(), mg.data(), mu.data(), mh.data(), my.data()}; }
@@ -177,14 +186,16 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<T> dres, dxn;       // [N, C]
   kc::DeviceBuffer<T> datt, dq;        // [N, H*D]
   kc::DeviceBuffer<T> dk, dv;          // [N, G*D]
-  kc::DeviceBuffer<T> dh, dgate, dup;  // [N, I]
+  kc::DeviceBuffer<T> dh, dgate, dup;  // [N, W] (device_swiglu_width: dense MLP, shared expert)
   kc::DeviceBuffer<float> attn_delta;  // [B, H, T]
   kc::DeviceBuffer<float> norm_partial;  // [kHeadNormChunks * D] the q/k norm's dw partials
   // Mixture of experts (device_moe.cpp; empty without experts), sizes DeviceMoeSizes:
   kc::DeviceBuffer<T> rlogits;          // [N, E]  router logits, then their gradient
-  kc::DeviceBuffer<T> moe_rows;         // [S, C]  experts' backward scratch (permuted dy, dx)
-  kc::DeviceBuffer<T> moe_dh;           // [S, I]  experts' backward scratch (permuted dh)
-  kc::DeviceBuffer<float> moe_dw;       // [S]     d loss / d routing weights
+  kc::DeviceBuffer<T> moe_rows;         // [S, C]  experts' backward scratch (permuted dy, dx),
+                                        //         then the shared expert's d y [N, C]
+  kc::DeviceBuffer<T> moe_dh;           // [S, I_e] experts' backward scratch (permuted dh)
+  kc::DeviceBuffer<float> moe_dw;       // [S]     d loss / d routing weights, then the
+                                        //         shared expert's d gate logit [N]
   kc::DeviceBuffer<float> aux_dprob;    // [E]     d (coef aux) / d p of every row
   kc::DeviceBuffer<double> router_sums; // [2E]    the pass's tokens | probability sums
   kc::DeviceBuffer<int32_t> plan_scratch;  // [moe_plan_scratch(S, E)]
@@ -239,7 +250,7 @@ struct DeviceModel<T, G>::Impl {
   void ensure_all_acts(int64_t N) {
     if (N <= acts_rows) return;
     acts.clear();
-    for (int64_t l = 0; l < cfg.layers; ++l) acts.emplace_back(cfg, N);
+    for (int64_t l = 0; l < cfg.layers; ++l) acts.emplace_back(cfg, N, l);  // each its own MLP
     acts_rows = N;
   }
 
@@ -346,13 +357,21 @@ struct DeviceModel<T, G>::Impl {
   // The MoE buffers of DeviceMoeSizes z (called by ensure; pinned host memory once).
   void moe_ensure(const DeviceMoeSizes& z);
   // a.xn2 [N, C] -> delta [N, C] = the routed experts' weighted sum, the activations into
-  // a (router choice, plan, MoeActs). Waits once for the plan's expert ranges (the GEMM
+  // a (router choice, plan, MoeActs), then qwen2_moe's shared expert added (its SwiGLU in
+  // a.gate, a.up, a.h; a.sy, a.sg). Waits once for the plan's expert ranges (the GEMM
   // sizes; comm::wait_stream). Inside forward_trunk_and_norm the routing adds to `router`.
   void moe_forward(int l, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
   // dres [N, C] (dL/d delta) -> dxn [N, C] written: dL/d a.xn2; the router's and the
   // experts' gradients into unit u's (none when frozen); the aux loss's d/dp (aux_dprob,
-  // moe_aux_begin) enters every row's router with router_aux_loss.
+  // moe_aux_begin) enters every row's router with router_aux_loss; then the shared
+  // expert's backward adds to dxn (moe_rows, moe_dw, dh, dgate, dup its scratch).
   void moe_backward(int l, int u, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // qwen2_moe's shared expert (device_moe.cpp), after the routed experts: its forward adds
+  // to delta, its backward to dxn (from dres), its gradients into unit u's.
+  void shared_expert_forward(const T* p, const BlockOffsets& o, detail::DeviceBlockActs<T>& a,
+                             int64_t N);
+  void shared_expert_backward(int u, const T* p, const BlockOffsets& o,
+                              detail::DeviceBlockActs<T>& a, int64_t N);
   // ---- expert parallelism (device_moe_ep.cpp), inside moe_forward / moe_backward ----
   // After the plan (a.offsets over the E experts): the rows to the experts' ranks, this
   // rank's experts on what it received, the outputs back and combined into delta [N, C].

@@ -1,5 +1,6 @@
-// The mixture-of-experts MLP of a decoder block on the GPU (Mixtral's; Config::moe()): the
-// CUDA twin of src/model/moe_block.cpp over the kernels of zt/kernels/cuda/moe.hpp. The
+// The mixture-of-experts MLP of a decoder block on the GPU (Mixtral's and Qwen's;
+// Config::moe_layer(l)): the CUDA twin of src/model/moe_block.cpp and shared_expert.cpp
+// over the kernels of zt/kernels/cuda/moe.hpp. The
 // router (mlp.gate) is a plain linear, its softmax and top-k run a warp per token, the
 // routed rows are permuted so each expert's are contiguous (the plan), every expert is
 // three cuBLASLt GEMMs on its rows, and the weighted combine writes the block's MLP output
@@ -15,13 +16,27 @@
 // Device ties: the lower expert first (zt/kernels/cuda/moe.hpp); the CPU model breaks
 // exact ties as torch's CPU topk does. Under expert parallelism (set_expert_group) the
 // router, the plan and the statistics are these; the experts' part runs over the group
-// (device_moe_ep.cpp).
+// (device_moe_ep.cpp; Mixtral's block only).
+//
+// Qwen's blocks differ from Mixtral's by a small table, read from the config where they
+// apply, not by a copy of the block:
+//   norm_topk_prob = false  the weights are the chosen probabilities (moe_route's and
+//                           moe_route_backward's renormalise flag)
+//   expert_width()          the experts' I_e (moe_intermediate) apart from intermediate
+//   moe_layer(l)            dense layers among MoE ones (device_block.cpp's dense MLP;
+//                           each layer's block_offsets(l))
+//   shared_expert()         qwen2_moe: a SwiGLU of width S on every token times
+//                           sigmoid(shared_expert_gate . xn2), added to the routed sum
+//                           (shared_expert_forward / _backward below)
 #include <algorithm>
 
 #include "device_model_impl.hpp"
 #include "zt/comm/device_wait.hpp"
 
 namespace zt::model {
+
+static_assert(kc::kMoeMaxExperts == Config::kMaxDeviceExperts,
+              "Config::validate_for_device refuses the experts the router cannot take");
 
 template <class T, class G>
 void DeviceModel<T, G>::Impl::moe_ensure(const DeviceMoeSizes& z) {
@@ -48,13 +63,14 @@ void DeviceModel<T, G>::Impl::moe_ensure(const DeviceMoeSizes& z) {
 template <class T, class G>
 void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlockActs<T>& a,
                                           int64_t N) {
-  (void)l;  // no adapters inside the experts (lora.cpp refuses gate/up/down targets)
-  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
-  const BlockOffsets& o = layout.block_offsets();
+  // (no adapters inside the experts: lora.cpp refuses gate/up/down targets on them)
+  const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
+  const BlockOffsets& o = layout.block_offsets(l);
   // rlogits [N, E] = xn2 [N, C] router^T (router [E, C]); the choice: rprobs [N, E],
   // ridx [N, k], rw [N, k]
   kc::linear_forward<T>(gemm, rlogits.data(), a.xn2.data(), p + o.router, N, C, E, stream);
-  kc::moe_route<T>(a.rprobs.data(), a.ridx.data(), a.rw.data(), rlogits.data(), N, E, K, stream);
+  kc::moe_route<T>(a.rprobs.data(), a.ridx.data(), a.rw.data(), rlogits.data(), N, E, K, stream,
+                   cfg.norm_topk_prob);
   // The plan: perm, pos [S] and the expert ranges, copied to pinned host memory; the
   // block's one wait, for the GEMM sizes.
   kc::MoePlan plan;
@@ -78,14 +94,53 @@ void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlock
   kc::moe_experts_forward<T>(gemm, delta.data(), a.experts(), a.xn2.data(),
                              p + o.experts_gate_up, p + o.experts_down, plan, a.rw.data(), N, C,
                              I, E, K, stream);
+  if (cfg.shared_expert()) shared_expert_forward(p, o, a, N);
+}
+
+// delta [N, C] += sigmoid(xn2 g) * down(silu(gate xn2) * up xn2): its SwiGLU in a.gate,
+// a.up, a.h [N, S], its output in a.sy, the gate's sigmoid in a.sg (as shared_expert.cpp).
+template <class T, class G>
+void DeviceModel<T, G>::Impl::shared_expert_forward(const T* p, const BlockOffsets& o,
+                                                    detail::DeviceBlockActs<T>& a, int64_t N) {
+  const int64_t C = cfg.hidden, S = cfg.shared_expert_intermediate;
+  kc::linear_forward<T>(gemm, a.gate.data(), a.xn2.data(), p + o.shared_gate, N, C, S, stream);
+  kc::linear_forward<T>(gemm, a.up.data(), a.xn2.data(), p + o.shared_up, N, C, S, stream);
+  kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * S, stream);
+  kc::linear_forward<T>(gemm, a.sy.data(), a.h.data(), p + o.shared_down, N, S, C, stream);
+  kc::moe_shared_gate_forward<T>(delta.data(), a.sg.data(), a.sy.data(), a.xn2.data(),
+                                 p + o.shared_expert_gate, N, C, stream);
+}
+
+// dres [N, C] (d loss / d delta) -> dxn += d loss / d xn2 through the shared expert and its
+// gate; its weights' gradients into unit u's (nullptr: frozen). Scratch: moe_rows holds d
+// sy [N, C], moe_dw d logit [N] (both free once the router's backward has run), dh, dgate,
+// dup [N, S].
+template <class T, class G>
+void DeviceModel<T, G>::Impl::shared_expert_backward(int u, const T* p, const BlockOffsets& o,
+                                                     detail::DeviceBlockActs<T>& a, int64_t N) {
+  const int64_t C = cfg.hidden, S = cfg.shared_expert_intermediate;
+  kc::moe_shared_gate_backward<T, G>(moe_rows.data(), moe_dw.data(), dxn.data(),
+                                     base_grad(u, o.shared_expert_gate), dres.data(),
+                                     a.sy.data(), a.sg.data(), a.xn2.data(),
+                                     p + o.shared_expert_gate, N, C, stream);
+  kc::linear_backward<T, G>(gemm, dh.data(), base_grad(u, o.shared_down), moe_rows.data(),
+                            a.h.data(), p + o.shared_down, N, S, C, /*accumulate_dx=*/false,
+                            stream);
+  kc::swiglu_backward<T>(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * S,
+                         /*accumulate=*/false, stream);
+  kc::linear_backward<T, G>(gemm, dxn.data(), base_grad(u, o.shared_gate), dgate.data(),
+                            a.xn2.data(), p + o.shared_gate, N, C, S, /*accumulate_dx=*/true,
+                            stream);
+  kc::linear_backward<T, G>(gemm, dxn.data(), base_grad(u, o.shared_up), dup.data(),
+                            a.xn2.data(), p + o.shared_up, N, C, S, /*accumulate_dx=*/true,
+                            stream);
 }
 
 template <class T, class G>
 void DeviceModel<T, G>::Impl::moe_backward(int l, int u, const T* p,
                                            detail::DeviceBlockActs<T>& a, int64_t N) {
-  (void)l;
-  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
-  const BlockOffsets& o = layout.block_offsets();
+  const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
+  const BlockOffsets& o = layout.block_offsets(l);
   if (static_cast<int64_t>(a.offsets.size()) != E + 1)
     throw std::logic_error("DeviceModel: a MoE block's backward without its forward's plan");
   const kc::MoePlan plan = a.plan();
@@ -103,9 +158,10 @@ void DeviceModel<T, G>::Impl::moe_backward(int l, int u, const T* p,
   // rlogits [N, E] := d loss / d logits (the weights' gradient + the aux loss's d/dp)
   kc::moe_route_backward<T>(rlogits.data(), moe_dw.data(),
                             cfg.router_aux_loss ? aux_dprob.data() : nullptr, a.rprobs.data(),
-                            a.ridx.data(), a.rw.data(), N, E, K, stream);
+                            a.ridx.data(), a.rw.data(), N, E, K, stream, cfg.norm_topk_prob);
   kc::linear_backward<T, G>(gemm, dxn.data(), base_grad(u, o.router), rlogits.data(),
                             a.xn2.data(), p + o.router, N, C, E, /*accumulate_dx=*/true, stream);
+  if (cfg.shared_expert()) shared_expert_backward(u, p, o, a, N);
 }
 
 template <class T, class G>
@@ -158,7 +214,11 @@ double DeviceModel<T, G>::Impl::moe_aux_term() {
   template void DeviceModel<T, G>::Impl::moe_stats_begin();                                   \
   template void DeviceModel<T, G>::Impl::moe_stats_end();                                     \
   template void DeviceModel<T, G>::Impl::moe_aux_begin(double);                               \
-  template double DeviceModel<T, G>::Impl::moe_aux_term();
+  template double DeviceModel<T, G>::Impl::moe_aux_term();                                    \
+  template void DeviceModel<T, G>::Impl::shared_expert_forward(                               \
+      const T*, const BlockOffsets&, detail::DeviceBlockActs<T>&, int64_t);                    \
+  template void DeviceModel<T, G>::Impl::shared_expert_backward(                              \
+      int, const T*, const BlockOffsets&, detail::DeviceBlockActs<T>&, int64_t);
 ZT_DEVICE_MOE_INSTANTIATE(float, float)
 ZT_DEVICE_MOE_INSTANTIATE(kc::bf16_t, float)
 ZT_DEVICE_MOE_INSTANTIATE(kc::bf16_t, kc::bf16_t)

@@ -27,17 +27,21 @@ namespace zt::kernels::cuda {
 inline constexpr int64_t kMoeMaxExperts = 1024;
 
 // probs [N, E] (written) softmax of logits; idx [N, k] (written) the k largest, largest
-// first; w [N, k] (written) their probabilities renormalised to sum 1. logits [N, E].
+// first; w [N, k] (written) their probabilities, renormalised to sum 1 unless renormalise
+// is false (Qwen's norm_topk_prob = false: the probabilities themselves), as the CPU
+// kernels::cpu::moe_route. logits [N, E]. (renormalise after the stream: a stream passed
+// where a bool is read would convert silently.)
 template <class T>
 void moe_route(float* probs, int32_t* idx, float* w, const T* logits, int64_t N, int64_t E,
-               int64_t k, cudaStream_t stream = nullptr);
+               int64_t k, cudaStream_t stream = nullptr, bool renormalise = true);
 
 // dlogits [N, E] (written) from dw [N, k] and dprob [E] (nullable: the load-balancing
-// loss's d/dp, the same for every row), with moe_route's probs, idx, w.
+// loss's d/dp, the same for every row), with moe_route's probs, idx, w and the same
+// renormalise.
 template <class T>
 void moe_route_backward(T* dlogits, const float* dw, const float* dprob, const float* probs,
                         const int32_t* idx, const float* w, int64_t N, int64_t E, int64_t k,
-                        cudaStream_t stream = nullptr);
+                        cudaStream_t stream = nullptr, bool renormalise = true);
 
 // Where each slot s = n * k + j goes in the expert-sorted order: the rows routed to expert e
 // are [offsets[e], offsets[e + 1]), in slot order (deterministic: no atomics decide it).
@@ -109,6 +113,22 @@ template <class T>
 void moe_weight_backward(float* dw, T* dyp, const T* dout, const T* y, const int32_t* pos,
                          const float* w, int64_t S, int64_t C, int64_t k,
                          cudaStream_t stream = nullptr);
+
+// qwen2_moe's shared expert (src/model/shared_expert.cpp on the CPU): beside the routed
+// sum, out += sigmoid(x . g) * y, with y [N, C] the shared SwiGLU's output (linear_forward
+// and swiglu_forward, as a dense MLP) and g [C] mlp.shared_expert_gate.weight.
+//   s [N] (written, f32) sigmoid(x [N, C] . g); out [N, C] += s[n] y[n]
+template <class T>
+void moe_shared_gate_forward(T* out, float* s, const T* y, const T* x, const T* g, int64_t N,
+                             int64_t C, cudaStream_t stream = nullptr);
+// Backward, with dout [N, C] = d loss / d out and the forward's s, y, x:
+//   dy [N, C] (written) = s dout;  dlogit [N] (written, f32) = s (1 - s) dout . y;
+//   dx [N, C] += dlogit[n] g;  dg [C] += sum_n dlogit[n] x[n] (G = float or T; nullptr:
+//   frozen, no gradient)
+template <class T, class G>
+void moe_shared_gate_backward(T* dy, float* dlogit, T* dx, G* dg, const T* dout, const T* y,
+                              const float* s, const T* x, const T* g, int64_t N, int64_t C,
+                              cudaStream_t stream = nullptr);
 
 // The load-balancing statistics of one layer added to the micro-batch's (device, double):
 // tokens [E] += the rows routed to e (plan.dev_offsets), prob_sum [E] += sum_n probs[n, e]
