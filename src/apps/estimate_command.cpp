@@ -129,6 +129,13 @@ Resolved resolve(const Args& a) {
   zero::EngineOptions checked = s.zero;  // an estimate writes nothing: no path needed
   if (checked.offload.nvme_path.empty()) checked.offload.nvme_path = "(estimate)";
   checked.validate(s.world(), s.gpus_per_node);
+  // Expert parallelism with the configured hpZ, offload and model (the rows below try
+  // other hpZ and offload choices; what the engine refuses must not become a row).
+  checked.validate_experts(s.world(), s.model);
+  if (s.device == Device::kGpu) {  // what the GPU model refuses (the engine's device space)
+    s.model.validate_for_device();
+    model::check_device_lora(s.zero.lora);
+  }
   return r;
 }
 

@@ -262,6 +262,8 @@ int run_train(const TrainArgs& args) {
   // exit 2 naming the key and its valid values.
   tc.zero.validate(topo.world_size, topo.local_size);
   if (args.print_config) log::info(cfg.to_toml());
+  if (topo.world_rank == 0)
+    for (const std::string& w : train::inert_keys(cfg, tc)) log::warn(w);
 
   // train.device / train.precision / comm.backend against what this rank sees (exit 2
   // naming the key); on cuda the rank's GPU becomes current and the engine holds its

@@ -3,6 +3,7 @@
 #include "zt/ckpt/hf_config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -190,6 +191,41 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
   m.first_sliding_layer = m.sliding_window > 0 ? first : 0;
 }
 
+// The config.json fields behind the model.* keys a refusal of validate() names, e.g.
+// " (in config.json: model.experts_per_token is num_experts_per_tok, model.experts is
+// num_local_experts)": the file's reader sees its own names. One table for every field
+// read above; "" when the message names none.
+std::string hf_fields_named(const std::string& message, HfFamily::Moe moe, const json& j) {
+  const bool local = moe == HfFamily::kMixtral ||
+                     (j.contains("num_local_experts") && !j.at("num_local_experts").is_null());
+  const std::pair<const char*, const char*> fields[] = {
+      {"model.vocab", "vocab_size"}, {"model.hidden", "hidden_size"},
+      {"model.layers", "num_hidden_layers"}, {"model.heads", "num_attention_heads"},
+      {"model.kv_heads", "num_key_value_heads"}, {"model.intermediate", "intermediate_size"},
+      {"model.context", "max_position_embeddings"}, {"model.head_dim", "head_dim"},
+      {"model.rope_theta", "rope_theta"}, {"model.norm_eps", "rms_norm_eps"},
+      {"model.sliding_window", "sliding_window"}, {"model.first_sliding_layer", "layer_types"},
+      {"model.experts", local ? "num_local_experts" : "num_experts"},
+      {"model.experts_per_token", "num_experts_per_tok"},
+      {"model.router_aux_loss_coef", "router_aux_loss_coef"},
+      {"model.moe_intermediate", "moe_intermediate_size"},
+      {"model.shared_expert_intermediate", "shared_expert_intermediate_size"},
+      {"model.decoder_sparse_step", "decoder_sparse_step"},
+      {"model.mlp_only_layers", "mlp_only_layers"}};
+  std::string named;
+  for (const auto& [key, field] : fields) {
+    // The whole key: model.experts, not the start of model.experts_per_token.
+    for (size_t at = message.find(key); at != std::string::npos; at = message.find(key, at + 1)) {
+      const size_t end = at + std::string_view(key).size();
+      if (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_'))
+        continue;
+      named += std::string(named.empty() ? "" : ", ") + key + " is " + field;
+      break;
+    }
+  }
+  return named.empty() ? "" : " (in config.json: " + named + ")";
+}
+
 // The experts' keys: Mixtral's (MixtralConfig's defaults: 8 experts, 2 per token) or
 // Qwen's (Qwen2MoeConfig's / Qwen3MoeConfig's defaults when absent).
 void read_moe(const json& j, const std::string& where, HfFamily::Moe kind, model::Config& m) {
@@ -362,7 +398,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   try {
     m.validate();
   } catch (const InputError& e) {
-    throw InputError("config '" + where + "' describes a model zt refuses: " + e.message(),
+    throw InputError("config '" + where + "' describes a model zt refuses: " + e.message() +
+                         hf_fields_named(e.message(), fam->moe, j),
                      e.hint());
   }
   if (j.contains("bos_token_id") && j.at("bos_token_id").is_number_integer())

@@ -339,7 +339,8 @@ void Config::validate_experts() const {
     throw InputError(strf("model.shared_expert_intermediate = %lld with model.family = %s: must "
                           "be >= 1",
                           static_cast<long long>(shared_expert_intermediate), family.c_str()),
-                     "every Qwen2-MoE block has the shared expert (Qwen1.5-MoE-A2.7B: 5632).");
+                     "every Qwen2-MoE block has the shared expert: set "
+                     "model.shared_expert_intermediate (Qwen1.5-MoE-A2.7B: 5632).");
   refuse_unless(row.shared_expert || shared_expert_intermediate == 0,
                 strf("model.shared_expert_intermediate = %lld",
                      static_cast<long long>(shared_expert_intermediate)),

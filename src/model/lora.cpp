@@ -215,6 +215,15 @@ void check_qlora_dtype(const LoraConfig& lora, DType base) {
                    "use finetune.method = lora for this model, or an fp32/bf16 base.");
 }
 
+void check_device_lora(const LoraConfig& lora) {
+  for (const LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown})
+    if (lora.enabled() && lora.has_target(t))
+      throw InputError("lora.targets has " + std::string(lora_target_name(t)) +
+                           ": the GPU model takes no adapters on the experts (the CPU model does)",
+                       "train adapters on the experts with train.device = cpu, or target the "
+                       "attention (q, k, v, o) on the GPU; docs/finetune.md.");
+}
+
 LoraLayout::LoraLayout(const Config& model, const LoraConfig& lora)
     : lora_(lora), layers_(model.layers),
       index_(static_cast<size_t>((model.layers + 1) * kNumLoraTargets), -1) {

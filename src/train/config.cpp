@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "zt/core/checked.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -71,8 +73,9 @@ config::Schema train_schema() {
                   "causal; Mistral 7B: 4096)"),
         0, 1 << 24);
   range(s.add_int("model.experts", std::nullopt,
-                  "override: experts per block (mixtral, qwen2_moe, qwen3_moe; Mixtral 8x7B: 8)"),
-        1, model::Config::kMaxExperts);
+                  "override: experts per block (mixtral, qwen2_moe, qwen3_moe; Mixtral 8x7B: 8; "
+                  "0: the dense MLP of the other families)"),
+        0, model::Config::kMaxExperts);
   range(s.add_int("model.experts_per_token", std::nullopt,
                   "override: experts each token is routed to (1 .. model.experts; Mixtral: 2)"),
         1, model::Config::kMaxExperts);
@@ -102,6 +105,9 @@ config::Schema train_schema() {
                   "override: layers from this one on use model.sliding_window, earlier ones "
                   "attend in full (Qwen's max_window_layers; 0: every layer)"),
         0, 1 << 16);
+  s.add_string("model.mlp_only_layers", std::nullopt,
+               "override: layers with the dense MLP among the experts' ones, comma-separated "
+               "indices, e.g. 0,3 (qwen2_moe, qwen3_moe's mlp_only_layers; empty: none)");
   range(s.add_float("model.init_std", 0.02, "std of the normal init of weights"), 0.0, 1e3);
 
   // --- train ------------------------------------------------------------------------
@@ -202,6 +208,26 @@ config::Schema train_schema() {
   return s;
 }
 
+std::vector<int64_t> parse_layer_list(const std::string& text, const std::string& key) {
+  std::vector<int64_t> layers;
+  if (text.find_first_not_of(" \t") == std::string::npos) return layers;
+  const auto refuse = [&](const std::string& why) {
+    throw InputError(key + " = \"" + text + "\": " + why,
+                     "list layer indices, comma-separated (e.g. 0,3), or leave it empty for none");
+  };
+  nlohmann::json j;
+  try {  // "0, 3" is the JSON array [0, 3] without its brackets
+    j = nlohmann::json::parse("[" + text + "]");
+  } catch (const nlohmann::json::exception&) {
+    refuse("not a list of integers");
+  }
+  for (const nlohmann::json& v : j) {
+    if (!v.is_number_integer()) refuse("holds " + v.dump() + ", not an integer");
+    layers.push_back(v.get<int64_t>());
+  }
+  return layers;
+}
+
 TrainConfig resolve(const config::Config& c, int world) {
   TrainConfig t;
   t.world = world;
@@ -229,6 +255,8 @@ TrainConfig resolve(const config::Config& c, int world) {
   if (c.has("model.norm_topk_prob")) t.model.norm_topk_prob = c.get_bool("model.norm_topk_prob");
   override_int("model.decoder_sparse_step", t.model.decoder_sparse_step);
   override_int("model.first_sliding_layer", t.model.first_sliding_layer);
+  if (c.has("model.mlp_only_layers"))
+    t.model.mlp_only_layers = parse_layer_list(c.get_string("model.mlp_only_layers"), "model.mlp_only_layers");
   if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
   if (c.has("model.family")) t.model.family = c.get_string("model.family");
   override_int("model.head_dim", t.model.head_dim_);
@@ -248,6 +276,7 @@ TrainConfig resolve(const config::Config& c, int world) {
                         "model.family", "model.head_dim", "model.attention_bias",
                         "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
                         "model.rope_high_freq_factor", "model.rope_original_context",
+                        "model.mlp_only_layers",
                         "model.sliding_window", "model.experts", "model.experts_per_token",
                         "model.router_aux_loss_coef", "model.router_aux_loss",
                         "model.first_sliding_layer", "model.moe_intermediate",
@@ -364,6 +393,57 @@ TrainConfig resolve(const config::Config& c, int world) {
                      "preference objectives train with moe.expert_parallel = 1");
   t.ckpt = ckpt::ckpt_options(c);
   return t;
+}
+
+std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& t) {
+  const auto value_of = [&](const config::Key& k) -> config::Value {
+    switch (k.type) {
+      case config::Type::kInt: return c.get_int(k.name);
+      case config::Type::kFloat: return c.get_float(k.name);
+      case config::Type::kBool: return c.get_bool(k.name);
+      default: return c.get_string(k.name);
+    }
+  };
+  // Given on the command line or in a file, and not the default value (a file listing
+  // every key at its default says nothing).
+  const auto given = [&](const config::Key& k) {
+    return c.has(k.name) && c.origin(k.name) != "default" &&
+           (!k.default_value || value_of(k) != *k.default_value);
+  };
+  const std::string rope = t.model.rope_scaling.type;
+  const char* no_experts = "the model has no experts (model.experts = 0): set model.family = "
+                           "mixtral, qwen2_moe or qwen3_moe and model.experts for them";
+  // (key or prefix, inert in this run, why and the fix)
+  const struct {
+    const char* key;
+    bool inert;
+    const char* why;
+  } rules[] = {
+      // model.router_aux_loss and its _coef, model.experts_per_token on a dense model
+      {"model.router_aux_loss", !t.model.moe(), no_experts},
+      {"model.experts_per_token", !t.model.moe(), no_experts},
+      {"model.router_aux_loss_coef", !t.model.router_aux_loss,
+       "the load-balancing loss is off (model.router_aux_loss = false, as transformers' "
+       "output_router_logits): set model.router_aux_loss = true to add it to the loss"},
+      {"lora.", t.lora.method == model::FinetuneMethod::kFull,
+       "finetune.method = full trains every weight without adapters: set finetune.method = "
+       "lora or qlora"},
+      {"dpo.", t.pref.objective != Objective::kDpo, "set finetune.objective = dpo to use it"},
+      {"orpo.", t.pref.objective != Objective::kOrpo, "set finetune.objective = orpo to use it"},
+      {"model.rope_factor", rope == "default", "set model.rope_type = linear or llama3"},
+      {"model.rope_low_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
+      {"model.rope_high_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
+      {"model.rope_original_context", rope != "llama3", "set model.rope_type = llama3"},
+      {"model.first_sliding_layer", t.model.sliding_window == 0, "set model.sliding_window"}};
+  std::vector<std::string> out;
+  for (const config::Key& k : c.schema().keys())
+    for (const auto& r : rules)
+      if (r.inert && k.name.starts_with(r.key) && given(k)) {
+        out.push_back(strf("%s = %s has no effect in this run: %s", k.name.c_str(),
+                           config::value_to_string(value_of(k)).c_str(), r.why));
+        break;  // the first reason (no experts before no aux loss)
+      }
+  return out;
 }
 
 int resolve_threads(int configured, int ranks_on_node) {

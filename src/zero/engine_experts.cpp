@@ -24,18 +24,9 @@ namespace detail {
 
 ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt,
                           comm::Comm* control) {
-  opt.validate_experts(world.size(), cfg.moe() ? cfg.experts : 0);  // the same on every rank
+  opt.validate_experts(world.size(), cfg);  // the same on every rank
   ExpertSplit s;
   if (opt.expert_parallel <= 1) return s;
-  // The expert-parallel layer (ExpertParallelMoe) is Mixtral's block: every layer routed,
-  // renormalised top-k, experts of the MLP's width, no shared expert.
-  if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
-      cfg.expert_width() != cfg.intermediate)
-    throw InputError(strf("moe.expert_parallel = %d with model family '%s': expert parallelism "
-                          "has Mixtral's block only (every layer routed, renormalised top-k, no "
-                          "shared expert)",
-                          opt.expert_parallel, cfg.family.c_str()),
-                     "set moe.expert_parallel = 1 for this model (ZeRO still shards its experts)");
   s.parts = opt.expert_parallel;
   const int r = world.rank();
   s.experts = world.split(r / s.parts, r);

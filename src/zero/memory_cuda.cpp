@@ -78,6 +78,7 @@ class DeviceSpace final : public Space {
     // adapters' unit is one more stored unit (bf16 under bf16-true), the base frozen.
     const std::string model_precision = precision_ == "bf16-true" ? "bf16-mixed" : precision_;
     cfg.validate_for_device();  // what the GPU model cannot run (more experts than a warp routes)
+    model::check_device_lora(lora);  // (zt estimate --device gpu applies both too)
     return model::make_device_model(cfg, max_batch, max_seq, model_precision, stream_, lora);
   }
 

@@ -118,6 +118,19 @@ void EngineOptions::validate_experts(int world_size, int64_t experts) const {
     refuse("finetune.method = lora / qlora", "LoRA trains with moe.expert_parallel = 1");
 }
 
+void EngineOptions::validate_experts(int world_size, const model::Config& cfg) const {
+  validate_experts(world_size, cfg.moe() ? cfg.experts : 0);
+  if (expert_parallel <= 1) return;
+  // The expert-parallel layer (ExpertParallelMoe) is Mixtral's block.
+  if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
+      cfg.expert_width() != cfg.intermediate)
+    throw InputError(strf("moe.expert_parallel = %d with model family '%s': expert parallelism "
+                          "has Mixtral's block only (every layer routed, renormalised top-k, no "
+                          "shared expert)",
+                          expert_parallel, cfg.family.c_str()),
+                     "set moe.expert_parallel = 1 for this model (ZeRO still shards its experts)");
+}
+
 int EngineOptions::effective_hpz(int world_size, int ranks_per_node) const {
   if (stage != 3) return 1;
   const int h = hpz_partition_size == 0 ? ranks_per_node : hpz_partition_size;

@@ -268,6 +268,40 @@ TEST(HfConfig, MixtralExperts) {
                      {"m.json", "num_local_experts"});
 }
 
+// A config.json that zt's model rules refuse (fields that disagree with each other) is
+// refused naming the file's own fields beside zt's keys, whichever rule it breaks.
+TEST(HfConfig, ModelRefusalsNameTheFileFields) {
+  struct Case {
+    const char* model_type;  // "mixtral" or "qwen3_moe" (on kTinyLlama's sizes)
+    std::vector<std::pair<std::string, nlohmann::json>> set;
+    std::vector<std::string> named;
+  };
+  const std::vector<Case> cases = {
+      {"mixtral", {{"num_experts_per_tok", 5}}, {"num_experts_per_tok", "num_local_experts"}},
+      {"qwen3_moe", {{"num_experts_per_tok", 5}}, {"num_experts_per_tok", "num_experts"}},
+      {"qwen3_moe", {{"decoder_sparse_step", 30}}, {"decoder_sparse_step", "num_hidden_layers"}},
+      {"mixtral", {{"router_aux_loss_coef", -1}}, {"router_aux_loss_coef"}},
+      {"mixtral", {{"num_key_value_heads", 3}}, {"num_key_value_heads", "num_attention_heads"}},
+      {"mixtral", {{"num_attention_heads", 3}}, {"num_attention_heads", "hidden_size"}}};
+  for (const Case& c : cases) {
+    nlohmann::json j = nlohmann::json::parse(kTinyLlama);
+    j["model_type"] = c.model_type;
+    j["architectures"] = {std::string(c.model_type) == "mixtral" ? "MixtralForCausalLM" : "Qwen3MoeForCausalLM"};
+    j.erase("attention_bias");
+    j["num_experts"] = 4;
+    if (std::string(c.model_type) == "mixtral") j["num_local_experts"] = 4;
+    j["num_experts_per_tok"] = 2;
+    for (const auto& [k, v] : c.set) j[k] = v;
+    try {
+      zt::ckpt::parse_hf_config(j.dump(), "c.json");
+      ADD_FAILURE() << c.model_type << " " << c.set.front().first << ": accepted";
+    } catch (const zt::InputError& e) {
+      for (const std::string& n : c.named)
+        EXPECT_NE(std::string(e.message()).find(n), std::string::npos) << e.message();
+    }
+  }
+}
+
 TEST(HfConfig, RefusesWhatZtCannotRepresent) {
   auto with = [](const std::string& key, const std::string& value) {
     nlohmann::json j = nlohmann::json::parse(kTinyLlama);

@@ -64,6 +64,114 @@ TEST(TrainConfig, ModelOverridesApplyToThePreset) {
   expect_input_error([] { resolve_with({"train.steps=ten"}, 1); }, {"train.steps", "int"});
 }
 
+// The one rule for the model's fields: every field a checkpoint's model_config records
+// (config_to_json; the resume refusals name each as model.<field>) is a `zt train` key.
+// A Qwen2-MoE config with every optional field away from its default, written back as
+// --set model.<field>=value from that JSON itself (so a new field cannot be missed),
+// resolves to the same config.
+TEST(TrainConfig, EveryModelConfigFieldIsAKey) {
+  zt::model::Config want = zt::model::Config::preset("tiny");
+  want.family = "qwen2_moe";
+  want.layers = 4;
+  want.head_dim_ = 16;
+  want.attention_bias = true;
+  want.tied_embeddings = true;
+  want.sliding_window = 16;
+  want.first_sliding_layer = 1;
+  want.norm_eps = 1e-6;
+  want.rope_theta = 5e5;
+  want.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 64};
+  want.experts = 4;
+  want.experts_per_token = 3;
+  want.router_aux_loss = true;
+  want.router_aux_loss_coef = 0.25;
+  want.moe_intermediate = 48;
+  want.shared_expert_intermediate = 40;
+  want.norm_topk_prob = false;
+  want.decoder_sparse_step = 2;   // layers 1 and 3 have the experts ...
+  want.mlp_only_layers = {3};     // ... but 3
+  want.validate();
+  nlohmann::json j = nlohmann::json::parse(zt::ckpt::config_to_json(want));
+  j.erase("name");  // the preset's name (model.preset), not a field
+  std::vector<std::string> sets;
+  for (const auto& [field, value] : j.items()) {
+    if (field == "rope_scaling") {  // model.rope_type, model.rope_factor, ...
+      for (const auto& [k, v] : value.items())
+        sets.push_back("model.rope_" + (k == "type" ? std::string("type") : k) + "=" +
+                       (v.is_string() ? v.get<std::string>() : v.dump()));
+      continue;
+    }
+    std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    if (value.is_array()) text = text.substr(1, text.size() - 2);  // [3] -> 3
+    sets.push_back("model." + field + "=" + text);
+  }
+  const auto t = resolve_with(sets, 1);
+  nlohmann::json got = nlohmann::json::parse(zt::ckpt::config_to_json(t.model));
+  got.erase("name");
+  EXPECT_EQ(got, j);
+  EXPECT_EQ(t.model.moe_layer_count(), 1);
+}
+
+// A refusal's fix is a value the schema takes: a MoE preset turned into a dense family is
+// told to set model.experts = 0, and that resolves (the dense MLP).
+TEST(TrainConfig, DenseFamilyOnAMoePresetTakesExpertsZero) {
+  expect_input_error([] { resolve_with({"model.preset=mixtral-8x7b", "model.family=mistral"}, 1); },
+                     {"model.experts = 8 with model.family = mistral", "model.experts = 0"});
+  const auto t = resolve_with({"model.preset=mixtral-8x7b", "model.family=mistral", "model.experts=0"}, 1);
+  EXPECT_FALSE(t.model.moe());
+  EXPECT_EQ(t.model.num_params(), zt::model::Config::preset("mistral-7b").num_params());
+  // And Qwen2-MoE from the command line: its shared expert's width is named with its key.
+  expect_input_error([] { resolve_with({"model.experts=4", "model.experts_per_token=2", "model.family=qwen2_moe"}, 1); },
+                     {"model.shared_expert_intermediate = 0", "set model.shared_expert_intermediate"});
+  expect_input_error([] { resolve_with({"model.experts=4", "model.experts_per_token=2", "model.family=qwen3_moe",
+                                        "model.mlp_only_layers=0,x"}, 1); },
+                     {"model.mlp_only_layers = \"0,x\"", "comma-separated"});
+}
+
+// Keys given that another key turns off are named, one rule for all of them; the same
+// keys where their feature is on, or given at their default, are not.
+TEST(TrainConfig, InertKeysAreNamedWithTheirFix) {
+  const zt::config::Schema schema = zt::train::train_schema();
+  const auto inert = [&](const std::vector<std::string>& sets) {
+    const zt::config::Config c = zt::config::load(schema, "", sets);
+    std::string all;
+    for (const std::string& w : zt::train::inert_keys(c, zt::train::resolve(c, 1))) all += w + "\n";
+    return all;
+  };
+  const std::vector<std::string> moe = {"model.family=mixtral", "model.experts=4", "model.experts_per_token=2"};
+  const auto with = [&](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const struct {
+    std::vector<std::string> sets;
+    std::string named;  // "" : nothing named
+  } cases[] = {
+      {with(moe, {"model.router_aux_loss_coef=0.02"}), "model.router_aux_loss_coef = 0.02 has no effect"},
+      {with(moe, {"model.router_aux_loss_coef=0.02", "model.router_aux_loss=true"}), ""},
+      {{"lora.rank=16"}, "lora.rank = 16 has no effect in this run: finetune.method = full"},
+      {{"lora.rank=16", "finetune.method=lora"}, ""},
+      {{"lora.rank=8"}, ""},  // the default: a file listing every key says nothing
+      {{"dpo.beta=0.3"}, "dpo.beta = 0.3 has no effect in this run: set finetune.objective = dpo"},
+      {{"orpo.lambda=0.5", "finetune.objective=dpo"}, "orpo.lambda = 0.5 has no effect"},
+      {{"model.rope_factor=2"}, "model.rope_factor = 2.0 has no effect"},
+      {{"model.rope_factor=2", "model.rope_type=linear"}, ""},
+      {{"model.rope_low_freq_factor=2", "model.rope_type=linear"}, "model.rope_low_freq_factor = 2.0"},
+      {{"model.first_sliding_layer=1"}, "model.first_sliding_layer = 1 has no effect"},
+      {{"model.first_sliding_layer=1", "model.sliding_window=8"}, ""},
+      {{"model.experts_per_token=2"}, "model.experts_per_token = 2 has no effect"},
+      {{"model.router_aux_loss=true"}, "model.router_aux_loss = true has no effect in this run: the model has no experts"},
+      {{"model.router_aux_loss_coef=0.5"}, "model.router_aux_loss_coef = 0.5 has no effect in this run: the model has no experts"},
+  };
+  for (const auto& c : cases) {
+    const std::string got = inert(c.sets);
+    if (c.named.empty())
+      EXPECT_EQ(got, "") << c.sets.back();
+    else
+      EXPECT_NE(got.find(c.named), std::string::npos) << c.sets.back() << ": " << got;
+  }
+}
+
 TEST(TrainConfig, EveryKeyHasADescriptionAndASection) {
   const zt::config::Schema s = zt::train::train_schema();
   for (const auto& k : s.keys()) {

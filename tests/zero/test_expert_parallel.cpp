@@ -122,6 +122,34 @@ TEST(ExpertParallelInput, RefusedWithBothNumbers) {
   EXPECT_EQ(message(3, 0), "");
 }
 
+// The model's block, by the same rule `zt estimate` applies (EngineOptions::validate_experts
+// with the model): Mixtral's passes; Qwen's expert width, top-k without renormalisation, a
+// dense layer or the shared expert are refused by name.
+TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
+  EngineOptions o;
+  o.expert_parallel = 2;
+  const model::Config mixtral = reduced_mixtral();
+  EXPECT_NO_THROW(o.validate_experts(4, mixtral));
+  std::vector<model::Config> qwen(4, mixtral);
+  for (model::Config& c : qwen) c.family = "qwen3_moe";
+  qwen[0].moe_intermediate = mixtral.intermediate / 2;
+  qwen[1].norm_topk_prob = false;
+  qwen[2].mlp_only_layers = {0};
+  qwen[3].family = "qwen2_moe";
+  qwen[3].shared_expert_intermediate = 8;
+  for (const model::Config& c : qwen) {
+    c.validate();
+    try {
+      o.validate_experts(4, c);
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("expert parallelism has Mixtral's block only"), std::string::npos) << e.what();
+    }
+  }
+  o.expert_parallel = 1;  // off: every block
+  EXPECT_NO_THROW(o.validate_experts(4, qwen[3]));
+}
+
 // The engine refuses a bad value on every rank alike (a collective would hang otherwise).
 TEST(ExpertParallelInput, EngineRefusesExpertsNotDivided) {
   const int n = world_size();

@@ -91,6 +91,11 @@ LoraConfig resolve_lora(const config::Config& cfg, const Config& model);
 // naming finetune.method. No-op unless method is qlora.
 void check_qlora_dtype(const LoraConfig& lora, DType base);
 
+// What the GPU model takes of these adapters: none on the experts (the CPU model has them):
+// zt::InputError naming lora.targets and the fix. The engine's device space and
+// `zt estimate --device gpu` both call it (with Config::validate_for_device).
+void check_device_lora(const LoraConfig& lora);
+
 // The base units of a model with these adapters (ParamLayout(cfg, lora) without its
 // adapters' unit; nothing frozen): the model's own with LoRA (or none), QLoRA's without W
 // of the targeted projections (ParamLayout::without_weights: read from QloraBase).

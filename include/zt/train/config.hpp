@@ -4,6 +4,7 @@
 // `zt train --help-config`.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "zt/ckpt/config.hpp"
 #include "zt/ckpt/format.hpp"
@@ -78,6 +79,18 @@ struct TrainConfig {
 // Reads and checks every key. world = data-parallel ranks. Throws zt::InputError naming
 // the keys at fault (e.g. global batch not divisible by micro_batch * world).
 TrainConfig resolve(const config::Config& cfg, int world);
+
+// "0, 3" -> {0, 3} (model.mlp_only_layers); empty -> none. Anything but integers is a
+// zt::InputError naming `key` (the model's validate() checks the range).
+std::vector<int64_t> parse_layer_list(const std::string& text, const std::string& key);
+
+// The keys given (in a file or --set, at other than their default) that this run does not
+// use because another key turns their feature off, each as a warning naming the key and the
+// fix: model.router_aux_loss_coef without model.router_aux_loss, lora.* with finetune.method
+// = full, dpo.* / orpo.* with another objective, RoPE factors of another rope_type,
+// model.first_sliding_layer without a window, model.experts_per_token and
+// model.router_aux_loss(_coef) without experts.
+std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& t);
 
 // The schema's upper limit of train.threads, whatever the host.
 inline constexpr int kMaxThreads = 4096;

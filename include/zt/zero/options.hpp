@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "zt/core/dtype.hpp"
+#include "zt/model/config.hpp"
 #include "zt/model/lora.hpp"
 #include "zt/model/optimizer.hpp"
 #include "zt/offload/options.hpp"
@@ -78,6 +79,11 @@ struct EngineOptions {
   // zt::InputError naming both numbers or the other key, and what to do. Called before
   // validate(), with the whole world.
   void validate_experts(int world_size, int64_t experts) const;
+  // The whole rule, as the engine applies it: the above with cfg's experts (0 without),
+  // then the model's block (expert parallelism has Mixtral's: every layer routed,
+  // renormalised top-k, experts of the MLP's width, no shared expert). `zt estimate`
+  // calls it with the configured options, so it refuses what `zt train` refuses.
+  void validate_experts(int world_size, const model::Config& cfg) const;
 
   // The hpZ group size in effect: 1 when hpZ does nothing (stage < 3, off, or the
   // group would be the whole world), else the resolved hpz_partition_size.
