@@ -152,12 +152,7 @@ class DeviceTrainable final : public TrainableModel {
 std::unique_ptr<TrainableModel> make_device_model(const Config& cfg, int64_t max_batch,
                                                   int64_t max_seq, const std::string& precision,
                                                   cudaStream_t stream, const LoraConfig& lora) {
-  for (const LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown})
-    if (lora.enabled() && lora.has_target(t))
-      throw InputError("lora.targets has " + std::string(lora_target_name(t)) +
-                           ": the GPU model takes no adapters on the experts (the CPU model does)",
-                       "train adapters on the experts with train.device = cpu, or target the "
-                       "attention (q, k, v, o) on the GPU; docs/finetune.md.");
+  check_device_lora(lora);  // the rule zt estimate --device gpu applies too
   if (precision == "fp32")
     return std::make_unique<DeviceTrainable<float, float>>(cfg, max_batch, max_seq, stream, lora);
   if (precision == "bf16-mixed")
