@@ -114,6 +114,10 @@ EOF
   done < <(deps "$k"/bin/* "$k"/lib/openmpi3/*.so "$k"/lib/pmix/*.so 2>/dev/null)
   strip --strip-unneeded "$k"/bin/* "$k"/lib/*.so* "$k"/lib/openmpi3/*.so "$k"/lib/pmix/*.so 2>/dev/null
   git -C "$repo" rev-parse --short HEAD >"$k/commit" 2>/dev/null
+  # the -march the CPU code was built for: `run` checks the device host's CPU has it
+  sed -n 's/^ZT_MARCH:[A-Z]*=//p' "$build/CMakeCache.txt" >"$k/march"
+  [ "$(cat "$k/march")" != native ] ||
+    echo "pack: WARNING: built with ZT_MARCH=native: the kit may die with SIGILL on the device host's CPU"
   echo "pack: $n libraries, $(ls "$k/lib/openmpi3" | wc -l) Open MPI plugins, $(ls "$k/lib/pmix" | wc -l) PMIx plugins"
   mkdir -p "$kitdir"
   rm -f "$kitdir"/kit.tar.gz
@@ -175,6 +179,29 @@ do_unpack() {
   echo "$K"
 }
 
+# cpu_check KIT: print the host's CPU and the -march the kit was built for; refuse (exit 2,
+# one line) when the CPU lacks an instruction set of that level, before a binary dies of
+# SIGILL. ZT_KIT_CPUINFO: another /proc/cpuinfo (the test's CPU without AVX2).
+cpu_check() {
+  local march info model flags need="" f lacking=""
+  march=$(cat "$1/march" 2>/dev/null || echo unknown)
+  info=${ZT_KIT_CPUINFO:-/proc/cpuinfo}
+  model=$(awk -F': *' '/^model name/ { print $2; exit }' "$info")
+  flags=" $(awk -F': *' '/^flags/ { print $2; exit }' "$info") "
+  echo "cpu: ${model:-unknown} ($(grep -c '^processor' "$info") logical); kit built for -march=$march"
+  case $march in  # GCC's levels, in /proc/cpuinfo's names (lzcnt is abm there)
+    x86-64-v4) need="avx512f avx512bw avx512cd avx512dq avx512vl " ;&
+    x86-64-v3) need+="avx avx2 bmi1 bmi2 f16c fma abm movbe xsave " ;&
+    x86-64-v2) need+="cx16 lahf_lm popcnt sse4_1 sse4_2 ssse3" ;;
+    native) echo "note: the kit was built for its build host's CPU (ZT_MARCH=native): not checked here" ;;
+  esac
+  for f in $need; do [[ $flags == *" $f "* ]] || lacking+="$f "; done
+  [ -z "$lacking" ] || {
+    echo "REFUSED: this host's CPU (${model:-unknown}) lacks ${lacking% } of -march=$march, the level the kit was built for; pack it again with -DZT_MARCH=<a lower level> in ZT_KIT_BUILD's configure"
+    return 2
+  }
+}
+
 # discover: print the GPU, the CUDA libraries and their versions; set LD_LIBRARY_PATH; refuse
 # (exit 2, one line) when a library the binaries link is missing or lacks a symbol they use.
 discover() {
@@ -228,6 +255,7 @@ do_run() {
     echo "gpu-kit run: $(date -u +%FT%TZ) on $(uname -n), checkout $(git -C "$repo" rev-parse --short HEAD 2>/dev/null), kit $(tar -xzOf "$kitdir/kit.tar.gz" zt-kit/commit 2>/dev/null)"
     K=$(do_unpack) || exit 2
     kit_env "$K"
+    cpu_check "$K" || { echo "summary: refused before the first line"; exit 2; }
     discover "$K" || { echo "summary: refused before the first line"; exit 2; }
     export ZT_KIT_GPU=$gpu ZT_KIT_ZT=$K/bin/zt ZT_KIT_TESTS=$K/bin
     do_lines ${ZT_KIT_LINES:-} || rc=$?
@@ -768,8 +796,10 @@ case "$cmd" in
   exec)  # exec CMD...: CMD with the kit unpacked and its environment (no discovery output)
     K=$(do_unpack) || exit 2
     kit_env "$K"
+    cpu_check "$K" >/dev/null || { cpu_check "$K" | grep REFUSED; exit 2; }
     discover "$K" >/dev/null || { discover "$K" | grep REFUSED; exit 2; }
     exec "$@" ;;
+  cpu-check) cpu_check "$1" ;;  # cpu-check DIR: the CPU check against DIR/march (the tests)
   lines) do_lines "$@" ;;
   line) do_line "$@" ;;
   *) echo "usage: $0 pack|run|lines [LINE...]" >&2; exit 2 ;;

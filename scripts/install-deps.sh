@@ -36,6 +36,7 @@ packages=(
   libxxhash-dev                            # checkpoint checksums (XXH3, src/core/checksum.cpp)
   clang libclang-rt-dev libomp-dev         # fuzz targets (libFuzzer, ASan, UBSan; fuzz preset)
   gnuplot-nox                              # zt check plots (optional at run time)
+  qemu-user                                # kit.portable_march: the kernels on an emulated AVX2-only CPU
   python3
   bc procps                                # test scripts: elapsed-time arithmetic (bc), pgrep / pkill
   python3-numpy python3-h5py python3-pip   # checkpoint tests (tests/ckpt/hf) read files with h5py
