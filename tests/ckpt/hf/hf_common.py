@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 SKIP = 77  # CTest SKIP_RETURN_CODE
-# The Python peers scripts/install-deps.sh installs (pinned there; --hf-peers: torch and
+# The Python peers scripts/install-deps.sh installs (pinned: scripts/python-peers.txt; --hf-peers: torch and
 # after): a test that cannot import one skips naming it, or fails where CI requires them.
 PEERS = ("numpy", "h5py", "safetensors", "xxhash", "torch", "transformers", "peft",
-         "accelerate", "bitsandbytes", "tokenizers", "sentencepiece", "jinja2")
+         "accelerate", "bitsandbytes", "tokenizers", "sentencepiece", "jinja2", "trl", "datasets")
 HINT = ("scripts/install-deps.sh installs numpy, h5py, safetensors and xxhash for this python3; "
         "--hf-peers adds torch, transformers, peft, bitsandbytes, tokenizers, sentencepiece, jinja2")
 
@@ -46,28 +46,34 @@ def _peer_import_hook(kind, value, tb):
 
 
 sys.excepthook = _peer_import_hook
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_versions import check_pin, pinned_versions  # noqa: E402,F401  (scripts/python-peers.txt)
 
 
 def require(*modules):
-    """Import the modules or exit through peer_missing naming the missing one."""
+    """Import the modules (dotted names too), in order, or exit through peer_missing naming
+    the first that does not import (an ImportError, or a library of it that fails to load),
+    each top-level peer's version checked against its pin (check_pin). Call it first: before
+    importing anything that needs a peer, and before any work."""
     out = []
     for name in modules:
         try:
-            out.append(importlib.import_module(name))
-        except ImportError as e:
-            peer_missing(f"python module '{name}' is missing ({e}) for {sys.executable}")
+            mod = importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001  (a broken peer is a missing one)
+            peer_missing(f"python module '{name}' is missing or broken ({type(e).__name__}: {e}) "
+                         f"for {sys.executable}")
+        top = name.split(".")[0]
+        check_pin(top, sys.modules.get(top, mod))
+        out.append(mod)
     return out
 
 
 def torch_peers(*extra):
-    """Imports torch, transformers and `extra` (e.g. "peft") for a peer test, or exits
-    through peer_missing naming them (an ImportError, or a torch whose libraries fail to
-    load); one torch thread; the versions printed. Returns the modules in that order."""
+    """Imports torch, transformers and `extra` (e.g. "peft") for a peer test through
+    require (a missing one: skip or fail; versions checked against their pins); one torch
+    thread; the versions printed. Returns the modules in that order."""
     names = ("torch", "transformers") + extra
-    try:
-        mods = [importlib.import_module(n) for n in names]
-    except Exception as e:  # noqa: BLE001
-        peer_missing(f"{'/'.join(names)} not importable ({e}) for {sys.executable}")
+    mods = require(*names)
     mods[0].set_num_threads(1)
     print(", ".join(f"{n} {m.__version__}" for n, m in zip(names, mods)), flush=True)
     return mods
