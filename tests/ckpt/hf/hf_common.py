@@ -79,14 +79,21 @@ def torch_peers(*extra):
     return mods
 
 
-def peer_start(doc):
+# The peers that load in a moment: required before torch, so that a missing one is
+# noticed without waiting for torch's import.
+LIGHT_PEERS = ("numpy", "h5py", "safetensors", "xxhash", "tokenizers", "sentencepiece", "jinja2")
+
+
+def peer_start(doc, *peers):
     """The start of a peer test `SCRIPT ZT ZT_LOGITS WORKDIR`: (zt, zt_logits, work, torch,
-    Checker) with WORKDIR emptied, or exits (2 with the usage; SKIP without the peers)."""
+    Checker) with WORKDIR emptied, or exits (2 with the usage; SKIP without the peers):
+    torch, transformers and `peers` required first (the LIGHT_PEERS among them first)."""
     if len(sys.argv) != 4:
         print(doc)
         sys.exit(2)
     zt, zt_logits, work = sys.argv[1:]
-    torch, _ = torch_peers()
+    require(*[p for p in peers if p.split(".")[0] in LIGHT_PEERS])
+    torch, _ = torch_peers(*[p for p in peers if p.split(".")[0] not in LIGHT_PEERS])
     import shutil
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -511,8 +518,8 @@ class CausalLMPeer:
     case `imported` (save transformers' model, import it, check_against_hf) and `exported`
     (export, AutoConfig and transformers on the export, zt re-imports it)."""
 
-    def __init__(self, doc, t, new, tol=1e-5):
-        self.zt, self.zt_logits, self.work, self.torch, self.c = peer_start(doc)
+    def __init__(self, doc, t, new, tol=1e-5, peers=()):
+        self.zt, self.zt_logits, self.work, self.torch, self.c = peer_start(doc, *peers)
         gen = self.torch.Generator().manual_seed(0)
         self.tokens = self.torch.randint(0, 96, (t,), generator=gen).tolist()
         self.ids = self.torch.tensor([self.tokens])
