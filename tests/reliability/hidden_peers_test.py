@@ -14,7 +14,7 @@ Each such peer is hidden in turn by a package of its name first on PYTHONPATH wh
 __init__ raises ImportError, and the test runs:
   - without ZT_REQUIRE_PEERS: exit 77 and a `SKIPPED` line naming the peer;
   - with ZT_REQUIRE_PEERS=1 (the first peer of each test): exit 1 and a `FAIL` line naming it;
-  - with ZT_REQUIRE_PEERS=1 and a pinned peer (its first, light ones first) importing as
+  - with ZT_REQUIRE_PEERS=1 and a pinned peer (one no other peer imports) importing as
     version 0.0.1: exit 1 and a `FAIL` line naming both versions;
   - no Python traceback, and exit within LIMIT_S (a test that trains or converts before it
     notices a missing peer is killed there).
@@ -33,10 +33,11 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(TESTS, "ckpt", "hf"))
-from hf_common import LIGHT_PEERS, PEERS, pinned_versions  # noqa: E402  (stdlib only)
+from hf_common import PEERS, pinned_versions  # noqa: E402  (stdlib only)
 
 LIMIT_S = 90
 FAKE_VERSION = "0.0.1"
+DEPENDED_ON = {"numpy", "torch"}  # other peers import them: a fake one breaks those first
 # CTest name -> the peers its mode runs without (the script imports them for other modes).
 OPTIONAL = {
     "model.hf.lora_export": {"bitsandbytes"},             # the qlora mode's peer
@@ -47,11 +48,6 @@ OPTIONAL = {
 PEER_NAMES = set(PEERS) | {n for n in pinned_versions() if re.fullmatch(r"[a-z0-9_]+", n)}
 IMPLIES = {"torch_peers": ("torch", "transformers"), "peer_start": ("torch", "transformers"),
            "CausalLMPeer": ("torch", "transformers")}
-
-
-def light_first(peer):
-    """Sort key: the peers that load in a moment (hf_common.LIGHT_PEERS) first."""
-    return (LIGHT_PEERS.index(peer) if peer in LIGHT_PEERS else len(LIGHT_PEERS), peer)
 
 
 def helper_file(name):
@@ -209,7 +205,7 @@ def main():
             print(f"FAIL  {t['name']}: no SKIP_RETURN_CODE 77, so its skip without a peer reads as a failure")
             fails += 1
         cases += [(t, p, "skip") for p in peers] + [(t, p, "strict") for p in peers[:1]]
-        pinned = sorted((p for p in peers if p in pinned_versions()), key=light_first)
+        pinned = sorted((p for p in peers if p in pinned_versions()), key=lambda p: (p in DEPENDED_ON, p))
         cases += [(t, p, "version") for p in pinned[:1]]
     if not cases:
         print("FAIL: no Python test with a peer found: a test that checks nothing must not pass")

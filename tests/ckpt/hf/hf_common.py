@@ -58,12 +58,12 @@ def require(*modules):
     out = []
     for name in modules:
         try:
+            top = name.split(".")[0]
+            check_pin(top, importlib.import_module(top))  # the version before any use
             mod = importlib.import_module(name)
         except Exception as e:  # noqa: BLE001  (a broken peer is a missing one)
             peer_missing(f"python module '{name}' is missing or broken ({type(e).__name__}: {e}) "
                          f"for {sys.executable}")
-        top = name.split(".")[0]
-        check_pin(top, sys.modules.get(top, mod))
         out.append(mod)
     return out
 
