@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zt needs, and the Python packages its default tests need
 # (numpy, h5py, safetensors, xxhash) for the `python3` on PATH, the interpreter the tests
-# run. Idempotent: installs only what is missing. Python packages are pinned.
+# run. Idempotent: installs only what is missing. Python packages are pinned
+# (scripts/python-peers.txt).
 # Usage: scripts/install-deps.sh [--slurm] [--hf-peers]
 #   --slurm     adds slurm-wlm + munge for the Slurm job tests and iproute2 (ip netns, tc)
 #               for the simulated multi-node tests
@@ -74,6 +75,19 @@ if ! "$py" -c 'import os, sys, sysconfig; sys.exit(0 if os.access(sysconfig.get_
   pip=($SUDO "${pip[@]}")
 fi
 "$py" -m pip --version >/dev/null 2>&1 || $SUDO "$py" -m ensurepip --upgrade
+# The pins: scripts/python-peers.txt, the one list both this script and the tests read.
+pins_file="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/python-peers.txt"
+declare -A PIN=()  # name -> "name==version"; an unpinned name is an unbound variable (set -u)
+while read -r line || [[ -n $line ]]; do
+  line=${line%%#*}
+  line=${line//[[:space:]]/}
+  [[ -z $line ]] && continue
+  if [[ $line != *==?* ]]; then
+    echo "install-deps: $pins_file: '$line' is not a name==version line" >&2
+    exit 2
+  fi
+  PIN[${line%%==*}]=$line
+done < "$pins_file"
 need() {  # MODULE PIP-ARGS...: pip install PIP-ARGS for $py where MODULE does not import
   local mod=$1
   shift
@@ -81,10 +95,10 @@ need() {  # MODULE PIP-ARGS...: pip install PIP-ARGS for $py where MODULE does n
   echo "install-deps: pip install $* (for $py)"
   "${pip[@]}" "$@"
 }
-need numpy numpy==2.4.6
-need h5py h5py==3.16.0
-need safetensors safetensors==0.8.0
-need xxhash xxhash==4.1.0
+need numpy "${PIN[numpy]}"
+need h5py "${PIN[h5py]}"
+need safetensors "${PIN[safetensors]}"
+need xxhash "${PIN[xxhash]}"
 
 # The cuDNN frontend's C++ headers (header-only, PyPI's nvidia-cudnn-frontend) for CUDA
 # builds: zt's attention then runs on cuDNN's fused SDPA (src/kernels/cuda/CMakeLists.txt
@@ -96,7 +110,7 @@ if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
     echo "install-deps: nvidia-cudnn-frontend present"
   else
     echo "install-deps: pip install nvidia-cudnn-frontend (cuDNN frontend headers, for the CUDA build)"
-    "${pip[@]}" --no-deps "nvidia-cudnn-frontend==1.32.0"
+    "${pip[@]}" --no-deps "${PIN[nvidia-cudnn-frontend]}"
   fi
 fi
 
@@ -105,7 +119,7 @@ fi
 # unigram ties differently from 0.1.x (another segmentation of equal score). Debian 12 has
 # 0.1.97, which PyPI has no wheel of for this Python; 0.1.99 encodes the same.
 if ((hf_peers)); then
-  need tokenizers tokenizers==0.23.3
+  need tokenizers "${PIN[tokenizers]}"
   spm_lib=$(pkg-config --modversion sentencepiece)
   case "$spm_lib" in 0.1.*) spm_py=0.1.99 ;; *) spm_py=$spm_lib ;; esac
   if ! "$py" -c "import sentencepiece as s; assert s.__version__.rsplit('.', 1)[0] == '${spm_py%.*}'" 2>/dev/null; then
@@ -128,35 +142,35 @@ if ((hf_peers)); then
     start=$SECONDS
     if ! "$py" -c "import torch" 2>/dev/null; then
       echo "install-deps: pip install torch (CPU use: --no-deps + the CUDA libraries the toolkit lacks)"
-      "${pip[@]}" --no-deps torch==2.15.0
-      "${pip[@]}" --no-deps "nvidia-cufile==1.17.1.22.*" nvidia-cusparselt-cu13==0.8.1 \
-        nvidia-nvshmem-cu13==3.7.2 nvidia-nccl-cu13==2.30.7
-      "${pip[@]}" filelock "typing-extensions>=4.13" "sympy>=1.13.3" "networkx>=2.5.1" jinja2==3.1.6 "fsspec>=0.8.5"
+      "${pip[@]}" --no-deps "${PIN[torch]}"
+      "${pip[@]}" --no-deps "${PIN[nvidia-cufile]}" "${PIN[nvidia-cusparselt-cu13]}" \
+        "${PIN[nvidia-nvshmem-cu13]}" "${PIN[nvidia-nccl-cu13]}"
+      "${pip[@]}" filelock "typing-extensions>=4.13" "sympy>=1.13.3" "networkx>=2.5.1" "${PIN[jinja2]}" "fsspec>=0.8.5"
       if ! "$py" -c "import torch; torch.ones(2) @ torch.ones(2)" 2>/dev/null; then
         echo "install-deps: torch without its CUDA wheels does not import here; pip install torch (with them)"
-        "${pip[@]}" torch==2.15.0
+        "${pip[@]}" "${PIN[torch]}"
       fi
     fi
-    need transformers transformers==5.24.0  # pinned beside peft (the versions the peer tests ran)
+    need transformers "${PIN[transformers]}"  # pinned beside peft (the versions the peer tests ran)
     echo "install-deps: torch + transformers in $((SECONDS - start)) s"
   fi
   # jinja2 (a dependency of torch's, installed above) renders transformers' chat templates:
   # data.hf.chat_template, data.hf.generate_export.
-  need jinja2 jinja2==3.1.6
+  need jinja2 "${PIN[jinja2]}"
   # bitsandbytes (42 MB; its dependencies torch, numpy, packaging are the ones above): the
   # NF4 peer of kernels.nf4_peer_bnb and model.hf.lora_export_qlora (its CPU functions, no GPU needed).
-  need bitsandbytes --no-deps bitsandbytes==0.50.2
+  need bitsandbytes --no-deps "${PIN[bitsandbytes]}"
   # peft (the LoRA peer of model.hf.lora_peer: init, parameter counts, forward with
   # adapters). Its dependencies are the ones above plus accelerate (pure Python; its own
   # torch, numpy, pyyaml, huggingface_hub and safetensors are above too) and psutil.
   "$py" -c "import peft" 2>/dev/null || {
     echo "install-deps: pip install peft (+ accelerate, psutil)"
     "${pip[@]}" psutil pyyaml
-    "${pip[@]}" --no-deps accelerate==1.15.0 peft==0.21.2
+    "${pip[@]}" --no-deps "${PIN[accelerate]}" "${PIN[peft]}"
   }
   # TRL (the DPO / ORPO peer, label hf-torch): trl 1.16.0 (transformers >= 4.56.2, accelerate
   # >= 1.10.1: the ones above) without its dependencies, so pip does not re-resolve torch;
   # what it imports besides those: datasets (with pandas, pyarrow, dill, multiprocess).
-  need datasets datasets==4.7.0
-  need trl --no-deps trl==1.16.0
+  need datasets "${PIN[datasets]}"
+  need trl --no-deps "${PIN[trl]}"
 fi

@@ -4,7 +4,13 @@ attribute zt writes on every dataset (tests/ckpt/check_file.py, tests/ckpt/hf).
 
   checksum(x, format_version)  -> zt-xxh3 (version 2) or zt-sum64 (version 1) of array x
 """
-import numpy as np
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf"))
+from hf_common import require  # noqa: E402  (a missing peer: skip, or fail in CI)
+
+np, xxhash = require("numpy", "xxhash")
 
 U = np.uint64
 XXH3_CHUNK = 1 << 18  # zt-xxh3's chunk, bytes
@@ -30,7 +36,6 @@ def sum64(x):
 def xxh3_sum(x):
     """zt-xxh3 (format_version 2): the little-endian bytes cut into 256 KiB chunks, chunk j
     hashed with XXH3-64 seeded with j, the hashes added mod 2^64."""
-    import xxhash  # PyPI's xxhash (scripts/install-deps.sh)
     x = np.ascontiguousarray(x).reshape(-1)
     b = memoryview(x.astype(x.dtype.newbyteorder("<"), copy=False).tobytes())
     total = 0

@@ -100,6 +100,8 @@ def same(what, a, b):
 
 def main():
     tool, workdir = sys.argv[1], sys.argv[2]
+    if half == "bitsandbytes":
+        require("torch", "bitsandbytes")
     os.makedirs(workdir, exist_ok=True)
     rng = np.random.default_rng(20261124)
     cases = {

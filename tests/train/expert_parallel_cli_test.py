@@ -26,6 +26,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt", "hf"))
+from hf_common import require  # noqa: E402  (a missing peer: skip, or fail in CI)
+
 TOL = 1e-6
 GPU_TOL = 1e-5  # the GPU model: the experts' GEMMs over other row groupings
 
@@ -38,6 +41,7 @@ def main():
     parser.add_argument("mpiexec", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     zt, work, mpiexec = args.zt, args.work, args.mpiexec
+    np, st = require("numpy", "safetensors.numpy")  # step 3 compares the exports' values
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     results = []  # (ok, what) of every check
@@ -102,20 +106,14 @@ def main():
     for name in ("ep2", "ep1"):
         rc, out = run([zt, "convert", "h5-to-hf", f"{name}/step-6.h5", f"hf-{name}"])
         check(rc == 0, f"h5-to-hf {name}/step-6.h5 (exit {rc})")
-    try:
-        import numpy as np
-        from safetensors.numpy import load_file
-    except ImportError:
-        print("(numpy / safetensors missing: the exports' tensors not compared)")
-    else:
-        a = load_file(os.path.join(work, "hf-ep2", "model.safetensors"))
-        b = load_file(os.path.join(work, "hf-ep1", "model.safetensors"))
-        same = a.keys() == b.keys() and all(a[k].shape == b[k].shape and a[k].dtype == b[k].dtype for k in a)
-        check(same, f"HF exports: the same {len(a)} tensor names, shapes and dtypes")
-        if same:
-            worst = max(float(np.linalg.norm(a[k].astype(np.float64) - b[k]) / np.linalg.norm(b[k].astype(np.float64)))
-                        for k in a)
-            check(worst < 1e-5, f"HF exports: every tensor within {worst:.1e} (L2, relative)")
+    a = st.load_file(os.path.join(work, "hf-ep2", "model.safetensors"))
+    b = st.load_file(os.path.join(work, "hf-ep1", "model.safetensors"))
+    same = a.keys() == b.keys() and all(a[k].shape == b[k].shape and a[k].dtype == b[k].dtype for k in a)
+    check(same, f"HF exports: the same {len(a)} tensor names, shapes and dtypes")
+    if same:
+        worst = max(float(np.linalg.norm(a[k].astype(np.float64) - b[k]) / np.linalg.norm(b[k].astype(np.float64)))
+                    for k in a)
+        check(worst < 1e-5, f"HF exports: every tensor within {worst:.1e} (L2, relative)")
     with open(os.path.join(work, "hf-ep2", "config.json")) as f, open(os.path.join(work, "hf-ep1", "config.json")) as g:
         check(json.load(f) == json.load(g), "HF exports: the same config.json")
 

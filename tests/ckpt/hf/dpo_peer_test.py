@@ -153,8 +153,7 @@ def setup(c, zt, work):
 
 
 def main():
-    zt, _, work, torch, c = peer_start(__doc__)
-    require("trl", "datasets")
+    zt, _, work, torch, c = peer_start(__doc__, "h5py", "datasets", "trl")
     import trl
     from datasets import Dataset
     print(f"trl {trl.__version__}", flush=True)

@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 SKIP = 77  # CTest SKIP_RETURN_CODE
-# The Python peers scripts/install-deps.sh installs (pinned there; --hf-peers: torch and
+# The Python peers scripts/install-deps.sh installs (pinned: scripts/python-peers.txt; --hf-peers: torch and
 # after): a test that cannot import one skips naming it, or fails where CI requires them.
 PEERS = ("numpy", "h5py", "safetensors", "xxhash", "torch", "transformers", "peft",
-         "accelerate", "bitsandbytes", "tokenizers", "sentencepiece", "jinja2")
+         "accelerate", "bitsandbytes", "tokenizers", "sentencepiece", "jinja2", "trl", "datasets")
 HINT = ("scripts/install-deps.sh installs numpy, h5py, safetensors and xxhash for this python3; "
         "--hf-peers adds torch, transformers, peft, bitsandbytes, tokenizers, sentencepiece, jinja2")
 
@@ -46,41 +46,54 @@ def _peer_import_hook(kind, value, tb):
 
 
 sys.excepthook = _peer_import_hook
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_versions import check_pin, pinned_versions  # noqa: E402,F401  (scripts/python-peers.txt)
 
 
 def require(*modules):
-    """Import the modules or exit through peer_missing naming the missing one."""
+    """Import the modules (dotted names too), in order, or exit through peer_missing naming
+    the first that does not import (an ImportError, or a library of it that fails to load),
+    each top-level peer's version checked against its pin (check_pin). Call it first: before
+    importing anything that needs a peer, and before any work."""
     out = []
     for name in modules:
         try:
-            out.append(importlib.import_module(name))
-        except ImportError as e:
-            peer_missing(f"python module '{name}' is missing ({e}) for {sys.executable}")
+            top = name.split(".")[0]
+            check_pin(top, importlib.import_module(top))  # the version before any use
+            mod = importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001  (a broken peer is a missing one)
+            peer_missing(f"python module '{name}' is missing or broken ({type(e).__name__}: {e}) "
+                         f"for {sys.executable}")
+        out.append(mod)
     return out
 
 
 def torch_peers(*extra):
-    """Imports torch, transformers and `extra` (e.g. "peft") for a peer test, or exits
-    through peer_missing naming them (an ImportError, or a torch whose libraries fail to
-    load); one torch thread; the versions printed. Returns the modules in that order."""
+    """Imports torch, transformers and `extra` (e.g. "peft") for a peer test through
+    require (a missing one: skip or fail; versions checked against their pins); one torch
+    thread; the versions printed. Returns the modules in that order."""
     names = ("torch", "transformers") + extra
-    try:
-        mods = [importlib.import_module(n) for n in names]
-    except Exception as e:  # noqa: BLE001
-        peer_missing(f"{'/'.join(names)} not importable ({e}) for {sys.executable}")
+    mods = require(*names)
     mods[0].set_num_threads(1)
     print(", ".join(f"{n} {m.__version__}" for n, m in zip(names, mods)), flush=True)
     return mods
 
 
-def peer_start(doc):
+# The peers that load in a moment: required before torch, so that a missing one is
+# noticed without waiting for torch's import.
+LIGHT_PEERS = ("numpy", "h5py", "safetensors", "xxhash", "tokenizers", "sentencepiece", "jinja2")
+
+
+def peer_start(doc, *peers):
     """The start of a peer test `SCRIPT ZT ZT_LOGITS WORKDIR`: (zt, zt_logits, work, torch,
-    Checker) with WORKDIR emptied, or exits (2 with the usage; SKIP without the peers)."""
+    Checker) with WORKDIR emptied, or exits (2 with the usage; SKIP without the peers):
+    torch, transformers and `peers` required first (the LIGHT_PEERS among them first)."""
     if len(sys.argv) != 4:
         print(doc)
         sys.exit(2)
     zt, zt_logits, work = sys.argv[1:]
-    torch, _ = torch_peers()
+    require(*[p for p in peers if p.split(".")[0] in LIGHT_PEERS])
+    torch, _ = torch_peers(*[p for p in peers if p.split(".")[0] not in LIGHT_PEERS])
     import shutil
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -505,8 +518,8 @@ class CausalLMPeer:
     case `imported` (save transformers' model, import it, check_against_hf) and `exported`
     (export, AutoConfig and transformers on the export, zt re-imports it)."""
 
-    def __init__(self, doc, t, new, tol=1e-5):
-        self.zt, self.zt_logits, self.work, self.torch, self.c = peer_start(doc)
+    def __init__(self, doc, t, new, tol=1e-5, peers=()):
+        self.zt, self.zt_logits, self.work, self.torch, self.c = peer_start(doc, *peers)
         gen = self.torch.Generator().manual_seed(0)
         self.tokens = self.torch.randint(0, 96, (t,), generator=gen).tolist()
         self.ids = self.torch.tensor([self.tokens])

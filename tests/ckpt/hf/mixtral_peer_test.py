@@ -37,7 +37,7 @@ T = 16
 
 
 def main():
-    p = CausalLMPeer(__doc__, t=T, new=12)
+    p = CausalLMPeer(__doc__, t=T, new=12, peers=("safetensors",))
     from transformers import AutoModelForCausalLM, MixtralConfig, MixtralForCausalLM
     torch, c, zt, work = p.torch, p.c, p.zt, p.work
 

@@ -70,7 +70,7 @@ def moe_layers(cfg):
 
 
 def main():
-    zt, zt_logits, work, torch, c = peer_start(__doc__)
+    zt, zt_logits, work, torch, c = peer_start(__doc__, "safetensors")
     from transformers import (Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3MoeConfig,
                               Qwen3MoeForCausalLM)
     classes = {"qwen2_moe": (Qwen2MoeConfig, Qwen2MoeForCausalLM, "Qwen2MoeForCausalLM",

@@ -284,7 +284,7 @@ def export_adapters(c, torch, peft, h5py, zt, zt_lora_logits, name, folder, h5, 
 
 
 def main():
-    zt, zt_lora_logits, work, torch, c = peer_start(__doc__)
+    zt, zt_lora_logits, work, torch, c = peer_start(__doc__, "h5py", "safetensors", "peft")
     transformers, peft, h5py = require("transformers", "peft", "h5py")
     print(f"peft {peft.__version__}", flush=True)
     gen = torch.Generator().manual_seed(0)

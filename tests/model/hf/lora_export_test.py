@@ -62,7 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt"))
 sys.path.insert(0, HERE)
-from hf_common import Checker, checksum, run_zt, torch_peers, train_tiny  # noqa: E402
+from hf_common import Checker, checksum, require, run_zt, torch_peers, train_tiny  # noqa: E402
 from zt_checksums import sum64  # noqa: E402
 from lora_peer_test import MODULES, rmsnorm_f64, rope_f64  # noqa: E402
 
@@ -175,6 +175,7 @@ def zt_logits(zt_lora_logits, ckpt, adapter_file, targets, rank, alpha, rslora, 
 
 
 def qlora_main(zt, work):
+    require("h5py", "safetensors")
     torch, transformers, peft, bnb = torch_peers("peft", "bitsandbytes")
     import bitsandbytes.functional as F
     import h5py
@@ -248,6 +249,7 @@ def main():
         print(__doc__)
         return 2
     zt, zt_lora_logits, work = sys.argv[1:]
+    require("h5py", "safetensors")
     torch, transformers, peft = torch_peers("peft")
     import h5py
     import numpy as np

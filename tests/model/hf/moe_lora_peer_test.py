@@ -284,7 +284,7 @@ def adamw_steps(c, torch, peft, transformers, h5py, zt, zt_lora_logits, work, fo
 
 
 def main():
-    zt, zt_lora_logits, work, torch, c = peer_start(__doc__)
+    zt, zt_lora_logits, work, torch, c = peer_start(__doc__, "h5py", "safetensors", "peft")
     transformers, peft, h5py = require("transformers", "peft", "h5py")
     print(f"transformers {transformers.__version__}, peft {peft.__version__}", flush=True)
     tokens = torch.randint(0, 256, (T,), generator=torch.Generator().manual_seed(0)).tolist()
