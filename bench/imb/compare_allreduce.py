@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""all_reduce bus bandwidth of `zt check` beside Intel MPI Benchmarks (IMB-MPI1 Allreduce).
+"""Bus bandwidth of `zt check` beside Intel MPI Benchmarks: all_reduce (IMB-MPI1 Allreduce)
+or, with --op all_to_all, all_to_all (IMB-MPI1 Alltoall).
 
 Both run in the same session, interleaved round by round (zt, IMB, zt, IMB, ...), on the
 same ranks, sizes and iteration counts; the table gives the median busbw of each per size
 and their ratio. busbw uses nccl-tests' definition for both: algbw = bytes / time,
-busbw = algbw * 2 (n-1) / n, time = the average over ranks of the per-iteration time
-(IMB's t_avg; zt's reported time).
+busbw = algbw * factor (all_reduce 2 (n-1) / n, all_to_all (n-1) / n), time = the average
+over ranks of the per-iteration time (IMB's t_avg; zt's reported time). Sizes are zt's S:
+the bytes each rank sends in all (IMB's Alltoall size is the bytes to each rank, S / n).
 
 IMB is built from its public source outside this repository, e.g.
   git clone <intel/mpi-benchmarks> /work/peers/imb && make -C /work/peers/imb CC=mpicc \
@@ -42,48 +44,61 @@ def run(cmd):
     return res.stdout
 
 
-def bus_factor(n):
-    return 2.0 * (n - 1) / n
+# zt op -> IMB benchmark, bus factor, the MPI call both time (zt with blocking collectives).
+OPS = {
+    "all_reduce": ("Allreduce", lambda n: 2.0 * (n - 1) / n, "2(n-1)/n", "MPI_Allreduce"),
+    "all_to_all": ("Alltoall", lambda n: (n - 1) / n, "(n-1)/n", "MPI_Alltoall"),
+}
 
 
-def zt_round(zt, np_, iters, warmup, min_b, max_b, collectives, lead_in):
+def bus_factor(op, n):
+    return OPS[op][1](n)
+
+
+def imb_part(op, np_):
+    """IMB's size for zt's S: all_to_all's is per destination rank."""
+    return np_ if op == "all_to_all" else 1
+
+
+def zt_round(op, zt, np_, iters, warmup, min_b, max_b, collectives, lead_in):
     with tempfile.TemporaryDirectory() as d:
-        cmd = mpirun(np_) + [zt, "check", "--ops", "all_reduce", "--mpi-collectives", collectives,
+        cmd = mpirun(np_) + [zt, "check", "--ops", op, "--mpi-collectives", collectives,
                              "--min-bytes", str(min_b >> lead_in),
                              "--max-bytes", str(max_b), "--iters", str(iters),
                              "--warmup", str(warmup), "--report", d]
         run(cmd)
         report = json.loads(Path(d, "report.json").read_text())
     out = {}
-    for row in zt_rows(report):
+    for row in zt_rows(report, op):
         size = int(row["size"])
         if size < min_b:
             continue
         t_us = float(row["out_of_place"]["time"])
-        out[size] = size / (t_us * 1e-6) * bus_factor(np_) / 1e9
+        out[size] = size / (t_us * 1e-6) * bus_factor(op, np_) / 1e9
     return out, " ".join(cmd[:-1] + ["DIR"])
 
 
-def zt_rows(report):
-    """The all_reduce rows of a zt check report.json."""
-    rows = [r for r in report["results"] if r["op"] == "all_reduce"]
+def zt_rows(report, op):
+    """The rows of `op` in a zt check report.json."""
+    rows = [r for r in report["results"] if r["op"] == op]
     if not rows:
-        sys.exit("report.json has no all_reduce results")
+        sys.exit(f"report.json has no {op} results")
     return rows
 
 
-def imb_round(imb, np_, iters, min_b, max_b, sync, lead_in):
-    lo, hi = min_b.bit_length() - 1 - lead_in, max_b.bit_length() - 1
-    cmd = mpirun(np_) + [imb, "Allreduce", "-npmin", str(np_), "-msglog", f"{lo}:{hi}",
+def imb_round(op, imb, np_, iters, min_b, max_b, sync, lead_in):
+    part = imb_part(op, np_)
+    lo, hi = (min_b // part).bit_length() - 1 - lead_in, (max_b // part).bit_length() - 1
+    cmd = mpirun(np_) + [imb, OPS[op][0], "-npmin", str(np_), "-msglog", f"{lo}:{hi}",
                          "-iter", str(iters), "-iter_policy", "off", "-mem", "4",
                          "-time", "1000", "-sync", str(sync)]
     text = run(cmd)
     out = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 5 and parts[0].isdigit() and int(parts[0]) >= min_b:
-            size, t_avg = int(parts[0]), float(parts[4])
-            out[size] = size / (t_avg * 1e-6) * bus_factor(np_) / 1e9
+        if len(parts) == 5 and parts[0].isdigit() and int(parts[0]) * part >= min_b:
+            size, t_avg = int(parts[0]) * part, float(parts[4])
+            out[size] = size / (t_avg * 1e-6) * bus_factor(op, np_) / 1e9
     return out, " ".join(cmd)
 
 
@@ -96,6 +111,7 @@ def imb_warmup(iters):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--imb", required=True)
+    ap.add_argument("--op", choices=sorted(OPS), default="all_reduce")
     ap.add_argument("--zt", default=str(ROOT / "build/src/apps/zt"))
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=5)
@@ -113,7 +129,7 @@ def main():
     ap.add_argument("--lead-in", type=int, default=1)
     ap.add_argument("--min-bytes", type=int, default=1 << 20)
     ap.add_argument("--max-bytes", type=int, default=256 << 20)
-    ap.add_argument("--out", default=str(ROOT / "bench/results/allreduce-zt-vs-imb.md"))
+    ap.add_argument("--out", default=None, help="default bench/results/<op without _>-zt-vs-imb.md")
     # IMB times each call alone and, with -sync 1 (its default), puts a barrier between
     # calls outside the timed region; nccl-tests and zt time back-to-back calls. -sync 0
     # makes IMB's per-iteration time comparable to theirs.
@@ -139,6 +155,12 @@ def main():
     # Then both time MPI's reduction rather than the kernel's page zeroing. 0: not set.
     ap.add_argument("--malloc-top-pad", type=int, default=0)
     a = ap.parse_args()
+    if a.out is None:
+        a.out = str(ROOT / f"bench/results/{a.op.replace('_', '')}-zt-vs-imb.md")
+    if a.op != "all_reduce" and a.algorithm != "default":
+        sys.exit("--algorithm ring pins all_reduce's algorithm only")
+    if a.min_bytes % imb_part(a.op, a.np) or (imb_part(a.op, a.np) & (imb_part(a.op, a.np) - 1)):
+        sys.exit("--op all_to_all needs a power-of-two --np that divides --min-bytes")
     if a.malloc_top_pad > 0:
         os.environ["MALLOC_TOP_PAD_"] = str(a.malloc_top_pad)
     if a.warmup is None:
@@ -152,17 +174,18 @@ def main():
         os.environ["OMPI_MCA_coll_libnbc_iallreduce_algorithm"] = "1"  # ring
         os.environ["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
         os.environ["OMPI_MCA_coll_tuned_allreduce_algorithm"] = "4"    # ring
+    start_load = " ".join(open("/proc/loadavg").read().split()[:3])
     zt_runs, imb_runs = [], []
     for r in range(a.rounds):
         # Odd rounds zt first, even rounds IMB first: whatever one run leaves behind
         # (freed pages, caches) falls on both equally.
         def run_zt():
             time.sleep(a.settle_s)
-            return zt_round(a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes, a.mpi_collectives, a.lead_in)
+            return zt_round(a.op, a.zt, a.np, a.iters, a.warmup, a.min_bytes, a.max_bytes, a.mpi_collectives, a.lead_in)
 
         def run_imb():
             time.sleep(a.settle_s)
-            return imb_round(a.imb, a.np, a.iters, a.min_bytes, a.max_bytes, a.imb_sync, a.lead_in)
+            return imb_round(a.op, a.imb, a.np, a.iters, a.min_bytes, a.max_bytes, a.imb_sync, a.lead_in)
 
         if r % 2 == 0:
             z, zt_cmd = run_zt()
@@ -179,18 +202,19 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     mpi = run(["mpirun", "--version"]).splitlines()[0]
     lines = [
-        "# all_reduce busbw: zt check vs Intel MPI Benchmarks",
+        f"# {a.op} busbw: zt check vs Intel MPI Benchmarks",
         "",
         f"- machine: {platform.node()}, {cpu}, {os.cpu_count()} cores; {mpi}",
         f"- commit: {commit}",
         f"- ranks: {a.np} on one host (oversubscribed, shared memory transport); {a.rounds} rounds, "
         f"interleaved (zt first in odd rounds, IMB first in even ones), {a.settle_s:g} s pause before each run; "
         f"{a.iters} timed and {a.warmup} untimed calls per size for both (IMB -iter_policy off makes "
-        f"{imb_warmup(a.iters)} warm-up calls for -iter {a.iters}), float, sum; both sweeps start {a.lead_in} "
+        f"{imb_warmup(a.iters)} warm-up calls for -iter {a.iters}), float{', sum' if a.op == 'all_reduce' else ''}; both sweeps start {a.lead_in} "
         f"size(s) below the table's first (lead-in, left out)",
         f"- zt: `{zt_cmd}`",
         f"- peer: `{imb_cmd}` (IMB-MPI1 built from intel/mpi-benchmarks outside this repository)",
-        f"- reproduce: `python3 bench/imb/compare_allreduce.py --imb PATH/IMB-MPI1 --np {a.np} --rounds {a.rounds} "
+        f"- load average at the start: {start_load}, at the end: {' '.join(open('/proc/loadavg').read().split()[:3])}",
+        f"- reproduce: `python3 bench/imb/compare_allreduce.py --op {a.op} --imb PATH/IMB-MPI1 --np {a.np} --rounds {a.rounds} "
         f"--imb-sync {a.imb_sync} --mpi-collectives {a.mpi_collectives} --algorithm {a.algorithm} "
         f"--malloc-mmap-threshold {a.malloc_mmap_threshold} --malloc-top-pad {a.malloc_top_pad} --warmup {a.warmup} --settle-s {a.settle_s:g} --lead-in {a.lead_in} "
         f"--iters {a.iters} --min-bytes {a.min_bytes} --max-bytes {a.max_bytes}`",
@@ -199,9 +223,9 @@ def main():
          f"- both run with MALLOC_TOP_PAD_={a.malloc_top_pad} (glibc keeps that much free heap: MPI's "
          "temporary buffers are reused, not faulted in on every call)" if a.malloc_top_pad > 0 else
          "- glibc's dynamic mmap threshold (not fixed)"),
-        "- busbw = bytes / t_avg * 2(n-1)/n in GB/s (1e9 B/s); medians over rounds",
-        (f"- calls: zt {'MPI_Allreduce (coll/tuned), the same call as IMB' if a.mpi_collectives == 'blocking' else 'MPI_Iallreduce + wait (libnbc)'}; "
-         "IMB MPI_Allreduce (coll/tuned)"),
+        f"- busbw = bytes / t_avg * {OPS[a.op][2]} in GB/s (1e9 B/s); bytes = what each rank sends in all; medians over rounds",
+        (f"- calls: zt {OPS[a.op][3] + ' (coll/tuned), the same call as IMB' if a.mpi_collectives == 'blocking' else OPS[a.op][3].replace('MPI_', 'MPI_I') + ' + wait (libnbc)'}; "
+         f"IMB {OPS[a.op][3]} (coll/tuned)"),
         ("- algorithm: Open MPI's defaults (each component chooses by size)"
          if a.algorithm == "default" else
          "- algorithm: ring for both (OMPI_MCA_coll_libnbc_iallreduce_algorithm=1; OMPI_MCA_coll_tuned_use_dynamic_rules=1, "

@@ -1,36 +1,20 @@
 // algbw/busbw and the sweep's sizes (include/zt/check/bandwidth.hpp).
 #include "zt/check/bandwidth.hpp"
 
+#include "collectives.hpp"
 #include "zt/core/error.hpp"
 
 namespace zt::check {
 
 RowShape row_shape(CheckOp op, uint64_t nominal_bytes, DType dtype, int nranks) {
   const uint64_t elem = dtype_size(dtype);
-  const uint64_t n = static_cast<uint64_t>(nranks);
-  RowShape shape;
-  if (op == CheckOp::kAllGather || op == CheckOp::kReduceScatter) {
-    const uint64_t per_rank = nominal_bytes / (elem * n);
-    shape.count = static_cast<size_t>(per_rank);
-    shape.bytes = per_rank * n * elem;
-  } else {
-    const uint64_t count = nominal_bytes / elem;
-    shape.count = static_cast<size_t>(count);
-    shape.bytes = count * elem;
-  }
-  return shape;
+  const uint64_t parts = collective(op).per_rank ? static_cast<uint64_t>(nranks) : 1;
+  const uint64_t count = nominal_bytes / (elem * parts);
+  return {static_cast<size_t>(count), count * parts * elem};
 }
 
 double bus_factor(CheckOp op, int nranks) {
-  const double n = static_cast<double>(nranks);
-  switch (op) {
-    case CheckOp::kAllReduce: return 2.0 * (n - 1.0) / n;
-    case CheckOp::kAllGather:
-    case CheckOp::kReduceScatter: return (n - 1.0) / n;
-    case CheckOp::kBroadcast:
-    case CheckOp::kSendRecv: return 1.0;
-  }
-  return 1.0;
+  return collective(op).bus_factor(static_cast<double>(nranks));
 }
 
 double alg_bw_gbs(uint64_t bytes, double seconds) {

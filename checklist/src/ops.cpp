@@ -1,30 +1,25 @@
-// Names and properties of the benchmarked operations (include/zt/check/ops.hpp).
+// Names and properties of the benchmarked operations (include/zt/check/ops.hpp), read
+// from the table of collectives.
 #include "zt/check/ops.hpp"
 
 #include <algorithm>
 #include <string>
 
+#include "collectives.hpp"
 #include "zt/core/error.hpp"
 
 namespace zt::check {
 
-std::string_view check_op_name(CheckOp op) {
-  switch (op) {
-    case CheckOp::kAllReduce: return "all_reduce";
-    case CheckOp::kAllGather: return "all_gather";
-    case CheckOp::kReduceScatter: return "reduce_scatter";
-    case CheckOp::kBroadcast: return "broadcast";
-    case CheckOp::kSendRecv: return "sendrecv";
-  }
-  return "?";
-}
+std::string_view check_op_name(CheckOp op) { return collective(op).name; }
 
 CheckOp parse_check_op(std::string_view name) {
-  for (CheckOp op : kAllCheckOps)
+  std::string names;
+  for (CheckOp op : kAllCheckOps) {
     if (check_op_name(op) == name) return op;
+    names += (names.empty() ? "" : ", ") + std::string(check_op_name(op));
+  }
   throw InputError("unknown operation '" + std::string(name) + "'",
-                   "use all, or a comma-separated list of all_reduce, all_gather, "
-                   "reduce_scatter, broadcast, sendrecv");
+                   "use all, or a comma-separated list of " + names);
 }
 
 std::vector<CheckOp> parse_check_ops(std::string_view list) {
@@ -50,11 +45,8 @@ std::vector<CheckOp> parse_check_ops(std::string_view list) {
   return ops;
 }
 
-bool op_reduces(CheckOp op) {
-  return op == CheckOp::kAllReduce || op == CheckOp::kReduceScatter;
-}
-
-bool has_in_place(CheckOp op) { return op != CheckOp::kSendRecv; }
-bool has_out_of_place(CheckOp op) { return op != CheckOp::kBroadcast; }
+bool op_reduces(CheckOp op) { return collective(op).reduces; }
+bool has_in_place(CheckOp op) { return collective(op).in_place; }
+bool has_out_of_place(CheckOp op) { return collective(op).out_of_place; }
 
 }  // namespace zt::check

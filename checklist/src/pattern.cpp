@@ -49,6 +49,7 @@ struct Cycle {
 struct PatternAccess {
   static uint64_t m(const Pattern& p) { return p.m_; }
   static uint64_t seed(const Pattern& p) { return p.seed_; }
+  static uint64_t distinct_m(const Pattern& p) { return p.distinct_m_; }
   static void reduction_terms(const Pattern& p, comm::ReduceOp op, double* base, double* scale) {
     p.reduced(op, 0);  // throws for a reduction the pattern cannot verify
     *scale = op == comm::ReduceOp::kSum ? static_cast<double>(p.n_) : 1.0;
@@ -73,7 +74,22 @@ uint64_t exact_integer_limit(DType dtype) {
   return 0;
 }
 
-Pattern::Pattern(DType dtype, int nranks, uint32_t seed) : n_(nranks), seed_(seed) {
+uint64_t distinct_modulus(DType dtype) {
+  switch (dtype) {  // largest primes below the bounds (checked in test_pattern.cpp)
+    case DType::kBF16: return 257;
+    case DType::kF16: return 2039;
+    case DType::kI8: return 127;
+    case DType::kU8: return 251;
+    case DType::kF32: return (uint64_t{1} << 24) - 3;
+    case DType::kI32: return (uint64_t{1} << 31) - 1;
+    case DType::kF64:
+    case DType::kI64: return (uint64_t{1} << 53) - 111;  // values go through double
+  }
+  return 1;
+}
+
+Pattern::Pattern(DType dtype, int nranks, uint32_t seed)
+    : n_(nranks), seed_(seed), distinct_m_(distinct_modulus(dtype)) {
   ZT_CHECK(nranks >= 1, "pattern needs at least one rank", "");
   // Worst case sum: n * ((m-1) + (m-1)) <= limit.
   const uint64_t limit = exact_integer_limit(dtype);
@@ -100,6 +116,10 @@ double Pattern::reduced(comm::ReduceOp op, uint64_t index) const {
     case comm::ReduceOp::kAvg: break;
   }
   throw InputError("zt check verifies sum, max and min only", "use --op sum, max or min");
+}
+
+double Pattern::distinct(uint64_t id) const {
+  return static_cast<double>((id % distinct_m_ + seed_) % distinct_m_);
 }
 
 void fill_pattern(void* dst, DType dtype, size_t count, const Pattern& p, int rank,
@@ -148,6 +168,28 @@ int64_t count_wrong_reduced(const void* src, DType dtype, size_t count, const Pa
     Cycle b(PatternAccess::m(p), first_index + PatternAccess::seed(p));
     for (size_t k = 0; k < count; ++k)
       if (from_elem<T>(in[k]) != base + scale * b.next()) ++wrong;
+  });
+  return wrong;
+}
+
+void fill_distinct(void* dst, DType dtype, size_t count, const Pattern& p, uint64_t first_id) {
+  with_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* out = static_cast<T*>(dst);  // [count]
+    Cycle g(PatternAccess::distinct_m(p), first_id % PatternAccess::distinct_m(p) + PatternAccess::seed(p));
+    for (size_t k = 0; k < count; ++k) out[k] = to_elem<T>(g.next());
+  });
+}
+
+int64_t count_wrong_distinct(const void* src, DType dtype, size_t count, const Pattern& p,
+                             uint64_t first_id) {
+  int64_t wrong = 0;
+  with_type(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(src);  // [count]
+    Cycle g(PatternAccess::distinct_m(p), first_id % PatternAccess::distinct_m(p) + PatternAccess::seed(p));
+    for (size_t k = 0; k < count; ++k)
+      if (from_elem<T>(in[k]) != g.next()) ++wrong;
   });
   return wrong;
 }

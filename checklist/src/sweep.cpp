@@ -5,6 +5,7 @@
 //      name the slowest rank;
 //   4. write the verification pattern, one more call, count wrong elements against the
 //      closed-form expectation (pattern.hpp), sum over ranks.
+// What each op calls, writes and checks is its entry in the table (collectives.hpp).
 // Bookkeeping goes over `control`, never over the Comm under test.
 #include "sweep.hpp"
 
@@ -12,7 +13,7 @@
 #include <chrono>
 #include <ostream>
 
-#include "buffer.hpp"
+#include "collectives.hpp"
 #include "zt/check/bandwidth.hpp"
 #include "zt/check/pattern.hpp"
 #include "zt/check/report_writer.hpp"
@@ -24,140 +25,21 @@
 namespace zt::check {
 namespace {
 
-enum class Place { kOut, kIn };
-
-// Everything one call needs. Shapes (elements of dtype, n ranks, c = shape.count):
-//   all_reduce      out: send[c] -> recv[c]            in: recv[c]
-//   all_gather      out: send[c] -> recv[n*c]          in: recv[n*c], own part at rank*c
-//   reduce_scatter  out: send[n*c] -> recv[c]          in: recv[n*c], result at rank*c
-//   broadcast                                          in: recv[c]
-//   sendrecv        out: send[c] -> (rank+1), recv[c] <- (rank-1)
-struct Call {
-  CheckOp op;
-  Place place;
-  size_t count;
-  DType dtype;
-  comm::ReduceOp redop;
-  int root;
-  int rank, n;
-  Buffer* send;
-  Buffer* recv;
-
-  size_t elem() const { return dtype_size(dtype); }
-  size_t total() const {  // elements of the larger side
-    return (op == CheckOp::kAllGather || op == CheckOp::kReduceScatter) ? count * n : count;
-  }
-  size_t own_offset() const { return static_cast<size_t>(rank) * count * elem(); }  // bytes
-
-  void run(comm::Comm& c) const {
-    std::byte* s = static_cast<std::byte*>(send->data());
-    std::byte* r = static_cast<std::byte*>(recv->data());
-    const bool out = place == Place::kOut;
-    switch (op) {
-      case CheckOp::kAllReduce:
-        c.all_reduce(out ? s : r, r, count, dtype, redop);
-        return;
-      case CheckOp::kAllGather:
-        c.all_gather(out ? s : r + own_offset(), r, count, dtype);
-        return;
-      case CheckOp::kReduceScatter:
-        if (out) c.reduce_scatter(s, r, count, dtype, redop);
-        else c.reduce_scatter(r, r + own_offset(), count, dtype, redop);
-        return;
-      case CheckOp::kBroadcast:
-        c.broadcast(r, count, dtype, root);
-        return;
-      case CheckOp::kSendRecv:
-        c.sendrecv(s, (rank + 1) % n, r, (rank - 1 + n) % n, count, dtype);
-        return;
-    }
-  }
-
-  // Writes the pattern (and poison where the call must write), uploads it.
-  void prepare(const Pattern& p) const {
-    const size_t e = elem();
-    std::byte* sh = send->host();
-    std::byte* rh = recv->host();
-    const bool out = place == Place::kOut;
-    switch (op) {
-      case CheckOp::kAllReduce:
-        fill_pattern(out ? sh : rh, dtype, count, p, rank, 0);
-        if (out) fill_value(rh, dtype, count, Pattern::kPoison);
-        break;
-      case CheckOp::kAllGather:
-        fill_value(rh, dtype, count * n, Pattern::kPoison);
-        fill_pattern(out ? sh : rh + own_offset(), dtype, count, p, rank, 0);
-        break;
-      case CheckOp::kReduceScatter:
-        // Global element g of the full array: rank r contributes value(r, g).
-        fill_pattern(out ? sh : rh, dtype, count * n, p, rank, 0);
-        if (out) fill_value(rh, dtype, count, Pattern::kPoison);
-        break;
-      case CheckOp::kBroadcast:
-        if (rank == root) fill_pattern(rh, dtype, count, p, root, 0);
-        else fill_value(rh, dtype, count, Pattern::kPoison);
-        break;
-      case CheckOp::kSendRecv:
-        fill_pattern(sh, dtype, count, p, rank, 0);
-        fill_value(rh, dtype, count, Pattern::kPoison);
-        break;
-    }
-    if (out) send->upload(0, send_elems() * e);
-    recv->upload(0, recv_elems() * e);
-  }
-
-  // Downloads the result, returns this rank's wrong elements.
-  int64_t count_wrong(const Pattern& p) const {
-    const size_t e = elem();
-    recv->download(0, recv_elems() * e);
-    const std::byte* rh = recv->host();
-    switch (op) {
-      case CheckOp::kAllReduce:
-        return count_wrong_reduced(rh, dtype, count, p, redop, 0);
-      case CheckOp::kAllGather: {
-        int64_t wrong = 0;
-        for (int q = 0; q < n; ++q)
-          wrong += count_wrong_from_rank(rh + static_cast<size_t>(q) * count * e, dtype, count,
-                                         p, q, 0);
-        return wrong;
-      }
-      case CheckOp::kReduceScatter: {
-        const std::byte* result = place == Place::kOut ? rh : rh + own_offset();
-        return count_wrong_reduced(result, dtype, count, p, redop,
-                                   static_cast<uint64_t>(rank) * count);
-      }
-      case CheckOp::kBroadcast:
-        return count_wrong_from_rank(rh, dtype, count, p, root, 0);
-      case CheckOp::kSendRecv:
-        return count_wrong_from_rank(rh, dtype, count, p, (rank - 1 + n) % n, 0);
-    }
-    return 0;
-  }
-
-  size_t send_elems() const {
-    if (place == Place::kIn) return 0;
-    return op == CheckOp::kReduceScatter ? count * n : count;
-  }
-  size_t recv_elems() const {
-    if (op == CheckOp::kAllGather) return count * n;
-    if (op == CheckOp::kReduceScatter) return place == Place::kIn ? count * n : count;
-    return count;
-  }
-};
-
 Placement measure(const Call& call, comm::Comm& bench, comm::Comm& control,
                   const CheckOptions& o, uint32_t seed, uint64_t bytes) {
   using Clock = std::chrono::steady_clock;
-  const size_t e = call.elem();
-  call.recv->zero(call.recv_elems() * e);
-  if (call.send_elems() > 0) call.send->zero(call.send_elems() * e);
+  const Collective& op = collective(call.op);
+  const size_t send_bytes = op.send_elems(call) * call.elem();
+  const size_t recv_bytes = op.recv_elems(call) * call.elem();
+  call.recv->zero(recv_bytes);
+  if (send_bytes > 0) call.send->zero(send_bytes);
 
   control.barrier();
-  for (int i = 0; i < o.warmup; ++i) call.run(bench);
+  for (int i = 0; i < o.warmup; ++i) op.run(bench, call);
   bench.synchronize();
   control.barrier();
   const Clock::time_point t0 = Clock::now();
-  for (int i = 0; i < o.iters; ++i) call.run(bench);
+  for (int i = 0; i < o.iters; ++i) op.run(bench, call);
   bench.synchronize();
   const double my_seconds = std::chrono::duration<double>(Clock::now() - t0).count() / o.iters;
 
@@ -176,11 +58,14 @@ Placement measure(const Call& call, comm::Comm& bench, comm::Comm& control,
   p.bus_bw = bus_bw_gbs(call.op, bytes, mean, call.n);
 
   const Pattern pattern(call.dtype, call.n, seed);
-  call.prepare(pattern);
+  op.prepare(call, pattern);
+  if (send_bytes > 0) call.send->upload(0, send_bytes);
+  call.recv->upload(0, recv_bytes);
   control.barrier();
-  call.run(bench);
+  op.run(bench, call);
   bench.synchronize();
-  const int64_t my_wrong = call.count_wrong(pattern);
+  call.recv->download(0, recv_bytes);
+  const int64_t my_wrong = op.count_wrong(call, pattern);
   control.all_reduce(&my_wrong, &p.nwrong, 1, DType::kI64, comm::ReduceOp::kSum);
   return p;
 }

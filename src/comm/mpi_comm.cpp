@@ -172,7 +172,9 @@ class MpiComm final : public Comm {
     return req;
   }
 
-  // Pairwise messages (receives posted first), each split at the count limit; this rank's
+  // The same count to and from every rank, in rank order, within one MPI call's count:
+  // MPI_Ialltoall (MPI_Alltoall with blocking_collectives), MPI's own algorithms. Else
+  // pairwise messages (receives posted first), each split at the count limit; this rank's
   // own part is copied. One request for the whole exchange.
   Handle iall_to_all(const void* send, std::span<const size_t> send_counts,
                      std::span<const size_t> send_offsets, void* recv,
@@ -186,6 +188,12 @@ class MpiComm final : public Comm {
              "send_counts[rank] and recv_counts[rank] describe the same part");
     auto req = start(Op::kAllToAll, detail::all_to_all_sent(send_counts, rank()), dtype);
     const MPI_Datatype type = ctx_->types->datatype(dtype);
+    const size_t each = send_counts[0];
+    if (each <= chunk_limit() && uniform_blocks(send_counts, send_offsets, each) &&
+        uniform_blocks(recv_counts, recv_offsets, each)) {
+      post_alltoall(send, recv, static_cast<int>(each), type, *req);
+      return req;
+    }
     for (int pass = 0; pass < 2; ++pass) {  // 0: receives, 1: sends
       for (int p = 0; p < size(); ++p) {
         const auto i = static_cast<size_t>(p);
@@ -281,6 +289,21 @@ class MpiComm final : public Comm {
     }
     const auto guard = arm(req);
     ZT_MPI_CHECK(MPI_Bcast(buf, n, t, root, ctx_->comm));
+  }
+  void post_alltoall(const void* s, void* r, int n, MPI_Datatype t, MpiRequest& req) {
+    if (!options_.blocking_collectives) {
+      ZT_MPI_CHECK(MPI_Ialltoall(s, n, t, r, n, t, ctx_->comm, req.add()));
+      return;
+    }
+    const auto guard = arm(req);
+    ZT_MPI_CHECK(MPI_Alltoall(s, n, t, r, n, t, ctx_->comm));
+  }
+  // True when part p is `each` elements at offset p * each, for every p.
+  static bool uniform_blocks(std::span<const size_t> counts, std::span<const size_t> offsets,
+                             size_t each) {
+    for (size_t p = 0; p < counts.size(); ++p)
+      if (counts[p] != each || offsets[p] != p * each) return false;
+    return true;
   }
   // The watchdog of blocking calls, started with the first one.
   runtime::CallWatchdog::Guard arm(const MpiRequest& req) {

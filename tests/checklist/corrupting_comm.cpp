@@ -20,6 +20,18 @@ class CorruptingComm final : public ForwardingComm {
     return std::make_unique<DoneRequest>();
   }
 
+  comm::Handle iall_to_all(const void* send, std::span<const size_t> send_counts,
+                           std::span<const size_t> send_offsets, void* recv,
+                           std::span<const size_t> recv_counts,
+                           std::span<const size_t> recv_offsets, DType dtype) override {
+    inner().iall_to_all(send, send_counts, send_offsets, recv, recv_counts, recv_offsets, dtype)->wait();
+    ZT_CHECK(dtype == DType::kF32, "CorruptingComm corrupts float results only", "");
+    const size_t last = recv_counts.size() - 1;
+    if (rank() == bad_rank_ && recv_counts[last] > 0)
+      static_cast<float*>(recv)[recv_offsets[last]] += 1.0f;
+    return std::make_unique<DoneRequest>();
+  }
+
  private:
   int bad_rank_;
 };

@@ -1,7 +1,8 @@
 #pragma once
-// A Comm decorator for fault injection: forwards everything to an inner Comm, and after
-// each all_reduce on `bad_rank` adds 1 to element 0 of the result (float only). The
-// checklist under test sees a comm that returns one wrong element per call.
+// A Comm decorator for fault injection: forwards everything to an inner Comm, and on
+// `bad_rank` adds 1 to one received element of each all_reduce (element 0) and each
+// all_to_all (element 0 of the part from the last rank), float only. The checklist
+// under test sees a comm that returns one wrong element per call.
 #include <memory>
 
 #include "zt/comm/comm.hpp"

@@ -21,6 +21,25 @@ TEST(Bandwidth, BusFactorsByHand) {
   EXPECT_DOUBLE_EQ(zt::check::bus_factor(CheckOp::kSendRecv, 16), 1.0);
 }
 
+TEST(Bandwidth, EveryOpsBusFactorByHandAtTwoThreeFourRanks) {
+  // nccl-tests' factors worked out by hand: {n = 2, 3, 4}.
+  struct Case { CheckOp op; double f2, f3, f4; };
+  const Case cases[] = {{CheckOp::kAllReduce, 1.0, 4.0 / 3.0, 1.5},
+                        {CheckOp::kAllGather, 0.5, 2.0 / 3.0, 0.75},
+                        {CheckOp::kReduceScatter, 0.5, 2.0 / 3.0, 0.75},
+                        {CheckOp::kBroadcast, 1.0, 1.0, 1.0},
+                        {CheckOp::kSendRecv, 1.0, 1.0, 1.0},
+                        {CheckOp::kAllToAll, 0.5, 2.0 / 3.0, 0.75}};
+  ASSERT_EQ(std::size(cases), std::size(zt::check::kAllCheckOps));  // a new op needs its row
+  for (const Case& c : cases) {
+    EXPECT_DOUBLE_EQ(zt::check::bus_factor(c.op, 2), c.f2) << zt::check::check_op_name(c.op);
+    EXPECT_DOUBLE_EQ(zt::check::bus_factor(c.op, 3), c.f3) << zt::check::check_op_name(c.op);
+    EXPECT_DOUBLE_EQ(zt::check::bus_factor(c.op, 4), c.f4) << zt::check::check_op_name(c.op);
+  }
+  // all_to_all of 1 MiB per rank in 1 ms at n = 4: algbw 1.048576, busbw x 3/4.
+  EXPECT_NEAR(zt::check::bus_bw_gbs(CheckOp::kAllToAll, 1048576, 0.001, 4), 0.786432, 1e-12);
+}
+
 TEST(Bandwidth, AlgbwAndBusbwByHand) {
   // 1e9 bytes in 0.5 s = 2 GB/s (GB = 1e9 B); all_reduce at n=4: busbw 2 * 1.5 = 3.
   EXPECT_DOUBLE_EQ(zt::check::alg_bw_gbs(1000000000, 0.5), 2.0);
@@ -54,6 +73,12 @@ TEST(Bandwidth, RowShapes) {
   // Fewer than one element per rank: count 0 (the sweep skips the row).
   s = zt::check::row_shape(CheckOp::kAllGather, 8, DType::kF32, 4);
   EXPECT_EQ(s.count, 0u);
+  // all_to_all, 3 ranks, 1000 B of float: 83 per peer, S = 83 * 3 * 4 = 996; at 4 ranks
+  // 8 B is under one float per peer.
+  s = zt::check::row_shape(CheckOp::kAllToAll, 1000, DType::kF32, 3);
+  EXPECT_EQ(s.count, 83u);
+  EXPECT_EQ(s.bytes, 996u);
+  EXPECT_EQ(zt::check::row_shape(CheckOp::kAllToAll, 8, DType::kF32, 4).count, 0u);
   // broadcast of doubles.
   s = zt::check::row_shape(CheckOp::kBroadcast, 64, DType::kF64, 4);
   EXPECT_EQ(s.count, 8u);

@@ -14,6 +14,7 @@
 #include "zt/check/environment.hpp"
 #include "zt/check/report_writer.hpp"
 #include "zt/comm/mpi_comm.hpp"
+#include "zt/core/log.hpp"
 #include "zt/runtime/runtime.hpp"
 
 using zt::check::CheckOp;
@@ -58,12 +59,14 @@ TEST(ChecklistMpi, EveryOpVerifiedAndReportsWritten) {
 
   const zt::check::Report report = zt::check::run_checklist(*bench, *control, small_sweep(), env, nullptr);
   const int n = world_size();
-  // Sizes 8, 32, ..., 512K by 4: 9 rows per op, minus the all_gather/reduce_scatter rows
-  // with fewer than one float per rank (8 B at n = 4; 8 B is 2 floats, enough for n <= 2).
+  // Sizes 8, 32, ..., 512K by 4: 9 rows per op, minus the per-rank ops' rows with fewer
+  // than one float per rank (8 B at n = 4; 8 B is 2 floats, enough for n <= 2).
   size_t expected_rows = 0;
-  for (CheckOp op : zt::check::kAllCheckOps)
+  for (CheckOp op : zt::check::kAllCheckOps) {
+    const bool per_rank = op == CheckOp::kAllGather || op == CheckOp::kReduceScatter || op == CheckOp::kAllToAll;
     for (uint64_t size = 8; size <= (1u << 20); size *= 4)
-      if (!((op == CheckOp::kAllGather || op == CheckOp::kReduceScatter) && size < 4u * n)) ++expected_rows;
+      if (!(per_rank && size < 4u * n)) ++expected_rows;
+  }
   EXPECT_EQ(report.rows.size(), expected_rows);
   for (const auto& row : report.rows) {
     for (const auto* p : {&row.out_of_place, &row.in_place}) {
@@ -98,6 +101,8 @@ TEST(ChecklistMpi, EveryOpVerifiedAndReportsWritten) {
     std::stringstream md;
     md << md_in.rdbuf();
     EXPECT_NE(md.str().find("### all_reduce"), std::string::npos);
+    EXPECT_NE(md.str().find("### all_to_all"), std::string::npos);
+    EXPECT_EQ(j["results"].back()["op"], "all_to_all");
     EXPECT_NE(md.str().find("## Verdict"), std::string::npos);
     std::filesystem::remove_all(dir);
   }
@@ -134,4 +139,28 @@ TEST(ChecklistMpi, CorruptedAllReduceIsReportedAndFails) {
   EXPECT_EQ(j["results"][0]["out_of_place"]["nwrong"], 1);
   EXPECT_EQ(j["verdict"], "FAIL");
   EXPECT_EQ(j["exit_code"], 1);
+}
+
+TEST(ChecklistMpi, CorruptedAllToAllIsReportedAndFails) {
+  zt::runtime::Runtime rt;
+  auto control = zt::comm::make_mpi_comm(rt.world());
+  const int n = world_size();
+  // Rank 0 adds 1 to the first element it receives from the last rank, every all_to_all.
+  auto bench = zt::testing::make_corrupting_comm(zt::comm::make_mpi_comm(rt.world()), 0);
+  zt::check::CheckOptions o = small_sweep();
+  o.ops = {CheckOp::kAllToAll};
+  const zt::check::Report report = zt::check::run_checklist(*bench, *control, o, {}, nullptr);
+  ASSERT_FALSE(report.rows.empty());
+  for (const auto& row : report.rows) {
+    EXPECT_EQ(row.out_of_place.nwrong, 1) << row.size;  // one element on one rank
+    EXPECT_FALSE(row.in_place.ran);
+  }
+  EXPECT_EQ(zt::check::exit_code(report), 1);
+  ASSERT_FALSE(report.failures.empty());
+  const std::string first = zt::strf("all_to_all out-of-place at %d B: 1 wrong elements", n == 4 ? 32 : 8);
+  EXPECT_NE(report.failures[0].find(first), std::string::npos) << report.failures[0];
+  const nlohmann::json j = zt::check::report_json(report);
+  EXPECT_EQ(j["results"][0]["op"], "all_to_all");
+  EXPECT_EQ(j["results"][0]["out_of_place"]["nwrong"], 1);
+  EXPECT_EQ(j["verdict"], "FAIL");
 }

@@ -22,7 +22,9 @@ std::string input_error(F f) {
 TEST(Ops, ParseListInRunOrder) {
   EXPECT_EQ(zt::check::parse_check_ops("broadcast,all_reduce"),
             (std::vector<CheckOp>{CheckOp::kAllReduce, CheckOp::kBroadcast}));
-  EXPECT_EQ(zt::check::parse_check_ops("all").size(), 5u);
+  EXPECT_EQ(zt::check::parse_check_ops("all").size(), 6u);
+  EXPECT_EQ(zt::check::parse_check_ops("all_to_all,sendrecv"),
+            (std::vector<CheckOp>{CheckOp::kSendRecv, CheckOp::kAllToAll}));
   EXPECT_EQ(zt::check::parse_check_ops("all")[0], CheckOp::kAllReduce);
   EXPECT_EQ(zt::check::parse_check_ops("sendrecv,sendrecv"), (std::vector<CheckOp>{CheckOp::kSendRecv}));
 }

@@ -77,6 +77,42 @@ TEST(Pattern, ReducedCheckCountsOneCorruptedElement) {
   EXPECT_EQ(zt::check::count_wrong_reduced(sum.data() + 500, DType::kF32, 500, p, ReduceOp::kSum, 500), 0);
 }
 
+TEST(Pattern, DistinctModulusIsTheLargestExactPrime) {
+  // Checked by trial division where that is cheap; 2^53-111 is the known largest prime
+  // below 2^53 (double and int64 values go through double).
+  const auto prime = [](uint64_t x) {
+    if (x < 2) return false;
+    for (uint64_t d = 2; d * d <= x; ++d)
+      if (x % d == 0) return false;
+    return true;
+  };
+  for (DType t : {DType::kBF16, DType::kF16, DType::kI8, DType::kF32, DType::kI32}) {
+    const uint64_t m = zt::check::distinct_modulus(t);
+    const uint64_t bound = zt::check::exact_integer_limit(t) + 1;  // values 0..M-1 exact
+    EXPECT_TRUE(prime(m)) << zt::dtype_name(t);
+    EXPECT_LE(m, bound) << zt::dtype_name(t);
+    for (uint64_t x = m + 1; x <= bound; ++x) EXPECT_FALSE(prime(x)) << zt::dtype_name(t) << " " << x;
+  }
+  EXPECT_EQ(zt::check::distinct_modulus(DType::kBF16), 257u);
+  EXPECT_EQ(zt::check::distinct_modulus(DType::kF64), (uint64_t{1} << 53) - 111);
+}
+
+TEST(Pattern, DistinctValuesCatchShiftedAndMisroutedBlocks) {
+  for (DType t : {DType::kBF16, DType::kF16, DType::kI8, DType::kF32, DType::kF64, DType::kI64}) {
+    const zt::check::Pattern p(t, 4, 5);
+    const size_t count = 300, e = zt::dtype_size(t);
+    std::vector<std::byte> buf(2 * count * e);
+    zt::check::fill_distinct(buf.data(), t, 2 * count, p, 1000);
+    EXPECT_EQ(zt::check::count_wrong_distinct(buf.data(), t, 2 * count, p, 1000), 0) << zt::dtype_name(t);
+    // The second block read as the first (wrong sender or receiver): every element wrong.
+    EXPECT_EQ(zt::check::count_wrong_distinct(buf.data() + count * e, t, count, p, 1000),
+              static_cast<int64_t>(count)) << zt::dtype_name(t);
+    // Shifted by one element: every element wrong.
+    EXPECT_EQ(zt::check::count_wrong_distinct(buf.data() + e, t, count, p, 1000),
+              static_cast<int64_t>(count)) << zt::dtype_name(t);
+  }
+}
+
 TEST(Environment, Warnings) {
   zt::check::RankInfo a;
   a.host = "n1";

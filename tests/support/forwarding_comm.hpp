@@ -45,6 +45,13 @@ class ForwardingComm : public comm::Comm {
   comm::Handle irecv(void* buf, size_t count, DType dtype, int peer) override {
     return inner_->irecv(buf, count, dtype, peer);
   }
+  comm::Handle iall_to_all(const void* send, std::span<const size_t> send_counts,
+                           std::span<const size_t> send_offsets, void* recv,
+                           std::span<const size_t> recv_counts,
+                           std::span<const size_t> recv_offsets, DType dtype) override {
+    return inner_->iall_to_all(send, send_counts, send_offsets, recv, recv_counts, recv_offsets,
+                               dtype);
+  }
   void barrier() override { inner_->barrier(); }
   std::unique_ptr<comm::Comm> split(int color, int key) override {
     return inner_->split(color, key);

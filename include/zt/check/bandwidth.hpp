@@ -7,7 +7,9 @@
 //     reduce_scatter  (n-1) / n        S = total bytes reduced  (count per rank * n * size)
 //     broadcast       1
 //     sendrecv        1
-// busbw is comparable to the hardware's link bandwidth whatever the rank count.
+//     all_to_all      (n-1) / n        S = total bytes each rank sends (count per peer * n * size)
+// busbw is comparable to the hardware's link bandwidth whatever the rank count. The
+// factors and shapes live in the table of collectives (checklist/src/collectives.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -18,9 +20,9 @@
 namespace zt::check {
 
 // One row of the sweep. `count` is the count argument of the Comm call: total elements
-// for all_reduce, broadcast and sendrecv; elements per rank for all_gather and
-// reduce_scatter. `bytes` is S above (the "size" column). Sizes that are not a multiple
-// of the element size (times n for all_gather/reduce_scatter) round down, so a row can
+// for all_reduce, broadcast and sendrecv; elements per rank for all_gather,
+// reduce_scatter and all_to_all. `bytes` is S above (the "size" column). Sizes that are
+// not a multiple of the element size (times n for the per-rank ops) round down, so a row can
 // have count 0; the sweep skips such rows.
 struct RowShape {
   size_t count = 0;

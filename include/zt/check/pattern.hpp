@@ -11,6 +11,14 @@
 // in the element type (2^24 for float, 256 for bfloat16, ...); m = 1 (all zeros) only
 // when even that is impossible. Buffers that must be overwritten start as kPoison (-1),
 // which no result can equal.
+//
+// Ops that only move data (all_to_all) use the distinct pattern instead: element id g
+// holds distinct(g) = (g + seed) mod M, M the largest prime whose values 0..M-1 are exact
+// in the type (257 for bfloat16, 2039 for half, 2^24-3 for float, 2^53-111 for double and
+// int64). all_to_all gives element k of the block rank s sends rank d the id
+// (s n + d) count + k: every (sender, receiver, element) has its own value while
+// n n count <= M, and a block from a wrong sender, for a wrong receiver or shifted by any
+// amount that M does not divide reads wrong.
 #include <cstddef>
 #include <cstdint>
 
@@ -21,6 +29,8 @@ namespace zt::check {
 
 // Largest integer N such that every integer in [-N, N] is exact in `dtype`.
 uint64_t exact_integer_limit(DType dtype);
+// M of the distinct pattern: the largest prime <= min(limit + 1, 2^53).
+uint64_t distinct_modulus(DType dtype);
 
 class Pattern {
  public:
@@ -32,12 +42,15 @@ class Pattern {
   double value(int rank, uint64_t index) const;
   // The reduction over all ranks of value(r, index), from the closed form above.
   double reduced(comm::ReduceOp op, uint64_t index) const;
+  // The distinct pattern's value of element id g.
+  double distinct(uint64_t id) const;
 
  private:
   friend struct PatternAccess;
   int n_ = 1;
   uint64_t m_ = 1;
   uint64_t seed_ = 0;
+  uint64_t distinct_m_ = 1;
   double a_sum_ = 0.0, a_max_ = 0.0, a_min_ = 0.0;
 };
 
@@ -52,5 +65,10 @@ int64_t count_wrong_from_rank(const void* src, DType dtype, size_t count, const 
 // Elements k with src[k] != reduced(op, first_index + k).
 int64_t count_wrong_reduced(const void* src, DType dtype, size_t count, const Pattern& p,
                             comm::ReduceOp op, uint64_t first_index);
+// dst[k] = distinct(first_id + k) for k in [0, count).
+void fill_distinct(void* dst, DType dtype, size_t count, const Pattern& p, uint64_t first_id);
+// Elements k with src[k] != distinct(first_id + k).
+int64_t count_wrong_distinct(const void* src, DType dtype, size_t count, const Pattern& p,
+                             uint64_t first_id);
 
 }  // namespace zt::check
