@@ -370,6 +370,10 @@ Run add_check_command(CLI::App& app) {
     // Usage errors found from here on (InputError) exit 64 under --exit-codes nagios,
     // where 2 means "unhealthy" (main.cpp maps the code).
     if (cli->exit_codes == "nagios") error_exit_codes() = kNagiosErrorExitCodes;
+    warn_inert_options(*sub, {{"--baseline-fraction", cli->baseline.empty(),
+                               "it gates against --baseline; add --baseline REPORT.json, or leave it out"},
+                              {"--io-bytes", cli->io_dir.empty(),
+                               "it sizes the --io-dir write test; add --io-dir DIR, or leave it out"}});
     return run_check(*sub, *cli);
   };
 }

@@ -31,14 +31,4 @@ Run add_estimate_command(CLI::App& app);  // estimate_command.cpp : zt estimate
 Run add_generate_command(CLI::App& app);  // generate_command.cpp : zt generate
 Run add_report_command(CLI::App& app);    // report_command.cpp   : zt report
 
-// For --config: an empty path (`--config ""`, an unset shell variable) is a usage error,
-// not "no file" (what it was read as before). The file itself is checked when loaded.
-inline CLI::Validator non_empty_path() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        return s.empty() ? "an empty path: name a file, or leave the option out" : "";
-      },
-      "FILE");
-}
-
 }  // namespace zt::apps

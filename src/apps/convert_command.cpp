@@ -387,7 +387,11 @@ Run add_convert_command(CLI::App& app) {
     // SIGTERM / SIGINT / SIGHUP: the outputs' staging files go with the process.
     remove_staging_on_signals();
     if (t2t->parsed()) return text_to_tokens(*a);
-    if (sft->parsed()) return sft_to_tokens(*a);
+    if (sft->parsed()) {
+      warn_inert_options(*sft, {{"--chat-template", a->sft_format != "chat",
+                                 "it renders --format chat; use --format chat for conversations, or leave it out"}});
+      return sft_to_tokens(*a);
+    }
     if (pairs->parsed()) return pairs_to_tokens(*a);
     if (export_cmd->parsed()) return h5_to_hf(*a);
     if (import_cmd->parsed()) return hf_to_h5(*a);

@@ -334,8 +334,7 @@ Run add_estimate_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "estimate", "memory per GPU / host for each ZeRO stage, hpZ and offload choice, and what fits");
-  sub->add_option("--config", args->config_file, "TOML file of `zt train` keys")
-      ->check(non_empty_path());
+  sub->add_option("--config", args->config_file, "TOML file of `zt train` keys");
   sub->add_option("--set", args->sets, "override one key: --set model.preset=llama-7b (repeatable)");
   sub->add_option("--gpus-per-node", args->gpus_per_node, "ranks (GPUs) per node (default 1)")
       ->check(int_in(1, 1 << 24));

@@ -129,7 +129,7 @@ int run_generate(const GenerateArgs& a) {
                      "e.g. zt generate --weights ckpt/ --prompt 'ROMEO:'");
   if (a.chat && a.prompt.empty())
     throw InputError("--chat needs --prompt TEXT (the user's message)", "e.g. --chat --prompt 'Hello!'");
-  omp_set_num_threads(train::resolve_threads(a.threads, 1));
+  omp_set_num_threads(train::resolve_threads(a.threads, 1, "--threads"));
   const auto t_load = std::chrono::steady_clock::now();
   ckpt::Weights w = ckpt::load_weights(a.weights, a.base);  // adapters: merged into their base
   const model::Config& cfg = w.config;
@@ -154,8 +154,7 @@ int run_generate(const GenerateArgs& a) {
     const data::TokenizerInfo& info = tok->info();
     std::vector<uint32_t> ids;
     if (a.chat) {  // as apply_chat_template(add_generation_prompt=True): the template adds specials
-      const data::ChatTemplate& t = data::chat_template_named(
-          a.chat_template, info.chat_template, "the tokenizer_config.json of tokenizer '" + info.name + "'");
+      const data::ChatTemplate& t = data::chat_template_for(a.chat_template, *tok);
       chat_name = data::chat_template_name(t);
       const data::ChatTokens ct = data::chat_tokens_of(info);
       std::string text;
@@ -196,6 +195,17 @@ int run_generate(const GenerateArgs& a) {
   for (int u = 0; u < static_cast<int>(w.units.size()); ++u)
     m.bind_unit(u, w.units[static_cast<size_t>(u)], {});
   const int64_t window = a.window > 0 ? std::min(a.window, cfg.context) : cfg.context;
+  if (a.window > cfg.context)
+    log::warn(strf("--window %lld is more than the model's context (%lld tokens): the model sees at "
+                   "most %lld; give --window %lld or less",
+                   static_cast<long long>(a.window), static_cast<long long>(cfg.context),
+                   static_cast<long long>(cfg.context), static_cast<long long>(cfg.context)));
+  if (static_cast<int64_t>(prompt.size()) > window)
+    log::warn(strf("the prompt is %zu tokens, more than the %lld the model sees (%s): only its last "
+                   "%lld are used; give a shorter prompt%s",
+                   prompt.size(), static_cast<long long>(window),
+                   window < cfg.context ? "--window" : "the model's context", static_cast<long long>(window),
+                   window < cfg.context ? ", or a larger --window" : ""));
   // The cache holds what this run decodes, not the context the model declares (issue 36,
   // class 6): the prompt's last `window` tokens + the new ones, at most the window (then
   // generate() restarts it from its last half). It never needs to grow past that.
@@ -317,13 +327,17 @@ Run add_generate_command(CLI::App& app) {
       ->check(int_in(0, 1 << 30));
   cmd->add_option("--eos", a->eos_text, "stop after this token id (repeatable; or 1,2)")
       ->check(int_list_in(0, kMaxId));
-  cmd->add_option("--stop", a->stop, "stop when the output ends with this text (repeatable)")
-      ->check(non_empty("--stop text"));
+  cmd->add_option("--stop", a->stop, "stop when the output ends with this text (repeatable)");
   cmd->add_option("--threads", a->threads, "OpenMP threads (0: the cores)")
       ->check(int_in(0, train::kMaxThreads));
   cmd->add_flag("--json", a->json,
                 "print one JSON line: prompt_ids, ids, text (byte models), stop, tokens_per_s");
-  return [a]() -> int {
+  return [a, cmd]() -> int {
+    const std::string greedy = "--temperature 0 is greedy (the most likely token); give a temperature above 0 to sample";
+    warn_inert_options(*cmd, {{"--chat-template", !a->chat, "it applies with --chat; add --chat, or leave it out"},
+                              {"--top-k", a->temperature == 0, greedy},
+                              {"--top-p", a->temperature == 0, greedy},
+                              {"--seed", a->temperature == 0, greedy}});
     for (const int64_t id : int_list(a->prompt_ids_text)) a->prompt_ids.push_back(static_cast<int32_t>(id));
     for (const int64_t id : int_list(a->eos_text)) a->eos.push_back(static_cast<int32_t>(id));
     return run_generate(*a);

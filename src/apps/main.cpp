@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/version.hpp"
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
     // get_subcommands() with no filter lists only the *parsed* ones; this lists all.
     entries.push_back({app.get_subcommands([](CLI::App*) { return true; }).back(), std::move(run)});
   }
+  zt::apps::refuse_empty_values(app);
 
   // An unknown subcommand: CLI11 would only say that one is required, without the word.
   if (argc > 1 && argv[1][0] != '-') {
@@ -96,6 +98,7 @@ int main(int argc, char** argv) {
     }
     return static_cast<int>(zt::ExitCode::kBadInput);
   }
+  zt::apps::reserve_stdout_for_machine_modes(app);
 
   // Out of memory: the hint names the command's own options (issue 36, class 10).
   const auto memory_hint = [&entries]() -> std::string {

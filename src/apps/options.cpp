@@ -7,6 +7,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/log_stdout.hpp"
 #include "zt/core/units.hpp"
 
 namespace zt::apps {
@@ -108,12 +109,39 @@ CLI::Validator size_in(uint64_t lo, uint64_t hi) {
       "SIZE in " + range);
 }
 
-CLI::Validator non_empty(const std::string& what) {
-  return CLI::Validator(
-      [what](std::string& value) -> std::string {
-        return value.empty() ? "an empty " + what + ": give one, or leave the option out" : "";
-      },
-      "");
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options())
+    if (opt->get_type_size() != 0 && opt->get_name() != "--help")
+      opt->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            return value.empty() ? "an empty value: give one, or leave the option out" : "";
+          },
+          ""));
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_values(*sub);
+}
+
+void reserve_stdout_for_machine_modes(const CLI::App& app) {
+  const struct {
+    const char* command;  // a subcommand's path below zt, e.g. "generate"
+    const char* option;
+    const char* value;    // nullptr: the flag given
+  } modes[] = {{"generate", "--json", nullptr}, {"estimate", "--json", nullptr}, {"check", "--exit-codes", "nagios"}};
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App* s) { return s->parsed(); }))
+    for (const auto& m : modes) {
+      const CLI::Option* opt = sub->get_name() == m.command ? sub->get_option_no_throw(m.option) : nullptr;
+      if (opt == nullptr || opt->count() == 0) continue;
+      if (m.value == nullptr || (!opt->results().empty() && opt->results().back() == m.value)) log::reserve_stdout();
+    }
+}
+
+void warn_inert_options(const CLI::App& sub, const std::vector<InertOption>& rules) {
+  for (const InertOption& r : rules) {
+    const CLI::Option* opt = sub.get_option_no_throw(r.option);
+    if (opt == nullptr || opt->count() == 0 || !r.inert) continue;
+    std::string value;
+    for (const std::string& v : opt->results()) value += (value.empty() ? " " : ",") + v;
+    log::warn(std::string(r.option) + value + " has no effect in this run: " + r.why);
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> option_values(const CLI::App& app) {

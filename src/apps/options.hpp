@@ -32,11 +32,30 @@ CLI::Validator number_in(double lo, double hi);
 // A size option ("8", "4K", "256M", "1G"; core/units parse_size) in [lo, hi] bytes.
 CLI::Validator size_in(uint64_t lo, uint64_t hi);
 
-// A text option that must not be empty ("--stop ''" would match every output).
-CLI::Validator non_empty(const std::string& what);
-
 // Every option of `app` as (name, value): the values given (joined with ','), else its
 // default text. What ranks compare before their first collective (issue 36, class 2).
 std::vector<std::pair<std::string, std::string>> option_values(const CLI::App& app);
+
+// Every option that takes a value, of every subcommand below `app`, refuses an empty one
+// ("--prompt ''", "--tokenizer \"$UNSET\""): "--prompt: an empty value: give one, or leave
+// the option out", exit 2. An empty value is never read as the option left out.
+void refuse_empty_values(CLI::App& app);
+
+// The machine-readable modes: an option (and value) after which a subcommand's stdout is
+// a format for programs (`generate --json`, `estimate --json`, `check --exit-codes
+// nagios`). When the parsed command line has one, log::reserve_stdout() sends every log
+// line to stderr: stdout holds only the documented output.
+void reserve_stdout_for_machine_modes(const CLI::App& app);
+
+// Options that another option turns off (as zt train's inert keys): each rule names the
+// option, whether this run ignores it, and why with the fix. A given option whose rule
+// holds is a warning: "--chat-template chatml has no effect in this run: it applies with
+// --chat; add --chat, or leave it out".
+struct InertOption {
+  const char* option;
+  bool inert;
+  std::string why;
+};
+void warn_inert_options(const CLI::App& sub, const std::vector<InertOption>& rules);
 
 }  // namespace zt::apps

@@ -42,11 +42,9 @@ Run add_report_command(CLI::App& app) {
       "run's pieces are joined, other runs drawn side by side.");
   auto args = std::make_shared<ReportArgs>();
   sub->add_option("files", args->files, "log.metrics files (JSON lines), in order")
-      ->required()
-      ->check(non_empty_path());
+      ->required();
   sub->add_option("--out", args->out, "folder of the report (created when missing)")
-      ->capture_default_str()
-      ->check(non_empty_path());
+      ->capture_default_str();
   return [args]() { return run_report(*args); };
 }
 

@@ -277,7 +277,7 @@ int run_train(const TrainArgs& args) {
     tc.zero.precision = device.precision;
   }
 
-  const int threads = train::resolve_threads(tc.threads, topo.local_size);
+  const int threads = train::resolve_threads(tc.threads, topo.local_size, "train.threads");
   omp_set_num_threads(threads);
 
   if (tc.data_path.empty()) tc.data_path = data::prepare_shipped_tokens(rt.world());
@@ -421,8 +421,7 @@ Run add_train_command(CLI::App& app) {
       "Train a Llama-style model, data parallel over the MPI ranks. With no arguments: the "
       "tiny preset on the shipped corpus (data/tinyshakespeare.txt), then a sample.");
   auto args = std::make_shared<TrainArgs>();
-  sub->add_option("--config", args->config_file, "TOML file of keys (see --help-config)")
-      ->check(non_empty_path());
+  sub->add_option("--config", args->config_file, "TOML file of keys (see --help-config)");
   sub->add_option("--set", args->sets,
                   "override one key: --set train.lr=3e-4 (value parsed as TOML; bare words are "
                   "strings); repeatable, applied after the file, in order");

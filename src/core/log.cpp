@@ -1,11 +1,13 @@
 #include "zt/core/log.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "zt/core/error.hpp"
+#include "zt/core/log_stdout.hpp"
 
 namespace zt {
 
@@ -45,6 +47,13 @@ Level& current() {
   return l;
 }
 
+// stdout, or stderr once a machine-readable mode owns stdout.
+std::atomic<bool>& stdout_reserved() {
+  static std::atomic<bool> reserved{false};
+  return reserved;
+}
+FILE* info_stream() { return stdout_reserved().load() ? stderr : stdout; }
+
 std::mutex& io_mutex() {
   static std::mutex m;
   return m;
@@ -60,16 +69,17 @@ void emit(FILE* f, std::string_view prefix, std::string_view line) {
 }  // namespace
 
 void set_level(Level level) { current() = level; }
+void reserve_stdout() { stdout_reserved().store(true); }
 Level level() { return current(); }
 
 void debug(std::string_view line) {
   if (current() <= Level::kDebug) emit(stderr, where_prefix() + "debug: ", line);
 }
 void info(std::string_view line) {
-  if (current() <= Level::kInfo && process_rank() <= 0) emit(stdout, "", line);
+  if (current() <= Level::kInfo && process_rank() <= 0) emit(info_stream(), "", line);
 }
 void info_all(std::string_view line) {
-  if (current() <= Level::kInfo) emit(stdout, where_prefix(), line);
+  if (current() <= Level::kInfo) emit(info_stream(), where_prefix(), line);
 }
 void warn(std::string_view line) {
   if (current() <= Level::kWarn) emit(stderr, where_prefix() + "WARNING: ", line);

@@ -25,6 +25,7 @@ struct ChatTemplate {
   bool needs_bos, needs_eos;           // the template writes the tokenizer's bos/eos text
   const char* end;                     // the text ending an assistant turn; nullptr: EOS
   Render render;
+  std::vector<const char*> specials;   // texts the template writes that must be one token each
 };
 
 namespace {
@@ -163,16 +164,17 @@ const std::vector<ChatTemplate>& table() {
   static const std::vector<ChatTemplate> t{
       {"llama2", "Llama 2 chat", {"[INST]", "[/INST]", "<<SYS>>"}, {}, true, true, nullptr, render_llama2},
       {"llama3", "Llama 3 instruct", {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
-       {"Cutting Knowledge", "tools", "ipython"}, true, false, "<|eot_id|>", render_llama3},
+       {"Cutting Knowledge", "tools", "ipython"}, true, false, "<|eot_id|>", render_llama3,
+       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}},
       // After llama2 (which also holds <<SYS>>): v0.3's "[INST] " + ... + "[/INST]"; the
       // v0.1/v0.2 forms (" [/INST]") and Tekken's ("[INST]" + ...) render otherwise.
       {"mistral", "Mistral 7B instruct v0.3", {"[INST] ", "[/INST]", "system_message", "loop.last"},
        {" [/INST]", "[INST]\"", "[INST]'"}, true, true, nullptr, render_mistral},
       // Before chatml: Qwen's template is ChatML plus its default system turn.
       {"qwen", "Qwen2.5 instruct", {"<|im_start|>", "<|im_end|>", "You are Qwen, created by Alibaba Cloud."},
-       {}, false, false, "<|im_end|>", render_qwen},
+       {}, false, false, "<|im_end|>", render_qwen, {"<|im_start|>", "<|im_end|>"}},
       {"chatml", "ChatML", {"<|im_start|>", "<|im_end|>"}, {"tools", "You are"}, false, false, "<|im_end|>",
-       render_chatml},
+       render_chatml, {"<|im_start|>", "<|im_end|>"}},
       {"alpaca", "LitGPT's Alpaca", {"### Instruction:", "### Response:"}, {}, false, true, nullptr, render_alpaca},
   };
   return t;
@@ -247,6 +249,26 @@ std::vector<ChatPiece> render_chat(const ChatTemplate& t, const std::vector<Chat
   std::vector<ChatPiece> out;
   t.render(messages, tokens, add_generation_prompt, where, out);
   return out;
+}
+
+const ChatTemplate& chat_template_for(const std::string& name, const TextTokenizer& tokenizer) {
+  const TokenizerInfo& info = tokenizer.info();
+  const ChatTemplate& t =
+      chat_template_named(name, info.chat_template, "the tokenizer_config.json of tokenizer '" + info.name + "'");
+  const ChatTokens tokens = chat_tokens_of(info);
+  std::vector<std::string> specials(t.specials.begin(), t.specials.end());
+  if (t.needs_bos && !tokens.bos.empty()) specials.push_back(tokens.bos);
+  if (t.needs_eos && !tokens.eos.empty()) specials.push_back(tokens.eos);
+  for (const std::string& s : specials) {
+    const size_t n = tokenizer.encode(s).size();
+    if (n != 1)
+      throw InputError(strf("--chat-template %s: tokenizer '%s' has no token '%s' (it encodes as %zu "
+                            "tokens of plain text), so the %s template's turns would not be marked",
+                            t.name, info.name.c_str(), s.c_str(), n, t.what),
+                       "give the model's own tokenizer (--tokenizer PATH, a folder with tokenizer.json), "
+                       "or the template it was trained with (--chat-template " + chat_template_names() + ")");
+  }
+  return t;
 }
 
 ChatTokens chat_tokens_of(const TokenizerInfo& info) {

@@ -114,8 +114,7 @@ TokenFile pairs_to_tokens(const std::vector<std::string>& paths, const TextToken
     if (info.kind == "sentencepiece")
       throw InputError("tokenizer '" + info.name + "': conversational pairs need a tokenizer.json",
                        "give the model folder's tokenizer.json with --tokenizer");
-    tmpl = &chat_template_named(o.chat_template, info.chat_template,
-                                "the tokenizer_config.json of tokenizer '" + info.name + "'");
+    tmpl = &chat_template_for(o.chat_template, tokenizer);
     chat_tokens = chat_tokens_of(info);
   }
   std::vector<std::array<std::vector<ChatPiece>, 3>> rendered(pairs.size());

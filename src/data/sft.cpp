@@ -108,8 +108,7 @@ std::vector<Encoded> encode_chats(std::vector<SftExample>& examples, const TextT
     throw InputError("tokenizer '" + info.name + "': chat data needs a tokenizer.json (SentencePiece "
                      "reads a template's special tokens such as <s> as plain text)",
                      "give the model folder's tokenizer.json with --tokenizer");
-  const std::string where = "the tokenizer_config.json of tokenizer '" + info.name + "'";
-  const ChatTemplate& t = chat_template_named(template_name, info.chat_template, where);
+  const ChatTemplate& t = chat_template_for(template_name, tokenizer);
   const ChatTokens tokens = chat_tokens_of(info);
   std::vector<std::vector<ChatPiece>> rendered;
   rendered.reserve(examples.size());

@@ -446,12 +446,13 @@ std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& 
   return out;
 }
 
-int resolve_threads(int configured, int ranks_on_node) {
+int resolve_threads(int configured, int ranks_on_node, const std::string& setting) {
   const int host = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const char* env = std::getenv("OMP_NUM_THREADS");
   const bool from_env = configured <= 0 && env && *env;
   const std::string source = from_env ? strf("OMP_NUM_THREADS = %s", env)
-                                      : strf("train.threads = %d", configured);
+                                      : strf("%s%s%d", setting.c_str(),
+                                             setting.starts_with("--") ? " " : " = ", configured);
   int threads = 0;
   if (configured > 0) {
     threads = configured;

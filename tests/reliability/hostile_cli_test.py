@@ -335,6 +335,11 @@ def main():
     os.makedirs(os.path.join(taken, "report.json"))
     gen = [zt, "generate"] + [x for kv in generate_base.items() for x in kv]
 
+    def gen_with(opt, value):  # the small generation with one option replaced
+        args = dict(generate_base)
+        args[opt] = value
+        return [zt, "generate"] + [x for kv in args.items() for x in kv]
+
     def chk(opt, value):  # the fast check with one option replaced
         args = dict(CHECK_FAST)
         args[opt] = value
@@ -348,7 +353,9 @@ def main():
          r"--max-bytes 1(\.0)?T: the check holds two buffers of this size on each rank, more than this host's [\s\S]*HINT: lower --max-bytes"),
         ("36.10 check --max-bytes 2T", chk("--max-bytes", "2T"), 2, r"--max-bytes: must be a size in \[1, 1T\]"),
         ("36.10 generate --temperature nan", gen + ["--temperature", "nan"], 2, r"--temperature: must be a finite number"),
-        ("36.10 generate --stop ''", gen + ["--stop", ""], 2, r"--stop: an empty --stop text"),
+        ("36.10 generate --stop ''", gen + ["--stop", ""], 2, r"--stop: an empty value"),
+        ("15 generate --threads 4096", gen_with("--threads", "4096"), 2, r"--threads 4096: more OpenMP threads"),
+        ("15 generate --prompt ''", gen_with("--prompt", ""), 2, r"--prompt: an empty value"),
         ("36.10 generate --threads -1", gen + ["--threads", "-1"], 2, r"--threads: must be a whole number in \[0, 4096\], got -1"),
         ("36.10 generate --seed -1", gen + ["--seed", "-1"], 2, r"--seed: must be a whole number in \[0, 9223372036854775807\], got -1"),
         ("36.10 generate --eos -1", gen + ["--eos", "-1"], 2, r"--eos: must be a whole number in \[0, 2147483647\], got -1"),

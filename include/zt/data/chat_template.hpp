@@ -55,6 +55,12 @@ const ChatTemplate& chat_template_auto(const std::string& template_text, const s
 // NAME or "auto" (then from template_text).
 const ChatTemplate& chat_template_named(const std::string& name, const std::string& template_text,
                                         const std::string& where);
+// chat_template_named() against the tokenizer's tokenizer_config.json, then the one rule
+// on the tokenizer: every special text the template writes (<|im_start|>, <|eot_id|>, the
+// bos/eos texts it needs, ...) is one token of it; else zt::InputError naming the
+// template, the tokenizer and the text (chatml over a byte-level tokenizer without
+// <|im_start|> would spell it as plain text). What generate and the converters use.
+const ChatTemplate& chat_template_for(const std::string& name, const TextTokenizer& tokenizer);
 const char* chat_template_name(const ChatTemplate& t);
 std::string chat_template_names();  // "llama2, llama3, mistral, qwen, chatml, alpaca"
 

@@ -99,8 +99,10 @@ inline constexpr int kMaxThreads = 4096;
 // the cores this rank is bound to, or (unbound) the host's cores shared by its ranks.
 // More than 4x the host's cores (train.threads or OMP_NUM_THREADS) is a zt::InputError:
 // the OpenMP runtime cannot start that many threads' stacks (100000 crashed the
-// attention kernel); more than the cores per rank is run with a warning.
-int resolve_threads(int configured, int ranks_on_node);
+// attention kernel); more than the cores per rank is run with a warning. Messages name
+// `setting` as the user gave it: a key ("train.threads = 9000") or an option ("--threads
+// 9000", a name starting with "--").
+int resolve_threads(int configured, int ranks_on_node, const std::string& setting);
 
 // The run's part of a checkpoint's training state (docs/checkpoint-format.md): the step,
 // tokens seen, sampler position and the optimizer / schedule / batch keys of `cfg`. The
