@@ -59,7 +59,7 @@ Baseline parse_baseline_text(const std::string& text, const std::string& source)
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     bad(source, strf("not JSON (%s)", e.what()));
   }
   if (!j.is_object() || !j.contains("config") || !j["config"].is_object())

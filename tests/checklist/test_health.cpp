@@ -163,8 +163,12 @@ TEST(NicHealth, EveryUnreadableCounterIsUnknownNamingTheFile) {
   }
   EXPECT_EQ(seen, cases.size());
   for (const zc::NicPort& p : ports) {  // the good counters of a spoiled port are still read
-    if (p.device == "abc") EXPECT_EQ(p.counters.size(), 7u);
-    if (p.device == "no_folder") EXPECT_EQ(p.counters.size(), 0u);
+    if (p.device == "abc") {
+      EXPECT_EQ(p.counters.size(), 7u);
+    }
+    if (p.device == "no_folder") {
+      EXPECT_EQ(p.counters.size(), 0u);
+    }
     EXPECT_TRUE(p.unreadable_facts.empty()) << p.device << ": " << p.unreadable_facts[0];
   }
   // A grown counter still FAILs beside an unreadable one.
@@ -222,7 +226,9 @@ TEST(NodeFiles, SlurmGpusOnNodeIsReadStrictly) {
     std::string why;
     EXPECT_EQ(zc::expected_gpus(o, &why), want) << text;
     EXPECT_EQ(why.empty(), want >= 0) << text << ": " << why;
-    if (want < 0) EXPECT_NE(why.find("SLURM_GPUS_ON_NODE='" + text + "'"), std::string::npos) << why;
+    if (want < 0) {
+      EXPECT_NE(why.find("SLURM_GPUS_ON_NODE='" + text + "'"), std::string::npos) << why;
+    }
   }
   ::unsetenv("SLURM_GPUS_ON_NODE");
   std::string why;
