@@ -70,7 +70,7 @@ case "$rc" in
   2)
     what=$(first_line FAILED)
     # An unhealthy verdict names its failed check; a 2 without one is not a verdict.
-    [[ -n "$what" ]] || usage_error "zt check exited 2 without a failed check: $(grep -m1 -E 'ERROR|error' "$dir/check.out") (see $dir/check.out)"
+    [[ -n "$what" ]] || usage_error "zt check exited 2 without a failed check: $(grep -m1 -v '^[[:space:]]*$' "$dir/check.out" | cut -c1-160) (see $dir/check.out)"
     drain "$what"
     [[ "${ZT_HEALTH_FAIL_JOB:-1}" == 1 ]] && exit 1
     exit 0 ;;
@@ -83,5 +83,5 @@ case "$rc" in
       [[ "${ZT_HEALTH_FAIL_JOB:-1}" == 1 ]] && exit 1
     fi
     exit 0 ;;
-  *) usage_error "zt check exited $rc: $(grep -m1 -E 'ERROR|error' "$dir/check.out") (ZT_HEALTH_ARGS='${ZT_HEALTH_ARGS:-}'; see $dir/check.out)" ;;
+  *) usage_error "zt check exited $rc: $(grep -m1 -v '^[[:space:]]*$' "$dir/check.out" | cut -c1-160) (ZT_HEALTH_ARGS='${ZT_HEALTH_ARGS:-}'; see $dir/check.out)" ;;
 esac
