@@ -1,6 +1,7 @@
 // Reading a baseline (report.json of an earlier run) and checking that it describes the
 // same kind of run (include/zt/check/baseline.hpp).
 #include "join.hpp"
+#include "number_rule.hpp"
 #include "zt/check/baseline.hpp"
 
 #include <algorithm>
@@ -23,6 +24,15 @@ constexpr const char* kHint =
   throw InputError("baseline file " + source + ": " + what, kHint);
 }
 
+// Every number of a baseline passes here: finite and in its range (number_rule.hpp).
+double checked(const nlohmann::json& value, const NumberRange& range, const std::string& source,
+               const std::string& key) {
+  const double v = value.get<double>();
+  const std::string problem = number_problem(v, range);
+  if (!problem.empty()) bad(source, "'" + key + "' " + problem);
+  return v;
+}
+
 std::string op_list(const std::vector<CheckOp>& ops) {
   std::vector<std::string> names;
   for (CheckOp op : ops) names.emplace_back(check_op_name(op));
@@ -37,7 +47,7 @@ double worse_busbw(const nlohmann::json& row, const std::string& source) {
     if (it == row.end() || it->is_null()) continue;
     if (!it->contains("bus_bw") || !(*it)["bus_bw"].is_number())
       bad(source, std::string("a result has no numeric ") + place + ".bus_bw");
-    const double bw = (*it)["bus_bw"].get<double>();
+    const double bw = checked((*it)["bus_bw"], kMeasuredGbs, source, std::string("results.") + place + ".bus_bw");
     worst = worst < 0.0 ? bw : std::min(worst, bw);
   }
   return worst;
@@ -49,7 +59,7 @@ Baseline parse_baseline_text(const std::string& text, const std::string& source)
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     bad(source, strf("not JSON (%s)", e.what()));
   }
   if (!j.is_object() || !j.contains("config") || !j["config"].is_object())
@@ -64,7 +74,7 @@ Baseline parse_baseline_text(const std::string& text, const std::string& source)
 
   Baseline b;
   b.source = source;
-  b.nranks = config["nranks"].get<int>();
+  b.nranks = static_cast<int>(checked(config["nranks"], kRanks, source, "config.nranks"));
   for (const auto& name : config["ops"]) {
     if (!name.is_string()) bad(source, "'config.ops' holds a value that is not a string");
     try {
@@ -90,7 +100,7 @@ Baseline parse_baseline_text(const std::string& text, const std::string& source)
   const auto pairs = j.find("pairs");
   if (pairs != j.end() && pairs->is_object() && pairs->value("ran", false) &&
       pairs->contains("slowest_gbs") && (*pairs)["slowest_gbs"].is_number())
-    b.slowest_pair_gbs = (*pairs)["slowest_gbs"].get<double>();
+    b.slowest_pair_gbs = checked((*pairs)["slowest_gbs"], kMeasuredGbs, source, "pairs.slowest_gbs");
   return b;
 }
 

@@ -2,10 +2,11 @@
 // GPU, the verdict rules of docs/checklist.md ("Node health"). Every NVML call's return
 // is looked at: NOT_SUPPORTED makes that check a SKIP, GPU_IS_LOST / RESET_REQUIRED a
 // FAIL, any other error UNKNOWN with rank, host, call and a hint.
-#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "gpu_checks.hpp"
+#include "node_files.hpp"
 #include "zt/check/health.hpp"
 #include "zt/core/log.hpp"
 
@@ -44,15 +45,12 @@ HealthAction xid_action(unsigned long long xid, HealthStatus* status) {
 
 }  // namespace
 
-int expected_gpus(const HealthOptions& options) {
+int expected_gpus(const HealthOptions& options, std::string* why_not) {
   if (options.gpus_per_node >= 0) return options.gpus_per_node;
-  const char* s = std::getenv("SLURM_GPUS_ON_NODE");
-  if (s != nullptr && *s != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(s, &end, 10);
-    if (end != s && *end == '\0' && v >= 0 && v < 1024) return static_cast<int>(v);
-  }
-  return -1;
+  std::string why;
+  const std::optional<uint64_t> v = env_whole_number("SLURM_GPUS_ON_NODE", 1023, &why);
+  if (why_not != nullptr) *why_not = why;
+  return v ? static_cast<int>(*v) : -1;
 }
 
 GpuHealth::GpuHealth(const HealthOptions& options, int rank, int node, std::string host)
@@ -72,7 +70,8 @@ GpuHealth::~GpuHealth() {
 std::vector<HealthCheck> GpuHealth::begin() {
   State& s = *state_;
   std::vector<HealthCheck> out;
-  const int expected = expected_gpus(s.options);
+  std::string expected_why_not;
+  const int expected = expected_gpus(s.options, &expected_why_not);
   HealthCheck lib = s.make("gpu.nvml", "node");
   s.caller.nvml = &load_nvml(s.options.nvml_library);
   const Nvml& n = *s.caller.nvml;
@@ -82,8 +81,10 @@ std::vector<HealthCheck> GpuHealth::begin() {
     s.skip_reason = "nvmlInit_v2: " + nvml_error(n, rc);
   }
   if (!s.skip_reason.empty()) {
-    // No NVML: nothing to check unless GPUs are expected here, then the node is unknown.
-    lib.status = expected > 0 ? HealthStatus::kUnknown : HealthStatus::kSkip;
+    // No NVML: nothing to check unless GPUs are (or may be) expected here, then the node
+    // is unknown.
+    lib.status = expected > 0 || !expected_why_not.empty() ? HealthStatus::kUnknown : HealthStatus::kSkip;
+    if (!expected_why_not.empty()) s.skip_reason += "; " + expected_why_not;
     lib.message = strf("%s%s", s.skip_reason.c_str(),
                        expected > 0 ? strf(" (%d GPUs expected: is the NVIDIA driver loaded?)", expected).c_str()
                                     : " (no GPU health checked)");
@@ -105,7 +106,11 @@ std::vector<HealthCheck> GpuHealth::begin() {
   if (s.ok(count, n.DeviceGetCount_v2(&found), "nvmlDeviceGetCount_v2")) {
     add_number(count, "found", found);
     add_number(count, "expected", expected);
-    if (expected < 0) {
+    if (!expected_why_not.empty()) {
+      raise(count, HealthStatus::kUnknown, HealthAction::kNone);
+      count.message = strf("%u GPUs; expected count unknown: %s (give --gpus-per-node, or fix the job's --gpus)",
+                           found, expected_why_not.c_str());
+    } else if (expected < 0) {
       count.message = strf("%u GPUs (no expected count: give --gpus-per-node, or run under Slurm with --gpus)", found);
     } else if (static_cast<int>(found) < expected) {
       raise(count, HealthStatus::kFail, HealthAction::kDrain);

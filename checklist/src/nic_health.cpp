@@ -4,13 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <optional>
 
 #include "gpu_checks.hpp"
+#include "join.hpp"
+#include "node_files.hpp"
 #include "zt/check/health.hpp"
 #include "zt/core/log.hpp"
 
@@ -49,27 +52,47 @@ std::string health_line(const HealthCheck& c) {
 
 namespace {
 
-// The first line of a sysfs file, "" when it cannot be read.
-std::string first_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // The counters a bad cable or port shows (InfiniBand's PortCounters).
 constexpr const char* kNicCounters[] = {"symbol_error", "link_downed", "link_error_recovery",
                                         "port_rcv_errors", "port_xmit_discards",
                                         "port_rcv_remote_physical_errors", "local_link_integrity_errors",
                                         "excessive_buffer_overrun_errors"};
 
-// "400 Gb/sec (4X NDR)" -> 400.
-double rate_gbps(const std::string& rate) {
-  try {
-    return std::stod(rate);
-  } catch (const std::exception&) {
-    return 0.0;
+// "400 Gb/sec (4X NDR)" -> 400, "2.5 Gb/sec (1X SDR)" -> 2.5; nullopt unless the text
+// starts with a whole number (and a fraction) and " Gb/sec".
+std::optional<double> rate_gbps(const std::string& rate) {
+  const size_t unit = rate.find(" Gb/sec");
+  if (unit == std::string::npos) return std::nullopt;
+  const std::string number = rate.substr(0, unit);
+  const size_t point = number.find('.');
+  const auto whole = parse_whole_number(std::string_view(number).substr(0, point));
+  if (!whole) return std::nullopt;
+  if (point == std::string::npos) return static_cast<double>(*whole);
+  const std::string fraction = number.substr(point + 1);
+  const auto digits = parse_whole_number(fraction);
+  if (!digits || fraction.size() > 9) return std::nullopt;
+  return static_cast<double>(*whole) + static_cast<double>(*digits) / std::pow(10.0, static_cast<double>(fraction.size()));
+}
+
+// One kernel file of a port into `into`; what cannot be read is added to `unreadable`.
+void read_fact(const fs::path& file, std::string* into, std::vector<std::string>* unreadable) {
+  std::string why;
+  if (const auto line = read_kernel_line(file.string(), &why)) *into = *line;
+  else unreadable->push_back(why);
+}
+
+// The entries of a folder, sorted; an entry "" with *why_not when it is not a folder.
+std::vector<fs::path> entries(const fs::path& dir, std::string* why_not) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    *why_not = strf("folder '%s' %s", dir.c_str(), fs::exists(dir, ec) ? "is not a folder" : "not found");
+    return out;
   }
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(it->path());
+  if (ec) *why_not = strf("listing folder '%s' failed: %s", dir.c_str(), ec.message().c_str());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -78,33 +101,50 @@ std::vector<NicPort> read_nic_ports(const std::string& root) {
   std::vector<NicPort> ports;
   const fs::path base = fs::path(root) / "sys/class/infiniband";
   std::error_code ec;
-  if (!fs::is_directory(base, ec)) return ports;
-  std::vector<fs::path> devices;
-  for (const auto& e : fs::directory_iterator(base, ec)) devices.push_back(e.path());
-  std::sort(devices.begin(), devices.end());
-  for (const fs::path& dev : devices) {
-    std::vector<fs::path> port_dirs;
-    for (const auto& e : fs::directory_iterator(dev / "ports", ec)) port_dirs.push_back(e.path());
-    std::sort(port_dirs.begin(), port_dirs.end());
+  if (!fs::exists(base, ec)) return ports;  // no InfiniBand/RoCE here: nic.port SKIP
+  std::string why;
+  for (const fs::path& dev : entries(base, &why)) {
+    std::string why_ports;
+    const std::vector<fs::path> port_dirs = entries(dev / "ports", &why_ports);
+    if (!why_ports.empty()) {
+      NicPort broken;
+      broken.device = dev.filename().string();
+      broken.port = "?";
+      broken.unreadable_facts.push_back(why_ports);
+      ports.push_back(std::move(broken));
+    }
     for (const fs::path& p : port_dirs) {
       NicPort port;
       port.device = dev.filename().string();
       port.port = p.filename().string();
-      port.state = first_line(p / "state");
-      port.phys_state = first_line(p / "phys_state");
-      port.rate = first_line(p / "rate");
-      port.link_layer = first_line(p / "link_layer");
-      for (const char* name : kNicCounters) {
-        const std::string v = first_line(p / "counters" / name);
-        if (v.empty()) continue;
-        try {
-          port.counters.emplace_back(name, std::stoull(v));
-        } catch (const std::exception&) {
-          // A counter that is not a number is not read (the port's other facts still are).
+      read_fact(p / "state", &port.state, &port.unreadable_facts);
+      read_fact(p / "phys_state", &port.phys_state, &port.unreadable_facts);
+      read_fact(p / "rate", &port.rate, &port.unreadable_facts);
+      read_fact(p / "link_layer", &port.link_layer, &port.unreadable_facts);
+      if (!port.rate.empty() && !rate_gbps(port.rate))
+        port.unreadable_facts.push_back(strf("'%s' holds '%.40s', not 'N Gb/sec'", (p / "rate").c_str(), port.rate.c_str()));
+      std::string why_counters;
+      entries(p / "counters", &why_counters);
+      if (!why_counters.empty()) {
+        port.unreadable_counters.push_back(why_counters);
+      } else {
+        for (const char* name : kNicCounters) {
+          std::string why_counter;
+          if (const auto v = read_kernel_counter((p / "counters" / name).string(), &why_counter))
+            port.counters.emplace_back(name, *v);
+          else
+            port.unreadable_counters.push_back(why_counter);
         }
       }
       ports.push_back(std::move(port));
     }
+  }
+  if (!why.empty()) {
+    NicPort broken;
+    broken.device = base.string();
+    broken.port = "?";
+    broken.unreadable_facts.push_back(why);
+    ports.push_back(std::move(broken));
   }
   return ports;
 }
@@ -114,18 +154,21 @@ std::vector<HealthCheck> nic_health(const std::vector<NicPort>& before, const st
   std::vector<HealthCheck> out;
   double best = 0.0;
   for (const NicPort& p : after)
-    if (p.state.find("ACTIVE") != std::string::npos) best = std::max(best, rate_gbps(p.rate));
+    if (p.state.find("ACTIVE") != std::string::npos) best = std::max(best, rate_gbps(p.rate).value_or(0.0));
   for (const NicPort& p : after) {
     HealthCheck c;
     c.name = "nic.port";
     c.node = node;
     c.host = host;
     c.subject = p.device + " port " + p.port;
-    const double rate = rate_gbps(p.rate);
+    const double rate = rate_gbps(p.rate).value_or(0.0);
     add_number(c, "rate_gbps", rate);
     c.message = strf("%s, %s, %s%s", p.state.c_str(), p.phys_state.c_str(), p.rate.c_str(),
                      p.link_layer.empty() ? "" : (", " + p.link_layer).c_str());
-    if (p.state.find("ACTIVE") == std::string::npos || p.phys_state.find("LinkUp") == std::string::npos) {
+    if (!p.unreadable_facts.empty()) {
+      raise(c, HealthStatus::kUnknown, HealthAction::kNone);
+      c.message = "cannot read the port: " + join(p.unreadable_facts, "; ");
+    } else if (p.state.find("ACTIVE") == std::string::npos || p.phys_state.find("LinkUp") == std::string::npos) {
       raise(c, HealthStatus::kFail, HealthAction::kCheckCable);
       c.message += ": the port is not up";
     } else if (rate < best) {
@@ -157,6 +200,10 @@ std::vector<HealthCheck> nic_health(const std::vector<NicPort>& before, const st
     if (!grew.empty()) {
       raise(e, HealthStatus::kFail, HealthAction::kCheckCable);
       e.message = "error counters grew during the check: " + grew;
+      if (!p.unreadable_counters.empty()) e.message += "; cannot read: " + join(p.unreadable_counters, "; ");
+    } else if (!p.unreadable_counters.empty()) {
+      raise(e, HealthStatus::kUnknown, HealthAction::kNone);
+      e.message = "cannot read the error counters: " + join(p.unreadable_counters, "; ");
     } else if (!total.empty()) {
       raise(e, HealthStatus::kWarn, HealthAction::kMonitor);
       e.message = "no growth during the check; since the counters were cleared: " + total;

@@ -1,5 +1,6 @@
 // Thresholds TOML file -> gates, and the pass/warn/fail rules (include/zt/check/thresholds.hpp).
 #include "join.hpp"
+#include "number_rule.hpp"
 #include "zt/check/thresholds.hpp"
 
 #include <algorithm>
@@ -36,26 +37,32 @@ constexpr std::string_view kSchemaHint =
   bad(source, strf("line %u: ", static_cast<unsigned>(where.begin.line)) + what);
 }
 
-double number_at(const toml::node& node, const std::string& source, const std::string& key) {
+// Every number of the file passes here: finite and in its key's range (number_rule.hpp).
+double in_range(double v, const NumberRange& range, const toml::node& node, const std::string& source,
+                const std::string& key) {
+  const std::string problem = number_problem(v, range);
+  if (!problem.empty()) bad_at(source, node.source(), "'" + key + "' " + problem);
+  return v;
+}
+
+double number_at(const toml::node& node, const std::string& source, const std::string& key,
+                 const NumberRange& range) {
   if (!node.is_number()) bad_at(source, node.source(), "'" + key + "' must be a number");
-  return node.value<double>().value_or(0.0);
+  return in_range(node.value<double>().value_or(0.0), range, node, source, key);
 }
 
 // A number with a unit, in a string: "360 GB/s". `parse` converts it (bandwidth or latency).
 double unit_at(const toml::node& node, const std::string& source, const std::string& key,
-               double (*parse)(std::string_view)) {
+               double (*parse)(std::string_view), const NumberRange& range) {
   if (!node.is_string())
     bad_at(source, node.source(), "'" + key + "' must be a string with a unit such as \"360 GB/s\"");
+  double v = 0.0;
   try {
-    return parse(node.value<std::string>().value_or(""));
+    v = parse(node.value<std::string>().value_or(""));
   } catch (const InputError& e) {
     bad_at(source, node.source(), "'" + key + "': " + e.message());
   }
-}
-
-double positive(double v, const toml::node& node, const std::string& source, const std::string& key) {
-  if (!(v > 0.0)) bad_at(source, node.source(), "'" + key + "' must be > 0");
-  return v;
+  return in_range(v, range, node, source, key);
 }
 
 uint64_t size_at(const toml::node& node, const std::string& source, const std::string& key) {
@@ -74,10 +81,7 @@ uint64_t size_at(const toml::node& node, const std::string& source, const std::s
 }
 
 double warn_band_at(const toml::node& node, const std::string& source, const std::string& key) {
-  const double band = number_at(node, source, key);
-  if (!(band >= 0.0 && band < 1.0))
-    bad_at(source, node.source(), strf("'%s' must be in [0, 1) (got %g)", key.c_str(), band));
-  return band;
+  return number_at(node, source, key, kWarnBand);
 }
 
 OpThresholds parse_op_table(CheckOp op, const toml::table& table, const std::string& source,
@@ -94,17 +98,17 @@ OpThresholds parse_op_table(CheckOp op, const toml::table& table, const std::str
     if (key == "size") {
       size = size_at(value, source, full);
     } else if (key == "min_busbw_gbs") {
-      min_busbw = positive(number_at(value, source, full), value, source, full);
+      min_busbw = number_at(value, source, full, kBandwidthGbs);
     } else if (key == "min_busbw") {
-      min_busbw = positive(unit_at(value, source, full, parse_bandwidth_gbs), value, source, full);
+      min_busbw = unit_at(value, source, full, parse_bandwidth_gbs, kBandwidthGbs);
     } else if (key == "warn_band") {
       t.warn_band = warn_band_at(value, source, full);
     } else if (key == "latency_size") {
       latency_size = size_at(value, source, full);
     } else if (key == "max_latency_us") {
-      max_latency = positive(number_at(value, source, full), value, source, full);
+      max_latency = number_at(value, source, full, kLatencyUs);
     } else if (key == "max_latency") {
-      max_latency = positive(unit_at(value, source, full, parse_latency_us), value, source, full);
+      max_latency = unit_at(value, source, full, parse_latency_us, kLatencyUs);
     } else {
       bad_at(source, key_node.source(), "unknown key '" + full + "'");
     }
@@ -139,9 +143,9 @@ StageThresholds parse_stage_table(Stage stage, const toml::table& table, const s
     } else if (busbw && key == "size") {
       t.size = size_at(value, source, full);
     } else if (busbw && key == "min_busbw_gbs") {
-      minimum = positive(number_at(value, source, full), value, source, full);
+      minimum = number_at(value, source, full, kBandwidthGbs);
     } else if (key == (busbw ? "min_busbw" : "min_bw")) {
-      minimum = positive(unit_at(value, source, full, parse_bandwidth_gbs), value, source, full);
+      minimum = unit_at(value, source, full, parse_bandwidth_gbs, kBandwidthGbs);
     } else {
       bad_at(source, key_node.source(), "unknown key '" + full + "'");
     }
@@ -162,6 +166,9 @@ double number_with_unit(std::string_view text, const char* what,
   double value = 0.0;
   try {
     value = std::stod(s, &used);
+    // Plain decimal only: stod also reads "inf", "nan" and hex ("0x1p4").
+    if (s.substr(0, used).find_first_not_of("0123456789.eE+- ") != std::string::npos)
+      throw std::invalid_argument(s);
   } catch (const std::exception&) {
     throw InputError(strf("'%s' is not a %s (a number and a unit)", s.c_str(), what),
                      std::string("write it as e.g. \"") + (what[0] == 'b' ? "360 GB/s" : "50 us") + "\"");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "zt/check/baseline.hpp"
 #include "zt/check/thresholds.hpp"
 #include "zt/core/error.hpp"
 
@@ -64,7 +65,7 @@ TEST(Thresholds, ErrorsNameTheProblem) {
   EXPECT_NE(error_of("[all_reduce]\nsize = \"1M\"\n").find("needs both 'size' and 'min_busbw_gbs'"),
             std::string::npos);
   EXPECT_NE(error_of("[all_reduce]\nmax_latency_us = 3\n").find("latency_size"), std::string::npos);
-  EXPECT_NE(error_of("[all_reduce]\nsize = \"1M\"\nmin_busbw_gbs = -1\n").find("must be > 0"),
+  EXPECT_NE(error_of("[all_reduce]\nsize = \"1M\"\nmin_busbw_gbs = -1\n").find("must be a finite number in (0, 1e+06], got -1"),
             std::string::npos);
   EXPECT_NE(error_of("[all_reduce]\nsize = \"1M\"\nmin_busbw_gbs = \"fast\"\n").find("must be a number"),
             std::string::npos);
@@ -143,7 +144,7 @@ TEST(Thresholds, UnknownUnitOpAndBadBandNameFileLineAndKey) {
   const std::string op = error_of("description = \"x\"\n\n[alltoall]\nsize = 8\nmin_busbw_gbs = 1\n");
   EXPECT_NE(op.find("t.toml: line 3: unknown key or op 'alltoall'"), std::string::npos) << op;
   const std::string band = error_of("[all_reduce]\nsize = 8\nmin_busbw_gbs = 1\nwarn_band = 1.5\n");
-  EXPECT_NE(band.find("line 4: 'all_reduce.warn_band' must be in [0, 1) (got 1.5)"), std::string::npos) << band;
+  EXPECT_NE(band.find("line 4: 'all_reduce.warn_band' must be a finite number in [0, 1), got 1.5"), std::string::npos) << band;
   const std::string key = error_of("[pairs]\nmin_busbw = \"1 GB/s\"\n");
   EXPECT_NE(key.find("line 2: unknown key 'pairs.min_busbw'"), std::string::npos) << key;
   EXPECT_NE(error_of("[h2d]\nwarn_band = 0.1\n").find("[h2d] has no gate"), std::string::npos);
@@ -185,4 +186,73 @@ TEST(Thresholds, AutoSelectionMergeAndDrop) {
   EXPECT_TRUE(m.ops.empty());
   ASSERT_EQ(m.dropped.size(), 1u);
   EXPECT_NE(m.dropped[0].find("all_reduce busbw @ 8"), std::string::npos) << m.dropped[0];
+}
+
+// Every number in a thresholds or a baseline file is finite and in its key's range (one
+// rule): each numeric key, as a TOML number and as a string with a unit, with inf, -inf,
+// NaN, values that overflow, 0, negatives and values past the range, is refused naming
+// the key; the edges of each range are accepted.
+TEST(Thresholds, EveryNumberIsFiniteAndInRange) {
+  struct Key {
+    std::string table, key, rest, unit;  // rest: the table's other keys
+  };
+  const std::vector<Key> keys = {
+      {"all_reduce", "min_busbw_gbs", "size = 8\n", ""},
+      {"all_reduce", "min_busbw", "size = 8\n", " GB/s"},
+      {"broadcast", "max_latency_us", "latency_size = 8\n", ""},
+      {"broadcast", "max_latency", "latency_size = 8\n", " us"},
+      {"pairs", "min_bw", "", " GB/s"},
+      {"io_write", "min_bw", "", " MB/s"},
+      {"intra_node_all_reduce", "min_busbw_gbs", "size = 8\n", ""},
+      {"intra_node_all_reduce", "min_busbw", "size = 8\n", " TB/s"},
+  };
+  const std::vector<std::string> bad = {"inf", "-inf", "nan", "0", "-1", "1e300", "2e9"};
+  for (const Key& k : keys) {
+    const auto text = [&](const std::string& v) {
+      const std::string value = k.unit.empty() ? v : "\"" + v + k.unit + "\"";
+      return "[" + k.table + "]\n" + k.rest + k.key + " = " + value + "\n";
+    };
+    EXPECT_EQ(error_of(text("0.5")), "") << text("0.5");  // in range: read
+    for (const std::string& v : bad) {
+      const std::string e = error_of(text(v));
+      EXPECT_NE(e.find(k.table + "." + k.key), std::string::npos) << text(v) << " -> " << e;
+      EXPECT_TRUE(e.find("finite number") != std::string::npos || e.find("is not a") != std::string::npos)
+          << text(v) << " -> " << e;
+    }
+    if (!k.unit.empty()) {
+      for (const char* v : {"0x10", "1e999", "infinity"})
+        EXPECT_NE(error_of(text(v)).find(k.table + "." + k.key), std::string::npos) << text(v);
+    }
+  }
+  for (const std::string v : {"inf", "nan", "-0.1", "1", "1.0"}) {
+    const std::string e = error_of("warn_band = " + v + "\n[pairs]\nmin_bw = \"1 GB/s\"\n");
+    EXPECT_NE(e.find("'warn_band' must be a finite number in [0, 1)"), std::string::npos) << v << " -> " << e;
+    const std::string inner = error_of("[pairs]\nmin_bw = \"1 GB/s\"\nwarn_band = " + v + "\n");
+    EXPECT_NE(inner.find("'pairs.warn_band'"), std::string::npos) << v << " -> " << inner;
+  }
+  EXPECT_EQ(error_of("warn_band = 0\n[pairs]\nmin_bw = \"1000000 GB/s\"\n"), "");  // the edges
+}
+
+TEST(Baseline, EveryNumberIsFiniteAndInRange) {
+  const auto report = [](const std::string& nranks, const std::string& bw, const std::string& slowest) {
+    return R"({"config": {"nranks": )" + nranks + R"(, "ops": ["all_reduce"]}, "results": [)" +
+           R"({"op": "all_reduce", "nominal_size": 8, "out_of_place": {"bus_bw": )" + bw +
+           R"(}, "in_place": null}], "pairs": {"ran": true, "slowest_gbs": )" + slowest + "}}";
+  };
+  const auto error = [](const std::string& text) -> std::string {
+    try {
+      zt::check::parse_baseline_text(text, "b.json");
+    } catch (const zt::InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error(report("4", "2.5", "4.25")), "");
+  EXPECT_NE(error(report("4", "1e999", "4")).find("baseline file b.json: not JSON"), std::string::npos);
+  for (const std::string v : {"-2", "2e6", "-0.5"}) {
+    EXPECT_NE(error(report("4", v, "4")).find("'results.out_of_place.bus_bw' must be a finite number"), std::string::npos) << v;
+    EXPECT_NE(error(report("4", "2", v)).find("'pairs.slowest_gbs' must be a finite number"), std::string::npos) << v;
+  }
+  for (const std::string v : {"0", "-4", "4294967300", "9223372036854775807"})
+    EXPECT_NE(error(report(v, "2", "4")).find("'config.nranks' must be a finite number"), std::string::npos) << v;
 }

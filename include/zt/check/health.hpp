@@ -62,8 +62,9 @@ class GpuHealth {
 };
 
 // The expected GPU count: options.gpus_per_node when >= 0, else $SLURM_GPUS_ON_NODE,
-// else -1 (not checked).
-int expected_gpus(const HealthOptions& options);
+// else -1 (not checked). SLURM_GPUS_ON_NODE holding anything but a whole number in
+// [0, 1023] is -1 too, with *why_not naming the variable and its value (gpu.count UNKNOWN).
+int expected_gpus(const HealthOptions& options, std::string* why_not = nullptr);
 
 // InfiniBand/RoCE ports under <root>/sys/class/infiniband: state, physical state, rate
 // and the error counters. read_nic_counters is the snapshot; nic_health judges one
@@ -77,6 +78,10 @@ struct NicPort {
   std::string rate;        // "400 Gb/sec (4X NDR)"
   std::string link_layer;  // InfiniBand, Ethernet
   std::vector<std::pair<std::string, uint64_t>> counters;  // name -> value
+  // What could not be read (each names its file and why): the port's facts (state,
+  // phys_state, rate, link_layer, the ports folder) and its error counters. A check with
+  // something here says UNKNOWN, never PASS.
+  std::vector<std::string> unreadable_facts, unreadable_counters;
 };
 std::vector<NicPort> read_nic_ports(const std::string& root);
 std::vector<HealthCheck> nic_health(const std::vector<NicPort>& before,
