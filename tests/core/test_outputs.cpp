@@ -117,7 +117,13 @@ TEST(Collisions, OutputsOfARunAgainstEachOtherAndItsInputs) {
   };
   for (const auto& [uses, needles] : refused) {
     SCOPED_TRACE(uses[2].path);
-    expect_input_error([&] { zt::refuse_collisions(uses); }, {needles.begin(), needles.end()});
+    try {
+      zt::refuse_collisions(uses);
+      ADD_FAILURE() << "accepted";
+    } catch (const zt::InputError& e) {
+      for (const std::string& n : needles)
+        EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing '" << n << "' in: " << e.what();
+    }
   }
   // Accepted: another file beside the checkpoints, a resume of this run's own
   // checkpoint, init_from a checkpoint of another folder.

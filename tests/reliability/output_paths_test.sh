@@ -82,7 +82,7 @@ train --set train.steps=1 --set ckpt.dir=c7 --set log.metrics=c7/report/metrics.
 expect 2 "log.metrics = 'c7/report/metrics.jsonl' lies in the report folder \(log.report\)" "log.metrics = the report's copy"
 cp tokens.h5 tokens-copy.h5
 train --set train.steps=1 --set ckpt.dir=c8 --set log.metrics=tokens.h5 --set ckpt.overwrite=true
-expect 2 "data.path = 'tokens.h5' and log.metrics = 'tokens.h5' are the same file" "log.metrics = data.path"
+expect 2 "log.metrics = 'tokens.h5' and data.path = 'tokens.h5' are the same file" "log.metrics = data.path"
 cmp -s tokens.h5 tokens-copy.h5 || fail "tokens.h5 changed"
 train --set train.steps=1 --set ckpt.dir=ck --set ckpt.init_from=ck --set ckpt.overwrite=true
 expect 2 "ckpt.dir = 'ck' and ckpt.init_from = 'ck' are the same" "ckpt.init_from = ckpt.dir"
