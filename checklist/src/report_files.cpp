@@ -13,12 +13,14 @@
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/outputs.hpp"
 
 namespace zt::check {
 
 std::filesystem::path prepare_report_dir(const std::string& dir) {
   const std::string hint = "give --report a directory you can write to; it is created if missing";
   if (dir.empty()) throw InputError("--report needs a directory name", hint);
+  require_output_dir(dir, "--report", hint);
   const std::filesystem::path path(dir);
   std::error_code ec;
   std::filesystem::create_directories(path, ec);

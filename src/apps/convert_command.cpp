@@ -15,15 +15,18 @@
 #include <regex>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
 #include "options.hpp"
 #include "zt/ckpt/adapter_export.hpp"
 #include "zt/ckpt/hf_convert.hpp"
+#include "zt/ckpt/publish.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/outputs.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
 #include "zt/data/pairs.hpp"
@@ -92,23 +95,38 @@ std::unique_ptr<FolderLock> lock_output(const std::string& out, std::string_view
   return lock;
 }
 
+// A converter's paths (core/outputs.hpp): `out` against every input (a folder input owns
+// all its files), before anything is read: the same file, or the output inside an input
+// folder, is exit 2 naming both.
+void refuse_convert_collisions(const PathUse& out, const std::vector<std::pair<std::string, std::string>>& inputs) {
+  std::vector<PathUse> uses{out};
+  for (const auto& [key, path] : inputs) {
+    std::error_code ec;
+    uses.push_back({key, path, false, std::filesystem::is_directory(path, ec) ? ".*" : ""});
+  }
+  refuse_collisions(uses);
+}
+
 // IN... OUT of a token-file converter: the inputs, and the output (its folder checked,
 // locked; not an input; replaced only with --force).
 struct InputsOutput {
   std::vector<std::string> inputs;
   std::string output;
 };
-InputsOutput inputs_output(const std::vector<std::string>& files, const std::string& command,
-                           const std::string& usage) {
+InputsOutput inputs_output(const std::vector<std::string>& files, const std::string& tokenizer,
+                           const std::string& command, const std::string& usage) {
   if (files.size() < 2)
     throw InputError(command + " needs at least one input and one output file", usage);
   InputsOutput io{{files.begin(), files.end() - 1}, files.back()};
   require_output_folder(io.output, "output token file");
+  std::vector<std::pair<std::string, std::string>> inputs{{"--tokenizer", tokenizer}};
+  for (const std::string& in : io.inputs) inputs.emplace_back("the input", in);
+  refuse_convert_collisions({"the output token file", io.output}, inputs);
   return io;
 }
 
 int text_to_tokens(const ConvertArgs& a) {
-  const auto [inputs, output] = inputs_output(a.text_files, "text-to-tokens",
+  const auto [inputs, output] = inputs_output(a.text_files, a.tokenizer, "text-to-tokens",
                                               "zt convert text-to-tokens IN.txt OUT.h5");
   const auto lock = lock_output(output, "output token file");
   require_new_output(output, "output token file", inputs, a.force);
@@ -124,7 +142,7 @@ int text_to_tokens(const ConvertArgs& a) {
 
 int pairs_to_tokens(const ConvertArgs& a) {
   const auto [inputs, output] = inputs_output(
-      a.pair_files, "pairs-to-tokens", "zt convert pairs-to-tokens --tokenizer DIR --seq-len 512 IN.jsonl OUT.h5");
+      a.pair_files, a.tokenizer, "pairs-to-tokens", "zt convert pairs-to-tokens --tokenizer DIR --seq-len 512 IN.jsonl OUT.h5");
   const auto lock = lock_output(output, "output token file");
   require_new_output(output, "output token file", inputs, a.force);
   data::PairOptions o;
@@ -145,7 +163,7 @@ int pairs_to_tokens(const ConvertArgs& a) {
 
 int sft_to_tokens(const ConvertArgs& a) {
   const auto [inputs, output] = inputs_output(
-      a.sft_files, "sft-to-tokens",
+      a.sft_files, a.tokenizer, "sft-to-tokens",
       "zt convert sft-to-tokens --tokenizer DIR --format alpaca --seq-len 512 IN.jsonl OUT.h5");
   const auto lock = lock_output(output, "output token file");
   require_new_output(output, "output token file", inputs, a.force);
@@ -198,7 +216,16 @@ int h5_to_peft(const ConvertArgs& a) {
 }
 
 int h5_to_hf(const ConvertArgs& a) {
-  refuse_system_folder(a.outdir, "OUTDIR");
+  require_output_dir(a.outdir, "OUTDIR", "name a folder you can write (it is created when missing)");
+  // The checkpoint arguments, as every command reads them (ckpt::resolve_checkpoint).
+  (void)ckpt::resolve_checkpoint(a.checkpoint, "CKPT");
+  if (!a.base.empty()) (void)ckpt::resolve_checkpoint(a.base, "--base");
+  // OUTDIR owns the names an export writes (config.json, model*.safetensors, adapter_*,
+  // tokenizer files, zt.lock): a checkpoint file beside them is fine, a ckpt.dir as OUTDIR is not.
+  refuse_convert_collisions(
+      {"OUTDIR", a.outdir, true,
+       R"(config\.json|model.*\.safetensors.*|adapter_.*|tokenizer.*|special_tokens_map\.json|zt\.lock)"},
+      {{"CKPT", a.checkpoint}, {"--base", a.base}, {"--tokenizer", a.tokenizer}});
   const std::vector<std::string> inputs = inputs_at(a.checkpoint);
   for (const std::string& out : hf_outputs_in(a.outdir))
     require_new_output(out, "output file", inputs, a.force);
@@ -247,6 +274,7 @@ int h5_to_hf(const ConvertArgs& a) {
 
 int hf_to_h5(const ConvertArgs& a) {
   require_output_folder(a.out_h5, "output file");
+  refuse_convert_collisions({"OUT.h5", a.out_h5}, {{"HFDIR", a.hfdir}});
   const auto lock = lock_output(a.out_h5, "output file");
   require_new_output(a.out_h5, "output file", inputs_at(a.hfdir), a.force);
   const ckpt::HfImportResult r = ckpt::import_hf(a.hfdir, a.out_h5);

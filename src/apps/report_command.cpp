@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "zt/core/outputs.hpp"
 #include "zt/core/log.hpp"
 #include "zt/train/report.hpp"
 
@@ -18,6 +19,11 @@ struct ReportArgs {
 };
 
 int run_report(const ReportArgs& args) {
+  // Before the files are read: the output folder, and no input among its files.
+  require_output_dir(args.out, "--out", "name a folder you can write (it is created when missing)");
+  std::vector<PathUse> uses{{"--out", args.out, true, R"(report\..*|.*\.png|plots\..*)"}};
+  for (const std::string& f : args.files) uses.push_back({"the input", f, false});
+  refuse_collisions(uses);
   const std::vector<train::RunSeries> runs = train::read_runs(args.files);
   const train::ReportWritten w = train::write_run_report(runs, args.out);
   for (const train::RunSeries& s : runs) {

@@ -258,6 +258,8 @@ int run_train(const TrainArgs& args) {
   runtime::Runtime rt(rt_options);
   const runtime::Topology& topo = rt.topology();
   train::TrainConfig tc = train::resolve(cfg, topo.world_size);
+  // Outputs against each other and the inputs (exit 2 naming both keys), before any work.
+  refuse_collisions(train::path_uses(tc));
   // zero.* against the ranks (the same verdict on every rank, before any collective):
   // exit 2 naming the key and its valid values.
   tc.zero.validate(topo.world_size, topo.local_size);
@@ -331,19 +333,12 @@ int run_train(const TrainArgs& args) {
   hooks.on_step = step_reporter(tc, rt, metrics, report, t_start);
   hooks.on_start = [&](int64_t first_step) {
     const std::string run = run_record(tc, topo, tokens, threads, device_line, first_step);
-    const std::string copy = tc.ckpt.dir + "/report/metrics.jsonl";  // log.report's own copy
     if (!tc.metrics_path.empty())
       runtime::collectively(rt.world(), [&] {
-        std::error_code ec;
-        if (tc.log_report && std::filesystem::weakly_canonical(tc.metrics_path, ec) ==
-                                 std::filesystem::weakly_canonical(copy, ec))
-          throw InputError("log.metrics = '" + tc.metrics_path + "' is the run report's own copy of "
-                           "the records (" + copy + "); both would write it",
-                           "name another file for log.metrics, or set log.report = false");
         metrics.open(tc.metrics_path, first_step, tc.ckpt.overwrite);
         metrics.write_line(run);
       }, /*rank0_only=*/true);
-    if (root && tc.log_report) report.open(tc.ckpt.dir + "/report", first_step, run);  // writes `copy`
+    if (root && tc.log_report) report.open(tc.ckpt.dir + "/report", first_step, run);  // its own metrics.jsonl
   };
   // Each checkpoint: its record, then the report redrawn (rank 0).
   hooks.on_checkpoint = [&](const train::CheckpointRecord& c) {

@@ -13,6 +13,7 @@
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/ckpt/serial.hpp"
 #include "zt/core/config.hpp"
+#include "zt/ckpt/publish.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/json.hpp"
@@ -105,12 +106,12 @@ model::LoraConfig parse_finetune_json(const std::string& text, const model::Conf
 }
 
 bool is_adapter_checkpoint(const std::string& path) {
-  return read_header(MPI_COMM_NULL, checkpoint_file(path)).contents == kContentsAdapters;
+  return read_header(MPI_COMM_NULL, resolve_checkpoint(path, "checkpoint")).contents == kContentsAdapters;
 }
 
 AdapterCheckpoint read_adapters(const std::string& path) {
   AdapterCheckpoint ac;
-  ac.path = checkpoint_file(path);
+  ac.path = resolve_checkpoint(path, "checkpoint");
   const std::string& file = ac.path;
   h5::Handle f = open_file(MPI_COMM_NULL, file);
   h5::QuietErrors quiet;
@@ -160,7 +161,7 @@ void check_base(const std::string& path, const std::string& expected_hash,
                      "were trained on)";
   if (!fs::exists(path, ec))
     throw InputError(what + ": its base checkpoint '" + path + "' does not exist", hint);
-  const Header base = read_header(MPI_COMM_NULL, checkpoint_file(path));
+  const Header base = read_header(MPI_COMM_NULL, resolve_checkpoint(path, "checkpoint"));
   if (base.contents == kContentsAdapters)
     throw InputError(what + ": base '" + path + "' holds adapters, not a model's weights", hint);
   try {
@@ -173,7 +174,7 @@ void check_base(const std::string& path, const std::string& expected_hash,
   // The content hash the trainer recorded (ckpt::base_hash): the same shape with other
   // values is another base.
   if (!expected_hash.empty()) {
-    const std::string hash = base_hash_of(checkpoint_file(path));
+    const std::string hash = base_hash_of(resolve_checkpoint(path, "checkpoint"));
     if (hash != expected_hash)
       throw InputError(what + ": base '" + path + "' has content hash " + hash +
                            ", the adapters were trained on a base with hash " + expected_hash,

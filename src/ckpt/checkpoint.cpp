@@ -527,9 +527,14 @@ void load_weights(zero::Engine& engine, MPI_Comm comm, const std::string& path,
   if (lora.method == model::FinetuneMethod::kQlora) load_qlora_base(engine, path, base);
 }
 
+std::string resolve_init_from(MPI_Comm comm, const std::string& init_from) {
+  if (init_from.empty()) return "";
+  return from_rank0(comm, [&] { return resolve_checkpoint(init_from, "ckpt.init_from"); });
+}
+
 std::string resolve_resume(MPI_Comm comm, const std::string& resume, const std::string& dir) {
   if (resume == "none" || resume.empty()) return "";
-  if (resume != "auto") return resume;
+  if (resume != "auto") return from_rank0(comm, [&] { return resolve_checkpoint(resume, "ckpt.resume"); });
   // Rank 0 reads `latest`; everyone gets its answer (or its error).
   return from_rank0(comm, [&] { return read_latest(dir); });
 }

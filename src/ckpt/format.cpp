@@ -1,6 +1,7 @@
 // The checkpoint format's names, the model config as JSON, and shape checks.
 #include "zt/ckpt/format.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <nlohmann/json.hpp>
 
@@ -119,22 +120,12 @@ std::string rope_scaling_text(const kernels::RopeScaling& r) {
               static_cast<long long>(r.original_context));
 }
 
-std::vector<std::string> check_same_shape(const model::Config& saved, const model::Config& run,
-                                          const std::string& file) {
-  const auto refuse = [&](const char* field, long long s, long long r) {
-    throw InputError(strf("checkpoint '%s' holds a model of another shape: model.%s is %lld in "
-                          "the checkpoint and %lld in this run",
-                          file.c_str(), field, s, r),
-                     "load it with the same model.* settings it was saved with (its "
-                     "model_config attribute lists them: h5dump -a model_config FILE)");
-  };
-  if (saved.family != run.family)
-    throw InputError("checkpoint '" + file + "' holds a model of another family: model.family is " +
-                         saved.family + " in the checkpoint and " + run.family + " in this run",
-                     "set model.family = \"" + saved.family + "\" (or the preset it was made "
-                     "with); its model_config attribute lists every field: h5dump -a "
-                     "model_config FILE");
-  const std::pair<const char*, std::pair<int64_t, int64_t>> ints[] = {
+namespace {
+
+// The model.* keys of a checkpoint's shape: [key, saved, run] (bools as 0/1).
+std::vector<std::pair<const char*, std::pair<int64_t, int64_t>>> shape_keys(const model::Config& saved,
+                                                                        const model::Config& run) {
+  return {
       // The sizes a user sets first; head_dim (derived from them unless set) after them, so
       // a different hidden is named as such, not as the head_dim it implies.
       {"vocab", {saved.vocab, run.vocab}},
@@ -152,6 +143,52 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
       {"shared_expert_intermediate",
        {saved.shared_expert_intermediate, run.shared_expert_intermediate}},
       {"decoder_sparse_step", {saved.decoder_sparse_step, run.decoder_sparse_step}}};
+}
+
+}  // namespace
+
+std::string keys_to_match(const model::Config& saved, const model::Config& run) {
+  // Made with a preset, unchanged: that preset is the whole answer.
+  const std::vector<std::string> presets = model::Config::preset_names();
+  if (std::find(presets.begin(), presets.end(), saved.name) != presets.end()) {
+    const model::Config p = model::Config::preset(saved.name);
+    bool same = p.family == saved.family && p.mlp_only_layers == saved.mlp_only_layers;
+    for (const auto& [key, v] : shape_keys(saved, p)) same = same && v.first == v.second;
+    if (same) return "--set model.preset=" + saved.name;
+  }
+  std::string flags;
+  if (saved.family != run.family) flags += " --set model.family=" + saved.family;
+  for (const auto& [key, v] : shape_keys(saved, run)) {
+    if (v.first == v.second) continue;
+    const bool flag = std::string(key) == "tied_embeddings" || std::string(key) == "attention_bias";
+    flags += strf(" --set model.%s=%s", key,
+                  flag ? (v.first ? "true" : "false") : std::to_string(v.first).c_str());
+  }
+  if (saved.mlp_only_layers != run.mlp_only_layers) {
+    std::string list;
+    for (const int64_t l : saved.mlp_only_layers) list += strf("%s%lld", list.empty() ? "" : ",", static_cast<long long>(l));
+    flags += strf(" --set model.mlp_only_layers=%s", list.empty() ? "''" : list.c_str());
+  }
+  if (!flags.empty()) flags.erase(0, 1);
+  return flags;
+}
+
+std::vector<std::string> check_same_shape(const model::Config& saved, const model::Config& run,
+                                          const std::string& file) {
+  const std::string hint = "load it as it was saved: " + keys_to_match(saved, run) +
+                           " (its model_config attribute lists every field: h5dump -a "
+                           "model_config FILE)";
+  const auto refuse = [&](const char* field, long long s, long long r) {
+    throw InputError(strf("checkpoint '%s' holds a model of another shape: model.%s is %lld in "
+                          "the checkpoint and %lld in this run",
+                          file.c_str(), field, s, r),
+                     hint);
+  };
+  if (saved.family != run.family)
+    throw InputError("checkpoint '" + file + "' holds a model of another family: model.family is " +
+                         saved.family + " in the checkpoint and " + run.family + " in this run",
+                     hint);
+  const auto ints = shape_keys(saved, run);
   for (const auto& [field, v] : ints)
     if (v.first != v.second) refuse(field, v.first, v.second);
   for (int64_t l = 0; l < saved.layers; ++l)  // the same layers dense (mlp_only_layers)
@@ -161,7 +198,7 @@ std::vector<std::string> check_same_shape(const model::Config& saved, const mode
                             file.c_str(), static_cast<long long>(l),
                             saved.moe_layer(l) ? "the experts" : "the dense MLP",
                             run.moe_layer(l) ? "the experts" : "the dense MLP"),
-                       "set model.mlp_only_layers as it was saved (h5dump -a model_config FILE)");
+                       hint);
   std::vector<std::string> warnings;
   if (saved.context != run.context)
     warnings.push_back(strf("checkpoint '%s': model.context %lld, this run %lld", file.c_str(),

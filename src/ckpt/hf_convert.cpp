@@ -185,18 +185,8 @@ std::string export_id_of(const std::vector<std::vector<float>>& units, const DTy
 
 // ---- export ----------------------------------------------------------------------
 
-std::string checkpoint_file(const std::string& checkpoint) {
-  std::error_code dir_ec;
-  if (!fs::is_directory(checkpoint, dir_ec)) return checkpoint;
-  const std::string file = read_latest(checkpoint);
-  if (file.empty())
-    throw InputError("checkpoint folder '" + checkpoint + "' has no 'latest' file",
-                     "name a checkpoint file (step-N.h5) or a ckpt.dir that holds `latest`");
-  return file;
-}
-
 Weights read_checkpoint_weights(const std::string& checkpoint, const std::string& base) {
-  const std::string ckpt_file = checkpoint_file(checkpoint);
+  const std::string ckpt_file = resolve_checkpoint(checkpoint, "checkpoint");
   // The parameters only (a training file's moments stay on disk), every checksum verified.
   const Header header = read_header(MPI_COMM_NULL, ckpt_file);
   if (header.contents == kContentsAdapters) return read_merged_weights(ckpt_file, base);
@@ -538,19 +528,16 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
 }
 
 Weights load_weights(const std::string& path, const std::string& base) {
+  const std::string resolved = resolve_checkpoint(path, "--weights", /*hf_folder=*/true);
   std::error_code ec;
-  if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / kConfigFile, ec)) {
+  if (fs::is_directory(resolved, ec)) {
     if (!base.empty())
       throw InputError("--base '" + base + "' is given, but '" + path + "' is a Hugging Face "
                        "model folder, not a LoRA adapter checkpoint",
                        "--base names the base of an adapter checkpoint; drop it");
-    return read_hf_weights(path);
+    return read_hf_weights(resolved);
   }
-  if (!fs::exists(path, ec))
-    throw InputError("weights '" + path + "' not found",
-                     "name a checkpoint file (step-N.h5, or a ckpt.init_from file), a ckpt.dir "
-                     "that holds `latest`, or a Hugging Face folder with config.json");
-  return read_checkpoint_weights(path, base);
+  return read_checkpoint_weights(resolved, base);
 }
 
 }  // namespace zt::ckpt

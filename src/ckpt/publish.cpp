@@ -17,6 +17,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/outputs.hpp"
 #include "zt/runtime/mpi_check.hpp"
 
 namespace zt::ckpt {
@@ -103,52 +104,9 @@ std::vector<int64_t> steps_in(const std::string& dir) {
 
 void preflight_dir(MPI_Comm comm, const std::string& dir) {
   on_rank0(comm, [&] {
-    const char* hint =
-        "ckpt.dir names the folder of the checkpoints (created when missing): point it at a "
-        "writable folder, e.g. --set ckpt.dir=checkpoints";
-    const auto refuse = [&](const std::string& what) {
-      throw InputError("ckpt.dir = '" + dir + "': " + what, hint);
-    };
-    refuse_system_folder(dir, "ckpt.dir");
-    // A dangling symlink: it cannot be made into a folder (the save would fail late).
-    struct stat link {};
-    struct stat target {};
-    if (::lstat(dir.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && ::stat(dir.c_str(), &target) != 0) {
-      const int err = errno;
-      std::error_code ec;
-      refuse(strf("it is a symbolic link to '%s', which cannot be reached: %s (errno %d)",
-                  fs::read_symlink(dir, ec).c_str(), std::strerror(err), err));
-    }
-    // The folder itself, else the nearest existing folder above it (where it would be made).
-    fs::path p = fs::path(dir);
-    std::string probe = dir;
-    while (true) {
-      struct stat st {};
-      if (::stat(probe.c_str(), &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-          refuse(probe == dir ? "it exists and is not a folder"
-                              : "'" + probe + "' above it is a file, not a folder");
-        break;
-      }
-      const int err = errno;
-      if (err == ENOTDIR) {  // a component of the path is a file: find it
-        p = p.parent_path();
-        probe = p.empty() ? "." : p.string();
-        continue;
-      }
-      if (err != ENOENT) refuse(strf("'%s': %s (errno %d)", probe.c_str(), std::strerror(err), err));
-      if (p.empty() || p == p.root_path()) break;
-      p = p.parent_path();
-      probe = p.empty() ? "." : p.string();
-    }
-    struct statvfs vfs {};
-    if (::statvfs(probe.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0)
-      refuse(strf("'%s' is on a read-only file system: %s (errno %d)", probe.c_str(),
-                  std::strerror(EROFS), EROFS));
-    if (::access(probe.c_str(), W_OK | X_OK) != 0) {
-      const int err = errno;
-      refuse(strf("'%s' is not writable: %s (errno %d)", probe.c_str(), std::strerror(err), err));
-    }
+    require_output_dir(dir, "ckpt.dir",
+                       "ckpt.dir names the folder of the checkpoints (created when missing): point "
+                       "it at a writable folder, e.g. --set ckpt.dir=checkpoints");
   });
 }
 
@@ -284,6 +242,31 @@ std::string read_latest(const std::string& dir) {
     throw InputError("'" + latest + "' names '" + name + "', which is not in " + dir,
                      "give ckpt.resume=PATH of a checkpoint that exists, or ckpt.resume=none");
   return path;
+}
+
+std::string resolve_checkpoint(const std::string& arg, std::string_view what, bool hf_folder) {
+  const std::string name = std::string(what) + " = '" + arg + "'";
+  const std::string accepted =
+      std::string("name a checkpoint file (step-N.h5, or a zt convert hf-to-h5 output), a ckpt.dir "
+                  "that holds `latest`") +
+      (hf_folder ? ", or a Hugging Face folder with config.json" : "");
+  if (arg.empty()) throw InputError(std::string(what) + " is an empty path", accepted);
+  std::error_code ec;
+  const fs::file_status st = fs::status(arg, ec);
+  if (!fs::exists(st))
+    throw InputError(name + ": not found" + (fs::is_symlink(fs::symlink_status(arg, ec)) ? " (a dangling symbolic link)" : ""),
+                     accepted);
+  if (!fs::is_directory(st)) return arg;  // a file: read_header says what it holds
+  const std::string latest = read_latest(arg);
+  if (!latest.empty()) return latest;
+  if (fs::exists(fs::path(arg) / "config.json", ec)) {
+    if (hf_folder) return arg;
+    throw InputError(name + " is a Hugging Face folder; " + std::string(what) + " takes a zt checkpoint",
+                     "convert it first: zt convert hf-to-h5 " + arg + " OUT.h5, then name OUT.h5");
+  }
+  throw InputError(name + " is a folder with no `latest` (not a ckpt.dir with a checkpoint)" +
+                       (hf_folder ? " and no config.json (not a Hugging Face folder)" : ""),
+                   accepted);
 }
 
 }  // namespace zt::ckpt

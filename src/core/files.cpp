@@ -16,6 +16,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/core/outputs.hpp"
 
 namespace zt {
 
@@ -108,7 +109,9 @@ void unlink_if_there(const std::string& path, std::string_view what) {
 }
 
 void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
+  // A folder is opened through a symbolic link (ckpt.dir may be one, as mkdir -p allows);
+  // a file never is.
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOFOLLOW) | O_CLOEXEC);
   if (fd < 0) fail_errno("fsync", "open", path, errno);
   const int rc = ::fsync(fd);
   const int err = errno;
@@ -477,20 +480,12 @@ FolderLock::~FolderLock() {
 void require_output_folder(const std::string& path, std::string_view what) {
   if (path.empty())
     throw InputError(std::string(what) + ": an empty path", "name the file to write");
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string dir = parent.empty() ? "." : parent.string();
+  const std::string dir = folder_of(path);
   const std::string name = std::string(what) + " '" + path + "'";
+  require_output_dir(dir, "the folder of " + name,
+                     "create the folder first (mkdir -p '" + dir + "') or write elsewhere",
+                     OutputDir::kFolderOfAFile);
   struct stat st{};
-  if (::stat(dir.c_str(), &st) != 0) {
-    const int err = errno;
-    throw InputError(strf("%s: its folder '%s' %s (errno %d)", name.c_str(), dir.c_str(),
-                          err == ENOENT ? "does not exist" : std::strerror(err), err),
-                     "create the folder first (mkdir -p '" + dir + "') or write elsewhere");
-  }
-  if (!S_ISDIR(st.st_mode))
-    throw InputError(strf("%s: '%s' is %s, not a folder", name.c_str(), dir.c_str(),
-                          kind_of(st.st_mode)),
-                     "name an output inside an existing folder");
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw InputError(strf("%s is %s; it would be replaced by a file", name.c_str(),
                           kind_of(st.st_mode)),

@@ -50,12 +50,14 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
   // (issue 20): refused unless ckpt.overwrite.
   if (path.empty()) ckpt::refuse_fresh_run_over(mpi_, o.dir, o.resume, o.overwrite);
   const bool lora = cfg_.lora.enabled();
-  if (path.empty() && !o.init_from.empty()) {
+  // A ckpt.dir as init_from is the checkpoint its `latest` names, as for --weights.
+  const std::string init_from = path.empty() || lora ? ckpt::resolve_init_from(mpi_, o.init_from) : "";
+  if (path.empty() && !init_from.empty()) {
     if (lora)
-      load_base(o.init_from, &warnings);
+      load_base(init_from, &warnings);
     else
-      ckpt::load_weights(engine_, mpi_, o.init_from, &warnings);
-    if (root) log::info("ckpt: initial weights from " + o.init_from + " (fresh optimizer, step 0)");
+      ckpt::load_weights(engine_, mpi_, init_from, &warnings);
+    if (root) log::info("ckpt: initial weights from " + init_from + " (fresh optimizer, step 0)");
   } else {
     if (path.empty()) {
       if (root && o.resume == "auto")
@@ -68,7 +70,7 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
       if (lora) {  // the base first: the file names it, ckpt.init_from may (and must match)
         const ckpt::Header h = ckpt::read_header(mpi_, path);
         ckpt::check_loadable(h, path, cfg_.lora, /*resume=*/true);
-        const std::string base = o.init_from.empty() ? h.adapters.base_path : o.init_from;
+        const std::string base = init_from.empty() ? h.adapters.base_path : init_from;
         const std::string hash = ckpt::base_hash(mpi_, base);
         ckpt::check_same_base(h, path, base, hash);
         load_base(base, &warnings);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -226,6 +227,23 @@ std::vector<int64_t> parse_layer_list(const std::string& text, const std::string
     layers.push_back(v.get<int64_t>());
   }
   return layers;
+}
+
+std::vector<PathUse> path_uses(const TrainConfig& t) {
+  const ckpt::CkptOptions& o = t.ckpt;
+  const std::string ckpt_files = R"(latest|zt\.lock|step-\d+\.h5(\.tmp.*)?)";
+  std::error_code ec;
+  const bool init_dir = std::filesystem::is_directory(o.init_from, ec);
+  std::vector<PathUse> uses{
+      {"ckpt.dir", o.dir, true, ckpt_files},
+      {"log.metrics", t.metrics_path, true},
+      {"data.path", t.data_path, false, "", true},
+      {"ckpt.init_from", o.init_from, false, init_dir ? R"(latest|step-\d+\.h5)" : "", true},
+      {"ckpt.resume", o.resume == "auto" || o.resume == "none" ? "" : o.resume, false, "", true}};
+  if (t.log_report) uses.push_back({"the report folder (log.report)", o.dir + "/report", true, ".*"});
+  if (t.zero.offload.uses_nvme())
+    uses.push_back({"offload.nvme_path", t.zero.offload.nvme_path, true, R"(zt-offload-rank\d+\.bin.*)"});
+  return uses;
 }
 
 TrainConfig resolve(const config::Config& c, int world) {

@@ -10,6 +10,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/files.hpp"
+#include "zt/core/outputs.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 
@@ -306,7 +307,7 @@ std::string csv(const std::vector<RunSeries>& runs) {
 }  // namespace
 
 ReportWritten write_run_report(const std::vector<RunSeries>& runs, const std::string& dir) {
-  refuse_system_folder(dir, "the report folder");
+  require_output_dir(dir, "the report folder", "name a folder you can write (it is created when missing)");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir, ec))

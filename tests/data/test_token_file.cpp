@@ -253,7 +253,7 @@ TEST(TokenFile, WriterRefusesBadContentsAndReplacesAtomically) {
   // A destination in a missing folder: exit 2 naming the file and its folder, before
   // HDF5 is asked (issue 20: no H5Fcreate text).
   expect_input_error([&] { zt::data::write_token_file("/nonexistent-dir/x.h5", f); },
-                     {"'/nonexistent-dir/x.h5'", "its folder '/nonexistent-dir' does not exist"});
+                     {"'/nonexistent-dir/x.h5' = '/nonexistent-dir'", "it does not exist"});
   // An unwritable destination is an error naming the intermediate file.
   try {
     zt::data::write_token_file("/proc/x.h5", f);

@@ -100,8 +100,11 @@ void load_weights(zero::Engine& engine, MPI_Comm comm, const std::string& path,
                   std::vector<std::string>* warnings = nullptr);
 
 // The file ckpt.resume names: "none" -> ""; "auto" -> the one DIR/latest names, or ""
-// when there is none; anything else is a path. Same answer on every rank (rank 0 reads
-// the folder).
+// when there is none; anything else as resolve_checkpoint (publish.hpp) reads it (a file,
+// or a ckpt.dir's `latest`). Same answer on every rank (rank 0 reads the folder).
 std::string resolve_resume(MPI_Comm comm, const std::string& resume, const std::string& dir);
+// The file ckpt.init_from names ("" for none), as resolve_checkpoint reads it; every rank
+// gets rank 0's answer.
+std::string resolve_init_from(MPI_Comm comm, const std::string& init_from);
 
 }  // namespace zt::ckpt

@@ -114,6 +114,11 @@ std::string rope_scaling_text(const kernels::RopeScaling& r);
 // shape field (family, head_dim, attention_bias, vocab, hidden, layers, heads, kv_heads,
 // intermediate, tied_embeddings);
 // returns warnings for the rest (name, context, rope_theta, rope_scaling, norm_eps).
+// The --set flags that make a run's model `saved`: "--set model.preset=NAME" when it was
+// made with that preset unchanged, else "--set model.K=V" for each model.* key that
+// differs from `run` (check_same_shape's hint: a family or shape mismatch).
+std::string keys_to_match(const model::Config& saved, const model::Config& run);
+
 std::vector<std::string> check_same_shape(const model::Config& saved, const model::Config& run,
                                           const std::string& file);
 

@@ -77,9 +77,6 @@ struct Weights {
   std::string source_dtype;               // "f32", "bf16", "f16", or "" (unrecorded)
   TokenizerRecord tokenizer;              // a checkpoint's training tokenizer (name "" if none)
 };
-// A ckpt.dir stands for the checkpoint its `latest` names (zt::InputError when it has
-// none); anything else is returned as it is.
-std::string checkpoint_file(const std::string& checkpoint);
 // The parameters of a zt checkpoint (a training or weights-only file, or the one a
 // ckpt.dir's `latest` names), every checksum verified. An adapter checkpoint (contents
 // "adapters", zt/ckpt/adapter_export.hpp) gives its base with the adapters merged in; `base`

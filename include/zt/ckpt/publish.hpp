@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "zt/core/files.hpp"
 
@@ -70,5 +71,14 @@ void abandon_publish(MPI_Comm comm, Staging& staging);
 // zt::InputError when `latest` names something that is not a complete checkpoint file.
 // Reads the file system on the calling rank only.
 std::string read_latest(const std::string& dir);
+
+// The one meaning of a checkpoint argument (ckpt.resume = PATH, ckpt.init_from, zt
+// generate --weights and --base, h5-to-hf's CKPT and --base): a file is itself (its
+// header says what it holds); a folder with `latest` (a ckpt.dir) is the checkpoint
+// `latest` names; a Hugging Face folder (config.json) is itself where `hf_folder` (the
+// argument takes one: --weights), else refused with the hf-to-h5 command that converts
+// it. zt::InputError (exit 2) naming `what` and the path otherwise (not found, a folder
+// with neither), the hint listing what the argument takes. The calling rank reads.
+std::string resolve_checkpoint(const std::string& arg, std::string_view what, bool hf_folder = false);
 
 }  // namespace zt::ckpt

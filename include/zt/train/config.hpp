@@ -12,6 +12,7 @@
 #include "zt/model/config.hpp"
 #include "zt/model/lora.hpp"
 #include "zt/train/preference.hpp"
+#include "zt/core/outputs.hpp"
 #include "zt/zero/options.hpp"
 
 namespace zt::train {
@@ -79,6 +80,13 @@ struct TrainConfig {
 // Reads and checks every key. world = data-parallel ranks. Throws zt::InputError naming
 // the keys at fault (e.g. global batch not divisible by micro_batch * world).
 TrainConfig resolve(const config::Config& cfg, int world);
+
+// Every path the run reads or writes, for refuse_collisions (core/outputs.hpp): ckpt.dir
+// (its latest, zt.lock, step-N.h5 and their staging), the run report folder
+// ckpt.dir/report (log.report: all of it), log.metrics, offload.nvme_path's files (when
+// an offload home is nvme), and the inputs data.path, ckpt.init_from (a ckpt.dir: its
+// latest and step-N.h5), ckpt.resume (a path). zt train checks them before any work.
+std::vector<PathUse> path_uses(const TrainConfig& t);
 
 // "0, 3" -> {0, 3} (model.mlp_only_layers); empty -> none. Anything but integers is a
 // zt::InputError naming `key` (the model's validate() checks the range).
