@@ -240,8 +240,11 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
                                     " after sliding layer " + std::to_string(first) +
                                     "; zt represents full layers followed by sliding ones only");
   if (first < m.layers && !has_window)
-    bad(where, "layer_types", "names sliding layers while use_sliding_window is not true or "
-                              "sliding_window is null; set both, or make every layer full_attention");
+    bad(where, "layer_types",
+        "names sliding layers while use_sliding_window " +
+            (use ? std::string("is true but sliding_window is null")
+                 : held(j, "use_sliding_window", m.family, "false")) +
+            "; set use_sliding_window true and sliding_window, or make every layer full_attention");
   if (first == m.layers) m.sliding_window = 0;  // no layer slides: full causal everywhere
   m.first_sliding_layer = m.sliding_window > 0 ? first : 0;
 }
@@ -399,7 +402,7 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   const json& mt = j.at("model_type");
   const HfFamily* fam = mt.is_string() ? hf_family(mt.get<std::string>()) : nullptr;
   if (!fam) bad(where, "model_type", "is " + describe_json(mt) + "; zt imports " + known);
-  if (j.contains("architectures")) {
+  if (present(j, "architectures")) {
     const json& a = j.at("architectures");
     if (!a.is_array() || a.size() != 1 || a[0] != fam->architecture)
       bad(where, "architectures", "is " + describe_json(a) + "; a \"" + fam->model_type +
