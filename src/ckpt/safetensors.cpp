@@ -340,7 +340,7 @@ void refuse_narrowing(const std::string& what,
             narrow_count_text(bad[i].second, to);
   if (bad.size() > kNamed) list += "; and " + std::to_string(bad.size() - kNamed) + " more tensors";
   throw InputError(what + ": " + std::to_string(bad.size()) + " tensor" +
-                       (bad.size() == 1 ? "" : "s") + " hold values " + std::string(dtype_name(to)) +
+                       (bad.size() == 1 ? " holds" : "s hold") + " values " + std::string(dtype_name(to)) +
                        " cannot represent: " + list,
                    "export in a wider dtype (--dtype f32, or bf16 for values beyond half's "
                    "65504), or give --saturate to write the largest finite value instead of inf "
