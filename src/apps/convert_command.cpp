@@ -49,6 +49,7 @@ struct ConvertArgs {
   std::string checkpoint, outdir, dtype, max_shard = "5G";  // h5-to-hf
   std::string base;                                         // h5-to-hf --base (adapters)
   bool adapter = false;                                     // h5-to-hf --adapter
+  bool saturate = false;                                    // h5-to-hf --saturate
   std::string hfdir, out_h5;                                // hf-to-h5
   double progress = kDefaultProgressInterval;               // --progress SECONDS
   bool force = false;                                       // --force: replace existing outputs
@@ -192,6 +193,10 @@ int h5_to_peft(const ConvertArgs& a) {
     throw InputError("--dtype " + a.dtype + " with --adapter: PEFT adapter files are written in "
                      "fp32 (as PEFT saves the adapters of an fp32 model)",
                      "drop --dtype (the base's export takes it)");
+  if (a.saturate)
+    throw InputError("--saturate with --adapter: PEFT adapter files are written in fp32, which "
+                     "narrows nothing",
+                     "drop --saturate (the base's export takes it)");
   if (!a.base.empty() || !a.tokenizer.empty())
     throw InputError("--base and --tokenizer do not apply to --adapter (the adapter folder holds "
                      "the adapters only)",
@@ -238,6 +243,7 @@ int h5_to_hf(const ConvertArgs& a) {
   o.dtype = a.dtype;
   o.max_shard_size = parse_size(a.max_shard);
   o.base = a.base;
+  o.saturate = a.saturate;
   // The tokenizer: --tokenizer, else the one the checkpoint records (its training data's),
   // its hash checked against the record before anything is written.
   std::string tokenizer = a.tokenizer;
@@ -386,6 +392,10 @@ Run add_convert_command(CLI::App& app) {
                          "safetensors dtype: f32, bf16 or f16 (default: the checkpoint's "
                          "source_dtype attribute, else f32)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  export_cmd->add_flag("--saturate", a->saturate,
+                       "bf16/f16: write a weight beyond the dtype's range as its largest finite "
+                       "value (default: refuse the export, naming the tensors; NaN stays NaN "
+                       "and is counted either way)");
   export_cmd->add_flag("--adapter", a->adapter,
                        "an adapter checkpoint: write OUTDIR as a PEFT adapter folder "
                        "(adapter_model.safetensors, adapter_config.json) for the base exported "

@@ -35,21 +35,66 @@ struct HfFamily {
   // qwen2_moe: qkv_bias, default true) or nullptr (qwen2's q/k/v biases are fixed).
   const char* bias_key;
   bool mlp_bias_key;        // has mlp_bias (must be false)
-  std::optional<int64_t> default_head_dim;  // head_dim when absent (qwen3: 128), else hidden/heads
   bool sliding_keys;        // Qwen's use_sliding_window, sliding_window, max_window_layers, layer_types
   bool sliding_window;      // Mistral's sliding_window, read and written (null: full causal)
   enum Moe : uint8_t { kDense, kMixtral, kQwen } moe;  // the experts' keys (read_moe)
   bool window_all_layers;   // Qwen3-MoE: use_sliding_window + sliding_window, every layer
 };
 const HfFamily kHfFamilies[] = {
-    {"llama", "LlamaForCausalLM", "attention_bias", true, std::nullopt, false, false, HfFamily::kDense, false},
-    {"mistral", "MistralForCausalLM", nullptr, false, std::nullopt, false, true, HfFamily::kDense, false},
-    {"qwen2", "Qwen2ForCausalLM", nullptr, false, std::nullopt, true, false, HfFamily::kDense, false},
-    {"qwen3", "Qwen3ForCausalLM", "attention_bias", false, 128, true, false, HfFamily::kDense, false},
-    {"mixtral", "MixtralForCausalLM", nullptr, false, std::nullopt, false, true, HfFamily::kMixtral, false},
-    {"qwen2_moe", "Qwen2MoeForCausalLM", "qkv_bias", false, std::nullopt, true, false, HfFamily::kQwen, false},
-    {"qwen3_moe", "Qwen3MoeForCausalLM", "attention_bias", false, std::nullopt, false, false, HfFamily::kQwen, true},
+    {"llama", "LlamaForCausalLM", "attention_bias", true, false, false, HfFamily::kDense, false},
+    {"mistral", "MistralForCausalLM", nullptr, false, false, true, HfFamily::kDense, false},
+    {"qwen2", "Qwen2ForCausalLM", nullptr, false, true, false, HfFamily::kDense, false},
+    {"qwen3", "Qwen3ForCausalLM", "attention_bias", false, true, false, HfFamily::kDense, false},
+    {"mixtral", "MixtralForCausalLM", nullptr, false, false, true, HfFamily::kMixtral, false},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", "qkv_bias", false, true, false, HfFamily::kQwen, false},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", "attention_bias", false, false, false, HfFamily::kQwen, true},
 };
+
+// What an absent (or null) field of config.json takes: transformers' own default, of the
+// family's config class (transformers 5.24, LlamaConfig() ... Qwen3MoeConfig()), one row
+// per family in kHfFamilies' order. The architecture's sizes (vocab_size, hidden_size,
+// num_hidden_layers, num_attention_heads, intermediate_size) have no row: their absence is
+// refused by name.
+struct HfDefaults {
+  const char* model_type;
+  std::optional<int64_t> kv_heads;  // num_key_value_heads; nullopt: num_attention_heads
+  int64_t context;                  // max_position_embeddings
+  double rope_theta;
+  double norm_eps;                  // rms_norm_eps
+  std::optional<int64_t> head_dim;  // nullopt: hidden_size / num_attention_heads
+  bool attention_bias;              // the family's bias_key
+  int64_t sliding_window;           // key absent (null: none): mistral; qwen with use_sliding_window
+  int64_t max_window_layers;        // qwen2, qwen3, qwen2_moe
+  int64_t experts, experts_per_token, moe_intermediate, shared_expert_intermediate;
+};
+const HfDefaults kHfDefaults[] = {
+    {"llama", std::nullopt, 2048, 10000.0, 1e-6, std::nullopt, false, 0, 0, 0, 0, 0, 0},
+    {"mistral", 8, 131072, 10000.0, 1e-6, std::nullopt, false, 4096, 0, 0, 0, 0, 0},
+    {"qwen2", 32, 32768, 10000.0, 1e-6, std::nullopt, false, 4096, 28, 0, 0, 0, 0},
+    {"qwen3", 32, 32768, 10000.0, 1e-6, 128, false, 4096, 28, 0, 0, 0, 0},
+    {"mixtral", 8, 131072, 1e6, 1e-5, std::nullopt, false, 0, 0, 8, 2, 0, 0},
+    {"qwen2_moe", 16, 32768, 10000.0, 1e-6, std::nullopt, true, 4096, 28, 60, 4, 1408, 5632},
+    {"qwen3_moe", 4, 32768, 10000.0, 1e-6, std::nullopt, false, 4096, 0, 128, 8, 768, 0},
+};
+
+const HfDefaults& hf_defaults(const std::string& model_type) {
+  const HfDefaults* d = std::find_if(std::begin(kHfDefaults), std::end(kHfDefaults),
+                                     [&](const HfDefaults& r) { return model_type == r.model_type; });
+  ZT_CHECK(d != std::end(kHfDefaults), "no transformers defaults for model_type '" + model_type + "'", "");
+  return *d;
+}
+
+bool present(const json& j, const std::string& key) {
+  return j.contains(key) && !j.at(key).is_null();
+}
+
+// What a refusal says the file holds for `key`, whose value zt took as `value`: "is 7", or
+// "is absent (transformers' mixtral default: 7)": a message names what the file holds.
+std::string held(const json& j, const std::string& key, const std::string& family,
+                 const std::string& value) {
+  if (present(j, key)) return "is " + value;
+  return "is absent (transformers' " + family + " default: " + value + ")";
+}
 
 const HfFamily* hf_family(const std::string& model_type) {
   for (const HfFamily& f : kHfFamilies)
@@ -65,13 +110,13 @@ int64_t get_int(const json& j, const std::string& key, const std::string& where,
                 std::optional<int64_t> fallback = std::nullopt) {
   if (!j.contains(key) || j.at(key).is_null()) {
     if (fallback) return *fallback;
-    bad(where, key, "is missing");
+    bad(where, key, "is missing (zt has no default for it; set it)");
   }
   const json& v = j.at(key);
   if (!v.is_number_integer()) bad(where, key, "is " + describe_json(v) + ", not an integer");
   if (v.is_number_unsigned() &&
       v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    bad(where, key, "is too large");
+    bad(where, key, "is " + describe_json(v) + ", too large for a 64-bit integer");
   return v.get<int64_t>();
 }
 
@@ -115,7 +160,8 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
   if (d.contains("rope_theta") && !d.at("rope_theta").is_null())
     *theta = get_double(d, "rope_theta", where, 0.0);
   if (get_double(d, "partial_rotary_factor", where, 1.0) != 1.0)
-    bad(where, name + ".partial_rotary_factor", "is not 1; zt rotates the whole head");
+    bad(where, name + ".partial_rotary_factor", "is " + describe_json(d.at("partial_rotary_factor")) +
+                                                    ", not 1; zt rotates the whole head");
   const auto need = [&](const char* key) {
     if (!d.contains(key) || d.at(key).is_null())
       bad(where, name + "." + key, "is missing (rope_type \"" + type + "\" needs it)");
@@ -149,16 +195,19 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
 // i >= max_window_layers. zt represents full layers followed by sliding ones.
 void read_qwen_window(const json& j, const std::string& where, model::Config& m) {
   const bool use = get_bool(j, "use_sliding_window", where, false);
-  const bool has_window = use && j.contains("sliding_window") && !j.at("sliding_window").is_null();
+  const int64_t default_window = hf_defaults(m.family).sliding_window;
+  const bool has_window = use && !(j.contains("sliding_window") && j.at("sliding_window").is_null());
   if (has_window) {
-    const int64_t w = get_int(j, "sliding_window", where);
+    const int64_t w = get_int(j, "sliding_window", where, default_window);
     if (w < 1 || w > model::Config::kMaxContext)
-      bad(where, "sliding_window", "is " + std::to_string(w) + "; it must be 1 .. " +
-                                       std::to_string(model::Config::kMaxContext));
+      bad(where, "sliding_window", held(j, "sliding_window", m.family, std::to_string(w)) +
+                                       "; it must be 1 .. " + std::to_string(model::Config::kMaxContext));
     m.sliding_window = w;
   }
   std::vector<bool> sliding(static_cast<size_t>(m.layers));
-  if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
+  // Named in refusals as the file holds it: the key, or how zt derived it.
+  std::string layer_types = "layer_types";
+  if (present(j, "layer_types")) {
     const json& lt = j.at("layer_types");
     if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
       bad(where, "layer_types", "is " + describe_json(lt) + ", not a list of num_hidden_layers (" +
@@ -170,9 +219,15 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
       sliding[i] = lt[i] == "sliding_attention";
     }
   } else {
-    const int64_t mwl = get_int(j, "max_window_layers", where, 28);  // transformers' default
+    const int64_t mwl = get_int(j, "max_window_layers", where, hf_defaults(m.family).max_window_layers);
     // transformers 5's Qwen2MoeConfig: every other layer below max_window_layers slides.
     const bool moe = m.family == "qwen2_moe";
+    layer_types = "layer_types (absent from the file: derived, as transformers does, from "
+                  "use_sliding_window true, sliding_window " + std::to_string(m.sliding_window) +
+                  " and max_window_layers " + std::to_string(mwl) +
+                  (present(j, "max_window_layers") ? "" : " (absent: transformers' default)") +
+                  (moe ? ": qwen2_moe slides every other layer below max_window_layers, from layer 0)"
+                       : ": layers from max_window_layers on slide)");
     for (int64_t i = 0; i < m.layers; ++i)
       sliding[static_cast<size_t>(i)] = has_window && (moe ? (i + 1) % 2 == 1 && i < mwl : i >= mwl);
   }
@@ -181,12 +236,15 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
     if (sliding[static_cast<size_t>(i)]) { first = i; break; }
   for (int64_t i = first; i < m.layers; ++i)
     if (!sliding[static_cast<size_t>(i)])
-      bad(where, "layer_types", "has a full-attention layer " + std::to_string(i) +
+      bad(where, layer_types, "has a full-attention layer " + std::to_string(i) +
                                     " after sliding layer " + std::to_string(first) +
                                     "; zt represents full layers followed by sliding ones only");
   if (first < m.layers && !has_window)
-    bad(where, "layer_types", "names sliding layers while use_sliding_window is not true or "
-                              "sliding_window is null; set both, or make every layer full_attention");
+    bad(where, "layer_types",
+        "names sliding layers while use_sliding_window " +
+            (use ? std::string("is true but sliding_window is null")
+                 : held(j, "use_sliding_window", m.family, "false")) +
+            "; set use_sliding_window true and sliding_window, or make every layer full_attention");
   if (first == m.layers) m.sliding_window = 0;  // no layer slides: full causal everywhere
   m.first_sliding_layer = m.sliding_window > 0 ? first : 0;
 }
@@ -195,9 +253,10 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
 // " (in config.json: model.experts_per_token is num_experts_per_tok, model.experts is
 // num_local_experts)": the file's reader sees its own names. One table for every field
 // read above; "" when the message names none.
-std::string hf_fields_named(const std::string& message, HfFamily::Moe moe, const json& j) {
+std::string hf_fields_named(const std::string& message, HfFamily::Moe moe, const json& j,
+                            const std::string& family) {
   const bool local = moe == HfFamily::kMixtral ||
-                     (j.contains("num_local_experts") && !j.at("num_local_experts").is_null());
+                     (present(j, "num_local_experts"));
   const std::pair<const char*, const char*> fields[] = {
       {"model.vocab", "vocab_size"}, {"model.hidden", "hidden_size"},
       {"model.layers", "num_hidden_layers"}, {"model.heads", "num_attention_heads"},
@@ -219,7 +278,16 @@ std::string hf_fields_named(const std::string& message, HfFamily::Moe moe, const
       const size_t end = at + std::string_view(key).size();
       if (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_'))
         continue;
-      named += std::string(named.empty() ? "" : ", ") + key + " is " + field;
+      // The file holds the field, or zt took a default or derived it: say which.
+      const bool in_file = present(j, field) ||
+                           (std::string_view(field) == "rope_theta" && present(j, "rope_parameters") &&
+                            j.at("rope_parameters").is_object() &&
+                            present(j.at("rope_parameters"), "rope_theta"));
+      named += std::string(named.empty() ? "" : ", ") + key + " is " + field +
+               (in_file ? "" : std::string_view(field) == "layer_types"
+                                   ? " (absent: derived from use_sliding_window, sliding_window "
+                                     "and max_window_layers)"
+                                   : " (absent: transformers' " + family + " default)");
       break;
     }
   }
@@ -232,32 +300,35 @@ void read_moe(const json& j, const std::string& where, HfFamily::Moe kind, model
   const auto size = [&](const char* key, int64_t max, int64_t fallback, int64_t min = 1) {
     const int64_t v = get_int(j, key, where, fallback);
     if (v < min || v > max)
-      bad(where, key, "is " + std::to_string(v) + "; it must be " + std::to_string(min) + " .. " +
-                          std::to_string(max));
+      bad(where, key, held(j, key, m.family, std::to_string(v)) + "; it must be " +
+                          std::to_string(min) + " .. " + std::to_string(max));
     return v;
   };
-  const bool qwen3 = m.family == "qwen3_moe";
+  const HfDefaults& d = hf_defaults(m.family);
   if (kind == HfFamily::kMixtral) {
-    m.experts = size("num_local_experts", model::Config::kMaxExperts, 8);
-    m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, 2);
+    m.experts = size("num_local_experts", model::Config::kMaxExperts, d.experts);
+    m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, d.experts_per_token);
   } else {
     // Qwen3MoeConfig writes num_local_experts (its attribute_map), the published config.json
     // files num_experts: either, the same when both.
-    const bool local = j.contains("num_local_experts") && !j.at("num_local_experts").is_null();
+    const bool local = present(j, "num_local_experts");
     m.experts = size(local ? "num_local_experts" : "num_experts", model::Config::kMaxExperts,
-                     qwen3 ? 128 : 60);
-    if (local && j.contains("num_experts") && !j.at("num_experts").is_null() &&
+                     d.experts);
+    if (local && present(j, "num_experts") &&
         get_int(j, "num_experts", where) != m.experts)
-      bad(where, "num_experts", "disagrees with num_local_experts");
-    m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, qwen3 ? 8 : 4);
+      bad(where, "num_experts", "is " + describe_json(j.at("num_experts")) +
+                                    ", which disagrees with num_local_experts (" +
+                                    std::to_string(m.experts) + "); give one, or the same in both");
+    m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, d.experts_per_token);
     m.moe_intermediate = size("moe_intermediate_size", model::Config::kMaxIntermediate,
-                              qwen3 ? 768 : 1408);
+                              d.moe_intermediate);
     m.norm_topk_prob = get_bool(j, "norm_topk_prob", where, false);
     m.decoder_sparse_step = size("decoder_sparse_step", model::Config::kMaxLayers, 1);
     if (m.family == "qwen2_moe")
       m.shared_expert_intermediate = size("shared_expert_intermediate_size",
-                                          model::Config::kMaxIntermediate, 5632);
-    if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
+                                          model::Config::kMaxIntermediate,
+                                          d.shared_expert_intermediate);
+    if (present(j, "mlp_only_layers")) {
       const json& a = j.at("mlp_only_layers");
       if (!a.is_array()) bad(where, "mlp_only_layers", "is " + describe_json(a) + ", not a list");
       for (const json& v : a) {
@@ -272,7 +343,7 @@ void read_moe(const json& j, const std::string& where, HfFamily::Moe kind, model
   m.router_aux_loss = get_bool(j, "output_router_logits", where, false);
   if (get_double(j, "router_jitter_noise", where, 0.0) != 0.0)
     bad(where, "router_jitter_noise",
-        "is not 0; zt's router has no jitter (transformers multiplies the inputs of the "
+        "is " + describe_json(j.at("router_jitter_noise")) + ", not 0; zt's router has no jitter (transformers multiplies the inputs of the "
         "experts by noise in training); set it to 0");
 }
 
@@ -295,17 +366,16 @@ void write_moe(const model::Config& cfg, HfFamily::Moe kind, json& j) {
 // transformers 5's rope_parameters (rope_theta and rope_type inside). Both present: they
 // must agree.
 void read_rope(const json& j, const std::string& where, model::Config& m) {
-  const auto present = [&](const char* k) { return j.contains(k) && !j.at(k).is_null(); };
   std::optional<double> top_theta;
-  if (present("rope_theta")) top_theta = get_double(j, "rope_theta", where, 0.0);
+  if (present(j, "rope_theta")) top_theta = get_double(j, "rope_theta", where, 0.0);
   kernels::RopeScaling v4, v5;
   std::optional<double> v4_theta, v5_theta;
-  if (present("rope_scaling"))
+  if (present(j, "rope_scaling"))
     read_rope_dict(j.at("rope_scaling"), "rope_scaling", where, m.context, j, &v4, &v4_theta);
-  if (present("rope_parameters")) {
+  if (present(j, "rope_parameters")) {
     read_rope_dict(j.at("rope_parameters"), "rope_parameters", where, m.context, j, &v5,
                    &v5_theta);
-    if (present("rope_scaling") && !(v4 == v5))
+    if (present(j, "rope_scaling") && !(v4 == v5))
       bad(where, "rope_scaling", "(" + rope_scaling_text(v4) + ") disagrees with rope_parameters (" +
                                      rope_scaling_text(v5) + ")");
     if (top_theta && v5_theta && *top_theta != *v5_theta)
@@ -313,10 +383,10 @@ void read_rope(const json& j, const std::string& where, model::Config& m) {
                                    ") disagrees with rope_parameters.rope_theta (" +
                                    describe_json(j.at("rope_parameters").at("rope_theta")) + ")");
     m.rope_scaling = v5;
-    m.rope_theta = v5_theta.value_or(top_theta.value_or(10000.0));
+    m.rope_theta = v5_theta.value_or(top_theta.value_or(hf_defaults(m.family).rope_theta));
   } else {
     m.rope_scaling = v4;
-    m.rope_theta = top_theta.value_or(10000.0);
+    m.rope_theta = top_theta.value_or(hf_defaults(m.family).rope_theta);
   }
 }
 
@@ -332,74 +402,80 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   const json& mt = j.at("model_type");
   const HfFamily* fam = mt.is_string() ? hf_family(mt.get<std::string>()) : nullptr;
   if (!fam) bad(where, "model_type", "is " + describe_json(mt) + "; zt imports " + known);
-  if (j.contains("architectures")) {
+  if (present(j, "architectures")) {
     const json& a = j.at("architectures");
     if (!a.is_array() || a.size() != 1 || a[0] != fam->architecture)
       bad(where, "architectures", "is " + describe_json(a) + "; a \"" + fam->model_type +
                                       "\" model is [\"" + fam->architecture + "\"]");
   }
-  if (!fam->sliding_keys && j.contains("layer_types") && !j.at("layer_types").is_null())
+  if (!fam->sliding_keys && present(j, "layer_types"))
     bad(where, "layer_types",
-        "is set (per-layer attention kinds, as Ministral's); zt's layers all attend alike");
+        "is set (" + describe_json(j.at("layer_types")) + ": per-layer attention kinds, as "
+        "Ministral's); a " + fam->model_type + " model's layers all attend alike in zt");
   const bool attention_bias =
-      fam->bias_key && get_bool(j, fam->bias_key, where, std::string(fam->bias_key) == "qkv_bias");
+      fam->bias_key && get_bool(j, fam->bias_key, where, hf_defaults(fam->model_type).attention_bias);
   if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
     bad(where, "hidden_act", "is " + describe_json(j.at("hidden_act")) + "; zt's MLP is SwiGLU (\"silu\")");
   // pretraining_tp > 1 only splits transformers 4's matmuls into slices (the same sums).
-  if (get_int(j, "pretraining_tp", where, 1) < 1) bad(where, "pretraining_tp", "is below 1");
+  if (get_int(j, "pretraining_tp", where, 1) < 1)
+    bad(where, "pretraining_tp", "is " + describe_json(j.at("pretraining_tp")) + ", below 1");
   if (get_double(j, "attention_dropout", where, 0.0) != 0.0)
-    bad(where, "attention_dropout", "is not 0; zt's attention has no dropout");
-  if (j.contains("quantization_config") && !j.at("quantization_config").is_null())
+    bad(where, "attention_dropout", "is " + describe_json(j.at("attention_dropout")) +
+                                        ", not 0; zt's attention has no dropout");
+  if (present(j, "quantization_config"))
     bad(where, "quantization_config",
         "is set; zt imports unquantized weights (float32, bfloat16, float16) only");
   if (j.contains("partial_rotary_factor") && get_double(j, "partial_rotary_factor", where, 1.0) != 1.0)
-    bad(where, "partial_rotary_factor", "is not 1; zt rotates the whole head");
+    bad(where, "partial_rotary_factor", "is " + describe_json(j.at("partial_rotary_factor")) +
+                                            ", not 1; zt rotates the whole head");
 
   HfConfig c;
   model::Config& m = c.model;
+  const HfDefaults& defaults = hf_defaults(fam->model_type);
   m.name = "custom";
   m.family = fam->model_type;
   m.attention_bias = attention_bias;
   // Sizes within zt's bounds (model::Config::validate) before anything reads them further.
   const auto size = [&](const char* key, int64_t max, std::optional<int64_t> fallback = std::nullopt) {
     const int64_t v = get_int(j, key, where, fallback);
-    if (v < 1) bad(where, key, "is " + std::to_string(v) + "; it must be >= 1");
+    if (v < 1) bad(where, key, held(j, key, m.family, std::to_string(v)) + "; it must be >= 1");
     if (v > max)
-      bad(where, key, "is " + std::to_string(v) + ", above zt's limit " + std::to_string(max));
+      bad(where, key, held(j, key, m.family, std::to_string(v)) + ", above zt's limit " + std::to_string(max));
     return v;
   };
   m.vocab = size("vocab_size", std::numeric_limits<int32_t>::max());
   m.hidden = size("hidden_size", model::Config::kMaxHidden);
   m.layers = size("num_hidden_layers", model::Config::kMaxLayers);
   m.heads = size("num_attention_heads", model::Config::kMaxHeads);
-  m.kv_heads = size("num_key_value_heads", model::Config::kMaxHeads, m.heads);
+  m.kv_heads = size("num_key_value_heads", model::Config::kMaxHeads, defaults.kv_heads.value_or(m.heads));
   m.intermediate = size("intermediate_size", model::Config::kMaxIntermediate);
-  m.context = size("max_position_embeddings", model::Config::kMaxContext);
+  m.context = size("max_position_embeddings", model::Config::kMaxContext, defaults.context);
   read_rope(j, where, m);
-  m.norm_eps = get_double(j, "rms_norm_eps", where, 1e-6);
+  m.norm_eps = get_double(j, "rms_norm_eps", where, defaults.norm_eps);
   m.tied_embeddings = get_bool(j, "tie_word_embeddings", where, false);
   // head_dim: the key, else the family's default (qwen3: 128), else hidden / heads (kept as
   // 0 when it equals the quotient, so such configs stay what they always were).
   const std::optional<int64_t> head_dim =
-      j.contains("head_dim") && !j.at("head_dim").is_null()
+      present(j, "head_dim")
           ? std::optional<int64_t>(size("head_dim", model::Config::kMaxHidden))
-          : fam->default_head_dim;
+          : defaults.head_dim;
   if (head_dim && !(m.hidden % m.heads == 0 && *head_dim == m.hidden / m.heads))
     m.head_dim_ = *head_dim;
-  if (fam->sliding_window && j.contains("sliding_window") && !j.at("sliding_window").is_null())
-    m.sliding_window = size("sliding_window", model::Config::kMaxContext);
+  if (fam->sliding_window && !(j.contains("sliding_window") && j.at("sliding_window").is_null()) &&
+      (j.contains("sliding_window") || defaults.sliding_window > 0))
+    m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
   if (fam->moe != HfFamily::kDense) read_moe(j, where, fam->moe, m);
   if (fam->sliding_keys) read_qwen_window(j, where, m);
   if (fam->window_all_layers && get_bool(j, "use_sliding_window", where, false) &&
-      j.contains("sliding_window") && !j.at("sliding_window").is_null())
-    m.sliding_window = size("sliding_window", model::Config::kMaxContext);
+      !(j.contains("sliding_window") && j.at("sliding_window").is_null()))
+    m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
   try {
     m.validate();
   } catch (const InputError& e) {
     throw InputError("config '" + where + "' describes a model zt refuses: " + e.message() +
-                         hf_fields_named(e.message(), fam->moe, j),
+                         hf_fields_named(e.message(), fam->moe, j, fam->model_type),
                      e.hint());
   }
   if (j.contains("bos_token_id") && j.at("bos_token_id").is_number_integer())

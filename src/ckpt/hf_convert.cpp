@@ -158,28 +158,51 @@ HfIndex parse_hf_index(const std::string& json_text, const std::string& where) {
   return idx;
 }
 
-// The id (above): a hash of the bytes the export writes (every parameter in the export's
+// The id (above): a hash of the bytes the export writes (every tensor in the export's
 // dtype, XXH3 as checkpoints use), the dtype and the shard plan. Two exports of the same
 // values with the same options are byte-identical files (mixing them is harmless); any
-// other pair differs.
-std::string export_id_of(const std::vector<std::vector<float>>& units, const DTypeNames& dt,
-                         int shards, uint64_t max_shard_size) {
+// other pair differs. Narrowing to BF16/F16 goes through narrow_floats (as the writer's):
+// the tensors with values the dtype cannot represent are refused here, before any file
+// is touched, unless `saturate`.
+std::string export_id_of(const std::vector<std::vector<float>>& units,
+                         const model::ParamLayout& layout, const std::vector<HfPiece>& pieces,
+                         const DTypeNames& dt, int shards, uint64_t max_shard_size, bool saturate) {
   uint64_t h = fnv1a(std::string(dt.zt) + "/" + std::to_string(shards) + "/" +
                      std::to_string(max_shard_size));
   constexpr size_t kChunk = size_t{1} << 20;  // elements converted at a time
   std::vector<uint16_t> half;
-  for (const std::vector<float>& p : units)
+  std::vector<std::pair<std::string, NarrowCount>> bad;
+  for (const HfPiece& piece : pieces) {
+    const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(piece.tensor)];
+    const std::span<const float> p = std::span<const float>(units[static_cast<size_t>(t.unit)])
+                                         .subspan(static_cast<size_t>(t.offset + piece.offset),
+                                                  static_cast<size_t>(piece.numel));
+    NarrowCount count;
     for (size_t first = 0; first < p.size(); first += kChunk) {
       const size_t n = std::min(kChunk, p.size() - first);
-      std::span<const std::byte> bytes = std::as_bytes(std::span<const float>(p).subspan(first, n));
+      std::span<const std::byte> bytes = std::as_bytes(p.subspan(first, n));
       if (dt.st != StDType::kF32) {
         half.resize(n);
-        for (size_t i = 0; i < n; ++i)
-          half[i] = dt.st == StDType::kBF16 ? bf16::from_float(p[first + i]) : f16::from_float(p[first + i]);
+        narrow_floats(p.subspan(first, n), st_narrow_target(dt.st), half, saturate, count);
         bytes = std::as_bytes(std::span<const uint16_t>(half));
       }
       h = mix64(h ^ xxh3_sum(bytes));
     }
+    if (!count.clean()) bad.emplace_back(piece.name, count);
+  }
+  if (!bad.empty() && !saturate)
+    refuse_narrowing(std::string("h5-to-hf --dtype ") + dt.zt, bad, st_narrow_target(dt.st));
+  if (!bad.empty()) {
+    NarrowCount all;
+    for (const auto& [name, c] : bad) {
+      all.overflow += c.overflow;
+      all.nan += c.nan;
+      all.largest = std::max(all.largest, c.largest);
+    }
+    log::warn(strf("--saturate: %s in %zu tensors (written as the largest finite %s value; "
+                   "NaN stays NaN)",
+                   narrow_count_text(all, st_narrow_target(dt.st)).c_str(), bad.size(), dt.zt));
+  }
   return strf("%016llx", static_cast<unsigned long long>(h));
 }
 
@@ -238,6 +261,10 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
     total += bytes;
   }
 
+  const int n = static_cast<int>(shards.size());
+  const std::string export_id =
+      export_id_of(params, layout, pieces, dt, n, options.max_shard_size, options.saturate);
+
   std::error_code ec, is_dir_ec;
   fs::create_directories(outdir, ec);
   if (ec || !fs::is_directory(outdir, is_dir_ec))
@@ -251,7 +278,6 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   r.tensors = static_cast<int64_t>(pieces.size());
   r.tensor_bytes = total;
 
-  const int n = static_cast<int>(shards.size());
   // An export is whole or visibly absent (issue 36, class 4): the earlier export's model
   // files go first (its index or model.safetensors, which make a folder loadable, and
   // every shard), then config.json and the shards, and the file that makes the folder
@@ -270,7 +296,6 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
     log::warn(strf("removed the %d model file%s of an earlier export in '%s'", removed,
                    removed == 1 ? "" : "s", outdir.c_str()));
   write_text(dir / kConfigFile, hf_config_json(cfg, dt.torch));
-  const std::string export_id = export_id_of(params, dt, n, options.max_shard_size);
   r.export_id = export_id;
   Progress progress("h5-to-hf", total, ProgressUnit::kBytes);
   progress.count_items(pieces.size(), "tensors");
@@ -284,7 +309,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
       specs.push_back({piece.name, dt.st, piece.shape});
       weight_map[piece.name] = file;
     }
-    SafetensorsWriter w((dir / file).string(), specs, metadata);
+    SafetensorsWriter w((dir / file).string(), specs, metadata, options.saturate);
     for (int i : shards[static_cast<size_t>(k)]) {
       const HfPiece& piece = pieces[static_cast<size_t>(i)];
       const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(piece.tensor)];

@@ -327,9 +327,30 @@ std::string make_header(const std::vector<StTensorSpec>& specs,
 
 }  // namespace
 
+DType st_narrow_target(StDType t) {
+  return t == StDType::kBF16 ? DType::kBF16 : t == StDType::kF16 ? DType::kF16 : DType::kF32;
+}
+
+void refuse_narrowing(const std::string& what,
+                      const std::vector<std::pair<std::string, NarrowCount>>& bad, DType to) {
+  constexpr size_t kNamed = 4;
+  std::string list;
+  for (size_t i = 0; i < bad.size() && i < kNamed; ++i)
+    list += std::string(i ? "; " : "") + "tensor '" + bad[i].first + "' " +
+            narrow_count_text(bad[i].second, to);
+  if (bad.size() > kNamed) list += "; and " + std::to_string(bad.size() - kNamed) + " more tensors";
+  throw InputError(what + ": " + std::to_string(bad.size()) + " tensor" +
+                       (bad.size() == 1 ? " holds" : "s hold") + " values " + std::string(dtype_name(to)) +
+                       " cannot represent: " + list,
+                   "export in a wider dtype (--dtype f32, or bf16 for values beyond half's "
+                   "65504), or give --saturate to write the largest finite value instead of inf "
+                   "(NaN stays NaN)");
+}
+
 SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<StTensorSpec> specs,
-                                     const std::map<std::string, std::string>& metadata)
-    : out_(std::move(path), "safetensors file"), specs_(std::move(specs)) {
+                                     const std::map<std::string, std::string>& metadata,
+                                     bool saturate)
+    : out_(std::move(path), "safetensors file"), specs_(std::move(specs)), saturate_(saturate) {
   std::set<std::string> names;
   for (const StTensorSpec& s : specs_) {
     ZT_CHECK(s.dtype == StDType::kF32 || s.dtype == StDType::kBF16 || s.dtype == StDType::kF16,
@@ -355,11 +376,14 @@ void SafetensorsWriter::write(std::span<const float> values) {
   } else {
     constexpr size_t kChunk = size_t{1} << 20;  // elements converted per write
     std::vector<uint16_t> half(std::min(values.size(), kChunk));
+    NarrowCount count;
     for (size_t first = 0; first < values.size(); first += kChunk) {
       const size_t n = std::min(kChunk, values.size() - first);
-      for (size_t i = 0; i < n; ++i)
-        half[i] = s.dtype == StDType::kBF16 ? bf16::from_float(values[first + i])
-                                            : f16::from_float(values[first + i]);
+      narrow_floats(values.subspan(first, n), st_narrow_target(s.dtype),
+                    std::span<uint16_t>(half).first(n), saturate_, count);
+      if (!count.clean() && !saturate_)
+        refuse_narrowing("safetensors file '" + out_.path() + "'", {{s.name, count}},
+                         st_narrow_target(s.dtype));
       out_.write(half.data(), n * sizeof(uint16_t));
     }
   }

@@ -1,5 +1,8 @@
 #include "zt/core/dtype.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "zt/core/error.hpp"
@@ -82,6 +85,40 @@ float f16::to_float(uint16_t h) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
+}
+
+void narrow_floats(std::span<const float> in, DType to, std::span<uint16_t> out, bool saturate,
+                   NarrowCount& count) {
+  ZT_CHECK(to == DType::kBF16 || to == DType::kF16, "narrow_floats: target is not bf16 or f16", "");
+  ZT_CHECK(out.size() == in.size(), "narrow_floats: output size differs from input size", "");
+  const bool brain = to == DType::kBF16;
+  const uint16_t inf_bits = brain ? 0x7f80u : 0x7c00u;
+  const uint16_t max_bits = brain ? 0x7f7fu : 0x7bffu;  // the largest finite value
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float x = in[i];
+    uint16_t h = brain ? bf16::from_float(x) : f16::from_float(x);
+    if (std::isnan(x)) {
+      ++count.nan;
+    } else if (std::isfinite(x) && (h & 0x7fffu) == inf_bits) {
+      ++count.overflow;  // finite in, inf out
+      count.largest = std::max(count.largest, std::fabs(x));
+      if (saturate) h = static_cast<uint16_t>((h & 0x8000u) | max_bits);
+    }
+    out[i] = h;
+  }
+}
+
+std::string narrow_count_text(const NarrowCount& count, DType to) {
+  std::string s;
+  if (count.overflow > 0) {
+    char largest[32];
+    std::snprintf(largest, sizeof largest, "%.4g", static_cast<double>(count.largest));
+    s = std::to_string(count.overflow) + " value" + (count.overflow == 1 ? "" : "s") +
+        " beyond " + std::string(dtype_name(to)) + "'s range (largest |x| " + largest + ")";
+  }
+  if (count.nan > 0)
+    s += (s.empty() ? "" : ", ") + std::to_string(count.nan) + " NaN" + (count.nan == 1 ? "" : "s");
+  return s;
 }
 
 }  // namespace zt

@@ -8,11 +8,12 @@
 //   hidden_size              hidden                  (required)
 //   num_hidden_layers        layers                  (required)
 //   num_attention_heads      heads                   (required)
-//   num_key_value_heads      kv_heads                num_attention_heads
+//   num_key_value_heads      kv_heads                the family's transformers default
 //   intermediate_size        intermediate            (required)
-//   max_position_embeddings  context                 (required)
-//   rope_theta               rope_theta              10000 (as transformers' LlamaConfig)
-//   rms_norm_eps             norm_eps                1e-6  (as transformers' LlamaConfig)
+//   max_position_embeddings  context                 the family's transformers default
+//   rope_theta               rope_theta              the family's (10000; mixtral 1e6)
+//   rms_norm_eps             norm_eps                the family's (1e-6; mixtral 1e-5)
+//   (every absent field: its family's transformers default, kHfDefaults in hf_config.cpp)
 //   tie_word_embeddings      tied_embeddings         false
 //   model_type               family                  (required)
 //   sliding_window (mistral) sliding_window          null: 0 (full causal)

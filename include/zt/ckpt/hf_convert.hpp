@@ -28,6 +28,10 @@ struct HfExportOptions {
   // Largest shard (tensor bytes); a model above it is split into shards with an index.
   // A single tensor larger than this gets a shard of its own.
   uint64_t max_shard_size = 5ull << 30;
+  // BF16/F16: a value beyond the dtype's range (or a NaN) refuses the export, naming the
+  // tensors and counts, before any file is written; saturate writes +-max instead of +-inf
+  // (NaN stays NaN) and warns with the counts.
+  bool saturate = false;
   // Called with the checkpoint's tokenizer record before anything is written (`zt convert
   // h5-to-hf` checks the tokenizer files there, so a refusal leaves no half export).
   std::function<void(const TokenizerRecord&)> before_write;

@@ -19,8 +19,10 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "zt/core/dtype.hpp"
 #include "zt/core/files.hpp"
 
 namespace zt::ckpt {
@@ -70,6 +72,15 @@ StHeader read_safetensors_header(const std::string& path);
 void read_safetensors_tensor(const std::string& path, const StHeader& h, const StTensor& t,
                              std::vector<float>& out);
 
+// The narrowing type of a BF16/F16 safetensors dtype (zt/core/dtype.hpp), kF32 otherwise.
+DType st_narrow_target(StDType t);
+// The refusal of values that do not survive narrowing: "WHAT: tensor 'a' 3 values beyond
+// half's range (largest |x| 7e+04); ..." (at most a few tensors named, then how many
+// more), with a hint to export wider or saturate. `bad`: each tensor's name and count.
+[[noreturn]] void refuse_narrowing(const std::string& what,
+                                   const std::vector<std::pair<std::string, NarrowCount>>& bad,
+                                   DType to);
+
 // Writes one safetensors file tensor by tensor, so a whole model never sits in memory:
 //   SafetensorsWriter w(path, specs, metadata);   // header written here
 //   for each spec in order: w.write(values);      // fp32 values, converted to spec.dtype
@@ -82,10 +93,13 @@ struct StTensorSpec {
   std::vector<int64_t> shape;
 };
 
+// BF16/F16 tensors are narrowed by zt::narrow_floats (zt/core/dtype.hpp): a value beyond
+// the dtype's range or a NaN refuses the tensor (zt::InputError naming it and the count)
+// unless `saturate` (then +-max replaces +-inf; NaN stays NaN).
 class SafetensorsWriter {
  public:
   SafetensorsWriter(std::string path, std::vector<StTensorSpec> specs,
-                    const std::map<std::string, std::string>& metadata);
+                    const std::map<std::string, std::string>& metadata, bool saturate = false);
   ~SafetensorsWriter() = default;  // an unfinished file is removed (SafeFile)
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
@@ -98,6 +112,7 @@ class SafetensorsWriter {
  private:
   SafeFile out_;  // the one safe writer: path.tmp, O_EXCL|O_NOFOLLOW, fsync, rename
   std::vector<StTensorSpec> specs_;
+  bool saturate_ = false;
   size_t next_ = 0;
 };
 

@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <string>
 #include <string_view>
 
 namespace zt {
@@ -62,5 +64,21 @@ struct f16 {
   static uint16_t from_float(float f);
   static float to_float(uint16_t h);
 };
+
+// The one narrowing cast of values zt writes out (exports, files): float -> `to` (kBF16 or
+// kF16, as bits), rounding to nearest even. What does not survive is counted:
+// `overflow`, finite values beyond the target's range (they become +-inf, or the largest
+// finite value of the target when `saturate`), and `nan`, NaN inputs (they stay NaN).
+// +-inf in stays +-inf and is not counted. Counts add up over calls.
+struct NarrowCount {
+  uint64_t overflow = 0;
+  uint64_t nan = 0;
+  float largest = 0;  // largest |x| of an overflowing value
+  bool clean() const { return overflow == 0 && nan == 0; }
+};
+void narrow_floats(std::span<const float> in, DType to, std::span<uint16_t> out, bool saturate,
+                   NarrowCount& count);
+// "3 values beyond half's range (largest |x| 7e+04), 1 NaN" for a count that is not clean.
+std::string narrow_count_text(const NarrowCount& count, DType to);
 
 }  // namespace zt
