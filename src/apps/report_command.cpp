@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/train/report.hpp"
 
@@ -18,6 +19,7 @@ struct ReportArgs {
 };
 
 int run_report(const ReportArgs& args) {
+  remove_staging_on_signals();  // SIGTERM: gnuplot killed, the staging folder removed
   const std::vector<train::RunSeries> runs = train::read_runs(args.files);
   const train::ReportWritten w = train::write_run_report(runs, args.out);
   for (const train::RunSeries& s : runs) {
