@@ -26,7 +26,7 @@ namespace {
 std::string resolve_program(std::string* shown) {
   const char* chosen = std::getenv("ZT_GNUPLOT");
   const std::string name = chosen != nullptr && *chosen != '\0' ? chosen : "gnuplot";
-  *shown = chosen != nullptr && *chosen != '\0' ? "ZT_GNUPLOT='" + name + "'" : "gnuplot";
+  *shown = chosen != nullptr && *chosen != '\0' ? " (ZT_GNUPLOT='" + name + "')" : "";
   const auto runnable = [](const std::filesystem::path& p) {
     struct stat st{};
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
@@ -159,7 +159,7 @@ GnuplotResult draw_in(const std::filesystem::path& work,
     }
   }
   if (program.empty() || status == 127)
-    result.note = shown + " not found: plots not drawn (data and script are in plots.gp; "
+    result.note = "gnuplot not found" + shown + ": plots not drawn (data and script are in plots.gp; "
                   "HINT: apt-get install gnuplot-nox or set ZT_GNUPLOT to its path, then run "
                   "gnuplot plots.gp in the report directory)";
   else if (status != 0)
