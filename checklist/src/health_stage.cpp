@@ -7,6 +7,7 @@
 
 #include "zt/check/stages.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/log.hpp"
 
 namespace zt::check {
@@ -101,9 +102,9 @@ std::string health_text(const std::vector<HealthCheck>& checks) {
 std::string health_markdown(const std::vector<HealthCheck>& checks) {
   std::string s = "## Node health\n\n| check | node | subject | status | action | finding |\n|---|---|---|---|---|---|\n";
   for (const HealthCheck& c : checks)
-    s += strf("| %s | %d (%s) | %s | %s | %s | %s |\n", c.name.c_str(), c.node, c.host.c_str(), c.subject.c_str(),
+    s += strf("| %s | %d (%s) | %s | %s | %s | %s |\n", markdown_text(c.name).c_str(), c.node, markdown_text(c.host).c_str(), markdown_text(c.subject).c_str(),
               std::string(health_status_name(c.status)).c_str(), std::string(health_action_name(c.action)).c_str(),
-              c.message.c_str());
+              markdown_text(c.message).c_str());
   return s + "\n";
 }
 

@@ -8,6 +8,7 @@
 #include "zt/check/report_writer.hpp"
 #include "zt/check/stages.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/gnuplot.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
@@ -33,7 +34,7 @@ std::string busbw_data(const Report& r) {
 std::string busbw_script(const Report& r) {
   std::string s = "set terminal pngcairo noenhanced size 720,420 font ',9'\n";
   s += "set output 'busbw.png'\n";
-  s += strf("set title 'zt check: busbw against size (%d ranks, %s)'\n", r.nranks, r.backend.c_str());
+  s += "set title " + gnuplot_string(strf("zt check: busbw against size (%d ranks, %s)", r.nranks, r.backend.c_str())) + "\n";
   s += "set logscale x 2\nset format x '%.0b%BB'\nset xlabel 'size (bytes)'\n"
        "set ylabel 'busbw (GB/s)'\nset key top left\nset grid\n";
   s += "plot ";
@@ -77,7 +78,7 @@ std::string pairs_script(const Report& r) {
   std::string tics;
   for (size_t k = 0; k < n; ++k) {
     if (!tics.empty()) tics += ", ";
-    tics += strf("'%zu %s' %zu", k, r.environment.ranks[static_cast<size_t>(leaders[k])].host.c_str(), k);
+    tics += gnuplot_string(strf("%zu %s", k, r.environment.ranks[static_cast<size_t>(leaders[k])].host.c_str())) + strf(" %zu", k);
   }
   std::string s = "reset\nset terminal pngcairo noenhanced size 520,460 font ',9'\n";
   s += "set output 'pairs.png'\n";

@@ -11,6 +11,7 @@
 
 #include "zt/check/report_writer.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/outputs.hpp"
@@ -49,7 +50,7 @@ std::filesystem::path prepare_report_dir(const std::string& dir) {
 
 void write_report_files(const Report& report, const std::filesystem::path& dir) {
   // The one safe writer (core/files.hpp): a symlink planted there is replaced, not followed.
-  write_file_safely((dir / "report.json").string(), report_json(report).dump(2) + "\n", "report");
+  write_file_safely((dir / "report.json").string(), json_dump(report_json(report), 2) + "\n", "report");
   write_file_safely((dir / "report.md").string(), report_markdown(report), "report");
 }
 

@@ -6,6 +6,7 @@
 #include "stress_stage.hpp"
 #include "report_md_stages.hpp"
 #include "zt/check/report_writer.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 #include "zt/version.hpp"
@@ -21,28 +22,28 @@ std::string cells(const Placement& p) {
 
 std::string environment_md(const Environment& env) {
   std::string s = "## Environment\n\n| component | version |\n|---|---|\n";
-  for (const auto& [name, version] : env.versions) s += "| " + name + " | " + version + " |\n";
+  for (const auto& [name, version] : env.versions) s += "| " + markdown_text(name) + " | " + markdown_text(version) + " |\n";
   std::string providers;
   for (const std::string& p : env.fabric_providers) {
     if (!providers.empty()) providers += ", ";
     providers += p;
   }
-  s += "| libfabric providers | " + (providers.empty() ? std::string("(none)") : providers) + " |\n";
-  s += "| CUDA | " + env.cuda + " |\n\n";
+  s += "| libfabric providers | " + (providers.empty() ? std::string("(none)") : markdown_text(providers)) + " |\n";
+  s += "| CUDA | " + markdown_text(env.cuda) + " |\n\n";
   s += "| rank | host | node | local rank | device | GPUs visible | memlock | /dev/shm |\n"
        "|---|---|---|---|---|---|---|---|\n";
   for (const RankInfo& r : env.ranks) {
     const std::string memlock =
         r.memlock_bytes < 0 ? "unlimited" : format_size_approx(static_cast<uint64_t>(r.memlock_bytes));
     std::string device = std::to_string(r.device);
-    if (!r.device_name.empty()) device += " (" + r.device_name + ")";
-    s += strf("| %d | %s | %d | %d | %s | %d | %s | %s |\n", r.rank, r.host.c_str(), r.node,
+    if (!r.device_name.empty()) device += " (" + markdown_text(r.device_name) + ")";
+    s += strf("| %d | %s | %d | %d | %s | %d | %s | %s |\n", r.rank, markdown_text(r.host).c_str(), r.node,
               r.local_rank, device.c_str(), r.visible_gpus, memlock.c_str(),
               format_size_approx(r.shm_bytes).c_str());
   }
   if (!env.warnings.empty()) {
     s += "\nWarnings:\n\n";
-    for (const std::string& w : env.warnings) s += "- " + w + "\n";
+    for (const std::string& w : env.warnings) s += "- " + markdown_text(w) + "\n";
   }
   return s + "\n";
 }
@@ -54,7 +55,7 @@ std::string report_markdown(const Report& report) {
   std::string s = "# zt check report\n\n";
   s += strf("**Verdict: %s** (exit code %d)\n\n", std::string(verdict_name(report.verdict)).c_str(),
             exit_code(report));
-  for (const std::string& f : report.failures) s += "- FAILED: " + f + "\n";
+  for (const std::string& f : report.failures) s += "- FAILED: " + markdown_text(f) + "\n";
   if (!report.failures.empty()) s += "\n";
   const std::string backend =
       report.backend == "mpi" ? strf("mpi (%s collectives)", o.mpi_collectives())
@@ -67,10 +68,10 @@ std::string report_markdown(const Report& report) {
             std::string(dtype_name(o.dtype)).c_str(),
             std::string(comm::reduce_op_name(o.redop)).c_str());
   if (o.thresholds)
-    s += "Thresholds: " + o.thresholds->source +
-         (o.thresholds->description.empty() ? std::string() : " (" + o.thresholds->description + ")") + ".\n\n";
+    s += "Thresholds: " + markdown_text(o.thresholds->source) +
+         (o.thresholds->description.empty() ? std::string() : " (" + markdown_text(o.thresholds->description) + ")") + ".\n\n";
   if (o.baseline)
-    s += strf("Baseline: %s, gated at %.2f of it.\n\n", o.baseline->source.c_str(), o.baseline->fraction);
+    s += strf("Baseline: %s, gated at %.2f of it.\n\n", markdown_text(o.baseline->source).c_str(), o.baseline->fraction);
   s += node_verdicts_md(report);
   s += environment_md(report.environment);
   s += stages_md(report);
@@ -113,14 +114,14 @@ std::string report_markdown(const Report& report) {
          "|---|---|---|---|---|---|---|\n";
     for (const GateResult& g : report.gates) {
       s += strf("| %s | %s | %s | %.2f %s | %.2f | %.0f%% | %s |\n",
-                g.name.c_str(), g.kind.c_str(),
+                markdown_text(g.name).c_str(), markdown_text(g.kind).c_str(),
                 g.size > 0 ? format_size(g.size).c_str() : "-", g.measured,
                 g.kind == "latency" ? "us" : "GB/s",
                 g.limit, g.warn_band * 100.0, std::string(gate_status_name(g.status)).c_str());
     }
     s += "\n";
   }
-  for (const std::string& n : report.notes) s += "Note: " + n + "\n\n";
+  for (const std::string& n : report.notes) s += "Note: " + markdown_text(n) + "\n\n";
 
   s += "## Verdict\n\n";
   if (report.failures.empty()) {
@@ -129,11 +130,11 @@ std::string report_markdown(const Report& report) {
     s += ".\n";
   } else {
     s += "FAIL:\n\n";
-    for (const std::string& f : report.failures) s += "- " + f + "\n";
+    for (const std::string& f : report.failures) s += "- " + markdown_text(f) + "\n";
   }
   if (!report.unknown.empty()) {
     s += "\nUNKNOWN (could not check):\n\n";
-    for (const std::string& u : report.unknown) s += "- " + u + "\n";
+    for (const std::string& u : report.unknown) s += "- " + markdown_text(u) + "\n";
   }
   s += strf("\nTier %s; exit code %d (%s codes).\n", report.options.tier.c_str(), exit_code(report),
             report.options.nagios_exit_codes ? "nagios" : "zt");

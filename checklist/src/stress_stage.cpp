@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "zt/check/stages.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 
@@ -98,7 +99,7 @@ std::string stress_markdown(const std::vector<StressSample>& samples) {
   bool any = false;
   for (const StressSample& x : samples) any = any || x.skipped.empty();
   if (!any)
-    return "## GPU stress\n\nNot run: " + (samples.empty() ? std::string("no ranks") : samples.front().skipped) +
+    return "## GPU stress\n\nNot run: " + (samples.empty() ? std::string("no ranks") : markdown_text(samples.front().skipped)) +
            ".\n\n";
   std::string s = "## GPU stress\n\nEach rank's GPU alone, all at once: a bf16 GEMM burn through cuBLASLt, then a "
                   "device-to-device copy (HBM bandwidth, read + write). Verdicts: the `gpu.gemm` and `gpu.hbm` rows "
@@ -109,12 +110,12 @@ std::string stress_markdown(const std::vector<StressSample>& samples) {
     std::string note = x.skipped;
     for (const std::string* e : {&x.gemm_error, &x.hbm_error})
       if (!e->empty()) note += (note.empty() ? "" : "; ") + *e;
-    s += strf("| %d | %d (%s) | %s | %s | %s | %s | %s | %s |\n", x.rank, x.node, x.host.c_str(),
-              x.device < 0 ? "-" : strf("%d (%s)", x.device, x.device_name.c_str()).c_str(),
+    s += strf("| %d | %d (%s) | %s | %s | %s | %s | %s | %s |\n", x.rank, x.node, markdown_text(x.host).c_str(),
+              x.device < 0 ? "-" : strf("%d (%s)", x.device, markdown_text(x.device_name).c_str()).c_str(),
               g ? strf("%.1f", x.gemm.tflops).c_str() : "-", g ? strf("%.1f", x.gemm.slowest_window_tflops).c_str() : "-",
               h ? strf("%.0f", x.hbm.gbs).c_str() : "-",
               g || h ? strf("%lld", static_cast<long long>((g ? x.gemm.wrong : 0) + (h ? x.hbm.wrong : 0))).c_str() : "-",
-              note.c_str());
+              markdown_text(note).c_str());
   }
   return s + "\n";
 }

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "zt/core/outputs.hpp"
+#include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/train/report.hpp"
 
@@ -24,6 +25,7 @@ int run_report(const ReportArgs& args) {
   std::vector<PathUse> uses{{"--out", args.out, true, R"(report\..*|.*\.png|plots\..*)"}};
   for (const std::string& f : args.files) uses.push_back({"the input", f, false});
   refuse_collisions(uses);
+  remove_staging_on_signals();  // SIGTERM: gnuplot killed, the staging folder removed
   const std::vector<train::RunSeries> runs = train::read_runs(args.files);
   const train::ReportWritten w = train::write_run_report(runs, args.out);
   for (const train::RunSeries& s : runs) {

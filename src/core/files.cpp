@@ -3,7 +3,10 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -173,7 +176,30 @@ class FatalSignalsHeld {
   bool ok_ = false;
 };
 
+std::atomic<int> g_child{0};
+std::atomic<const char*> g_stage_folder{nullptr};
+
+// Removes the files of `dir` and then `dir` with system calls only (getdents64).
+void remove_folder_in_handler(const char* dir) {
+  const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  alignas(8) char buf[4096];
+  for (long n; (n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0;)
+    for (long at = 0; at < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+      at += d->d_reclen;
+      if (std::strcmp(d->d_name, ".") != 0 && std::strcmp(d->d_name, "..") != 0) ::unlinkat(fd, d->d_name, 0);
+    }
+  ::close(fd);
+  ::rmdir(dir);
+}
+
 extern "C" void remove_staging_and_die(int sig) {
+  if (const int child = g_child.exchange(0); child > 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);  // it writes no more into the folder removed next
+  }
+  if (const char* dir = g_stage_folder.exchange(nullptr)) remove_folder_in_handler(dir);
   for (auto& slot : g_staging) {
     const char* p = slot.exchange(nullptr);
     if (p != nullptr) ::unlink(p);  // async-signal-safe
@@ -228,6 +254,9 @@ int remove_stale_staging(const std::string& path) {
   }
   return removed;
 }
+
+void set_signal_child(int pid) { g_child.store(pid); }
+void set_signal_staging_folder(const char* path) { g_stage_folder.store(path); }
 
 void remove_staging_on_signals() {
   struct sigaction sa{};

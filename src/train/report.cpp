@@ -9,8 +9,10 @@
 #include <set>
 
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/outputs.hpp"
+#include "zt/core/gnuplot.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 
@@ -56,7 +58,9 @@ FileRecords read_file(const std::string& path) {
                             path.c_str(), static_cast<long long>(number - 1)),
                        hint);
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+        (j.contains("run") && !j["run"].is_object()) ||
+        (j.contains("checkpoint") && !j["checkpoint"].is_object())) {
       cut = line;
       if (last) f.notes.push_back(strf("%s: its last line (%lld) is cut short (a kill?): left out",
                                        path.c_str(), static_cast<long long>(number)));
@@ -104,6 +108,33 @@ StepTable step_table(const std::vector<RunSeries>& runs) {
   return t;
 }
 
+namespace {
+
+// The run record's facts a resume keeps: pieces that differ in one are other runs.
+const char* const kRunIdentity[] = {"model", "parameters", "layers", "hidden", "vocab", "data",
+                                    "data_tokens", "tokenizer", "optimizer", "finetune"};
+
+// Why the file `f`, whose steps follow those of `prev` (its first step `first`), is not a
+// piece of that run; "" when it is: both have run records that agree on kRunIdentity, and
+// it resumed from the run's last checkpoint (no checkpoint of the run after the step it
+// resumed at: else it is another continuation of the same parent).
+std::string join_refusal(const RunSeries& prev, const FileRecords& f, int64_t first) {
+  if (prev.run.is_null() || f.runs.empty()) return "no run record in both files to show it continues the run";
+  const nlohmann::json& run = f.runs.front()["run"];  // objects both (read_file)
+  for (const char* key : kRunIdentity) {
+    const nlohmann::json a = prev.run.value(key, nlohmann::json()), b = run.value(key, nlohmann::json());
+    if (a != b) return strf("its run record says %s = %s, the run's %s", key, json_dump(b).c_str(), json_dump(a).c_str());
+  }
+  for (const nlohmann::json& c : prev.checkpoints)
+    if (c["step"].get<int64_t>() >= first)
+      return strf("it resumed at step %lld, but the run saved a checkpoint at step %lld: another "
+                  "continuation of the same run", static_cast<long long>(first - 1),
+                  static_cast<long long>(c["step"].get<int64_t>()));
+  return {};
+}
+
+}  // namespace
+
 std::vector<RunSeries> read_runs(const std::vector<std::string>& files) {
   if (files.empty()) throw InputError("no metrics file given", "name one or more log.metrics files");
   std::vector<RunSeries> runs;
@@ -111,8 +142,13 @@ std::vector<RunSeries> read_runs(const std::vector<std::string>& files) {
     FileRecords f = read_file(path);
     const int64_t first = f.steps.empty() ? -1 : f.steps.begin()->first;
     RunSeries* prev = runs.empty() ? nullptr : &runs.back();
-    const bool joins = prev != nullptr && first >= 0 && !prev->steps.empty() &&
-                       first > prev->steps.begin()->first && first <= prev->steps.rbegin()->first + 1;
+    const bool follows = prev != nullptr && first >= 0 && !prev->steps.empty() &&
+                         first > prev->steps.begin()->first && first <= prev->steps.rbegin()->first + 1;
+    const std::string refusal = follows ? join_refusal(*prev, f, first) : std::string();
+    const bool joins = follows && refusal.empty();
+    if (follows && !joins)
+      prev->notes.push_back(name_of(path) + " is not joined to " + prev->label + ": " + refusal +
+                            "; drawn as a run of its own");
     if (prev != nullptr && first >= 0 && !prev->steps.empty() && !joins &&
         first > prev->steps.rbegin()->first + 1)
       prev->notes.push_back(strf("%s starts at step %lld, after a gap (the series before ends at "
@@ -218,19 +254,19 @@ std::string markdown(const std::vector<RunSeries>& runs, const std::vector<nlohm
   std::string md = "# zt train: run report\n\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunSeries& s = runs[i];
-    md += (runs.size() > 1 ? strf("## run %zu: ", i + 1) : std::string("## ")) + s.label + "\n\n";
+    md += (runs.size() > 1 ? strf("## run %zu: ", i + 1) : std::string("## ")) + markdown_text(s.label) + "\n\n";
     if (s.run.is_null()) md += "No run record in the file (written by a zt before the report).\n";
     for (const auto& [k, x] : s.run.items())
-      md += "- " + k + ": " + (x.is_string() ? x.get<std::string>() : x.dump()) + "\n";
+      md += "- " + markdown_text(k) + ": " + markdown_text(x.is_string() ? x.get<std::string>() : json_dump(x)) + "\n";
     for (const int64_t at : s.resumed_at) md += strf("- resumed from the checkpoint of step %lld\n", static_cast<long long>(at));
-    for (const std::string& n : s.notes) md += "- note: " + n + "\n";
+    for (const std::string& n : s.notes) md += "- note: " + markdown_text(n) + "\n";
     md += "\n";
   }
   std::string head = "| figure |", rule = "|---|";
-  for (const RunSeries& s : runs) head += " " + s.label + " |", rule += "---:|";
+  for (const RunSeries& s : runs) head.append(" ").append(markdown_text(s.label)).append(" |"), rule += "---:|";
   md += "## Summary\n\n" + head + "\n" + rule + "\n";
   const auto row = [&](const std::string& name, const auto& cell) {
-    md += "| " + name + " |";
+    md += "| " + markdown_text(name) + " |";
     for (const nlohmann::json& j : sums) md.append(" ").append(cell(j)).append(" |");
     md += "\n";
   };
@@ -276,7 +312,7 @@ std::string markdown(const std::vector<RunSeries>& runs, const std::vector<nlohm
   });
   md += "\nFigures: docs/training.md (\"Run report\"); report.json holds them unrounded, "
         "report.csv every step's numbers.\n\n## Plots\n\n";
-  if (!plots.note.empty()) md += plots.note + "\n\n";
+  if (!plots.note.empty()) md += markdown_text(plots.note) + "\n\n";
   for (const std::string& png : plots.plots) md += "![" + png.substr(0, png.find('.')) + "](" + png + ")\n\n";
   return md;
 }
@@ -288,13 +324,11 @@ std::string csv(const std::vector<RunSeries>& runs) {
   const std::set<std::string>& keys = table.keys;
   const auto& rows = table.rows;
   std::string s = "series,step";
-  for (const std::string& k : keys) s += "," + k;
+  for (const std::string& k : keys) s.append(",").append(csv_field(k));
   s += "\n";
   for (size_t i = 0; i < runs.size(); ++i)
     for (const auto& v : rows[i]) {
-      std::string label = runs[i].label;
-      std::replace(label.begin(), label.end(), ',', ';');
-      s += label + strf(",%lld", static_cast<long long>(v.at("step")));
+      s += csv_field(runs[i].label) + strf(",%lld", static_cast<long long>(v.at("step")));
       for (const std::string& k : keys) {
         auto it = v.find(k);
         s += it == v.end() ? "," : std::isfinite(it->second) ? strf(",%.17g", it->second) : ",NaN";
@@ -314,6 +348,11 @@ ReportWritten write_run_report(const std::vector<RunSeries>& runs, const std::st
     throw InputError(strf("cannot make the report folder '%s': %s", dir.c_str(),
                           ec ? ec.message().c_str() : "it exists and is not a folder"),
                      "name a folder you can write (it is created when missing)");
+  // One writer at a time (zt report, zt train's log.report), and the report published
+  // whole: every file is written and checked in a staging folder first, then moved in.
+  const FolderLock lock(dir, "the report folder",
+                        "wait for the other zt report (or zt train) writing it, or give another --out");
+  const StagingFolder stage(dir);
   std::vector<nlohmann::json> sums;
   nlohmann::json j = {{"runs", nlohmann::json::array()}};
   for (const RunSeries& s : runs) {
@@ -322,13 +361,21 @@ ReportWritten write_run_report(const std::vector<RunSeries>& runs, const std::st
                          {"resumed_at", s.resumed_at}, {"checkpoints", s.checkpoints},
                          {"notes", s.notes}, {"summary", sums.back()}});
   }
-  const std::filesystem::path out(dir);
+  const std::filesystem::path out = stage.path();
   write_file_safely((out / "report.csv").string(), csv(runs), "report.csv");
-  ReportWritten written = draw_run_plots(runs, dir);
+  ReportWritten written = draw_run_plots(runs, out.string());
   j["plots"] = written.plots;
   j["plot_note"] = written.note;
-  write_file_safely((out / "report.json").string(), j.dump(2) + "\n", "report.json");
+  write_file_safely((out / "report.json").string(), json_dump(j, 2) + "\n", "report.json");
   write_file_safely((out / "report.md").string(), markdown(runs, sums, written), "report.md");
+  const std::vector<std::string> published = stage.publish_all();
+  // Plots and data of an earlier report that this one does not have: removed.
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (is_report_plot_file(name) && std::find(published.begin(), published.end(), name) == published.end() &&
+        e.is_regular_file(ec))
+      std::filesystem::remove(e.path(), ec);
+  }
   return written;
 }
 

@@ -14,8 +14,10 @@
 // Several series overlaid, each line titled "run N: ..." (report.md's headings).
 #include <cctype>
 #include <cmath>
+#include <regex>
 #include <set>
 
+#include "zt/core/escape.hpp"
 #include "zt/core/gnuplot.hpp"
 #include "zt/core/log.hpp"
 #include "zt/train/report.hpp"
@@ -32,16 +34,6 @@ const std::set<std::string> kFixed = {"step",         "loss",          "eval_los
                                       "peak_rss_bytes", "comm_intra_node_bytes",
                                       "comm_inter_node_bytes", "tokens", "step_time_s",
                                       "trained_tokens"};
-
-std::string quoted(const std::string& s) {  // a gnuplot single-quoted string
-  std::string q(1, '\'');
-  for (const char c : s) {
-    q.push_back(c);
-    if (c == '\'') q.push_back(c);  // '' inside '...'
-  }
-  q.push_back('\'');
-  return q;
-}
 
 std::string family_of(const std::string& key) {
   const size_t cut = key.find_first_of("./");
@@ -64,11 +56,20 @@ struct Plotter {
   struct Line {
     std::string using_expr, style, title, axes;
   };
+  size_t families = 0, left_out = 0;  // family plots drawn; lines left out by the caps
   void plot(const std::string& png, const std::string& title, const std::string& settings,
-            const std::vector<Line>& per_series_lines) {
+            std::vector<Line> per_series_lines, bool family = false) {
     if (per_series_lines.empty()) return;
-    script += std::string("reset\n") + kTerminal + "set output " + quoted(png) + "\n";
-    script += "set title " + quoted(title) + "\nset grid\nset key outside right top font ',8' samplen 2\n"
+    if (family && families++ >= kMaxPlots) {
+      left_out += per_series_lines.size();
+      return;
+    }
+    if (per_series_lines.size() > kMaxLines) {
+      left_out += per_series_lines.size() - kMaxLines;
+      per_series_lines.resize(kMaxLines);
+    }
+    script += std::string("reset\n") + kTerminal + "set output " + gnuplot_string(png) + "\n";
+    script += "set title " + gnuplot_string(title) + "\nset grid\nset key outside right top font ',8' samplen 2\n"
               "set datafile missing 'NaN'\nset xlabel 'step'\n" + settings;
     std::string cmd = "plot ";
     bool first = true;
@@ -79,7 +80,7 @@ struct Plotter {
         // Several series: "run N" as report.md's headings name them (labels may be long).
         const std::string label = runs.size() > 1 ? strf("run %zu: ", i + 1) + l.title : l.title;
         cmd += strf("'run%zu.dat' using %s %s%s title %s", i, l.using_expr.c_str(), l.style.c_str(),
-                    l.axes.empty() ? "" : (" axes " + l.axes).c_str(), quoted(label).c_str());
+                    l.axes.empty() ? "" : (" axes " + l.axes).c_str(), gnuplot_string(label).c_str());
       }
     script += cmd + "\n";
     pngs.push_back(png);
@@ -95,7 +96,13 @@ struct Plotter {
 
 }  // namespace
 
-ReportWritten draw_run_plots(const std::vector<RunSeries>& runs, const std::string& dir) {
+bool is_report_plot_file(const std::string& name) {
+  static const std::regex kNames(
+      R"((run[0-9]+\.dat|plots\.gp|plots\.log|(loss|lr|grad_norm|throughput|memory|comm)\.png|family_[A-Za-z0-9_-]+\.png))");
+  return std::regex_match(name, kNames);
+}
+
+ReportWritten draw_run_plots(const std::vector<RunSeries>& runs, const std::string& work) {
   ReportWritten out;
   const StepTable table = step_table(runs);
   const std::set<std::string>& keys = table.keys;
@@ -109,8 +116,8 @@ ReportWritten draw_run_plots(const std::vector<RunSeries>& runs, const std::stri
   for (const std::string& k : keys) p.column[k] = next++;
   std::vector<std::pair<std::string, std::string>> inputs;
   for (size_t i = 0; i < runs.size(); ++i) {
-    std::string data = "# " + runs[i].label + "\n# step";
-    for (const std::string& k : keys) data += " " + k;
+    std::string data = "# " + visible_text(runs[i].label) + "\n# step";
+    for (const std::string& k : keys) data.append(" ").append(visible_text(k));
     data += "\n";
     for (const auto& v : rows[i]) {
       data += strf("%lld", static_cast<long long>(v.at("step")));
@@ -161,11 +168,15 @@ ReportWritten draw_run_plots(const std::vector<RunSeries>& runs, const std::stri
   p.plot("memory.png", "memory by category (max over ranks)", "set ylabel 'MiB'\n", memory);
   p.plot("comm.png", "bytes sent per step, by communicator (max over ranks)", "set ylabel 'MB'\n", comm);
   for (const auto& [family, lines] : families)
-    p.plot(file_name(family), family, "set ylabel " + quoted(family) + "\n", lines);
+    p.plot(file_name(family), family, "set ylabel " + gnuplot_string(family) + "\n", lines, true);
   inputs.emplace_back("plots.gp", p.script);
-  const GnuplotResult drawn = run_gnuplot(dir, inputs, p.pngs);
+  const GnuplotResult drawn = draw_in(work, inputs, p.pngs);
   out.plots = drawn.drawn;
   out.note = drawn.note;
+  if (p.left_out > 0)
+    out.note += strf("%s%zu keys not drawn: at most %zu family plots of %zu lines each are drawn; "
+                     "report.csv holds every key",
+                     out.note.empty() ? "" : "; ", p.left_out, kMaxPlots, kMaxLines);
   if (!drawn.note.empty() && drawn.drawn.empty())
     out.note += "; report.csv holds every step's numbers";
   return out;

@@ -192,3 +192,39 @@ TEST(ReportFiles, DirectoryThatCannotBeCreated) {
   EXPECT_THROW(zt::check::prepare_report_dir(""), zt::InputError);
   std::filesystem::remove(file);
 }
+
+// User text (host and device names, versions, warnings, the thresholds' description)
+// reaches report.md and report.json escaped: no heading, raw HTML or extra table cell of
+// its own, invalid UTF-8 replaced instead of throwing.
+TEST(ReportFiles, UserTextEscaped) {
+  const auto dir = fresh_dir("escaped");
+  zt::check::prepare_report_dir(dir.string());
+  auto r = gated("description = \"d\\n# T <i>x</i>\"\n[all_reduce]\nsize = \"64M\"\nmin_busbw_gbs = 8.0\n");
+  const std::string evil = "h\n# H <b>x</b> | y,=z\xff";
+  zt::check::RankInfo rank;
+  rank.host = evil;
+  rank.device_name = evil;
+  r.environment.ranks = {rank};
+  r.environment.versions = {{evil, evil}};
+  r.environment.warnings = {evil};
+  zt::check::write_report_files(r, dir);
+  std::ifstream json_in(dir / "report.json");
+  nlohmann::json parsed;
+  EXPECT_NO_THROW(parsed = nlohmann::json::parse(json_in));
+  EXPECT_TRUE(parsed.contains("verdict"));
+  std::ifstream md_in(dir / "report.md");
+  std::string line;
+  size_t cells = 0;
+  bool code = false;  // inside a ``` block (zt's own tables)
+  while (std::getline(md_in, line)) {
+    if (line.rfind("```", 0) == 0) code = !code;
+    EXPECT_FALSE(!code && line.rfind("# ", 0) == 0 && line != "# zt check report") << line;
+    EXPECT_EQ(line.find("<b>"), std::string::npos) << line;
+    EXPECT_EQ(line.find("<i>"), std::string::npos) << line;
+    if (line.rfind("| 0 |", 0) == 0) {  // the rank's row: 8 cells, as its header
+      for (size_t i = 0; i < line.size(); ++i) cells += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    }
+  }
+  EXPECT_EQ(cells, 9u);
+  std::filesystem::remove_all(dir);
+}

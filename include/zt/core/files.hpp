@@ -108,6 +108,11 @@ int remove_stale_staging(const std::string& path);
 // SafeFile temporaries are removed, then the signal's default action ends the process (exit
 // 128 + signal, as before, and no .tmp left behind).
 void remove_staging_on_signals();
+// What that handler also cleans up: a child process of the live work (killed; 0: none)
+// and a staging folder (its files removed, then the folder; nullptr: none). The string
+// stays owned by the caller, who clears it before freeing it (core/gnuplot.hpp).
+void set_signal_child(int pid);
+void set_signal_staging_folder(const char* path);
 
 // An exclusive lock on a folder for as long as the object lives (issue 36, class 1): two
 // zt runs writing one ckpt.dir (or one export folder) are refused, not interleaved.

@@ -50,12 +50,20 @@ struct ReportWritten {
   std::string note;                // why plots are missing ("" when all were drawn)
 };
 
-// Writes dir/report.md, report.json, report.csv and the plots (creating dir). Throws
-// zt::Error (or InputError) when dir cannot be written; a missing gnuplot is the note.
+// Writes dir/report.md, report.json, report.csv and the plots (creating dir), under the
+// folder's lock (another writer: InputError), staged and published whole: a failure
+// (a full disk) leaves the earlier report as it was. Throws zt::Error (or InputError)
+// when dir cannot be written; a missing gnuplot is the note.
 ReportWritten write_run_report(const std::vector<RunSeries>& runs, const std::string& dir);
 
-// The plots (report_plots.cpp): their data and gnuplot script, drawn into dir.
-ReportWritten draw_run_plots(const std::vector<RunSeries>& runs, const std::string& dir);
+// The plots (report_plots.cpp): their data and gnuplot script, drawn into the folder
+// `work` (the report's staging folder). At most kMaxPlots family plots of kMaxLines lines
+// each are drawn (the rest is named in the note; report.csv keeps every key).
+constexpr size_t kMaxPlots = 24, kMaxLines = 16;
+ReportWritten draw_run_plots(const std::vector<RunSeries>& runs, const std::string& work);
+// True for the names of the plots' files (PNGs, run<i>.dat, plots.gp, plots.log): an
+// earlier report's that the new one lacks are removed when it is published.
+bool is_report_plot_file(const std::string& name);
 
 // A step record's numeric leaves by dotted path ("loss", "memory.params",
 // "comm_bytes.world", "rewards/chosen"); null (NaN in JSON) and non-finite: NaN.
