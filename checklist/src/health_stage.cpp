@@ -82,7 +82,7 @@ std::vector<HealthCheck> HealthStage::finish(comm::Comm& control) {
   json wire = json::array();
   for (const HealthCheck& c : mine_) wire.push_back(check_json(c));
   std::vector<HealthCheck> all;
-  for (const std::string& text : gather_strings(control, wire.dump()))
+  for (const std::string& text : gather_strings(control, json_dump(wire)))
     for (const json& j : json::parse(text)) all.push_back(check_from_json(j));
   return all;
 }

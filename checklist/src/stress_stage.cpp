@@ -66,7 +66,7 @@ std::vector<StressSample> run_stress(comm::Comm& control, const std::vector<Rank
   control.set_timeout(restore.saved + std::chrono::milliseconds(static_cast<int64_t>(
                                           (seconds * 1.2 + 2.0 + 60.0) * 1000.0)));
   std::vector<StressSample> all;
-  for (const std::string& text : gather_strings(control, stress_json(mine).dump()))
+  for (const std::string& text : gather_strings(control, json_dump(stress_json(mine))))
     for (StressSample& s : stress_from_json(json::parse(text))) all.push_back(std::move(s));
   return all;
 }

@@ -13,6 +13,7 @@
 #include "options.hpp"
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
 #include "zt/estimate/estimate.hpp"
@@ -236,7 +237,7 @@ int run(const Args& a) {
     for (const Row& row : rows) list.push_back(row_json(row, estimate::check_fit(row, s, r.device_bytes, r.host_bytes)));
     j["rows"] = list;
     if (const auto t = predicted_step(r)) j["step"] = step_json(*t);
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_dump(j, 2).c_str());
     return 0;
   }
 

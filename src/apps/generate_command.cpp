@@ -27,6 +27,7 @@
 #include "options.hpp"
 #include "zt/ckpt/hf_convert.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/memory.hpp"
 #include "zt/core/units.hpp"
@@ -257,7 +258,7 @@ int run_generate(const GenerateArgs& a) {
     j["stop"] = train::stop_reason_name(g.reason);
     j["tokens_per_s"] = tok_s;
     j["seconds"] = gen_s;
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", json_dump(j).c_str());
   } else if (a.chat) {
     std::printf("%s\n", text_of(g.tokens).c_str());
   } else if (bytes || tok) {

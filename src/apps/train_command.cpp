@@ -25,6 +25,7 @@
 #include "zt/core/checksum.hpp"
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/data/corpus.hpp"
@@ -199,7 +200,7 @@ std::string run_record(const train::TrainConfig& tc, const runtime::Topology& to
       {"first_step", first_step}};
   if (tc.lora.enabled())
     run["finetune"] = model::trainable_banner(model::trainable_counts(tc.model, tc.lora));
-  return nlohmann::json{{"step", first_step}, {"run", run}}.dump();
+  return json_dump(nlohmann::json{{"step", first_step}, {"run", run}});
 }
 
 // What every step reports: rank 0 logs the step line (the first, every log.every-th and the

@@ -15,6 +15,7 @@
 #include "zt/core/config.hpp"
 #include "zt/ckpt/publish.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/json.hpp"
 #include "zt/core/log.hpp"
@@ -267,7 +268,7 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
                     {"layers_to_transform", nullptr},
                     {"base_model_name_or_path", nullptr},
                     {"inference_mode", true}};
-  write_file_safely((fs::path(outdir) / kAdapterConfig).string(), cfg.dump(2) + "\n",
+  write_file_safely((fs::path(outdir) / kAdapterConfig).string(), json_dump(cfg, 2) + "\n",
                     "PEFT adapter export");
   res.files.push_back(kAdapterConfig);
   return res;

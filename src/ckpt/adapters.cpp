@@ -10,6 +10,7 @@
 #include "h5.hpp"
 #include "zt/ckpt/adapter_export.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/hash.hpp"
 #include "zt/core/log.hpp"
@@ -32,7 +33,7 @@ std::string finetune_to_json(const model::LoraConfig& lora) {
   const nlohmann::json j = {{"method", method_name(lora.method)}, {"rank", lora.rank},
                             {"alpha", lora.alpha},                {"dropout", lora.dropout},
                             {"rslora", lora.rslora},              {"targets", targets}};
-  return j.dump();
+  return json_dump(j);
 }
 
 std::string base_hash_of(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/hash.hpp"
 #include "zt/core/log.hpp"
 
@@ -53,7 +54,7 @@ std::string config_to_json(const model::Config& c) {
                          {"low_freq_factor", r.low_freq_factor},
                          {"high_freq_factor", r.high_freq_factor},
                          {"original_context", r.original_context}};
-  return j.dump();
+  return json_dump(j);
 }
 
 model::Config config_from_json(const std::string& text, const std::string& file) {

@@ -9,6 +9,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "zt/core/escape.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/json.hpp"
 #include "zt/core/error.hpp"
@@ -572,7 +573,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["use_cache"] = true;
   if (bos_token_id) j["bos_token_id"] = *bos_token_id;
   if (eos_token_id) j["eos_token_id"] = *eos_token_id;
-  return j.dump(2) + "\n";
+  return json_dump(j, 2) + "\n";
 }
 
 }  // namespace zt::ckpt

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "zt/core/escape.hpp"
 #include "zt/core/json.hpp"
 #include "hf_names.hpp"
 #include "zt/ckpt/adapter_export.hpp"
@@ -324,7 +325,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   if (n > 1) {
     const json index = {{"metadata", {{"total_size", total}, {kExportIdKey, export_id}}},
                         {"weight_map", weight_map}};
-    write_text(dir / kIndexFile, index.dump(2) + "\n");
+    write_text(dir / kIndexFile, json_dump(index, 2) + "\n");
     r.files.push_back(kIndexFile);
   }
   r.files.push_back(kConfigFile);

@@ -16,6 +16,7 @@
 #include <set>
 #include <utility>
 
+#include "zt/core/escape.hpp"
 #include "zt/core/json.hpp"
 
 #include "zt/core/dtype.hpp"
@@ -320,7 +321,7 @@ std::string make_header(const std::vector<StTensorSpec>& specs,
     offset += nbytes;
   }
   if (!metadata.empty()) j["__metadata__"] = metadata;
-  std::string text = j.dump();
+  std::string text = json_dump(j);
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;
 }

@@ -14,6 +14,7 @@
 
 #include "zt/core/checked.hpp"
 #include "zt/core/error.hpp"
+#include "zt/core/json.hpp"
 #include "zt/core/log.hpp"
 #include "zt/ckpt/config.hpp"
 #include "zt/offload/config.hpp"
@@ -223,7 +224,7 @@ std::vector<int64_t> parse_layer_list(const std::string& text, const std::string
     refuse("not a list of integers");
   }
   for (const nlohmann::json& v : j) {
-    if (!v.is_number_integer()) refuse("holds " + v.dump() + ", not an integer");
+    if (!v.is_number_integer()) refuse("holds " + describe_json(v) + ", not an integer");
     layers.push_back(v.get<int64_t>());
   }
   return layers;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "zt/core/error.hpp"
+#include "zt/core/escape.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
@@ -173,18 +174,17 @@ std::string step_json(const StepRecord& r) {
     j["router"] = {{"tokens_per_expert", r.router->tokens},
                    {"imbalance", r.router->imbalance},
                    {"aux_loss", r.router->aux}};
-  return j.dump();
+  return json_dump(j);
 }
 
 std::string checkpoint_json(const CheckpointRecord& c) {
-  return nlohmann::json{{"step", c.step},
-                        {"checkpoint",
-                         {{"path", c.path},
-                          {"bytes", c.bytes},
-                          {"seconds", c.seconds},
-                          {"stall_s", c.stall_s},
-                          {"background", c.background}}}}
-      .dump();
+  return json_dump(nlohmann::json{{"step", c.step},
+                                  {"checkpoint",
+                                   {{"path", c.path},
+                                    {"bytes", c.bytes},
+                                    {"seconds", c.seconds},
+                                    {"stall_s", c.stall_s},
+                                    {"background", c.background}}}});
 }
 
 MetricsFile::~MetricsFile() {

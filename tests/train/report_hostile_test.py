@@ -224,6 +224,28 @@ if os.geteuid() == 0 and GNUPLOT:
         print("skip: no tmpfs")
 else:
     print("skip: the full disk case needs root and gnuplot")
+# ---- 8. zt train's own JSON writers: a run fact of invalid UTF-8 ------------------------
+# The data path (a link named with the byte 0xff) reaches the run record of log.metrics and
+# of the report's metrics.jsonl: written as valid JSON (U+FFFD), never a crash.
+corpus = os.path.join(os.path.dirname(zt), "..", "..", "..", "data", "tinyshakespeare.txt")
+if os.path.exists(corpus):
+    link = os.path.join(os.fsencode(work), b"t\xff.txt")
+    os.symlink(os.path.abspath(corpus), link)
+    p = subprocess.run([zt, "train", "--set", "train.steps=2", "--set", "train.micro_batch=2",
+                        "--set", "train.global_batch=2", "--set", "eval.every=0", "--set", "sample.tokens=0",
+                        "--set", b"data.path=" + link, "--set", "ckpt.dir=ck8", "--set", "log.metrics=m8.jsonl"],
+                       capture_output=True, timeout=240)
+    check(p.returncode == 0, "zt train with a data path of invalid UTF-8: exit %d %s" % (p.returncode, p.stderr[-300:]))
+    for path in ("m8.jsonl", "ck8/report/metrics.jsonl"):
+        try:
+            records = [json.loads(line) for line in open(path, "rb")]
+            run = [r for r in records if "run" in r]
+            check(bool(run) and "\ufffd" in json.dumps(run[0], ensure_ascii=False),
+                  "%s: valid JSON lines, the run record's path with U+FFFD" % path)
+        except (OSError, ValueError) as e:
+            check(False, "%s: %s" % (path, e))
+else:
+    print("skip: no corpus at " + corpus)
 if failures:
     print("%d FAILED" % len(failures))
     sys.exit(1)
