@@ -36,16 +36,19 @@ uint64_t pair_data_hash(const data::TokenFile& data) {
 
 uint64_t weights_hash(zero::Engine& engine, comm::Comm& comm) {
   const int units = engine.partition().num_units();
-  std::vector<int64_t> sums(static_cast<size_t>(units), 0);
+  // Each unit's partial sum as two 32-bit halves in int64: their sums over the ranks never
+  // overflow, and (hi << 32) + lo is the wrapping uint64 sum.
+  std::vector<int64_t> halves(2 * static_cast<size_t>(units), 0);
   for (int u = 0; u < units; ++u) {
     const zero::OwnedSlice s = engine.owned(u);
-    sums[static_cast<size_t>(u)] =
-        static_cast<int64_t>(sum64_fast(s.params, static_cast<uint64_t>(s.begin)));
+    const uint64_t v = sum64_fast(s.params, static_cast<uint64_t>(s.begin));
+    halves[2 * static_cast<size_t>(u)] = static_cast<int64_t>(v >> 32);
+    halves[2 * static_cast<size_t>(u) + 1] = static_cast<int64_t>(v & 0xffffffffULL);
   }
-  // Wrapping sums: the two's-complement int64 sum has the bits of the uint64 one.
-  comm.all_reduce(sums.data(), sums.data(), sums.size(), DType::kI64, comm::ReduceOp::kSum);
+  comm.all_reduce(halves.data(), halves.data(), halves.size(), DType::kI64, comm::ReduceOp::kSum);
   uint64_t h = 0;
-  for (const int64_t v : sums) h = mix64(h ^ static_cast<uint64_t>(v));
+  for (size_t u = 0; u < static_cast<size_t>(units); ++u)
+    h = mix64(h ^ ((static_cast<uint64_t>(halves[2 * u]) << 32) + static_cast<uint64_t>(halves[2 * u + 1])));
   return h;
 }
 
