@@ -15,6 +15,7 @@
    the file named); a reference of other weights (another train.seed) is recomputed.
 """
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,7 +38,7 @@ def check(ok, what):
 
 
 def train_cmd(zt, keys):
-    out = [zt, "train"]
+    out = [zt, "train", "--set", "ckpt.resume=auto"]
     for k in SMALL + keys:
         out += ["--set", k]
     return out
@@ -52,7 +53,7 @@ def run(cmd, cwd):
 def latest_step(d):
     with open(os.path.join(d, "latest")) as f:
         name = f.read().strip()
-    return int("".join(c for c in os.path.basename(name) if c.isdigit()))
+    return int(re.search(r"step-(\d+)\.h5$", name).group(1))
 
 
 def halve(path):
@@ -64,7 +65,7 @@ def main():
     if len(sys.argv) != 4:
         print(__doc__)
         return 2
-    zt, tok, work = sys.argv[1:]
+    zt, tok, work = (os.path.abspath(a) for a in sys.argv[1:])
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     with open(os.path.join(work, "pairs.jsonl"), "w") as f:
@@ -78,7 +79,7 @@ def main():
         f.write("some text to train on. " * 400)
     for cmd in (["text-to-tokens", "text.txt", "text.h5"],
                 ["pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", "pairs.jsonl", "pairs.h5"],
-                ["sft-to-tokens", "--tokenizer", tok, "--seq-len", "63", "sft.jsonl", "sft.h5"]):
+                ["sft-to-tokens", "--format", "prompt-response", "--tokenizer", tok, "--seq-len", "63", "sft.jsonl", "sft.h5"]):
         rc, out = run([zt, "convert"] + cmd, work)
         if rc != 0:
             print(out)
@@ -109,7 +110,7 @@ def main():
     check(rc == 0 and len(stopped) == 1 and "of 3000 rows" in stopped[0] and
           "after 3000 of" not in stopped[0], f"SIGTERM stops the reference pass between batches (exit {rc})")
     check(latest_step(d1) == 0 and not os.path.exists(os.path.join(d1, "dpo-reference.h5")),
-          "a checkpoint at step 0, no partial reference stored")
+          "a checkpoint at step 0, no partial reference stored: %s" % sorted(os.listdir(d1)))
 
     # A complete reference of the same weights (same train.seed) from a fresh run.
     d2 = os.path.join(work, "d2")
