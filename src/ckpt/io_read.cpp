@@ -227,6 +227,8 @@ TrainState read_state(MPI_Comm comm, hid_t file, hid_t dxpl, const std::string& 
     throw InputError(strf("checkpoint '%s': /state has step %lld, world_size %lld", path.c_str(),
                           static_cast<long long>(st.step), static_cast<long long>(st.world_size)),
                      kReadHint);
+  if (h5::has_attr(g.get(), "objective", path))
+    st.objective = h5::read_string_attr(g.get(), "objective", path, what_state);
   // /state/rng: every rank reads it whole (world_size elements); rank 0's sum counts.
   if (!h5::link_exists(g.get(), "rng", path))
     throw InputError("checkpoint '" + path + "' has no dataset '/state/rng'", kReadHint);

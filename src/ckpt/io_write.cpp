@@ -355,6 +355,8 @@ void write_state(MPI_Comm comm, hid_t file, const TrainState* state, uint64_t rn
         },
         f.member);
   }
+  if (training && !st.objective.empty())
+    h5::write_string_attr(group.get(), "objective", st.objective, path);
   if (training) {
     const hsize_t dims[1] = {static_cast<hsize_t>(st.world_size)};
     Handle space(ZT_H5_CHECK(H5Screate_simple(1, dims, nullptr), path, kWriteHint), Kind::kDataspace);

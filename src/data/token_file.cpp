@@ -23,7 +23,9 @@ using h5::Handle;
 using h5::Kind;
 
 constexpr const char* kFormat = "zt-tokens";
-constexpr uint32_t kFormatVersion = 1;
+// 2: every dataset carries the checkpoints' `checksum` attribute (h5::write_checksum),
+// verified at read; 1 (older zt): none.
+constexpr uint32_t kFormatVersion = 2;
 constexpr const char* kReconvertHint =
     "re-create the file with `zt convert text-to-tokens IN.txt OUT.h5`; docs/training.md "
     "describes the format";
@@ -88,9 +90,21 @@ void validate(const TokenFile& f, const std::string& where) {
 
 constexpr const char* kAttrHint = "check free disk space";
 
-// A 1-D dataset of n elements of file_type, written from memory of mem_type.
+// The bytes of `values` as a dataset of `size`-byte little-endian unsigned elements holds
+// them (what its checksum covers): each value's low `size` bytes.
+template <class T>
+std::vector<std::byte> stored_bytes(const std::vector<T>& values, size_t size) {
+  std::vector<std::byte> out(values.size() * size);
+  for (size_t i = 0; i < values.size(); ++i) std::memcpy(out.data() + i * size, &values[i], size);
+  return out;
+}
+
+// A 1-D dataset of the values, as file_type, with its checksum.
+template <class T>
 void write_vector(hid_t file, const char* name, hid_t file_type, hid_t mem_type,
-                  const void* data, size_t n, const std::string& path) {
+                  const std::vector<T>& values, const std::string& path) {
+  const void* data = values.data();
+  const size_t n = values.size();
   const char* hint = "check free disk space and that the directory is writable";
   const hsize_t dims[1] = {static_cast<hsize_t>(n)};
   Handle space(ZT_H5_CHECK(H5Screate_simple(1, dims, nullptr), path, hint), Kind::kDataspace);
@@ -99,6 +113,8 @@ void write_vector(hid_t file, const char* name, hid_t file_type, hid_t mem_type,
                           path, hint),
               Kind::kDataset);
   ZT_H5_CHECK(H5Dwrite(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, hint);
+  const std::vector<std::byte> bytes = stored_bytes(values, H5Tget_size(file_type));
+  h5::write_checksum(dset.get(), bytes, path, hint);
   dset.close(path);
 }
 
@@ -109,20 +125,17 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
               Kind::kFile);
   // [num_tokens] ids, stored as uint16 when they fit.
   const hid_t token_type = f.vocab_size <= 65536 ? H5T_STD_U16LE : H5T_STD_U32LE;
-  write_vector(file.get(), "tokens", token_type, H5T_NATIVE_UINT32, f.tokens.data(),
-               f.tokens.size(), tmp);
+  write_vector(file.get(), "tokens", token_type, H5T_NATIVE_UINT32, f.tokens, tmp);
   const uint64_t num_docs = f.doc_starts.empty() ? 1 : f.doc_starts.size();
   if (num_docs > 1)  // [num_docs] first token of each document
-    write_vector(file.get(), "doc_starts", H5T_STD_U64LE, H5T_NATIVE_UINT64, f.doc_starts.data(),
-                 f.doc_starts.size(), tmp);
+    write_vector(file.get(), "doc_starts", H5T_STD_U64LE, H5T_NATIVE_UINT64, f.doc_starts, tmp);
   const uint64_t num_tokens = f.tokens.size();
   h5::write_string_attr(file.get(), "format", kFormat, h5::StringLayout::kVariable, tmp, kAttrHint);
   h5::write_u32_attr(file.get(), "format_version", kFormatVersion, tmp, kAttrHint);
   h5::write_u32_attr(file.get(), "vocab_size", f.vocab_size, tmp, kAttrHint);
   h5::write_string_attr(file.get(), "tokenizer", f.tokenizer, h5::StringLayout::kVariable, tmp, kAttrHint);
   if (!f.loss_mask.empty())
-    write_vector(file.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, f.loss_mask.data(),
-                 f.loss_mask.size(), tmp);
+    write_vector(file.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, f.loss_mask, tmp);
   if (f.row_len != 0) h5::write_u32_attr(file.get(), "row_len", f.row_len, tmp, kAttrHint);
   if (f.pairs) h5::write_u32_attr(file.get(), "pairs", 1, tmp, kAttrHint);
   if (!f.tokenizer_hash.empty())
@@ -140,9 +153,10 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
 // ---- reading ---------------------------------------------------------------------
 
 // Reads the 1-D dataset `name` into `out` (converted by HDF5 to mem_type).
+// checked: the file's format_version has checksums (2): verified.
 template <class T>
 void read_vector(hid_t file, const char* name, hid_t mem_type, std::vector<T>& out,
-                 const std::string& path) {
+                 const std::string& path, bool checked) {
   {  // A group or a named type where the dataset belongs: say so, not H5Dopen2's text.
     const hid_t obj = ZT_H5_CHECK(H5Oopen(file, name, H5P_DEFAULT), path, kReconvertHint);
     const H5I_type_t type = H5Iget_type(obj);
@@ -170,6 +184,9 @@ void read_vector(hid_t file, const char* name, hid_t mem_type, std::vector<T>& o
   if (n > 0)
     ZT_H5_CHECK(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path,
                 kReconvertHint);
+  if (checked)
+    h5::verify_checksum(dset.get(), stored_bytes(out, H5Tget_size(type.get())), path, std::string("/") + name,
+                        kReconvertHint);
 }
 
 }  // namespace
@@ -202,13 +219,17 @@ TokenFile read_token_file(const std::string& path) {
   if (ZT_H5_CHECK(H5Lexists(file.get(), "tokens", H5P_DEFAULT), path, kReconvertHint) <= 0)
     throw InputError("token file '" + path + "' has no /tokens dataset", kReconvertHint);
 
-  TokenFile f;
-  read_vector(file.get(), "tokens", H5T_NATIVE_UINT32, f.tokens, path);
-  if (ZT_H5_CHECK(H5Lexists(file.get(), "doc_starts", H5P_DEFAULT), path, kReconvertHint) > 0)
-    read_vector(file.get(), "doc_starts", H5T_NATIVE_UINT64, f.doc_starts, path);
-  if (ZT_H5_CHECK(H5Lexists(file.get(), "loss_mask", H5P_DEFAULT), path, kReconvertHint) > 0)
-    read_vector(file.get(), "loss_mask", H5T_NATIVE_UINT8, f.loss_mask, path);
   const std::string where = "token file '" + path + "'";
+  // Files of format_version 2 (and any later) carry checksums; 1 (older zt, or no
+  // attribute) none.
+  const bool checked = h5::has_attr(file.get(), "format_version", path, kReconvertHint) &&
+                       h5::read_u32_attr(file.get(), "format_version", path, where, kReconvertHint) >= 2;
+  TokenFile f;
+  read_vector(file.get(), "tokens", H5T_NATIVE_UINT32, f.tokens, path, checked);
+  if (ZT_H5_CHECK(H5Lexists(file.get(), "doc_starts", H5P_DEFAULT), path, kReconvertHint) > 0)
+    read_vector(file.get(), "doc_starts", H5T_NATIVE_UINT64, f.doc_starts, path, checked);
+  if (ZT_H5_CHECK(H5Lexists(file.get(), "loss_mask", H5P_DEFAULT), path, kReconvertHint) > 0)
+    read_vector(file.get(), "loss_mask", H5T_NATIVE_UINT8, f.loss_mask, path, checked);
   f.vocab_size = h5::read_u32_attr(file.get(), "vocab_size", path, where, kReconvertHint);
   f.tokenizer = h5::read_string_attr(file.get(), "tokenizer", path, where, kReconvertHint);
   if (h5::has_attr(file.get(), "row_len", path, kReconvertHint))

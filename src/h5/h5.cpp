@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "zt/core/checksum.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -288,6 +289,27 @@ std::vector<std::string> group_members(hid_t group, const std::string& path, std
     names.push_back(std::move(name));
   }
   return names;
+}
+
+void write_checksum(hid_t dset, std::span<const std::byte> bytes, const std::string& path,
+                    std::string_view hint) {
+  write_u64_attr(dset, "checksum", xxh3_sum(bytes), path, hint);
+}
+
+void verify_checksum(hid_t dset, std::span<const std::byte> bytes, const std::string& path,
+                     const std::string& name, std::string_view hint) {
+  const std::string where = "dataset '" + name + "' of '" + path + "'";
+  if (!has_attr(dset, "checksum", path, hint))
+    throw InputError(where + " has no checksum: it was not written by this zt, or was edited",
+                     std::string(hint));
+  const uint64_t stored = read_u64_attr(dset, "checksum", path, where, hint);
+  const uint64_t sum = xxh3_sum(bytes);
+  if (sum != stored)
+    throw InputError(strf("%s fails its checksum (stored %016llx, contents %016llx): the file was "
+                          "changed after zt wrote it",
+                          where.c_str(), static_cast<unsigned long long>(stored),
+                          static_cast<unsigned long long>(sum)),
+                     std::string(hint));
 }
 
 }  // namespace zt::h5

@@ -15,6 +15,53 @@
 #include "zt/runtime/watchdog.hpp"
 
 namespace zt::train {
+namespace {
+
+// What may change when a run resumes: one row per setting the checkpoint records, with
+// what a change does. A refused change is zt::InputError naming the key and the fix.
+struct ResumeRule {
+  const char* key;
+  std::string was, now;  // "" was: the checkpoint predates the record (not compared)
+  bool refuse;
+  const char* why;
+};
+
+std::string num(double v) { return strf("%g", v); }
+
+void check_resume_changes(const ckpt::TrainState& st, const TrainConfig& cfg, const std::string& path,
+                          std::vector<std::string>* warnings) {
+  const char* schedule = "this run follows its own LR schedule from the checkpoint's step";
+  const ResumeRule rules[] = {
+      {"finetune.objective", st.objective, objective_name(cfg.pref.objective), true,
+       "the optimizer moments and steps belong to the objective that made them, and a DPO run's "
+       "reference is the weights before its own first step"},
+      {"train.steps", num(static_cast<double>(st.steps)), num(static_cast<double>(cfg.steps)), false, schedule},
+      {"train.lr", num(st.lr), num(cfg.lr), false, schedule},
+      {"train.min_lr", num(st.min_lr), num(cfg.min_lr), false, schedule},
+      {"train.warmup", num(static_cast<double>(st.warmup)), num(static_cast<double>(cfg.warmup)), false, schedule},
+      {"train.seed", std::to_string(st.sampler_seed), std::to_string(cfg.seed), false, "the data order changes"},
+      {"train.global_batch", num(static_cast<double>(st.global_batch)),
+       num(static_cast<double>(cfg.global_batch)), false, "the batch shape changes"},
+      {"train.seq_len", num(static_cast<double>(st.seq_len)), num(static_cast<double>(cfg.seq_len)), false,
+       "the batch shape changes"},
+  };
+  for (const ResumeRule& r : rules) {
+    if (r.was.empty() || r.was == r.now) continue;
+    const std::string what = strf("%s = %s, but checkpoint '%s' was trained with %s", r.key, r.now.c_str(),
+                                  path.c_str(), r.was.c_str());
+    if (!r.refuse) {
+      warnings->push_back(what + ": " + r.why);
+      continue;
+    }
+    throw InputError(what + ": a resume cannot change it (" + r.why + ")",
+                     strf("resume with %s = %s, or start anew from these weights: ckpt.init_from = %s "
+                          "with ckpt.resume = none (a fresh optimizer at step 0; another ckpt.dir, or "
+                          "ckpt.overwrite = true)",
+                          r.key, r.was.c_str(), path.c_str()));
+  }
+}
+
+}  // namespace
 
 LoopCheckpoints::LoopCheckpoints(const TrainConfig& cfg, comm::Comm& comm, MPI_Comm mpi,
                                  zero::Engine& engine)
@@ -83,21 +130,7 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
       tokens_seen = st.tokens_seen;
       saved_step_ = st.step;
       last_path_ = path;  // what a stop before the first step leaves (nothing new is saved)
-      if (st.steps != cfg_.steps || st.lr != cfg_.lr || st.min_lr != cfg_.min_lr || st.warmup != cfg_.warmup)
-        warnings.push_back(strf("the LR schedule differs from the checkpoint's (steps %lld, lr %g, "
-                                "min_lr %g, warmup %lld): this run follows its own train.* keys",
-                                static_cast<long long>(st.steps), st.lr, st.min_lr,
-                                static_cast<long long>(st.warmup)));
-      if (st.sampler_seed != cfg_.seed)
-        warnings.push_back(strf("train.seed %llu differs from the checkpoint's %llu: the data "
-                                "order changes",
-                                static_cast<unsigned long long>(cfg_.seed),
-                                static_cast<unsigned long long>(st.sampler_seed)));
-      if (st.global_batch != cfg_.global_batch || st.seq_len != cfg_.seq_len)
-        warnings.push_back(strf("the batch shape differs from the checkpoint's (global_batch %lld, "
-                                "seq_len %lld)",
-                                static_cast<long long>(st.global_batch),
-                                static_cast<long long>(st.seq_len)));
+      check_resume_changes(st, cfg_, path, &warnings);
       if (root)
         log::info(strf("ckpt: resumed from %s at step %lld (saved by %lld rank%s, stage %lld, hpZ %lld)",
                        path.c_str(), static_cast<long long>(st.step),

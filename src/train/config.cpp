@@ -521,6 +521,7 @@ ckpt::TrainState train_state_of(const TrainConfig& cfg, int64_t step, int64_t to
   st.grad_clip = cfg.grad_clip;
   st.global_batch = cfg.global_batch;
   st.seq_len = cfg.seq_len;
+  st.objective = objective_name(cfg.pref.objective);
   return st;
 }
 

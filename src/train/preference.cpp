@@ -70,6 +70,48 @@ const char* objective_name(Objective o) {
   return o == Objective::kDpo ? "dpo" : o == Objective::kOrpo ? "orpo" : "sft";
 }
 
+DataKind data_kind(const data::TokenFile& f) {
+  return f.pairs ? DataKind::kPairs : f.loss_mask.empty() ? DataKind::kText : DataKind::kInstruction;
+}
+
+const char* data_kind_name(DataKind k) {
+  return k == DataKind::kPairs ? "preference pairs" : k == DataKind::kText ? "text" : "instruction data";
+}
+
+namespace {
+
+constexpr const char* kPairsHint =
+    "make pairs with `zt convert pairs-to-tokens --seq-len N PAIRS.jsonl OUT.h5`, or set "
+    "finetune.objective = sft";
+struct Accepts {
+  Objective objective;
+  bool text, instruction, pairs;
+  const char* hint;  // what to do with other data
+};
+constexpr Accepts kAccepts[] = {
+    {Objective::kSft, true, true, false,
+     "a pair file trains with finetune.objective = dpo or orpo; for SFT on the chosen completions "
+     "make instruction data: `zt convert sft-to-tokens` over prompt/response lines"},
+    {Objective::kDpo, false, false, true,
+     kPairsHint},
+    {Objective::kOrpo, false, false, true,
+     kPairsHint},
+};
+
+}  // namespace
+
+void check_objective_data(Objective o, const data::TokenFile& f, const std::string& data_path) {
+  const DataKind k = data_kind(f);
+  for (const Accepts& a : kAccepts) {
+    if (a.objective != o) continue;
+    if (k == DataKind::kText ? a.text : k == DataKind::kInstruction ? a.instruction : a.pairs) return;
+    throw InputError(strf("finetune.objective = %s does not train on %s; dataset '%s' holds %s",
+                          objective_name(o), data_kind_name(k), data_path.c_str(), data_kind_name(k)),
+                     a.hint);
+  }
+  ZT_CHECK(false, "check_objective_data: an objective without a row in kAccepts", "add its row");
+}
+
 PairMetrics& PairMetrics::operator+=(const PairMetrics& o) {
   rewards_chosen += o.rewards_chosen;
   rewards_rejected += o.rewards_rejected;

@@ -21,11 +21,7 @@ PreferenceLoop::PreferenceLoop(const TrainConfig& cfg, comm::Comm& comm, const d
       row_(T_ + 1),
       sampler_([&] {
         const char* name = objective_name(cfg.pref.objective);
-        if (!data.pairs)
-          throw InputError(strf("finetune.objective = %s needs preference pairs; dataset '%s' holds %s",
-                                name, cfg.data_path.c_str(),
-                                data.loss_mask.empty() ? "text" : "instruction data"),
-                           "make it with `zt convert pairs-to-tokens --seq-len N PAIRS.jsonl OUT.h5`");
+        // (the data's kind: Trainer's check_objective_data, before this)
         if (cfg.micro_batch % 2 != 0 || cfg.global_batch % 2 != 0)
           throw InputError(strf("finetune.objective = %s: train.micro_batch = %lld and train.global_batch "
                                 "= %lld count rows, and a pair is two rows: both must be even",
@@ -77,26 +73,43 @@ int64_t PreferenceLoop::chosen_targets(size_t start) const {
   return n;
 }
 
-void PreferenceLoop::reference(int64_t first_step, const std::string& resumed_from,
-                               const std::string& ckpt_dir) {
-  if (cfg_.pref.objective != Objective::kDpo) return;
+bool PreferenceLoop::reference(int64_t first_step, const std::string& resumed_from,
+                               const std::string& ckpt_dir, const std::function<bool()>& stop) {
+  if (cfg_.pref.objective != Objective::kDpo) return true;
+  namespace fs = std::filesystem;
   const bool full = !cfg_.lora.enabled();
   const size_t rows = data_.tokens.size() / row_;
-  const uint64_t hash = full ? pair_data_hash(data_) : 0;
-  const std::string stored = ckpt_dir.empty() ? "" : (std::filesystem::path(ckpt_dir) / kReferenceFile).string();
+  ReferenceIdentity id{rows, static_cast<uint32_t>(row_), full ? pair_data_hash(data_) : 0, 0, cfg_.data_path};
+  const std::string stored = ckpt_dir.empty() ? "" : (fs::path(ckpt_dir) / kReferenceFile).string();
+  // Where a stored reference lies: beside the checkpoint resumed from, else in ckpt.dir.
+  const fs::path dir = resumed_from.empty() ? fs::path(ckpt_dir) : fs::absolute(resumed_from).parent_path();
+  const std::string from = (dir / kReferenceFile).string();
   if (full && first_step > 0) {  // the weights of step 0 are gone: the stored log-probs
     ZT_CHECK(!resumed_from.empty(), "a full-weights DPO run resumed without a checkpoint path",
              "LoopCheckpoints::last_path() names the checkpoint resumed from");
-    namespace fs = std::filesystem;
-    const fs::path dir = fs::absolute(resumed_from).parent_path();
-    const std::string from = (dir / kReferenceFile).string();
-    ref_ = read_reference(from, rows, static_cast<uint32_t>(row_), hash, cfg_.data_path);
+    ref_ = read_reference(from, id);
     if (comm_.rank() == 0)
       log::info(strf("DPO reference: log-probs of %zu rows read from %s (stored at step 0)", rows, from.c_str()));
     std::error_code ec;
     if (!stored.empty() && !fs::equivalent(dir, ckpt_dir, ec))
-      store_reference(stored, hash);  // this run's checkpoints go to another ckpt.dir
-    return;
+      store_reference(stored, id);  // this run's checkpoints go to another ckpt.dir
+    return true;
+  }
+  if (full) {  // step 0: a stored reference of these very weights is reused, else recomputed
+    id.weights_hash = weights_hash(engine_, comm_);
+    std::error_code ec;
+    if (!ckpt_dir.empty() && fs::exists(from, ec)) {
+      try {
+        ref_ = read_reference(from, id);
+        if (comm_.rank() == 0)
+          log::info(strf("DPO reference: log-probs of %zu rows reused from %s (same weights, data and "
+                         "seq_len; checksum verified)", rows, from.c_str()));
+        if (!fs::equivalent(dir, ckpt_dir, ec)) store_reference(stored, id);
+        return true;
+      } catch (const InputError& e) {
+        if (comm_.rank() == 0) log::warn("DPO reference: recomputing it: " + e.message());
+      }
+    }
   }
   const size_t chunks = (rows + B_ - 1) / B_;
   const int world = comm_.size(), rank = comm_.rank();
@@ -104,8 +117,16 @@ void PreferenceLoop::reference(int64_t first_step, const std::string& resumed_fr
   ref_.assign(rows, 0.0);
   std::vector<double> logp(B_);
   std::vector<int64_t> count(B_);
+  if (rank == 0) log::info(strf("DPO reference: computing the log-probs of %zu rows", rows));
   engine_.set_adapters_enabled(false);  // LoRA: the frozen base (no-op without adapters)
   for (size_t r = 0; r < rounds; ++r) {
+    if (stop && stop()) {  // agreed by every rank (collective): the pass ends between batches
+      engine_.set_adapters_enabled(true);
+      ref_.clear();
+      if (rank == 0)
+        log::info(strf("DPO reference: stop requested after %zu of %zu rows: not stored", r * B_ * world, rows));
+      return false;
+    }
     const size_t chunk = r * static_cast<size_t>(world) + static_cast<size_t>(rank);
     const bool mine = chunk < chunks;  // else a repeat of chunk 0, discarded (collective)
     for (size_t i = 0; i < B_; ++i) fill(i, std::min((mine ? chunk * B_ : 0) + i, rows - 1) * row_);
@@ -119,16 +140,17 @@ void PreferenceLoop::reference(int64_t first_step, const std::string& resumed_fr
   if (comm_.rank() == 0)
     log::info(strf("DPO reference: log-probs of %zu rows (%s)", rows,
                    cfg_.lora.enabled() ? "the base, adapters off" : "the weights before the first step"));
-  if (full && !stored.empty()) store_reference(stored, hash);
+  if (full && !stored.empty()) store_reference(stored, id);
+  return true;
 }
 
 // Rank 0 writes; every rank learns whether it could (no rank left in a collective).
-void PreferenceLoop::store_reference(const std::string& path, uint64_t hash) {
+void PreferenceLoop::store_reference(const std::string& path, const ReferenceIdentity& id) {
   int32_t failed = 0;
   std::string why;
   if (comm_.rank() == 0) {
     try {
-      write_reference(path, ref_, static_cast<uint32_t>(row_), hash, cfg_.data_path);
+      write_reference(path, ref_, id);
       log::info(strf("DPO reference: stored in %s (%zu rows, %zu bytes; a resume reads it)", path.c_str(),
                      ref_.size(), ref_.size() * sizeof(double)));
     } catch (const Error& e) {

@@ -3,9 +3,11 @@
 // zt_train; trainer.cpp calls it in place of its own step and evaluation). A pair (two
 // rows) is the sampler's window, so a pair is never split between micro-batches or ranks.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "preference_reference.hpp"
 #include "zt/comm/comm.hpp"
 #include "zt/data/sampler.hpp"
 #include "zt/data/token_file.hpp"
@@ -25,8 +27,12 @@ class PreferenceLoop {
   // weights before the first step of a full fine-tune), one forward pass over the file,
   // rows split over the ranks. A full fine-tune stores them in ckpt_dir/dpo-reference.h5
   // (when ckpt_dir is not empty) and, resumed past step 0, reads them from beside the
-  // checkpoint it resumed from (resumed_from) instead (preference_reference.hpp).
-  void reference(int64_t first_step, const std::string& resumed_from, const std::string& ckpt_dir);
+  // checkpoint it resumed from (resumed_from) instead (preference_reference.hpp). At step 0
+  // a stored file of the same identity (weights, data, seq_len) and checksum is reused; any
+  // other is recomputed with a warning. `stop` (collective: every rank calls it alike) is
+  // asked between batches: true ends the pass, nothing stored, and reference returns false.
+  bool reference(int64_t first_step, const std::string& resumed_from, const std::string& ckpt_dir,
+                 const std::function<bool()>& stop);
   // One optimizer step: its loss (the objective's mean), and the metrics in `metrics`.
   zero::StepStats step(int64_t step, double lr, PairMetrics& metrics);
   // The held-out pairs' objective and metrics (eval.batches global batches).
@@ -36,7 +42,7 @@ class PreferenceLoop {
   void fill(size_t i, size_t row_start);
   double run_objective(bool train, double grad_scale, double nll_weight, PairMetrics& m);
   int64_t chosen_targets(size_t row_start) const;
-  void store_reference(const std::string& path, uint64_t hash);
+  void store_reference(const std::string& path, const ReferenceIdentity& id);
   size_t last_target(size_t row_start) const;
   bool sequence_nll(size_t row_start) const;
 

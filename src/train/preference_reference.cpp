@@ -34,8 +34,25 @@ uint64_t pair_data_hash(const data::TokenFile& data) {
   return mix64(t ^ mix64(m ^ data.row_len));
 }
 
-void write_reference(const std::string& path, const std::vector<double>& logp, uint32_t row_len,
-                     uint64_t data_hash, const std::string& data_path) {
+uint64_t weights_hash(zero::Engine& engine, comm::Comm& comm) {
+  const int units = engine.partition().num_units();
+  // Each unit's partial sum as two 32-bit halves in int64: their sums over the ranks never
+  // overflow, and (hi << 32) + lo is the wrapping uint64 sum.
+  std::vector<int64_t> halves(2 * static_cast<size_t>(units), 0);
+  for (int u = 0; u < units; ++u) {
+    const zero::OwnedSlice s = engine.owned(u);
+    const uint64_t v = sum64_fast(s.params, static_cast<uint64_t>(s.begin));
+    halves[2 * static_cast<size_t>(u)] = static_cast<int64_t>(v >> 32);
+    halves[2 * static_cast<size_t>(u) + 1] = static_cast<int64_t>(v & 0xffffffffULL);
+  }
+  comm.all_reduce(halves.data(), halves.data(), halves.size(), DType::kI64, comm::ReduceOp::kSum);
+  uint64_t h = 0;
+  for (size_t u = 0; u < static_cast<size_t>(units); ++u)
+    h = mix64(h ^ ((static_cast<uint64_t>(halves[2 * u]) << 32) + static_cast<uint64_t>(halves[2 * u + 1])));
+  return h;
+}
+
+void write_reference(const std::string& path, const std::vector<double>& logp, const ReferenceIdentity& id) {
   SafeFile out(path, "DPO reference log-probs");
   {
     const std::string& tmp = out.temp_path();
@@ -50,20 +67,22 @@ void write_reference(const std::string& path, const std::vector<double>& logp, u
                 Kind::kDataset);
     ZT_H5_CHECK(H5Dwrite(dset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, logp.data()), tmp,
                 kWriteHint);
+    h5::write_checksum(dset.get(), std::as_bytes(std::span(logp)), tmp, kWriteHint);
     dset.close(tmp);
     h5::write_string_attr(file.get(), "format", kFormat, h5::StringLayout::kVariable, tmp, kWriteHint);
     h5::write_u64_attr(file.get(), "rows", logp.size(), tmp, kWriteHint);
-    h5::write_u32_attr(file.get(), "row_len", row_len, tmp, kWriteHint);
-    h5::write_u64_attr(file.get(), "data_hash", data_hash, tmp, kWriteHint);
-    h5::write_string_attr(file.get(), "data_path", data_path, h5::StringLayout::kVariable, tmp, kWriteHint);
+    h5::write_u32_attr(file.get(), "row_len", id.row_len, tmp, kWriteHint);
+    h5::write_u64_attr(file.get(), "data_hash", id.data_hash, tmp, kWriteHint);
+    h5::write_u64_attr(file.get(), "weights_hash", id.weights_hash, tmp, kWriteHint);
+    h5::write_string_attr(file.get(), "data_path", id.data_path, h5::StringLayout::kVariable, tmp, kWriteHint);
     file.close(tmp);
   }
   out.commit();
 }
 
-std::vector<double> read_reference(const std::string& path, size_t rows, uint32_t row_len,
-                                   uint64_t data_hash, const std::string& data_path) {
+std::vector<double> read_reference(const std::string& path, const ReferenceIdentity& id) {
   const std::string hint = resume_hint(path);
+  const size_t rows = id.rows;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw InputError("the DPO reference log-probs " + path + " are missing", hint);
@@ -77,12 +96,19 @@ std::vector<double> read_reference(const std::string& path, size_t rows, uint32_
   const uint64_t n = h5::read_u64_attr(file.get(), "rows", path, where, hint);
   const uint32_t len = h5::read_u32_attr(file.get(), "row_len", path, where, hint);
   const uint64_t hash = h5::read_u64_attr(file.get(), "data_hash", path, where, hint);
-  if (n != rows || len != row_len || hash != data_hash)
+  if (n != rows || len != id.row_len || hash != id.data_hash)
     throw InputError(strf("%s holds the log-probs of %llu rows of %u tokens of other data (%s) than "
                           "data.path = %s (%zu rows of %u)",
                           where.c_str(), static_cast<unsigned long long>(n), len,
                           h5::read_string_attr(file.get(), "data_path", path, where, hint).c_str(),
-                          data_path.c_str(), rows, row_len),
+                          id.data_path.c_str(), rows, id.row_len),
+                     hint);
+  const uint64_t weights = h5::read_u64_attr(file.get(), "weights_hash", path, where, hint);
+  if (id.weights_hash != 0 && weights != id.weights_hash)
+    throw InputError(strf("%s holds the log-probs of other weights (weights_hash %016llx) than this "
+                          "run's before its first step (%016llx)",
+                          where.c_str(), static_cast<unsigned long long>(weights),
+                          static_cast<unsigned long long>(id.weights_hash)),
                      hint);
   Handle dset(ZT_H5_CHECK(H5Dopen2(file.get(), "logp", H5P_DEFAULT), path, hint), Kind::kDataset);
   Handle space(ZT_H5_CHECK(H5Dget_space(dset.get()), path, hint), Kind::kDataspace);
@@ -93,6 +119,7 @@ std::vector<double> read_reference(const std::string& path, size_t rows, uint32_
   h5::require_stored_here(dset.get(), path, "logp", hint);
   std::vector<double> logp(rows);
   ZT_H5_CHECK(H5Dread(dset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, logp.data()), path, hint);
+  h5::verify_checksum(dset.get(), std::as_bytes(std::span(logp)), path, "/logp", hint);
   return logp;
 }
 

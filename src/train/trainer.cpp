@@ -79,6 +79,7 @@ int64_t row_targets(const data::TokenFile& data, size_t T, size_t start) {
 
 // The train / held-out split of the token file, checked against the configuration.
 data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
+  check_objective_data(cfg.pref.objective, data, cfg.data_path);  // before any shape check
   const bool rows = !data.loss_mask.empty();
   if (rows && data.row_len != static_cast<uint64_t>(cfg.seq_len + 1))
     throw InputError(strf("dataset '%s' is instruction data in rows of %u tokens (made with "
@@ -264,9 +265,11 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     result.checkpoint = checkpoints_->last_path();
     return result;
   }
-  if (pref_)  // DPO: the reference log-probs (full weights: stored beside the checkpoints)
-    pref_->reference(result.first_step, checkpoints_->last_path(),
-                     checkpoints_->enabled() ? cfg_.ckpt.dir : "");
+  // DPO: the reference log-probs (full weights: stored beside the checkpoints). A stop
+  // request ends the pass between batches; before_first_step below then saves and ends.
+  if (pref_)
+    pref_->reference(result.first_step, checkpoints_->last_path(), checkpoints_->enabled() ? cfg_.ckpt.dir : "",
+                     [this] { return checkpoints_->stop_requested(); });
   if (hooks.on_start) hooks.on_start(result.first_step);
   if (hooks.on_checkpoint) checkpoints_->set_on_saved(hooks.on_checkpoint);
   // A stop request during the start-up (engine init, resume) is honoured before the

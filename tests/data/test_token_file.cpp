@@ -5,6 +5,7 @@
 #include "support/expect_error.hpp"
 #include "support/temp_dir.hpp"
 #include <hdf5.h>
+#include <xxhash.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -391,4 +392,61 @@ TEST(TokenFile, AttributesMustHoldOneValue) {
   H5Fclose(f);
   expect_input_error([&] { zt::data::read_token_file(text); },
                      {"text-vocab.h5", "attribute 'vocab_size' must be an integer"});
+}
+
+namespace {
+
+// Raw HDF5: dataset `name` of `path` read (or rewritten) as `type`'s little-endian bytes.
+std::vector<unsigned char> raw_bytes(hid_t f, const char* name, uint64_t* checksum) {
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  hid_t t = H5Dget_type(d);
+  hid_t s = H5Dget_space(d);
+  std::vector<unsigned char> out(static_cast<size_t>(H5Sget_simple_extent_npoints(s)) * H5Tget_size(t));
+  EXPECT_GE(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), 0);
+  hid_t a = H5Aopen(d, "checksum", H5P_DEFAULT);
+  EXPECT_GE(a, 0);
+  if (a >= 0) {
+    H5Aread(a, H5T_NATIVE_UINT64, checksum);
+    H5Aclose(a);
+  }
+  H5Sclose(s);
+  H5Tclose(t);
+  H5Dclose(d);
+  return out;
+}
+
+}  // namespace
+
+// Every dataset of a token file zt writes carries the checkpoints' checksum (zt-xxh3 of
+// its stored bytes, recomputed here with libxxhash over 256 KiB chunks seeded by their
+// index), and a read refuses any changed byte, naming the file and the dataset.
+TEST(TokenFile, EveryDatasetIsChecksummedAndVerified) {
+  for (const uint32_t vocab : {257u, 70000u}) {  // /tokens as uint16, then uint32
+    TokenFile t;
+    t.vocab_size = vocab;
+    t.tokenizer = "bytes";
+    t.row_len = 4;
+    t.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    t.loss_mask = {0, 1, 1, 0, 0, 1, 1, 1, 0, 0, 1, 0};
+    t.doc_starts = {0, 4, 8};
+    for (const char* name : {"tokens", "loss_mask", "doc_starts"}) {
+      const std::string path = (temp_dir() / (std::string("sum-") + name + ".h5")).string();
+      zt::data::write_token_file(path, t);
+      EXPECT_EQ(zt::data::read_token_file(path).tokens, t.tokens);
+      hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      ASSERT_GE(f, 0);
+      uint64_t stored = 0;
+      std::vector<unsigned char> bytes = raw_bytes(f, name, &stored);
+      EXPECT_EQ(stored, XXH3_64bits_withSeed(bytes.data(), bytes.size(), 0)) << name;
+      bytes[bytes.size() - 1] ^= 1;  // one bit of the last element (ids stay < vocab)
+      hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+      hid_t type = H5Dget_type(d);
+      ASSERT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), 0);
+      H5Tclose(type);
+      H5Dclose(d);
+      H5Fclose(f);
+      expect_input_error([&] { zt::data::read_token_file(path); },
+                         {path, std::string("dataset '/") + name + "'", "fails its checksum"});
+    }
+  }
 }

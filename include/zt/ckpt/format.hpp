@@ -71,6 +71,9 @@ struct TrainState {
   TokenizerRecord tokenizer;
   // Not in /state either: a LoRA run's base (header attributes base_path, base_hash).
   std::string base_path, base_hash;
+  // /state attribute `objective` (string, training files): the finetune.objective that
+  // trained it ("sft", "dpo", "orpo"); "" when the file predates it.
+  std::string objective;
 };
 
 // The scalar fields of TrainState, each an attribute of /state of the same name and type

@@ -5,7 +5,9 @@
 //   /doc_starts   1-D uint64 dataset: first token of each document (ascending, [0] == 0);
 //                 present when the file holds more than one document
 //   attributes on the root group:
-//     format = "zt-tokens", format_version = 1 (uint32)
+//     format = "zt-tokens", format_version = 2 (uint32; 1: older files, no checksums)
+//   each dataset: attribute checksum (uint64), zt-xxh3 of its stored bytes (as checkpoint
+//   datasets; zt/h5/h5.hpp write_checksum), verified at read
 //     vocab_size (uint32), tokenizer (string, e.g. "bytes"), num_tokens (uint64),
 //     num_docs (uint64)
 //     tokenizer_hash (string, 16 hex digits): with a real tokenizer (`--tokenizer`), the

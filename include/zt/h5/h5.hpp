@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,6 +98,16 @@ double read_f64_attr(hid_t obj, const char* name, const std::string& path,
 // and the dataset `name`, with `hint`.
 void require_stored_here(hid_t dset, const std::string& path, const std::string& name,
                          std::string_view hint);
+
+// Checksums of datasets zt writes and later trusts (checkpoints, the DPO reference, token
+// files): attribute `checksum` (uint64) = zt-xxh3 of the dataset's bytes as stored
+// (row-major, little-endian elements; zt/core/checksum.hpp). verify_checksum recomputes it
+// over `bytes` (the values read, in the file's element type) and throws zt::InputError
+// naming `path` and the dataset `name` when it is missing or differs, with `hint`.
+void write_checksum(hid_t dset, std::span<const std::byte> bytes, const std::string& path,
+                    std::string_view hint);
+void verify_checksum(hid_t dset, std::span<const std::byte> bytes, const std::string& path,
+                     const std::string& name, std::string_view hint);
 
 }  // namespace zt::h5
 

@@ -17,6 +17,7 @@
 #include <span>
 
 #include "zt/core/config.hpp"
+#include "zt/data/token_file.hpp"
 
 namespace zt::train {
 
@@ -35,6 +36,16 @@ struct PreferenceConfig {
 void add_preference_keys(config::Schema& s);
 PreferenceConfig resolve_preference(const config::Config& c);
 const char* objective_name(Objective o);
+
+// What a token file says it holds (token_file.hpp): text, instruction data (a /loss_mask)
+// or preference pairs (pairs = 1).
+enum class DataKind { kText, kInstruction, kPairs };
+DataKind data_kind(const data::TokenFile& f);
+const char* data_kind_name(DataKind k);
+// The one table of what each objective trains on: sft text and instruction data, dpo and
+// orpo preference pairs. Anything else is zt::InputError naming finetune.objective, the
+// file (`data_path`) and what it holds, with the converter or objective that fits.
+void check_objective_data(Objective o, const data::TokenFile& f, const std::string& data_path);
 
 // Sums over pairs of TRL's metrics (divide by pairs for the means).
 struct PairMetrics {
