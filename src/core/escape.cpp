@@ -81,13 +81,22 @@ std::string csv_field(std::string_view s) {
 }
 
 std::string markdown_text(std::string_view s) {
+  // Inline specials anywhere (code, emphasis, links and images need [ ], cells |); block
+  // markers (# heading, - + list, = rule, digits. list) only where they start the text,
+  // which may start a line: "(vm)" or "--max-bytes" inside a sentence stay as written.
   std::string out;
-  for (const char c : visible_text(s)) {
+  const std::string text = visible_text(s);
+  const size_t digits = text.find_first_not_of("0123456789");
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     if (c == '&') out += "&amp;";
     else if (c == '<') out += "&lt;";
     else if (c == '>') out += "&gt;";
     else {
-      if (std::string_view("\\`*_[]()#+-!|~{}").find(c) != std::string_view::npos) out.push_back('\\');
+      const bool inline_special = std::string_view("\\`*_[]|~").find(c) != std::string_view::npos;
+      const bool block_marker = (i == 0 && std::string_view("#+-!=").find(c) != std::string_view::npos) ||
+                                (i == digits && i > 0 && (c == '.' || c == ')'));
+      if (inline_special || block_marker) out.push_back('\\');
       out.push_back(c);
     }
   }

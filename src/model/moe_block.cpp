@@ -26,7 +26,7 @@ void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
   const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
   const BlockOffsets& o = layout.block_offsets(l);
   router_logits.ensure(N * E);
-  k::linear_forward(router_logits.data(), a.xn2.data(), p + o.router, N, C, E);
+  k::moe_router_logits(router_logits.data(), a.xn2.data(), p + o.router, N, C, E);
   k::moe_route(a.rprobs.data(), a.ridx.data(), a.rw.data(), router_logits.data(), N, E, K,
                cfg.norm_topk_prob);
   if (count_router) {

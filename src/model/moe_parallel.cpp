@@ -111,7 +111,7 @@ void ExpertParallelMoe::forward(float* out, const float* x, const float* router,
   fit(probs_, static_cast<size_t>(N * E_));
   fit(w_, static_cast<size_t>(S));
   fit(idx_, static_cast<size_t>(S));
-  cpu::linear_forward(logits.data(), x, router, N, C_, E_);
+  cpu::moe_router_logits(logits.data(), x, router, N, C_, E_);
   cpu::moe_route(probs_.data(), idx_.data(), w_.data(), logits.data(), N, E_, k_);
   cpu::moe_aux_accumulate(tokens_.data(), prob_sum_.data(), probs_.data(), idx_.data(), N, E_, k_);
 

@@ -232,12 +232,13 @@ zero::StepStats PreferenceLoop::step(int64_t step, double lr, PairMetrics& metri
   return stats;
 }
 
-double PreferenceLoop::evaluate(PairMetrics& metrics) {
+std::optional<double> PreferenceLoop::evaluate(PairMetrics& metrics, const std::function<bool()>& stop) {
   PairMetrics m;
-  if (!eval_) return 0;
+  if (!eval_) return 0.0;
   const int rank = comm_.rank(), world = comm_.size();
   const size_t pairs = B_ / 2;
-  for (int64_t b = 0; b < cfg_.eval_batches; ++b)
+  for (int64_t b = 0; b < cfg_.eval_batches; ++b) {
+    if (stop()) return std::nullopt;  // agreed by every rank: the step's checkpoint comes next
     for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
       int64_t chosen = 0;
       for (size_t i = 0; i < B_; ++i) {
@@ -248,6 +249,7 @@ double PreferenceLoop::evaluate(PairMetrics& metrics) {
       }
       run_objective(false, 0, chosen > 0 ? 1.0 / static_cast<double>(chosen) : 0.0, m);
     }
+  }
   comm_.all_reduce(&m.rewards_chosen, &m.rewards_chosen, 8, DType::kF64, comm::ReduceOp::kSum);
   metrics = m;
   return m.pairs > 0 ? m.value / m.pairs : 0.0;

@@ -4,6 +4,7 @@
 // rows) is the sampler's window, so a pair is never split between micro-batches or ranks.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,9 @@ class PreferenceLoop {
   // One optimizer step: its loss (the objective's mean), and the metrics in `metrics`.
   zero::StepStats step(int64_t step, double lr, PairMetrics& metrics);
   // The held-out pairs' objective and metrics (eval.batches global batches).
-  double evaluate(PairMetrics& metrics);
+  // The held-out pairs' loss; nullopt when `stop` (asked before each global batch, agreed
+  // by every rank) ends it early.
+  std::optional<double> evaluate(PairMetrics& metrics, const std::function<bool()>& stop);
 
  private:
   void fill(size_t i, size_t row_start);

@@ -149,7 +149,7 @@ class Trainer {
   zero::StepStats train_step(int64_t step, double lr);
   int64_t step_targets(int64_t step, std::vector<int64_t>& per_micro);
   void count_bad_step(int64_t step, const zero::StepStats& stats);
-  double evaluate();
+  std::optional<double> evaluate();
   StepRecord record(int64_t step, double lr, const zero::StepStats& stats, double seconds);
   void sample(TrainResult& result);
 
@@ -411,12 +411,16 @@ void Trainer::count_bad_step(int64_t step, const zero::StepStats& stats) {
 
 // Mean held-out loss over eval.batches global batches of fixed windows of the tail
 // (instruction data: the mean over all their unmasked targets, like a training step).
-double Trainer::evaluate() {
-  if (pref_) return pref_->evaluate(eval_pairs_);
+// A stop request (asked before each global batch, agreed by every rank) ends it without a
+// figure: the step's checkpoint then comes at once.
+std::optional<double> Trainer::evaluate() {
+  const auto stop = [this] { return checkpoints_->stop_requested(); };
+  if (pref_) return pref_->evaluate(eval_pairs_, stop);
   double sum = 0.0;
   int64_t count = 0;
   double targets[2] = {0, 0};  // masked: sum of losses, count of targets
-  for (int64_t b = 0; b < cfg_.eval_batches; ++b)
+  for (int64_t b = 0; b < cfg_.eval_batches; ++b) {
+    if (stop()) return std::nullopt;
     for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
       double c = 0;
       for (size_t i = 0; i < B_; ++i) {
@@ -432,6 +436,7 @@ double Trainer::evaluate() {
       targets[1] += c;
       ++count;
     }
+  }
   if (masked_) {
     comm_.all_reduce(targets, targets, 2, DType::kF64, comm::ReduceOp::kSum);
     return targets[1] > 0 ? targets[0] / targets[1] : 0.0;

@@ -304,7 +304,7 @@ TEST(StressJudge, SamplesRoundTripThroughJson) {
   EXPECT_EQ(back[5].gemm.tflops, 715.0);
   EXPECT_EQ(back[5].hbm.bytes, uint64_t{1} << 30);
   const std::string md = zc::stress_markdown(s);
-  EXPECT_NE(md.find("| 5 | 0 (host0) | 5 (NVIDIA H100 80GB HBM3 [0000:1B:00.0]) | 715.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 5 | 0 (host0) | 5 (NVIDIA H100 80GB HBM3 \\[0000:1B:00.0\\]) | 715.0 |"), std::string::npos) << md;
 }
 
 TEST(StressOptions, BurnSecondsValidated) {

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   std::vector<float> gu(N * K * 2 * I), h(N * K * I), y(N * K * C);        // saved activations
   std::vector<int32_t> idx(N * K);                                          // [N, k]
   std::vector<double> tokens(E, 0.0), prob_sum(E, 0.0);                     // [E]
-  k::linear_forward(logits.data(), x.data(), Wr.data(), N, C, E);
+  k::moe_router_logits(logits.data(), x.data(), Wr.data(), N, C, E);
   k::moe_route(probs.data(), idx.data(), w.data(), logits.data(), N, E, K);
   k::moe_experts_forward(out.data(), gu.data(), h.data(), y.data(), x.data(), gate_up.data(),
                          down.data(), idx.data(), w.data(), N, C, I, E, K);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What the subcommands print and which options they honour (docs/reliability.md, "Careless
-and hostile input, third round").
+and hostile input, 2026-12-07").
 
   cli_output_test.py ZT WORKDIR
 

@@ -13,6 +13,8 @@
    (h5py) beside a step-0 checkpoint are recomputed with a warning; the untouched file
    there is reused (the log says so); halved values past step 0 are refused (exit 2,
    the file named); a reference of other weights (another train.seed) is recomputed.
+5. SIGTERM during an evaluation (SFT and DPO): it stops between global batches, records no
+   eval loss for that step, and the run saves that step and ends as preempted.
 """
 import os
 import re
@@ -21,7 +23,10 @@ import signal
 import subprocess
 import sys
 
-import h5py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt", "hf"))
+from hf_common import require  # noqa: E402  (a missing peer: skip, or fail in CI)
+
+h5py, = require("h5py")
 
 SMALL = ["model.hidden=64", "model.layers=2", "model.intermediate=160", "model.context=64",
          "model.vocab=257", "train.seq_len=63", "train.micro_batch=2", "train.global_batch=4",

@@ -25,8 +25,9 @@ std::string gnuplot_string(std::string_view s);
 std::string csv_field(std::string_view s);
 
 // Text inside a Markdown line or table cell: visible_text(s) (no newline starts a heading
-// or ends a cell), & < > as HTML entities (no raw HTML), and the Markdown specials
-// \ ` * _ [ ] ( ) # + - ! | ~ { } backslash-escaped (no link, emphasis or extra cell).
+// or ends a cell), & < > as HTML entities (no raw HTML), \ ` * _ [ ] | ~ backslash-escaped
+// (no code, emphasis, link, image or extra cell), and a leading # + - ! = or "12." (no
+// heading, list or rule where the text starts a line).
 std::string markdown_text(std::string_view s);
 
 // value.dump(indent) with invalid UTF-8 replaced by U+FFFD instead of throwing.

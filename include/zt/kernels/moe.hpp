@@ -34,6 +34,14 @@ template <class T>
 void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k,
                bool renormalise = true);
 
+// The router's logits, logits = x W^T, one dot product per (row, expert) in one fixed order:
+// equal router rows give bit-equal logits on every CPU, so their ties are ties (a blocked
+// GEMM rounds its remainder columns in another order, and the tie breaks by the last bit).
+//   logits [N, E] (written)
+//   x [N, C], router [E, C]
+template <class T>
+void moe_router_logits(T* logits, const T* x, const T* router, int64_t N, int64_t C, int64_t E);
+
 // Backward of moe_route.
 //   dlogits [N, E] (written)
 //   dw      [N, k] the gradient reaching the weights w

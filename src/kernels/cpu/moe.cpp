@@ -53,6 +53,24 @@ void gather_rows(T* rows, const T* src, const std::vector<int64_t>& at, int64_t 
 }  // namespace
 
 template <class T>
+void moe_router_logits(T* logits, const T* x, const T* router, int64_t N, int64_t C, int64_t E) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* xn = x + n * C;
+    for (int64_t e = 0; e < E; ++e) {
+      const T* we = router + e * C;
+      T lane[8] = {};  // eight running sums, then a fixed tree: the same code for every e
+      int64_t c = 0;
+      for (; c + 8 <= C; c += 8)
+        for (int j = 0; j < 8; ++j) lane[j] += xn[c + j] * we[c + j];
+      T tail = 0;
+      for (; c < C; ++c) tail += xn[c] * we[c];
+      logits[n * E + e] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7])) + tail;
+    }
+  }
+}
+
+template <class T>
 void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k,
                bool renormalise) {
   using Elem = std::pair<T, int64_t>;  // (probability, expert)
@@ -220,7 +238,8 @@ void moe_aux_dprob(T* dprob, const double* tokens, double rows, int64_t E, doubl
                                         int64_t, int64_t, int64_t, int64_t, int64_t);            \
   template void moe_aux_accumulate<T>(double*, double*, const T*, const int32_t*, int64_t,      \
                                       int64_t, int64_t);                                         \
-  template void moe_aux_dprob<T>(T*, const double*, double, int64_t, double);
+  template void moe_aux_dprob<T>(T*, const double*, double, int64_t, double);                \
+  template void moe_router_logits<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);
 ZT_MOE_INSTANTIATE(float)
 ZT_MOE_INSTANTIATE(double)
 #undef ZT_MOE_INSTANTIATE

@@ -93,7 +93,7 @@ def peer_start(doc, *peers):
         sys.exit(2)
     zt, zt_logits, work = sys.argv[1:]
     require(*[p for p in peers if p.split(".")[0] in LIGHT_PEERS])
-    torch, _ = torch_peers(*[p for p in peers if p.split(".")[0] not in LIGHT_PEERS])
+    torch = torch_peers(*[p for p in peers if p.split(".")[0] not in LIGHT_PEERS])[0]
     import shutil
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -152,7 +152,7 @@ def check_against_hf(c, torch, tag, z, hf, zt, folder, tokens, new, tol=1e-5):
     against transformers' hf = (logits, loss, greedy) (hf_llama_run): logits and KV-cache
     logits within tol x max(1, max |logit|) of transformers' float32 ones, and no farther
     from transformers' float64 answer (hf_f64_logits: RoPE and RMSNorm in float64 too) than
-    max(tol, 2 x transformers' own fp32 distance from it), loss within tol, the greedy
+    max(tol x max(1, max |logit|), 2 x transformers' own fp32 distance from it), loss within tol, the greedy
     continuation equal (and not degenerate), and `zt generate --temperature 0` on the HF
     folder equal to it. Returns the relative tolerance (for sensitivity checks).
     Why not 1e-5 absolute: the tiny models' logits reach |9| (initializer_range 0.3), where
@@ -174,10 +174,12 @@ def check_against_hf(c, torch, tag, z, hf, zt, folder, tokens, new, tol=1e-5):
           f"fp32 {h64:.3e}; loss zt {z['loss']:.8f} hf {hloss:.8f}")
     c.check(dl <= t, f"{tag}: max |logit zt - transformers| = {dl:.3e} <= {t:.3e}")
     c.check(dkv <= t, f"{tag}: max |KV-cache logit zt - transformers| = {dkv:.3e} <= {t:.3e}")
-    bound = max(tol, 2 * h64)
+    # The same scale as above (tol x the largest logit): zt's GEMMs accumulate in other
+    # orders on other CPUs (8 lanes on AVX2, 16 on AVX-512; 3.8e-5 at |logit| 9 on AVX2).
+    bound = max(t, 2 * h64)
     c.check(max(d64, k64) <= bound,
             f"{tag}: zt's fp32 logits as close to transformers' float64 ones as its own fp32 are: "
-            f"max |zt - f64| {d64:.3e}, KV {k64:.3e} <= max({tol}, 2 x {h64:.3e})")
+            f"max |zt - f64| {d64:.3e}, KV {k64:.3e} <= max({t:.3e}, 2 x {h64:.3e})")
     c.check(abs(z["loss"] - hloss) <= tol, f"{tag}: |loss zt - transformers| <= {tol}")
     c.check(z["greedy"] == hgen, f"{tag}: greedy continuation of {new} tokens equal")
     c.check(len(set(hgen)) >= 3, f"{tag}: the continuation is not degenerate "

@@ -276,8 +276,8 @@ def main():
     rc, _ = run_zt(zt, "convert", "hf-to-h5", os.path.join(work, "valid"), ck)
     expect_refusal(c, zt, "missing checkpoint", ["convert", "h5-to-hf", os.path.join(work, "none.h5"), os.path.join(work, "o")],
                    [os.path.join(work, "none.h5")])
-    expect_refusal(c, zt, "checkpoint folder without latest", ["convert", "h5-to-hf", os.path.join(work, "valid"), os.path.join(work, "o")],
-                   [os.path.join(work, "valid"), "latest"])
+    expect_refusal(c, zt, "a Hugging Face folder as CKPT", ["convert", "h5-to-hf", os.path.join(work, "valid"), os.path.join(work, "o")],
+                   [os.path.join(work, "valid"), "is a Hugging Face folder", "hf-to-h5"])
     expect_refusal(c, zt, "--dtype f8", ["convert", "h5-to-hf", ck, os.path.join(work, "o"), "--dtype", "f8"], ["--dtype", "f8"])
     expect_refusal(c, zt, "--max-shard-size 5Q", ["convert", "h5-to-hf", ck, os.path.join(work, "o"), "--max-shard-size", "5Q"], ["5Q"])
     if rc == 0:
