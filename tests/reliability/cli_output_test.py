@@ -24,6 +24,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt", "hf"))
+from hf_common import require  # noqa: E402  (a missing peer: skip, or fail in CI)
+
 TINY = ["log.report=false", "model.hidden=32", "model.layers=1", "model.heads=2", "model.kv_heads=2",
         "model.intermediate=64", "model.context=32", "model.vocab=512", "train.seq_len=16",
         "train.micro_batch=2", "train.global_batch=2", "train.steps=1", "sample.tokens=0", "eval.every=0",
@@ -46,6 +49,7 @@ def sets(keys):
 
 def main():
     zt, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    tokenizers, = require("tokenizers")  # case 2's byte-level tokenizer; before any work
     subprocess.run(["rm", "-rf", work])
     os.makedirs(work)
     env = dict(os.environ, OMP_NUM_THREADS="1", XDG_CACHE_HOME=os.path.join(work, "cache"), ZT_GNUPLOT="/nonexistent")
@@ -130,11 +134,6 @@ def main():
               "%s: no warning (exit %d)%s" % (" ".join(argv), rc, "" if rc == 0 else "\n" + err))
 
     # A chat template whose special tokens the tokenizer lacks; the same with them added runs.
-    try:
-        import tokenizers
-    except ImportError:
-        print("SKIP: Python's tokenizers is not installed (scripts/install-deps.sh --hf-peers)")
-        sys.exit(77)
     for name, extra in (("bytes", []), ("chatml", ["<|im_start|>", "<|im_end|>"])):
         d = os.path.join(work, "tok-" + name)
         os.makedirs(d)

@@ -13,15 +13,18 @@
    (h5py) beside a step-0 checkpoint are recomputed with a warning; the untouched file
    there is reused (the log says so); halved values past step 0 are refused (exit 2,
    the file named); a reference of other weights (another train.seed) is recomputed.
-5. SIGTERM during an evaluation (SFT and DPO): it stops between global batches, records no
-   eval loss for that step, and the run saves that step and ends as preempted.
+5. SIGTERM during an evaluation (20,000 held-out batches, about 20 s here): it stops between
+   global batches, records no eval loss for that step, and the run saves the step and ends
+   as preempted (the same stop function as the DPO evaluation's, src/train/trainer.cpp).
 """
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt", "hf"))
 from hf_common import require  # noqa: E402  (a missing peer: skip, or fail in CI)
@@ -160,6 +163,26 @@ def main():
     rc, out = run(train_cmd(zt, dpo + ["train.steps=2", "ckpt.dir=" + d5]), work)
     check(rc == 2 and "finetune.objective = dpo, but checkpoint" in out and "trained with sft" in out and
           "ckpt.init_from" in out and "missing" not in out, f"an SFT checkpoint resumed as dpo refused (exit {rc})")
+    # 5. SIGTERM during an evaluation.
+    d6 = os.path.join(work, "d6")
+    metrics = os.path.join(work, "d6.metrics")
+    p = subprocess.Popen(train_cmd(zt, ["data.path=text.h5", "data.eval_fraction=0.5", "eval.every=1",
+                                        "eval.batches=20000", "train.steps=3", "ckpt.dir=" + d6,
+                                        "log.metrics=" + metrics]),
+                         cwd=work, env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    log = []
+    for line in p.stdout:
+        log.append(line)
+        if "train start-up done" in line:
+            time.sleep(2)  # step 1 takes milliseconds; its evaluation about 20 s
+            p.send_signal(signal.SIGTERM)
+    rc = p.wait()
+    steps = [json.loads(l) for l in open(metrics) if '"loss"' in l]
+    print("".join(log)[-800:])
+    check(rc == 0 and "preempted" in "".join(log) and latest_step(d6) == 1 and len(steps) == 1 and
+          "eval_loss" not in steps[0], f"SIGTERM during the evaluation: step 1 saved without an eval "
+          f"loss, ended (exit {rc}, records {steps})")
     print("PASS" if fails == 0 else f"FAIL: {fails} check(s)")
     return 1 if fails else 0
 

@@ -185,7 +185,7 @@ check(p.returncode == 0 and not os.path.exists("ck_off/report"), "log.report=fal
 
 # log.metrics naming the report's own copy: both would write it, refused (exit 2).
 p = train(["ckpt.dir=ck_same", "train.steps=2", "log.metrics=ck_same/report/metrics.jsonl"], name="same")
-check(p.returncode == 2 and "is the run report's own copy" in p.stdout + p.stderr,
+check(p.returncode == 2 and "lies in the report folder (log.report)" in p.stdout + p.stderr,
       "log.metrics = ckpt.dir/report/metrics.jsonl: exit 2 naming it")
 
 # --- 6. an objective's own keys (DPO's rewards/* and logps/*): a plot per family --------
