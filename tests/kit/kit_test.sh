@@ -44,13 +44,18 @@ for so in libcudart.so.13 libcublas.so.13 libnccl.so.2; do
 done
 for l in launcher cpu_train; do grep -q "^PASS $l:" "$out/stdout" || bad "CPU line $l did not PASS"; done
 grep -q 'np 2: zt check --backend mpi exit 0.*np 4: zt check' "$out/stdout" || bad "the launcher did not start 2 and 4 ranks"
-for l in kernels nccl_comm check_nccl A B C D D2 D3 D4 E L Q P M attention speed; do
+for l in kernels nccl_comm check_nccl speed A C D E L Q P M attention; do
   grep -q "^SKIP $l: no GPU visible" "$out/stdout" || bad "GPU line $l did not SKIP with 'no GPU visible'"
   s=$(grep -oP "^  \\($l: \\K[0-9.]+" "$out/stdout")
   [ -n "$s" ] && awk -v s="$s" 'BEGIN { exit !(s < 15) }' || bad "GPU line $l took ${s:-?} s (limit 15 s without a GPU)"
 done
-grep -q '^SKIP dead_rank: needs 2 GPUs' "$out/stdout" || bad "dead_rank did not SKIP for want of 2 GPUs"
-grep -q '^FAIL' "$out/stdout" && bad "a line FAILed"
+grep -q '^FAIL\|^NOT RUN' "$out/stdout" && bad "a line FAILed or was not run"
+grep -qE '^summary: [0-9]+ PASS, 0 FAIL, [0-9]+ SKIP, 0 NOT RUN$' "$out/stdout" || bad "no summary line counting the lines"
+# the second call's lines (ZT_KIT_LINES), as docs/gpu-verification.md gives them
+ZT_KIT_DIR=$kit OUT=$out/second ZT_KIT_LINES='B D2 D3 D4 dead_rank' "$bare" 'mkdir -p $OUT && scripts/gpu-kit.sh run' >"$out/second.txt" 2>&1 ||
+  bad "the second call exited $?"
+for l in B D2 D3 D4; do grep -q "^SKIP $l: no GPU visible" "$out/second.txt" || bad "GPU line $l did not SKIP"; done
+grep -q '^SKIP dead_rank: needs 2 GPUs' "$out/second.txt" || bad "dead_rank did not SKIP for want of 2 GPUs"
 [ -s "$out/summary.txt" ] && [ -s "$out/run.log" ] && [ -s "$out/logs.tar.gz" ] || bad "summary.txt, run.log, logs.tar.gz not all in \$OUT"
 
 # 2. the dry run: the engine lines with the device replaced by the CPU
