@@ -3,7 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#if __cplusplus >= 202002L
 #include <span>
+#endif
 #include <string>
 #include <string_view>
 
@@ -76,8 +78,10 @@ struct NarrowCount {
   float largest = 0;  // largest |x| of an overflowing value
   bool clean() const { return overflow == 0 && nan == 0; }
 };
+#if __cplusplus >= 202002L  // std::span: C++20 (the CUDA sources, C++17, narrow nothing)
 void narrow_floats(std::span<const float> in, DType to, std::span<uint16_t> out, bool saturate,
                    NarrowCount& count);
+#endif
 // "3 values beyond half's range (largest |x| 7e+04), 1 NaN" for a count that is not clean.
 std::string narrow_count_text(const NarrowCount& count, DType to);
 
