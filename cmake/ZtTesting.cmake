@@ -6,7 +6,7 @@ set(ZT_MPIEXEC_FLAGS --oversubscribe --bind-to none CACHE STRING "Extra flags fo
 # whenever libmunge is installed (install-deps.sh --slurm) and asks munged for a
 # credential at start; with munged down but its socket left behind (a killed munged: the
 # Slurm tests start one), libmunge retries the refused connect for 2.3 s, on every mpirun.
-# That was the ci stage's 777 -> 1,232 s (docs/reliability.md, "CI time, 2026-11-28, 420c689").
+# That was the ci stage's 777 -> 1,232 s (bench/results/ci-time.md, "CI time, 2026-11-28, 420c689").
 # The local launches use PMIx's native (uid) security either way.
 set(ZT_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     PMIX_MCA_psec=^munge)

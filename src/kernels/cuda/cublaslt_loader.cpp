@@ -2,7 +2,7 @@
 // first call instead of linked: libcublasLt.so.13 (541 MB) costs every start of a
 // CUDA-built zt ~25,400 page faults and ~0.06 s of CPU in the loader's relocations,
 // including the CPU-only runs (`zt estimate`, `zt train` on the CPU, every CLI test) that
-// never make a GPU product (docs/reliability.md, "CI time, 2026-11-28, 420c689").
+// never make a GPU product (bench/results/ci-time.md, "CI time, 2026-11-28, 420c689").
 //
 // Each definition below has the signature cublasLt.h declares (a mismatch does not compile:
 // two C functions of one name) and forwards to the library's. They are hidden: never in the
