@@ -26,6 +26,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -177,8 +178,18 @@ def run_case(test, peer, kind, root):
 
 
 def python_tests(ctest, build, regex):
-    shown = subprocess.run([ctest, "--test-dir", build, "--show-only=json-v1"], capture_output=True,
-                           text=True, check=True)
+    # ctest writes Testing/Temporary/LastTest.log in the folder it reads, even with
+    # --show-only: run on the build folder, it would replace the log of the very run this
+    # test is part of (scripts/ci-label-check.py reads that log). So it reads a copy of the
+    # CTestTestfile.cmake tree, which names everything else by absolute path.
+    with tempfile.TemporaryDirectory() as mirror:
+        for d, _, files in os.walk(build):
+            if "CTestTestfile.cmake" in files:
+                into = os.path.join(mirror, os.path.relpath(d, build))
+                os.makedirs(into, exist_ok=True)
+                shutil.copy(os.path.join(d, "CTestTestfile.cmake"), into)
+        shown = subprocess.run([ctest, "--test-dir", mirror, "--show-only=json-v1"], capture_output=True,
+                               text=True, check=True)
     out = []
     for t in json.loads(shown.stdout)["tests"]:
         cmd = t.get("command") or []
@@ -188,8 +199,11 @@ def python_tests(ctest, build, regex):
         if regex and not re.search(regex, t["name"]):
             continue
         props = {p["name"]: p["value"] for p in t.get("properties", [])}
+        cwd = props.get("WORKING_DIRECTORY", build)
+        if os.path.commonpath([cwd, mirror]) == mirror:  # the test's own folder, in the copy
+            cwd = os.path.join(build, os.path.relpath(cwd, mirror))
         out.append({"name": t["name"], "command": cmd, "script": scripts[0], "skip": props.get("SKIP_RETURN_CODE"),
-                    "env": props.get("ENVIRONMENT", []), "cwd": props.get("WORKING_DIRECTORY", build)})
+                    "env": props.get("ENVIRONMENT", []), "cwd": cwd})
     return out
 
 
