@@ -12,11 +12,12 @@
 #   zt save at 2 ranks | fio write, 2 jobs | zt load at 2 ranks | fio read, 2 jobs |
 #   zt load at 4 ranks of the 2-rank file (world size 2 -> 4) |
 #   zt save at 4 ranks | fio write, 4 jobs | zt load at 4 ranks | fio read, 4 jobs
-# zt's figures are its own progress lines (`progress: save step-1.h5 done: ... in X s`,
-# `progress: load ... done: ... in X s; reads ..., HDF5 metadata ..., checksums ...`): the
-# load's line carries where its time went. Prints the load average before each round, the
-# fio command lines, every figure, per round the ratios zt/fio (MB/s over MB/s), and the
-# medians over the rounds. MB = 1e6 bytes.
+# zt's figures are its own lines: the save's is the `ckpt: step 1 -> ... (X MB in Y s, ...)`
+# line, timed over the whole save (the writes, the fsync and the publish of the file and
+# `latest`, as fio's write pays its --end_fsync); the load's is `progress: load ... done:
+# ... in X s; reads ..., HDF5 metadata ..., checksums ...`, which says where its time went.
+# Prints the load average before each round, the fio command lines, every figure, per
+# round the ratios zt/fio (MB/s over MB/s), and the medians over the rounds. MB = 1e6 bytes.
 #
 # Needs: fio (apt-get install fio), root (drop_caches), about 1.3x the state in RAM at 2
 # ranks (tinyllama-1.1b: 13.2 GB of state; check `free -g`) and 2x the state on disk.
@@ -52,8 +53,10 @@ zt_run() {  # np save|load
     --set train.seq_len=8 --set train.micro_batch=1 --set train.global_batch=4 --set train.steps=1 \
     --set train.warmup=1 --set ckpt.dir="$work/zt" --set eval.every=0 --set sample.tokens=0 \
     --set train.peak_tflops=1 --set zero.stage=3 $extra </dev/null 2>&1 |
-    grep -E "^progress: (save|load) step-1.h5 done:|rror" || true
+    grep -E "^ckpt: step 1 -> |^progress: load step-1.h5 done:|rror" || true
 }
+# Seconds of the save's `ckpt:` line ("(12.6 MB in 0.13 s, ...").
+save_secs() { sed -n 's/.* MB in \([0-9.]*\) s, .*/\1/p' | head -1; }
 # Seconds of a progress end line ("in 12.3s", "in 1m05s").
 secs() {
   sed -n 's/.* in \([0-9hms.]*\), .*/\1/p' | head -1 |
@@ -77,15 +80,15 @@ for r in $(seq 1 "$rounds"); do
   echo "## round $r (load average before: $(load); $(free -g | awk '/Mem:/ {print $7}') GiB available)"
   rm -rf "$work"; mkdir -p "$work/fio"
   s2=$(zt_run 2 save); echo "zt save, 2 ranks: $s2"
-  bytes=$(echo "$s2" | sed -n 's/.* done: \([0-9.]*\) GB.*/\1/p' | awk '{ printf "%.0f", $1 * 1e9 }')
+  bytes=$(echo "$s2" | sed -n 's/.* (\([0-9.]*\) MB in .*/\1/p' | awk '{ printf "%.0f", $1 * 1e6 }')
   [ -n "$bytes" ] && [ "$bytes" -gt 0 ] || { echo "no save line from zt train"; exit 1; }
-  zs2=$(echo "$s2" | secs)
+  zs2=$(echo "$s2" | save_secs)
   rm -rf "$work/fio"; mkdir -p "$work/fio"
   fw2=$(fio_run 2 write); echo "fio write, 2 jobs: $fw2 MB/s"
   drop; l2=$(zt_run 2 load); echo "zt load, 2 ranks: $l2"; zl2=$(echo "$l2" | secs)
   drop; fr2=$(fio_run 2 read); echo "fio read, 2 jobs: $fr2 MB/s"
   drop; l24=$(zt_run 4 load); echo "zt load, 4 ranks of the 2-rank file: $l24"; zl24=$(echo "$l24" | secs)
-  s4=$(zt_run 4 save); echo "zt save, 4 ranks: $s4"; zs4=$(echo "$s4" | secs)
+  s4=$(zt_run 4 save); echo "zt save, 4 ranks: $s4"; zs4=$(echo "$s4" | save_secs)
   rm -rf "$work/fio"; mkdir -p "$work/fio"
   fw4=$(fio_run 4 write); echo "fio write, 4 jobs: $fw4 MB/s"
   drop; l4=$(zt_run 4 load); echo "zt load, 4 ranks: $l4"; zl4=$(echo "$l4" | secs)
