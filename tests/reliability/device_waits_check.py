@@ -80,7 +80,8 @@ ALLOW = [
     ("src/kernels/cuda/moe.cu", "pageable", "host_offsets",
      "the caller's moe_host.offsets, pinned (kc::PinnedBuffer)"),
     ("src/zero/offload_copy_cuda.cpp", "pageable", "cudaMemcpyAsync(dst, src, bytes",
-     "the copier's host side is a slot of the pinned pool (offload/pinned_pool.hpp)"),
+     "the copier's host side is a slot of the pinned pool (offload/pinned_pool.hpp; pageable "
+     "only where cudaHostAlloc failed, with a warning)"),
     ("src/kernels/cuda/stress.cpp", "pageable", "cudaMemcpyAsync",
      "zt check's GPU stress: its streams wait on no collective (and it polls with a bound)"),
 ]
