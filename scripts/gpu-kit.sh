@@ -50,7 +50,7 @@ deps() {
 
 do_pack() {
   local build=${ZT_KIT_BUILD:-$repo/build-kit}
-  local targets=(zt test_kernels_cuda test_comm_nccl test_device_moe_ep)
+  local targets=(zt test_kernels_cuda test_comm_nccl test_device_moe_ep device_stuck_main)
   if command -v ccache >/dev/null; then  # a rebuild of the kit reuses what ccache holds
     export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
     export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
@@ -74,7 +74,8 @@ do_pack() {
   mkdir -p "$k"/{bin,lib/openmpi3,lib/pmix,share,etc}
   cp "$build/src/apps/zt" "$build/tests/kernels_cuda/test_kernels_cuda" \
      "$build/tests/kernels_cuda/test_device_moe_ep" \
-     "$build/tests/comm/test_comm_nccl" "$k/bin/" || die "a binary is missing in $build"
+     "$build/tests/comm/test_comm_nccl" "$build/tests/reliability/device_stuck_main" "$k/bin/" ||
+    die "a binary is missing in $build"
   # the launcher: orterun (mpirun) and orted (forked by a singleton MPI_Init)
   cp "$(readlink -f "$(command -v orterun)")" "$k/bin/mpirun" || die "no orterun (Open MPI) here"
   cp "$(readlink -f "$(command -v orted)")" "$k/bin/orted" || die "no orted (Open MPI) here"
@@ -236,7 +237,8 @@ discover() {
     echo "REFUSED: missing ${missing% } (searched the kit's lib and: $(lib_dirs | awk '!seen[$0]++' | tr '\n' ' ')); install it or set ZT_KIT_LIB_DIRS"
     return 2
   }
-  undefined=$(ldd -r "$K"/bin/zt "$K"/bin/test_kernels_cuda "$K"/bin/test_comm_nccl "$K"/bin/test_device_moe_ep 2>&1 |
+  undefined=$(ldd -r "$K"/bin/zt "$K"/bin/test_kernels_cuda "$K"/bin/test_comm_nccl "$K"/bin/test_device_moe_ep \
+    "$K"/bin/device_stuck_main 2>&1 |
     awk '/undefined symbol/ { print $3 }' | grep -v '^cu[A-Z]' | sort -u | head -5 | tr '\n' ' ')
   [ -z "$undefined" ] || {
     echo "REFUSED: the libraries found are too old: undefined symbol(s) ${undefined% } (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
@@ -275,14 +277,14 @@ do_run() {
 # docs/gpu-verification.md gives the expected times.
 # The first call runs all_lines; their expected times on an H100 (expect_s, as
 # docs/gpu-verification.md states them) fit the budget, and `plan` checks that. The rest
-# (second_lines) is a second call: ZT_KIT_LINES="B D2 D3 D4 dead_rank". A line the budget
+# (second_lines) is a second call: ZT_KIT_LINES="B D2 D3 D4 dead_rank stuck_waits". A line the budget
 # leaves out is NOT RUN, and the run fails: nothing unjudged reads as passed.
 all_lines=(launcher cpu_train kernels nccl_comm check_nccl health speed A C D E L Q P M attention)
-second_lines=(B D2 D3 D4 dead_rank)
+second_lines=(B D2 D3 D4 dead_rank stuck_waits)
 declare -A expect_s=([launcher]=5 [cpu_train]=5 [kernels]=120 [nccl_comm]=10 [check_nccl]=20 [health]=12 [speed]=60
-  [A]=10 [C]=10 [D]=30 [E]=20 [L]=30 [Q]=20 [P]=25 [M]=45 [attention]=10 [B]=20 [D2]=30 [D3]=15 [D4]=40 [dead_rank]=5)
+  [A]=10 [C]=10 [D]=30 [E]=20 [L]=30 [Q]=20 [P]=25 [M]=45 [attention]=10 [B]=20 [D2]=30 [D3]=15 [D4]=40 [dead_rank]=5 [stuck_waits]=40)
 declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=45 [A]=40 [B]=60 [C]=40 [D]=60
-  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60)
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60 [stuck_waits]=100)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
 result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
@@ -758,6 +760,22 @@ line_dead_rank() {
   else
     result FAIL dead_rank "job ended ${dt} s after the kill (limit $((to + 15)) s); rank 1 named by zt: $named lines"
   fi
+}
+
+# (issue 53) one GPU: a collective that never completes (a stuck event the compute stream
+# waits on) at each host copy of the device path: each must end within the timeout naming rank 1.
+line_stuck_waits() {
+  local w rc
+  w=$(wrk)
+  bash "$repo/tests/reliability/device_wait_test.sh" "${ZT_KIT_TESTS:?}/device_stuck_main" 3000 gpu \
+    </dev/null >"$w/stuck_waits.log" 2>&1
+  rc=$?
+  local figs
+  figs=$(grep -E '^ok ' "$w/stuck_waits.log" | sed 's/^ok //; s/ (timeout 3000 ms)//' | tr '\n' ';')
+  if [ "$rc" -eq 77 ] && ! have_gpu; then result SKIP stuck_waits "no GPU visible"
+  elif [ "$rc" -ne 0 ]; then result FAIL stuck_waits "exit $rc; $(grep -E '^FAIL' "$w/stuck_waits.log" | head -1)"
+  elif ! have_gpu; then result FAIL stuck_waits "passed without a GPU? $figs"
+  else result PASS stuck_waits "timeout 3000 ms: ${figs%;}"; fi
 }
 
 # line NAME: one line, in the work dir (called under timeout by do_lines)

@@ -16,6 +16,7 @@
 
 #include "memory.hpp"
 #include "zt/comm/device_wait.hpp"
+#include "zt/comm/host_stage.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cuda/adamw.hpp"
@@ -48,6 +49,7 @@ class DeviceSpace final : public Space {
     total_ = kc::DeviceBuffer<double>(1, "the squared gradient norm");
     partial_ = kc::DeviceBuffer<double>(kc::kSumSquaresBlocks, "the squared norm's partial sums");
     ZT_CUDA_CHECK(cudaStreamCreate(&stream_));  // last: the destructor destroys it
+    stage_ = std::make_unique<comm::HostStage>(stream_);
   }
 
   ~DeviceSpace() override {
@@ -59,6 +61,7 @@ class DeviceSpace final : public Space {
         log::warn(e.what());
       }
     }
+    stage_.reset();
     if (cudaStreamDestroy(stream_) != cudaSuccess) log::warn("cudaStreamDestroy failed");
   }
   DeviceSpace(const DeviceSpace&) = delete;
@@ -89,18 +92,25 @@ class DeviceSpace final : public Space {
     ZT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
     return p;
   }
+  // cudaFree waits for the whole device: first the compute stream, polled, so a collective
+  // it waits on ends the job instead (buffers are freed at teardown and, rarely, when the
+  // engine regrows one between passes: the logits, a checkpoint's unit buffer).
   void release(void* p, size_t) noexcept override {
+    if (comm::communicators_aborted()) return;  // the process is ending: nothing waits
+    try {
+      comm::wait_stream(stream_, "freeing a device buffer");
+    } catch (const std::exception& e) {
+      log::warn(e.what());
+    }
     if (cudaFree(p) != cudaSuccess) log::warn("cudaFree of an engine buffer failed");
   }
   void to_host(void* host, const void* src, size_t bytes) override {
-    if (!bytes) return;
-    ZT_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_));
-    comm::wait_stream(stream_, "copying from the device to the host");
+    stage_->to_host(host, src, bytes, "copying from the device to the host");
   }
   void from_host(void* dst, const void* host, size_t bytes) override {
     if (!bytes) return;
     // Synchronous: the caller may reuse the host buffer (a staging buffer) at once.
-    ZT_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+    stage_->to_device(dst, host, bytes, "copying from the host to the device");
     comm::wait_stream(stream_, "copying from the host to the device");
   }
   void copy(void* dst, const void* src, size_t bytes) override {
@@ -182,6 +192,7 @@ class DeviceSpace final : public Space {
  private:
   std::string precision_;
   cudaStream_t stream_ = nullptr;  // the compute stream (see the top of this file)
+  std::unique_ptr<comm::HostStage> stage_;  // the host side of to_host / from_host
   kc::DeviceBuffer<double> total_;    // [1] the running sum of squares
   kc::DeviceBuffer<double> partial_;  // [kSumSquaresBlocks] scratch
   bool pending_ = false;

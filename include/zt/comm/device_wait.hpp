@@ -8,7 +8,7 @@
 // complete, and a plain cudaStreamSynchronize would never return: comm.timeout, the abort
 // and the liveness probe only run inside a request's own wait. So every host-blocking wait
 // of the device path goes through wait_ready (wait_stream / wait_event on CUDA, a check in
-// the suite finds any other: tests/reliability/device_waits_check.sh), which polls, and
+// the suite finds any other: tests/reliability/device_waits_check.py), which polls, and
 // while it polls
 //   - tests every in-flight operation (registered here by the NCCL backend at each launch)
 //     against its communicator's timeout, counted from its launch or from the start of

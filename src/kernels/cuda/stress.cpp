@@ -26,7 +26,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 constexpr uint64_t kSeedA = 0xA11CE, kSeedB = 0xB0B, kSeedHbm = 0x4B3;
 
 // The host's wait for this file's GPU work: cudaEventQuery through the one polled wait
-// (zt/core/poll.hpp; never a blocking synchronize: tests/reliability/device_waits_check.sh),
+// (zt/core/poll.hpp; never a blocking synchronize: tests/reliability/device_waits_check.py),
 // bounded, so a hung GPU fails its stress check (a CUDA error: RESET_GPU) instead of
 // hanging `zt check` in a Slurm prolog. comm::wait_ready is the same primitive plus a watch
 // of in-flight collectives, of which none is in flight here, and no bound of its own; and

@@ -44,22 +44,22 @@ void DeviceModel<T, G>::Impl::upload_batch(std::span<const int32_t> tokens,
   has_context = std::any_of(targets.begin(), targets.end(), [](int32_t t) { return t <= -2; });
   check_positions(positions, B, Tn);
   ensure(N);
-  ZT_CUDA_CHECK(cudaMemcpyAsync(tokens_d.data(), tokens.data(), N * sizeof(int32_t),
-                                cudaMemcpyHostToDevice, stream));
+  // Through the pinned stage: a copy from pageable memory would first wait for the stream,
+  // which may wait on a collective (zt/comm/host_stage.hpp).
+  const size_t bytes = static_cast<size_t>(N) * sizeof(int32_t);
+  constexpr const char* kWhat = "uploading the batch";
+  stage.to_device(tokens_d.data(), tokens.data(), bytes, kWhat);
   pos_d = nullptr;
   if (!positions.empty()) {
-    ZT_CUDA_CHECK(cudaMemcpyAsync(positions_d.data(), positions.data(), N * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, stream));
+    stage.to_device(positions_d.data(), positions.data(), bytes, kWhat);
     pos_d = positions_d.data();
   }
-  ZT_CUDA_CHECK(cudaMemcpyAsync(targets_d.data(), targets.data(), N * sizeof(int32_t),
-                                cudaMemcpyHostToDevice, stream));
+  stage.to_device(targets_d.data(), targets.data(), bytes, kWhat);
   if (!has_context) return;
   context_h.resize(static_cast<size_t>(N));  // decoded as Model's context_token
   std::transform(targets.begin(), targets.end(), context_h.begin(),
                  [](int32_t t) { return t <= -2 ? -2 - t : -1; });
-  ZT_CUDA_CHECK(cudaMemcpyAsync(context_d.data(), context_h.data(), N * sizeof(int32_t),
-                                cudaMemcpyHostToDevice, stream));
+  stage.to_device(context_d.data(), context_h.data(), bytes, kWhat);
 }
 
 // Embedding, every block and the final norm: xf [N, C] normalised, xs[L] = x_L. With
@@ -97,8 +97,7 @@ void DeviceModel<T, G>::Impl::forward_trunk_and_norm(int64_t B, int64_t Tn, bool
 template <class T, class G>
 kc::CrossEntropyTotals DeviceModel<T, G>::Impl::read_totals() {
   kc::CrossEntropyTotals t{};
-  ZT_CUDA_CHECK(cudaMemcpyAsync(&t, totals.data(), sizeof t, cudaMemcpyDeviceToHost, stream));
-  comm::wait_stream(stream, "reading the loss");
+  stage.to_host(&t, totals.data(), sizeof t, "reading the loss");
   return t;
 }
 

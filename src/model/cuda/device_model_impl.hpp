@@ -18,6 +18,7 @@
 
 #include "device_lora.hpp"
 #include "zt/comm/comm.hpp"
+#include "zt/comm/host_stage.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
@@ -155,6 +156,7 @@ struct DeviceModel<T, G>::Impl {
   Config cfg;
   ParamLayout layout;
   cudaStream_t stream;
+  comm::HostStage stage;  // the host side of every copy: the batch, the loss, the row sums
   kc::Gemm gemm;
   std::vector<const T*> params;  // per unit, device
   std::vector<G*> grads;         // per unit, device (nullptr when unbound)
@@ -220,6 +222,7 @@ struct DeviceModel<T, G>::Impl {
       : cfg(l.config()),
         layout(l),
         stream(s),
+        stage(s),
         params(static_cast<size_t>(layout.num_units()), nullptr),
         grads(static_cast<size_t>(layout.num_units()), nullptr),
         totals(1),

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "device_model_impl.hpp"
-#include "zt/comm/device_wait.hpp"
 
 namespace zt::model {
 
@@ -35,9 +34,8 @@ void DeviceModel<T, G>::Impl::row_sums(int64_t B, int64_t Tn, std::span<double> 
                            (part == 0 ? targets_d.data() : context_d.data()) + b * Tn, Tn, V, 1.0,
                            row_loss.data() + b * Tn, totals.data() + part * B + b, stream);
   std::vector<kc::CrossEntropyTotals> t(n, kc::CrossEntropyTotals{0.0, 0, -1});  // [n] host
-  ZT_CUDA_CHECK(cudaMemcpyAsync(t.data(), totals.data(), static_cast<size_t>(parts * B) * sizeof(t[0]),
-                                cudaMemcpyDeviceToHost, stream));
-  comm::wait_stream(stream, "reading the rows' log-probabilities");
+  stage.to_host(t.data(), totals.data(), static_cast<size_t>(parts * B) * sizeof(t[0]),
+                "reading the rows' log-probabilities");
   for (size_t i = 0; i < n; ++i) {
     logp[i] = -t[i].loss_sum;
     count[i] = t[i].count;
