@@ -29,6 +29,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_plots_check import check_plot_columns  # noqa: E402
+
 work, zt = sys.argv[1], os.path.abspath(sys.argv[2])
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
@@ -98,30 +101,16 @@ cells = {len(re.findall(r"(?<!\\)\|", l)) for l in table}
 check(len(cells) == 1, "report.md: every summary row has the same number of cells %s" % cells)
 rj = json.load(open("r1/report.json", encoding="utf-8"))
 check(rj["runs"][0]["run"]["note"] == facts["note"], "report.json keeps the fact exactly")
-# ---- 2. the plots' columns against report.json -------------------------------------
-if GNUPLOT:
-    data = [l.split() for l in open("r1/run0.dat") if not l.startswith("#") and l.strip()]
-    def column_of(png, title):
-        block = gp.split("set output '%s'" % png)[1].split("reset")[0]
-        m = re.search(r"using (1:\d+|1:\(column\((\d+)\) < 1 \? column\((\d+)\) : 1/0\)) .*?title '%s'" % title, block)
-        return m
-    for png, key in [("loss.png", "loss"), ("lr.png", "lr")]:
-        m = column_of(png, {"loss": "train loss", "lr": "lr"}[key])
-        col = int(m.group(1).split(":")[1]) if m else 0
-        got = [float(r[col - 1]) for r in data] if col else []
-        want = [s[key] for s in recs[1:]]
-        check(len(got) == len(want) and all(abs(a - b) <= 1e-8 * abs(b) for a, b in zip(got, want)),
-              "%s plots the %s column" % (png, key))
-    m = column_of("grad_norm.png", "clipped")
-    clip, grad = (int(m.group(2)), int(m.group(3))) if m else (0, 0)
-    marked = [int(r[0]) for r in data if clip and float(r[clip - 1]) < 1] if clip else []
-    check(marked == [s["step"] for s in recs[1:] if s["clip_coef"] < 1] and grad and
-          [float(r[grad - 1]) for r in data] == [s["grad_norm"] for s in recs[1:]],
-          "grad_norm.png marks the clipped steps (clip_coef < 1) on the grad norm")
+# ---- 2. the plots' columns (report_plots_check.py; plots.gp and run0.dat need no gnuplot)
+check_plot_columns(check, "r1", [recs[1:]])
 # ---- 3. the reader -------------------------------------------------------------------
 write("cut.metrics", [{"step": 0, "run": RUN}] + steps(1, 3), b'{"step": 4, "lo')
 p = report(["cut.metrics"], "r3")
 check(p.returncode == 0 and b"cut short" in p.stderr, "a cut last line: exit 0 with a note")
+r3 = json.load(open("r3/report.json")) if p.returncode == 0 else {"runs": [{"notes": []}]}
+check(any("cut.metrics: its last line (5) is cut short" in n for n in r3["runs"][0]["notes"]) and
+      [int(r["step"]) for r in csv.DictReader(open("r3/report.csv"))] == [1, 2, 3],
+      "  the note in report.json names the file and line; steps 1-3 kept, the cut one left out")
 write("bad.metrics", [{"step": 0, "run": RUN}] + steps(1, 2), b'not json\n' + json.dumps(steps(3, 3)[0]).encode() + b"\n")
 p = report(["bad.metrics"], "r3b")
 check(p.returncode == 2 and b"bad.metrics" in p.stderr and b"line 4" in p.stderr,
@@ -131,6 +120,9 @@ write("gap2.metrics", [{"step": 9, "run": RUN}] + steps(10, 12))
 p = report(["gap1.metrics", "gap2.metrics"], "r3c")
 check(p.returncode == 0 and b"after a gap" in p.stderr and len(json.load(open("r3c/report.json"))["runs"]) == 2,
       "a gap between files: two series, noted")
+r3c = json.load(open("r3c/report.json"))["runs"] if p.returncode == 0 else []
+check(len(r3c) == 2 and any("gap2.metrics starts at step 10, after a gap" in n for r in r3c for n in r["notes"]),
+      "  the gap's note in report.json: %s" % [r["notes"] for r in r3c])
 # ---- 4. joins --------------------------------------------------------------------------
 ck = lambda s: {"step": s, "checkpoint": {"seconds": 0.1}}
 write("a.metrics", [{"step": 0, "run": RUN}] + steps(1, 4) + [ck(4)] + steps(5, 8) + [ck(8)])

@@ -5,6 +5,9 @@
   ckpt.dir/report/ with report.md, report.json, report.csv and every plot, each a valid
   PNG (signature, IHDR) of 800 x 400 pixels.
 - The summary figures equal those computed here from the log.metrics JSON, independently.
+- Each plot draws its own key (run<i>.dat through plots.gp's `using`): loss.png the loss
+  and eval loss, lr.png the lr, grad_norm.png the grad norm with exactly the clipped steps
+  marked (report.json's clipped_steps); for the run's report and two series side by side.
 - A resumed run's two files (ckpt.stop_after=4, then ckpt.resume=auto into another file)
   are joined by `zt report` without a gap or a duplicate step, their losses equal the
   straight run's; the run's own report (ckpt.dir/report) holds steps 1-8 once, resumed
@@ -23,6 +26,9 @@ import statistics
 import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_plots_check import check_plot_columns  # noqa: E402
 
 work, zt, launcher = sys.argv[1], sys.argv[2], sys.argv[3:]
 shutil.rmtree(work, ignore_errors=True)
@@ -136,6 +142,8 @@ check(ref["clipped_steps"] > 0, f"the run clipped ({ref['clipped_steps']} steps)
 check(len(ckpts) == 2 and [r["step"] for r in recs if "checkpoint" in r] == [4, 8], "checkpoint records at steps 4 and 8")
 check(f"| final eval loss | {ref['final_eval_loss']:.4f} |" in md, "report.md's table: final eval loss")
 check(f"| clipped steps | {ref['clipped_steps']} |" in md, "report.md's table: clipped steps")
+# The plots' data and script: each plot draws its own key's column (report_plots_check.py).
+check_plot_columns(check, rep, [steps], [summary])
 rows = list(csv.DictReader(open(os.path.join(rep, "report.csv"))))
 check([int(r["step"]) for r in rows] == list(range(1, 9)), "report.csv: a row per step")
 check(all(close(float(r["loss"]), s["loss"]) for r, s in zip(rows, steps)), "report.csv: the losses")
@@ -162,6 +170,8 @@ js = json.load(open("side/report.json"))
 check(q.returncode == 0 and [r["label"] for r in js["runs"]] == ["full.jsonl", "piece1.jsonl + piece2.jsonl"],
       f"side by side: two series {[r['label'] for r in js['runs']]}")
 check(all(png_size(os.path.join("side", png)) == (800, 400) for png in js["plots"]), "side by side: every plot a PNG")
+check_plot_columns(check, "side", [steps, steps_of("piece1.jsonl") + steps_of("piece2.jsonl")],
+                   [r["summary"] for r in js["runs"]])
 
 # --- 4. without gnuplot -------------------------------------------------------------------
 for tag, env in (("ZT_GNUPLOT", dict(os.environ, ZT_GNUPLOT=os.path.join(work, "no", "gnuplot"))),

@@ -26,7 +26,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dpo_peer_test import PAIRS, TOKENIZER, grad_norm, setup  # noqa: E402
+from dpo_peer_test import PAIRS, TOKENIZER, adamw_steps, setup  # noqa: E402
 from hf_common import peer_start, require, run_zt  # noqa: E402
 
 TOL = 1e-5
@@ -76,17 +76,7 @@ def trl_side(torch, hf, adapters, tok, work, objective, row):
         from trl.experimental.orpo import ORPOConfig, ORPOTrainer
         trainer = ORPOTrainer(model=model, args=ORPOConfig(**common), train_dataset=Dataset.from_list(PAIRS),
                               processing_class=tok)
-    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(len(PAIRS))])
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=LR, betas=(0.9, 0.95), eps=EPS, weight_decay=0.0)
-    model.train()
-    steps = []
-    for _ in range(2):
-        opt.zero_grad()
-        loss = trainer.compute_loss(model, batch)
-        loss.backward()
-        steps.append((float(loss.detach()), grad_norm(torch, model)))
-        opt.step()
+    steps = adamw_steps(torch, trainer, model, LR, EPS)
     # (DPOTrainer may add a "ref" adapter, a frozen copy of the initial ones: B = 0, the
     # base, as zt's adapters-off reference; the trained adapter is "default".)
     after = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n and ".default." in n}

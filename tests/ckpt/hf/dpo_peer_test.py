@@ -19,6 +19,9 @@
    chosen row's prompt and completion, as TRL) equal ORPOTrainer.compute_loss and its
    backward's, at np 1, accum 2 and 2 ranks at stage 2; orpo.nll = completion equals TRL's
    odds_ratio_loss + the NLL of the chosen completion tokens (np 1).
+5. Two full-weight AdamW steps (two_steps) for DPO (sigmoid), IPO and cDPO (label
+   smoothing 0.2) against TRL's DPOTrainer with its own frozen reference model: both
+   steps' loss and gradient norm within 1e-5 relative, and every weight after step 2.
 Exit 77 (CTest skip) without torch / transformers / trl (scripts/install-deps.sh
 --hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
 """
@@ -30,7 +33,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import peer_start, require, run_zt, train_tiny  # noqa: E402
 
-TOL = 1e-5
+TOL = 1e-5  # losses and gradient norms: fp32 sums in either order (measured up to 6e-7)
+# The weights after 2 steps: |w| up to about 1 in fp32 (an ulp: 1.2e-7) moved by up to
+# 2e-3 (lr 1e-3, 2 steps); zt and TRL differ by about 1 ulp (measured 1.2e-7 to 2e-7), so
+# 1e-3 of the largest change (2e-6) allows a few ulps, while a wrong sign or factor moves
+# them by the change itself (measured 1.3e-3 to 4e-3).
+TOL2 = 1e-3
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKENIZER = os.path.normpath(os.path.join(HERE, "..", "..", "..", "examples", "tokenizer-bytes"))
 PAIRS = [  # original text
@@ -101,14 +109,15 @@ def orpo_trl(c, torch, hf, tok, work, lam, row):
     return float(loss.detach()), grad_norm(torch, model)
 
 
-def zt_step(zt, work, name, ckpt, extra, ranks=1, data="pairs.h5", seq=63):
-    """One DPO step of zt; returns its metrics JSON line (dict) or None."""
+def zt_step(zt, work, name, ckpt, extra, ranks=1, data="pairs.h5", seq=63, steps=1):
+    """`steps` DPO steps of zt (with steps > 1 a checkpoint after the last); returns every
+    step's metrics JSON line (dicts; [] when zt failed)."""
     args = ["train", "--set", "model.preset=tiny", "--set", "model.vocab=257", "--set",
             f"ckpt.init_from={ckpt}", "--set", f"data.path={data}", "--set", f"train.seq_len={seq}",
-            "--set", "train.global_batch=8", "--set", "train.steps=1", "--set", "data.eval_fraction=0",
+            "--set", "train.global_batch=8", "--set", f"train.steps={steps}", "--set", "data.eval_fraction=0",
             "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", "train.threads=1",
             "--set", "dpo.beta=0.1",
-            "--set", f"log.metrics={name}.jsonl", "--set", f"ckpt.dir={name}", "--set", "ckpt.every=0"]
+            "--set", f"log.metrics={name}.jsonl", "--set", f"ckpt.dir={name}", "--set", f"ckpt.every={steps if steps > 1 else 0}"]
     for kv in extra:
         args += ["--set", kv]
     cmd = [zt, *args]
@@ -119,10 +128,9 @@ def zt_step(zt, work, name, ckpt, extra, ranks=1, data="pairs.h5", seq=63):
                                              OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
     if p.returncode != 0:
         print(p.stdout[-3000:])
-        return None
+        return []
     with open(os.path.join(work, f"{name}.jsonl")) as f:
-        steps = [r for r in map(json.loads, f.readlines()) if "loss" in r]  # not run/checkpoint records
-        return steps[-1] if steps else None
+        return [r for r in map(json.loads, f.readlines()) if "loss" in r]  # not run/checkpoint records
 
 
 def setup(c, zt, work):
@@ -152,8 +160,94 @@ def setup(c, zt, work):
     return ckpt, hf
 
 
+# Two full-weight AdamW steps against TRL (issue 53). Step 1 cannot see a sign or a factor
+# of the loss (the policy is the reference: DPO's loss is ln 2, IPO's 1 / (2 beta)^2 on
+# both sides); step 2's loss and the weights after it can. TRL's DPOTrainer keeps its own
+# frozen reference (a second model loaded from the same folder), zt the reference's
+# log-probs of step 0 (dpo-reference.h5). lr 1e-3, betas 0.9/0.95, eps 1e-3 (not 1e-8: an
+# element whose gradient is at fp32 rounding then moves by about lr g / eps on both sides,
+# not by lr sign(g); dpo_lora_peer_test.py says the same), no weight decay or clipping.
+LR2, EPS2, LS = 1e-3, 1e-3, 0.2
+ADAMW = [f"train.lr={LR2}", f"train.min_lr={LR2}", "train.warmup=0", "train.weight_decay=0", "train.grad_clip=0",
+         "train.beta1=0.9", "train.beta2=0.95", f"train.eps={EPS2}", "train.micro_batch=8"]
+# (name, zt's keys, TRL's DPOConfig). TRL 1.16's `sigmoid` ignores label_smoothing; its
+# `robust` is R = ((1 - ls) S(d) - ls S(-d)) / (1 - 2 ls) with S(d) = -log sigmoid(beta d),
+# so cDPO's (1 - ls) S(d) + ls S(-d) (docs/finetune.md) is TRL's own 2 (1 - ls) S - (1 - 2 ls) R:
+# loss_type [sigmoid, robust] with those loss_weights.
+VARIANTS = (("sigmoid", [], dict(loss_type=["sigmoid"])),
+            ("ipo", ["dpo.loss=ipo"], dict(loss_type=["ipo"])),
+            ("cdpo", [f"dpo.label_smoothing={LS}"],
+             dict(loss_type=["sigmoid", "robust"], loss_weights=[2 * (1 - LS), -(1 - 2 * LS)], label_smoothing=LS)))
+
+
+def adamw_steps(torch, trainer, model, lr, eps):
+    """2 steps of torch's AdamW (betas 0.9/0.95, no weight decay) on the trainable weights,
+    each on TRL's whole collated batch of PAIRS through trainer.compute_loss. Returns
+    [(loss, gradient norm)] per step."""
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(len(PAIRS))])
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, betas=(0.9, 0.95),
+                            eps=eps, weight_decay=0.0)
+    model.train()
+    steps = []
+    for _ in range(2):
+        opt.zero_grad()
+        loss = trainer.compute_loss(model, batch)
+        loss.backward()
+        steps.append((float(loss.detach()), grad_norm(torch, model)))
+        opt.step()
+    return steps
+
+
+def trl_two_steps(torch, hf, tok, work, name, loss):
+    """TRL's DPOTrainer (its own frozen reference) and torch's AdamW, 2 steps on the whole
+    batch of PAIRS. Returns ([(loss, grad norm)] per step, {name: tensor} after step 2)."""
+    from datasets import Dataset
+    from transformers import LlamaForCausalLM
+    from trl import DPOConfig, DPOTrainer
+    model = LlamaForCausalLM.from_pretrained(hf, dtype=torch.float32)
+    args = DPOConfig(output_dir=os.path.join(work, f"trl-{name}"), beta=0.1, max_length=64, report_to="none",
+                     use_cpu=True, per_device_train_batch_size=len(PAIRS), bf16=False, fp16=False,
+                     dataloader_num_workers=0, **loss)
+    trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(PAIRS), processing_class=tok)
+    assert trainer.ref_model is not None and trainer.ref_model is not model
+    steps = adamw_steps(torch, trainer, model, LR2, EPS2)
+    return steps, {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def two_steps(c, torch, zt, work, ckpt, hf, tok):
+    """Each VARIANT: zt's 2 full-weight steps (step-2.h5 exported fp32) against
+    trl_two_steps: both steps' loss and gradient norm within TOL relative, and every
+    weight's change after step 2 within TOL2 of the largest change."""
+    from safetensors.torch import load_file
+    from transformers import LlamaForCausalLM
+    before = {n: p.detach().clone() for n, p in LlamaForCausalLM.from_pretrained(hf, dtype=torch.float32).named_parameters()}
+    for name, keys, loss in VARIANTS:
+        rows = zt_step(zt, work, f"two-{name}", ckpt, ["finetune.objective=dpo"] + ADAMW + keys, steps=2)
+        out = os.path.join(work, f"two-{name}-hf")
+        rc, text = run_zt(zt, "convert", "h5-to-hf", "--dtype", "f32",
+                          os.path.join(work, f"two-{name}", "step-2.h5"), out) if len(rows) == 2 else (1, "")
+        c.check(len(rows) == 2 and rc == 0, f"{name}: zt, 2 AdamW steps, step 2 exported (exit {rc})")
+        if rc != 0:
+            print(text[-2000:])
+            continue
+        ref, after = trl_two_steps(torch, hf, tok, work, name, loss)
+        for k, ((rl, rn), z) in enumerate(zip(ref, rows), 1):
+            dl, dn = abs(z["loss"] - rl) / abs(rl), abs(z["grad_norm"] - rn) / rn
+            c.check(dl <= TOL and dn <= TOL, f"{name} step {k}: zt loss {z['loss']:.9f}, grad norm "
+                    f"{z['grad_norm']:.9f} vs TRL {rl:.9f}, {rn:.9f}: rel {dl:.2e}, {dn:.2e} (<= {TOL})")
+        moved = abs(ref[1][0] - ref[0][0]) / abs(ref[0][0])
+        c.check(moved > 100 * TOL, f"{name}: step 2's loss moved {moved:.2e} (relative) from step 1's")
+        got = load_file(os.path.join(out, "model.safetensors"))
+        worst, scale = 0.0, 0.0
+        for n, t in after.items():
+            scale = max(scale, (t - before[n]).abs().max().item())
+            worst = max(worst, (got[n] - t).abs().max().item()) if n in got else float("inf")
+        c.check(worst <= TOL2 * scale, f"{name}: every weight after step 2: max |zt - TRL| {worst:.3e} "
+                f"<= {TOL2} x the largest change {scale:.3e}")
+
+
 def main():
-    zt, _, work, torch, c = peer_start(__doc__, "h5py", "datasets", "trl")
+    zt, _, work, torch, c = peer_start(__doc__, "h5py", "safetensors", "datasets", "trl")
     import trl
     from datasets import Dataset
     print(f"trl {trl.__version__}", flush=True)
@@ -210,16 +304,18 @@ def main():
             ("orpo_np2_stage2", orpo + ["train.micro_batch=4", "zero.stage=2"], 2, orpo_ref, o128),
             ("orpo_completion_np1", orpo + ["orpo.nll=completion", "train.micro_batch=8"], 1,
              orpo_completion, {})):
-        m = zt_step(zt, work, name, ckpt, extra, ranks, **where)
-        if m is None:
+        rows = zt_step(zt, work, name, ckpt, extra, ranks, **where)
+        if not rows:
             c.check(False, f"zt step ({name})")
             continue
+        m = rows[-1]
         dl = abs(m["loss"] - ref[0]) / abs(ref[0])
         dn = abs(m["grad_norm"] - ref[1]) / ref[1]
         c.check(dl <= TOL and dn <= TOL,
                 f"{name}: zt loss {m['loss']:.9f}, grad norm {m['grad_norm']:.9f} vs TRL: "
                 f"rel {dl:.2e}, {dn:.2e} (<= {TOL})")
         c.check("rewards/accuracies" in m and "logps/chosen" in m, f"{name}: TRL's metric names in the JSON")
+    two_steps(c, torch, zt, work, ckpt, hf, tok)
     c.finish()
 
 
