@@ -132,9 +132,13 @@ def aux_two_ranks(c, torch, zt, work):
     c.check(abs(zaux - aux) <= 1e-5 and abs(both - aux) > 10 * 1e-5,
             f"aux2: zt's aux (mean over ranks) {zaux:.8f} = transformers' per-rank mean {aux:.8f} "
             f"(1e-5), not the aux of both rows {both:.8f}")
-    c.check(abs(m["loss"] - loss) <= 1e-5 * loss and abs(m["grad_norm"] - norm) <= 1e-5 * norm,
+    # The loss is one fp32 sum per side (1e-5 relative). The gradient norm adds the fp32
+    # rounding of every parameter's backward on both sides (sums over 46 rows x 4 experts,
+    # the routing softmax): 8e-6 relative was seen on one CPU, so the bound is 1e-4; the
+    # weights after the step below are the tight check of the gradient itself.
+    c.check(abs(m["loss"] - loss) <= 1e-5 * loss and abs(m["grad_norm"] - norm) <= 1e-4 * norm,
             f"aux2: zt loss {m['loss']:.8f}, grad norm {m['grad_norm']:.8f} vs DDP's mean {loss:.8f}, "
-            f"{norm:.8f} (1e-5 relative)")
+            f"{norm:.8f} (1e-5, 1e-4 relative)")
     before = {n: q.detach().clone() for n, q in model.named_parameters()}
     opt = torch.optim.AdamW(model.parameters(), lr=AUX_LR, betas=(0.9, 0.95), eps=AUX_EPS, weight_decay=0.0)
     for n, q in model.named_parameters():
