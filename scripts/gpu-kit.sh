@@ -470,13 +470,27 @@ line_check_nccl() {
 # only rank of the node takes them all): PASS when
 # NVML loaded and every GPU check gave a verdict (none UNKNOWN); the figures are each
 # check's status, then the burn's TFLOP/s and the HBM GB/s with their fractions of
-# data/gpus.csv; FAIL without a gpu.gemm result per GPU or with a gpu.gemm/gpu.hbm FAIL.
+# data/gpus.csv; FAIL without a gpu.gemm result per GPU or with a gpu.gemm/gpu.hbm FAIL, and
+# when the report's temperature, clocks, PCIe link and ECC counters differ from nvidia-smi's
+# for any GPU (scripts/kit-health-smi.py).
 # Without a GPU (or NVML): SKIP, as gpu.nvml says.
 line_health() {
-  local w rc statuses stress
+  local w rc statuses stress smi_rc
   w=$(wrk)
+  local fields smi_check=""
+  fields=$(python3 "$repo/scripts/kit-health-smi.py" --fields)
+  nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits >"$w/smi-before.csv" 2>"$w/smi.err"
   mpirun -np 1 "${ZT_KIT_ZT:?}" check --tier quick --exit-codes nagios --report "$w/health" </dev/null >"$w/health.log" 2>&1
   rc=$?
+  # zt's NVML readings against nvidia-smi's, read just before and after: every GPU, or FAIL.
+  if nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits >"$w/smi-after.csv" 2>>"$w/smi.err" &&
+     [ -f "$w/health/report.json" ]; then
+    smi_check=$(python3 "$repo/scripts/kit-health-smi.py" "$w/health/report.json" "$w/smi-before.csv" "$w/smi-after.csv")
+    smi_rc=$?
+  else
+    smi_check="no nvidia-smi reading or no report.json: $(head -c 200 "$w/smi.err")"
+    smi_rc=1
+  fi
   statuses=$(grep -E '^#   gpu\.[a-z_]+ ' "$w/health.log" | sed -E 's/^#   (gpu\.[a-z_]+) .* on [^:]*: ([A-Z]+( \[[A-Z_]+\])?).*/\1 \2/' |
              sort | uniq -c | sed -E 's/^ *([0-9]+) (.*)/\2 x\1/' | tr '\n' ',' | cut -c1-400)
   # per GPU: "gpu.gemm r0:d3 712.3 TFLOP/s 0.72" (the fraction of its gpus.csv row)
@@ -491,7 +505,11 @@ line_health() {
     return 1
   elif [ "$rc" -le 3 ] && grep -q 'gpu\.count node on' "$w/health.log" && ! grep -qE '#   gpu\.[a-z_]+ .*: UNKNOWN' "$w/health.log" &&
        grep -qE '^#   gpu\.gemm rank ' "$w/health.log" && ! grep -qE '^#   gpu\.(gemm|hbm) rank .*: FAIL' "$w/health.log"; then
-    result PASS health "exit $rc; $statuses; stress: $stress"
+    if [ "$smi_rc" -ne 0 ]; then
+      result FAIL health "exit $rc; zt and nvidia-smi disagree: $(echo "$smi_check" | cut -c1-500)"
+      return 1
+    fi
+    result PASS health "exit $rc; $statuses; stress: $stress; $(echo "$smi_check" | cut -c1-120)"
   else
     # no stress on a GPU that NVML sees, or a stress FAIL (on a lent GPU more likely zt's bug than the GPU's)
     result FAIL health "exit $rc; $statuses; stress: ${stress:-none}; $(grep -m2 -E '^#   gpu\.(gemm|hbm) .*: (FAIL|UNKNOWN|SKIP)' "$w/health.log" | cut -c1-300 | tr '\n' ' ')"

@@ -99,6 +99,12 @@ need numpy "${PIN[numpy]}"
 need h5py "${PIN[h5py]}"
 need safetensors "${PIN[safetensors]}"
 need xxhash "${PIN[xxhash]}"
+# NVIDIA's nvml.h (PyPI's nvidia-nvml-dev, a header only): the test checklist_health.nvml_abi
+# compares zt's NVML declarations (checklist/src/nvml_abi.hpp) with it.
+if ! "$py" -c "import glob, os, sys; sys.exit(0 if any(glob.glob(os.path.join(p, 'nvidia', '*', 'include', 'nvml.h')) for p in sys.path) else 1)"; then
+  echo "install-deps: pip install ${PIN[nvidia-nvml-dev]} (nvml.h, for checklist_health.nvml_abi)"
+  "${pip[@]}" --no-deps "${PIN[nvidia-nvml-dev]}"
+fi
 
 # The cuDNN frontend's C++ headers (header-only, PyPI's nvidia-cudnn-frontend) for CUDA
 # builds: zt's attention then runs on cuDNN's fused SDPA (src/kernels/cuda/CMakeLists.txt

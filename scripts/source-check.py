@@ -11,7 +11,12 @@ layers  every layer includes only its own headers and those of the layers its ro
         give the order, the folders of each layer and what each may use. Every source file
         under src/ and include/ must lie in a layer's folder; every quoted include of a layer
         file must resolve (beside the file or under include/), generated headers excepted.
-        The top-level CMakeLists.txt adds the layers in the table's order.
+        An angle-bracket include that names a project file other than <zt/...> under
+        include/ (reached through an include directory, `<nvml.hpp>`) is a break: project
+        headers are included as "name" beside the file or <zt/layer/...>. A layer's
+        CMakeLists.txt never adds another layer's folder (or a folder above one, but
+        include/) to target_include_directories. The top-level CMakeLists.txt adds the
+        layers in the table's order.
 
 Exit 0: clean; 1: a rule is broken (each break named, file:line); 2: bad usage, or the
 table cannot be read.
@@ -169,7 +174,15 @@ def check_layers(root):
             if name in GENERATED:
                 continue
             target = None
-            if quote == '"':
+            if quote == "<" and not name.startswith("zt/"):
+                reached = project_file(root, rel, name, files)
+                if reached is None:
+                    continue  # a system or third-party header
+                breaks.append(f"{rel}:{n}: #include <{name}> reaches the project file {reached} through an include "
+                              f"directory. HINT: include it as \"{name}\" beside the file, or as <zt/<layer>/...> "
+                              f"under include/")
+                target = reached
+            if target is None and quote == '"':
                 beside = os.path.normpath(os.path.join(os.path.dirname(rel), name))
                 if os.path.isfile(os.path.join(root, beside)):
                     target = beside
@@ -195,12 +208,69 @@ def check_layers(root):
                     why = (f"{other} is below {own} but not in {own}'s 'may use' cell in {TABLE_DOC}: add it "
                            f"there if the dependency is meant")
                 breaks.append(f"{rel}:{n}: {own} includes {target} of layer {other}: {why}")
+    breaks += check_include_dirs(root, folders)
     breaks += check_cmake_order(root, order)
     for b in breaks:
         print(b)
     print(f"source-check layers: {len(order)} layers ({' < '.join(order)}), {len(files)} files; "
           f"{len(breaks)} broken rule(s)")
     return 1 if breaks else 0
+
+
+def project_file(root, rel, name, files):
+    """The project file an angle-bracket include of `name` in rel can reach: beside it,
+    under include/, or any source file whose path ends in /name; else None."""
+    for cand in (os.path.normpath(os.path.join(os.path.dirname(rel), name)), os.path.normpath(os.path.join("include", name))):
+        if os.path.isfile(os.path.join(root, cand)):
+            return cand
+    ends = [f for f in files if f.endswith("/" + name)]
+    return ends[0] if ends else None
+
+
+INCLUDE_DIRS_RE = re.compile(r"target_include_directories\s*\(([^)]*)\)", re.S)
+CMAKE_KEYWORDS = {"PRIVATE", "PUBLIC", "INTERFACE", "SYSTEM", "BEFORE", "AFTER"}
+
+
+def check_include_dirs(root, folders):
+    """No layer's CMakeLists.txt adds another layer's folder, or a folder above one (but
+    include/, whose zt/<layer>/ paths the include rule checks), as an include directory."""
+    breaks = []
+    for layer, fs in folders:
+        for f in fs:
+            for d, dirs, files in os.walk(os.path.join(root, f)):
+                dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+                if "CMakeLists.txt" not in files:
+                    continue
+                cmake = os.path.relpath(os.path.join(d, "CMakeLists.txt"), root)
+                with open(os.path.join(root, cmake), encoding="utf-8", errors="replace") as fh:
+                    text = fh.read()
+                here = os.path.dirname(cmake)
+                for m in INCLUDE_DIRS_RE.finditer(text):
+                    line = text.count("\n", 0, m.start()) + 1
+                    for token in m.group(1).split()[1:]:
+                        token = token.strip('"')
+                        for var in ("${CMAKE_CURRENT_SOURCE_DIR}", "${CMAKE_CURRENT_LIST_DIR}"):
+                            token = token.replace(var, "./" + here if here else ".")
+                        for var in ("${PROJECT_SOURCE_DIR}", "${CMAKE_SOURCE_DIR}", "${zt_SOURCE_DIR}"):
+                            token = token.replace(var, ".")
+                        if token in CMAKE_KEYWORDS or "$" in token or os.path.isabs(token):
+                            continue  # the build tree, a found package, a generator expression
+                        rooted = token == "." or token.startswith("./")
+                        target = os.path.normpath(token if rooted else os.path.join(here, token))
+                        if target == "include":
+                            continue
+                        owner = layer_of(target, folders)
+                        below = sorted({l for l, lfs in folders for lf in lfs
+                                        if l != layer and (target == "." or lf.startswith(target + "/"))})
+                        if owner is not None and owner != layer:
+                            breaks.append(f"{cmake}:{line}: target_include_directories adds {target}, a folder of "
+                                          f"layer {owner}, to {layer}. HINT: include its public headers as "
+                                          f"<zt/{owner}/...> (include/), never its private folder")
+                        elif owner is None and below:
+                            breaks.append(f"{cmake}:{line}: target_include_directories adds {target}, above the "
+                                          f"folders of {', '.join(below)}, to {layer}. HINT: add only this layer's "
+                                          f"own folders")
+    return breaks
 
 
 def check_cmake_order(root, order):

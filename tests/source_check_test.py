@@ -93,6 +93,33 @@ class SourceCheck(unittest.TestCase):
         self.assertIn("src/stray/x.cpp: in no layer's folder", out)
         self.assertIn('src/mid/d.cpp:1: #include "nowhere.hpp": found neither', out)
 
+    def test_angle_include_of_project_header_fails(self):
+        # <a_detail.hpp> is low's private header, reachable only through an include directory.
+        self.write("src/mid/e.cpp", "#include <a_detail.hpp>\n#include <vector>\n#include <zt/low/a.hpp>\n")
+        rc, out = self.run_check("layers")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("src/mid/e.cpp:1: #include <a_detail.hpp> reaches the project file src/low/a_detail.hpp", out)
+        self.assertNotIn("e.cpp:2", out)
+        self.assertNotIn("e.cpp:3", out)
+        # Upward through angle brackets: the layer rule sees it too.
+        self.write("src/low/f.cpp", "#include <main.cpp>\n")
+        out = self.run_check("layers")[1]
+        self.assertIn("src/low/f.cpp:1: low includes src/top/main.cpp of layer top: top is above low", out)
+
+    def test_include_directory_into_another_layer_fails(self):
+        self.write("src/mid/CMakeLists.txt", "add_library(zt_mid b.cpp)\n"
+                   "target_include_directories(zt_mid PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/gen\n"
+                   "  ${PROJECT_SOURCE_DIR}/include)\n")
+        self.assertEqual(self.run_check("layers")[0], 0)
+        self.write("src/mid/CMakeLists.txt", "target_include_directories(zt_mid\n  PRIVATE ../low)\n"
+                   "target_include_directories(zt_mid SYSTEM PRIVATE ${PROJECT_SOURCE_DIR}/src)\n")
+        rc, out = self.run_check("layers")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("src/mid/CMakeLists.txt:1: target_include_directories adds src/low, a folder of layer low, "
+                      "to mid", out)
+        self.assertIn("src/mid/CMakeLists.txt:3: target_include_directories adds src, above the folders of low, "
+                      "top, to mid", out)
+
     def test_cmake_order_checked(self):
         self.write("CMakeLists.txt", CMAKE.format(order="mid low"))
         rc, out = self.run_check("layers")

@@ -1,5 +1,7 @@
 // The checks of one GPU's state through NVML (gpu_checks.hpp); the rules and actions
 // are docs/checklist.md's "Node health" table.
+// Every verdict is tagged `// rule: <name>`; tests/checklist/health_rules_test.py has one
+// scenario through the NVML double per rule (and per Xid of gpu_health.cpp's table).
 #include "gpu_checks.hpp"
 
 #include "zt/core/log.hpp"
@@ -19,16 +21,16 @@ bool NvmlCaller::ok(HealthCheck& c, nvmlReturn_t rc, const char* call) const {
   if (rc == NVML_SUCCESS) return true;
   const std::string err = nvml_error(*nvml, rc);
   if (rc == NVML_ERROR_NOT_SUPPORTED) {
-    c.status = HealthStatus::kSkip;
+    c.status = HealthStatus::kSkip;  // rule: nvml_not_supported
     c.message = strf("not supported on this GPU (%s)", call);
   } else if (rc == NVML_ERROR_GPU_IS_LOST) {
-    raise(c, HealthStatus::kFail, HealthAction::kReboot);
+    raise(c, HealthStatus::kFail, HealthAction::kReboot);  // rule: nvml_gpu_lost
     c.message = strf("%s: %s: the GPU fell off the bus", call, err.c_str());
   } else if (rc == NVML_ERROR_RESET_REQUIRED) {
-    raise(c, HealthStatus::kFail, HealthAction::kResetGpu);
+    raise(c, HealthStatus::kFail, HealthAction::kResetGpu);  // rule: nvml_reset_required
     c.message = strf("%s: %s", call, err.c_str());
   } else {
-    raise(c, HealthStatus::kUnknown, HealthAction::kNone);
+    raise(c, HealthStatus::kUnknown, HealthAction::kNone);  // rule: nvml_error
     c.message = strf("[rank %d on %s] %s: %s. HINT: check the driver (nvidia-smi -q) and that "
                      "this user may query the GPU",
                      rank, host.c_str(), call, err.c_str());
@@ -59,7 +61,7 @@ HealthCheck ecc(const NvmlCaller& k, nvmlDevice_t d, const std::string& subject)
   unsigned long long volatile_dbe = 0, aggregate_dbe = 0;
   if (!k.ok(c, n.DeviceGetEccMode(d, &current, &pending), "nvmlDeviceGetEccMode")) return c;
   if (current != NVML_FEATURE_ENABLED) {
-    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);
+    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // rule: ecc_off
     c.message = strf("ECC is off (pending %s): errors in memory go unnoticed", on_off(pending));
     return c;
   }
@@ -72,10 +74,10 @@ HealthCheck ecc(const NvmlCaller& k, nvmlDevice_t d, const std::string& subject)
   add_number(c, "aggregate_uncorrected", static_cast<double>(aggregate_dbe));
   c.message = strf("ECC on. uncorrectable errors: %llu since the last reset, %llu over the GPU's life",
                    volatile_dbe, aggregate_dbe);
-  if (volatile_dbe > 0) raise(c, HealthStatus::kFail, HealthAction::kResetGpu);
-  else if (aggregate_dbe > 0) raise(c, HealthStatus::kWarn, HealthAction::kMonitor);
+  if (volatile_dbe > 0) raise(c, HealthStatus::kFail, HealthAction::kResetGpu);  // rule: ecc_volatile
+  else if (aggregate_dbe > 0) raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // rule: ecc_aggregate
   if (pending != current) {
-    raise(c, HealthStatus::kWarn, HealthAction::kReboot);
+    raise(c, HealthStatus::kWarn, HealthAction::kReboot);  // rule: ecc_mode_pending
     c.message += strf("; ECC mode %s is pending a reboot", on_off(pending));
   }
   return c;
@@ -104,12 +106,12 @@ HealthCheck retired_pages(const NvmlCaller& k, nvmlDevice_t d, const std::string
   add_number(c, "pending", pending == NVML_FEATURE_ENABLED ? 1 : 0);
   c.message = strf("%u pages retired (%u single-bit, %u double-bit)%s", total, counts[0], counts[1],
                    pending == NVML_FEATURE_ENABLED ? "; a retirement is pending: reset the GPU" : "");
-  if (pending == NVML_FEATURE_ENABLED) raise(c, HealthStatus::kFail, HealthAction::kResetGpu);
+  if (pending == NVML_FEATURE_ENABLED) raise(c, HealthStatus::kFail, HealthAction::kResetGpu);  // rule: retired_pending
   if (total >= 60) {  // NVIDIA's replacement threshold for retired pages
-    raise(c, HealthStatus::kFail, HealthAction::kDrain);
+    raise(c, HealthStatus::kFail, HealthAction::kDrain);  // rule: retired_60
     c.message += " (60 or more: replace the GPU)";
   } else if (counts[1] > 0) {
-    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);
+    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // rule: retired_double_bit
   }
   return c;
 }
@@ -127,10 +129,10 @@ HealthCheck row_remap(const NvmlCaller& k, nvmlDevice_t d, const std::string& su
   c.message = strf("%u rows remapped (%u for correctable, %u for uncorrectable errors), pending %s, failure %s",
                    corrected + uncorrected, corrected, uncorrected, pending ? "yes" : "no", failure ? "yes" : "no");
   if (failure) {
-    raise(c, HealthStatus::kFail, HealthAction::kDrain);
+    raise(c, HealthStatus::kFail, HealthAction::kDrain);  // rule: remap_failure
     c.message += ": a row could not be remapped, replace the GPU";
   } else if (pending) {
-    raise(c, HealthStatus::kFail, HealthAction::kResetGpu);
+    raise(c, HealthStatus::kFail, HealthAction::kResetGpu);  // rule: remap_pending
     c.message += ": reset the GPU to apply the remap";
   }
   return c;
@@ -158,12 +160,12 @@ HealthCheck clocks(const NvmlCaller& k, nvmlDevice_t d, const std::string& subje
     why += strf("%s%s", why.empty() ? "" : ", ", name);
     raise(c, s, a);
   };
-  reason(kThrottleHwSlowdown, "HW slowdown", HealthStatus::kFail, HealthAction::kDrain);
-  reason(kThrottleHwThermal, "HW thermal slowdown", HealthStatus::kFail, HealthAction::kDrain);
-  reason(kThrottleHwPowerBrake, "HW power brake", HealthStatus::kFail, HealthAction::kDrain);
-  reason(kThrottleSwThermal, "SW thermal slowdown", HealthStatus::kWarn, HealthAction::kMonitor);
-  reason(kThrottleSwPowerCap, "SW power cap", HealthStatus::kPass, HealthAction::kNone);
-  reason(kThrottleGpuIdle, "idle", HealthStatus::kPass, HealthAction::kNone);
+  reason(kThrottleHwSlowdown, "HW slowdown", HealthStatus::kFail, HealthAction::kDrain);  // rule: clocks_hw_slowdown
+  reason(kThrottleHwThermal, "HW thermal slowdown", HealthStatus::kFail, HealthAction::kDrain);  // rule: clocks_hw_thermal
+  reason(kThrottleHwPowerBrake, "HW power brake", HealthStatus::kFail, HealthAction::kDrain);  // rule: clocks_hw_power_brake
+  reason(kThrottleSwThermal, "SW thermal slowdown", HealthStatus::kWarn, HealthAction::kMonitor);  // rule: clocks_sw_thermal
+  reason(kThrottleSwPowerCap, "SW power cap", HealthStatus::kPass, HealthAction::kNone);  // rule: clocks_sw_power_cap
+  reason(kThrottleGpuIdle, "idle", HealthStatus::kPass, HealthAction::kNone);  // rule: clocks_idle
   c.message = strf("SM %u of %u MHz, memory %u of %u MHz; throttled by: %s", sm, sm_max, mem, mem_max,
                    why.empty() ? "nothing" : why.c_str());
   return c;
@@ -183,8 +185,8 @@ HealthCheck temperature(const NvmlCaller& k, nvmlDevice_t d, const std::string& 
   add_number(c, "slowdown_celsius", slowdown);
   add_number(c, "shutdown_celsius", shutdown);
   c.message = strf("%u C, slowdown at %u C, shutdown at %u C", t, slowdown, shutdown);
-  if (t >= slowdown) raise(c, HealthStatus::kFail, HealthAction::kDrain);
-  else if (t + margin >= slowdown) raise(c, HealthStatus::kWarn, HealthAction::kMonitor);
+  if (t >= slowdown) raise(c, HealthStatus::kFail, HealthAction::kDrain);  // rule: temperature_slowdown
+  else if (t + margin >= slowdown) raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // rule: temperature_near_slowdown
   return c;
 }
 
@@ -198,7 +200,8 @@ HealthCheck power(const NvmlCaller& k, nvmlDevice_t d, const std::string& subjec
   add_number(c, "watts", mw / 1000.0);
   add_number(c, "limit_watts", limit / 1000.0);
   c.message = strf("%.0f W of a %.0f W limit", mw / 1000.0, limit / 1000.0);
-  if (mw > limit + limit / 20) raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // 5% above its cap
+  // 5% above its cap
+  if (mw > limit + limit / 20) raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // rule: power_over_cap
   return c;
 }
 
@@ -217,11 +220,11 @@ HealthCheck pcie(const NvmlCaller& k, nvmlDevice_t d, const std::string& subject
   add_number(c, "width_max", width_max);
   c.message = strf("gen%u x%u, max gen%u x%u", gen, width, gen_max, width_max);
   if (width < width_max) {
-    raise(c, HealthStatus::kFail, HealthAction::kDrain);
+    raise(c, HealthStatus::kFail, HealthAction::kDrain);  // rule: pcie_narrow
     c.message += ": the link trained narrower than it can (reseat the GPU or its riser)";
   } else if (gen < gen_max) {
     // An idle GPU lowers its link speed to save power: a WARN, not a FAIL.
-    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);
+    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // rule: pcie_generation
     c.message += ": below its generation (normal while idle; under load it is a bad link)";
   }
   return c;
@@ -254,7 +257,7 @@ HealthCheck nvlink(const NvmlCaller& k, nvmlDevice_t d, const std::string& subje
     }
   }
   if (links == 0) {
-    c.status = HealthStatus::kSkip;
+    c.status = HealthStatus::kSkip;  // rule: nvlink_none
     c.message = "no NVLink on this GPU";
     return c;
   }
@@ -267,10 +270,10 @@ HealthCheck nvlink(const NvmlCaller& k, nvmlDevice_t d, const std::string& subje
   c.message = strf("%u of %u links up; errors: replay %llu, recovery %llu, CRC flit %llu, CRC data %llu",
                    up, links, totals[0], totals[1], totals[2], totals[3]);
   if (!down.empty()) {
-    raise(c, HealthStatus::kFail, HealthAction::kResetGpu);
+    raise(c, HealthStatus::kFail, HealthAction::kResetGpu);  // rule: nvlink_down
     c.message += "; down: link " + down;
   } else if (totals[1] > 0 || totals[3] > 0) {
-    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);
+    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // rule: nvlink_recovery_crc_data
   }
   return c;
 }
@@ -282,7 +285,7 @@ HealthCheck persistence(const NvmlCaller& k, nvmlDevice_t d, const std::string& 
   add_number(c, "enabled", mode == NVML_FEATURE_ENABLED ? 1 : 0);
   c.message = strf("persistence mode %s", on_off(mode));
   if (mode != NVML_FEATURE_ENABLED) {
-    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);
+    raise(c, HealthStatus::kWarn, HealthAction::kMonitor);  // rule: persistence_off
     c.message += " (each job pays the driver's start-up; enable nvidia-persistenced)";
   }
   return c;

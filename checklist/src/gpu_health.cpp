@@ -128,7 +128,7 @@ std::vector<HealthCheck> GpuHealth::begin() {
   for (unsigned i = 0; i < found; ++i) {
     HealthCheck dev = s.make("gpu.device", strf("GPU %u", i));
     nvmlDevice_t d = nullptr;
-    char name[NVML_DEVICE_NAME_BUFFER_SIZE] = {};
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
     char uuid[NVML_DEVICE_UUID_BUFFER_SIZE] = {};
     if (!s.ok(dev, n.DeviceGetHandleByIndex_v2(i, &d), "nvmlDeviceGetHandleByIndex_v2") ||
         !s.ok(dev, n.DeviceGetName(d, name, sizeof name), "nvmlDeviceGetName") ||

@@ -4,7 +4,8 @@
 // here (/usr/local/cuda/include has none), and zt never links libnvidia-ml: it is
 // dlopened at run time (nvml.cpp), so a host without the driver is a named SKIP.
 // tests/checklist/fake_nvml.cpp exports these same entry points from a scenario file.
-// Values and layouts below are NVIDIA's; nothing else is assumed.
+// Values and layouts below are NVIDIA's; tests/checklist/nvml_abi_test.py compares every one
+// with NVIDIA's nvml.h (PyPI's nvidia-nvml-dev).
 #include <cstdint>
 
 extern "C" {
@@ -46,7 +47,7 @@ enum : int { NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0, NVML_TEMPERATURE_THRESHOLD
 // nvmlNvLinkErrorCounter_t
 enum : int { NVML_NVLINK_ERROR_DL_REPLAY = 0, NVML_NVLINK_ERROR_DL_RECOVERY = 1,
              NVML_NVLINK_ERROR_DL_CRC_FLIT = 2, NVML_NVLINK_ERROR_DL_CRC_DATA = 3 };
-constexpr unsigned NVML_NVLINK_MAX_LINKS = 18;
+constexpr unsigned NVML_NVLINK_MAX_LINKS = 36;  // nvml.h of CUDA 13 (18 before): absent links answer INVALID_ARGUMENT
 
 // nvmlClocksThrottleReason* bits (nvmlDeviceGetCurrentClocksThrottleReasons).
 constexpr unsigned long long kThrottleGpuIdle = 0x1ULL;
@@ -66,7 +67,7 @@ typedef struct {
   unsigned int computeInstanceId;
 } nvmlEventData_t;
 
-constexpr unsigned NVML_DEVICE_NAME_BUFFER_SIZE = 96;  // _V2_ size: enough for every name
+constexpr unsigned NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;  // enough for every name
 constexpr unsigned NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
 constexpr unsigned NVML_DEVICE_UUID_BUFFER_SIZE = 80;
 

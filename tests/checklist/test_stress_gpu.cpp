@@ -67,6 +67,24 @@ TEST(StressGpu, HbmCopyIsExactAndFast) {
   }
 }
 
+// The counters are shown a wrong result: the test hook flips one bit of one output of the
+// first product (the last must equal it everywhere) and of one copied word; each count is 1.
+TEST(StressGpu, CountersSeeOneWrongElement) {
+  ZT_CUDA_CHECK(cudaSetDevice(0));
+  struct Reset {
+    ~Reset() { zk::set_stress_fault_for_test(zk::StressFault::kNone); }
+  } reset;
+  zk::set_stress_fault_for_test(zk::StressFault::kGemm);
+  const zk::GemmBurn b = zk::gemm_burn(0.0, 1024);
+  EXPECT_EQ(b.checked, 1024 * 1024 + zk::kGemmSamples);
+  EXPECT_EQ(b.wrong, 1);
+  const zk::HbmBandwidth clean = zk::hbm_bandwidth(0.0, uint64_t{16} << 20);
+  EXPECT_EQ(clean.wrong, 0);  // the GEMM's fault does not touch the copy
+  zk::set_stress_fault_for_test(zk::StressFault::kHbm);
+  EXPECT_EQ(zk::hbm_bandwidth(0.0, uint64_t{16} << 20).wrong, 1);
+  EXPECT_EQ(zk::gemm_burn(0.0, 1024).wrong, 0);
+}
+
 TEST(StressGpu, MeasureStressOnEveryDevice) {
   // Every visible GPU at once, one thread each (what the only rank of a node does).
   std::vector<int> devices;

@@ -18,11 +18,13 @@ The table is generated, not hand-copied:
     missing path, a read-only file outside the work folder, and an empty string.
 Runs that are accepted do tiny work (1 training step of a small model, a one-size sweep).
 
-Oracles on the outcome (issue 35 item 4, issue 36 class 10), from ONE rule read off the
-program itself:
+Oracles on the outcome (issue 35 item 4, issue 36 class 10), from ONE rule with the limits
+committed in hostile_cli_limits.py (one row per numeric key and option; a numeric key or
+option of --help-config or a --help without a row, a row naming none, and limits printed
+otherwise than the row fail the test):
   - every numeric key (int/float in `--help-config`) with NaN, +-inf, 1e400, one below its
-    lower limit and one above its upper limit (the limits as the table prints them) ends with
-    exit 2 and a message naming the key;
+    lower limit and one above its upper limit (its committed row) ends with exit 2 and a
+    message naming the key;
   - every numeric option of every subcommand declares its range in its --help type text
     ("INT in [1, 1000000]", "FLOAT in [0, 1000]", "SIZE in [1, 1T]"; an option whose
     default or type is a number without one fails the test), and NaN, +-inf, 1e400, one
@@ -45,6 +47,9 @@ import stat
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hostile_cli_limits import KEY_LIMITS, OPTION_LIMITS  # noqa: E402  (the committed limits)
 
 TIMEOUT = 30          # seconds per run: a hang is a failure
 PARALLEL = 16         # runs at once (a run is mostly start-up latency, ~0.25 s, not CPU)
@@ -228,7 +233,14 @@ def main():
     cases = []  # (what, argv)
     expect = {}  # what -> (exit code, regex the output must match): the oracles
     keys = help_keys(zt)
-    ranges = {k: (t, lo, hi, excl) for k, t, lo, hi, excl in help_ranges(zt)}
+    printed = {k: (t, lo, hi, excl) for k, t, lo, hi, excl in help_ranges(zt)}
+    table_problems = ["key %s: numeric in --help-config (%s) but no row in hostile_cli_limits.KEY_LIMITS"
+                      % (k, v) for k, v in printed.items() if k not in KEY_LIMITS]
+    table_problems += ["key %s: --help-config prints %s, KEY_LIMITS commits %s" % (k, v, KEY_LIMITS[k])
+                       for k, v in printed.items() if k in KEY_LIMITS and KEY_LIMITS[k] != v]
+    table_problems += ["KEY_LIMITS row %s: no such numeric key in --help-config" % k for k in KEY_LIMITS
+                       if k not in printed]
+    ranges = {k: KEY_LIMITS[k] for k in printed if k in KEY_LIMITS}
     if len(keys) < 50:
         print("FAIL: only %d keys read from `zt train --help-config`" % len(keys))
         sys.exit(1)
@@ -304,11 +316,21 @@ def main():
     undeclared = []
     for sub in subs:
         numeric = {}
+        name = " ".join(sub)
         for opt, typ, lo, hi, problem in option_ranges(zt, *sub):
+            row = OPTION_LIMITS.get((name, opt))
             if problem:
-                undeclared.append("%s %s: %s" % (" ".join(sub), opt, problem))
+                undeclared.append("%s %s: %s" % (name, opt, problem))
+            elif row is None:
+                table_problems.append("%s %s: numeric in --help (%s in [%s, %s]) but no row in "
+                                      "hostile_cli_limits.OPTION_LIMITS" % (name, opt, typ, lo, hi))
             else:
-                numeric[opt] = outside_values(typ, lo, hi, False)
+                if row != (typ, lo, hi):
+                    table_problems.append("%s %s: --help prints %s, OPTION_LIMITS commits %s"
+                                          % (name, opt, (typ, lo, hi), row))
+                numeric[opt] = outside_values(*row, False)
+        table_problems += ["OPTION_LIMITS row %s %s: no such numeric option in --help" % (name, o)
+                           for s_, o in OPTION_LIMITS if s_ == name and o not in numeric]
         n_numeric += len(numeric)
         for opt, kind in help_options(zt, *sub):
             if kind == "FLAG" or opt in ("--set",):
@@ -376,7 +398,9 @@ def main():
     if "--list" in sys.argv:
         for what, _ in cases:
             print(what)
-        return
+        for p in table_problems:
+            print("FAIL: " + p)
+        sys.exit(1 if table_problems else 0)
 
     before_out, before_top = snapshot(outside), sorted(os.listdir(top))
 
@@ -398,8 +422,7 @@ def main():
 
     failures = []
     codes = {}
-    for u in undeclared:
-        failures.append(u)
+    failures += undeclared + table_problems
     for what, rc, secs, out in results:
         codes[rc] = codes.get(rc, 0) + 1
         if what in expect and rc is not None:

@@ -2,6 +2,7 @@
 // one Gemm) and the HBM copy, each timed with CUDA events and checking what it computed.
 // The kernels are stress.cu (compiled as C++17 by nvcc); this file is C++20.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <vector>
@@ -93,6 +94,20 @@ int launch_blocks(int per_sm) {
   return std::max(1, sms) * per_sm;
 }
 
+std::atomic<StressFault> g_fault{StressFault::kNone};
+
+// The test hook's fault: flips the lowest bit of the element at p (a device pointer).
+template <typename T>
+void flip_one_bit(T* p, StressFault fault, Timing& t) {
+  if (g_fault.load() != fault) return;
+  unsigned char byte = 0;
+  ZT_CUDA_CHECK(cudaMemcpyAsync(&byte, p, 1, cudaMemcpyDeviceToHost, t.stream));
+  t.wait_stream("the test hook's read");
+  byte ^= 1u;
+  ZT_CUDA_CHECK(cudaMemcpyAsync(p, &byte, 1, cudaMemcpyHostToDevice, t.stream));
+  t.wait_stream("the test hook's write");
+}
+
 // A counter of wrong elements, zeroed on the stream of the kernel that counts into it.
 struct Counter {
   DeviceBuffer<unsigned long long> value{1, "a counter of wrong elements"};
@@ -141,6 +156,8 @@ int64_t sample_wrong(const DeviceBuffer<float>& d, int64_t n, Timing& t) {
 }
 
 }  // namespace
+
+void set_stress_fault_for_test(StressFault fault) { g_fault.store(fault); }
 
 GemmBurn gemm_burn(double seconds, int64_t n) {
   ZT_CHECK(n > 0 && n % 8 == 0 && n <= 32768 && std::isfinite(seconds) && seconds >= 0.0,
@@ -203,6 +220,8 @@ GemmBurn gemm_burn(double seconds, int64_t n) {
   r.slowest_window_tflops = slowest > 0.0 ? flop * static_cast<double>(window_calls) / slowest / 1e12 : 0.0;
 
   // The last product against the first, everywhere, and against the host at the samples.
+  // (The hook's bit is in the first product, which no host sample reads: one wrong output.)
+  flip_one_bit(first.data() + 1, StressFault::kGemm, t);
   Counter counter(t.stream);
   launch_count_differences(d.data(), first.data(), static_cast<int64_t>(nn), counter.value.data(), blocks,
                            t.stream);
@@ -243,6 +262,7 @@ HbmBandwidth hbm_bandwidth(double seconds, uint64_t max_bytes) {
   } while (since(t0) < seconds);
   r.seconds = t.seconds(begin, stop);
   r.gbs = r.seconds > 0.0 ? 2.0 * static_cast<double>(r.bytes) * static_cast<double>(r.passes) / r.seconds / 1e9 : 0.0;
+  flip_one_bit(dst.data() + words / 2, StressFault::kHbm, t);
   Counter counter(t.stream);
   launch_count_wrong_words(dst.data(), words, kSeedHbm, counter.value.data(), blocks, t.stream);
   r.wrong = counter.read(t);

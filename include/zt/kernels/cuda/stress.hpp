@@ -41,4 +41,11 @@ struct HbmBandwidth {
 inline constexpr uint64_t kHbmMaxBytes = uint64_t{1} << 30;
 HbmBandwidth hbm_bandwidth(double seconds, uint64_t max_bytes = kHbmMaxBytes);
 
+// Test hook (tests/checklist/test_stress_gpu.cpp, label gpu): while set, gemm_burn flips one
+// bit of one output of the first product, and hbm_bandwidth one bit of one destination
+// word, right before counting, so the counters are shown a wrong result (wrong == 1).
+// kNone (the default) is the only value zt itself ever uses.
+enum class StressFault { kNone, kGemm, kHbm };
+void set_stress_fault_for_test(StressFault fault);
+
 }  // namespace zt::kernels::cuda
