@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 preset="${1:-default}"
 shift || true
 bash scripts/install-deps.sh
+echo "setup: configuring preset '$preset'"
 cmake --preset "$preset" "$@" > /dev/null
+echo "setup: building preset '$preset' on $(nproc) cores (ninja prints [n/N] per step)"
 cmake --build --preset "$preset" -j "$(nproc)"
 echo "setup: built preset '$preset'"

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Checks of the user docs (docs/*.md, README.md) and the evidence files (bench/results/*.md).
+
+Usage: scripts/doc-check.py [--root DIR]
+
+links   every relative Markdown link in those files resolves: the file or folder exists,
+        and a '#anchor' into a Markdown file names one of its headings (GitHub's rule:
+        lower case, punctuation dropped, spaces to '-', a repeated heading gets '-1', '-2').
+lines   no line of docs/*.md or README.md has more than 400 characters.
+size    docs/*.md and README.md hold fewer than 60,000 words in all (`wc -w`), and
+        docs/architecture.md, the map a newcomer reads first, fewer than 1,200.
+
+Exit 0: clean; 1: a rule is broken (each break named, file:line, with a hint); 2: bad usage.
+"""
+import argparse
+import glob
+import os
+import re
+import sys
+
+LINE_LIMIT = 400
+WORDS_ALL = 60000
+WORDS_MAP = 1200
+MAP = os.path.join("docs", "architecture.md")
+LINK_RE = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+FENCE_RE = re.compile(r"^\s*(```|~~~)")
+
+
+def guides(root):
+    return sorted(glob.glob(os.path.join(root, "docs", "*.md"))) + [os.path.join(root, "README.md")]
+
+
+def evidence(root):
+    return sorted(glob.glob(os.path.join(root, "bench", "results", "*.md")))
+
+
+def text_lines(path):
+    """(number, line) of the lines outside fenced code blocks."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    fenced = False
+    for n, line in enumerate(lines, 1):
+        if FENCE_RE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield n, line
+
+
+def slug(heading):
+    s = heading.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return s.replace(" ", "-")
+
+
+def anchors(path, cache={}):
+    if path not in cache:
+        seen, out = {}, set()
+        for _, line in text_lines(path):
+            m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+            if not m:
+                continue
+            base = slug(m.group(1))
+            k = seen.get(base, 0)
+            out.add(base if k == 0 else f"{base}-{k}")
+            seen[base] = k + 1
+        cache[path] = out
+    return cache[path]
+
+
+def check_links(root, files):
+    breaks = []
+    for path in files:
+        rel = os.path.relpath(path, root)
+        for n, line in text_lines(path):
+            line = re.sub(r"`[^`]*`", "", line)  # a link inside code is an example, not a link
+            for m in LINK_RE.finditer(line):
+                target = m.group(1) or m.group(2)
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                    continue
+                file_part, _, anchor = target.partition("#")
+                dest = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
+                if not os.path.exists(dest):
+                    breaks.append(f"{rel}:{n}: link to {target}: {os.path.relpath(dest, root)} does not exist. "
+                                  f"HINT: links are relative to the file that holds them")
+                elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
+                    breaks.append(f"{rel}:{n}: link to {target}: {os.path.relpath(dest, root)} has no heading "
+                                  f"'#{anchor}'. HINT: the anchor is the heading in lower case, punctuation "
+                                  f"dropped, spaces as '-'")
+    return breaks
+
+
+def check_lines(root, files):
+    breaks = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f.read().splitlines(), 1):
+                if len(line) > LINE_LIMIT:
+                    breaks.append(f"{os.path.relpath(path, root)}:{n}: {len(line)} characters, over {LINE_LIMIT}. "
+                                  f"HINT: shorten it; evidence (logs, figures) goes to bench/results/")
+    return breaks
+
+
+def words(path):
+    with open(path, encoding="utf-8") as f:
+        return len(f.read().split())
+
+
+def check_size(root, files):
+    breaks = []
+    total = sum(words(p) for p in files)
+    if total >= WORDS_ALL:
+        breaks.append(f"docs/*.md + README.md: {total} words, the budget is under {WORDS_ALL}. HINT: say how "
+                      f"to use a feature and what it guarantees; move the evidence to bench/results/")
+    path = os.path.join(root, MAP)
+    if os.path.isfile(path) and words(path) >= WORDS_MAP:
+        breaks.append(f"{MAP}: {words(path)} words, the budget is under {WORDS_MAP}. HINT: it is the map "
+                      f"only; details belong in each layer's doc")
+    return breaks, total
+
+
+def main():
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=here, help="the source tree (default: this script's repository)")
+    root = parser.parse_args().root
+    if not os.path.isfile(os.path.join(root, "README.md")):
+        print(f"doc-check: {root} has no README.md: not a zt source tree (--root DIR)")
+        return 2
+    docs = [f for f in guides(root) if os.path.isfile(f)]
+    size_breaks, total = check_size(root, docs)
+    breaks = check_links(root, docs + evidence(root)) + check_lines(root, docs) + size_breaks
+    print("\n".join(breaks + [f"doc-check: {len(docs)} docs ({total} words), {len(evidence(root))} "
+                              f"evidence files; {len(breaks)} broken rule(s)"]))
+    return 1 if breaks else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
