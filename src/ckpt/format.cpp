@@ -34,7 +34,7 @@ bool saved(const ConfigField& f, const model::Config& c) {
     case ConfigField::kAlways: return true;
     case ConfigField::kWithExperts: return c.moe();
     case ConfigField::kWithRope: return c.rope_scaling.type != "default";
-    default: return !model::same_field(f, c, model::Config{});
+    default: return !model::same_value(f, c, model::Config{});
   }
 }
 

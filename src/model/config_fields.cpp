@@ -183,7 +183,10 @@ std::string field_text(const ConfigField& f, const Config& c) {
 }
 
 bool same_field(const ConfigField& f, const Config& a, const Config& b) {
-  if (f.shape) return f.shape(a) == f.shape(b);
+  return f.shape ? f.shape(a) == f.shape(b) : same_value(f, a, b);
+}
+
+bool same_value(const ConfigField& f, const Config& a, const Config& b) {
   return std::visit([&](auto ref) { return ref(const_cast<Config&>(a)) == ref(const_cast<Config&>(b)); },
                     f.ref);
 }

@@ -146,6 +146,21 @@ TEST(ConfigFields, EveryFieldRoundTripsThroughTheCheckpointAttribute) {
   }
 }
 
+// The attribute holds what checkpoints always held: a field written only when the row's
+// save rule says (as written before the field list: the Llama and Mixtral attributes).
+TEST(ConfigFields, TheCheckpointAttributeKeepsItsForm) {
+  EXPECT_EQ(zt::ckpt::config_to_json(tiny()),
+            R"({"context":256,"heads":4,"hidden":128,"intermediate":512,"kv_heads":2,"layers":4,)"
+            R"("name":"tiny","norm_eps":1e-05,"rope_theta":10000.0,"tied_embeddings":false,"vocab":256})");
+  Config m = tiny("mixtral");
+  m.hidden = 64;  // head_dim() 16, not the default's 32: head_dim stays unwritten
+  EXPECT_EQ(zt::ckpt::config_to_json(m),
+            R"({"context":256,"experts":4,"experts_per_token":2,"family":"mixtral","heads":4,)"
+            R"("hidden":64,"intermediate":512,"kv_heads":2,"layers":4,"name":"tiny",)"
+            R"("norm_eps":1e-05,"rope_theta":10000.0,"router_aux_loss":false,)"
+            R"("router_aux_loss_coef":0.001,"tied_embeddings":false,"vocab":256})");
+}
+
 TEST(ConfigFields, EveryFieldWithAHfKeyRoundTripsThroughConfigJson) {
   const auto no_hf = [](const ConfigField& f) { return f.hf == nullptr; };
   for (const Sample& s : samples()) {

@@ -49,8 +49,10 @@ std::span<const ConfigField> config_fields();
 const ConfigField* config_field(std::string_view key);
 
 // The field's value as JSON-like text ("8", "0.5", "true", "qwen3", "0,3") for messages
-// and --set flags; and whether two configs hold the same value.
+// and --set flags; whether two configs hold the same value (as `shape` when the row has
+// one: head_dim()), and the same member value (raw).
 std::string field_text(const ConfigField& f, const Config& c);
 bool same_field(const ConfigField& f, const Config& a, const Config& b);
+bool same_value(const ConfigField& f, const Config& a, const Config& b);
 
 }  // namespace zt::model
