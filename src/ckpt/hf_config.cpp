@@ -1,5 +1,5 @@
 // Hugging Face config.json <-> zt::model::Config (see include/zt/ckpt/hf_config.hpp) for the
-// families in kFamilies: Llama and what each other family adds to it.
+// families of the family table (include/zt/model/family.hpp): Llama and what each adds to it.
 #include "zt/ckpt/hf_config.hpp"
 
 #include <algorithm>
@@ -14,6 +14,8 @@
 #include "zt/core/json.hpp"
 #include "zt/core/error.hpp"
 #include "zt/ckpt/format.hpp"
+#include "zt/model/config_fields.hpp"
+#include "zt/model/family.hpp"
 
 namespace zt::ckpt {
 namespace {
@@ -27,62 +29,10 @@ constexpr const char* kHint =
     "biases and q/k norms, Mistral's sliding window, Mixtral's and Qwen's experts); "
     "docs/model.md lists every config.json field and the family table";
 
-// The accepted model_types: what each family's config.json adds to Llama's (a row of
-// differences; model::Config's family table says what the model does with them).
-struct HfFamily {
-  const char* model_type;
-  const char* architecture;
-  // The key read into Config::attention_bias (llama, qwen3, qwen3_moe: attention_bias;
-  // qwen2_moe: qkv_bias, default true) or nullptr (qwen2's q/k/v biases are fixed).
-  const char* bias_key;
-  bool mlp_bias_key;        // has mlp_bias (must be false)
-  bool sliding_keys;        // Qwen's use_sliding_window, sliding_window, max_window_layers, layer_types
-  bool sliding_window;      // Mistral's sliding_window, read and written (null: full causal)
-  enum Moe : uint8_t { kDense, kMixtral, kQwen } moe;  // the experts' keys (read_moe)
-  bool window_all_layers;   // Qwen3-MoE: use_sliding_window + sliding_window, every layer
-};
-const HfFamily kHfFamilies[] = {
-    {"llama", "LlamaForCausalLM", "attention_bias", true, false, false, HfFamily::kDense, false},
-    {"mistral", "MistralForCausalLM", nullptr, false, false, true, HfFamily::kDense, false},
-    {"qwen2", "Qwen2ForCausalLM", nullptr, false, true, false, HfFamily::kDense, false},
-    {"qwen3", "Qwen3ForCausalLM", "attention_bias", false, true, false, HfFamily::kDense, false},
-    {"mixtral", "MixtralForCausalLM", nullptr, false, false, true, HfFamily::kMixtral, false},
-    {"qwen2_moe", "Qwen2MoeForCausalLM", "qkv_bias", false, true, false, HfFamily::kQwen, false},
-    {"qwen3_moe", "Qwen3MoeForCausalLM", "attention_bias", false, false, false, HfFamily::kQwen, true},
-};
+using model::Family;
 
-// What an absent (or null) field of config.json takes: transformers' own default, of the
-// family's config class (transformers 5.24, LlamaConfig() ... Qwen3MoeConfig()), one row
-// per family in kHfFamilies' order. The architecture's sizes (vocab_size, hidden_size,
-// num_hidden_layers, num_attention_heads, intermediate_size) have no row: their absence is
-// refused by name.
-struct HfDefaults {
-  const char* model_type;
-  std::optional<int64_t> kv_heads;  // num_key_value_heads; nullopt: num_attention_heads
-  int64_t context;                  // max_position_embeddings
-  double rope_theta;
-  double norm_eps;                  // rms_norm_eps
-  std::optional<int64_t> head_dim;  // nullopt: hidden_size / num_attention_heads
-  bool attention_bias;              // the family's bias_key
-  int64_t sliding_window;           // key absent (null: none): mistral; qwen with use_sliding_window
-  int64_t max_window_layers;        // qwen2, qwen3, qwen2_moe
-  int64_t experts, experts_per_token, moe_intermediate, shared_expert_intermediate;
-};
-const HfDefaults kHfDefaults[] = {
-    {"llama", std::nullopt, 2048, 10000.0, 1e-6, std::nullopt, false, 0, 0, 0, 0, 0, 0},
-    {"mistral", 8, 131072, 10000.0, 1e-6, std::nullopt, false, 4096, 0, 0, 0, 0, 0},
-    {"qwen2", 32, 32768, 10000.0, 1e-6, std::nullopt, false, 4096, 28, 0, 0, 0, 0},
-    {"qwen3", 32, 32768, 10000.0, 1e-6, 128, false, 4096, 28, 0, 0, 0, 0},
-    {"mixtral", 8, 131072, 1e6, 1e-5, std::nullopt, false, 0, 0, 8, 2, 0, 0},
-    {"qwen2_moe", 16, 32768, 10000.0, 1e-6, std::nullopt, true, 4096, 28, 60, 4, 1408, 5632},
-    {"qwen3_moe", 4, 32768, 10000.0, 1e-6, std::nullopt, false, 4096, 0, 128, 8, 768, 0},
-};
-
-const HfDefaults& hf_defaults(const std::string& model_type) {
-  const HfDefaults* d = std::find_if(std::begin(kHfDefaults), std::end(kHfDefaults),
-                                     [&](const HfDefaults& r) { return model_type == r.model_type; });
-  ZT_CHECK(d != std::end(kHfDefaults), "no transformers defaults for model_type '" + model_type + "'", "");
-  return *d;
+const Family::Defaults& hf_defaults(const std::string& model_type) {
+  return model::family(model_type).hf;
 }
 
 bool present(const json& j, const std::string& key) {
@@ -95,12 +45,6 @@ std::string held(const json& j, const std::string& key, const std::string& famil
                  const std::string& value) {
   if (present(j, key)) return "is " + value;
   return "is absent (transformers' " + family + " default: " + value + ")";
-}
-
-const HfFamily* hf_family(const std::string& model_type) {
-  for (const HfFamily& f : kHfFamilies)
-    if (model_type == f.model_type) return &f;
-  return nullptr;
 }
 
 [[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& what) {
@@ -222,7 +166,7 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
   } else {
     const int64_t mwl = get_int(j, "max_window_layers", where, hf_defaults(m.family).max_window_layers);
     // transformers 5's Qwen2MoeConfig: every other layer below max_window_layers slides.
-    const bool moe = m.family == "qwen2_moe";
+    const bool moe = model::family(m.family).window_alternates;
     layer_types = "layer_types (absent from the file: derived, as transformers does, from "
                   "use_sliding_window true, sliding_window " + std::to_string(m.sliding_window) +
                   " and max_window_layers " + std::to_string(mwl) +
@@ -254,29 +198,20 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
 // " (in config.json: model.experts_per_token is num_experts_per_tok, model.experts is
 // num_local_experts)": the file's reader sees its own names. One table for every field
 // read above; "" when the message names none.
-std::string hf_fields_named(const std::string& message, HfFamily::Moe moe, const json& j,
+std::string hf_fields_named(const std::string& message, Family::Moe moe, const json& j,
                             const std::string& family) {
-  const bool local = moe == HfFamily::kMixtral ||
+  const bool local = moe == Family::kMixtral ||
                      (present(j, "num_local_experts"));
-  const std::pair<const char*, const char*> fields[] = {
-      {"model.vocab", "vocab_size"}, {"model.hidden", "hidden_size"},
-      {"model.layers", "num_hidden_layers"}, {"model.heads", "num_attention_heads"},
-      {"model.kv_heads", "num_key_value_heads"}, {"model.intermediate", "intermediate_size"},
-      {"model.context", "max_position_embeddings"}, {"model.head_dim", "head_dim"},
-      {"model.rope_theta", "rope_theta"}, {"model.norm_eps", "rms_norm_eps"},
-      {"model.sliding_window", "sliding_window"}, {"model.first_sliding_layer", "layer_types"},
-      {"model.experts", local ? "num_local_experts" : "num_experts"},
-      {"model.experts_per_token", "num_experts_per_tok"},
-      {"model.router_aux_loss_coef", "router_aux_loss_coef"},
-      {"model.moe_intermediate", "moe_intermediate_size"},
-      {"model.shared_expert_intermediate", "shared_expert_intermediate_size"},
-      {"model.decoder_sparse_step", "decoder_sparse_step"},
-      {"model.mlp_only_layers", "mlp_only_layers"}};
+  std::vector<std::pair<std::string, std::string>> fields;  // model.<key>, config.json's key
+  for (const model::ConfigField& f : model::config_fields())
+    if (f.key && f.hf)
+      fields.emplace_back(std::string("model.") + f.key,
+                          std::string_view(f.hf) == "num_experts" && local ? "num_local_experts" : f.hf);
   std::string named;
   for (const auto& [key, field] : fields) {
     // The whole key: model.experts, not the start of model.experts_per_token.
     for (size_t at = message.find(key); at != std::string::npos; at = message.find(key, at + 1)) {
-      const size_t end = at + std::string_view(key).size();
+      const size_t end = at + key.size();
       if (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_'))
         continue;
       // The file holds the field, or zt took a default or derived it: say which.
@@ -297,7 +232,7 @@ std::string hf_fields_named(const std::string& message, HfFamily::Moe moe, const
 
 // The experts' keys: Mixtral's (MixtralConfig's defaults: 8 experts, 2 per token) or
 // Qwen's (Qwen2MoeConfig's / Qwen3MoeConfig's defaults when absent).
-void read_moe(const json& j, const std::string& where, HfFamily::Moe kind, model::Config& m) {
+void read_moe(const json& j, const std::string& where, Family::Moe kind, model::Config& m) {
   const auto size = [&](const char* key, int64_t max, int64_t fallback, int64_t min = 1) {
     const int64_t v = get_int(j, key, where, fallback);
     if (v < min || v > max)
@@ -305,8 +240,8 @@ void read_moe(const json& j, const std::string& where, HfFamily::Moe kind, model
                           std::to_string(min) + " .. " + std::to_string(max));
     return v;
   };
-  const HfDefaults& d = hf_defaults(m.family);
-  if (kind == HfFamily::kMixtral) {
+  const Family::Defaults& d = hf_defaults(m.family);
+  if (kind == Family::kMixtral) {
     m.experts = size("num_local_experts", model::Config::kMaxExperts, d.experts);
     m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, d.experts_per_token);
   } else {
@@ -325,7 +260,7 @@ void read_moe(const json& j, const std::string& where, HfFamily::Moe kind, model
                               d.moe_intermediate);
     m.norm_topk_prob = get_bool(j, "norm_topk_prob", where, false);
     m.decoder_sparse_step = size("decoder_sparse_step", model::Config::kMaxLayers, 1);
-    if (m.family == "qwen2_moe")
+    if (model::family(m.family).shared_expert)
       m.shared_expert_intermediate = size("shared_expert_intermediate_size",
                                           model::Config::kMaxIntermediate,
                                           d.shared_expert_intermediate);
@@ -348,12 +283,12 @@ void read_moe(const json& j, const std::string& where, HfFamily::Moe kind, model
         "experts by noise in training); set it to 0");
 }
 
-void write_moe(const model::Config& cfg, HfFamily::Moe kind, json& j) {
-  j[kind == HfFamily::kMixtral ? "num_local_experts" : "num_experts"] = cfg.experts;
+void write_moe(const model::Config& cfg, Family::Moe kind, json& j) {
+  j[kind == Family::kMixtral ? "num_local_experts" : "num_experts"] = cfg.experts;
   j["num_experts_per_tok"] = cfg.experts_per_token;
   j["router_aux_loss_coef"] = cfg.router_aux_loss_coef;
   j["output_router_logits"] = cfg.router_aux_loss;
-  if (kind == HfFamily::kMixtral) {
+  if (kind == Family::kMixtral) {
     j["router_jitter_noise"] = 0.0;
     return;
   }
@@ -397,11 +332,10 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   const json j = parse_json_strict(json_text, "config '" + where + "'", kHint);
   if (!j.is_object()) throw InputError("config '" + where + "' is not a JSON object", kHint);
 
-  std::string known;
-  for (const HfFamily& f : kHfFamilies) known += std::string(known.empty() ? "" : ", ") + "\"" + f.model_type + "\"";
+  const std::string known = model::family_list(true);
   if (!j.contains("model_type")) bad(where, "model_type", "is missing (expected one of " + known + ")");
   const json& mt = j.at("model_type");
-  const HfFamily* fam = mt.is_string() ? hf_family(mt.get<std::string>()) : nullptr;
+  const Family* fam = mt.is_string() ? model::find_family(mt.get<std::string>()) : nullptr;
   if (!fam) bad(where, "model_type", "is " + describe_json(mt) + "; zt imports " + known);
   if (present(j, "architectures")) {
     const json& a = j.at("architectures");
@@ -409,7 +343,7 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
       bad(where, "architectures", "is " + describe_json(a) + "; a \"" + fam->model_type +
                                       "\" model is [\"" + fam->architecture + "\"]");
   }
-  if (!fam->sliding_keys && present(j, "layer_types"))
+  if (fam->window != Family::kQwenLayers && present(j, "layer_types"))
     bad(where, "layer_types",
         "is set (" + describe_json(j.at("layer_types")) + ": per-layer attention kinds, as "
         "Ministral's); a " + fam->model_type + " model's layers all attend alike in zt");
@@ -434,7 +368,7 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
 
   HfConfig c;
   model::Config& m = c.model;
-  const HfDefaults& defaults = hf_defaults(fam->model_type);
+  const Family::Defaults& defaults = fam->hf;
   m.name = "custom";
   m.family = fam->model_type;
   m.attention_bias = attention_bias;
@@ -464,12 +398,12 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
           : defaults.head_dim;
   if (head_dim && !(m.hidden % m.heads == 0 && *head_dim == m.hidden / m.heads))
     m.head_dim_ = *head_dim;
-  if (fam->sliding_window && !(j.contains("sliding_window") && j.at("sliding_window").is_null()) &&
+  if (fam->window == Family::kMistral && !(j.contains("sliding_window") && j.at("sliding_window").is_null()) &&
       (j.contains("sliding_window") || defaults.sliding_window > 0))
     m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
-  if (fam->moe != HfFamily::kDense) read_moe(j, where, fam->moe, m);
-  if (fam->sliding_keys) read_qwen_window(j, where, m);
-  if (fam->window_all_layers && get_bool(j, "use_sliding_window", where, false) &&
+  if (fam->moe != Family::kDense) read_moe(j, where, fam->moe, m);
+  if (fam->window == Family::kQwenLayers) read_qwen_window(j, where, m);
+  if (fam->window == Family::kQwenAll && get_bool(j, "use_sliding_window", where, false) &&
       !(j.contains("sliding_window") && j.at("sliding_window").is_null()))
     m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
   try {
@@ -503,18 +437,17 @@ HfConfig read_hf_config(const std::string& path) {
 std::string hf_config_json(const model::Config& cfg, const std::string& torch_dtype,
                            std::optional<int64_t> bos_token_id,
                            std::optional<int64_t> eos_token_id) {
-  // A Llama with a sliding window is a Mistral (transformers' Llama has none).
-  const HfFamily* fam = hf_family(cfg.family == "llama" && cfg.sliding_window > 0
-                                      ? std::string("mistral") : cfg.family);
+  const Family* fam = model::find_family(cfg.family);
   if (!fam)
     throw InputError("model family '" + cfg.family + "' has no Hugging Face export", kHint);
-  if (cfg.first_sliding_layer > 0 && cfg.sliding_window > 0 && !fam->sliding_keys)
+  // A Llama with a sliding window is a Mistral (transformers' Llama has none).
+  if (cfg.sliding_window > 0 && fam->with_window) fam = &model::family(fam->with_window);
+  if (cfg.first_sliding_layer > 0 && cfg.sliding_window > 0 && fam->window != Family::kQwenLayers)
     throw InputError("a " + cfg.family + " model whose first " +
                          std::to_string(cfg.first_sliding_layer) +
                          " layers attend in full has no Hugging Face form",
                      "zt writes per-layer sliding windows as Qwen's (model.family = qwen2, qwen3)");
-  if (cfg.sliding_window > 0 && !fam->sliding_window && !fam->sliding_keys &&
-      !fam->window_all_layers)
+  if (cfg.sliding_window > 0 && fam->window == Family::kNoWindow)
     throw InputError("a " + cfg.family + " model with a sliding window has no Hugging Face form",
                      "zt writes a sliding window as Mistral's (model.family = mistral)");
   json j = json::object();
@@ -548,7 +481,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["hidden_act"] = "silu";
   if (fam->bias_key) j[fam->bias_key] = cfg.attention_bias;
   if (fam->mlp_bias_key) j["mlp_bias"] = false;
-  if (fam->sliding_keys) {
+  if (fam->window == Family::kQwenLayers) {
     // transformers 5 derives layer_types from these three (sliding from max_window_layers on).
     const bool slides = cfg.sliding_window > 0;
     j["use_sliding_window"] = slides;
@@ -559,13 +492,13 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
       types.push_back(cfg.window(i) > 0 ? "sliding_attention" : "full_attention");
     j["layer_types"] = types;
   }
-  if (fam->sliding_window)
+  if (fam->window == Family::kMistral)
     j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
-  if (fam->window_all_layers) {
+  if (fam->window == Family::kQwenAll) {
     j["use_sliding_window"] = cfg.sliding_window > 0;
     j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
   }
-  if (fam->moe != HfFamily::kDense) write_moe(cfg, fam->moe, j);
+  if (fam->moe != Family::kDense) write_moe(cfg, fam->moe, j);
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;

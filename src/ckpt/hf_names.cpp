@@ -2,6 +2,7 @@
 #include "hf_names.hpp"
 
 #include "zt/core/log.hpp"
+#include "zt/model/family.hpp"
 
 namespace zt::ckpt {
 
@@ -11,7 +12,7 @@ std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused) {
   // Per-expert file names: Mixtral's block_sparse_moe.experts.E.w1 (gate) / w3 (up) / w2
   // (down) and block_sparse_moe.gate (router), Qwen's mlp.experts.E.gate_proj / up_proj /
   // down_proj and mlp.gate.
-  const bool mixtral = cfg.family == "mixtral";
+  const bool mixtral = model::family(cfg.family).moe == model::Family::kMixtral;
   const char* moe = mixtral ? "block_sparse_moe." : "mlp.";
   const auto expert = [&](int64_t e, int which) {  // which: 0 gate, 1 up, 2 down
     static const char* const kMixtral[] = {"w1", "w3", "w2"};

@@ -8,6 +8,7 @@
 #include "zt/core/checked.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/model/family.hpp"
 
 namespace zt::model {
 
@@ -49,53 +50,22 @@ std::vector<std::string> Config::preset_names() {
 
 namespace {
 
-// The model families: what each adds to the Llama block (torchtitan style: a row of
-// differences, not a copy of the model). attention_bias: the config's flag decides.
-struct FamilyRow {
-  const char* family;  // Hugging Face model_type
-  // kFromFlag: q/k/v and o biases by attention_bias; kQkvOnly: q/k/v always, no o;
-  // kQkvFromFlag: q/k/v by attention_bias (HF's qkv_bias), no o; kNone: none.
-  enum Bias : uint8_t { kFromFlag, kQkvOnly, kQkvFromFlag, kNone } bias;
-  bool qk_norm;
-  bool moe;  // the MLP is the mixture of experts (Config::experts > 0), else the dense SwiGLU
-  bool shared_expert;  // the MoE MLP has the shared expert (shared_expert_intermediate > 0)
-  bool qwen_moe;  // moe_intermediate, norm_topk_prob, decoder_sparse_step, mlp_only_layers
-};
-constexpr FamilyRow kFamilies[] = {
-    {"llama", FamilyRow::kFromFlag, false, false, false, false},
-    {"mistral", FamilyRow::kFromFlag, false, false, false, false},  // the Llama block; its sliding window is a Config field
-    {"qwen2", FamilyRow::kQkvOnly, false, false, false, false},
-    {"qwen3", FamilyRow::kFromFlag, true, false, false, false},
-    {"mixtral", FamilyRow::kNone, false, true, false, false},  // Mistral's block with the MoE MLP
-    {"qwen2_moe", FamilyRow::kQkvFromFlag, false, true, true, true},  // Qwen2 + experts + shared expert
-    {"qwen3_moe", FamilyRow::kFromFlag, true, true, false, true},  // Qwen3 + experts
-};
-
-const FamilyRow* family_row(const std::string& family) {
-  for (const FamilyRow& f : kFamilies)
-    if (family == f.family) return &f;
-  return nullptr;
-}
-
-const FamilyRow& row_of(const Config& c) {
-  const FamilyRow* f = family_row(c.family);
+// The family's row; an unknown family is refused by validate() naming it.
+const Family& row_of(const Config& c) {
+  const Family* f = find_family(c.family);
   if (!f) c.validate();  // throws naming the family
   return *f;
 }
 
 }  // namespace
 
-std::vector<std::string> Config::family_names() {
-  std::vector<std::string> out;
-  for (const FamilyRow& f : kFamilies) out.emplace_back(f.family);
-  return out;
-}
+std::vector<std::string> Config::family_names() { return model::family_names(); }
 
 bool Config::qkv_bias() const {
-  const FamilyRow::Bias b = row_of(*this).bias;
-  return b == FamilyRow::kQkvOnly || (b != FamilyRow::kNone && attention_bias);
+  const Family::Bias b = row_of(*this).bias;
+  return b == Family::kQkvOnly || (b != Family::kNone && attention_bias);
 }
-bool Config::o_bias() const { return row_of(*this).bias == FamilyRow::kFromFlag && attention_bias; }
+bool Config::o_bias() const { return row_of(*this).bias == Family::kFromFlag && attention_bias; }
 bool Config::qk_norm() const { return row_of(*this).qk_norm; }
 
 bool Config::moe_layer(int64_t l) const {
@@ -206,20 +176,9 @@ void Config::validate() const {
   require_positive(kv_heads, "kv_heads");
   require_positive(intermediate, "intermediate");
   require_positive(context, "context");
-  if (!family_row(family)) {
-    std::string known;
-    for (const auto& n : family_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError("model.family = '" + family + "' is not a family zt implements",
-                     "families (Hugging Face model_type): " + known + "; docs/model.md has the table.");
-  }
-  if (family == "qwen2" && attention_bias)
-    throw InputError("model.attention_bias = true with model.family = qwen2",
-                     "Qwen2 has q/k/v biases always and no o bias (transformers' Qwen2Attention "
-                     "ignores attention_bias); leave model.attention_bias false.");
-  if (attention_bias && family_row(family)->bias == FamilyRow::kNone)
-    throw InputError("model.attention_bias = true with model.family = " + family,
-                     "Mixtral's attention has no biases (MixtralConfig has no attention_bias); "
-                     "leave it false.");
+  const Family& row = model::family(family);  // throws naming an unknown one
+  if (attention_bias && (row.bias == Family::kQkvOnly || row.bias == Family::kNone))
+    throw InputError("model.attention_bias = true with model.family = " + family, row.no_bias_flag);
   validate_experts();
   if (head_dim_ < 0)
     throw InputError(strf("model.head_dim = %lld: must be >= 0", static_cast<long long>(head_dim_)),
@@ -307,8 +266,9 @@ void Config::validate() const {
 }
 
 void Config::validate_experts() const {
-  const FamilyRow& row = *family_row(family);
-  const bool family_moe = row.moe;
+  const Family& row = model::family(family);
+  const bool family_moe = row.moe != Family::kDense;
+  const bool qwen_moe = row.moe == Family::kQwen;
   if (family_moe && experts <= 0)
     throw InputError(strf("model.experts = %lld with model.family = %s: must be >= 1",
                           static_cast<long long>(experts), family.c_str()),
@@ -325,15 +285,15 @@ void Config::validate_experts() const {
                        std::string("only the ") + families + " family has it; leave it at its "
                        "default (docs/model.md, \"Mixture of experts\").");
   };
-  refuse_unless(row.qwen_moe || moe_intermediate == 0,
+  refuse_unless(qwen_moe || moe_intermediate == 0,
                 strf("model.moe_intermediate = %lld", static_cast<long long>(moe_intermediate)),
                 "qwen2_moe and qwen3_moe");
-  refuse_unless(row.qwen_moe || norm_topk_prob, "model.norm_topk_prob = false",
+  refuse_unless(qwen_moe || norm_topk_prob, "model.norm_topk_prob = false",
                 "qwen2_moe and qwen3_moe");
-  refuse_unless(row.qwen_moe || decoder_sparse_step == 1,
+  refuse_unless(qwen_moe || decoder_sparse_step == 1,
                 strf("model.decoder_sparse_step = %lld", static_cast<long long>(decoder_sparse_step)),
                 "qwen2_moe and qwen3_moe");
-  refuse_unless(row.qwen_moe || mlp_only_layers.empty(), "model.mlp_only_layers (not empty)",
+  refuse_unless(qwen_moe || mlp_only_layers.empty(), "model.mlp_only_layers (not empty)",
                 "qwen2_moe and qwen3_moe");
   if (row.shared_expert && shared_expert_intermediate <= 0)
     throw InputError(strf("model.shared_expert_intermediate = %lld with model.family = %s: must "

@@ -17,6 +17,7 @@
 #include "zt/core/json.hpp"
 #include "zt/core/log.hpp"
 #include "zt/ckpt/config.hpp"
+#include "zt/model/config_fields.hpp"
 #include "zt/offload/config.hpp"
 #include "zt/zero/config.hpp"
 
@@ -33,83 +34,22 @@ config::Schema train_schema() {
     k.max = hi;
     return k;
   };
-  constexpr double kInt32Max = 2147483647.0;
-  range(s.add_int("model.vocab", std::nullopt, "override: vocabulary size (>= the dataset's)"), 1, kInt32Max);
-  range(s.add_int("model.hidden", std::nullopt, "override: model width"), 1, model::Config::kMaxHidden);
-  range(s.add_int("model.layers", std::nullopt, "override: transformer blocks"), 1, model::Config::kMaxLayers);
-  range(s.add_int("model.heads", std::nullopt, "override: query heads"), 1, 1 << 16);
-  range(s.add_int("model.kv_heads", std::nullopt, "override: key/value heads (GQA)"), 1, 1 << 16);
-  range(s.add_int("model.intermediate", std::nullopt, "override: SwiGLU inner width"), 1, 1 << 22);
-  range(s.add_int("model.context", std::nullopt, "override: longest sequence (RoPE table)"), 1, 1 << 24);
-  s.add_bool("model.tied_embeddings", std::nullopt, "override: lm_head shares the embedding");
-  s.add_string("model.family", std::nullopt,
-               "override: model family = Hugging Face model_type (docs/model.md's table)")
-      .choices = model::Config::family_names();
-  range(s.add_int("model.head_dim", std::nullopt, "override: head_dim (0: hidden / heads)"), 0,
-        model::Config::kMaxHidden);
-  s.add_bool("model.attention_bias", std::nullopt,
-             "override: biases on q/k/v/o (llama, qwen3; qwen2 has q/k/v biases always)");
-  {
-    auto& k = s.add_float("model.rope_theta", std::nullopt, "override: RoPE base");
-    k.min = 0.0;
-    k.min_exclusive = true;
-    k.max = 1e12;  // Llama 3's is 5e5; every key has both limits (issue 36, class 10)
+  // One key per field of model::Config's field list (model/config_fields.cpp).
+  for (const model::ConfigField& f : model::config_fields()) {
+    if (!f.key) continue;
+    const std::string key = std::string("model.") + f.key;
+    config::Key& k = std::visit(
+        [&](auto ref) -> config::Key& {
+          using T = std::decay_t<decltype(ref(std::declval<model::Config&>()))>;
+          if constexpr (std::is_same_v<T, int64_t>) return range(s.add_int(key, std::nullopt, f.help), f.min, f.max);
+          else if constexpr (std::is_same_v<T, double>) return range(s.add_float(key, std::nullopt, f.help), f.min, f.max);
+          else if constexpr (std::is_same_v<T, bool>) return s.add_bool(key, std::nullopt, f.help);
+          else return s.add_string(key, std::nullopt, f.help);  // a string, or a list of layers
+        },
+        f.ref);
+    k.min_exclusive = f.min_exclusive;
+    if (f.choices) k.choices = f.choices();
   }
-  s.add_string("model.rope_type", std::nullopt,
-               "override: RoPE scaling (default, linear, llama3; docs/model.md)")
-      .choices = {"default", "linear", "llama3"};
-  range(s.add_float("model.rope_factor", std::nullopt, "override: RoPE scaling factor"), 0.0, 1e6)
-      .min_exclusive = true;
-  range(s.add_float("model.rope_low_freq_factor", std::nullopt, "override: llama3 low_freq_factor"),
-        0.0, 1e6).min_exclusive = true;
-  range(s.add_float("model.rope_high_freq_factor", std::nullopt,
-                    "override: llama3 high_freq_factor"), 0.0, 1e6).min_exclusive = true;
-  range(s.add_int("model.rope_original_context", std::nullopt,
-                  "override: llama3 original_max_position_embeddings"), 1, 1 << 24);
-  {
-    auto& k = s.add_float("model.norm_eps", std::nullopt, "override: RMSNorm epsilon");
-    range(k, 0.0, 1.0).min_exclusive = true;
-  }
-  range(s.add_int("model.sliding_window", std::nullopt,
-                  "override: sliding-window attention, positions attended incl. self (0: full "
-                  "causal; Mistral 7B: 4096)"),
-        0, 1 << 24);
-  range(s.add_int("model.experts", std::nullopt,
-                  "override: experts per block (mixtral, qwen2_moe, qwen3_moe; Mixtral 8x7B: 8; "
-                  "0: the dense MLP of the other families)"),
-        0, model::Config::kMaxExperts);
-  range(s.add_int("model.experts_per_token", std::nullopt,
-                  "override: experts each token is routed to (1 .. model.experts; Mixtral: 2)"),
-        1, model::Config::kMaxExperts);
-  range(s.add_float("model.router_aux_loss_coef", std::nullopt,
-                    "override: weight of the load-balancing loss (transformers' "
-                    "router_aux_loss_coef)"),
-        0.0, 1e6);
-  s.add_bool("model.router_aux_loss", std::nullopt,
-             "override: add router_aux_loss_coef x the load-balancing loss to the loss "
-             "(transformers' output_router_logits; default false, as transformers)");
-  // Qwen's MoE fields (qwen2_moe, qwen3_moe; Config validates them per family)
-  range(s.add_int("model.moe_intermediate", std::nullopt,
-                  "override: the experts' width (qwen2_moe, qwen3_moe's moe_intermediate_size; "
-                  "0: model.intermediate)"),
-        0, model::Config::kMaxIntermediate);
-  range(s.add_int("model.shared_expert_intermediate", std::nullopt,
-                  "override: qwen2_moe's shared expert width (shared_expert_intermediate_size)"),
-        0, model::Config::kMaxIntermediate);
-  s.add_bool("model.norm_topk_prob", std::nullopt,
-             "override: renormalise the k chosen router probabilities (qwen2_moe, qwen3_moe; "
-             "mixtral always does)");
-  range(s.add_int("model.decoder_sparse_step", std::nullopt,
-                  "override: layer l has the experts when (l + 1) % step == 0, the others the "
-                  "dense MLP (qwen2_moe, qwen3_moe; 1: every layer)"),
-        1, model::Config::kMaxLayers);
-  range(s.add_int("model.first_sliding_layer", std::nullopt,
-                  "override: layers from this one on use model.sliding_window, earlier ones "
-                  "attend in full (Qwen's max_window_layers; 0: every layer)"),
-        0, 1 << 16);
-  s.add_string("model.mlp_only_layers", std::nullopt,
-               "override: layers with the dense MLP among the experts' ones, comma-separated "
-               "indices, e.g. 0,3 (qwen2_moe, qwen3_moe's mlp_only_layers; empty: none)");
   range(s.add_float("model.init_std", 0.02, "std of the normal init of weights"), 0.0, 1e3);
 
   // --- train ------------------------------------------------------------------------
@@ -253,55 +193,23 @@ TrainConfig resolve(const config::Config& c, int world) {
 
   // Model: preset, then each override that is set.
   t.model = model::Config::preset(c.get_string("model.preset"));
-  const auto override_int = [&](const char* key, int64_t& field) {
-    if (c.has(key)) field = c.get_int(key);
-  };
-  override_int("model.vocab", t.model.vocab);
-  override_int("model.hidden", t.model.hidden);
-  override_int("model.layers", t.model.layers);
-  override_int("model.heads", t.model.heads);
-  override_int("model.kv_heads", t.model.kv_heads);
-  override_int("model.intermediate", t.model.intermediate);
-  override_int("model.context", t.model.context);
-  override_int("model.sliding_window", t.model.sliding_window);
-  override_int("model.experts", t.model.experts);
-  override_int("model.experts_per_token", t.model.experts_per_token);
-  if (c.has("model.router_aux_loss_coef"))
-    t.model.router_aux_loss_coef = c.get_float("model.router_aux_loss_coef");
-  if (c.has("model.router_aux_loss")) t.model.router_aux_loss = c.get_bool("model.router_aux_loss");
-  override_int("model.moe_intermediate", t.model.moe_intermediate);
-  override_int("model.shared_expert_intermediate", t.model.shared_expert_intermediate);
-  if (c.has("model.norm_topk_prob")) t.model.norm_topk_prob = c.get_bool("model.norm_topk_prob");
-  override_int("model.decoder_sparse_step", t.model.decoder_sparse_step);
-  override_int("model.first_sliding_layer", t.model.first_sliding_layer);
-  if (c.has("model.mlp_only_layers"))
-    t.model.mlp_only_layers = parse_layer_list(c.get_string("model.mlp_only_layers"), "model.mlp_only_layers");
-  if (c.has("model.tied_embeddings")) t.model.tied_embeddings = c.get_bool("model.tied_embeddings");
-  if (c.has("model.family")) t.model.family = c.get_string("model.family");
-  override_int("model.head_dim", t.model.head_dim_);
-  if (c.has("model.attention_bias")) t.model.attention_bias = c.get_bool("model.attention_bias");
-  if (c.has("model.rope_theta")) t.model.rope_theta = c.get_float("model.rope_theta");
-  if (c.has("model.norm_eps")) t.model.norm_eps = c.get_float("model.norm_eps");
-  kernels::RopeScaling& rs = t.model.rope_scaling;
-  if (c.has("model.rope_type")) rs.type = c.get_string("model.rope_type");
-  if (c.has("model.rope_factor")) rs.factor = c.get_float("model.rope_factor");
-  if (c.has("model.rope_low_freq_factor")) rs.low_freq_factor = c.get_float("model.rope_low_freq_factor");
-  if (c.has("model.rope_high_freq_factor")) rs.high_freq_factor = c.get_float("model.rope_high_freq_factor");
-  if (c.has("model.rope_original_context")) rs.original_context = c.get_int("model.rope_original_context");
   bool overridden = false;
-  for (const char* k : {"model.vocab", "model.hidden", "model.layers", "model.heads",
-                        "model.kv_heads", "model.intermediate", "model.context",
-                        "model.tied_embeddings", "model.rope_theta", "model.norm_eps",
-                        "model.family", "model.head_dim", "model.attention_bias",
-                        "model.rope_type", "model.rope_factor", "model.rope_low_freq_factor",
-                        "model.rope_high_freq_factor", "model.rope_original_context",
-                        "model.mlp_only_layers",
-                        "model.sliding_window", "model.experts", "model.experts_per_token",
-                        "model.router_aux_loss_coef", "model.router_aux_loss",
-                        "model.first_sliding_layer", "model.moe_intermediate",
-                        "model.shared_expert_intermediate", "model.norm_topk_prob",
-                        "model.decoder_sparse_step"})
-    overridden = overridden || c.has(k);
+  for (const model::ConfigField& f : model::config_fields()) {
+    const std::string key = f.key ? std::string("model.") + f.key : "";
+    if (!f.key || !c.has(key)) continue;
+    overridden = true;
+    std::visit(
+        [&](auto ref) {
+          auto& v = ref(t.model);
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t>) v = c.get_int(key);
+          else if constexpr (std::is_same_v<T, double>) v = c.get_float(key);
+          else if constexpr (std::is_same_v<T, bool>) v = c.get_bool(key);
+          else if constexpr (std::is_same_v<T, std::string>) v = c.get_string(key);
+          else v = parse_layer_list(c.get_string(key), key);
+        },
+        f.ref);
+  }
   if (overridden) t.model.name = t.model.name + "+overrides";
   t.model.validate();
   t.init_std = c.get_float("model.init_std");
@@ -429,39 +337,30 @@ std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& 
     return c.has(k.name) && c.origin(k.name) != "default" &&
            (!k.default_value || value_of(k) != *k.default_value);
   };
-  const std::string rope = t.model.rope_scaling.type;
-  const char* no_experts = "the model has no experts (model.experts = 0): set model.family = "
-                           "mixtral, qwen2_moe or qwen3_moe and model.experts for them";
-  // (key or prefix, inert in this run, why and the fix)
+  // (key or prefix, inert in this run, why and the fix); model.* keys: the field list's.
   const struct {
     const char* key;
     bool inert;
     const char* why;
   } rules[] = {
-      // model.router_aux_loss and its _coef, model.experts_per_token on a dense model
-      {"model.router_aux_loss", !t.model.moe(), no_experts},
-      {"model.experts_per_token", !t.model.moe(), no_experts},
-      {"model.router_aux_loss_coef", !t.model.router_aux_loss,
-       "the load-balancing loss is off (model.router_aux_loss = false, as transformers' "
-       "output_router_logits): set model.router_aux_loss = true to add it to the loss"},
       {"lora.", t.lora.method == model::FinetuneMethod::kFull,
        "finetune.method = full trains every weight without adapters: set finetune.method = "
        "lora or qlora"},
       {"dpo.", t.pref.objective != Objective::kDpo, "set finetune.objective = dpo to use it"},
-      {"orpo.", t.pref.objective != Objective::kOrpo, "set finetune.objective = orpo to use it"},
-      {"model.rope_factor", rope == "default", "set model.rope_type = linear or llama3"},
-      {"model.rope_low_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
-      {"model.rope_high_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
-      {"model.rope_original_context", rope != "llama3", "set model.rope_type = llama3"},
-      {"model.first_sliding_layer", t.model.sliding_window == 0, "set model.sliding_window"}};
+      {"orpo.", t.pref.objective != Objective::kOrpo, "set finetune.objective = orpo to use it"}};
+  const auto why_inert = [&](const std::string& key) -> const char* {
+    if (key.starts_with("model."))
+      if (const model::ConfigField* f = model::config_field(key.substr(6)))
+        return f->inert ? f->inert(t.model) : nullptr;
+    for (const auto& r : rules)
+      if (r.inert && key.starts_with(r.key)) return r.why;
+    return nullptr;
+  };
   std::vector<std::string> out;
   for (const config::Key& k : c.schema().keys())
-    for (const auto& r : rules)
-      if (r.inert && k.name.starts_with(r.key) && given(k)) {
-        out.push_back(strf("%s = %s has no effect in this run: %s", k.name.c_str(),
-                           config::value_to_string(value_of(k)).c_str(), r.why));
-        break;  // the first reason (no experts before no aux loss)
-      }
+    if (const char* why = why_inert(k.name); why && given(k))
+      out.push_back(strf("%s = %s has no effect in this run: %s", k.name.c_str(),
+                         config::value_to_string(value_of(k)).c_str(), why));
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include "model/model_fixtures.hpp"
 #include "zt/model/config.hpp"
+#include "zt/model/family.hpp"
 
 namespace zt::kernels::cuda::testing {
 
@@ -49,7 +50,7 @@ inline model::Config tiny_mixtral(int64_t experts, int64_t per_token) {
 //   qwen2_moe: q/k/v biases and the shared expert (40 wide) with its sigmoid gate
 inline model::Config tiny_qwen_moe(const std::string& family, int64_t experts, int64_t per_token,
                                    int64_t dense_layer) {
-  const bool q3 = family == "qwen3_moe";
+  const bool q3 = !model::family(family).shared_expert;  // qwen3_moe (qwen2_moe has the shared expert)
   model::Config c = tiny_family(family, q3 ? 32 : 0, true);
   c.experts = experts;
   c.experts_per_token = per_token;

@@ -1,7 +1,7 @@
 #pragma once
 // Hugging Face config.json <-> zt::model::Config, for model_type llama, mistral, qwen2,
 // qwen3 and mixtral
-// (the family table in hf_config.cpp; docs/model.md "Model families").
+// (the family table in src/model/family.cpp; docs/model.md "Model families").
 //
 //   config.json key          zt field                default when the key is absent
 //   vocab_size               vocab                   (required)
@@ -13,7 +13,7 @@
 //   max_position_embeddings  context                 the family's transformers default
 //   rope_theta               rope_theta              the family's (10000; mixtral 1e6)
 //   rms_norm_eps             norm_eps                the family's (1e-6; mixtral 1e-5)
-//   (every absent field: its family's transformers default, kHfDefaults in hf_config.cpp)
+//   (every absent field: its family's transformers default, Family::hf in family.cpp)
 //   tie_word_embeddings      tied_embeddings         false
 //   model_type               family                  (required)
 //   sliding_window (mistral) sliding_window          null: 0 (full causal)

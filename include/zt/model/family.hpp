@@ -1,0 +1,71 @@
+#pragma once
+// The model families: one row per Hugging Face model_type, the model side and the
+// config.json side in one place (src/model/family.cpp; docs/model.md "Model families").
+// A row is what the family adds to the Llama block (torchtitan style), read by the CPU
+// and GPU models (through Config::qkv_bias() ...), the converter (hf_config.cpp,
+// hf_names.cpp), the estimate and the presets. Adding a family that recombines these
+// pieces is one row (plus its presets, tests and docs).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zt::model {
+
+struct Family {
+  const char* model_type = "";    // Hugging Face model_type (Config::family)
+  const char* architecture = "";  // config.json's architectures[0]
+  // The attention biases: kFromFlag: q/k/v and o by attention_bias (HF attention_bias);
+  // kQkvOnly: q/k/v always, no o (attention_bias must stay false); kQkvFromFlag: q/k/v by
+  // attention_bias (HF's qkv_bias), no o; kNone: none (attention_bias must stay false).
+  enum Bias : uint8_t { kFromFlag, kQkvOnly, kQkvFromFlag, kNone } bias = kFromFlag;
+  // Why attention_bias = true is refused (kQkvOnly, kNone).
+  const char* no_bias_flag = "";
+  bool qk_norm = false;  // per-head RMSNorm of q and k before RoPE
+  // The MLP: kDense the SwiGLU; kMixtral the experts (Mixtral's config.json keys and
+  // tensor names: block_sparse_moe.experts.E.w1/w3/w2); kQwen the experts with Qwen's
+  // fields (moe_intermediate, norm_topk_prob, decoder_sparse_step, mlp_only_layers) and
+  // tensor names (mlp.experts.E.gate_proj/up_proj/down_proj).
+  enum Moe : uint8_t { kDense, kMixtral, kQwen } moe = kDense;
+  bool shared_expert = false;  // the MoE MLP has Qwen2-MoE's shared expert
+
+  // config.json: the key read into attention_bias (nullptr: none), mlp_bias (must be false).
+  const char* bias_key = nullptr;
+  bool mlp_bias_key = false;
+  // The sliding-window keys: kNoWindow none; kMistral sliding_window (null: full), every
+  // layer; kQwenLayers use_sliding_window, sliding_window, max_window_layers, layer_types
+  // (full layers, then sliding); kQwenAll use_sliding_window + sliding_window, every layer.
+  enum Window : uint8_t { kNoWindow, kMistral, kQwenLayers, kQwenAll } window = kNoWindow;
+  // kQwenLayers without layer_types: every other layer below max_window_layers slides,
+  // from layer 0 (transformers 5's Qwen2MoeConfig), instead of the layers from it on.
+  bool window_alternates = false;
+  // Exported as this model_type when the model has a sliding window and this family's
+  // config.json cannot say so (a llama with a window is a mistral); nullptr: refused.
+  const char* with_window = nullptr;
+
+  // What an absent (or null) config.json key takes: transformers' own default of the
+  // family's config class (transformers 5.24, LlamaConfig() ... Qwen3MoeConfig()). The
+  // architecture's sizes have none: their absence is refused by name.
+  struct Defaults {
+    std::optional<int64_t> kv_heads;  // num_key_value_heads; nullopt: num_attention_heads
+    int64_t context = 0;              // max_position_embeddings
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-6;           // rms_norm_eps
+    std::optional<int64_t> head_dim;  // nullopt: hidden_size / num_attention_heads
+    bool attention_bias = false;      // bias_key's
+    int64_t sliding_window = 0;       // key absent: mistral; qwen with use_sliding_window
+    int64_t max_window_layers = 0;    // kQwenLayers
+    int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0,
+            shared_expert_intermediate = 0;
+  } hf;
+};
+
+// The row of `model_type`, or nullptr.
+const Family* find_family(const std::string& model_type);
+// The row of `model_type`; throws zt::InputError naming the known ones.
+const Family& family(const std::string& model_type);
+std::vector<std::string> family_names();
+// "llama, mistral, ..." (quoted: "\"llama\", ...").
+std::string family_list(bool quoted = false);
+
+}  // namespace zt::model

@@ -1,0 +1,194 @@
+// The field list of model::Config (include/zt/model/config_fields.hpp).
+#include "zt/model/config_fields.hpp"
+
+#include "zt/core/log.hpp"
+
+namespace zt::model {
+namespace {
+
+// The member `m` of Config, as ConfigField::Ref.
+#define ZT_FIELD(m) +[](Config& c) -> decltype((c.m)) { return c.m; }
+
+using F = ConfigField;
+constexpr double kInt32Max = 2147483647.0;
+
+const char* no_experts(const Config& c) {
+  return c.moe() ? nullptr
+                 : "the model has no experts (model.experts = 0): set model.family = mixtral, "
+                   "qwen2_moe or qwen3_moe and model.experts for them";
+}
+const char* no_aux_loss(const Config& c) {
+  if (const char* why = no_experts(c)) return why;
+  return c.router_aux_loss ? nullptr
+                           : "the load-balancing loss is off (model.router_aux_loss = false, as "
+                             "transformers' output_router_logits): set model.router_aux_loss = "
+                             "true to add it to the loss";
+}
+const char* no_rope_scaling(const Config& c) {
+  return c.rope_scaling.type == "default" ? "set model.rope_type = linear or llama3" : nullptr;
+}
+const char* no_llama3(const Config& c) {
+  return c.rope_scaling.type != "llama3" ? "set model.rope_type = llama3" : nullptr;
+}
+const char* no_window(const Config& c) {
+  return c.sliding_window == 0 ? "set model.sliding_window" : nullptr;
+}
+
+const ConfigField kFields[] = {
+    {.attr = "name", .ref = ZT_FIELD(name), .save = F::kAlways, .resume = F::kFree},
+    {.key = "family", .attr = "family", .hf = "model_type", .ref = ZT_FIELD(family),
+     .resume = F::kShape, .refused_as = "family",
+     .help = "override: model family = Hugging Face model_type (docs/model.md's table)",
+     .choices = &Config::family_names},
+    {.key = "vocab", .attr = "vocab", .hf = "vocab_size", .ref = ZT_FIELD(vocab),
+     .save = F::kAlways, .resume = F::kShape, .min = 1, .max = kInt32Max,
+     .help = "override: vocabulary size (>= the dataset's)"},
+    {.key = "hidden", .attr = "hidden", .hf = "hidden_size", .ref = ZT_FIELD(hidden),
+     .save = F::kAlways, .resume = F::kShape, .min = 1, .max = Config::kMaxHidden,
+     .help = "override: model width"},
+    {.key = "layers", .attr = "layers", .hf = "num_hidden_layers", .ref = ZT_FIELD(layers),
+     .save = F::kAlways, .resume = F::kShape, .min = 1, .max = Config::kMaxLayers,
+     .help = "override: transformer blocks"},
+    {.key = "heads", .attr = "heads", .hf = "num_attention_heads", .ref = ZT_FIELD(heads),
+     .save = F::kAlways, .resume = F::kShape, .min = 1, .max = Config::kMaxHeads,
+     .help = "override: query heads"},
+    {.key = "kv_heads", .attr = "kv_heads", .hf = "num_key_value_heads", .ref = ZT_FIELD(kv_heads),
+     .save = F::kAlways, .resume = F::kShape, .min = 1, .max = Config::kMaxHeads,
+     .help = "override: key/value heads (GQA)"},
+    {.key = "intermediate", .attr = "intermediate", .hf = "intermediate_size",
+     .ref = ZT_FIELD(intermediate), .save = F::kAlways, .resume = F::kShape, .min = 1,
+     .max = Config::kMaxIntermediate, .help = "override: SwiGLU inner width"},
+    {.key = "context", .attr = "context", .hf = "max_position_embeddings", .ref = ZT_FIELD(context),
+     .save = F::kAlways, .min = 1, .max = Config::kMaxContext,
+     .help = "override: longest sequence (RoPE table)"},
+    {.key = "tied_embeddings", .attr = "tied_embeddings", .hf = "tie_word_embeddings",
+     .ref = ZT_FIELD(tied_embeddings), .save = F::kAlways, .resume = F::kShape,
+     .help = "override: lm_head shares the embedding"},
+    {.key = "head_dim", .attr = "head_dim", .hf = "head_dim", .ref = ZT_FIELD(head_dim_),
+     .resume = F::kShape, .shape = [](const Config& c) { return c.head_dim(); }, .min = 0,
+     .max = Config::kMaxHidden, .help = "override: head_dim (0: hidden / heads)"},
+    {.key = "attention_bias", .attr = "attention_bias", .hf = "attention_bias",
+     .ref = ZT_FIELD(attention_bias), .resume = F::kShape,
+     .help = "override: biases on q/k/v/o (llama, qwen3; qwen2 has q/k/v biases always)"},
+    {.key = "rope_theta", .attr = "rope_theta", .hf = "rope_theta", .ref = ZT_FIELD(rope_theta),
+     .save = F::kAlways, .min = 0, .max = 1e12, .min_exclusive = true,
+     .help = "override: RoPE base"},
+    {.key = "rope_type", .attr = "rope_scaling.type", .hf = "rope_scaling.rope_type",
+     .ref = ZT_FIELD(rope_scaling.type), .save = F::kWithRope,
+     .help = "override: RoPE scaling (default, linear, llama3; docs/model.md)",
+     .choices = [] { return std::vector<std::string>{"default", "linear", "llama3"}; }},
+    {.key = "rope_factor", .attr = "rope_scaling.factor", .hf = "rope_scaling.factor",
+     .ref = ZT_FIELD(rope_scaling.factor), .save = F::kWithRope, .min = 0, .max = 1e6,
+     .min_exclusive = true, .help = "override: RoPE scaling factor", .inert = no_rope_scaling},
+    {.key = "rope_low_freq_factor", .attr = "rope_scaling.low_freq_factor",
+     .hf = "rope_scaling.low_freq_factor", .ref = ZT_FIELD(rope_scaling.low_freq_factor),
+     .save = F::kWithRope, .min = 0, .max = 1e6, .min_exclusive = true,
+     .help = "override: llama3 low_freq_factor", .inert = no_llama3},
+    {.key = "rope_high_freq_factor", .attr = "rope_scaling.high_freq_factor",
+     .hf = "rope_scaling.high_freq_factor", .ref = ZT_FIELD(rope_scaling.high_freq_factor),
+     .save = F::kWithRope, .min = 0, .max = 1e6, .min_exclusive = true,
+     .help = "override: llama3 high_freq_factor", .inert = no_llama3},
+    {.key = "rope_original_context", .attr = "rope_scaling.original_context",
+     .hf = "rope_scaling.original_max_position_embeddings",
+     .ref = ZT_FIELD(rope_scaling.original_context), .save = F::kWithRope, .min = 1,
+     .max = Config::kMaxContext, .help = "override: llama3 original_max_position_embeddings",
+     .inert = no_llama3},
+    {.key = "norm_eps", .attr = "norm_eps", .hf = "rms_norm_eps", .ref = ZT_FIELD(norm_eps),
+     .save = F::kAlways, .min = 0, .max = 1, .min_exclusive = true,
+     .help = "override: RMSNorm epsilon"},
+    {.key = "sliding_window", .attr = "sliding_window", .hf = "sliding_window",
+     .ref = ZT_FIELD(sliding_window), .min = 0, .max = Config::kMaxContext,
+     .help = "override: sliding-window attention, positions attended incl. self (0: full "
+             "causal; Mistral 7B: 4096)"},
+    {.key = "experts", .attr = "experts", .hf = "num_experts", .ref = ZT_FIELD(experts),
+     .save = F::kWithExperts, .resume = F::kShape, .min = 0, .max = Config::kMaxExperts,
+     .help = "override: experts per block (mixtral, qwen2_moe, qwen3_moe; Mixtral 8x7B: 8; 0: "
+             "the dense MLP of the other families)"},
+    {.key = "experts_per_token", .attr = "experts_per_token", .hf = "num_experts_per_tok",
+     .ref = ZT_FIELD(experts_per_token), .save = F::kWithExperts, .resume = F::kShape, .min = 1,
+     .max = Config::kMaxExperts,
+     .help = "override: experts each token is routed to (1 .. model.experts; Mixtral: 2)",
+     .inert = no_experts},
+    {.key = "router_aux_loss_coef", .attr = "router_aux_loss_coef", .hf = "router_aux_loss_coef",
+     .ref = ZT_FIELD(router_aux_loss_coef), .save = F::kWithExperts, .min = 0, .max = 1e6,
+     .help = "override: weight of the load-balancing loss (transformers' router_aux_loss_coef)",
+     .inert = no_aux_loss},
+    {.key = "router_aux_loss", .attr = "router_aux_loss", .hf = "output_router_logits",
+     .ref = ZT_FIELD(router_aux_loss), .save = F::kWithExperts,
+     .help = "override: add router_aux_loss_coef x the load-balancing loss to the loss "
+             "(transformers' output_router_logits; default false, as transformers)",
+     .inert = no_experts},
+    {.key = "moe_intermediate", .attr = "moe_intermediate", .hf = "moe_intermediate_size",
+     .ref = ZT_FIELD(moe_intermediate), .resume = F::kShape,
+     .shape = [](const Config& c) { return c.expert_width(); }, .min = 0,
+     .max = Config::kMaxIntermediate,
+     .help = "override: the experts' width (qwen2_moe, qwen3_moe's moe_intermediate_size; 0: "
+             "model.intermediate)"},
+    {.key = "shared_expert_intermediate", .attr = "shared_expert_intermediate",
+     .hf = "shared_expert_intermediate_size", .ref = ZT_FIELD(shared_expert_intermediate),
+     .resume = F::kShape, .min = 0, .max = Config::kMaxIntermediate,
+     .help = "override: qwen2_moe's shared expert width (shared_expert_intermediate_size)"},
+    {.key = "norm_topk_prob", .attr = "norm_topk_prob", .hf = "norm_topk_prob",
+     .ref = ZT_FIELD(norm_topk_prob),
+     .help = "override: renormalise the k chosen router probabilities (qwen2_moe, qwen3_moe; "
+             "mixtral always does)"},
+    {.key = "decoder_sparse_step", .attr = "decoder_sparse_step", .hf = "decoder_sparse_step",
+     .ref = ZT_FIELD(decoder_sparse_step), .resume = F::kShape, .min = 1,
+     .max = Config::kMaxLayers,
+     .help = "override: layer l has the experts when (l + 1) % step == 0, the others the dense "
+             "MLP (qwen2_moe, qwen3_moe; 1: every layer)"},
+    {.key = "first_sliding_layer", .attr = "first_sliding_layer", .hf = "layer_types",
+     .ref = ZT_FIELD(first_sliding_layer), .min = 0, .max = Config::kMaxLayers,
+     .help = "override: layers from this one on use model.sliding_window, earlier ones attend "
+             "in full (Qwen's max_window_layers; 0: every layer)",
+     .inert = no_window},
+    {.key = "mlp_only_layers", .attr = "mlp_only_layers", .hf = "mlp_only_layers",
+     .ref = ZT_FIELD(mlp_only_layers), .resume = F::kLayers,
+     .help = "override: layers with the dense MLP among the experts' ones, comma-separated "
+             "indices, e.g. 0,3 (qwen2_moe, qwen3_moe's mlp_only_layers; empty: none)"},
+};
+
+#undef ZT_FIELD
+
+}  // namespace
+
+std::span<const ConfigField> config_fields() { return kFields; }
+
+const ConfigField* config_field(std::string_view key) {
+  for (const ConfigField& f : kFields)
+    if (f.key && key == f.key) return &f;
+  return nullptr;
+}
+
+std::string field_text(const ConfigField& f, const Config& c) {
+  Config& m = const_cast<Config&>(c);  // read only
+  return std::visit(
+      [&](auto ref) -> std::string {
+        const auto& v = ref(m);
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) return std::to_string(v);
+        else if constexpr (std::is_same_v<T, double>) return strf("%g", v);
+        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>) return v;
+        else {
+          std::string out;
+          for (const int64_t l : v) {
+            if (!out.empty()) out += ',';
+            out += std::to_string(l);
+          }
+          return out;
+        }
+      },
+      f.ref);
+}
+
+bool same_field(const ConfigField& f, const Config& a, const Config& b) {
+  return f.shape ? f.shape(a) == f.shape(b) : same_value(f, a, b);
+}
+
+bool same_value(const ConfigField& f, const Config& a, const Config& b) {
+  return std::visit([&](auto ref) { return ref(const_cast<Config&>(a)) == ref(const_cast<Config&>(b)); },
+                    f.ref);
+}
+
+}  // namespace zt::model

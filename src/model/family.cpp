@@ -1,0 +1,80 @@
+// The family table (include/zt/model/family.hpp): one row per model_type.
+#include "zt/model/family.hpp"
+
+#include "zt/core/error.hpp"
+
+namespace zt::model {
+namespace {
+
+using F = Family;
+
+const Family kFamilies[] = {
+    {.model_type = "llama", .architecture = "LlamaForCausalLM", .bias = F::kFromFlag,
+     .bias_key = "attention_bias", .mlp_bias_key = true, .with_window = "mistral",
+     .hf = {.context = 2048}},
+    // The Llama block; its sliding window is a Config field.
+    {.model_type = "mistral", .architecture = "MistralForCausalLM", .bias = F::kFromFlag,
+     .window = F::kMistral, .hf = {.kv_heads = 8, .context = 131072, .sliding_window = 4096}},
+    {.model_type = "qwen2", .architecture = "Qwen2ForCausalLM", .bias = F::kQkvOnly,
+     .no_bias_flag = "Qwen2 has q/k/v biases always and no o bias (transformers' Qwen2Attention "
+                     "ignores attention_bias); leave model.attention_bias false.",
+     .window = F::kQwenLayers,
+     .hf = {.kv_heads = 32, .context = 32768, .sliding_window = 4096, .max_window_layers = 28}},
+    {.model_type = "qwen3", .architecture = "Qwen3ForCausalLM", .bias = F::kFromFlag,
+     .qk_norm = true, .bias_key = "attention_bias", .window = F::kQwenLayers,
+     .hf = {.kv_heads = 32, .context = 32768, .head_dim = 128, .sliding_window = 4096,
+            .max_window_layers = 28}},
+    // Mistral's block with the MoE MLP.
+    {.model_type = "mixtral", .architecture = "MixtralForCausalLM", .bias = F::kNone,
+     .no_bias_flag = "Mixtral's attention has no biases (MixtralConfig has no attention_bias); "
+                     "leave it false.",
+     .moe = F::kMixtral, .window = F::kMistral,
+     .hf = {.kv_heads = 8, .context = 131072, .rope_theta = 1e6, .norm_eps = 1e-5, .experts = 8,
+            .experts_per_token = 2}},
+    // Qwen2 + experts + shared expert; q/k/v biases by HF's qkv_bias.
+    {.model_type = "qwen2_moe", .architecture = "Qwen2MoeForCausalLM", .bias = F::kQkvFromFlag,
+     .moe = F::kQwen, .shared_expert = true, .bias_key = "qkv_bias", .window = F::kQwenLayers,
+     .window_alternates = true,
+     .hf = {.kv_heads = 16, .context = 32768, .attention_bias = true, .sliding_window = 4096,
+            .max_window_layers = 28, .experts = 60, .experts_per_token = 4,
+            .moe_intermediate = 1408, .shared_expert_intermediate = 5632}},
+    // Qwen3 + experts.
+    {.model_type = "qwen3_moe", .architecture = "Qwen3MoeForCausalLM", .bias = F::kFromFlag,
+     .qk_norm = true, .moe = F::kQwen, .bias_key = "attention_bias", .window = F::kQwenAll,
+     .hf = {.kv_heads = 4, .context = 32768, .sliding_window = 4096, .experts = 128,
+            .experts_per_token = 8, .moe_intermediate = 768}},
+};
+
+}  // namespace
+
+const Family* find_family(const std::string& model_type) {
+  for (const Family& f : kFamilies)
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
+const Family& family(const std::string& model_type) {
+  if (const Family* f = find_family(model_type)) return *f;
+  throw InputError("model.family = '" + model_type + "' is not a family zt implements",
+                   "families (Hugging Face model_type): " + family_list() +
+                       "; docs/model.md has the table.");
+}
+
+std::vector<std::string> family_names() {
+  std::vector<std::string> out;
+  for (const Family& f : kFamilies) out.emplace_back(f.model_type);
+  return out;
+}
+
+std::string family_list(bool quoted) {
+  std::string out;
+  for (const Family& f : kFamilies) {
+    if (!out.empty()) out += ", ";
+    if (quoted) out += '"';
+    out += f.model_type;
+    if (quoted) out += '"';
+  }
+  return out;
+}
+
+}  // namespace zt::model
