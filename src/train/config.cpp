@@ -206,7 +206,7 @@ config::Schema train_schema() {
   offload::add_offload_keys(s);
   // --- finetune, lora: LoRA / QLoRA adapters (docs/finetune.md) -----------------------
   model::add_finetune_keys(s);
-  add_preference_keys(s);  // finetune.objective, dpo.*, orpo.*
+  add_objective_keys(s);  // finetune.objective and each objective's keys (dpo.*, orpo.*)
   return s;
 }
 
@@ -306,7 +306,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.model.validate();
   t.init_std = c.get_float("model.init_std");
   t.lora = model::resolve_lora(c, t.model);
-  t.pref = resolve_preference(c);
+  t.objective = resolve_objective(c);
 
   t.steps = c.get_int("train.steps");
   t.micro_batch = c.get_int("train.micro_batch");
@@ -406,10 +406,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.zero.max_seq = t.seq_len;
   t.zero.offload = offload::offload_options(c);
   t.zero.lora = t.lora;  // frozen base units + the adapters' unit (docs/zero.md)
-  if (t.zero.expert_parallel > 1 && t.pref.enabled())
-    throw InputError(strf("moe.expert_parallel = %d with finetune.objective = %s",
-                          t.zero.expert_parallel, objective_name(t.pref.objective)),
-                     "preference objectives train with moe.expert_parallel = 1");
+  check_objective(t);  // after the zero options (expert parallelism)
   t.ckpt = ckpt::ckpt_options(c);
   return t;
 }
@@ -433,11 +430,12 @@ std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& 
   const char* no_experts = "the model has no experts (model.experts = 0): set model.family = "
                            "mixtral, qwen2_moe or qwen3_moe and model.experts for them";
   // (key or prefix, inert in this run, why and the fix)
-  const struct {
-    const char* key;
+  struct Rule {
+    std::string key;
     bool inert;
-    const char* why;
-  } rules[] = {
+    std::string why;
+  };
+  std::vector<Rule> rules = {
       // model.router_aux_loss and its _coef, model.experts_per_token on a dense model
       {"model.router_aux_loss", !t.model.moe(), no_experts},
       {"model.experts_per_token", !t.model.moe(), no_experts},
@@ -447,19 +445,19 @@ std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& 
       {"lora.", t.lora.method == model::FinetuneMethod::kFull,
        "finetune.method = full trains every weight without adapters: set finetune.method = "
        "lora or qlora"},
-      {"dpo.", t.pref.objective != Objective::kDpo, "set finetune.objective = dpo to use it"},
-      {"orpo.", t.pref.objective != Objective::kOrpo, "set finetune.objective = orpo to use it"},
       {"model.rope_factor", rope == "default", "set model.rope_type = linear or llama3"},
       {"model.rope_low_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
       {"model.rope_high_freq_factor", rope != "llama3", "set model.rope_type = llama3"},
       {"model.rope_original_context", rope != "llama3", "set model.rope_type = llama3"},
       {"model.first_sliding_layer", t.model.sliding_window == 0, "set model.sliding_window"}};
+  for (const ObjectiveKeyGroup& g : objective_key_groups(t.objective.name))
+    rules.push_back({g.prefix, g.inert, g.why});
   std::vector<std::string> out;
   for (const config::Key& k : c.schema().keys())
     for (const auto& r : rules)
       if (r.inert && k.name.starts_with(r.key) && given(k)) {
         out.push_back(strf("%s = %s has no effect in this run: %s", k.name.c_str(),
-                           config::value_to_string(value_of(k)).c_str(), r.why));
+                           config::value_to_string(value_of(k)).c_str(), r.why.c_str()));
         break;  // the first reason (no experts before no aux loss)
       }
   return out;
@@ -521,7 +519,7 @@ ckpt::TrainState train_state_of(const TrainConfig& cfg, int64_t step, int64_t to
   st.grad_clip = cfg.grad_clip;
   st.global_batch = cfg.global_batch;
   st.seq_len = cfg.seq_len;
-  st.objective = objective_name(cfg.pref.objective);
+  st.objective = cfg.objective.name;
   return st;
 }
 
