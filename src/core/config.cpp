@@ -365,6 +365,13 @@ int64_t Config::get_int(std::string_view key) const {
   return std::get<int64_t>(lookup(key, Type::kInt));
 }
 
+const Value& Config::value(std::string_view name) const {
+  const Key* key = schema_->find(name);
+  ZT_CHECK(key != nullptr, "config key '" + std::string(name) + "' is not in the schema",
+           "add it to the schema of the layer that reads it");
+  return lookup(name, key->type);
+}
+
 double Config::get_float(std::string_view key) const {
   const Value& v = lookup(key, Type::kFloat);
   if (const int64_t* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);

@@ -32,7 +32,7 @@ void check_resume_changes(const ckpt::TrainState& st, const TrainConfig& cfg, co
                           std::vector<std::string>* warnings) {
   const char* schedule = "this run follows its own LR schedule from the checkpoint's step";
   const ResumeRule rules[] = {
-      {"finetune.objective", st.objective, objective_name(cfg.pref.objective), true,
+      {"finetune.objective", st.objective, cfg.objective.name, true,
        "the optimizer moments and steps belong to the objective that made them, and a DPO run's "
        "reference is the weights before its own first step"},
       {"train.steps", num(static_cast<double>(st.steps)), num(static_cast<double>(cfg.steps)), false, schedule},

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -146,7 +147,7 @@ config::Schema train_schema() {
   offload::add_offload_keys(s);
   // --- finetune, lora: LoRA / QLoRA adapters (docs/finetune.md) -----------------------
   model::add_finetune_keys(s);
-  add_preference_keys(s);  // finetune.objective, dpo.*, orpo.*
+  add_objective_keys(s);  // finetune.objective and each objective's keys (dpo.*, orpo.*)
   return s;
 }
 
@@ -214,7 +215,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.model.validate();
   t.init_std = c.get_float("model.init_std");
   t.lora = model::resolve_lora(c, t.model);
-  t.pref = resolve_preference(c);
+  t.objective = resolve_objective(c);
 
   t.steps = c.get_int("train.steps");
   t.micro_batch = c.get_int("train.micro_batch");
@@ -314,10 +315,7 @@ TrainConfig resolve(const config::Config& c, int world) {
   t.zero.max_seq = t.seq_len;
   t.zero.offload = offload::offload_options(c);
   t.zero.lora = t.lora;  // frozen base units + the adapters' unit (docs/zero.md)
-  if (t.zero.expert_parallel > 1 && t.pref.enabled())
-    throw InputError(strf("moe.expert_parallel = %d with finetune.objective = %s",
-                          t.zero.expert_parallel, objective_name(t.pref.objective)),
-                     "preference objectives train with moe.expert_parallel = 1");
+  check_objective(t);  // after the zero options (expert parallelism)
   t.ckpt = ckpt::ckpt_options(c);
   return t;
 }
@@ -337,30 +335,34 @@ std::vector<std::string> inert_keys(const config::Config& c, const TrainConfig& 
     return c.has(k.name) && c.origin(k.name) != "default" &&
            (!k.default_value || value_of(k) != *k.default_value);
   };
-  // (key or prefix, inert in this run, why and the fix); model.* keys: the field list's.
-  const struct {
-    const char* key;
+  // (key or prefix, inert in this run, why and the fix); model.* keys: the field list's,
+  // an objective's key group: the objective registry's.
+  struct Rule {
+    std::string key;
     bool inert;
-    const char* why;
-  } rules[] = {
+    std::string why;
+  };
+  std::vector<Rule> rules = {
       {"lora.", t.lora.method == model::FinetuneMethod::kFull,
        "finetune.method = full trains every weight without adapters: set finetune.method = "
-       "lora or qlora"},
-      {"dpo.", t.pref.objective != Objective::kDpo, "set finetune.objective = dpo to use it"},
-      {"orpo.", t.pref.objective != Objective::kOrpo, "set finetune.objective = orpo to use it"}};
-  const auto why_inert = [&](const std::string& key) -> const char* {
+       "lora or qlora"}};
+  for (const ObjectiveKeyGroup& g : objective_key_groups(t.objective.name))
+    rules.push_back({g.prefix, g.inert, g.why});
+  const auto why_inert = [&](const std::string& key) -> std::optional<std::string> {
     if (key.starts_with("model."))
-      if (const model::ConfigField* f = model::config_field(key.substr(6)))
-        return f->inert ? f->inert(t.model) : nullptr;
+      if (const model::ConfigField* f = model::config_field(key.substr(6))) {
+        if (const char* why = f->inert ? f->inert(t.model) : nullptr) return std::string(why);
+        return std::nullopt;
+      }
     for (const auto& r : rules)
       if (r.inert && key.starts_with(r.key)) return r.why;
-    return nullptr;
+    return std::nullopt;
   };
   std::vector<std::string> out;
   for (const config::Key& k : c.schema().keys())
-    if (const char* why = why_inert(k.name); why && given(k))
+    if (const std::optional<std::string> why = why_inert(k.name); why && given(k))
       out.push_back(strf("%s = %s has no effect in this run: %s", k.name.c_str(),
-                         config::value_to_string(value_of(k)).c_str(), why));
+                         config::value_to_string(value_of(k)).c_str(), why->c_str()));
   return out;
 }
 
@@ -420,7 +422,7 @@ ckpt::TrainState train_state_of(const TrainConfig& cfg, int64_t step, int64_t to
   st.grad_clip = cfg.grad_clip;
   st.global_batch = cfg.global_batch;
   st.seq_len = cfg.seq_len;
-  st.objective = objective_name(cfg.pref.objective);
+  st.objective = cfg.objective.name;
   return st;
 }
 

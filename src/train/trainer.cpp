@@ -21,7 +21,7 @@
 #include "zt/offload/preflight.hpp"
 #include "checkpoints.hpp"
 #include "trainer_memory.hpp"
-#include "preference_loop.hpp"
+#include "objective.hpp"
 #include "sample_prompt.hpp"
 #include "zt/train/generate.hpp"
 #include "zt/train/metrics.hpp"
@@ -37,49 +37,9 @@ using detail::model_state_bytes;
 using detail::out_of_memory;
 using detail::reduce_max_over_ranks;
 
-// A micro-batch of B sequences of T tokens, read from the token file.
-struct Batch {
-  std::vector<int32_t> tokens;     // [B, T]
-  std::vector<int32_t> targets;    // [B, T], tokens shifted by one; -1 where masked
-  std::vector<int32_t> positions;  // [B, T] instruction data (packed examples); else empty
-};
-
-// The ignored target: prompt tokens, padding, an example's first token (Model: < 0).
-constexpr int32_t kMasked = -1;
-
-// Fills sequence i of the batch from data.tokens[start, start + T]. Instruction data (a
-// loss mask; rows, start at a row's first token) also masks the targets whose mask is 0
-// and gives each token its position within its example (restarting at each doc start).
-void fill_row(Batch& b, size_t i, size_t T, const data::TokenFile& data, size_t start) {
-  const std::vector<uint32_t>& tok = data.tokens;
-  for (size_t t = 0; t < T; ++t) {
-    b.tokens[i * T + t] = static_cast<int32_t>(tok[start + t]);
-    b.targets[i * T + t] = static_cast<int32_t>(tok[start + t + 1]);
-  }
-  if (data.loss_mask.empty()) return;
-  for (size_t t = 0; t < T; ++t)
-    if (!data.loss_mask[start + t + 1]) b.targets[i * T + t] = kMasked;
-  const std::vector<uint64_t>& starts = data.doc_starts;
-  auto next = std::upper_bound(starts.begin(), starts.end(), static_cast<uint64_t>(start));
-  size_t example = start;  // a row starts with an example
-  for (size_t t = 0; t < T; ++t) {
-    if (next != starts.end() && *next == start + t) example = *next++;
-    b.positions[i * T + t] = static_cast<int32_t>(start + t - example);
-  }
-}
-
-// Targets counted by the loss in sequence i of a batch filled by fill_row: the ones of
-// data.loss_mask[start + 1, start + T] (all T without a mask).
-int64_t row_targets(const data::TokenFile& data, size_t T, size_t start) {
-  if (data.loss_mask.empty()) return static_cast<int64_t>(T);
-  int64_t n = 0;
-  for (size_t t = 1; t <= T; ++t) n += data.loss_mask[start + t];
-  return n;
-}
-
 // The train / held-out split of the token file, checked against the configuration.
 data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
-  check_objective_data(cfg.pref.objective, data, cfg.data_path);  // before any shape check
+  check_objective_data(cfg.objective.name, data, cfg.data_path);  // before any shape check
   const bool rows = !data.loss_mask.empty();
   if (rows && data.row_len != static_cast<uint64_t>(cfg.seq_len + 1))
     throw InputError(strf("dataset '%s' is instruction data in rows of %u tokens (made with "
@@ -129,14 +89,6 @@ data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
   return split;
 }
 
-
-// Whole rows for instruction data, token windows for text (sampler.hpp).
-data::Sampler make_sampler(const TrainConfig& cfg, const data::TokenFile& data, data::Range train) {
-  const auto T = static_cast<size_t>(cfg.seq_len), gb = static_cast<size_t>(cfg.global_batch);
-  return data.loss_mask.empty() ? data::Sampler(train, T, gb, cfg.seed)
-                                : data::Sampler::rows(train, T, gb, cfg.seed);
-}
-
 // One training run in layers, as torchtitan's trainer: train_step (forward/backward over
 // the micro-batches, then the optimizer step), evaluate, record and sample; run() is the
 // loop over them.
@@ -147,9 +99,7 @@ class Trainer {
 
  private:
   zero::StepStats train_step(int64_t step, double lr);
-  int64_t step_targets(int64_t step, std::vector<int64_t>& per_micro);
   void count_bad_step(int64_t step, const zero::StepStats& stats);
-  std::optional<double> evaluate();
   StepRecord record(int64_t step, double lr, const zero::StepStats& stats, double seconds);
   void sample(TrainResult& result);
 
@@ -157,23 +107,16 @@ class Trainer {
   comm::Comm& comm_;
   const data::TokenFile& data_;
   const int rank_, world_;
-  const size_t B_, T_;
   const data::Split split_;
-  const data::Sampler sampler_;
-  std::optional<data::EvalWindows> eval_windows_;  // none when data.eval_fraction is 0
   std::optional<zero::Engine> engine_;
   std::optional<LoopCheckpoints> checkpoints_;
-  std::optional<PreferenceLoop> pref_;  // finetune.objective = dpo | orpo
-  PairMetrics pairs_, eval_pairs_;      // the last step's and evaluation's (pref_)
+  std::unique_ptr<TrainObjective> objective_;  // finetune.objective (objective.hpp)
   std::unique_ptr<Progress> startup_;  // start-up phases: engine init, resume (rank 0 prints)
-  Batch batch_;
   double peak_flops_per_rank_ = 0;
   int64_t tokens_seen_ = 0;
   int64_t bad_in_row_ = 0;  // consecutive skipped (non-finite) steps
   int64_t skipped_in_row_ = 0, no_target_steps_ = 0;  // any kind; steps without a target
-  bool no_targets_ = false;  // the last step's global batch had no target (masked data)
-  const bool masked_;  // instruction data: targets masked, packed examples (positions)
-  int64_t step_trained_ = 0;  // targets of the last step, all ranks (masked data)
+  bool no_targets_ = false;  // the last step's global batch had nothing to learn from
 };
 
 Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile& data,
@@ -183,14 +126,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
       data_(data),
       rank_(comm.rank()),
       world_(comm.size()),
-      B_(static_cast<size_t>(cfg.micro_batch)),
-      T_(static_cast<size_t>(cfg.seq_len)),
-      split_(split_checked(cfg, data)),
-      sampler_(make_sampler(cfg, data, split_.train)),
-      batch_{std::vector<int32_t>(B_ * T_), std::vector<int32_t>(B_ * T_),
-             std::vector<int32_t>(data.loss_mask.empty() ? 0 : B_ * T_)},
-      masked_(!data.loss_mask.empty()) {
-  if (cfg.eval_fraction > 0) eval_windows_.emplace(split_.eval, T_, masked_ ? T_ + 1 : 0);
+      split_(split_checked(cfg, data)) {
   // Before allocating: the model states of this node's ranks against MemAvailable (the
   // smallest over the ranks, so every rank decides alike). A model that cannot fit is
   // refused with both numbers instead of being ended by the OOM killer without a word.
@@ -236,7 +172,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   // Checkpoints: ckpt.resume / ckpt.init_from now; saves on the cadence, at the end and
   // on preemption (checkpoints.hpp).
   checkpoints_.emplace(cfg, comm, nodes.mpi, *engine_);
-  if (cfg.pref.enabled()) pref_.emplace(cfg, comm, data, split_, *engine_);
+  objective_ = make_objective({cfg, comm, data, split_, *engine_});
   if (!data.tokenizer_hash.empty())  // a real tokenizer: the checkpoint names it (h5-to-hf copies it)
     checkpoints_->set_tokenizer({data.tokenizer, data.tokenizer_path, data.tokenizer_hash});
   startup_->note("resume");  // the phase that runs next (Trainer::run)
@@ -265,11 +201,12 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
     result.checkpoint = checkpoints_->last_path();
     return result;
   }
-  // DPO: the reference log-probs (full weights: stored beside the checkpoints). A stop
-  // request ends the pass between batches; before_first_step below then saves and ends.
-  if (pref_)
-    pref_->reference(result.first_step, checkpoints_->last_path(), checkpoints_->enabled() ? cfg_.ckpt.dir : "",
-                     [this] { return checkpoints_->stop_requested(); });
+  // The objective's reference (DPO: log-probs, full weights: stored beside the
+  // checkpoints). A stop request ends it between batches; before_first_step below then
+  // saves and ends.
+  objective_->reference({result.first_step, checkpoints_->last_path(),
+                         checkpoints_->enabled() ? cfg_.ckpt.dir : "",
+                         [this] { return checkpoints_->stop_requested(); }});
   if (hooks.on_start) hooks.on_start(result.first_step);
   if (hooks.on_checkpoint) checkpoints_->set_on_saved(hooks.on_checkpoint);
   // A stop request during the start-up (engine init, resume) is honoured before the
@@ -305,61 +242,25 @@ TrainResult Trainer::run(const TrainHooks& hooks) {
   return result;
 }
 
-// The targets of this rank's micro-batches of `step` (per_micro[m]) and of the whole step
-// over all ranks (returned; one all_reduce).
-int64_t Trainer::step_targets(int64_t step, std::vector<int64_t>& per_micro) {
-  per_micro.assign(static_cast<size_t>(cfg_.accum), 0);
-  for (int64_t micro = 0; micro < cfg_.accum; ++micro)
-    for (size_t i = 0; i < B_; ++i)
-      per_micro[static_cast<size_t>(micro)] += row_targets(
-          data_, T_,
-          sampler_.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank_, world_, B_, i));
-  double total = 0;  // exact: counts stay far below 2^53
-  for (const int64_t n : per_micro) total += static_cast<double>(n);
-  comm_.all_reduce(&total, &total, 1, DType::kF64, comm::ReduceOp::kSum);
-  return static_cast<int64_t>(total);
-}
-
-// Forward/backward over this rank's micro-batches: gradients accumulate (and are reduced
-// as the stage prescribes); then the optimizer step. The step's bytes are counted from
-// here (StepStats::traffic would include an evaluation in between).
-//
-// Normalisation. Text: every micro-batch weighs 1/accum (each is a mean over B*T tokens).
-// Instruction data: the micro-batches hold different numbers of unmasked targets, so the
-// step's loss is the sum of the losses of ALL its targets (every micro-batch, every rank)
-// divided by their count N (as HF's num_items_in_batch): micro-batch m of c_m targets
-// weighs c_m / N (its mean times c_m is its sum). The gradient and the reported loss are
-// then the same however the global batch is split into ranks and micro-batches.
+// Forward/backward over this rank's micro-batches of the objective (objective.hpp):
+// gradients accumulate (and are reduced as the stage prescribes); then the optimizer
+// step. The step's bytes are counted from here to the optimizer step's end (StepStats::
+// traffic would include an evaluation in between).
 zero::StepStats Trainer::train_step(int64_t step, double lr) {
   const zero::Traffic traffic_before = engine_->traffic();
-  if (pref_) {  // DPO / ORPO: whole pairs per micro-batch (preference_loop.hpp)
-    zero::StepStats stats = pref_->step(step, lr, pairs_);
-    stats.traffic = engine_->traffic().minus(traffic_before);
-    return stats;
-  }
-  std::vector<int64_t> per_micro;
-  const int64_t total = masked_ ? step_targets(step, per_micro) : 0;
-  no_targets_ = masked_ && total == 0;  // (the same on every rank: total is all-reduced)
+  no_targets_ = !objective_->begin_step(step);  // (the same on every rank)
   if (no_targets_) {  // nothing to learn from: no update, no weight decay (issue 36, class 7)
     zero::StepStats none;
     none.skipped = true;
     none.loss = std::numeric_limits<double>::quiet_NaN();
-    step_trained_ = 0;
     return none;
   }
-  double loss_sum = 0;  // masked: sum over this rank's targets of their loss
   for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
-    for (size_t i = 0; i < B_; ++i)
-      fill_row(batch_, i, T_, data_,
-               sampler_.start(static_cast<uint64_t>(step), static_cast<int>(micro), rank_, world_, B_, i));
-    // The engine averages over ranks (divides by the world size): c_m / N times it back.
-    const double c = masked_ ? static_cast<double>(per_micro[static_cast<size_t>(micro)]) : 0;
-    const double scale = !masked_    ? 1.0 / static_cast<double>(cfg_.accum)
-                         : total > 0 ? c * static_cast<double>(world_) / static_cast<double>(total)
-                                     : 0.0;
+    const MicroBatch& b = objective_->micro_batch(step, micro);
+    double value = 0;
     try {
-      loss_sum += c * engine_->micro_step(batch_.tokens, batch_.targets, cfg_.micro_batch,
-                                          cfg_.seq_len, cfg_.recompute, scale, batch_.positions);
+      value = engine_->micro_step(b.tokens, b.targets, cfg_.micro_batch, cfg_.seq_len, cfg_.recompute,
+                                  b.scale, b.positions);
     } catch (const std::bad_alloc&) {
       throw out_of_memory(cfg_, strf("the activations of step %lld (train.micro_batch %lld x "
                                      "train.seq_len %lld tokens, recompute %s)",
@@ -368,14 +269,11 @@ zero::StepStats Trainer::train_step(int64_t step, double lr) {
                                      static_cast<long long>(cfg_.seq_len),
                                      cfg_.recompute ? "on" : "off"));
     }
+    objective_->end_micro(micro, value);
   }
   zero::StepStats stats = engine_->step(lr);
   stats.traffic = engine_->traffic().minus(traffic_before);
-  if (masked_) {  // the step's loss: mean over all its targets (see above)
-    comm_.all_reduce(&loss_sum, &loss_sum, 1, DType::kF64, comm::ReduceOp::kSum);
-    stats.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
-    step_trained_ = total;
-  }
+  objective_->end_step(stats);
   return stats;
 }
 
@@ -409,43 +307,6 @@ void Trainer::count_bad_step(int64_t step, const zero::StepStats& stats) {
                 "train.max_bad_steps sets how many bad steps in a row are tolerated");
 }
 
-// Mean held-out loss over eval.batches global batches of fixed windows of the tail
-// (instruction data: the mean over all their unmasked targets, like a training step).
-// A stop request (asked before each global batch, agreed by every rank) ends it without a
-// figure: the step's checkpoint then comes at once.
-std::optional<double> Trainer::evaluate() {
-  const auto stop = [this] { return checkpoints_->stop_requested(); };
-  if (pref_) return pref_->evaluate(eval_pairs_, stop);
-  double sum = 0.0;
-  int64_t count = 0;
-  double targets[2] = {0, 0};  // masked: sum of losses, count of targets
-  for (int64_t b = 0; b < cfg_.eval_batches; ++b) {
-    if (stop()) return std::nullopt;
-    for (int64_t micro = 0; micro < cfg_.accum; ++micro) {
-      double c = 0;
-      for (size_t i = 0; i < B_; ++i) {
-        const size_t e = static_cast<size_t>(b * cfg_.global_batch) +
-                         data::batch_index(static_cast<int>(micro), rank_, world_, B_, i);
-        fill_row(batch_, i, T_, data_, eval_windows_->start(e));
-        if (masked_) c += static_cast<double>(row_targets(data_, T_, eval_windows_->start(e)));
-      }
-      const double loss = engine_->eval_loss(batch_.tokens, batch_.targets, cfg_.micro_batch,
-                                             cfg_.seq_len, batch_.positions);
-      sum += loss;
-      targets[0] += c * loss;
-      targets[1] += c;
-      ++count;
-    }
-  }
-  if (masked_) {
-    comm_.all_reduce(targets, targets, 2, DType::kF64, comm::ReduceOp::kSum);
-    return targets[1] > 0 ? targets[0] / targets[1] : 0.0;
-  }
-  double mean = sum / static_cast<double>(count);
-  comm_.all_reduce(&mean, &mean, 1, DType::kF64, comm::ReduceOp::kAvg);
-  return mean;
-}
-
 // The step's figures (memory and bytes: the maximum over ranks), with an evaluation on
 // the eval.every cadence and at the last step.
 StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats, double seconds) {
@@ -462,15 +323,13 @@ StepRecord Trainer::record(int64_t step, double lr, const zero::StepStats& stats
   rec.mfu = mfu(rec.tokens_per_s, cfg_.model.flops_per_token(cfg_.seq_len), world_, peak_flops_per_rank_);
   tokens_seen_ += cfg_.tokens_per_step();
   rec.tokens_seen = tokens_seen_;
-  if (masked_ && !pref_) rec.trained_tokens = step_trained_;
   reduce_max_over_ranks(comm_, process_memory(), stats, rec);
   const bool last = step + 1 == cfg_.steps;
-  if (eval_windows_ && (last || (cfg_.eval_every > 0 && (step + 1) % cfg_.eval_every == 0)))
-    rec.eval_loss = evaluate();
-  if (pref_) {
-    rec.pairs = pairs_;
-    if (rec.eval_loss) rec.eval_pairs = eval_pairs_;
-  }
+  // The held-out value; a stop request (asked before each global batch, agreed by every
+  // rank) ends it without a figure: the step's checkpoint then comes at once.
+  if (cfg_.eval_fraction > 0 && (last || (cfg_.eval_every > 0 && (step + 1) % cfg_.eval_every == 0)))
+    rec.eval_loss = objective_->evaluate([this] { return checkpoints_->stop_requested(); });
+  objective_->record(rec);
   return rec;
 }
 

@@ -1,7 +1,7 @@
 // The preference objectives (DPO, ORPO; issue 40) on the GPU model (DeviceModel::
 // set_row_objective / set_adapters_enabled / row_logps) against the CPU model in double
 // (Model's, itself checked against TRL: docs/finetune.md "DPO and ORPO"), both handing
-// their rows' summed log-probs to the one pair loss (train::preference_value):
+// their rows' summed log-probs to the one pair loss (train::dpo_value, train::orpo_value):
 //   - one DPO step with LoRA on all eight targets (the reference: the base, adapters off)
 //     on tiny llama, qwen2 (q/k/v biases) and qwen3 (q/k norms, head_dim 32, biases), and
 //     on attention's and lm_head on tiny Mixtral (mixture of experts, aux loss);
@@ -40,7 +40,7 @@ class DevicePreferenceTest : public GpuTest {
 
   // Random rows with the prompt (the first 6 + p positions of pair p's rows) masked, as
   // pairs-to-tokens masks it; context: the chosen rows' prompt targets are context
-  // targets -2 - token instead (PreferenceLoop::fill for orpo.nll = sequence).
+  // targets -2 - token instead (PairObjective::fill for orpo.nll = sequence).
   void pair_batch(const Config& cfg, bool context, std::vector<int32_t>& tokens,
                   std::vector<int32_t>& targets) {
     tokens.resize(static_cast<size_t>(kB * kT));
@@ -72,7 +72,8 @@ class DevicePreferenceTest : public GpuTest {
     model::Parameters<float> init(layout);
     init.init({.seed = seed_});
     draw_off_init(init, layout, rng_, 0.1, 3.0);  // biases N(0, 0.3)
-    const bool sequence = pc.objective == train::Objective::kOrpo && pc.orpo_sequence_nll;
+    const bool dpo = lora;  // DPO with LoRA, ORPO on full weights
+    const bool sequence = !dpo && pc.orpo_sequence_nll;
     const size_t sums = sequence ? 2 * kB : kB;
     std::vector<int32_t> tokens, targets;
     pair_batch(cfg, sequence, tokens, targets);
@@ -98,21 +99,21 @@ class DevicePreferenceTest : public GpuTest {
       s.ref_logp.assign(kB, 0.0);
       s.logp.assign(sums, 0.0);
       s.count.assign(sums, 0);
-      if (pc.objective == train::Objective::kDpo) {
+      if (dpo) {
         m.set_adapters_enabled(false);
         m.row_logps(tokens, targets, kB, kT, {}, s.ref_logp, std::span(s.count).first(kB));
         m.set_adapters_enabled(true);
       }
       m.row_logps(tokens, targets, kB, kT, {}, s.logp, s.count);
       const std::vector<double> ref =
-          pc.objective == train::Objective::kDpo ? s.ref_logp : std::vector<double>{};
+          dpo ? s.ref_logp : std::vector<double>{};
       m.set_row_objective([&](std::span<const double> logp, std::span<const int64_t> count,
                               std::span<double> dlogp) {
-        s.objective_sums = logp.size();  // as PreferenceLoop::run_objective: [B + b] context
+        s.objective_sums = logp.size();  // as PairObjective::row_value: [B + b] context
         const size_t h = logp.size() == 2 * kB ? kB : logp.size();
-        return train::preference_value(pc, logp.first(h), count.first(h), ref, nll_weight,
-                                       dlogp.first(h), s.metrics, logp.subspan(h),
-                                       dlogp.subspan(h));
+        return dpo ? train::dpo_value(pc, logp.first(h), count.first(h), ref, dlogp.first(h), s.metrics)
+                   : train::orpo_value(pc, logp.first(h), count.first(h), nll_weight, dlogp.first(h),
+                                       s.metrics, logp.subspan(h), dlogp.subspan(h));
       });
       s.value = m.loss_and_grad(tokens, targets, kB, kT, false, 0.5);
       m.set_row_objective({});
@@ -159,7 +160,7 @@ class DevicePreferenceTest : public GpuTest {
     }
     EXPECT_EQ(gpu_side.count, cpu_side.count) << tag;
     expect_close(gpu_side.logp, cpu_side.logp, 1e-5, tag + " row log-probs");
-    if (pc.objective == train::Objective::kDpo) {
+    if (dpo) {
       expect_close(gpu_side.ref_logp, cpu_side.ref_logp, 1e-5, tag + " reference log-probs");
       EXPECT_GT(rel_to_max(cpu_side.logp, cpu_side.ref_logp), 1e-4)
           << tag << ": the adapters do not move the log-probs (the reference is not seen)";
@@ -187,7 +188,6 @@ class DevicePreferenceTest : public GpuTest {
 // the biases and q/k norms), through a DPO step.
 TEST_F(DevicePreferenceTest, DpoLoraOnFamilies) {
   train::PreferenceConfig dpo;
-  dpo.objective = train::Objective::kDpo;
   dpo.beta = 0.5;
   step(tiny_family("qwen3", 32, true), dpo, true, "dpo lora qwen3 fp32");
   step(tiny_family("qwen2", 0, false), dpo, true, "dpo lora qwen2 fp32");
@@ -197,25 +197,21 @@ TEST_F(DevicePreferenceTest, DpoLoraOnFamilies) {
 // trained).
 TEST_F(DevicePreferenceTest, DpoLoraAndOrpoOnMixtral) {
   train::PreferenceConfig dpo;
-  dpo.objective = train::Objective::kDpo;
   dpo.beta = 0.5;
   step(tiny_mixtral(4, 2), dpo, true, "dpo lora mixtral fp32");
   train::PreferenceConfig orpo;
-  orpo.objective = train::Objective::kOrpo;
   orpo.orpo_lambda = 0.5;
   orpo.orpo_sequence_nll = true;
   step(tiny_mixtral(4, 2), orpo, false, "orpo full mixtral fp32 nll=sequence");
 }
 TEST_F(DevicePreferenceTest, DpoLoraStepMatchesCpu) {
   train::PreferenceConfig dpo;
-  dpo.objective = train::Objective::kDpo;
   dpo.beta = 0.5;
   dpo.label_smoothing = 0.1;
   step(tiny_family("llama", 0, false), dpo, true, "dpo lora llama fp32");
 }
 TEST_F(DevicePreferenceTest, OrpoFullStepMatchesCpu) {
   train::PreferenceConfig orpo;
-  orpo.objective = train::Objective::kOrpo;
   orpo.orpo_lambda = 0.5;
   orpo.orpo_sequence_nll = true;  // the default: context targets, two sums per row
   step(tiny_family("llama", 0, false), orpo, false, "orpo full llama fp32 nll=sequence");

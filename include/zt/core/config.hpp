@@ -90,6 +90,8 @@ class Config {
   double get_float(std::string_view key) const;  // int values convert
   bool get_bool(std::string_view key) const;
   const std::string& get_string(std::string_view key) const;
+  // The value of a key of any type (zt::InputError when it has none).
+  const Value& value(std::string_view key) const;
   // Where the value came from: "default", a file name, or "--set".
   const std::string& origin(std::string_view key) const;
 

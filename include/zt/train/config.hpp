@@ -11,7 +11,7 @@
 #include "zt/core/config.hpp"
 #include "zt/model/config.hpp"
 #include "zt/model/lora.hpp"
-#include "zt/train/preference.hpp"
+#include "zt/train/objective.hpp"
 #include "zt/core/outputs.hpp"
 #include "zt/zero/options.hpp"
 
@@ -72,7 +72,7 @@ struct TrainConfig {
 
   ckpt::CkptOptions ckpt;  // ckpt.* keys (checkpoints: cadence, resume, preemption)
   model::LoraConfig lora;  // finetune.* and lora.* keys, checked against the model
-  PreferenceConfig pref;   // finetune.objective, dpo.*, orpo.* (zt/train/preference.hpp)
+  ObjectiveConfig objective;  // finetune.objective and its keys (zt/train/objective.hpp)
 
   int64_t tokens_per_step() const { return global_batch * seq_len; }
 };

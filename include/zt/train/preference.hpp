@@ -1,9 +1,9 @@
 #pragma once
-// Preference objectives on the engine (docs/finetune.md "DPO and ORPO"):
-// finetune.objective = sft | dpo | orpo over a pair file (zt convert pairs-to-tokens: rows
-// 2p chosen, 2p + 1 rejected). The model computes each row's summed completion log-prob
-// logp and backpropagates d value / d logp (model::RowObjective); these functions are
-// that value and its derivative, as TRL 1.16 computes them:
+// Preference objectives (docs/finetune.md "DPO and ORPO"): finetune.objective = dpo | orpo
+// over a pair file (zt convert pairs-to-tokens: rows 2p chosen, 2p + 1 rejected). The
+// model computes each row's summed completion log-prob logp and backpropagates
+// d value / d logp (model::RowObjective); dpo_value (objective_dpo.cpp) and orpo_value
+// (objective_orpo.cpp) are that value and its derivative, as TRL 1.16 computes them:
 //   dpo, dpo.loss = sigmoid: d = (c - c_ref) - (r - r_ref),
 //        loss = -(1 - ls) log sigmoid(beta d) - ls log sigmoid(-beta d)  (ls = dpo.label_smoothing)
 //   dpo, dpo.loss = ipo:     d = (c - c_ref) / n_c - (r - r_ref) / n_r,  loss = (d - 1 / (2 beta))^2
@@ -16,36 +16,20 @@
 #include <cstdint>
 #include <span>
 
-#include "zt/core/config.hpp"
-#include "zt/data/token_file.hpp"
+#include "zt/train/objective.hpp"
 
 namespace zt::train {
 
-enum class Objective { kSft, kDpo, kOrpo };
-
+// The keys of dpo.* and orpo.* (each objective reads its own group).
 struct PreferenceConfig {
-  Objective objective = Objective::kSft;
   double beta = 0.1;             // dpo.beta
   double label_smoothing = 0.0;  // dpo.label_smoothing
   bool ipo = false;              // dpo.loss = ipo
   double orpo_lambda = 0.1;      // orpo.lambda (TRL's ORPOConfig.beta)
   bool orpo_sequence_nll = true;  // orpo.nll = sequence (prompt + completion), else completion
-  bool enabled() const { return objective != Objective::kSft; }
 };
-
-void add_preference_keys(config::Schema& s);
-PreferenceConfig resolve_preference(const config::Config& c);
-const char* objective_name(Objective o);
-
-// What a token file says it holds (token_file.hpp): text, instruction data (a /loss_mask)
-// or preference pairs (pairs = 1).
-enum class DataKind { kText, kInstruction, kPairs };
-DataKind data_kind(const data::TokenFile& f);
-const char* data_kind_name(DataKind k);
-// The one table of what each objective trains on: sft text and instruction data, dpo and
-// orpo preference pairs. Anything else is zt::InputError naming finetune.objective, the
-// file (`data_path`) and what it holds, with the converter or objective that fits.
-void check_objective_data(Objective o, const data::TokenFile& f, const std::string& data_path);
+PreferenceConfig dpo_config(const ObjectiveConfig& o);   // finetune.objective = dpo
+PreferenceConfig orpo_config(const ObjectiveConfig& o);  // finetune.objective = orpo
 
 // Sums over pairs of TRL's metrics (divide by pairs for the means).
 struct PairMetrics {
@@ -55,15 +39,16 @@ struct PairMetrics {
   PairMetrics& operator+=(const PairMetrics& o);
 };
 
-// The objective over rows of pairs (logp, count, dlogp: [2P]; ref: [2P] for DPO, empty for
-// ORPO): returns mean_p loss_p + nll (ORPO: nll_weight x the chosen rows' summed NLL; the
-// caller passes 1 / the chosen targets it averages over), writes dlogp, adds the metrics.
-// context, dcontext ([2P] or empty): each row's summed log-prob of its context targets
-// (the prompt's, orpo.nll = sequence; model.hpp RowObjective) and d value / d them: ORPO
-// adds the chosen row's to its NLL.
-double preference_value(const PreferenceConfig& cfg, std::span<const double> logp,
-                        std::span<const int64_t> count, std::span<const double> ref, double nll_weight,
-                        std::span<double> dlogp, PairMetrics& metrics,
-                        std::span<const double> context = {}, std::span<double> dcontext = {});
+// The objectives over rows of pairs (logp, count, dlogp: [2P]): each returns mean_p loss_p,
+// writes dlogp and adds the metrics. DPO: ref [2P], the reference's log-probs. ORPO: + the
+// chosen rows' NLL, nll_weight x their summed NLL (the caller passes 1 / the chosen
+// targets it averages over); context, dcontext ([2P] or empty): each row's summed log-prob
+// of its context targets (the prompt's, orpo.nll = sequence; model.hpp RowObjective) and
+// d value / d them: the chosen row's join its NLL.
+double dpo_value(const PreferenceConfig& cfg, std::span<const double> logp, std::span<const int64_t> count,
+                 std::span<const double> ref, std::span<double> dlogp, PairMetrics& metrics);
+double orpo_value(const PreferenceConfig& cfg, std::span<const double> logp, std::span<const int64_t> count,
+                  double nll_weight, std::span<double> dlogp, PairMetrics& metrics,
+                  std::span<const double> context = {}, std::span<double> dcontext = {});
 
 }  // namespace zt::train

@@ -3,7 +3,7 @@
 // row_logps), op for op. Each row's summed completion log-probability is the fused
 // cross-entropy's total over that row's T positions (in double, a fixed order), copied to
 // the host, and, with context targets (orpo.nll = sequence), row b's context targets'
-// total as a second sum [B + b]; the objective (the one pair loss the CPU uses: preference_value, called by
+// total as a second sum [B + b]; the objective (the pair loss the CPU uses: dpo_value / orpo_value, called by
 // the engine's RowObjective) turns them into d value / d logp on the host; the logits'
 // gradient of row b is then the cross-entropy gradient with scale -grad_scale * dlogp[b],
 // written over the logits by the same kernel (one rounding to T, as the plain loss's).
