@@ -199,7 +199,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   if (cfg.zero.offload.optimizer != offload::Home::kNvme &&
       cfg.zero.device != zero::EngineOptions::Device::kCuda) {
     const int on_node = nodes.node ? nodes.node->size() : 1;
-    const double need = model_state_bytes(cfg) * on_node;
+    const double need = model_state_bytes(cfg, on_node) * on_node;
     double avail = static_cast<double>(offload::mem_available());
     comm_.all_reduce(&avail, &avail, 1, DType::kF64, comm::ReduceOp::kMin);
     if (avail > 0 && need > avail)
