@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "preference_reference.hpp"
+#include "zt/model/model.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
@@ -60,7 +61,7 @@ void PreferenceLoop::fill(size_t i, size_t start) {
   for (size_t t = 0; t < T_; ++t) {
     const auto next = static_cast<int32_t>(data_.tokens[start + t + 1]);
     tokens_[i * T_ + t] = static_cast<int32_t>(data_.tokens[start + t]);
-    targets_[i * T_ + t] = data_.loss_mask[start + t + 1] ? next : t + 1 <= context_end ? -2 - next : -1;
+    targets_[i * T_ + t] = data_.loss_mask[start + t + 1] ? next : t + 1 <= context_end ? model::context_target(next) : -1;
   }
 }
 
@@ -172,7 +173,7 @@ double PreferenceLoop::run_objective(bool train, double grad_scale, double nll_w
     for (const size_t r : rows_) ref.push_back(ref_[r]);
   // The model passes 2B sums when the micro-batch holds context targets: the rows', then
   // the rows' context targets'.
-  const bool context = std::any_of(targets_.begin(), targets_.end(), [](int32_t t) { return t <= -2; });
+  const bool context = std::any_of(targets_.begin(), targets_.end(), model::is_context_target);
   const auto value = [&](std::span<const double> logp, std::span<const int64_t> count,
                          std::span<double> dlogp) {
     const bool ctx = logp.size() == 2 * B_;

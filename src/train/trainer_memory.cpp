@@ -74,6 +74,7 @@ Error out_of_memory(const TrainConfig& cfg, const std::string& what) {
 // store's host bytes (QLoRA's NF4 base aside).
 double model_state_bytes(const TrainConfig& cfg, int ranks_per_node) {
   const zero::EngineOptions& o = cfg.zero;
+  o.validate_experts(cfg.world, cfg.model);  // the engine's rule, before n = world / parts
   const int n = cfg.world / std::max(1, o.expert_parallel);
   const int rpn = ranks_per_node > 0 ? ranks_per_node : cfg.world;
   const bool bf16 = o.precision != "fp32";
