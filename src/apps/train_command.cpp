@@ -314,9 +314,7 @@ int run_train(const TrainArgs& args) {
     log::warn("train.peak_tflops is 0: MFU is reported against this host's measured fp32 CPU "
               "GEMM, not the GPU; set train.peak_tflops to the GPU's peak");
   if (tc.peak_tflops <= 0) {
-    double peak = train::measure_cpu_peak_flops();
-    comm->all_reduce(&peak, &peak, 1, DType::kF64, comm::ReduceOp::kAvg);
-    tc.peak_tflops = peak / 1e12;
+    tc.peak_tflops = train::peak_flops_per_rank(0, *comm) / 1e12;
     measured = true;
   }
 

@@ -1,6 +1,6 @@
 // Memory estimates per ZeRO stage / hpZ / offload choice (see estimate.hpp and
-// docs/estimate.md). The sizes mirror the engine's buffers (src/zero/engine.cpp) and the
-// model's workspace (src/model/model.cpp); the engine's padding comes from zero::Partition.
+// docs/estimate.md). The engine's buffers come from the plan it allocates from
+// (zt/zero/plan.hpp); the activations mirror the model's workspace (src/model/model.cpp).
 #include "zt/estimate/estimate.hpp"
 
 #include <algorithm>
@@ -11,10 +11,7 @@
 #include "zt/model/device_workspace.hpp"
 #include "zt/model/layout.hpp"
 #include "zt/model/lora.hpp"
-#include "zt/offload/host_buffer.hpp"
-#include "zt/offload/store.hpp"
-#include "zt/zero/partition.hpp"
-#include "zt/zero/quantize.hpp"
+#include "zt/zero/plan.hpp"
 
 namespace zt::estimate {
 namespace {
@@ -23,44 +20,29 @@ using u64 = uint64_t;
 
 u64 to_u64(int64_t x) { return static_cast<u64>(std::max<int64_t>(x, 0)); }
 
-// Element sizes of what the engine allocates (src/zero/engine.cpp). Both devices keep
-// fp32 master parameters, gradients, gradient buffers and AdamW m + v (4 + 4 + 8 B per
-// parameter); with train.precision = bf16-mixed (GPU only) the model binds bf16 weights:
-// a bf16 copy of each full unit at stages 0-2, bf16 gather buffers and hpZ secondaries at
-// stage 3, and a bf16 activation workspace.
+// train.precision as the engine builds it (zt/zero/options.hpp): fp32 everywhere;
+// bf16-mixed (bf16 compute weights) and bf16-true (bf16 stored parameters, no fp32
+// master) on the GPU; on the CPU the host space refuses them, as here. The activation
+// workspace is in the compute dtype.
 struct Precision {
-  u64 param = 4;      // fp32 parameters (the master copy)
-  u64 grad = 4;       // fp32 gradients and gradient shards
-  u64 optimizer = 8;  // AdamW m + v
-  u64 buffer = 4;     // gradient buffers
-  u64 compute = 4;    // the weights the model binds: gather buffers, hpZ secondaries
-  u64 copy = 0;       // bf16 copy of each full unit at stages 0-2 (bf16-mixed)
-  u64 activation = 4; // activation workspace
+  zero::PlanSpace space;
+  u64 activation = 4;
 };
 
-// train.precision as the engine builds it (zt/zero/options.hpp): fp32 everywhere;
-// bf16-mixed and bf16-true on the GPU (on the CPU the host space refuses them, as here).
-// bf16-true stores its parameters in bf16 with no fp32 master (full units at stages 0-2,
-// shards at 3); gradients and moments stay fp32 (docs/zero.md, "bf16-true").
 Precision precision_of(const Setup& s) {
   const std::string& name = s.zero.precision;
-  if (name == "fp32") return {};
-  if (name == "bf16-mixed" && s.device == Device::kGpu) return {4, 4, 8, 4, 2, 2, 2};
-  if (name == "bf16-true" && s.device == Device::kGpu) return {2, 4, 8, 4, 2, 0, 2};
-  if (s.device == Device::kCpu)
+  const bool gpu = s.device == Device::kGpu;
+  const zero::PlanSpace space{!gpu, false, false, "GPU"};
+  if (name == "fp32") return {space, 4};
+  if (name == "bf16-mixed" && gpu) return {{false, true, false, "GPU"}, 2};
+  if (name == "bf16-true" && gpu) return {{false, true, true, "GPU"}, 2};
+  if (!gpu)
     throw InputError("train.precision = " + name + " with --device cpu",
                      "zt's CPU engine trains fp32 only: set train.precision = fp32, or "
                      "estimate --device gpu");
   throw InputError("train.precision = " + name + ": the ZeRO engine does not build it",
                    "set train.precision = bf16-mixed (bf16 weights, fp32 master weights, "
                    "gradients and moments) or fp32");
-}
-
-// The engine refuses offload with bf16-true (its store keeps an fp32 master).
-[[noreturn]] void refuse_bf16_true_offload() {
-  throw InputError("offload.optimizer / offload.params with train.precision = bf16-true",
-                   "the engine refuses it (the offload store keeps an fp32 master, which "
-                   "bf16-true has not): set both to none, or train.precision = bf16-mixed");
 }
 
 // Elements of one transformer block's saved activations (BlockActs in model.cpp); routed
@@ -180,81 +162,6 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   return e * static_cast<u64>(elem_bytes);
 }
 
-// The engine's offload (src/zero/engine_offload.cpp, src/offload/store.cpp), on either
-// device: with the optimizer offloaded the engine keeps no m, v; the store holds master +
-// m + v in host memory (offload.optimizer = cpu) or sub-group buffers in host memory and
-// the rest on NVMe. Parameters move at stage 3 with offload.params = nvme, and on the GPU
-// with cpu too (on the CPU host memory is where they are): the engine keeps a staging
-// shard per gather slot on the device plus one unit's shard in host memory, and the store
-// holds the shards (cpu) or a bounce buffer (nvme). The engine counts the store's host
-// bytes as optimizer and the host shard as param_shards; on the GPU those are host
-// memory (Row::host_bytes, Row::host_param_bytes), on the CPU the rank's one memory.
-// `more_blocks`: blocks beyond those of `part`, each the same as its unit 1. `all`:
-// every unit held, padded; `adapters`: LoRA's adapters' unit, padded (0: none). With
-// LoRA (docs/zero.md "Frozen units") the store holds the adapters' state only (a frozen
-// unit's count is 0), the shards of every unit when they move, and QLoRA's NF4 base stays
-// in full_params whatever moves.
-static void offload_rows(Row& r, const Setup& s, const zero::Partition& part, int64_t more_blocks,
-                         u64 gather_slots, u64 all, u64 adapters, u64 shard, u64 compute) {
-  offload::Options o = s.zero.offload;
-  o.optimizer = static_cast<offload::Home>(r.optimizer);
-  o.params = static_cast<offload::Home>(r.params);
-  const bool gpu = s.device == Device::kGpu;
-  if (o.params == offload::Home::kCpu && !gpu) o.params = offload::Home::kNone;
-  std::vector<int64_t> owned, shards;
-  int64_t max_shard = 0;
-  for (int u = 0; u < part.num_units(); ++u) {
-    owned.push_back(part.unit(u).owned);
-    shards.push_back(part.unit(u).shard);
-    max_shard = std::max(max_shard, part.unit(u).shard);
-  }
-  // One entry per unit: 16 bytes per block (the files' per-unit rounding needs them).
-  owned.insert(owned.begin() + 1, static_cast<size_t>(more_blocks), part.unit(1).owned);
-  shards.insert(shards.begin() + 1, static_cast<size_t>(more_blocks), part.unit(1).shard);
-  u64 frozen_owned = 0;  // LoRA: the frozen units' owned elements (rank 0's)
-  const model::LoraConfig& lora = s.zero.lora;
-  if (lora.enabled()) {  // the base's units frozen (no state); the adapters' unit last
-    for (int64_t& c : owned) {
-      frozen_owned += to_u64(c);
-      c = 0;
-    }
-    const int64_t a_shard = static_cast<int64_t>(adapters / static_cast<u64>(s.world()));
-    owned.push_back(std::min(model::LoraLayout(s.model, lora).numel(), a_shard));
-    shards.push_back(a_shard);
-    max_shard = std::max(max_shard, a_shard);
-  }
-  const bool params_moved = o.params != offload::Home::kNone;
-  if (!params_moved) shards.clear();
-  if (o.optimizer == offload::Home::kNone && o.params == offload::Home::kNone) return;
-  const u64 store_host = offload::store_host_bytes(o, owned, shards);
-  if (o.optimizer != offload::Home::kNone) r.optimizer_bytes = 0;
-  // bf16 weights offloaded from a GPU: the CPU AdamW's bf16 rounding comes up into the
-  // bf16 compute copy, and the engine drops the fp32 device copy (the master is the
-  // store's): stages 1-2 keep the bf16 full units, stage 3 a bf16 shard, or with the
-  // shards offloaded no staging (each comes up into its gather buffer). LoRA's frozen
-  // units have no master in the store: their fp32 owned slices go to host memory (unless
-  // their shards moved to the store).
-  const bool half_up = gpu && compute == 2 && o.optimizer != offload::Home::kNone;
-  if (half_up && r.stage <= 2) r.param_bytes -= 4 * all;
-  if (half_up && r.stage == 3 && !params_moved) r.param_bytes -= (4 - compute) * shard;
-  u64 host_param = 0;
-  if (params_moved) {
-    // QLoRA's NF4 base (it stays) + the staging [slots, max shard] (none with half_up)
-    r.param_bytes = qlora_base_bytes(s.model, lora) + (half_up ? 0 : 4 * gather_slots * to_u64(max_shard));
-    host_param = 4 * to_u64(max_shard);                      // one unit's shard on the host
-  } else if (half_up) {
-    host_param = 4 * frozen_owned;  // LoRA's frozen fp32 values (0 without LoRA)
-  }
-  if (gpu) {
-    r.host_bytes = store_host + host_param;
-    r.host_param_bytes = host_param;
-  } else {
-    r.optimizer_bytes += store_host;
-    r.param_bytes += host_param;
-  }
-  r.nvme_bytes = offload::nvme_file_bytes(o, owned, shards);
-}
-
 Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, Offload params) {
   if (stage < 0 || stage > 3)
     throw InputError(strf("ZeRO stage %d does not exist", stage), "zero.stage is 0, 1, 2 or 3");
@@ -283,86 +190,45 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
                      "the GPU rows do not count the expert-parallel layers' device buffers: "
                      "estimate --device cpu (the same model states) or moe.expert_parallel = 1");
   const int hpz = o.effective_hpz(s.world(), s.gpus_per_node);
-  if (s.device == Device::kGpu && params != Offload::kNone && optimizer == Offload::kNone)
-    throw InputError(strf("offload.params = %s with offload.optimizer = none on the GPU",
-                          std::string(offload_name(params)).c_str()),
-                     "the engine refuses it (the update would need the shards on the device): "
-                     "set offload.optimizer = cpu or nvme, or offload.params = none");
   if (hpz > 1 && params != Offload::kNone)
     throw InputError("hpZ with parameter offload is not estimated",
                      "the secondary copy lives on the GPU; use one or the other");
 
+  // The engine's buffers, from the plan it allocates from (zt/zero/plan.hpp), with the
+  // row's offload homes; it refuses what the engine refuses.
   const model::LoraConfig& lora = s.zero.lora;
   const Precision p = precision_of(s);
-  const bool bf16_true = p.param == 2;
-  if (bf16_true && (optimizer != Offload::kNone || params != Offload::kNone)) refuse_bf16_true_offload();
-  if (p.compute == 2 && o.quantize_weights)
-    throw InputError("zero.quantize_weights = true with train.precision = " + o.precision,
-                     "the engine refuses qwZ with bf16 compute weights: set "
-                     "zero.quantize_weights = false (the bf16 gather already halves the bytes)");
-  // Every block is the same unit: partition the model cut to at most 2 blocks and count
-  // the other blocks from one, so time and memory do not grow with model.layers.
-  model::Config cut = s.model;
-  cut.layers = std::min<int64_t>(s.model.layers, 2);
-  const int64_t more_blocks = s.model.layers - cut.layers;
-  // QLoRA's base units leave out the targeted W (held as NF4 only: qlora_base_bytes).
-  const model::ParamLayout layout =
-      ep > 1 ? model::ParamLayout::expert_slice(cut, ep, 0) : model::lora_base_layout(cut, lora);
-  const int align = (o.quantize_weights || o.quantize_grads) ? o.quantize_block : 16;
-  const zero::Partition part(layout, n, 0, align, hpz, 0);
-  const zero::UnitPartition& block = part.unit(1);  // units: embedding, blocks..., head
-  // every unit, padded
-  const u64 full = to_u64(part.total_padded()) + to_u64(more_blocks) * to_u64(block.padded);
-  // LoRA (docs/zero.md "Frozen units"): the base units above keep their parameters
-  // only; the adapters' unit (LoraLayout's numel, padded as any unit) is trainable.
-  const u64 adapters = lora.enabled()
-      ? to_u64(zero::padded_numel(model::LoraLayout(s.model, lora).numel(), n, align)) : 0;
-  const u64 maxp = std::max(to_u64(part.max_padded()), adapters);  // largest padded unit
-  const u64 maxg = lora.enabled() ? adapters : maxp;  // largest trainable one (gradients)
-  const bool tied = s.model.tied_embeddings;
+  o.offload.optimizer = static_cast<offload::Home>(optimizer);
+  o.offload.params = static_cast<offload::Home>(params);
+  const zero::BufferPlan plan = zero::plan_model(s.model, n, hpz, o, p.space);
+  const zero::MemoryStats b = plan.bytes();
+  const u64 host_param = plan.host_param_bytes();
 
   Row r;
   r.stage = stage;
   r.hpz = hpz;
   r.optimizer = optimizer;
   r.params = params;
-
-  // Model states (engine.cpp: full_params / param_shard / secondary / grads / m, v).
-  const u64 all = full + adapters;  // every unit held, padded
-  const u64 trained = lora.enabled() ? adapters : full;  // the units with gradients and moments
-  r.param_bytes = stage <= 2 ? (p.param + p.copy) * all : p.param * (all / static_cast<u64>(n));
-  if (hpz > 1) r.param_bytes += p.compute * (all / static_cast<u64>(hpz));
-  // (counted in full_params; on the GPU the model's device copy of it, DeviceLora's: the
-  // engine's host QloraBase it is uploaded from is not in host_bytes)
-  r.param_bytes += qlora_base_bytes(s.model, lora);
-  r.grad_bytes = p.grad * (stage <= 1 ? trained : trained / static_cast<u64>(n));
-  r.optimizer_bytes = p.optimizer * (stage == 0 ? trained : trained / static_cast<u64>(n));
-
-  // Working buffers: stage 3 gathers prefetch + 1 (+1 tied) full units; stages 2-3 hold
-  // 1 + 2 in flight (+1 tied) gradient buffers of the largest trainable unit (LoRA: the
-  // adapters' unit); comm staging per slot. The adapters' unit holds one more of each
-  // for the whole pass.
-  const u64 extra = lora.enabled() ? 1u : 0u;
-  const u64 gather_slots = static_cast<u64>(o.prefetch + (tied ? 2 : 1)) + extra;
-  const u64 reduce_slots = (stage >= 2 ? 3u + (tied ? 1u : 0u) : 2u) + (stage >= 2 ? extra : 0u);
-  if (stage == 3) r.gather_bytes = p.compute * gather_slots * maxp;
-  if (stage >= 2) r.grad_buffer_bytes = p.buffer * reduce_slots * maxg;
-  if (bf16_true) {  // fp32 work buffer of AdamW: the widest slice it updates (stage 0: a unit)
-    int64_t widest = 0;
-    if (lora.enabled()) {  // the adapters' unit only (rank 0's slice, as Partition cuts it)
-      const int64_t numel = model::LoraLayout(s.model, lora).numel();
-      widest = stage == 0 ? numel : std::min(numel, static_cast<int64_t>(adapters) / n);
-    } else {
-      for (int u = 0; u < layout.num_units(); ++u)
-        widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
-    }
-    r.grad_buffer_bytes += 4 * to_u64(widest);
+  // QLoRA's NF4 base is held whole (the engine counts it in full_params; on the GPU the
+  // model's device copy of it, DeviceLora's: the engine's host QloraBase it is uploaded
+  // from is not in host_bytes).
+  r.param_bytes = b.full_params + b.param_shards + b.secondary_shards - host_param +
+                  qlora_base_bytes(s.model, lora);
+  r.grad_bytes = b.grads;
+  r.optimizer_bytes = b.optimizer - plan.store_host;
+  r.gather_bytes = b.gather_buffers;
+  r.grad_buffer_bytes = b.grad_buffers;
+  r.comm_bytes = b.comm_buffers;
+  // The offload store's host bytes and the host shard: host memory on the GPU
+  // (Row::host_bytes), the rank's one memory on the CPU.
+  if (s.device == Device::kGpu) {
+    r.host_bytes = plan.store_host + host_param;
+    r.host_param_bytes = host_param;
+  } else {
+    r.optimizer_bytes += plan.store_host;
+    r.param_bytes += host_param;
   }
-  const u64 packed = zero::packed_bytes(maxp, static_cast<size_t>(o.quantize_block));
-  const u64 packed_g = zero::packed_bytes(maxg, static_cast<size_t>(o.quantize_block));
-  if (stage == 3 && o.quantize_weights) r.comm_bytes += gather_slots * packed;
-  if (o.quantize_grads) r.comm_bytes += 2 * reduce_slots * packed_g;
-  else if (o.reduce_dtype == DType::kBF16) r.comm_bytes += 2 * reduce_slots * maxg;
+  r.nvme_bytes = plan.nvme;
 
   if (s.device == Device::kCpu) {
     r.activation_bytes = activation_bytes(s.model, s.micro_batch, s.seq_len, false,
@@ -389,8 +255,6 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
     r.library_bytes = model::DeviceLibraryWorkspaces::of(s.model, N, p.activation).bytes();
   }
 
-  offload_rows(r, s, part, more_blocks, gather_slots, all, adapters, all / static_cast<u64>(n),
-               p.compute);
   return r;
 }
 
@@ -406,8 +270,7 @@ std::vector<Row> estimate_all(const Setup& s) {
   if (s.zero.expert_parallel > 1) return rows;
   if (hpz_on) rows.push_back(estimate_row(s, 3, hpz_request, Offload::kNone, Offload::kNone));
   if (s.zero.precision == "bf16-true") {  // the engine refuses offload with it
-    if (s.zero.offload.optimizer != offload::Home::kNone || s.zero.offload.params != offload::Home::kNone)
-      refuse_bf16_true_offload();
+    zero::check_buffer_options(s.zero, precision_of(s).space);
     return rows;
   }
   if (s.device == Device::kCpu) {  // host memory is the device: offload cpu = none for params

@@ -27,7 +27,7 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   const BlockOffsets& o = layout.block_offsets(l);
   const bool qk_norm = cfg.qk_norm();
   // attention half
-  k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps);
+  cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps);
   R* q = qk_norm ? a.qr.data() : a.q.data();  // projections before the q/k norm
   R* kk = qk_norm ? a.kr.data() : a.k.data();
   proj_forward(l, LoraTarget::kQ, q, a.xn1.data(), p + o.q, N, C, H * D, at(p, o.q_bias));
@@ -35,16 +35,16 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, G * D,
                at(p, o.v_bias));
   if (qk_norm) {  // per head: rows of D
-    k::rmsnorm_forward(a.q.data(), a.rstd_q.data(), q, p + o.q_norm, N * H, D, cfg.norm_eps);
-    k::rmsnorm_forward(a.k.data(), a.rstd_k.data(), kk, p + o.k_norm, N * G, D, cfg.norm_eps);
+    cpu::rmsnorm_forward(a.q.data(), a.rstd_q.data(), q, p + o.q_norm, N * H, D, cfg.norm_eps);
+    cpu::rmsnorm_forward(a.k.data(), a.rstd_k.data(), kk, p + o.k_norm, N * G, D, cfg.norm_eps);
   }
-  k::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
-  k::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
-  k::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
+  cpu::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
+  cpu::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
+  cpu::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
                        H, G, D, pos, cfg.window(l));
   proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C,
                at(p, o.o_bias));
-  k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
+  cpu::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
   mlp_forward(l, p, x_out, a, N);
 }
 
@@ -53,15 +53,15 @@ template <class R>
 void Model<R>::Impl::mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
   const int64_t C = cfg.hidden, I = cfg.intermediate;
   const BlockOffsets& o = layout.block_offsets(l);
-  k::rmsnorm_forward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), p + o.post_norm, N, C,
+  cpu::rmsnorm_forward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), p + o.post_norm, N, C,
                      cfg.norm_eps);
   if (cfg.moe_layer(l)) return moe_forward(l, p, x_out, a, N);
   proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
   proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
-  k::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
+  cpu::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
   if (x_out) {
     proj_forward(l, LoraTarget::kDown, x_out, a.h.data(), p + o.down, N, I, C);
-    k::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
+    cpu::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
   }
 }
 
@@ -76,7 +76,7 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
   const BlockOffsets& o = layout.block_offsets(l);
   R* kc = cache.k.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
   R* vc = cache.v.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
-  k::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, cfg.norm_eps);
+  cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, cfg.norm_eps);
   proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, n, C, H * D,
                at(p, o.q_bias));
   proj_forward(l, LoraTarget::kK, kc + past * GD, a.xn1.data(), p + o.k, n, C, GD,
@@ -84,20 +84,20 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
   proj_forward(l, LoraTarget::kV, vc + past * GD, a.xn1.data(), p + o.v, n, C, GD,
                at(p, o.v_bias));
   if (cfg.qk_norm()) {  // in place (row by row), per head
-    k::rmsnorm_forward(a.q.data(), static_cast<R*>(nullptr), a.q.data(), p + o.q_norm, n * H, D,
+    cpu::rmsnorm_forward(a.q.data(), static_cast<R*>(nullptr), a.q.data(), p + o.q_norm, n * H, D,
                        cfg.norm_eps);
-    k::rmsnorm_forward(kc + past * GD, static_cast<R*>(nullptr), kc + past * GD, p + o.k_norm,
+    cpu::rmsnorm_forward(kc + past * GD, static_cast<R*>(nullptr), kc + past * GD, p + o.k_norm,
                        n * G, D, cfg.norm_eps);
   }
   const R* cos = rope_cos.data() + past * half;  // positions past .. past + n - 1
   const R* sin = rope_sin.data() + past * half;
-  k::rope_forward(a.q.data(), cos, sin, 1, n, H, D);
-  k::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
-  k::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D,
+  cpu::rope_forward(a.q.data(), cos, sin, 1, n, H, D);
+  cpu::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
+  cpu::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D,
                       cfg.window(l));
   proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C,
                at(p, o.o_bias));
-  k::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), n * C);
+  cpu::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), n * C);
   mlp_forward(l, p, x_out, a, n);
 }
 
@@ -118,32 +118,32 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
   } else {
     dense_mlp_backward(l, u, p, a, N);
   }
-  k::rmsnorm_backward(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(), p + o.post_norm,
+  cpu::rmsnorm_backward(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(), p + o.post_norm,
                       a.rstd2.data(), N, C);  // dres += (the residual branch)
   // attention half: x_mid = x_in + o_proj(att)
   proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), dres.data(), a.att.data(), p + o.o,
                 N, H * D, C, /*accumulate_dx=*/false, g(o.o_bias));
-  k::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
+  cpu::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
                         a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
                         /*accumulate=*/false);
-  k::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
-  k::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
+  cpu::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
+  cpu::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
   // q/k norm: back through it into datt (free once attention_backward has read it), q
   // first, then k (the q projection's backward has read datt by then).
   const bool qk_norm = cfg.qk_norm();
   if (qk_norm)
-    k::rmsnorm_backward(datt.data(), g(o.q_norm), dq.data(), a.qr.data(), p + o.q_norm,
+    cpu::rmsnorm_backward(datt.data(), g(o.q_norm), dq.data(), a.qr.data(), p + o.q_norm,
                         a.rstd_q.data(), N * H, D, /*accumulate_dx=*/false);
   proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), qk_norm ? datt.data() : dq.data(),
                 a.xn1.data(), p + o.q, N, C, H * D, /*accumulate_dx=*/false, g(o.q_bias));
   if (qk_norm)
-    k::rmsnorm_backward(datt.data(), g(o.k_norm), dk.data(), a.kr.data(), p + o.k_norm,
+    cpu::rmsnorm_backward(datt.data(), g(o.k_norm), dk.data(), a.kr.data(), p + o.k_norm,
                         a.rstd_k.data(), N * G, D, /*accumulate_dx=*/false);
   proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), qk_norm ? datt.data() : dk.data(),
                 a.xn1.data(), p + o.k, N, C, G * D, true, g(o.k_bias));
   proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N,
                 C, G * D, true, g(o.v_bias));
-  k::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
+  cpu::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
                       a.rstd1.data(), N, C);  // dres += (the residual branch)
 }
 
@@ -155,7 +155,7 @@ void Model<R>::Impl::dense_mlp_backward(int l, int u, const R* p, BlockActs<R>& 
   const auto g = [&](int64_t off) { return base_grad_or_null(u, off); };
   proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(),
                 p + o.down, N, I, C, /*accumulate_dx=*/false);
-  k::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
+  cpu::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
                      /*accumulate=*/false);
   proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(),
                 p + o.gate, N, C, I, /*accumulate_dx=*/false);

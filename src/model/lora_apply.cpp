@@ -11,7 +11,7 @@
 
 namespace zt::model::detail {
 
-namespace k = zt::kernels::cpu;
+namespace cpu = zt::kernels::cpu;
 
 // Element i of the adapter's input is kept when its uniform in (0, 1] exceeds p
 // (probability 1 - p): the rule the GPU's dropout kernel shares (zt/kernels/dropout.hpp).
@@ -74,7 +74,7 @@ template <class R>
 void LoraApply<R>::down(const LoraAdapterInfo& a, const R* xd, int64_t N) {
   const int64_t r = layout_->lora().rank;
   u_.ensure(N * r);
-  k::linear_forward(u_.data(), xd, params_ + a.a_offset, N, a.in, r);
+  cpu::linear_forward(u_.data(), xd, params_ + a.a_offset, N, a.in, r);
   const R s = static_cast<R>(layout_->lora().scale());
   R* u = u_.data();
   for (int64_t i = 0; i < N * r; ++i) u[i] *= s;
@@ -84,8 +84,8 @@ template <class R>
 void LoraApply<R>::forward(const LoraAdapterInfo& a, R* y, const R* x, int64_t N, bool train) {
   down(a, dropped(a, x, N, train), N);
   t_.ensure(N * a.out);
-  k::linear_forward(t_.data(), u_.data(), params_ + a.b_offset, N, layout_->lora().rank, a.out);
-  k::residual_forward(y, y, t_.data(), N * a.out);
+  cpu::linear_forward(t_.data(), u_.data(), params_ + a.b_offset, N, layout_->lora().rank, a.out);
+  cpu::residual_forward(y, y, t_.data(), N * a.out);
 }
 
 template <class R>
@@ -101,19 +101,19 @@ void LoraApply<R>::backward(const LoraAdapterInfo& a, R* dx, const R* dy, const 
   down(a, xd, N);  // recomputed: r columns, cheaper than keeping u per projection
   du_.ensure(N * r);
   // du = dy B, dB += dy^T u (u already carries the scale)
-  k::linear_backward(du_.data(), grads_ + a.b_offset, dy, u_.data(), params_ + a.b_offset, N, r,
+  cpu::linear_backward(du_.data(), grads_ + a.b_offset, dy, u_.data(), params_ + a.b_offset, N, r,
                      a.out, /*accumulate_dx=*/false);
   const R s = static_cast<R>(layout_->lora().scale());
   R* du = du_.data();
   for (int64_t i = 0; i < N * r; ++i) du[i] *= s;
   if (!train || p == 0.0) {  // dA += du^T x, dx += du A
-    k::linear_backward(dx, grads_ + a.a_offset, du, xd, params_ + a.a_offset, N, a.in, r);
+    cpu::linear_backward(dx, grads_ + a.a_offset, du, xd, params_ + a.a_offset, N, a.in, r);
     return;
   }
   // Through the dropout: dx += mask * keep * (du A).
   t_.ensure(N * a.in);
   R* t = t_.data();
-  k::linear_backward(t, grads_ + a.a_offset, du, xd, params_ + a.a_offset, N, a.in, r,
+  cpu::linear_backward(t, grads_ + a.a_offset, du, xd, params_ + a.a_offset, N, a.in, r,
                      /*accumulate_dx=*/false);
   const uint64_t mask = init_stream(stream_, a.name);
   const R keep = static_cast<R>(1.0 / (1.0 - p));

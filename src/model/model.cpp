@@ -71,7 +71,7 @@ void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) 
       dshared.ensure(N * C);
       dshared_gate.ensure(N);
     }
-    attn_scratch.ensure(k::attention_backward_scratch(T, omp_get_max_threads()));
+    attn_scratch.ensure(cpu::attention_backward_scratch(T, omp_get_max_threads()));
   }
 }
 
@@ -82,7 +82,7 @@ void Model<R>::Impl::forward_trunk(std::span<const int32_t> tokens, int64_t B, i
   const int64_t N = B * T;
   moe_stats_begin();
   use(0);
-  k::embedding_forward(x_at(0, N), tokens.data(), params[0] + layout.embed_offset(), N,
+  cpu::embedding_forward(x_at(0, N), tokens.data(), params[0] + layout.embed_offset(), N,
                        cfg.vocab, cfg.hidden);
   done(0);
   for (int l = 0; l < static_cast<int>(cfg.layers); ++l) {
@@ -99,7 +99,7 @@ void Model<R>::Impl::forward_trunk(std::span<const int32_t> tokens, int64_t B, i
 template <class R>
 void Model<R>::Impl::head_forward(int64_t N) {
   const R* ph = params[static_cast<size_t>(layout.head_unit())];
-  k::rmsnorm_forward(xf.data(), rstd_f.data(), x_at(static_cast<int>(cfg.layers), N),
+  cpu::rmsnorm_forward(xf.data(), rstd_f.data(), x_at(static_cast<int>(cfg.layers), N),
                      ph + layout.final_norm_offset(), N, cfg.hidden, cfg.norm_eps);
   proj_forward(-1, LoraTarget::kLmHead, logits.data(), xf.data(), lm_head_w(), N, cfg.hidden,
                cfg.vocab);
@@ -154,17 +154,17 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   // head: forward, loss, backward in one use of the unit
   use_head();
   head_forward(N);
-  k::CrossEntropyResult ce;
+  cpu::CrossEntropyResult ce;
   double value = 0;
   if (objective)
     value = objective_backward(targets.data(), B, T, grad_scale);
   else
-    ce = k::cross_entropy(logits.data(), logits.data(), targets.data(), N, V, scale);
+    ce = cpu::cross_entropy(logits.data(), logits.data(), targets.data(), N, V, scale);
   R* g_lm = cfg.tied_embeddings ? base_grad(0, layout.embed_offset())
                                 : base_grad(hu, layout.lm_head_offset());
   proj_backward(-1, LoraTarget::kLmHead, dxn.data(), g_lm, logits.data(), xf.data(),
                 lm_head_w(), N, C, V, /*accumulate_dx=*/false);
-  k::rmsnorm_backward(dres.data(), base_grad(hu, layout.final_norm_offset()), dxn.data(),
+  cpu::rmsnorm_backward(dres.data(), base_grad(hu, layout.final_norm_offset()), dxn.data(),
                       x_at(static_cast<int>(cfg.layers), N),
                       params[static_cast<size_t>(hu)] + layout.final_norm_offset(),
                       rstd_f.data(), N, C, /*accumulate_dx=*/false);
@@ -182,7 +182,7 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
 
   use(0);
   if (!lora.bound()) {  // a frozen embedding needs no backward at all
-    k::embedding_backward(grad_of(0) + layout.embed_offset(), dres.data(), tokens.data(), N, C);
+    cpu::embedding_backward(grad_of(0) + layout.embed_offset(), dres.data(), tokens.data(), N, C);
   }
   done(0);
   ready(0);
@@ -192,12 +192,10 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
 
 namespace {
 
-// A context target (t <= -2, model.hpp RowObjective): the token -2 - t; else -1.
-int32_t context_token(int32_t t) { return t <= -2 ? -2 - t : -1; }
 int32_t own_token(int32_t t) { return t >= 0 ? t : -1; }
 
 bool has_context(const int32_t* targets, int64_t n) {
-  return std::any_of(targets, targets + n, [](int32_t t) { return t <= -2; });
+  return std::any_of(targets, targets + n, is_context_target);
 }
 
 }  // namespace
@@ -216,8 +214,8 @@ void Model<R>::Impl::row_sums(const int32_t* targets, int64_t B, int64_t T, std:
     const int32_t* tr = targets + b * T;
     for (int part = 0; part < (context ? 2 : 1); ++part) {
       std::transform(tr, tr + T, row.begin(), part == 0 ? own_token : context_token);
-      const k::CrossEntropyResult r =
-          k::cross_entropy<R>(nullptr, logits.data() + b * T * V, row.data(), T, V, 1.0);
+      const cpu::CrossEntropyResult r =
+          cpu::cross_entropy<R>(nullptr, logits.data() + b * T * V, row.data(), T, V, 1.0);
       logp[static_cast<size_t>(part * B + b)] = -r.loss_sum;
       count[static_cast<size_t>(part * B + b)] = r.count;
     }
@@ -242,16 +240,16 @@ double Model<R>::Impl::objective_backward(const int32_t* targets, int64_t B, int
     R* row = logits.data() + b * T * V;
     const int32_t* tr = targets + b * T;
     if (!context) {
-      k::cross_entropy(row, row, tr, T, V, -dlogp[static_cast<size_t>(b)] * grad_scale);
+      cpu::cross_entropy(row, row, tr, T, V, -dlogp[static_cast<size_t>(b)] * grad_scale);
       continue;
     }
     for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {  // runs of one kind: own, context or ignored
-      const bool ctx = tr[t0] <= -2;
-      for (t1 = t0 + 1; t1 < T && (tr[t1] <= -2) == ctx; ++t1) {
+      const bool ctx = is_context_target(tr[t0]);
+      for (t1 = t0 + 1; t1 < T && is_context_target(tr[t1]) == ctx; ++t1) {
       }
       std::transform(tr + t0, tr + t1, run.begin(), ctx ? context_token : own_token);
       const double d = dlogp[static_cast<size_t>(ctx ? B + b : b)];
-      k::cross_entropy(row + t0 * V, row + t0 * V, run.data(), t1 - t0, V, -d * grad_scale);
+      cpu::cross_entropy(row + t0 * V, row + t0 * V, run.data(), t1 - t0, V, -d * grad_scale);
     }
   }
   return value;
@@ -269,8 +267,8 @@ double Model<R>::Impl::loss(std::span<const int32_t> tokens, std::span<const int
   use_head();
   head_forward(N);
   done_head();
-  const k::CrossEntropyResult ce =
-      k::cross_entropy<R>(nullptr, logits.data(), targets.data(), N, cfg.vocab, 1.0);
+  const cpu::CrossEntropyResult ce =
+      cpu::cross_entropy<R>(nullptr, logits.data(), targets.data(), N, cfg.vocab, 1.0);
   return (ce.count > 0 ? ce.loss_sum / static_cast<double>(ce.count) : 0.0) + aux_term;
 }
 
@@ -319,7 +317,7 @@ void Model<R>::Impl::head_last(int64_t n, std::span<R> out) {
   use_head();
   const R* ph = params[static_cast<size_t>(layout.head_unit())];
   const R* last = x_at(static_cast<int>(cfg.layers), n) + (n - 1) * cfg.hidden;  // [C]
-  k::rmsnorm_forward(xf.data(), static_cast<R*>(nullptr), last, ph + layout.final_norm_offset(),
+  cpu::rmsnorm_forward(xf.data(), static_cast<R*>(nullptr), last, ph + layout.final_norm_offset(),
                      1, cfg.hidden, cfg.norm_eps);
   proj_forward(-1, LoraTarget::kLmHead, out.data(), xf.data(), lm_head_w(), 1, cfg.hidden,
                cfg.vocab);
@@ -356,7 +354,7 @@ void Model<R>::Impl::decode(std::span<const int32_t> tokens, KvCache<R>& cache, 
   ensure_rope(past + n);
   decode_scores.ensure(cfg.heads * (past + n));
   use(0);
-  k::embedding_forward(x_at(0, n), tokens.data(), params[0] + layout.embed_offset(), n,
+  cpu::embedding_forward(x_at(0, n), tokens.data(), params[0] + layout.embed_offset(), n,
                        cfg.vocab, cfg.hidden);
   done(0);
   for (int l = 0; l < static_cast<int>(cfg.layers); ++l) {

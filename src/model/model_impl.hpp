@@ -18,7 +18,7 @@
 
 namespace zt::model {
 
-namespace k = zt::kernels::cpu;
+namespace cpu = zt::kernels::cpu;  // (k is the keys buffer)
 using detail::Buffer;
 
 // One block's activations, kept from its forward for its backward.
@@ -184,7 +184,7 @@ struct Model<R>::Impl {
     const int64_t half = cfg.head_dim() / 2;
     rope_cos.ensure(n * half);
     rope_sin.ensure(n * half);
-    k::rope_table(rope_cos.data(), rope_sin.data(), n, cfg.head_dim(), cfg.rope_theta,
+    cpu::rope_table(rope_cos.data(), rope_sin.data(), n, cfg.head_dim(), cfg.rope_theta,
                   cfg.rope_scaling);
     rope_positions = n;
   }
@@ -210,8 +210,8 @@ struct Model<R>::Impl {
   // when one is bound (with QLoRA W is read dequantised from the NF4 base: LoraApply::weight).
   void proj_forward(int layer, LoraTarget t, R* y, const R* x, const R* W, int64_t N,
                     int64_t in, int64_t out, const R* b = nullptr) {
-    k::linear_forward(y, x, lora.weight(layer, t, W), N, in, out);
-    if (b) k::bias_forward(y, b, N, out);
+    cpu::linear_forward(y, x, lora.weight(layer, t, W), N, in, out);
+    if (b) cpu::bias_forward(y, b, N, out);
     if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.forward(*a, y, x, N, training);
   }
   // The backward of proj_forward: dx as linear_backward; dW (and db) only when the base is
@@ -219,8 +219,8 @@ struct Model<R>::Impl {
   void proj_backward(int layer, LoraTarget t, R* dx, R* dW, const R* dy, const R* x, const R* W,
                      int64_t N, int64_t in, int64_t out, bool accumulate_dx = true,
                      R* db = nullptr) {
-    k::linear_backward(dx, dW, dy, x, lora.weight(layer, t, W), N, in, out, accumulate_dx);
-    if (db) k::bias_backward(db, dy, N, out);
+    cpu::linear_backward(dx, dW, dy, x, lora.weight(layer, t, W), N, in, out, accumulate_dx);
+    if (db) cpu::bias_backward(db, dy, N, out);
     if (const LoraAdapterInfo* a = lora.find(layer, t)) lora.backward(*a, dx, dy, x, N, training);
   }
   // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes

@@ -26,13 +26,13 @@ void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
   const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
   const BlockOffsets& o = layout.block_offsets(l);
   router_logits.ensure(N * E);
-  k::moe_router_logits(router_logits.data(), a.xn2.data(), p + o.router, N, C, E);
-  k::moe_route(a.rprobs.data(), a.ridx.data(), a.rw.data(), router_logits.data(), N, E, K,
+  cpu::moe_router_logits(router_logits.data(), a.xn2.data(), p + o.router, N, C, E);
+  cpu::moe_route(a.rprobs.data(), a.ridx.data(), a.rw.data(), router_logits.data(), N, E, K,
                cfg.norm_topk_prob);
   if (count_router) {
     router.rows += static_cast<double>(N);
     prob_sum.resize(static_cast<size_t>(E), 0.0);
-    k::moe_aux_accumulate(router.tokens.data(), prob_sum.data(), a.rprobs.data(),
+    cpu::moe_aux_accumulate(router.tokens.data(), prob_sum.data(), a.rprobs.data(),
                           a.ridx.data(), N, E, K);
   }
   R* out = x_out;
@@ -41,12 +41,12 @@ void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
     out = moe_out.data();
   }
   // LoRA on the experts (lora_experts.hpp): the stacks with their adapters merged in.
-  k::moe_experts_forward(out, a.mgu.data(), a.mh.data(), a.my.data(), a.xn2.data(),
+  cpu::moe_experts_forward(out, a.mgu.data(), a.mh.data(), a.my.data(), a.xn2.data(),
                          lora.expert_weight(l, LoraTarget::kExpertsGateUp, p + o.experts_gate_up),
                          lora.expert_weight(l, LoraTarget::kExpertsDown, p + o.experts_down),
                          a.ridx.data(), a.rw.data(), N, C, I, E, K);
   if (cfg.shared_expert()) shared_expert_forward(l, p, out, a, N);
-  if (x_out) k::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
+  if (x_out) cpu::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
 }
 
 template <class R>
@@ -63,7 +63,7 @@ void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N)
   using LT = LoraTarget;
   R* dgu = lora.expert_grad(l, LT::kExpertsGateUp);
   R* ddown = lora.expert_grad(l, LT::kExpertsDown);
-  k::moe_experts_backward(dxn.data(), dgu ? dgu : base_grad_or_null(u, o.experts_gate_up),
+  cpu::moe_experts_backward(dxn.data(), dgu ? dgu : base_grad_or_null(u, o.experts_gate_up),
                           ddown ? ddown : base_grad_or_null(u, o.experts_down), dw_r.data(),
                           dres.data(), a.xn2.data(),
                           lora.expert_weight(l, LT::kExpertsGateUp, p + o.experts_gate_up),
@@ -72,10 +72,10 @@ void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N)
                           C, I, E, K);
   lora.expert_backward(l, LT::kExpertsGateUp);
   lora.expert_backward(l, LT::kExpertsDown);
-  k::moe_route_backward(dlogits_r.data(), dw_r.data(),
+  cpu::moe_route_backward(dlogits_r.data(), dw_r.data(),
                         cfg.router_aux_loss ? aux_dprob.data() : static_cast<const R*>(nullptr),
                         a.rprobs.data(), a.ridx.data(), a.rw.data(), N, E, K, cfg.norm_topk_prob);
-  k::linear_backward(dxn.data(), base_grad_or_null(u, o.router), dlogits_r.data(), a.xn2.data(),
+  cpu::linear_backward(dxn.data(), base_grad_or_null(u, o.router), dlogits_r.data(), a.xn2.data(),
                      p + o.router, N, C, E, /*accumulate_dx=*/true);
   if (cfg.shared_expert()) shared_expert_backward(u, p, a, N);
 }
@@ -93,7 +93,7 @@ template <class R>
 void Model<R>::Impl::moe_stats_end() {
   if (!count_router) return;
   count_router = false;
-  router.aux = k::moe_aux_loss(router.tokens.data(), prob_sum.data(), router.rows, cfg.experts);
+  router.aux = cpu::moe_aux_loss(router.tokens.data(), prob_sum.data(), router.rows, cfg.experts);
 }
 
 template <class R>
@@ -101,7 +101,7 @@ double Model<R>::Impl::moe_aux_term(double grad_scale) {
   if (!cfg.moe() || !cfg.router_aux_loss) return 0.0;
   const int64_t E = cfg.experts;
   aux_dprob.ensure(E);
-  k::moe_aux_dprob(aux_dprob.data(), router.tokens.data(), router.rows, E,
+  cpu::moe_aux_dprob(aux_dprob.data(), router.tokens.data(), router.rows, E,
                    cfg.router_aux_loss_coef * grad_scale);
   return cfg.router_aux_loss_coef * router.aux;
 }

@@ -31,7 +31,7 @@ void Model<R>::Impl::moe_forward_ep(int l, const R* p, R* x_out, BlockActs<R>& a
         prob_sum[e] += m.prob_sum()[e];
       }
     }
-    if (x_out) k::residual_forward(x_out, a.x_mid.data(), x_out, N * cfg.hidden);
+    if (x_out) cpu::residual_forward(x_out, a.x_mid.data(), x_out, N * cfg.hidden);
   } else {
     (void)l, (void)p, (void)x_out, (void)a, (void)N;
     throw std::logic_error("expert parallelism on Model<double> (set_expert_group refuses it)");
@@ -72,8 +72,7 @@ void Model<R>::set_expert_group(comm::Comm* group) {
                                              l.expert_parts()).c_str()
                                       : "no experts"),
                      "build the model on ParamLayout::expert_slice(cfg, group size, group rank)");
-  if (m.lora.bound())
-    throw InputError("expert parallelism with LoRA adapters", "train LoRA with moe.expert_parallel = 1");
+  if (m.lora.bound()) refuse_expert_parallel_lora(group->size());
   for (int64_t b = 0; b <= m.cfg.layers; ++b)  // every layer's, and the one beside `shared`
     m.ep.push_back(std::make_unique<ExpertParallelMoe>(*group, m.cfg.hidden, m.cfg.intermediate,
                                                        m.cfg.experts, m.cfg.experts_per_token));

@@ -15,6 +15,21 @@
 
 namespace zt::model {
 
+void check_expert_parallel_block(const Config& cfg, int parts) {
+  if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
+      cfg.expert_width() != cfg.intermediate)
+    throw InputError(strf("moe.expert_parallel = %d with model family '%s': expert parallelism "
+                          "has Mixtral's block only (every layer routed, renormalised top-k, no "
+                          "shared expert)",
+                          parts, cfg.family.c_str()),
+                     "set moe.expert_parallel = 1 for this model (ZeRO still shards its experts)");
+}
+
+void refuse_expert_parallel_lora(int parts) {
+  throw InputError(strf("moe.expert_parallel = %d with finetune.method = lora / qlora", parts),
+                   "LoRA trains with moe.expert_parallel = 1");
+}
+
 namespace cpu = kernels::cpu;
 
 namespace {

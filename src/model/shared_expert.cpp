@@ -15,11 +15,11 @@ void Model<R>::Impl::shared_expert_forward(int l, const R* p, R* out, BlockActs<
                                            int64_t N) {
   const int64_t C = cfg.hidden, S = cfg.shared_expert_intermediate;
   const BlockOffsets& o = layout.block_offsets(l);
-  k::linear_forward(a.sgate.data(), a.xn2.data(), p + o.shared_gate, N, C, S);
-  k::linear_forward(a.sup.data(), a.xn2.data(), p + o.shared_up, N, C, S);
-  k::swiglu_forward(a.sh.data(), a.sgate.data(), a.sup.data(), N * S);
-  k::linear_forward(a.sy.data(), a.sh.data(), p + o.shared_down, N, S, C);
-  k::linear_forward(a.sg.data(), a.xn2.data(), p + o.shared_expert_gate, N, C, 1);
+  cpu::linear_forward(a.sgate.data(), a.xn2.data(), p + o.shared_gate, N, C, S);
+  cpu::linear_forward(a.sup.data(), a.xn2.data(), p + o.shared_up, N, C, S);
+  cpu::swiglu_forward(a.sh.data(), a.sgate.data(), a.sup.data(), N * S);
+  cpu::linear_forward(a.sy.data(), a.sh.data(), p + o.shared_down, N, S, C);
+  cpu::linear_forward(a.sg.data(), a.xn2.data(), p + o.shared_expert_gate, N, C, 1);
   for (int64_t n = 0; n < N; ++n) {
     const R s = R(1) / (R(1) + std::exp(-a.sg.data()[n]));
     a.sg.data()[n] = s;
@@ -47,15 +47,15 @@ void Model<R>::Impl::shared_expert_backward(int u, const R* p, BlockActs<R>& a, 
     }
     dshared_gate.data()[n] = s * (R(1) - s) * dot;
   }
-  k::linear_backward(dh.data(), g(o.shared_down), dshared.data(), a.sh.data(), p + o.shared_down,
+  cpu::linear_backward(dh.data(), g(o.shared_down), dshared.data(), a.sh.data(), p + o.shared_down,
                      N, S, C, /*accumulate_dx=*/false);
-  k::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.sgate.data(), a.sup.data(), N * S,
+  cpu::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.sgate.data(), a.sup.data(), N * S,
                      /*accumulate=*/false);
-  k::linear_backward(dxn.data(), g(o.shared_gate), dgate.data(), a.xn2.data(), p + o.shared_gate,
+  cpu::linear_backward(dxn.data(), g(o.shared_gate), dgate.data(), a.xn2.data(), p + o.shared_gate,
                      N, C, S);
-  k::linear_backward(dxn.data(), g(o.shared_up), dup.data(), a.xn2.data(), p + o.shared_up, N, C,
+  cpu::linear_backward(dxn.data(), g(o.shared_up), dup.data(), a.xn2.data(), p + o.shared_up, N, C,
                      S);
-  k::linear_backward(dxn.data(), g(o.shared_expert_gate), dshared_gate.data(), a.xn2.data(),
+  cpu::linear_backward(dxn.data(), g(o.shared_expert_gate), dshared_gate.data(), a.xn2.data(),
                      p + o.shared_expert_gate, N, C, 1);
 }
 

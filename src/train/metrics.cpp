@@ -60,6 +60,13 @@ double measure_cpu_peak_flops() {
   return best;
 }
 
+double peak_flops_per_rank(double peak_tflops, comm::Comm& comm) {
+  if (peak_tflops > 0) return peak_tflops * 1e12;
+  double peak = measure_cpu_peak_flops();
+  comm.all_reduce(&peak, &peak, 1, DType::kF64, comm::ReduceOp::kAvg);
+  return peak;
+}
+
 double mfu(double tokens_per_s, double flops_per_token, int ranks, double peak_flops_per_rank) {
   if (peak_flops_per_rank <= 0.0 || ranks <= 0) return 0.0;
   return tokens_per_s * flops_per_token / (static_cast<double>(ranks) * peak_flops_per_rank);

@@ -88,7 +88,7 @@ void PairObjective::fill(size_t i, size_t start) {
   for (size_t t = 0; t < T_; ++t) {
     const auto next = static_cast<int32_t>(data_.tokens[start + t + 1]);
     batch_.tokens[i * T_ + t] = static_cast<int32_t>(data_.tokens[start + t]);
-    batch_.targets[i * T_ + t] = data_.loss_mask[start + t + 1] ? next : t + 1 <= context_end ? -2 - next : -1;
+    batch_.targets[i * T_ + t] = data_.loss_mask[start + t + 1] ? next : t + 1 <= context_end ? model::context_target(next) : -1;
   }
 }
 
@@ -101,7 +101,7 @@ size_t PairObjective::pair_start(int64_t step, int64_t micro, size_t pair) const
 // the rows' context targets'.
 model::RowObjective PairObjective::row_value(PairMetrics& m) {
   const bool context =
-      std::any_of(batch_.targets.begin(), batch_.targets.end(), [](int32_t t) { return t <= -2; });
+      std::any_of(batch_.targets.begin(), batch_.targets.end(), model::is_context_target);
   return [this, &m, context](std::span<const double> logp, std::span<const int64_t> count,
                              std::span<double> dlogp) {
     const bool ctx = logp.size() == 2 * B_;

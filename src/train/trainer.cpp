@@ -135,7 +135,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
   if (cfg.zero.offload.optimizer != offload::Home::kNvme &&
       cfg.zero.device != zero::EngineOptions::Device::kCuda) {
     const int on_node = nodes.node ? nodes.node->size() : 1;
-    const double need = model_state_bytes(cfg) * on_node;
+    const double need = model_state_bytes(cfg, on_node) * on_node;
     double avail = static_cast<double>(offload::mem_available());
     comm_.all_reduce(&avail, &avail, 1, DType::kF64, comm::ReduceOp::kMin);
     if (avail > 0 && need > avail)
@@ -177,13 +177,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::Comm& comm, const data::TokenFile
     checkpoints_->set_tokenizer({data.tokenizer, data.tokenizer_path, data.tokenizer_hash});
   startup_->note("resume");  // the phase that runs next (Trainer::run)
   startup_->advance(1);
-  if (cfg.peak_tflops > 0) {
-    peak_flops_per_rank_ = cfg.peak_tflops * 1e12;
-  } else {
-    double peak = measure_cpu_peak_flops();
-    comm.all_reduce(&peak, &peak, 1, DType::kF64, comm::ReduceOp::kAvg);
-    peak_flops_per_rank_ = peak;
-  }
+  peak_flops_per_rank_ = peak_flops_per_rank(cfg.peak_tflops, comm);
 }
 
 TrainResult Trainer::run(const TrainHooks& hooks) {

@@ -3,11 +3,12 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "zt/core/log.hpp"
 #include "zt/core/units.hpp"
-#include "zt/model/lora.hpp"
+#include "zt/zero/plan.hpp"
 #include "zt/offload/preflight.hpp"
 
 namespace zt::train::detail {
@@ -68,24 +69,20 @@ Error out_of_memory(const TrainConfig& cfg, const std::string& what) {
                     cfg.world));
 }
 
-// The fp32 model states the engine allocates per rank, by the ZeRO paper's count with
-// fp32 parameters, gradients and two AdamW moments (4 bytes each, Ψ parameters, n ranks):
-// stage 0: 16Ψ; 1: 8Ψ + 8Ψ/n; 2: 4Ψ + 12Ψ/n; 3: 16Ψ/n (buffers come on top). LoRA: the
-// base held as Ψ (Ψ/n at stage 3), 16 bytes per adapter element sharded as full training.
-double model_state_bytes(const TrainConfig& cfg) {
-  const double psi = static_cast<double>(cfg.model.num_params());
-  const double n = static_cast<double>(cfg.world);
-  if (cfg.lora.enabled()) {  // the base's parameters; gradients and m, v of the adapters only
-    const double a = static_cast<double>(model::LoraLayout(cfg.model, cfg.lora).numel());
-    const double held = (cfg.zero.stage == 3 ? (psi + a) / n : psi + a) * 4;
-    return held + (cfg.zero.stage <= 1 ? 4 * a : 4 * a / n) + (cfg.zero.stage == 0 ? 8 * a : 8 * a / n);
-  }
-  switch (cfg.zero.stage) {
-    case 0: return 16 * psi;
-    case 1: return 8 * psi + 8 * psi / n;
-    case 2: return 4 * psi + 12 * psi / n;
-    default: return 16 * psi / n;
-  }
+// The model states the engine allocates per rank, from the plan it allocates from
+// (zt/zero/plan.hpp): parameters, gradients, moments, hpZ secondaries and the offload
+// store's host bytes (QLoRA's NF4 base aside).
+double model_state_bytes(const TrainConfig& cfg, int ranks_per_node) {
+  const zero::EngineOptions& o = cfg.zero;
+  o.validate_experts(cfg.world, cfg.model);  // the engine's rule, before n = world / parts
+  const int n = cfg.world / std::max(1, o.expert_parallel);
+  const int rpn = ranks_per_node > 0 ? ranks_per_node : cfg.world;
+  const bool bf16 = o.precision != "fp32";
+  const zero::PlanSpace space{o.device == zero::EngineOptions::Device::kHost, bf16,
+                              o.precision == "bf16-true", "host"};
+  const zero::BufferPlan plan =
+      zero::plan_model(cfg.model, n, o.effective_hpz(cfg.world, rpn), o, space);
+  return static_cast<double>(plan.bytes().model_states());
 }
 
 }  // namespace zt::train::detail

@@ -21,7 +21,8 @@ std::string gib(double bytes);
 // The error for a failed host allocation: what was being allocated (and its size when
 // known), what the machine had free, and how to find a configuration that fits.
 Error out_of_memory(const TrainConfig& cfg, const std::string& what);
-// The fp32 model states the engine allocates per rank (see trainer_memory.cpp).
-double model_state_bytes(const TrainConfig& cfg);
+// The model states the engine allocates per rank (see trainer_memory.cpp); hpZ's group
+// from ranks_per_node (0: the world).
+double model_state_bytes(const TrainConfig& cfg, int ranks_per_node = 0);
 
 }  // namespace zt::train::detail

@@ -98,22 +98,18 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
                      "set train.precision = bf16-mixed (bf16 weights, fp32 gradients, master "
                      "weights and moments) or fp32");
   bf16_master = opt.precision == "bf16-true";
-  if (bf16_master && (opt.offload.optimizer != offload::Home::kNone ||
-                      opt.offload.params != offload::Home::kNone))
-    throw InputError("offload.optimizer / offload.params with train.precision = bf16-true",
-                     "the offload store keeps an fp32 master, which bf16-true has not: set "
-                     "offload.optimizer = none and offload.params = none, or train.precision = "
-                     "bf16-mixed");
-  if (bf16_weights && opt.quantize_weights)
-    throw InputError("zero.quantize_weights = true with train.precision = " + opt.precision,
-                     "qwZ dequantizes into fp32 gather buffers; with bf16 compute weights set "
-                     "zero.quantize_weights = false (the bf16 gather already halves the bytes)");
+  for (int u = 0; u < units; ++u) frozen.push_back(layout.unit(u).frozen ? 1 : 0);
+  adapters = layout.adapter_unit();
+  {  // What every buffer holds (plan.hpp); refuses what the buffers cannot hold.
+    std::vector<PlanUnit> plan_units;
+    for (int u = 0; u < units; ++u) plan_units.push_back({part.unit(u), trainable(u), u == adapters, 1});
+    plan = plan_buffers(plan_units, opt, {mem->host_accessible(), bf16_weights, bf16_master, mem->name()},
+                        hpz, tied);
+  }
   // bf16_weights with offload.* from a device (half_up, set by init_offload): the
   // offloaded step copies up the bf16 rounding of the new parameters (stages 1-2: the
   // owned slice of compute_params; stage 3: param_half, or with params offloaded each
   // shard into its gather's send range), ordered before their first use by events.
-  for (int u = 0; u < units; ++u) frozen.push_back(layout.unit(u).frozen ? 1 : 0);
-  adapters = layout.adapter_unit();
   // The use orders of model.hpp's hook contract (and trainable.hpp's: the adapters'
   // unit first, used until the end of the pass).
   if (adapters >= 0) eval_order.push_back(adapters);
@@ -127,28 +123,16 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
 
   const int stage = opt.stage;
   const size_t us = static_cast<size_t>(units);
-  const size_t maxp = static_cast<size_t>(part.max_padded());
-  // Gradients and reductions only ever hold trainable units (LoRA: the adapters' unit).
-  size_t maxg = 0;
-  for (int u = 0; u < units; ++u)
-    if (trainable(u)) maxg = std::max(maxg, static_cast<size_t>(part.unit(u).padded));
   // Model states. Padding stays zero forever: it is never written but by reductions of
   // zeros, and AdamW only touches real elements.
   secondary_valid.assign(us, 0);
-  state_offloaded = opt.offload.optimizer != offload::Home::kNone;
-  // offload.params = cpu on a host space is where the shards are anyway: nothing moves.
-  params_offloaded = opt.offload.params == offload::Home::kNvme ||
-                     (opt.offload.params == offload::Home::kCpu && !mem->host_accessible());
-  if (params_offloaded && !state_offloaded && !mem->host_accessible())
-    throw InputError(strf("offload.params = %s with offload.optimizer = none and the engine on the %s",
-                          std::string(offload::home_name(opt.offload.params)).c_str(), mem->name()),
-                     "the update would run on the device and need the shards there: set "
-                     "offload.optimizer = cpu or nvme (the CPU AdamW updates the offloaded "
-                     "shards), or offload.params = none");
+  state_offloaded = plan.state_offloaded;
+  params_offloaded = plan.params_offloaded;
   std::vector<float> init_buf;  // host: one unit's initial values, copied into mem
   for (int u = 0; u < units; ++u) {
     const UnitPartition& p = part.unit(u);
-    const size_t moments = static_cast<size_t>(stage == 0 ? p.padded : p.shard);
+    const UnitBuffers& b = plan.units[static_cast<size_t>(u)];
+    // The parameters with their initial values (init_offload drops what the store takes).
     if (stage <= 2) {
       init_buf.assign(static_cast<size_t>(p.numel), 0.0f);
       model::init_unit_slice<float>(layout, u, init, 0, std::span<float>(init_buf));
@@ -173,48 +157,33 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
         mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
       }
     }
-    if (hpz > 1 && bf16_weights)
-      secondary_half.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
-    else if (hpz > 1)
-      secondary.emplace_back(*mem, static_cast<size_t>(p.secondary), "hpZ secondary shards");
-    // Frozen units: no gradients, no moments (empty buffers keep the per-unit indexing).
-    const bool fixed = !trainable(u);
-    if (stage <= 1) full_grads.emplace_back(*mem, fixed ? 0 : static_cast<size_t>(p.padded), "gradients");
-    if (stage >= 2) grad_shard.emplace_back(*mem, fixed ? 0 : static_cast<size_t>(p.shard), "gradient shards");
-    // Offloaded state: the offload store holds the moments (init_offload); these stay empty.
-    adam_m.emplace_back(*mem, state_offloaded || fixed ? 0 : moments, "AdamW m");
-    adam_v.emplace_back(*mem, state_offloaded || fixed ? 0 : moments, "AdamW v");
+    const auto n_of = [](int64_t count) { return static_cast<size_t>(count); };
+    if (hpz > 1 && bf16_weights) secondary_half.emplace_back(*mem, n_of(b.secondary_half), "hpZ secondary shards");
+    else if (hpz > 1) secondary.emplace_back(*mem, n_of(b.secondary), "hpZ secondary shards");
+    // Frozen units and offloaded state: empty buffers keep the per-unit indexing.
+    if (stage <= 1) full_grads.emplace_back(*mem, n_of(b.full_grads), "gradients");
+    if (stage >= 2) grad_shard.emplace_back(*mem, n_of(b.grad_shard), "gradient shards");
+    adam_m.emplace_back(*mem, n_of(b.moments), "AdamW m");
+    adam_v.emplace_back(*mem, n_of(b.moments), "AdamW v");
   }
   std::vector<float>().swap(init_buf);
   cast_compute_params();
 
-  // Working buffers.
-  if (stage == 3) {  // the adapters' unit holds one slot for the whole pass
-    const size_t slots = static_cast<size_t>(opt.prefetch + (tied ? 2 : 1) + (adapters >= 0 ? 1 : 0));
-    gathers.resize(slots);
-    if (bf16_weights)
-      gather_half = make_bufs<bf16>(*mem, slots, maxp, "stage-3 gather buffers");
-    else
-      gather_buf = make_bufs<float>(*mem, slots, maxp, "stage-3 gather buffers");
-    if (opt.quantize_weights)
-      gather_q = make_bufs<uint8_t>(*mem, slots, packed_bytes(maxp, qblock), "qwZ buffers");
+  // Working buffers (the adapters' unit holds one gather and one reduce slot for the whole pass).
+  const size_t gslots = static_cast<size_t>(plan.gather_slots), rslots = static_cast<size_t>(plan.reduce_slots);
+  const size_t each = static_cast<size_t>(plan.gather);
+  gathers.resize(gslots);
+  if (bf16_weights) gather_half = make_bufs<bf16>(*mem, gslots, each, "stage-3 gather buffers");
+  else gather_buf = make_bufs<float>(*mem, gslots, each, "stage-3 gather buffers");
+  if (plan.gather_q > 0) gather_q = make_bufs<uint8_t>(*mem, gslots, static_cast<size_t>(plan.gather_q), "qwZ buffers");
+  reduces.resize(rslots);
+  if (plan.grad_buf > 0) grad_buf = make_bufs<float>(*mem, rslots, static_cast<size_t>(plan.grad_buf), "gradient buffers");
+  if (plan.reduce_q > 0) {
+    reduce_qsend = make_bufs<uint8_t>(*mem, rslots, static_cast<size_t>(plan.reduce_q), "qgZ buffers");
+    reduce_qrecv = make_bufs<uint8_t>(*mem, rslots, static_cast<size_t>(plan.reduce_q), "qgZ buffers");
   }
-  const size_t reduce_slots = static_cast<size_t>(
-      stage >= 2 ? 1 + kReducesInFlight + (tied ? 1 : 0) + (adapters >= 0 ? 1 : 0) : kReducesInFlight);
-  reduces.resize(reduce_slots);
-  if (stage >= 2) grad_buf = make_bufs<float>(*mem, reduce_slots, maxg, "gradient buffers");
-  if (opt.quantize_grads) {
-    reduce_qsend = make_bufs<uint8_t>(*mem, reduce_slots, packed_bytes(maxg, qblock), "qgZ buffers");
-    reduce_qrecv = make_bufs<uint8_t>(*mem, reduce_slots, packed_bytes(maxg, qblock), "qgZ buffers");
-  } else if (opt.reduce_dtype == DType::kBF16) {
-    reduce_half = make_bufs<bf16>(*mem, reduce_slots, maxg, "bf16 reduce buffers");
-  }
-  if (bf16_master) {  // the widest slice AdamW updates (stage 0: a whole unit; not frozen ones)
-    int64_t widest = 0;
-    for (int u = 0; u < units; ++u)
-      if (trainable(u)) widest = std::max(widest, stage == 0 ? part.unit(u).numel : part.unit(u).owned);
-    update_wide = detail::Buf<float>(*mem, static_cast<size_t>(widest), "bf16-true AdamW buffer");
-  }
+  if (plan.reduce_half > 0) reduce_half = make_bufs<bf16>(*mem, rslots, static_cast<size_t>(plan.reduce_half), "bf16 reduce buffers");
+  if (bf16_master) update_wide = detail::Buf<float>(*mem, static_cast<size_t>(plan.update_wide), "bf16-true AdamW buffer");
   gather_fifo.reserve(gathers.size());
   reduce_fifo.reserve(reduces.size());
   pos_slot.assign(train_order.size(), -1);
@@ -456,6 +425,7 @@ int Engine::hpz() const { return impl_->hpz; }
 bool Engine::hierarchical() const { return impl_->groups.hierarchical(); }
 Traffic Engine::traffic() const { return impl_->groups.traffic(); }
 MemoryStats Engine::memory() const { return impl_->memory(); }
+const BufferPlan& Engine::buffer_plan() const { return impl_->plan; }
 
 std::string Engine::describe() const {
   const Impl& e = *impl_;

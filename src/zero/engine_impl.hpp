@@ -37,6 +37,7 @@
 #include "zt/offload/cpu_adam.hpp"
 #include "zt/offload/store.hpp"
 #include "zt/zero/engine.hpp"
+#include "zt/zero/plan.hpp"
 
 namespace zt::zero {
 
@@ -68,9 +69,6 @@ std::unique_ptr<model::TrainableModel> with_experts(std::unique_ptr<model::Train
 }  // namespace detail
 
 struct Engine::Impl {
-  // Reductions allowed in flight behind the backward before one must complete.
-  static constexpr int kReducesInFlight = 2;
-
   enum class Mode : uint8_t { kIdle, kTrain, kEval };
 
   // A stage-3 gather of one unit for one position of the use order (job i uses gather
@@ -125,6 +123,7 @@ struct Engine::Impl {
   model::TrainableModel& model;  // computes on mem's buffers (mem->make_model)
   const model::ParamLayout& layout;
   Partition part;
+  BufferPlan plan;  // what every buffer below holds (plan.hpp)
   int units = 0;
   int head = 0;     // the head unit, L + 1
   bool tied = false;

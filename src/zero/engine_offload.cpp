@@ -28,20 +28,9 @@ double since(Clock::time_point t0) {
 void Engine::Impl::init_offload(int rank) {
   isa = offload::default_isa();
   if (!state_offloaded && !params_offloaded) return;
-  std::vector<int64_t> state_counts(static_cast<size_t>(units)), param_counts;
-  int64_t max_shard = 0;
-  for (int u = 0; u < units; ++u) {  // frozen units have no optimizer state
-    const UnitPartition& p = part.unit(u);
-    state_counts[static_cast<size_t>(u)] = trainable(u) ? p.owned : 0;
-    max_shard = std::max(max_shard, p.shard);
-  }
-  if (params_offloaded)
-    for (int u = 0; u < units; ++u) param_counts.push_back(part.unit(u).shard);
-  offload::Options so = opt.offload;
-  if (!params_offloaded) so.params = offload::Home::kNone;  // cpu on a host space: nothing moves
-  offload_copies = state_offloaded && !mem->host_accessible();
-  so.pin_buffers = !mem->host_accessible();  // nothing to copy to a device on the host
-  half_up = offload_copies && bf16_weights;
+  offload::Options so = plan.store_options;  // the store's options and counts: plan.hpp
+  offload_copies = plan.offload_copies;
+  half_up = plan.half_up;
   if (!mem->host_accessible()) {
     // Every copy is one sub-group of fp32 values (a piece of a parameter shard, or of a
     // unit's gradient): the pool holds two, so one lands while the next is filled.
@@ -55,9 +44,9 @@ void Engine::Impl::init_offload(int rank) {
                        "lower offload.subgroup_bytes.");
     copier = detail::make_copier(*mem);
   }
-  preflight_host(so, state_counts, param_counts, max_shard);
+  preflight_host(so, plan.state_counts, plan.param_counts, plan.max_shard);
   // Preflight (path, room, memlock) and the NVMe file: before any step.
-  store = std::make_unique<offload::Store>(so, state_counts, param_counts, rank);
+  store = std::make_unique<offload::Store>(so, plan.state_counts, plan.param_counts, rank);
   std::vector<float> host;  // one unit's values read out of a space the host cannot read
   const auto host_copy = [&](const float* src, int64_t count) -> const float* {
     if (mem->host_accessible()) return src;
@@ -77,24 +66,24 @@ void Engine::Impl::init_offload(int rank) {
       param_shard[static_cast<size_t>(u)].reset();
     }
     param_shard.clear();
-    if (!half_up)  // (half_up: the bf16 shard goes up straight into the gather buffer)
+    if (plan.param_stage > 0)  // (half_up: the bf16 shard goes up straight into the gather buffer)
       for (size_t s = 0; s < gathers.size(); ++s)
-        param_stage.emplace_back(*mem, static_cast<size_t>(max_shard), "offloaded parameter staging");
-    unit_params.assign(static_cast<size_t>(max_shard), 0.0f);
+        param_stage.emplace_back(*mem, static_cast<size_t>(plan.param_stage), "offloaded parameter staging");
+    unit_params.assign(static_cast<size_t>(plan.unit_params), 0.0f);
   }
   if (half_up && !params_offloaded) {  // frozen units: their fp32 values to host memory first
     frozen_host.resize(static_cast<size_t>(units));
     for (int u = 0; u < units; ++u)
-      if (!trainable(u)) {
+      if (plan.units[static_cast<size_t>(u)].frozen_host > 0) {
         std::vector<float>& f = frozen_host[static_cast<size_t>(u)];
-        f.resize(static_cast<size_t>(part.unit(u).owned));
+        f.resize(static_cast<size_t>(plan.units[static_cast<size_t>(u)].frozen_host));
         mem->to_host(f.data(), owned_params(u), f.size() * sizeof(float));
       }
   }
   if (half_up) {  // the bf16 compute copy is what comes up from now on; the fp32 one goes
     if (opt.stage == 3 && !params_offloaded)
       for (int u = 0; u < units; ++u) {
-        const size_t shard = static_cast<size_t>(part.unit(u).shard);
+        const size_t shard = static_cast<size_t>(plan.units[static_cast<size_t>(u)].param_half);
         param_half.emplace_back(*mem, shard, "bf16 parameter shards");
         mem->to_bf16(param_shard[static_cast<size_t>(u)].data(), shard, param_half.back().data());
       }

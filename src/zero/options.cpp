@@ -7,6 +7,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/model/moe_parallel.hpp"
 
 namespace zt::zero {
 namespace {
@@ -114,21 +115,13 @@ void EngineOptions::validate_experts(int world_size, int64_t experts) const {
   if (offload.optimizer != offload::Home::kNone || offload.params != offload::Home::kNone)
     refuse("offload.optimizer / offload.params", "set offload.optimizer = none and "
            "offload.params = none, or moe.expert_parallel = 1");
-  if (lora.enabled())
-    refuse("finetune.method = lora / qlora", "LoRA trains with moe.expert_parallel = 1");
+  if (lora.enabled()) model::refuse_expert_parallel_lora(n);
 }
 
 void EngineOptions::validate_experts(int world_size, const model::Config& cfg) const {
   validate_experts(world_size, cfg.moe() ? cfg.experts : 0);
   if (expert_parallel <= 1) return;
-  // The expert-parallel layer (ExpertParallelMoe) is Mixtral's block.
-  if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
-      cfg.expert_width() != cfg.intermediate)
-    throw InputError(strf("moe.expert_parallel = %d with model family '%s': expert parallelism "
-                          "has Mixtral's block only (every layer routed, renormalised top-k, no "
-                          "shared expert)",
-                          expert_parallel, cfg.family.c_str()),
-                     "set moe.expert_parallel = 1 for this model (ZeRO still shards its experts)");
+  model::check_expert_parallel_block(cfg, expert_parallel);
 }
 
 int EngineOptions::effective_hpz(int world_size, int ranks_per_node) const {

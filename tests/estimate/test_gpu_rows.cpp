@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "support/tmp_dir.hpp"
+#include "zero/plan_check.hpp"
 #include "zero/zero_fixtures.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -87,6 +88,7 @@ void compare(const Case& c, const std::string& dir) {
     e.step(h.lr(s));
   }
   const MemoryStats m = e.memory();
+  expect_plan_allocated(e, cfg);  // every rank: the engine allocated its plan
 
   estimate::Setup s;
   s.model = cfg;
@@ -119,14 +121,7 @@ void compare(const Case& c, const std::string& dir) {
   // params: full units + bf16 copies (stages 0-2), or shards / device staging + the host
   // shard (stage 3), + hpZ secondaries.
   // QLoRA's NF4 base is held whole at every stage: QloraBase::bytes() of the model's base.
-  size_t nf4 = 0;
-  if (c.lora == model::FinetuneMethod::kQlora) {
-    const model::ParamLayout base(cfg);
-    const model::Parameters<float> zeros(base);  // [every base unit] (bytes need no values)
-    std::vector<std::span<const float>> units;
-    for (int u = 0; u < base.num_units(); ++u) units.push_back(zeros.params(u));
-    nf4 = static_cast<size_t>(model::QloraBase(model::LoraLayout(cfg, o.lora), base, units).bytes());
-  }
+  const size_t nf4 = qlora_base_bytes(cfg, o.lora);
   EXPECT_EQ(m.full_params, c.stage <= 2 ? r.param_bytes : nf4);
   EXPECT_EQ(m.full_params + m.param_shards + m.secondary_shards, r.param_bytes + r.host_param_bytes);
   EXPECT_EQ(m.grads, r.grad_bytes);

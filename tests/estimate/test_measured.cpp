@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/tmp_dir.hpp"
+#include "zero/plan_check.hpp"
 #include "zero/zero_fixtures.hpp"
 #include "zt/comm/mpi_comm.hpp"
 #include "zt/runtime/runtime.hpp"
@@ -67,6 +68,7 @@ void compare(const Case& k, int stage, zero::EngineOptions o, int rpn = 0, int h
   e.micro_step(tok, tgt, k.B, k.T, k.recompute, 1.0);
   e.step(1e-3);
   const zero::MemoryStats m = e.memory();
+  zero::testing::expect_plan_allocated(e, k.cfg);  // every rank: the engine allocated its plan
 
   Setup s;
   s.model = k.cfg;
@@ -100,8 +102,10 @@ void compare(const Case& k, int stage, zero::EngineOptions o, int rpn = 0, int h
   // partition (the last rank may own fewer elements).
   if (world_rank() != 0 && (optimizer != Offload::kNone || params != Offload::kNone)) return;
   EXPECT_NEAR(est / meas, 1.0, 0.10) << "stage " << stage;
-  if (o.lora.enabled()) {  // LoRA / QLoRA: the working buffers and the adapters' share too
-    EXPECT_EQ(r.working(), m.gather_buffers + m.grad_buffers + m.comm_buffers) << "stage " << stage;
+  // The engine's buffers (model states and working buffers) come from the plan the
+  // estimate counts: they agree to the byte in every case.
+  EXPECT_EQ(r.working(), m.gather_buffers + m.grad_buffers + m.comm_buffers) << "stage " << stage;
+  if (o.lora.enabled()) {  // LoRA / QLoRA: the adapters' share and the activations too
     EXPECT_EQ(r.grad_bytes, m.grads) << "stage " << stage;
     EXPECT_EQ(r.optimizer_bytes, m.optimizer) << "stage " << stage;
     EXPECT_EQ(r.total(k.recompute), m.peak_total) << "stage " << stage;  // activations too

@@ -57,6 +57,11 @@ struct UnitHooks {
 // sequence), backpropagated alike with -dlogp[B + b].
 using RowObjective = std::function<double(std::span<const double> logp, std::span<const int64_t> count,
                                           std::span<double> dlogp)>;
+// The context target of a token (t <= -2), and the token of a target: its context
+// token, or -1 for any other target.
+constexpr int32_t context_target(int32_t token) { return -2 - token; }
+constexpr bool is_context_target(int32_t t) { return t <= -2; }
+constexpr int32_t context_token(int32_t t) { return is_context_target(t) ? -2 - t : -1; }
 
 // The keys (after RoPE) and values of one sequence's past positions, per block: the
 // state of incremental decoding (Model::decode). Holds L * capacity * G * D of each.

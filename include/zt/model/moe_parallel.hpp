@@ -18,8 +18,16 @@
 #include <vector>
 
 #include "zt/comm/comm.hpp"
+#include "zt/model/config.hpp"
 
 namespace zt::model {
+
+// Expert parallelism's rules, in one place, for the engine's options and both models:
+// the block it has is Mixtral's (every layer routed, renormalised top-k, experts of the
+// MLP's width, no shared expert), and it takes no LoRA adapters. zt::InputError naming
+// moe.expert_parallel = parts and what to do.
+void check_expert_parallel_block(const Config& cfg, int parts);
+[[noreturn]] void refuse_expert_parallel_lora(int parts);
 
 // The local plan of an expert rank (the GPU block's, src/model/cuda/device_moe_ep.cpp):
 // it received R rows, counts[p L + e] of them from rank p for its local expert e (P ranks,

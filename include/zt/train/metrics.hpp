@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "zt/comm/comm.hpp"
 #include "zt/train/preference.hpp"
 #include "zt/zero/stats.hpp"
 
@@ -26,6 +27,9 @@ Memory process_memory();  // from /proc/self/status; zeros where unavailable
 // kernel (Eigen). The fastest single call approaches the uncontended rate even on a
 // loaded machine. This is an achievable peak, not the vendor's nominal one.
 double measure_cpu_peak_flops();
+// The peak FLOP/s per rank MFU divides by: train.peak_tflops when > 0, else the measured
+// CPU peak averaged over comm's ranks (collective then).
+double peak_flops_per_rank(double peak_tflops, comm::Comm& comm);
 
 double mfu(double tokens_per_s, double flops_per_token, int ranks, double peak_flops_per_rank);
 

@@ -25,6 +25,7 @@
 #include "zt/model/trainable.hpp"
 #include "zt/zero/options.hpp"
 #include "zt/zero/partition.hpp"
+#include "zt/zero/plan.hpp"
 #include "zt/zero/stats.hpp"
 
 namespace zt::zero {
@@ -125,6 +126,7 @@ class Engine {
   bool hierarchical() const;   // world collectives run as node + cross phases
   Traffic traffic() const;     // since construction
   MemoryStats memory() const;  // now, with the peak so far
+  const BufferPlan& buffer_plan() const;  // what it allocated from (plan.hpp)
   std::string describe() const;  // one line: stage, partition, groups, options
 
  private:

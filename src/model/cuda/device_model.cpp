@@ -7,6 +7,7 @@
 
 #include "device_model_impl.hpp"
 #include "zt/comm/device_wait.hpp"
+#include "zt/model/moe_parallel.hpp"
 
 namespace zt::model {
 
@@ -33,7 +34,7 @@ void DeviceModel<T, G>::Impl::upload_batch(std::span<const int32_t> tokens,
                      "tokens and targets are [B, T] row-major.");
   for (int64_t n = 0; n < N; ++n) {
     if (tokens[n] < 0 || tokens[n] >= cfg.vocab || targets[n] >= cfg.vocab ||
-        targets[n] <= -2 - cfg.vocab)
+        targets[n] <= context_target(static_cast<int32_t>(cfg.vocab)))
       throw InputError(
           strf("token %d / target %d at position %lld is outside the vocabulary "
                "[0, %lld)",
@@ -41,7 +42,7 @@ void DeviceModel<T, G>::Impl::upload_batch(std::span<const int32_t> tokens,
           "the data was tokenized for a different vocabulary; target -1 is ignored, "
           "a target <= -2 is the context token -2 - target (model.hpp), both must be < vocab.");
   }
-  has_context = std::any_of(targets.begin(), targets.end(), [](int32_t t) { return t <= -2; });
+  has_context = std::any_of(targets.begin(), targets.end(), is_context_target);
   check_positions(positions, B, Tn);
   ensure(N);
   // Through the pinned stage: a copy from pageable memory would first wait for the stream,
@@ -56,9 +57,8 @@ void DeviceModel<T, G>::Impl::upload_batch(std::span<const int32_t> tokens,
   }
   stage.to_device(targets_d.data(), targets.data(), bytes, kWhat);
   if (!has_context) return;
-  context_h.resize(static_cast<size_t>(N));  // decoded as Model's context_token
-  std::transform(targets.begin(), targets.end(), context_h.begin(),
-                 [](int32_t t) { return t <= -2 ? -2 - t : -1; });
+  context_h.resize(static_cast<size_t>(N));
+  std::transform(targets.begin(), targets.end(), context_h.begin(), context_token);
   stage.to_device(context_d.data(), context_h.data(), bytes, kWhat);
 }
 
@@ -235,9 +235,7 @@ void DeviceModel<T, G>::set_hooks(UnitHooks hooks) {
 
 template <class T, class G>
 void DeviceModel<T, G>::bind_lora(const LoraLayout& layout, const T* params, G* grads) {
-  if (impl_->expert_group)
-    throw InputError("LoRA adapters on a GPU model with expert parallelism",
-                     "train LoRA with moe.expert_parallel = 1");
+  if (impl_->expert_group) refuse_expert_parallel_lora(impl_->expert_group->size());
   impl_->lora.bind(layout, params, grads, impl_->capacity);
 }
 

@@ -84,14 +84,8 @@ void DeviceModel<T, G>::Impl::set_expert_group(comm::Comm* group) {
                                            layout.expert_parts()).c_str()
                                     : "no experts"),
                      "build the model on ParamLayout::expert_slice(cfg, group size, group rank)");
-  if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
-      cfg.expert_width() != cfg.intermediate)
-    throw InputError("expert parallelism on the GPU with model family '" + cfg.family +
-                         "': it has Mixtral's block only (every layer routed, renormalised "
-                         "top-k, no shared expert)",
-                     "set moe.expert_parallel = 1 for this model");
-  if (lora.bound())
-    throw InputError("expert parallelism with LoRA adapters", "train LoRA with moe.expert_parallel = 1");
+  check_expert_parallel_block(cfg, P);
+  if (lora.bound()) refuse_expert_parallel_lora(P);
   group->order_after(stream);  // a device group's exchanges wait for the rows they move
   expert_group = group;
 }
