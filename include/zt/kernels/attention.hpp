@@ -10,6 +10,13 @@
 // `sliding_window`, transformers' sliding_window_overlay: kv_idx > q_idx - w) query t
 // attends keys t - w < s <= t only: the last w positions including itself, intersected with
 // its own example's. window 0: full causal.
+// Attention sinks (gpt-oss): with sink [H], a learned logit per query head joins each row's
+// softmax as one more column that takes no value (transformers' eager_attention_forward of
+// gpt-oss: the scores after scaling, the sink not scaled):
+//   P[t, s] = exp(z_ts - m) / (sum_s' exp(z_ts' - m) + exp(sink_h - m)),  m = max(z_t., sink_h)
+// so each row of P sums to 1 - p_sink(t) < 1. Backward: dz_ts = P_ts (dP_ts - d_t) with
+// d_t = sum_s P_ts dP_ts = dO_t . O_t (the sink's dP is 0), and
+//   dsink_h = -sum_(b, t) p_sink(b, h, t) d_t,  p_sink = 1 - sum_s P_ts.
 // Parallel over batch x kv-head groups with OpenMP; Eigen GEMMs inside.
 #include <cstdint>
 
@@ -21,10 +28,11 @@ namespace zt::kernels::cpu {
 //   k, v  [B, Tn, G, D]
 //   pos   [B, Tn] with 0 <= pos[t] <= t, or nullptr (plain causal)
 //   window  sliding window (>= 1), or 0 (none)
+//   sink  [H] per-head sink logits, or nullptr (none)
 template <class T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos = nullptr,
-                       int64_t window = 0);
+                       int64_t window = 0, const T* sink = nullptr);
 
 // Elements of scratch needed by attention_backward with `threads` OpenMP threads.
 int64_t attention_backward_scratch(int64_t Tn, int threads);
@@ -33,10 +41,12 @@ int64_t attention_backward_scratch(int64_t Tn, int threads);
 //   dk,dv [B, Tn, G, D]  (accumulated; WRITTEN when !accumulate)
 //   scratch  attention_backward_scratch(Tn, omp_get_max_threads()) elements
 //   dout  [B, Tn, H, D], q [B, Tn, H, D], k, v [B, Tn, G, D], probs [B, H, Tn, Tn]
+//   dsink [H] (accumulated; WRITTEN when !accumulate), or nullptr: the sinks' gradient
+//         (the forward ran with sinks; p_sink is read from probs). dq, dk, dv need no sink.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q, const T* k,
                         const T* v, const T* probs, int64_t B, int64_t Tn, int64_t H, int64_t G,
-                        int64_t D, bool accumulate = true);
+                        int64_t D, bool accumulate = true, T* dsink = nullptr);
 
 // Attention of n new positions of one sequence over its key/value cache (incremental
 // decoding): query t, at position past + t, attends keys 0..past + t, or with a sliding
@@ -46,8 +56,10 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
 //   scratch [H, past + n]     (scores)
 //   q       [n, H, D]         (after RoPE at positions past .. past + n - 1)
 //   k, v    [past + n, G, D]  (the cache, new positions included; k after RoPE)
+//   sink    [H] sink logits, or nullptr (as attention_forward)
 template <class T>
 void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, int64_t n,
-                      int64_t past, int64_t H, int64_t G, int64_t D, int64_t window = 0);
+                      int64_t past, int64_t H, int64_t G, int64_t D, int64_t window = 0,
+                      const T* sink = nullptr);
 
 }  // namespace zt::kernels::cpu

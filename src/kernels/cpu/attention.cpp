@@ -9,15 +9,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "eigen_maps.hpp"
 
 namespace zt::kernels::cpu {
 
+namespace {
+// In place: the softmax of the scaled scores r, with the sink logit (when sink) as one more
+// column that is dropped after the normalization.
+template <class A, class T>
+void softmax_row(A&& r, T scale, const T* sink) {
+  r *= scale;
+  T mx = r.maxCoeff();
+  if (sink) mx = std::max(mx, *sink);
+  r = (r - mx).exp();
+  const T extra = sink ? std::exp(*sink - mx) : T(0);
+  r *= T(1) / (r.sum() + extra);
+}
+}  // namespace
+
 template <class T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos,
-                       int64_t window) {
+                       int64_t window, const T* sink) {
   // out [B, Tn, H, D], probs [B, H, Tn, Tn], q [B, Tn, H, D], k, v [B, Tn, G, D], pos [B, Tn]
   const int64_t per_group = H / G;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -41,11 +56,8 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int
         int64_t lo = pos ? t - pos[b * Tn + t] : 0;
         if (window > 0) lo = std::max(lo, t - window + 1);
         std::fill(row, row + lo, T(0));
-        auto r = detail::arr(row + lo, t + 1 - lo);  // the causal part, lo <= s <= t
-        r *= scale;
-        const T mx = r.maxCoeff();
-        r = (r - mx).exp();
-        r *= T(1) / r.sum();
+        // the causal part, lo <= s <= t
+        softmax_row(detail::arr(row + lo, t + 1 - lo), scale, sink ? sink + h : nullptr);
         std::fill(row + t + 1, row + Tn, T(0));
       }
       O.noalias() = P.template triangularView<Eigen::Lower>() * V;
@@ -60,10 +72,13 @@ int64_t attention_backward_scratch(int64_t Tn, int threads) {
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q, const T* k,
                         const T* v, const T* probs, int64_t B, int64_t Tn, int64_t H, int64_t G,
-                        int64_t D, bool accumulate) {
+                        int64_t D, bool accumulate, T* dsink) {
   // dq [B, Tn, H, D] (+= or =), dk, dv [B, Tn, G, D] (+= or =), scratch [threads, Tn, Tn],
-  // dout [B, Tn, H, D], q [B, Tn, H, D], k, v [B, Tn, G, D], probs [B, H, Tn, Tn]
+  // dout [B, Tn, H, D], q [B, Tn, H, D], k, v [B, Tn, G, D], probs [B, H, Tn, Tn],
+  // dsink [H] (+= or =)
   const int64_t per_group = H / G;
+  // per (b, h): -sum_t p_sink d_t, summed over b after the parallel loop (no shared writes)
+  std::vector<T> dsink_bh(dsink ? static_cast<size_t>(B * H) : 0, T(0));  // [B, H]
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
 #pragma omp parallel for schedule(static)
   for (int64_t bg = 0; bg < B * G; ++bg) {
@@ -97,6 +112,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
         const auto pr = detail::arr(p + t * Tn, t + 1);
         const T d = (pr * dp).sum();
         dp = scale * pr * (dp - d);
+        if (dsink) dsink_bh[static_cast<size_t>(b * H + h)] -= (T(1) - pr.sum()) * d;
       }
       // dQ += dS K ; dK += dS^T Q   (dS is lower triangular; its upper part is stale)
       if (accumulate) {
@@ -111,11 +127,18 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
       }
     }
   }
+  if (!dsink) return;
+  for (int64_t h = 0; h < H; ++h) {
+    T sum = accumulate ? dsink[h] : T(0);
+    for (int64_t b = 0; b < B; ++b) sum += dsink_bh[static_cast<size_t>(b * H + h)];
+    dsink[h] = sum;
+  }
 }
 
 template <class T>
 void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, int64_t n,
-                      int64_t past, int64_t H, int64_t G, int64_t D, int64_t window) {
+                      int64_t past, int64_t H, int64_t G, int64_t D, int64_t window,
+                      const T* sink) {
   // out [n, H, D], scratch [H, past + n], q [n, H, D], k, v [past + n, G, D]
   const int64_t per_group = H / G, len = past + n;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -131,11 +154,7 @@ void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, in
       const auto qt = detail::mat(q + (t * H + h) * D, 1, D);  // [1, D]
       auto r = detail::mat(scratch + h * len, 1, seen);        // [1, seen]
       r.noalias() = qt * K.middleRows(lo, seen).transpose();
-      auto a = detail::arr(scratch + h * len, seen);
-      a *= scale;
-      const T mx = a.maxCoeff();
-      a = (a - mx).exp();
-      a *= T(1) / a.sum();
+      softmax_row(detail::arr(scratch + h * len, seen), scale, sink ? sink + h : nullptr);
       auto o = detail::mat(out + (t * H + h) * D, 1, D);       // [1, D]
       o.noalias() = r * V.middleRows(lo, seen);
     }
@@ -143,22 +162,24 @@ void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, in
 }
 
 template void attention_decode<float>(float*, float*, const float*, const float*, const float*,
-                                      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+                                      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                      const float*);
 template void attention_decode<double>(double*, double*, const double*, const double*,
                                        const double*, int64_t, int64_t, int64_t, int64_t,
-                                       int64_t, int64_t);
+                                       int64_t, int64_t, const double*);
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
                                        int64_t, int64_t, int64_t, int64_t, int64_t,
-                                       const int32_t*, int64_t);
+                                       const int32_t*, int64_t, const float*);
 template void attention_forward<double>(double*, double*, const double*, const double*,
                                         const double*, int64_t, int64_t, int64_t, int64_t,
-                                        int64_t, const int32_t*, int64_t);
+                                        int64_t, const int32_t*, int64_t, const double*);
 template void attention_backward<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
-                                        int64_t, int64_t, int64_t, int64_t, int64_t, bool);
+                                        int64_t, int64_t, int64_t, int64_t, int64_t, bool,
+                                        float*);
 template void attention_backward<double>(double*, double*, double*, double*, const double*,
                                          const double*, const double*, const double*,
                                          const double*, int64_t, int64_t, int64_t, int64_t,
-                                         int64_t, bool);
+                                         int64_t, bool, double*);
 
 }  // namespace zt::kernels::cpu

@@ -3,7 +3,10 @@
 //   P[t, s] = exp(scale q_t . k_s - lse_t)                    (s <= t)
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  delta_t = dO_t . O_t
 //   dQ = scale dS K,  dK = scale dS^T Q
-// Three kernels: delta (one warp per row); dK and dV, one block per (key tile, batch,
+// With sinks the forward's lse includes the sink, so P is right as recomputed and
+//   dsink_h = -sum_(b, t) exp(sink_h - lse[b, h, t]) delta[b, h, t]
+// (one block per head, a fixed summation order: deterministic).
+// Three kernels (four with sinks): delta (one warp per row); dK and dV, one block per (key tile, batch,
 // kv head) looping over the group's query heads and the query tiles at or after the key
 // tile (so one block owns its dK, dV rows: no atomics); dQ, one block per (query tile,
 // batch, head) looping over the key tiles up to the diagonal.
@@ -39,6 +42,23 @@ __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out
       delta[(b * H + h) * Tn + t] = s;
     }
   }
+}
+
+// dsink [H] (+)= -sum over (b, t) of p_sink delta; one block per head.
+template <class T>
+__global__ void attention_dsink_kernel(float* dsink, const T* sink, const float* lse,
+                                       const float* delta, int B, int Tn, int H,
+                                       bool accumulate) {
+  __shared__ float scratch[32];
+  const int h = blockIdx.x;
+  const float s = detail::to_f32(sink[h]);
+  float acc = 0.0f;
+  for (int64_t i = threadIdx.x; i < static_cast<int64_t>(B) * Tn; i += blockDim.x) {
+    const int64_t row = (i / Tn * H + h) * Tn + i % Tn;  // [b, h, t]
+    acc -= expf(s - lse[row]) * delta[row];
+  }
+  acc = detail::block_sum(acc, scratch);
+  if (threadIdx.x == 0) dsink[h] = accumulate ? dsink[h] + acc : acc;
 }
 
 template <class T>
@@ -232,7 +252,8 @@ template <class T>
 void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate,
-                        cudaStream_t stream, const int32_t* pos, int64_t window) {
+                        cudaStream_t stream, const int32_t* pos, int64_t window,
+                        const T* sink, float* dsink) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
   detail::dispatch_head_dim(D, [&](auto dim) {
@@ -247,6 +268,13 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
     attention_delta_kernel<T><<<detail::grid_for(rows, kAttnThreads / 32), kAttnThreads, 0,
                                 stream>>>(delta, dout, out, rows, Ti, Hi, kD);
     ZT_CUDA_LAUNCH_CHECK("attention_delta_kernel");
+    if (dsink) {
+      ZT_CHECK(sink != nullptr, "attention_backward with dsink and no sink",
+               "pass the forward's sink logits with their gradient");
+      attention_dsink_kernel<T><<<static_cast<unsigned>(H), kAttnThreads, 0, stream>>>(
+          dsink, sink, lse, delta, static_cast<int>(B), Ti, Hi, accumulate);
+      ZT_CUDA_LAUNCH_CHECK("attention_dsink_kernel");
+    }
 
     const size_t smem_kv =
         sizeof(float) * (2 * BC * (kD + 1) + 2 * BR * (kD + 1) + BC * (BR + 1) + 3 * BR);
@@ -270,11 +298,12 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
 template void attention_backward_zt<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        bool, cudaStream_t, const int32_t*, int64_t);
+                                        bool, cudaStream_t, const int32_t*, int64_t,
+                                        const float*, float*);
 template void attention_backward_zt<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
                                          const bf16_t*, const bf16_t*, const bf16_t*,
                                          const bf16_t*, const float*, int64_t, int64_t, int64_t,
                                          int64_t, int64_t, bool, cudaStream_t, const int32_t*,
-                                         int64_t);
+                                         int64_t, const bf16_t*, float*);
 
 }  // namespace zt::kernels::cuda

@@ -2,7 +2,9 @@
 // (query tile, batch, head); key/value tiles stream through shared memory; each row keeps
 // a running max m and sum l (online softmax) and its output accumulator in registers.
 // Writes out and each row's log-sum-exp m + log(l) for the backward. With positions
-// (packed examples) a query sees only keys from its example's first token on.
+// (packed examples) a query sees only keys from its example's first token on. With sinks
+// (gpt-oss) each row's running max and sum start at the sink's logit and exp(0) = 1: the
+// sink joins the softmax (and the lse) and adds no value.
 #include <algorithm>
 #include <cmath>
 
@@ -20,7 +22,8 @@ using detail::kAttnThreads;
 template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int Tn,
-                             int H, int G, float scale, const int32_t* pos, int window) {
+                             int H, int G, float scale, const int32_t* pos, int window,
+                             const T* sink) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC, TPR = Tile::TPR;
   constexpr int SC = BC / TPR;  // scores per thread per key tile
@@ -47,6 +50,10 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
   for (int i = 0; i < OC; ++i) o[i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
+  if (sink) {  // the sink column: logit sink[h], weight exp(sink - m) = 1 at m = sink
+    m = detail::to_f32(sink[h]);
+    l = 1.0f;
+  }
 
   const int last_key = min(Tn - 1, q0 + BR - 1);  // causal: no key after the tile's last query
   // sliding window: no key before the tile's first query's window (tile-aligned)
@@ -109,7 +116,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <class T>
 void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream,
-                       const int32_t* pos, int64_t window) {
+                       const int32_t* pos, int64_t window, const T* sink) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
   detail::dispatch_head_dim(D, [&](auto dim) {
@@ -124,16 +131,19 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
     kernel<<<grid, kAttnThreads, smem, stream>>>(out, lse, q, k, v, static_cast<int>(Tn),
                                                  static_cast<int>(H), static_cast<int>(G),
                                                  static_cast<float>(1.0 / std::sqrt(double(kD))),
-                                                 pos, static_cast<int>(std::min(window, Tn)));
+                                                 pos, static_cast<int>(std::min(window, Tn)),
+                                                 sink);
     ZT_CUDA_LAUNCH_CHECK("attention_forward_kernel");
   });
 }
 
 template void attention_forward_zt<float>(float*, float*, const float*, const float*,
                                           const float*, int64_t, int64_t, int64_t, int64_t,
-                                          int64_t, cudaStream_t, const int32_t*, int64_t);
+                                          int64_t, cudaStream_t, const int32_t*, int64_t,
+                                          const float*);
 template void attention_forward_zt<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                            const bf16_t*, int64_t, int64_t, int64_t, int64_t,
-                                           int64_t, cudaStream_t, const int32_t*, int64_t);
+                                           int64_t, cudaStream_t, const int32_t*, int64_t,
+                                          const bf16_t*);
 
 }  // namespace zt::kernels::cuda

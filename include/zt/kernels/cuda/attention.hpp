@@ -55,18 +55,21 @@ bool cudnn_attention_available();
 //       given the boundaries; logged once).
 //   window: sliding window w > 0 (keys t - w < s <= t, as the CPU kernel), or 0. On the
 //       cuDNN path its diagonal band (set_diagonal_band_left_bound(w) with the causal mask).
+//   sink [H] T, device, or nullptr: attention sinks (gpt-oss), a logit per query head that
+//       joins each row's softmax and takes no value, as the CPU kernel; lse includes it.
+//       Always zt's kernel.
 // Runs on attention_path(...). All pointers 16-byte aligned for the cuDNN path.
 template <class T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D,
                        cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
-                       int64_t window = 0);
+                       int64_t window = 0, const T* sink = nullptr);
 // zt's own kernel, whatever attention_path says (the tests' GPU reference).
 template <class T>
 void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                           int64_t Tn, int64_t H, int64_t G, int64_t D,
                           cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
-                       int64_t window = 0);
+                          int64_t window = 0, const T* sink = nullptr);
 
 // dq [B, Tn, H, D], dk, dv [B, Tn, G, D] T: accumulated (WRITTEN when !accumulate).
 // delta [B, H, Tn] float: scratch, written here (rowsum(dout * out)).
@@ -75,18 +78,22 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
 // of its group and the query tiles at or after it), one per query tile makes dQ.
 // On the cuDNN path delta is not written (cuDNN keeps its own in its workspace).
 // pos, window: the forward's (packed examples, sliding window; zt's kernel).
+// sink: the forward's sinks (zt's kernel); dsink [H] float, device, or nullptr: their
+// gradient -sum_(b, t) exp(sink_h - lse) delta (accumulated; WRITTEN when !accumulate),
+// one block per head in a fixed order (deterministic). dq, dk, dv need only lse.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate = true,
                         cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
-                       int64_t window = 0);
+                        int64_t window = 0, const T* sink = nullptr, float* dsink = nullptr);
 template <class T>
 void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                            const T* q, const T* k, const T* v, const float* lse, int64_t B,
                            int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate = true,
                            cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
-                       int64_t window = 0);
+                           int64_t window = 0, const T* sink = nullptr,
+                           float* dsink = nullptr);
 
 namespace detail {
 // The cuDNN path itself (attention_cudnn.cpp; bf16 only). Each returns false, after one

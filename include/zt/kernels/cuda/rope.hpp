@@ -9,15 +9,19 @@
 namespace zt::kernels::cuda {
 
 // In place: x [B, Tn, nh, D] T is rotated by +angle (positions 0..Tn-1 per sequence, or
-// pos [B, Tn] int32 on the device: packed examples, as zt::kernels::cpu::rope_forward).
-//   cos, sin [>= Tn, D/2] float, device
+// pos [B, Tn] int32 on the device: packed examples, as zt::kernels::cpu::rope_forward),
+// its first rotary_dim dims of each head (0: all D; partial rotary), the rest unchanged.
+//   cos, sin [>= Tn, rotary_dim/2] float, device
 template <class T>
 void rope_forward(T* x, const float* cos, const float* sin, int64_t B, int64_t Tn, int64_t nh,
-                  int64_t D, cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
+                  int64_t D, cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
+                  int64_t rotary_dim = 0);
 
-// In place: dx holds dL/dy on entry and dL/dx on exit (rotation by -angle).
+// In place: dx holds dL/dy on entry and dL/dx on exit (the transposed map: rotation by
+// -angle with the same tables on the rotary dims, identity on the rest).
 template <class T>
 void rope_backward(T* dx, const float* cos, const float* sin, int64_t B, int64_t Tn, int64_t nh,
-                   int64_t D, cudaStream_t stream = nullptr, const int32_t* pos = nullptr);
+                   int64_t D, cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
+                   int64_t rotary_dim = 0);
 
 }  // namespace zt::kernels::cuda
