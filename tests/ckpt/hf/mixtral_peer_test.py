@@ -157,7 +157,7 @@ def aux_two_ranks(c, torch, zt, work):
 
 
 def main():
-    p = CausalLMPeer(__doc__, t=T, new=12, peers=("safetensors",))
+    p = CausalLMPeer(__doc__, t=T, new=12, peers=("safetensors", "h5py"))
     from transformers import AutoModelForCausalLM, MixtralConfig, MixtralForCausalLM
     torch, c, zt, work = p.torch, p.c, p.zt, p.work
 
