@@ -8,8 +8,11 @@ set(ZT_MPIEXEC_FLAGS --oversubscribe --bind-to none CACHE STRING "Extra flags fo
 # Slurm tests start one), libmunge retries the refused connect for 2.3 s, on every mpirun.
 # That was the ci stage's 777 -> 1,232 s (bench/results/ci-time.md, "CI time, 2026-11-28, 420c689").
 # The local launches use PMIx's native (uid) security either way.
+# OMP_WAIT_POLICY=passive: CTest runs tests side by side on few cores (and zt's CLI tests
+# run 2 OpenMP threads beside another test), so idle OpenMP threads must sleep, not spin
+# (docs/model.md, "Kernels": a spinning step next to other work ran 8x slower). Every test.
 set(ZT_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-    PMIX_MCA_psec=^munge)
+    PMIX_MCA_psec=^munge OMP_WAIT_POLICY=passive)
 
 # zt_add_unit_test(NAME src... LIBS lib... [LABELS ...])
 function(zt_add_unit_test name)
