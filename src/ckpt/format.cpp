@@ -46,8 +46,10 @@ std::string config_to_json(const model::Config& c) {
   nlohmann::json j = nlohmann::json::object();
   for (const ConfigField& f : model::config_fields()) {
     if (!saved(f, c)) continue;
-    auto [obj, key] = attr_slot(j, f.attr);
-    std::visit([&](auto ref) { (*obj)[key] = ref(const_cast<model::Config&>(c)); }, f.ref);
+    // Not a structured binding: the lambda captures it (clang before 16 cannot capture one).
+    const std::pair<nlohmann::json*, std::string> slot = attr_slot(j, f.attr);
+    std::visit([&](auto ref) { (*slot.first)[slot.second] = ref(const_cast<model::Config&>(c)); },
+               f.ref);
   }
   return json_dump(j);
 }
@@ -65,7 +67,9 @@ model::Config config_from_json(const std::string& text, const std::string& file)
   model::Config c;
   try {
     for (const ConfigField& f : model::config_fields()) {
-      auto [obj, key] = attr_slot(j, f.attr);
+      const std::pair<nlohmann::json*, std::string> slot = attr_slot(j, f.attr);  // captured below
+      nlohmann::json* const obj = slot.first;
+      const std::string& key = slot.second;
       // Required: the fields always written, and every field of a present object.
       const bool required = f.save == ConfigField::kAlways || obj != &j;
       if (obj->is_null() || (!required && !obj->contains(key))) continue;
