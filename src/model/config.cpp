@@ -67,6 +67,15 @@ bool Config::qkv_bias() const {
 }
 bool Config::o_bias() const { return row_of(*this).bias == Family::kFromFlag && attention_bias; }
 bool Config::qk_norm() const { return row_of(*this).qk_norm; }
+double Config::norm_offset() const { return row_of(*this).norm_offset; }
+bool Config::sandwich_norms() const { return row_of(*this).sandwich; }
+bool Config::gelu_mlp() const { return row_of(*this).gelu_mlp; }
+bool Config::embed_scale() const { return row_of(*this).embed_scale; }
+double Config::query_scale() const {
+  return query_pre_attn_scalar > 0
+             ? std::sqrt(static_cast<double>(head_dim()) / query_pre_attn_scalar)
+             : 1.0;
+}
 
 bool Config::moe_layer(int64_t l) const {
   if (!moe() || (l + 1) % std::max<int64_t>(decoder_sparse_step, 1) != 0) return false;
@@ -240,6 +249,7 @@ void Config::validate() const {
                           static_cast<long long>(layers)),
                      "layers from it on use model.sliding_window; 0 makes every layer slide.");
   }
+  validate_schedule();
   // The parameter count and the 16 bytes of fp32 model states per parameter must fit in
   // 64 bits (num_params() and every size derived from it compute unchecked).
   const char* hint = "lower model.hidden, model.intermediate, model.layers or model.vocab; "
@@ -253,7 +263,7 @@ void Config::validate() const {
   const int64_t mlp = add(mul(std::max<int64_t>(experts, 1), add(mul(3, mul(hidden, width)), hidden)),
                           mul(3, mul(hidden, add(shared_expert_intermediate, 1))));
   const int64_t block = add(
-      add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))), add(mlp, mul(2, hidden))),
+      add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))), add(mlp, mul(4, hidden))),
       add(mul(2, add(q_dim(), kv)), mul(2, head_dim())));  // a bound on biases and q/k norms
   const int64_t embedding = mul(vocab, hidden);
   const int64_t total =
@@ -342,7 +352,57 @@ void Config::validate_experts() const {
                      "use a dense family (qwen2, qwen3) for a model without experts.");
 }
 
+void Config::validate_schedule() const {
+  const char* hint = "model.layer_types holds one letter per layer: s (sliding_attention: "
+                     "model.sliding_window) or f (full_attention), e.g. sssssf for Gemma 3's 5:1; "
+                     "empty: the model.first_sliding_layer rule";
+  if (!layer_types.empty()) {
+    if (static_cast<int64_t>(layer_types.size()) != layers)
+      throw InputError(strf("model.layer_types has %zu letters for %lld layers", layer_types.size(),
+                            static_cast<long long>(layers)),
+                       hint);
+    if (first_sliding_layer != 0)
+      throw InputError("model.layer_types and model.first_sliding_layer are both set",
+                       "give one schedule: layer_types (any pattern) or first_sliding_layer.");
+    for (size_t i = 0; i < layer_types.size(); ++i) {
+      const char t = layer_types[i];
+      if (t == 'l')
+        throw InputError(strf("model.layer_types: layer %zu is linear_attention (Qwen3.5's), "
+                              "which zt does not implement",
+                              i),
+                         "zt implements sliding_attention (s) and full_attention (f) layers.");
+      if (t != 's' && t != 'f')
+        throw InputError(strf("model.layer_types: layer %zu is '%c'", i, t), hint);
+    }
+    if (layer_types.find('s') != std::string::npos && sliding_window <= 0)
+      throw InputError("model.layer_types names sliding layers while model.sliding_window is 0",
+                       "set model.sliding_window (Gemma 3: 512), or make every layer f.");
+  }
+  const auto non_negative = [](double v, const char* field, const char* what) {
+    if (!(v >= 0) || !std::isfinite(v))
+      throw InputError(strf("model.%s = %g: must be a finite number >= 0", field, v), what);
+  };
+  non_negative(rope_local_theta, "rope_local_theta",
+               "the sliding layers' RoPE base (Gemma 3: 10000); 0: the full layers' RoPE.");
+  non_negative(query_pre_attn_scalar, "query_pre_attn_scalar",
+               "scores are scaled by query_pre_attn_scalar^-0.5 (Gemma 3 1B: 256); 0: head_dim.");
+  non_negative(final_logit_softcap, "final_logit_softcap",
+               "logits are capped as cap tanh(logits / cap) (Gemma 2: 30); 0: none.");
+  if (attn_logit_softcap != 0)
+    throw InputError(strf("model.attn_logit_softcap = %g: zt's attention kernels do not "
+                          "soft-cap scores yet",
+                          attn_logit_softcap),
+                     "leave it 0 (Gemma 3 sets attn_logit_softcapping null; Gemma 2 is not "
+                     "imported yet).");
+}
+
 void Config::validate_for_device() const {
+  if (norm_offset() != 0 || sandwich_norms() || gelu_mlp() || embed_scale() ||
+      rope_local_theta > 0 || query_pre_attn_scalar > 0 || final_logit_softcap > 0)
+    throw InputError("model family '" + family + "' on the GPU: the GPU model does not have "
+                     "Gemma's block yet ((1 + w) norms, sandwich norms, GeGLU, per-type RoPE, "
+                     "query_pre_attn_scalar, soft-caps)",
+                     "train or generate it on the CPU (train.device = cpu).");
   if (experts > kMaxDeviceExperts)
     throw InputError(strf("model.experts = %lld with model family '%s' on the GPU: its router "
                           "takes at most %lld experts",
@@ -387,7 +447,8 @@ int64_t Config::num_block_params(int64_t l) const {
   const int64_t attn = hidden * q_dim() /*q*/ + 2 * hidden * kv_dim() /*k, v*/ +
                        q_dim() * hidden /*o*/;
   const int64_t bias = (qkv_bias() ? q_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
-  const int64_t norms = 2 * hidden + (qk_norm() ? 2 * head_dim() : 0);  // + q/k norms
+  const int64_t norms = (sandwich_norms() ? 4 : 2) * hidden +
+                        (qk_norm() ? 2 * head_dim() : 0);  // + q/k norms
   if (!moe_layer(l)) return attn + bias + 3 * hidden * intermediate /*gate, up, down*/ + norms;
   const int64_t shared = shared_expert() ? 3 * hidden * shared_expert_intermediate + hidden : 0;
   return attn + bias + experts * (3 * hidden * expert_width() + hidden) /*experts, router [E, C]*/ +

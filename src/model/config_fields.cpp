@@ -142,6 +142,22 @@ const ConfigField kFields[] = {
      .help = "override: layers from this one on use model.sliding_window, earlier ones attend "
              "in full (Qwen's max_window_layers; 0: every layer)",
      .inert = no_window},
+    {.key = "layer_types", .attr = "layer_types", .hf = "layer_types", .ref = ZT_FIELD(layer_types),
+     .help = "override: the attention schedule, one letter per layer: s sliding (model."
+             "sliding_window), f full, e.g. sssssf (Gemma 3); empty: model.first_sliding_layer"},
+    {.key = "rope_local_theta", .attr = "rope_local_theta", .hf = "rope_local_base_freq",
+     .ref = ZT_FIELD(rope_local_theta), .min = 0, .max = 1e12,
+     .help = "override: RoPE base of the sliding layers, unscaled (Gemma 3: 10000; 0: the full "
+             "layers' RoPE)"},
+    {.key = "query_pre_attn_scalar", .attr = "query_pre_attn_scalar", .hf = "query_pre_attn_scalar",
+     .ref = ZT_FIELD(query_pre_attn_scalar), .min = 0, .max = 1e12,
+     .help = "override: attention scores scaled by this^-0.5 (Gemma; 0: head_dim)"},
+    {.key = "final_logit_softcap", .attr = "final_logit_softcap", .hf = "final_logit_softcapping",
+     .ref = ZT_FIELD(final_logit_softcap), .min = 0, .max = 1e12,
+     .help = "override: logits capped as cap tanh(logits / cap) (Gemma 2: 30; 0: none)"},
+    {.key = "attn_logit_softcap", .attr = "attn_logit_softcap", .hf = "attn_logit_softcapping",
+     .ref = ZT_FIELD(attn_logit_softcap), .min = 0, .max = 0,
+     .help = "attention score soft-cap (Gemma 2's; not implemented: 0 only)"},
     {.key = "mlp_only_layers", .attr = "mlp_only_layers", .hf = "mlp_only_layers",
      .ref = ZT_FIELD(mlp_only_layers), .resume = F::kLayers,
      .help = "override: layers with the dense MLP among the experts' ones, comma-separated "

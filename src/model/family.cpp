@@ -43,6 +43,13 @@ const Family kFamilies[] = {
      .qk_norm = true, .moe = F::kQwen, .bias_key = "attention_bias", .window = F::kQwenAll,
      .hf = {.kv_heads = 4, .context = 32768, .sliding_window = 4096, .experts = 128,
             .experts_per_token = 8, .moe_intermediate = 768}},
+    // Gemma 3's text model: (1 + w) norms, the sandwich, GeGLU, scaled embeddings, q/k
+    // norms; layer_types with a RoPE per type (hf_schedule.cpp).
+    {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .bias = F::kFromFlag,
+     .qk_norm = true, .norm_offset = 1.0, .sandwich = true, .gelu_mlp = true,
+     .embed_scale = true, .bias_key = "attention_bias", .window = F::kLayerTypes,
+     .hf = {.kv_heads = 4, .context = 131072, .rope_theta = 1e6, .head_dim = 256,
+            .sliding_window = 4096}},
 };
 
 }  // namespace

@@ -52,11 +52,34 @@ struct Config {
   // Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer).
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
-  // Layers first_sliding_layer .. layers-1 use sliding_window, the ones before attend in full
-  // (Qwen's max_window_layers; transformers 5's layer_types = full x this, then sliding).
+  // The per-layer attention schedule (docs/model.md "Attention schedule"): layer_types
+  // holds one letter per layer, 's' sliding (attends with sliding_window, rotates with the
+  // sliding layers' RoPE) or 'f' full (causal, rope_theta + rope_scaling); 'l' (Qwen3.5's
+  // linear_attention) is refused by name. Empty: the layers from first_sliding_layer on
+  // slide when sliding_window > 0 (Qwen's max_window_layers; 0: every layer, Mistral's).
+  std::string layer_types;
   int64_t first_sliding_layer = 0;
-  // The window layer l attends with (0: full causal).
-  int64_t window(int64_t l) const { return l >= first_sliding_layer ? sliding_window : 0; }
+  // The RoPE of the sliding layers: base rope_local_theta without scaling (Gemma 3's
+  // rope_local_base_freq); 0: the full layers' RoPE (rope_theta, rope_scaling).
+  double rope_local_theta = 0.0;
+  bool sliding(int64_t l) const {
+    return layer_types.empty() ? sliding_window > 0 && l >= first_sliding_layer
+                               : layer_types[static_cast<size_t>(l)] == 's';
+  }
+  // The window layer l attends with (0: full causal), and whether it rotates with the
+  // sliding layers' own RoPE (rope_local_theta).
+  int64_t window(int64_t l) const { return sliding(l) ? sliding_window : 0; }
+  bool local_rope(int64_t l) const { return rope_local_theta > 0 && sliding(l); }
+  // Gemma's attention and head (the other families leave them 0): scores scaled by
+  // query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (0: head_dim); the final logits
+  // soft-capped as cap tanh(logits / cap) (0: none). attn_logit_softcap (Gemma 2's
+  // attn_logit_softcapping) is refused when set: the attention kernels do not cap yet.
+  double query_pre_attn_scalar = 0.0;
+  double final_logit_softcap = 0.0;
+  double attn_logit_softcap = 0.0;
+  // The factor q is multiplied by before attention's head_dim^-0.5: 1 unless
+  // query_pre_attn_scalar is set.
+  double query_scale() const;
 
   // Presets (shapes as in the published Hugging Face config.json of each model):
   //   tiny            byte vocab 256, hidden 128, 4 layers, 4 heads, 2 KV heads,
@@ -105,6 +128,9 @@ struct Config {
   // bounds below, a rope_scaling of another type or with out-of-range factors.
   void validate() const;
   void validate_rope_scaling() const;  // the part of validate() for rope_scaling
+  // The part for the attention schedule (layer_types, rope_local_theta) and Gemma's
+  // scalars (query_pre_attn_scalar, the soft-caps).
+  void validate_schedule() const;
   // The part for the experts: experts > 0 exactly for the MoE families, 1 <=
   // experts_per_token <= experts <= kMaxExperts, router_aux_loss_coef finite >= 0, the
   // Qwen MoE fields only where the family has them.
@@ -127,6 +153,13 @@ struct Config {
   bool qkv_bias() const;
   bool o_bias() const;
   bool qk_norm() const;
+  // Gemma's block (family row): the RMSNorm weight offset (1: (1 + w); 0: w), the sandwich
+  // (post-attention and post-feed-forward norms), the tanh-GELU GeGLU MLP instead of
+  // SwiGLU, the embeddings multiplied by sqrt(hidden).
+  double norm_offset() const;
+  bool sandwich_norms() const;
+  bool gelu_mlp() const;
+  bool embed_scale() const;
   bool moe() const { return experts > 0; }
   bool moe_layer(int64_t l) const;  // layer l's MLP is the experts (moe() and the rules above)
   int64_t moe_layer_count() const;

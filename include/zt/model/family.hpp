@@ -28,14 +28,22 @@ struct Family {
   // tensor names (mlp.experts.E.gate_proj/up_proj/down_proj).
   enum Moe : uint8_t { kDense, kMixtral, kQwen } moe = kDense;
   bool shared_expert = false;  // the MoE MLP has Qwen2-MoE's shared expert
+  // Gemma's block: RMSNorm weights as (norm_offset + w); post-attention and post-feed-forward
+  // norms (the sandwich); GeGLU with tanh-GELU; embeddings times sqrt(hidden).
+  double norm_offset = 0.0;
+  bool sandwich = false;
+  bool gelu_mlp = false;
+  bool embed_scale = false;
 
   // config.json: the key read into attention_bias (nullptr: none), mlp_bias (must be false).
   const char* bias_key = nullptr;
   bool mlp_bias_key = false;
   // The sliding-window keys: kNoWindow none; kMistral sliding_window (null: full), every
   // layer; kQwenLayers use_sliding_window, sliding_window, max_window_layers, layer_types
-  // (full layers, then sliding); kQwenAll use_sliding_window + sliding_window, every layer.
-  enum Window : uint8_t { kNoWindow, kMistral, kQwenLayers, kQwenAll } window = kNoWindow;
+  // (full layers, then sliding); kQwenAll use_sliding_window + sliding_window, every layer;
+  // kLayerTypes layer_types (any pattern; absent: sliding_window_pattern, transformers 4's
+  // Gemma 3), sliding_window, rope_local_base_freq (hf_schedule.cpp).
+  enum Window : uint8_t { kNoWindow, kMistral, kQwenLayers, kQwenAll, kLayerTypes } window = kNoWindow;
   // kQwenLayers without layer_types: every other layer below max_window_layers slides,
   // from layer 0 (transformers 5's Qwen2MoeConfig), instead of the layers from it on.
   bool window_alternates = false;

@@ -15,6 +15,9 @@
 //                               (model.layers.l.self_attn.q_norm.weight      [D]    qk_norm())
 //                               (model.layers.l.self_attn.k_norm.weight      [D]    qk_norm())
 //                                model.layers.l.post_attention_layernorm.weight [C]
+//                               (Gemma's sandwich: post_attention_layernorm norms the
+//                                attention's output, then pre_feedforward_layernorm [C] here,
+//                                post_feedforward_layernorm [C] after the MLP)
 //                                model.layers.l.mlp.gate_proj.weight         [I, C]
 //                                model.layers.l.mlp.up_proj.weight           [I, C]
 //                                model.layers.l.mlp.down_proj.weight         [C, I]
@@ -104,6 +107,10 @@ struct UnitInfo {
 struct BlockOffsets {
   int64_t input_norm, q, k, v, o, post_norm, gate, up, down;
   int64_t q_bias = -1, k_bias = -1, v_bias = -1, o_bias = -1, q_norm = -1, k_norm = -1;
+  // Gemma's sandwich (Config::sandwich_norms()): the norms of the attention's and the MLP's
+  // outputs (HF post_attention_layernorm, post_feedforward_layernorm); post_norm is then
+  // HF's pre_feedforward_layernorm.
+  int64_t attn_out_norm = -1, mlp_out_norm = -1;
   // Mixture of experts (gate, up and down are -1 then): the router and the experts.
   int64_t router = -1, experts_gate_up = -1, experts_down = -1;
   // qwen2_moe's shared expert (Config::shared_expert()) and its gate [1, C].
