@@ -16,20 +16,23 @@
 #include "zt/ckpt/format.hpp"
 #include "zt/model/config_fields.hpp"
 #include "zt/model/family.hpp"
+#include "hf_json.hpp"
 
 namespace zt::ckpt {
 namespace {
-
-using json = nlohmann::json;
-
 constexpr const char* kHint =
     "zt imports Llama-architecture models (LlamaForCausalLM, MistralForCausalLM, "
     "Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-    "Qwen3MoeForCausalLM: RMSNorm, RoPE (default, linear or llama3 scaling), SwiGLU; Qwen's "
-    "biases and q/k norms, Mistral's sliding window, Mixtral's and Qwen's experts); "
+    "Qwen3MoeForCausalLM, Gemma3ForCausalLM: RMSNorm, RoPE (default, linear or llama3 "
+    "scaling), SwiGLU; Qwen's biases and q/k norms, Mistral's sliding window, Mixtral's and "
+    "Qwen's experts, Gemma 3's block and layer_types); "
     "docs/model.md lists every config.json field and the family table";
 
 using model::Family;
+
+}  // namespace
+
+namespace hfj {
 
 const Family::Defaults& hf_defaults(const std::string& model_type) {
   return model::family(model_type).hf;
@@ -52,7 +55,7 @@ std::string held(const json& j, const std::string& key, const std::string& famil
 }
 
 int64_t get_int(const json& j, const std::string& key, const std::string& where,
-                std::optional<int64_t> fallback = std::nullopt) {
+                std::optional<int64_t> fallback) {
   if (!j.contains(key) || j.at(key).is_null()) {
     if (fallback) return *fallback;
     bad(where, key, "is missing (zt has no default for it; set it)");
@@ -132,6 +135,25 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
   }
   *scaling = s;
 }
+
+json rope_dict(const kernels::RopeScaling& r) {
+  if (r.type == "linear") return {{"rope_type", "linear"}, {"factor", r.factor}};
+  if (r.type == "llama3")
+    return {{"rope_type", "llama3"},
+            {"factor", r.factor},
+            {"low_freq_factor", r.low_freq_factor},
+            {"high_freq_factor", r.high_freq_factor},
+            {"original_max_position_embeddings", r.original_context}};
+  return {{"rope_type", "default"}};
+}
+
+std::string hint() { return kHint; }
+
+}  // namespace hfj
+
+namespace {
+
+using namespace hfj;
 
 // RoPE settings from either form: transformers 4's rope_theta + rope_scaling or
 // Qwen's sliding window, as transformers 5's Qwen2Config/Qwen3Config: sliding_window counts
@@ -328,6 +350,8 @@ void read_rope(const json& j, const std::string& where, model::Config& m) {
 
 }  // namespace
 
+using namespace hfj;
+
 HfConfig parse_hf_config(const std::string& json_text, const std::string& where) {
   const json j = parse_json_strict(json_text, "config '" + where + "'", kHint);
   if (!j.is_object()) throw InputError("config '" + where + "' is not a JSON object", kHint);
@@ -343,7 +367,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
       bad(where, "architectures", "is " + describe_json(a) + "; a \"" + fam->model_type +
                                       "\" model is [\"" + fam->architecture + "\"]");
   }
-  if (fam->window != Family::kQwenLayers && present(j, "layer_types"))
+  if (fam->window != Family::kQwenLayers && fam->window != Family::kLayerTypes &&
+      present(j, "layer_types"))
     bad(where, "layer_types",
         "is set (" + describe_json(j.at("layer_types")) + ": per-layer attention kinds, as "
         "Ministral's); a " + fam->model_type + " model's layers all attend alike in zt");
@@ -351,7 +376,7 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
       fam->bias_key && get_bool(j, fam->bias_key, where, hf_defaults(fam->model_type).attention_bias);
   if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
-  if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
+  if (!fam->gelu_mlp && j.contains("hidden_act") && j.at("hidden_act") != "silu")
     bad(where, "hidden_act", "is " + describe_json(j.at("hidden_act")) + "; zt's MLP is SwiGLU (\"silu\")");
   // pretraining_tp > 1 only splits transformers 4's matmuls into slices (the same sums).
   if (get_int(j, "pretraining_tp", where, 1) < 1)
@@ -387,7 +412,10 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   m.kv_heads = size("num_key_value_heads", model::Config::kMaxHeads, defaults.kv_heads.value_or(m.heads));
   m.intermediate = size("intermediate_size", model::Config::kMaxIntermediate);
   m.context = size("max_position_embeddings", model::Config::kMaxContext, defaults.context);
-  read_rope(j, where, m);
+  if (fam->window == Family::kLayerTypes)
+    read_layer_schedule(j, where, m);  // RoPE per layer type, Gemma's scalars
+  else
+    read_rope(j, where, m);
   m.norm_eps = get_double(j, "rms_norm_eps", where, defaults.norm_eps);
   m.tied_embeddings = get_bool(j, "tie_word_embeddings", where, false);
   // head_dim: the key, else the family's default (qwen3: 128), else hidden / heads (kept as
@@ -447,6 +475,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
                          std::to_string(cfg.first_sliding_layer) +
                          " layers attend in full has no Hugging Face form",
                      "zt writes per-layer sliding windows as Qwen's (model.family = qwen2, qwen3)");
+  check_schedule_exportable(cfg, *fam);
   if (cfg.sliding_window > 0 && fam->window == Family::kNoWindow)
     throw InputError("a " + cfg.family + " model with a sliding window has no Hugging Face form",
                      "zt writes a sliding window as Mistral's (model.family = mistral)");
@@ -465,15 +494,8 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   // RoPE in both forms: transformers 5's rope_parameters (what it writes) and transformers
   // 4's rope_theta + rope_scaling (what it reads); transformers 5 reads either.
   const kernels::RopeScaling& r = cfg.rope_scaling;
-  json scaling = nullptr;
-  if (r.type == "linear") scaling = {{"rope_type", "linear"}, {"factor", r.factor}};
-  if (r.type == "llama3")
-    scaling = {{"rope_type", "llama3"},
-               {"factor", r.factor},
-               {"low_freq_factor", r.low_freq_factor},
-               {"high_freq_factor", r.high_freq_factor},
-               {"original_max_position_embeddings", r.original_context}};
-  json params = scaling.is_null() ? json{{"rope_type", "default"}} : scaling;
+  json params = rope_dict(r);
+  const json scaling = r.type == "default" ? json(nullptr) : params;
   params["rope_theta"] = cfg.rope_theta;
   j["rope_parameters"] = params;
   j["rope_theta"] = cfg.rope_theta;
@@ -499,6 +521,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
     j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
   }
   if (fam->moe != Family::kDense) write_moe(cfg, fam->moe, j);
+  if (fam->window == Family::kLayerTypes) write_layer_schedule(cfg, j);
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;

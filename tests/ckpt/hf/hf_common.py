@@ -217,22 +217,27 @@ def rope_inv_freq_f64(torch, params, dim):
     return inv
 
 
-def rope_f64(self, x, position_ids):
+def rope_f64(self, x, position_ids, layer_type=None):
     """A rotary embedding module's forward with the inverse frequencies, angles, cos and
-    sin in float64 (transformers computes them in float32), cast to x's dtype."""
+    sin in float64 (transformers computes them in float32), cast to x's dtype; with
+    layer_type (Gemma 3's RoPE per layer type) that type's rope_parameters."""
     import torch
     cfg = self.config
     dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    inv = rope_inv_freq_f64(torch, cfg.rope_parameters, dim)
+    params = cfg.rope_parameters[layer_type] if layer_type else cfg.rope_parameters
+    inv = rope_inv_freq_f64(torch, params, dim)
     freqs = position_ids[..., None].double() * inv
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
 
 def rmsnorm_f64(self, x):
-    """An RMSNorm module's forward (Llama's, Mistral's, Qwen's) without its cast to float32."""
+    """An RMSNorm module's forward (Llama's, Mistral's, Qwen's; Gemma's (1 + w)) without its
+    cast to float32."""
     import torch
     variance = x.pow(2).mean(-1, keepdim=True)
+    if type(self).__name__.startswith("Gemma"):
+        return (1.0 + self.weight) * (x * torch.rsqrt(variance + self.eps))
     return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
 
 
@@ -533,13 +538,15 @@ class CausalLMPeer:
     def hf_run(self, folder):
         return hf_llama_run(self.torch, folder, self.ids, self.new)
 
-    def imported(self, name, model_cls, cfg, saved):
-        """Saves model_cls(cfg) (seed 1, float32) to WORK/name with save_pretrained, checks
-        its config.json holds `saved` (key: value), imports it and checks zt against
-        transformers (check_against_hf). Returns (folder, h5, hf, z, tol), or None when
-        the import failed."""
+    def imported(self, name, model_cls, cfg, saved, prepare=None):
+        """Saves model_cls(cfg) (seed 1, float32; prepare(model) first when given) to
+        WORK/name with save_pretrained, checks its config.json holds `saved` (key: value),
+        imports it and checks zt against transformers (check_against_hf). Returns (folder,
+        h5, hf, z, tol), or None when the import failed."""
         self.torch.manual_seed(1)
         model = model_cls(cfg).to(self.torch.float32)
+        if prepare:
+            prepare(model)
         folder = os.path.join(self.work, name)
         model.save_pretrained(folder, safe_serialization=True)
         got = json.load(open(os.path.join(folder, "config.json")))
