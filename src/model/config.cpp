@@ -45,7 +45,7 @@ std::vector<std::string> Config::preset_names() {
   return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
           "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b",
-          "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b"};
+          "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b", "gemma-3-1b"};
 }
 
 namespace {
@@ -169,6 +169,20 @@ Config Config::preset(std::string_view name) {
     c.attention_bias = true;  // HF's qkv_bias
     c.shared_expert_intermediate = 5632;
     c.norm_topk_prob = false;
+    return c;
+  }
+  // google/gemma-3-1b-pt's config.json (gemma3_text): head_dim 256, 5 sliding layers (window
+  // 512, RoPE base 1e4) to 1 full (1e6), query_pre_attn_scalar 256, tied.
+  if (name == "gemma-3-1b") {
+    Config c = make("gemma-3-1b", 262144, 1152, 26, 4, 1, 6912, 32768, 1e-6);
+    c.family = "gemma3_text";
+    c.head_dim_ = 256;
+    c.tied_embeddings = true;
+    c.rope_theta = 1e6;
+    c.rope_local_theta = 1e4;
+    c.sliding_window = 512;
+    for (int64_t l = 0; l < c.layers; ++l) c.layer_types += (l + 1) % 6 != 0 ? 's' : 'f';
+    c.query_pre_attn_scalar = 256;
     return c;
   }
   std::string known;

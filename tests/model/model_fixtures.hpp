@@ -36,6 +36,21 @@ inline model::Config small_config(bool tied = false) {
 
 // The small config as Qwen2 (q/k/v biases) and as Qwen3 (q/k norms, head_dim 6 with
 // hidden / heads = 4, and attention_bias: q/k/v and o biases).
+// The small config as Gemma 3 (gemma3_text): (1 + w) sandwich norms, GeGLU, scaled
+// embeddings, q/k norms, head_dim 6, a sliding layer (window 2, its own RoPE base) then a
+// full one (linear-scaled RoPE), query_pre_attn_scalar 5, the final soft-cap 1.5.
+inline model::Config small_gemma(bool tied = false) {
+  model::Config c = small_config(tied);
+  c.family = "gemma3_text";
+  c.head_dim_ = 6;
+  c.layer_types = "sf";
+  c.sliding_window = 2;
+  c.rope_local_theta = 100.0;
+  c.rope_scaling = {.type = "linear", .factor = 2.0};
+  c.query_pre_attn_scalar = 5.0;
+  c.final_logit_softcap = 1.5;
+  return c;
+}
 inline model::Config small_qwen2(bool tied = false) {
   model::Config c = small_config(tied);
   c.family = "qwen2";

@@ -106,6 +106,9 @@ struct Config {
   //   qwen1.5-moe-a2.7b Qwen/Qwen1.5-MoE-A2.7B (qwen2_moe): 2048 / 24 / 16 / 16 / 5632 /
   //                   151936 / 8192, q/k/v biases, 60 experts of 1408, 4 per token, shared
   //                   expert 5632
+  //   gemma-3-1b      google/gemma-3-1b-pt (gemma3_text): 1152 / 26 / 4 / 1 / 6912 / 262144 /
+  //                   32768, head_dim 256, tied, 5 sliding (512, theta 1e4) : 1 full (1e6),
+  //                   query_pre_attn_scalar 256: 999,885,952
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
 
