@@ -96,7 +96,10 @@ void read_layer_schedule(const json& j, const std::string& where, model::Config&
     bad(where, "query_pre_attn_scalar", "is " + describe_json(j.at("query_pre_attn_scalar")) +
                                             "; it must be > 0");
   m.final_logit_softcap = get_double(j, "final_logit_softcapping", where, 0.0);
-  m.attn_logit_softcap = get_double(j, "attn_logit_softcapping", where, 0.0);
+  if (get_double(j, "attn_logit_softcapping", where, 0.0) != 0.0)
+    bad(where, "attn_logit_softcapping", "is " + describe_json(j.at("attn_logit_softcapping")) +
+                                             "; zt's attention does not soft-cap scores (Gemma "
+                                             "2's); Gemma 3 sets it null");
 }
 
 void write_layer_schedule(const model::Config& cfg, json& j) {

@@ -402,12 +402,6 @@ void Config::validate_schedule() const {
                "scores are scaled by query_pre_attn_scalar^-0.5 (Gemma 3 1B: 256); 0: head_dim.");
   non_negative(final_logit_softcap, "final_logit_softcap",
                "logits are capped as cap tanh(logits / cap) (Gemma 2: 30); 0: none.");
-  if (attn_logit_softcap != 0)
-    throw InputError(strf("model.attn_logit_softcap = %g: zt's attention kernels do not "
-                          "soft-cap scores yet",
-                          attn_logit_softcap),
-                     "leave it 0 (Gemma 3 sets attn_logit_softcapping null; Gemma 2 is not "
-                     "imported yet).");
 }
 
 void Config::validate_for_device() const {

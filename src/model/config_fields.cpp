@@ -155,9 +155,6 @@ const ConfigField kFields[] = {
     {.key = "final_logit_softcap", .attr = "final_logit_softcap", .hf = "final_logit_softcapping",
      .ref = ZT_FIELD(final_logit_softcap), .min = 0, .max = 1e12,
      .help = "override: logits capped as cap tanh(logits / cap) (Gemma 2: 30; 0: none)"},
-    {.key = "attn_logit_softcap", .attr = "attn_logit_softcap", .hf = "attn_logit_softcapping",
-     .ref = ZT_FIELD(attn_logit_softcap), .min = 0, .max = 0,
-     .help = "attention score soft-cap (Gemma 2's; not implemented: 0 only)"},
     {.key = "mlp_only_layers", .attr = "mlp_only_layers", .hf = "mlp_only_layers",
      .ref = ZT_FIELD(mlp_only_layers), .resume = F::kLayers,
      .help = "override: layers with the dense MLP among the experts' ones, comma-separated "

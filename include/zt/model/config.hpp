@@ -72,11 +72,10 @@ struct Config {
   bool local_rope(int64_t l) const { return rope_local_theta > 0 && sliding(l); }
   // Gemma's attention and head (the other families leave them 0): scores scaled by
   // query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (0: head_dim); the final logits
-  // soft-capped as cap tanh(logits / cap) (0: none). attn_logit_softcap (Gemma 2's
-  // attn_logit_softcapping) is refused when set: the attention kernels do not cap yet.
+  // soft-capped as cap tanh(logits / cap) (0: none). Gemma 2's attn_logit_softcapping is
+  // refused at import: the attention kernels do not cap scores yet.
   double query_pre_attn_scalar = 0.0;
   double final_logit_softcap = 0.0;
-  double attn_logit_softcap = 0.0;
   // The factor q is multiplied by before attention's head_dim^-0.5: 1 unless
   // query_pre_attn_scalar is set.
   double query_scale() const;

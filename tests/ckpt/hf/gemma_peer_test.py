@@ -18,8 +18,9 @@ norms, which would hide them; near 0 the tied model's continuation repeats one t
   - sensitivity: the window +-1, the sliding layers' theta, the full layers' theta,
     query_pre_attn_scalar, the final soft-cap and the norm offset (every norm weight + 1)
     each move transformers' logits by more than 10 x the tolerance
-  - bad input: a layer_types of the wrong length, an unknown layer type and
-    linear_attention exit 2 naming config.json, layer_types and what is wrong
+  - bad input: a layer_types of the wrong length, an unknown layer type, linear_attention,
+    attn_logit_softcapping set, a scaled sliding-layer RoPE: exit 2 naming config.json,
+    the field and what is wrong, nothing written
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import json
@@ -107,17 +108,25 @@ def main():
                     "final_logit_softcapping", "tie_word_embeddings"))
     # Bad input: exit 2 naming the file and the field.
     folder = os.path.join(p.work, cases[0][0])
-    for tag, types, says in (("short", ["sliding_attention"] * 5, "num_hidden_layers (6)"),
-                             ("unknown", ["sliding_attention"] * 5 + ["chunked_attention"],
-                              '"chunked_attention"'),
-                             ("linear", ["sliding_attention"] * 5 + ["linear_attention"],
-                              "Qwen3.5's linear attention")):
-        bad = with_config(folder, f"{folder}-bad-{tag}", layer_types=types)
+    short, sliding = ["sliding_attention"] * 5, "sliding_attention"
+    for tag, change, field, says in (
+            ("short", dict(layer_types=short), "layer_types", "num_hidden_layers (6)"),
+            ("unknown", dict(layer_types=short + ["chunked_attention"]), "layer_types",
+             '"chunked_attention"'),
+            ("linear", dict(layer_types=short + ["linear_attention"]), "layer_types",
+             "Qwen3.5's linear attention"),
+            ("attn-softcap", dict(attn_logit_softcapping=50.0), "attn_logit_softcapping",
+             "does not soft-cap"),
+            ("sliding-scaled", dict(rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                sliding: {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}),
+             "rope_parameters.sliding_attention.rope_type", "without scaling")):
+        bad = with_config(folder, f"{folder}-bad-{tag}", **change)
         rc, out = run_zt(p.zt, "convert", "hf-to-h5", bad, bad + ".h5")
-        c.check(rc == 2 and "config.json" in out and "'layer_types'" in out and says in out
+        c.check(rc == 2 and "config.json" in out and f"'{field}'" in out and says in out
                 and not os.path.exists(bad + ".h5"),
-                f"bad layer_types ({tag}): exit {rc} naming config.json, layer_types and "
-                f"{says}; nothing written")
+                f"bad input ({tag}): exit {rc} naming config.json, {field} and {says}; nothing "
+                f"written")
     c.finish()
 
 
