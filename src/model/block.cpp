@@ -44,7 +44,7 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   cpu::rope_forward(a.k.data(), cos, sin, B, T, G, D, pos);
   scale_by(a.q.data(), N * H * D, cfg.query_scale());
   cpu::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
-                       H, G, D, pos, cfg.window(l));
+                       H, G, D, pos, cfg.window(l), at(p, o.sinks));
   attn_out(l, p, a, x_in, N);
   mlp_forward(l, p, x_out, a, N);
 }
@@ -121,7 +121,7 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
   cpu::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
   scale_by(a.q.data(), n * H * D, cfg.query_scale());
   cpu::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D,
-                      cfg.window(l));
+                      cfg.window(l), at(p, o.sinks));
   attn_out(l, p, a, x_in, n);
   mlp_forward(l, p, x_out, a, n);
 }
@@ -153,9 +153,12 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
                           p + o.attn_out_norm, a.rstd_o.data(), N, C, false, off);
   proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), sandwich ? dxn.data() : dres.data(),
                 a.att.data(), p + o.o, N, H * D, C, /*accumulate_dx=*/false, g(o.o_bias));
+  R* dsink = g(o.sinks);  // the kernel writes d sink: into dsink_, then added to the gradient
+  if (dsink) dsink_.resize(static_cast<size_t>(H));
   cpu::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
                         a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
-                        /*accumulate=*/false);
+                        /*accumulate=*/false, dsink ? dsink_.data() : nullptr);
+  for (int64_t h = 0; dsink && h < H; ++h) dsink[h] += dsink_[static_cast<size_t>(h)];
   scale_by(dq.data(), N * H * D, cfg.query_scale());
   const auto [cos, sin] = rope_of(l);
   cpu::rope_backward(dq.data(), cos, sin, B, T, H, D, pos);

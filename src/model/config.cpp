@@ -71,6 +71,10 @@ double Config::norm_offset() const { return row_of(*this).norm_offset; }
 bool Config::sandwich_norms() const { return row_of(*this).sandwich; }
 bool Config::gelu_mlp() const { return row_of(*this).gelu_mlp; }
 bool Config::embed_scale() const { return row_of(*this).embed_scale; }
+bool Config::attention_sinks() const { return row_of(*this).sinks; }
+bool Config::router_bias() const { return row_of(*this).router_bias; }
+bool Config::topk_softmax() const { return row_of(*this).topk_softmax; }
+bool Config::expert_bias() const { return row_of(*this).expert_bias; }
 double Config::query_scale() const {
   return query_pre_attn_scalar > 0
              ? std::sqrt(static_cast<double>(head_dim()) / query_pre_attn_scalar)
@@ -329,6 +333,13 @@ void Config::validate_experts() const {
                 strf("model.shared_expert_intermediate = %lld",
                      static_cast<long long>(shared_expert_intermediate)),
                 "qwen2_moe");
+  refuse_unless(row.expert_bias || swiglu_limit == 0, strf("model.swiglu_limit = %g", swiglu_limit),
+                "gpt_oss");
+  if (!(swiglu_limit >= 0) || !std::isfinite(swiglu_limit) || !(swiglu_alpha > 0) ||
+      !std::isfinite(swiglu_alpha))
+    throw InputError(strf("model.swiglu_limit = %g, model.swiglu_alpha = %g: must be finite, "
+                          "limit >= 0 and alpha > 0", swiglu_limit, swiglu_alpha),
+                     "gpt-oss: limit 7, alpha 1.702 (limit 0: the plain SwiGLU).");
   if (!family_moe) return;
   if (experts > kMaxExperts)
     throw InputError(strf("model.experts = %lld: above zt's limit %lld", static_cast<long long>(experts),
@@ -404,12 +415,22 @@ void Config::validate_schedule() const {
                "logits are capped as cap tanh(logits / cap) (Gemma 2: 30); 0: none.");
 }
 
-void Config::validate_for_device() const {
+std::string Config::device_model_gap() const {
   if (norm_offset() != 0 || sandwich_norms() || gelu_mlp() || embed_scale() ||
       rope_local_theta > 0 || query_pre_attn_scalar > 0 || final_logit_softcap > 0)
-    throw InputError("model family '" + family + "' on the GPU: the GPU model does not have "
-                     "Gemma's block yet ((1 + w) norms, sandwich norms, GeGLU, per-type RoPE, "
-                     "query_pre_attn_scalar, soft-caps)",
+    return "Gemma's block ((1 + w) norms, sandwich norms, GeGLU, per-type RoPE, "
+           "query_pre_attn_scalar, soft-caps)";
+  if (attention_sinks() || row_of(*this).moe == Family::kGptOss || swiglu_limit > 0 ||
+      rope_scaling.type == "yarn")
+    return "gpt-oss's block (attention sinks, yarn RoPE, the router and experts with biases, "
+           "the clamped SwiGLU)";
+  return "";
+}
+
+void Config::validate_for_device(bool check_block) const {
+  if (const std::string gap = check_block ? device_model_gap() : ""; !gap.empty())
+    throw InputError("model family '" + family + "' on the GPU: the GPU model does not have " +
+                         gap + " yet",
                      "train or generate it on the CPU (train.device = cpu).");
   if (experts > kMaxDeviceExperts)
     throw InputError(strf("model.experts = %lld with model family '%s' on the GPU: its router "
@@ -423,18 +444,28 @@ void Config::validate_for_device() const {
 void Config::validate_rope_scaling() const {
   const kernels::RopeScaling& s = rope_scaling;
   const char* hint = "rope_scaling types: default, linear (factor), llama3 (factor, "
-                     "low_freq_factor, high_freq_factor, original_max_position_embeddings); "
-                     "see docs/model.md";
+                     "low_freq_factor, high_freq_factor, original_max_position_embeddings), yarn "
+                     "(factor, beta_fast, beta_slow, original_max_position_embeddings); see "
+                     "docs/model.md";
   const auto positive = [&](double v, const char* field) {
     if (!(v > 0) || !std::isfinite(v))
       throw InputError(strf("model.rope_scaling.%s = %g: must be a finite number > 0", field, v),
                        hint);
   };
   if (s.type == "default") return;
-  if (s.type != "linear" && s.type != "llama3")
+  if (s.type != "linear" && s.type != "llama3" && s.type != "yarn")
     throw InputError("model.rope_scaling type '" + s.type + "' is not one zt implements", hint);
   positive(s.factor, "factor");
   if (s.type == "linear") return;
+  if (s.type == "yarn") {
+    positive(s.beta_fast, "beta_fast");
+    positive(s.beta_slow, "beta_slow");
+    for (const auto& [v, f] : {std::pair{s.mscale, "mscale"}, {s.mscale_all_dim, "mscale_all_dim"},
+                               {s.attention_factor, "attention_factor"}})
+      if (!(v >= 0) || !std::isfinite(v))
+        throw InputError(strf("model.rope_scaling.%s = %g: must be a finite number >= 0 (0: "
+                              "absent)", f, v), hint);
+  }
   positive(s.low_freq_factor, "low_freq_factor");
   positive(s.high_freq_factor, "high_freq_factor");
   if (!(s.high_freq_factor > s.low_freq_factor))
@@ -456,16 +487,18 @@ int64_t Config::num_block_params(int64_t l) const {
                        q_dim() * hidden /*o*/;
   const int64_t bias = (qkv_bias() ? q_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
   const int64_t norms = (sandwich_norms() ? 4 : 2) * hidden +
-                        (qk_norm() ? 2 * head_dim() : 0);  // + q/k norms
+                        (qk_norm() ? 2 * head_dim() : 0) +  // + q/k norms
+                        (attention_sinks() ? heads : 0);    // + the sinks [H]
   if (!moe_layer(l)) return attn + bias + 3 * hidden * intermediate /*gate, up, down*/ + norms;
   const int64_t shared = shared_expert() ? 3 * hidden * shared_expert_intermediate + hidden : 0;
+  const int64_t moe_bias = (router_bias() ? experts : 0) + experts * expert_bias_width();
   return attn + bias + experts * (3 * hidden * expert_width() + hidden) /*experts, router [E, C]*/ +
-         shared /*shared expert and its gate [1, C]*/ + norms;
+         shared /*shared expert and its gate [1, C]*/ + moe_bias + norms;
 }
 
 int64_t Config::num_active_params() const {
-  return num_params() -
-         moe_layer_count() * (experts - experts_per_token) * 3 * hidden * expert_width();
+  return num_params() - moe_layer_count() * (experts - experts_per_token) *
+                            (3 * hidden * expert_width() + expert_bias_width());
 }
 
 int64_t Config::num_params() const {

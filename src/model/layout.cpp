@@ -110,6 +110,8 @@ void ParamLayout::build() {
     if (qkv_bias) o.v_bias = bias("v_proj", GD);
     o.o = maybe(kO, u, ui, p + "self_attn.o_proj.weight", {C, HD}, InitKind::kNormalScaled);
     if (o_bias) o.o_bias = bias("o_proj", C);
+    if (cfg_.attention_sinks())  // zeros: no sink weight at first (exp(0) joins each row)
+      o.sinks = add_tensor(tensors_, u, ui, p + "self_attn.sinks", {cfg_.heads}, InitKind::kZeros);
     if (qk_norm) {
       o.q_norm = add_tensor(tensors_, u, ui, p + "self_attn.q_norm.weight", {D}, norm_init);
       o.k_norm = add_tensor(tensors_, u, ui, p + "self_attn.k_norm.weight", {D}, norm_init);
@@ -127,11 +129,21 @@ void ParamLayout::build() {
       const int64_t E = cfg_.experts, IE = cfg_.expert_width();
       const int64_t El = E / expert_parts_;  // this rank's slice of the experts (all: 1 part)
       o.gate = o.up = o.down = -1;
-      o.router = add_tensor(tensors_, u, ui, p + "mlp.gate.weight", {E, C}, InitKind::kNormal);
+      const bool gpt_oss = cfg_.router_bias();  // gpt-oss's router: mlp.router.weight, .bias
+      o.router = add_tensor(tensors_, u, ui, p + (gpt_oss ? "mlp.router.weight" : "mlp.gate.weight"),
+                            {E, C}, InitKind::kNormal);
+      if (gpt_oss)
+        o.router_bias = add_tensor(tensors_, u, ui, p + "mlp.router.bias", {E}, InitKind::kZeros);
       o.experts_gate_up = add_tensor(tensors_, u, ui, p + "mlp.experts.gate_up_proj",
                                      {El, 2 * IE, C}, InitKind::kNormal);
       o.experts_down = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj", {El, C, IE},
                                   InitKind::kNormalScaled);
+      if (cfg_.expert_bias()) {  // gate then up (as gate_up_proj), not interleaved as in HF's file
+        o.experts_gate_up_bias = add_tensor(tensors_, u, ui, p + "mlp.experts.gate_up_proj_bias",
+                                            {El, 2 * IE}, InitKind::kZeros);
+        o.experts_down_bias = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj_bias",
+                                         {El, C}, InitKind::kZeros);
+      }
       if (expert_parts_ > 1)  // the slice of each whole tensor (experts lead)
         for (size_t t = tensors_.size() - 2; t < tensors_.size(); ++t) {
           tensors_[t].global_rows = E;

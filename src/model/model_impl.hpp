@@ -313,6 +313,8 @@ struct Model<R>::Impl {
   // experts' gradients into unit u's (none when frozen). With router_aux_loss the aux
   // loss's gradient (aux_dprob, set by moe_aux_begin) enters every row's router.
   void moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N);
+  cpu::ExpertExtras<R> expert_extras(int u, const R* p, bool with_grads = false);
+  std::vector<R> dsink_;  // [H] one layer's d sink (attention_backward writes it)
   // The same over the expert group (moe_block_ep.cpp; expert_group set).
   void moe_forward_ep(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
   void moe_backward_ep(int u, const R* p, BlockActs<R>& a, int64_t N);

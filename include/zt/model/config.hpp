@@ -76,6 +76,10 @@ struct Config {
   // refused at import: the attention kernels do not cap scores yet.
   double query_pre_attn_scalar = 0.0;
   double final_logit_softcap = 0.0;
+  // gpt-oss's experts (family row expert_bias): h = (clamp(up, -limit, limit) + 1) * g
+  // sigmoid(alpha g) with g = min(gate, limit) (transformers' GptOssExperts); 0: SwiGLU.
+  double swiglu_limit = 0.0;
+  double swiglu_alpha = 1.702;
   // The factor q is multiplied by before attention's head_dim^-0.5: 1 unless
   // query_pre_attn_scalar is set.
   double query_scale() const;
@@ -141,7 +145,10 @@ struct Config {
   // experts than its router takes (kMaxDeviceExperts; the CPU model takes kMaxExperts).
   // Every family runs on the GPU (Qwen's MoE blocks too: src/model/cuda/device_moe.cpp).
   // The engine's device space calls it before building a DeviceModel.
-  void validate_for_device() const;
+  // check_block = false: only the sizes (zt estimate reports device_model_gap() instead).
+  void validate_for_device(bool check_block = true) const;
+  // What the GPU model lacks to run this family's block ("" when it runs it).
+  std::string device_model_gap() const;
 
   // The architecture pieces of the family (family table, config.cpp):
   //   family   q/k/v bias       o bias           q/k RMSNorm (per head, [D], before RoPE)
@@ -162,6 +169,12 @@ struct Config {
   bool sandwich_norms() const;
   bool gelu_mlp() const;
   bool embed_scale() const;
+  bool attention_sinks() const;  // self_attn.sinks [H] per layer (family row)
+  bool router_bias() const;      // mlp.router.bias [E]
+  bool topk_softmax() const;     // the k weights: softmax over the k chosen logits
+  bool expert_bias() const;      // the experts' biases [E, 2I], [E, C]
+  // One expert's bias elements (2 I + C with expert_bias(), else 0).
+  int64_t expert_bias_width() const { return expert_bias() ? 2 * expert_width() + hidden : 0; }
   bool moe() const { return experts > 0; }
   bool moe_layer(int64_t l) const;  // layer l's MLP is the experts (moe() and the rules above)
   int64_t moe_layer_count() const;

@@ -26,8 +26,18 @@ struct Family {
   // tensor names: block_sparse_moe.experts.E.w1/w3/w2); kQwen the experts with Qwen's
   // fields (moe_intermediate, norm_topk_prob, decoder_sparse_step, mlp_only_layers) and
   // tensor names (mlp.experts.E.gate_proj/up_proj/down_proj).
-  enum Moe : uint8_t { kDense, kMixtral, kQwen } moe = kDense;
+  // kGptOss the experts with gpt-oss's keys and names (mlp.router, mlp.experts.gate_up_proj
+  // [E, C, 2I] interleaved, down_proj [E, I, C], their biases: hf_names.cpp).
+  enum Moe : uint8_t { kDense, kMixtral, kQwen, kGptOss } moe = kDense;
   bool shared_expert = false;  // the MoE MLP has Qwen2-MoE's shared expert
+  // gpt-oss's MoE: the router has a bias, the k weights are a softmax over the k chosen
+  // logits, the experts have biases (gate_up [E, 2I], down [E, C]) and the clamped SwiGLU
+  // (Config::swiglu_limit, swiglu_alpha).
+  bool router_bias = false;
+  bool topk_softmax = false;
+  bool expert_bias = false;
+  // A learned sink logit per query head in every layer's attention (gpt-oss; self_attn.sinks).
+  bool sinks = false;
   // Gemma's block: RMSNorm weights as (norm_offset + w); post-attention and post-feed-forward
   // norms (the sandwich); GeGLU with tanh-GELU; embeddings times sqrt(hidden).
   double norm_offset = 0.0;
