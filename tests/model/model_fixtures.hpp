@@ -51,6 +51,23 @@ inline model::Config small_gemma(bool tied = false) {
   c.final_logit_softcap = 1.5;
   return c;
 }
+// The small config as gpt-oss: attention biases and sinks, a sliding layer (window 2)
+// then a full one, yarn RoPE (factor 4 over an original context of 3), the router with its
+// bias (top 2 of 4, softmax over the chosen logits), the experts (width 6) with biases and
+// the clamped SwiGLU (limit 0.7: some gate and up values clamp).
+inline model::Config small_gpt_oss(bool tied = false) {
+  model::Config c = small_config(tied);
+  c.family = "gpt_oss";
+  c.attention_bias = true;
+  c.layer_types = "sf";
+  c.sliding_window = 2;
+  c.rope_scaling = {.type = "yarn", .factor = 4.0, .original_context = 3, .truncate = false};
+  c.intermediate = 6;
+  c.experts = 4;
+  c.experts_per_token = 2;
+  c.swiglu_limit = 1.2;
+  return c;
+}
 inline model::Config small_qwen2(bool tied = false) {
   model::Config c = small_config(tied);
   c.family = "qwen2";

@@ -124,6 +124,13 @@ TEST(ModelGradcheck, GemmaEveryCoordinate) {
   gradcheck(testing::small_gemma(true), 2, 5, 0.3, 0, true,
             "model small gemma3 tied recompute (all coords)");
 }
+// gpt-oss's block (small_gpt_oss): the sinks, yarn, attention biases, the router's bias and
+// top-k softmax, the experts' biases and the clamped SwiGLU; untied, and tied with recompute.
+TEST(ModelGradcheck, GptOssEveryCoordinate) {
+  gradcheck(testing::small_gpt_oss(), 2, 5, 0.3, 0, false, "model small gpt_oss (all coords)");
+  gradcheck(testing::small_gpt_oss(true), 2, 5, 0.3, 0, true,
+            "model small gpt_oss tied recompute (all coords)");
+}
 // Mixtral's MoE MLP: the router (softmax, top 2 of 4, renormalised), the experts
 // (gate_up [E, 2I, C], down [E, C, I]) and the load-balancing loss in the loss; untied
 // with the aux loss, tied with recompute and without it.
