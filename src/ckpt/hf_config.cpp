@@ -92,7 +92,8 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
   for (const auto& [key, v] : d.items()) {
     static const char* known[] = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor",
                                   "high_freq_factor", "original_max_position_embeddings",
-                                  "partial_rotary_factor"};
+                                  "partial_rotary_factor", "beta_fast", "beta_slow", "truncate",
+                                  "mscale", "mscale_all_dim", "attention_factor"};
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
       bad(where, name + "." + key,
           v.is_object() ? "is a per-layer-type RoPE setting; zt has one RoPE for every layer"
@@ -129,9 +130,25 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
     s.original_context = top.contains("original_max_position_embeddings")
                              ? get_int(top, "original_max_position_embeddings", where)
                              : get_int(d, "original_max_position_embeddings", where, context);
+  } else if (type == "yarn") {  // transformers' _compute_yarn_parameters
+    s.factor = need("factor");
+    if (!top.contains("original_max_position_embeddings")) need("original_max_position_embeddings");
+    s.original_context = top.contains("original_max_position_embeddings")
+                             ? get_int(top, "original_max_position_embeddings", where)
+                             : get_int(d, "original_max_position_embeddings", where);
+    // transformers: beta_fast / beta_slow "or" their defaults; mscale, mscale_all_dim and
+    // attention_factor absent or null: 0 here.
+    s.beta_fast = get_double(d, "beta_fast", where, 32.0);
+    s.beta_slow = get_double(d, "beta_slow", where, 1.0);
+    if (s.beta_fast == 0) s.beta_fast = 32.0;
+    if (s.beta_slow == 0) s.beta_slow = 1.0;
+    s.truncate = get_bool(d, "truncate", where, true);
+    s.mscale = get_double(d, "mscale", where, 0.0);
+    s.mscale_all_dim = get_double(d, "mscale_all_dim", where, 0.0);
+    s.attention_factor = get_double(d, "attention_factor", where, 0.0);
   } else {
     bad(where, name + ".rope_type",
-        "is \"" + type + "\"; zt implements RoPE types default, linear and llama3");
+        "is \"" + type + "\"; zt implements RoPE types default, linear, llama3 and yarn");
   }
   *scaling = s;
 }
@@ -144,6 +161,18 @@ json rope_dict(const kernels::RopeScaling& r) {
             {"low_freq_factor", r.low_freq_factor},
             {"high_freq_factor", r.high_freq_factor},
             {"original_max_position_embeddings", r.original_context}};
+  if (r.type == "yarn") {
+    json y = {{"rope_type", "yarn"},
+              {"factor", r.factor},
+              {"beta_fast", r.beta_fast},
+              {"beta_slow", r.beta_slow},
+              {"truncate", r.truncate},
+              {"original_max_position_embeddings", r.original_context}};
+    for (const auto& [key, v] : {std::pair{"mscale", r.mscale}, {"mscale_all_dim", r.mscale_all_dim},
+                                 {"attention_factor", r.attention_factor}})
+      if (v > 0) y[key] = v;
+    return y;
+  }
   return {{"rope_type", "default"}};
 }
 
@@ -222,7 +251,7 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
 // read above; "" when the message names none.
 std::string hf_fields_named(const std::string& message, Family::Moe moe, const json& j,
                             const std::string& family) {
-  const bool local = moe == Family::kMixtral ||
+  const bool local = moe == Family::kMixtral || moe == Family::kGptOss ||
                      (present(j, "num_local_experts"));
   std::vector<std::pair<std::string, std::string>> fields;  // model.<key>, config.json's key
   for (const model::ConfigField& f : model::config_fields())
@@ -263,9 +292,13 @@ void read_moe(const json& j, const std::string& where, Family::Moe kind, model::
     return v;
   };
   const Family::Defaults& d = hf_defaults(m.family);
-  if (kind == Family::kMixtral) {
+  if (kind == Family::kMixtral || kind == Family::kGptOss) {
     m.experts = size("num_local_experts", model::Config::kMaxExperts, d.experts);
     m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, d.experts_per_token);
+    if (kind == Family::kGptOss) {  // GptOssConfig's defaults
+      m.swiglu_limit = get_double(j, "swiglu_limit", where, 7.0);
+      m.swiglu_alpha = get_double(j, "swiglu_alpha", where, 1.702);
+    }
   } else {
     // Qwen3MoeConfig writes num_local_experts (its attribute_map), the published config.json
     // files num_experts: either, the same when both.
@@ -299,17 +332,22 @@ void read_moe(const json& j, const std::string& where, Family::Moe kind, model::
   }
   m.router_aux_loss_coef = get_double(j, "router_aux_loss_coef", where, 0.001);
   m.router_aux_loss = get_bool(j, "output_router_logits", where, false);
-  if (get_double(j, "router_jitter_noise", where, 0.0) != 0.0)
+  if (kind != Family::kGptOss && get_double(j, "router_jitter_noise", where, 0.0) != 0.0)
     bad(where, "router_jitter_noise",
         "is " + describe_json(j.at("router_jitter_noise")) + ", not 0; zt's router has no jitter (transformers multiplies the inputs of the "
         "experts by noise in training); set it to 0");
 }
 
 void write_moe(const model::Config& cfg, Family::Moe kind, json& j) {
-  j[kind == Family::kMixtral ? "num_local_experts" : "num_experts"] = cfg.experts;
+  j[kind == Family::kQwen ? "num_experts" : "num_local_experts"] = cfg.experts;
   j["num_experts_per_tok"] = cfg.experts_per_token;
   j["router_aux_loss_coef"] = cfg.router_aux_loss_coef;
   j["output_router_logits"] = cfg.router_aux_loss;
+  if (kind == Family::kGptOss) {
+    j["swiglu_limit"] = cfg.swiglu_limit;
+    j["swiglu_alpha"] = cfg.swiglu_alpha;
+    return;
+  }
   if (kind == Family::kMixtral) {
     j["router_jitter_noise"] = 0.0;
     return;
@@ -412,7 +450,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   m.kv_heads = size("num_key_value_heads", model::Config::kMaxHeads, defaults.kv_heads.value_or(m.heads));
   m.intermediate = size("intermediate_size", model::Config::kMaxIntermediate);
   m.context = size("max_position_embeddings", model::Config::kMaxContext, defaults.context);
-  if (fam->window == Family::kLayerTypes)
+  if (fam->window == Family::kLayerTypes) read_layer_types(j, where, m);
+  if (fam->rope_per_type)
     read_layer_schedule(j, where, m);  // RoPE per layer type, Gemma's scalars
   else
     read_rope(j, where, m);
@@ -521,7 +560,8 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
     j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
   }
   if (fam->moe != Family::kDense) write_moe(cfg, fam->moe, j);
-  if (fam->window == Family::kLayerTypes) write_layer_schedule(cfg, j);
+  if (fam->window == Family::kLayerTypes) write_layer_types(cfg, j);
+  if (fam->rope_per_type) write_layer_schedule(cfg, j);
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;

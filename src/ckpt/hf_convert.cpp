@@ -302,6 +302,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   progress.count_items(pieces.size(), "tensors");
   json weight_map = json::object();
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {kExportIdKey, export_id}};
+  std::vector<float> reordered;
   for (int k = 0; k < n; ++k) {
     const std::string file = n == 1 ? kSingleFile : hf_shard_name(k + 1, n);
     std::vector<StTensorSpec> specs;
@@ -315,8 +316,15 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
       const HfPiece& piece = pieces[static_cast<size_t>(i)];
       const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(piece.tensor)];
       const std::vector<float>& unit = params[static_cast<size_t>(t.unit)];
-      w.write(std::span<const float>(unit).subspan(static_cast<size_t>(t.offset + piece.offset),
-                                                   static_cast<size_t>(piece.numel)));
+      const std::span<const float> zt_order = std::span<const float>(unit).subspan(
+          static_cast<size_t>(t.offset + piece.offset), static_cast<size_t>(piece.numel));
+      if (piece.order == HfPiece::kSame) {
+        w.write(zt_order);
+      } else {  // gpt-oss's experts: the file's order
+        reordered.resize(zt_order.size());
+        zt_to_hf(piece, zt_order.data(), reordered.data());
+        w.write(reordered);
+      }
       progress.advance(static_cast<uint64_t>(piece.numel) * st_dtype_size(dt.st), 1);
     }
     w.finish();
@@ -464,9 +472,8 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
                             static_cast<long long>(nonfinite - buf.begin())),
                        "the model's weights are damaged (NaN or infinity); download or export "
                        "the model again");
-    std::copy(buf.begin(), buf.end(),
-              units[static_cast<size_t>(into.unit)].begin() +
-                  static_cast<ptrdiff_t>(into.offset + t.offset));
+    hf_to_zt(t, buf.data(),
+             units[static_cast<size_t>(into.unit)].data() + into.offset + t.offset);
     (*dtype_elems)[loc.tensor.dtype] += t.numel;
     progress.advance(static_cast<uint64_t>(t.numel) * st_dtype_size(loc.tensor.dtype), 1);
   }

@@ -26,7 +26,7 @@ char type_letter(const json& t, const std::string& where) {
 
 }  // namespace
 
-void read_layer_schedule(const json& j, const std::string& where, model::Config& m) {
+void read_layer_types(const json& j, const std::string& where, model::Config& m) {
   const model::Family::Defaults& d = hf_defaults(m.family);
   std::string types;
   if (present(j, "layer_types")) {
@@ -38,7 +38,7 @@ void read_layer_schedule(const json& j, const std::string& where, model::Config&
   } else {  // transformers 4's form: every pattern-th layer full, from layer pattern - 1
     const char* key = present(j, "sliding_window_pattern") ? "sliding_window_pattern"
                                                            : "_sliding_window_pattern";
-    const int64_t pattern = get_int(j, key, where, 6);
+    const int64_t pattern = get_int(j, key, where, d.sliding_pattern);
     if (pattern < 1) bad(where, key, "is " + std::to_string(pattern) + "; it must be >= 1");
     for (int64_t i = 0; i < m.layers; ++i) types += (i + 1) % pattern != 0 ? 's' : 'f';
   }
@@ -50,6 +50,10 @@ void read_layer_schedule(const json& j, const std::string& where, model::Config&
                                        "; it must be 1 .. " + std::to_string(model::Config::kMaxContext));
     m.sliding_window = w;
   }
+}
+
+void read_layer_schedule(const json& j, const std::string& where, model::Config& m) {
+  const model::Family::Defaults& d = hf_defaults(m.family);
   if (get_bool(j, "use_bidirectional_attention", where, false))
     bad(where, "use_bidirectional_attention", "is true; zt's attention is causal");
   if (j.contains("hidden_activation") && j.at("hidden_activation") != "gelu_pytorch_tanh")
@@ -102,12 +106,15 @@ void read_layer_schedule(const json& j, const std::string& where, model::Config&
                                              "2's); Gemma 3 sets it null");
 }
 
-void write_layer_schedule(const model::Config& cfg, json& j) {
+void write_layer_types(const model::Config& cfg, json& j) {
   json types = json::array();
   for (int64_t i = 0; i < cfg.layers; ++i)
     types.push_back(cfg.sliding(i) ? "sliding_attention" : "full_attention");
   j["layer_types"] = types;
   j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
+}
+
+void write_layer_schedule(const model::Config& cfg, json& j) {
   // Both RoPE forms (as hf_config_json's): the sliding layers' own base, unscaled, or the
   // full layers' RoPE (rope_local_theta 0).
   json full = rope_dict(cfg.rope_scaling);
@@ -130,7 +137,7 @@ void write_layer_schedule(const model::Config& cfg, json& j) {
 
 void check_schedule_exportable(const model::Config& cfg, const model::Family& fam) {
   if (fam.window == model::Family::kLayerTypes) {
-    if (cfg.rope_local_theta == 0 && cfg.rope_scaling.type != "default")
+    if (fam.rope_per_type && cfg.rope_local_theta == 0 && cfg.rope_scaling.type != "default")
       throw InputError("a " + cfg.family + " model whose sliding layers share a scaled RoPE has no "
                        "transformers 4 form (rope_local_base_freq is unscaled)",
                        "set model.rope_local_theta (Gemma 3: 10000).");

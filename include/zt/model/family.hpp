@@ -54,6 +54,9 @@ struct Family {
   // kLayerTypes layer_types (any pattern; absent: sliding_window_pattern, transformers 4's
   // Gemma 3), sliding_window, rope_local_base_freq (hf_schedule.cpp).
   enum Window : uint8_t { kNoWindow, kMistral, kQwenLayers, kQwenAll, kLayerTypes } window = kNoWindow;
+  // kLayerTypes: a RoPE per layer type and Gemma's scalars (hf_schedule.cpp); false: one
+  // RoPE (rope_parameters / rope_scaling) for every layer (gpt-oss).
+  bool rope_per_type = false;
   // kQwenLayers without layer_types: every other layer below max_window_layers slides,
   // from layer 0 (transformers 5's Qwen2MoeConfig), instead of the layers from it on.
   bool window_alternates = false;
@@ -72,6 +75,7 @@ struct Family {
     std::optional<int64_t> head_dim;  // nullopt: hidden_size / num_attention_heads
     bool attention_bias = false;      // bias_key's
     int64_t sliding_window = 0;       // key absent: mistral; qwen with use_sliding_window
+    int64_t sliding_pattern = 6;      // kLayerTypes without layer_types: every n-th layer full
     int64_t max_window_layers = 0;    // kQwenLayers
     int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0,
             shared_expert_intermediate = 0;
