@@ -45,7 +45,8 @@ std::vector<std::string> Config::preset_names() {
   return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
           "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b",
-          "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b", "gemma-3-1b"};
+          "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b", "gemma-3-1b",
+          "gpt-oss-20b",  "gpt-oss-120b"};
 }
 
 namespace {
@@ -187,6 +188,23 @@ Config Config::preset(std::string_view name) {
     c.sliding_window = 512;
     for (int64_t l = 0; l < c.layers; ++l) c.layer_types += (l + 1) % 6 != 0 ? 's' : 'f';
     c.query_pre_attn_scalar = 256;
+    return c;
+  }
+  // openai/gpt-oss-20b and -120b's config.json (gpt_oss): head_dim 64, sliding (128) and
+  // full layers alternating, yarn (factor 32 over 4096, beta 32 / 1, truncate false),
+  // rope_theta 150000, experts of width 2880 with biases, 4 per token, swiglu_limit 7.
+  if (name == "gpt-oss-20b" || name == "gpt-oss-120b") {
+    const bool big = name == "gpt-oss-120b";
+    Config c = moe(make(big ? "gpt-oss-120b" : "gpt-oss-20b", 201088, 2880, big ? 36 : 24, 64, 8,
+                        2880, 131072, 1e-5),
+                   "gpt_oss", big ? 128 : 32, 4, 0);
+    c.head_dim_ = 64;
+    c.attention_bias = true;
+    c.rope_theta = 150000.0;
+    c.rope_scaling = {.type = "yarn", .factor = 32.0, .original_context = 4096, .truncate = false};
+    c.sliding_window = 128;
+    for (int64_t l = 0; l < c.layers; ++l) c.layer_types += l % 2 == 0 ? 's' : 'f';
+    c.swiglu_limit = 7.0;
     return c;
   }
   std::string known;

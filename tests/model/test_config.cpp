@@ -40,6 +40,12 @@ TEST(Config, PublishedParameterCounts) {
   EXPECT_EQ(Config::preset("llama-13b").num_params(), 13'015'864'320);      // "13.0B"
   // transformers 5.24's Gemma3ForCausalLM of gemma-3-1b-pt's config on the meta device.
   EXPECT_EQ(Config::preset("gemma-3-1b").num_params(), 999'885'952);
+  // transformers 5.24's GptOssForCausalLM of openai/gpt-oss-20b's and -120b's config.json
+  // on the meta device (active: less (E - 4) experts of each layer, weights and biases).
+  EXPECT_EQ(Config::preset("gpt-oss-20b").num_params(), 20'914'757'184);
+  EXPECT_EQ(Config::preset("gpt-oss-20b").num_active_params(), 4'187'440'704);
+  EXPECT_EQ(Config::preset("gpt-oss-120b").num_params(), 116'829'156'672);
+  EXPECT_EQ(Config::preset("gpt-oss-120b").num_active_params(), 5'711'982'912);
   // meta-llama's Llama 3.1 / 3.2 checkpoints ("8.03B", "70.55B", "1.24B", "3.21B").
   EXPECT_EQ(Config::preset("llama-3.1-8b").num_params(), 8'030'261'248);
   EXPECT_EQ(Config::preset("llama-3.1-70b").num_params(), 70'553'706'496);
@@ -100,8 +106,17 @@ TEST(Config, Llama3InverseFrequenciesEqualTransformers) {
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_DOUBLE_EQ(lin[i], plain[i] / 4.0);
   // A scaling zt does not implement is refused by name.
   Config bad = c;
-  bad.rope_scaling.type = "yarn";
+  bad.rope_scaling.type = "dynamic";
   EXPECT_THROW(bad.validate(), InputError);
+  // yarn without its original context is refused naming the field.
+  Config yarn = c;
+  yarn.rope_scaling = {.type = "yarn", .factor = 32.0};
+  try {
+    yarn.validate();
+    ADD_FAILURE() << "yarn without original_max_position_embeddings accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("original_max_position_embeddings"), std::string::npos);
+  }
 }
 
 TEST(Config, TiedEmbeddingsCountOnce) {

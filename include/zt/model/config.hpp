@@ -112,6 +112,13 @@ struct Config {
   //   gemma-3-1b      google/gemma-3-1b-pt (gemma3_text): 1152 / 26 / 4 / 1 / 6912 / 262144 /
   //                   32768, head_dim 256, tied, 5 sliding (512, theta 1e4) : 1 full (1e6),
   //                   query_pre_attn_scalar 256: 999,885,952
+  //   gpt-oss-20b     openai/gpt-oss-20b (gpt_oss): 2880 / 24 / 64 / 8 / 2880 / 201088 /
+  //                   131072, head_dim 64, sliding 128 and full alternating, yarn (32 over
+  //                   4096), 32 experts with biases, 4 per token, swiglu_limit 7, attention
+  //                   biases and sinks: 20,914,757,184 (4,187,440,704 active; 3.61B without
+  //                   the input embedding, OpenAI's count)
+  //   gpt-oss-120b    openai/gpt-oss-120b: as 20b with 36 layers and 128 experts:
+  //                   116,829,156,672 (5,711,982,912 active; 5.13B OpenAI's)
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
 
