@@ -422,9 +422,16 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   if (get_double(j, "attention_dropout", where, 0.0) != 0.0)
     bad(where, "attention_dropout", "is " + describe_json(j.at("attention_dropout")) +
                                         ", not 0; zt's attention has no dropout");
-  if (present(j, "quantization_config"))
-    bad(where, "quantization_config",
-        "is set; zt imports unquantized weights (float32, bfloat16, float16) only");
+  // gpt-oss's MXFP4 experts are dequantized at import (mxfp4.hpp); nothing else quantized.
+  if (present(j, "quantization_config")) {
+    const json& q = j.at("quantization_config");
+    const bool mxfp4 = fam->moe == Family::kGptOss && q.is_object() &&
+                       q.value("quant_method", json()) == "mxfp4";
+    if (!mxfp4)
+      bad(where, "quantization_config",
+          "is set; zt imports unquantized weights (float32, bfloat16, float16) and gpt-oss's "
+          "MXFP4 experts only");
+  }
   if (j.contains("partial_rotary_factor") && get_double(j, "partial_rotary_factor", where, 1.0) != 1.0)
     bad(where, "partial_rotary_factor", "is " + describe_json(j.at("partial_rotary_factor")) +
                                             ", not 1; zt rotates the whole head");

@@ -18,6 +18,9 @@ attention biases and sinks, every bias and sink drawn N(0, 0.3) and norm weights
     move transformers' logits by more than 10 x the tolerance
   - bad input: yarn without original_max_position_embeddings, a sink tensor of the wrong
     shape: exit 2 naming the file and the field or tensor, nothing written
+  - MXFP4: the experts as *_blocks / *_scales (every one of the 256 byte values, random
+    scales) import; the export (f32 and bf16) equals transformers'
+    convert_moe_packed_tensors bit for bit; scales that do not match the blocks: exit 2
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import os
@@ -42,7 +45,7 @@ def main():
     yarn = {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
             "truncate": False, "original_max_position_embeddings": 8, "rope_theta": 150000.0}
     name = "oss4"
-    cfg = GptOssConfig(vocab_size=96, hidden_size=64, intermediate_size=48, num_hidden_layers=4,
+    cfg = GptOssConfig(vocab_size=96, hidden_size=64, intermediate_size=64, num_hidden_layers=4,
                        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                        max_position_embeddings=64, sliding_window=4, num_local_experts=4,
                        num_experts_per_tok=2, swiglu_limit=1.5, rope_parameters=yarn,
@@ -100,7 +103,60 @@ def main():
                 and not os.path.exists(bad + ".h5"),
                 f"bad input (a sink tensor of shape [5] for 4 heads): exit {rc} naming the "
                 f"tensor and config.json; nothing written")
+        check_mxfp4(p, folder)
     c.finish()
+
+
+def check_mxfp4(p, folder):
+    """The model's experts replaced by synthetic MXFP4 blocks and scales."""
+    import json
+    import shutil
+    from safetensors.torch import load_file, save_file
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    c, torch = p.c, p.torch
+    sd = load_file(os.path.join(folder, "model.safetensors"))
+    gen = torch.Generator().manual_seed(5)
+    packed, q = {}, {}
+    for name in [n for n in sd if n.endswith(("gate_up_proj", "down_proj"))]:
+        E, K, R = sd.pop(name).shape
+        n = E * R * (K // 32) * 16
+        codes = torch.cat([torch.arange(256), torch.randint(0, 256, (n - 256,), generator=gen)])
+        blocks = codes[torch.randperm(n, generator=gen)].to(torch.uint8).reshape(E, R, K // 32, 16)
+        scales = torch.randint(118, 128, (E, R, K // 32), generator=gen).to(torch.uint8)
+        packed[name + "_blocks"], packed[name + "_scales"] = blocks, scales
+        q[name] = (blocks, scales)
+    mx = folder + "-mxfp4"
+    os.makedirs(mx, exist_ok=True)
+    save_file({**sd, **packed}, os.path.join(mx, "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    cfg["quantization_config"] = {"quant_method": "mxfp4",
+                                  "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    json.dump(cfg, open(os.path.join(mx, "config.json"), "w"), indent=2)
+    rc, out = run_zt(p.zt, "convert", "hf-to-h5", mx, mx + ".h5")
+    c.check(rc == 0, f"mxfp4: zt imports the MXFP4 folder (exit {rc})")
+    if rc != 0:
+        print(out)
+        return
+    for dtype, flag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        dst = f"{mx}-export-{flag}"
+        rc, out = run_zt(p.zt, "convert", "h5-to-hf", mx + ".h5", dst, "--dtype", flag)
+        got = load_file(os.path.join(dst, "model.safetensors")) if rc == 0 else {}
+        same = rc == 0 and all(
+            torch.equal(got[n], convert_moe_packed_tensors(b, s, dtype=dtype))
+            for n, (b, s) in q.items())
+        c.check(same, f"mxfp4: the {flag} export equals transformers' convert_moe_packed_tensors "
+                      f"bit for bit ({len(q)} tensors, every code; exit {rc})")
+    bad = mx + "-bad-scales"
+    shutil.copytree(mx, bad, dirs_exist_ok=True)
+    name = next(iter(q)) + "_scales"
+    packed_bad = dict(packed)
+    packed_bad[name] = packed[name][:, :-1].contiguous()
+    save_file({**sd, **packed_bad}, os.path.join(bad, "model.safetensors"), metadata={"format": "pt"})
+    rc, out = run_zt(p.zt, "convert", "hf-to-h5", bad, bad + ".h5")
+    c.check(rc == 2 and "config.json" in out and name in out and "model.safetensors" in out
+            and not os.path.exists(bad + ".h5"),
+            f"bad input (MXFP4 scales that do not match the blocks): exit {rc} naming the file, "
+            f"{name} and config.json; nothing written")
 
 
 if __name__ == "__main__":
