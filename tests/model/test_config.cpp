@@ -119,6 +119,22 @@ TEST(Config, Llama3InverseFrequenciesEqualTransformers) {
   }
 }
 
+// The GPU model refuses gpt_oss by name (train.device = cpu runs it); zt estimate sizes it
+// (validate_for_device(false)) and names the gap.
+TEST(Config, GptOssOnTheGpuRefusedByName) {
+  const Config c = Config::preset("gpt-oss-20b");
+  try {
+    c.validate_for_device();
+    ADD_FAILURE() << "gpt_oss accepted on the GPU";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpt-oss's block"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("train.device = cpu"), std::string::npos);
+  }
+  EXPECT_NO_THROW(c.validate_for_device(false));
+  EXPECT_NE(c.device_model_gap().find("attention sinks"), std::string::npos);
+  EXPECT_EQ(Config::preset("llama-3.2-1b").device_model_gap(), "");
+}
+
 TEST(Config, TiedEmbeddingsCountOnce) {
   Config c = Config::preset("tiny");
   const int64_t untied = c.num_params();
