@@ -80,6 +80,9 @@ struct Resolved {
   bool recompute = false;
   uint64_t device_bytes = 0, host_bytes = 0;
   std::optional<estimate::GpuSpec> gpu;
+  // --device gpu with a family the GPU model does not run yet: what it lacks (the rows
+  // then size the engine as if it did; train.device = cpu runs the family).
+  std::string gpu_gap;
 };
 
 Resolved resolve(const Args& a) {
@@ -134,7 +137,8 @@ Resolved resolve(const Args& a) {
   // other hpZ and offload choices; what the engine refuses must not become a row).
   checked.validate_experts(s.world(), s.model);
   if (s.device == Device::kGpu) {  // what the GPU model refuses (the engine's device space)
-    s.model.validate_for_device();
+    s.model.validate_for_device(/*check_block=*/false);
+    r.gpu_gap = s.model.device_model_gap();
     model::check_device_lora(s.zero.lora);
   }
   return r;
@@ -169,6 +173,7 @@ std::optional<estimate::StepTime> predicted_step(const Resolved& r) {
   const estimate::Setup& s = r.setup;
   if (!r.gpu || s.device != Device::kGpu || r.gpu->bf16_tflops <= 0) return std::nullopt;
   if (s.model.moe()) return std::nullopt;  // the kernel list is the dense block's (GPU MoE: not yet)
+  if (!r.gpu_gap.empty()) return std::nullopt;  // no GPU kernels for the family yet
   return estimate::step_time(s.model, s.micro_batch, s.seq_len, r.recompute, *r.gpu,
                              estimate::cudnn_attention_expected(s.model));
 }
@@ -234,7 +239,11 @@ int run(const Args& a) {
     j["configured_stage"] = r.configured_stage;
     j["recompute"] = r.recompute;
     nlohmann::json list = nlohmann::json::array();
-    for (const Row& row : rows) list.push_back(row_json(row, estimate::check_fit(row, s, r.device_bytes, r.host_bytes)));
+    for (const Row& row : rows) {
+      list.push_back(row_json(row, estimate::check_fit(row, s, r.device_bytes, r.host_bytes)));
+      if (!r.gpu_gap.empty()) list.back()["gpu_model_runs_family"] = false;
+    }
+    if (!r.gpu_gap.empty()) j["gpu_model_lacks"] = r.gpu_gap;
     j["rows"] = list;
     if (const auto t = predicted_step(r)) j["step"] = step_json(*t);
     std::printf("%s\n", json_dump(j, 2).c_str());
@@ -287,6 +296,10 @@ int run(const Args& a) {
                 s.zero.lora.method == model::FinetuneMethod::kQlora
                     ? "; the targeted W are held as their NF4 base only (params hold the "
                       "other base tensors + the NF4 base)" : "");
+  if (!r.gpu_gap.empty())
+    std::printf("Not yet runnable on the GPU: the GPU model does not have %s; every row below "
+                "sizes the engine as if it did (train.device = cpu runs %s now).\n",
+                r.gpu_gap.c_str(), s.model.family.c_str());
   uint64_t largest = 0;
   for (const Row& row : rows) largest = std::max(largest, row.total(false));
   const BinaryUnit u = table_unit(largest);

@@ -16,20 +16,23 @@
 #include "zt/ckpt/format.hpp"
 #include "zt/model/config_fields.hpp"
 #include "zt/model/family.hpp"
+#include "hf_json.hpp"
 
 namespace zt::ckpt {
 namespace {
-
-using json = nlohmann::json;
-
 constexpr const char* kHint =
     "zt imports Llama-architecture models (LlamaForCausalLM, MistralForCausalLM, "
     "Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, "
-    "Qwen3MoeForCausalLM: RMSNorm, RoPE (default, linear or llama3 scaling), SwiGLU; Qwen's "
-    "biases and q/k norms, Mistral's sliding window, Mixtral's and Qwen's experts); "
+    "Qwen3MoeForCausalLM, Gemma3ForCausalLM: RMSNorm, RoPE (default, linear or llama3 "
+    "scaling), SwiGLU; Qwen's biases and q/k norms, Mistral's sliding window, Mixtral's and "
+    "Qwen's experts, Gemma 3's block and layer_types); "
     "docs/model.md lists every config.json field and the family table";
 
 using model::Family;
+
+}  // namespace
+
+namespace hfj {
 
 const Family::Defaults& hf_defaults(const std::string& model_type) {
   return model::family(model_type).hf;
@@ -52,7 +55,7 @@ std::string held(const json& j, const std::string& key, const std::string& famil
 }
 
 int64_t get_int(const json& j, const std::string& key, const std::string& where,
-                std::optional<int64_t> fallback = std::nullopt) {
+                std::optional<int64_t> fallback) {
   if (!j.contains(key) || j.at(key).is_null()) {
     if (fallback) return *fallback;
     bad(where, key, "is missing (zt has no default for it; set it)");
@@ -89,7 +92,8 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
   for (const auto& [key, v] : d.items()) {
     static const char* known[] = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor",
                                   "high_freq_factor", "original_max_position_embeddings",
-                                  "partial_rotary_factor"};
+                                  "partial_rotary_factor", "beta_fast", "beta_slow", "truncate",
+                                  "mscale", "mscale_all_dim", "attention_factor"};
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
       bad(where, name + "." + key,
           v.is_object() ? "is a per-layer-type RoPE setting; zt has one RoPE for every layer"
@@ -126,12 +130,59 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
     s.original_context = top.contains("original_max_position_embeddings")
                              ? get_int(top, "original_max_position_embeddings", where)
                              : get_int(d, "original_max_position_embeddings", where, context);
+  } else if (type == "yarn") {  // transformers' _compute_yarn_parameters
+    s.factor = need("factor");
+    if (!top.contains("original_max_position_embeddings")) need("original_max_position_embeddings");
+    s.original_context = top.contains("original_max_position_embeddings")
+                             ? get_int(top, "original_max_position_embeddings", where)
+                             : get_int(d, "original_max_position_embeddings", where);
+    // transformers: beta_fast / beta_slow "or" their defaults; mscale, mscale_all_dim and
+    // attention_factor absent or null: 0 here.
+    s.beta_fast = get_double(d, "beta_fast", where, 32.0);
+    s.beta_slow = get_double(d, "beta_slow", where, 1.0);
+    if (s.beta_fast == 0) s.beta_fast = 32.0;
+    if (s.beta_slow == 0) s.beta_slow = 1.0;
+    s.truncate = get_bool(d, "truncate", where, true);
+    s.mscale = get_double(d, "mscale", where, 0.0);
+    s.mscale_all_dim = get_double(d, "mscale_all_dim", where, 0.0);
+    s.attention_factor = get_double(d, "attention_factor", where, 0.0);
   } else {
     bad(where, name + ".rope_type",
-        "is \"" + type + "\"; zt implements RoPE types default, linear and llama3");
+        "is \"" + type + "\"; zt implements RoPE types default, linear, llama3 and yarn");
   }
   *scaling = s;
 }
+
+json rope_dict(const kernels::RopeScaling& r) {
+  if (r.type == "linear") return {{"rope_type", "linear"}, {"factor", r.factor}};
+  if (r.type == "llama3")
+    return {{"rope_type", "llama3"},
+            {"factor", r.factor},
+            {"low_freq_factor", r.low_freq_factor},
+            {"high_freq_factor", r.high_freq_factor},
+            {"original_max_position_embeddings", r.original_context}};
+  if (r.type == "yarn") {
+    json y = {{"rope_type", "yarn"},
+              {"factor", r.factor},
+              {"beta_fast", r.beta_fast},
+              {"beta_slow", r.beta_slow},
+              {"truncate", r.truncate},
+              {"original_max_position_embeddings", r.original_context}};
+    for (const auto& [key, v] : {std::pair{"mscale", r.mscale}, {"mscale_all_dim", r.mscale_all_dim},
+                                 {"attention_factor", r.attention_factor}})
+      if (v > 0) y[key] = v;
+    return y;
+  }
+  return {{"rope_type", "default"}};
+}
+
+std::string hint() { return kHint; }
+
+}  // namespace hfj
+
+namespace {
+
+using namespace hfj;
 
 // RoPE settings from either form: transformers 4's rope_theta + rope_scaling or
 // Qwen's sliding window, as transformers 5's Qwen2Config/Qwen3Config: sliding_window counts
@@ -200,7 +251,7 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
 // read above; "" when the message names none.
 std::string hf_fields_named(const std::string& message, Family::Moe moe, const json& j,
                             const std::string& family) {
-  const bool local = moe == Family::kMixtral ||
+  const bool local = moe == Family::kMixtral || moe == Family::kGptOss ||
                      (present(j, "num_local_experts"));
   std::vector<std::pair<std::string, std::string>> fields;  // model.<key>, config.json's key
   for (const model::ConfigField& f : model::config_fields())
@@ -241,9 +292,13 @@ void read_moe(const json& j, const std::string& where, Family::Moe kind, model::
     return v;
   };
   const Family::Defaults& d = hf_defaults(m.family);
-  if (kind == Family::kMixtral) {
+  if (kind == Family::kMixtral || kind == Family::kGptOss) {
     m.experts = size("num_local_experts", model::Config::kMaxExperts, d.experts);
     m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, d.experts_per_token);
+    if (kind == Family::kGptOss) {  // GptOssConfig's defaults
+      m.swiglu_limit = get_double(j, "swiglu_limit", where, 7.0);
+      m.swiglu_alpha = get_double(j, "swiglu_alpha", where, 1.702);
+    }
   } else {
     // Qwen3MoeConfig writes num_local_experts (its attribute_map), the published config.json
     // files num_experts: either, the same when both.
@@ -277,17 +332,22 @@ void read_moe(const json& j, const std::string& where, Family::Moe kind, model::
   }
   m.router_aux_loss_coef = get_double(j, "router_aux_loss_coef", where, 0.001);
   m.router_aux_loss = get_bool(j, "output_router_logits", where, false);
-  if (get_double(j, "router_jitter_noise", where, 0.0) != 0.0)
+  if (kind != Family::kGptOss && get_double(j, "router_jitter_noise", where, 0.0) != 0.0)
     bad(where, "router_jitter_noise",
         "is " + describe_json(j.at("router_jitter_noise")) + ", not 0; zt's router has no jitter (transformers multiplies the inputs of the "
         "experts by noise in training); set it to 0");
 }
 
 void write_moe(const model::Config& cfg, Family::Moe kind, json& j) {
-  j[kind == Family::kMixtral ? "num_local_experts" : "num_experts"] = cfg.experts;
+  j[kind == Family::kQwen ? "num_experts" : "num_local_experts"] = cfg.experts;
   j["num_experts_per_tok"] = cfg.experts_per_token;
   j["router_aux_loss_coef"] = cfg.router_aux_loss_coef;
   j["output_router_logits"] = cfg.router_aux_loss;
+  if (kind == Family::kGptOss) {
+    j["swiglu_limit"] = cfg.swiglu_limit;
+    j["swiglu_alpha"] = cfg.swiglu_alpha;
+    return;
+  }
   if (kind == Family::kMixtral) {
     j["router_jitter_noise"] = 0.0;
     return;
@@ -328,6 +388,8 @@ void read_rope(const json& j, const std::string& where, model::Config& m) {
 
 }  // namespace
 
+using namespace hfj;
+
 HfConfig parse_hf_config(const std::string& json_text, const std::string& where) {
   const json j = parse_json_strict(json_text, "config '" + where + "'", kHint);
   if (!j.is_object()) throw InputError("config '" + where + "' is not a JSON object", kHint);
@@ -343,7 +405,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
       bad(where, "architectures", "is " + describe_json(a) + "; a \"" + fam->model_type +
                                       "\" model is [\"" + fam->architecture + "\"]");
   }
-  if (fam->window != Family::kQwenLayers && present(j, "layer_types"))
+  if (fam->window != Family::kQwenLayers && fam->window != Family::kLayerTypes &&
+      present(j, "layer_types"))
     bad(where, "layer_types",
         "is set (" + describe_json(j.at("layer_types")) + ": per-layer attention kinds, as "
         "Ministral's); a " + fam->model_type + " model's layers all attend alike in zt");
@@ -351,7 +414,7 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
       fam->bias_key && get_bool(j, fam->bias_key, where, hf_defaults(fam->model_type).attention_bias);
   if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
-  if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
+  if (!fam->gelu_mlp && j.contains("hidden_act") && j.at("hidden_act") != "silu")
     bad(where, "hidden_act", "is " + describe_json(j.at("hidden_act")) + "; zt's MLP is SwiGLU (\"silu\")");
   // pretraining_tp > 1 only splits transformers 4's matmuls into slices (the same sums).
   if (get_int(j, "pretraining_tp", where, 1) < 1)
@@ -359,9 +422,16 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   if (get_double(j, "attention_dropout", where, 0.0) != 0.0)
     bad(where, "attention_dropout", "is " + describe_json(j.at("attention_dropout")) +
                                         ", not 0; zt's attention has no dropout");
-  if (present(j, "quantization_config"))
-    bad(where, "quantization_config",
-        "is set; zt imports unquantized weights (float32, bfloat16, float16) only");
+  // gpt-oss's MXFP4 experts are dequantized at import (mxfp4.hpp); nothing else quantized.
+  if (present(j, "quantization_config")) {
+    const json& q = j.at("quantization_config");
+    const bool mxfp4 = fam->moe == Family::kGptOss && q.is_object() &&
+                       q.value("quant_method", json()) == "mxfp4";
+    if (!mxfp4)
+      bad(where, "quantization_config",
+          "is set; zt imports unquantized weights (float32, bfloat16, float16) and gpt-oss's "
+          "MXFP4 experts only");
+  }
   if (j.contains("partial_rotary_factor") && get_double(j, "partial_rotary_factor", where, 1.0) != 1.0)
     bad(where, "partial_rotary_factor", "is " + describe_json(j.at("partial_rotary_factor")) +
                                             ", not 1; zt rotates the whole head");
@@ -387,7 +457,11 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   m.kv_heads = size("num_key_value_heads", model::Config::kMaxHeads, defaults.kv_heads.value_or(m.heads));
   m.intermediate = size("intermediate_size", model::Config::kMaxIntermediate);
   m.context = size("max_position_embeddings", model::Config::kMaxContext, defaults.context);
-  read_rope(j, where, m);
+  if (fam->window == Family::kLayerTypes) read_layer_types(j, where, m);
+  if (fam->rope_per_type)
+    read_layer_schedule(j, where, m);  // RoPE per layer type, Gemma's scalars
+  else
+    read_rope(j, where, m);
   m.norm_eps = get_double(j, "rms_norm_eps", where, defaults.norm_eps);
   m.tied_embeddings = get_bool(j, "tie_word_embeddings", where, false);
   // head_dim: the key, else the family's default (qwen3: 128), else hidden / heads (kept as
@@ -447,6 +521,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
                          std::to_string(cfg.first_sliding_layer) +
                          " layers attend in full has no Hugging Face form",
                      "zt writes per-layer sliding windows as Qwen's (model.family = qwen2, qwen3)");
+  check_schedule_exportable(cfg, *fam);
   if (cfg.sliding_window > 0 && fam->window == Family::kNoWindow)
     throw InputError("a " + cfg.family + " model with a sliding window has no Hugging Face form",
                      "zt writes a sliding window as Mistral's (model.family = mistral)");
@@ -465,15 +540,8 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   // RoPE in both forms: transformers 5's rope_parameters (what it writes) and transformers
   // 4's rope_theta + rope_scaling (what it reads); transformers 5 reads either.
   const kernels::RopeScaling& r = cfg.rope_scaling;
-  json scaling = nullptr;
-  if (r.type == "linear") scaling = {{"rope_type", "linear"}, {"factor", r.factor}};
-  if (r.type == "llama3")
-    scaling = {{"rope_type", "llama3"},
-               {"factor", r.factor},
-               {"low_freq_factor", r.low_freq_factor},
-               {"high_freq_factor", r.high_freq_factor},
-               {"original_max_position_embeddings", r.original_context}};
-  json params = scaling.is_null() ? json{{"rope_type", "default"}} : scaling;
+  json params = rope_dict(r);
+  const json scaling = r.type == "default" ? json(nullptr) : params;
   params["rope_theta"] = cfg.rope_theta;
   j["rope_parameters"] = params;
   j["rope_theta"] = cfg.rope_theta;
@@ -499,6 +567,8 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
     j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
   }
   if (fam->moe != Family::kDense) write_moe(cfg, fam->moe, j);
+  if (fam->window == Family::kLayerTypes) write_layer_types(cfg, j);
+  if (fam->rope_per_type) write_layer_schedule(cfg, j);
   j["attention_dropout"] = 0.0;
   j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;

@@ -15,6 +15,7 @@
 #include "zt/core/escape.hpp"
 #include "zt/core/json.hpp"
 #include "hf_names.hpp"
+#include "mxfp4.hpp"
 #include "zt/ckpt/adapter_export.hpp"
 #include "zt/ckpt/hf_config.hpp"
 #include "zt/ckpt/io.hpp"
@@ -302,6 +303,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   progress.count_items(pieces.size(), "tensors");
   json weight_map = json::object();
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {kExportIdKey, export_id}};
+  std::vector<float> reordered;
   for (int k = 0; k < n; ++k) {
     const std::string file = n == 1 ? kSingleFile : hf_shard_name(k + 1, n);
     std::vector<StTensorSpec> specs;
@@ -315,8 +317,15 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
       const HfPiece& piece = pieces[static_cast<size_t>(i)];
       const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(piece.tensor)];
       const std::vector<float>& unit = params[static_cast<size_t>(t.unit)];
-      w.write(std::span<const float>(unit).subspan(static_cast<size_t>(t.offset + piece.offset),
-                                                   static_cast<size_t>(piece.numel)));
+      const std::span<const float> zt_order = std::span<const float>(unit).subspan(
+          static_cast<size_t>(t.offset + piece.offset), static_cast<size_t>(piece.numel));
+      if (piece.order == HfPiece::kSame) {
+        w.write(zt_order);
+      } else {  // gpt-oss's experts: the file's order
+        reordered.resize(zt_order.size());
+        zt_to_hf(piece, zt_order.data(), reordered.data());
+        w.write(reordered);
+      }
       progress.advance(static_cast<uint64_t>(piece.numel) * st_dtype_size(dt.st), 1);
     }
     w.finish();
@@ -408,6 +417,16 @@ void check_tensors(const model::ParamLayout& layout, const std::vector<HfPiece>&
   for (const HfPiece& t : pieces) {
     names.insert(t.name);
     const auto it = found.find(t.name);
+    const auto blocks = found.find(t.name + "_blocks"), scales = found.find(t.name + "_scales");
+    if (it == found.end() && t.order != HfPiece::kSame && blocks != found.end()) {  // MXFP4
+      if (scales == found.end())
+        throw InputError("tensor '" + t.name + "_scales' is missing from '" + hfdir + "'",
+                         "MXFP4 weights come as *_blocks and *_scales; is the folder complete?");
+      check_mxfp4_shapes(t.name, t.shape, blocks->second.tensor.shape, scales->second.tensor.shape,
+                         blocks->second.file, (dir / kConfigFile).string());
+      names.insert({t.name + "_blocks", t.name + "_scales"});
+      continue;
+    }
     if (it == found.end())
       throw InputError("tensor '" + t.name + "' is missing from '" + hfdir + "'",
                        "config.json describes a model with this tensor; is the folder complete?");
@@ -451,10 +470,19 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
     if (it == headers.end()) it = headers.emplace(path, read_safetensors_header(path)).first;
     return it->second;
   };
+  std::vector<uint8_t> blocks, scales;
   for (const HfPiece& t : pieces) {
-    const Located& loc = found.at(t.name);
+    const bool mxfp4 = !found.count(t.name);  // *_blocks and *_scales (check_tensors)
+    const Located& loc = found.at(mxfp4 ? t.name + "_blocks" : t.name);
     const model::TensorInfo& into = layout.tensors()[static_cast<size_t>(t.tensor)];
-    read_safetensors_tensor(loc.file, header_of(loc.file), loc.tensor, buf);
+    if (mxfp4) {  // dequantized as transformers does, counted as its bf16
+      const Located& sc = found.at(t.name + "_scales");
+      read_safetensors_bytes(loc.file, header_of(loc.file), loc.tensor, blocks);
+      read_safetensors_bytes(sc.file, header_of(sc.file), sc.tensor, scales);
+      buf = mxfp4_dequantize(blocks, scales, t.shape[0], t.shape[2], t.shape[1] / 32);
+    } else {
+      read_safetensors_tensor(loc.file, header_of(loc.file), loc.tensor, buf);
+    }
     const auto nonfinite = std::find_if(buf.begin(), buf.end(), [](float x) { return !std::isfinite(x); });
     if (nonfinite != buf.end())
       throw InputError(strf("tensor '%s' in '%s' (model folder '%s') holds a non-finite value "
@@ -464,11 +492,10 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
                             static_cast<long long>(nonfinite - buf.begin())),
                        "the model's weights are damaged (NaN or infinity); download or export "
                        "the model again");
-    std::copy(buf.begin(), buf.end(),
-              units[static_cast<size_t>(into.unit)].begin() +
-                  static_cast<ptrdiff_t>(into.offset + t.offset));
-    (*dtype_elems)[loc.tensor.dtype] += t.numel;
-    progress.advance(static_cast<uint64_t>(t.numel) * st_dtype_size(loc.tensor.dtype), 1);
+    hf_to_zt(t, buf.data(),
+             units[static_cast<size_t>(into.unit)].data() + into.offset + t.offset);
+    (*dtype_elems)[mxfp4 ? StDType::kBF16 : loc.tensor.dtype] += t.numel;
+    progress.advance(static_cast<uint64_t>(t.numel) * (mxfp4 ? 2 : st_dtype_size(loc.tensor.dtype)), 1);
   }
   const std::string embed = "model.embed_tokens.weight";
   if (layout.config().tied_embeddings && found.count("lm_head.weight")) {
@@ -531,7 +558,8 @@ Weights read_hf_weights(const std::string& hfdir, HfImportResult* info) {
   // Progress over the safetensors bytes read.
   uint64_t source_bytes = 0;
   for (const HfPiece& t : pieces)
-    source_bytes += static_cast<uint64_t>(t.numel) * st_dtype_size(found.at(t.name).tensor.dtype);
+    source_bytes += static_cast<uint64_t>(t.numel) *
+                    (found.count(t.name) ? st_dtype_size(found.at(t.name).tensor.dtype) : 2);
   Progress progress("hf-to-h5", source_bytes, ProgressUnit::kBytes);
   progress.count_items(pieces.size(), "tensors");
   w.units = read_units(layout, pieces, found, dir, &dtype_elems, progress);

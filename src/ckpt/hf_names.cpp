@@ -1,6 +1,8 @@
 // Hugging Face tensor names <-> zt's layout (see hf_names.hpp).
 #include "hf_names.hpp"
 
+#include <algorithm>
+
 #include "zt/core/log.hpp"
 #include "zt/model/family.hpp"
 
@@ -30,7 +32,14 @@ std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused) {
                  ? std::optional<std::string>(t.name.substr(0, t.name.size() - suffix.size()))
                  : std::nullopt;
     };
-    if (!cfg.moe() || fused) {
+    const bool gpt_oss = model::family(cfg.family).moe == model::Family::kGptOss;
+    if (gpt_oss && cut("mlp.experts.gate_up_proj")) {
+      out.push_back({t.name, {E, C, 2 * I}, ti, 0, t.numel, HfPiece::kGateUpT, E, I, C});
+    } else if (gpt_oss && cut("mlp.experts.down_proj")) {
+      out.push_back({t.name, {E, I, C}, ti, 0, t.numel, HfPiece::kDownT, E, C, I});
+    } else if (gpt_oss && cut("mlp.experts.gate_up_proj_bias")) {
+      out.push_back({t.name, {E, 2 * I}, ti, 0, t.numel, HfPiece::kInterleave, E, I, 1});
+    } else if (!cfg.moe() || fused) {
       out.push_back({t.name, t.shape, ti, 0, t.numel});
     } else if (auto router = cut("mlp.gate.weight")) {
       out.push_back({*router + moe + "gate.weight", t.shape, ti, 0, t.numel});
@@ -47,5 +56,40 @@ std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused) {
   }
   return out;
 }
+
+// (e, a, b) of zt's tensor <-> its index in the file's, for each order.
+template <bool kToZt>
+void reorder(const HfPiece& p, const float* from, float* to) {
+  const int64_t E = p.E, R = p.rows, K = p.cols;
+  const auto move = [&](int64_t zt, int64_t file) {
+    if (kToZt) to[zt] = from[file];
+    else to[file] = from[zt];
+  };
+  switch (p.order) {
+    case HfPiece::kSame:
+      std::copy_n(from, p.numel, to);
+      return;
+    case HfPiece::kGateUpT:  // zt [E, 2R, K] (R = I, K = C), file [E, K, 2R]
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t i = 0; i < R; ++i)
+            for (int64_t c = 0; c < K; ++c)
+              move((e * 2 * R + h * R + i) * K + c, (e * K + c) * 2 * R + 2 * i + h);
+      return;
+    case HfPiece::kDownT:  // zt [E, R, K] (R = C, K = I), file [E, K, R]
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t k = 0; k < K; ++k) move((e * R + r) * K + k, (e * K + k) * R + r);
+      return;
+    case HfPiece::kInterleave:  // zt [E, 2R] gate then up, file [E, 2R] interleaved
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t i = 0; i < R; ++i) move(e * 2 * R + h * R + i, e * 2 * R + 2 * i + h);
+      return;
+  }
+}
+
+void hf_to_zt(const HfPiece& p, const float* file, float* zt) { reorder<true>(p, file, zt); }
+void zt_to_hf(const HfPiece& p, const float* zt, float* file) { reorder<false>(p, zt, file); }
 
 }  // namespace zt::ckpt

@@ -23,7 +23,18 @@ struct HfPiece {
   int tensor = 0;              // index into layout.tensors()
   int64_t offset = 0;          // its first element within that tensor (contiguous)
   int64_t numel = 0;           // product of shape
+  // How the file orders the elements (gpt-oss's experts, as transformers holds them):
+  // kSame zt's order; kGateUpT the file [E, C, 2I] with gate and up interleaved (column 2i
+  // gate i, 2i + 1 up i) for zt's [E, 2I, C] (gate rows, then up rows); kDownT the file
+  // [E, I, C] for zt's [E, C, I]; kInterleave the file [E, 2I] interleaved for zt's gate
+  // then up.
+  enum Order : uint8_t { kSame, kGateUpT, kDownT, kInterleave } order = kSame;
+  int64_t E = 0, rows = 0, cols = 0;  // kGateUpT: E, I, C; kDownT: E, C, I; kInterleave: E, I
 };
+
+// One piece's elements between the file's order and zt's (numel each).
+void hf_to_zt(const HfPiece& p, const float* file, float* zt);
+void zt_to_hf(const HfPiece& p, const float* zt, float* file);
 
 // Every tensor of the folder form of `layout`, in layout order. fused: a Mixtral's
 // experts under transformers 5's run-time names (one piece per zt tensor); otherwise

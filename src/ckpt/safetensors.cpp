@@ -272,6 +272,17 @@ StHeader read_safetensors_header(const std::string& path) {
   return parse_safetensors_header(bytes, file_size, path);
 }
 
+namespace {
+// The file of a tensor about to be read (its header read before).
+int open_tensor_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    throw InputError("cannot open safetensors file '" + path + "': " + std::strerror(errno),
+                     "check the path");
+  return fd;
+}
+}  // namespace
+
 void read_safetensors_tensor(const std::string& path, const StHeader& h, const StTensor& t,
                              std::vector<float>& out) {
   if (t.dtype != StDType::kF32 && t.dtype != StDType::kBF16 && t.dtype != StDType::kF16)
@@ -279,10 +290,7 @@ void read_safetensors_tensor(const std::string& path, const StHeader& h, const S
                           "and F16 weights",
                           path.c_str(), t.name.c_str(), st_dtype_name(t.dtype)),
                      "convert the model to a floating-point dtype first");
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0)
-    throw InputError("cannot open safetensors file '" + path + "': " + std::strerror(errno),
-                     "check the path");
+  const Fd fd(open_tensor_file(path));
   const size_t n = static_cast<size_t>(t.numel());
   out.resize(n);
   if (t.dtype == StDType::kF32) {
@@ -300,6 +308,17 @@ void read_safetensors_tensor(const std::string& path, const StHeader& h, const S
   } else {
     for (size_t i = 0; i < n; ++i) out[i] = f16::to_float(half[i]);
   }
+}
+
+void read_safetensors_bytes(const std::string& path, const StHeader& h, const StTensor& t,
+                            std::vector<uint8_t>& out) {
+  if (t.dtype != StDType::kU8)
+    throw InputError(strf("safetensors file '%s': tensor '%s' has dtype %s, not U8",
+                          path.c_str(), t.name.c_str(), st_dtype_name(t.dtype)),
+                     "MXFP4 blocks and scales are U8 tensors (as openai/gpt-oss's files)");
+  const Fd fd(open_tensor_file(path));
+  out.resize(static_cast<size_t>(t.numel()));
+  pread_all(fd.get(), out.data(), t.nbytes(), h.data_start + t.begin, path);
 }
 
 // ---- writing ---------------------------------------------------------------------

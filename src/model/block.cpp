@@ -26,8 +26,9 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   const R* p = params[static_cast<size_t>(layout.block_unit(l))];
   const BlockOffsets& o = layout.block_offsets(l);
   const bool qk_norm = cfg.qk_norm();
+  const double off = cfg.norm_offset(), eps = cfg.norm_eps;
   // attention half
-  cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps);
+  cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, eps, off);
   R* q = qk_norm ? a.qr.data() : a.q.data();  // projections before the q/k norm
   R* kk = qk_norm ? a.kr.data() : a.k.data();
   proj_forward(l, LoraTarget::kQ, q, a.xn1.data(), p + o.q, N, C, H * D, at(p, o.q_bias));
@@ -35,34 +36,59 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   proj_forward(l, LoraTarget::kV, a.v.data(), a.xn1.data(), p + o.v, N, C, G * D,
                at(p, o.v_bias));
   if (qk_norm) {  // per head: rows of D
-    cpu::rmsnorm_forward(a.q.data(), a.rstd_q.data(), q, p + o.q_norm, N * H, D, cfg.norm_eps);
-    cpu::rmsnorm_forward(a.k.data(), a.rstd_k.data(), kk, p + o.k_norm, N * G, D, cfg.norm_eps);
+    cpu::rmsnorm_forward(a.q.data(), a.rstd_q.data(), q, p + o.q_norm, N * H, D, eps, off);
+    cpu::rmsnorm_forward(a.k.data(), a.rstd_k.data(), kk, p + o.k_norm, N * G, D, eps, off);
   }
-  cpu::rope_forward(a.q.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
-  cpu::rope_forward(a.k.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
+  const auto [cos, sin] = rope_of(l);  // the layer type's RoPE
+  cpu::rope_forward(a.q.data(), cos, sin, B, T, H, D, pos);
+  cpu::rope_forward(a.k.data(), cos, sin, B, T, G, D, pos);
+  scale_by(a.q.data(), N * H * D, cfg.query_scale());
   cpu::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
-                       H, G, D, pos, cfg.window(l));
-  proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, N, H * D, C,
-               at(p, o.o_bias));
-  cpu::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
+                       H, G, D, pos, cfg.window(l), at(p, o.sinks));
+  attn_out(l, p, a, x_in, N);
   mlp_forward(l, p, x_out, a, N);
 }
 
-// A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr).
+// The attention's output: x_mid = x_in + o_proj(att), Gemma's sandwich norming o_proj's
+// output first.
+template <class R>
+void Model<R>::Impl::attn_out(int l, const R* p, BlockActs<R>& a, const R* x_in, int64_t N) {
+  const int64_t C = cfg.hidden, HD = cfg.q_dim();
+  const BlockOffsets& o = layout.block_offsets(l);
+  const bool sandwich = cfg.sandwich_norms();
+  proj_forward(l, LoraTarget::kO, sandwich ? a.o_out.data() : a.x_mid.data(), a.att.data(),
+               p + o.o, N, HD, C, at(p, o.o_bias));
+  if (sandwich)
+    cpu::rmsnorm_forward(a.x_mid.data(), a.rstd_o.data(), a.o_out.data(), p + o.attn_out_norm, N,
+                         C, cfg.norm_eps, cfg.norm_offset());
+  cpu::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
+}
+
+// A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr; with
+// Gemma's sandwich the down projection and its norm still run, into dxn: the backward
+// needs them).
 template <class R>
 void Model<R>::Impl::mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N) {
   const int64_t C = cfg.hidden, I = cfg.intermediate;
   const BlockOffsets& o = layout.block_offsets(l);
+  const double off = cfg.norm_offset();
   cpu::rmsnorm_forward(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), p + o.post_norm, N, C,
-                     cfg.norm_eps);
+                     cfg.norm_eps, off);
   if (cfg.moe_layer(l)) return moe_forward(l, p, x_out, a, N);
   proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
   proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
-  cpu::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
-  if (x_out) {
-    proj_forward(l, LoraTarget::kDown, x_out, a.h.data(), p + o.down, N, I, C);
-    cpu::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
-  }
+  if (cfg.gelu_mlp())
+    cpu::geglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
+  else
+    cpu::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * I);
+  const bool sandwich = cfg.sandwich_norms();
+  if (!x_out && !sandwich) return;
+  proj_forward(l, LoraTarget::kDown, sandwich ? a.down_out.data() : x_out, a.h.data(), p + o.down,
+               N, I, C);
+  if (sandwich)
+    cpu::rmsnorm_forward(x_out ? x_out : dxn.data(), a.rstd_m.data(), a.down_out.data(),
+                         p + o.mlp_out_norm, N, C, cfg.norm_eps, off);
+  if (x_out) cpu::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
 }
 
 // Block l over n new positions of one sequence (past before them in the cache): their
@@ -71,12 +97,13 @@ template <class R>
 void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t n,
                                   int64_t past, KvCache<R>& cache) {
   const int64_t C = cfg.hidden, H = cfg.heads, G = cfg.kv_heads, D = cfg.head_dim();
-  const int64_t GD = G * D, half = D / 2;
+  const int64_t GD = G * D;
   const R* p = params[static_cast<size_t>(layout.block_unit(l))];
   const BlockOffsets& o = layout.block_offsets(l);
   R* kc = cache.k.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
   R* vc = cache.v.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
-  cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, cfg.norm_eps);
+  const double off = cfg.norm_offset(), eps = cfg.norm_eps;
+  cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, eps, off);
   proj_forward(l, LoraTarget::kQ, a.q.data(), a.xn1.data(), p + o.q, n, C, H * D,
                at(p, o.q_bias));
   proj_forward(l, LoraTarget::kK, kc + past * GD, a.xn1.data(), p + o.k, n, C, GD,
@@ -85,19 +112,17 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
                at(p, o.v_bias));
   if (cfg.qk_norm()) {  // in place (row by row), per head
     cpu::rmsnorm_forward(a.q.data(), static_cast<R*>(nullptr), a.q.data(), p + o.q_norm, n * H, D,
-                       cfg.norm_eps);
+                       eps, off);
     cpu::rmsnorm_forward(kc + past * GD, static_cast<R*>(nullptr), kc + past * GD, p + o.k_norm,
-                       n * G, D, cfg.norm_eps);
+                       n * G, D, eps, off);
   }
-  const R* cos = rope_cos.data() + past * half;  // positions past .. past + n - 1
-  const R* sin = rope_sin.data() + past * half;
+  const auto [cos, sin] = rope_of(l, past);  // positions past .. past + n - 1
   cpu::rope_forward(a.q.data(), cos, sin, 1, n, H, D);
   cpu::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
+  scale_by(a.q.data(), n * H * D, cfg.query_scale());
   cpu::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D,
-                      cfg.window(l));
-  proj_forward(l, LoraTarget::kO, a.x_mid.data(), a.att.data(), p + o.o, n, H * D, C,
-               at(p, o.o_bias));
-  cpu::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), n * C);
+                      cfg.window(l), at(p, o.sinks));
+  attn_out(l, p, a, x_in, n);
   mlp_forward(l, p, x_out, a, n);
 }
 
@@ -110,6 +135,8 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
   const R* p = params[static_cast<size_t>(u)];
   const BlockOffsets& o = layout.block_offsets(l);
   const auto g = [&](int64_t off) { return base_grad_or_null(u, off); };  // nullptr: frozen or absent
+  const double off = cfg.norm_offset();
+  const bool sandwich = cfg.sandwich_norms();
   // MLP half: x_out = x_mid + down(h) (or the experts' sum); the residual passes dres
   // through unchanged. First contributions to the scratch gradients WRITE (accumulate =
   // false), so no buffer needs zeroing.
@@ -119,32 +146,40 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
     dense_mlp_backward(l, u, p, a, N);
   }
   cpu::rmsnorm_backward(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(), p + o.post_norm,
-                      a.rstd2.data(), N, C);  // dres += (the residual branch)
-  // attention half: x_mid = x_in + o_proj(att)
-  proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), dres.data(), a.att.data(), p + o.o,
-                N, H * D, C, /*accumulate_dx=*/false, g(o.o_bias));
+                      a.rstd2.data(), N, C, true, off);  // dres += (the residual branch)
+  // attention half: x_mid = x_in + o_proj(att) (sandwich: + norm(o_proj(att)))
+  if (sandwich)
+    cpu::rmsnorm_backward(dxn.data(), g(o.attn_out_norm), dres.data(), a.o_out.data(),
+                          p + o.attn_out_norm, a.rstd_o.data(), N, C, false, off);
+  proj_backward(l, LoraTarget::kO, datt.data(), g(o.o), sandwich ? dxn.data() : dres.data(),
+                a.att.data(), p + o.o, N, H * D, C, /*accumulate_dx=*/false, g(o.o_bias));
+  R* dsink = g(o.sinks);  // the kernel writes d sink: into dsink_, then added to the gradient
+  if (dsink) dsink_.resize(static_cast<size_t>(H));
   cpu::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
                         a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
-                        /*accumulate=*/false);
-  cpu::rope_backward(dq.data(), rope_cos.data(), rope_sin.data(), B, T, H, D, pos);
-  cpu::rope_backward(dk.data(), rope_cos.data(), rope_sin.data(), B, T, G, D, pos);
+                        /*accumulate=*/false, dsink ? dsink_.data() : nullptr);
+  for (int64_t h = 0; dsink && h < H; ++h) dsink[h] += dsink_[static_cast<size_t>(h)];
+  scale_by(dq.data(), N * H * D, cfg.query_scale());
+  const auto [cos, sin] = rope_of(l);
+  cpu::rope_backward(dq.data(), cos, sin, B, T, H, D, pos);
+  cpu::rope_backward(dk.data(), cos, sin, B, T, G, D, pos);
   // q/k norm: back through it into datt (free once attention_backward has read it), q
   // first, then k (the q projection's backward has read datt by then).
   const bool qk_norm = cfg.qk_norm();
   if (qk_norm)
     cpu::rmsnorm_backward(datt.data(), g(o.q_norm), dq.data(), a.qr.data(), p + o.q_norm,
-                        a.rstd_q.data(), N * H, D, /*accumulate_dx=*/false);
+                        a.rstd_q.data(), N * H, D, /*accumulate_dx=*/false, off);
   proj_backward(l, LoraTarget::kQ, dxn.data(), g(o.q), qk_norm ? datt.data() : dq.data(),
                 a.xn1.data(), p + o.q, N, C, H * D, /*accumulate_dx=*/false, g(o.q_bias));
   if (qk_norm)
     cpu::rmsnorm_backward(datt.data(), g(o.k_norm), dk.data(), a.kr.data(), p + o.k_norm,
-                        a.rstd_k.data(), N * G, D, /*accumulate_dx=*/false);
+                        a.rstd_k.data(), N * G, D, /*accumulate_dx=*/false, off);
   proj_backward(l, LoraTarget::kK, dxn.data(), g(o.k), qk_norm ? datt.data() : dk.data(),
                 a.xn1.data(), p + o.k, N, C, G * D, true, g(o.k_bias));
   proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N,
                 C, G * D, true, g(o.v_bias));
   cpu::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
-                      a.rstd1.data(), N, C);  // dres += (the residual branch)
+                      a.rstd1.data(), N, C, true, off);  // dres += (the residual branch)
 }
 
 // The dense MLP's backward: dres [N, C] (dL/dx_out) -> dxn [N, C] written (dL/d a.xn2).
@@ -153,10 +188,18 @@ void Model<R>::Impl::dense_mlp_backward(int l, int u, const R* p, BlockActs<R>& 
   const int64_t C = cfg.hidden, I = cfg.intermediate;
   const BlockOffsets& o = layout.block_offsets(l);
   const auto g = [&](int64_t off) { return base_grad_or_null(u, off); };
-  proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), dres.data(), a.h.data(),
-                p + o.down, N, I, C, /*accumulate_dx=*/false);
-  cpu::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
-                     /*accumulate=*/false);
+  const bool sandwich = cfg.sandwich_norms();
+  if (sandwich)  // x_out = x_mid + norm(down(h)): dxn = d down(h)
+    cpu::rmsnorm_backward(dxn.data(), g(o.mlp_out_norm), dres.data(), a.down_out.data(),
+                          p + o.mlp_out_norm, a.rstd_m.data(), N, C, false, cfg.norm_offset());
+  proj_backward(l, LoraTarget::kDown, dh.data(), g(o.down), sandwich ? dxn.data() : dres.data(),
+                a.h.data(), p + o.down, N, I, C, /*accumulate_dx=*/false);
+  if (cfg.gelu_mlp())
+    cpu::geglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
+                        /*accumulate=*/false);
+  else
+    cpu::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * I,
+                         /*accumulate=*/false);
   proj_backward(l, LoraTarget::kGate, dxn.data(), g(o.gate), dgate.data(), a.xn2.data(),
                 p + o.gate, N, C, I, /*accumulate_dx=*/false);
   proj_backward(l, LoraTarget::kUp, dxn.data(), g(o.up), dup.data(), a.xn2.data(), p + o.up,
@@ -167,6 +210,7 @@ void Model<R>::Impl::dense_mlp_backward(int l, int u, const R* p, BlockActs<R>& 
   template void Model<R>::Impl::block_forward(int, const R*, R*, BlockActs<R>&, int64_t,       \
                                               int64_t);                                      \
   template void Model<R>::Impl::mlp_forward(int, const R*, R*, BlockActs<R>&, int64_t);        \
+  template void Model<R>::Impl::attn_out(int, const R*, BlockActs<R>&, const R*, int64_t);     \
   template void Model<R>::Impl::block_decode(int, const R*, R*, BlockActs<R>&, int64_t,        \
                                              int64_t, KvCache<R>&);                          \
   template void Model<R>::Impl::block_backward(int, const R*, BlockActs<R>&, int64_t, int64_t); \

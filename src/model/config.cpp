@@ -45,7 +45,8 @@ std::vector<std::string> Config::preset_names() {
   return {"tiny",         "tinyllama-1.1b", "open-llama-3b", "llama-7b",
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
           "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b",
-          "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b"};
+          "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b", "gemma-3-1b",
+          "gpt-oss-20b",  "gpt-oss-120b"};
 }
 
 namespace {
@@ -67,6 +68,19 @@ bool Config::qkv_bias() const {
 }
 bool Config::o_bias() const { return row_of(*this).bias == Family::kFromFlag && attention_bias; }
 bool Config::qk_norm() const { return row_of(*this).qk_norm; }
+double Config::norm_offset() const { return row_of(*this).norm_offset; }
+bool Config::sandwich_norms() const { return row_of(*this).sandwich; }
+bool Config::gelu_mlp() const { return row_of(*this).gelu_mlp; }
+bool Config::embed_scale() const { return row_of(*this).embed_scale; }
+bool Config::attention_sinks() const { return row_of(*this).sinks; }
+bool Config::router_bias() const { return row_of(*this).router_bias; }
+bool Config::topk_softmax() const { return row_of(*this).topk_softmax; }
+bool Config::expert_bias() const { return row_of(*this).expert_bias; }
+double Config::query_scale() const {
+  return query_pre_attn_scalar > 0
+             ? std::sqrt(static_cast<double>(head_dim()) / query_pre_attn_scalar)
+             : 1.0;
+}
 
 bool Config::moe_layer(int64_t l) const {
   if (!moe() || (l + 1) % std::max<int64_t>(decoder_sparse_step, 1) != 0) return false;
@@ -162,6 +176,37 @@ Config Config::preset(std::string_view name) {
     c.norm_topk_prob = false;
     return c;
   }
+  // google/gemma-3-1b-pt's config.json (gemma3_text): head_dim 256, 5 sliding layers (window
+  // 512, RoPE base 1e4) to 1 full (1e6), query_pre_attn_scalar 256, tied.
+  if (name == "gemma-3-1b") {
+    Config c = make("gemma-3-1b", 262144, 1152, 26, 4, 1, 6912, 32768, 1e-6);
+    c.family = "gemma3_text";
+    c.head_dim_ = 256;
+    c.tied_embeddings = true;
+    c.rope_theta = 1e6;
+    c.rope_local_theta = 1e4;
+    c.sliding_window = 512;
+    for (int64_t l = 0; l < c.layers; ++l) c.layer_types += (l + 1) % 6 != 0 ? 's' : 'f';
+    c.query_pre_attn_scalar = 256;
+    return c;
+  }
+  // openai/gpt-oss-20b and -120b's config.json (gpt_oss): head_dim 64, sliding (128) and
+  // full layers alternating, yarn (factor 32 over 4096, beta 32 / 1, truncate false),
+  // rope_theta 150000, experts of width 2880 with biases, 4 per token, swiglu_limit 7.
+  if (name == "gpt-oss-20b" || name == "gpt-oss-120b") {
+    const bool big = name == "gpt-oss-120b";
+    Config c = moe(make(big ? "gpt-oss-120b" : "gpt-oss-20b", 201088, 2880, big ? 36 : 24, 64, 8,
+                        2880, 131072, 1e-5),
+                   "gpt_oss", big ? 128 : 32, 4, 0);
+    c.head_dim_ = 64;
+    c.attention_bias = true;
+    c.rope_theta = 150000.0;
+    c.rope_scaling = {.type = "yarn", .factor = 32.0, .original_context = 4096, .truncate = false};
+    c.sliding_window = 128;
+    for (int64_t l = 0; l < c.layers; ++l) c.layer_types += l % 2 == 0 ? 's' : 'f';
+    c.swiglu_limit = 7.0;
+    return c;
+  }
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError(strf("unknown model preset '%.*s'", static_cast<int>(name.size()), name.data()),
@@ -240,6 +285,7 @@ void Config::validate() const {
                           static_cast<long long>(layers)),
                      "layers from it on use model.sliding_window; 0 makes every layer slide.");
   }
+  validate_schedule();
   // The parameter count and the 16 bytes of fp32 model states per parameter must fit in
   // 64 bits (num_params() and every size derived from it compute unchecked).
   const char* hint = "lower model.hidden, model.intermediate, model.layers or model.vocab; "
@@ -253,7 +299,7 @@ void Config::validate() const {
   const int64_t mlp = add(mul(std::max<int64_t>(experts, 1), add(mul(3, mul(hidden, width)), hidden)),
                           mul(3, mul(hidden, add(shared_expert_intermediate, 1))));
   const int64_t block = add(
-      add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))), add(mlp, mul(2, hidden))),
+      add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))), add(mlp, mul(4, hidden))),
       add(mul(2, add(q_dim(), kv)), mul(2, head_dim())));  // a bound on biases and q/k norms
   const int64_t embedding = mul(vocab, hidden);
   const int64_t total =
@@ -305,6 +351,13 @@ void Config::validate_experts() const {
                 strf("model.shared_expert_intermediate = %lld",
                      static_cast<long long>(shared_expert_intermediate)),
                 "qwen2_moe");
+  refuse_unless(row.expert_bias || swiglu_limit == 0, strf("model.swiglu_limit = %g", swiglu_limit),
+                "gpt_oss");
+  if (!(swiglu_limit >= 0) || !std::isfinite(swiglu_limit) || !(swiglu_alpha > 0) ||
+      !std::isfinite(swiglu_alpha))
+    throw InputError(strf("model.swiglu_limit = %g, model.swiglu_alpha = %g: must be finite, "
+                          "limit >= 0 and alpha > 0", swiglu_limit, swiglu_alpha),
+                     "gpt-oss: limit 7, alpha 1.702 (limit 0: the plain SwiGLU).");
   if (!family_moe) return;
   if (experts > kMaxExperts)
     throw InputError(strf("model.experts = %lld: above zt's limit %lld", static_cast<long long>(experts),
@@ -342,7 +395,61 @@ void Config::validate_experts() const {
                      "use a dense family (qwen2, qwen3) for a model without experts.");
 }
 
-void Config::validate_for_device() const {
+void Config::validate_schedule() const {
+  const char* hint = "model.layer_types holds one letter per layer: s (sliding_attention: "
+                     "model.sliding_window) or f (full_attention), e.g. sssssf for Gemma 3's 5:1; "
+                     "empty: the model.first_sliding_layer rule";
+  if (!layer_types.empty()) {
+    if (static_cast<int64_t>(layer_types.size()) != layers)
+      throw InputError(strf("model.layer_types has %zu letters for %lld layers", layer_types.size(),
+                            static_cast<long long>(layers)),
+                       hint);
+    if (first_sliding_layer != 0)
+      throw InputError("model.layer_types and model.first_sliding_layer are both set",
+                       "give one schedule: layer_types (any pattern) or first_sliding_layer.");
+    for (size_t i = 0; i < layer_types.size(); ++i) {
+      const char t = layer_types[i];
+      if (t == 'l')
+        throw InputError(strf("model.layer_types: layer %zu is linear_attention (Qwen3.5's), "
+                              "which zt does not implement",
+                              i),
+                         "zt implements sliding_attention (s) and full_attention (f) layers.");
+      if (t != 's' && t != 'f')
+        throw InputError(strf("model.layer_types: layer %zu is '%c'", i, t), hint);
+    }
+    if (layer_types.find('s') != std::string::npos && sliding_window <= 0)
+      throw InputError("model.layer_types names sliding layers while model.sliding_window is 0",
+                       "set model.sliding_window (Gemma 3: 512), or make every layer f.");
+  }
+  const auto non_negative = [](double v, const char* field, const char* what) {
+    if (!(v >= 0) || !std::isfinite(v))
+      throw InputError(strf("model.%s = %g: must be a finite number >= 0", field, v), what);
+  };
+  non_negative(rope_local_theta, "rope_local_theta",
+               "the sliding layers' RoPE base (Gemma 3: 10000); 0: the full layers' RoPE.");
+  non_negative(query_pre_attn_scalar, "query_pre_attn_scalar",
+               "scores are scaled by query_pre_attn_scalar^-0.5 (Gemma 3 1B: 256); 0: head_dim.");
+  non_negative(final_logit_softcap, "final_logit_softcap",
+               "logits are capped as cap tanh(logits / cap) (Gemma 2: 30); 0: none.");
+}
+
+std::string Config::device_model_gap() const {
+  if (norm_offset() != 0 || sandwich_norms() || gelu_mlp() || embed_scale() ||
+      rope_local_theta > 0 || query_pre_attn_scalar > 0 || final_logit_softcap > 0)
+    return "Gemma's block ((1 + w) norms, sandwich norms, GeGLU, per-type RoPE, "
+           "query_pre_attn_scalar, soft-caps)";
+  if (attention_sinks() || row_of(*this).moe == Family::kGptOss || swiglu_limit > 0 ||
+      rope_scaling.type == "yarn")
+    return "gpt-oss's block (attention sinks, yarn RoPE, the router and experts with biases, "
+           "the clamped SwiGLU)";
+  return "";
+}
+
+void Config::validate_for_device(bool check_block) const {
+  if (const std::string gap = check_block ? device_model_gap() : ""; !gap.empty())
+    throw InputError("model family '" + family + "' on the GPU: the GPU model does not have " +
+                         gap + " yet",
+                     "train or generate it on the CPU (train.device = cpu).");
   if (experts > kMaxDeviceExperts)
     throw InputError(strf("model.experts = %lld with model family '%s' on the GPU: its router "
                           "takes at most %lld experts",
@@ -355,18 +462,28 @@ void Config::validate_for_device() const {
 void Config::validate_rope_scaling() const {
   const kernels::RopeScaling& s = rope_scaling;
   const char* hint = "rope_scaling types: default, linear (factor), llama3 (factor, "
-                     "low_freq_factor, high_freq_factor, original_max_position_embeddings); "
-                     "see docs/model.md";
+                     "low_freq_factor, high_freq_factor, original_max_position_embeddings), yarn "
+                     "(factor, beta_fast, beta_slow, original_max_position_embeddings); see "
+                     "docs/model.md";
   const auto positive = [&](double v, const char* field) {
     if (!(v > 0) || !std::isfinite(v))
       throw InputError(strf("model.rope_scaling.%s = %g: must be a finite number > 0", field, v),
                        hint);
   };
   if (s.type == "default") return;
-  if (s.type != "linear" && s.type != "llama3")
+  if (s.type != "linear" && s.type != "llama3" && s.type != "yarn")
     throw InputError("model.rope_scaling type '" + s.type + "' is not one zt implements", hint);
   positive(s.factor, "factor");
   if (s.type == "linear") return;
+  if (s.type == "yarn") {
+    positive(s.beta_fast, "beta_fast");
+    positive(s.beta_slow, "beta_slow");
+    for (const auto& [v, f] : {std::pair{s.mscale, "mscale"}, {s.mscale_all_dim, "mscale_all_dim"},
+                               {s.attention_factor, "attention_factor"}})
+      if (!(v >= 0) || !std::isfinite(v))
+        throw InputError(strf("model.rope_scaling.%s = %g: must be a finite number >= 0 (0: "
+                              "absent)", f, v), hint);
+  }
   positive(s.low_freq_factor, "low_freq_factor");
   positive(s.high_freq_factor, "high_freq_factor");
   if (!(s.high_freq_factor > s.low_freq_factor))
@@ -387,16 +504,19 @@ int64_t Config::num_block_params(int64_t l) const {
   const int64_t attn = hidden * q_dim() /*q*/ + 2 * hidden * kv_dim() /*k, v*/ +
                        q_dim() * hidden /*o*/;
   const int64_t bias = (qkv_bias() ? q_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
-  const int64_t norms = 2 * hidden + (qk_norm() ? 2 * head_dim() : 0);  // + q/k norms
+  const int64_t norms = (sandwich_norms() ? 4 : 2) * hidden +
+                        (qk_norm() ? 2 * head_dim() : 0) +  // + q/k norms
+                        (attention_sinks() ? heads : 0);    // + the sinks [H]
   if (!moe_layer(l)) return attn + bias + 3 * hidden * intermediate /*gate, up, down*/ + norms;
   const int64_t shared = shared_expert() ? 3 * hidden * shared_expert_intermediate + hidden : 0;
+  const int64_t moe_bias = (router_bias() ? experts : 0) + experts * expert_bias_width();
   return attn + bias + experts * (3 * hidden * expert_width() + hidden) /*experts, router [E, C]*/ +
-         shared /*shared expert and its gate [1, C]*/ + norms;
+         shared /*shared expert and its gate [1, C]*/ + moe_bias + norms;
 }
 
 int64_t Config::num_active_params() const {
-  return num_params() -
-         moe_layer_count() * (experts - experts_per_token) * 3 * hidden * expert_width();
+  return num_params() - moe_layer_count() * (experts - experts_per_token) *
+                            (3 * hidden * expert_width() + expert_bias_width());
 }
 
 int64_t Config::num_params() const {

@@ -30,6 +30,12 @@ const char* no_rope_scaling(const Config& c) {
 const char* no_llama3(const Config& c) {
   return c.rope_scaling.type != "llama3" ? "set model.rope_type = llama3" : nullptr;
 }
+const char* no_yarn(const Config& c) {
+  return c.rope_scaling.type != "yarn" ? "set model.rope_type = yarn" : nullptr;
+}
+const char* no_clamp(const Config& c) {
+  return c.swiglu_limit > 0 ? nullptr : "set model.swiglu_limit (gpt_oss)";
+}
 const char* no_window(const Config& c) {
   return c.sliding_window == 0 ? "set model.sliding_window" : nullptr;
 }
@@ -75,8 +81,8 @@ const ConfigField kFields[] = {
      .help = "override: RoPE base"},
     {.key = "rope_type", .attr = "rope_scaling.type", .hf = "rope_scaling.rope_type",
      .ref = ZT_FIELD(rope_scaling.type), .save = F::kWithRope,
-     .help = "override: RoPE scaling (default, linear, llama3; docs/model.md)",
-     .choices = [] { return std::vector<std::string>{"default", "linear", "llama3"}; }},
+     .help = "override: RoPE scaling (default, linear, llama3, yarn; docs/model.md)",
+     .choices = [] { return std::vector<std::string>{"default", "linear", "llama3", "yarn"}; }},
     {.key = "rope_factor", .attr = "rope_scaling.factor", .hf = "rope_scaling.factor",
      .ref = ZT_FIELD(rope_scaling.factor), .save = F::kWithRope, .min = 0, .max = 1e6,
      .min_exclusive = true, .help = "override: RoPE scaling factor", .inert = no_rope_scaling},
@@ -91,8 +97,34 @@ const ConfigField kFields[] = {
     {.key = "rope_original_context", .attr = "rope_scaling.original_context",
      .hf = "rope_scaling.original_max_position_embeddings",
      .ref = ZT_FIELD(rope_scaling.original_context), .save = F::kWithRope, .min = 1,
-     .max = Config::kMaxContext, .help = "override: llama3 original_max_position_embeddings",
-     .inert = no_llama3},
+     .max = Config::kMaxContext,
+     .help = "override: llama3 / yarn original_max_position_embeddings", .inert = no_rope_scaling},
+    {.key = "rope_beta_fast", .attr = "rope_scaling.beta_fast", .hf = "rope_scaling.beta_fast",
+     .ref = ZT_FIELD(rope_scaling.beta_fast), .save = F::kWithRope, .min = 0, .max = 1e6,
+     .min_exclusive = true, .help = "override: yarn beta_fast", .inert = no_yarn},
+    {.key = "rope_beta_slow", .attr = "rope_scaling.beta_slow", .hf = "rope_scaling.beta_slow",
+     .ref = ZT_FIELD(rope_scaling.beta_slow), .save = F::kWithRope, .min = 0, .max = 1e6,
+     .min_exclusive = true, .help = "override: yarn beta_slow", .inert = no_yarn},
+    {.key = "rope_truncate", .attr = "rope_scaling.truncate", .hf = "rope_scaling.truncate",
+     .ref = ZT_FIELD(rope_scaling.truncate), .save = F::kWithRope,
+     .help = "override: yarn truncate (whole-dimension correction range)", .inert = no_yarn},
+    {.key = "rope_mscale", .attr = "rope_scaling.mscale", .hf = "rope_scaling.mscale",
+     .ref = ZT_FIELD(rope_scaling.mscale), .save = F::kWithRope, .min = 0, .max = 1e6,
+     .help = "override: yarn mscale (DeepSeek; 0: absent)", .inert = no_yarn},
+    {.key = "rope_mscale_all_dim", .attr = "rope_scaling.mscale_all_dim",
+     .hf = "rope_scaling.mscale_all_dim", .ref = ZT_FIELD(rope_scaling.mscale_all_dim),
+     .save = F::kWithRope, .min = 0, .max = 1e6,
+     .help = "override: yarn mscale_all_dim (DeepSeek; 0: absent)", .inert = no_yarn},
+    {.key = "rope_attention_factor", .attr = "rope_scaling.attention_factor",
+     .hf = "rope_scaling.attention_factor", .ref = ZT_FIELD(rope_scaling.attention_factor),
+     .save = F::kWithRope, .min = 0, .max = 1e6,
+     .help = "override: yarn attention_factor (0: from the factor)", .inert = no_yarn},
+    {.key = "swiglu_limit", .attr = "swiglu_limit", .hf = "swiglu_limit",
+     .ref = ZT_FIELD(swiglu_limit), .min = 0, .max = 1e6,
+     .help = "override: gpt-oss's expert clamp (7; 0: plain SwiGLU)"},
+    {.key = "swiglu_alpha", .attr = "swiglu_alpha", .hf = "swiglu_alpha",
+     .ref = ZT_FIELD(swiglu_alpha), .min = 0, .max = 1e6,
+     .min_exclusive = true, .help = "override: gpt-oss's sigmoid gain (1.702)", .inert = no_clamp},
     {.key = "norm_eps", .attr = "norm_eps", .hf = "rms_norm_eps", .ref = ZT_FIELD(norm_eps),
      .save = F::kAlways, .min = 0, .max = 1, .min_exclusive = true,
      .help = "override: RMSNorm epsilon"},
@@ -142,6 +174,19 @@ const ConfigField kFields[] = {
      .help = "override: layers from this one on use model.sliding_window, earlier ones attend "
              "in full (Qwen's max_window_layers; 0: every layer)",
      .inert = no_window},
+    {.key = "layer_types", .attr = "layer_types", .hf = "layer_types", .ref = ZT_FIELD(layer_types),
+     .help = "override: the attention schedule, one letter per layer: s sliding (model."
+             "sliding_window), f full, e.g. sssssf (Gemma 3); empty: model.first_sliding_layer"},
+    {.key = "rope_local_theta", .attr = "rope_local_theta", .hf = "rope_local_base_freq",
+     .ref = ZT_FIELD(rope_local_theta), .min = 0, .max = 1e12,
+     .help = "override: RoPE base of the sliding layers, unscaled (Gemma 3: 10000; 0: the full "
+             "layers' RoPE)"},
+    {.key = "query_pre_attn_scalar", .attr = "query_pre_attn_scalar", .hf = "query_pre_attn_scalar",
+     .ref = ZT_FIELD(query_pre_attn_scalar), .min = 0, .max = 1e12,
+     .help = "override: attention scores scaled by this^-0.5 (Gemma; 0: head_dim)"},
+    {.key = "final_logit_softcap", .attr = "final_logit_softcap", .hf = "final_logit_softcapping",
+     .ref = ZT_FIELD(final_logit_softcap), .min = 0, .max = 1e12,
+     .help = "override: logits capped as cap tanh(logits / cap) (Gemma 2: 30; 0: none)"},
     {.key = "mlp_only_layers", .attr = "mlp_only_layers", .hf = "mlp_only_layers",
      .ref = ZT_FIELD(mlp_only_layers), .resume = F::kLayers,
      .help = "override: layers with the dense MLP among the experts' ones, comma-separated "

@@ -43,6 +43,21 @@ const Family kFamilies[] = {
      .qk_norm = true, .moe = F::kQwen, .bias_key = "attention_bias", .window = F::kQwenAll,
      .hf = {.kv_heads = 4, .context = 32768, .sliding_window = 4096, .experts = 128,
             .experts_per_token = 8, .moe_intermediate = 768}},
+    // Gemma 3's text model: (1 + w) norms, the sandwich, GeGLU, scaled embeddings, q/k
+    // norms; layer_types with a RoPE per type (hf_schedule.cpp).
+    {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .bias = F::kFromFlag,
+     .qk_norm = true, .norm_offset = 1.0, .sandwich = true, .gelu_mlp = true,
+     .embed_scale = true, .bias_key = "attention_bias", .window = F::kLayerTypes,
+     .rope_per_type = true, .hf = {.kv_heads = 4, .context = 131072, .rope_theta = 1e6, .head_dim = 256,
+            .sliding_window = 4096}},
+    // gpt-oss: attention biases and sinks, alternating sliding/full layers, yarn RoPE, the
+    // experts with biases and the clamped SwiGLU.
+    {.model_type = "gpt_oss", .architecture = "GptOssForCausalLM", .bias = F::kFromFlag,
+     .moe = F::kGptOss, .router_bias = true, .topk_softmax = true, .expert_bias = true,
+     .sinks = true, .bias_key = "attention_bias", .window = F::kLayerTypes,
+     .hf = {.kv_heads = 8, .context = 131072, .rope_theta = 150000.0, .norm_eps = 1e-5,
+            .head_dim = 64, .attention_bias = true, .sliding_window = 128, .sliding_pattern = 2,
+            .experts = 128, .experts_per_token = 4}},
 };
 
 }  // namespace

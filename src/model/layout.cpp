@@ -81,6 +81,9 @@ void ParamLayout::build() {
   const int64_t V = cfg_.vocab, C = cfg_.hidden, I = cfg_.intermediate;
   const int64_t HD = cfg_.q_dim(), GD = cfg_.kv_dim(), D = cfg_.head_dim();
   const bool qkv_bias = cfg_.qkv_bias(), o_bias = cfg_.o_bias(), qk_norm = cfg_.qk_norm();
+  // Norm weights start as the identity: ones, or zeros under Gemma's (1 + w).
+  const InitKind norm_init = cfg_.norm_offset() != 0 ? InitKind::kZeros : InitKind::kOnes;
+  const bool sandwich = cfg_.sandwich_norms();
 
   // unit 0: embedding
   {
@@ -94,7 +97,7 @@ void ParamLayout::build() {
     UnitInfo u{strf("layers.%d", l), UnitKind::kBlock, l, 0, static_cast<int>(tensors_.size()), 0};
     const std::string p = strf("model.layers.%d.", l);
     BlockOffsets o{};
-    o.input_norm = add_tensor(tensors_, u, ui, p + "input_layernorm.weight", {C}, InitKind::kOnes);
+    o.input_norm = add_tensor(tensors_, u, ui, p + "input_layernorm.weight", {C}, norm_init);
     // Biases (zero-initialised, as torch's Linear in HF's _init_weights) follow their weight.
     const auto bias = [&](const char* proj, int64_t n) {
       return add_tensor(tensors_, u, ui, p + "self_attn." + proj + ".bias", {n}, InitKind::kZeros);
@@ -107,21 +110,40 @@ void ParamLayout::build() {
     if (qkv_bias) o.v_bias = bias("v_proj", GD);
     o.o = maybe(kO, u, ui, p + "self_attn.o_proj.weight", {C, HD}, InitKind::kNormalScaled);
     if (o_bias) o.o_bias = bias("o_proj", C);
+    if (cfg_.attention_sinks())  // zeros: no sink weight at first (exp(0) joins each row)
+      o.sinks = add_tensor(tensors_, u, ui, p + "self_attn.sinks", {cfg_.heads}, InitKind::kZeros);
     if (qk_norm) {
-      o.q_norm = add_tensor(tensors_, u, ui, p + "self_attn.q_norm.weight", {D}, InitKind::kOnes);
-      o.k_norm = add_tensor(tensors_, u, ui, p + "self_attn.k_norm.weight", {D}, InitKind::kOnes);
+      o.q_norm = add_tensor(tensors_, u, ui, p + "self_attn.q_norm.weight", {D}, norm_init);
+      o.k_norm = add_tensor(tensors_, u, ui, p + "self_attn.k_norm.weight", {D}, norm_init);
     }
-    o.post_norm = add_tensor(tensors_, u, ui, p + "post_attention_layernorm.weight", {C},
-                             InitKind::kOnes);
+    // The sandwich (Gemma): post_attention_layernorm norms the attention's output and
+    // pre_feedforward_layernorm is the MLP's input norm (Llama's post_attention_layernorm).
+    if (sandwich)
+      o.attn_out_norm = add_tensor(tensors_, u, ui, p + "post_attention_layernorm.weight", {C},
+                                   norm_init);
+    o.post_norm = add_tensor(tensors_, u, ui,
+                             p + (sandwich ? "pre_feedforward_layernorm.weight"
+                                           : "post_attention_layernorm.weight"),
+                             {C}, norm_init);
     if (cfg_.moe_layer(l)) {
       const int64_t E = cfg_.experts, IE = cfg_.expert_width();
       const int64_t El = E / expert_parts_;  // this rank's slice of the experts (all: 1 part)
       o.gate = o.up = o.down = -1;
-      o.router = add_tensor(tensors_, u, ui, p + "mlp.gate.weight", {E, C}, InitKind::kNormal);
+      const bool gpt_oss = cfg_.router_bias();  // gpt-oss's router: mlp.router.weight, .bias
+      o.router = add_tensor(tensors_, u, ui, p + (gpt_oss ? "mlp.router.weight" : "mlp.gate.weight"),
+                            {E, C}, InitKind::kNormal);
+      if (gpt_oss)
+        o.router_bias = add_tensor(tensors_, u, ui, p + "mlp.router.bias", {E}, InitKind::kZeros);
       o.experts_gate_up = add_tensor(tensors_, u, ui, p + "mlp.experts.gate_up_proj",
                                      {El, 2 * IE, C}, InitKind::kNormal);
       o.experts_down = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj", {El, C, IE},
                                   InitKind::kNormalScaled);
+      if (cfg_.expert_bias()) {  // gate then up (as gate_up_proj), not interleaved as in HF's file
+        o.experts_gate_up_bias = add_tensor(tensors_, u, ui, p + "mlp.experts.gate_up_proj_bias",
+                                            {El, 2 * IE}, InitKind::kZeros);
+        o.experts_down_bias = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj_bias",
+                                         {El, C}, InitKind::kZeros);
+      }
       if (expert_parts_ > 1)  // the slice of each whole tensor (experts lead)
         for (size_t t = tensors_.size() - 2; t < tensors_.size(); ++t) {
           tensors_[t].global_rows = E;
@@ -142,6 +164,9 @@ void ParamLayout::build() {
       o.up = maybe(kUp, u, ui, p + "mlp.up_proj.weight", {I, C}, InitKind::kNormal);
       o.down = maybe(kDown, u, ui, p + "mlp.down_proj.weight", {C, I}, InitKind::kNormalScaled);
     }
+    if (sandwich)
+      o.mlp_out_norm = add_tensor(tensors_, u, ui, p + "post_feedforward_layernorm.weight", {C},
+                                  norm_init);
     blocks_.push_back(o);
     units_.push_back(u);
   }
@@ -149,7 +174,7 @@ void ParamLayout::build() {
   {
     const int ui = 1 + static_cast<int>(cfg_.layers);
     UnitInfo u{"head", UnitKind::kHead, -1, 0, static_cast<int>(tensors_.size()), 0};
-    add_tensor(tensors_, u, ui, "model.norm.weight", {C}, InitKind::kOnes);
+    add_tensor(tensors_, u, ui, "model.norm.weight", {C}, norm_init);
     if (!cfg_.tied_embeddings) {
       lm_head_offset_ = maybe(kHead, u, ui, "lm_head.weight", {V, C}, InitKind::kNormal);
     }

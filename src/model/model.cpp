@@ -84,6 +84,7 @@ void Model<R>::Impl::forward_trunk(std::span<const int32_t> tokens, int64_t B, i
   use(0);
   cpu::embedding_forward(x_at(0, N), tokens.data(), params[0] + layout.embed_offset(), N,
                        cfg.vocab, cfg.hidden);
+  scale_by(x_at(0, N), N * cfg.hidden, embed_factor());
   done(0);
   for (int l = 0; l < static_cast<int>(cfg.layers); ++l) {
     const int u = layout.block_unit(l);
@@ -100,9 +101,15 @@ template <class R>
 void Model<R>::Impl::head_forward(int64_t N) {
   const R* ph = params[static_cast<size_t>(layout.head_unit())];
   cpu::rmsnorm_forward(xf.data(), rstd_f.data(), x_at(static_cast<int>(cfg.layers), N),
-                     ph + layout.final_norm_offset(), N, cfg.hidden, cfg.norm_eps);
+                     ph + layout.final_norm_offset(), N, cfg.hidden, cfg.norm_eps,
+                     cfg.norm_offset());
   proj_forward(-1, LoraTarget::kLmHead, logits.data(), xf.data(), lm_head_w(), N, cfg.hidden,
                cfg.vocab);
+  if (cfg.final_logit_softcap > 0) {  // kept for the backward (loss_and_grad)
+    capped.ensure(N * cfg.vocab);
+    cpu::softcap_forward(logits.data(), logits.data(), N * cfg.vocab, cfg.final_logit_softcap);
+    std::copy_n(logits.data(), N * cfg.vocab, capped.data());
+  }
 }
 
 template <class R>
@@ -160,6 +167,8 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
     value = objective_backward(targets.data(), B, T, grad_scale);
   else
     ce = cpu::cross_entropy(logits.data(), logits.data(), targets.data(), N, V, scale);
+  if (cfg.final_logit_softcap > 0)
+    cpu::softcap_backward(logits.data(), logits.data(), capped.data(), N * V, cfg.final_logit_softcap);
   R* g_lm = cfg.tied_embeddings ? base_grad(0, layout.embed_offset())
                                 : base_grad(hu, layout.lm_head_offset());
   proj_backward(-1, LoraTarget::kLmHead, dxn.data(), g_lm, logits.data(), xf.data(),
@@ -167,7 +176,7 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   cpu::rmsnorm_backward(dres.data(), base_grad(hu, layout.final_norm_offset()), dxn.data(),
                       x_at(static_cast<int>(cfg.layers), N),
                       params[static_cast<size_t>(hu)] + layout.final_norm_offset(),
-                      rstd_f.data(), N, C, /*accumulate_dx=*/false);
+                      rstd_f.data(), N, C, /*accumulate_dx=*/false, cfg.norm_offset());
   done_head();
   ready(hu);
 
@@ -182,6 +191,7 @@ double Model<R>::Impl::loss_and_grad(std::span<const int32_t> tokens,
 
   use(0);
   if (!lora.bound()) {  // a frozen embedding needs no backward at all
+    scale_by(dres.data(), N * C, embed_factor());
     cpu::embedding_backward(grad_of(0) + layout.embed_offset(), dres.data(), tokens.data(), N, C);
   }
   done(0);
@@ -318,9 +328,11 @@ void Model<R>::Impl::head_last(int64_t n, std::span<R> out) {
   const R* ph = params[static_cast<size_t>(layout.head_unit())];
   const R* last = x_at(static_cast<int>(cfg.layers), n) + (n - 1) * cfg.hidden;  // [C]
   cpu::rmsnorm_forward(xf.data(), static_cast<R*>(nullptr), last, ph + layout.final_norm_offset(),
-                     1, cfg.hidden, cfg.norm_eps);
+                     1, cfg.hidden, cfg.norm_eps, cfg.norm_offset());
   proj_forward(-1, LoraTarget::kLmHead, out.data(), xf.data(), lm_head_w(), 1, cfg.hidden,
                cfg.vocab);
+  if (cfg.final_logit_softcap > 0)
+    cpu::softcap_forward(out.data(), out.data(), cfg.vocab, cfg.final_logit_softcap);
   done_head();
 }
 
@@ -356,6 +368,7 @@ void Model<R>::Impl::decode(std::span<const int32_t> tokens, KvCache<R>& cache, 
   use(0);
   cpu::embedding_forward(x_at(0, n), tokens.data(), params[0] + layout.embed_offset(), n,
                        cfg.vocab, cfg.hidden);
+  scale_by(x_at(0, n), n * cfg.hidden, embed_factor());
   done(0);
   for (int l = 0; l < static_cast<int>(cfg.layers); ++l) {
     const int u = layout.block_unit(l);
@@ -370,7 +383,8 @@ void Model<R>::Impl::decode(std::span<const int32_t> tokens, KvCache<R>& cache, 
 template <class R>
 size_t Model<R>::Impl::workspace_bytes() const {
   size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + shared.bytes() + xf.bytes() +
-             rstd_f.bytes() + logits.bytes() + dres.bytes() + dxn.bytes() + datt.bytes() +
+             rstd_f.bytes() + logits.bytes() + capped.bytes() + local_cos.bytes() +
+             local_sin.bytes() + dres.bytes() + dxn.bytes() + datt.bytes() +
              dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() + dgate.bytes() + dup.bytes() +
              attn_scratch.bytes() + decode_scores.bytes() + lora.workspace_bytes() +
              router_logits.bytes() + moe_out.bytes() + dlogits_r.bytes() + dw_r.bytes() +

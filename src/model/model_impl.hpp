@@ -4,8 +4,10 @@
 // model's state, Model<R>::Impl. Shapes: B batch, T sequence, N = B*T rows, C hidden,
 // H heads, G kv heads, D head_dim, I intermediate, V vocab.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "buffer.hpp"
@@ -40,7 +42,11 @@ struct BlockActs {
   Buffer<R> rstd2;  // [N]
   Buffer<R> gate;   // [N, I]      gate_proj(xn2)
   Buffer<R> up;     // [N, I]      up_proj(xn2)
-  Buffer<R> h;      // [N, I]      silu(gate) * up
+  Buffer<R> h;      // [N, I]      silu(gate) * up (Gemma: gelu_tanh(gate) * up)
+  // Gemma's sandwich (Config::sandwich_norms()): the attention's and the MLP's outputs
+  // before their norms, and those norms' rstd.
+  Buffer<R> o_out, down_out;  // [N, C]
+  Buffer<R> rstd_o, rstd_m;   // [N]
   // Mixture of experts (Config::moe(), instead of gate, up, h): E experts, k per token.
   Buffer<R> rprobs;      // [N, E]      router softmax
   Buffer<int32_t> ridx;  // [N, k]      chosen experts
@@ -73,6 +79,12 @@ struct BlockActs {
     x_mid.ensure(N * c.hidden);
     xn2.ensure(N * c.hidden);
     rstd2.ensure(N);
+    if (c.sandwich_norms()) {
+      o_out.ensure(N * c.hidden);
+      down_out.ensure(N * c.hidden);
+      rstd_o.ensure(N);
+      rstd_m.ensure(N);
+    }
     if (c.moe()) {
       const int64_t E = c.experts, K = c.experts_per_token, IE = c.expert_width();
       if (routed) {
@@ -112,7 +124,7 @@ struct BlockActs {
            att.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() +
            up.bytes() + h.bytes() + rprobs.bytes() + ridx.bytes() + rw.bytes() + mgu.bytes() +
            mh.bytes() + my.bytes() + sgate.bytes() + sup.bytes() + sh.bytes() + sy.bytes() +
-           sg.bytes();
+           sg.bytes() + o_out.bytes() + down_out.bytes() + rstd_o.bytes() + rstd_m.bytes();
   }
 };
 
@@ -125,6 +137,7 @@ struct Model<R>::Impl {
   UnitHooks hooks;
 
   Buffer<R> rope_cos, rope_sin;     // [rope_positions, D/2] (ensure_rope)
+  Buffer<R> local_cos, local_sin;   // the sliding layers' own (Config::rope_local_theta > 0)
   int64_t rope_positions = 0;
   Buffer<R> xs;                     // [L+1, N, C] residual stream: block inputs + final output
   BlockActs<R> shared;              // eval and recompute
@@ -132,6 +145,7 @@ struct Model<R>::Impl {
   Buffer<R> xf;                     // [N, C] final norm output
   Buffer<R> rstd_f;                 // [N]
   Buffer<R> logits;                 // [N, V] logits, then dlogits (in place)
+  Buffer<R> capped;                 // [N, V] the soft-capped logits (final_logit_softcap)
   // backward scratch
   Buffer<R> dres;                   // [N, C] gradient of the residual stream
   Buffer<R> dxn;                    // [N, C] gradient of a norm output
@@ -186,7 +200,30 @@ struct Model<R>::Impl {
     rope_sin.ensure(n * half);
     cpu::rope_table(rope_cos.data(), rope_sin.data(), n, cfg.head_dim(), cfg.rope_theta,
                   cfg.rope_scaling);
+    if (cfg.rope_local_theta > 0) {
+      local_cos.ensure(n * half);
+      local_sin.ensure(n * half);
+      cpu::rope_table(local_cos.data(), local_sin.data(), n, cfg.head_dim(), cfg.rope_local_theta);
+    }
     rope_positions = n;
+  }
+  // Layer l's RoPE tables (cos, sin) from position `from` on: its type's (the schedule).
+  std::pair<const R*, const R*> rope_of(int l, int64_t from = 0) const {
+    const bool local = cfg.local_rope(l);
+    const int64_t off = from * (cfg.head_dim() / 2);
+    return {(local ? local_cos : rope_cos).data() + off, (local ? local_sin : rope_sin).data() + off};
+  }
+  // x [n] *= s, skipped when s == 1 (query_pre_attn_scalar, the embedding scale).
+  static void scale_by(R* x, int64_t n, double s) {
+    if (s == 1.0) return;
+    const R f = static_cast<R>(s);
+    for (int64_t i = 0; i < n; ++i) x[i] *= f;
+  }
+  // The embeddings' factor: sqrt(hidden) rounded to R (Gemma; transformers multiplies by
+  // a tensor of the model's dtype), else 1.
+  double embed_factor() const {
+    return cfg.embed_scale() ? static_cast<double>(static_cast<R>(std::sqrt(static_cast<double>(cfg.hidden))))
+                             : 1.0;
   }
 
   void use(int u) {
@@ -259,6 +296,7 @@ struct Model<R>::Impl {
   void block_forward(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t B, int64_t T);
   // A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr).
   void mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
+  void attn_out(int l, const R* p, BlockActs<R>& a, const R* x_in, int64_t N);
   // Block l over n new positions of one sequence (past before them in the cache): their
   // keys and values go into the cache, their queries attend the whole cache.
   void block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t n, int64_t past,
@@ -275,6 +313,8 @@ struct Model<R>::Impl {
   // experts' gradients into unit u's (none when frozen). With router_aux_loss the aux
   // loss's gradient (aux_dprob, set by moe_aux_begin) enters every row's router.
   void moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N);
+  cpu::ExpertExtras<R> expert_extras(int u, const R* p, bool with_grads = false);
+  std::vector<R> dsink_;  // [H] one layer's d sink (attention_backward writes it)
   // The same over the expert group (moe_block_ep.cpp; expert_group set).
   void moe_forward_ep(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
   void moe_backward_ep(int u, const R* p, BlockActs<R>& a, int64_t N);

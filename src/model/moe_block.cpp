@@ -26,9 +26,10 @@ void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
   const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
   const BlockOffsets& o = layout.block_offsets(l);
   router_logits.ensure(N * E);
-  cpu::moe_router_logits(router_logits.data(), a.xn2.data(), p + o.router, N, C, E);
+  cpu::moe_router_logits(router_logits.data(), a.xn2.data(), p + o.router, N, C, E,
+                         o.router_bias >= 0 ? p + o.router_bias : nullptr);
   cpu::moe_route(a.rprobs.data(), a.ridx.data(), a.rw.data(), router_logits.data(), N, E, K,
-               cfg.norm_topk_prob);
+               cfg.norm_topk_prob, cfg.topk_softmax());
   if (count_router) {
     router.rows += static_cast<double>(N);
     prob_sum.resize(static_cast<size_t>(E), 0.0);
@@ -44,7 +45,7 @@ void Model<R>::Impl::moe_forward(int l, const R* p, R* x_out, BlockActs<R>& a, i
   cpu::moe_experts_forward(out, a.mgu.data(), a.mh.data(), a.my.data(), a.xn2.data(),
                          lora.expert_weight(l, LoraTarget::kExpertsGateUp, p + o.experts_gate_up),
                          lora.expert_weight(l, LoraTarget::kExpertsDown, p + o.experts_down),
-                         a.ridx.data(), a.rw.data(), N, C, I, E, K);
+                         a.ridx.data(), a.rw.data(), N, C, I, E, K, expert_extras(layout.block_unit(l), p));
   if (cfg.shared_expert()) shared_expert_forward(l, p, out, a, N);
   if (x_out) cpu::residual_forward(x_out, a.x_mid.data(), x_out, N * C);
 }
@@ -69,15 +70,37 @@ void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N)
                           lora.expert_weight(l, LT::kExpertsGateUp, p + o.experts_gate_up),
                           lora.expert_weight(l, LT::kExpertsDown, p + o.experts_down),
                           a.ridx.data(), a.rw.data(), a.mgu.data(), a.mh.data(), a.my.data(), N,
-                          C, I, E, K);
+                          C, I, E, K, expert_extras(u, p, /*grads=*/true));
   lora.expert_backward(l, LT::kExpertsGateUp);
   lora.expert_backward(l, LT::kExpertsDown);
   cpu::moe_route_backward(dlogits_r.data(), dw_r.data(),
                         cfg.router_aux_loss ? aux_dprob.data() : static_cast<const R*>(nullptr),
-                        a.rprobs.data(), a.ridx.data(), a.rw.data(), N, E, K, cfg.norm_topk_prob);
+                        a.rprobs.data(), a.ridx.data(), a.rw.data(), N, E, K, cfg.norm_topk_prob,
+                        cfg.topk_softmax());
   cpu::linear_backward(dxn.data(), base_grad_or_null(u, o.router), dlogits_r.data(), a.xn2.data(),
                      p + o.router, N, C, E, /*accumulate_dx=*/true);
+  if (R* db = o.router_bias >= 0 ? base_grad_or_null(u, o.router_bias) : nullptr)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t e = 0; e < E; ++e) db[e] += dlogits_r.data()[n * E + e];
   if (cfg.shared_expert()) shared_expert_backward(u, p, a, N);
+}
+
+// gpt-oss's expert biases and clamped SwiGLU for the kernels (defaults: Mixtral's); with
+// grads, where the biases' gradients go (nullptr when frozen).
+template <class R>
+cpu::ExpertExtras<R> Model<R>::Impl::expert_extras(int u, const R* p, bool with_grads) {
+  const BlockOffsets& o = layout.block_offsets(layout.unit(u).layer);
+  cpu::ExpertExtras<R> x;
+  x.swiglu_limit = cfg.swiglu_limit;
+  x.swiglu_alpha = cfg.swiglu_alpha;
+  if (o.experts_gate_up_bias < 0) return x;
+  x.gate_up_bias = p + o.experts_gate_up_bias;
+  x.down_bias = p + o.experts_down_bias;
+  if (with_grads) {
+    x.dgate_up_bias = base_grad_or_null(u, o.experts_gate_up_bias);
+    x.ddown_bias = base_grad_or_null(u, o.experts_down_bias);
+  }
+  return x;
 }
 
 template <class R>
@@ -115,6 +138,7 @@ const RouterStats& Model<R>::router_stats() const {
   template void Model<R>::Impl::moe_forward(int, const R*, R*, BlockActs<R>&, int64_t);      \
   template void Model<R>::Impl::moe_backward(int, const R*, BlockActs<R>&, int64_t);         \
   template void Model<R>::Impl::moe_stats_begin();                                           \
+  template cpu::ExpertExtras<R> Model<R>::Impl::expert_extras(int, const R*, bool);          \
   template void Model<R>::Impl::moe_stats_end();                                             \
   template double Model<R>::Impl::moe_aux_term(double);                                      \
   template const RouterStats& Model<R>::router_stats() const;

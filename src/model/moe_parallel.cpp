@@ -17,10 +17,10 @@ namespace zt::model {
 
 void check_expert_parallel_block(const Config& cfg, int parts) {
   if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
-      cfg.expert_width() != cfg.intermediate)
+      cfg.expert_width() != cfg.intermediate || cfg.router_bias() || cfg.expert_bias())
     throw InputError(strf("moe.expert_parallel = %d with model family '%s': expert parallelism "
                           "has Mixtral's block only (every layer routed, renormalised top-k, no "
-                          "shared expert)",
+                          "shared expert, no biases)",
                           parts, cfg.family.c_str()),
                      "set moe.expert_parallel = 1 for this model (ZeRO still shards its experts)");
 }

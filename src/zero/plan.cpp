@@ -124,6 +124,7 @@ BufferPlan plan_model(const model::Config& cfg, int n, int hpz, const EngineOpti
   // the other blocks with the first, so the plan does not grow with model.layers.
   model::Config cut = cfg;
   cut.layers = std::min<int64_t>(cfg.layers, 2);
+  if (!cut.layer_types.empty()) cut.layer_types.resize(static_cast<size_t>(cut.layers));
   const int ep = std::max(1, opt.expert_parallel);
   // QLoRA's base units leave out the targeted W (held as NF4 only).
   const model::ParamLayout layout =

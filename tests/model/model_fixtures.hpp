@@ -36,6 +36,38 @@ inline model::Config small_config(bool tied = false) {
 
 // The small config as Qwen2 (q/k/v biases) and as Qwen3 (q/k norms, head_dim 6 with
 // hidden / heads = 4, and attention_bias: q/k/v and o biases).
+// The small config as Gemma 3 (gemma3_text): (1 + w) sandwich norms, GeGLU, scaled
+// embeddings, q/k norms, head_dim 6, a sliding layer (window 2, its own RoPE base) then a
+// full one (linear-scaled RoPE), query_pre_attn_scalar 5, the final soft-cap 1.5.
+inline model::Config small_gemma(bool tied = false) {
+  model::Config c = small_config(tied);
+  c.family = "gemma3_text";
+  c.head_dim_ = 6;
+  c.layer_types = "sf";
+  c.sliding_window = 2;
+  c.rope_local_theta = 100.0;
+  c.rope_scaling = {.type = "linear", .factor = 2.0};
+  c.query_pre_attn_scalar = 5.0;
+  c.final_logit_softcap = 1.5;
+  return c;
+}
+// The small config as gpt-oss: attention biases and sinks, a sliding layer (window 2)
+// then a full one, yarn RoPE (factor 4 over an original context of 3), the router with its
+// bias (top 2 of 4, softmax over the chosen logits), the experts (width 6) with biases and
+// the clamped SwiGLU (limit 0.7: some gate and up values clamp).
+inline model::Config small_gpt_oss(bool tied = false) {
+  model::Config c = small_config(tied);
+  c.family = "gpt_oss";
+  c.attention_bias = true;
+  c.layer_types = "sf";
+  c.sliding_window = 2;
+  c.rope_scaling = {.type = "yarn", .factor = 4.0, .original_context = 3, .truncate = false};
+  c.intermediate = 6;
+  c.experts = 4;
+  c.experts_per_token = 2;
+  c.swiglu_limit = 1.2;
+  return c;
+}
 inline model::Config small_qwen2(bool tied = false) {
   model::Config c = small_config(tied);
   c.family = "qwen2";

@@ -38,6 +38,14 @@ TEST(Config, PublishedParameterCounts) {
   EXPECT_EQ(Config::preset("open-llama-3b").num_params(), 3'426'473'600);   // "3B"
   EXPECT_EQ(Config::preset("llama-7b").num_params(), 6'738'415'616);        // "6.7B"
   EXPECT_EQ(Config::preset("llama-13b").num_params(), 13'015'864'320);      // "13.0B"
+  // transformers 5.24's Gemma3ForCausalLM of gemma-3-1b-pt's config on the meta device.
+  EXPECT_EQ(Config::preset("gemma-3-1b").num_params(), 999'885'952);
+  // transformers 5.24's GptOssForCausalLM of openai/gpt-oss-20b's and -120b's config.json
+  // on the meta device (active: less (E - 4) experts of each layer, weights and biases).
+  EXPECT_EQ(Config::preset("gpt-oss-20b").num_params(), 20'914'757'184);
+  EXPECT_EQ(Config::preset("gpt-oss-20b").num_active_params(), 4'187'440'704);
+  EXPECT_EQ(Config::preset("gpt-oss-120b").num_params(), 116'829'156'672);
+  EXPECT_EQ(Config::preset("gpt-oss-120b").num_active_params(), 5'711'982'912);
   // meta-llama's Llama 3.1 / 3.2 checkpoints ("8.03B", "70.55B", "1.24B", "3.21B").
   EXPECT_EQ(Config::preset("llama-3.1-8b").num_params(), 8'030'261'248);
   EXPECT_EQ(Config::preset("llama-3.1-70b").num_params(), 70'553'706'496);
@@ -98,8 +106,33 @@ TEST(Config, Llama3InverseFrequenciesEqualTransformers) {
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_DOUBLE_EQ(lin[i], plain[i] / 4.0);
   // A scaling zt does not implement is refused by name.
   Config bad = c;
-  bad.rope_scaling.type = "yarn";
+  bad.rope_scaling.type = "dynamic";
   EXPECT_THROW(bad.validate(), InputError);
+  // yarn without its original context is refused naming the field.
+  Config yarn = c;
+  yarn.rope_scaling = {.type = "yarn", .factor = 32.0};
+  try {
+    yarn.validate();
+    ADD_FAILURE() << "yarn without original_max_position_embeddings accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("original_max_position_embeddings"), std::string::npos);
+  }
+}
+
+// The GPU model refuses gpt_oss by name (train.device = cpu runs it); zt estimate sizes it
+// (validate_for_device(false)) and names the gap.
+TEST(Config, GptOssOnTheGpuRefusedByName) {
+  const Config c = Config::preset("gpt-oss-20b");
+  try {
+    c.validate_for_device();
+    ADD_FAILURE() << "gpt_oss accepted on the GPU";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpt-oss's block"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("train.device = cpu"), std::string::npos);
+  }
+  EXPECT_NO_THROW(c.validate_for_device(false));
+  EXPECT_NE(c.device_model_gap().find("attention sinks"), std::string::npos);
+  EXPECT_EQ(Config::preset("llama-3.2-1b").device_model_gap(), "");
 }
 
 TEST(Config, TiedEmbeddingsCountOnce) {
@@ -133,6 +166,45 @@ TEST(Config, WindowPerLayer) {
   c.first_sliding_layer = c.layers;  // valid: no layer slides
   EXPECT_NO_THROW(c.validate());
 }
+// The schedule: layer_types any pattern, a RoPE per type, and the same windows as the
+// first_sliding_layer rule it generalises; bad schedules refused by name.
+TEST(Config, LayerTypesSchedule) {
+  Config c = Config::preset("tiny");
+  c.sliding_window = 8;
+  c.first_sliding_layer = 2;
+  Config s = c;
+  s.first_sliding_layer = 0;
+  s.layer_types = "ffss";
+  for (int64_t l = 0; l < c.layers; ++l) EXPECT_EQ(s.window(l), c.window(l)) << l;
+  s.layer_types = "sfsf";
+  EXPECT_NO_THROW(s.validate());
+  EXPECT_EQ(s.window(0), 8);
+  EXPECT_EQ(s.window(1), 0);
+  EXPECT_FALSE(s.local_rope(0));  // rope_local_theta 0: the full layers' RoPE
+  s.rope_local_theta = 1e4;
+  EXPECT_TRUE(s.local_rope(0));
+  EXPECT_FALSE(s.local_rope(1));
+  const auto refused = [&](const std::string& types, const std::string& says) {
+    Config b = s;
+    b.layer_types = types;
+    try {
+      b.validate();
+      ADD_FAILURE() << types << " accepted";
+    } catch (const zt::InputError& e) {
+      EXPECT_NE(e.message().find(says), std::string::npos) << e.message();
+    }
+  };
+  refused("sfs", "3 letters for 4 layers");
+  refused("sfxf", "layer 2 is 'x'");
+  refused("sfls", "linear_attention (Qwen3.5's)");
+  Config both = s;
+  both.first_sliding_layer = 1;
+  EXPECT_THROW(both.validate(), zt::InputError);
+  Config no_window = s;
+  no_window.sliding_window = 0;
+  EXPECT_THROW(no_window.validate(), zt::InputError);
+}
+
 TEST(Config, InvalidFieldsAreNamed) {
   const Config good = Config::preset("tiny");
   const std::vector<std::pair<std::function<void(Config&)>, std::string>> cases = {

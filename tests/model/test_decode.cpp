@@ -54,6 +54,13 @@ TEST(Decode, QwenFamiliesMatchFullForwardInDouble) {
   check_decode<double>(longer(testing::small_qwen3()), 16, 5, 1e-12);
 }
 
+// gpt-oss: the sinks and the window in the cached attention, yarn past its original context
+// (3), the routed experts with biases, one token at a time and after a prefill.
+TEST(Decode, GptOssMatchesFullForwardInDouble) {
+  check_decode<double>(longer(testing::small_gpt_oss()), 16, 1, 1e-12);
+  check_decode<double>(longer(testing::small_gpt_oss(/*tied=*/true)), 16, 5, 1e-12);
+}
+
 TEST(Decode, MatchesFullForwardInFloatOnTheTinyPreset) {
   Config cfg = Config::preset("tiny");
   ASSERT_LT(cfg.kv_heads, cfg.heads);  // grouped-query attention is exercised

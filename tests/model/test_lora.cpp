@@ -256,6 +256,14 @@ TEST(Lora, GradcheckMixtralAttention) {
     }
   }
 }
+// gpt-oss: adapters on q, k, v, o, lm_head and both expert stacks over the frozen sinks,
+// attention and expert biases, router bias and clamped SwiGLU (LoRA trains no sink).
+TEST(Lora, GradcheckGptOss) {
+  const uint32_t gu = 1u << static_cast<int>(LoraTarget::kExpertsGateUp);
+  const uint32_t dn = 1u << static_cast<int>(LoraTarget::kExpertsDown);
+  lora_gradcheck(false, 0.0, false, testing::small_gpt_oss(), gu | dn);
+  lora_gradcheck(true, 0.0, true, testing::small_gpt_oss(true), gu | dn);
+}
 TEST(Lora, GradcheckDropoutRecompute) {
   lora_gradcheck(false, 0.3, false);
   lora_gradcheck(false, 0.3, true);

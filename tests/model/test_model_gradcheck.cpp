@@ -116,6 +116,21 @@ TEST(ModelGradcheck, Qwen3QkNormEveryCoordinate) {
   gradcheck(testing::small_qwen3(), 2, 7, 0.3, 0, true,
             "model small qwen3 packed+masked recompute (all coords)", pos, {0, 1, 3, 5, 6});
 }
+// Gemma 3's block (small_gemma): the (1 + w) sandwich norms, GeGLU, the embedding scale,
+// query_pre_attn_scalar, a RoPE per layer type and the final soft-cap; untied, and tied
+// with recompute (the sandwich's down projection recomputed).
+TEST(ModelGradcheck, GemmaEveryCoordinate) {
+  gradcheck(testing::small_gemma(), 2, 5, 0.3, 0, false, "model small gemma3 (all coords)");
+  gradcheck(testing::small_gemma(true), 2, 5, 0.3, 0, true,
+            "model small gemma3 tied recompute (all coords)");
+}
+// gpt-oss's block (small_gpt_oss): the sinks, yarn, attention biases, the router's bias and
+// top-k softmax, the experts' biases and the clamped SwiGLU; untied, and tied with recompute.
+TEST(ModelGradcheck, GptOssEveryCoordinate) {
+  gradcheck(testing::small_gpt_oss(), 2, 5, 0.3, 0, false, "model small gpt_oss (all coords)");
+  gradcheck(testing::small_gpt_oss(true), 2, 5, 0.3, 0, true,
+            "model small gpt_oss tied recompute (all coords)");
+}
 // Mixtral's MoE MLP: the router (softmax, top 2 of 4, renormalised), the experts
 // (gate_up [E, 2I, C], down [E, C, I]) and the load-balancing loss in the loss; untied
 // with the aux loss, tied with recompute and without it.

@@ -34,8 +34,8 @@ constexpr size_t members() {
 // Config's members: the list has a row for each, rope_scaling's five parts each a row.
 // When a member is added to Config, add its row to src/model/config_fields.cpp, its
 // sample below, and count it here.
-static_assert(members<Config>() == 26);
-constexpr size_t kRows = 26 - 1 + 5;
+static_assert(members<Config>() == 32);
+constexpr size_t kRows = 32 - 1 + 11;
 
 Config tiny(const char* family = "llama") {
   Config c = Config::preset("tiny");
@@ -47,6 +47,21 @@ Config tiny(const char* family = "llama") {
   }
   if (f.ends_with("_moe")) c.moe_intermediate = 48;  // as config.json writes it back
   if (f == "qwen2_moe") c.shared_expert_intermediate = 40;
+  if (f == "gpt_oss") {  // as config.json writes it back
+    c.experts = 4;
+    c.experts_per_token = 2;
+    c.attention_bias = true;
+    c.layer_types = "sfsf";
+    c.sliding_window = 16;
+    c.swiglu_limit = 7.0;
+    c.rope_scaling = {.type = "yarn", .factor = 32.0, .original_context = 64};
+  }
+  if (f == "gemma3_text") {  // as config.json writes it back
+    c.layer_types = "sssf";
+    c.sliding_window = 16;
+    c.rope_local_theta = 1e4;
+    c.query_pre_attn_scalar = 32;
+  }
   return c;
 }
 
@@ -98,6 +113,19 @@ std::vector<Sample> samples() {
        }(),
        [](Config& c) { c.first_sliding_layer = 2; }},
       {"mlp_only_layers", tiny("qwen3_moe"), [](Config& c) { c.mlp_only_layers = {1}; }},
+      {"layer_types", tiny("gemma3_text"), [](Config& c) { c.layer_types = "sfsf"; }},
+      {"rope_local_theta", tiny("gemma3_text"), [](Config& c) { c.rope_local_theta = 500; }},
+      {"query_pre_attn_scalar", tiny("gemma3_text"), [](Config& c) { c.query_pre_attn_scalar = 24; }},
+      {"final_logit_softcap", tiny("gemma3_text"), [](Config& c) { c.final_logit_softcap = 30; }},
+      {"rope_beta_fast", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.beta_fast = 16; }},
+      {"rope_beta_slow", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.beta_slow = 2; }},
+      {"rope_truncate", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.truncate = false; }},
+      {"rope_mscale", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.mscale = 1; }},
+      {"rope_mscale_all_dim", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.mscale_all_dim = 1; }},
+      {"rope_attention_factor", tiny("gpt_oss"),
+       [](Config& c) { c.rope_scaling.attention_factor = 1.5; }},
+      {"swiglu_limit", tiny("gpt_oss"), [](Config& c) { c.swiglu_limit = 5; }},
+      {"swiglu_alpha", tiny("gpt_oss"), [](Config& c) { c.swiglu_alpha = 1.5; }},
   };
 }
 

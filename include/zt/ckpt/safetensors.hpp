@@ -72,6 +72,10 @@ StHeader read_safetensors_header(const std::string& path);
 void read_safetensors_tensor(const std::string& path, const StHeader& h, const StTensor& t,
                              std::vector<float>& out);
 
+// Reads tensor `t` (dtype U8: MXFP4 blocks and scales) as raw bytes; other dtypes throw.
+void read_safetensors_bytes(const std::string& path, const StHeader& h, const StTensor& t,
+                            std::vector<uint8_t>& out);
+
 // The narrowing type of a BF16/F16 safetensors dtype (zt/core/dtype.hpp), kF32 otherwise.
 DType st_narrow_target(StDType t);
 // The refusal of values that do not survive narrowing: "WHAT: tensor 'a' 3 values beyond

@@ -15,3 +15,5 @@
 #include "zt/kernels/rmsnorm.hpp"
 #include "zt/kernels/rope.hpp"
 #include "zt/kernels/swiglu.hpp"
+#include "zt/kernels/geglu.hpp"
+#include "zt/kernels/softcap.hpp"

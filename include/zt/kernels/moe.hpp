@@ -7,6 +7,9 @@
 //   i_1..k = the k largest p (torch.topk's order and tie-break on the CPU)
 //   w_j    = p_{i_j} / sum_m p_{i_m}         (renormalised: Mixtral's, Qwen's norm_topk_prob)
 //   w_j    = p_{i_j}                         (renormalise = false: Qwen's default)
+//   w      = softmax(logits_{i_1..k})       (topk_softmax: gpt-oss's; chosen by logit)
+// gpt-oss adds a router bias (logits = x Wr^T + b), expert biases and the clamped SwiGLU
+// (ExpertExtras; swiglu.hpp).
 //   out    = sum_j w_j * down_{i_j}( silu(gate_{i_j} x) * up_{i_j} x )
 //
 // Expert weights as transformers 5 holds them (MixtralExperts):
@@ -32,7 +35,18 @@ namespace zt::kernels::cpu {
 // as by transformers when router probabilities are equal.
 template <class T>
 void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k,
-               bool renormalise = true);
+               bool renormalise = true, bool topk_softmax = false);
+
+// gpt-oss's experts (every field at its default: Mixtral's).
+template <class T>
+struct ExpertExtras {
+  const T* gate_up_bias = nullptr;  // [E, 2I] added to gate_up's output (gate then up)
+  const T* down_bias = nullptr;     // [E, C] added to down's output (y includes it)
+  T* dgate_up_bias = nullptr;       // backward: [E, 2I], [E, C] accumulated (nullptr: none)
+  T* ddown_bias = nullptr;
+  double swiglu_limit = 0.0;  // > 0: swiglu_clamped_* with swiglu_alpha instead of SwiGLU
+  double swiglu_alpha = 1.702;
+};
 
 // The router's logits, logits = x W^T, one dot product per (row, expert) in one fixed order:
 // equal router rows give bit-equal logits on every CPU, so their ties are ties (a blocked
@@ -40,7 +54,8 @@ void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t
 //   logits [N, E] (written)
 //   x [N, C], router [E, C]
 template <class T>
-void moe_router_logits(T* logits, const T* x, const T* router, int64_t N, int64_t C, int64_t E);
+void moe_router_logits(T* logits, const T* x, const T* router, int64_t N, int64_t C, int64_t E,
+                       const T* bias = nullptr);  // bias [E] added last (gpt-oss)
 
 // Backward of moe_route.
 //   dlogits [N, E] (written)
@@ -51,7 +66,7 @@ void moe_router_logits(T* logits, const T* x, const T* router, int64_t N, int64_
 template <class T>
 void moe_route_backward(T* dlogits, const T* dw, const T* dprob, const T* probs,
                         const int32_t* idx, const T* w, int64_t N, int64_t E, int64_t k,
-                        bool renormalise = true);
+                        bool renormalise = true, bool topk_softmax = false);
 
 // The experts, grouped by expert (each expert's tokens gathered, two GEMMs, scattered).
 //   out [N, C] (written)
@@ -62,7 +77,7 @@ void moe_route_backward(T* dlogits, const T* dw, const T* dprob, const T* probs,
 template <class T>
 void moe_experts_forward(T* out, T* gu, T* h, T* y, const T* x, const T* gate_up, const T* down,
                          const int32_t* idx, const T* w, int64_t N, int64_t C, int64_t I,
-                         int64_t E, int64_t k);
+                         int64_t E, int64_t k, const ExpertExtras<T>& extra = {});
 
 // Backward of moe_experts_forward.
 //   dx [N, C] (accumulated), dgate_up [E, 2I, C] (accumulated), ddown [E, C, I]
@@ -73,7 +88,7 @@ template <class T>
 void moe_experts_backward(T* dx, T* dgate_up, T* ddown, T* dw, const T* dout, const T* x,
                           const T* gate_up, const T* down, const int32_t* idx, const T* w,
                           const T* gu, const T* h, const T* y, int64_t N, int64_t C, int64_t I,
-                          int64_t E, int64_t k);
+                          int64_t E, int64_t k, const ExpertExtras<T>& extra = {});
 
 // Load-balancing statistics of one layer's rows, added to the micro-batch's totals.
 //   tokens [E] (accumulated) T_e, prob_sum [E] (accumulated) P_e

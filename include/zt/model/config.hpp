@@ -52,11 +52,37 @@ struct Config {
   // Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer).
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
-  // Layers first_sliding_layer .. layers-1 use sliding_window, the ones before attend in full
-  // (Qwen's max_window_layers; transformers 5's layer_types = full x this, then sliding).
+  // The per-layer attention schedule (docs/model.md "Attention schedule"): layer_types
+  // holds one letter per layer, 's' sliding (attends with sliding_window, rotates with the
+  // sliding layers' RoPE) or 'f' full (causal, rope_theta + rope_scaling); 'l' (Qwen3.5's
+  // linear_attention) is refused by name. Empty: the layers from first_sliding_layer on
+  // slide when sliding_window > 0 (Qwen's max_window_layers; 0: every layer, Mistral's).
+  std::string layer_types;
   int64_t first_sliding_layer = 0;
-  // The window layer l attends with (0: full causal).
-  int64_t window(int64_t l) const { return l >= first_sliding_layer ? sliding_window : 0; }
+  // The RoPE of the sliding layers: base rope_local_theta without scaling (Gemma 3's
+  // rope_local_base_freq); 0: the full layers' RoPE (rope_theta, rope_scaling).
+  double rope_local_theta = 0.0;
+  bool sliding(int64_t l) const {
+    return layer_types.empty() ? sliding_window > 0 && l >= first_sliding_layer
+                               : layer_types[static_cast<size_t>(l)] == 's';
+  }
+  // The window layer l attends with (0: full causal), and whether it rotates with the
+  // sliding layers' own RoPE (rope_local_theta).
+  int64_t window(int64_t l) const { return sliding(l) ? sliding_window : 0; }
+  bool local_rope(int64_t l) const { return rope_local_theta > 0 && sliding(l); }
+  // Gemma's attention and head (the other families leave them 0): scores scaled by
+  // query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (0: head_dim); the final logits
+  // soft-capped as cap tanh(logits / cap) (0: none). Gemma 2's attn_logit_softcapping is
+  // refused at import: the attention kernels do not cap scores yet.
+  double query_pre_attn_scalar = 0.0;
+  double final_logit_softcap = 0.0;
+  // gpt-oss's experts (family row expert_bias): h = (clamp(up, -limit, limit) + 1) * g
+  // sigmoid(alpha g) with g = min(gate, limit) (transformers' GptOssExperts); 0: SwiGLU.
+  double swiglu_limit = 0.0;
+  double swiglu_alpha = 1.702;
+  // The factor q is multiplied by before attention's head_dim^-0.5: 1 unless
+  // query_pre_attn_scalar is set.
+  double query_scale() const;
 
   // Presets (shapes as in the published Hugging Face config.json of each model):
   //   tiny            byte vocab 256, hidden 128, 4 layers, 4 heads, 2 KV heads,
@@ -83,6 +109,16 @@ struct Config {
   //   qwen1.5-moe-a2.7b Qwen/Qwen1.5-MoE-A2.7B (qwen2_moe): 2048 / 24 / 16 / 16 / 5632 /
   //                   151936 / 8192, q/k/v biases, 60 experts of 1408, 4 per token, shared
   //                   expert 5632
+  //   gemma-3-1b      google/gemma-3-1b-pt (gemma3_text): 1152 / 26 / 4 / 1 / 6912 / 262144 /
+  //                   32768, head_dim 256, tied, 5 sliding (512, theta 1e4) : 1 full (1e6),
+  //                   query_pre_attn_scalar 256: 999,885,952
+  //   gpt-oss-20b     openai/gpt-oss-20b (gpt_oss): 2880 / 24 / 64 / 8 / 2880 / 201088 /
+  //                   131072, head_dim 64, sliding 128 and full alternating, yarn (32 over
+  //                   4096), 32 experts with biases, 4 per token, swiglu_limit 7, attention
+  //                   biases and sinks: 20,914,757,184 (4,187,440,704 active; 3.61B without
+  //                   the input embedding, OpenAI's count)
+  //   gpt-oss-120b    openai/gpt-oss-120b: as 20b with 36 layers and 128 experts:
+  //                   116,829,156,672 (5,711,982,912 active; 5.13B OpenAI's)
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
 
@@ -105,6 +141,9 @@ struct Config {
   // bounds below, a rope_scaling of another type or with out-of-range factors.
   void validate() const;
   void validate_rope_scaling() const;  // the part of validate() for rope_scaling
+  // The part for the attention schedule (layer_types, rope_local_theta) and Gemma's
+  // scalars (query_pre_attn_scalar, the soft-caps).
+  void validate_schedule() const;
   // The part for the experts: experts > 0 exactly for the MoE families, 1 <=
   // experts_per_token <= experts <= kMaxExperts, router_aux_loss_coef finite >= 0, the
   // Qwen MoE fields only where the family has them.
@@ -113,7 +152,10 @@ struct Config {
   // experts than its router takes (kMaxDeviceExperts; the CPU model takes kMaxExperts).
   // Every family runs on the GPU (Qwen's MoE blocks too: src/model/cuda/device_moe.cpp).
   // The engine's device space calls it before building a DeviceModel.
-  void validate_for_device() const;
+  // check_block = false: only the sizes (zt estimate reports device_model_gap() instead).
+  void validate_for_device(bool check_block = true) const;
+  // What the GPU model lacks to run this family's block ("" when it runs it).
+  std::string device_model_gap() const;
 
   // The architecture pieces of the family (family table, config.cpp):
   //   family   q/k/v bias       o bias           q/k RMSNorm (per head, [D], before RoPE)
@@ -127,6 +169,19 @@ struct Config {
   bool qkv_bias() const;
   bool o_bias() const;
   bool qk_norm() const;
+  // Gemma's block (family row): the RMSNorm weight offset (1: (1 + w); 0: w), the sandwich
+  // (post-attention and post-feed-forward norms), the tanh-GELU GeGLU MLP instead of
+  // SwiGLU, the embeddings multiplied by sqrt(hidden).
+  double norm_offset() const;
+  bool sandwich_norms() const;
+  bool gelu_mlp() const;
+  bool embed_scale() const;
+  bool attention_sinks() const;  // self_attn.sinks [H] per layer (family row)
+  bool router_bias() const;      // mlp.router.bias [E]
+  bool topk_softmax() const;     // the k weights: softmax over the k chosen logits
+  bool expert_bias() const;      // the experts' biases [E, 2I], [E, C]
+  // One expert's bias elements (2 I + C with expert_bias(), else 0).
+  int64_t expert_bias_width() const { return expert_bias() ? 2 * expert_width() + hidden : 0; }
   bool moe() const { return experts > 0; }
   bool moe_layer(int64_t l) const;  // layer l's MLP is the experts (moe() and the rules above)
   int64_t moe_layer_count() const;

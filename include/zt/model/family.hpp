@@ -26,16 +26,37 @@ struct Family {
   // tensor names: block_sparse_moe.experts.E.w1/w3/w2); kQwen the experts with Qwen's
   // fields (moe_intermediate, norm_topk_prob, decoder_sparse_step, mlp_only_layers) and
   // tensor names (mlp.experts.E.gate_proj/up_proj/down_proj).
-  enum Moe : uint8_t { kDense, kMixtral, kQwen } moe = kDense;
+  // kGptOss the experts with gpt-oss's keys and names (mlp.router, mlp.experts.gate_up_proj
+  // [E, C, 2I] interleaved, down_proj [E, I, C], their biases: hf_names.cpp).
+  enum Moe : uint8_t { kDense, kMixtral, kQwen, kGptOss } moe = kDense;
   bool shared_expert = false;  // the MoE MLP has Qwen2-MoE's shared expert
+  // gpt-oss's MoE: the router has a bias, the k weights are a softmax over the k chosen
+  // logits, the experts have biases (gate_up [E, 2I], down [E, C]) and the clamped SwiGLU
+  // (Config::swiglu_limit, swiglu_alpha).
+  bool router_bias = false;
+  bool topk_softmax = false;
+  bool expert_bias = false;
+  // A learned sink logit per query head in every layer's attention (gpt-oss; self_attn.sinks).
+  bool sinks = false;
+  // Gemma's block: RMSNorm weights as (norm_offset + w); post-attention and post-feed-forward
+  // norms (the sandwich); GeGLU with tanh-GELU; embeddings times sqrt(hidden).
+  double norm_offset = 0.0;
+  bool sandwich = false;
+  bool gelu_mlp = false;
+  bool embed_scale = false;
 
   // config.json: the key read into attention_bias (nullptr: none), mlp_bias (must be false).
   const char* bias_key = nullptr;
   bool mlp_bias_key = false;
   // The sliding-window keys: kNoWindow none; kMistral sliding_window (null: full), every
   // layer; kQwenLayers use_sliding_window, sliding_window, max_window_layers, layer_types
-  // (full layers, then sliding); kQwenAll use_sliding_window + sliding_window, every layer.
-  enum Window : uint8_t { kNoWindow, kMistral, kQwenLayers, kQwenAll } window = kNoWindow;
+  // (full layers, then sliding); kQwenAll use_sliding_window + sliding_window, every layer;
+  // kLayerTypes layer_types (any pattern; absent: sliding_window_pattern, transformers 4's
+  // Gemma 3), sliding_window, rope_local_base_freq (hf_schedule.cpp).
+  enum Window : uint8_t { kNoWindow, kMistral, kQwenLayers, kQwenAll, kLayerTypes } window = kNoWindow;
+  // kLayerTypes: a RoPE per layer type and Gemma's scalars (hf_schedule.cpp); false: one
+  // RoPE (rope_parameters / rope_scaling) for every layer (gpt-oss).
+  bool rope_per_type = false;
   // kQwenLayers without layer_types: every other layer below max_window_layers slides,
   // from layer 0 (transformers 5's Qwen2MoeConfig), instead of the layers from it on.
   bool window_alternates = false;
@@ -54,6 +75,7 @@ struct Family {
     std::optional<int64_t> head_dim;  // nullopt: hidden_size / num_attention_heads
     bool attention_bias = false;      // bias_key's
     int64_t sliding_window = 0;       // key absent: mistral; qwen with use_sliding_window
+    int64_t sliding_pattern = 6;      // kLayerTypes without layer_types: every n-th layer full
     int64_t max_window_layers = 0;    // kQwenLayers
     int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0,
             shared_expert_intermediate = 0;

@@ -15,6 +15,9 @@
 //                               (model.layers.l.self_attn.q_norm.weight      [D]    qk_norm())
 //                               (model.layers.l.self_attn.k_norm.weight      [D]    qk_norm())
 //                                model.layers.l.post_attention_layernorm.weight [C]
+//                               (Gemma's sandwich: post_attention_layernorm norms the
+//                                attention's output, then pre_feedforward_layernorm [C] here,
+//                                post_feedforward_layernorm [C] after the MLP)
 //                                model.layers.l.mlp.gate_proj.weight         [I, C]
 //                                model.layers.l.mlp.up_proj.weight           [I, C]
 //                                model.layers.l.mlp.down_proj.weight         [C, I]
@@ -22,6 +25,9 @@
 //                                model.layers.l.mlp.gate.weight              [E, C]  router
 //                                model.layers.l.mlp.experts.gate_up_proj     [E, 2I, C]
 //                                model.layers.l.mlp.experts.down_proj        [E, C, I]
+//                               (gpt-oss: mlp.router.weight [E, C] and .bias [E],
+//                                self_attn.sinks [H] after o_proj, the experts' biases
+//                                mlp.experts.gate_up_proj_bias [E, 2I], down_proj_bias [E, C])
 //                               (transformers 5's names and shapes, I = the expert width
 //                               Config::expert_width(); the converter maps the per-expert
 //                               files (Mixtral's w1/w3/w2, Qwen's gate/up/down) onto them)
@@ -104,8 +110,15 @@ struct UnitInfo {
 struct BlockOffsets {
   int64_t input_norm, q, k, v, o, post_norm, gate, up, down;
   int64_t q_bias = -1, k_bias = -1, v_bias = -1, o_bias = -1, q_norm = -1, k_norm = -1;
+  // Gemma's sandwich (Config::sandwich_norms()): the norms of the attention's and the MLP's
+  // outputs (HF post_attention_layernorm, post_feedforward_layernorm); post_norm is then
+  // HF's pre_feedforward_layernorm.
+  int64_t attn_out_norm = -1, mlp_out_norm = -1;
   // Mixture of experts (gate, up and down are -1 then): the router and the experts.
   int64_t router = -1, experts_gate_up = -1, experts_down = -1;
+  // gpt-oss (Config::router_bias(), expert_bias(), attention_sinks()): the router's bias [E],
+  // the experts' biases [E, 2I] (gate then up) and [E, C], the sinks [H].
+  int64_t router_bias = -1, experts_gate_up_bias = -1, experts_down_bias = -1, sinks = -1;
   // qwen2_moe's shared expert (Config::shared_expert()) and its gate [1, C].
   int64_t shared_gate = -1, shared_up = -1, shared_down = -1, shared_expert_gate = -1;
 };

@@ -50,10 +50,44 @@ void gather_rows(T* rows, const T* src, const std::vector<int64_t>& at, int64_t 
     std::copy_n(src + at[r] * width, width, rows + static_cast<int64_t>(r) * width);
 }
 
+// rows [M, width] += bias[e] (nullptr: none)
+template <class T>
+void add_bias(T* rows, const T* bias, int64_t e, int64_t M, int64_t width) {
+  if (!bias) return;
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t c = 0; c < width; ++c) rows[r * width + c] += bias[e * width + c];
+}
+
+// dbias[e] += the sum of rows [M, width] (nullptr: none)
+template <class T>
+void sum_rows(T* dbias, const T* rows, int64_t e, int64_t M, int64_t width) {
+  if (!dbias) return;
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t c = 0; c < width; ++c) dbias[e * width + c] += rows[r * width + c];
+}
+
+// One row's activation: gu [2I] (gate then up) -> h [I]: SwiGLU, or gpt-oss's clamped one.
+template <class T>
+void gate_forward(T* h, const T* gu, int64_t I, const ExpertExtras<T>& x) {
+  if (x.swiglu_limit > 0)
+    swiglu_clamped_forward(h, gu, gu + I, I, x.swiglu_limit, x.swiglu_alpha);
+  else
+    swiglu_forward(h, gu, gu + I, I);
+}
+template <class T>
+void gate_backward(T* dgu, const T* dh, const T* gu, int64_t I, const ExpertExtras<T>& x) {
+  if (x.swiglu_limit > 0)
+    swiglu_clamped_backward(dgu, dgu + I, dh, gu, gu + I, I, x.swiglu_limit, x.swiglu_alpha,
+                            /*accumulate=*/false);
+  else
+    swiglu_backward(dgu, dgu + I, dh, gu, gu + I, I, /*accumulate=*/false);
+}
+
 }  // namespace
 
 template <class T>
-void moe_router_logits(T* logits, const T* x, const T* router, int64_t N, int64_t C, int64_t E) {
+void moe_router_logits(T* logits, const T* x, const T* router, int64_t N, int64_t C, int64_t E,
+                       const T* bias) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* xn = x + n * C;
@@ -66,13 +100,14 @@ void moe_router_logits(T* logits, const T* x, const T* router, int64_t N, int64_
       T tail = 0;
       for (; c < C; ++c) tail += xn[c] * we[c];
       logits[n * E + e] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7])) + tail;
+      if (bias) logits[n * E + e] += bias[e];
     }
   }
 }
 
 template <class T>
 void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t E, int64_t k,
-               bool renormalise) {
+               bool renormalise, bool topk_softmax) {
   using Elem = std::pair<T, int64_t>;  // (probability, expert)
   // torch.topk's order (largest first, NaN counted largest), compared by value alone.
   const auto before = [](const Elem& a, const Elem& b) {
@@ -86,7 +121,7 @@ void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t
     T sum = 0;
     for (int64_t e = 0; e < E; ++e) sum += (p[e] = std::exp(l[e] - top));
     for (int64_t e = 0; e < E; ++e) p[e] /= sum;
-    for (int64_t e = 0; e < E; ++e) queue[static_cast<size_t>(e)] = {p[e], e};
+    for (int64_t e = 0; e < E; ++e) queue[static_cast<size_t>(e)] = {topk_softmax ? l[e] : p[e], e};
     // The same selection as torch's CPU topk (ATen TopKImpl.h): partial_sort when k is
     // small against E, else nth_element and a sort of the k-1 before the k-th.
     if (k * 64 <= E) {
@@ -94,6 +129,16 @@ void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t
     } else {
       std::nth_element(queue.begin(), queue.begin() + (k - 1), queue.end(), before);
       std::sort(queue.begin(), queue.begin() + (k - 1), before);
+    }
+    if (topk_softmax) {  // softmax over the k chosen logits (GptOssTopKRouter)
+      const T m = queue[0].first;  // the largest
+      T z = 0;
+      for (int64_t j = 0; j < k; ++j) z += (w[n * k + j] = std::exp(queue[static_cast<size_t>(j)].first - m));
+      for (int64_t j = 0; j < k; ++j) {
+        idx[n * k + j] = static_cast<int32_t>(queue[static_cast<size_t>(j)].second);
+        w[n * k + j] /= z;
+      }
+      continue;
     }
     T chosen = 0;
     for (int64_t j = 0; j < k; ++j) chosen += queue[static_cast<size_t>(j)].first;
@@ -107,11 +152,21 @@ void moe_route(T* probs, int32_t* idx, T* w, const T* logits, int64_t N, int64_t
 template <class T>
 void moe_route_backward(T* dlogits, const T* dw, const T* dprob, const T* probs,
                         const int32_t* idx, const T* w, int64_t N, int64_t E, int64_t k,
-                        bool renormalise) {
+                        bool renormalise, bool topk_softmax) {
   for (int64_t n = 0; n < N; ++n) {
     const T* p = probs + n * E;  // [E]
     T* dl = dlogits + n * E;     // [E], first d loss / d p, then d loss / d logits
     for (int64_t e = 0; e < E; ++e) dl[e] = dprob ? dprob[e] : T(0);
+    if (topk_softmax) {
+      // w = softmax of the chosen logits: d l_{i_j} = w_j (dw_j - sum_m w_m dw_m); the
+      // full softmax p carries only dprob (the load-balancing loss).
+      T pd = 0, dot = 0;
+      for (int64_t e = 0; e < E; ++e) pd += p[e] * dl[e];
+      for (int64_t e = 0; e < E; ++e) dl[e] = p[e] * (dl[e] - pd);
+      for (int64_t j = 0; j < k; ++j) dot += dw[n * k + j] * w[n * k + j];
+      for (int64_t j = 0; j < k; ++j) dl[idx[n * k + j]] += w[n * k + j] * (dw[n * k + j] - dot);
+      continue;
+    }
     if (!renormalise) {  // w_j = p_{i_j}
       for (int64_t j = 0; j < k; ++j) dl[idx[n * k + j]] += dw[n * k + j];
     } else {
@@ -133,7 +188,7 @@ void moe_route_backward(T* dlogits, const T* dw, const T* dprob, const T* probs,
 template <class T>
 void moe_experts_forward(T* out, T* gu, T* h, T* y, const T* x, const T* gate_up, const T* down,
                          const int32_t* idx, const T* w, int64_t N, int64_t C, int64_t I,
-                         int64_t E, int64_t k) {
+                         int64_t E, int64_t k, const ExpertExtras<T>& extra) {
   std::fill_n(out, N * C, T(0));
   const auto slots = slots_by_expert(idx, N, E, k);
   Rows<T> X, GU, H, Y;  // one expert's rows: [M, C], [M, 2I], [M, I], [M, C]
@@ -147,9 +202,11 @@ void moe_experts_forward(T* out, T* gu, T* h, T* y, const T* x, const T* gate_up
     Y.resize(static_cast<size_t>(M * C));
     for (int64_t r = 0; r < M; ++r) std::copy_n(x + (at[r] / k) * C, C, X.data() + r * C);
     linear_forward(GU.data(), X.data(), gate_up + e * 2 * I * C, M, C, 2 * I);
+    add_bias(GU.data(), extra.gate_up_bias, e, M, 2 * I);
     for (int64_t r = 0; r < M; ++r)
-      swiglu_forward(H.data() + r * I, GU.data() + r * 2 * I, GU.data() + r * 2 * I + I, I);
+      gate_forward(H.data() + r * I, GU.data() + r * 2 * I, I, extra);
     linear_forward(Y.data(), H.data(), down + e * C * I, M, I, C);
+    add_bias(Y.data(), extra.down_bias, e, M, C);
     for (int64_t r = 0; r < M; ++r) {
       const int64_t s = at[r], n = s / k;
       std::copy_n(GU.data() + r * 2 * I, 2 * I, gu + s * 2 * I);
@@ -164,7 +221,7 @@ template <class T>
 void moe_experts_backward(T* dx, T* dgate_up, T* ddown, T* dw, const T* dout, const T* x,
                           const T* gate_up, const T* down, const int32_t* idx, const T* w,
                           const T* gu, const T* h, const T* y, int64_t N, int64_t C, int64_t I,
-                          int64_t E, int64_t k) {
+                          int64_t E, int64_t k, const ExpertExtras<T>& extra) {
   const auto slots = slots_by_expert(idx, N, E, k);
   Rows<T> X, GU, H, dY, dH, dGU, dX;  // one expert's rows
   for (int64_t e = 0; e < E; ++e) {
@@ -192,9 +249,10 @@ void moe_experts_backward(T* dx, T* dgate_up, T* ddown, T* dw, const T* dout, co
     gather_rows(H.data(), h, at, I);
     linear_backward(dH.data(), ddown ? ddown + e * C * I : nullptr, dY.data(), H.data(),
                     down + e * C * I, M, I, C, /*accumulate_dx=*/false);
+    sum_rows(extra.ddown_bias, dY.data(), e, M, C);
     for (int64_t r = 0; r < M; ++r)
-      swiglu_backward(dGU.data() + r * 2 * I, dGU.data() + r * 2 * I + I, dH.data() + r * I,
-                      GU.data() + r * 2 * I, GU.data() + r * 2 * I + I, I, /*accumulate=*/false);
+      gate_backward(dGU.data() + r * 2 * I, dH.data() + r * I, GU.data() + r * 2 * I, I, extra);
+    sum_rows(extra.dgate_up_bias, dGU.data(), e, M, 2 * I);
     linear_backward(dX.data(), dgate_up ? dgate_up + e * 2 * I * C : nullptr, dGU.data(),
                     X.data(), gate_up + e * 2 * I * C, M, C, 2 * I, /*accumulate_dx=*/false);
     for (int64_t r = 0; r < M; ++r) {
@@ -227,19 +285,20 @@ void moe_aux_dprob(T* dprob, const double* tokens, double rows, int64_t E, doubl
 }
 
 #define ZT_MOE_INSTANTIATE(T)                                                                    \
-  template void moe_route<T>(T*, int32_t*, T*, const T*, int64_t, int64_t, int64_t, bool);      \
+  template void moe_route<T>(T*, int32_t*, T*, const T*, int64_t, int64_t, int64_t, bool, bool); \
   template void moe_route_backward<T>(T*, const T*, const T*, const T*, const int32_t*,         \
-                                      const T*, int64_t, int64_t, int64_t, bool);                \
+                                      const T*, int64_t, int64_t, int64_t, bool, bool);          \
   template void moe_experts_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*,            \
                                        const int32_t*, const T*, int64_t, int64_t, int64_t,     \
-                                       int64_t, int64_t);                                        \
+                                       int64_t, int64_t, const ExpertExtras<T>&);                \
   template void moe_experts_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, \
                                         const int32_t*, const T*, const T*, const T*, const T*, \
-                                        int64_t, int64_t, int64_t, int64_t, int64_t);            \
+                                        int64_t, int64_t, int64_t, int64_t, int64_t,             \
+                                        const ExpertExtras<T>&);                                 \
   template void moe_aux_accumulate<T>(double*, double*, const T*, const int32_t*, int64_t,      \
                                       int64_t, int64_t);                                         \
   template void moe_aux_dprob<T>(T*, const double*, double, int64_t, double);                \
-  template void moe_router_logits<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);
+  template void moe_router_logits<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, const T*);
 ZT_MOE_INSTANTIATE(float)
 ZT_MOE_INSTANTIATE(double)
 #undef ZT_MOE_INSTANTIATE

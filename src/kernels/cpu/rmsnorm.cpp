@@ -9,12 +9,14 @@
 namespace zt::kernels::cpu {
 
 template <class T>
-void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int64_t N, int64_t C, double eps) {
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int64_t N, int64_t C, double eps,
+                     double offset) {
   // out [N, C], rstd [N] (nullable), x [N, C], w [C]
+  const T a = static_cast<T>(offset);
 #pragma omp parallel for schedule(static) if (N * C >= detail::kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const auto xr = detail::arr(x + n * C, C);  // [C]
-    const auto W = detail::arr(w, C);           // [C]
+    const auto W = detail::arr(w, C) + a;       // [C]
     const T ms = xr.square().sum() / static_cast<T>(C);
     const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(ms) + eps));
     detail::arr(out + n * C, C) = xr * r * W;
@@ -24,14 +26,15 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int64_t N, int64_t
 
 template <class T>
 void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const T* rstd,
-                      int64_t N, int64_t C, bool accumulate_dx) {
+                      int64_t N, int64_t C, bool accumulate_dx, double offset) {
+  const T a = static_cast<T>(offset);
   // dx [N, C] (+= or =, nullable), dw [C] (+=, nullable), dout [N, C], x [N, C], w [C], rstd [N]
   if (dx) {
 #pragma omp parallel for schedule(static) if (N * C >= detail::kParallelMin)
     for (int64_t n = 0; n < N; ++n) {
       const auto xr = detail::arr(x + n * C, C);     // [C]
       const auto dyr = detail::arr(dout + n * C, C); // [C]
-      const auto W = detail::arr(w, C);              // [C]
+      const auto W = detail::arr(w, C) + a;          // [C]
       const T r = rstd[n];
       // m = mean_c (dy * w * xhat), xhat = x r
       const T m = (dyr * W * xr).sum() * r / static_cast<T>(C);
@@ -58,12 +61,14 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const
 }
 
 template void rmsnorm_forward<float>(float*, float*, const float*, const float*, int64_t, int64_t,
-                                     double);
+                                     double, double);
 template void rmsnorm_forward<double>(double*, double*, const double*, const double*, int64_t,
-                                      int64_t, double);
+                                      int64_t, double, double);
 template void rmsnorm_backward<float>(float*, float*, const float*, const float*, const float*,
-                                      const float*, int64_t, int64_t, bool);
+                                      const float*, int64_t, int64_t, bool,
+                                      double);
 template void rmsnorm_backward<double>(double*, double*, const double*, const double*,
-                                       const double*, const double*, int64_t, int64_t, bool);
+                                       const double*, const double*, int64_t, int64_t, bool,
+                                       double);
 
 }  // namespace zt::kernels::cpu

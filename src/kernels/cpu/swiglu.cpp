@@ -3,6 +3,7 @@
 #include "zt/kernels/swiglu.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "eigen_maps.hpp"
 
@@ -55,5 +56,38 @@ template void swiglu_backward<float>(float*, float*, const float*, const float*,
                                      int64_t, bool);
 template void swiglu_backward<double>(double*, double*, const double*, const double*,
                                       const double*, int64_t, bool);
+
+template <class T>
+void swiglu_clamped_forward(T* h, const T* g, const T* u, int64_t n, double limit, double alpha) {
+  const T L = static_cast<T>(limit), a = static_cast<T>(alpha);
+  for (int64_t i = 0; i < n; ++i) {
+    const T gc = std::min(g[i], L), uc = std::clamp(u[i], -L, L);
+    const T glu = gc * (T(1) / (T(1) + std::exp(-(gc * a))));
+    h[i] = (uc + T(1)) * glu;
+  }
+}
+
+template <class T>
+void swiglu_clamped_backward(T* dg, T* du, const T* dh, const T* g, const T* u, int64_t n,
+                             double limit, double alpha, bool accumulate) {
+  const T L = static_cast<T>(limit), a = static_cast<T>(alpha);
+  for (int64_t i = 0; i < n; ++i) {
+    const T gc = std::min(g[i], L), uc = std::clamp(u[i], -L, L);
+    const T sg = T(1) / (T(1) + std::exp(-(gc * a)));
+    const T dgi = g[i] <= L ? dh[i] * (uc + T(1)) * sg * (T(1) + a * gc * (T(1) - sg)) : T(0);
+    const T dui = (u[i] >= -L && u[i] <= L) ? dh[i] * gc * sg : T(0);
+    dg[i] = accumulate ? dg[i] + dgi : dgi;
+    du[i] = accumulate ? du[i] + dui : dui;
+  }
+}
+
+template void swiglu_clamped_forward<float>(float*, const float*, const float*, int64_t, double,
+                                            double);
+template void swiglu_clamped_forward<double>(double*, const double*, const double*, int64_t,
+                                             double, double);
+template void swiglu_clamped_backward<float>(float*, float*, const float*, const float*,
+                                             const float*, int64_t, double, double, bool);
+template void swiglu_clamped_backward<double>(double*, double*, const double*, const double*,
+                                              const double*, int64_t, double, double, bool);
 
 }  // namespace zt::kernels::cpu

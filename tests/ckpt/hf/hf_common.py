@@ -138,7 +138,9 @@ def hf_f64_logits(torch, folder, ids):
     hc = AutoConfig.from_pretrained(folder)
     moe = ({"experts_implementation": "eager"}
            if hasattr(hc, "num_local_experts") or hasattr(hc, "num_experts") else {})
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="sdpa",
+    # gpt-oss has no SDPA path (its sinks): eager, whose softmax keeps the dtype too.
+    attn = "eager" if hc.model_type == "gpt_oss" else "sdpa"
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation=attn,
                                                  **moe)
     model.eval()
     for mod, fwd in f64_forwards(model):
@@ -212,27 +214,64 @@ def rope_inv_freq_f64(torch, params, dim):
         smooth = (old / wavelen - low) / (high - low)
         medium = (wavelen >= old / high) & (wavelen <= old / low)
         return torch.where(medium, (1 - smooth) * out / factor + smooth * out, out)
+    if kind == "yarn":  # _compute_yarn_parameters (no partial rotary)
+        factor, old = params["factor"], params["original_max_position_embeddings"]
+        fast, slow = params.get("beta_fast") or 32, params.get("beta_slow") or 1
+        base = params["rope_theta"]
+
+        def corr(n):
+            return dim * math.log(old / (n * 2 * math.pi)) / (2 * math.log(base))
+        low, high = corr(fast), corr(slow)
+        if params.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        extra = 1 - ramp
+        return inv / factor * (1 - extra) + inv * extra
     if kind != "default":
         raise ValueError(f"rope_inv_freq_f64: rope_type {kind}")
     return inv
 
 
-def rope_f64(self, x, position_ids):
+def rope_attention_factor(params):
+    """yarn's attention factor (cos and sin are multiplied by it); 1 for the other types."""
+    import math
+    if params.get("rope_type") != "yarn":
+        return 1.0
+    if params.get("attention_factor"):
+        return params["attention_factor"]
+
+    def m(s, k=1.0):
+        return 0.1 * k * math.log(s) + 1.0 if s > 1 else 1.0
+    f, ms, md = params["factor"], params.get("mscale"), params.get("mscale_all_dim")
+    return m(f, ms) / m(f, md) if ms and md else m(f)
+
+
+def rope_f64(self, x, position_ids, layer_type=None):
     """A rotary embedding module's forward with the inverse frequencies, angles, cos and
-    sin in float64 (transformers computes them in float32), cast to x's dtype."""
+    sin in float64 (transformers computes them in float32), cast to x's dtype; with
+    layer_type (Gemma 3's RoPE per layer type) that type's rope_parameters."""
     import torch
     cfg = self.config
     dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    inv = rope_inv_freq_f64(torch, cfg.rope_parameters, dim)
+    params = cfg.rope_parameters[layer_type] if layer_type else cfg.rope_parameters
+    inv = rope_inv_freq_f64(torch, params, dim)
     freqs = position_ids[..., None].double() * inv
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    # gpt-oss's rotary returns the D/2 angles (its _apply_rotary_emb halves the head).
+    emb = freqs if type(self).__name__.startswith("GptOss") else torch.cat((freqs, freqs), dim=-1)
+    a = rope_attention_factor(params)
+    return (emb.cos() * a).to(x.dtype), (emb.sin() * a).to(x.dtype)
 
 
 def rmsnorm_f64(self, x):
-    """An RMSNorm module's forward (Llama's, Mistral's, Qwen's) without its cast to float32."""
+    """An RMSNorm module's forward (Llama's, Mistral's, Qwen's; Gemma's (1 + w)) without its
+    cast to float32."""
     import torch
     variance = x.pow(2).mean(-1, keepdim=True)
+    if type(self).__name__.startswith("Gemma"):
+        return (1.0 + self.weight) * (x * torch.rsqrt(variance + self.eps))
     return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
 
 
@@ -242,6 +281,10 @@ def router_f64(self, hidden_states):
     probabilities, renormalised unless the router's norm_topk_prob is false."""
     import torch
     x = hidden_states.reshape(-1, self.hidden_dim)
+    if type(self).__name__ == "GptOssTopKRouter":  # bias; softmax of the top k logits
+        logits = torch.nn.functional.linear(x, self.weight, self.bias)
+        top, idx = torch.topk(logits, self.top_k, dim=-1)
+        return logits, torch.softmax(top.double(), dim=1).to(logits.dtype), idx
     logits = torch.nn.functional.linear(x, self.weight)
     top, idx = torch.topk(torch.softmax(logits.double(), dim=-1), self.top_k, dim=-1)
     if getattr(self, "norm_topk_prob", True):
@@ -533,13 +576,15 @@ class CausalLMPeer:
     def hf_run(self, folder):
         return hf_llama_run(self.torch, folder, self.ids, self.new)
 
-    def imported(self, name, model_cls, cfg, saved):
-        """Saves model_cls(cfg) (seed 1, float32) to WORK/name with save_pretrained, checks
-        its config.json holds `saved` (key: value), imports it and checks zt against
-        transformers (check_against_hf). Returns (folder, h5, hf, z, tol), or None when
-        the import failed."""
+    def imported(self, name, model_cls, cfg, saved, prepare=None):
+        """Saves model_cls(cfg) (seed 1, float32; prepare(model) first when given) to
+        WORK/name with save_pretrained, checks its config.json holds `saved` (key: value),
+        imports it and checks zt against transformers (check_against_hf). Returns (folder,
+        h5, hf, z, tol), or None when the import failed."""
         self.torch.manual_seed(1)
         model = model_cls(cfg).to(self.torch.float32)
+        if prepare:
+            prepare(model)
         folder = os.path.join(self.work, name)
         model.save_pretrained(folder, safe_serialization=True)
         got = json.load(open(os.path.join(folder, "config.json")))

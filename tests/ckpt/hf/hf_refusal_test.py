@@ -181,8 +181,8 @@ def main():
         expect_refusal(c, zt, f"config {key} = {json.dumps(value)}", imp(d), [cfg_path(d), key])
     # Issue 36 class 5: every RoPE field of transformers 4 and 5 read or refused by name.
     rope_cases = [
-        ("rope_parameters yarn (transformers 5 form)", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}),
-         ["rope_parameters.rope_type", "yarn", "default, linear and llama3"]),
+        ("rope_parameters yarn without its original context", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}),
+         ["rope_parameters.original_max_position_embeddings", "missing", "yarn"]),
         ("rope_parameters dynamic", dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}),
          ["rope_parameters.rope_type", "dynamic"]),
         ("rope_scaling llama3 without factor", dict(rope_scaling={"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0}),

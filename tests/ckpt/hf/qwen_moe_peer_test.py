@@ -119,7 +119,8 @@ def main():
     q3 = os.path.join(work, CASES[0][0])
     refusals = [
         ("yarn", q3, dict(rope_parameters={"rope_type": "yarn", "factor": 4.0,
-                                           "rope_theta": 10000.0}), "rope_parameters.rope_type"),
+                                           "rope_theta": 10000.0}),
+         "rope_parameters.original_max_position_embeddings"),
         ("mlp-only-out-of-range", q3, dict(mlp_only_layers=[7]), "mlp_only_layers"),
         ("alternating-window", src, dict(use_sliding_window=True, sliding_window=4,
                                          layer_types=None, max_window_layers=3), "layer_types"),

@@ -1,0 +1,54 @@
+#pragma once
+// The config.json readers shared by hf_config.cpp and hf_schedule.cpp (private to ckpt):
+// typed reads that refuse by the file and key, and the RoPE dictionary of either form.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <nlohmann/json.hpp>
+
+#include "zt/model/config.hpp"
+#include "zt/model/family.hpp"
+
+namespace zt::ckpt {
+
+using json = nlohmann::json;
+
+namespace hfj {
+
+const model::Family::Defaults& hf_defaults(const std::string& model_type);
+bool present(const json& j, const std::string& key);
+// "is 7", or "is absent (transformers' <family> default: 7)".
+std::string held(const json& j, const std::string& key, const std::string& family,
+                 const std::string& value);
+// zt::InputError "config '<where>': '<key>' <what>" with the converter's hint.
+[[noreturn]] void bad(const std::string& where, const std::string& key, const std::string& what);
+int64_t get_int(const json& j, const std::string& key, const std::string& where,
+                std::optional<int64_t> fallback = std::nullopt);
+double get_double(const json& j, const std::string& key, const std::string& where, double fallback);
+bool get_bool(const json& j, const std::string& key, const std::string& where, bool fallback);
+// One RoPE dictionary (rope_scaling, rope_parameters or one layer type's) into *scaling,
+// its rope_theta into *theta when present.
+void read_rope_dict(const json& d, const std::string& name, const std::string& where,
+                    int64_t context, const json& top, kernels::RopeScaling* scaling,
+                    std::optional<double>* theta);
+// The RoPE dictionary of a scaling (rope_type default when none), without rope_theta.
+json rope_dict(const kernels::RopeScaling& r);
+std::string hint();
+
+}  // namespace hfj
+
+// Families with transformers' layer_types (Family::kLayerTypes, Gemma 3; hf_schedule.cpp):
+// layer_types (absent: sliding_window_pattern), sliding_window, the RoPE per layer type
+// (transformers 5's rope_parameters.{sliding_attention, full_attention}, or transformers
+// 4's rope_theta, rope_scaling and rope_local_base_freq), query_pre_attn_scalar, the
+// soft-caps, hidden_activation. Read into m (its sizes already read), written into j.
+// read/write_layer_types: layer_types and sliding_window alone (every kLayerTypes family);
+// read/write_layer_schedule: the rest, for a family with a RoPE per type (Gemma 3).
+void read_layer_types(const json& j, const std::string& where, model::Config& m);
+void write_layer_types(const model::Config& cfg, json& j);
+void read_layer_schedule(const json& j, const std::string& where, model::Config& m);
+void write_layer_schedule(const model::Config& cfg, json& j);
+// Refuses (InputError) a schedule or a Gemma scalar the family's config.json cannot hold.
+void check_schedule_exportable(const model::Config& cfg, const model::Family& fam);
+
+}  // namespace zt::ckpt

@@ -1,0 +1,157 @@
+// config.json's per-layer attention schedule (transformers' layer_types) and Gemma 3's
+// fields (see hf_json.hpp).
+#include <cmath>
+#include <string>
+
+#include "hf_json.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/json.hpp"
+
+namespace zt::ckpt {
+
+using namespace hfj;
+
+namespace {
+
+// transformers' layer type names <-> the letters of model::Config::layer_types.
+char type_letter(const json& t, const std::string& where) {
+  if (t == "sliding_attention") return 's';
+  if (t == "full_attention") return 'f';
+  if (t == "linear_attention")
+    bad(where, "layer_types", "holds \"linear_attention\" (Qwen3.5's linear attention), which zt "
+                              "does not implement");
+  bad(where, "layer_types", "holds " + describe_json(t) +
+                                "; zt knows \"full_attention\" and \"sliding_attention\"");
+}
+
+}  // namespace
+
+void read_layer_types(const json& j, const std::string& where, model::Config& m) {
+  const model::Family::Defaults& d = hf_defaults(m.family);
+  std::string types;
+  if (present(j, "layer_types")) {
+    const json& lt = j.at("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
+      bad(where, "layer_types", "is " + describe_json(lt) + ", not a list of num_hidden_layers (" +
+                                    std::to_string(m.layers) + ") names");
+    for (const json& t : lt) types += type_letter(t, where);
+  } else {  // transformers 4's form: every pattern-th layer full, from layer pattern - 1
+    const char* key = present(j, "sliding_window_pattern") ? "sliding_window_pattern"
+                                                           : "_sliding_window_pattern";
+    const int64_t pattern = get_int(j, key, where, d.sliding_pattern);
+    if (pattern < 1) bad(where, key, "is " + std::to_string(pattern) + "; it must be >= 1");
+    for (int64_t i = 0; i < m.layers; ++i) types += (i + 1) % pattern != 0 ? 's' : 'f';
+  }
+  m.layer_types = types;
+  if (types.find('s') != std::string::npos) {
+    const int64_t w = get_int(j, "sliding_window", where, d.sliding_window);
+    if (w < 1 || w > model::Config::kMaxContext)
+      bad(where, "sliding_window", held(j, "sliding_window", m.family, std::to_string(w)) +
+                                       "; it must be 1 .. " + std::to_string(model::Config::kMaxContext));
+    m.sliding_window = w;
+  }
+}
+
+void read_layer_schedule(const json& j, const std::string& where, model::Config& m) {
+  const model::Family::Defaults& d = hf_defaults(m.family);
+  if (get_bool(j, "use_bidirectional_attention", where, false))
+    bad(where, "use_bidirectional_attention", "is true; zt's attention is causal");
+  if (j.contains("hidden_activation") && j.at("hidden_activation") != "gelu_pytorch_tanh")
+    bad(where, "hidden_activation", "is " + describe_json(j.at("hidden_activation")) +
+                                        "; zt's Gemma MLP is GeGLU with \"gelu_pytorch_tanh\"");
+  // The RoPE per layer type: transformers 5's rope_parameters.{full,sliding}_attention,
+  // else transformers 4's rope_theta + rope_scaling (full) and rope_local_base_freq.
+  std::optional<double> full_theta, local_theta;
+  kernels::RopeScaling full, local;
+  const bool v5 = present(j, "rope_parameters");
+  if (v5) {
+    const json& rp = j.at("rope_parameters");
+    if (!rp.is_object() || !rp.contains("full_attention") || !rp.contains("sliding_attention"))
+      bad(where, "rope_parameters", "is " + describe_json(rp) + ", not one RoPE per layer type "
+                                    "(full_attention, sliding_attention)");
+    for (const auto& [key, v] : rp.items())
+      if (key != "full_attention" && key != "sliding_attention")
+        bad(where, "rope_parameters." + key, "is not a layer type zt knows");
+    read_rope_dict(rp.at("full_attention"), "rope_parameters.full_attention", where, m.context, j,
+                   &full, &full_theta);
+    read_rope_dict(rp.at("sliding_attention"), "rope_parameters.sliding_attention", where,
+                   m.context, j, &local, &local_theta);
+  } else if (present(j, "rope_scaling")) {
+    read_rope_dict(j.at("rope_scaling"), "rope_scaling", where, m.context, j, &full, &full_theta);
+  }
+  const auto agree = [&](const char* key, std::optional<double>& theta, const char* v5_name) {
+    if (!present(j, key)) return;
+    const double top = get_double(j, key, where, 0.0);
+    if (theta && *theta != top)
+      bad(where, key, "(" + describe_json(j.at(key)) + ") disagrees with " + v5_name + " (" +
+                          std::to_string(*theta) + ")");
+    theta = top;
+  };
+  agree("rope_theta", full_theta, "rope_parameters.full_attention.rope_theta");
+  agree("rope_local_base_freq", local_theta, "rope_parameters.sliding_attention.rope_theta");
+  if (local.type != "default")
+    bad(where, v5 ? "rope_parameters.sliding_attention.rope_type" : "rope_scaling",
+        "is \"" + local.type + "\"; zt's sliding layers rotate without scaling (Gemma 3's)");
+  m.rope_scaling = full;
+  m.rope_theta = full_theta.value_or(d.rope_theta);
+  m.rope_local_theta = local_theta.value_or(10000.0);  // Gemma3TextConfig's default_theta
+  m.query_pre_attn_scalar = get_double(j, "query_pre_attn_scalar", where, 256.0);
+  if (!(m.query_pre_attn_scalar > 0))
+    bad(where, "query_pre_attn_scalar", "is " + describe_json(j.at("query_pre_attn_scalar")) +
+                                            "; it must be > 0");
+  m.final_logit_softcap = get_double(j, "final_logit_softcapping", where, 0.0);
+  if (get_double(j, "attn_logit_softcapping", where, 0.0) != 0.0)
+    bad(where, "attn_logit_softcapping", "is " + describe_json(j.at("attn_logit_softcapping")) +
+                                             "; zt's attention does not soft-cap scores (Gemma "
+                                             "2's); Gemma 3 sets it null");
+}
+
+void write_layer_types(const model::Config& cfg, json& j) {
+  json types = json::array();
+  for (int64_t i = 0; i < cfg.layers; ++i)
+    types.push_back(cfg.sliding(i) ? "sliding_attention" : "full_attention");
+  j["layer_types"] = types;
+  j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
+}
+
+void write_layer_schedule(const model::Config& cfg, json& j) {
+  // Both RoPE forms (as hf_config_json's): the sliding layers' own base, unscaled, or the
+  // full layers' RoPE (rope_local_theta 0).
+  json full = rope_dict(cfg.rope_scaling);
+  full["rope_theta"] = cfg.rope_theta;
+  json local = cfg.rope_local_theta > 0 ? rope_dict({}) : full;
+  local["rope_theta"] = cfg.rope_local_theta > 0 ? cfg.rope_local_theta : cfg.rope_theta;
+  j["rope_parameters"] = {{"full_attention", full}, {"sliding_attention", local}};
+  j["rope_local_base_freq"] = local["rope_theta"];
+  j.erase("hidden_act");
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  // An integer where it is one (transformers 5's Gemma3TextConfig requires an int).
+  const double q = cfg.query_pre_attn_scalar > 0 ? cfg.query_pre_attn_scalar
+                                                 : static_cast<double>(cfg.head_dim());
+  j["query_pre_attn_scalar"] = q == std::floor(q) && q < 9e15 ? json(static_cast<int64_t>(q)) : json(q);
+  j["final_logit_softcapping"] =
+      cfg.final_logit_softcap > 0 ? json(cfg.final_logit_softcap) : json(nullptr);
+  j["attn_logit_softcapping"] = nullptr;
+  j["use_bidirectional_attention"] = false;
+}
+
+void check_schedule_exportable(const model::Config& cfg, const model::Family& fam) {
+  if (fam.window == model::Family::kLayerTypes) {
+    if (fam.rope_per_type && cfg.rope_local_theta == 0 && cfg.rope_scaling.type != "default")
+      throw InputError("a " + cfg.family + " model whose sliding layers share a scaled RoPE has no "
+                       "transformers 4 form (rope_local_base_freq is unscaled)",
+                       "set model.rope_local_theta (Gemma 3: 10000).");
+    return;
+  }
+  const auto refuse = [&](bool set, const char* what) {
+    if (set)
+      throw InputError("a " + cfg.family + " model with " + what + " has no Hugging Face form",
+                       "zt writes it for families with layer_types (model.family = gemma3_text).");
+  };
+  refuse(!cfg.layer_types.empty() && fam.window != model::Family::kQwenLayers, "model.layer_types");
+  refuse(cfg.rope_local_theta > 0, "model.rope_local_theta");
+  refuse(cfg.query_pre_attn_scalar > 0, "model.query_pre_attn_scalar");
+  refuse(cfg.final_logit_softcap > 0, "model.final_logit_softcap");
+}
+
+}  // namespace zt::ckpt
