@@ -114,7 +114,7 @@ int Engine::Impl::complete_gather(size_t position) {
     if (job.phase + 1 < job.phases)
       detail::wait_all(job.handles);
     else
-      compute_waits_for(job.handles);
+      ctx.compute_waits_for(job.handles);
     ++job.phase;
     if (job.phase < job.phases)
       start_gather_phase(job, slot);

@@ -28,6 +28,8 @@
 #include <memory>
 #include <vector>
 
+#include "engine_context.hpp"
+#include "engine_reduce.hpp"
 #include "groups.hpp"
 #include "memory.hpp"
 #include "offload_copy.hpp"
@@ -84,19 +86,6 @@ struct Engine::Impl {
     detail::Handles handles;
   };
 
-  // A gradient reduction of one unit (job i uses reduce slot i: at stages 2-3 its
-  // full-unit gradient buffer, and its staging buffers).
-  struct ReduceJob {
-    bool busy = false;        // slot held (buffer in use by the backward or the job)
-    bool running = false;     // reduction started, not yet complete
-    int unit = -1;
-    float* grad = nullptr;    // [padded] the unit's full gradient (in `mem`), reduced in place
-    int phase = 0;
-    int phases = 1;
-    int64_t stamp = 0;
-    detail::Handles handles;
-  };
-
   Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node, comm::Comm* cross,
        const EngineOptions& options, const model::InitOptions& init, comm::Comm* control);
 
@@ -123,10 +112,18 @@ struct Engine::Impl {
   model::TrainableModel& model;  // computes on mem's buffers (mem->make_model)
   const model::ParamLayout& layout;
   Partition part;
-  BufferPlan plan;  // what every buffer below holds (plan.hpp)
   int units = 0;
   int head = 0;     // the head unit, L + 1
   bool tied = false;
+  // bf16 compute (train.precision = bf16-mixed): the model binds bf16 weights, cast from
+  // the fp32 master; stage 3 casts its shard before the gather, so gathers move bf16.
+  bool bf16_weights = false; // model.param_dtype() is bf16
+  // train.precision = bf16-true: the stored parameters are bf16 and there is no fp32
+  // master. Stages 0-2: compute_params are the parameters (full_params stay empty);
+  // stage 3: param_half holds the shards (param_shard stays empty). AdamW widens the
+  // parameters it updates into update_wide, runs the space's fp32 AdamW on them and
+  // rounds the result back (docs/zero.md, "bf16-true").
+  bool bf16_master = false;
   // LoRA (docs/zero.md "Frozen units"): frozen units hold parameters only (sharded and
   // gathered as any unit at stage 3; no gradient buffers, reductions, moments, AdamW,
   // norm or NaN check); the adapters' unit (-1: none) is an ordinary unit whose one use
@@ -134,6 +131,10 @@ struct Engine::Impl {
   std::vector<uint8_t> frozen;   // per unit
   int adapters = -1;
   bool trainable(int u) const { return frozen[static_cast<size_t>(u)] == 0; }
+  BufferPlan plan;  // what every buffer below holds (plan.hpp)
+  BufferPlan make_plan() const;  // refuses what the buffers cannot hold
+  detail::Handles retired;  // operations compute waits for on the device, not yet host-checked
+  detail::EngineContext ctx{opt, *mem, groups, part, qblock, retired};
   // QLoRA: the NF4 base the model reads the targeted W from (the units leave them out:
   // ParamLayout(cfg, lora)), quantised from a reader of ParamLayout(cfg)'s units one at a
   // time: the initial values at construction, the base's file at a load (set_qlora_base).
@@ -154,17 +155,8 @@ struct Engine::Impl {
   Bufs<float> full_params;   // stages 0-2: [padded]
   Bufs<float> param_shard;   // stage 3:    [shard]
   Bufs<float> secondary;     // stage 3 + hpZ, fp32 compute: [secondary]
-  // bf16 compute (train.precision = bf16-mixed): the model binds bf16 weights, cast from
-  // the fp32 master; stage 3 casts its shard before the gather, so gathers move bf16.
-  bool bf16_weights = false; // model.param_dtype() is bf16
   Bufs<bf16> compute_params; // stages 0-2, bf16_weights: [padded] bf16 cast of full_params
   Bufs<bf16> secondary_half; // stage 3 + hpZ, bf16_weights: [secondary] (instead of secondary)
-  // train.precision = bf16-true: the stored parameters are bf16 and there is no fp32
-  // master. Stages 0-2: compute_params are the parameters (full_params stay empty);
-  // stage 3: param_half holds the shards (param_shard stays empty). AdamW widens the
-  // parameters it updates into update_wide, runs the space's fp32 AdamW on them and
-  // rounds the result back (docs/zero.md, "bf16-true").
-  bool bf16_master = false;
   Bufs<bf16> param_half;     // stage 3, bf16_master or half_up (params not offloaded): [shard]
   detail::Buf<float> update_wide;  // bf16_master: [max updated count] the widened parameters
   std::vector<uint8_t> secondary_valid;  // per unit: holds the current parameters (host)
@@ -177,21 +169,14 @@ struct Engine::Impl {
   Bufs<float> gather_buf;      // stage 3, fp32 compute: per slot [max_padded]
   Bufs<bf16> gather_half;      // stage 3, bf16_weights: per slot [max_padded] (instead of gather_buf)
   Bufs<uint8_t> gather_q;      // qwZ: per slot [packed(max_padded)]
-  Bufs<float> grad_buf;        // stages 2-3: per reduce slot [max_padded]
-  Bufs<bf16> reduce_half;      // bf16 reduce: per reduce slot [max_padded]
-  Bufs<uint8_t> reduce_qsend;  // qgZ: per reduce slot [packed(max_padded)]
-  Bufs<uint8_t> reduce_qrecv;  // same
   detail::Buf<float> logits_buf;  // logits_last on a space the host cannot read: [vocab]
   detail::Buf<bf16> logits_half;  // same, bf16_weights: [vocab] (the model's logits are bf16)
 
   // ---- schedule state ---------------------------------------------------------------
   std::vector<GatherJob> gathers;  // one per gather slot
-  std::vector<ReduceJob> reduces;  // one per reduce slot
   std::vector<int> gather_fifo;    // busy gather slots in start order
-  std::vector<int> reduce_fifo;    // running reduce slots in start order
   std::vector<int> pos_slot;       // gather slot of each position of the order, or -1
   std::vector<int> primary_pos;    // per unit: position of its running primary gather, or -1
-  std::vector<int> grad_slot;      // per unit: reduce slot holding its gradient, or -1
   std::vector<int> active;         // positions between before_use and after_use
   Mode mode = Mode::kIdle;
   const std::vector<int>* order = nullptr;
@@ -261,9 +246,7 @@ struct Engine::Impl {
   void pump();  // the after_use rule above
   // Ordering against the compute stream (no-ops on the host, whose compute is
   // synchronous; docs/zero.md "Streams and events"):
-  detail::Handles retired;  // operations compute waits for on the device, not yet host-checked
   void order_comms_after_compute();
-  void compute_waits_for(detail::Handles& ops);
   void check_retired();
 
   // ---- engine_gather.cpp ------------------------------------------------------------
@@ -278,14 +261,9 @@ struct Engine::Impl {
   // The exact (unquantized) full unit u into out [padded], blocking. Idle only.
   void gather_exact(int u, float* out);
 
-  // ---- engine_reduce.cpp ------------------------------------------------------------
-  int acquire_reduce_slot();
-  void start_reduce(int u, int slot, float* grad);
-  void advance_reduce(ReduceJob& job, int slot);
-  void complete_reduce(int slot);
-  void complete_all_reduces();
-  void start_reduce_phase(ReduceJob& job, int slot);
-  void finish_reduce(ReduceJob& job, int slot);
+  // ---- engine_reduce.cpp (engine_reduce.hpp) --------------------------------------
+  detail::ReduceSchedule reduce;
+  void reduced(int u, float* own);  // ReduceSchedule's Done: into the shard, down to the host
 
   // ---- engine_step.cpp --------------------------------------------------------------
   StepStats step(double lr);
