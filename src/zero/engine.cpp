@@ -85,6 +85,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       frozen(frozen_units(layout)),
       adapters(layout.adapter_unit()),
       plan(make_plan()),
+      gather(ctx, plan, bf16_weights, [this](int u, int slot) { return send_shard(u, slot); }),
       reduce(ctx, plan, units, [this](int u, float* own) { reduced(u, own); }) {
   const int L = static_cast<int>(cfg.layers);
   order_comms_after_compute();
@@ -104,10 +105,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   train_order.push_back(0);
 
   const int stage = opt.stage;
-  const size_t us = static_cast<size_t>(units);
   // Model states. Padding stays zero forever: it is never written but by reductions of
   // zeros, and AdamW only touches real elements.
-  secondary_valid.assign(us, 0);
   state_offloaded = plan.state_offloaded;
   params_offloaded = plan.params_offloaded;
   std::vector<float> init_buf;  // host: one unit's initial values, copied into mem
@@ -140,8 +139,6 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       }
     }
     const auto n_of = [](int64_t count) { return static_cast<size_t>(count); };
-    if (hpz > 1 && bf16_weights) secondary_half.emplace_back(*mem, n_of(b.secondary_half), "hpZ secondary shards");
-    else if (hpz > 1) secondary.emplace_back(*mem, n_of(b.secondary), "hpZ secondary shards");
     // Frozen units and offloaded state: empty buffers keep the per-unit indexing.
     if (stage <= 1) full_grads.emplace_back(*mem, n_of(b.full_grads), "gradients");
     if (stage >= 2) grad_shard.emplace_back(*mem, n_of(b.grad_shard), "gradient shards");
@@ -151,17 +148,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   std::vector<float>().swap(init_buf);
   cast_compute_params();
 
-  // Working buffers (the adapters' unit holds one gather and one reduce slot for the whole pass).
-  const size_t gslots = static_cast<size_t>(plan.gather_slots);
-  const size_t each = static_cast<size_t>(plan.gather);
-  gathers.resize(gslots);
-  if (bf16_weights) gather_half = make_bufs<bf16>(*mem, gslots, each, "stage-3 gather buffers");
-  else gather_buf = make_bufs<float>(*mem, gslots, each, "stage-3 gather buffers");
-  if (plan.gather_q > 0) gather_q = make_bufs<uint8_t>(*mem, gslots, static_cast<size_t>(plan.gather_q), "qwZ buffers");
+  // The working buffers of the schedules are theirs (gather, reduce); the update's:
   if (bf16_master) update_wide = detail::Buf<float>(*mem, static_cast<size_t>(plan.update_wide), "bf16-true AdamW buffer");
-  gather_fifo.reserve(gathers.size());
-  pos_slot.assign(train_order.size(), -1);
-  primary_pos.assign(us, -1);
   active.reserve(4);
 
   // Stages 0-2 bind the replicated parameters (and stages 0-1 the gradients) once;
@@ -208,16 +196,16 @@ MemoryStats Engine::Impl::memory() const {
   m.full_params = bytes_of(full_params) + bytes_of(compute_params) +
                   (qlora ? static_cast<size_t>(qlora->bytes()) : 0);  // QLoRA's NF4 base
   m.param_shards = bytes_of(param_shard) + bytes_of(param_half);
-  m.secondary_shards = bytes_of(secondary) + bytes_of(secondary_half);
+  m.secondary_shards = gather.secondary_bytes();
   m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
   m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0);
   for (const Checkout& c : checkouts)
     m.optimizer += (c.master.capacity() + c.m.capacity() + c.v.capacity()) * sizeof(float);
   m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float) +
                     bytes_of(frozen_host);  // (host memory, as unit_params)
-  m.gather_buffers = bytes_of(gather_buf) + bytes_of(gather_half);
+  m.gather_buffers = gather.buffer_bytes();
   m.grad_buffers = reduce.grad_bytes() + update_wide.bytes();
-  m.comm_buffers = bytes_of(gather_q) + reduce.comm_bytes() + logits_buf.bytes() + logits_half.bytes();
+  m.comm_buffers = gather.comm_bytes() + reduce.comm_bytes() + logits_buf.bytes() + logits_half.bytes();
   m.activations = model.workspace_bytes();
   m.peak_total = std::max(peak, m.total());
   return m;
@@ -392,7 +380,7 @@ void Engine::after_load() {
     e.gather_in_place(e.adam_m, true);
     e.gather_in_place(e.adam_v, true);
   }
-  std::fill(e.secondary_valid.begin(), e.secondary_valid.end(), 0);
+  e.gather.invalidate_secondaries();
   // (QLoRA: the units hold no targeted W; the loader gives them: set_qlora_base.)
 }
 

@@ -36,15 +36,14 @@ void Engine::Impl::begin_pass(Mode m, const std::vector<int>& use_order) {
                 "see the first error; the ranks may disagree on what is in flight");
   ZT_CHECK(mode == Mode::kIdle, "a pass of the model began inside another",
            "the engine's methods are not reentrant");
-  ZT_CHECK(gather_fifo.empty() && reduce.idle() && active.empty(),
+  ZT_CHECK(gather.idle() && reduce.idle() && active.empty(),
            "operations left in flight by an earlier pass",
            "an earlier micro_step or eval failed half-way; the engine cannot continue");
   mode = m;
   order = &use_order;
   pos = 0;
-  started = 0;
   grads_phase = false;
-  std::fill(pos_slot.begin(), pos_slot.end(), -1);
+  gather.begin_pass(use_order);
 }
 
 void Engine::Impl::end_pass() {
@@ -54,13 +53,13 @@ void Engine::Impl::end_pass() {
                 "engine's use orders");
   reduce.complete_all();
   check_retired();
-  ZT_CHECK(gather_fifo.empty() && active.empty(), "gathers left in flight after a pass",
+  ZT_CHECK(gather.idle() && active.empty(), "gathers left in flight after a pass",
            "a bug in the engine's schedule");
   mode = Mode::kIdle;
 }
 
 void Engine::Impl::abandon_pass() {
-  if (pos != 0 || !gather_fifo.empty() || !reduce.idle()) broken = true;
+  if (pos != 0 || !gather.idle() || !reduce.idle()) broken = true;
   mode = Mode::kIdle;
 }
 
@@ -79,11 +78,7 @@ void Engine::Impl::before_use(int u) {
 
   const void* params = nullptr;  // the compute weights (fp32, or bf16 when bf16_weights)
   if (opt.stage == 3) {
-    const int slot = complete_gather(pos);
-    params = gathered(slot);
-    // Keep `prefetch` gathers in flight ahead of this use.
-    const size_t last = std::min(order->size(), pos + 1 + static_cast<size_t>(opt.prefetch));
-    while (started < last) start_gather(started);
+    params = gather.use(pos, epoch);  // (and the next zero.prefetch gathers start)
   } else {
     params = replicated(u);
   }
@@ -110,7 +105,7 @@ void Engine::Impl::after_use(int u) {
            "the model's hook contract changed");
   const size_t position = static_cast<size_t>(*it);
   active.erase(std::next(it).base());
-  if (opt.stage == 3) release_gather(position);
+  if (opt.stage == 3) gather.release(position);
   pump();
 }
 
@@ -131,10 +126,7 @@ void Engine::Impl::reduced(int u, float* own) {
 
 void Engine::Impl::pump() {
   const int64_t e = epoch;
-  for (int slot : gather_fifo) {
-    GatherJob& job = gathers[static_cast<size_t>(slot)];
-    if (job.stamp <= e && job.phase + 1 < job.phases) advance_gather(job);
-  }
+  gather.pump(e);
   reduce.pump(e);
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engine_context.hpp"
+#include "engine_gather.hpp"
 #include "engine_reduce.hpp"
 #include "groups.hpp"
 #include "memory.hpp"
@@ -72,19 +73,6 @@ std::unique_ptr<model::TrainableModel> with_experts(std::unique_ptr<model::Train
 
 struct Engine::Impl {
   enum class Mode : uint8_t { kIdle, kTrain, kEval };
-
-  // A stage-3 gather of one unit for one position of the use order (job i uses gather
-  // slot i).
-  struct GatherJob {
-    bool busy = false;        // slot holds a gathered or gathering unit
-    int pos = -1;             // position in the use order
-    int unit = -1;
-    bool from_secondary = false;
-    int phase = 0;            // phase in flight; == phases when complete
-    int phases = 1;
-    int64_t stamp = 0;
-    detail::Handles handles;
-  };
 
   Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node, comm::Comm* cross,
        const EngineOptions& options, const model::InitOptions& init, comm::Comm* control);
@@ -154,34 +142,23 @@ struct Engine::Impl {
   using Bufs = std::vector<detail::Buf<T>>;
   Bufs<float> full_params;   // stages 0-2: [padded]
   Bufs<float> param_shard;   // stage 3:    [shard]
-  Bufs<float> secondary;     // stage 3 + hpZ, fp32 compute: [secondary]
   Bufs<bf16> compute_params; // stages 0-2, bf16_weights: [padded] bf16 cast of full_params
-  Bufs<bf16> secondary_half; // stage 3 + hpZ, bf16_weights: [secondary] (instead of secondary)
   Bufs<bf16> param_half;     // stage 3, bf16_master or half_up (params not offloaded): [shard]
   detail::Buf<float> update_wide;  // bf16_master: [max updated count] the widened parameters
-  std::vector<uint8_t> secondary_valid;  // per unit: holds the current parameters (host)
   Bufs<float> full_grads;    // stages 0-1: [padded]
   Bufs<float> grad_shard;    // stages 2-3: [shard], fp32 accumulators
   Bufs<float> adam_m;        // stage 0: [padded]; 1-3: [shard]
   Bufs<float> adam_v;        // same
 
   // ---- working buffers (allocated once, in `mem`) ---------------------------------
-  Bufs<float> gather_buf;      // stage 3, fp32 compute: per slot [max_padded]
-  Bufs<bf16> gather_half;      // stage 3, bf16_weights: per slot [max_padded] (instead of gather_buf)
-  Bufs<uint8_t> gather_q;      // qwZ: per slot [packed(max_padded)]
   detail::Buf<float> logits_buf;  // logits_last on a space the host cannot read: [vocab]
   detail::Buf<bf16> logits_half;  // same, bf16_weights: [vocab] (the model's logits are bf16)
 
   // ---- schedule state ---------------------------------------------------------------
-  std::vector<GatherJob> gathers;  // one per gather slot
-  std::vector<int> gather_fifo;    // busy gather slots in start order
-  std::vector<int> pos_slot;       // gather slot of each position of the order, or -1
-  std::vector<int> primary_pos;    // per unit: position of its running primary gather, or -1
   std::vector<int> active;         // positions between before_use and after_use
   Mode mode = Mode::kIdle;
   const std::vector<int>* order = nullptr;
   size_t pos = 0;                  // next position of the order
-  size_t started = 0;              // positions below this have had their gather started
   int64_t epoch = 0;
   bool grads_phase = false;        // the head has been reached: uses need gradients
   bool boundary = false;           // this micro-step ends the accumulation
@@ -218,10 +195,6 @@ struct Engine::Impl {
   model::ConstView param_view(int u, const void* p) const {
     return {p, part.unit(u).numel, bf16_weights ? DType::kBF16 : DType::kF32, mem->model_space()};
   }
-  const void* gathered(int slot) const {  // stage 3: the full unit in gather slot `slot`
-    const size_t s = static_cast<size_t>(slot);
-    return bf16_weights ? static_cast<const void*>(gather_half[s].data()) : gather_buf[s].data();
-  }
   const void* replicated(int u) const {  // stages 0-2: the compute copy of unit u
     const size_t i = static_cast<size_t>(u);
     return bf16_weights ? static_cast<const void*>(compute_params[i].data()) : full_params[i].data();
@@ -249,14 +222,10 @@ struct Engine::Impl {
   void order_comms_after_compute();
   void check_retired();
 
-  // ---- engine_gather.cpp ------------------------------------------------------------
-  int acquire_gather_slot();
-  void start_gather(size_t position);
-  void advance_gather(GatherJob& job);   // wait this phase, start the next
-  int complete_gather(size_t position);  // returns its slot
-  void finish_gather(GatherJob& job, int slot);
-  void release_gather(size_t position);
-  void start_gather_phase(GatherJob& job, int slot);
+  // ---- engine_gather.cpp (engine_gather.hpp) --------------------------------------
+  detail::GatherSchedule gather;
+  // GatherSchedule's Send (engine_passes.cpp): the send buffer of u's primary gather.
+  const float* send_shard(int u, int slot);
   void cast_shard_for_gather(int u, int slot);  // bf16_weights: the bf16 send range of a gather
   // The exact (unquantized) full unit u into out [padded], blocking. Idle only.
   void gather_exact(int u, float* out);
