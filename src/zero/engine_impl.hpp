@@ -1,10 +1,15 @@
 #pragma once
-// The ZeRO engine's state (private to zt_zero). The work is spread over
+// The ZeRO engine's state (private to zt_zero). Parts with their own private state,
+// which Engine::Impl holds and wires (each reads the EngineContext, engine_context.hpp):
+//   engine_gather.hpp  the gather schedule: stage-3 gathers in flight (primary, qwZ, hpZ
+//                      secondary), their slots and buffers, the secondaries
+//   engine_reduce.hpp  the reduce schedule: gradient reductions in flight (all-reduce,
+//                      reduce-scatter, bf16, qgZ), their slots and buffers
+// The rest of the work is spread over
 //   engine.cpp         construction, the public methods, memory figures
-//   engine_passes.cpp  micro_step, step, eval_loss, logits_last, gather_full_params
-//   engine_hooks.cpp   the model's unit hooks and the schedule of in-flight operations
-//   engine_gather.cpp  stage-3 parameter gathers: primary, qwZ, hpZ secondary
-//   engine_reduce.cpp  gradient reductions: all-reduce, reduce-scatter, bf16, qgZ
+//   engine_passes.cpp  micro_step, step, eval_loss, logits_last, gather_full_params,
+//                      what a primary gather sends
+//   engine_hooks.cpp   the model's unit hooks, the passes' epochs and the pump
 //   engine_step.cpp    the optimizer step: global norm, clipping, AdamW on shards
 //   engine_experts.cpp expert parallelism: the expert and data-parallel groups, the dense
 //                      gradients' sum over the expert group, the norm, full experts
