@@ -31,22 +31,8 @@ size_t bytes_of(const std::vector<std::vector<T>>& v) {
   for (const auto& x : v) b += x.capacity() * sizeof(T);
   return b;
 }
-template <class T>
-size_t bytes_of(const std::vector<detail::Buf<T>>& v) {
-  size_t b = 0;
-  for (const auto& x : v) b += x.bytes();
-  return b;
-}
-
-// n buffers of `each` elements in `space`, zero-filled.
-template <class T>
-std::vector<detail::Buf<T>> make_bufs(detail::Space& space, size_t n, size_t each,
-                                      const char* what) {
-  std::vector<detail::Buf<T>> v;
-  v.reserve(n);
-  for (size_t i = 0; i < n; ++i) v.emplace_back(space, each, what);
-  return v;
-}
+using detail::bytes_of;
+using detail::make_bufs;
 
 // The caller's communicator, or its staging wrapper (made into `keep`) when the space
 // stages collectives over it.
@@ -55,6 +41,12 @@ comm::Comm* staged(detail::Space& space, const std::shared_ptr<offload::PinnedPo
   if (c == nullptr || !space.stages(*c)) return c;
   keep = detail::make_staged_comm(*c, space, pool);
   return keep.get();
+}
+
+std::vector<uint8_t> frozen_units(const model::ParamLayout& layout) {
+  std::vector<uint8_t> frozen;
+  for (int u = 0; u < layout.num_units(); ++u) frozen.push_back(layout.unit(u).frozen ? 1 : 0);
+  return frozen;
 }
 
 }  // namespace
@@ -87,25 +79,16 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
            hpz, groups.hpz_index()),
       units(layout.num_units()),
       head(layout.head_unit()),
-      tied(cfg.tied_embeddings) {
+      tied(cfg.tied_embeddings),
+      bf16_weights(model.param_dtype() == DType::kBF16),
+      bf16_master(options.precision == "bf16-true"),
+      frozen(frozen_units(layout)),
+      adapters(layout.adapter_unit()),
+      plan(make_plan()),
+      gather(ctx, plan, bf16_weights, [this](int u, int slot) { return send_shard(u, slot); }),
+      reduce(ctx, plan, units, [this](int u, float* own) { reduced(u, own); }) {
   const int L = static_cast<int>(cfg.layers);
   order_comms_after_compute();
-  bf16_weights = model.param_dtype() == DType::kBF16;
-  if (model.grad_dtype() != DType::kF32)
-    throw InputError("train.precision = " + opt.precision + ": the model's gradients are " +
-                         std::string(dtype_name(model.grad_dtype())) +
-                         "; the ZeRO engine reduces fp32 gradients only so far",
-                     "set train.precision = bf16-mixed (bf16 weights, fp32 gradients, master "
-                     "weights and moments) or fp32");
-  bf16_master = opt.precision == "bf16-true";
-  for (int u = 0; u < units; ++u) frozen.push_back(layout.unit(u).frozen ? 1 : 0);
-  adapters = layout.adapter_unit();
-  {  // What every buffer holds (plan.hpp); refuses what the buffers cannot hold.
-    std::vector<PlanUnit> plan_units;
-    for (int u = 0; u < units; ++u) plan_units.push_back({part.unit(u), trainable(u), u == adapters, 1});
-    plan = plan_buffers(plan_units, opt, {mem->host_accessible(), bf16_weights, bf16_master, mem->name()},
-                        hpz, tied);
-  }
   // bf16_weights with offload.* from a device (half_up, set by init_offload): the
   // offloaded step copies up the bf16 rounding of the new parameters (stages 1-2: the
   // owned slice of compute_params; stage 3: param_half, or with params offloaded each
@@ -122,10 +105,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   train_order.push_back(0);
 
   const int stage = opt.stage;
-  const size_t us = static_cast<size_t>(units);
   // Model states. Padding stays zero forever: it is never written but by reductions of
   // zeros, and AdamW only touches real elements.
-  secondary_valid.assign(us, 0);
   state_offloaded = plan.state_offloaded;
   params_offloaded = plan.params_offloaded;
   std::vector<float> init_buf;  // host: one unit's initial values, copied into mem
@@ -158,8 +139,6 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       }
     }
     const auto n_of = [](int64_t count) { return static_cast<size_t>(count); };
-    if (hpz > 1 && bf16_weights) secondary_half.emplace_back(*mem, n_of(b.secondary_half), "hpZ secondary shards");
-    else if (hpz > 1) secondary.emplace_back(*mem, n_of(b.secondary), "hpZ secondary shards");
     // Frozen units and offloaded state: empty buffers keep the per-unit indexing.
     if (stage <= 1) full_grads.emplace_back(*mem, n_of(b.full_grads), "gradients");
     if (stage >= 2) grad_shard.emplace_back(*mem, n_of(b.grad_shard), "gradient shards");
@@ -169,26 +148,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   std::vector<float>().swap(init_buf);
   cast_compute_params();
 
-  // Working buffers (the adapters' unit holds one gather and one reduce slot for the whole pass).
-  const size_t gslots = static_cast<size_t>(plan.gather_slots), rslots = static_cast<size_t>(plan.reduce_slots);
-  const size_t each = static_cast<size_t>(plan.gather);
-  gathers.resize(gslots);
-  if (bf16_weights) gather_half = make_bufs<bf16>(*mem, gslots, each, "stage-3 gather buffers");
-  else gather_buf = make_bufs<float>(*mem, gslots, each, "stage-3 gather buffers");
-  if (plan.gather_q > 0) gather_q = make_bufs<uint8_t>(*mem, gslots, static_cast<size_t>(plan.gather_q), "qwZ buffers");
-  reduces.resize(rslots);
-  if (plan.grad_buf > 0) grad_buf = make_bufs<float>(*mem, rslots, static_cast<size_t>(plan.grad_buf), "gradient buffers");
-  if (plan.reduce_q > 0) {
-    reduce_qsend = make_bufs<uint8_t>(*mem, rslots, static_cast<size_t>(plan.reduce_q), "qgZ buffers");
-    reduce_qrecv = make_bufs<uint8_t>(*mem, rslots, static_cast<size_t>(plan.reduce_q), "qgZ buffers");
-  }
-  if (plan.reduce_half > 0) reduce_half = make_bufs<bf16>(*mem, rslots, static_cast<size_t>(plan.reduce_half), "bf16 reduce buffers");
+  // The working buffers of the schedules are theirs (gather, reduce); the update's:
   if (bf16_master) update_wide = detail::Buf<float>(*mem, static_cast<size_t>(plan.update_wide), "bf16-true AdamW buffer");
-  gather_fifo.reserve(gathers.size());
-  reduce_fifo.reserve(reduces.size());
-  pos_slot.assign(train_order.size(), -1);
-  primary_pos.assign(us, -1);
-  grad_slot.assign(us, -1);
   active.reserve(4);
 
   // Stages 0-2 bind the replicated parameters (and stages 0-1 the gradients) once;
@@ -216,22 +177,35 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   note_peak();
 }
 
+// What every buffer holds (plan.hpp); refuses what the buffers cannot hold.
+BufferPlan Engine::Impl::make_plan() const {
+  if (model.grad_dtype() != DType::kF32)
+    throw InputError("train.precision = " + opt.precision + ": the model's gradients are " +
+                         std::string(dtype_name(model.grad_dtype())) +
+                         "; the ZeRO engine reduces fp32 gradients only so far",
+                     "set train.precision = bf16-mixed (bf16 weights, fp32 gradients, master "
+                     "weights and moments) or fp32");
+  std::vector<PlanUnit> plan_units;
+  for (int u = 0; u < units; ++u) plan_units.push_back({part.unit(u), trainable(u), u == adapters, 1});
+  return plan_buffers(plan_units, opt, {mem->host_accessible(), bf16_weights, bf16_master, mem->name()},
+                      hpz, tied);
+}
+
 MemoryStats Engine::Impl::memory() const {
   MemoryStats m;
   m.full_params = bytes_of(full_params) + bytes_of(compute_params) +
                   (qlora ? static_cast<size_t>(qlora->bytes()) : 0);  // QLoRA's NF4 base
   m.param_shards = bytes_of(param_shard) + bytes_of(param_half);
-  m.secondary_shards = bytes_of(secondary) + bytes_of(secondary_half);
+  m.secondary_shards = gather.secondary_bytes();
   m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
   m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0);
   for (const Checkout& c : checkouts)
     m.optimizer += (c.master.capacity() + c.m.capacity() + c.v.capacity()) * sizeof(float);
   m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float) +
                     bytes_of(frozen_host);  // (host memory, as unit_params)
-  m.gather_buffers = bytes_of(gather_buf) + bytes_of(gather_half);
-  m.grad_buffers = bytes_of(grad_buf) + update_wide.bytes();
-  m.comm_buffers = bytes_of(gather_q) + bytes_of(reduce_half) + bytes_of(reduce_qsend) +
-                   bytes_of(reduce_qrecv) + logits_buf.bytes() + logits_half.bytes();
+  m.gather_buffers = gather.buffer_bytes();
+  m.grad_buffers = reduce.grad_bytes() + update_wide.bytes();
+  m.comm_buffers = gather.comm_bytes() + reduce.comm_bytes() + logits_buf.bytes() + logits_half.bytes();
   m.activations = model.workspace_bytes();
   m.peak_total = std::max(peak, m.total());
   return m;
@@ -406,7 +380,7 @@ void Engine::after_load() {
     e.gather_in_place(e.adam_m, true);
     e.gather_in_place(e.adam_v, true);
   }
-  std::fill(e.secondary_valid.begin(), e.secondary_valid.end(), 0);
+  e.gather.invalidate_secondaries();
   // (QLoRA: the units hold no targeted W; the loader gives them: set_qlora_base.)
 }
 

@@ -18,11 +18,6 @@ void Engine::Impl::order_comms_after_compute() {
   if (experts_space) experts_space->order_after(mem->compute_stream());  // the dense all-reduce
 }
 
-// Compute queued from now on (the model's use of a gathered unit, finishing a reduction
-// into the gradient shard) runs after `ops`: on the device without blocking the host
-// (the handles are kept in `retired` for check_retired), on the host by waiting.
-void Engine::Impl::compute_waits_for(detail::Handles& ops) { mem->order_compute_after(ops, retired); }
-
 // At the end of a pass the host waits for the operations compute waited for on the
 // device (long done by then): their errors and timeouts surface here.
 void Engine::Impl::check_retired() { detail::wait_all(retired); }
@@ -41,15 +36,14 @@ void Engine::Impl::begin_pass(Mode m, const std::vector<int>& use_order) {
                 "see the first error; the ranks may disagree on what is in flight");
   ZT_CHECK(mode == Mode::kIdle, "a pass of the model began inside another",
            "the engine's methods are not reentrant");
-  ZT_CHECK(gather_fifo.empty() && reduce_fifo.empty() && active.empty(),
+  ZT_CHECK(gather.idle() && reduce.idle() && active.empty(),
            "operations left in flight by an earlier pass",
            "an earlier micro_step or eval failed half-way; the engine cannot continue");
   mode = m;
   order = &use_order;
   pos = 0;
-  started = 0;
   grads_phase = false;
-  std::fill(pos_slot.begin(), pos_slot.end(), -1);
+  gather.begin_pass(use_order);
 }
 
 void Engine::Impl::end_pass() {
@@ -57,15 +51,15 @@ void Engine::Impl::end_pass() {
     throw Error(strf("the model used %zu units where the engine expected %zu", pos, order->size()),
                 "the model's hook order changed (see model.hpp, UnitHooks); update the "
                 "engine's use orders");
-  complete_all_reduces();
+  reduce.complete_all();
   check_retired();
-  ZT_CHECK(gather_fifo.empty() && active.empty(), "gathers left in flight after a pass",
+  ZT_CHECK(gather.idle() && active.empty(), "gathers left in flight after a pass",
            "a bug in the engine's schedule");
   mode = Mode::kIdle;
 }
 
 void Engine::Impl::abandon_pass() {
-  if (pos != 0 || !gather_fifo.empty() || !reduce_fifo.empty()) broken = true;
+  if (pos != 0 || !gather.idle() || !reduce.idle()) broken = true;
   mode = Mode::kIdle;
 }
 
@@ -84,11 +78,7 @@ void Engine::Impl::before_use(int u) {
 
   const void* params = nullptr;  // the compute weights (fp32, or bf16 when bf16_weights)
   if (opt.stage == 3) {
-    const int slot = complete_gather(pos);
-    params = gathered(slot);
-    // Keep `prefetch` gathers in flight ahead of this use.
-    const size_t last = std::min(order->size(), pos + 1 + static_cast<size_t>(opt.prefetch));
-    while (started < last) start_gather(started);
+    params = gather.use(pos, epoch);  // (and the next zero.prefetch gathers start)
   } else {
     params = replicated(u);
   }
@@ -99,13 +89,7 @@ void Engine::Impl::before_use(int u) {
   } else if (opt.stage <= 1) {
     grads = full_grads[i].data();
   } else if (grads_phase || u == adapters) {  // the adapters' one use spans the backward
-    if (grad_slot[i] < 0) {
-      const int slot = acquire_reduce_slot();
-      grad_slot[i] = slot;
-      // The model adds into its gradient buffer; the padding must be zero too.
-      mem->zero(grad_buf[static_cast<size_t>(slot)].data(), static_cast<size_t>(part.unit(u).padded));
-    }
-    grads = grad_buf[static_cast<size_t>(grad_slot[i])].data();
+    grads = reduce.unit_buffer(u);
   }
   if (opt.stage == 3 || opt.stage == 2)
     model.bind_unit(u, param_view(u, params), grads ? mview(grads, numel) : model::MutView{});
@@ -121,43 +105,29 @@ void Engine::Impl::after_use(int u) {
            "the model's hook contract changed");
   const size_t position = static_cast<size_t>(*it);
   active.erase(std::next(it).base());
-  if (opt.stage == 3) release_gather(position);
+  if (opt.stage == 3) gather.release(position);
   pump();
 }
 
 void Engine::Impl::grad_ready(int u) {
   if (mode != Mode::kTrain || !trainable(u)) return;  // frozen: never reduced
   const size_t i = static_cast<size_t>(u);
-  if (opt.stage >= 2) {
-    const int slot = grad_slot[i];
-    ZT_CHECK(slot >= 0, strf("grad_ready(%d) for a unit without a gradient buffer", u),
-             "the model's hook contract changed");
-    grad_slot[i] = -1;
-    start_reduce(u, slot, grad_buf[static_cast<size_t>(slot)].data());
-  } else if (boundary) {
-    start_reduce(u, acquire_reduce_slot(), full_grads[i].data());
-  }
+  if (opt.stage >= 2)
+    reduce.start_unit(u, epoch);
+  else if (boundary)
+    reduce.start_full(u, full_grads[i].data(), epoch);
+}
+
+void Engine::Impl::reduced(int u, float* own) {
+  if (opt.stage >= 2)
+    mem->add(grad_shard[static_cast<size_t>(u)].data(), own, static_cast<size_t>(part.unit(u).shard));
+  if (boundary) offload_grad_final(u);  // the step's gradient: down to the host
 }
 
 void Engine::Impl::pump() {
   const int64_t e = epoch;
-  for (int slot : gather_fifo) {
-    GatherJob& job = gathers[static_cast<size_t>(slot)];
-    if (job.stamp <= e && job.phase + 1 < job.phases) advance_gather(job);
-  }
-  // Completing a reduction removes it from reduce_fifo (k then stays).
-  for (size_t k = 0; k < reduce_fifo.size();) {
-    const int slot = reduce_fifo[k];
-    ReduceJob& job = reduces[static_cast<size_t>(slot)];
-    if (job.stamp > e) {
-      ++k;
-    } else if (job.phase + 1 < job.phases) {
-      advance_reduce(job, slot);
-      ++k;
-    } else {
-      complete_reduce(slot);  // erases reduce_fifo[k]
-    }
-  }
+  gather.pump(e);
+  reduce.pump(e);
 }
 
 }  // namespace zt::zero

@@ -1,10 +1,15 @@
 #pragma once
-// The ZeRO engine's state (private to zt_zero). The work is spread over
+// The ZeRO engine's state (private to zt_zero). Parts with their own private state,
+// which Engine::Impl holds and wires (each reads the EngineContext, engine_context.hpp):
+//   engine_gather.hpp  the gather schedule: stage-3 gathers in flight (primary, qwZ, hpZ
+//                      secondary), their slots and buffers, the secondaries
+//   engine_reduce.hpp  the reduce schedule: gradient reductions in flight (all-reduce,
+//                      reduce-scatter, bf16, qgZ), their slots and buffers
+// The rest of the work is spread over
 //   engine.cpp         construction, the public methods, memory figures
-//   engine_passes.cpp  micro_step, step, eval_loss, logits_last, gather_full_params
-//   engine_hooks.cpp   the model's unit hooks and the schedule of in-flight operations
-//   engine_gather.cpp  stage-3 parameter gathers: primary, qwZ, hpZ secondary
-//   engine_reduce.cpp  gradient reductions: all-reduce, reduce-scatter, bf16, qgZ
+//   engine_passes.cpp  micro_step, step, eval_loss, logits_last, gather_full_params,
+//                      what a primary gather sends
+//   engine_hooks.cpp   the model's unit hooks, the passes' epochs and the pump
 //   engine_step.cpp    the optimizer step: global norm, clipping, AdamW on shards
 //   engine_experts.cpp expert parallelism: the expert and data-parallel groups, the dense
 //                      gradients' sum over the expert group, the norm, full experts
@@ -28,6 +33,9 @@
 #include <memory>
 #include <vector>
 
+#include "engine_context.hpp"
+#include "engine_gather.hpp"
+#include "engine_reduce.hpp"
 #include "groups.hpp"
 #include "memory.hpp"
 #include "offload_copy.hpp"
@@ -71,32 +79,6 @@ std::unique_ptr<model::TrainableModel> with_experts(std::unique_ptr<model::Train
 struct Engine::Impl {
   enum class Mode : uint8_t { kIdle, kTrain, kEval };
 
-  // A stage-3 gather of one unit for one position of the use order (job i uses gather
-  // slot i).
-  struct GatherJob {
-    bool busy = false;        // slot holds a gathered or gathering unit
-    int pos = -1;             // position in the use order
-    int unit = -1;
-    bool from_secondary = false;
-    int phase = 0;            // phase in flight; == phases when complete
-    int phases = 1;
-    int64_t stamp = 0;
-    detail::Handles handles;
-  };
-
-  // A gradient reduction of one unit (job i uses reduce slot i: at stages 2-3 its
-  // full-unit gradient buffer, and its staging buffers).
-  struct ReduceJob {
-    bool busy = false;        // slot held (buffer in use by the backward or the job)
-    bool running = false;     // reduction started, not yet complete
-    int unit = -1;
-    float* grad = nullptr;    // [padded] the unit's full gradient (in `mem`), reduced in place
-    int phase = 0;
-    int phases = 1;
-    int64_t stamp = 0;
-    detail::Handles handles;
-  };
-
   Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node, comm::Comm* cross,
        const EngineOptions& options, const model::InitOptions& init, comm::Comm* control);
 
@@ -123,10 +105,18 @@ struct Engine::Impl {
   model::TrainableModel& model;  // computes on mem's buffers (mem->make_model)
   const model::ParamLayout& layout;
   Partition part;
-  BufferPlan plan;  // what every buffer below holds (plan.hpp)
   int units = 0;
   int head = 0;     // the head unit, L + 1
   bool tied = false;
+  // bf16 compute (train.precision = bf16-mixed): the model binds bf16 weights, cast from
+  // the fp32 master; stage 3 casts its shard before the gather, so gathers move bf16.
+  bool bf16_weights = false; // model.param_dtype() is bf16
+  // train.precision = bf16-true: the stored parameters are bf16 and there is no fp32
+  // master. Stages 0-2: compute_params are the parameters (full_params stay empty);
+  // stage 3: param_half holds the shards (param_shard stays empty). AdamW widens the
+  // parameters it updates into update_wide, runs the space's fp32 AdamW on them and
+  // rounds the result back (docs/zero.md, "bf16-true").
+  bool bf16_master = false;
   // LoRA (docs/zero.md "Frozen units"): frozen units hold parameters only (sharded and
   // gathered as any unit at stage 3; no gradient buffers, reductions, moments, AdamW,
   // norm or NaN check); the adapters' unit (-1: none) is an ordinary unit whose one use
@@ -134,6 +124,10 @@ struct Engine::Impl {
   std::vector<uint8_t> frozen;   // per unit
   int adapters = -1;
   bool trainable(int u) const { return frozen[static_cast<size_t>(u)] == 0; }
+  BufferPlan plan;  // what every buffer below holds (plan.hpp)
+  BufferPlan make_plan() const;  // refuses what the buffers cannot hold
+  detail::Handles retired;  // operations compute waits for on the device, not yet host-checked
+  detail::EngineContext ctx{opt, *mem, groups, part, qblock, retired};
   // QLoRA: the NF4 base the model reads the targeted W from (the units leave them out:
   // ParamLayout(cfg, lora)), quantised from a reader of ParamLayout(cfg)'s units one at a
   // time: the initial values at construction, the base's file at a load (set_qlora_base).
@@ -153,50 +147,23 @@ struct Engine::Impl {
   using Bufs = std::vector<detail::Buf<T>>;
   Bufs<float> full_params;   // stages 0-2: [padded]
   Bufs<float> param_shard;   // stage 3:    [shard]
-  Bufs<float> secondary;     // stage 3 + hpZ, fp32 compute: [secondary]
-  // bf16 compute (train.precision = bf16-mixed): the model binds bf16 weights, cast from
-  // the fp32 master; stage 3 casts its shard before the gather, so gathers move bf16.
-  bool bf16_weights = false; // model.param_dtype() is bf16
   Bufs<bf16> compute_params; // stages 0-2, bf16_weights: [padded] bf16 cast of full_params
-  Bufs<bf16> secondary_half; // stage 3 + hpZ, bf16_weights: [secondary] (instead of secondary)
-  // train.precision = bf16-true: the stored parameters are bf16 and there is no fp32
-  // master. Stages 0-2: compute_params are the parameters (full_params stay empty);
-  // stage 3: param_half holds the shards (param_shard stays empty). AdamW widens the
-  // parameters it updates into update_wide, runs the space's fp32 AdamW on them and
-  // rounds the result back (docs/zero.md, "bf16-true").
-  bool bf16_master = false;
   Bufs<bf16> param_half;     // stage 3, bf16_master or half_up (params not offloaded): [shard]
   detail::Buf<float> update_wide;  // bf16_master: [max updated count] the widened parameters
-  std::vector<uint8_t> secondary_valid;  // per unit: holds the current parameters (host)
   Bufs<float> full_grads;    // stages 0-1: [padded]
   Bufs<float> grad_shard;    // stages 2-3: [shard], fp32 accumulators
   Bufs<float> adam_m;        // stage 0: [padded]; 1-3: [shard]
   Bufs<float> adam_v;        // same
 
   // ---- working buffers (allocated once, in `mem`) ---------------------------------
-  Bufs<float> gather_buf;      // stage 3, fp32 compute: per slot [max_padded]
-  Bufs<bf16> gather_half;      // stage 3, bf16_weights: per slot [max_padded] (instead of gather_buf)
-  Bufs<uint8_t> gather_q;      // qwZ: per slot [packed(max_padded)]
-  Bufs<float> grad_buf;        // stages 2-3: per reduce slot [max_padded]
-  Bufs<bf16> reduce_half;      // bf16 reduce: per reduce slot [max_padded]
-  Bufs<uint8_t> reduce_qsend;  // qgZ: per reduce slot [packed(max_padded)]
-  Bufs<uint8_t> reduce_qrecv;  // same
   detail::Buf<float> logits_buf;  // logits_last on a space the host cannot read: [vocab]
   detail::Buf<bf16> logits_half;  // same, bf16_weights: [vocab] (the model's logits are bf16)
 
   // ---- schedule state ---------------------------------------------------------------
-  std::vector<GatherJob> gathers;  // one per gather slot
-  std::vector<ReduceJob> reduces;  // one per reduce slot
-  std::vector<int> gather_fifo;    // busy gather slots in start order
-  std::vector<int> reduce_fifo;    // running reduce slots in start order
-  std::vector<int> pos_slot;       // gather slot of each position of the order, or -1
-  std::vector<int> primary_pos;    // per unit: position of its running primary gather, or -1
-  std::vector<int> grad_slot;      // per unit: reduce slot holding its gradient, or -1
   std::vector<int> active;         // positions between before_use and after_use
   Mode mode = Mode::kIdle;
   const std::vector<int>* order = nullptr;
   size_t pos = 0;                  // next position of the order
-  size_t started = 0;              // positions below this have had their gather started
   int64_t epoch = 0;
   bool grads_phase = false;        // the head has been reached: uses need gradients
   bool boundary = false;           // this micro-step ends the accumulation
@@ -233,10 +200,6 @@ struct Engine::Impl {
   model::ConstView param_view(int u, const void* p) const {
     return {p, part.unit(u).numel, bf16_weights ? DType::kBF16 : DType::kF32, mem->model_space()};
   }
-  const void* gathered(int slot) const {  // stage 3: the full unit in gather slot `slot`
-    const size_t s = static_cast<size_t>(slot);
-    return bf16_weights ? static_cast<const void*>(gather_half[s].data()) : gather_buf[s].data();
-  }
   const void* replicated(int u) const {  // stages 0-2: the compute copy of unit u
     const size_t i = static_cast<size_t>(u);
     return bf16_weights ? static_cast<const void*>(compute_params[i].data()) : full_params[i].data();
@@ -261,31 +224,20 @@ struct Engine::Impl {
   void pump();  // the after_use rule above
   // Ordering against the compute stream (no-ops on the host, whose compute is
   // synchronous; docs/zero.md "Streams and events"):
-  detail::Handles retired;  // operations compute waits for on the device, not yet host-checked
   void order_comms_after_compute();
-  void compute_waits_for(detail::Handles& ops);
   void check_retired();
 
-  // ---- engine_gather.cpp ------------------------------------------------------------
-  int acquire_gather_slot();
-  void start_gather(size_t position);
-  void advance_gather(GatherJob& job);   // wait this phase, start the next
-  int complete_gather(size_t position);  // returns its slot
-  void finish_gather(GatherJob& job, int slot);
-  void release_gather(size_t position);
-  void start_gather_phase(GatherJob& job, int slot);
+  // ---- engine_gather.cpp (engine_gather.hpp) --------------------------------------
+  detail::GatherSchedule gather;
+  // GatherSchedule's Send (engine_passes.cpp): the send buffer of u's primary gather.
+  const float* send_shard(int u, int slot);
   void cast_shard_for_gather(int u, int slot);  // bf16_weights: the bf16 send range of a gather
   // The exact (unquantized) full unit u into out [padded], blocking. Idle only.
   void gather_exact(int u, float* out);
 
-  // ---- engine_reduce.cpp ------------------------------------------------------------
-  int acquire_reduce_slot();
-  void start_reduce(int u, int slot, float* grad);
-  void advance_reduce(ReduceJob& job, int slot);
-  void complete_reduce(int slot);
-  void complete_all_reduces();
-  void start_reduce_phase(ReduceJob& job, int slot);
-  void finish_reduce(ReduceJob& job, int slot);
+  // ---- engine_reduce.cpp (engine_reduce.hpp) --------------------------------------
+  detail::ReduceSchedule reduce;
+  void reduced(int u, float* own);  // ReduceSchedule's Done: into the shard, down to the host
 
   // ---- engine_step.cpp --------------------------------------------------------------
   StepStats step(double lr);

@@ -67,7 +67,7 @@ void Engine::Impl::init_offload(int rank) {
     }
     param_shard.clear();
     if (plan.param_stage > 0)  // (half_up: the bf16 shard goes up straight into the gather buffer)
-      for (size_t s = 0; s < gathers.size(); ++s)
+      for (int s = 0; s < gather.slots(); ++s)
         param_stage.emplace_back(*mem, static_cast<size_t>(plan.param_stage), "offloaded parameter staging");
     unit_params.assign(static_cast<size_t>(plan.unit_params), 0.0f);
   }
@@ -149,8 +149,7 @@ void Engine::Impl::load_shard(int u, int slot) {
 void Engine::Impl::load_shard_half(int u, int slot) {
   const UnitPartition& p = part.unit(u);
   const size_t shard = static_cast<size_t>(p.shard);
-  bf16* place = gather_half[static_cast<size_t>(slot)].data() +
-                static_cast<size_t>(part.index()) * shard;  // [shard] in mem
+  bf16* place = gather.send_half(u, slot);  // [shard] in mem
   store->read_params(u, unit_params.data());  // [shard] fp32, padding zero
   const size_t piece = static_cast<size_t>(offload::subgroup_elements(store->options()));
   for (size_t first = 0; first < shard; first += piece) {

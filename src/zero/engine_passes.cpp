@@ -124,12 +124,63 @@ void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>&
   } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
     if (bf16_weights && full.empty())
       full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
-    float* buf = bf16_weights ? full.data() : gather_buf[0].data();
+    float* buf = bf16_weights ? full.data() : gather.slot_full(0);
     if (half_up)
       gather_master(u, buf);  // the store's: no fp32 copy on the device
     else
       gather_exact(u, buf);
     mem->to_host(dst.data(), buf, numel * sizeof(float));
+  }
+}
+
+// What u's primary gather into `slot` sends (GatherSchedule's Send): the stored shard,
+// brought from its offload home first, or with bf16 weights its bf16 copy put into the
+// slot's send range.
+const float* Engine::Impl::send_shard(int u, int slot) {
+  order_up(u);  // offload: the shard's copies up from the last step, if in flight
+  if (params_offloaded && !half_up) load_shard(u, slot);
+  if (params_offloaded && half_up)
+    load_shard_half(u, slot);  // the bf16 shard straight into its send range: no cast
+  else if (bf16_weights)
+    cast_shard_for_gather(u, slot);
+  return bf16_weights ? nullptr : shard_src(u, slot);
+}
+
+// The bf16 cast of this rank's fp32 shard of unit u into its place (partition index) in
+// the slot's bf16 buffer: the send range of the in-place bf16 all-gather. The padding of
+// the shard is zero, and stays zero in bf16.
+void Engine::Impl::cast_shard_for_gather(int u, int slot) {
+  const size_t shard = static_cast<size_t>(part.unit(u).shard);
+  bf16* place = gather.send_half(u, slot);
+  if (bf16_master || half_up)  // the stored shard is bf16 already (half_up: its copy up)
+    mem->copy(place, param_half[static_cast<size_t>(u)].data(), shard * sizeof(bf16));
+  else
+    mem->to_bf16(shard_src(u, slot), shard, place);
+}
+
+void Engine::Impl::gather_exact(int u, float* out) {
+  const UnitPartition& p = part.unit(u);
+  if (bf16_master) {  // the bf16 shards into gather slot 0 (idle: free), widened
+    bf16* whole = gather.slot_half(0);  // [padded]
+    cast_shard_for_gather(u, 0);
+    detail::Handles handles;
+    for (int phase = 0; phase < groups.gather_phases(); ++phase) {
+      groups.start_gather(phase, gather.send_half(u, 0), whole, static_cast<size_t>(p.shard),
+                          DType::kBF16, handles);
+      detail::wait_all(handles);
+    }
+    mem->from_bf16(whole, static_cast<size_t>(p.padded), out);
+    return;
+  }
+  const float* src = param_shard.empty() ? nullptr : param_shard[static_cast<size_t>(u)].data();
+  if (params_offloaded) {  // idle: gather slot 0's staging buffer is free
+    load_shard(u, 0);
+    src = shard_src(u, 0);
+  }
+  detail::Handles handles;
+  for (int phase = 0; phase < groups.gather_phases(); ++phase) {
+    groups.start_gather(phase, src, out, static_cast<size_t>(p.shard), DType::kF32, handles);
+    detail::wait_all(handles);
   }
 }
 

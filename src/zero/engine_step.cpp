@@ -174,7 +174,7 @@ StepStats Engine::Impl::step(double lr) {
 
   if (opt.stage == 1 || opt.stage == 2) gather_params_in_place(/*trainable_only=*/true);
   cast_compute_params();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
-  std::fill(secondary_valid.begin(), secondary_valid.end(), 0);
+  gather.invalidate_secondaries();
   return finish(true);
 }
 

@@ -157,6 +157,21 @@ class Buf {
   T* p_ = nullptr;
 };
 
+// n buffers of `each` elements in `space`, zero-filled.
+template <class T>
+std::vector<Buf<T>> make_bufs(Space& space, size_t n, size_t each, const char* what) {
+  std::vector<Buf<T>> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; ++i) v.emplace_back(space, each, what);
+  return v;
+}
+template <class T>
+size_t bytes_of(const std::vector<Buf<T>>& v) {
+  size_t b = 0;
+  for (const auto& x : v) b += x.bytes();
+  return b;
+}
+
 // Host values to and from bf16 buffers of a space (bf16-true's stored parameters), through
 // a host bf16 copy: rounding (to nearest even, as bf16(float)) and widening (exact) happen
 // on the host, so they are the same floats on every space. Blocking, like to_host.
