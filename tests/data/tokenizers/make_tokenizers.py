@@ -90,6 +90,7 @@ CASES = [
     "<|start|>assistant<|channel|>final<|message|>Done ✅<|return|><|startoftext|><|endoftext|>"
     "<|endofprompt|><|reserved_200000|><|reserved_200017|> IT'S I'm WE'LL don'T HTTPServer/x\r\n/\n",
     "Titlecase ǅemal ǈubljana ᾈ; marks नमस्ते क्षि é; modifiers ʰa ˢup; HELLOworld XMLHttpRequest's URL https://x.org/a//b/",
+    "unicode space runs: a\u3000\u3000b\u00a0\u00a0c\u2003\u2003\u2003d \u3000\u3000 e\u2028f\u0085\u0085g",
     "<s>at the start and at the end</s>",
     "mixed CASE words: HTTPServer getHTTPResponseCode snake_case kebab-case CamelCase",
     "punctuation!!! ??? ... --- *** ((nested)) [brackets] {braces} \"quotes\" 'single'",
