@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
 #include <functional>
+#include <span>
 
 #include "tokenizer_internal.hpp"
 #include "zt/core/error.hpp"
@@ -26,13 +30,16 @@ struct ChatTemplate {
   const char* end;                     // the text ending an assistant turn; nullptr: EOS
   Render render;
   std::vector<const char*> specials;   // texts the template writes that must be one token each
+  bool developer = false;              // writes a first "developer" message (as a system one)
+  bool thinking = false;               // writes an assistant's "thinking"
 };
 
 namespace {
 
 constexpr const char* kHint =
     "messages are {\"role\": \"system\" (first only) | \"user\" | \"assistant\", \"content\": "
-    "string}; docs/finetune.md (chat data)";
+    "string} (gpt-oss: also \"developer\" first, and an assistant's \"thinking\"); docs/finetune.md "
+    "(chat data)";
 
 // Python's str.isspace() for one code point.
 bool python_space(uint32_t c) {
@@ -43,15 +50,23 @@ bool python_space(uint32_t c) {
 
 void refuse(const std::string& where, const std::string& what) { throw InputError(where + ": " + what, kHint); }
 
-// Roles known, a system message only first, at least one message.
-void check_roles(const std::vector<ChatMessage>& m, const std::string& where) {
+// Roles known, a system (or developer) message only first, at least one message; a
+// developer message or an assistant's "thinking" only where the template writes them (no
+// field of the data is dropped unsaid).
+void check_roles(const ChatTemplate& t, const std::vector<ChatMessage>& m, const std::string& where) {
   if (m.empty()) refuse(where, "the conversation has no messages");
   for (size_t i = 0; i < m.size(); ++i) {
     const std::string& r = m[i].role;
-    if (r != "system" && r != "user" && r != "assistant")
-      refuse(where, "message " + std::to_string(i) + ": unknown role '" + r + "'");
-    if (r == "system" && i != 0)
-      refuse(where, "message " + std::to_string(i) + ": a system message is only allowed first");
+    const std::string at = "message " + std::to_string(i);
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant")
+      refuse(where, at + ": unknown role '" + r + "'");
+    if ((r == "system" || r == "developer") && i != 0)
+      refuse(where, at + ": a " + r + " message is only allowed first");
+    if (r == "developer" && !t.developer)
+      refuse(where, at + ": the " + std::string(t.name) + " template has no developer message (gpt-oss's has)");
+    if (m[i].thinking && (r != "assistant" || !t.thinking))
+      refuse(where, at + ": field 'thinking' is written only by the gpt-oss template, in an assistant "
+                         "message; the " + std::string(t.name) + " template would drop it");
   }
 }
 
@@ -67,6 +82,14 @@ void check_alternating(const std::vector<ChatMessage>& m, size_t first, const st
   }
 }
 
+// The index of the first turn after an optional system message (1 or 0), the turns from
+// there alternating user/assistant.
+size_t turns_after_system(const std::vector<ChatMessage>& m, const std::string& where, const char* name) {
+  const size_t first = m[0].role == "system" ? 1 : 0;
+  check_alternating(m, first, where, name);
+  return first;
+}
+
 void push(std::vector<ChatPiece>& out, std::string text, bool trained) {
   out.push_back({std::move(text), trained});
 }
@@ -75,9 +98,8 @@ void push(std::vector<ChatPiece>& out, std::string text, bool trained) {
 // goes into the first user turn; no generation prompt of its own.
 void render_llama2(const std::vector<ChatMessage>& m, const ChatTokens& t, bool, const std::string& where,
                    std::vector<ChatPiece>& out) {
-  const bool system = m[0].role == "system";
-  const size_t first = system ? 1 : 0;
-  check_alternating(m, first, where, "llama2");
+  const size_t first = turns_after_system(m, where, "llama2");
+  const bool system = first == 1;
   for (size_t i = first; i < m.size(); ++i) {
     std::string content = m[i].content;
     if (i == first && system) content = "<<SYS>>\n" + m[0].content + "\n<</SYS>>\n\n" + content;
@@ -94,9 +116,8 @@ void render_llama2(const std::vector<ChatMessage>& m, const ChatTokens& t, bool,
 // apply_chat_template does (a warning says so).
 void render_mistral(const std::vector<ChatMessage>& m, const ChatTokens& t, bool, const std::string& where,
                     std::vector<ChatPiece>& out) {
-  const bool system = m[0].role == "system";
-  const size_t first = system ? 1 : 0;
-  check_alternating(m, first, where, "mistral");
+  const size_t first = turns_after_system(m, where, "mistral");
+  const bool system = first == 1;
   push(out, t.bos, false);
   for (size_t i = first; i < m.size(); ++i) {
     if (m[i].role == "user") {
@@ -160,6 +181,83 @@ void render_alpaca(const std::vector<ChatMessage>& m, const ChatTokens& t, bool,
   }
 }
 
+// Gemma 3 instruct (google/gemma-3-*-it): BOS, then "<start_of_turn>{user|model}\n" +
+// the trimmed content + "<end_of_turn>\n"; roles alternate user/assistant after an optional
+// system message, whose content + "\n\n" begins the first user turn.
+void render_gemma3(const std::vector<ChatMessage>& m, const ChatTokens& t, bool gen, const std::string& where,
+                   std::vector<ChatPiece>& out) {
+  const size_t first = turns_after_system(m, where, "gemma3");
+  std::string prefix = first == 1 ? m[0].content + "\n\n" : "";  // the first user turn's
+  push(out, t.bos, false);
+  for (const ChatMessage& msg : std::span(m).subspan(first)) {
+    if (msg.role == "assistant") {
+      push(out, "<start_of_turn>model\n", false);
+      push(out, python_strip(msg.content) + "<end_of_turn>", true);
+      push(out, "\n", false);
+      continue;
+    }
+    push(out, "<start_of_turn>user\n" + prefix + python_strip(msg.content) + "<end_of_turn>\n", false);
+    prefix.clear();
+  }
+  if (gen) push(out, "<start_of_turn>model\n", false);
+}
+
+// Today's date as transformers' strftime_now("%Y-%m-%d") writes it (local time).
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  char buf[32];
+  if (now == static_cast<std::time_t>(-1) || localtime_r(&now, &tm) == nullptr ||
+      std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm) == 0)
+    throw Error(strf("time/localtime_r/strftime (today's date for the gpt-oss template): %s", std::strerror(errno)),
+                "check the system clock and the TZ environment variable");
+  return buf;
+}
+
+// gpt-oss (openai/gpt-oss-*'s chat_template.jinja, without tools): the harmony system
+// message (its model identity, knowledge cutoff, today's date, reasoning medium, channels),
+// a first system or developer message as "# Instructions", each user message, each
+// assistant message on the final channel: "<|return|>" ends the last one (no generation
+// prompt), "<|end|>" the others; the last one's "thinking" goes on the analysis channel
+// before it, earlier turns' is dropped (the template's rule; a warning says so). Trained:
+// all the assistant turn writes after "<|start|>assistant", its generation prompt.
+void render_gpt_oss(const std::vector<ChatMessage>& m, const ChatTokens&, bool gen, const std::string& where,
+                    std::vector<ChatPiece>& out) {
+  push(out, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+            "Knowledge cutoff: 2024-06\nCurrent date: " + today() + "\n\nReasoning: medium\n\n"
+            "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>",
+       false);
+  const size_t first = m[0].role == "system" || m[0].role == "developer" ? 1 : 0;
+  if (first && !m[0].content.empty())
+    push(out, "<|start|>developer<|message|># Instructions\n\n" + m[0].content + "<|end|>", false);
+  for (size_t i = first; i < m.size(); ++i) {
+    if (m[i].role == "user") {
+      push(out, "<|start|>user<|message|>" + m[i].content + "<|end|>", false);
+      continue;
+    }
+    for (const std::string* text : {&m[i].content, m[i].thinking ? &*m[i].thinking : nullptr})
+      for (const char* tag : {"<|channel|>analysis<|message|>", "<|channel|>final<|message|>"})
+        if (text && text->find(tag) != std::string::npos)
+          refuse(where, "message " + std::to_string(i) + ": its " + (text == &m[i].content ? "content" : "thinking") +
+                            " holds '" + tag + "': give the analysis text in 'thinking' and the final text in "
+                            "'content', without channel tags (as the gpt-oss template requires)");
+    const bool last = i + 1 == m.size() && !gen;
+    std::string turn;
+    if (m[i].thinking && last) {
+      turn = "<|channel|>analysis<|message|>" + *m[i].thinking + "<|end|><|start|>assistant";
+    } else if (m[i].thinking) {
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        log::warn(where + ": the gpt-oss template writes an assistant's 'thinking' only in the last message of "
+                  "a conversation; message " + std::to_string(i) + "'s is not rendered (as apply_chat_template "
+                  "renders it; further such warnings are not shown)");
+    }
+    push(out, "<|start|>assistant", false);
+    push(out, turn + "<|channel|>final<|message|>" + m[i].content + (last ? "<|return|>" : "<|end|>"), true);
+  }
+  if (gen) push(out, "<|start|>assistant", false);
+}
+
 const std::vector<ChatTemplate>& table() {
   static const std::vector<ChatTemplate> t{
       {"llama2", "Llama 2 chat", {"[INST]", "[/INST]", "<<SYS>>"}, {}, true, true, nullptr, render_llama2},
@@ -176,6 +274,16 @@ const std::vector<ChatTemplate>& table() {
       {"chatml", "ChatML", {"<|im_start|>", "<|im_end|>"}, {"tools", "You are"}, false, false, "<|im_end|>",
        render_chatml, {"<|im_start|>", "<|im_end|>"}},
       {"alpaca", "LitGPT's Alpaca", {"### Instruction:", "### Response:"}, {}, false, true, nullptr, render_alpaca},
+      {"gemma3", "Gemma 3 instruct", {"<start_of_turn>", "<end_of_turn>", "first_user_prefix"}, {}, true, false,
+       "<end_of_turn>", render_gemma3, {"<start_of_turn>", "<end_of_turn>"}},
+      // The texts zt writes are markers: a template with other system text is not recognised.
+      {"gpt-oss", "gpt-oss (harmony)",
+       {"<|start|>", "<|channel|>final<|message|>", "<|return|>", "# Instructions", "Reasoning: ", "\"medium\"",
+        "You are ChatGPT, a large language model trained by OpenAI.", "Knowledge cutoff: 2024-06",
+        "# Valid channels: analysis, commentary, final. Channel must be included for every message.\"",
+        "strftime_now(\"%Y-%m-%d\")"},
+       {"developer_instructions", "harmony_header"}, false, false, "<|return|>", render_gpt_oss,
+       {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>"}, true, true},
   };
   return t;
 }
@@ -241,7 +349,7 @@ const ChatTemplate& chat_template_named(const std::string& name, const std::stri
 std::vector<ChatPiece> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages,
                                    const ChatTokens& tokens, bool add_generation_prompt,
                                    const std::string& where) {
-  check_roles(messages, where);
+  check_roles(t, messages, where);
   if ((t.needs_bos && tokens.bos.empty()) || (t.needs_eos && tokens.eos.empty()))
     throw InputError(strf("%s: the %s template needs the tokenizer's %s text", where.c_str(), t.name,
                           t.needs_bos && tokens.bos.empty() ? "bos_token" : "eos_token"),

@@ -17,7 +17,8 @@ using json = nlohmann::json;
 const char* fields_hint(SftFormat f) {
   if (f == SftFormat::kChat)
     return "each line is an object {\"messages\": [{\"role\": \"system\" | \"user\" | "
-           "\"assistant\", \"content\": string}, ...]} (JSONL); docs/finetune.md";
+           "\"assistant\", \"content\": string, optionally \"thinking\": string}, ...]} (JSONL); "
+           "docs/finetune.md";
   return f == SftFormat::kAlpaca
              ? "each Alpaca example is an object with string fields \"instruction\", \"output\" "
                "and optionally \"input\" (a JSON array of them, or one per line: JSONL); "
@@ -129,7 +130,7 @@ std::vector<Encoded> encode_chats(std::vector<SftExample>& examples, const TextT
 
 }  // namespace
 
-// {KEY: [{"role", "content"}, ...]}: a non-empty list of known roles.
+// {KEY: [{"role", "content", "thinking"?}, ...]}: a non-empty list of known roles.
 std::vector<ChatMessage> chat_messages_of(const json& obj, const char* key, const std::string& where,
                                           const std::string& hint) {
   const auto it = obj.find(key);
@@ -150,9 +151,11 @@ std::vector<ChatMessage> chat_messages_of(const json& obj, const char* key, cons
         throw InputError(at + ": field '" + f + "' is " + describe_json(*v) + ", not a string", hint);
       return v->get<std::string>();
     };
-    ChatMessage msg{str("role"), str("content")};
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-      throw InputError(at + ": field 'role' is '" + msg.role + "', not system, user or assistant", hint);
+    ChatMessage msg{str("role"), str("content"), std::nullopt};
+    if (msg.role != "system" && msg.role != "developer" && msg.role != "user" && msg.role != "assistant")
+      throw InputError(at + ": field 'role' is '" + msg.role + "', not system, developer, user or assistant",
+                       hint);
+    if (m.contains("thinking") && !m.at("thinking").is_null()) msg.thinking = str("thinking");
     out.push_back(std::move(msg));
   }
   return out;
@@ -177,8 +180,9 @@ void require_prompt(const std::vector<ChatMessage>& turns, const std::string& wh
   if (std::any_of(turns.begin(), turns.end(),
                   [](const ChatMessage& m) { return m.role == "user" && has_text(m.content); }))
     return;
-  const bool system_only =
-      std::all_of(turns.begin(), turns.end(), [](const ChatMessage& m) { return m.role == "system"; });
+  const bool system_only = std::all_of(turns.begin(), turns.end(), [](const ChatMessage& m) {
+    return m.role == "system" || m.role == "developer";
+  });
   throw InputError(where + ": field '" + field + "' has no user turn with text" +
                        (system_only ? " (only system turns)" : "") + ": no prompt to learn from",
                    kRuleHint);

@@ -13,10 +13,17 @@
 //   qwen    Qwen2 / Qwen2.5 instruct: ChatML, with the system turn "You are Qwen, created by
 //           Alibaba Cloud. You are a helpful assistant." first when none is given
 //   alpaca  LitGPT's Alpaca prompt style (the user turn as the instruction; alpaca_prompt)
+//   gemma3  Gemma 3 instruct: <bos><start_of_turn>user\n{content}<end_of_turn>\n, the
+//           assistant as "model", the system message folded into the first user turn
+//   gpt-oss gpt-oss's harmony format: its system message (today's date, reasoning medium),
+//           the system or developer message as "# Instructions", <|start|>{role}<|message|>,
+//           the assistant on the final channel, ending <|return|> when last, its
+//           "thinking" on the analysis channel in the last turn only
 // Each renders exactly what Hugging Face's apply_chat_template gives with that family's
 // official template string (llama2 and llama3 strip the content as the templates'
 // `.strip()` / `| trim` do, with Python's whitespace).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,12 +33,14 @@ class TextTokenizer;
 struct TokenizerInfo;
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "developer" (gpt-oss), "user" or "assistant"
   std::string content;
+  std::optional<std::string> thinking;  // an assistant's reasoning ("thinking"; gpt-oss)
 };
 
-// A stretch of the rendered text; `trained` stretches are an assistant turn's content and
-// its end token (the loss targets of chat fine-tuning), everything else is masked.
+// A stretch of the rendered text; `trained` stretches are what the model writes in an
+// assistant turn after the generation prompt: the content and its end token (gpt-oss: the
+// channel tags too), the loss targets of chat fine-tuning; everything else is masked.
 struct ChatPiece {
   std::string text;
   bool trained = false;
@@ -45,7 +54,7 @@ struct ChatTokens {
 
 struct ChatTemplate;  // one entry of the table (chat_template.cpp)
 
-// The template named NAME ("llama2", "llama3", "mistral", "qwen", "chatml", "alpaca"); zt::InputError naming
+// The template named NAME (chat_template_names()); zt::InputError naming
 // --chat-template and the known names otherwise.
 const ChatTemplate& chat_template(const std::string& name);
 // Recognised from a tokenizer_config.json "chat_template" string by its markers;
@@ -62,12 +71,13 @@ const ChatTemplate& chat_template_named(const std::string& name, const std::stri
 // <|im_start|> would spell it as plain text). What generate and the converters use.
 const ChatTemplate& chat_template_for(const std::string& name, const TextTokenizer& tokenizer);
 const char* chat_template_name(const ChatTemplate& t);
-std::string chat_template_names();  // "llama2, llama3, mistral, qwen, chatml, alpaca"
+std::string chat_template_names();  // "llama2, llama3, mistral, qwen, chatml, alpaca, ..."
 
 // The conversation rendered, in pieces (their concatenation is the text). With
 // add_generation_prompt the opening of an assistant turn follows (for generation).
 // zt::InputError naming `where` for a conversation the template cannot render (roles out
-// of order, a system message not first, empty, a token the template needs unknown).
+// of order, a system message not first, a developer message or "thinking" the template
+// does not write, empty, a token the template needs unknown).
 std::vector<ChatPiece> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages,
                                    const ChatTokens& tokens, bool add_generation_prompt,
                                    const std::string& where);

@@ -58,8 +58,9 @@ std::string alpaca_prompt(const std::string& instruction, const std::string& inp
 // require_completion.
 std::vector<SftExample> read_sft_examples(const std::string& path, SftFormat format);
 
-// The list of chat messages obj[key] ({"role": system | user | assistant, "content"}): a
-// zt::InputError naming `where`, the field (and "KEY[K].role") and `hint` otherwise.
+// The list of chat messages obj[key] ({"role": system | developer | user | assistant,
+// "content", optionally "thinking"}): a zt::InputError naming `where`, the field (and
+// "KEY[K].role") and `hint` otherwise.
 std::vector<ChatMessage> chat_messages_of(const nlohmann::json& obj, const char* key,
                                           const std::string& where, const std::string& hint);
 // The one rule every training example passes, checked by every reader of them
@@ -72,8 +73,8 @@ std::vector<ChatMessage> chat_messages_of(const nlohmann::json& obj, const char*
 // (its content may be empty: the turn's end token is the target; only assistant turns
 // are learned, so a conversation of system turns alone, or with no assistant turn, has
 // nothing to learn). SFT's one list of messages is both prompt and completion. Roles are
-// system, user or assistant (chat_messages_of). zt::InputError (exit 2) naming `where`,
-// `field` and what to do otherwise.
+// system, developer, user or assistant (chat_messages_of). zt::InputError (exit 2) naming
+// `where`, `field` and what to do otherwise.
 void require_prompt(const std::string& text, const std::string& where, const char* field);
 void require_prompt(const std::vector<ChatMessage>& turns, const std::string& where, const char* field);
 void require_completion(const std::vector<ChatMessage>& turns, const std::string& where, const char* field);

@@ -15,13 +15,18 @@ string into tokenizer_config.json:
   mistral Mistral-7B-Instruct-v0.3's template (tools branches left out; the system message
           before the last message when that is a user turn) on the Metaspace form with
           [INST] and [/INST] special, and on the TinyLlama form as text
+  gemma3  Gemma 3 instruct's template on the Gemma 3 form (262,145 tokens, byte fallback)
+  gpt-oss gpt-oss's harmony template (tools branches left out; today's date) on the
+          o200k_harmony form, with developer messages and thinking (its own conversations)
 For every conversation the token ids zt writes (one example per row, --no-pack) equal
 transformers' `apply_chat_template(messages, tokenize=True)`, and the loss mask is 1
 exactly on the tokens that overlap an assistant turn's text and its end token (located in
 transformers' rendered text, mapped to tokens by the fast tokenizer's offsets), except an
-example's first token. `--chat-template auto` recognises each template; an unknown one,
-variants (Llama 3.1's, Mistral v0.2's), and malformed lines are exit 2 naming the option or file:line and
-the field.
+example's first token (gpt-oss: all the turn writes after "<|start|>assistant", channel
+tags and the last turn's thinking included). `--chat-template auto` recognises each
+template; an unknown one, variants (Llama 3.1's, Mistral v0.2's, Unsloth's gpt-oss), a
+developer message or thinking where the template writes none, and malformed lines are
+exit 2 naming the option or file:line and the field.
 Exit 77 (CTest skip) without tokenizers, transformers (with jinja2) or h5py.
 """
 import json
@@ -86,14 +91,77 @@ MISTRAL = (
     "{%- elif message[\"role\"] == \"assistant\" %}{{- \" \" + message[\"content\"]|trim + eos_token}}"
     "{%- else %}{{- raise_exception(\"Only user and assistant roles are supported, with the exception of an "
     "initial optional system message!\") }}{%- endif %}{%- endfor %}")
+# Gemma 3 instruct's template (google/gemma-3-1b-it's tokenizer_config.json): BOS, the system
+# message + "\n\n" before the first user turn, "model" for the assistant, content trimmed.
+GEMMA3 = (
+    "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}{%- if messages[0]['content'] is string -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- else -%}"
+    "{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}{%- endif -%}"
+    "{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = \"\" -%}"
+    "{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}"
+    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
+    "{{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}{%- endif -%}"
+    "{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}{%- else -%}"
+    "{%- set role = message['role'] -%}{%- endif -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}"
+    "{%- if message['content'] is string -%}{{ message['content'] | trim }}"
+    "{%- elif message['content'] is iterable -%}{%- for item in message['content'] -%}"
+    "{%- if item['type'] == 'image' -%}{{ '<start_of_image>' }}{%- elif item['type'] == 'text' -%}"
+    "{{ item['text'] | trim }}{%- endif -%}{%- endfor -%}{%- else -%}{{ raise_exception(\"Invalid content type\") }}"
+    "{%- endif -%}{{ '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}"
+    "{%- endif -%}")
+# gpt-oss's template (openai/gpt-oss-20b's chat_template.jinja; the tool, builtin-tool and
+# tool-call branches left out: zt's conversations carry no tools, so they are never taken).
+GPT_OSS = (
+    "{%- macro build_system_message() -%}{%- if model_identity is not defined %}"
+    "{%- set model_identity = \"You are ChatGPT, a large language model trained by OpenAI.\" %}{%- endif %}"
+    "{{- model_identity + \"\\n\" }}{{- \"Knowledge cutoff: 2024-06\\n\" }}"
+    "{{- \"Current date: \" + strftime_now(\"%Y-%m-%d\") + \"\\n\\n\" }}"
+    "{%- if reasoning_effort is not defined %}{%- set reasoning_effort = \"medium\" %}{%- endif %}"
+    "{{- \"Reasoning: \" + reasoning_effort + \"\\n\\n\" }}"
+    "{{- \"# Valid channels: analysis, commentary, final. Channel must be included for every message.\" }}"
+    "{%- if tools -%}{{- \"\\nCalls to these tools must go to the commentary channel: 'functions'.\" }}{%- endif -%}"
+    "{%- endmacro -%}{{- \"<|start|>system<|message|>\" }}{{- build_system_message() }}{{- \"<|end|>\" }}"
+    "{%- if messages[0].role == \"developer\" or messages[0].role == \"system\" %}"
+    "{%- set developer_message = messages[0].content %}{%- set loop_messages = messages[1:] %}{%- else %}"
+    "{%- set developer_message = \"\" %}{%- set loop_messages = messages %}{%- endif %}"
+    "{%- if developer_message or tools %}{{- \"<|start|>developer<|message|>\" }}{%- if developer_message %}"
+    "{{- \"# Instructions\\n\\n\" }}{{- developer_message }}{%- endif %}{{- \"<|end|>\" }}{%- endif %}"
+    "{%- for message in loop_messages -%}{%- if message.role == 'assistant' -%}"
+    "{%- if \"<|channel|>analysis<|message|>\" in message.content or \"<|channel|>final<|message|>\" in message.content %}"
+    "{{- raise_exception(\"channel tags in the content field\") }}{%- endif %}{%- if \"thinking\" in message %}"
+    "{%- if \"<|channel|>analysis<|message|>\" in message.thinking or \"<|channel|>final<|message|>\" in message.thinking %}"
+    "{{- raise_exception(\"channel tags in the thinking field\") }}{%- endif %}{%- endif %}"
+    "{%- if loop.last and not add_generation_prompt %}{%- if \"thinking\" in message %}"
+    "{{- \"<|start|>assistant<|channel|>analysis<|message|>\" + message.thinking + \"<|end|>\" }}{%- endif %}"
+    "{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content + \"<|return|>\" }}{%- else %}"
+    "{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content + \"<|end|>\" }}{%- endif %}"
+    "{%- elif message.role == 'user' -%}{{- \"<|start|>user<|message|>\" + message.content + \"<|end|>\" }}"
+    "{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}\n<|start|>assistant\n{%- endif -%}")
+# Unsloth's gpt-oss template ends the last final message with <|end|>: a variant zt refuses.
+GPT_OSS_UNSLOTH_LIKE = GPT_OSS.replace("{%- if messages[0].role", "{%- if developer_instructions is defined %}"
+                                       "{%- endif %}{%- if messages[0].role")
+# Conversations only gpt-oss's template writes: a developer message, an assistant's thinking
+# (written in the last turn, dropped in earlier ones), two user turns in a row, empty content.
+GPT_OSS_CONVERSATIONS = [
+    [{"role": "developer", "content": "Answer briefly."}, {"role": "user", "content": "2 + 2?"},
+     {"role": "assistant", "thinking": "Simple sum: 4.", "content": "4"}],
+    [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Colour of sky?"},
+     {"role": "assistant", "thinking": "dropped: not the last turn", "content": "Blue."},
+     {"role": "user", "content": "Grass? 🌱"}, {"role": "assistant", "thinking": "Grün… 😀", "content": "Green."}],
+    [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}, {"role": "assistant", "content": ""}],
+]
 # Mistral 7B instruct v0.2's (" [INST] ... [/INST]", the system message in the first turn):
 # a variant zt refuses by its " [/INST]".
 MISTRAL_V02_LIKE = MISTRAL.replace("\"[/INST]\"", "\" [/INST]\"")
 # Llama 3.1's template opens with a default system header holding dates: a variant zt refuses.
 LLAMA31_LIKE = LLAMA3.replace("{% set loop_messages", "{{- 'Cutting Knowledge Date: December 2023' }}{% set loop_messages")
 
-# (case, base tokenizer, template, special tokens to add, end text of an assistant turn)
+# (case, base tokenizer, template, special tokens to add, end text of an assistant turn);
+# the template's name is the case's up to a '-' (gpt-oss: the whole)
 CASES = [
+    ("gemma3", "gemma3", GEMMA3, [], "<end_of_turn>"),
+    ("gpt-oss", "o200k_harmony", GPT_OSS, [], "<|return|>"),
     ("llama2", "tinyllama", LLAMA2, [], "</s>"),
     ("llama3", "llama3", LLAMA3, ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], "<|eot_id|>"),
     ("chatml", "gpt2", CHATML, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
@@ -146,8 +214,13 @@ def assistant_spans(text, conv, name, end):
             piece = " " + m["content"].strip() + " " + end
         elif name.startswith("mistral"):
             piece = " " + m["content"].strip() + end
-        elif name == "llama3":
+        elif name in ("llama3", "gemma3"):
             piece = m["content"].strip() + end
+        elif name == "gpt-oss":  # all after "<|start|>assistant": channel tags, thinking when last
+            last = m is conv[-1]
+            piece = "<|channel|>final<|message|>" + m["content"] + (end if last else "<|end|>")
+            if last and "thinking" in m:
+                piece = "<|channel|>analysis<|message|>" + m["thinking"] + "<|end|><|start|>assistant" + piece
         else:
             piece = m["content"] + end
         k = text.index(piece, at)
@@ -189,18 +262,23 @@ def main():
         return subprocess.run([zt, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ZT_ENV,
                               timeout=120)
 
-    data = os.path.join(work, "chat.jsonl")
-    with open(data, "w", encoding="utf-8") as f:
-        for conv in CONVERSATIONS:
-            f.write(json.dumps({"messages": conv}, ensure_ascii=False) + "\n")
+    def write_jsonl(path, convs):
+        with open(path, "w", encoding="utf-8") as f:
+            for conv in convs:
+                f.write(json.dumps({"messages": conv}, ensure_ascii=False) + "\n")
+        return path
+
+    data = write_jsonl(os.path.join(work, "chat.jsonl"), CONVERSATIONS)
     for name, base, template, add, end in CASES:
         folder = make_case(work, name, base, template, add, transformers, tokenizers)
         hf = transformers.AutoTokenizer.from_pretrained(folder)
         seq_len = 400
-        for choice in ("auto", name.split("-")[0]):
+        convs = CONVERSATIONS + (GPT_OSS_CONVERSATIONS if name == "gpt-oss" else [])
+        case_data = write_jsonl(os.path.join(work, f"chat-{name}.jsonl"), convs) if name == "gpt-oss" else data
+        for choice in ("auto", name if name == "gpt-oss" else name.split("-")[0]):
             out = os.path.join(work, f"chat-{name}-{choice}.h5")
             p = zt_run("convert", "sft-to-tokens", "--tokenizer", folder, "--format", "chat", "--chat-template",
-                       choice, "--seq-len", str(seq_len), "--no-pack", data, out)
+                       choice, "--seq-len", str(seq_len), "--no-pack", case_data, out)
             check(p.returncode == 0, f"{name}: sft-to-tokens --format chat --chat-template {choice} "
                                      f"(exit {p.returncode})")
             if p.returncode != 0:
@@ -209,9 +287,9 @@ def main():
             with h5py.File(out, "r") as f:
                 tokens, mask = f["tokens"][:].tolist(), f["loss_mask"][:].tolist()
                 starts = f["doc_starts"][:].tolist() if "doc_starts" in f else [0]
-            check(len(starts) == len(CONVERSATIONS), f"{name}: {len(starts)} examples written")
+            check(len(starts) == len(convs), f"{name}: {len(starts)} examples written")
             check("2 truncated" in p.stdout, f"{name}: the 2 long conversations truncated to a row")
-            for i, conv in enumerate(CONVERSATIONS):
+            for i, conv in enumerate(convs):
                 want = hf.apply_chat_template(conv, tokenize=True)
                 if not isinstance(want, list):  # transformers 5 returns a BatchEncoding
                     want = want["input_ids"]
@@ -270,6 +348,8 @@ def main():
     cfg = json.load(open(os.path.join(variant, "tokenizer_config.json")))
     for label, tmpl, needles in (("Llama 3.1-like variant", LLAMA31_LIKE, ["--chat-template", "Cutting Knowledge"]),
                                  ("Mistral v0.2-like variant", MISTRAL_V02_LIKE, ["--chat-template", "' [/INST]'"]),
+                                 ("Unsloth-like gpt-oss variant", GPT_OSS_UNSLOTH_LIKE,
+                                  ["--chat-template", "developer_instructions"]),
                                  ("unknown template", "{{ messages }}", ["--chat-template", "llama2", "chatml"]),
                                  ("no template", None, ["--chat-template", "no chat_template"])):
         if tmpl is None:
@@ -297,6 +377,17 @@ def main():
             ("no messages", {"prompt": "x"}, ["'messages'", "missing"]),
             ("system turns only", {"messages": [{"role": "system", "content": "s"}]},
              ["'messages' has no user turn", "What every example needs"]),
+            ("thinking where llama3 writes none", {"messages": [{"role": "user", "content": "u"},
+                                                                {"role": "assistant", "content": "x", "thinking": "t"}]},
+             ["message 1", "'thinking'", "gpt-oss"]),
+            ("a developer message where llama3 writes none", {"messages": [{"role": "developer", "content": "d"},
+                                                                           {"role": "user", "content": "u"},
+                                                                           {"role": "assistant", "content": "x"}]},
+             ["message 0", "developer", "gpt-oss"]),
+            ("channel tags in an assistant's content (gpt-oss)",
+             {"messages": [{"role": "user", "content": "u"},
+                           {"role": "assistant", "content": "<|channel|>final<|message|>x"}]},
+             ["message 1", "<|channel|>final<|message|>", "'thinking'"]),
             ("roles out of order (llama2)", {"messages": [{"role": "assistant", "content": "x"},
                                                           {"role": "user", "content": "u"},
                                                           {"role": "assistant", "content": "y"}]},
@@ -304,7 +395,8 @@ def main():
         bad = os.path.join(work, "bad.jsonl")
         with open(bad, "w") as f:
             f.write(good + "\n\n" + json.dumps(line) + "\n")
-        use = os.path.join(work, "chat-llama2") if "llama2" in label else folder
+        use = os.path.join(work, "chat-llama2" if "llama2" in label else "chat-gpt-oss" if "gpt-oss" in label
+                           else "chat-llama3")
         p = zt_run("convert", "sft-to-tokens", "--tokenizer", use, "--format", "chat", "--seq-len", "64", bad,
                    os.path.join(work, "refused.h5"))
         check(p.returncode == 2 and f"{bad}:3" in p.stdout and all(n in p.stdout for n in needles),

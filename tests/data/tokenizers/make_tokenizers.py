@@ -21,6 +21,18 @@ OUTDIR/<name>/ gets tokenizer.json or tokenizer.model plus tokenizer_config.json
              whitespace (no '▁' inside a token), as SentencePiece trains Llama's
   metaspace  Metaspace(prepend_scheme "first") pre-tokenizer with byte fallback (Mistral's
              newer tokenizer.json form); trained on whole lines (tokens such as 'e▁')
+  gemma3     Gemma 3's form (transformers' GemmaTokenizer / GemmaConverter): normalizer
+             Replace(' ', '▁'), pre-tokenizer Split(' ', MergedWithPrevious), BPE with
+             byte_fallback and fuse_unk, <unk>; decoder Replace + ByteFallback + Fuse; BOS by
+             template; google/gemma-3-*'s ids: <pad> <eos> <bos> <unk> <mask> [multimodal],
+             <unused0-98>, <start_of_turn> 105, <end_of_turn> 106, newline and '▁' runs and HTML
+             tags as plain added tokens, <start_of_image> 255999, <end_of_image> 256000,
+             <unused99-6241>, <image_soft_token> 262144 (262,145 tokens)
+  o200k_harmony gpt-oss's form (transformers' GptOssConverter, a TikTokenConverter):
+             Split(tiktoken's o200k regex, Isolated) + ByteLevel(use_regex=false), ignore_merges,
+             no BOS; openai/gpt-oss-*'s 21 specials at 199998-200018 (<|startoftext|>,
+             <|endoftext|>, <|return|> 200002, <|constrain|>, <|channel|>, <|start|>, <|end|>,
+             <|message|>, <|call|> 200012, <|endofprompt|> 200018, the reserved ones between)
   spm_bpe    SentencePiece BPE tokenizer.model with byte_fallback (Llama 2's kind)
   spm_unigram SentencePiece unigram tokenizer.model
 OUTDIR/corpus.bin: the parity corpus (bytes, one case per line; some lines invalid UTF-8),
@@ -35,6 +47,19 @@ LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
 # Qwen2's (Qwen/Qwen2.5-7B's tokenizer.json): Llama 3's with single digits (\p{N}).
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# tiktoken's o200k_base / o200k_harmony pattern (tiktoken_ext/openai_public.py).
+O200K_REGEX = "|".join([
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"\p{N}{1,3}", r" ?[^\s\p{L}\p{N}]+[\r\n/]*", r"\s*[\r\n]+", r"\s+(?!\S)", r"\s+"])
+# openai/gpt-oss-*'s added tokens (tokenizer_config.json's added_tokens_decoder), from 199998.
+HARMONY_SPECIALS = {199998: "<|startoftext|>", 199999: "<|endoftext|>", 200002: "<|return|>",
+                    200003: "<|constrain|>", 200005: "<|channel|>", 200006: "<|start|>", 200007: "<|end|>",
+                    200008: "<|message|>", 200012: "<|call|>", 200018: "<|endofprompt|>"}
+HARMONY_SPECIALS = [HARMONY_SPECIALS.get(i, f"<|reserved_{i}|>") for i in range(199998, 200019)]
+# Gemma 3's control and user-defined tokens below its text vocabulary (ids 0-106).
+GEMMA3_LOW = (["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[multimodal]"]
+              + [f"<unused{i}>" for i in range(99)] + ["<start_of_turn>", "<end_of_turn>"])
 # Llama 3.1's 256 special tokens (ids 128000-128255 there), in order.
 LLAMA3_SPECIALS = (["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
                     "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>",
@@ -55,6 +80,17 @@ CASES = [
     "normal forms: \u212b A\u030a \u00c5 o\u0308\u0304 \u1100\u1161\u11a8 \uac01 \ufb01 \u2460 x\u0323\u0307 1\u20442",
     "emoji: 😀 🎉🎉 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 ❤️ 🇫🇷",
     "special tokens in text: <s> </s> <unk> <|endoftext|> <|begin_of_text|> <0x41> <0xZZ>",
+    # multilingual text with code, emoji and each new family's special tokens' text
+    "<bos><start_of_turn>user\nÜbersetze: «¿Dónde está?» 日本語のテキスト 🙂 <end_of_turn>\n<start_of_turn>model\n"
+    "def f(x):\n    return x ** 2  # квадрат 👍🏽<end_of_turn><eos><pad><mask><unused0><unused98>[multimodal]"
+    "<start_of_image><image_soft_token><end_of_image>\n\n\n\t\t<table><h1>x</h1>\u2581\u2581 pre",
+    "<|start|>system<|message|>Reasoning: high<|end|><|start|>user<|message|>Wie geht's? Ça va? 🤖 "
+    "printf(\"%d\\n\", a[i]);<|end|><|start|>assistant<|channel|>analysis<|message|>思考中…<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>"
+    "<|start|>assistant<|channel|>final<|message|>Done ✅<|return|><|startoftext|><|endoftext|>"
+    "<|endofprompt|><|reserved_200000|><|reserved_200017|> IT'S I'm WE'LL don'T HTTPServer/x\r\n/\n",
+    "Titlecase ǅemal ǈubljana ᾈ; marks नमस्ते क्षि é; modifiers ʰa ˢup; HELLOworld XMLHttpRequest's URL https://x.org/a//b/",
+    "unicode space runs: a\u3000\u3000b\u00a0\u00a0c\u2003\u2003\u2003d \u3000\u3000 e\u2028f\u0085\u0085g",
     "<s>at the start and at the end</s>",
     "mixed CASE words: HTTPServer getHTTPResponseCode snake_case kebab-case CamelCase",
     "punctuation!!! ??? ... --- *** ((nested)) [brackets] {braces} \"quotes\" 'single'",
@@ -203,6 +239,78 @@ def train_hf(out, train_path):
                      add_eos_token=False, tokenizer_class="LlamaTokenizerFast")
 
 
+def train_gemma3_harmony(out, train_path):
+    """gemma3 and o200k_harmony: trained small, then laid out at the published ids (a filler
+    token holds each id the small vocabulary leaves empty: text never reaches one, as it holds
+    a space, which Gemma's normalizer and the byte-level alphabet both replace)."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import trainers
+
+    def trained(tok, vocab_size, alphabet=()):
+        tok.train([train_path], trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, max_token_length=16,
+                                                    initial_alphabet=list(alphabet)))
+        model = json.loads(tok.to_str())["model"]
+        merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+        return [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])], merges
+
+    def filled(vocab, size):
+        for k in range(size - len(vocab)):
+            vocab[f"filler {k}"] = len(vocab)
+        return vocab
+
+    # gemma3: its vocabulary trained split at whitespace and single digits, as SentencePiece
+    # trained Gemma's (split_by_whitespace, split_digits)
+    d = os.path.join(out, "gemma3")
+    os.makedirs(d, exist_ok=True)
+    base = Tokenizer(models.BPE())
+    base.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never", split=True),
+        pre_tokenizers.Digits(individual_digits=True)])
+    tokens, merges = trained(base, 1200)
+    plain = (["\n" * k for k in range(1, 32)] + ["▁" * k for k in range(2, 32)] + ["\t" * k for k in range(1, 32)]
+             + ["<table>", "</table>", "<tr>", "<td>", "<h1>", "</h1>", "<b>", "</b>"])
+    vocab = {t: i for i, t in enumerate(GEMMA3_LOW + plain + [f"<0x{b:02X}>" for b in range(256)])}
+    for t in tokens:
+        vocab.setdefault(t, len(vocab))
+    vocab = filled(vocab, 255999)
+    for t in ["<start_of_image>", "<end_of_image>"] + [f"<unused{i}>" for i in range(99, 6242)]:
+        vocab[t] = len(vocab)
+    assert len(vocab) == 262144 and vocab["<start_of_turn>"] == 105 and vocab["<end_of_image>"] == 256000
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    control = set(GEMMA3_LOW[:6] + ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>"])
+    added = GEMMA3_LOW + plain + ["<start_of_image>", "<end_of_image>"] + [f"<unused{i}>" for i in range(99, 6242)]
+    tok.add_tokens([AddedToken(t, normalized=False, special=t in control) for t in added])
+    tok.add_special_tokens([AddedToken("<image_soft_token>", normalized=False, special=True)])
+    assert tok.token_to_id("<image_soft_token>") == 262144
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", pair="<bos> $A <bos> $B",
+                                                       special_tokens=[("<bos>", 2)])
+    tok.save(os.path.join(d, "tokenizer.json"))
+    write_config(d, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>", add_bos_token=True,
+                 add_eos_token=False, tokenizer_class="GemmaTokenizer")
+
+    # o200k_harmony: byte-level BPE on tiktoken's o200k split, ignore_merges (TikTokenConverter)
+    d = os.path.join(out, "o200k_harmony")
+    os.makedirs(d, exist_ok=True)
+    pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(O200K_REGEX), behavior="isolated", invert=False),
+                                   pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    base = Tokenizer(models.BPE())
+    base.pre_tokenizer = pre
+    tokens, merges = trained(base, 1200, pre_tokenizers.ByteLevel.alphabet())
+    vocab = filled({t: i for i, t in enumerate(tokens)}, 199998)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, ignore_merges=True))
+    tok.pre_tokenizer = pre
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in HARMONY_SPECIALS])
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    assert tok.token_to_id("<|start|>") == 200006 and tok.get_vocab_size(with_added_tokens=True) == 200019
+    tok.save(os.path.join(d, "tokenizer.json"))
+    write_config(d, bos_token="<|startoftext|>", eos_token="<|return|>", pad_token="<|endoftext|>",
+                 tokenizer_class="PreTrainedTokenizerFast")
+
+
 def train_spm(out, train_path):
     import sentencepiece as spm
     for name, kind in (("spm_bpe", "bpe"), ("spm_unigram", "unigram")):
@@ -238,6 +346,7 @@ def main():
     with open(os.path.join(out, "corpus.bin"), "wb") as f:
         f.write(b"\n".join(case_bytes()))
     train_hf(out, train_path)
+    train_gemma3_harmony(out, train_path)
     train_spm(out, train_path)
     return 0
 

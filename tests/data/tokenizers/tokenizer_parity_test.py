@@ -3,10 +3,13 @@
 
   tokenizer_parity_test.py ZT_TOKENIZE ZT WORKDIR [SHIPPED_CORPUS]
 
-1. make_tokenizers.py trains seven small tokenizers in WORKDIR (byte-level BPE as GPT-2,
-   as Llama 3 (its regex, 256 specials) and as Qwen2 (NFC, its regex), SentencePiece-style BPE in tokenizer.json as TinyLlama and with Metaspace,
-   SentencePiece BPE and unigram tokenizer.model) and writes the parity corpus: Unicode
-   scripts, whitespace runs, digits, emoji, CRLF, special-token text, invalid UTF-8.
+1. make_tokenizers.py trains nine small tokenizers in WORKDIR (byte-level BPE as GPT-2,
+   as Llama 3 (its regex, 256 specials), as Qwen2 (NFC, its regex) and as gpt-oss's
+   o200k_harmony (tiktoken's o200k regex, the harmony specials at 199998-200018),
+   SentencePiece-style BPE in tokenizer.json as TinyLlama, with Metaspace and as Gemma 3
+   (262,145 tokens, byte fallback), SentencePiece BPE and unigram tokenizer.model) and
+   writes the parity corpus: Unicode scripts, whitespace runs, digits, emoji, CRLF, code,
+   each family's special-token text, invalid UTF-8.
 2. For each tokenizer, every corpus line and the whole corpus: zt's ids (ZT_TOKENIZE, the
    library) == Python's ids, and zt's decode == Python's decode (skip_special_tokens).
    tokenizers gets the bytes decoded with errors="replace" (the only way such bytes reach
@@ -93,7 +96,7 @@ def main():
         if not ok:
             failures.append(what)
 
-    names = ["gpt2", "llama3", "qwen2", "tinyllama", "metaspace", "spm_bpe", "spm_unigram"]
+    names = ["gpt2", "llama3", "qwen2", "tinyllama", "metaspace", "gemma3", "o200k_harmony", "spm_bpe", "spm_unigram"]
     info = {}
     for name in names:
         folder = os.path.join(work, name)
