@@ -8,6 +8,9 @@ links   every relative Markdown link in those files resolves: the file or folder
         lower case, punctuation dropped, spaces to '-', a repeated heading gets '-1', '-2').
 lines   no line of docs/*.md or README.md has more than 400 characters, nor any line of
         bench/results/*.md outside a fenced block (logs stay as they were printed).
+hints   every section the code names in a hint or comment (`docs/X.md "Heading"`, also
+        `docs/X.md, "Heading"`, `docs/X.md's "Heading"`, `docs/X.md ("Heading"`, escaped quotes
+        in C strings) is a heading of that doc: the heading starts with the quoted words.
 size    docs/*.md and README.md hold fewer than 60,000 words in all (`wc -w`), and
         docs/architecture.md, the map a newcomer reads first, fewer than 1,200.
 
@@ -25,6 +28,10 @@ WORDS_MAP = 1200
 MAP = os.path.join("docs", "architecture.md")
 LINK_RE = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
+# A section named by the code: docs/X.md, then up to 3 characters (", ", "'s ", " (") and a quoted heading.
+HINT_RE = re.compile(r'((?:docs|bench/results)/[A-Za-z0-9_.-]+\.md)(?:\'s|[ ,(]){1,3}\\?"([^"\\]{2,80})\\?"')
+CODE_DIRS = ("src", "include", "checklist", "scripts", "tests", "bench", "cmake", "fuzz")
+CODE_EXT = (".cpp", ".hpp", ".cu", ".cuh", ".h", ".py", ".sh", ".cmake", ".txt", ".toml")
 
 
 def guides(root):
@@ -91,6 +98,42 @@ def check_links(root, files):
     return breaks
 
 
+def headings(path, cache={}):
+    if path not in cache:
+        cache[path] = [m.group(1) for _, line in text_lines(path)
+                       if (m := re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line))]
+    return cache[path]
+
+
+def check_hints(root):
+    breaks = []
+    for top in CODE_DIRS:
+        for dirpath, _, names in os.walk(os.path.join(root, top)):
+            for name in sorted(names):
+                if not name.endswith(CODE_EXT) and name != "CMakeLists.txt":
+                    continue
+                path = os.path.join(dirpath, name)
+                if os.path.samefile(path, os.path.abspath(__file__)):
+                    continue  # this file's own examples
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        lines = f.read().splitlines()
+                except (UnicodeDecodeError, OSError):
+                    continue
+                for n, line in enumerate(lines, 1):
+                    for m in HINT_RE.finditer(line):
+                        doc, title = m.group(1), m.group(2).strip()
+                        target = os.path.join(root, doc)
+                        rel = os.path.relpath(path, root)
+                        if not os.path.isfile(target):
+                            breaks.append(f"{rel}:{n}: names {doc}, which does not exist. HINT: name the doc "
+                                          f"that holds the section")
+                        elif not any(h.startswith(title) for h in headings(target)):
+                            breaks.append(f"{rel}:{n}: names {doc} \"{title}\", which is not a heading there. "
+                                          f"HINT: name a heading of that doc (its first words), or add it")
+    return breaks
+
+
 def check_lines(root, files, prose_only=False):
     breaks = []
     for path in files:
@@ -131,7 +174,7 @@ def main():
         return 2
     docs = [f for f in guides(root) if os.path.isfile(f)]
     size_breaks, total = check_size(root, docs)
-    breaks = check_links(root, docs + evidence(root)) + check_lines(root, docs) + check_lines(root, evidence(root), prose_only=True) + size_breaks
+    breaks = check_links(root, docs + evidence(root)) + check_lines(root, docs) + check_lines(root, evidence(root), prose_only=True) + size_breaks + check_hints(root)
     print("\n".join(breaks + [f"doc-check: {len(docs)} docs ({total} words), {len(evidence(root))} "
                               f"evidence files; {len(breaks)} broken rule(s)"]))
     return 1 if breaks else 0

@@ -517,7 +517,7 @@ line_health() {
   fi
 }
 
-# The engine lines (docs/gpu-verification.md, "What to run on a device (issue #17)").
+# The engine lines (bench/results/gpu-verification-plan.md, "What to run on a device (issue #17)").
 line_A() {
   local w
   w=$(wrk)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/doc-check.py can fail: a broken link, a missing anchor, a line over 400
-characters and a docs tree over its word budget each make it exit 1 naming the break; the
-clean tree exits 0."""
+characters, a docs tree over its word budget and a section named by the code that is not a
+heading each make it exit 1 naming the break; the clean tree exits 0."""
 import os
 import subprocess
 import sys
@@ -16,6 +16,8 @@ class DocCheck(unittest.TestCase):
         "README.md": "# zt\n\nSee [the map](docs/architecture.md#adding-a-model-family).\n",
         "docs/architecture.md": "# Map\n\n## Adding a model family\n\n[log](../bench/results/x.md)\n",
         "bench/results/x.md": "# Log\n\n[back](../../docs/architecture.md)\n\n```\n[not a link](nowhere.md)\n```\n",
+        "src/a.cpp": '// docs/architecture.md "Adding a model" and bench/results/x.md, "Log"\n'
+                     'throw E("see docs/architecture.md, \\"Adding a model family\\"");\n',
     }
 
     def setUp(self):
@@ -55,6 +57,14 @@ class DocCheck(unittest.TestCase):
         rc, out = self.run_check()
         self.assertEqual(rc, 1)
         self.assertIn("docs/long.md:3: 405 characters, over 400", out)
+
+    def test_hint_to_missing_heading_fails(self):
+        self.write("include/b.hpp", '// the rule (docs/architecture.md "Adding an objective")\n')
+        rc, out = self.run_check()
+        self.assertEqual(rc, 1)
+        self.assertIn('include/b.hpp:1: names docs/architecture.md "Adding an objective", which is not a heading', out)
+        self.write("include/b.hpp", 'const char* h = "docs/gone.md, \\"Keys\\"";\n')
+        self.assertIn("include/b.hpp:1: names docs/gone.md, which does not exist", self.run_check()[1])
 
     def test_word_budgets_fail(self):
         self.write("docs/architecture.md", "# Map\n\n## Adding a model family\n\n" + "w\n" * 1200)

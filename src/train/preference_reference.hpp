@@ -1,6 +1,6 @@
 #pragma once
 // The DPO reference log-probs of a full fine-tune, kept beside its checkpoints
-// (ckpt.dir/dpo-reference.h5; docs/finetune.md "The reference"): computed once before
+// (ckpt.dir/dpo-reference.h5; docs/finetune.md "DPO and ORPO"): computed once before
 // step 1 from the weights of step 0, which no later checkpoint holds, and read back on a
 // resume. HDF5: /logp float64 [rows] (file row order) with attribute checksum (zt-xxh3 of
 // its bytes, as checkpoint datasets), root attributes format = "zt-dpo-reference", rows

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The device path's host waits are the polled ones only (docs/reliability.md, "The GPU path").
+"""The device path's host waits are the polled ones only (docs/reliability.md, "Faults").
 
 A host call that blocks on the device never reaches comm::wait_ready, so behind a collective
 of a dead peer (the compute stream waits on it) it hangs instead of ending the job within

@@ -1,5 +1,5 @@
 #pragma once
-// The one way the host waits for the device (docs/reliability.md, "The GPU path"): a wait
+// The one way the host waits for the device (docs/reliability.md, "Faults"): a wait
 // that polls instead of blocking, so a dead or stuck peer ends the job within comm.timeout
 // as it does on the CPU path.
 //

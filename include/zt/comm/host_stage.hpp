@@ -1,6 +1,6 @@
 #pragma once
 // HostStage: the one way the device path copies between device memory and host memory it
-// does not know to be pinned (docs/reliability.md, "The GPU path"). CUDA documents that a
+// does not know to be pinned (docs/reliability.md, "Faults"). CUDA documents that a
 // cudaMemcpyAsync into pageable host memory returns only once the copy is done, and that
 // one from pageable memory synchronises the stream first: behind a collective that never
 // completes (the stream waits on it) the host would block inside the copy, never reaching

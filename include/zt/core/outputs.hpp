@@ -1,7 +1,7 @@
 #pragma once
 // Where a command writes, checked before any work: the folders it writes into
 // (require_output_dir) and its outputs against each other and its inputs
-// (refuse_collisions). docs/reliability.md, "Careless and hostile input, 2026-12-07".
+// (refuse_collisions). docs/reliability.md, "Careless and hostile input".
 #include <string>
 #include <string_view>
 #include <vector>

@@ -1,5 +1,5 @@
 #pragma once
-// The one polled wait of the host (docs/reliability.md "The GPU path"): ready() asked
+// The one polled wait of the host (docs/reliability.md "Faults"): ready() asked
 // until it says true, never a blocking call, so a watch between the polls or a bound can
 // end a wait on work that never finishes (a hung GPU, a collective of a dead peer).
 // comm::wait_ready (every device wait of a job: in-flight collectives against

@@ -52,7 +52,7 @@ struct Config {
   // Qwen2MoeDecoderLayer / Qwen3MoeDecoderLayer).
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
-  // The per-layer attention schedule (docs/model.md "Attention schedule"): layer_types
+  // The per-layer attention schedule (docs/model.md "Families: architectures"): layer_types
   // holds one letter per layer, 's' sliding (attends with sliding_window, rotates with the
   // sliding layers' RoPE) or 'f' full (causal, rope_theta + rope_scaling); 'l' (Qwen3.5's
   // linear_attention) is refused by name. Empty: the layers from first_sliding_layer on
