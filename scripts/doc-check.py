@@ -10,7 +10,8 @@ lines   no line of docs/*.md or README.md has more than 400 characters, nor any 
         bench/results/*.md outside a fenced block (logs stay as they were printed).
 hints   every section the code names in a hint or comment (`docs/X.md "Heading"`, also
         `docs/X.md, "Heading"`, `docs/X.md's "Heading"`, `docs/X.md ("Heading"`, escaped quotes
-        in C strings) is a heading of that doc: the heading starts with the quoted words.
+        in C strings) is a heading of that doc: the heading starts with the quoted words;
+        likewise a doc's own `"Heading" above` / `"Heading" below`.
 size    docs/*.md and README.md hold fewer than 60,000 words in all (`wc -w`), and
         docs/architecture.md, the map a newcomer reads first, fewer than 1,200.
 
@@ -113,8 +114,8 @@ def check_hints(root):
                 if not name.endswith(CODE_EXT) and name != "CMakeLists.txt":
                     continue
                 path = os.path.join(dirpath, name)
-                if os.path.samefile(path, os.path.abspath(__file__)):
-                    continue  # this file's own examples
+                if os.path.samefile(path, os.path.abspath(__file__)) or name == "doc_check_test.py":
+                    continue  # this check's own examples and planted breaks
                 try:
                     with open(path, encoding="utf-8") as f:
                         lines = f.read().splitlines()
@@ -123,6 +124,8 @@ def check_hints(root):
                 for n, line in enumerate(lines, 1):
                     for m in HINT_RE.finditer(line):
                         doc, title = m.group(1), m.group(2).strip()
+                        if os.path.splitext(os.path.basename(doc))[0].isupper():
+                            continue  # a placeholder (docs/X.md) in a comment that describes the rule
                         target = os.path.join(root, doc)
                         rel = os.path.relpath(path, root)
                         if not os.path.isfile(target):
@@ -131,6 +134,14 @@ def check_hints(root):
                         elif not any(h.startswith(title) for h in headings(target)):
                             breaks.append(f"{rel}:{n}: names {doc} \"{title}\", which is not a heading there. "
                                           f"HINT: name a heading of that doc (its first words), or add it")
+    for path in guides(root):
+        if not os.path.isfile(path):
+            continue
+        for n, line in text_lines(path):
+            for m in re.finditer(r'"([^"]{3,80})"[,)]? (?:above|below)', line):
+                if not any(h.startswith(m.group(1)) for h in headings(path)):
+                    breaks.append(f"{os.path.relpath(path, root)}:{n}: \"{m.group(1)}\" is not a heading of this doc. "
+                                  f"HINT: name a heading (its first words) of the section meant")
     return breaks
 
 

@@ -65,6 +65,9 @@ class DocCheck(unittest.TestCase):
         self.assertIn('include/b.hpp:1: names docs/architecture.md "Adding an objective", which is not a heading', out)
         self.write("include/b.hpp", 'const char* h = "docs/gone.md, \\"Keys\\"";\n')
         self.assertIn("include/b.hpp:1: names docs/gone.md, which does not exist", self.run_check()[1])
+        self.write("include/b.hpp", "")
+        self.write("docs/architecture.md", "# Map\n\n## Adding a model family\n\nAs in \"Adding a family\" above.\n")
+        self.assertIn('docs/architecture.md:5: "Adding a family" is not a heading of this doc', self.run_check()[1])
 
     def test_word_budgets_fail(self):
         self.write("docs/architecture.md", "# Map\n\n## Adding a model family\n\n" + "w\n" * 1200)
