@@ -22,6 +22,7 @@
 5. Two full-weight AdamW steps (two_steps) for DPO (sigmoid), IPO and cDPO (label
    smoothing 0.2) against TRL's DPOTrainer with its own frozen reference model: both
    steps' loss and gradient norm within 1e-5 relative, and every weight after step 2.
+   The same for DPO on a tiny random gemma3_text (gemma_two_steps).
 Exit 77 (CTest skip) without torch / transformers / trl (scripts/install-deps.sh
 --hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
 """

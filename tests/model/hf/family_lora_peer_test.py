@@ -9,6 +9,12 @@ with save_pretrained (vocab 256, so the shipped byte corpus trains it):
   mistral-tied     MistralConfig, sliding_window 5 < the 24 tokens, tied embeddings
   qwen2-untied     Qwen2Config (q/k/v biases, drawn N(0, 0.3))
   qwen3-tied       Qwen3Config, head_dim 24 != hidden/heads 16, q/k norms, attention_bias
+  gemma3-tied      Gemma3TextConfig, a sliding (window 4) and a full layer, linear-scaled
+                   RoPE on the full one, query_pre_attn_scalar 24, final soft-cap 8
+  gptoss-untied    GptOssConfig, alternating layers (window 4), yarn over an original
+                   context of 8, 4 experts (2 per token) with biases, clamped SwiGLU (limit
+                   1.5), sinks and biases N(0, 0.3); adapters on q, k, v, o and both expert
+                   stacks (PEFT's target_parameters), the sinks frozen (PEFT's counts)
 `zt convert hf-to-h5` imports it, then:
 1. One LoRA step's gradients against PEFT: get_peft_model with the family's module names
    (q_proj ... down_proj, and lm_head in three cases), every lora_A / lora_B set to
@@ -24,8 +30,10 @@ with save_pretrained (vocab 256, so the shipped byte corpus trains it):
      zt's float32 gradients within 1e-4 of PEFT's float32 ones relative to each tensor's
      max (fp32 rounding of two summation orders);
    - sensitivity: every adapter tensor's gradient is non-zero (max |g| > 1e-6).
+   Then one full-weight AdamW step (full_step): zt's loss, gradient norm and every weight
+   after the step against transformers' model and torch.optim.AdamW on one batch.
 2. Training on the CPU from the imported base (`zt train` with ckpt.init_from, the
-   family's model.* keys): full fine-tuning, LoRA and QLoRA, 6 steps each on the shipped
+   checkpoint's model.* keys): full fine-tuning, LoRA and QLoRA (not on experts), 6 steps each on the shipped
    corpus: each run exits 0 and its last step's loss is below its first.
 3. The LoRA run's adapter checkpoint exported with `zt convert h5-to-hf --adapter`:
    PeftModel.from_pretrained on transformers' model of the family loads it, holds exactly
