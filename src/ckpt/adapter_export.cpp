@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "h5.hpp"
+#include "hf_names.hpp"
 #include "io_detail.hpp"
 #include "zt/ckpt/adapters.hpp"
 #include "zt/ckpt/io.hpp"
@@ -229,9 +230,13 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
     specs.push_back({"base_model.model." + b_name(a), StDType::kF32, {a.out, r * a.experts}});
   }
   SafetensorsWriter w((fs::path(outdir) / kAdapterFile).string(), specs, {{"format", "pt"}});
+  std::vector<float> b;  // [out, r*E] one B in PEFT's row order
   for (const model::LoraAdapterInfo& a : layout.adapters()) {
     w.write(std::span<const float>(ac.params).subspan(static_cast<size_t>(a.a_offset), static_cast<size_t>(a.experts * r * a.in)));
-    w.write(std::span<const float>(ac.params).subspan(static_cast<size_t>(a.b_offset), static_cast<size_t>(a.out * r * a.experts)));
+    b.resize(static_cast<size_t>(a.out * r * a.experts));
+    zt_to_hf(hf_lora_b_piece(ac.header.config, b_name(a), a.target, a.out, r * a.experts),
+             ac.params.data() + a.b_offset, b.data());
+    w.write(b);
   }
   w.finish();
   res.files.push_back(kAdapterFile);

@@ -57,9 +57,22 @@ std::vector<HfPiece> hf_pieces(const model::ParamLayout& layout, bool fused) {
   return out;
 }
 
+HfPiece hf_lora_b_piece(const model::Config& cfg, const std::string& name, model::LoraTarget target,
+                        int64_t out, int64_t cols) {
+  HfPiece p{name, {out, cols}, 0, 0, out * cols};
+  if (model::family(cfg.family).moe == model::Family::kGptOss &&
+      target == model::LoraTarget::kExpertsGateUp) {
+    p.order = HfPiece::kInterleave;
+    p.E = 1;
+    p.rows = out / 2;
+    p.cols = cols;
+  }
+  return p;
+}
+
 // (e, a, b) of zt's tensor <-> its index in the file's, for each order.
-template <bool kToZt>
-void reorder(const HfPiece& p, const float* from, float* to) {
+template <bool kToZt, class T>
+void reorder(const HfPiece& p, const T* from, T* to) {
   const int64_t E = p.E, R = p.rows, K = p.cols;
   const auto move = [&](int64_t zt, int64_t file) {
     if (kToZt) to[zt] = from[file];
@@ -81,15 +94,18 @@ void reorder(const HfPiece& p, const float* from, float* to) {
         for (int64_t r = 0; r < R; ++r)
           for (int64_t k = 0; k < K; ++k) move((e * R + r) * K + k, (e * K + k) * R + r);
       return;
-    case HfPiece::kInterleave:  // zt [E, 2R] gate then up, file [E, 2R] interleaved
+    case HfPiece::kInterleave:  // zt [E, 2R, K] gate rows then up rows, file rows interleaved
       for (int64_t e = 0; e < E; ++e)
         for (int64_t h = 0; h < 2; ++h)
-          for (int64_t i = 0; i < R; ++i) move(e * 2 * R + h * R + i, e * 2 * R + 2 * i + h);
+          for (int64_t i = 0; i < R; ++i)
+            for (int64_t k = 0; k < K; ++k)
+              move((e * 2 * R + h * R + i) * K + k, (e * 2 * R + 2 * i + h) * K + k);
       return;
   }
 }
 
 void hf_to_zt(const HfPiece& p, const float* file, float* zt) { reorder<true>(p, file, zt); }
 void zt_to_hf(const HfPiece& p, const float* zt, float* file) { reorder<false>(p, zt, file); }
+void zt_to_hf(const HfPiece& p, const double* zt, double* file) { reorder<false>(p, zt, file); }
 
 }  // namespace zt::ckpt

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "zt/model/layout.hpp"
+#include "zt/model/lora.hpp"
 
 namespace zt::ckpt {
 
@@ -26,15 +27,23 @@ struct HfPiece {
   // How the file orders the elements (gpt-oss's experts, as transformers holds them):
   // kSame zt's order; kGateUpT the file [E, C, 2I] with gate and up interleaved (column 2i
   // gate i, 2i + 1 up i) for zt's [E, 2I, C] (gate rows, then up rows); kDownT the file
-  // [E, I, C] for zt's [E, C, I]; kInterleave the file [E, 2I] interleaved for zt's gate
-  // then up.
+  // [E, I, C] for zt's [E, C, I]; kInterleave the file [E, 2I, K] with rows interleaved
+  // (row 2i gate i, 2i + 1 up i) for zt's [E, 2I, K] (gate rows, then up rows).
   enum Order : uint8_t { kSame, kGateUpT, kDownT, kInterleave } order = kSame;
-  int64_t E = 0, rows = 0, cols = 0;  // kGateUpT: E, I, C; kDownT: E, C, I; kInterleave: E, I
+  int64_t E = 0, rows = 0, cols = 0;  // kGateUpT: E, I, C; kDownT: E, C, I; kInterleave: E, I, K
 };
 
 // One piece's elements between the file's order and zt's (numel each).
 void hf_to_zt(const HfPiece& p, const float* file, float* zt);
 void zt_to_hf(const HfPiece& p, const float* zt, float* file);
+void zt_to_hf(const HfPiece& p, const double* zt, double* file);  // (a gradient in double)
+
+// The order of a LoRA B [out, r*E] in PEFT's adapter file: kInterleave (E 1, rows I,
+// cols r*E) for gpt-oss's experts.gate_up (PEFT's rows are the file's gate_up_proj
+// columns, gate and up interleaved; zt's B rows are gate then up), kSame otherwise. The
+// same rule as the base tensor's (hf_pieces).
+HfPiece hf_lora_b_piece(const model::Config& cfg, const std::string& name, model::LoraTarget target,
+                        int64_t out, int64_t cols);
 
 // Every tensor of the folder form of `layout`, in layout order. fused: a Mixtral's
 // experts under transformers 5's run-time names (one piece per zt tensor); otherwise

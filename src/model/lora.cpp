@@ -113,9 +113,8 @@ static void check_lora_moe(const Config& m, const LoraConfig& l) {
   for (const LoraTarget t : {LoraTarget::kGate, LoraTarget::kUp, LoraTarget::kDown})
     if (m.moe() && l.has_target(t))
       throw InputError("lora.targets has " + std::string(lora_target_name(t)) + " on a " +
-                           m.family + " model: its blocks' MLP is the experts (3-D tensors "
-                           "gate_up_proj [E, 2I, C] and down_proj [E, C, I]), not gate/up/down "
-                           "projections",
+                           m.family + " model: its blocks' MLP is the experts (the 3-D tensors "
+                           "gate_up_proj and down_proj), not gate/up/down projections",
                        "target the experts with experts.gate_up and experts.down (PEFT's "
                        "target_parameters), the attention with q, k, v, o; docs/finetune.md.");
   for (const LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown}) {

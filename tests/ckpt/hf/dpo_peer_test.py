@@ -22,6 +22,7 @@
 5. Two full-weight AdamW steps (two_steps) for DPO (sigmoid), IPO and cDPO (label
    smoothing 0.2) against TRL's DPOTrainer with its own frozen reference model: both
    steps' loss and gradient norm within 1e-5 relative, and every weight after step 2.
+   The same for DPO on a tiny random gemma3_text (gemma_two_steps).
 Exit 77 (CTest skip) without torch / transformers / trl (scripts/install-deps.sh
 --hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
 """
@@ -31,7 +32,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import peer_start, require, run_zt, train_tiny  # noqa: E402
+from hf_common import (h5_model_keys, import_hf, peer_start, perturb_biases_and_norms, require, run_zt,  # noqa: E402
+                       train_tiny)
 
 TOL = 1e-5  # losses and gradient norms: fp32 sums in either order (measured up to 6e-7)
 # The weights after 2 steps: |w| up to about 1 in fp32 (an ulp: 1.2e-7) moved by up to
@@ -109,10 +111,14 @@ def orpo_trl(c, torch, hf, tok, work, lam, row):
     return float(loss.detach()), grad_norm(torch, model)
 
 
-def zt_step(zt, work, name, ckpt, extra, ranks=1, data="pairs.h5", seq=63, steps=1):
-    """`steps` DPO steps of zt (with steps > 1 a checkpoint after the last); returns every
-    step's metrics JSON line (dicts; [] when zt failed)."""
-    args = ["train", "--set", "model.preset=tiny", "--set", "model.vocab=257", "--set",
+TINY = ("model.preset=tiny", "model.vocab=257")
+
+
+def zt_step(zt, work, name, ckpt, extra, ranks=1, data="pairs.h5", seq=63, steps=1, model=TINY):
+    """`steps` DPO steps of zt (with steps > 1 a checkpoint after the last) on the model of
+    the `model` keys; returns every step's metrics JSON line (dicts; [] when zt failed)."""
+    args = [a for kv in model for a in ("--set", kv)]
+    args = ["train"] + args + ["--set",
             f"ckpt.init_from={ckpt}", "--set", f"data.path={data}", "--set", f"train.seq_len={seq}",
             "--set", "train.global_batch=8", "--set", f"train.steps={steps}", "--set", "data.eval_fraction=0",
             "--set", "eval.every=0", "--set", "sample.tokens=0", "--set", "train.threads=1",
@@ -202,9 +208,9 @@ def trl_two_steps(torch, hf, tok, work, name, loss):
     """TRL's DPOTrainer (its own frozen reference) and torch's AdamW, 2 steps on the whole
     batch of PAIRS. Returns ([(loss, grad norm)] per step, {name: tensor} after step 2)."""
     from datasets import Dataset
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
     from trl import DPOConfig, DPOTrainer
-    model = LlamaForCausalLM.from_pretrained(hf, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
     args = DPOConfig(output_dir=os.path.join(work, f"trl-{name}"), beta=0.1, max_length=64, report_to="none",
                      use_cpu=True, per_device_train_batch_size=len(PAIRS), bf16=False, fp16=False,
                      dataloader_num_workers=0, **loss)
@@ -214,15 +220,17 @@ def trl_two_steps(torch, hf, tok, work, name, loss):
     return steps, {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
-def two_steps(c, torch, zt, work, ckpt, hf, tok):
-    """Each VARIANT: zt's 2 full-weight steps (step-2.h5 exported fp32) against
-    trl_two_steps: both steps' loss and gradient norm within TOL relative, and every
-    weight's change after step 2 within TOL2 of the largest change."""
+def two_steps(c, torch, zt, work, ckpt, hf, tok, variants=VARIANTS, model=TINY, tag=""):
+    """Each of `variants` (VARIANTS' rows): zt's 2 full-weight steps on the model of the
+    `model` keys (step-2.h5 exported fp32) against trl_two_steps: both steps' loss and
+    gradient norm within TOL relative, and every weight's change after step 2 within TOL2 of
+    the largest change."""
     from safetensors.torch import load_file
-    from transformers import LlamaForCausalLM
-    before = {n: p.detach().clone() for n, p in LlamaForCausalLM.from_pretrained(hf, dtype=torch.float32).named_parameters()}
-    for name, keys, loss in VARIANTS:
-        rows = zt_step(zt, work, f"two-{name}", ckpt, ["finetune.objective=dpo"] + ADAMW + keys, steps=2)
+    from transformers import AutoModelForCausalLM
+    before = {n: p.detach().clone() for n, p in AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32).named_parameters()}
+    for name, keys, loss in variants:
+        name = tag + name
+        rows = zt_step(zt, work, f"two-{name}", ckpt, ["finetune.objective=dpo"] + ADAMW + keys, steps=2, model=model)
         out = os.path.join(work, f"two-{name}-hf")
         rc, text = run_zt(zt, "convert", "h5-to-hf", "--dtype", "f32",
                           os.path.join(work, f"two-{name}", "step-2.h5"), out) if len(rows) == 2 else (1, "")
@@ -244,6 +252,25 @@ def two_steps(c, torch, zt, work, ckpt, hf, tok):
             worst = max(worst, (got[n] - t).abs().max().item()) if n in got else float("inf")
         c.check(worst <= TOL2 * scale, f"{name}: every weight after step 2: max |zt - TRL| {worst:.3e} "
                 f"<= {TOL2} x the largest change {scale:.3e}")
+
+
+def gemma_two_steps(c, torch, zt, work, tok):
+    """DPO (sigmoid) on gemma3_text: a tiny random Gemma3ForCausalLM (vocab 257, the byte
+    tokenizer; a window of 4 under the 64-token rows, sliding and full layers, the final
+    soft-cap, tied), imported by zt, then two_steps against TRL on it."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    cfg = Gemma3TextConfig(vocab_size=257, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=128,
+                           sliding_window=4, query_pre_attn_scalar=24, final_logit_softcapping=8.0,
+                           layer_types=["sliding_attention", "full_attention"], initializer_range=0.3,
+                           bos_token_id=1, eos_token_id=None, pad_token_id=0)
+    torch.manual_seed(1)
+    model = Gemma3ForCausalLM(cfg).to(torch.float32)
+    perturb_biases_and_norms(torch, model)
+    hf = os.path.join(work, "gemma")
+    model.save_pretrained(hf, safe_serialization=True)
+    if import_hf(c, zt, "gemma", hf, hf + ".h5"):
+        two_steps(c, torch, zt, work, hf + ".h5", hf, tok, VARIANTS[:1], h5_model_keys(hf + ".h5"), "gemma3_text-")
 
 
 def main():
@@ -316,6 +343,7 @@ def main():
                 f"rel {dl:.2e}, {dn:.2e} (<= {TOL})")
         c.check("rewards/accuracies" in m and "logps/chosen" in m, f"{name}: TRL's metric names in the JSON")
     two_steps(c, torch, zt, work, ckpt, hf, tok)
+    gemma_two_steps(c, torch, zt, work, tok)
     c.finish()
 
 

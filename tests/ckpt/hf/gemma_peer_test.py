@@ -5,7 +5,7 @@ transformers' own classes, imported by zt.
   gemma_peer_test.py ZT ZT_LOGITS WORKDIR
 
 Each case: 6 layers (the 5 sliding : 1 full pattern, or a pattern of its own), a sliding
-window of 4 under a 16-token prompt and a 12-token continuation, a RoPE per layer type
+window of 4 under a 16-token prompt and a 60-token continuation, a RoPE per layer type
 (sliding 10000 unscaled, full 1e6 with linear scaling), query_pre_attn_scalar unlike
 head_dim, every norm weight drawn N(1, 0.5) (transformers zero-initialises Gemma's (1 + w)
 norms, which would hide them; near 0 the tied model's continuation repeats one token). Then (CausalLMPeer, as mistral_peer_test.py):
@@ -32,7 +32,7 @@ from hf_common import CausalLMPeer, run_zt, with_config  # noqa: E402
 
 
 def main():
-    p = CausalLMPeer(__doc__, t=16, new=12)
+    p = CausalLMPeer(__doc__, t=16, new=60)
     from transformers import Gemma3TextConfig, Gemma3ForCausalLM
     c, torch = p.c, p.torch
 
@@ -53,7 +53,7 @@ def main():
     for name, types, cap, tied in cases:
         cfg = Gemma3TextConfig(vocab_size=96, hidden_size=64, intermediate_size=96,
                                num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
-                               head_dim=16, max_position_embeddings=64, sliding_window=4,
+                               head_dim=16, max_position_embeddings=128, sliding_window=4,
                                query_pre_attn_scalar=24, layer_types=types,
                                final_logit_softcapping=cap, tie_word_embeddings=tied,
                                rope_scaling={"rope_type": "linear", "factor": 2.0},

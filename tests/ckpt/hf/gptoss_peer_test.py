@@ -7,7 +7,7 @@ transformers' own class, imported by zt.
 Each case: 4 layers alternating sliding (window 4) and full attention, 4 experts (2 per
 token) with biases and the clamped SwiGLU (swiglu_limit 1.5, so that the clamps act on
 these small weights), yarn RoPE (factor 4 over an original context of 8) under a 16-token
-prompt and a 12-token continuation (longer than the window and the original context),
+prompt and a 60-token continuation (longer than the window and the original context),
 attention biases and sinks, every bias and sink drawn N(0, 0.3) and norm weights
 1 + N(0, 0.1). Then (CausalLMPeer, as gemma_peer_test.py):
   - logits and KV-cache logits within max(1e-5 x max|logit|, 2 x transformers' own fp32
@@ -31,7 +31,7 @@ from hf_common import CausalLMPeer, perturb_biases_and_norms, run_zt, with_confi
 
 
 def main():
-    p = CausalLMPeer(__doc__, t=16, new=12)
+    p = CausalLMPeer(__doc__, t=16, new=60)
     from transformers import GptOssConfig, GptOssForCausalLM
     c, torch = p.c, p.torch
 
@@ -47,7 +47,7 @@ def main():
     name = "oss4"
     cfg = GptOssConfig(vocab_size=96, hidden_size=64, intermediate_size=64, num_hidden_layers=4,
                        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                       max_position_embeddings=64, sliding_window=4, num_local_experts=4,
+                       max_position_embeddings=128, sliding_window=4, num_local_experts=4,
                        num_experts_per_tok=2, swiglu_limit=1.5, rope_parameters=yarn,
                        initializer_range=0.3, tie_word_embeddings=False, bos_token_id=2,
                        eos_token_id=None, pad_token_id=0)

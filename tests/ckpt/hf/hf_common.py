@@ -320,6 +320,26 @@ def perturb_biases_and_norms(torch, model):
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
 
 
+def h5_model_keys(h5):
+    """`zt train`'s model.* keys of a checkpoint's model (its model_config attribute, as the
+    refusal of another model's checkpoint lists them): every field it holds, RoPE's
+    scaling fields that are set."""
+    import h5py
+    with h5py.File(h5, "r") as f:
+        cfg = json.loads(f.attrs["model_config"])
+
+    def val(v):
+        return str(v).lower() if isinstance(v, bool) else str(v)
+    keys = []
+    for k, v in cfg.items():
+        if k == "rope_scaling":
+            names = {"type": "rope_type", "original_context": "rope_original_context"}
+            keys += [f"model.{names.get(rk, 'rope_' + rk)}={val(rv)}" for rk, rv in v.items() if rv or rk == "type"]
+        elif k != "name":
+            keys.append(f"model.{k}={val(v)}")
+    return keys
+
+
 def import_hf(c, zt, tag, folder, h5):
     """`zt convert hf-to-h5 FOLDER H5`, checked; True when it succeeded."""
     rc, out = run_zt(zt, "convert", "hf-to-h5", folder, h5)

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "hf_names.hpp"  // src/ckpt: PEFT's row order of a B
 #include "zt/ckpt/safetensors.hpp"
 #include "zt/ckpt/serial.hpp"
 #include "zt/core/error.hpp"
@@ -35,8 +36,8 @@ namespace {
 
 // A [r, in] and B [out, r] (experts: [E*r, in], [out, r*E]) of every adapter from PEFT's file (names
 // "base_model.model.<module>.lora_A.weight"), into the packed buffer.
-void read_peft_adapters(const std::string& path, const zt::model::LoraLayout& layout,
-                        std::vector<float>& params) {
+void read_peft_adapters(const std::string& path, const zt::model::Config& cfg,
+                        const zt::model::LoraLayout& layout, std::vector<float>& params) {
   const zt::ckpt::StHeader h = zt::ckpt::read_safetensors_header(path);
   const int64_t r = layout.lora().rank;
   std::vector<float> t;
@@ -52,7 +53,11 @@ void read_peft_adapters(const std::string& path, const zt::model::LoraLayout& la
                                               : std::vector<int64_t>{a.out, r * a.experts};
       if (st->shape != shape) throw zt::Error(name + ": shape differs from zt's adapter");
       zt::ckpt::read_safetensors_tensor(path, h, *st, t);
-      std::copy(t.begin(), t.end(), params.begin() + (is_a ? a.a_offset : a.b_offset));
+      if (is_a)
+        std::copy(t.begin(), t.end(), params.begin() + a.a_offset);
+      else  // PEFT's row order (gpt-oss's gate_up interleaved) to zt's: the export's rule
+        zt::ckpt::hf_to_zt(zt::ckpt::hf_lora_b_piece(cfg, name, a.target, a.out, r * a.experts), t.data(),
+                           params.data() + a.b_offset);
       ++used;
     }
   }
@@ -95,7 +100,11 @@ void forward(const zt::ckpt::FullCheckpoint& ck, const zt::model::LoraLayout& la
       return v;
     };
     g[a.name + ".lora_A.weight"] = slice(a.a_offset, a.experts * r * a.in);
-    g[a.name + ".lora_B.weight"] = slice(a.b_offset, a.out * r * a.experts);
+    // B in PEFT's row order (gpt-oss's gate_up interleaved), as the export writes it
+    std::vector<R> pb(static_cast<size_t>(a.out * r * a.experts));  // [out, r*E]
+    zt::ckpt::zt_to_hf(zt::ckpt::hf_lora_b_piece(cfg, a.name, a.target, a.out, r * a.experts),
+                       grads.data() + a.b_offset, pb.data());
+    g[a.name + ".lora_B.weight"] = pb;
   }
   out["grads"] = std::move(g);
 }
@@ -124,7 +133,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[2]) == "-") {
       zt::model::init_lora<float>(layout, 1, adapters);
     } else {
-      read_peft_adapters(argv[2], layout, adapters);
+      read_peft_adapters(argv[2], ck.header.config, layout, adapters);
     }
     std::vector<int32_t> tokens;
     std::stringstream ss(argv[7]);
