@@ -12,6 +12,7 @@
 #include "zt/core/escape.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/json.hpp"
+#include "zt/core/log.hpp"
 #include "zt/core/error.hpp"
 #include "zt/ckpt/format.hpp"
 #include "zt/model/config_fields.hpp"
@@ -359,6 +360,57 @@ void write_moe(const model::Config& cfg, Family::Moe kind, json& j) {
   if (cfg.shared_expert()) j["shared_expert_intermediate_size"] = cfg.shared_expert_intermediate;
 }
 
+// The plain keys (model::ConfigField::kHfPlain, kHfFamily): one rule per row's type, default
+// and limits; a piece below reads and writes each other key.
+void read_plain(const json& j, const std::string& where, const Family& fam, model::Config& m) {
+  for (const model::ConfigField& f : model::config_fields()) {
+    const char* key = model::plain_hf_key(f, fam);
+    if (!key) continue;
+    if (!present(j, key) && !f.hf_absent) bad(where, key, "is missing (zt has no default for it; set it)");
+    const double absent = f.hf_absent ? f.hf_absent(fam, m) : 0;
+    // Within the row's limits (absent: transformers' default, left to Config::validate).
+    const auto limits = [&](double v) {
+      const double lo = f.shape ? 1 : f.min;
+      if (!present(j, key) || f.max <= lo) return;
+      const std::string text = describe_json(j.at(key));
+      if (v < lo || (f.min_exclusive && !f.shape && v == lo))
+        bad(where, key, "is " + text + "; it must be " + (f.min_exclusive ? "> " : ">= ") +
+                            strf("%.17g", lo));
+      if (v > f.max) bad(where, key, "is " + text + ", above zt's limit " + strf("%.17g", f.max));
+    };
+    std::visit(
+        [&](auto ref) {
+          auto& v = ref(m);
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t>) {
+            v = get_int(j, key, where, static_cast<int64_t>(absent));
+            limits(static_cast<double>(v));
+            if (f.shape) {  // 0 when 0 means the same (head_dim: hidden / heads)
+              const int64_t read = v;
+              v = 0;
+              if (f.shape(m) != read) v = read;
+            }
+          } else if constexpr (std::is_same_v<T, double>) {
+            v = get_double(j, key, where, absent);
+            limits(v);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            v = get_bool(j, key, where, absent != 0);
+          } else {
+            throw std::logic_error(std::string("config field ") + key + ": kHfPlain holds numbers and bools");
+          }
+        },
+        f.ref);
+  }
+}
+
+void write_plain(const model::Config& cfg, const Family& fam, json& j) {
+  for (const model::ConfigField& f : model::config_fields()) {
+    const char* key = model::plain_hf_key(f, fam);
+    if (key && f.shape) j[key] = f.shape(cfg);
+    else if (key) std::visit([&](auto ref) { j[key] = ref(const_cast<model::Config&>(cfg)); }, f.ref);
+  }
+}
+
 // transformers 5's rope_parameters (rope_theta and rope_type inside). Both present: they
 // must agree.
 void read_rope(const json& j, const std::string& where, model::Config& m) {
@@ -410,8 +462,6 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
     bad(where, "layer_types",
         "is set (" + describe_json(j.at("layer_types")) + ": per-layer attention kinds, as "
         "Ministral's); a " + fam->model_type + " model's layers all attend alike in zt");
-  const bool attention_bias =
-      fam->bias_key && get_bool(j, fam->bias_key, where, hf_defaults(fam->model_type).attention_bias);
   if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
   if (!fam->gelu_mlp && j.contains("hidden_act") && j.at("hidden_act") != "silu")
@@ -441,37 +491,19 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   const Family::Defaults& defaults = fam->hf;
   m.name = "custom";
   m.family = fam->model_type;
-  m.attention_bias = attention_bias;
-  // Sizes within zt's bounds (model::Config::validate) before anything reads them further.
-  const auto size = [&](const char* key, int64_t max, std::optional<int64_t> fallback = std::nullopt) {
+  read_plain(j, where, *fam, m);  // the sizes first: the pieces below read them
+  if (fam->window == Family::kLayerTypes) read_layer_types(j, where, m);
+  if (fam->rope_per_type)
+    read_layer_schedule(j, where, m);  // RoPE per layer type, Gemma's scalars
+  else
+    read_rope(j, where, m);
+  const auto size = [&](const char* key, int64_t max, int64_t fallback) {
     const int64_t v = get_int(j, key, where, fallback);
     if (v < 1) bad(where, key, held(j, key, m.family, std::to_string(v)) + "; it must be >= 1");
     if (v > max)
       bad(where, key, held(j, key, m.family, std::to_string(v)) + ", above zt's limit " + std::to_string(max));
     return v;
   };
-  m.vocab = size("vocab_size", std::numeric_limits<int32_t>::max());
-  m.hidden = size("hidden_size", model::Config::kMaxHidden);
-  m.layers = size("num_hidden_layers", model::Config::kMaxLayers);
-  m.heads = size("num_attention_heads", model::Config::kMaxHeads);
-  m.kv_heads = size("num_key_value_heads", model::Config::kMaxHeads, defaults.kv_heads.value_or(m.heads));
-  m.intermediate = size("intermediate_size", model::Config::kMaxIntermediate);
-  m.context = size("max_position_embeddings", model::Config::kMaxContext, defaults.context);
-  if (fam->window == Family::kLayerTypes) read_layer_types(j, where, m);
-  if (fam->rope_per_type)
-    read_layer_schedule(j, where, m);  // RoPE per layer type, Gemma's scalars
-  else
-    read_rope(j, where, m);
-  m.norm_eps = get_double(j, "rms_norm_eps", where, defaults.norm_eps);
-  m.tied_embeddings = get_bool(j, "tie_word_embeddings", where, false);
-  // head_dim: the key, else the family's default (qwen3: 128), else hidden / heads (kept as
-  // 0 when it equals the quotient, so such configs stay what they always were).
-  const std::optional<int64_t> head_dim =
-      present(j, "head_dim")
-          ? std::optional<int64_t>(size("head_dim", model::Config::kMaxHidden))
-          : defaults.head_dim;
-  if (head_dim && !(m.hidden % m.heads == 0 && *head_dim == m.hidden / m.heads))
-    m.head_dim_ = *head_dim;
   if (fam->window == Family::kMistral && !(j.contains("sliding_window") && j.at("sliding_window").is_null()) &&
       (j.contains("sliding_window") || defaults.sliding_window > 0))
     m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
@@ -528,15 +560,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   json j = json::object();
   j["architectures"] = {fam->architecture};
   j["model_type"] = fam->model_type;
-  j["vocab_size"] = cfg.vocab;
-  j["hidden_size"] = cfg.hidden;
-  j["intermediate_size"] = cfg.intermediate;
-  j["num_hidden_layers"] = cfg.layers;
-  j["num_attention_heads"] = cfg.heads;
-  j["num_key_value_heads"] = cfg.kv_heads;
-  j["head_dim"] = cfg.head_dim();
-  j["max_position_embeddings"] = cfg.context;
-  j["rms_norm_eps"] = cfg.norm_eps;
+  write_plain(cfg, *fam, j);
   // RoPE in both forms: transformers 5's rope_parameters (what it writes) and transformers
   // 4's rope_theta + rope_scaling (what it reads); transformers 5 reads either.
   const kernels::RopeScaling& r = cfg.rope_scaling;
@@ -547,7 +571,6 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["rope_theta"] = cfg.rope_theta;
   j["rope_scaling"] = scaling;
   j["hidden_act"] = "silu";
-  if (fam->bias_key) j[fam->bias_key] = cfg.attention_bias;
   if (fam->mlp_bias_key) j["mlp_bias"] = false;
   if (fam->window == Family::kQwenLayers) {
     // transformers 5 derives layer_types from these three (sliding from max_window_layers on).
@@ -570,7 +593,6 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   if (fam->window == Family::kLayerTypes) write_layer_types(cfg, j);
   if (fam->rope_per_type) write_layer_schedule(cfg, j);
   j["attention_dropout"] = 0.0;
-  j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
