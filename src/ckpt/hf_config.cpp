@@ -185,67 +185,6 @@ namespace {
 
 using namespace hfj;
 
-// RoPE settings from either form: transformers 4's rope_theta + rope_scaling or
-// Qwen's sliding window, as transformers 5's Qwen2Config/Qwen3Config: sliding_window counts
-// only while use_sliding_window is true; layer i slides when layer_types[i] is
-// "sliding_attention", which by default (no layer_types: transformers 4's form) is
-// i >= max_window_layers. zt represents full layers followed by sliding ones.
-void read_qwen_window(const json& j, const std::string& where, model::Config& m) {
-  const bool use = get_bool(j, "use_sliding_window", where, false);
-  const int64_t default_window = hf_defaults(m.family).sliding_window;
-  const bool has_window = use && !(j.contains("sliding_window") && j.at("sliding_window").is_null());
-  if (has_window) {
-    const int64_t w = get_int(j, "sliding_window", where, default_window);
-    if (w < 1 || w > model::Config::kMaxContext)
-      bad(where, "sliding_window", held(j, "sliding_window", m.family, std::to_string(w)) +
-                                       "; it must be 1 .. " + std::to_string(model::Config::kMaxContext));
-    m.sliding_window = w;
-  }
-  std::vector<bool> sliding(static_cast<size_t>(m.layers));
-  // Named in refusals as the file holds it: the key, or how zt derived it.
-  std::string layer_types = "layer_types";
-  if (present(j, "layer_types")) {
-    const json& lt = j.at("layer_types");
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
-      bad(where, "layer_types", "is " + describe_json(lt) + ", not a list of num_hidden_layers (" +
-                                    std::to_string(m.layers) + ") names");
-    for (size_t i = 0; i < lt.size(); ++i) {
-      if (lt[i] != "full_attention" && lt[i] != "sliding_attention")
-        bad(where, "layer_types", "holds " + describe_json(lt[i]) +
-                                      "; zt knows \"full_attention\" and \"sliding_attention\"");
-      sliding[i] = lt[i] == "sliding_attention";
-    }
-  } else {
-    const int64_t mwl = get_int(j, "max_window_layers", where, hf_defaults(m.family).max_window_layers);
-    // transformers 5's Qwen2MoeConfig: every other layer below max_window_layers slides.
-    const bool moe = model::family(m.family).window_alternates;
-    layer_types = "layer_types (absent from the file: derived, as transformers does, from "
-                  "use_sliding_window true, sliding_window " + std::to_string(m.sliding_window) +
-                  " and max_window_layers " + std::to_string(mwl) +
-                  (present(j, "max_window_layers") ? "" : " (absent: transformers' default)") +
-                  (moe ? ": qwen2_moe slides every other layer below max_window_layers, from layer 0)"
-                       : ": layers from max_window_layers on slide)");
-    for (int64_t i = 0; i < m.layers; ++i)
-      sliding[static_cast<size_t>(i)] = has_window && (moe ? (i + 1) % 2 == 1 && i < mwl : i >= mwl);
-  }
-  int64_t first = m.layers;
-  for (int64_t i = 0; i < m.layers; ++i)
-    if (sliding[static_cast<size_t>(i)]) { first = i; break; }
-  for (int64_t i = first; i < m.layers; ++i)
-    if (!sliding[static_cast<size_t>(i)])
-      bad(where, layer_types, "has a full-attention layer " + std::to_string(i) +
-                                    " after sliding layer " + std::to_string(first) +
-                                    "; zt represents full layers followed by sliding ones only");
-  if (first < m.layers && !has_window)
-    bad(where, "layer_types",
-        "names sliding layers while use_sliding_window " +
-            (use ? std::string("is true but sliding_window is null")
-                 : held(j, "use_sliding_window", m.family, "false")) +
-            "; set use_sliding_window true and sliding_window, or make every layer full_attention");
-  if (first == m.layers) m.sliding_window = 0;  // no layer slides: full causal everywhere
-  m.first_sliding_layer = m.sliding_window > 0 ? first : 0;
-}
-
 // The config.json fields behind the model.* keys a refusal of validate() names, e.g.
 // " (in config.json: model.experts_per_token is num_experts_per_tok, model.experts is
 // num_local_experts)": the file's reader sees its own names. One table for every field
@@ -488,30 +427,15 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
 
   HfConfig c;
   model::Config& m = c.model;
-  const Family::Defaults& defaults = fam->hf;
   m.name = "custom";
   m.family = fam->model_type;
   read_plain(j, where, *fam, m);  // the sizes first: the pieces below read them
-  if (fam->window == Family::kLayerTypes) read_layer_types(j, where, m);
+  read_window(j, where, *fam, m);
   if (fam->rope_per_type)
     read_layer_schedule(j, where, m);  // RoPE per layer type, Gemma's scalars
   else
     read_rope(j, where, m);
-  const auto size = [&](const char* key, int64_t max, int64_t fallback) {
-    const int64_t v = get_int(j, key, where, fallback);
-    if (v < 1) bad(where, key, held(j, key, m.family, std::to_string(v)) + "; it must be >= 1");
-    if (v > max)
-      bad(where, key, held(j, key, m.family, std::to_string(v)) + ", above zt's limit " + std::to_string(max));
-    return v;
-  };
-  if (fam->window == Family::kMistral && !(j.contains("sliding_window") && j.at("sliding_window").is_null()) &&
-      (j.contains("sliding_window") || defaults.sliding_window > 0))
-    m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
   if (fam->moe != Family::kDense) read_moe(j, where, fam->moe, m);
-  if (fam->window == Family::kQwenLayers) read_qwen_window(j, where, m);
-  if (fam->window == Family::kQwenAll && get_bool(j, "use_sliding_window", where, false) &&
-      !(j.contains("sliding_window") && j.at("sliding_window").is_null()))
-    m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -572,25 +496,8 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["rope_scaling"] = scaling;
   j["hidden_act"] = "silu";
   if (fam->mlp_bias_key) j["mlp_bias"] = false;
-  if (fam->window == Family::kQwenLayers) {
-    // transformers 5 derives layer_types from these three (sliding from max_window_layers on).
-    const bool slides = cfg.sliding_window > 0;
-    j["use_sliding_window"] = slides;
-    j["sliding_window"] = slides ? json(cfg.sliding_window) : json(nullptr);
-    j["max_window_layers"] = slides ? cfg.first_sliding_layer : cfg.layers;
-    json types = json::array();
-    for (int64_t i = 0; i < cfg.layers; ++i)
-      types.push_back(cfg.window(i) > 0 ? "sliding_attention" : "full_attention");
-    j["layer_types"] = types;
-  }
-  if (fam->window == Family::kMistral)
-    j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
-  if (fam->window == Family::kQwenAll) {
-    j["use_sliding_window"] = cfg.sliding_window > 0;
-    j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
-  }
+  write_window(cfg, *fam, j);
   if (fam->moe != Family::kDense) write_moe(cfg, fam->moe, j);
-  if (fam->window == Family::kLayerTypes) write_layer_types(cfg, j);
   if (fam->rope_per_type) write_layer_schedule(cfg, j);
   j["attention_dropout"] = 0.0;
   j["torch_dtype"] = torch_dtype;
