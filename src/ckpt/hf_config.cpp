@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -300,7 +301,8 @@ void write_moe(const model::Config& cfg, Family::Moe kind, json& j) {
 }
 
 // The plain keys (model::ConfigField::kHfPlain, kHfFamily): one rule per row's type, default
-// and limits; a piece below reads and writes each other key.
+// and limits. The named pieces (read_rope, read_window, read_moe, read_layer_schedule and
+// their writers) hold the other rows' keys.
 void read_plain(const json& j, const std::string& where, const Family& fam, model::Config& m) {
   for (const model::ConfigField& f : model::config_fields()) {
     const char* key = model::plain_hf_key(f, fam);
