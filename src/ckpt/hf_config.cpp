@@ -6,12 +6,14 @@
 #include <cctype>
 #include <filesystem>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 #include <nlohmann/json.hpp>
 
 #include "zt/core/escape.hpp"
 #include "zt/core/files.hpp"
 #include "zt/core/json.hpp"
+#include "zt/core/log.hpp"
 #include "zt/core/error.hpp"
 #include "zt/ckpt/format.hpp"
 #include "zt/model/config_fields.hpp"
@@ -184,67 +186,6 @@ namespace {
 
 using namespace hfj;
 
-// RoPE settings from either form: transformers 4's rope_theta + rope_scaling or
-// Qwen's sliding window, as transformers 5's Qwen2Config/Qwen3Config: sliding_window counts
-// only while use_sliding_window is true; layer i slides when layer_types[i] is
-// "sliding_attention", which by default (no layer_types: transformers 4's form) is
-// i >= max_window_layers. zt represents full layers followed by sliding ones.
-void read_qwen_window(const json& j, const std::string& where, model::Config& m) {
-  const bool use = get_bool(j, "use_sliding_window", where, false);
-  const int64_t default_window = hf_defaults(m.family).sliding_window;
-  const bool has_window = use && !(j.contains("sliding_window") && j.at("sliding_window").is_null());
-  if (has_window) {
-    const int64_t w = get_int(j, "sliding_window", where, default_window);
-    if (w < 1 || w > model::Config::kMaxContext)
-      bad(where, "sliding_window", held(j, "sliding_window", m.family, std::to_string(w)) +
-                                       "; it must be 1 .. " + std::to_string(model::Config::kMaxContext));
-    m.sliding_window = w;
-  }
-  std::vector<bool> sliding(static_cast<size_t>(m.layers));
-  // Named in refusals as the file holds it: the key, or how zt derived it.
-  std::string layer_types = "layer_types";
-  if (present(j, "layer_types")) {
-    const json& lt = j.at("layer_types");
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
-      bad(where, "layer_types", "is " + describe_json(lt) + ", not a list of num_hidden_layers (" +
-                                    std::to_string(m.layers) + ") names");
-    for (size_t i = 0; i < lt.size(); ++i) {
-      if (lt[i] != "full_attention" && lt[i] != "sliding_attention")
-        bad(where, "layer_types", "holds " + describe_json(lt[i]) +
-                                      "; zt knows \"full_attention\" and \"sliding_attention\"");
-      sliding[i] = lt[i] == "sliding_attention";
-    }
-  } else {
-    const int64_t mwl = get_int(j, "max_window_layers", where, hf_defaults(m.family).max_window_layers);
-    // transformers 5's Qwen2MoeConfig: every other layer below max_window_layers slides.
-    const bool moe = model::family(m.family).window_alternates;
-    layer_types = "layer_types (absent from the file: derived, as transformers does, from "
-                  "use_sliding_window true, sliding_window " + std::to_string(m.sliding_window) +
-                  " and max_window_layers " + std::to_string(mwl) +
-                  (present(j, "max_window_layers") ? "" : " (absent: transformers' default)") +
-                  (moe ? ": qwen2_moe slides every other layer below max_window_layers, from layer 0)"
-                       : ": layers from max_window_layers on slide)");
-    for (int64_t i = 0; i < m.layers; ++i)
-      sliding[static_cast<size_t>(i)] = has_window && (moe ? (i + 1) % 2 == 1 && i < mwl : i >= mwl);
-  }
-  int64_t first = m.layers;
-  for (int64_t i = 0; i < m.layers; ++i)
-    if (sliding[static_cast<size_t>(i)]) { first = i; break; }
-  for (int64_t i = first; i < m.layers; ++i)
-    if (!sliding[static_cast<size_t>(i)])
-      bad(where, layer_types, "has a full-attention layer " + std::to_string(i) +
-                                    " after sliding layer " + std::to_string(first) +
-                                    "; zt represents full layers followed by sliding ones only");
-  if (first < m.layers && !has_window)
-    bad(where, "layer_types",
-        "names sliding layers while use_sliding_window " +
-            (use ? std::string("is true but sliding_window is null")
-                 : held(j, "use_sliding_window", m.family, "false")) +
-            "; set use_sliding_window true and sliding_window, or make every layer full_attention");
-  if (first == m.layers) m.sliding_window = 0;  // no layer slides: full causal everywhere
-  m.first_sliding_layer = m.sliding_window > 0 ? first : 0;
-}
-
 // The config.json fields behind the model.* keys a refusal of validate() names, e.g.
 // " (in config.json: model.experts_per_token is num_experts_per_tok, model.experts is
 // num_local_experts)": the file's reader sees its own names. One table for every field
@@ -359,6 +300,58 @@ void write_moe(const model::Config& cfg, Family::Moe kind, json& j) {
   if (cfg.shared_expert()) j["shared_expert_intermediate_size"] = cfg.shared_expert_intermediate;
 }
 
+// The plain keys (model::ConfigField::kHfPlain, kHfFamily): one rule per row's type, default
+// and limits. The named pieces (read_rope, read_window, read_moe, read_layer_schedule and
+// their writers) hold the other rows' keys.
+void read_plain(const json& j, const std::string& where, const Family& fam, model::Config& m) {
+  for (const model::ConfigField& f : model::config_fields()) {
+    const char* key = model::plain_hf_key(f, fam);
+    if (!key) continue;
+    if (!present(j, key) && !f.hf_absent) bad(where, key, "is missing (zt has no default for it; set it)");
+    const double absent = f.hf_absent ? f.hf_absent(fam, m) : 0;
+    // Within the row's limits (absent: transformers' default, left to Config::validate).
+    const auto limits = [&](double v) {
+      const double lo = f.shape ? 1 : f.min;
+      if (!present(j, key) || f.max <= lo) return;
+      const std::string text = describe_json(j.at(key));
+      if (v < lo || (f.min_exclusive && !f.shape && v == lo))
+        bad(where, key, "is " + text + "; it must be " + (f.min_exclusive ? "> " : ">= ") +
+                            strf("%.17g", lo));
+      if (v > f.max) bad(where, key, "is " + text + ", above zt's limit " + strf("%.17g", f.max));
+    };
+    std::visit(
+        [&](auto ref) {
+          auto& v = ref(m);
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t>) {
+            v = get_int(j, key, where, static_cast<int64_t>(absent));
+            limits(static_cast<double>(v));
+            if (f.shape) {  // 0 when 0 means the same (head_dim: hidden / heads)
+              const int64_t read = v;
+              v = 0;
+              if (f.shape(m) != read) v = read;
+            }
+          } else if constexpr (std::is_same_v<T, double>) {
+            v = get_double(j, key, where, absent);
+            limits(v);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            v = get_bool(j, key, where, absent != 0);
+          } else {
+            throw std::logic_error(std::string("config field ") + key + ": kHfPlain holds numbers and bools");
+          }
+        },
+        f.ref);
+  }
+}
+
+void write_plain(const model::Config& cfg, const Family& fam, json& j) {
+  for (const model::ConfigField& f : model::config_fields()) {
+    const char* key = model::plain_hf_key(f, fam);
+    if (key && f.shape) j[key] = f.shape(cfg);
+    else if (key) std::visit([&](auto ref) { j[key] = ref(const_cast<model::Config&>(cfg)); }, f.ref);
+  }
+}
+
 // transformers 5's rope_parameters (rope_theta and rope_type inside). Both present: they
 // must agree.
 void read_rope(const json& j, const std::string& where, model::Config& m) {
@@ -410,8 +403,6 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
     bad(where, "layer_types",
         "is set (" + describe_json(j.at("layer_types")) + ": per-layer attention kinds, as "
         "Ministral's); a " + fam->model_type + " model's layers all attend alike in zt");
-  const bool attention_bias =
-      fam->bias_key && get_bool(j, fam->bias_key, where, hf_defaults(fam->model_type).attention_bias);
   if (fam->mlp_bias_key && get_bool(j, "mlp_bias", where, false))
     bad(where, "mlp_bias", "is true; zt's MLP projections have no bias");
   if (!fam->gelu_mlp && j.contains("hidden_act") && j.at("hidden_act") != "silu")
@@ -438,48 +429,15 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
 
   HfConfig c;
   model::Config& m = c.model;
-  const Family::Defaults& defaults = fam->hf;
   m.name = "custom";
   m.family = fam->model_type;
-  m.attention_bias = attention_bias;
-  // Sizes within zt's bounds (model::Config::validate) before anything reads them further.
-  const auto size = [&](const char* key, int64_t max, std::optional<int64_t> fallback = std::nullopt) {
-    const int64_t v = get_int(j, key, where, fallback);
-    if (v < 1) bad(where, key, held(j, key, m.family, std::to_string(v)) + "; it must be >= 1");
-    if (v > max)
-      bad(where, key, held(j, key, m.family, std::to_string(v)) + ", above zt's limit " + std::to_string(max));
-    return v;
-  };
-  m.vocab = size("vocab_size", std::numeric_limits<int32_t>::max());
-  m.hidden = size("hidden_size", model::Config::kMaxHidden);
-  m.layers = size("num_hidden_layers", model::Config::kMaxLayers);
-  m.heads = size("num_attention_heads", model::Config::kMaxHeads);
-  m.kv_heads = size("num_key_value_heads", model::Config::kMaxHeads, defaults.kv_heads.value_or(m.heads));
-  m.intermediate = size("intermediate_size", model::Config::kMaxIntermediate);
-  m.context = size("max_position_embeddings", model::Config::kMaxContext, defaults.context);
-  if (fam->window == Family::kLayerTypes) read_layer_types(j, where, m);
+  read_plain(j, where, *fam, m);  // the sizes first: the pieces below read them
+  read_window(j, where, *fam, m);
   if (fam->rope_per_type)
     read_layer_schedule(j, where, m);  // RoPE per layer type, Gemma's scalars
   else
     read_rope(j, where, m);
-  m.norm_eps = get_double(j, "rms_norm_eps", where, defaults.norm_eps);
-  m.tied_embeddings = get_bool(j, "tie_word_embeddings", where, false);
-  // head_dim: the key, else the family's default (qwen3: 128), else hidden / heads (kept as
-  // 0 when it equals the quotient, so such configs stay what they always were).
-  const std::optional<int64_t> head_dim =
-      present(j, "head_dim")
-          ? std::optional<int64_t>(size("head_dim", model::Config::kMaxHidden))
-          : defaults.head_dim;
-  if (head_dim && !(m.hidden % m.heads == 0 && *head_dim == m.hidden / m.heads))
-    m.head_dim_ = *head_dim;
-  if (fam->window == Family::kMistral && !(j.contains("sliding_window") && j.at("sliding_window").is_null()) &&
-      (j.contains("sliding_window") || defaults.sliding_window > 0))
-    m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
   if (fam->moe != Family::kDense) read_moe(j, where, fam->moe, m);
-  if (fam->window == Family::kQwenLayers) read_qwen_window(j, where, m);
-  if (fam->window == Family::kQwenAll && get_bool(j, "use_sliding_window", where, false) &&
-      !(j.contains("sliding_window") && j.at("sliding_window").is_null()))
-    m.sliding_window = size("sliding_window", model::Config::kMaxContext, defaults.sliding_window);
   try {
     m.validate();
   } catch (const InputError& e) {
@@ -528,15 +486,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   json j = json::object();
   j["architectures"] = {fam->architecture};
   j["model_type"] = fam->model_type;
-  j["vocab_size"] = cfg.vocab;
-  j["hidden_size"] = cfg.hidden;
-  j["intermediate_size"] = cfg.intermediate;
-  j["num_hidden_layers"] = cfg.layers;
-  j["num_attention_heads"] = cfg.heads;
-  j["num_key_value_heads"] = cfg.kv_heads;
-  j["head_dim"] = cfg.head_dim();
-  j["max_position_embeddings"] = cfg.context;
-  j["rms_norm_eps"] = cfg.norm_eps;
+  write_plain(cfg, *fam, j);
   // RoPE in both forms: transformers 5's rope_parameters (what it writes) and transformers
   // 4's rope_theta + rope_scaling (what it reads); transformers 5 reads either.
   const kernels::RopeScaling& r = cfg.rope_scaling;
@@ -547,30 +497,11 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   j["rope_theta"] = cfg.rope_theta;
   j["rope_scaling"] = scaling;
   j["hidden_act"] = "silu";
-  if (fam->bias_key) j[fam->bias_key] = cfg.attention_bias;
   if (fam->mlp_bias_key) j["mlp_bias"] = false;
-  if (fam->window == Family::kQwenLayers) {
-    // transformers 5 derives layer_types from these three (sliding from max_window_layers on).
-    const bool slides = cfg.sliding_window > 0;
-    j["use_sliding_window"] = slides;
-    j["sliding_window"] = slides ? json(cfg.sliding_window) : json(nullptr);
-    j["max_window_layers"] = slides ? cfg.first_sliding_layer : cfg.layers;
-    json types = json::array();
-    for (int64_t i = 0; i < cfg.layers; ++i)
-      types.push_back(cfg.window(i) > 0 ? "sliding_attention" : "full_attention");
-    j["layer_types"] = types;
-  }
-  if (fam->window == Family::kMistral)
-    j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
-  if (fam->window == Family::kQwenAll) {
-    j["use_sliding_window"] = cfg.sliding_window > 0;
-    j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
-  }
+  write_window(cfg, *fam, j);
   if (fam->moe != Family::kDense) write_moe(cfg, fam->moe, j);
-  if (fam->window == Family::kLayerTypes) write_layer_types(cfg, j);
   if (fam->rope_per_type) write_layer_schedule(cfg, j);
   j["attention_dropout"] = 0.0;
-  j["tie_word_embeddings"] = cfg.tied_embeddings;
   j["torch_dtype"] = torch_dtype;
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;

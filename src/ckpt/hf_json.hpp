@@ -42,10 +42,12 @@ std::string hint();
 // (transformers 5's rope_parameters.{sliding_attention, full_attention}, or transformers
 // 4's rope_theta, rope_scaling and rope_local_base_freq), query_pre_attn_scalar, the
 // soft-caps, hidden_activation. Read into m (its sizes already read), written into j.
-// read/write_layer_types: layer_types and sliding_window alone (every kLayerTypes family);
+// read/write_window: the sliding-window keys of every Family::Window kind (Mistral's, Qwen's
+// use_sliding_window, max_window_layers and layer_types, kLayerTypes' layer_types);
 // read/write_layer_schedule: the rest, for a family with a RoPE per type (Gemma 3).
-void read_layer_types(const json& j, const std::string& where, model::Config& m);
-void write_layer_types(const model::Config& cfg, json& j);
+void read_window(const json& j, const std::string& where, const model::Family& fam,
+                 model::Config& m);
+void write_window(const model::Config& cfg, const model::Family& fam, json& j);
 void read_layer_schedule(const json& j, const std::string& where, model::Config& m);
 void write_layer_schedule(const model::Config& cfg, json& j);
 // Refuses (InputError) a schedule or a Gemma scalar the family's config.json cannot hold.

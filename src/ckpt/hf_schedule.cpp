@@ -1,5 +1,5 @@
-// config.json's per-layer attention schedule (transformers' layer_types) and Gemma 3's
-// fields (see hf_json.hpp).
+// config.json's sliding-window keys and per-layer attention schedule (Mistral's, Qwen's,
+// transformers' layer_types) and Gemma 3's fields (see hf_json.hpp).
 #include <cmath>
 #include <string>
 
@@ -24,9 +24,69 @@ char type_letter(const json& t, const std::string& where) {
                                 "; zt knows \"full_attention\" and \"sliding_attention\"");
 }
 
+// Qwen's sliding window, as transformers 5's Qwen2Config/Qwen3Config: sliding_window counts
+// only while use_sliding_window is true; layer i slides when layer_types[i] is
+// "sliding_attention", which by default (no layer_types: transformers 4's form) is
+// i >= max_window_layers. zt represents full layers followed by sliding ones.
+void read_qwen_window(const json& j, const std::string& where, model::Config& m) {
+  const bool use = get_bool(j, "use_sliding_window", where, false);
+  const int64_t default_window = hf_defaults(m.family).sliding_window;
+  const bool has_window = use && !(j.contains("sliding_window") && j.at("sliding_window").is_null());
+  if (has_window) {
+    const int64_t w = get_int(j, "sliding_window", where, default_window);
+    if (w < 1 || w > model::Config::kMaxContext)
+      bad(where, "sliding_window", held(j, "sliding_window", m.family, std::to_string(w)) +
+                                       "; it must be 1 .. " + std::to_string(model::Config::kMaxContext));
+    m.sliding_window = w;
+  }
+  std::vector<bool> sliding(static_cast<size_t>(m.layers));
+  // Named in refusals as the file holds it: the key, or how zt derived it.
+  std::string layer_types = "layer_types";
+  if (present(j, "layer_types")) {
+    const json& lt = j.at("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
+      bad(where, "layer_types", "is " + describe_json(lt) + ", not a list of num_hidden_layers (" +
+                                    std::to_string(m.layers) + ") names");
+    for (size_t i = 0; i < lt.size(); ++i) {
+      if (lt[i] != "full_attention" && lt[i] != "sliding_attention")
+        bad(where, "layer_types", "holds " + describe_json(lt[i]) +
+                                      "; zt knows \"full_attention\" and \"sliding_attention\"");
+      sliding[i] = lt[i] == "sliding_attention";
+    }
+  } else {
+    const int64_t mwl = get_int(j, "max_window_layers", where, hf_defaults(m.family).max_window_layers);
+    // transformers 5's Qwen2MoeConfig: every other layer below max_window_layers slides.
+    const bool moe = model::family(m.family).window_alternates;
+    layer_types = "layer_types (absent from the file: derived, as transformers does, from "
+                  "use_sliding_window true, sliding_window " + std::to_string(m.sliding_window) +
+                  " and max_window_layers " + std::to_string(mwl) +
+                  (present(j, "max_window_layers") ? "" : " (absent: transformers' default)") +
+                  (moe ? ": qwen2_moe slides every other layer below max_window_layers, from layer 0)"
+                       : ": layers from max_window_layers on slide)");
+    for (int64_t i = 0; i < m.layers; ++i)
+      sliding[static_cast<size_t>(i)] = has_window && (moe ? (i + 1) % 2 == 1 && i < mwl : i >= mwl);
+  }
+  int64_t first = m.layers;
+  for (int64_t i = 0; i < m.layers; ++i)
+    if (sliding[static_cast<size_t>(i)]) { first = i; break; }
+  for (int64_t i = first; i < m.layers; ++i)
+    if (!sliding[static_cast<size_t>(i)])
+      bad(where, layer_types, "has a full-attention layer " + std::to_string(i) +
+                                    " after sliding layer " + std::to_string(first) +
+                                    "; zt represents full layers followed by sliding ones only");
+  if (first < m.layers && !has_window)
+    bad(where, "layer_types",
+        "names sliding layers while use_sliding_window " +
+            (use ? std::string("is true but sliding_window is null")
+                 : held(j, "use_sliding_window", m.family, "false")) +
+            "; set use_sliding_window true and sliding_window, or make every layer full_attention");
+  if (first == m.layers) m.sliding_window = 0;  // no layer slides: full causal everywhere
+  m.first_sliding_layer = m.sliding_window > 0 ? first : 0;
+}
+
 }  // namespace
 
-void read_layer_types(const json& j, const std::string& where, model::Config& m) {
+static void read_layer_types(const json& j, const std::string& where, model::Config& m) {
   const model::Family::Defaults& d = hf_defaults(m.family);
   std::string types;
   if (present(j, "layer_types")) {
@@ -106,7 +166,7 @@ void read_layer_schedule(const json& j, const std::string& where, model::Config&
                                              "2's); Gemma 3 sets it null");
 }
 
-void write_layer_types(const model::Config& cfg, json& j) {
+static void write_layer_types(const model::Config& cfg, json& j) {
   json types = json::array();
   for (int64_t i = 0; i < cfg.layers; ++i)
     types.push_back(cfg.sliding(i) ? "sliding_attention" : "full_attention");
@@ -133,6 +193,45 @@ void write_layer_schedule(const model::Config& cfg, json& j) {
       cfg.final_logit_softcap > 0 ? json(cfg.final_logit_softcap) : json(nullptr);
   j["attn_logit_softcapping"] = nullptr;
   j["use_bidirectional_attention"] = false;
+}
+
+void read_window(const json& j, const std::string& where, const model::Family& fam,
+                 model::Config& m) {
+  using F = model::Family;
+  const int64_t fallback = fam.hf.sliding_window;
+  const bool null = j.contains("sliding_window") && j.at("sliding_window").is_null();
+  const auto size = [&] {  // as read_qwen_window's
+    const int64_t w = get_int(j, "sliding_window", where, fallback);
+    if (w < 1 || w > model::Config::kMaxContext)
+      bad(where, "sliding_window", held(j, "sliding_window", m.family, std::to_string(w)) +
+                                       "; it must be 1 .. " + std::to_string(model::Config::kMaxContext));
+    return w;
+  };
+  if (fam.window == F::kLayerTypes) read_layer_types(j, where, m);
+  if (fam.window == F::kQwenLayers) read_qwen_window(j, where, m);
+  if (fam.window == F::kMistral && !null && (j.contains("sliding_window") || fallback > 0))
+    m.sliding_window = size();
+  if (fam.window == F::kQwenAll && get_bool(j, "use_sliding_window", where, false) && !null)
+    m.sliding_window = size();
+}
+
+void write_window(const model::Config& cfg, const model::Family& fam, json& j) {
+  using F = model::Family;
+  const json window = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
+  if (fam.window == F::kLayerTypes) write_layer_types(cfg, j);
+  if (fam.window == F::kMistral) j["sliding_window"] = window;
+  if (fam.window == F::kQwenAll || fam.window == F::kQwenLayers) {
+    j["use_sliding_window"] = cfg.sliding_window > 0;
+    j["sliding_window"] = window;
+  }
+  if (fam.window == F::kQwenLayers) {
+    // transformers 5 derives layer_types from these three (sliding from max_window_layers on).
+    j["max_window_layers"] = cfg.sliding_window > 0 ? cfg.first_sliding_layer : cfg.layers;
+    json types = json::array();
+    for (int64_t i = 0; i < cfg.layers; ++i)
+      types.push_back(cfg.window(i) > 0 ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+  }
 }
 
 void check_schedule_exportable(const model::Config& cfg, const model::Family& fam) {

@@ -7,12 +7,14 @@
 
 #include <string>
 #include <vector>
+#include <nlohmann/json.hpp>
 
 #include "zt/ckpt/format.hpp"
 #include "zt/ckpt/hf_config.hpp"
 #include "zt/core/config.hpp"
 #include "zt/core/error.hpp"
 #include "zt/model/config_fields.hpp"
+#include "zt/model/family.hpp"
 #include "zt/train/config.hpp"
 
 namespace {
@@ -239,6 +241,44 @@ TEST(ConfigFields, EveryFieldIsComparedOnResume) {
       EXPECT_NE(e.hint().find("--set " + key + "="), std::string::npos) << e.hint();
       if (f.resume == ConfigField::kShape) {
         EXPECT_NE(e.message().find(key + " is"), std::string::npos) << e.message();
+      }
+    }
+  }
+}
+
+// config.json: a row with a key is read and written by the loop over plain keys (its key,
+// in every family) or by a named piece; the loop's reader is checked apart from its writer
+// (the sample's value put into another file), and every family's file holds every plain key.
+TEST(ConfigFields, EveryConfigJsonKeyIsReadAndWritten) {
+  const auto all = samples();
+  for (const ConfigField& f : zt::model::config_fields()) {
+    SCOPED_TRACE(name_of(f));
+    EXPECT_EQ(f.hf == nullptr, f.hf_form == ConfigField::kHfNone) << "a key without a reader";
+    if (!f.hf) continue;
+    const Sample& s = *sample_of(all, f);
+    Config c = s.base;
+    s.change(c);
+    const nlohmann::json written = nlohmann::json::parse(zt::ckpt::hf_config_json(c, "float32"));
+    const Config back = zt::ckpt::parse_hf_config(written.dump(), "c.json").model;
+    EXPECT_EQ(zt::model::field_text(f, back), zt::model::field_text(f, c));
+    const auto& fam = zt::model::family(written.at("model_type").get<std::string>());
+    const char* key = zt::model::plain_hf_key(f, fam);
+    if (!key) continue;
+    nlohmann::json value;
+    if (f.shape) value = f.shape(c);
+    else std::visit([&](auto ref) { value = ref(c); }, f.ref);
+    ASSERT_TRUE(written.contains(key)) << key;
+    EXPECT_EQ(written.at(key), value) << key;
+    nlohmann::json other = nlohmann::json::parse(zt::ckpt::hf_config_json(s.base, "float32"));
+    other[key] = value;
+    const Config read = zt::ckpt::parse_hf_config(other.dump(), "c.json").model;
+    EXPECT_EQ(zt::model::field_text(f, read), zt::model::field_text(f, c)) << key;
+  }
+  for (const std::string& family : Config::family_names()) {
+    const nlohmann::json j = nlohmann::json::parse(zt::ckpt::hf_config_json(tiny(family.c_str()), "float32"));
+    for (const ConfigField& f : zt::model::config_fields()) {
+      if (const char* key = zt::model::plain_hf_key(f, zt::model::family(family))) {
+        EXPECT_TRUE(j.contains(key)) << family << " " << key;
       }
     }
   }
