@@ -41,7 +41,8 @@ void softcap_forward(T* y, const T* x, int64_t n, double cap, cudaStream_t strea
   if (n == 0) return;
   const float c = static_cast<float>(cap);
   if (detail::aligned16(y, x))
-    softcap_forward_kernel<T, true><<<detail::grid_for_packs(n, true), 256, 0, stream>>>(y, x, n, c);
+    softcap_forward_kernel<T, true><<<detail::grid_for_packs(n, true), 256, 0, stream>>>(y, x, n,
+                                                                                        c);
   else
     softcap_forward_kernel<T, false><<<detail::grid_for_packs(n, false), 256, 0, stream>>>(y, x, n,
                                                                                           c);

@@ -4,8 +4,9 @@
 // projections go through DeviceModel::Impl::proj_forward / proj_backward (their LoRA
 // adapters and biases included). The model families' pieces (Qwen2's q/k/v biases,
 // Qwen3's q/k norms, `attention_bias`, Gemma's block, gpt-oss's sinks) are read from the
-// config as the CPU block reads them. The mixture-of-experts MLP (Mixtral's, Qwen's: Config::moe_layer(l); the other
-// layers of qwen2_moe / qwen3_moe have this dense MLP) is in device_moe.cpp.
+// config as the CPU block reads them. The mixture-of-experts MLP (Mixtral's, Qwen's,
+// gpt-oss's: Config::moe_layer(l); the other layers of qwen2_moe / qwen3_moe have this
+// dense MLP) is in device_moe.cpp.
 #include "device_model_impl.hpp"
 
 namespace zt::model {

@@ -132,7 +132,8 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   moe_aux_begin(grad_scale);
   const double cap = cfg.final_logit_softcap;
   if (cap > 0)  // the capped logits, for the cap's backward (the logits become dlogits)
-    ZT_CUDA_CHECK(cudaMemcpyAsync(capped.data(), logits.data(), static_cast<size_t>(N * V) * sizeof(T),
+    ZT_CUDA_CHECK(cudaMemcpyAsync(capped.data(), logits.data(),
+                                  static_cast<size_t>(N * V) * sizeof(T),
                                   cudaMemcpyDeviceToDevice, stream));
   double value = 0;  // the row objective's (device_objective.cpp)
   if (objective)

@@ -483,7 +483,8 @@ struct DeviceModel<T, G>::Impl {
   void logits_last(std::span<const int32_t> tokens, int64_t Tn, T* out);
   size_t workspace_bytes() const {
     size_t b = rope_cos.bytes() + rope_sin.bytes() + local_cos.bytes() + local_sin.bytes() +
-               capped.bytes() + dsink_f.bytes() + dsink_t.bytes() + xs.bytes() + delta.bytes() + xf.bytes() +
+               capped.bytes() + dsink_f.bytes() + dsink_t.bytes() + xs.bytes() + delta.bytes() +
+               xf.bytes() +
                rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
                tokens_d.bytes() + targets_d.bytes() + context_d.bytes() + positions_d.bytes() + dres.bytes() +
                dxn.bytes() + datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
