@@ -279,12 +279,12 @@ do_run() {
 # docs/gpu-verification.md states them) fit the budget, and `plan` checks that. The rest
 # (second_lines) is a second call: ZT_KIT_LINES="B D2 D3 D4 dead_rank stuck_waits". A line the budget
 # leaves out is NOT RUN, and the run fails: nothing unjudged reads as passed.
-all_lines=(launcher cpu_train kernels nccl_comm check_nccl health speed A C D E L Q P M attention)
+all_lines=(launcher cpu_train kernels nccl_comm check_nccl health speed A C D E L Q G P M attention)
 second_lines=(B D2 D3 D4 dead_rank stuck_waits)
 declare -A expect_s=([launcher]=5 [cpu_train]=5 [kernels]=120 [nccl_comm]=10 [check_nccl]=20 [health]=12 [speed]=60
-  [A]=10 [C]=10 [D]=30 [E]=20 [L]=30 [Q]=20 [P]=25 [M]=45 [attention]=10 [B]=20 [D2]=30 [D3]=15 [D4]=40 [dead_rank]=5 [stuck_waits]=40)
+  [A]=10 [C]=10 [D]=30 [E]=20 [L]=30 [Q]=20 [G]=20 [P]=25 [M]=45 [attention]=10 [B]=20 [D2]=30 [D3]=15 [D4]=40 [dead_rank]=5 [stuck_waits]=40)
 declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=45 [A]=40 [B]=60 [C]=40 [D]=60
-  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60 [stuck_waits]=100)
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [G]=60 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60 [stuck_waits]=100)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
 result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
@@ -636,6 +636,27 @@ line_Q() {
   if ! have_gpu && ! dry; then no_gpu Q q_qwen3_gpu --set train.device=cuda --set zero.stage=0 "${q3[@]}"; return; fi
   twin "Q qwen2, stage 0, 1 rank" q_qwen2 1e-5 --set zero.stage=0 --set model.family=qwen2 || rc=1
   twin "Q qwen3, stage 0, 1 rank" q_qwen3 1e-5 --set zero.stage=0 "${q3[@]}" || rc=1
+  return "$rc"
+}
+
+# The models of 2026 (issue 55): tiny as gemma3_text ((1 + w) sandwich norms, GeGLU, the
+# embedding scale, q/k norms, query_pre_attn_scalar 48 != head_dim 32, the final soft-cap 2,
+# layers s f s f with window 16 and the sliding layers' own RoPE base) and as gpt_oss
+# (attention biases and sinks, layers s f s f, yarn 4 over 32, the biased router's softmax
+# over the top 2 of 4 logits, experts with biases and the clamped SwiGLU), 10 steps, stage
+# 0, GPU vs CPU.
+line_G() {
+  local rc=0
+  local gm=(--set model.family=gemma3_text --set model.layer_types=sfsf --set model.sliding_window=16
+            --set model.rope_theta=1000000 --set model.rope_local_theta=10000
+            --set model.query_pre_attn_scalar=48 --set model.final_logit_softcap=2)
+  local go=(--set model.family=gpt_oss --set model.attention_bias=true --set model.layer_types=sfsf
+            --set model.sliding_window=16 --set model.rope_theta=150000 --set model.rope_type=yarn
+            --set model.rope_factor=4 --set model.rope_original_context=32 --set model.rope_truncate=false
+            --set model.experts=4 --set model.experts_per_token=2 --set model.swiglu_limit=7)
+  if ! have_gpu && ! dry; then no_gpu G g_gemma_gpu --set train.device=cuda --set zero.stage=0 "${gm[@]}"; return; fi
+  twin "G gemma3_text, stage 0, 1 rank" g_gemma 1e-5 --set zero.stage=0 "${gm[@]}" || rc=1
+  twin "G gpt_oss, stage 0, 1 rank" g_gptoss 1e-4 --set zero.stage=0 "${go[@]}" || rc=1
   return "$rc"
 }
 

@@ -434,14 +434,12 @@ void Config::validate_schedule() const {
 }
 
 std::string Config::device_model_gap() const {
-  if (norm_offset() != 0 || sandwich_norms() || gelu_mlp() || embed_scale() ||
-      rope_local_theta > 0 || query_pre_attn_scalar > 0 || final_logit_softcap > 0)
-    return "Gemma's block ((1 + w) norms, sandwich norms, GeGLU, per-type RoPE, "
-           "query_pre_attn_scalar, soft-caps)";
-  if (attention_sinks() || row_of(*this).moe == Family::kGptOss || swiglu_limit > 0 ||
-      rope_scaling.type == "yarn")
-    return "gpt-oss's block (attention sinks, yarn RoPE, the router and experts with biases, "
-           "the clamped SwiGLU)";
+  // Every family's block runs on the GPU model (Gemma's and gpt-oss's included); zt's CUDA
+  // attention takes head dims up to kMaxDeviceHeadDim (kernels::cuda::attention_head_dims).
+  if (head_dim() > kMaxDeviceHeadDim)
+    return strf("an attention kernel for head dim %lld (zt's CUDA attention takes head dims up "
+                "to %lld)",
+                static_cast<long long>(head_dim()), static_cast<long long>(kMaxDeviceHeadDim));
   return "";
 }
 

@@ -130,6 +130,12 @@ inline DeviceBuffer<int32_t> to_device_i32(const std::vector<int32_t>& v) {
   return d;
 }
 
+// A device int buffer's values on the host (after the device's work).
+inline std::vector<int32_t> ints(const DeviceBuffer<int32_t>& d) {
+  ZT_CUDA_CHECK(cudaDeviceSynchronize());
+  return d.to_host();
+}
+
 // Device buffer of n elements poisoned with NaN (0xFF bytes): an unwritten output fails.
 template <class T>
 DeviceBuffer<T> poisoned(size_t n) {

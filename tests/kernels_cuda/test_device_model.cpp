@@ -222,6 +222,20 @@ TEST_F(DeviceModelTest, WorkspaceIsTheEstimateFormula) {
   // per layer), the shared expert's SwiGLU in gate, up, h, its sy and sg
   workspace_is_the_formula<float>(*this, 4, tiny_qwen_moe("qwen2_moe", 4, 2, 0));
   workspace_is_the_formula<bf16_t>(*this, 2, tiny_qwen_moe("qwen3_moe", 4, 2, 1));
+  // gemma3_text: the sandwich's inputs, the sliding layers' RoPE, the capped logits;
+  // gpt_oss: the sinks' gradient scratch (DeviceBlockSizes::o_out ..., DeviceWorkspaceSizes)
+  Config gemma = tiny_family("gemma3_text", 0, false);
+  gemma.layer_types = "sf";
+  gemma.sliding_window = 5;
+  gemma.rope_local_theta = 1e4;
+  gemma.final_logit_softcap = 30.0;
+  workspace_is_the_formula<float>(*this, 4, gemma);
+  workspace_is_the_formula<bf16_t>(*this, 2, gemma);
+  Config oss = tiny_family("gpt_oss", 0, true);
+  oss.experts = 4;
+  oss.experts_per_token = 2;
+  oss.swiglu_limit = 7.0;
+  workspace_is_the_formula<float>(*this, 4, oss);
 }
 
 // The unit hooks fire in the CPU model's order (the ZeRO engine relies on it), for

@@ -26,11 +26,6 @@ class MoeGpu : public GpuTest {};
 using Types = ::testing::Types<float, bf16_t>;
 TYPED_TEST_SUITE(MoeGpu, Types);
 
-std::vector<int32_t> ints(const DeviceBuffer<int32_t>& d) {
-  ZT_CUDA_CHECK(cudaDeviceSynchronize());
-  return d.to_host();
-}
-
 TYPED_TEST(MoeGpu, BlockForwardBackwardEqualsTheReference) {
   using T = TypeParam;
   const double tol = tolerance<T>();

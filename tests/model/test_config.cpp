@@ -119,20 +119,24 @@ TEST(Config, Llama3InverseFrequenciesEqualTransformers) {
   }
 }
 
-// The GPU model refuses gpt_oss by name (train.device = cpu runs it); zt estimate sizes it
+// The GPU model runs gpt_oss and gemma3_text blocks; a head dim its attention lacks (Gemma 3
+// 1b's 256) is refused by name (train.device = cpu runs it); zt estimate sizes it
 // (validate_for_device(false)) and names the gap.
-TEST(Config, GptOssOnTheGpuRefusedByName) {
-  const Config c = Config::preset("gpt-oss-20b");
+TEST(Config, DeviceModelGapNamesTheHeadDim) {
+  EXPECT_EQ(Config::preset("gpt-oss-20b").device_model_gap(), "");
+  EXPECT_NO_THROW(Config::preset("gpt-oss-20b").validate_for_device());
+  EXPECT_EQ(Config::preset("llama-3.2-1b").device_model_gap(), "");
+  Config g = Config::preset("gemma-3-1b");
   try {
-    c.validate_for_device();
-    ADD_FAILURE() << "gpt_oss accepted on the GPU";
+    g.validate_for_device();
+    ADD_FAILURE() << "head dim 256 accepted on the GPU";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("gpt-oss's block"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head dim 256"), std::string::npos) << e.what();
     EXPECT_NE(e.hint().find("train.device = cpu"), std::string::npos);
   }
-  EXPECT_NO_THROW(c.validate_for_device(false));
-  EXPECT_NE(c.device_model_gap().find("attention sinks"), std::string::npos);
-  EXPECT_EQ(Config::preset("llama-3.2-1b").device_model_gap(), "");
+  EXPECT_NO_THROW(g.validate_for_device(false));
+  g.head_dim_ = 128;  // gemma-3-27b's head dim: the block runs
+  EXPECT_EQ(g.device_model_gap(), "");
 }
 
 TEST(Config, TiedEmbeddingsCountOnce) {

@@ -133,6 +133,9 @@ struct Config {
   // The GPU model's router holds a row's E probabilities in one warp (at most 32 each):
   // kernels::cuda::kMoeMaxExperts, static_asserted equal in src/model/cuda/device_moe.cpp.
   static constexpr int64_t kMaxDeviceExperts = 1 << 10;
+  // The largest head dim of the GPU model's attention (the largest of
+  // kernels::cuda::attention_head_dims; the GPU model refuses the others by name).
+  static constexpr int64_t kMaxDeviceHeadDim = 128;
   static std::vector<std::string> preset_names();
 
   // Throws zt::InputError naming the first bad field ("model.hidden", "model.heads", ...)
@@ -154,7 +157,8 @@ struct Config {
   // The engine's device space calls it before building a DeviceModel.
   // check_block = false: only the sizes (zt estimate reports device_model_gap() instead).
   void validate_for_device(bool check_block = true) const;
-  // What the GPU model lacks to run this family's block ("" when it runs it).
+  // What the GPU model lacks to run this config ("" when it runs it): every family's block
+  // runs; a head dim above kMaxDeviceHeadDim has no CUDA attention kernel (Gemma 3 1b's 256).
   std::string device_model_gap() const;
 
   // The architecture pieces of the family (family table, config.cpp):

@@ -44,6 +44,10 @@ struct DeviceBlockSizes {
   // [N,S] are gate, up, h above, W >= S): T sy [N,C] its output before the gate, f32 sg [N]
   // sigmoid(shared_expert_gate . xn2).
   size_t sy = 0, sg = 0;
+  // Gemma's sandwich (Config::sandwich_norms): the inputs of the attention's and the MLP's
+  // output norms, T o_out [N,C] (o_proj's output) and down_out [N,C], and their 1/rms, f32
+  // rstd_o [N], rstd_m [N].
+  size_t o_out = 0, down_out = 0, rstd_o = 0, rstd_m = 0;
 
   static DeviceBlockSizes of(const Config& c, int64_t N, int64_t layer = -1) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
@@ -57,6 +61,10 @@ struct DeviceBlockSizes {
       z.kr = n * GD;
       z.rstd_q = n * static_cast<size_t>(c.heads);
       z.rstd_k = n * static_cast<size_t>(c.kv_heads);
+    }
+    if (c.sandwich_norms()) {
+      z.o_out = z.down_out = n * C;
+      z.rstd_o = z.rstd_m = n;
     }
     if (layer < 0 ? c.moe() : c.moe_layer(layer)) {
       const size_t E = static_cast<size_t>(c.experts), I = static_cast<size_t>(c.expert_width());
@@ -74,8 +82,9 @@ struct DeviceBlockSizes {
   }
   uint64_t bytes(size_t elem) const {
     return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h + qr + kr + xp + mg + mu +
-                   mh + my + sy) +
-           sizeof(float) * (rstd1 + lse + rstd2 + rstd_q + rstd_k + rprobs + rw + sg) +
+                   mh + my + sy + o_out + down_out) +
+           sizeof(float) *
+               (rstd1 + lse + rstd2 + rstd_q + rstd_k + rprobs + rw + sg + rstd_o + rstd_m) +
            sizeof(int32_t) * (ridx + perm + pos);
   }
 };
@@ -137,10 +146,16 @@ struct DeviceWorkspaceSizes {
   size_t norm_partial;          // f32 [kHeadNormChunks * D]: the q/k norm's dw partials (qk_norm)
   DeviceBlockSizes block;       // the block the layers share (every kind of MLP the model has)
   DeviceMoeSizes moe;           // the mixture of experts' buffers (none without experts)
+  // The model families' extras (0 where the family has none):
+  size_t rope_local = 0;  // f32 [context, D/2], each of cos and sin: the sliding layers' own
+                          // RoPE (Config::rope_local_theta, Gemma 3)
+  size_t capped = 0;      // T [N, V]: the soft-capped logits, for the cap's backward
+                          // (Config::final_logit_softcap)
+  size_t sinks = 0;       // [H] f32 and [H] T: d sinks of one block (attention_sinks)
 
   static DeviceWorkspaceSizes of(const Config& c, int64_t N) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
-    return {static_cast<size_t>(c.context * (c.head_dim() / 2)),
+    DeviceWorkspaceSizes z{static_cast<size_t>(c.context * (c.head_dim() / 2)),
             static_cast<size_t>(c.layers + 1) * n * C,
             n * C,
             n * static_cast<size_t>(c.vocab),
@@ -152,14 +167,19 @@ struct DeviceWorkspaceSizes {
             c.qk_norm() ? kHeadNormChunks * static_cast<size_t>(c.head_dim()) : 0,
             DeviceBlockSizes::of(c, N),
             DeviceMoeSizes::of(c, N)};
+    if (c.rope_local_theta > 0) z.rope_local = z.rope;
+    if (c.final_logit_softcap > 0) z.capped = z.logits;
+    if (c.attention_sinks()) z.sinks = static_cast<size_t>(c.heads);
+    return z;
   }
 
   // Bytes after a training step with elem-byte compute dtype: the shared block (eval,
   // recompute) and, without recompute, each layer's kept block (DeviceBlockSizes::of(c,
   // N, l): a dense layer among MoE ones keeps no routed rows, a MoE layer no dense MLP).
   uint64_t bytes(const Config& c, size_t elem, bool recompute) const {
-    uint64_t b = 2 * sizeof(float) * rope + kTotalsBytes;
-    b += elem * (xs + 4 * rows_c + logits + 2 * hd + 2 * gd + 3 * ni);
+    uint64_t b = 2 * sizeof(float) * (rope + rope_local) + kTotalsBytes;
+    b += elem * (xs + 4 * rows_c + logits + capped + 2 * hd + 2 * gd + 3 * ni);
+    b += (sizeof(float) + elem) * sinks;
     b += 2 * sizeof(float) * rows + 4 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
     b += sizeof(float) * norm_partial;
     b += moe.bytes(elem);

@@ -17,7 +17,8 @@ constexpr int kWarps = kThreads / 32;
 // elements l, l + 32, ... of a row (D <= 256: at most 8 each).
 template <class T>
 __global__ void head_rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* w,
-                                            int64_t rows, int64_t D, float eps) {
+                                            int64_t rows, int64_t D, float eps,
+                                            float offset) {
   const int lane = threadIdx.x % 32;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kWarps;
   for (int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; n < rows;
@@ -33,14 +34,16 @@ __global__ void head_rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const
     const float r = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
     if (rstd && lane == 0) rstd[n] = r;
     for (int64_t c = lane; c < D; c += 32)
-      yr[c] = detail::from_f32<T>(detail::to_f32(xr[c]) * r * detail::to_f32(w[c]));
+      yr[c] = detail::from_f32<T>(detail::to_f32(xr[c]) * r * (offset + detail::to_f32(w[c])));
   }
 }
 
-// dx = r (dy w - x r m), m = r sum(dy w x) / D: the RMSNorm kernel's formula, per warp.
+// dx = r (dy w' - x r m), m = r sum(dy w' x) / D, w' = offset + w: the RMSNorm kernel's
+// formula, per warp.
 template <class T>
 __global__ void head_rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T* w,
-                                       const float* rstd, int64_t rows, int64_t D) {
+                                       const float* rstd, int64_t rows, int64_t D,
+                                       float offset) {
   const int lane = threadIdx.x % 32;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kWarps;
   for (int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; n < rows;
@@ -51,11 +54,11 @@ __global__ void head_rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T
     const float r = rstd[n];
     float dot = 0.0f;
     for (int64_t c = lane; c < D; c += 32)
-      dot += detail::to_f32(dyr[c]) * detail::to_f32(w[c]) * detail::to_f32(xr[c]);
+      dot += detail::to_f32(dyr[c]) * (offset + detail::to_f32(w[c])) * detail::to_f32(xr[c]);
     dot = detail::warp_sum(dot);
     const float m = dot * r / static_cast<float>(D);
     for (int64_t c = lane; c < D; c += 32) {
-      const float g = detail::to_f32(dyr[c]) * detail::to_f32(w[c]);
+      const float g = detail::to_f32(dyr[c]) * (offset + detail::to_f32(w[c]));
       dxr[c] = detail::from_f32<T>(r * (g - detail::to_f32(xr[c]) * r * m));
     }
   }
@@ -97,23 +100,23 @@ void check_dim(int64_t D) {
 
 template <class T>
 void head_rmsnorm_forward(T* y, float* rstd, const T* x, const T* w, int64_t rows, int64_t D,
-                          double eps, cudaStream_t stream) {
+                          double eps, cudaStream_t stream, double offset) {
   check_dim(D);
   if (rows == 0) return;
   head_rmsnorm_forward_kernel<T><<<detail::grid_for(rows, kWarps), kThreads, 0, stream>>>(
-      y, rstd, x, w, rows, D, static_cast<float>(eps));
+      y, rstd, x, w, rows, D, static_cast<float>(eps), static_cast<float>(offset));
   ZT_CUDA_LAUNCH_CHECK("head_rmsnorm_forward_kernel");
 }
 
 template <class T, class G>
 void head_rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w,
                            const float* rstd, int64_t rows, int64_t D, float* partial,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, double offset) {
   check_dim(D);
   if (rows == 0) return;
   if (dx) {
     head_rmsnorm_dx_kernel<T><<<detail::grid_for(rows, kWarps), kThreads, 0, stream>>>(
-        dx, dout, x, w, rstd, rows, D);
+        dx, dout, x, w, rstd, rows, D, static_cast<float>(offset));
     ZT_CUDA_LAUNCH_CHECK("head_rmsnorm_dx_kernel");
   }
   if (dw) {
@@ -132,17 +135,17 @@ void head_rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w,
 }
 
 template void head_rmsnorm_forward<float>(float*, float*, const float*, const float*, int64_t,
-                                          int64_t, double, cudaStream_t);
+                                          int64_t, double, cudaStream_t, double);
 template void head_rmsnorm_forward<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
-                                           int64_t, int64_t, double, cudaStream_t);
+                                           int64_t, int64_t, double, cudaStream_t, double);
 template void head_rmsnorm_backward<float, float>(float*, float*, const float*, const float*,
                                                   const float*, const float*, int64_t, int64_t,
-                                                  float*, cudaStream_t);
+                                                  float*, cudaStream_t, double);
 template void head_rmsnorm_backward<bf16_t, float>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                                    const bf16_t*, const float*, int64_t, int64_t,
-                                                   float*, cudaStream_t);
+                                                   float*, cudaStream_t, double);
 template void head_rmsnorm_backward<bf16_t, bf16_t>(bf16_t*, bf16_t*, const bf16_t*,
                                                     const bf16_t*, const bf16_t*, const float*,
-                                                    int64_t, int64_t, float*, cudaStream_t);
+                                                    int64_t, int64_t, float*, cudaStream_t, double);
 
 }  // namespace zt::kernels::cuda

@@ -23,10 +23,12 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 }
 
 // A warp per row: softmax over E, then k rounds of a warp arg-max over the experts not
-// chosen yet. Lane l holds experts l, l + 32, ... (at most 32 each: E <= 1024).
+// chosen yet (by probability, or by logit when by_logit: gpt-oss's topk_softmax, whose
+// softmax over the k chosen logits is the renormalised probabilities). Lane l holds
+// experts l, l + 32, ... (at most 32 each: E <= 1024).
 template <class T>
 __global__ void route_kernel(float* probs, int32_t* idx, float* w, const T* logits, int64_t N,
-                             int E, int k, bool renormalise) {
+                             int E, int k, bool renormalise, bool by_logit) {
   const int lane = threadIdx.x % 32;
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (row >= N) return;
@@ -45,11 +47,13 @@ __global__ void route_kernel(float* probs, int32_t* idx, float* w, const T* logi
   for (int j = 0; j < k; ++j) {
     float bv = -INFINITY;
     int bi = INT_MAX;
-    for (int e = lane, b = 0; e < E; e += 32, ++b)
-      if (!(taken >> b & 1u) && better(p[e], e, bv, bi)) {
-        bv = p[e];
+    for (int e = lane, b = 0; e < E; e += 32, ++b) {
+      const float v = by_logit ? detail::to_f32(l[e]) : p[e];
+      if (!(taken >> b & 1u) && better(v, e, bv, bi)) {
+        bv = v;
         bi = e;
       }
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
@@ -60,10 +64,11 @@ __global__ void route_kernel(float* probs, int32_t* idx, float* w, const T* logi
       }
     }
     if (bi % 32 == lane) taken |= 1u << (bi / 32);
-    chosen_sum += bv;
+    const float pb = p[bi];  // (the warp wrote p before the __syncwarp above)
+    chosen_sum += pb;
     if (lane == 0) {
       idx[row * k + j] = bi;
-      w[row * k + j] = bv;
+      w[row * k + j] = pb;
     }
   }
   __syncwarp();
@@ -219,22 +224,24 @@ __global__ void aux_kernel(double* tokens, double* prob_sum, const float* probs,
 
 template <class T>
 void moe_route(float* probs, int32_t* idx, float* w, const T* logits, int64_t N, int64_t E,
-               int64_t k, cudaStream_t stream, bool renormalise) {
+               int64_t k, cudaStream_t stream, bool renormalise, bool topk_softmax) {
   detail::check_moe_shape(E, k, "moe_route");
   if (N == 0) return;
   route_kernel<T><<<detail::warps_grid(N), 256, 0, stream>>>(
-      probs, idx, w, logits, N, static_cast<int>(E), static_cast<int>(k), renormalise);
+      probs, idx, w, logits, N, static_cast<int>(E), static_cast<int>(k),
+      renormalise || topk_softmax, topk_softmax);
   ZT_CUDA_LAUNCH_CHECK("moe route_kernel");
 }
 
 template <class T>
 void moe_route_backward(T* dlogits, const float* dw, const float* dprob, const float* probs,
                         const int32_t* idx, const float* w, int64_t N, int64_t E, int64_t k,
-                        cudaStream_t stream, bool renormalise) {
+                        cudaStream_t stream, bool renormalise, bool topk_softmax) {
   detail::check_moe_shape(E, k, "moe_route_backward");
   if (N == 0) return;
   route_backward_kernel<T><<<detail::warps_grid(N), 256, 0, stream>>>(
-      dlogits, dw, dprob, probs, idx, w, N, static_cast<int>(E), static_cast<int>(k), renormalise);
+      dlogits, dw, dprob, probs, idx, w, N, static_cast<int>(E), static_cast<int>(k),
+      renormalise || topk_softmax);
   ZT_CUDA_LAUNCH_CHECK("moe route_backward_kernel");
 }
 
@@ -316,14 +323,14 @@ ZT_MOE_LAUNCH(bf16_t)
 #undef ZT_MOE_LAUNCH
 
 template void moe_route<float>(float*, int32_t*, float*, const float*, int64_t, int64_t, int64_t,
-                               cudaStream_t, bool);
+                               cudaStream_t, bool, bool);
 template void moe_route<bf16_t>(float*, int32_t*, float*, const bf16_t*, int64_t, int64_t,
-                                int64_t, cudaStream_t, bool);
+                                int64_t, cudaStream_t, bool, bool);
 template void moe_route_backward<float>(float*, const float*, const float*, const float*,
                                         const int32_t*, const float*, int64_t, int64_t, int64_t,
-                                        cudaStream_t, bool);
+                                        cudaStream_t, bool, bool);
 template void moe_route_backward<bf16_t>(bf16_t*, const float*, const float*, const float*,
                                          const int32_t*, const float*, int64_t, int64_t, int64_t,
-                                         cudaStream_t, bool);
+                                         cudaStream_t, bool, bool);
 
 }  // namespace zt::kernels::cuda

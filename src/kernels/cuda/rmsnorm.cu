@@ -13,7 +13,7 @@ constexpr int kThreads = 256;
 template <class T, bool Vec>
 __global__ void residual_rmsnorm_forward_kernel(T* y, float* rstd, T* sum_out, const T* x,
                                                 const T* residual, const T* w, int64_t N,
-                                                int64_t C, float eps) {
+                                                int64_t C, float eps, float offset) {
   __shared__ float scratch[32];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = x + n * C;  // [C]
@@ -52,17 +52,18 @@ __global__ void residual_rmsnorm_forward_kernel(T* y, float* rstd, T* sum_out, c
       detail::load_n(a, xr + c);
       detail::load_n(wf, w + c);
 #pragma unroll
-      for (int j = 0; j < W; ++j) a[j] = a[j] * r * wf[j];
+      for (int j = 0; j < W; ++j) a[j] = a[j] * r * (offset + wf[j]);
       detail::store_n(yr + c, a);
     });
   }
 }
 
-// One block per row: dx = r (g - xhat mean(g xhat)), g = dout w; packed as the forward.
+// One block per row: dx = r (g - xhat mean(g xhat)), g = dout (offset + w); packed as the
+// forward.
 template <class T, bool Vec>
 __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* w,
                                            const float* rstd, int64_t N, int64_t C,
-                                           bool accumulate) {
+                                           bool accumulate, float offset) {
   __shared__ float scratch[32];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = x + n * C;     // [C]
@@ -77,7 +78,7 @@ __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, con
       detail::load_n(wf, w + c);
       detail::load_n(xf, xr + c);
 #pragma unroll
-      for (int j = 0; j < W; ++j) dot += dy[j] * wf[j] * xf[j];
+      for (int j = 0; j < W; ++j) dot += dy[j] * (offset + wf[j]) * xf[j];
     });
     dot = detail::block_sum(dot, scratch);
     const float m = dot * r / static_cast<float>(C);  // mean(g xhat)
@@ -90,7 +91,7 @@ __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, con
       if (accumulate) detail::load_n(old, dxr + c);
 #pragma unroll
       for (int j = 0; j < W; ++j) {
-        dy[j] = r * (dy[j] * wf[j] - xf[j] * r * m);
+        dy[j] = r * (dy[j] * (offset + wf[j]) - xf[j] * r * m);
         if (accumulate) dy[j] += old[j];
       }
       detail::store_n(dxr + c, dy);
@@ -115,30 +116,33 @@ __global__ void rmsnorm_backward_dw_kernel(G* dw, const T* dout, const T* x, con
 template <class T>
 void residual_rmsnorm_forward(T* y, float* rstd, T* sum_out, const T* x, const T* residual,
                               const T* w, int64_t N, int64_t C, double eps,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, double offset) {
   if (N == 0) return;
   const unsigned blocks = detail::grid_for(N, 1);
   if (C % detail::kVec == 0 && detail::aligned16(y, sum_out, x, residual, w))
     residual_rmsnorm_forward_kernel<T, true><<<blocks, kThreads, 0, stream>>>(
-        y, rstd, sum_out, x, residual, w, N, C, static_cast<float>(eps));
+        y, rstd, sum_out, x, residual, w, N, C, static_cast<float>(eps),
+        static_cast<float>(offset));
   else
     residual_rmsnorm_forward_kernel<T, false><<<blocks, kThreads, 0, stream>>>(
-        y, rstd, sum_out, x, residual, w, N, C, static_cast<float>(eps));
+        y, rstd, sum_out, x, residual, w, N, C, static_cast<float>(eps),
+        static_cast<float>(offset));
   ZT_CUDA_LAUNCH_CHECK("residual_rmsnorm_forward_kernel");
 }
 
 template <class T, class G>
 void rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w, const float* rstd,
-                      int64_t N, int64_t C, bool accumulate_dx, cudaStream_t stream) {
+                      int64_t N, int64_t C, bool accumulate_dx, cudaStream_t stream,
+                      double offset) {
   if (N == 0) return;
   if (dx) {
     const unsigned blocks = detail::grid_for(N, 1);
     if (C % detail::kVec == 0 && detail::aligned16(dx, dout, x, w))
       rmsnorm_backward_dx_kernel<T, true><<<blocks, kThreads, 0, stream>>>(
-          dx, dout, x, w, rstd, N, C, accumulate_dx);
+          dx, dout, x, w, rstd, N, C, accumulate_dx, static_cast<float>(offset));
     else
       rmsnorm_backward_dx_kernel<T, false><<<blocks, kThreads, 0, stream>>>(
-          dx, dout, x, w, rstd, N, C, accumulate_dx);
+          dx, dout, x, w, rstd, N, C, accumulate_dx, static_cast<float>(offset));
     ZT_CUDA_LAUNCH_CHECK("rmsnorm_backward_dx_kernel");
   }
   if (dw) {
@@ -150,18 +154,18 @@ void rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w, const
 
 template void residual_rmsnorm_forward<float>(float*, float*, float*, const float*, const float*,
                                               const float*, int64_t, int64_t, double,
-                                              cudaStream_t);
+                                              cudaStream_t, double);
 template void residual_rmsnorm_forward<bf16_t>(bf16_t*, float*, bf16_t*, const bf16_t*,
                                                const bf16_t*, const bf16_t*, int64_t, int64_t,
-                                               double, cudaStream_t);
+                                               double, cudaStream_t, double);
 template void rmsnorm_backward<float, float>(float*, float*, const float*, const float*,
                                              const float*, const float*, int64_t, int64_t, bool,
-                                             cudaStream_t);
+                                             cudaStream_t, double);
 template void rmsnorm_backward<bf16_t, float>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                               const bf16_t*, const float*, int64_t, int64_t, bool,
-                                              cudaStream_t);
+                                              cudaStream_t, double);
 template void rmsnorm_backward<bf16_t, bf16_t>(bf16_t*, bf16_t*, const bf16_t*, const bf16_t*,
                                                const bf16_t*, const float*, int64_t, int64_t,
-                                               bool, cudaStream_t);
+                                               bool, cudaStream_t, double);
 
 }  // namespace zt::kernels::cuda

@@ -71,6 +71,7 @@ void DeviceModel<T, G>::Impl::forward_trunk_and_norm(int64_t B, int64_t Tn, bool
   use(0);
   kc::embedding_forward<T>(x_at(0, N), tokens_d.data(), params[0] + layout.embed_offset(), N,
                            cfg.vocab, cfg.hidden, nullptr, stream);
+  scale_by(x_at(0, N), N * cfg.hidden, embed_factor());  // Gemma's sqrt(hidden)
   done(0);
   const T* base = x_at(0, N);
   const T* pending = nullptr;
@@ -89,9 +90,12 @@ void DeviceModel<T, G>::Impl::forward_trunk_and_norm(int64_t B, int64_t Tn, bool
   const T* ph = params[static_cast<size_t>(layout.head_unit())];
   kc::residual_rmsnorm_forward<T>(xf.data(), rstd_f.data(), x_at(static_cast<int>(cfg.layers), N),
                                   base, pending, ph + layout.final_norm_offset(), N, cfg.hidden,
-                                  cfg.norm_eps, stream);
+                                  cfg.norm_eps, stream, cfg.norm_offset());
   proj_forward(-1, LoraTarget::kLmHead, logits.data(), xf.data(), lm_head_w(), N, cfg.hidden,
                cfg.vocab);
+  if (cfg.final_logit_softcap > 0)  // Gemma's cap tanh(logits / cap), in place
+    kc::softcap_forward<T>(logits.data(), logits.data(), N * cfg.vocab, cfg.final_logit_softcap,
+                           stream);
 }
 
 template <class T, class G>
@@ -126,12 +130,19 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   // The load-balancing loss (router_aux_loss): its gradient enters each block's router in
   // the backward, its value joins the loss once the pass is done (moe_aux_term).
   moe_aux_begin(grad_scale);
+  const double cap = cfg.final_logit_softcap;
+  if (cap > 0)  // the capped logits, for the cap's backward (the logits become dlogits)
+    ZT_CUDA_CHECK(cudaMemcpyAsync(capped.data(), logits.data(),
+                                  static_cast<size_t>(N * V) * sizeof(T),
+                                  cudaMemcpyDeviceToDevice, stream));
   double value = 0;  // the row objective's (device_objective.cpp)
   if (objective)
     value = objective_backward(B, Tn, grad_scale);
   else
     kc::cross_entropy<T>(logits.data(), logits.data(), targets_d.data(), N, V, scale,
                          row_loss.data(), totals.data(), stream);
+  if (cap > 0)
+    kc::softcap_backward<T>(logits.data(), logits.data(), capped.data(), N * V, cap, stream);
   G* g_lm = cfg.tied_embeddings ? base_grad(0, layout.embed_offset())
                                 : base_grad(hu, layout.lm_head_offset());
   proj_backward(-1, LoraTarget::kLmHead, dxn.data(), g_lm, logits.data(), xf.data(), lm_head_w(), N,
@@ -139,7 +150,8 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
   kc::rmsnorm_backward<T, G>(dres.data(), base_grad(hu, layout.final_norm_offset()), dxn.data(),
                              x_at(static_cast<int>(cfg.layers), N),
                              params[static_cast<size_t>(hu)] + layout.final_norm_offset(),
-                             rstd_f.data(), N, C, /*accumulate_dx=*/false, stream);
+                             rstd_f.data(), N, C, /*accumulate_dx=*/false, stream,
+                             cfg.norm_offset());
   done_head();
   ready(hu);
 
@@ -154,6 +166,7 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
 
   use(0);
   if (!lora.bound()) {  // a frozen embedding needs no backward at all
+    scale_by(dres.data(), N * C, embed_factor());
     kc::embedding_backward<T, G>(grad_of(0) + layout.embed_offset(), dres.data(), tokens_d.data(),
                                  N, C, stream);
   }

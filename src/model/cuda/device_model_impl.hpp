@@ -11,14 +11,17 @@
 // TrainableModel the engine sees).
 // Shapes: B batch, T sequence, N = B*T rows, C hidden, H heads, G kv heads, D head_dim,
 // I intermediate, V vocab, L layers.
+#include <cmath>
 #include <span>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "device_lora.hpp"
 #include "zt/comm/comm.hpp"
 #include "zt/comm/host_stage.hpp"
+#include "zt/core/dtype.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
@@ -73,6 +76,11 @@ struct DeviceBlockActs {
   // qwen2_moe's shared expert (its SwiGLU in gate, up, h above)
   kc::DeviceBuffer<T> sy;          // [N, C]   its output before the gate
   kc::DeviceBuffer<float> sg;      // [N]      sigmoid(shared_expert_gate . xn2)
+  // Gemma's sandwich norms (Config::sandwich_norms; empty otherwise): their inputs and 1/rms
+  kc::DeviceBuffer<T> o_out;       // [N, C]   o_proj's output
+  kc::DeviceBuffer<T> down_out;    // [N, C]   down_proj's output
+  kc::DeviceBuffer<float> rstd_o;  // [N]
+  kc::DeviceBuffer<float> rstd_m;  // [N]
   std::vector<int64_t> offsets;    // host [E + 1]: the plan's expert ranges (rows of expert e)
   // Expert parallelism (device_moe_ep.cpp; empty without an expert group of P ranks, L = E/P
   // local experts): this rank's experts ran on the R rows the group sent it, so xp, mg, mu,
@@ -117,6 +125,10 @@ struct DeviceBlockActs {
     my = kc::DeviceBuffer<T>(z.my);
     sy = kc::DeviceBuffer<T>(z.sy);
     sg = kc::DeviceBuffer<float>(z.sg);
+    o_out = kc::DeviceBuffer<T>(z.o_out);
+    down_out = kc::DeviceBuffer<T>(z.down_out);
+    rstd_o = kc::DeviceBuffer<float>(z.rstd_o);
+    rstd_m = kc::DeviceBuffer<float>(z.rstd_m);
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
@@ -124,7 +136,8 @@ struct DeviceBlockActs {
            h.bytes() + qr.bytes() + kr.bytes() + rstd_q.bytes() + rstd_k.bytes() + rprobs.bytes() +
            ridx.bytes() + rw.bytes() + perm.bytes() + pos.bytes() + xp.bytes() + mg.bytes() +
            mu.bytes() + mh.bytes() + my.bytes() + sy.bytes() + sg.bytes() + eperm.bytes() +
-           epos.bytes() + eys.bytes();
+           epos.bytes() + eys.bytes() + o_out.bytes() + down_out.bytes() + rstd_o.bytes() +
+           rstd_m.bytes();
   }
   // The experts' saved activations (moe_experts_forward's MoeActs).
   kc::MoeActs<T> experts() { return {xp.data(), mg.data(), mu.data(), mh.data(), my.data()}; }
@@ -164,6 +177,7 @@ struct DeviceModel<T, G>::Impl {
 
   int64_t capacity = 0;                            // rows N the workspace holds
   kc::DeviceBuffer<float> rope_cos, rope_sin;      // [context, D/2]
+  kc::DeviceBuffer<float> local_cos, local_sin;    // [context, D/2] rope_local_theta's (Gemma 3)
   kc::DeviceBuffer<T> xs;                          // [L+1, N, C] block inputs + final hidden state
   std::vector<detail::DeviceBlockActs<T>> shared;  // [1]: forward-only use and recompute
   std::vector<detail::DeviceBlockActs<T>>
@@ -173,6 +187,9 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<T> xf;            // [N, C] final norm output
   kc::DeviceBuffer<float> rstd_f;    // [N]
   kc::DeviceBuffer<T> logits;        // [N, V] logits, then dlogits (in place)
+  kc::DeviceBuffer<T> capped;        // [N, V] the soft-capped logits (final_logit_softcap)
+  kc::DeviceBuffer<float> dsink_f;   // [H] one block's d sinks (attention_sinks) ...
+  kc::DeviceBuffer<T> dsink_t;       // [H] ... as T, added to the gradient (bias_backward)
   kc::DeviceBuffer<float> row_loss;  // [N]
   kc::DeviceBuffer<kc::CrossEntropyTotals> totals;  // [1]; [B] for a row objective (row_sums)
   kc::DeviceBuffer<int32_t> tokens_d, targets_d;    // [N]
@@ -239,14 +256,37 @@ struct DeviceModel<T, G>::Impl {
                        "are multiples of 8).");
     log::info("attention on the GPU: " +
               kc::attention_backend_summary(std::is_same_v<T, kc::bf16_t>, D));
+    upload_rope(rope_cos, rope_sin, cfg.rope_theta, cfg.rope_scaling);
+    if (cfg.rope_local_theta > 0)  // the sliding layers' own RoPE, without scaling
+      upload_rope(local_cos, local_sin, cfg.rope_local_theta, kernels::RopeScaling{});
+  }
+
+  // The tables [context, D/2] of one RoPE (base theta, scaling s), built on the host.
+  void upload_rope(kc::DeviceBuffer<float>& cos, kc::DeviceBuffer<float>& sin, double theta,
+                   const kernels::RopeScaling& s) {
     std::vector<float> cs(DeviceWorkspaceSizes::of(cfg, 0).rope);  // [context, D/2]
     std::vector<float> sn(cs.size());
-    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, D, cfg.rope_theta,
-                                    cfg.rope_scaling);
-    rope_cos = kc::DeviceBuffer<float>(cs.size());
-    rope_sin = kc::DeviceBuffer<float>(sn.size());
-    rope_cos.upload(cs);
-    rope_sin.upload(sn);
+    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, cfg.head_dim(), theta, s);
+    cos = kc::DeviceBuffer<float>(cs.size());
+    sin = kc::DeviceBuffer<float>(sn.size());
+    cos.upload(cs);
+    sin.upload(sn);
+  }
+  // Layer l's RoPE tables (cos, sin): its type's (the per-layer schedule, Config::local_rope).
+  std::pair<const float*, const float*> rope_of(int l) const {
+    return cfg.local_rope(l) ? std::pair{local_cos.data(), local_sin.data()}
+                             : std::pair{rope_cos.data(), rope_sin.data()};
+  }
+  // The embeddings' factor: sqrt(hidden) rounded to T (Gemma: transformers multiplies by a
+  // tensor of the model's dtype), else 1 (the CPU model's embed_factor).
+  float embed_factor() const {
+    if (!cfg.embed_scale()) return 1.0f;
+    const float f = std::sqrt(static_cast<float>(cfg.hidden));
+    return std::is_same_v<T, kc::bf16_t> ? static_cast<float>(zt::bf16(f)) : f;
+  }
+  // x [n] *= s, skipped when s == 1 (query_pre_attn_scalar, the embedding scale).
+  void scale_by(T* x, int64_t n, double s) {
+    if (s != 1.0) kc::scale_inplace<T>(x, n, static_cast<float>(s), stream);
   }
 
   // Per-block activations for N rows (allocated by the first step without recompute).
@@ -284,6 +324,9 @@ struct DeviceModel<T, G>::Impl {
     dgate = kc::DeviceBuffer<T>(z.ni);
     dup = kc::DeviceBuffer<T>(z.ni);
     attn_delta = kc::DeviceBuffer<float>(z.heads_rows);
+    capped = kc::DeviceBuffer<T>(z.capped);
+    dsink_f = kc::DeviceBuffer<float>(z.sinks);
+    dsink_t = kc::DeviceBuffer<T>(z.sinks);
     norm_partial = kc::DeviceBuffer<float>(z.norm_partial);
     moe_ensure(z.moe);
     lora.ensure(N);
@@ -329,6 +372,8 @@ struct DeviceModel<T, G>::Impl {
   // The gradient of the parameters at offset `off` of unit u: nullptr when LoRA freezes
   // the base (the kernels then skip that gradient).
   G* base_grad(int u, int64_t off) { return lora.bound() ? nullptr : grad_of(u) + off; }
+  // The same for a tensor the block may lack (off < 0: nullptr).
+  G* bias_grad(int u, int64_t off) { return off < 0 ? nullptr : base_grad(u, off); }
 
   G* grad_of(int u) {
     G* g = grads[static_cast<size_t>(u)];
@@ -364,6 +409,8 @@ struct DeviceModel<T, G>::Impl {
   // a.gate, a.up, a.h; a.sy, a.sg). Waits once for the plan's expert ranges (the GEMM
   // sizes; comm::wait_stream). Inside forward_trunk_and_norm the routing adds to `router`.
   void moe_forward(int l, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // gpt-oss's expert biases and clamped SwiGLU of block offsets o (defaults: Mixtral's).
+  kc::MoeExpertExtras<T> expert_extras(const T* p, const BlockOffsets& o);
   // dres [N, C] (dL/d delta) -> dxn [N, C] written: dL/d a.xn2; the router's and the
   // experts' gradients into unit u's (none when frozen); the aux loss's d/dp (aux_dprob,
   // moe_aux_begin) enters every row's router with router_aux_loss; then the shared
@@ -435,7 +482,9 @@ struct DeviceModel<T, G>::Impl {
               int64_t Tn, std::span<const int32_t> positions);
   void logits_last(std::span<const int32_t> tokens, int64_t Tn, T* out);
   size_t workspace_bytes() const {
-    size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + delta.bytes() + xf.bytes() +
+    size_t b = rope_cos.bytes() + rope_sin.bytes() + local_cos.bytes() + local_sin.bytes() +
+               capped.bytes() + dsink_f.bytes() + dsink_t.bytes() + xs.bytes() + delta.bytes() +
+               xf.bytes() +
                rstd_f.bytes() + logits.bytes() + row_loss.bytes() + totals.bytes() +
                tokens_d.bytes() + targets_d.bytes() + context_d.bytes() + positions_d.bytes() + dres.bytes() +
                dxn.bytes() + datt.bytes() + dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +

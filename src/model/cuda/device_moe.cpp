@@ -18,8 +18,8 @@
 // router, the plan and the statistics are these; the experts' part runs over the group
 // (device_moe_ep.cpp; Mixtral's block only).
 //
-// Qwen's blocks differ from Mixtral's by a small table, read from the config where they
-// apply, not by a copy of the block:
+// Qwen's and gpt-oss's blocks differ from Mixtral's by a small table, read from the config
+// where they apply, not by a copy of the block:
 //   norm_topk_prob = false  the weights are the chosen probabilities (moe_route's and
 //                           moe_route_backward's renormalise flag)
 //   expert_width()          the experts' I_e (moe_intermediate) apart from intermediate
@@ -28,6 +28,10 @@
 //   shared_expert()         qwen2_moe: a SwiGLU of width S on every token times
 //                           sigmoid(shared_expert_gate . xn2), added to the routed sum
 //                           (shared_expert_forward / _backward below)
+//   router_bias()           gpt-oss: the router's logits + mlp.router.bias (bias_forward)
+//   topk_softmax()          gpt-oss: the k largest logits, a softmax over them
+//   expert_bias(), swiglu_limit  gpt-oss: the experts' biases and clamped SwiGLU
+//                           (expert_extras: kernels::cuda::MoeExpertExtras)
 #include <algorithm>
 
 #include "device_model_impl.hpp"
@@ -60,6 +64,20 @@ void DeviceModel<T, G>::Impl::moe_ensure(const DeviceMoeSizes& z) {
   }
 }
 
+// gpt-oss's expert biases and clamped SwiGLU for the kernels (defaults: Mixtral's), as
+// the CPU model's expert_extras (its gradients: bias_grad).
+template <class T, class G>
+kc::MoeExpertExtras<T> DeviceModel<T, G>::Impl::expert_extras(const T* p, const BlockOffsets& o) {
+  kc::MoeExpertExtras<T> x;
+  x.swiglu_limit = cfg.swiglu_limit;
+  x.swiglu_alpha = cfg.swiglu_alpha;
+  if (o.experts_gate_up_bias >= 0) {
+    x.gate_up_bias = p + o.experts_gate_up_bias;
+    x.down_bias = p + o.experts_down_bias;
+  }
+  return x;
+}
+
 template <class T, class G>
 void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlockActs<T>& a,
                                           int64_t N) {
@@ -69,8 +87,9 @@ void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlock
   // rlogits [N, E] = xn2 [N, C] router^T (router [E, C]); the choice: rprobs [N, E],
   // ridx [N, k], rw [N, k]
   kc::linear_forward<T>(gemm, rlogits.data(), a.xn2.data(), p + o.router, N, C, E, stream);
+  if (o.router_bias >= 0) kc::bias_forward<T>(rlogits.data(), p + o.router_bias, N, E, stream);
   kc::moe_route<T>(a.rprobs.data(), a.ridx.data(), a.rw.data(), rlogits.data(), N, E, K, stream,
-                   cfg.norm_topk_prob);
+                   cfg.norm_topk_prob, cfg.topk_softmax());
   // The plan: perm, pos [S] and the expert ranges, copied to pinned host memory; the
   // block's one wait, for the GEMM sizes.
   kc::MoePlan plan;
@@ -93,7 +112,7 @@ void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlock
   // delta [N, C] = sum_j rw[n, j] expert_{ridx[n, j]}(xn2[n]); xp, mg, mu, mh, my kept
   kc::moe_experts_forward<T>(gemm, delta.data(), a.experts(), a.xn2.data(),
                              p + o.experts_gate_up, p + o.experts_down, plan, a.rw.data(), N, C,
-                             I, E, K, stream);
+                             I, E, K, stream, expert_extras(p, o));
   if (cfg.shared_expert()) shared_expert_forward(p, o, a, N);
 }
 
@@ -154,11 +173,16 @@ void DeviceModel<T, G>::Impl::moe_backward(int l, int u, const T* p,
                                    base_grad(u, o.experts_down), moe_dw.data(), dres.data(),
                                    a.experts(), p + o.experts_gate_up, p + o.experts_down, plan,
                                    a.rw.data(), moe_rows.data(), moe_dh.data(), N, C, I, E, K,
-                                   /*accumulate_dx=*/false, stream);
+                                   /*accumulate_dx=*/false, stream, expert_extras(p, o),
+                                   bias_grad(u, o.experts_gate_up_bias),
+                                   bias_grad(u, o.experts_down_bias));
   // rlogits [N, E] := d loss / d logits (the weights' gradient + the aux loss's d/dp)
   kc::moe_route_backward<T>(rlogits.data(), moe_dw.data(),
                             cfg.router_aux_loss ? aux_dprob.data() : nullptr, a.rprobs.data(),
-                            a.ridx.data(), a.rw.data(), N, E, K, stream, cfg.norm_topk_prob);
+                            a.ridx.data(), a.rw.data(), N, E, K, stream, cfg.norm_topk_prob,
+                            cfg.topk_softmax());
+  if (G* gb = bias_grad(u, o.router_bias))
+    kc::bias_backward<T, G>(gb, rlogits.data(), N, E, stream);
   kc::linear_backward<T, G>(gemm, dxn.data(), base_grad(u, o.router), rlogits.data(),
                             a.xn2.data(), p + o.router, N, C, E, /*accumulate_dx=*/true, stream);
   if (cfg.shared_expert()) shared_expert_backward(u, p, o, a, N);
@@ -206,6 +230,8 @@ double DeviceModel<T, G>::Impl::moe_aux_term() {
 }
 
 #define ZT_DEVICE_MOE_INSTANTIATE(T, G)                                                       \
+  template kc::MoeExpertExtras<T> DeviceModel<T, G>::Impl::expert_extras(const T*,            \
+                                                                         const BlockOffsets&); \
   template void DeviceModel<T, G>::Impl::moe_ensure(const DeviceMoeSizes&);                   \
   template void DeviceModel<T, G>::Impl::moe_forward(int, const T*,                           \
                                                      detail::DeviceBlockActs<T>&, int64_t);    \

@@ -22,5 +22,6 @@
 #include "zt/kernels/cuda/quantize.hpp"
 #include "zt/kernels/cuda/rmsnorm.hpp"
 #include "zt/kernels/cuda/rope.hpp"
+#include "zt/kernels/cuda/softcap.hpp"
 #include "zt/kernels/cuda/swiglu.hpp"
 #include "zt/kernels/cuda/types.hpp"

@@ -18,12 +18,12 @@ inline constexpr int kHeadNormChunks = 64;
 
 //   y    [rows, D] T (written; may alias x)
 //   rstd [rows]    float (written: 1/sqrt(mean(x^2) + eps); nullable)
-//   x    [rows, D] T, w [D] T
+//   x    [rows, D] T, w [D] T; the scale is offset + w (1: Gemma's (1 + w))
 template <class T>
 void head_rmsnorm_forward(T* y, float* rstd, const T* x, const T* w, int64_t rows, int64_t D,
-                          double eps, cudaStream_t stream = nullptr);
+                          double eps, cudaStream_t stream = nullptr, double offset = 0.0);
 
-// With r = rstd[n], xhat = x r, g = dout w:
+// With r = rstd[n], xhat = x r, g = dout (offset + w):
 //   dx[n, :] = r (g - xhat mean(g xhat))   WRITTEN (nullable)
 //   dw[:]   += sum_n dout[n, :] xhat[n, :] (nullable; G = float or bf16_t)
 //   dout [rows, D] T, x [rows, D] T (the forward's input), w [D] T, rstd [rows] float
@@ -31,6 +31,6 @@ void head_rmsnorm_forward(T* y, float* rstd, const T* x, const T* w, int64_t row
 template <class T, class G>
 void head_rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w,
                            const float* rstd, int64_t rows, int64_t D, float* partial,
-                           cudaStream_t stream = nullptr);
+                           cudaStream_t stream = nullptr, double offset = 0.0);
 
 }  // namespace zt::kernels::cuda

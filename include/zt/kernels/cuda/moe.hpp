@@ -29,19 +29,23 @@ inline constexpr int64_t kMoeMaxExperts = 1024;
 // probs [N, E] (written) softmax of logits; idx [N, k] (written) the k largest, largest
 // first; w [N, k] (written) their probabilities, renormalised to sum 1 unless renormalise
 // is false (Qwen's norm_topk_prob = false: the probabilities themselves), as the CPU
-// kernels::cpu::moe_route. logits [N, E]. (renormalise after the stream: a stream passed
+// kernels::cpu::moe_route. topk_softmax (gpt-oss): the k largest logits, w the softmax
+// over them (equal to their renormalised probabilities). logits [N, E] (a router bias is
+// added to them before: bias_forward). (renormalise after the stream: a stream passed
 // where a bool is read would convert silently.)
 template <class T>
 void moe_route(float* probs, int32_t* idx, float* w, const T* logits, int64_t N, int64_t E,
-               int64_t k, cudaStream_t stream = nullptr, bool renormalise = true);
+               int64_t k, cudaStream_t stream = nullptr, bool renormalise = true,
+               bool topk_softmax = false);
 
 // dlogits [N, E] (written) from dw [N, k] and dprob [E] (nullable: the load-balancing
 // loss's d/dp, the same for every row), with moe_route's probs, idx, w and the same
-// renormalise.
+// renormalise and topk_softmax.
 template <class T>
 void moe_route_backward(T* dlogits, const float* dw, const float* dprob, const float* probs,
                         const int32_t* idx, const float* w, int64_t N, int64_t E, int64_t k,
-                        cudaStream_t stream = nullptr, bool renormalise = true);
+                        cudaStream_t stream = nullptr, bool renormalise = true,
+                        bool topk_softmax = false);
 
 // Where each slot s = n * k + j goes in the expert-sorted order: the rows routed to expert e
 // are [offsets[e], offsets[e + 1]), in slot order (deterministic: no atomics decide it).
@@ -75,6 +79,16 @@ struct MoeActs {
   T* y = nullptr;   // [S, C] each expert's output before its weight
 };
 
+// gpt-oss's experts (every field at its default: Mixtral's SwiGLU experts without biases),
+// as kernels::cpu::ExpertExtras.
+template <class T>
+struct MoeExpertExtras {
+  const T* gate_up_bias = nullptr;  // [E, 2I] added to the gate, then the up rows' output
+  const T* down_bias = nullptr;     // [E, C] added to down's output (y includes it)
+  double swiglu_limit = 0.0;        // > 0: swiglu_clamped_* with swiglu_alpha
+  double swiglu_alpha = 1.702;
+};
+
 // out [N, C] (written) = sum_j w[n, j] y[pos[n k + j]]; acts written.
 //   x [N, C], gate_up [E, 2I, C], down [E, C, I], w [N, k] (nullptr: weights 1, as for
 //   the rows an expert rank received under expert parallelism; also in the backward)
@@ -82,11 +96,12 @@ template <class T>
 void moe_experts_forward(Gemm& gemm, T* out, const MoeActs<T>& acts, const T* x,
                          const T* gate_up, const T* down, const MoePlan& plan, const float* w,
                          int64_t N, int64_t C, int64_t I, int64_t E, int64_t k,
-                         cudaStream_t stream = nullptr);
+                         cudaStream_t stream = nullptr, const MoeExpertExtras<T>& extra = {});
 
 // Backward. dx [N, C] (accumulated; WRITTEN when !accumulate_dx), dgate_up [E, 2I, C] and
 // ddown [E, C, I] (accumulated, G = float or T; nullptr: frozen experts, no weight GEMMs),
-// dw [N, k] (written).
+// dw [N, k] (written); with extra's biases, dgate_up_bias [E, 2I] and ddown_bias [E, C]
+// (accumulated; nullptr: frozen).
 //   scratch_rows [S, C] and scratch_h [S, I] (T, device): the permuted dx and dh.
 // acts.g and acts.u are overwritten with their gradients.
 template <class T, class G>
@@ -94,7 +109,9 @@ void moe_experts_backward(Gemm& gemm, T* dx, G* dgate_up, G* ddown, float* dw, c
                           const MoeActs<T>& acts, const T* gate_up, const T* down,
                           const MoePlan& plan, const float* w, T* scratch_rows, T* scratch_h,
                           int64_t N, int64_t C, int64_t I, int64_t E, int64_t k,
-                          bool accumulate_dx = true, cudaStream_t stream = nullptr);
+                          bool accumulate_dx = true, cudaStream_t stream = nullptr,
+                          const MoeExpertExtras<T>& extra = {}, G* dgate_up_bias = nullptr,
+                          G* ddown_bias = nullptr);
 
 // The steps of moe_experts_forward / backward around the experts' GEMMs, for a caller that
 // moves the permuted rows elsewhere (expert parallelism: src/model/cuda/device_moe_ep.cpp).

@@ -8,8 +8,9 @@
 namespace zt::kernels::cuda {
 
 // One block per row. With a residual:  s = x + residual (stored to sum_out, rounded to T),
-//                                      y = s / sqrt(mean(s^2) + eps) * w
-// without (residual == nullptr):       y = x / sqrt(mean(x^2) + eps) * w
+//                                      y = s / sqrt(mean(s^2) + eps) * (offset + w)
+// without (residual == nullptr):       y = x / sqrt(mean(x^2) + eps) * (offset + w)
+// offset 0: Llama's norm; 1: Gemma's (1 + w) (Config::norm_offset).
 // The norm reads the rounded sum, so the backward (which reads sum_out) sees what the
 // forward normalised.
 //   y        [N, C] T (written)
@@ -21,9 +22,9 @@ namespace zt::kernels::cuda {
 template <class T>
 void residual_rmsnorm_forward(T* y, float* rstd, T* sum_out, const T* x, const T* residual,
                               const T* w, int64_t N, int64_t C, double eps,
-                              cudaStream_t stream = nullptr);
+                              cudaStream_t stream = nullptr, double offset = 0.0);
 
-// With r = rstd[n], xhat = x r, g = dout * w:
+// With r = rstd[n], xhat = x r, g = dout * (offset + w):
 //   dx[n, :] (+)= r * (g - xhat * mean(g * xhat))   one block per row
 //   dw[:]    +=  sum_n dout[n, :] * xhat[n, :]      one block per 32 columns, rows summed
 //                                                   in a fixed order (deterministic)
@@ -36,6 +37,6 @@ void residual_rmsnorm_forward(T* y, float* rstd, T* sum_out, const T* x, const T
 template <class T, class G>
 void rmsnorm_backward(T* dx, G* dw, const T* dout, const T* x, const T* w, const float* rstd,
                       int64_t N, int64_t C, bool accumulate_dx = true,
-                      cudaStream_t stream = nullptr);
+                      cudaStream_t stream = nullptr, double offset = 0.0);
 
 }  // namespace zt::kernels::cuda

@@ -1,6 +1,7 @@
 #pragma once
-// SwiGLU gate on the GPU: h = silu(g) * u (same semantics as zt/kernels/swiglu.hpp),
-// elementwise in fp32.
+// The gated MLP activations on the GPU, elementwise in fp32: SwiGLU h = silu(g) * u, Gemma's
+// GeGLU h = gelu_tanh(g) * u and gpt-oss's clamped SwiGLU (the semantics of
+// zt/kernels/swiglu.hpp and zt/kernels/geglu.hpp).
 #include <cstdint>
 
 #include "zt/kernels/cuda/types.hpp"
@@ -17,5 +18,24 @@ void swiglu_forward(T* h, const T* g, const T* u, int64_t n, cudaStream_t stream
 template <class T>
 void swiglu_backward(T* dg, T* du, const T* dh, const T* g, const T* u, int64_t n,
                      bool accumulate = true, cudaStream_t stream = nullptr);
+
+// GeGLU with tanh-GELU (Gemma): h = gelu_tanh(g) * u; its backward as swiglu_backward's
+// (the same accumulate and aliasing rules), derivative as kernels::cpu::geglu_backward.
+template <class T>
+void geglu_forward(T* h, const T* g, const T* u, int64_t n, cudaStream_t stream = nullptr);
+template <class T>
+void geglu_backward(T* dg, T* du, const T* dh, const T* g, const T* u, int64_t n,
+                    bool accumulate = true, cudaStream_t stream = nullptr);
+
+// gpt-oss's clamped SwiGLU: h = (clamp(u, -limit, limit) + 1) g' sigmoid(alpha g'),
+// g' = min(g, limit) (kernels::cpu::swiglu_clamped_forward); the clamps pass the gradient
+// where the input lies inside, bounds included. Backward as swiglu_backward's rules.
+template <class T>
+void swiglu_clamped_forward(T* h, const T* g, const T* u, int64_t n, double limit, double alpha,
+                            cudaStream_t stream = nullptr);
+template <class T>
+void swiglu_clamped_backward(T* dg, T* du, const T* dh, const T* g, const T* u, int64_t n,
+                             double limit, double alpha, bool accumulate = true,
+                             cudaStream_t stream = nullptr);
 
 }  // namespace zt::kernels::cuda
