@@ -208,9 +208,13 @@ std::string multimodal_config(const HfCarried& carried, const std::string& text_
                               const std::string& torch_dtype) {
   json j = json::parse(carried.config_json);
   json t = j.at("text_config");
+  // zt's values of the text model's fields; the rest as the folder had them (Gemma's
+  // hidden_activation, the initializer_range it was made with, ...).
   const json zt_text = json::parse(text_json);
   for (auto it = zt_text.begin(); it != zt_text.end(); ++it)
-    if (it.key() != "architectures" && it.key() != "torch_dtype") t[it.key()] = it.value();
+    if (it.key() != "architectures" && it.key() != "torch_dtype" &&
+        it.key() != "initializer_range" && it.key() != "hidden_act")
+      t[it.key()] = it.value();
   j["text_config"] = t;
   j["tie_word_embeddings"] = t.at("tie_word_embeddings");
   j["dtype"] = torch_dtype;
