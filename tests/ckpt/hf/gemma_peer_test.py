@@ -95,7 +95,7 @@ def multimodal(p, prepare):
         same = sorted(ma) == sorted(mb) and all(
             ma[k].dtype == mb[k].dtype and torch.equal(ma[k], mb[k]) for k in ma)
         nvision = sum(1 for k in a if "vision" in k or "projector" in k)
-        c.check(same and nvision > 0 and all(torch.equal(a[k], b[k]) for k in a if k in b),
+        c.check(same and nvision > 0 and all(k in b and torch.equal(a[k], b[k]) for k in a),
                 f"{name}: transformers loads the export as Gemma3ForConditionalGeneration with "
                 f"every tensor bit-identical ({len(ma)}, of which {nvision} vision and projector)")
         ja, jb = (json.load(open(os.path.join(f, "config.json"))) for f in (folder, out))
