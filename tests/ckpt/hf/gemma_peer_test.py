@@ -28,6 +28,8 @@ projector beside the same text model, tied and untied, float32 and bfloat16):
   - the export loads in transformers as Gemma3ForConditionalGeneration with every tensor
     (vision tower and projector included) bit-identical, the same tensor names and
     text_config, and zt re-imports it
+  - a LoRA step (zt train, ckpt.init_from the imported folder): the merged export is
+    Gemma3ForConditionalGeneration with the vision tower bit-identical and q_proj moved
   - bad input: a gemma3 config.json without text_config, a folder without one vision
     tensor: exit 2 naming the file and the field or tensor, nothing written
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
@@ -38,6 +40,58 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import CausalLMPeer, run_zt, with_config  # noqa: E402
+
+
+def lora_step(p, vision):
+    """One LoRA step from an imported gemma3 folder (vocab 264: byte tokens); its merged
+    export keeps the vision tower and moves the adapted projections."""
+    from safetensors.torch import load_file
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig
+    c, torch, work = p.c, p.torch, p.work
+    text = Gemma3TextConfig(vocab_size=264, hidden_size=64, intermediate_size=96,
+                            num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+                            head_dim=16, max_position_embeddings=64, sliding_window=4,
+                            query_pre_attn_scalar=24)
+    cfg = Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(),
+                       mm_tokens_per_image=4, image_token_index=260, boi_token_index=261,
+                       eoi_token_index=262)
+    torch.manual_seed(1)
+    folder = os.path.join(work, "mm-lora")
+    Gemma3ForConditionalGeneration(cfg).save_pretrained(folder)
+    with open(os.path.join(work, "mm-lora.txt"), "w") as f:
+        f.write("".join(chr(32 + (7 * i) % 95) for i in range(33)))
+    rc1, _ = run_zt(p.zt, "convert", "hf-to-h5", folder, folder + ".h5")
+    rc2, _ = run_zt(p.zt, "convert", "text-to-tokens", "--force",
+                    os.path.join(work, "mm-lora.txt"), folder + "-tokens.h5")
+    keys = ["model.family=gemma3_text", "model.vocab=264", "model.hidden=64", "model.layers=6",
+            "model.heads=4", "model.kv_heads=2", "model.intermediate=96",
+            "model.tied_embeddings=true", "model.head_dim=16", "model.context=64",
+            "model.norm_eps=1e-6", "model.sliding_window=4", "model.layer_types=sssssf",
+            "model.rope_theta=1000000", "model.rope_local_theta=10000",
+            "model.query_pre_attn_scalar=24", f"ckpt.init_from={folder}.h5",
+            "finetune.method=lora", "lora.targets=q,v", "train.steps=1", "train.lr=0.01",
+            "train.min_lr=0.01", "train.warmup=0", f"data.path={folder}-tokens.h5",
+            "train.seq_len=16", "train.global_batch=2", "train.micro_batch=1",
+            "data.eval_fraction=0", "eval.every=0", "sample.tokens=0",
+            f"ckpt.dir={folder}-run", "ckpt.every=1", "train.threads=1"]
+    rc3, out = run_zt(p.zt, "train", *[a for kv in keys for a in ("--set", kv)])
+    merged = folder + "-merged"
+    rc4, _ = run_zt(p.zt, "convert", "h5-to-hf", os.path.join(folder + "-run", "step-1.h5"),
+                    merged, "--dtype", "f32") if rc3 == 0 else (1, "")
+    c.check((rc1, rc2, rc3, rc4) == (0, 0, 0, 0),
+            f"mm-lora: import, tokens, one LoRA step, merged export (exits {rc1} {rc2} {rc3} {rc4})")
+    if rc4 != 0:
+        print(out[-2000:])
+        return
+    a, b = load_file(os.path.join(folder, "model.safetensors")), \
+        load_file(os.path.join(merged, "model.safetensors"))
+    vis = [k for k in a if not k.startswith("language_model.")]
+    q = "language_model.model.layers.0.self_attn.q_proj.weight"
+    loaded = Gemma3ForConditionalGeneration.from_pretrained(merged)
+    c.check(type(loaded).__name__ == "Gemma3ForConditionalGeneration" and len(vis) > 0 and
+            all(k in b and torch.equal(a[k], b[k]) for k in vis) and not torch.equal(a[q], b[q]),
+            f"mm-lora: the merged export loads as Gemma3ForConditionalGeneration, its {len(vis)} "
+            f"vision and projector tensors bit-identical, q_proj moved by the adapter")
 
 
 def multimodal(p, prepare):
@@ -107,6 +161,7 @@ def multimodal(p, prepare):
                 f"every text_config value")
     if folder is None:
         return
+    lora_step(p, vision)
     # Bad input: exit 2 naming the file and the field or tensor; nothing written.
     folder = os.path.join(p.work, "mm-tied")
     cj = json.load(open(os.path.join(folder, "config.json")))
