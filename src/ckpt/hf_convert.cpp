@@ -252,8 +252,14 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   }
 
   const int n = static_cast<int>(shards.size());
-  const std::string export_id =
+  std::string export_id =
       export_id_of(params, layout, pieces, dt, n, options.max_shard_size, options.saturate);
+  if (carried) {  // the carried tensors' bytes are part of what the export holds
+    uint64_t h = std::stoull(export_id, nullptr, 16);
+    for (const CarriedTensor& t : carried->tensors)
+      h = mix64(h ^ xxh3_sum(std::as_bytes(std::span<const uint8_t>(t.bytes))));
+    export_id = strf("%016llx", static_cast<unsigned long long>(h));
+  }
 
   std::error_code ec, is_dir_ec;
   fs::create_directories(outdir, ec);

@@ -30,6 +30,7 @@ projector beside the same text model, tied and untied, float32 and bfloat16):
     text_config, and zt re-imports it
   - a LoRA step (zt train, ckpt.init_from the imported folder): the merged export is
     Gemma3ForConditionalGeneration with the vision tower bit-identical and q_proj moved
+  - two exports differing in one vision tensor only carry different export ids
   - bad input: a gemma3 config.json without text_config, a folder without one vision
     tensor: exit 2 naming the file and the field or tensor, nothing written
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
@@ -162,6 +163,21 @@ def multimodal(p, prepare):
     if folder is None:
         return
     lora_step(p, vision)
+    # Two exports that differ in one vision tensor only carry different export ids (hf-to-h5
+    # refuses a folder mixing their shards).
+    folder = os.path.join(p.work, "mm-tied")
+    other = with_config(folder, folder + "-other-vision")
+    t = load_file(os.path.join(folder, "model.safetensors"))
+    t["vision_tower.post_layernorm.bias"] += 1.0
+    save_file(t, os.path.join(other, "model.safetensors"), metadata={"format": "pt"})
+    ids = []
+    for d in (folder, other):
+        rc1, _ = run_zt(p.zt, "convert", "hf-to-h5", d, d + "-id.h5")
+        rc2, _ = run_zt(p.zt, "convert", "h5-to-hf", d + "-id.h5", d + "-id", "--dtype", "f32")
+        with safe_open(os.path.join(d + "-id", "model.safetensors"), "pt") as f:
+            ids.append((rc1, rc2, f.metadata().get("zt_export_id")))
+    c.check(ids[0][:2] == ids[1][:2] == (0, 0) and ids[0][2] != ids[1][2],
+            f"exports differing in one vision tensor have different export ids {ids}")
     # Bad input: exit 2 naming the file and the field or tensor; nothing written.
     folder = os.path.join(p.work, "mm-tied")
     cj = json.load(open(os.path.join(folder, "config.json")))
