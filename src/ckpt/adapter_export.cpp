@@ -199,6 +199,7 @@ Weights read_merged_weights(const std::string& adapters, const std::string& base
   model::MergedWeights m = model::merge_lora(b.config, std::move(b.units), layout, ac.params);
   Weights w{std::move(m.config), std::move(m.units), ac.path, b.source_dtype,
             ac.header.tokenizer.name.empty() ? b.tokenizer : ac.header.tokenizer};
+  w.carried = b.carried;  // a multimodal base's vision tower: the merged export is whole
   log::info(strf("merged %zu adapters (%s, r %lld, scale %g) of '%s' into base '%s'%s",
                  layout.adapters().size(),
                  ac.lora.method == model::FinetuneMethod::kQlora ? "qlora" : "lora",

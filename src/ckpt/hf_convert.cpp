@@ -14,6 +14,7 @@
 
 #include "zt/core/escape.hpp"
 #include "zt/core/json.hpp"
+#include "hf_folder.hpp"
 #include "hf_names.hpp"
 #include "mxfp4.hpp"
 #include "zt/ckpt/adapter_export.hpp"
@@ -38,18 +39,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr const char* kConfigFile = "config.json";
-constexpr const char* kSingleFile = "model.safetensors";
-constexpr const char* kIndexFile = "model.safetensors.index.json";
-constexpr const char* kIndexHint =
-    "model.safetensors.index.json must map every tensor to a shard file in the same folder "
-    "(as transformers' save_pretrained writes it)";
-
-// Every file of one h5-to-hf export carries its id (the shards' __metadata__, the index's
-// metadata): hf-to-h5 refuses a folder whose shards come from different exports. The id
-// is a hash of what the export holds (every parameter's bytes, XXH3 as checkpoints use,
-// the dtype and the shard plan): two exports of one checkpoint with the same options are
-// byte-identical files, so mixing them is harmless; any other pair differs.
-constexpr const char* kExportIdKey = "zt_export_id";
 
 struct DTypeNames { const char* zt; const char* torch; StDType st; };
 constexpr DTypeNames kDTypes[] = {{"f32", "float32", StDType::kF32},
@@ -73,10 +62,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-std::string read_text(const fs::path& path) {
-  return read_regular_file(path.string(), "model folder file", "check the model folder");
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -106,12 +91,6 @@ void name_after_preset(model::Config& cfg) {
   }
   cfg.name = "custom";
 }
-
-// Where each tensor of a Hugging Face folder lives.
-struct Located {
-  std::string file;  // full path of its safetensors file
-  StTensor tensor;
-};
 
 }  // namespace
 
@@ -229,6 +208,7 @@ Weights read_checkpoint_weights(const std::string& checkpoint, const std::string
     targets.push_back(UnitTarget{0, layout.unit(u).numel, p, {}, {}});
   }
   read_file(MPI_COMM_NULL, ckpt_file, w.config, targets, ReadWhat::kParams);
+  w.carried = read_carried(ckpt_file);
   return w;
 }
 
@@ -249,11 +229,19 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   // Plan the shards: the folder's tensors (hf_pieces: the layout's, Mixtral's experts one
   // file tensor each) in layout order, a new shard when the next tensor would push the
   // current one past max_shard_size.
-  const std::vector<HfPiece> pieces = hf_pieces(layout);
+  // A multimodal checkpoint: the text model under the folder's names, then the carried
+  // tensors (indices from pieces.size() on) as they were read.
+  std::vector<HfPiece> pieces = hf_pieces(layout);
+  const HfCarried* carried = weights.carried.get();
+  const size_t ncarried = carried ? carried->tensors.size() : 0;
+  if (carried)
+    for (HfPiece& p : pieces) p.name = multimodal_name(p.name);
   std::vector<std::vector<int>> shards;  // piece indices of each shard
   uint64_t shard_bytes = 0, total = 0;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const uint64_t bytes = static_cast<uint64_t>(pieces[i].numel) * st_dtype_size(dt.st);
+  for (size_t i = 0; i < pieces.size() + ncarried; ++i) {
+    const uint64_t bytes =
+        i < pieces.size() ? static_cast<uint64_t>(pieces[i].numel) * st_dtype_size(dt.st)
+                          : carried->tensors[i - pieces.size()].bytes.size();
     if (shards.empty() || (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_size)) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -264,8 +252,14 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   }
 
   const int n = static_cast<int>(shards.size());
-  const std::string export_id =
+  std::string export_id =
       export_id_of(params, layout, pieces, dt, n, options.max_shard_size, options.saturate);
+  if (carried) {  // the carried tensors' bytes are part of what the export holds
+    uint64_t h = std::stoull(export_id, nullptr, 16);
+    for (const CarriedTensor& t : carried->tensors)
+      h = mix64(h ^ xxh3_sum(std::as_bytes(std::span<const uint8_t>(t.bytes))));
+    export_id = strf("%016llx", static_cast<unsigned long long>(h));
+  }
 
   std::error_code ec, is_dir_ec;
   fs::create_directories(outdir, ec);
@@ -277,7 +271,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   HfExportResult r;
   r.tokenizer = weights.tokenizer;
   r.dtype = dt.zt;
-  r.tensors = static_cast<int64_t>(pieces.size());
+  r.tensors = static_cast<int64_t>(pieces.size() + ncarried);
   r.tensor_bytes = total;
 
   // An export is whole or visibly absent (issue 36, class 4): the earlier export's model
@@ -297,10 +291,12 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   if (removed > 0)
     log::warn(strf("removed the %d model file%s of an earlier export in '%s'", removed,
                    removed == 1 ? "" : "s", outdir.c_str()));
-  write_text(dir / kConfigFile, hf_config_json(cfg, dt.torch));
+  write_text(dir / kConfigFile, carried ? multimodal_config(*carried, hf_config_json(cfg, dt.torch),
+                                                           dt.torch)
+                                        : hf_config_json(cfg, dt.torch));
   r.export_id = export_id;
   Progress progress("h5-to-hf", total, ProgressUnit::kBytes);
-  progress.count_items(pieces.size(), "tensors");
+  progress.count_items(pieces.size() + ncarried, "tensors");
   json weight_map = json::object();
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {kExportIdKey, export_id}};
   std::vector<float> reordered;
@@ -308,12 +304,22 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
     const std::string file = n == 1 ? kSingleFile : hf_shard_name(k + 1, n);
     std::vector<StTensorSpec> specs;
     for (int i : shards[static_cast<size_t>(k)]) {
-      const HfPiece& piece = pieces[static_cast<size_t>(i)];
-      specs.push_back({piece.name, dt.st, piece.shape});
-      weight_map[piece.name] = file;
+      const size_t c = static_cast<size_t>(i) - pieces.size();  // a carried tensor's index
+      specs.push_back(static_cast<size_t>(i) < pieces.size()
+                          ? StTensorSpec{pieces[static_cast<size_t>(i)].name, dt.st,
+                                         pieces[static_cast<size_t>(i)].shape}
+                          : StTensorSpec{carried->tensors[c].name, carried->tensors[c].dtype,
+                                         carried->tensors[c].shape});
+      weight_map[specs.back().name] = file;
     }
     SafetensorsWriter w((dir / file).string(), specs, metadata, options.saturate);
     for (int i : shards[static_cast<size_t>(k)]) {
+      if (static_cast<size_t>(i) >= pieces.size()) {  // carried: the bytes as read
+        const std::vector<uint8_t>& b = carried->tensors[static_cast<size_t>(i) - pieces.size()].bytes;
+        w.write_raw(b);
+        progress.advance(b.size(), 1);
+        continue;
+      }
       const HfPiece& piece = pieces[static_cast<size_t>(i)];
       const model::TensorInfo& t = layout.tensors()[static_cast<size_t>(piece.tensor)];
       const std::vector<float>& unit = params[static_cast<size_t>(t.unit)];
@@ -345,68 +351,6 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
 // ---- import ----------------------------------------------------------------------
 
 namespace {
-
-// Every tensor of the folder, located: one file, or an index and its shards (as
-// transformers: model.safetensors when present, else the index). The files into *files.
-std::map<std::string, Located> locate_tensors(const fs::path& dir, const std::string& hfdir,
-                                              std::vector<std::string>* files) {
-  std::map<std::string, Located> found;
-  std::error_code ec;
-  const fs::path index_path = dir / kIndexFile;
-  if (!fs::exists(dir / kSingleFile, ec) && fs::exists(index_path, ec)) {
-    const HfIndex idx = parse_hf_index(read_text(index_path), index_path.string());
-    std::map<std::string, std::set<std::string>> by_shard;  // shard -> tensors it should hold
-    for (const auto& [name, file] : idx.weight_map) by_shard[file].insert(name);
-    uint64_t total = 0;
-    // The export every shard must come from: the index's id, else the first shard's.
-    std::string export_id = idx.export_id, id_from = index_path.string();
-    for (const auto& [file, names] : by_shard) {
-      const std::string path = (dir / file).string();
-      const StHeader h = read_safetensors_header(path);
-      const auto id = h.metadata.find(kExportIdKey);
-      const std::string shard_id = id == h.metadata.end() ? "" : id->second;
-      if (!export_id.empty() && shard_id != export_id)
-        throw InputError("shard '" + path + "' has " + kExportIdKey + " " +
-                             (shard_id.empty() ? "(none)" : shard_id) + " but '" + id_from +
-                             "' has " + export_id + ": the folder mixes files of two exports "
-                             "(an export that was interrupted, or files copied in)",
-                         "export the checkpoint again (zt convert h5-to-hf CKPT OUTDIR --force), "
-                         "or copy the whole folder of one export");
-      if (export_id.empty() && !shard_id.empty()) {
-        export_id = shard_id;
-        id_from = path;
-      }
-      for (const StTensor& t : h.tensors) {
-        if (!names.count(t.name))
-          throw InputError("shard '" + path + "' holds tensor '" + t.name + "', which '" +
-                               index_path.string() + "' ('weight_map') does not place there",
-                           kIndexHint);
-        found[t.name] = Located{path, t};
-        total += t.nbytes();
-      }
-      for (const std::string& name : names)
-        if (!h.find(name))
-          throw InputError("'" + index_path.string() + "' ('weight_map') places tensor '" + name +
-                               "' in '" + path + "', which does not hold it",
-                           kIndexHint);
-      files->push_back(path);
-    }
-    if (idx.total_size && *idx.total_size != total)
-      log::warn(strf("'%s': metadata.total_size is %llu but the shards' tensors hold %llu bytes",
-                     index_path.string().c_str(), static_cast<unsigned long long>(*idx.total_size),
-                     static_cast<unsigned long long>(total)));
-    return found;
-  }
-  const std::string path = (dir / kSingleFile).string();
-  if (!fs::exists(path, ec))
-    throw InputError("'" + hfdir + "' holds neither " + kSingleFile + " nor " + kIndexFile,
-                     "zt imports safetensors weights; convert a pytorch_model.bin first "
-                     "(e.g. load it in transformers and save_pretrained(safe_serialization=True))");
-  const StHeader h = read_safetensors_header(path);
-  for (const StTensor& t : h.tensors) found[t.name] = Located{path, t};
-  files->push_back(path);
-  return found;
-}
 
 // Every tensor of the model is there, with the shape config.json implies and a float
 // dtype; nothing unknown is.
@@ -540,13 +484,20 @@ Weights read_hf_weights(const std::string& hfdir, HfImportResult* info) {
     throw InputError("Hugging Face model folder '" + hfdir + "' not found (or not a folder)",
                      "give the folder that holds config.json and model.safetensors (or "
                      "model.safetensors.index.json and its shards)");
-  HfConfig hc = read_hf_config((dir / kConfigFile).string());
+  // A multimodal folder: its text model (text_config, language_model.*), the rest carried.
+  const std::string config_path = (dir / kConfigFile).string();
+  const std::string config_text = read_regular_file(
+      config_path, "config", "a Hugging Face model folder holds config.json beside its weights");
+  const std::optional<std::string> text_config = multimodal_text_config(config_text, config_path);
+  HfConfig hc = text_config ? parse_hf_config(*text_config, config_path + " (text_config)")
+                            : parse_hf_config(config_text, config_path);
   Weights w{hc.model, {}, hfdir, ""};
   name_after_preset(w.config);
   const model::ParamLayout layout(w.config);
 
   HfImportResult r;
-  const std::map<std::string, Located> found = locate_tensors(dir, hfdir, &r.files);
+  std::map<std::string, Located> found = locate_tensors(hfdir, &r.files);
+  if (text_config) w.carried = split_multimodal(&found, config_text, hfdir);
   // Mixtral's experts: per-expert w1/w3/w2 (the published form), or transformers 5's fused
   // tensors when the folder holds those.
   bool fused = false;
@@ -577,6 +528,7 @@ HfImportResult import_hf(const std::string& hfdir, const std::string& out_h5) {
   const Weights w = read_hf_weights(hfdir, &r);
   WeightsOptions wo;
   wo.source_dtype = w.source_dtype;
+  if (w.carried) wo.also_write = [&w](const std::string& path) { write_carried(path, *w.carried); };
   write_weights_only(out_h5, w.config, w.units, wo);
   return r;
 }

@@ -311,13 +311,13 @@ void read_safetensors_tensor(const std::string& path, const StHeader& h, const S
 }
 
 void read_safetensors_bytes(const std::string& path, const StHeader& h, const StTensor& t,
-                            std::vector<uint8_t>& out) {
-  if (t.dtype != StDType::kU8)
+                            std::vector<uint8_t>& out, bool any_dtype) {
+  if (t.dtype != StDType::kU8 && !any_dtype)
     throw InputError(strf("safetensors file '%s': tensor '%s' has dtype %s, not U8",
                           path.c_str(), t.name.c_str(), st_dtype_name(t.dtype)),
                      "MXFP4 blocks and scales are U8 tensors (as openai/gpt-oss's files)");
   const Fd fd(open_tensor_file(path));
-  out.resize(static_cast<size_t>(t.numel()));
+  out.resize(static_cast<size_t>(t.nbytes()));
   pread_all(fd.get(), out.data(), t.nbytes(), h.data_start + t.begin, path);
 }
 
@@ -407,6 +407,17 @@ void SafetensorsWriter::write(std::span<const float> values) {
       out_.write(half.data(), n * sizeof(uint16_t));
     }
   }
+  ++next_;
+}
+
+void SafetensorsWriter::write_raw(std::span<const uint8_t> bytes) {
+  ZT_CHECK(next_ < specs_.size(), "more tensors written than declared", "");
+  const StTensorSpec& s = specs_[next_];
+  uint64_t numel = 1;
+  for (int64_t d : s.shape) numel *= static_cast<uint64_t>(d);
+  ZT_CHECK(bytes.size() == numel * st_dtype_size(s.dtype),
+           "tensor '" + s.name + "' has the wrong number of bytes", "");
+  out_.write(bytes.data(), bytes.size());
   ++next_;
 }
 

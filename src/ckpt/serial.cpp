@@ -35,6 +35,7 @@ void write_weights_only(const std::string& path, const model::Config& cfg,
   }
   SafeFile out(path, "weights file");  // HDF5 writes the (existing, empty) temporary by name
   write_file(MPI_COMM_NULL, out.temp_path(), c);
+  if (options.also_write) options.also_write(out.temp_path());
   out.commit();
 }
 

@@ -46,7 +46,8 @@ std::vector<std::string> Config::preset_names() {
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
           "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b",
           "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b", "gemma-3-1b",
-          "gpt-oss-20b",  "gpt-oss-120b"};
+          "gemma-3-4b",   "gemma-3-12b",    "gemma-3-27b",    "gpt-oss-20b",
+          "gpt-oss-120b"};
 }
 
 namespace {
@@ -176,18 +177,32 @@ Config Config::preset(std::string_view name) {
     c.norm_topk_prob = false;
     return c;
   }
-  // google/gemma-3-1b-pt's config.json (gemma3_text): head_dim 256, 5 sliding layers (window
-  // 512, RoPE base 1e4) to 1 full (1e6), query_pre_attn_scalar 256, tied.
-  if (name == "gemma-3-1b") {
-    Config c = make("gemma-3-1b", 262144, 1152, 26, 4, 1, 6912, 32768, 1e-6);
+  // google/gemma-3-1b-pt's config.json (gemma3_text) and gemma-3-{4b,12b,27b}-pt's
+  // text_config (the text model of the multimodal gemma3 folders): 5 sliding layers (RoPE
+  // base 1e4) to 1 full (1e6; 4b-27b scale it linearly by 8), tied; 1b's window is 512 and
+  // its vocabulary 262144, the others' 1024 and 262208.
+  struct Gemma3 {
+    const char* name;
+    int64_t vocab, hidden, layers, heads, kv_heads, inter, context, window, head_dim, scalar;
+  };
+  static constexpr Gemma3 kGemma3[] = {
+      {"gemma-3-1b", 262144, 1152, 26, 4, 1, 6912, 32768, 512, 256, 256},
+      {"gemma-3-4b", 262208, 2560, 34, 8, 4, 10240, 131072, 1024, 256, 256},
+      {"gemma-3-12b", 262208, 3840, 48, 16, 8, 15360, 131072, 1024, 256, 256},
+      {"gemma-3-27b", 262208, 5376, 62, 32, 16, 21504, 131072, 1024, 128, 168}};
+  for (const Gemma3& g : kGemma3) {
+    if (name != g.name) continue;
+    Config c = make(g.name, g.vocab, g.hidden, g.layers, g.heads, g.kv_heads, g.inter, g.context,
+                    1e-6);
     c.family = "gemma3_text";
-    c.head_dim_ = 256;
+    c.head_dim_ = g.head_dim;
     c.tied_embeddings = true;
     c.rope_theta = 1e6;
+    if (g.context > 32768) c.rope_scaling = {.type = "linear", .factor = 8.0};
     c.rope_local_theta = 1e4;
-    c.sliding_window = 512;
+    c.sliding_window = g.window;
     for (int64_t l = 0; l < c.layers; ++l) c.layer_types += (l + 1) % 6 != 0 ? 's' : 'f';
-    c.query_pre_attn_scalar = 256;
+    c.query_pre_attn_scalar = g.scalar;
     return c;
   }
   // openai/gpt-oss-20b and -120b's config.json (gpt_oss): head_dim 64, sliding (128) and

@@ -40,6 +40,10 @@ TEST(Config, PublishedParameterCounts) {
   EXPECT_EQ(Config::preset("llama-13b").num_params(), 13'015'864'320);      // "13.0B"
   // transformers 5.24's Gemma3ForCausalLM of gemma-3-1b-pt's config on the meta device.
   EXPECT_EQ(Config::preset("gemma-3-1b").num_params(), 999'885'952);
+  // The same of gemma-3-{4b,12b,27b}-pt's text_config (Gemma3ForCausalLM, the text model).
+  EXPECT_EQ(Config::preset("gemma-3-4b").num_params(), 3'880'263'168);
+  EXPECT_EQ(Config::preset("gemma-3-12b").num_params(), 11'766'034'176);
+  EXPECT_EQ(Config::preset("gemma-3-27b").num_params(), 27'009'346'304);
   // transformers 5.24's GptOssForCausalLM of openai/gpt-oss-20b's and -120b's config.json
   // on the meta device (active: less (E - 4) experts of each layer, weights and biases).
   EXPECT_EQ(Config::preset("gpt-oss-20b").num_params(), 20'914'757'184);

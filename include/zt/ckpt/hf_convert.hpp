@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,9 @@ struct Weights {
   std::string source;                     // the file or folder read
   std::string source_dtype;               // "f32", "bf16", "f16", or "" (unrecorded)
   TokenizerRecord tokenizer;              // a checkpoint's training tokenizer (name "" if none)
+  // A multimodal folder's vision tower, projector and config.json, carried unchanged
+  // (nullptr for a text model; src/ckpt/hf_folder.hpp).
+  std::shared_ptr<const struct HfCarried> carried;
 };
 // The parameters of a zt checkpoint (a training or weights-only file, or the one a
 // ckpt.dir's `latest` names), every checksum verified. An adapter checkpoint (contents

@@ -72,9 +72,10 @@ StHeader read_safetensors_header(const std::string& path);
 void read_safetensors_tensor(const std::string& path, const StHeader& h, const StTensor& t,
                              std::vector<float>& out);
 
-// Reads tensor `t` (dtype U8: MXFP4 blocks and scales) as raw bytes; other dtypes throw.
+// Reads tensor `t` (dtype U8: MXFP4 blocks and scales) as raw bytes; other dtypes throw
+// unless any_dtype (then its bytes as stored, e.g. a carried vision tensor).
 void read_safetensors_bytes(const std::string& path, const StHeader& h, const StTensor& t,
-                            std::vector<uint8_t>& out);
+                            std::vector<uint8_t>& out, bool any_dtype = false);
 
 // The narrowing type of a BF16/F16 safetensors dtype (zt/core/dtype.hpp), kF32 otherwise.
 DType st_narrow_target(StDType t);
@@ -109,6 +110,7 @@ class SafetensorsWriter {
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
 
   void write(std::span<const float> values);  // the next tensor, in spec order
+  void write_raw(std::span<const uint8_t> bytes);  // the next tensor's bytes as stored
   void finish();
   static uint64_t file_size(const std::vector<StTensorSpec>& specs,
                             const std::map<std::string, std::string>& metadata);

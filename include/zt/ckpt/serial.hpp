@@ -2,6 +2,7 @@
 // Serial (single-process, no MPI needed) helpers over the checkpoint format, for
 // converters (`zt convert h5-to-hf / hf-to-h5`), tools and tests. The files are the same
 // as the collective writer's (docs/checkpoint-format.md).
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,9 @@ namespace zt::ckpt {
 
 struct WeightsOptions {
   std::string source_dtype;  // "" = attribute absent; e.g. "bf16" for a converted model
+  // Called with the temporary file's path after the checkpoint is written, before it is
+  // renamed into place: what else the file holds (a multimodal folder's carried part).
+  std::function<void(const std::string&)> also_write;
 };
 
 // Writes a weights-only checkpoint (contents "weights": /params, /state with step 0)

@@ -112,6 +112,10 @@ struct Config {
   //   gemma-3-1b      google/gemma-3-1b-pt (gemma3_text): 1152 / 26 / 4 / 1 / 6912 / 262144 /
   //                   32768, head_dim 256, tied, 5 sliding (512, theta 1e4) : 1 full (1e6),
   //                   query_pre_attn_scalar 256: 999,885,952
+  //   gemma-3-4b/12b/27b google/gemma-3-*-pt's text_config: 2560 / 34 / 8 / 4 / 10240,
+  //                   3840 / 48 / 16 / 8 / 15360, 5376 / 62 / 32 / 16 / 21504 (head_dim 128,
+  //                   scalar 168); vocab 262208, window 1024, full layers linear x8:
+  //                   3,880,263,168 / 11,766,034,176 / 27,009,346,304
   //   gpt-oss-20b     openai/gpt-oss-20b (gpt_oss): 2880 / 24 / 64 / 8 / 2880 / 201088 /
   //                   131072, head_dim 64, sliding 128 and full alternating, yarn (32 over
   //                   4096), 32 experts with biases, 4 per token, swiglu_limit 7, attention

@@ -21,6 +21,18 @@ norms, which would hide them; near 0 the tied model's continuation repeats one t
   - bad input: a layer_types of the wrong length, an unknown layer type, linear_attention,
     attn_logit_softcapping set, a scaled sliding-layer RoPE: exit 2 naming config.json,
     the field and what is wrong, nothing written
+Then the multimodal folder (Gemma3ForConditionalGeneration: a tiny SigLIP vision tower and
+projector beside the same text model, tied and untied, float32 and bfloat16):
+  - the text model's logits, loss, continuation and `zt generate` against transformers'
+    text-only forward, as above
+  - the export loads in transformers as Gemma3ForConditionalGeneration with every tensor
+    (vision tower and projector included) bit-identical, the same tensor names and
+    text_config, and zt re-imports it
+  - a LoRA step (zt train, ckpt.init_from the imported folder): the merged export is
+    Gemma3ForConditionalGeneration with the vision tower bit-identical and q_proj moved
+  - two exports differing in one vision tensor only carry different export ids
+  - bad input: a gemma3 config.json without text_config, a folder without one vision
+    tensor: exit 2 naming the file and the field or tensor, nothing written
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import json
@@ -29,6 +41,160 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import CausalLMPeer, run_zt, with_config  # noqa: E402
+
+
+def lora_step(p, vision):
+    """One LoRA step from an imported gemma3 folder (vocab 264: byte tokens); its merged
+    export keeps the vision tower and moves the adapted projections."""
+    from safetensors.torch import load_file
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig
+    c, torch, work = p.c, p.torch, p.work
+    text = Gemma3TextConfig(vocab_size=264, hidden_size=64, intermediate_size=96,
+                            num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+                            head_dim=16, max_position_embeddings=64, sliding_window=4,
+                            query_pre_attn_scalar=24)
+    cfg = Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(),
+                       mm_tokens_per_image=4, image_token_index=260, boi_token_index=261,
+                       eoi_token_index=262)
+    torch.manual_seed(1)
+    folder = os.path.join(work, "mm-lora")
+    Gemma3ForConditionalGeneration(cfg).save_pretrained(folder)
+    with open(os.path.join(work, "mm-lora.txt"), "w") as f:
+        f.write("".join(chr(32 + (7 * i) % 95) for i in range(33)))
+    rc1, _ = run_zt(p.zt, "convert", "hf-to-h5", folder, folder + ".h5")
+    rc2, _ = run_zt(p.zt, "convert", "text-to-tokens", "--force",
+                    os.path.join(work, "mm-lora.txt"), folder + "-tokens.h5")
+    keys = ["model.family=gemma3_text", "model.vocab=264", "model.hidden=64", "model.layers=6",
+            "model.heads=4", "model.kv_heads=2", "model.intermediate=96",
+            "model.tied_embeddings=true", "model.head_dim=16", "model.context=64",
+            "model.norm_eps=1e-6", "model.sliding_window=4", "model.layer_types=sssssf",
+            "model.rope_theta=1000000", "model.rope_local_theta=10000",
+            "model.query_pre_attn_scalar=24", f"ckpt.init_from={folder}.h5",
+            "finetune.method=lora", "lora.targets=q,v", "train.steps=1", "train.lr=0.01",
+            "train.min_lr=0.01", "train.warmup=0", f"data.path={folder}-tokens.h5",
+            "train.seq_len=16", "train.global_batch=2", "train.micro_batch=1",
+            "data.eval_fraction=0", "eval.every=0", "sample.tokens=0",
+            f"ckpt.dir={folder}-run", "ckpt.every=1", "train.threads=1"]
+    rc3, out = run_zt(p.zt, "train", *[a for kv in keys for a in ("--set", kv)])
+    merged = folder + "-merged"
+    rc4, _ = run_zt(p.zt, "convert", "h5-to-hf", os.path.join(folder + "-run", "step-1.h5"),
+                    merged, "--dtype", "f32") if rc3 == 0 else (1, "")
+    c.check((rc1, rc2, rc3, rc4) == (0, 0, 0, 0),
+            f"mm-lora: import, tokens, one LoRA step, merged export (exits {rc1} {rc2} {rc3} {rc4})")
+    if rc4 != 0:
+        print(out[-2000:])
+        return
+    a, b = load_file(os.path.join(folder, "model.safetensors")), \
+        load_file(os.path.join(merged, "model.safetensors"))
+    vis = [k for k in a if not k.startswith("language_model.")]
+    q = "language_model.model.layers.0.self_attn.q_proj.weight"
+    loaded = Gemma3ForConditionalGeneration.from_pretrained(merged)
+    c.check(type(loaded).__name__ == "Gemma3ForConditionalGeneration" and len(vis) > 0 and
+            all(k in b and torch.equal(a[k], b[k]) for k in vis) and not torch.equal(a[q], b[q]),
+            f"mm-lora: the merged export loads as Gemma3ForConditionalGeneration, its {len(vis)} "
+            f"vision and projector tensors bit-identical, q_proj moved by the adapter")
+
+
+def multimodal(p, prepare):
+    """The multimodal folder's checks (the docstring's second part)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+    from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig,
+                              SiglipVisionConfig)
+    c, torch = p.c, p.torch
+    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                num_attention_heads=2, image_size=28, patch_size=14)
+
+    def names(folder):
+        with safe_open(os.path.join(folder, "model.safetensors"), "pt") as f:
+            return sorted(f.keys())
+    folder = None
+    for name, tied, dtype in (("mm-tied", True, "f32"), ("mm-untied", False, "f32"),
+                              ("mm-tied-bf16", True, "bf16")):
+        text = Gemma3TextConfig(vocab_size=96, hidden_size=64, intermediate_size=96,
+                                num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
+                                head_dim=16, max_position_embeddings=64, sliding_window=4,
+                                query_pre_attn_scalar=24, initializer_range=0.3, bos_token_id=2,
+                                eos_token_id=None, pad_token_id=0,
+                                rope_scaling={"rope_type": "linear", "factor": 2.0})
+        cfg = Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(),
+                           mm_tokens_per_image=4, image_token_index=90, boi_token_index=91,
+                           eoi_token_index=92, tie_word_embeddings=tied, initializer_range=0.3)
+
+        def prep(model):
+            prepare(model)
+            with torch.no_grad():  # N(0, 0.3): the tied head's continuation repeats one token
+                model.get_input_embeddings().weight.normal_(0.0, 0.1)
+            if dtype == "bf16":
+                model.to(torch.bfloat16)
+        got = p.imported(name, Gemma3ForConditionalGeneration, cfg,
+                         dict(model_type="gemma3", tie_word_embeddings=tied), prepare=prep)
+        if got is None:
+            continue
+        folder, h5, hf, z, tol = got
+        out = folder + "-export"
+        if dtype == "f32":
+            out = p.exported(name, folder, h5, hf, z, "Gemma3ForConditionalGeneration",
+                             ("tie_word_embeddings", "mm_tokens_per_image", "image_token_index"))
+        else:  # the source dtype: bf16 weights written back as they were read
+            rc, _ = run_zt(p.zt, "convert", "h5-to-hf", h5, out)
+            c.check(rc == 0, f"{name}: zt convert h5-to-hf in the source dtype (exit {rc})")
+        if not out or not os.path.exists(out):
+            continue
+        a, b = load_file(os.path.join(folder, "model.safetensors")), \
+            load_file(os.path.join(out, "model.safetensors"))
+        c.check(names(out) == names(folder),
+                f"{name}: the export holds the folder's {len(a)} tensor names")
+        ma = Gemma3ForConditionalGeneration.from_pretrained(folder).state_dict()
+        mb = Gemma3ForConditionalGeneration.from_pretrained(out).state_dict()
+        same = sorted(ma) == sorted(mb) and all(
+            ma[k].dtype == mb[k].dtype and torch.equal(ma[k], mb[k]) for k in ma)
+        nvision = sum(1 for k in a if "vision" in k or "projector" in k)
+        c.check(same and nvision > 0 and all(k in b and torch.equal(a[k], b[k]) for k in a),
+                f"{name}: transformers loads the export as Gemma3ForConditionalGeneration with "
+                f"every tensor bit-identical ({len(ma)}, of which {nvision} vision and projector)")
+        ja, jb = (json.load(open(os.path.join(f, "config.json"))) for f in (folder, out))
+        keep = ("vision_config", "mm_tokens_per_image", "image_token_index", "boi_token_index")
+        c.check(all(ja.get(k) == jb.get(k) for k in keep) and
+                all(jb["text_config"].get(k) == v for k, v in ja["text_config"].items()
+                    if k not in ("dtype", "torch_dtype", "tie_word_embeddings")),
+                f"{name}: the export's config.json keeps vision_config, the image tokens and "
+                f"every text_config value")
+    if folder is None:
+        return
+    lora_step(p, vision)
+    # Two exports that differ in one vision tensor only carry different export ids (hf-to-h5
+    # refuses a folder mixing their shards).
+    folder = os.path.join(p.work, "mm-tied")
+    other = with_config(folder, folder + "-other-vision")
+    t = load_file(os.path.join(folder, "model.safetensors"))
+    t["vision_tower.post_layernorm.bias"] += 1.0
+    save_file(t, os.path.join(other, "model.safetensors"), metadata={"format": "pt"})
+    ids = []
+    for d in (folder, other):
+        rc1, _ = run_zt(p.zt, "convert", "hf-to-h5", d, d + "-id.h5")
+        rc2, _ = run_zt(p.zt, "convert", "h5-to-hf", d + "-id.h5", d + "-id", "--dtype", "f32")
+        with safe_open(os.path.join(d + "-id", "model.safetensors"), "pt") as f:
+            ids.append((rc1, rc2, f.metadata().get("zt_export_id")))
+    c.check(ids[0][:2] == ids[1][:2] == (0, 0) and ids[0][2] != ids[1][2],
+            f"exports differing in one vision tensor have different export ids {ids}")
+    # Bad input: exit 2 naming the file and the field or tensor; nothing written.
+    folder = os.path.join(p.work, "mm-tied")
+    cj = json.load(open(os.path.join(folder, "config.json")))
+    bad = with_config(folder, folder + "-bad-no-text")
+    json.dump({k: v for k, v in cj.items() if k != "text_config"},
+              open(os.path.join(bad, "config.json"), "w"))
+    gone = "vision_tower.encoder.layers.1.mlp.fc1.weight"
+    missing = with_config(folder, folder + "-bad-vision")
+    t = load_file(os.path.join(folder, "model.safetensors"))
+    del t[gone]
+    save_file(t, os.path.join(missing, "model.safetensors"), metadata={"format": "pt"})
+    for tag, d, says in (("no text_config", bad, ("config.json", "'text_config'")),
+                         ("a vision tensor missing", missing,
+                          (f"'{gone}'", "config.json", "'vision_config'"))):
+        rc, out = run_zt(p.zt, "convert", "hf-to-h5", d, d + ".h5")
+        c.check(rc == 2 and all(x in out for x in says) and not os.path.exists(d + ".h5"),
+                f"bad input ({tag}): exit {rc} naming {', '.join(says)}; nothing written")
 
 
 def main():
@@ -127,6 +293,7 @@ def main():
                 and not os.path.exists(bad + ".h5"),
                 f"bad input ({tag}): exit {rc} naming config.json, {field} and {says}; nothing "
                 f"written")
+    multimodal(p, norms)
     c.finish()
 
 
