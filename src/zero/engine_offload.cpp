@@ -247,7 +247,7 @@ void Engine::Impl::copy_to_space(float* dst, const float* host, size_t count) {
 // backward goes on; they land in host_grads by the step at the latest.
 void Engine::Impl::offload_grad_final(int u) {
   if (!offload_copies) return;
-  const float* g = grads_for_update(u).data();  // [owned] in mem
+  const float* g = update.grads(u).data();  // [owned] in mem
   const auto [k0, k1] = unit_groups[static_cast<size_t>(u)];
   const std::vector<offload::SubGroup>& sgs = store->subgroups();
   for (size_t k = k0; k < k1; ++k) {
@@ -291,20 +291,19 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
     for (int u = 0; u < units; ++u) {
       if (!trainable(u)) continue;  // frozen: no AdamW
       if (update_guard) update_guard(u);  // ckpt.async: unit u written before it changes
-      std::span<float> g = grads_for_update(u);
+      std::span<float> g = update.grads(u);
       if (g.empty()) continue;  // this rank's shard of u is all padding
       if (params_offloaded) store->read_params(u, unit_params.data());
       const Clock::time_point t0 = Clock::now();
       if (bf16_master) {  // fp32 AdamW on the widened bf16 parameters, rounded back
         const std::span<bf16> half = half_params_for_update(u);
-        const std::span<float> wide(update_wide.data(), half.size());
+        const std::span<float> wide = update.wide(half.size());
         mem->from_bf16(half.data(), half.size(), wide.data());
-        mem->adamw(layout, u, update_begin(u), wide, g, m_for_update(u), v_for_update(u), adam,
-                   step);
+        mem->adamw(layout, u, update_begin(u), wide, g, update.m(u), update.v(u), adam, step);
         mem->to_bf16(wide.data(), wide.size(), half.data());
       } else {
-        mem->adamw(layout, u, update_begin(u), params_for_update(u), g, m_for_update(u),
-                   v_for_update(u), adam, step);
+        mem->adamw(layout, u, update_begin(u), params_for_update(u), g, update.m(u), update.v(u),
+                   adam, step);
       }
       offload_times.adam_s += since(t0);
       if (params_offloaded) store->write_params(u, unit_params.data());
@@ -325,7 +324,7 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
       std::fill(unit_params.begin() + p.owned, unit_params.begin() + p.shard, 0.0f);
     }
     const float* g = offload_copies ? host_grads[static_cast<size_t>(sg.unit)].data() + sg.first
-                                    : grads_for_update(sg.unit).data() + sg.first;
+                                    : update.grads(sg.unit).data() + sg.first;
     int slot = -1;  // a pinned buffer for the copy up
     float* out = nullptr;
     bf16* half = nullptr;  // half_up: [c] the bf16 rounding, in the pinned buffer
@@ -387,15 +386,14 @@ OwnedSlice Engine::Impl::checkout(int u) {
     } else if (params_offloaded) {  // only the parameters are on NVMe (stage 3: moments are shards)
       store->read_params(u, c.master.data());
     } else {  // a space the host cannot read: copies of the owned parameters and moments
-      const int64_t mo = opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
       c.m.assign(count, 0.0f);
       c.v.assign(count, 0.0f);
       if (bf16_master)  // the bf16 parameters widened (exact): the checkpoint's fp32 master
         detail::to_host_widened(*mem, c.master.data(), owned_half_params(u), count);
       else
         mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
-      mem->to_host(c.m.data(), adam_m[static_cast<size_t>(u)].data() + mo, count * sizeof(float));
-      mem->to_host(c.v.data(), adam_v[static_cast<size_t>(u)].data() + mo, count * sizeof(float));
+      mem->to_host(c.m.data(), update.owned_m(u), count * sizeof(float));
+      mem->to_host(c.v.data(), update.owned_v(u), count * sizeof(float));
     }
     c.active = true;
   }
@@ -408,8 +406,8 @@ OwnedSlice Engine::Impl::checkout(int u) {
     s.m = {c.m.data(), count};
     s.v = {c.v.data(), count};
   } else {
-    s.m = {adam_m[static_cast<size_t>(u)].data(), count};
-    s.v = {adam_v[static_cast<size_t>(u)].data(), count};
+    s.m = {update.owned_m(u), count};  // (params offloaded: stage 3)
+    s.v = {update.owned_v(u), count};
   }
   return s;
 }
@@ -446,14 +444,13 @@ void Engine::Impl::flush_checkout() {
       store->write_params(u, c.master.data());
     } else if (!state_offloaded) {  // copies of a space the host cannot read
       const size_t bytes = static_cast<size_t>(p.owned) * sizeof(float);
-      const int64_t mo = opt.stage == 0 ? p.begin : 0;
       if (bf16_master)  // rounded to nearest even (exact for values a bf16 run saved)
         detail::from_host_rounded(*mem, owned_half_params(u),
                                   {c.master.data(), static_cast<size_t>(p.owned)});
       else
         mem->from_host(owned_params(u), c.master.data(), bytes);
-      mem->from_host(adam_m[static_cast<size_t>(u)].data() + mo, c.m.data(), bytes);
-      mem->from_host(adam_v[static_cast<size_t>(u)].data() + mo, c.v.data(), bytes);
+      mem->from_host(update.owned_m(u), c.m.data(), bytes);
+      mem->from_host(update.owned_v(u), c.v.data(), bytes);
     } else if (half_up) {  // the bf16 compute copy, rounded as the AdamW's copy up
       detail::from_host_rounded(*mem, half_params_for_update(u).data(),
                                 {c.master.data(), static_cast<size_t>(p.owned)});

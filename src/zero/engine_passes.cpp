@@ -31,7 +31,7 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
   double loss = 0;
   try {
     loss = e.model.loss_and_grad(tokens, targets, B, T, recompute,
-                                 grad_scale / static_cast<double>(e.n * e.ex.parts), positions);
+                                 grad_scale / static_cast<double>(e.n * e.ex.parts()), positions);
     e.end_pass();
   } catch (...) {
     e.abandon_pass();
@@ -106,8 +106,9 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
 void Engine::Impl::full_params_to_host(model::Parameters<float>& out) {
   detail::Buf<float> full;  // bf16_weights at stage 3, or half_up: [max_padded]
   for (int u = 0; u < units; ++u) {
-    if (ex.parts > 1 && layout.unit(u).kind == model::UnitKind::kBlock)
-      unit_to_host_all_experts(u, out.params(u), full);  // engine_experts.cpp
+    if (ex.parts() > 1 && layout.unit(u).kind == model::UnitKind::kBlock)
+      ex.unit_to_host(layout, u, out.params(u),  // engine_experts.cpp
+                      [&](std::span<float> mine) { unit_to_host(u, mine, full); });
     else
       unit_to_host(u, out.params(u), full);
   }
