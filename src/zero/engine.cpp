@@ -77,12 +77,13 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       plan(make_plan()),
       gather(ctx, plan, bf16_weights, [this](int u, int slot) { return send_shard(u, slot); }),
       reduce(ctx, plan, units, [this](int u, float* own) { reduced(u, own); }),
+      params(ctx, layout, init, bf16_weights, bf16_master),
       update(ctx, plan, frozen) {
   const int L = static_cast<int>(cfg.layers);
   order_comms_after_compute();
   // bf16_weights with offload.* from a device (half_up, set by init_offload): the
   // offloaded step copies up the bf16 rounding of the new parameters (stages 1-2: the
-  // owned slice of compute_params; stage 3: param_half, or with params offloaded each
+  // owned slice of the compute copy; stage 3: the half shards, or with params offloaded each
   // shard into its gather's send range), ordered before their first use by events.
   // The use orders of model.hpp's hook contract (and trainable.hpp's: the adapters'
   // unit first, used until the end of the pass).
@@ -100,37 +101,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   // zeros, and AdamW only touches real elements.
   state_offloaded = plan.state_offloaded;
   params_offloaded = plan.params_offloaded;
-  std::vector<float> init_buf;  // host: one unit's initial values, copied into mem
-  for (int u = 0; u < units; ++u) {
-    const UnitPartition& p = part.unit(u);
-    // The parameters with their initial values (init_offload drops what the store takes).
-    if (stage <= 2) {
-      init_buf.assign(static_cast<size_t>(p.numel), 0.0f);
-      model::init_unit_slice<float>(layout, u, init, 0, std::span<float>(init_buf));
-      if (bf16_weights) compute_params.emplace_back(*mem, static_cast<size_t>(p.padded), "bf16 parameters");
-      if (bf16_master) {  // the parameters are the bf16 rounding of the fp32 initial values
-        detail::from_host_rounded(*mem, compute_params.back().data(), init_buf);
-      } else {
-        full_params.emplace_back(*mem, static_cast<size_t>(p.padded), "parameters");
-        mem->from_host(full_params.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
-      }
-    } else {
-      init_buf.assign(static_cast<size_t>(p.owned), 0.0f);
-      // A shard wholly in the padding (owned 0: a small unit over many ranks, or qgZ's
-      // block alignment) starts past the unit's end: its (empty) slice starts at the end.
-      model::init_unit_slice<float>(layout, u, init, std::min(p.begin, p.numel),
-                                    std::span<float>(init_buf));
-      if (bf16_master) {
-        param_half.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
-        detail::from_host_rounded(*mem, param_half.back().data(), init_buf);
-      } else {
-        param_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
-        mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
-      }
-    }
-  }
-  std::vector<float>().swap(init_buf);
-  cast_compute_params();
+  params.cast_compute();  // (the parameters and their initial values: ParamStore)
 
   // The working buffers are the parts' (gather, reduce, update).
   active.reserve(4);
@@ -140,7 +111,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   for (int u = 0; u < units; ++u) {
     const size_t numel = static_cast<size_t>(part.unit(u).numel);
     if (stage <= 2)
-      model.bind_unit(u, param_view(u, replicated(u)),
+      model.bind_unit(u, param_view(u, params.replicated(u)),
                       stage <= 1 && trainable(u) ? mview(update.full_grads(u), numel) : model::MutView{});
   }
   init_offload(world.rank());
@@ -175,9 +146,9 @@ BufferPlan Engine::Impl::make_plan() const {
 
 MemoryStats Engine::Impl::memory() const {
   MemoryStats m;
-  m.full_params = bytes_of(full_params) + bytes_of(compute_params) +
+  m.full_params = params.replicated_bytes() +
                   (qlora ? static_cast<size_t>(qlora->bytes()) : 0);  // QLoRA's NF4 base
-  m.param_shards = bytes_of(param_shard) + bytes_of(param_half);
+  m.param_shards = params.shard_bytes();
   m.secondary_shards = gather.secondary_bytes();
   m.grads = update.grad_bytes();
   m.optimizer = update.moment_bytes() + (store ? store->host_bytes() : 0);
@@ -202,37 +173,19 @@ int64_t Engine::Impl::update_begin(int u) const {
 // Stage 0 updates the whole unit on every rank; stages 1-3 only the owned elements.
 std::span<float> Engine::Impl::params_for_update(int u) {
   const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
   switch (opt.stage) {
-    case 0: return {full_params[i].data(), static_cast<size_t>(p.numel)};
+    case 0: return {params.full(u), static_cast<size_t>(p.numel)};
     case 3:  // with offload.params = nvme: the staging copy adamw_update fills
-      return {params_offloaded ? unit_params.data() : param_shard[i].data(),
-              static_cast<size_t>(p.owned)};
-    default: return {full_params[i].data() + p.begin, static_cast<size_t>(p.owned)};
+      return {params_offloaded ? unit_params.data() : params.shard(u), static_cast<size_t>(p.owned)};
+    default: return {params.owned(u), static_cast<size_t>(p.owned)};
   }
-}
-
-std::span<bf16> Engine::Impl::half_params_for_update(int u) {
-  const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
-  switch (opt.stage) {
-    case 0: return {compute_params[i].data(), static_cast<size_t>(p.numel)};
-    case 3: return {param_half[i].data(), static_cast<size_t>(p.owned)};
-    default: return {compute_params[i].data() + p.begin, static_cast<size_t>(p.owned)};
-  }
-}
-
-void Engine::Impl::cast_compute_params() {
-  if (bf16_master || half_up) return;  // compute_params are the parameters / come up in bf16
-  for (size_t i = 0; i < compute_params.size(); ++i)
-    mem->to_bf16(full_params[i].data(), full_params[i].size(), compute_params[i].data());
 }
 
 void Engine::Impl::gather_params_in_place(bool trainable_only) {
   if (bf16_master || half_up)
-    gather_in_place<bf16>([&](int u) { return compute_params[static_cast<size_t>(u)].data(); }, trainable_only);
+    gather_in_place<bf16>([&](int u) { return params.compute(u); }, trainable_only);
   else
-    gather_in_place<float>([&](int u) { return full_params[static_cast<size_t>(u)].data(); }, trainable_only);
+    gather_in_place<float>([&](int u) { return params.full(u); }, trainable_only);
 }
 
 // The base's targeted W, NF4 + double quantised from the exact fp32 values (every rank
@@ -293,18 +246,6 @@ Engine::~Engine() = default;
 Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
-bf16* Engine::Impl::owned_half_params(int u) {
-  const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
-  return opt.stage == 3 ? param_half[i].data() : compute_params[i].data() + p.begin;
-}
-
-float* Engine::Impl::owned_params(int u) {
-  const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
-  return opt.stage == 3 ? param_shard[i].data() : full_params[i].data() + p.begin;
-}
-
 OwnedSlice Engine::owned(int u) {
   Impl& e = *impl_;
   if (!owned_in_place()) return e.checkout(u);
@@ -313,7 +254,7 @@ OwnedSlice Engine::owned(int u) {
   OwnedSlice s;
   s.begin = p.begin;
   s.count = p.owned;
-  s.params = {e.owned_params(u), count};
+  s.params = {e.params.owned(u), count};
   if (!e.trainable(u)) return s;  // frozen: no moments
   s.m = {e.update.owned_m(u), count};
   s.v = {e.update.owned_v(u), count};
@@ -332,9 +273,9 @@ void Engine::after_load() {
   ZT_CHECK(e.mode == Impl::Mode::kIdle, "after_load during a micro-step", "call it between steps");
   e.flush_checkout();
   if (e.ex.parts() > 1)  // engine_experts.cpp
-    e.ex.share_dense_after_load(e.ctx, e.layout, e.update, [&](int u) { return e.owned_params(u); });
+    e.ex.share_dense_after_load(e.ctx, e.layout, e.update, [&](int u) { return e.params.owned(u); });
   if (e.opt.stage <= 2) e.gather_params_in_place();
-  e.cast_compute_params();
+  e.params.cast_compute();
   if (e.opt.stage == 0) {  // (frozen units have no moments)
     e.gather_in_place<float>([&](int u) { return e.update.m(u).data(); }, true);
     e.gather_in_place<float>([&](int u) { return e.update.v(u).data(); }, true);

@@ -75,11 +75,11 @@ void Engine::Impl::before_use(int u) {
   if (mode == Mode::kTrain && u == head) grads_phase = true;
   const size_t numel = static_cast<size_t>(part.unit(u).numel);
 
-  const void* params = nullptr;  // the compute weights (fp32, or bf16 when bf16_weights)
+  const void* weights = nullptr;  // the compute weights (fp32, or bf16 when bf16_weights)
   if (opt.stage == 3) {
-    params = gather.use(pos, epoch);  // (and the next zero.prefetch gathers start)
+    weights = gather.use(pos, epoch);  // (and the next zero.prefetch gathers start)
   } else {
-    params = replicated(u);
+    weights = params.replicated(u);
   }
 
   float* grads = nullptr;
@@ -91,7 +91,7 @@ void Engine::Impl::before_use(int u) {
     grads = reduce.unit_buffer(u);
   }
   if (opt.stage == 3 || opt.stage == 2)
-    model.bind_unit(u, param_view(u, params), grads ? mview(grads, numel) : model::MutView{});
+    model.bind_unit(u, param_view(u, weights), grads ? mview(grads, numel) : model::MutView{});
   active.push_back(static_cast<int>(pos));
   ++pos;
 }

@@ -5,6 +5,7 @@
 //                      secondary), their slots and buffers, the secondaries
 //   engine_reduce.hpp  the reduce schedule: gradient reductions in flight (all-reduce,
 //                      reduce-scatter, bf16, qgZ), their slots and buffers
+//   engine_params.hpp  the parameter store: each unit's stored parameters (fp32, bf16)
 //   engine_update.hpp  the update: the gradients, their norm and clipping, the AdamW
 //                      moments, the bf16-true work buffer
 //   engine_experts.hpp the expert-parallel space: the expert and data-parallel groups,
@@ -37,6 +38,7 @@
 
 #include "engine_context.hpp"
 #include "engine_experts.hpp"
+#include "engine_params.hpp"
 #include "engine_gather.hpp"
 #include "engine_reduce.hpp"
 #include "engine_update.hpp"
@@ -86,8 +88,7 @@ struct Engine::Impl {
   // the fp32 master; stage 3 casts its shard before the gather, so gathers move bf16.
   bool bf16_weights = false; // model.param_dtype() is bf16
   // train.precision = bf16-true: the stored parameters are bf16 and there is no fp32
-  // master. Stages 0-2: compute_params are the parameters (full_params stay empty);
-  // stage 3: param_half holds the shards (param_shard stays empty). AdamW widens the
+  // master (params: ParamStore's compute and half copies alone). AdamW widens the
   // parameters it updates into update.wide, runs the space's fp32 AdamW on them and
   // rounds the result back (docs/zero.md, "bf16-true").
   bool bf16_master = false;
@@ -116,14 +117,6 @@ struct Engine::Impl {
   std::vector<int> train_order;  // unit of each use in loss_and_grad
   std::vector<int> eval_order;   // unit of each use in loss / logits_last
 
-  // ---- model states, per unit (all in `mem`) -------------------------------------
-  template <class T>
-  using Bufs = std::vector<detail::Buf<T>>;
-  Bufs<float> full_params;   // stages 0-2: [padded]
-  Bufs<float> param_shard;   // stage 3:    [shard]
-  Bufs<bf16> compute_params; // stages 0-2, bf16_weights: [padded] bf16 cast of full_params
-  Bufs<bf16> param_half;     // stage 3, bf16_master or half_up (params not offloaded): [shard]
-
   // ---- working buffers (allocated once, in `mem`) ---------------------------------
   detail::Buf<float> logits_buf;  // logits_last on a space the host cannot read: [vocab]
   detail::Buf<bf16> logits_half;  // same, bf16_weights: [vocab] (the model's logits are bf16)
@@ -151,24 +144,17 @@ struct Engine::Impl {
   MemoryStats memory() const;
   void note_peak();
   std::span<float> params_for_update(int u);  // the parameters AdamW updates (fp32 master)
-  std::span<bf16> half_params_for_update(int u);  // the same, bf16_master
   int64_t update_begin(int u) const;          // first unit element of those spans
   // Gathers unit_buf(u) (each [padded], this rank's part in place) for every unit.
   template <class T>
   void gather_in_place(const std::function<T*(int)>& unit_buf, bool trainable_only = false);
-  // The stored parameters of stages 0-2 (full_params, or compute_params when bf16_master);
+  // The stored parameters of stages 0-2 (params' full, or compute with bf16_master/half_up);
   // trainable_only: those of the units that are not frozen (after a step).
   void gather_params_in_place(bool trainable_only = false);
-  // bf16_weights, stages 0-2: compute_params = bf16(full_params), after every change of the latter.
-  void cast_compute_params();
   // What the model binds for unit u: the compute weights at `p` (a gather slot's or the
   // unit's replicated copy), of the compute dtype.
   model::ConstView param_view(int u, const void* p) const {
     return {p, part.unit(u).numel, bf16_weights ? DType::kBF16 : DType::kF32, mem->model_space()};
-  }
-  const void* replicated(int u) const {  // stages 0-2: the compute copy of unit u
-    const size_t i = static_cast<size_t>(u);
-    return bf16_weights ? static_cast<const void*>(compute_params[i].data()) : full_params[i].data();
   }
   // Views of mem's buffers for the model.
   model::MutView mview(float* p, size_t count) const {
@@ -205,7 +191,8 @@ struct Engine::Impl {
   detail::ReduceSchedule reduce;
   void reduced(int u, float* own);  // ReduceSchedule's Done: into the shard, down to the host
 
-  // ---- engine_update.cpp (engine_update.hpp) --------------------------------------
+  // ---- engine_params.cpp, engine_update.cpp ----------------------------------------
+  detail::ParamStore params;  // every unit's stored parameters
   detail::Update update;  // gradients, their norm and clipping, AdamW moments
 
   // ---- engine_step.cpp --------------------------------------------------------------
@@ -214,14 +201,14 @@ struct Engine::Impl {
   // ---- engine_offload.cpp -----------------------------------------------------------
   // offload.optimizer != none: the store holds master, m, v of the owned elements (the update's
   // moments stay empty) and the step writes the compute parameters from the master.
-  // offload.params = nvme (stage 3): param_shard stays empty; a gather reads the shard
+  // offload.params = nvme (stage 3): params holds no shards; a gather reads the shard
   // into its slot's param_stage buffer.
   offload::Isa isa = offload::Isa::kScalar;  // the CPU AdamW level (every home, and none)
   std::unique_ptr<offload::Store> store;
   bool state_offloaded = false;
   std::function<void(int)> update_guard;  // Engine::set_update_guard: before AdamW on a unit
   bool params_offloaded = false;
-  Bufs<float> param_stage;        // params offloaded: per gather slot [shard max], in mem
+  std::vector<detail::Buf<float>> param_stage;  // params offloaded: per gather slot [shard max], in mem
   std::vector<float> unit_params;  // params offloaded: one unit's shard [shard max] (host)
   // Offload from a space the host cannot read (state offloaded, mem a device's; on the
   // host-staged space the same code with synchronous copies): the gradient sub-groups
@@ -240,10 +227,10 @@ struct Engine::Impl {
   };
   std::deque<Transfer> transfers;  // started, not yet landed, in start order
   // bf16_weights with offload_copies: the CPU AdamW rounds each updated sub-group to bf16
-  // (bf16(float), as the device cast) and that comes up, into compute_params' owned
-  // slice (stages 1-2) or param_half (stage 3; params offloaded: each shard goes up in
-  // bf16 straight into its gather's send range). The fp32 device copies (full_params,
-  // param_shard, param_stage) are freed: the fp32 master is the store's.
+  // (bf16(float), as the device cast) and that comes up, into params' compute owned
+  // slice (stages 1-2) or its half shards (stage 3; params offloaded: each shard goes up in
+  // bf16 straight into its gather's send range). The fp32 device copies (full,
+  // shard, param_stage) are freed: the fp32 master is the store's.
   bool half_up = false;
   // half_up with frozen units (LoRA/QLoRA's base) whose shards are not the store's: their
   // exact fp32 values, which nothing else holds once the fp32 device copies go (frozen
@@ -280,13 +267,11 @@ struct Engine::Impl {
   void land_all();                   // every transfer, waiting
   void copy_to_space(float* dst, const float* host, size_t count);  // through the pool
   OffloadTimes take_offload_times();
-  const float* shard_src(int u, int slot) const;  // the send buffer of u's primary gather
+  const float* shard_src(int u, int slot);  // the send buffer of u's primary gather
   void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]
   void load_shard_half(int u, int slot);          // half_up: u's bf16 shard into the slot's send range
   void gather_master(int u, float* full);         // half_up, idle: the store's fp32 master of u [padded]
   OwnedSlice checkout(int u);
-  float* owned_params(int u);  // this rank's owned parameters of unit u [owned], in mem
-  bf16* owned_half_params(int u);  // the same, bf16_master
   void flush_checkout();
   std::string nonfinite_units();  // after a non-finite step: the units to blame
 };

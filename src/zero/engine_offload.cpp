@@ -57,15 +57,14 @@ void Engine::Impl::init_offload(int rank) {
   if (state_offloaded)
     for (int u = 0; u < units; ++u)  // the master starts as the initial parameters
       if (trainable(u))
-      store->init_unit(u, host_copy(opt.stage == 3 ? param_shard[static_cast<size_t>(u)].data()
-                                                   : params_for_update(u).data(),
+      store->init_unit(u, host_copy(opt.stage == 3 ? params.shard(u) : params_for_update(u).data(),
                                     part.unit(u).owned));
   if (params_offloaded) {
     for (int u = 0; u < units; ++u) {
-      store->write_params(u, host_copy(param_shard[static_cast<size_t>(u)].data(), part.unit(u).shard));
-      param_shard[static_cast<size_t>(u)].reset();
+      store->write_params(u, host_copy(params.shard(u), part.unit(u).shard));
+      params.drop_shard(u);
     }
-    param_shard.clear();
+    params.drop_fp32();  // (stage 3: the shards)
     if (plan.param_stage > 0)  // (half_up: the bf16 shard goes up straight into the gather buffer)
       for (int s = 0; s < gather.slots(); ++s)
         param_stage.emplace_back(*mem, static_cast<size_t>(plan.param_stage), "offloaded parameter staging");
@@ -77,18 +76,12 @@ void Engine::Impl::init_offload(int rank) {
       if (plan.units[static_cast<size_t>(u)].frozen_host > 0) {
         std::vector<float>& f = frozen_host[static_cast<size_t>(u)];
         f.resize(static_cast<size_t>(plan.units[static_cast<size_t>(u)].frozen_host));
-        mem->to_host(f.data(), owned_params(u), f.size() * sizeof(float));
+        mem->to_host(f.data(), params.owned(u), f.size() * sizeof(float));
       }
   }
   if (half_up) {  // the bf16 compute copy is what comes up from now on; the fp32 one goes
-    if (opt.stage == 3 && !params_offloaded)
-      for (int u = 0; u < units; ++u) {
-        const size_t shard = static_cast<size_t>(plan.units[static_cast<size_t>(u)].param_half);
-        param_half.emplace_back(*mem, shard, "bf16 parameter shards");
-        mem->to_bf16(param_shard[static_cast<size_t>(u)].data(), shard, param_half.back().data());
-      }
-    param_shard.clear();
-    full_params.clear();
+    if (opt.stage == 3 && !params_offloaded) params.add_half_shards(plan);
+    params.drop_fp32();
   }
   if (offload_copies) {
     unit_up.assign(static_cast<size_t>(units), 0);
@@ -123,9 +116,9 @@ void Engine::Impl::preflight_host(const offload::Options& so, const std::vector<
   offload::preflight_host_memory(need);
 }
 
-const float* Engine::Impl::shard_src(int u, int slot) const {
+const float* Engine::Impl::shard_src(int u, int slot) {
   return params_offloaded ? param_stage[static_cast<size_t>(slot)].data()
-                          : param_shard[static_cast<size_t>(u)].data();
+                          : params.shard(u);
 }
 
 // A shard from its home into the gather slot's staging buffer; on a space the host
@@ -296,7 +289,7 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
       if (params_offloaded) store->read_params(u, unit_params.data());
       const Clock::time_point t0 = Clock::now();
       if (bf16_master) {  // fp32 AdamW on the widened bf16 parameters, rounded back
-        const std::span<bf16> half = half_params_for_update(u);
+        const std::span<bf16> half = params.half_for_update(u);
         const std::span<float> wide = update.wide(half.size());
         mem->from_bf16(half.data(), half.size(), wide.data());
         mem->adamw(layout, u, update_begin(u), wide, g, update.m(u), update.v(u), adam, step);
@@ -346,7 +339,7 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
                               offload::ParamCopy{out, half}, adam, step, isa);
     offload_times.adam_s += since(t0);
     if (slot >= 0) {
-      void* dst = half_up ? static_cast<void*>(half_params_for_update(sg.unit).data() + sg.first)
+      void* dst = half_up ? static_cast<void*>(params.half_for_update(sg.unit).data() + sg.first)
                           : static_cast<void*>(params_for_update(sg.unit).data() + sg.first);
       const detail::Copier::Ticket t =
           copier->start(detail::CopyDir::kToSpace, dst, pinned->data(slot), up_bytes);
@@ -376,9 +369,9 @@ OwnedSlice Engine::Impl::checkout(int u) {
         std::copy(frozen_host[static_cast<size_t>(u)].begin(), frozen_host[static_cast<size_t>(u)].end(),
                   c.master.begin());
       else if (bf16_master)
-        detail::to_host_widened(*mem, c.master.data(), owned_half_params(u), count);
+        detail::to_host_widened(*mem, c.master.data(), params.owned_half(u), count);
       else
-        mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
+        mem->to_host(c.master.data(), params.owned(u), count * sizeof(float));
     } else if (state_offloaded) {
       c.m.assign(count, 0.0f);
       c.v.assign(count, 0.0f);
@@ -389,9 +382,9 @@ OwnedSlice Engine::Impl::checkout(int u) {
       c.m.assign(count, 0.0f);
       c.v.assign(count, 0.0f);
       if (bf16_master)  // the bf16 parameters widened (exact): the checkpoint's fp32 master
-        detail::to_host_widened(*mem, c.master.data(), owned_half_params(u), count);
+        detail::to_host_widened(*mem, c.master.data(), params.owned_half(u), count);
       else
-        mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
+        mem->to_host(c.master.data(), params.owned(u), count * sizeof(float));
       mem->to_host(c.m.data(), update.owned_m(u), count * sizeof(float));
       mem->to_host(c.v.data(), update.owned_v(u), count * sizeof(float));
     }
@@ -429,11 +422,11 @@ void Engine::Impl::flush_checkout() {
         store->write_params(u, c.master.data());
       } else if (half_up) {  // the fp32 values kept, their bf16 rounding up once (as at start)
         std::copy(c.master.begin(), c.master.begin() + p.owned, frozen_host[static_cast<size_t>(u)].begin());
-        detail::from_host_rounded(*mem, owned_half_params(u), {c.master.data(), static_cast<size_t>(p.owned)});
+        detail::from_host_rounded(*mem, params.owned_half(u), {c.master.data(), static_cast<size_t>(p.owned)});
       } else if (bf16_master) {
-        detail::from_host_rounded(*mem, owned_half_params(u), {c.master.data(), static_cast<size_t>(p.owned)});
+        detail::from_host_rounded(*mem, params.owned_half(u), {c.master.data(), static_cast<size_t>(p.owned)});
       } else {
-        mem->from_host(owned_params(u), c.master.data(), static_cast<size_t>(p.owned) * sizeof(float));
+        mem->from_host(params.owned(u), c.master.data(), static_cast<size_t>(p.owned) * sizeof(float));
       }
     } else if (state_offloaded) {
       store->write_unit(u, c.master.data(), c.m.data(), c.v.data());
@@ -445,18 +438,18 @@ void Engine::Impl::flush_checkout() {
     } else if (!state_offloaded) {  // copies of a space the host cannot read
       const size_t bytes = static_cast<size_t>(p.owned) * sizeof(float);
       if (bf16_master)  // rounded to nearest even (exact for values a bf16 run saved)
-        detail::from_host_rounded(*mem, owned_half_params(u),
+        detail::from_host_rounded(*mem, params.owned_half(u),
                                   {c.master.data(), static_cast<size_t>(p.owned)});
       else
-        mem->from_host(owned_params(u), c.master.data(), bytes);
+        mem->from_host(params.owned(u), c.master.data(), bytes);
       mem->from_host(update.owned_m(u), c.m.data(), bytes);
       mem->from_host(update.owned_v(u), c.v.data(), bytes);
     } else if (half_up) {  // the bf16 compute copy, rounded as the AdamW's copy up
-      detail::from_host_rounded(*mem, half_params_for_update(u).data(),
+      detail::from_host_rounded(*mem, params.half_for_update(u).data(),
                                 {c.master.data(), static_cast<size_t>(p.owned)});
     } else {  // the compute parameters, wherever mem is
-      std::span<float> params = params_for_update(u);
-      mem->from_host(params.data(), c.master.data(), params.size_bytes());
+      std::span<float> dst = params_for_update(u);
+      mem->from_host(dst.data(), c.master.data(), dst.size_bytes());
     }
     std::vector<float>().swap(c.master);
     std::vector<float>().swap(c.m);

@@ -119,9 +119,9 @@ void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>&
   ZT_CHECK(dst.size() == numel, "unit_to_host: a buffer of another size than the unit",
            "a bug in the engine.");
   if (opt.stage <= 2 && bf16_master) {
-    detail::to_host_widened(*mem, dst.data(), compute_params[static_cast<size_t>(u)].data(), numel);
+    detail::to_host_widened(*mem, dst.data(), params.compute(u), numel);
   } else if (opt.stage <= 2 && !half_up) {
-    mem->to_host(dst.data(), full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
+    mem->to_host(dst.data(), params.full(u), numel * sizeof(float));
   } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
     if (bf16_weights && full.empty())
       full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
@@ -154,7 +154,7 @@ void Engine::Impl::cast_shard_for_gather(int u, int slot) {
   const size_t shard = static_cast<size_t>(part.unit(u).shard);
   bf16* place = gather.send_half(u, slot);
   if (bf16_master || half_up)  // the stored shard is bf16 already (half_up: its copy up)
-    mem->copy(place, param_half[static_cast<size_t>(u)].data(), shard * sizeof(bf16));
+    mem->copy(place, params.half(u), shard * sizeof(bf16));
   else
     mem->to_bf16(shard_src(u, slot), shard, place);
 }
@@ -173,7 +173,7 @@ void Engine::Impl::gather_exact(int u, float* out) {
     mem->from_bf16(whole, static_cast<size_t>(p.padded), out);
     return;
   }
-  const float* src = param_shard.empty() ? nullptr : param_shard[static_cast<size_t>(u)].data();
+  const float* src = params.shard(u);
   if (params_offloaded) {  // idle: gather slot 0's staging buffer is free
     load_shard(u, 0);
     src = shard_src(u, 0);

@@ -133,7 +133,7 @@ StepStats Engine::Impl::step(double lr) {
   adamw_update(adam, steps + 1, clip);
 
   if (opt.stage == 1 || opt.stage == 2) gather_params_in_place(/*trainable_only=*/true);
-  cast_compute_params();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
+  params.cast_compute();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
   gather.invalidate_secondaries();
   return finish(true);
 }
