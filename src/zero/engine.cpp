@@ -78,7 +78,8 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       gather(ctx, plan, bf16_weights, [this](int u, int slot) { return send_shard(u, slot); }),
       reduce(ctx, plan, units, [this](int u, float* own) { reduced(u, own); }),
       params(ctx, layout, init, bf16_weights, bf16_master),
-      update(ctx, plan, frozen) {
+      update(ctx, plan, frozen),
+      copies(pinned) {
   const int L = static_cast<int>(cfg.layers);
   order_comms_after_compute();
   // bf16_weights with offload.* from a device (half_up, set by init_offload): the
@@ -226,7 +227,7 @@ void Engine::Impl::gather_in_place(const std::function<T*(int)>& unit_buf, bool 
       if (trainable_only && !trainable(u)) continue;
       const UnitPartition& p = part.unit(u);
       T* full = unit_buf(u);
-      if (phase == 0) order_up(u);  // the owned slice's copies up (offload), if in flight
+      if (phase == 0) copies.order_up(u);  // the owned slice's copies up (offload), if in flight
       groups.start_gather(phase, full + p.begin, full, static_cast<size_t>(p.shard),
                           std::is_same_v<T, bf16> ? DType::kBF16 : DType::kF32,
                           handles[static_cast<size_t>(u)]);

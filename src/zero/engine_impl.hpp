@@ -8,6 +8,8 @@
 //   engine_params.hpp  the parameter store: each unit's stored parameters (fp32, bf16)
 //   engine_update.hpp  the update: the gradients, their norm and clipping, the AdamW
 //                      moments, the bf16-true work buffer
+//   engine_copies.hpp  offload's copies between the space and host memory through the
+//                      pinned pool, landed in order
 //   engine_experts.hpp the expert-parallel space: the expert and data-parallel groups,
 //                      the dense gradients' sum over the expert group, the norm, full experts
 // The rest of the work is spread over
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "engine_context.hpp"
+#include "engine_copies.hpp"
 #include "engine_experts.hpp"
 #include "engine_params.hpp"
 #include "engine_gather.hpp"
@@ -216,16 +219,8 @@ struct Engine::Impl {
   // the CPU AdamW runs per sub-group in step() and each sub-group's new parameters go
   // back through the pinned pool while the next one is updated.
   bool offload_copies = false;
-  std::unique_ptr<detail::Copier> copier;
   std::vector<std::vector<float>> host_grads;  // per unit [owned] fp32, landed copies
   std::vector<std::pair<size_t, size_t>> unit_groups;  // per unit: [first, end) of its sub-groups
-  struct Transfer {
-    detail::Copier::Ticket ticket = 0;
-    int slot = -1;             // its pinned pool buffer
-    float* land = nullptr;     // D2H: where the landed values go [count] (host); H2D: null
-    size_t count = 0;
-  };
-  std::deque<Transfer> transfers;  // started, not yet landed, in start order
   // bf16_weights with offload_copies: the CPU AdamW rounds each updated sub-group to bf16
   // (bf16(float), as the device cast) and that comes up, into params' compute owned
   // slice (stages 1-2) or its half shards (stage 3; params offloaded: each shard goes up in
@@ -238,11 +233,10 @@ struct Engine::Impl {
   // (empty for trainable units); their bf16 compute copy came up at construction and
   // comes up again only after a load (flush_checkout): frozen units never change.
   std::vector<std::vector<float>> frozen_host;
-  // Per unit: the last copy up of its parameters not yet ordered before compute (0:
-  // none). The copies up overlap what follows the AdamW; the first use of the unit (the
-  // stages 1-2 all-gather in step(), a stage-3 primary gather) orders compute after it.
-  std::vector<detail::Copier::Ticket> unit_up;
-  void order_up(int u);  // compute (and collectives) from now on see u's copies up
+  // The copies through the pinned pool. The copies up overlap what follows the AdamW;
+  // the first use of the unit (the stages 1-2 all-gather in step(), a stage-3 primary
+  // gather) orders compute after them (copies.order_up).
+  detail::CopyQueue copies;
   OffloadTimes offload_times;      // since the last step
   // owned(u) of an offloaded unit, or of any unit in a space the host cannot read: its
   // state, paged in (or copied to the host) for a checkpoint and kept (the
@@ -261,11 +255,6 @@ struct Engine::Impl {
   // host_grads are scaled here.
   void adamw_update(const model::AdamWConfig& adam, int64_t step, float clip);
   void offload_grad_final(int u);  // u's gradient of this step is complete in mem
-  int acquire_pinned(size_t bytes);  // a pool buffer; lands older copies while it is full
-  void land_front(bool wait);        // the oldest transfer (waits for it when asked)
-  void land_ready();                 // every transfer that has landed, in order
-  void land_all();                   // every transfer, waiting
-  void copy_to_space(float* dst, const float* host, size_t count);  // through the pool
   OffloadTimes take_offload_times();
   const float* shard_src(int u, int slot);  // the send buffer of u's primary gather
   void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]

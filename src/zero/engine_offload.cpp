@@ -42,7 +42,7 @@ void Engine::Impl::init_offload(int rank) {
                             format_size(so.subgroup_bytes).c_str()),
                        "raise offload.pinned_bytes to at least offload.subgroup_bytes * 2 / 3, or "
                        "lower offload.subgroup_bytes.");
-    copier = detail::make_copier(*mem);
+    copies.start(*mem);
   }
   preflight_host(so, plan.state_counts, plan.param_counts, plan.max_shard);
   // Preflight (path, room, memlock) and the NVMe file: before any step.
@@ -84,7 +84,7 @@ void Engine::Impl::init_offload(int rank) {
     params.drop_fp32();
   }
   if (offload_copies) {
-    unit_up.assign(static_cast<size_t>(units), 0);
+    copies.track_units(units);
     host_grads.resize(static_cast<size_t>(units));
     for (int u = 0; u < units; ++u)
       host_grads[static_cast<size_t>(u)].assign(static_cast<size_t>(trainable(u) ? part.unit(u).owned : 0), 0.0f);
@@ -130,8 +130,9 @@ void Engine::Impl::load_shard(int u, int slot) {
     return;
   }
   store->read_params(u, unit_params.data());
-  copy_to_space(dst, unit_params.data(), static_cast<size_t>(part.unit(u).shard));
-  land_all();
+  copies.to_space(dst, unit_params.data(), static_cast<size_t>(part.unit(u).shard),
+                  static_cast<size_t>(offload::subgroup_elements(store->options())));
+  copies.land_all();
 }
 
 // half_up, params offloaded: u's shard from its home, rounded to bf16 on the host
@@ -147,17 +148,13 @@ void Engine::Impl::load_shard_half(int u, int slot) {
   const size_t piece = static_cast<size_t>(offload::subgroup_elements(store->options()));
   for (size_t first = 0; first < shard; first += piece) {
     const size_t c = std::min(piece, shard - first);
-    const int pslot = acquire_pinned(c * sizeof(bf16));
-    bf16* half = reinterpret_cast<bf16*>(pinned->data(pslot));  // [c]
+    const int pslot = copies.acquire(c * sizeof(bf16));
+    bf16* half = static_cast<bf16*>(copies.buffer(pslot));  // [c]
     for (size_t k = 0; k < c; ++k) half[k] = bf16(unit_params[first + k]);
-    const detail::Copier::Ticket t =
-        copier->start(detail::CopyDir::kToSpace, place + first, half, c * sizeof(bf16));
-    transfers.push_back({t, pslot, nullptr, c});
-    unit_up[static_cast<size_t>(u)] = t;
-    offload_times.h2d_bytes += c * sizeof(bf16);
+    copies.up(pslot, place + first, c * sizeof(bf16), u);
   }
-  order_up(u);
-  land_ready();
+  copies.order_up(u);
+  copies.land_ready();
 }
 
 // half_up, idle: unit u's fp32 master (the store's) gathered into full [padded] in mem:
@@ -184,57 +181,6 @@ void Engine::Impl::gather_master(int u, float* full) {
   }
 }
 
-void Engine::Impl::order_up(int u) {
-  if (unit_up.empty() || unit_up[static_cast<size_t>(u)] == 0) return;
-  copier->order_before_compute(unit_up[static_cast<size_t>(u)]);
-  unit_up[static_cast<size_t>(u)] = 0;
-}
-
-// ---- copies through the pinned pool ---------------------------------------------------
-
-int Engine::Impl::acquire_pinned(size_t bytes) {
-  for (;;) {
-    const int slot = pinned->try_acquire(bytes);
-    if (slot >= 0) return slot;
-    if (transfers.empty()) return pinned->acquire(bytes, "an offload copy");  // refused by name
-    land_front(true);  // the pool is full: the oldest copy must land first (a stall)
-  }
-}
-
-void Engine::Impl::land_front(bool wait) {
-  const Transfer t = transfers.front();
-  if (wait && !copier->done(t.ticket)) {
-    const Clock::time_point t0 = Clock::now();
-    copier->wait(t.ticket);
-    offload_times.stall_s += since(t0);
-  }
-  transfers.pop_front();
-  if (t.land) std::memcpy(t.land, pinned->data(t.slot), t.count * sizeof(float));
-  pinned->release(t.slot);
-}
-
-void Engine::Impl::land_ready() {
-  while (!transfers.empty() && copier->done(transfers.front().ticket)) land_front(false);
-}
-
-void Engine::Impl::land_all() {
-  while (!transfers.empty()) land_front(true);
-}
-
-void Engine::Impl::copy_to_space(float* dst, const float* host, size_t count) {
-  const size_t piece = static_cast<size_t>(offload::subgroup_elements(store->options()));
-  for (size_t first = 0; first < count; first += piece) {
-    const size_t c = std::min(piece, count - first);
-    const int slot = acquire_pinned(c * sizeof(float));
-    std::memcpy(pinned->data(slot), host + first, c * sizeof(float));
-    transfers.push_back({copier->start(detail::CopyDir::kToSpace, dst + first, pinned->data(slot),
-                                       c * sizeof(float)),
-                         slot, nullptr, c});
-    offload_times.h2d_bytes += c * sizeof(float);
-  }
-  land_ready();
-}
-
 // Unit u's gradient of this step is complete in mem (its reduction on the last
 // micro-step finished): its owned elements go down, one copy per sub-group, while the
 // backward goes on; they land in host_grads by the step at the latest.
@@ -245,23 +191,16 @@ void Engine::Impl::offload_grad_final(int u) {
   const std::vector<offload::SubGroup>& sgs = store->subgroups();
   for (size_t k = k0; k < k1; ++k) {
     const offload::SubGroup& sg = sgs[k];
-    const size_t bytes = static_cast<size_t>(sg.count) * sizeof(float);
-    const int slot = acquire_pinned(bytes);
-    transfers.push_back({copier->start(detail::CopyDir::kToHost, pinned->data(slot), g + sg.first, bytes),
-                         slot, host_grads[static_cast<size_t>(u)].data() + sg.first,
-                         static_cast<size_t>(sg.count)});
-    offload_times.d2h_bytes += bytes;
+    copies.down(host_grads[static_cast<size_t>(u)].data() + sg.first, g + sg.first,
+                static_cast<size_t>(sg.count));
   }
-  land_ready();
+  copies.land_ready();
 }
 
 OffloadTimes Engine::Impl::take_offload_times() {
   OffloadTimes t = offload_times;
   t.active = store != nullptr;
-  if (copier) {
-    t.d2h_s += copier->take_seconds(detail::CopyDir::kToHost);
-    t.h2d_s += copier->take_seconds(detail::CopyDir::kToSpace);
-  }
+  copies.take_times(t);
   offload_times = {};
   return t;
 }
@@ -304,7 +243,7 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
     return;
   }
   if (offload_copies) {
-    land_all();
+    copies.land_all();
     if (clip != 1.0f)  // the loop of the host space's scale(): the same floats
       for (std::vector<float>& g : host_grads)
         for (float& x : g) x *= clip;
@@ -325,11 +264,11 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
     if (params_offloaded) {
       out = unit_params.data() + sg.first;
     } else if (offload_copies) {
-      slot = acquire_pinned(up_bytes);
+      slot = copies.acquire(up_bytes);
       if (half_up)
-        half = reinterpret_cast<bf16*>(pinned->data(slot));
+        half = static_cast<bf16*>(copies.buffer(slot));
       else
-        out = reinterpret_cast<float*>(pinned->data(slot));
+        out = static_cast<float*>(copies.buffer(slot));
     } else {
       out = params_for_update(sg.unit).data() + sg.first;
     }
@@ -341,12 +280,8 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
     if (slot >= 0) {
       void* dst = half_up ? static_cast<void*>(params.half_for_update(sg.unit).data() + sg.first)
                           : static_cast<void*>(params_for_update(sg.unit).data() + sg.first);
-      const detail::Copier::Ticket t =
-          copier->start(detail::CopyDir::kToSpace, dst, pinned->data(slot), up_bytes);
-      transfers.push_back({t, slot, nullptr, c});
-      unit_up[static_cast<size_t>(sg.unit)] = t;
-      offload_times.h2d_bytes += up_bytes;
-      land_ready();
+      copies.up(slot, dst, up_bytes, sg.unit);
+      copies.land_ready();
     }
     // The unit's last sub-group: its new parameter shard goes to its home.
     const bool last = &sg == &groups_.back() || (&sg + 1)->unit != sg.unit;
@@ -411,7 +346,7 @@ void Engine::Impl::flush_checkout() {
   const bool any = std::any_of(checkouts.begin(), checkouts.end(),
                                [](const Checkout& c) { return c.active; });
   if (!any) return;
-  land_all();  // a copy up still in flight would land over what is written below
+  copies.land_all();  // a copy up still in flight would land over what is written below
   for (int u = 0; u < static_cast<int>(checkouts.size()); ++u) {
     Checkout& c = checkouts[static_cast<size_t>(u)];
     if (!c.active) continue;

@@ -99,7 +99,7 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
   ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
            "make it from this engine's model().layout()");
   e.flush_checkout();
-  e.land_all();  // offload: copies up still in flight (the host reads what they wrote)
+  e.copies.land_all();  // offload: copies up still in flight (the host reads what they wrote)
   e.full_params_to_host(out);
 }
 
@@ -138,7 +138,7 @@ void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>&
 // brought from its offload home first, or with bf16 weights its bf16 copy put into the
 // slot's send range.
 const float* Engine::Impl::send_shard(int u, int slot) {
-  order_up(u);  // offload: the shard's copies up from the last step, if in flight
+  copies.order_up(u);  // offload: the shard's copies up from the last step, if in flight
   if (params_offloaded && !half_up) load_shard(u, slot);
   if (params_offloaded && half_up)
     load_shard_half(u, slot);  // the bf16 shard straight into its send range: no cast

@@ -75,7 +75,7 @@ std::optional<RouterStep> Engine::Impl::take_router() {
 StepStats Engine::Impl::step(double lr) {
   ZT_CHECK(mode == Mode::kIdle, "step() during a micro-step", "the engine is not reentrant");
   flush_checkout();
-  land_all();  // offload from a device: the last gradient copies land in host memory
+  copies.land_all();  // offload from a device: the last gradient copies land in host memory
   if (micro_done != opt.accum)
     throw Error(strf("step() after %d micro_steps; train.accum is %d", micro_done, opt.accum),
                 "call micro_step exactly accum times per optimizer step");
