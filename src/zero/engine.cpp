@@ -34,15 +34,6 @@ size_t bytes_of(const std::vector<std::vector<T>>& v) {
 using detail::bytes_of;
 using detail::make_bufs;
 
-// The caller's communicator, or its staging wrapper (made into `keep`) when the space
-// stages collectives over it.
-comm::Comm* staged(detail::Space& space, const std::shared_ptr<offload::PinnedPool>& pool,
-                   comm::Comm* c, std::unique_ptr<comm::Comm>& keep) {
-  if (c == nullptr || !space.stages(*c)) return c;
-  keep = detail::make_staged_comm(*c, space, pool);
-  return keep.get();
-}
-
 std::vector<uint8_t> frozen_units(const model::ParamLayout& layout) {
   std::vector<uint8_t> frozen;
   for (int u = 0; u < layout.num_units(); ++u) frozen.push_back(layout.unit(u).frozen ? 1 : 0);
@@ -58,20 +49,19 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       mem(detail::make_space(options, offload::default_isa())),
       pinned(std::make_shared<offload::PinnedPool>(options.offload.pinned_bytes,
                                                    mem->model_space() == model::Space::kDevice)),
-      ex(detail::split_experts(cfg, world, options, control)),
-      experts_space(staged(*mem, pinned, ex.experts.get(), staged_experts)),
+      ex(cfg, world, options, control, *mem, pinned),
       // With expert parallelism ZeRO runs over the data-parallel group, flat (no node
       // phases, no hpZ: validate_experts refuses it).
-      groups(*staged(*mem, pinned, ex.data ? ex.data.get() : &world, staged_world),
-             ex.data ? nullptr : staged(*mem, pinned, node, staged_node),
-             ex.data ? nullptr : staged(*mem, pinned, cross, staged_cross),
-             checked_hpz(options, ex.data ? *ex.data : world, ex.data ? nullptr : node),
-             ex.data ? ex.data_host.get() : control),
-      n(ex.data ? ex.data->size() : world.size()),
+      groups(*detail::staged(*mem, pinned, ex.data() ? ex.data() : &world, staged_world),
+             ex.data() ? nullptr : detail::staged(*mem, pinned, node, staged_node),
+             ex.data() ? nullptr : detail::staged(*mem, pinned, cross, staged_cross),
+             checked_hpz(options, ex.data() ? *ex.data() : world, ex.data() ? nullptr : node),
+             ex.data() ? ex.data_host() : control),
+      n(ex.data() ? ex.data()->size() : world.size()),
       hpz(groups.hpz_size()),
       qblock(static_cast<size_t>(options.quantize_block)),
-      model_owner(detail::with_experts(
-          mem->make_model(cfg, options.max_batch, options.max_seq, options.lora), ex)),
+      model_owner(ex.with_experts(
+          mem->make_model(cfg, options.max_batch, options.max_seq, options.lora))),
       model(*model_owner),
       layout(model.layout()),
       part(layout, n, groups.partition_index(),
@@ -86,12 +76,15 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       adapters(layout.adapter_unit()),
       plan(make_plan()),
       gather(ctx, plan, bf16_weights, [this](int u, int slot) { return send_shard(u, slot); }),
-      reduce(ctx, plan, units, [this](int u, float* own) { reduced(u, own); }) {
+      reduce(ctx, plan, units, [this](int u, float* own) { reduced(u, own); }),
+      params(ctx, layout, init, bf16_weights, bf16_master),
+      update(ctx, plan, frozen),
+      copies(pinned) {
   const int L = static_cast<int>(cfg.layers);
   order_comms_after_compute();
   // bf16_weights with offload.* from a device (half_up, set by init_offload): the
   // offloaded step copies up the bf16 rounding of the new parameters (stages 1-2: the
-  // owned slice of compute_params; stage 3: param_half, or with params offloaded each
+  // owned slice of the compute copy; stage 3: the half shards, or with params offloaded each
   // shard into its gather's send range), ordered before their first use by events.
   // The use orders of model.hpp's hook contract (and trainable.hpp's: the adapters'
   // unit first, used until the end of the pass).
@@ -109,57 +102,18 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   // zeros, and AdamW only touches real elements.
   state_offloaded = plan.state_offloaded;
   params_offloaded = plan.params_offloaded;
-  std::vector<float> init_buf;  // host: one unit's initial values, copied into mem
-  for (int u = 0; u < units; ++u) {
-    const UnitPartition& p = part.unit(u);
-    const UnitBuffers& b = plan.units[static_cast<size_t>(u)];
-    // The parameters with their initial values (init_offload drops what the store takes).
-    if (stage <= 2) {
-      init_buf.assign(static_cast<size_t>(p.numel), 0.0f);
-      model::init_unit_slice<float>(layout, u, init, 0, std::span<float>(init_buf));
-      if (bf16_weights) compute_params.emplace_back(*mem, static_cast<size_t>(p.padded), "bf16 parameters");
-      if (bf16_master) {  // the parameters are the bf16 rounding of the fp32 initial values
-        detail::from_host_rounded(*mem, compute_params.back().data(), init_buf);
-      } else {
-        full_params.emplace_back(*mem, static_cast<size_t>(p.padded), "parameters");
-        mem->from_host(full_params.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
-      }
-    } else {
-      init_buf.assign(static_cast<size_t>(p.owned), 0.0f);
-      // A shard wholly in the padding (owned 0: a small unit over many ranks, or qgZ's
-      // block alignment) starts past the unit's end: its (empty) slice starts at the end.
-      model::init_unit_slice<float>(layout, u, init, std::min(p.begin, p.numel),
-                                    std::span<float>(init_buf));
-      if (bf16_master) {
-        param_half.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
-        detail::from_host_rounded(*mem, param_half.back().data(), init_buf);
-      } else {
-        param_shard.emplace_back(*mem, static_cast<size_t>(p.shard), "parameter shards");
-        mem->from_host(param_shard.back().data(), init_buf.data(), init_buf.size() * sizeof(float));
-      }
-    }
-    const auto n_of = [](int64_t count) { return static_cast<size_t>(count); };
-    // Frozen units and offloaded state: empty buffers keep the per-unit indexing.
-    if (stage <= 1) full_grads.emplace_back(*mem, n_of(b.full_grads), "gradients");
-    if (stage >= 2) grad_shard.emplace_back(*mem, n_of(b.grad_shard), "gradient shards");
-    adam_m.emplace_back(*mem, n_of(b.moments), "AdamW m");
-    adam_v.emplace_back(*mem, n_of(b.moments), "AdamW v");
-  }
-  std::vector<float>().swap(init_buf);
-  cast_compute_params();
+  params.cast_compute();  // (the parameters and their initial values: ParamStore)
 
-  // The working buffers of the schedules are theirs (gather, reduce); the update's:
-  if (bf16_master) update_wide = detail::Buf<float>(*mem, static_cast<size_t>(plan.update_wide), "bf16-true AdamW buffer");
+  // The working buffers are the parts' (gather, reduce, update).
   active.reserve(4);
 
   // Stages 0-2 bind the replicated parameters (and stages 0-1 the gradients) once;
   // the hooks rebind what moves.
   for (int u = 0; u < units; ++u) {
-    const size_t i = static_cast<size_t>(u);
     const size_t numel = static_cast<size_t>(part.unit(u).numel);
     if (stage <= 2)
-      model.bind_unit(u, param_view(u, replicated(u)),
-                      stage <= 1 && trainable(u) ? mview(full_grads[i].data(), numel) : model::MutView{});
+      model.bind_unit(u, param_view(u, params.replicated(u)),
+                      stage <= 1 && trainable(u) ? mview(update.full_grads(u), numel) : model::MutView{});
   }
   init_offload(world.rank());
   {  // QLoRA: the targeted W's initial values (init is by name and element: the same
@@ -193,18 +147,18 @@ BufferPlan Engine::Impl::make_plan() const {
 
 MemoryStats Engine::Impl::memory() const {
   MemoryStats m;
-  m.full_params = bytes_of(full_params) + bytes_of(compute_params) +
+  m.full_params = params.replicated_bytes() +
                   (qlora ? static_cast<size_t>(qlora->bytes()) : 0);  // QLoRA's NF4 base
-  m.param_shards = bytes_of(param_shard) + bytes_of(param_half);
+  m.param_shards = params.shard_bytes();
   m.secondary_shards = gather.secondary_bytes();
-  m.grads = bytes_of(full_grads) + bytes_of(grad_shard);
-  m.optimizer = bytes_of(adam_m) + bytes_of(adam_v) + (store ? store->host_bytes() : 0);
+  m.grads = update.grad_bytes();
+  m.optimizer = update.moment_bytes() + (store ? store->host_bytes() : 0);
   for (const Checkout& c : checkouts)
     m.optimizer += (c.master.capacity() + c.m.capacity() + c.v.capacity()) * sizeof(float);
   m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float) +
                     bytes_of(frozen_host);  // (host memory, as unit_params)
   m.gather_buffers = gather.buffer_bytes();
-  m.grad_buffers = reduce.grad_bytes() + update_wide.bytes();
+  m.grad_buffers = reduce.grad_bytes() + update.wide_bytes();
   m.comm_buffers = gather.comm_bytes() + reduce.comm_bytes() + logits_buf.bytes() + logits_half.bytes();
   m.activations = model.workspace_bytes();
   m.peak_total = std::max(peak, m.total());
@@ -220,59 +174,19 @@ int64_t Engine::Impl::update_begin(int u) const {
 // Stage 0 updates the whole unit on every rank; stages 1-3 only the owned elements.
 std::span<float> Engine::Impl::params_for_update(int u) {
   const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
   switch (opt.stage) {
-    case 0: return {full_params[i].data(), static_cast<size_t>(p.numel)};
+    case 0: return {params.full(u), static_cast<size_t>(p.numel)};
     case 3:  // with offload.params = nvme: the staging copy adamw_update fills
-      return {params_offloaded ? unit_params.data() : param_shard[i].data(),
-              static_cast<size_t>(p.owned)};
-    default: return {full_params[i].data() + p.begin, static_cast<size_t>(p.owned)};
+      return {params_offloaded ? unit_params.data() : params.shard(u), static_cast<size_t>(p.owned)};
+    default: return {params.owned(u), static_cast<size_t>(p.owned)};
   }
-}
-
-std::span<bf16> Engine::Impl::half_params_for_update(int u) {
-  const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
-  switch (opt.stage) {
-    case 0: return {compute_params[i].data(), static_cast<size_t>(p.numel)};
-    case 3: return {param_half[i].data(), static_cast<size_t>(p.owned)};
-    default: return {compute_params[i].data() + p.begin, static_cast<size_t>(p.owned)};
-  }
-}
-
-std::span<float> Engine::Impl::grads_for_update(int u) {
-  const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
-  switch (opt.stage) {
-    case 0: return {full_grads[i].data(), static_cast<size_t>(p.numel)};
-    case 1: return {full_grads[i].data() + p.begin, static_cast<size_t>(p.owned)};
-    default: return {grad_shard[i].data(), static_cast<size_t>(p.owned)};
-  }
-}
-
-std::span<float> Engine::Impl::m_for_update(int u) {
-  const UnitPartition& p = part.unit(u);
-  return {adam_m[static_cast<size_t>(u)].data(),
-          static_cast<size_t>(opt.stage == 0 ? p.numel : p.owned)};
-}
-
-std::span<float> Engine::Impl::v_for_update(int u) {
-  const UnitPartition& p = part.unit(u);
-  return {adam_v[static_cast<size_t>(u)].data(),
-          static_cast<size_t>(opt.stage == 0 ? p.numel : p.owned)};
-}
-
-void Engine::Impl::cast_compute_params() {
-  if (bf16_master || half_up) return;  // compute_params are the parameters / come up in bf16
-  for (size_t i = 0; i < compute_params.size(); ++i)
-    mem->to_bf16(full_params[i].data(), full_params[i].size(), compute_params[i].data());
 }
 
 void Engine::Impl::gather_params_in_place(bool trainable_only) {
   if (bf16_master || half_up)
-    gather_in_place(compute_params, trainable_only);
+    gather_in_place<bf16>([&](int u) { return params.compute(u); }, trainable_only);
   else
-    gather_in_place(full_params, trainable_only);
+    gather_in_place<float>([&](int u) { return params.full(u); }, trainable_only);
 }
 
 // The base's targeted W, NF4 + double quantised from the exact fp32 values (every rank
@@ -305,15 +219,15 @@ void Engine::set_qlora_base(const model::QloraBase::UnitReader& full_unit) {
 }
 
 template <class T>
-void Engine::Impl::gather_in_place(Bufs<T>& bufs, bool trainable_only) {
+void Engine::Impl::gather_in_place(const std::function<T*(int)>& unit_buf, bool trainable_only) {
   // Phase by phase over all units, so the units' operations overlap.
   std::vector<detail::Handles> handles(static_cast<size_t>(units));
   for (int phase = 0; phase < groups.gather_phases(); ++phase) {
     for (int u = 0; u < units; ++u) {
       if (trainable_only && !trainable(u)) continue;
       const UnitPartition& p = part.unit(u);
-      T* full = bufs[static_cast<size_t>(u)].data();
-      if (phase == 0) order_up(u);  // the owned slice's copies up (offload), if in flight
+      T* full = unit_buf(u);
+      if (phase == 0) copies.order_up(u);  // the owned slice's copies up (offload), if in flight
       groups.start_gather(phase, full + p.begin, full, static_cast<size_t>(p.shard),
                           std::is_same_v<T, bf16> ? DType::kBF16 : DType::kF32,
                           handles[static_cast<size_t>(u)]);
@@ -333,32 +247,18 @@ Engine::~Engine() = default;
 Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
-bf16* Engine::Impl::owned_half_params(int u) {
-  const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
-  return opt.stage == 3 ? param_half[i].data() : compute_params[i].data() + p.begin;
-}
-
-float* Engine::Impl::owned_params(int u) {
-  const UnitPartition& p = part.unit(u);
-  const size_t i = static_cast<size_t>(u);
-  return opt.stage == 3 ? param_shard[i].data() : full_params[i].data() + p.begin;
-}
-
 OwnedSlice Engine::owned(int u) {
   Impl& e = *impl_;
   if (!owned_in_place()) return e.checkout(u);
   const UnitPartition& p = e.part.unit(u);
-  const size_t i = static_cast<size_t>(u);
   const size_t count = static_cast<size_t>(p.owned);
   OwnedSlice s;
   s.begin = p.begin;
   s.count = p.owned;
-  s.params = {e.owned_params(u), count};
+  s.params = {e.params.owned(u), count};
   if (!e.trainable(u)) return s;  // frozen: no moments
-  const int64_t mo = e.opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
-  s.m = {e.adam_m[i].data() + mo, count};
-  s.v = {e.adam_v[i].data() + mo, count};
+  s.m = {e.update.owned_m(u), count};
+  s.v = {e.update.owned_v(u), count};
   return s;
 }
 
@@ -373,12 +273,13 @@ void Engine::after_load() {
   Impl& e = *impl_;
   ZT_CHECK(e.mode == Impl::Mode::kIdle, "after_load during a micro-step", "call it between steps");
   e.flush_checkout();
-  if (e.ex.parts > 1) e.share_dense_after_load();  // engine_experts.cpp
+  if (e.ex.parts() > 1)  // engine_experts.cpp
+    e.ex.share_dense_after_load(e.ctx, e.layout, e.update, [&](int u) { return e.params.owned(u); });
   if (e.opt.stage <= 2) e.gather_params_in_place();
-  e.cast_compute_params();
+  e.params.cast_compute();
   if (e.opt.stage == 0) {  // (frozen units have no moments)
-    e.gather_in_place(e.adam_m, true);
-    e.gather_in_place(e.adam_v, true);
+    e.gather_in_place<float>([&](int u) { return e.update.m(u).data(); }, true);
+    e.gather_in_place<float>([&](int u) { return e.update.v(u).data(); }, true);
   }
   e.gather.invalidate_secondaries();
   // (QLoRA: the units hold no targeted W; the loader gives them: set_qlora_base.)
@@ -405,13 +306,6 @@ std::string Engine::describe() const {
   const Impl& e = *impl_;
   const detail::Groups& g = e.groups;
   const std::string offload = e.store ? "; " + e.store->describe() : std::string();
-  const std::string experts =
-      e.ex.parts > 1 ? strf("; expert parallel %d (experts [%lld, %lld) of %lld here)", e.ex.parts,
-                            static_cast<long long>(e.layout.first_expert()),
-                            static_cast<long long>(e.layout.first_expert() +
-                                                   e.layout.config().experts / e.ex.parts),
-                            static_cast<long long>(e.layout.config().experts))
-                     : std::string();
   return strf("ZeRO stage %d on %d ranks (%d node%s x %d, %s collectives), partition %d, "
               "memory %s, hpZ %s, prefetch %d, qwZ %s, qgZ %s (block %d), reduce %s, accum %d; "
               "%lld parameters, %lld padded",
@@ -421,7 +315,7 @@ std::string Engine::describe() const {
               e.opt.quantize_weights ? "on" : "off", e.opt.quantize_grads ? "on" : "off",
               e.opt.quantize_block, std::string(dtype_name(e.opt.reduce_dtype)).c_str(),
               e.opt.accum, static_cast<long long>(e.part.total_numel()),
-              static_cast<long long>(e.part.total_padded())) + offload + experts;
+              static_cast<long long>(e.part.total_padded())) + offload + e.ex.describe(e.layout);
 }
 
 }  // namespace zt::zero

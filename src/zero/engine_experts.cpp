@@ -14,37 +14,41 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine_impl.hpp"
+#include "engine_experts.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 
-namespace zt::zero {
+namespace zt::zero::detail {
 
-namespace detail {
-
-ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt,
-                          comm::Comm* control) {
+ExpertSpace::ExpertSpace(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt,
+                         comm::Comm* control, Space& mem,
+                         const std::shared_ptr<offload::PinnedPool>& pinned) {
   opt.validate_experts(world.size(), cfg);  // the same on every rank
-  ExpertSplit s;
-  if (opt.expert_parallel <= 1) return s;
-  s.parts = opt.expert_parallel;
+  if (opt.expert_parallel <= 1) return;
+  parts_ = opt.expert_parallel;
   const int r = world.rank();
-  s.experts = world.split(r / s.parts, r);
-  s.data = world.split(r % s.parts, r);
+  experts_ = world.split(r / parts_, r);
+  data_ = world.split(r % parts_, r);
   if (control) {  // (the same ranks, in the same order, as world's groups)
-    s.experts_host = control->split(r / s.parts, r);
-    s.data_host = control->split(r % s.parts, r);
+    experts_host_ = control->split(r / parts_, r);
+    data_host_ = control->split(r % parts_, r);
   }
-  return s;
+  on_space_ = staged(mem, pinned, experts_.get(), staged_);
 }
 
-std::unique_ptr<model::TrainableModel> with_experts(std::unique_ptr<model::TrainableModel> m,
-                                                    ExpertSplit& split) {
-  if (split.parts > 1) m->set_expert_group(*split.experts);
+std::unique_ptr<model::TrainableModel> ExpertSpace::with_experts(
+    std::unique_ptr<model::TrainableModel> m) {
+  if (parts_ > 1) m->set_expert_group(*experts_);
   return m;
 }
 
-}  // namespace detail
+void ExpertSpace::order_after(void* stream) {
+  if (on_space_) on_space_->order_after(stream);  // the dense all-reduce
+}
+
+void ExpertSpace::sum_on_host(double* sums, size_t count) {
+  if (parts_ > 1) experts_on_host().all_reduce(sums, sums, count, DType::kF64, comm::ReduceOp::kSum);
+}
 
 namespace {
 
@@ -60,83 +64,89 @@ OwnedSplit owned_split(const UnitPartition& p, int64_t dense) {
 
 }  // namespace
 
-void Engine::Impl::reduce_dense_grads() {
-  for (int u = 0; u < units; ++u) {
-    if (!trainable(u)) continue;
-    const UnitPartition& p = part.unit(u);
-    const size_t i = static_cast<size_t>(u);
+void ExpertSpace::reduce_dense_grads(const EngineContext& c, const model::ParamLayout& layout,
+                                     Update& update) {
+  for (int u = 0; u < c.part.num_units(); ++u) {
+    if (!update.trainable(u)) continue;
     const int64_t dense = layout.dense_numel(u);
     float* g = nullptr;
     size_t count = 0;
-    if (opt.stage == 0) {  // AdamW updates the whole unit on every rank
-      g = full_grads[i].data();
+    if (c.opt.stage == 0) {  // AdamW updates the whole unit on every rank
+      g = update.full_grads(u);
       count = static_cast<size_t>(dense);
-    } else {
-      const OwnedSplit s = owned_split(p, dense);
-      g = opt.stage == 1 ? full_grads[i].data() + s.lo : grad_shard[i].data();
+    } else {  // (owned_grads(u) is at s.lo whenever count > 0)
+      const OwnedSplit s = owned_split(c.part.unit(u), dense);
+      g = update.owned_grads(u);
       count = static_cast<size_t>(s.mid - s.lo);
     }
     // (the same counts on every rank of a group: they share the partition)
-    if (count > 0) experts_space->all_reduce(g, g, count, DType::kF32, comm::ReduceOp::kSum);
+    if (count > 0) on_space_->all_reduce(g, g, count, DType::kF32, comm::ReduceOp::kSum);
   }
 }
 
-void Engine::Impl::expert_step_sums(double sums[2]) {
+void ExpertSpace::step_sums(const EngineContext& c, const model::ParamLayout& layout,
+                            Update& update, double sums[2]) {
   double sq[2] = {0.0, 0.0};  // dense, experts
   for (int part_kind = 0; part_kind < 2; ++part_kind) {
-    for (int u = 0; u < units; ++u) {
-      if (!trainable(u)) continue;
-      const UnitPartition& p = part.unit(u);
-      const size_t i = static_cast<size_t>(u);
-      const OwnedSplit s = owned_split(p, layout.dense_numel(u));
-      const float* g = opt.stage <= 1 ? full_grads[i].data() + s.lo : grad_shard[i].data();
+    for (int u = 0; u < c.part.num_units(); ++u) {
+      if (!update.trainable(u)) continue;
+      const OwnedSplit s = owned_split(c.part.unit(u), layout.dense_numel(u));
+      const float* g = update.owned_grads(u);  // (at s.lo whenever a count is > 0)
       if (part_kind == 0)
-        mem->sum_squares_add(g, static_cast<size_t>(s.mid - s.lo));
+        c.mem.sum_squares_add(g, static_cast<size_t>(s.mid - s.lo));
       else
-        mem->sum_squares_add(g + (s.mid - s.lo), static_cast<size_t>(s.hi - s.mid));
+        c.mem.sum_squares_add(g + (s.mid - s.lo), static_cast<size_t>(s.hi - s.mid));
     }
-    sq[part_kind] = mem->sum_squares_take();
+    sq[part_kind] = c.mem.sum_squares_take();
   }
-  sums[0] = sq[0] / static_cast<double>(ex.parts) + sq[1];
-  groups.host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
-  ex.experts_on_host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
+  sums[0] = sq[0] / static_cast<double>(parts_) + sq[1];
+  c.groups.host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
+  experts_on_host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
 }
 
-void Engine::Impl::share_dense_after_load() {
-  for (int u = 0; u < units; ++u) {
-    const UnitPartition& p = part.unit(u);
-    const size_t i = static_cast<size_t>(u);
-    const OwnedSplit s = owned_split(p, layout.dense_numel(u));
+void ExpertSpace::share_dense_after_load(const EngineContext& c, const model::ParamLayout& layout,
+                                         Update& update,
+                                         const std::function<float*(int)>& owned_params) {
+  for (int u = 0; u < c.part.num_units(); ++u) {
+    const OwnedSplit s = owned_split(c.part.unit(u), layout.dense_numel(u));
     const size_t count = static_cast<size_t>(s.mid - s.lo);
     if (count == 0) continue;  // (the same on every rank of a group: they share the partition)
-    experts_space->broadcast(owned_params(u), count, DType::kF32, 0);
-    if (!trainable(u)) continue;
-    const int64_t mo = opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
-    experts_space->broadcast(adam_m[i].data() + mo, count, DType::kF32, 0);
-    experts_space->broadcast(adam_v[i].data() + mo, count, DType::kF32, 0);
+    on_space_->broadcast(owned_params(u), count, DType::kF32, 0);
+    if (!update.trainable(u)) continue;
+    on_space_->broadcast(update.owned_m(u), count, DType::kF32, 0);
+    on_space_->broadcast(update.owned_v(u), count, DType::kF32, 0);
   }
 }
 
-void Engine::Impl::unit_to_host_all_experts(int u, std::span<float> dst, detail::Buf<float>& full) {
+void ExpertSpace::unit_to_host(const model::ParamLayout& layout, int u, std::span<float> dst,
+                               const std::function<void(std::span<float>)>& mine_of) {
   const model::BlockOffsets& o = layout.block_offsets();
-  const int64_t numel = part.unit(u).numel, dense = o.experts_gate_up;
+  const int64_t numel = layout.unit(u).numel, dense = o.experts_gate_up;
   const int64_t gate_up = o.experts_down - o.experts_gate_up, down = numel - o.experts_down;
-  const int64_t whole = dense + ex.parts * (gate_up + down);
+  const int64_t whole = dense + parts_ * (gate_up + down);
   if (static_cast<int64_t>(dst.size()) != whole)
     throw InputError(strf("gather_full_params: unit %d holds %zu elements, the whole unit %lld "
                           "(expert parallelism %d)",
-                          u, dst.size(), static_cast<long long>(whole), ex.parts),
+                          u, dst.size(), static_cast<long long>(whole), parts_),
                      "make the Parameters from model::ParamLayout(cfg) (every expert), not from "
                      "the engine's model().layout() (this rank's experts)");
   std::vector<float> mine(static_cast<size_t>(numel));  // this rank's unit
-  unit_to_host(u, mine, full);
+  mine_of(mine);
   std::copy_n(mine.begin(), dense, dst.begin());
   // Rank e of the group holds experts [e E/N, (e+1) E/N): rank order is expert order.
-  comm::Comm& host = ex.experts_on_host();  // (mine and dst: host memory)
+  comm::Comm& host = experts_on_host();  // (mine and dst: host memory)
   host.all_gather(mine.data() + dense, dst.data() + dense, static_cast<size_t>(gate_up),
                   DType::kF32);
-  host.all_gather(mine.data() + o.experts_down, dst.data() + dense + ex.parts * gate_up,
+  host.all_gather(mine.data() + o.experts_down, dst.data() + dense + parts_ * gate_up,
                   static_cast<size_t>(down), DType::kF32);
 }
 
-}  // namespace zt::zero
+std::string ExpertSpace::describe(const model::ParamLayout& layout) const {
+  if (parts_ <= 1) return std::string();
+  const int64_t E = layout.config().experts;
+  return strf("; expert parallel %d (experts [%lld, %lld) of %lld here)", parts_,
+              static_cast<long long>(layout.first_expert()),
+              static_cast<long long>(layout.first_expert() + E / parts_), static_cast<long long>(E));
+}
+
+}  // namespace zt::zero::detail

@@ -9,7 +9,7 @@
 // With bf16 compute weights (bf16_weights: train.precision = bf16-mixed) a primary gather casts
 // the fp32 shard into its place in the slot's bf16 buffer and all-gathers bf16 in place
 // (half the bytes of fp32); the hpZ secondary holds bf16 too. With offload from a device
-// the bf16 shard is what the CPU AdamW copied up (param_half), or with offload.params
+// the bf16 shard is what the CPU AdamW copied up (params.half), or with offload.params
 // the shard's bf16 rounding copied up straight into the send range (load_shard_half).
 // What a primary gather sends comes from the engine's parameters (Engine::Impl::send_shard).
 #include "engine_gather.hpp"

@@ -15,7 +15,7 @@ namespace zt::zero {
 // casts and quantizations feeding a collective are queued before it.
 void Engine::Impl::order_comms_after_compute() {
   groups.order_after(mem->compute_stream());
-  if (experts_space) experts_space->order_after(mem->compute_stream());  // the dense all-reduce
+  ex.order_after(mem->compute_stream());
 }
 
 // At the end of a pass the host waits for the operations compute waited for on the
@@ -73,26 +73,25 @@ void Engine::Impl::before_use(int u) {
                 "engine's use orders");
   ++epoch;
   if (mode == Mode::kTrain && u == head) grads_phase = true;
-  const size_t i = static_cast<size_t>(u);
   const size_t numel = static_cast<size_t>(part.unit(u).numel);
 
-  const void* params = nullptr;  // the compute weights (fp32, or bf16 when bf16_weights)
+  const void* weights = nullptr;  // the compute weights (fp32, or bf16 when bf16_weights)
   if (opt.stage == 3) {
-    params = gather.use(pos, epoch);  // (and the next zero.prefetch gathers start)
+    weights = gather.use(pos, epoch);  // (and the next zero.prefetch gathers start)
   } else {
-    params = replicated(u);
+    weights = params.replicated(u);
   }
 
   float* grads = nullptr;
   if (mode != Mode::kTrain || !trainable(u)) {
     // no gradient: eval, or a frozen unit
   } else if (opt.stage <= 1) {
-    grads = full_grads[i].data();
+    grads = update.full_grads(u);
   } else if (grads_phase || u == adapters) {  // the adapters' one use spans the backward
     grads = reduce.unit_buffer(u);
   }
   if (opt.stage == 3 || opt.stage == 2)
-    model.bind_unit(u, param_view(u, params), grads ? mview(grads, numel) : model::MutView{});
+    model.bind_unit(u, param_view(u, weights), grads ? mview(grads, numel) : model::MutView{});
   active.push_back(static_cast<int>(pos));
   ++pos;
 }
@@ -111,16 +110,15 @@ void Engine::Impl::after_use(int u) {
 
 void Engine::Impl::grad_ready(int u) {
   if (mode != Mode::kTrain || !trainable(u)) return;  // frozen: never reduced
-  const size_t i = static_cast<size_t>(u);
   if (opt.stage >= 2)
     reduce.start_unit(u, epoch);
   else if (boundary)
-    reduce.start_full(u, full_grads[i].data(), epoch);
+    reduce.start_full(u, update.full_grads(u), epoch);
 }
 
 void Engine::Impl::reduced(int u, float* own) {
   if (opt.stage >= 2)
-    mem->add(grad_shard[static_cast<size_t>(u)].data(), own, static_cast<size_t>(part.unit(u).shard));
+    mem->add(update.grad_shard(u), own, static_cast<size_t>(part.unit(u).shard));
   if (boundary) offload_grad_final(u);  // the step's gradient: down to the host
 }
 

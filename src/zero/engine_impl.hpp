@@ -5,14 +5,19 @@
 //                      secondary), their slots and buffers, the secondaries
 //   engine_reduce.hpp  the reduce schedule: gradient reductions in flight (all-reduce,
 //                      reduce-scatter, bf16, qgZ), their slots and buffers
+//   engine_params.hpp  the parameter store: each unit's stored parameters (fp32, bf16)
+//   engine_update.hpp  the update: the gradients, their norm and clipping, the AdamW
+//                      moments, the bf16-true work buffer
+//   engine_copies.hpp  offload's copies between the space and host memory through the
+//                      pinned pool, landed in order
+//   engine_experts.hpp the expert-parallel space: the expert and data-parallel groups,
+//                      the dense gradients' sum over the expert group, the norm, full experts
 // The rest of the work is spread over
 //   engine.cpp         construction, the public methods, memory figures
 //   engine_passes.cpp  micro_step, step, eval_loss, logits_last, gather_full_params,
 //                      what a primary gather sends
 //   engine_hooks.cpp   the model's unit hooks, the passes' epochs and the pump
 //   engine_step.cpp    the optimizer step: global norm, clipping, AdamW on shards
-//   engine_experts.cpp expert parallelism: the expert and data-parallel groups, the dense
-//                      gradients' sum over the expert group, the norm, full experts
 //   engine_offload.cpp the offload store behind the optimizer state (offload.*)
 //   memory.cpp, memory_cuda.cpp, staged_comm.cpp
 //                      the memory space of every buffer below and its element-wise work
@@ -34,8 +39,12 @@
 #include <vector>
 
 #include "engine_context.hpp"
+#include "engine_copies.hpp"
+#include "engine_experts.hpp"
+#include "engine_params.hpp"
 #include "engine_gather.hpp"
 #include "engine_reduce.hpp"
+#include "engine_update.hpp"
 #include "groups.hpp"
 #include "memory.hpp"
 #include "offload_copy.hpp"
@@ -48,33 +57,6 @@
 #include "zt/zero/plan.hpp"
 
 namespace zt::zero {
-
-namespace detail {
-
-// Expert parallelism (moe.expert_parallel = parts > 1; engine_experts.cpp): the world as
-// D x parts ranks. Rank r is position r % parts of expert group r / parts (consecutive
-// ranks: its all_to_alls stay within a node when a node holds whole groups) and rank
-// r / parts of data-parallel group r % parts, over which the engine runs ZeRO.
-struct ExpertSplit {
-  int parts = 1;
-  std::unique_ptr<comm::Comm> data;     // the D ranks of this position (parts > 1)
-  std::unique_ptr<comm::Comm> experts;  // this rank's expert group (parts > 1)
-  // The same two groups over the engine's host-memory `control` communicator, when one
-  // is given (a world on device memory: NCCL, or a device space's staged MPI): the small
-  // host values (norms, flags) and the host copies of checkpoints go over these.
-  std::unique_ptr<comm::Comm> data_host, experts_host;
-  comm::Comm& experts_on_host() { return experts_host ? *experts_host : *experts; }
-};
-// Checks moe.expert_parallel (EngineOptions::validate_experts) on every rank alike, then
-// splits (collective over world, and over control when given). parts 1: nothing split.
-ExpertSplit split_experts(const model::Config& cfg, comm::Comm& world, const EngineOptions& opt,
-                          comm::Comm* control);
-// The model with its expert slice over split.experts (TrainableModel::set_expert_group;
-// parts 1: unchanged).
-std::unique_ptr<model::TrainableModel> with_experts(std::unique_ptr<model::TrainableModel> m,
-                                                    ExpertSplit& split);
-
-}  // namespace detail
 
 struct Engine::Impl {
   enum class Mode : uint8_t { kIdle, kTrain, kEval };
@@ -89,14 +71,11 @@ struct Engine::Impl {
   // The one pool of pinned host buffers between mem and host memory (offload copies,
   // staged collectives), bounded by offload.pinned_bytes; declared before its users.
   std::shared_ptr<offload::PinnedPool> pinned;
-  // Expert parallelism (declared before groups, which run over ex.data when split).
-  detail::ExpertSplit ex;
+  // Expert parallelism (declared before groups, which run over ex.data() when split).
+  detail::ExpertSpace ex;
   // Staging wrappers of the caller's communicators when mem->stages() them (else null);
   // groups splits its private copies from them, so every engine collective is staged.
-  std::unique_ptr<comm::Comm> staged_world, staged_node, staged_cross, staged_experts;
-  // Expert parallelism: the expert group on the space's memory (the dense gradients'
-  // all-reduce, the load's broadcasts): ex.experts, or its staging wrapper.
-  comm::Comm* experts_space = nullptr;
+  std::unique_ptr<comm::Comm> staged_world, staged_node, staged_cross;
   detail::Groups groups;
   int n = 1;        // ranks
   int hpz = 1;      // secondary group size in effect
@@ -112,9 +91,8 @@ struct Engine::Impl {
   // the fp32 master; stage 3 casts its shard before the gather, so gathers move bf16.
   bool bf16_weights = false; // model.param_dtype() is bf16
   // train.precision = bf16-true: the stored parameters are bf16 and there is no fp32
-  // master. Stages 0-2: compute_params are the parameters (full_params stay empty);
-  // stage 3: param_half holds the shards (param_shard stays empty). AdamW widens the
-  // parameters it updates into update_wide, runs the space's fp32 AdamW on them and
+  // master (params: ParamStore's compute and half copies alone). AdamW widens the
+  // parameters it updates into update.wide, runs the space's fp32 AdamW on them and
   // rounds the result back (docs/zero.md, "bf16-true").
   bool bf16_master = false;
   // LoRA (docs/zero.md "Frozen units"): frozen units hold parameters only (sharded and
@@ -141,19 +119,6 @@ struct Engine::Impl {
   void unit_to_host(int u, std::span<float> dst, detail::Buf<float>& full);
   std::vector<int> train_order;  // unit of each use in loss_and_grad
   std::vector<int> eval_order;   // unit of each use in loss / logits_last
-
-  // ---- model states, per unit (all in `mem`) -------------------------------------
-  template <class T>
-  using Bufs = std::vector<detail::Buf<T>>;
-  Bufs<float> full_params;   // stages 0-2: [padded]
-  Bufs<float> param_shard;   // stage 3:    [shard]
-  Bufs<bf16> compute_params; // stages 0-2, bf16_weights: [padded] bf16 cast of full_params
-  Bufs<bf16> param_half;     // stage 3, bf16_master or half_up (params not offloaded): [shard]
-  detail::Buf<float> update_wide;  // bf16_master: [max updated count] the widened parameters
-  Bufs<float> full_grads;    // stages 0-1: [padded]
-  Bufs<float> grad_shard;    // stages 2-3: [shard], fp32 accumulators
-  Bufs<float> adam_m;        // stage 0: [padded]; 1-3: [shard]
-  Bufs<float> adam_v;        // same
 
   // ---- working buffers (allocated once, in `mem`) ---------------------------------
   detail::Buf<float> logits_buf;  // logits_last on a space the host cannot read: [vocab]
@@ -182,27 +147,17 @@ struct Engine::Impl {
   MemoryStats memory() const;
   void note_peak();
   std::span<float> params_for_update(int u);  // the parameters AdamW updates (fp32 master)
-  std::span<bf16> half_params_for_update(int u);  // the same, bf16_master
-  std::span<float> grads_for_update(int u);   // their gradients
-  std::span<float> m_for_update(int u);
-  std::span<float> v_for_update(int u);
   int64_t update_begin(int u) const;          // first unit element of those spans
-  // Gathers `bufs[u]` (each [padded], this rank's part in place) for every unit.
+  // Gathers unit_buf(u) (each [padded], this rank's part in place) for every unit.
   template <class T>
-  void gather_in_place(Bufs<T>& bufs, bool trainable_only = false);
-  // The stored parameters of stages 0-2 (full_params, or compute_params when bf16_master);
+  void gather_in_place(const std::function<T*(int)>& unit_buf, bool trainable_only = false);
+  // The stored parameters of stages 0-2 (params' full, or compute with bf16_master/half_up);
   // trainable_only: those of the units that are not frozen (after a step).
   void gather_params_in_place(bool trainable_only = false);
-  // bf16_weights, stages 0-2: compute_params = bf16(full_params), after every change of the latter.
-  void cast_compute_params();
   // What the model binds for unit u: the compute weights at `p` (a gather slot's or the
   // unit's replicated copy), of the compute dtype.
   model::ConstView param_view(int u, const void* p) const {
     return {p, part.unit(u).numel, bf16_weights ? DType::kBF16 : DType::kF32, mem->model_space()};
-  }
-  const void* replicated(int u) const {  // stages 0-2: the compute copy of unit u
-    const size_t i = static_cast<size_t>(u);
-    return bf16_weights ? static_cast<const void*>(compute_params[i].data()) : full_params[i].data();
   }
   // Views of mem's buffers for the model.
   model::MutView mview(float* p, size_t count) const {
@@ -239,38 +194,24 @@ struct Engine::Impl {
   detail::ReduceSchedule reduce;
   void reduced(int u, float* own);  // ReduceSchedule's Done: into the shard, down to the host
 
+  // ---- engine_params.cpp, engine_update.cpp ----------------------------------------
+  detail::ParamStore params;  // every unit's stored parameters
+  detail::Update update;  // gradients, their norm and clipping, AdamW moments
+
   // ---- engine_step.cpp --------------------------------------------------------------
   StepStats step(double lr);
-  detail::Buf<double> step_sums;  // [2] squared norm, loss: when world takes mem's buffers
-  void all_reduce_step_sums(double sums[2]);
-
-  // ---- engine_experts.cpp -----------------------------------------------------------
-  // Adds the replicated (dense) gradients over the expert group: of the owned elements
-  // (stages 1-3), of whole units at stage 0, which updates whole units.
-  void reduce_dense_grads();
-  // The step's sums with expert parallelism: sums[0] the squared norm counting every
-  // parameter once (dense elements weigh 1/parts: each group holds them parts times),
-  // sums[1] the loss, both summed over the data-parallel and the expert group.
-  void expert_step_sums(double sums[2]);
-  // Block unit u's whole tensors into dst [ParamLayout(cfg)'s numel]: this rank's unit,
-  // its experts all-gathered over the expert group (collective over it).
-  void unit_to_host_all_experts(int u, std::span<float> dst, detail::Buf<float>& full);
-  // After a load: the replicated (dense) owned elements, which only the expert group's
-  // first rank read (ckpt's WriteContents::slices), from it to the group (parameters and
-  // moments).
-  void share_dense_after_load();
 
   // ---- engine_offload.cpp -----------------------------------------------------------
-  // offload.optimizer != none: the store holds master, m, v of the owned elements (adam_m
-  // and adam_v stay empty) and the step writes the compute parameters from the master.
-  // offload.params = nvme (stage 3): param_shard stays empty; a gather reads the shard
+  // offload.optimizer != none: the store holds master, m, v of the owned elements (the update's
+  // moments stay empty) and the step writes the compute parameters from the master.
+  // offload.params = nvme (stage 3): params holds no shards; a gather reads the shard
   // into its slot's param_stage buffer.
   offload::Isa isa = offload::Isa::kScalar;  // the CPU AdamW level (every home, and none)
   std::unique_ptr<offload::Store> store;
   bool state_offloaded = false;
   std::function<void(int)> update_guard;  // Engine::set_update_guard: before AdamW on a unit
   bool params_offloaded = false;
-  Bufs<float> param_stage;        // params offloaded: per gather slot [shard max], in mem
+  std::vector<detail::Buf<float>> param_stage;  // params offloaded: per gather slot [shard max], in mem
   std::vector<float> unit_params;  // params offloaded: one unit's shard [shard max] (host)
   // Offload from a space the host cannot read (state offloaded, mem a device's; on the
   // host-staged space the same code with synchronous copies): the gradient sub-groups
@@ -278,21 +219,13 @@ struct Engine::Impl {
   // the CPU AdamW runs per sub-group in step() and each sub-group's new parameters go
   // back through the pinned pool while the next one is updated.
   bool offload_copies = false;
-  std::unique_ptr<detail::Copier> copier;
   std::vector<std::vector<float>> host_grads;  // per unit [owned] fp32, landed copies
   std::vector<std::pair<size_t, size_t>> unit_groups;  // per unit: [first, end) of its sub-groups
-  struct Transfer {
-    detail::Copier::Ticket ticket = 0;
-    int slot = -1;             // its pinned pool buffer
-    float* land = nullptr;     // D2H: where the landed values go [count] (host); H2D: null
-    size_t count = 0;
-  };
-  std::deque<Transfer> transfers;  // started, not yet landed, in start order
   // bf16_weights with offload_copies: the CPU AdamW rounds each updated sub-group to bf16
-  // (bf16(float), as the device cast) and that comes up, into compute_params' owned
-  // slice (stages 1-2) or param_half (stage 3; params offloaded: each shard goes up in
-  // bf16 straight into its gather's send range). The fp32 device copies (full_params,
-  // param_shard, param_stage) are freed: the fp32 master is the store's.
+  // (bf16(float), as the device cast) and that comes up, into params' compute owned
+  // slice (stages 1-2) or its half shards (stage 3; params offloaded: each shard goes up in
+  // bf16 straight into its gather's send range). The fp32 device copies (full,
+  // shard, param_stage) are freed: the fp32 master is the store's.
   bool half_up = false;
   // half_up with frozen units (LoRA/QLoRA's base) whose shards are not the store's: their
   // exact fp32 values, which nothing else holds once the fp32 device copies go (frozen
@@ -300,11 +233,10 @@ struct Engine::Impl {
   // (empty for trainable units); their bf16 compute copy came up at construction and
   // comes up again only after a load (flush_checkout): frozen units never change.
   std::vector<std::vector<float>> frozen_host;
-  // Per unit: the last copy up of its parameters not yet ordered before compute (0:
-  // none). The copies up overlap what follows the AdamW; the first use of the unit (the
-  // stages 1-2 all-gather in step(), a stage-3 primary gather) orders compute after it.
-  std::vector<detail::Copier::Ticket> unit_up;
-  void order_up(int u);  // compute (and collectives) from now on see u's copies up
+  // The copies through the pinned pool. The copies up overlap what follows the AdamW;
+  // the first use of the unit (the stages 1-2 all-gather in step(), a stage-3 primary
+  // gather) orders compute after them (copies.order_up).
+  detail::CopyQueue copies;
   OffloadTimes offload_times;      // since the last step
   // owned(u) of an offloaded unit, or of any unit in a space the host cannot read: its
   // state, paged in (or copied to the host) for a checkpoint and kept (the
@@ -323,19 +255,12 @@ struct Engine::Impl {
   // host_grads are scaled here.
   void adamw_update(const model::AdamWConfig& adam, int64_t step, float clip);
   void offload_grad_final(int u);  // u's gradient of this step is complete in mem
-  int acquire_pinned(size_t bytes);  // a pool buffer; lands older copies while it is full
-  void land_front(bool wait);        // the oldest transfer (waits for it when asked)
-  void land_ready();                 // every transfer that has landed, in order
-  void land_all();                   // every transfer, waiting
-  void copy_to_space(float* dst, const float* host, size_t count);  // through the pool
   OffloadTimes take_offload_times();
-  const float* shard_src(int u, int slot) const;  // the send buffer of u's primary gather
+  const float* shard_src(int u, int slot);  // the send buffer of u's primary gather
   void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]
   void load_shard_half(int u, int slot);          // half_up: u's bf16 shard into the slot's send range
   void gather_master(int u, float* full);         // half_up, idle: the store's fp32 master of u [padded]
   OwnedSlice checkout(int u);
-  float* owned_params(int u);  // this rank's owned parameters of unit u [owned], in mem
-  bf16* owned_half_params(int u);  // the same, bf16_master
   void flush_checkout();
   std::string nonfinite_units();  // after a non-finite step: the units to blame
 };

@@ -42,7 +42,7 @@ void Engine::Impl::init_offload(int rank) {
                             format_size(so.subgroup_bytes).c_str()),
                        "raise offload.pinned_bytes to at least offload.subgroup_bytes * 2 / 3, or "
                        "lower offload.subgroup_bytes.");
-    copier = detail::make_copier(*mem);
+    copies.start(*mem);
   }
   preflight_host(so, plan.state_counts, plan.param_counts, plan.max_shard);
   // Preflight (path, room, memlock) and the NVMe file: before any step.
@@ -57,15 +57,14 @@ void Engine::Impl::init_offload(int rank) {
   if (state_offloaded)
     for (int u = 0; u < units; ++u)  // the master starts as the initial parameters
       if (trainable(u))
-      store->init_unit(u, host_copy(opt.stage == 3 ? param_shard[static_cast<size_t>(u)].data()
-                                                   : params_for_update(u).data(),
+      store->init_unit(u, host_copy(opt.stage == 3 ? params.shard(u) : params_for_update(u).data(),
                                     part.unit(u).owned));
   if (params_offloaded) {
     for (int u = 0; u < units; ++u) {
-      store->write_params(u, host_copy(param_shard[static_cast<size_t>(u)].data(), part.unit(u).shard));
-      param_shard[static_cast<size_t>(u)].reset();
+      store->write_params(u, host_copy(params.shard(u), part.unit(u).shard));
+      params.drop_shard(u);
     }
-    param_shard.clear();
+    params.drop_fp32();  // (stage 3: the shards)
     if (plan.param_stage > 0)  // (half_up: the bf16 shard goes up straight into the gather buffer)
       for (int s = 0; s < gather.slots(); ++s)
         param_stage.emplace_back(*mem, static_cast<size_t>(plan.param_stage), "offloaded parameter staging");
@@ -77,21 +76,15 @@ void Engine::Impl::init_offload(int rank) {
       if (plan.units[static_cast<size_t>(u)].frozen_host > 0) {
         std::vector<float>& f = frozen_host[static_cast<size_t>(u)];
         f.resize(static_cast<size_t>(plan.units[static_cast<size_t>(u)].frozen_host));
-        mem->to_host(f.data(), owned_params(u), f.size() * sizeof(float));
+        mem->to_host(f.data(), params.owned(u), f.size() * sizeof(float));
       }
   }
   if (half_up) {  // the bf16 compute copy is what comes up from now on; the fp32 one goes
-    if (opt.stage == 3 && !params_offloaded)
-      for (int u = 0; u < units; ++u) {
-        const size_t shard = static_cast<size_t>(plan.units[static_cast<size_t>(u)].param_half);
-        param_half.emplace_back(*mem, shard, "bf16 parameter shards");
-        mem->to_bf16(param_shard[static_cast<size_t>(u)].data(), shard, param_half.back().data());
-      }
-    param_shard.clear();
-    full_params.clear();
+    if (opt.stage == 3 && !params_offloaded) params.add_half_shards(plan);
+    params.drop_fp32();
   }
   if (offload_copies) {
-    unit_up.assign(static_cast<size_t>(units), 0);
+    copies.track_units(units);
     host_grads.resize(static_cast<size_t>(units));
     for (int u = 0; u < units; ++u)
       host_grads[static_cast<size_t>(u)].assign(static_cast<size_t>(trainable(u) ? part.unit(u).owned : 0), 0.0f);
@@ -123,9 +116,9 @@ void Engine::Impl::preflight_host(const offload::Options& so, const std::vector<
   offload::preflight_host_memory(need);
 }
 
-const float* Engine::Impl::shard_src(int u, int slot) const {
+const float* Engine::Impl::shard_src(int u, int slot) {
   return params_offloaded ? param_stage[static_cast<size_t>(slot)].data()
-                          : param_shard[static_cast<size_t>(u)].data();
+                          : params.shard(u);
 }
 
 // A shard from its home into the gather slot's staging buffer; on a space the host
@@ -137,8 +130,9 @@ void Engine::Impl::load_shard(int u, int slot) {
     return;
   }
   store->read_params(u, unit_params.data());
-  copy_to_space(dst, unit_params.data(), static_cast<size_t>(part.unit(u).shard));
-  land_all();
+  copies.to_space(dst, unit_params.data(), static_cast<size_t>(part.unit(u).shard),
+                  static_cast<size_t>(offload::subgroup_elements(store->options())));
+  copies.land_all();
 }
 
 // half_up, params offloaded: u's shard from its home, rounded to bf16 on the host
@@ -154,17 +148,13 @@ void Engine::Impl::load_shard_half(int u, int slot) {
   const size_t piece = static_cast<size_t>(offload::subgroup_elements(store->options()));
   for (size_t first = 0; first < shard; first += piece) {
     const size_t c = std::min(piece, shard - first);
-    const int pslot = acquire_pinned(c * sizeof(bf16));
-    bf16* half = reinterpret_cast<bf16*>(pinned->data(pslot));  // [c]
+    const int pslot = copies.acquire(c * sizeof(bf16));
+    bf16* half = static_cast<bf16*>(copies.buffer(pslot));  // [c]
     for (size_t k = 0; k < c; ++k) half[k] = bf16(unit_params[first + k]);
-    const detail::Copier::Ticket t =
-        copier->start(detail::CopyDir::kToSpace, place + first, half, c * sizeof(bf16));
-    transfers.push_back({t, pslot, nullptr, c});
-    unit_up[static_cast<size_t>(u)] = t;
-    offload_times.h2d_bytes += c * sizeof(bf16);
+    copies.up(pslot, place + first, c * sizeof(bf16), u);
   }
-  order_up(u);
-  land_ready();
+  copies.order_up(u);
+  copies.land_ready();
 }
 
 // half_up, idle: unit u's fp32 master (the store's) gathered into full [padded] in mem:
@@ -191,84 +181,26 @@ void Engine::Impl::gather_master(int u, float* full) {
   }
 }
 
-void Engine::Impl::order_up(int u) {
-  if (unit_up.empty() || unit_up[static_cast<size_t>(u)] == 0) return;
-  copier->order_before_compute(unit_up[static_cast<size_t>(u)]);
-  unit_up[static_cast<size_t>(u)] = 0;
-}
-
-// ---- copies through the pinned pool ---------------------------------------------------
-
-int Engine::Impl::acquire_pinned(size_t bytes) {
-  for (;;) {
-    const int slot = pinned->try_acquire(bytes);
-    if (slot >= 0) return slot;
-    if (transfers.empty()) return pinned->acquire(bytes, "an offload copy");  // refused by name
-    land_front(true);  // the pool is full: the oldest copy must land first (a stall)
-  }
-}
-
-void Engine::Impl::land_front(bool wait) {
-  const Transfer t = transfers.front();
-  if (wait && !copier->done(t.ticket)) {
-    const Clock::time_point t0 = Clock::now();
-    copier->wait(t.ticket);
-    offload_times.stall_s += since(t0);
-  }
-  transfers.pop_front();
-  if (t.land) std::memcpy(t.land, pinned->data(t.slot), t.count * sizeof(float));
-  pinned->release(t.slot);
-}
-
-void Engine::Impl::land_ready() {
-  while (!transfers.empty() && copier->done(transfers.front().ticket)) land_front(false);
-}
-
-void Engine::Impl::land_all() {
-  while (!transfers.empty()) land_front(true);
-}
-
-void Engine::Impl::copy_to_space(float* dst, const float* host, size_t count) {
-  const size_t piece = static_cast<size_t>(offload::subgroup_elements(store->options()));
-  for (size_t first = 0; first < count; first += piece) {
-    const size_t c = std::min(piece, count - first);
-    const int slot = acquire_pinned(c * sizeof(float));
-    std::memcpy(pinned->data(slot), host + first, c * sizeof(float));
-    transfers.push_back({copier->start(detail::CopyDir::kToSpace, dst + first, pinned->data(slot),
-                                       c * sizeof(float)),
-                         slot, nullptr, c});
-    offload_times.h2d_bytes += c * sizeof(float);
-  }
-  land_ready();
-}
-
 // Unit u's gradient of this step is complete in mem (its reduction on the last
 // micro-step finished): its owned elements go down, one copy per sub-group, while the
 // backward goes on; they land in host_grads by the step at the latest.
 void Engine::Impl::offload_grad_final(int u) {
   if (!offload_copies) return;
-  const float* g = grads_for_update(u).data();  // [owned] in mem
+  const float* g = update.grads(u).data();  // [owned] in mem
   const auto [k0, k1] = unit_groups[static_cast<size_t>(u)];
   const std::vector<offload::SubGroup>& sgs = store->subgroups();
   for (size_t k = k0; k < k1; ++k) {
     const offload::SubGroup& sg = sgs[k];
-    const size_t bytes = static_cast<size_t>(sg.count) * sizeof(float);
-    const int slot = acquire_pinned(bytes);
-    transfers.push_back({copier->start(detail::CopyDir::kToHost, pinned->data(slot), g + sg.first, bytes),
-                         slot, host_grads[static_cast<size_t>(u)].data() + sg.first,
-                         static_cast<size_t>(sg.count)});
-    offload_times.d2h_bytes += bytes;
+    copies.down(host_grads[static_cast<size_t>(u)].data() + sg.first, g + sg.first,
+                static_cast<size_t>(sg.count));
   }
-  land_ready();
+  copies.land_ready();
 }
 
 OffloadTimes Engine::Impl::take_offload_times() {
   OffloadTimes t = offload_times;
   t.active = store != nullptr;
-  if (copier) {
-    t.d2h_s += copier->take_seconds(detail::CopyDir::kToHost);
-    t.h2d_s += copier->take_seconds(detail::CopyDir::kToSpace);
-  }
+  copies.take_times(t);
   offload_times = {};
   return t;
 }
@@ -291,20 +223,19 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
     for (int u = 0; u < units; ++u) {
       if (!trainable(u)) continue;  // frozen: no AdamW
       if (update_guard) update_guard(u);  // ckpt.async: unit u written before it changes
-      std::span<float> g = grads_for_update(u);
+      std::span<float> g = update.grads(u);
       if (g.empty()) continue;  // this rank's shard of u is all padding
       if (params_offloaded) store->read_params(u, unit_params.data());
       const Clock::time_point t0 = Clock::now();
       if (bf16_master) {  // fp32 AdamW on the widened bf16 parameters, rounded back
-        const std::span<bf16> half = half_params_for_update(u);
-        const std::span<float> wide(update_wide.data(), half.size());
+        const std::span<bf16> half = params.half_for_update(u);
+        const std::span<float> wide = update.wide(half.size());
         mem->from_bf16(half.data(), half.size(), wide.data());
-        mem->adamw(layout, u, update_begin(u), wide, g, m_for_update(u), v_for_update(u), adam,
-                   step);
+        mem->adamw(layout, u, update_begin(u), wide, g, update.m(u), update.v(u), adam, step);
         mem->to_bf16(wide.data(), wide.size(), half.data());
       } else {
-        mem->adamw(layout, u, update_begin(u), params_for_update(u), g, m_for_update(u),
-                   v_for_update(u), adam, step);
+        mem->adamw(layout, u, update_begin(u), params_for_update(u), g, update.m(u), update.v(u),
+                   adam, step);
       }
       offload_times.adam_s += since(t0);
       if (params_offloaded) store->write_params(u, unit_params.data());
@@ -312,7 +243,7 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
     return;
   }
   if (offload_copies) {
-    land_all();
+    copies.land_all();
     if (clip != 1.0f)  // the loop of the host space's scale(): the same floats
       for (std::vector<float>& g : host_grads)
         for (float& x : g) x *= clip;
@@ -325,7 +256,7 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
       std::fill(unit_params.begin() + p.owned, unit_params.begin() + p.shard, 0.0f);
     }
     const float* g = offload_copies ? host_grads[static_cast<size_t>(sg.unit)].data() + sg.first
-                                    : grads_for_update(sg.unit).data() + sg.first;
+                                    : update.grads(sg.unit).data() + sg.first;
     int slot = -1;  // a pinned buffer for the copy up
     float* out = nullptr;
     bf16* half = nullptr;  // half_up: [c] the bf16 rounding, in the pinned buffer
@@ -333,11 +264,11 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
     if (params_offloaded) {
       out = unit_params.data() + sg.first;
     } else if (offload_copies) {
-      slot = acquire_pinned(up_bytes);
+      slot = copies.acquire(up_bytes);
       if (half_up)
-        half = reinterpret_cast<bf16*>(pinned->data(slot));
+        half = static_cast<bf16*>(copies.buffer(slot));
       else
-        out = reinterpret_cast<float*>(pinned->data(slot));
+        out = static_cast<float*>(copies.buffer(slot));
     } else {
       out = params_for_update(sg.unit).data() + sg.first;
     }
@@ -347,14 +278,10 @@ void Engine::Impl::adamw_update(const model::AdamWConfig& adam, int64_t step, fl
                               offload::ParamCopy{out, half}, adam, step, isa);
     offload_times.adam_s += since(t0);
     if (slot >= 0) {
-      void* dst = half_up ? static_cast<void*>(half_params_for_update(sg.unit).data() + sg.first)
+      void* dst = half_up ? static_cast<void*>(params.half_for_update(sg.unit).data() + sg.first)
                           : static_cast<void*>(params_for_update(sg.unit).data() + sg.first);
-      const detail::Copier::Ticket t =
-          copier->start(detail::CopyDir::kToSpace, dst, pinned->data(slot), up_bytes);
-      transfers.push_back({t, slot, nullptr, c});
-      unit_up[static_cast<size_t>(sg.unit)] = t;
-      offload_times.h2d_bytes += up_bytes;
-      land_ready();
+      copies.up(slot, dst, up_bytes, sg.unit);
+      copies.land_ready();
     }
     // The unit's last sub-group: its new parameter shard goes to its home.
     const bool last = &sg == &groups_.back() || (&sg + 1)->unit != sg.unit;
@@ -377,9 +304,9 @@ OwnedSlice Engine::Impl::checkout(int u) {
         std::copy(frozen_host[static_cast<size_t>(u)].begin(), frozen_host[static_cast<size_t>(u)].end(),
                   c.master.begin());
       else if (bf16_master)
-        detail::to_host_widened(*mem, c.master.data(), owned_half_params(u), count);
+        detail::to_host_widened(*mem, c.master.data(), params.owned_half(u), count);
       else
-        mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
+        mem->to_host(c.master.data(), params.owned(u), count * sizeof(float));
     } else if (state_offloaded) {
       c.m.assign(count, 0.0f);
       c.v.assign(count, 0.0f);
@@ -387,15 +314,14 @@ OwnedSlice Engine::Impl::checkout(int u) {
     } else if (params_offloaded) {  // only the parameters are on NVMe (stage 3: moments are shards)
       store->read_params(u, c.master.data());
     } else {  // a space the host cannot read: copies of the owned parameters and moments
-      const int64_t mo = opt.stage == 0 ? p.begin : 0;  // stage 0 keeps whole moments
       c.m.assign(count, 0.0f);
       c.v.assign(count, 0.0f);
       if (bf16_master)  // the bf16 parameters widened (exact): the checkpoint's fp32 master
-        detail::to_host_widened(*mem, c.master.data(), owned_half_params(u), count);
+        detail::to_host_widened(*mem, c.master.data(), params.owned_half(u), count);
       else
-        mem->to_host(c.master.data(), owned_params(u), count * sizeof(float));
-      mem->to_host(c.m.data(), adam_m[static_cast<size_t>(u)].data() + mo, count * sizeof(float));
-      mem->to_host(c.v.data(), adam_v[static_cast<size_t>(u)].data() + mo, count * sizeof(float));
+        mem->to_host(c.master.data(), params.owned(u), count * sizeof(float));
+      mem->to_host(c.m.data(), update.owned_m(u), count * sizeof(float));
+      mem->to_host(c.v.data(), update.owned_v(u), count * sizeof(float));
     }
     c.active = true;
   }
@@ -408,8 +334,8 @@ OwnedSlice Engine::Impl::checkout(int u) {
     s.m = {c.m.data(), count};
     s.v = {c.v.data(), count};
   } else {
-    s.m = {adam_m[static_cast<size_t>(u)].data(), count};
-    s.v = {adam_v[static_cast<size_t>(u)].data(), count};
+    s.m = {update.owned_m(u), count};  // (params offloaded: stage 3)
+    s.v = {update.owned_v(u), count};
   }
   return s;
 }
@@ -420,7 +346,7 @@ void Engine::Impl::flush_checkout() {
   const bool any = std::any_of(checkouts.begin(), checkouts.end(),
                                [](const Checkout& c) { return c.active; });
   if (!any) return;
-  land_all();  // a copy up still in flight would land over what is written below
+  copies.land_all();  // a copy up still in flight would land over what is written below
   for (int u = 0; u < static_cast<int>(checkouts.size()); ++u) {
     Checkout& c = checkouts[static_cast<size_t>(u)];
     if (!c.active) continue;
@@ -431,11 +357,11 @@ void Engine::Impl::flush_checkout() {
         store->write_params(u, c.master.data());
       } else if (half_up) {  // the fp32 values kept, their bf16 rounding up once (as at start)
         std::copy(c.master.begin(), c.master.begin() + p.owned, frozen_host[static_cast<size_t>(u)].begin());
-        detail::from_host_rounded(*mem, owned_half_params(u), {c.master.data(), static_cast<size_t>(p.owned)});
+        detail::from_host_rounded(*mem, params.owned_half(u), {c.master.data(), static_cast<size_t>(p.owned)});
       } else if (bf16_master) {
-        detail::from_host_rounded(*mem, owned_half_params(u), {c.master.data(), static_cast<size_t>(p.owned)});
+        detail::from_host_rounded(*mem, params.owned_half(u), {c.master.data(), static_cast<size_t>(p.owned)});
       } else {
-        mem->from_host(owned_params(u), c.master.data(), static_cast<size_t>(p.owned) * sizeof(float));
+        mem->from_host(params.owned(u), c.master.data(), static_cast<size_t>(p.owned) * sizeof(float));
       }
     } else if (state_offloaded) {
       store->write_unit(u, c.master.data(), c.m.data(), c.v.data());
@@ -446,20 +372,19 @@ void Engine::Impl::flush_checkout() {
       store->write_params(u, c.master.data());
     } else if (!state_offloaded) {  // copies of a space the host cannot read
       const size_t bytes = static_cast<size_t>(p.owned) * sizeof(float);
-      const int64_t mo = opt.stage == 0 ? p.begin : 0;
       if (bf16_master)  // rounded to nearest even (exact for values a bf16 run saved)
-        detail::from_host_rounded(*mem, owned_half_params(u),
+        detail::from_host_rounded(*mem, params.owned_half(u),
                                   {c.master.data(), static_cast<size_t>(p.owned)});
       else
-        mem->from_host(owned_params(u), c.master.data(), bytes);
-      mem->from_host(adam_m[static_cast<size_t>(u)].data() + mo, c.m.data(), bytes);
-      mem->from_host(adam_v[static_cast<size_t>(u)].data() + mo, c.v.data(), bytes);
+        mem->from_host(params.owned(u), c.master.data(), bytes);
+      mem->from_host(update.owned_m(u), c.m.data(), bytes);
+      mem->from_host(update.owned_v(u), c.v.data(), bytes);
     } else if (half_up) {  // the bf16 compute copy, rounded as the AdamW's copy up
-      detail::from_host_rounded(*mem, half_params_for_update(u).data(),
+      detail::from_host_rounded(*mem, params.half_for_update(u).data(),
                                 {c.master.data(), static_cast<size_t>(p.owned)});
     } else {  // the compute parameters, wherever mem is
-      std::span<float> params = params_for_update(u);
-      mem->from_host(params.data(), c.master.data(), params.size_bytes());
+      std::span<float> dst = params_for_update(u);
+      mem->from_host(dst.data(), c.master.data(), dst.size_bytes());
     }
     std::vector<float>().swap(c.master);
     std::vector<float>().swap(c.m);

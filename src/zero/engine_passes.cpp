@@ -31,7 +31,7 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
   double loss = 0;
   try {
     loss = e.model.loss_and_grad(tokens, targets, B, T, recompute,
-                                 grad_scale / static_cast<double>(e.n * e.ex.parts), positions);
+                                 grad_scale / static_cast<double>(e.n * e.ex.parts()), positions);
     e.end_pass();
   } catch (...) {
     e.abandon_pass();
@@ -99,15 +99,16 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
   ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
            "make it from this engine's model().layout()");
   e.flush_checkout();
-  e.land_all();  // offload: copies up still in flight (the host reads what they wrote)
+  e.copies.land_all();  // offload: copies up still in flight (the host reads what they wrote)
   e.full_params_to_host(out);
 }
 
 void Engine::Impl::full_params_to_host(model::Parameters<float>& out) {
   detail::Buf<float> full;  // bf16_weights at stage 3, or half_up: [max_padded]
   for (int u = 0; u < units; ++u) {
-    if (ex.parts > 1 && layout.unit(u).kind == model::UnitKind::kBlock)
-      unit_to_host_all_experts(u, out.params(u), full);  // engine_experts.cpp
+    if (ex.parts() > 1 && layout.unit(u).kind == model::UnitKind::kBlock)
+      ex.unit_to_host(layout, u, out.params(u),  // engine_experts.cpp
+                      [&](std::span<float> mine) { unit_to_host(u, mine, full); });
     else
       unit_to_host(u, out.params(u), full);
   }
@@ -118,9 +119,9 @@ void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>&
   ZT_CHECK(dst.size() == numel, "unit_to_host: a buffer of another size than the unit",
            "a bug in the engine.");
   if (opt.stage <= 2 && bf16_master) {
-    detail::to_host_widened(*mem, dst.data(), compute_params[static_cast<size_t>(u)].data(), numel);
+    detail::to_host_widened(*mem, dst.data(), params.compute(u), numel);
   } else if (opt.stage <= 2 && !half_up) {
-    mem->to_host(dst.data(), full_params[static_cast<size_t>(u)].data(), numel * sizeof(float));
+    mem->to_host(dst.data(), params.full(u), numel * sizeof(float));
   } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
     if (bf16_weights && full.empty())
       full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
@@ -137,7 +138,7 @@ void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>&
 // brought from its offload home first, or with bf16 weights its bf16 copy put into the
 // slot's send range.
 const float* Engine::Impl::send_shard(int u, int slot) {
-  order_up(u);  // offload: the shard's copies up from the last step, if in flight
+  copies.order_up(u);  // offload: the shard's copies up from the last step, if in flight
   if (params_offloaded && !half_up) load_shard(u, slot);
   if (params_offloaded && half_up)
     load_shard_half(u, slot);  // the bf16 shard straight into its send range: no cast
@@ -153,7 +154,7 @@ void Engine::Impl::cast_shard_for_gather(int u, int slot) {
   const size_t shard = static_cast<size_t>(part.unit(u).shard);
   bf16* place = gather.send_half(u, slot);
   if (bf16_master || half_up)  // the stored shard is bf16 already (half_up: its copy up)
-    mem->copy(place, param_half[static_cast<size_t>(u)].data(), shard * sizeof(bf16));
+    mem->copy(place, params.half(u), shard * sizeof(bf16));
   else
     mem->to_bf16(shard_src(u, slot), shard, place);
 }
@@ -172,7 +173,7 @@ void Engine::Impl::gather_exact(int u, float* out) {
     mem->from_bf16(whole, static_cast<size_t>(p.padded), out);
     return;
   }
-  const float* src = param_shard.empty() ? nullptr : param_shard[static_cast<size_t>(u)].data();
+  const float* src = params.shard(u);
   if (params_offloaded) {  // idle: gather slot 0's staging buffer is free
     load_shard(u, 0);
     src = shard_src(u, 0);

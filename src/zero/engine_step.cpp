@@ -20,11 +20,7 @@ namespace zt::zero {
 std::string Engine::Impl::nonfinite_units() {
   std::vector<int32_t> bad(static_cast<size_t>(units), 0);  // [units] 1: non-finite here
   for (int u = 0; u < units; ++u) {
-    if (!trainable(u)) continue;
-    const UnitPartition& p = part.unit(u);
-    const size_t i = static_cast<size_t>(u);
-    const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
-    if (!mem->all_finite(g, static_cast<size_t>(p.owned))) bad[i] = 1;
+    if (trainable(u) && !update.grads_finite(u)) bad[static_cast<size_t>(u)] = 1;
   }
   groups.host().all_reduce(bad.data(), bad.data(), bad.size(), DType::kI32, comm::ReduceOp::kMax);
   std::string names;
@@ -49,27 +45,6 @@ std::string Engine::Impl::nonfinite_units() {
   return names.empty() ? "none (the loss alone is not finite)" : names;
 }
 
-// The step's squared norm (sums[0], this rank's part still in the space's running sum)
-// and loss (sums[1]) summed over ranks in one all-reduce of two doubles. When world
-// takes the space's buffers (NCCL; the staged path) the sums stay in the space and the
-// all-reduce runs there: on the device, NCCL on its stream after the compute that made
-// the sum of squares (order_after), then one host read of both. Otherwise over the host
-// communicator. The bytes are the same either way (two doubles, counted as world's).
-void Engine::Impl::all_reduce_step_sums(double sums[2]) {
-  if (!groups.world_takes_space_memory()) {
-    sums[0] = mem->sum_squares_take();
-    groups.host().all_reduce(sums, sums, 2, DType::kF64, comm::ReduceOp::kSum);
-    return;
-  }
-  // Not in memory(): 16 bytes, like the staging buffers.
-  if (step_sums.empty()) step_sums = detail::Buf<double>(*mem, 2, "the step's sums");
-  mem->sum_squares_store(step_sums.data());
-  mem->from_host(step_sums.data() + 1, &sums[1], sizeof(double));
-  groups.world().all_reduce(step_sums.data(), step_sums.data(), 2, DType::kF64,
-                            comm::ReduceOp::kSum);
-  mem->to_host(sums, step_sums.data(), 2 * sizeof(double));
-}
-
 void Engine::Impl::tally_router() {
   const model::RouterStats* r = model.router_stats();
   if (!r) return;
@@ -85,13 +60,11 @@ std::optional<RouterStep> Engine::Impl::take_router() {
   if (router_sum.empty()) return std::nullopt;
   groups.host().all_reduce(router_sum.data(), router_sum.data(), router_sum.size(), DType::kF64,
                            comm::ReduceOp::kSum);
-  if (ex.experts)  // expert parallelism: each rank counted its own tokens
-    ex.experts_on_host().all_reduce(router_sum.data(), router_sum.data(), router_sum.size(),
-                                    DType::kF64, comm::ReduceOp::kSum);
+  ex.sum_on_host(router_sum.data(), router_sum.size());  // each rank counted its own tokens
   RouterStep r;
   const size_t E = router_sum.size() - 1;
   r.tokens.assign(router_sum.begin(), router_sum.begin() + static_cast<ptrdiff_t>(E));
-  r.aux = router_sum[E] / static_cast<double>(opt.accum * n * ex.parts);
+  r.aux = router_sum[E] / static_cast<double>(opt.accum * n * ex.parts());
   model::RouterStats s;
   s.tokens = r.tokens;
   r.imbalance = s.imbalance();
@@ -102,7 +75,7 @@ std::optional<RouterStep> Engine::Impl::take_router() {
 StepStats Engine::Impl::step(double lr) {
   ZT_CHECK(mode == Mode::kIdle, "step() during a micro-step", "the engine is not reentrant");
   flush_checkout();
-  land_all();  // offload from a device: the last gradient copies land in host memory
+  copies.land_all();  // offload from a device: the last gradient copies land in host memory
   if (micro_done != opt.accum)
     throw Error(strf("step() after %d micro_steps; train.accum is %d", micro_done, opt.accum),
                 "call micro_step exactly accum times per optimizer step");
@@ -111,30 +84,23 @@ StepStats Engine::Impl::step(double lr) {
   // mean loss over ranks, in one all_reduce. Stage 0 has the whole reduced gradient on
   // every rank; it sums its partition's slice like the other stages.
   double sums[2] = {0.0, loss_sum / static_cast<double>(opt.accum)};
-  if (ex.parts > 1) {  // the dense gradients summed over the expert group first
-    reduce_dense_grads();
-    expert_step_sums(sums);  // engine_experts.cpp
+  if (ex.parts() > 1) {  // the dense gradients summed over the expert group first
+    ex.reduce_dense_grads(ctx, layout, update);  // engine_experts.cpp
+    ex.step_sums(ctx, layout, update, sums);
   } else {
-    for (int u = 0; u < units; ++u) {
-      if (!trainable(u)) continue;  // frozen units have no gradient
-      const UnitPartition& p = part.unit(u);
-      const size_t i = static_cast<size_t>(u);
-      const float* g = opt.stage <= 1 ? full_grads[i].data() + p.begin : grad_shard[i].data();
-      mem->sum_squares_add(g, static_cast<size_t>(p.owned));
-    }
-    all_reduce_step_sums(sums);
+    update.add_sum_squares();  // (frozen units have no gradient)
+    update.all_reduce_sums(sums);
   }
   StepStats stats;
   stats.router = take_router();
   stats.grad_norm = std::sqrt(sums[0]);
-  stats.loss = sums[1] / static_cast<double>(n * ex.parts);
+  stats.loss = sums[1] / static_cast<double>(n * ex.parts());
   stats.clip_coef = clip_coefficient(stats.grad_norm, opt.grad_clip);
 
   // What ends every step, taken or skipped: gradients zeroed for the next one, the
   // micro-step count and loss reset, the step's traffic and memory.
   const auto finish = [&](bool took_update) {
-    for (auto& g : full_grads) if (!g.empty()) mem->zero(g.data(), g.size());  // (frozen: empty)
-    for (auto& g : grad_shard) if (!g.empty()) mem->zero(g.data(), g.size());
+    update.zero_grads();
     if (took_update) steps += 1;
     micro_done = 0;
     loss_sum = 0.0;
@@ -160,20 +126,14 @@ StepStats Engine::Impl::step(double lr) {
   model::AdamWConfig adam = opt.adamw;
   adam.lr = lr;
   const float clip = static_cast<float>(stats.clip_coef);
-  if (stats.clip_coef != 1.0 && !offload_copies) {  // (host copies: scaled by adamw_update)
-    const float c = clip;
-    for (int u = 0; u < units; ++u) {
-      if (!trainable(u)) continue;
-      const std::span<float> g = grads_for_update(u);
-      mem->scale(g.data(), g.size(), c);
-    }
-  }
+  if (stats.clip_coef != 1.0 && !offload_copies)  // (host copies: scaled by adamw_update)
+    update.scale_grads(clip);
   // The offload store's CPU AdamW (same floats as model::adamw_unit_slice) on the owned
   // elements, wherever their state lives (engine_offload.cpp).
   adamw_update(adam, steps + 1, clip);
 
   if (opt.stage == 1 || opt.stage == 2) gather_params_in_place(/*trainable_only=*/true);
-  cast_compute_params();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
+  params.cast_compute();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
   gather.invalidate_secondaries();
   return finish(true);
 }

@@ -187,5 +187,8 @@ void to_host_widened(Space& s, float* host, const bf16* src, size_t n);
 // offload.pinned_bytes), shared with the offload copies.
 std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space,
                                              std::shared_ptr<offload::PinnedPool> pool);
+// c, or its staging wrapper (made into `keep`) when the space stages collectives over c.
+comm::Comm* staged(Space& space, const std::shared_ptr<offload::PinnedPool>& pool, comm::Comm* c,
+                   std::unique_ptr<comm::Comm>& keep);
 
 }  // namespace zt::zero::detail

@@ -183,4 +183,11 @@ std::unique_ptr<comm::Comm> make_staged_comm(comm::Comm& inner, Space& space,
   return std::make_unique<StagedComm>(inner, nullptr, space, std::move(pool));
 }
 
+comm::Comm* staged(Space& space, const std::shared_ptr<offload::PinnedPool>& pool, comm::Comm* c,
+                   std::unique_ptr<comm::Comm>& keep) {
+  if (c == nullptr || !space.stages(*c)) return c;
+  keep = make_staged_comm(*c, space, pool);
+  return keep.get();
+}
+
 }  // namespace zt::zero::detail
