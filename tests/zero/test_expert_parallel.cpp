@@ -127,13 +127,25 @@ TEST(ExpertParallelInput, RefusedWithBothNumbers) {
 }
 
 // The model's block, by the same rule `zt estimate` applies (EngineOptions::validate_experts
-// with the model): Mixtral's passes; Qwen's expert width, top-k without renormalisation, a
-// dense layer or the shared expert are refused by name.
+// with the model): Mixtral's passes, and gpt-oss's on the host model (the GPU model refuses
+// it by name); Qwen's expert width, top-k without renormalisation, a dense layer or the
+// shared expert are refused by name.
 TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
   EngineOptions o;
   o.expert_parallel = 2;
   const model::Config mixtral = reduced_mixtral();
   EXPECT_NO_THROW(o.validate_experts(4, mixtral));
+  EXPECT_NO_THROW(o.validate_experts(4, reduced_gpt_oss()));
+  o.device = EngineOptions::Device::kCuda;
+  EXPECT_NO_THROW(o.validate_experts(4, mixtral));
+  try {
+    o.validate_experts(4, reduced_gpt_oss());
+    ADD_FAILURE() << "gpt-oss accepted on the GPU model";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the GPU model's expert parallelism has Mixtral's block only"),
+              std::string::npos) << e.what();
+  }
+  o.device = EngineOptions::Device::kHost;
   std::vector<model::Config> qwen(4, mixtral);
   for (model::Config& c : qwen) c.family = "qwen3_moe";
   qwen[0].moe_intermediate = mixtral.intermediate / 2;
@@ -147,7 +159,8 @@ TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
       o.validate_experts(4, c);
       ADD_FAILURE() << "accepted";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("expert parallelism has Mixtral's block only"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("expert parallelism has Mixtral's and gpt-oss's blocks only"),
+                std::string::npos) << e.what();
     }
   }
   o.expert_parallel = 1;  // off: every block
