@@ -134,6 +134,7 @@ void ParamLayout::build() {
                             {E, C}, InitKind::kNormal);
       if (gpt_oss)
         o.router_bias = add_tensor(tensors_, u, ui, p + "mlp.router.bias", {E}, InitKind::kZeros);
+      const size_t first_expert_tensor = tensors_.size();
       o.experts_gate_up = add_tensor(tensors_, u, ui, p + "mlp.experts.gate_up_proj",
                                      {El, 2 * IE, C}, InitKind::kNormal);
       o.experts_down = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj", {El, C, IE},
@@ -144,8 +145,8 @@ void ParamLayout::build() {
         o.experts_down_bias = add_tensor(tensors_, u, ui, p + "mlp.experts.down_proj_bias",
                                          {El, C}, InitKind::kZeros);
       }
-      if (expert_parts_ > 1)  // the slice of each whole tensor (experts lead)
-        for (size_t t = tensors_.size() - 2; t < tensors_.size(); ++t) {
+      if (expert_parts_ > 1)  // the slice of each whole tensor (experts lead; biases too)
+        for (size_t t = first_expert_tensor; t < tensors_.size(); ++t) {
           tensors_[t].global_rows = E;
           tensors_[t].global_begin = first_expert_ * (tensors_[t].numel / El);
         }

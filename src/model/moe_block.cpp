@@ -80,8 +80,7 @@ void Model<R>::Impl::moe_backward(int u, const R* p, BlockActs<R>& a, int64_t N)
   cpu::linear_backward(dxn.data(), base_grad_or_null(u, o.router), dlogits_r.data(), a.xn2.data(),
                      p + o.router, N, C, E, /*accumulate_dx=*/true);
   if (R* db = o.router_bias >= 0 ? base_grad_or_null(u, o.router_bias) : nullptr)
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t e = 0; e < E; ++e) db[e] += dlogits_r.data()[n * E + e];
+    cpu::bias_backward(db, dlogits_r.data(), N, E);
   if (cfg.shared_expert()) shared_expert_backward(u, p, a, N);
 }
 

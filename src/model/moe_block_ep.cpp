@@ -2,7 +2,8 @@
 // docs/zero.md "Expert parallelism"): the unit holds this rank's experts only
 // (ParamLayout::expert_slice), and each block's ExpertParallelMoe (moe_parallel.hpp)
 // routes this rank's tokens, dispatches them to the experts' ranks and combines the
-// results by all_to_all over the expert group, forward and backward. moe_block.cpp calls
+// results by all_to_all over the expert group, forward and backward (with gpt-oss's router
+// bias, top-k softmax, experts' biases and clamped SwiGLU). moe_block.cpp calls
 // these in place of the single-rank block when a group is set. fp32 only.
 #include <algorithm>
 #include <type_traits>
@@ -23,7 +24,9 @@ void Model<R>::Impl::moe_forward_ep(int l, const R* p, R* x_out, BlockActs<R>& a
       moe_out.ensure(N * cfg.hidden);
       out = moe_out.data();
     }
-    m.forward(out, a.xn2.data(), p + o.router, p + o.experts_gate_up, p + o.experts_down, N);
+    m.forward(out, a.xn2.data(), p + o.router, p + o.experts_gate_up, p + o.experts_down, N,
+              o.router_bias >= 0 ? p + o.router_bias : nullptr,
+              expert_extras(layout.block_unit(l), p));
     if (count_router) {
       router.rows += static_cast<double>(N);
       for (size_t e = 0; e < m.tokens().size(); ++e) {
@@ -47,7 +50,9 @@ void Model<R>::Impl::moe_backward_ep(int u, const R* p, BlockActs<R>& a, int64_t
     m.backward(dxn.data(), base_grad(u, o.router), base_grad(u, o.experts_gate_up),
                base_grad(u, o.experts_down), dres.data(), a.xn2.data(), p + o.router,
                p + o.experts_gate_up, p + o.experts_down,
-               cfg.router_aux_loss ? aux_dprob.data() : static_cast<const R*>(nullptr));
+               cfg.router_aux_loss ? aux_dprob.data() : static_cast<const R*>(nullptr),
+               o.router_bias >= 0 ? base_grad(u, o.router_bias) : nullptr,
+               expert_extras(u, p, /*grads=*/true));
   } else {
     (void)u, (void)p, (void)a, (void)N;
     throw std::logic_error("expert parallelism on Model<double> (set_expert_group refuses it)");
@@ -74,8 +79,9 @@ void Model<R>::set_expert_group(comm::Comm* group) {
                      "build the model on ParamLayout::expert_slice(cfg, group size, group rank)");
   if (m.lora.bound()) refuse_expert_parallel_lora(group->size());
   for (int64_t b = 0; b <= m.cfg.layers; ++b)  // every layer's, and the one beside `shared`
-    m.ep.push_back(std::make_unique<ExpertParallelMoe>(*group, m.cfg.hidden, m.cfg.intermediate,
-                                                       m.cfg.experts, m.cfg.experts_per_token));
+    m.ep.push_back(std::make_unique<ExpertParallelMoe>(
+        *group, m.cfg.hidden, m.cfg.intermediate, m.cfg.experts, m.cfg.experts_per_token,
+        ExpertRouting{m.cfg.norm_topk_prob, m.cfg.topk_softmax()}));
   m.expert_group = group;
   m.shared.drop_routed();  // allocated by the constructor; the layers keep their own rows
   for (auto& a : m.saved) a.drop_routed();

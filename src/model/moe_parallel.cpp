@@ -15,14 +15,21 @@
 
 namespace zt::model {
 
-void check_expert_parallel_block(const Config& cfg, int parts) {
+void check_expert_parallel_block(const Config& cfg, int parts, bool gpu) {
   if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
-      cfg.expert_width() != cfg.intermediate || cfg.router_bias() || cfg.expert_bias())
+      cfg.expert_width() != cfg.intermediate)
     throw InputError(strf("moe.expert_parallel = %d with model family '%s': expert parallelism "
-                          "has Mixtral's block only (every layer routed, renormalised top-k, no "
-                          "shared expert, no biases)",
+                          "has Mixtral's and gpt-oss's blocks only (every layer routed, "
+                          "renormalised top-k, no shared expert)",
                           parts, cfg.family.c_str()),
                      "set moe.expert_parallel = 1 for this model (ZeRO still shards its experts)");
+  if (gpu && (cfg.router_bias() || cfg.expert_bias() || cfg.topk_softmax() || cfg.swiglu_limit > 0))
+    throw InputError(strf("moe.expert_parallel = %d with model family '%s' on train.device = cuda: "
+                          "the GPU model's expert parallelism has Mixtral's block only (no router "
+                          "or expert biases, no top-k softmax, no clamped SwiGLU)",
+                          parts, cfg.family.c_str()),
+                     "set train.device = cpu (the host model has gpt-oss's block under expert "
+                     "parallelism), or moe.expert_parallel = 1");
 }
 
 void refuse_expert_parallel_lora(int parts) {
@@ -77,8 +84,8 @@ LocalExpertPlan local_expert_plan(std::span<const int64_t> counts, int64_t P, in
 }
 
 ExpertParallelMoe::ExpertParallelMoe(comm::Comm& group, int64_t C, int64_t I, int64_t E,
-                                     int64_t k)
-    : group_(group), C_(C), I_(I), E_(E), k_(k) {
+                                     int64_t k, ExpertRouting routing)
+    : group_(group), C_(C), I_(I), E_(E), k_(k), routing_(routing) {
   const int64_t P = group.size();
   if (C < 1 || I < 1 || E < 1 || k < 1 || k > E || E % P != 0)
     throw InputError(strf("expert parallelism: %lld experts (%lld per token, hidden %lld, "
@@ -118,7 +125,9 @@ void ExpertParallelMoe::exchange(const float* send, float* recv, int64_t width, 
 }
 
 void ExpertParallelMoe::forward(float* out, const float* x, const float* router,
-                                const float* gate_up, const float* down, int64_t N) {
+                                const float* gate_up, const float* down, int64_t N,
+                                const float* router_bias,
+                                const kernels::cpu::ExpertExtras<float>& extra) {
   const int64_t S = N * k_, P = group_.size();
   N_ = N;
   // Route this rank's tokens.
@@ -126,8 +135,9 @@ void ExpertParallelMoe::forward(float* out, const float* x, const float* router,
   fit(probs_, static_cast<size_t>(N * E_));
   fit(w_, static_cast<size_t>(S));
   fit(idx_, static_cast<size_t>(S));
-  cpu::moe_router_logits(logits.data(), x, router, N, C_, E_);
-  cpu::moe_route(probs_.data(), idx_.data(), w_.data(), logits.data(), N, E_, k_);
+  cpu::moe_router_logits(logits.data(), x, router, N, C_, E_, router_bias);
+  cpu::moe_route(probs_.data(), idx_.data(), w_.data(), logits.data(), N, E_, k_,
+                 routing_.renormalise, routing_.topk_softmax);
   cpu::moe_aux_accumulate(tokens_.data(), prob_sum_.data(), probs_.data(), idx_.data(), N, E_, k_);
 
   // Slots by destination rank (then slot order): the dispatch order.
@@ -169,7 +179,7 @@ void ExpertParallelMoe::forward(float* out, const float* x, const float* router,
   fit(h_, static_cast<size_t>(R * I_));
   fit(y_, static_cast<size_t>(R * C_));
   cpu::moe_experts_forward(yr.data(), gu_.data(), h_.data(), y_.data(), xr_.data(), gate_up, down,
-                           er_.data(), ones.data(), R, C_, I_, local_, 1);
+                           er_.data(), ones.data(), R, C_, I_, local_, 1, extra);
 
   // Combine: the outputs back, weighted per token in choice order.
   fit(ys_, static_cast<size_t>(S * C_));
@@ -186,7 +196,9 @@ void ExpertParallelMoe::forward(float* out, const float* x, const float* router,
 
 void ExpertParallelMoe::backward(float* dx, float* drouter, float* dgate_up, float* ddown,
                                  const float* dout, const float* x, const float* router,
-                                 const float* gate_up, const float* down, const float* dprob) {
+                                 const float* gate_up, const float* down, const float* dprob,
+                                 float* drouter_bias,
+                                 const kernels::cpu::ExpertExtras<float>& extra) {
   const int64_t N = N_, S = N * k_, R = recv_rows_;
   // The weights' gradient, and each slot's output gradient in dispatch order.
   std::vector<float> dw(static_cast<size_t>(S)), dys(static_cast<size_t>(S * C_));  // [S], [S, C]
@@ -208,7 +220,7 @@ void ExpertParallelMoe::backward(float* dx, float* drouter, float* dgate_up, flo
   std::vector<float> unused(static_cast<size_t>(R));  // d loss / d (weight 1) of each row
   cpu::moe_experts_backward(dxr.data(), dgate_up, ddown, unused.data(), dyr.data(), xr_.data(),
                             gate_up, down, er_.data(), ones.data(), gu_.data(), h_.data(),
-                            y_.data(), R, C_, I_, local_, 1);
+                            y_.data(), R, C_, I_, local_, 1, extra);
   std::vector<float> dxs(static_cast<size_t>(S * C_));  // [S, C] in dispatch order
   exchange(dxr.data(), dxs.data(), C_, true);
   for (int64_t q = 0; q < S; ++q) {
@@ -218,8 +230,9 @@ void ExpertParallelMoe::backward(float* dx, float* drouter, float* dgate_up, flo
   // The router (with the load-balancing loss's d/dp) and its linear.
   std::vector<float> dlogits(static_cast<size_t>(N * E_));  // [N, E]
   cpu::moe_route_backward(dlogits.data(), dw.data(), dprob, probs_.data(), idx_.data(), w_.data(),
-                          N, E_, k_);
+                          N, E_, k_, routing_.renormalise, routing_.topk_softmax);
   cpu::linear_backward(dx, drouter, dlogits.data(), x, router, N, C_, E_);
+  if (drouter_bias) cpu::bias_backward(drouter_bias, dlogits.data(), N, E_);
 }
 
 }  // namespace zt::model

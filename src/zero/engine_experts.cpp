@@ -120,10 +120,9 @@ void ExpertSpace::share_dense_after_load(const EngineContext& c, const model::Pa
 
 void ExpertSpace::unit_to_host(const model::ParamLayout& layout, int u, std::span<float> dst,
                                const std::function<void(std::span<float>)>& mine_of) {
-  const model::BlockOffsets& o = layout.block_offsets();
-  const int64_t numel = layout.unit(u).numel, dense = o.experts_gate_up;
-  const int64_t gate_up = o.experts_down - o.experts_gate_up, down = numel - o.experts_down;
-  const int64_t whole = dense + parts_ * (gate_up + down);
+  const model::UnitInfo& info = layout.unit(u);
+  const int64_t numel = info.numel, dense = layout.dense_numel(u);
+  const int64_t whole = dense + parts_ * (numel - dense);
   if (static_cast<int64_t>(dst.size()) != whole)
     throw InputError(strf("gather_full_params: unit %d holds %zu elements, the whole unit %lld "
                           "(expert parallelism %d)",
@@ -133,12 +132,17 @@ void ExpertSpace::unit_to_host(const model::ParamLayout& layout, int u, std::spa
   std::vector<float> mine(static_cast<size_t>(numel));  // this rank's unit
   mine_of(mine);
   std::copy_n(mine.begin(), dense, dst.begin());
-  // Rank e of the group holds experts [e E/N, (e+1) E/N): rank order is expert order.
+  // Every expert tensor (weights, and gpt-oss's biases), each whole in the whole unit's
+  // order. Rank e of the group holds experts [e E/N, (e+1) E/N): rank order is expert order.
   comm::Comm& host = experts_on_host();  // (mine and dst: host memory)
-  host.all_gather(mine.data() + dense, dst.data() + dense, static_cast<size_t>(gate_up),
-                  DType::kF32);
-  host.all_gather(mine.data() + o.experts_down, dst.data() + dense + parts_ * gate_up,
-                  static_cast<size_t>(down), DType::kF32);
+  int64_t at = dense;
+  for (int t = info.first_tensor; t < info.first_tensor + info.num_tensors; ++t) {
+    const model::TensorInfo& ti = layout.tensors()[static_cast<size_t>(t)];
+    if (ti.offset < dense) continue;
+    host.all_gather(mine.data() + ti.offset, dst.data() + at, static_cast<size_t>(ti.numel),
+                    DType::kF32);
+    at += parts_ * ti.numel;
+  }
 }
 
 std::string ExpertSpace::describe(const model::ParamLayout& layout) const {

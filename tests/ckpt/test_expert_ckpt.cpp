@@ -6,7 +6,8 @@
 // reader). The EP = 2 file then loads at 1 rank (EP = 1, stage 0) and at 4 ranks (EP = 4,
 // stage 2): the loaded parameters are bitwise the file's (serial reader), and steps 4-6
 // on the same global batches give the losses and gradient norms of the EP = 2 run
-// continuing without a save, within fp32 rounding.
+// continuing without a save, within fp32 rounding. The same for the reduced gpt-oss (its
+// experts' biases [E, 2I] and [E, C] whole in the file, as the weights).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <omp.h>
@@ -85,15 +86,12 @@ void bcast(std::vector<double>& v, int n) {
   MPI_Bcast(v.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 }
 
-TEST(ExpertCheckpoint, AnyWorldSizeAnyExpertParallel) {
-  if (zt::testing::world_size() != 4) GTEST_SKIP() << "saves at 2 ranks, loads at 1 and 4 in one job";
-  omp_set_num_threads(1);
+void any_world_size_any_expert_parallel(const model::Config& cfg) {
   const int rank = zt::testing::world_rank();
-  const model::Config cfg = zero::testing::reduced_mixtral();
   std::unique_ptr<comm::Comm> world = comm::make_mpi_comm(MPI_COMM_WORLD);
   MPI_Comm two_mpi = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &two_mpi);
-  const std::string dir_ep = fresh_dir("expert_ckpt_ep2"), dir_one = fresh_dir("expert_ckpt_ep1");
+  const std::string dir_ep = fresh_dir(cfg.name + "_ckpt_ep2"), dir_one = fresh_dir(cfg.name + "_ckpt_ep1");
   const std::string file = dir_ep + "/step-3.h5";
 
   Steps straight;  // EP = 2 at 2 ranks: steps 1-3, save, steps 4-6
@@ -125,8 +123,8 @@ TEST(ExpertCheckpoint, AnyWorldSizeAnyExpertParallel) {
       ASSERT_EQ(saved.params[static_cast<size_t>(u)].size(), static_cast<size_t>(whole.unit(u).numel));
     const double p = max_rel_l2(saved.params, one.params), m = max_rel_l2(saved.exp_avg, one.exp_avg);
     const double v = max_rel_l2(saved.exp_avg_sq, one.exp_avg_sq);
-    std::printf("[ep ckpt] file of EP=2 at 2 ranks vs EP=1 at 2 ranks after 3 steps: max rel L2 "
-                "params %.2e exp_avg %.2e exp_avg_sq %.2e\n", p, m, v);
+    std::printf("[ep ckpt] %s: file of EP=2 at 2 ranks vs EP=1 at 2 ranks after 3 steps: max rel L2 "
+                "params %.2e exp_avg %.2e exp_avg_sq %.2e\n", cfg.name.c_str(), p, m, v);
     EXPECT_LT(p, kTol);
     EXPECT_LT(m, kTol);
     EXPECT_LT(v, kTol);
@@ -151,13 +149,25 @@ TEST(ExpertCheckpoint, AnyWorldSizeAnyExpertParallel) {
   const double l1 = max_rel_diff(one_rank.losses, straight.losses), n1 = max_rel_diff(one_rank.norms, straight.norms);
   const double l4 = max_rel_diff(four.losses, straight.losses), n4 = max_rel_diff(four.norms, straight.norms);
   if (rank == 0)
-    std::printf("[ep ckpt] steps 4-6 after loading the EP=2 file, vs EP=2 continuing: EP=1 at 1 rank "
+    std::printf("[ep ckpt] %s: steps 4-6 after loading the EP=2 file, vs EP=2 continuing: EP=1 at 1 rank "
                 "loss %.2e norm %.2e; EP=4 at 4 ranks loss %.2e norm %.2e (loss %.5f %.5f %.5f)\n",
-                l1, n1, l4, n4, straight.losses[0], straight.losses[1], straight.losses[2]);
+                cfg.name.c_str(), l1, n1, l4, n4, straight.losses[0], straight.losses[1], straight.losses[2]);
   EXPECT_LT(l1, kTol);
   EXPECT_LT(l4, kTol);
   EXPECT_LT(n1, 10 * kTol);
   EXPECT_LT(n4, 10 * kTol);
+}
+
+TEST(ExpertCheckpoint, AnyWorldSizeAnyExpertParallel) {
+  if (zt::testing::world_size() != 4) GTEST_SKIP() << "saves at 2 ranks, loads at 1 and 4 in one job";
+  omp_set_num_threads(1);
+  any_world_size_any_expert_parallel(zero::testing::reduced_mixtral());
+}
+
+TEST(ExpertCheckpoint, GptOssAnyWorldSizeAnyExpertParallel) {
+  if (zt::testing::world_size() != 4) GTEST_SKIP() << "saves at 2 ranks, loads at 1 and 4 in one job";
+  omp_set_num_threads(1);
+  any_world_size_any_expert_parallel(zero::testing::reduced_gpt_oss());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Expert parallelism (moe.expert_parallel = N; docs/zero.md "Expert parallelism") trains
-// like N = 1: the reduced Mixtral at stages 0-3, N = 2 at 2 and 4 ranks and N = 4 at 4
-// ranks (ZeRO over world / N), with and without the load-balancing loss in the loss and
-// with accumulation, against the engine at the same stage with N = 1 on the same ranks
+// like N = 1: the reduced Mixtral at stages 0-3 and the reduced gpt-oss (router bias, top-k
+// softmax, experts' biases, clamped SwiGLU) at stages 0 and 3, N = 2 at 2 and 4 ranks and
+// N = 4 at 4 ranks (ZeRO over world / N), with and without the load-balancing loss in the
+// loss and with accumulation, against the engine at the same stage with N = 1 on the same ranks
 // and batches: every step's loss and gradient norm, and every parameter after the run
 // (the experts gathered over the expert group). Bad values of the key are refused before
 // anything is split, naming both numbers.
@@ -23,10 +24,11 @@ struct EpCase {
   int stage;
   int accum;
   bool aux;
+  bool gpt_oss = false;
 };
 
 std::string ep_name(const EpCase& c) {
-  return "ep" + std::to_string(c.ep) + "_stage" + std::to_string(c.stage) + "_accum" +
+  return std::string(c.gpt_oss ? "gpt_oss_" : "") + "ep" + std::to_string(c.ep) + "_stage" + std::to_string(c.stage) + "_accum" +
          std::to_string(c.accum) + (c.aux ? "_aux" : "");
 }
 
@@ -50,7 +52,7 @@ TEST_P(ExpertParallel, MatchesExpertParallelOne) {
   const int n = world_size();
   if (n % c.ep != 0)
     GTEST_SKIP() << "moe.expert_parallel = " << c.ep << " needs a multiple of " << c.ep << " ranks";
-  const model::Config cfg = reduced_mixtral(false, c.aux);
+  const model::Config cfg = c.gpt_oss ? reduced_gpt_oss(c.aux) : reduced_mixtral(false, c.aux);
   Hyper h;
   h.accum = c.accum;
   h.steps = 6;
@@ -80,6 +82,8 @@ std::vector<EpCase> cases() {
   for (int ep : {2, 4}) {
     v.push_back({ep, 3, 2, true});
     v.push_back({ep, 1, 2, true});
+    for (int stage : {0, 3}) v.push_back({ep, stage, 1, false, true});
+    v.push_back({ep, 2, 2, true, true});
   }
   return v;
 }
@@ -123,13 +127,25 @@ TEST(ExpertParallelInput, RefusedWithBothNumbers) {
 }
 
 // The model's block, by the same rule `zt estimate` applies (EngineOptions::validate_experts
-// with the model): Mixtral's passes; Qwen's expert width, top-k without renormalisation, a
-// dense layer or the shared expert are refused by name.
+// with the model): Mixtral's passes, and gpt-oss's on the host model (the GPU model refuses
+// it by name); Qwen's expert width, top-k without renormalisation, a dense layer or the
+// shared expert are refused by name.
 TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
   EngineOptions o;
   o.expert_parallel = 2;
   const model::Config mixtral = reduced_mixtral();
   EXPECT_NO_THROW(o.validate_experts(4, mixtral));
+  EXPECT_NO_THROW(o.validate_experts(4, reduced_gpt_oss()));
+  o.device = EngineOptions::Device::kCuda;
+  EXPECT_NO_THROW(o.validate_experts(4, mixtral));
+  try {
+    o.validate_experts(4, reduced_gpt_oss());
+    ADD_FAILURE() << "gpt-oss accepted on the GPU model";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the GPU model's expert parallelism has Mixtral's block only"),
+              std::string::npos) << e.what();
+  }
+  o.device = EngineOptions::Device::kHost;
   std::vector<model::Config> qwen(4, mixtral);
   for (model::Config& c : qwen) c.family = "qwen3_moe";
   qwen[0].moe_intermediate = mixtral.intermediate / 2;
@@ -143,7 +159,8 @@ TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
       o.validate_experts(4, c);
       ADD_FAILURE() << "accepted";
     } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("expert parallelism has Mixtral's block only"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("expert parallelism has Mixtral's and gpt-oss's blocks only"),
+                std::string::npos) << e.what();
     }
   }
   o.expert_parallel = 1;  // off: every block

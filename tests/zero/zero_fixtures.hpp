@@ -43,6 +43,21 @@ inline model::Config reduced_mixtral(bool tied = false, bool aux = false) {
   return c;
 }
 
+// The reduced shape as gpt-oss: the reduced Mixtral's experts with the router's bias, the
+// softmax over the top 2, the experts' biases and the clamped SwiGLU (limit 0.1: some gate
+// and up values clamp at this init), attention biases and sinks, a sliding layer (window
+// 4) then a full one.
+inline model::Config reduced_gpt_oss(bool aux = false) {
+  model::Config c = reduced_mixtral(false, aux);
+  c.family = "gpt_oss";
+  c.name = aux ? "tiny-reduced-gpt-oss-aux" : "tiny-reduced-gpt-oss";
+  c.attention_bias = true;
+  c.layer_types = "sf";
+  c.sliding_window = 4;
+  c.swiglu_limit = 0.1;
+  return c;
+}
+
 // The reduced shape as a Qwen2-MoE, 3 layers: layer 0 dense (mlp_only_layers), 4 experts
 // of width 48 (the dense MLP 160), 2 per token, not renormalised, the shared expert (64)
 // and its gate, q/k/v biases: block units of two sizes.

@@ -10,6 +10,10 @@
 //   router  [E, C]        every rank (the router is data parallel, like attention)
 //   gate_up [E/P, 2I, C]  its own experts only (layout as kernels/moe.hpp)
 //   down    [E/P, C, I]
+// gpt-oss's block adds the router's bias [E] (every rank), the experts' biases
+// [E/P, 2I] and [E/P, C] (its own experts, as the weights) and the clamped SwiGLU
+// (kernels::cpu::ExpertExtras over the local experts), with the k weights a softmax over
+// the k chosen logits (ExpertRouting).
 // The result equals the single-rank block (kernels/moe.hpp) on the same tokens within
 // fp32 rounding; the experts' gradients are summed over the tokens of every rank of the
 // group, the router's and the input's are this rank's own.
@@ -18,15 +22,17 @@
 #include <vector>
 
 #include "zt/comm/comm.hpp"
+#include "zt/kernels/moe.hpp"
 #include "zt/model/config.hpp"
 
 namespace zt::model {
 
 // Expert parallelism's rules, in one place, for the engine's options and both models:
-// the block it has is Mixtral's (every layer routed, renormalised top-k, experts of the
-// MLP's width, no shared expert), and it takes no LoRA adapters. zt::InputError naming
-// moe.expert_parallel = parts and what to do.
-void check_expert_parallel_block(const Config& cfg, int parts);
+// the blocks it has are Mixtral's (every layer routed, renormalised top-k, experts of the
+// MLP's width, no shared expert) and, on the host model only (gpu = false), gpt-oss's
+// (router bias, softmax over the top k, experts' biases, clamped SwiGLU); it takes no
+// LoRA adapters. zt::InputError naming moe.expert_parallel = parts and what to do.
+void check_expert_parallel_block(const Config& cfg, int parts, bool gpu = false);
 [[noreturn]] void refuse_expert_parallel_lora(int parts);
 
 // The local plan of an expert rank (the GPU block's, src/model/cuda/device_moe_ep.cpp):
@@ -42,11 +48,19 @@ struct LocalExpertPlan {
 // Throws std::logic_error for counts that are not P x L non-negative values (R < 2^31).
 LocalExpertPlan local_expert_plan(std::span<const int64_t> counts, int64_t P, int64_t L);
 
+// The k weights (kernels::cpu::moe_route): Mixtral's renormalised top-k by default;
+// gpt-oss's topk_softmax.
+struct ExpertRouting {
+  bool renormalise = true;
+  bool topk_softmax = false;
+};
+
 class ExpertParallelMoe {
  public:
   // group: the expert group (its size P must divide E). C hidden, I expert width, E
   // experts, k per token. Throws zt::InputError for shapes that do not split.
-  ExpertParallelMoe(comm::Comm& group, int64_t C, int64_t I, int64_t E, int64_t k);
+  ExpertParallelMoe(comm::Comm& group, int64_t C, int64_t I, int64_t E, int64_t k,
+                    ExpertRouting routing = {});
 
   int64_t first_expert() const { return first_; }
   int64_t local_experts() const { return local_; }
@@ -54,16 +68,22 @@ class ExpertParallelMoe {
   // out [N, C] (written) for this rank's N tokens x [N, C]. Collective over the group.
   // Keeps what backward() needs; the routing statistics of these tokens are added to
   // tokens() and prob_sum() (the load-balancing loss: kernels::cpu::moe_aux_loss).
+  // router_bias [E] (nullable); extra: this rank's experts' biases ([E/P, 2I], [E/P, C])
+  // and the SwiGLU's clamp (its gradient fields unused here).
   void forward(float* out, const float* x, const float* router, const float* gate_up,
-               const float* down, int64_t N);
+               const float* down, int64_t N, const float* router_bias = nullptr,
+               const kernels::cpu::ExpertExtras<float>& extra = {});
 
   // The backward of the last forward. dx [N, C] and drouter [E, C] (accumulated): this
   // rank's; dgate_up [E/P, 2I, C] and ddown [E/P, C, I] (accumulated): this rank's
   // experts, over the tokens of every rank. dprob [E] (nullable): d loss / d p for
-  // every row (kernels::cpu::moe_aux_dprob). Collective over the group.
+  // every row (kernels::cpu::moe_aux_dprob). drouter_bias [E] (accumulated, nullable):
+  // this rank's. extra: the forward's, with the experts' bias gradients [E/P, 2I] and
+  // [E/P, C] (accumulated, nullable) over the tokens of every rank. Collective over the group.
   void backward(float* dx, float* drouter, float* dgate_up, float* ddown, const float* dout,
                 const float* x, const float* router, const float* gate_up, const float* down,
-                const float* dprob);
+                const float* dprob, float* drouter_bias = nullptr,
+                const kernels::cpu::ExpertExtras<float>& extra = {});
 
   std::vector<double>& tokens() { return tokens_; }      // [E] T_e of kernels/moe.hpp
   std::vector<double>& prob_sum() { return prob_sum_; }  // [E] P_e
@@ -80,6 +100,7 @@ class ExpertParallelMoe {
 
   comm::Comm& group_;
   int64_t C_, I_, E_, k_, first_, local_;
+  ExpertRouting routing_;
   int64_t N_ = 0;
   // Routing of this rank's tokens (slots s = n k + j).
   std::vector<float> probs_, w_;          // [N, E], [N, k]

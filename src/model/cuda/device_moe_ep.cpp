@@ -84,7 +84,7 @@ void DeviceModel<T, G>::Impl::set_expert_group(comm::Comm* group) {
                                            layout.expert_parts()).c_str()
                                     : "no experts"),
                      "build the model on ParamLayout::expert_slice(cfg, group size, group rank)");
-  check_expert_parallel_block(cfg, P);
+  check_expert_parallel_block(cfg, P, /*gpu=*/true);
   if (lora.bound()) refuse_expert_parallel_lora(P);
   group->order_after(stream);  // a device group's exchanges wait for the rows they move
   expert_group = group;
