@@ -25,13 +25,6 @@ int checked_hpz(const EngineOptions& opt, const comm::Comm& world, const comm::C
   return opt.effective_hpz(world.size(), ranks_per_node(world, node));
 }
 
-template <class T>
-size_t bytes_of(const std::vector<std::vector<T>>& v) {
-  size_t b = 0;
-  for (const auto& x : v) b += x.capacity() * sizeof(T);
-  return b;
-}
-using detail::bytes_of;
 using detail::make_bufs;
 
 std::vector<uint8_t> frozen_units(const model::ParamLayout& layout) {
@@ -79,10 +72,11 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       reduce(ctx, plan, units, [this](int u, float* own) { reduced(u, own); }),
       params(ctx, layout, init, bf16_weights, bf16_master),
       update(ctx, plan, frozen),
+      offload(ctx, layout, plan, frozen, bf16_master, params, update, gather, copies),
       copies(pinned) {
   const int L = static_cast<int>(cfg.layers);
   order_comms_after_compute();
-  // bf16_weights with offload.* from a device (half_up, set by init_offload): the
+  // bf16_weights with offload.* from a device (half_up, set by offload.init): the
   // offloaded step copies up the bf16 rounding of the new parameters (stages 1-2: the
   // owned slice of the compute copy; stage 3: the half shards, or with params offloaded each
   // shard into its gather's send range), ordered before their first use by events.
@@ -100,8 +94,6 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
   const int stage = opt.stage;
   // Model states. Padding stays zero forever: it is never written but by reductions of
   // zeros, and AdamW only touches real elements.
-  state_offloaded = plan.state_offloaded;
-  params_offloaded = plan.params_offloaded;
   params.cast_compute();  // (the parameters and their initial values: ParamStore)
 
   // The working buffers are the parts' (gather, reduce, update).
@@ -115,7 +107,7 @@ Engine::Impl::Impl(const model::Config& cfg, comm::Comm& world, comm::Comm* node
       model.bind_unit(u, param_view(u, params.replicated(u)),
                       stage <= 1 && trainable(u) ? mview(update.full_grads(u), numel) : model::MutView{});
   }
-  init_offload(world.rank());
+  offload.init(world.rank());
   {  // QLoRA: the targeted W's initial values (init is by name and element: the same
      // values the whole model's units would hold), one unit at a time.
     const model::ParamLayout base(cfg);
@@ -152,11 +144,8 @@ MemoryStats Engine::Impl::memory() const {
   m.param_shards = params.shard_bytes();
   m.secondary_shards = gather.secondary_bytes();
   m.grads = update.grad_bytes();
-  m.optimizer = update.moment_bytes() + (store ? store->host_bytes() : 0);
-  for (const Checkout& c : checkouts)
-    m.optimizer += (c.master.capacity() + c.m.capacity() + c.v.capacity()) * sizeof(float);
-  m.param_shards += bytes_of(param_stage) + unit_params.capacity() * sizeof(float) +
-                    bytes_of(frozen_host);  // (host memory, as unit_params)
+  m.optimizer = update.moment_bytes() + offload.state_bytes();
+  m.param_shards += offload.param_bytes();
   m.gather_buffers = gather.buffer_bytes();
   m.grad_buffers = reduce.grad_bytes() + update.wide_bytes();
   m.comm_buffers = gather.comm_bytes() + reduce.comm_bytes() + logits_buf.bytes() + logits_half.bytes();
@@ -167,23 +156,8 @@ MemoryStats Engine::Impl::memory() const {
 
 void Engine::Impl::note_peak() { peak = std::max(peak, memory().total()); }
 
-int64_t Engine::Impl::update_begin(int u) const {
-  return opt.stage == 0 ? 0 : part.unit(u).begin;
-}
-
-// Stage 0 updates the whole unit on every rank; stages 1-3 only the owned elements.
-std::span<float> Engine::Impl::params_for_update(int u) {
-  const UnitPartition& p = part.unit(u);
-  switch (opt.stage) {
-    case 0: return {params.full(u), static_cast<size_t>(p.numel)};
-    case 3:  // with offload.params = nvme: the staging copy adamw_update fills
-      return {params_offloaded ? unit_params.data() : params.shard(u), static_cast<size_t>(p.owned)};
-    default: return {params.owned(u), static_cast<size_t>(p.owned)};
-  }
-}
-
 void Engine::Impl::gather_params_in_place(bool trainable_only) {
-  if (bf16_master || half_up)
+  if (bf16_master || offload.half_up())
     gather_in_place<bf16>([&](int u) { return params.compute(u); }, trainable_only);
   else
     gather_in_place<float>([&](int u) { return params.full(u); }, trainable_only);
@@ -249,7 +223,10 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 
 OwnedSlice Engine::owned(int u) {
   Impl& e = *impl_;
-  if (!owned_in_place()) return e.checkout(u);
+  if (!owned_in_place()) {
+    ZT_CHECK(e.mode == Impl::Mode::kIdle, "owned() during a micro-step", "call it between steps");
+    return e.offload.checkout(u);
+  }
   const UnitPartition& p = e.part.unit(u);
   const size_t count = static_cast<size_t>(p.owned);
   OwnedSlice s;
@@ -264,15 +241,15 @@ OwnedSlice Engine::owned(int u) {
 
 bool Engine::owned_in_place() const {
   const Impl& e = *impl_;
-  return !(e.state_offloaded || e.params_offloaded || e.bf16_master || !e.mem->host_accessible());
+  return !(e.offload.state_offloaded() || e.offload.params_offloaded() || e.bf16_master || !e.mem->host_accessible());
 }
 
-void Engine::set_update_guard(std::function<void(int unit)> guard) { impl_->update_guard = std::move(guard); }
+void Engine::set_update_guard(std::function<void(int unit)> guard) { impl_->offload.set_update_guard(std::move(guard)); }
 
 void Engine::after_load() {
   Impl& e = *impl_;
   ZT_CHECK(e.mode == Impl::Mode::kIdle, "after_load during a micro-step", "call it between steps");
-  e.flush_checkout();
+  e.offload.flush_checkout();
   if (e.ex.parts() > 1)  // engine_experts.cpp
     e.ex.share_dense_after_load(e.ctx, e.layout, e.update, [&](int u) { return e.params.owned(u); });
   if (e.opt.stage <= 2) e.gather_params_in_place();
@@ -305,7 +282,7 @@ const BufferPlan& Engine::buffer_plan() const { return impl_->plan; }
 std::string Engine::describe() const {
   const Impl& e = *impl_;
   const detail::Groups& g = e.groups;
-  const std::string offload = e.store ? "; " + e.store->describe() : std::string();
+  const std::string offload = e.offload.describe();
   return strf("ZeRO stage %d on %d ranks (%d node%s x %d, %s collectives), partition %d, "
               "memory %s, hpZ %s, prefetch %d, qwZ %s, qgZ %s (block %d), reduce %s, accum %d; "
               "%lld parameters, %lld padded",

@@ -119,7 +119,7 @@ void Engine::Impl::grad_ready(int u) {
 void Engine::Impl::reduced(int u, float* own) {
   if (opt.stage >= 2)
     mem->add(update.grad_shard(u), own, static_cast<size_t>(part.unit(u).shard));
-  if (boundary) offload_grad_final(u);  // the step's gradient: down to the host
+  if (boundary) offload.grad_final(u);  // the step's gradient: down to the host
 }
 
 void Engine::Impl::pump() {

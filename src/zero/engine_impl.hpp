@@ -10,6 +10,9 @@
 //                      moments, the bf16-true work buffer
 //   engine_copies.hpp  offload's copies between the space and host memory through the
 //                      pinned pool, landed in order
+//   engine_offload.hpp the offload store: the optimizer state and stage-3 parameter
+//                      shards in host memory or on NVMe, the gradients' host copies,
+//                      AdamW over every home, the checkpoint view (checkout)
 //   engine_experts.hpp the expert-parallel space: the expert and data-parallel groups,
 //                      the dense gradients' sum over the expert group, the norm, full experts
 // The rest of the work is spread over
@@ -18,7 +21,6 @@
 //                      what a primary gather sends
 //   engine_hooks.cpp   the model's unit hooks, the passes' epochs and the pump
 //   engine_step.cpp    the optimizer step: global norm, clipping, AdamW on shards
-//   engine_offload.cpp the offload store behind the optimizer state (offload.*)
 //   memory.cpp, memory_cuda.cpp, staged_comm.cpp
 //                      the memory space of every buffer below and its element-wise work
 //                      (host, host-staged, device; memory.hpp)
@@ -41,6 +43,7 @@
 #include "engine_context.hpp"
 #include "engine_copies.hpp"
 #include "engine_experts.hpp"
+#include "engine_offload.hpp"
 #include "engine_params.hpp"
 #include "engine_gather.hpp"
 #include "engine_reduce.hpp"
@@ -146,8 +149,6 @@ struct Engine::Impl {
   // ---- engine.cpp -------------------------------------------------------------------
   MemoryStats memory() const;
   void note_peak();
-  std::span<float> params_for_update(int u);  // the parameters AdamW updates (fp32 master)
-  int64_t update_begin(int u) const;          // first unit element of those spans
   // Gathers unit_buf(u) (each [padded], this rank's part in place) for every unit.
   template <class T>
   void gather_in_place(const std::function<T*(int)>& unit_buf, bool trainable_only = false);
@@ -200,69 +201,16 @@ struct Engine::Impl {
 
   // ---- engine_step.cpp --------------------------------------------------------------
   StepStats step(double lr);
+  std::string nonfinite_units();  // after a non-finite step: the units to blame
 
-  // ---- engine_offload.cpp -----------------------------------------------------------
-  // offload.optimizer != none: the store holds master, m, v of the owned elements (the update's
-  // moments stay empty) and the step writes the compute parameters from the master.
-  // offload.params = nvme (stage 3): params holds no shards; a gather reads the shard
-  // into its slot's param_stage buffer.
-  offload::Isa isa = offload::Isa::kScalar;  // the CPU AdamW level (every home, and none)
-  std::unique_ptr<offload::Store> store;
-  bool state_offloaded = false;
-  std::function<void(int)> update_guard;  // Engine::set_update_guard: before AdamW on a unit
-  bool params_offloaded = false;
-  std::vector<detail::Buf<float>> param_stage;  // params offloaded: per gather slot [shard max], in mem
-  std::vector<float> unit_params;  // params offloaded: one unit's shard [shard max] (host)
-  // Offload from a space the host cannot read (state offloaded, mem a device's; on the
-  // host-staged space the same code with synchronous copies): the gradient sub-groups
-  // are copied to host_grads as each unit's reduction completes on the last micro-step,
-  // the CPU AdamW runs per sub-group in step() and each sub-group's new parameters go
-  // back through the pinned pool while the next one is updated.
-  bool offload_copies = false;
-  std::vector<std::vector<float>> host_grads;  // per unit [owned] fp32, landed copies
-  std::vector<std::pair<size_t, size_t>> unit_groups;  // per unit: [first, end) of its sub-groups
-  // bf16_weights with offload_copies: the CPU AdamW rounds each updated sub-group to bf16
-  // (bf16(float), as the device cast) and that comes up, into params' compute owned
-  // slice (stages 1-2) or its half shards (stage 3; params offloaded: each shard goes up in
-  // bf16 straight into its gather's send range). The fp32 device copies (full,
-  // shard, param_stage) are freed: the fp32 master is the store's.
-  bool half_up = false;
-  // half_up with frozen units (LoRA/QLoRA's base) whose shards are not the store's: their
-  // exact fp32 values, which nothing else holds once the fp32 device copies go (frozen
-  // units have no optimizer state in the store). Per unit [owned] fp32 in host memory
-  // (empty for trainable units); their bf16 compute copy came up at construction and
-  // comes up again only after a load (flush_checkout): frozen units never change.
-  std::vector<std::vector<float>> frozen_host;
+  // ---- engine_offload.cpp (engine_offload.hpp) ------------------------------------
+  // Declared before copies, so copies goes first when the engine does: a copy down
+  // still in flight lands in offload's host memory.
+  detail::OffloadStore offload;  // the optimizer state and parameter shards offloaded
   // The copies through the pinned pool. The copies up overlap what follows the AdamW;
   // the first use of the unit (the stages 1-2 all-gather in step(), a stage-3 primary
   // gather) orders compute after them (copies.order_up).
   detail::CopyQueue copies;
-  OffloadTimes offload_times;      // since the last step
-  // owned(u) of an offloaded unit, or of any unit in a space the host cannot read: its
-  // state, paged in (or copied to the host) for a checkpoint and kept (the
-  // checkpoint code holds every unit's slice at once); written back and freed by
-  // flush_checkout() (every other public method starts with it).
-  struct Checkout {
-    bool active = false;
-    std::vector<float> master;  // [shard] (padding zero)
-    std::vector<float> m, v;    // [owned] (state offloaded, or copies from a device)
-  };
-  std::vector<Checkout> checkouts;  // per unit
-  void init_offload(int rank);
-  void preflight_host(const offload::Options& so, const std::vector<int64_t>& state_counts,
-                      const std::vector<int64_t>& param_counts, int64_t max_shard);
-  // clip: the factor of the gradients (1: none); mem's gradients are scaled already,
-  // host_grads are scaled here.
-  void adamw_update(const model::AdamWConfig& adam, int64_t step, float clip);
-  void offload_grad_final(int u);  // u's gradient of this step is complete in mem
-  OffloadTimes take_offload_times();
-  const float* shard_src(int u, int slot);  // the send buffer of u's primary gather
-  void load_shard(int u, int slot);               // params on NVMe: fill param_stage[slot]
-  void load_shard_half(int u, int slot);          // half_up: u's bf16 shard into the slot's send range
-  void gather_master(int u, float* full);         // half_up, idle: the store's fp32 master of u [padded]
-  OwnedSlice checkout(int u);
-  void flush_checkout();
-  std::string nonfinite_units();  // after a non-finite step: the units to blame
 };
 
 }  // namespace zt::zero

@@ -16,7 +16,7 @@ void Engine::row_logps(std::span<const int32_t> tokens, std::span<const int32_t>
                        int64_t T, std::span<const int32_t> positions, std::span<double> logp,
                        std::span<int64_t> count) {
   Impl& e = *impl_;
-  e.flush_checkout();
+  e.offload.flush_checkout();
   e.begin_pass(Impl::Mode::kEval, e.eval_order);
   try {
     e.model.row_logps(tokens, targets, B, T, positions, logp, count);

@@ -13,7 +13,7 @@ double Engine::micro_step(std::span<const int32_t> tokens, std::span<const int32
                           int64_t B, int64_t T, bool recompute, double grad_scale,
                           std::span<const int32_t> positions) {
   Impl& e = *impl_;
-  e.flush_checkout();
+  e.offload.flush_checkout();
   if (e.micro_done >= e.opt.accum)
     throw Error(strf("micro_step %d of a step with train.accum = %d", e.micro_done + 1,
                      e.opt.accum),
@@ -49,7 +49,7 @@ StepStats Engine::step(double lr) { return impl_->step(lr); }
 double Engine::eval_loss(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                          int64_t B, int64_t T, std::span<const int32_t> positions) {
   Impl& e = *impl_;
-  e.flush_checkout();
+  e.offload.flush_checkout();
   e.begin_pass(Impl::Mode::kEval, e.eval_order);
   double loss = 0;
   try {
@@ -65,7 +65,7 @@ double Engine::eval_loss(std::span<const int32_t> tokens, std::span<const int32_
 
 void Engine::logits_last(std::span<const int32_t> tokens, int64_t T, std::span<float> out) {
   Impl& e = *impl_;
-  e.flush_checkout();
+  e.offload.flush_checkout();
   e.begin_pass(Impl::Mode::kEval, e.eval_order);
   try {
     if (e.mem->host_accessible()) {
@@ -98,7 +98,7 @@ void Engine::gather_full_params(model::Parameters<float>& out) {
            "call it between steps");
   ZT_CHECK(out.num_units() == e.units, "gather_full_params: a Parameters of another model",
            "make it from this engine's model().layout()");
-  e.flush_checkout();
+  e.offload.flush_checkout();
   e.copies.land_all();  // offload: copies up still in flight (the host reads what they wrote)
   e.full_params_to_host(out);
 }
@@ -120,14 +120,14 @@ void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>&
            "a bug in the engine.");
   if (opt.stage <= 2 && bf16_master) {
     detail::to_host_widened(*mem, dst.data(), params.compute(u), numel);
-  } else if (opt.stage <= 2 && !half_up) {
+  } else if (opt.stage <= 2 && !offload.half_up()) {
     mem->to_host(dst.data(), params.full(u), numel * sizeof(float));
   } else {  // the fp32 master, through a gather slot (bf16_weights: one fp32 buffer for now)
     if (bf16_weights && full.empty())
       full = detail::Buf<float>(*mem, static_cast<size_t>(part.max_padded()), "a full unit");
     float* buf = bf16_weights ? full.data() : gather.slot_full(0);
-    if (half_up)
-      gather_master(u, buf);  // the store's: no fp32 copy on the device
+    if (offload.half_up())
+      offload.gather_master(u, buf);  // the store's: no fp32 copy on the device
     else
       gather_exact(u, buf);
     mem->to_host(dst.data(), buf, numel * sizeof(float));
@@ -139,12 +139,12 @@ void Engine::Impl::unit_to_host(int u, std::span<float> dst, detail::Buf<float>&
 // slot's send range.
 const float* Engine::Impl::send_shard(int u, int slot) {
   copies.order_up(u);  // offload: the shard's copies up from the last step, if in flight
-  if (params_offloaded && !half_up) load_shard(u, slot);
-  if (params_offloaded && half_up)
-    load_shard_half(u, slot);  // the bf16 shard straight into its send range: no cast
+  if (offload.params_offloaded() && !offload.half_up()) offload.load_shard(u, slot);
+  if (offload.params_offloaded() && offload.half_up())
+    offload.load_shard_half(u, slot);  // the bf16 shard straight into its send range: no cast
   else if (bf16_weights)
     cast_shard_for_gather(u, slot);
-  return bf16_weights ? nullptr : shard_src(u, slot);
+  return bf16_weights ? nullptr : offload.shard_src(u, slot);
 }
 
 // The bf16 cast of this rank's fp32 shard of unit u into its place (partition index) in
@@ -153,10 +153,10 @@ const float* Engine::Impl::send_shard(int u, int slot) {
 void Engine::Impl::cast_shard_for_gather(int u, int slot) {
   const size_t shard = static_cast<size_t>(part.unit(u).shard);
   bf16* place = gather.send_half(u, slot);
-  if (bf16_master || half_up)  // the stored shard is bf16 already (half_up: its copy up)
+  if (bf16_master || offload.half_up())  // the stored shard is bf16 already (half_up: its copy up)
     mem->copy(place, params.half(u), shard * sizeof(bf16));
   else
-    mem->to_bf16(shard_src(u, slot), shard, place);
+    mem->to_bf16(offload.shard_src(u, slot), shard, place);
 }
 
 void Engine::Impl::gather_exact(int u, float* out) {
@@ -174,9 +174,9 @@ void Engine::Impl::gather_exact(int u, float* out) {
     return;
   }
   const float* src = params.shard(u);
-  if (params_offloaded) {  // idle: gather slot 0's staging buffer is free
-    load_shard(u, 0);
-    src = shard_src(u, 0);
+  if (offload.params_offloaded()) {  // idle: gather slot 0's staging buffer is free
+    offload.load_shard(u, 0);
+    src = offload.shard_src(u, 0);
   }
   detail::Handles handles;
   for (int phase = 0; phase < groups.gather_phases(); ++phase) {

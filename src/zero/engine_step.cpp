@@ -74,7 +74,7 @@ std::optional<RouterStep> Engine::Impl::take_router() {
 
 StepStats Engine::Impl::step(double lr) {
   ZT_CHECK(mode == Mode::kIdle, "step() during a micro-step", "the engine is not reentrant");
-  flush_checkout();
+  offload.flush_checkout();
   copies.land_all();  // offload from a device: the last gradient copies land in host memory
   if (micro_done != opt.accum)
     throw Error(strf("step() after %d micro_steps; train.accum is %d", micro_done, opt.accum),
@@ -110,7 +110,7 @@ StepStats Engine::Impl::step(double lr) {
     traffic_at_step = now;
     if (took_update) note_peak();
     stats.memory = memory();
-    stats.offload = take_offload_times();
+    stats.offload = offload.take_times();
     return stats;
   };
 
@@ -126,11 +126,11 @@ StepStats Engine::Impl::step(double lr) {
   model::AdamWConfig adam = opt.adamw;
   adam.lr = lr;
   const float clip = static_cast<float>(stats.clip_coef);
-  if (stats.clip_coef != 1.0 && !offload_copies)  // (host copies: scaled by adamw_update)
+  if (stats.clip_coef != 1.0 && !offload.host_grads())  // (host copies: scaled by offload.adamw)
     update.scale_grads(clip);
   // The offload store's CPU AdamW (same floats as model::adamw_unit_slice) on the owned
   // elements, wherever their state lives (engine_offload.cpp).
-  adamw_update(adam, steps + 1, clip);
+  offload.adamw(adam, steps + 1, clip);
 
   if (opt.stage == 1 || opt.stage == 2) gather_params_in_place(/*trainable_only=*/true);
   params.cast_compute();  // bf16_weights, stages 0-2: the bf16 weights of the next forward
