@@ -31,7 +31,8 @@ projector beside the same text model, tied and untied, float32 and bfloat16):
   - a LoRA step (zt train, ckpt.init_from the imported folder): the merged export is
     Gemma3ForConditionalGeneration with the vision tower bit-identical and q_proj moved;
     the --adapter folder loads in PEFT onto Gemma3ForConditionalGeneration under its
-    names, adapting the text model only, and PEFT's logits equal zt's merged model's
+    names, adapting the text model only, and PEFT's logits equal zt's merged model's;
+    with the base moved away, --adapter warns that it wrote the text model's names
   - a full step from the same import, then a resume to step 2 with the imported file moved
     away: each checkpoint exports as Gemma3ForConditionalGeneration with the vision tower
     bit-identical, and transformers' logits of the export equal zt's of the checkpoint
@@ -158,6 +159,13 @@ def trained(p, vision):
     tol = same_logits(p, "mm-lora PEFT on the multimodal base", hl, merged + ".h5")
     d = (hl - hl_base).abs().max().item()
     c.check(d > 10 * tol, f"mm-lora: the adapters move PEFT's logits by {d:.3e} > 10 x tol")
+    # The base moved away: the adapter folder is the text model's, and the export says so.
+    os.replace(folder + ".h5", folder + "-away.h5")
+    rc, out = run_zt(p.zt, "convert", "h5-to-hf", step1, ad + "-nobase", "--adapter")
+    os.replace(folder + "-away.h5", folder + ".h5")
+    c.check(rc == 0 and "is not there" in out and "multimodal" in out,
+            f"mm-lora: --adapter with the base moved away warns that the names are the text "
+            f"model's (exit {rc})")
     # A full fine-tune: every checkpoint carries the vision tower (the base file is not read
     # again: moved away before the resume), exports whole, and its text weights are zt's.
     rc7, out = train(f"ckpt.init_from={folder}.h5", "train.steps=1", f"ckpt.dir={folder}-full")
