@@ -216,7 +216,10 @@ int h5_to_peft(const ConvertArgs& a) {
     log::info("the adapters were trained on a random base (base_path is empty): PEFT needs "
               "that base's weights, which no file holds");
   else
-    log::info("the base model folder: zt convert h5-to-hf " + r.base_path + " BASE_HF");
+    log::info("the base model folder: zt convert h5-to-hf " + r.base_path + " BASE_HF" +
+              (r.multimodal ? " (Gemma3ForConditionalGeneration: the adapters' names and "
+                              "target_modules are that class's text model)"
+                            : ""));
   return 0;
 }
 

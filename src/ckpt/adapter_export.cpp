@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "h5.hpp"
+#include "hf_folder.hpp"
 #include "hf_names.hpp"
 #include "io_detail.hpp"
 #include "zt/ckpt/adapters.hpp"
@@ -35,9 +36,7 @@ constexpr const char* kFinetuneHint =
 constexpr const char* kAdapterFile = "adapter_model.safetensors";
 constexpr const char* kAdapterConfig = "adapter_config.json";
 
-// "<name>.lora_A.weight" / "<name>.lora_B.weight": the tensor names of the adapter file
-// (PEFT's without its "base_model.model." prefix).
-std::string a_name(const model::LoraAdapterInfo& a) { return a.name + ".lora_A.weight"; }
+// "<name>.lora_B.weight": zt's name of an adapter's B (hf_lora_b_piece's argument).
 std::string b_name(const model::LoraAdapterInfo& a) { return a.name + ".lora_B.weight"; }
 
 // One field of the finetune JSON, of the JSON type `ok` accepts.
@@ -51,6 +50,33 @@ const json& field(const json& j, const char* key, Ok ok, const char* type, const
                          ", not " + type,
                      kFinetuneHint);
   return v;
+}
+
+// Whether the adapters' base is a multimodal import (its file carries /hf_carried). A base
+// that cannot be read is taken as text-only, with a warning.
+bool multimodal_base(const AdapterCheckpoint& ac) {
+  if (ac.base_path.empty()) return false;
+  std::error_code ec;
+  if (!fs::exists(ac.base_path, ec)) {
+    log::warn("adapter checkpoint '" + ac.path + "': its base '" + ac.base_path +
+              "' is not there, so the adapter folder is written for a text-only base (Llama-style "
+              "module names); for a multimodal gemma3 base, export again with the base at that path");
+    return false;
+  }
+  return holds_carried(resolve_checkpoint(ac.base_path, "checkpoint"));
+}
+
+// PEFT's target_modules for Gemma3ForConditionalGeneration: a regular expression over the
+// text model's modules (PEFT matches it against the whole module name). A list of names
+// would adapt the vision tower's q_proj, k_proj and v_proj too.
+std::string multimodal_targets(const std::vector<std::string>& names) {
+  std::string text, head;
+  for (const std::string& n : names)
+    if (n == "lm_head") head = "lm_head";
+    else text += (text.empty() ? "" : "|") + n;
+  std::string re = text.empty() ? "" : "model\\.language_model\\.layers\\.\\d+\\.[^.]+\\.(" + text + ")";
+  if (!head.empty()) re = re.empty() ? head : "(" + re + ")|" + head;
+  return re;
 }
 
 }  // namespace
@@ -222,13 +248,16 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
                      "give a folder path that is writable (it is created when missing)");
   PeftExportResult res;
   res.base_path = ac.base_path;
+  res.multimodal = multimodal_base(ac);
   // adapter_model.safetensors: A then B of each adapter, in the layout's order, F32 (what
-  // PEFT's save_pretrained writes for an fp32 model).
+  // PEFT's save_pretrained writes for an fp32 model), under PEFT's module names (a
+  // multimodal base's: Gemma3ForConditionalGeneration's).
   std::vector<StTensorSpec> specs;
   // Experts' adapters (PEFT's ParamWrapper) are A [E*r, in], B [out, r*E].
   for (const model::LoraAdapterInfo& a : layout.adapters()) {
-    specs.push_back({"base_model.model." + a_name(a), StDType::kF32, {a.experts * r, a.in}});
-    specs.push_back({"base_model.model." + b_name(a), StDType::kF32, {a.out, r * a.experts}});
+    const std::string m = "base_model.model." + (res.multimodal ? multimodal_module(a.name) : a.name);
+    specs.push_back({m + ".lora_A.weight", StDType::kF32, {a.experts * r, a.in}});
+    specs.push_back({m + ".lora_B.weight", StDType::kF32, {a.out, r * a.experts}});
   }
   SafetensorsWriter w((fs::path(outdir) / kAdapterFile).string(), specs, {{"format", "pt"}});
   std::vector<float> b;  // [out, r*E] one B in PEFT's row order
@@ -256,7 +285,7 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
   }
   std::sort(names.begin(), names.end());
   std::sort(params.begin(), params.end());
-  const json modules = names;
+  const json modules = res.multimodal ? json(multimodal_targets(names)) : json(names);
   const json cfg = {{"peft_type", "LORA"},
                     {"task_type", "CAUSAL_LM"},
                     {"r", r},

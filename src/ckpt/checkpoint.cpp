@@ -15,6 +15,7 @@
 #include <span>
 #include <thread>
 
+#include "hf_folder.hpp"
 #include "zt/ckpt/adapters.hpp"
 #include "zt/ckpt/io.hpp"
 #include "zt/ckpt/publish.hpp"
@@ -82,12 +83,22 @@ void load_qlora_base(zero::Engine& engine, const std::string& path, const model:
 SaveResult save_contents(MPI_Comm comm, const std::string& dir, const WriteContents& c, int keep) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t step = c.state->step;
-  // Tensor bytes (params + 2 moments), a lower bound of the file's size.
-  const uint64_t bytes = static_cast<uint64_t>(file_layout(c.header).total_numel()) * 3 * sizeof(float);
+  // Rank 0 adds a multimodal import's carried part (TrainState::carried) after the
+  // collective write, before the publish.
+  int rank = 0;
+  if (comm != MPI_COMM_NULL) ZT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  const HfCarried* carried = c.state && rank == 0 ? c.state->carried.get() : nullptr;
+  // Tensor bytes (params + 2 moments, the carried tensors), a lower bound of the file's size.
+  uint64_t bytes = static_cast<uint64_t>(file_layout(c.header).total_numel()) * 3 * sizeof(float);
+  if (carried)
+    for (const CarriedTensor& t : carried->tensors) bytes += t.bytes.size();
   Staging staging = begin_publish(comm, dir, step, bytes);
   const std::string& tmp = staging.path;
   // Every rank reaches the agreement, failed or not, so none waits for another.
-  const runtime::Agreement written = runtime::agree(comm, [&] { write_file(comm, tmp, c); });
+  const runtime::Agreement written = runtime::agree(comm, [&] {
+    write_file(comm, tmp, c);
+    if (carried) write_carried(tmp, *carried);
+  });
   if (written.failed()) {
     abandon_publish(comm, staging);
     const std::string own = written.own_message();
@@ -525,6 +536,12 @@ void load_weights(zero::Engine& engine, MPI_Comm comm, const std::string& path,
             base.left_out() != 0 ? &base : nullptr, expert_slices(engine));
   engine.after_load();
   if (lora.method == model::FinetuneMethod::kQlora) load_qlora_base(engine, path, base);
+}
+
+std::shared_ptr<const HfCarried> read_carried(MPI_Comm comm, const std::string& path) {
+  std::shared_ptr<const HfCarried> carried;
+  runtime::collectively(comm, [&] { carried = read_carried(path); }, /*rank0_only=*/true);
+  return carried;
 }
 
 std::string resolve_init_from(MPI_Comm comm, const std::string& init_from) {

@@ -204,6 +204,11 @@ std::string multimodal_name(const std::string& zt_name) {
   return "language_model." + zt_name;  // model.X -> language_model.model.X
 }
 
+std::string multimodal_module(const std::string& zt_module) {
+  if (!zt_module.starts_with("model.")) return zt_module;
+  return "model.language_model." + zt_module.substr(std::string_view("model.").size());
+}
+
 std::string multimodal_config(const HfCarried& carried, const std::string& text_json,
                               const std::string& torch_dtype) {
   json j = json::parse(carried.config_json);
@@ -251,11 +256,23 @@ void write_carried(const std::string& h5_path, const HfCarried& carried) {
   f.close(h5_path);
 }
 
+namespace {
+h5::Handle open_for_carried(const std::string& h5_path) {
+  return h5::Handle(ZT_H5_CHECK(H5Fopen(h5_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), h5_path,
+                                kCarriedHint),
+                    h5::Kind::kFile);
+}
+}  // namespace
+
+bool holds_carried(const std::string& h5_path) {
+  h5::QuietErrors quiet;
+  const h5::Handle f = open_for_carried(h5_path);
+  return h5::link_exists(f.get(), "hf_carried", h5_path, kCarriedHint);
+}
+
 std::shared_ptr<const HfCarried> read_carried(const std::string& h5_path) {
   h5::QuietErrors quiet;
-  h5::Handle f(ZT_H5_CHECK(H5Fopen(h5_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), h5_path,
-                           kCarriedHint),
-               h5::Kind::kFile);
+  h5::Handle f = open_for_carried(h5_path);
   if (!h5::link_exists(f.get(), "hf_carried", h5_path, kCarriedHint)) return nullptr;
   h5::Handle g = h5::open_group(f.get(), "hf_carried", h5_path, kCarriedHint);
   auto carried = std::make_shared<HfCarried>();

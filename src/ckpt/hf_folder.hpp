@@ -4,8 +4,9 @@
 // model (config.json's text_config, tensors language_model.model.* as transformers writes
 // them, or model.language_model.* as it names them at run time) beside a vision tower and
 // a projector. zt trains the text model; the rest, and the folder's config.json, are
-// carried through the weights file unchanged and written back by the export, so the
-// export loads as the same class with the same vision weights, bit for bit.
+// carried through the weights file (and a full fine-tune's checkpoints) unchanged and
+// written back by the export, so the export loads as the same class with the same vision
+// weights, bit for bit.
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,6 +66,9 @@ std::shared_ptr<const HfCarried> split_multimodal(std::map<std::string, Located>
 
 // The export's names: a text tensor's file name in the multimodal folder.
 std::string multimodal_name(const std::string& zt_name);
+// A text module's name in Gemma3ForConditionalGeneration at run time (PEFT's names:
+// model.layers.N.X -> model.language_model.layers.N.X; lm_head stays).
+std::string multimodal_module(const std::string& zt_module);
 // The export's config.json: the carried one with text_config replaced by `text_json` (zt's
 // config.json of the text model) and the dtype set.
 std::string multimodal_config(const HfCarried& carried, const std::string& text_json,
@@ -74,5 +78,7 @@ std::string multimodal_config(const HfCarried& carried, const std::string& text_
 // back (nullptr when the file has none).
 void write_carried(const std::string& h5_path, const HfCarried& carried);
 std::shared_ptr<const HfCarried> read_carried(const std::string& h5_path);
+// Whether the weights file has a /hf_carried group (nothing else is read).
+bool holds_carried(const std::string& h5_path);
 
 }  // namespace zt::ckpt

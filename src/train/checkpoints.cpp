@@ -138,6 +138,13 @@ int64_t LoopCheckpoints::start(int64_t& tokens_seen) {
                        static_cast<long long>(st.zero_stage), static_cast<long long>(st.hpz)));
     }
   }
+  // A full fine-tune carries its source's /hf_carried (a LoRA run's adapters file names its
+  // base, whose export carries it).
+  const std::string source = path.empty() ? init_from : path;
+  if (!lora && !source.empty()) carried_ = ckpt::read_carried(mpi_, source);
+  if (root && carried_)
+    log::info("ckpt: every checkpoint carries the vision tower and config.json of " + source +
+              " (group /hf_carried): its export is the whole multimodal model");
   if (root)
     for (const std::string& w : warnings) log::warn("ckpt: " + w);
   return first;
@@ -237,6 +244,7 @@ void LoopCheckpoints::save(int64_t done, int64_t tokens_seen) {
   st.tokenizer = tokenizer_;
   st.base_path = base_path_;
   st.base_hash = base_hash_;
+  st.carried = carried_;
   if (async_) {
     // The stall: waiting for the previous background save, then the snapshot copy (in
     // place: none; step() may wait later for units not yet written, collect() says).

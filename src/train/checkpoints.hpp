@@ -76,6 +76,10 @@ class LoopCheckpoints {
   // A LoRA run's base (ckpt.init_from, or a resumed adapters file's base_path): absolute
   // path and content hash (ckpt::base_hash), written into every adapters checkpoint.
   std::string base_path_, base_hash_;
+  // A full fine-tune of a multimodal import: the vision tower and config.json of the file
+  // it started from (init_from, or the resumed checkpoint), read once by rank 0 and copied
+  // into every checkpoint, so each exports as the whole model without the source file.
+  std::shared_ptr<const ckpt::HfCarried> carried_;
   // A LoRA run: the base's weights in, and the base recorded (start()).
   void load_base(const std::string& base, std::vector<std::string>* warnings);
   bool stopped_ = false;

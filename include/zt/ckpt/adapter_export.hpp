@@ -66,6 +66,8 @@ struct PeftExportResult {
   int64_t tensors = 0;
   uint64_t tensor_bytes = 0;
   std::string base_path;           // the base the adapters belong to ("" for a random base)
+  bool multimodal = false;         // the base is a multimodal gemma3 import (PEFT's names for
+                                   // Gemma3ForConditionalGeneration)
 };
 PeftExportResult export_peft(const std::string& adapters, const std::string& outdir);
 

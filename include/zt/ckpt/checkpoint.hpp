@@ -99,6 +99,11 @@ TrainState load(zero::Engine& engine, MPI_Comm comm, const std::string& path,
 void load_weights(zero::Engine& engine, MPI_Comm comm, const std::string& path,
                   std::vector<std::string>* warnings = nullptr);
 
+// A multimodal import's carried part (group /hf_carried) of the file at `path`, read by
+// rank 0 (the rank that writes it into each checkpoint): nullptr on the other ranks and for
+// a file without one. A damaged group fails on every rank (zt::InputError on rank 0).
+std::shared_ptr<const HfCarried> read_carried(MPI_Comm comm, const std::string& path);
+
 // The file ckpt.resume names: "none" -> ""; "auto" -> the one DIR/latest names, or ""
 // when there is none; anything else as resolve_checkpoint (publish.hpp) reads it (a file,
 // or a ckpt.dir's `latest`). Same answer on every rank (rank 0 reads the folder).

@@ -2,6 +2,7 @@
 // The zt checkpoint format, version 1 (docs/checkpoint-format.md): dataset paths, the
 // header (root attributes), the training state (/state) and the model config as JSON.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -11,6 +12,8 @@
 #include "zt/model/config.hpp"
 
 namespace zt::ckpt {
+
+struct HfCarried;  // a multimodal import's carried part (group /hf_carried)
 
 inline constexpr const char* kFormat = "zt-checkpoint";
 // 2: zt-xxh3 checksums (1: zt-sum64, still read; docs/checkpoint-format.md).
@@ -71,6 +74,10 @@ struct TrainState {
   TokenizerRecord tokenizer;
   // Not in /state either: a LoRA run's base (header attributes base_path, base_hash).
   std::string base_path, base_hash;
+  // Not in /state either: a multimodal import's vision tower and config.json (group
+  // /hf_carried), copied into every training file of a full fine-tune (rank 0's; null
+  // elsewhere and for a text-only model).
+  std::shared_ptr<const HfCarried> carried;
   // /state attribute `objective` (string, training files): the finetune.objective that
   // trained it ("sft", "dpo", "orpo"); "" when the file predates it.
   std::string objective;

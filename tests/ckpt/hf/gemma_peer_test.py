@@ -29,24 +29,67 @@ projector beside the same text model, tied and untied, float32 and bfloat16):
     (vision tower and projector included) bit-identical, the same tensor names and
     text_config, and zt re-imports it
   - a LoRA step (zt train, ckpt.init_from the imported folder): the merged export is
-    Gemma3ForConditionalGeneration with the vision tower bit-identical and q_proj moved
+    Gemma3ForConditionalGeneration with the vision tower bit-identical and q_proj moved;
+    the --adapter folder loads in PEFT onto Gemma3ForConditionalGeneration under its
+    names, adapting the text model only, and PEFT's logits equal zt's merged model's;
+    with the base moved away, --adapter warns that it wrote the text model's names
+  - a full step from the same import, then a resume to step 2 with the imported file moved
+    away: each checkpoint exports as Gemma3ForConditionalGeneration with the vision tower
+    bit-identical, and transformers' logits of the export equal zt's of the checkpoint
   - two exports differing in one vision tensor only carry different export ids
   - bad input: a gemma3 config.json without text_config, a folder without one vision
     tensor: exit 2 naming the file and the field or tensor, nothing written
-Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
+Exit 77 (CTest skip) without torch/transformers/peft (scripts/install-deps.sh --hf-peers).
 """
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import CausalLMPeer, run_zt, with_config  # noqa: E402
+from hf_common import CausalLMPeer, run_zt, with_config, zt_logits_json  # noqa: E402
 
 
-def lora_step(p, vision):
-    """One LoRA step from an imported gemma3 folder (vocab 264: byte tokens); its merged
-    export keeps the vision tower and moves the adapted projections."""
+def vision_kept(p, src, out, tag):
+    """The export `out` loads as Gemma3ForConditionalGeneration with the folder `src`'s
+    vision tower and projector bit-identical and q_proj moved (trained)."""
     from safetensors.torch import load_file
+    from transformers import Gemma3ForConditionalGeneration
+    a, b = load_file(os.path.join(src, "model.safetensors")), \
+        load_file(os.path.join(out, "model.safetensors"))
+    vis = [k for k in a if not k.startswith("language_model.")]
+    q = "language_model.model.layers.0.self_attn.q_proj.weight"
+    arch = json.load(open(os.path.join(out, "config.json"))).get("architectures")
+    loaded = Gemma3ForConditionalGeneration.from_pretrained(out) \
+        if arch == ["Gemma3ForConditionalGeneration"] else None
+    p.c.check(loaded is not None and len(vis) > 0 and
+              all(k in b and p.torch.equal(a[k], b[k]) for k in vis) and
+              q in b and not p.torch.equal(a[q], b[q]),
+              f"{tag}: the export loads as Gemma3ForConditionalGeneration, its {len(vis)} "
+              f"vision and projector tensors bit-identical, q_proj trained (architectures {arch})")
+    return loaded
+
+
+def text_logits(p, model):
+    """transformers' text-only logits [T, V] (float64) of a Gemma3ForConditionalGeneration."""
+    model.eval()
+    with p.torch.no_grad():
+        return model(input_ids=p.ids).logits[0].double()
+
+
+def same_logits(p, tag, hl, ckpt):
+    """transformers' logits hl against zt's (zt_logits) on the checkpoint `ckpt`."""
+    z = zt_logits_json(p.c, p.zt_logits, ckpt, p.tokens, 1)  # (context 64: no continuation)
+    zl = p.torch.tensor(z["logits"], dtype=p.torch.float64)
+    tol = p.tol * max(1.0, zl.abs().max().item())
+    d = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
+    p.c.check(d <= tol, f"{tag}: max |logit transformers - zt| = {d:.3e} <= {tol:.3e}")
+    return tol
+
+
+def trained(p, vision):
+    """One LoRA step and one full step (then a resume) from an imported gemma3 folder
+    (vocab 264: byte tokens); every export keeps the vision tower."""
+    from safetensors import safe_open
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig
     c, torch, work = p.c, p.torch, p.work
     text = Gemma3TextConfig(vocab_size=264, hidden_size=64, intermediate_size=96,
@@ -64,35 +107,87 @@ def lora_step(p, vision):
     rc1, _ = run_zt(p.zt, "convert", "hf-to-h5", folder, folder + ".h5")
     rc2, _ = run_zt(p.zt, "convert", "text-to-tokens", "--force",
                     os.path.join(work, "mm-lora.txt"), folder + "-tokens.h5")
-    keys = ["model.family=gemma3_text", "model.vocab=264", "model.hidden=64", "model.layers=6",
-            "model.heads=4", "model.kv_heads=2", "model.intermediate=96",
-            "model.tied_embeddings=true", "model.head_dim=16", "model.context=64",
-            "model.norm_eps=1e-6", "model.sliding_window=4", "model.layer_types=sssssf",
-            "model.rope_theta=1000000", "model.rope_local_theta=10000",
-            "model.query_pre_attn_scalar=24", f"ckpt.init_from={folder}.h5",
-            "finetune.method=lora", "lora.targets=q,v", "train.steps=1", "train.lr=0.01",
-            "train.min_lr=0.01", "train.warmup=0", f"data.path={folder}-tokens.h5",
-            "train.seq_len=16", "train.global_batch=2", "train.micro_batch=1",
-            "data.eval_fraction=0", "eval.every=0", "sample.tokens=0",
-            f"ckpt.dir={folder}-run", "ckpt.every=1", "train.threads=1"]
-    rc3, out = run_zt(p.zt, "train", *[a for kv in keys for a in ("--set", kv)])
+    model = ["model.family=gemma3_text", "model.vocab=264", "model.hidden=64", "model.layers=6",
+             "model.heads=4", "model.kv_heads=2", "model.intermediate=96",
+             "model.tied_embeddings=true", "model.head_dim=16", "model.context=64",
+             "model.norm_eps=1e-6", "model.sliding_window=4", "model.layer_types=sssssf",
+             "model.rope_theta=1000000", "model.rope_local_theta=10000",
+             "model.query_pre_attn_scalar=24", "train.lr=0.01",
+             "train.min_lr=0.01", "train.warmup=0", f"data.path={folder}-tokens.h5",
+             "train.seq_len=16", "train.global_batch=2", "train.micro_batch=1",
+             "data.eval_fraction=0", "eval.every=0", "sample.tokens=0", "ckpt.every=1",
+             "train.threads=1"]
+
+    def train(*keys):
+        return run_zt(p.zt, "train", *[a for kv in model + list(keys) for a in ("--set", kv)])
+    rc3, out = train(f"ckpt.init_from={folder}.h5", "finetune.method=lora", "lora.targets=q,v",
+                     "train.steps=1", f"ckpt.dir={folder}-run")
+    step1 = os.path.join(folder + "-run", "step-1.h5")
     merged = folder + "-merged"
-    rc4, _ = run_zt(p.zt, "convert", "h5-to-hf", os.path.join(folder + "-run", "step-1.h5"),
-                    merged, "--dtype", "f32") if rc3 == 0 else (1, "")
+    rc4, _ = run_zt(p.zt, "convert", "h5-to-hf", step1, merged, "--dtype", "f32") \
+        if rc3 == 0 else (1, "")
     c.check((rc1, rc2, rc3, rc4) == (0, 0, 0, 0),
             f"mm-lora: import, tokens, one LoRA step, merged export (exits {rc1} {rc2} {rc3} {rc4})")
     if rc4 != 0:
         print(out[-2000:])
         return
-    a, b = load_file(os.path.join(folder, "model.safetensors")), \
-        load_file(os.path.join(merged, "model.safetensors"))
-    vis = [k for k in a if not k.startswith("language_model.")]
-    q = "language_model.model.layers.0.self_attn.q_proj.weight"
-    loaded = Gemma3ForConditionalGeneration.from_pretrained(merged)
-    c.check(type(loaded).__name__ == "Gemma3ForConditionalGeneration" and len(vis) > 0 and
-            all(k in b and torch.equal(a[k], b[k]) for k in vis) and not torch.equal(a[q], b[q]),
-            f"mm-lora: the merged export loads as Gemma3ForConditionalGeneration, its {len(vis)} "
-            f"vision and projector tensors bit-identical, q_proj moved by the adapter")
+    vision_kept(p, folder, merged, "mm-lora merged")
+    # The adapters as a PEFT folder on the multimodal base: PEFT's names for
+    # Gemma3ForConditionalGeneration, no adapter on the vision tower, and PEFT's logits
+    # (base + adapters, unmerged) equal zt's of the merged model.
+    import peft
+    ad = folder + "-peft"
+    rc5, _ = run_zt(p.zt, "convert", "h5-to-hf", step1, ad, "--adapter")
+    rc6, _ = run_zt(p.zt, "convert", "hf-to-h5", merged, merged + ".h5")
+    c.check((rc5, rc6) == (0, 0), f"mm-lora: --adapter export, merged re-import (exits {rc5} {rc6})")
+    if (rc5, rc6) != (0, 0):
+        return
+    base = Gemma3ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
+    hl_base = text_logits(p, base)
+    pm = peft.PeftModel.from_pretrained(base, ad)
+    with safe_open(os.path.join(ad, "adapter_model.safetensors"), "pt") as f:
+        keys = sorted(f.keys())
+        saved = {k: f.get_tensor(k) for k in keys}
+    held = peft.get_peft_model_state_dict(pm)
+    c.check(sorted(held) == keys and len(keys) == 24 and
+            all(".language_model.layers." in k for k in keys) and
+            all(torch.equal(held[k], saved[k]) for k in keys),
+            f"mm-lora: PEFT loads the {len(keys)} adapter tensors onto "
+            f"Gemma3ForConditionalGeneration under its names (model.language_model.*), "
+            f"exactly, and adapts nothing else (PEFT holds {len(held)})")
+    hl = text_logits(p, pm)
+    tol = same_logits(p, "mm-lora PEFT on the multimodal base", hl, merged + ".h5")
+    d = (hl - hl_base).abs().max().item()
+    c.check(d > 10 * tol, f"mm-lora: the adapters move PEFT's logits by {d:.3e} > 10 x tol")
+    # The base moved away: the adapter folder is the text model's, and the export says so.
+    os.replace(folder + ".h5", folder + "-away.h5")
+    rc, out = run_zt(p.zt, "convert", "h5-to-hf", step1, ad + "-nobase", "--adapter")
+    os.replace(folder + "-away.h5", folder + ".h5")
+    c.check(rc == 0 and "is not there" in out and "multimodal" in out,
+            f"mm-lora: --adapter with the base moved away warns that the names are the text "
+            f"model's (exit {rc})")
+    # A full fine-tune: every checkpoint carries the vision tower (the base file is not read
+    # again: moved away before the resume), exports whole, and its text weights are zt's.
+    rc7, out = train(f"ckpt.init_from={folder}.h5", "train.steps=1", f"ckpt.dir={folder}-full")
+    moved = folder + "-moved.h5"
+    os.replace(folder + ".h5", moved)
+    rc8, out8 = train("ckpt.resume=auto", "train.steps=2", f"ckpt.dir={folder}-full") \
+        if rc7 == 0 else (1, "")
+    os.replace(moved, folder + ".h5")
+    c.check((rc7, rc8) == (0, 0) and "resumed from" in out8,
+            f"mm-full: one full step, a resume to step 2 with the base moved (exits {rc7} {rc8})")
+    if (rc7, rc8) != (0, 0):
+        print((out + out8)[-2000:])
+        return
+    for step in (1, 2):
+        ck = os.path.join(folder + "-full", f"step-{step}.h5")
+        exp = f"{folder}-full-{step}"
+        rc, _ = run_zt(p.zt, "convert", "h5-to-hf", ck, exp, "--dtype", "f32")
+        c.check(rc == 0, f"mm-full step {step}: zt convert h5-to-hf (exit {rc})")
+        loaded = vision_kept(p, folder, exp, f"mm-full step {step}") if rc == 0 else None
+        if loaded is not None:
+            same_logits(p, f"mm-full step {step}: the export's text model",
+                        text_logits(p, loaded), ck)
 
 
 def multimodal(p, prepare):
@@ -113,7 +208,7 @@ def multimodal(p, prepare):
                               ("mm-tied-bf16", True, "bf16")):
         text = Gemma3TextConfig(vocab_size=96, hidden_size=64, intermediate_size=96,
                                 num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2,
-                                head_dim=16, max_position_embeddings=64, sliding_window=4,
+                                head_dim=16, max_position_embeddings=128, sliding_window=4,
                                 query_pre_attn_scalar=24, initializer_range=0.3, bos_token_id=2,
                                 eos_token_id=None, pad_token_id=0,
                                 rope_scaling={"rope_type": "linear", "factor": 2.0})
@@ -162,7 +257,7 @@ def multimodal(p, prepare):
                 f"every text_config value")
     if folder is None:
         return
-    lora_step(p, vision)
+    trained(p, vision)
     # Two exports that differ in one vision tensor only carry different export ids (hf-to-h5
     # refuses a folder mixing their shards).
     folder = os.path.join(p.work, "mm-tied")
@@ -198,7 +293,7 @@ def multimodal(p, prepare):
 
 
 def main():
-    p = CausalLMPeer(__doc__, t=16, new=60)
+    p = CausalLMPeer(__doc__, t=16, new=60, peers=("peft",))
     from transformers import Gemma3TextConfig, Gemma3ForCausalLM
     c, torch = p.c, p.torch
 
