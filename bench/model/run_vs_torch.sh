@@ -238,4 +238,7 @@ os.makedirs(os.path.dirname(out), exist_ok=True)
 with open(out, "w") as f:
     f.write("\n".join(lines) + "\n")
 print("\n".join(lines))
+if any(z != p for z, p in counts):
+    raise SystemExit(f"run_vs_torch.sh: zt and the peer count different parameters {sorted(counts)}: "
+                     f"they did not build the same model. HINT: make the peer's shape equal bench_model's ({out} says so too)")
 PY
