@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
-"""PyTorch peer of bench/model/bench_model: the same Llama-style model on CPU.
+"""PyTorch peer of bench/model/bench_model: the same models on CPU.
 
 Same shapes as bench_model's llama-small (hidden 512, 4 layers, 8 heads, 4 KV heads,
 intermediate 1376, vocab 256, context 256), same batch (4 x 256), same step
 (forward + backward + AdamW over all parameters), same thread count
 (torch.set_num_threads). Written with torch.nn and F.scaled_dot_product_attention.
+
+--model gpt-oss-small: bench_model's BM_TrainStep_GptOssSmall instead, built by transformers'
+own GptOssForCausalLM (attn_implementation="eager"; --experts picks its experts
+implementation, "eager" by default: a loop over the experts hit): hidden 512, 4 layers
+(sliding 128 / full alternating), 8 heads, 2 KV heads, head_dim 64, 8 experts of 512 with
+biases, 2 per token, vocab 256, the family's yarn, sinks and attention biases. The loss is the
+cross-entropy of the logits against the targets as given (no shift), as zt's.
 
 Prints one JSON line: {"steps_per_s_median": ..., "runs": [...], ...}; also steps per
 second of process CPU time (steps_per_cpu_s_median), which on a busy machine is the fairer
@@ -172,8 +179,33 @@ def check_against_zt(folder):
     return 0 if ok else 1
 
 
+LLAMA_SMALL = dict(vocab=256, hidden=512, layers=4, heads=8, kv_heads=4, intermediate=1376,
+                   context=256, rope_theta=10000.0, norm_eps=1e-5)
+
+
+def gpt_oss_small(experts):
+    """transformers' GptOssForCausalLM on bench_model's gpt-oss-small shape; the family's
+    defaults (GptOssConfig) for everything else: yarn, theta 150000, swiglu_limit 7, sinks."""
+    from transformers import GptOssConfig, GptOssForCausalLM
+    cfg = GptOssConfig(vocab_size=256, hidden_size=512, num_hidden_layers=4, num_attention_heads=8,
+                       num_key_value_heads=2, head_dim=64, intermediate_size=512, num_local_experts=8,
+                       num_experts_per_tok=2, sliding_window=128, tie_word_embeddings=False,
+                       layer_types=["sliding_attention", "full_attention"] * 2, use_cache=False)
+    model = GptOssForCausalLM._from_config(cfg, attn_implementation="eager", experts_implementation=experts)
+    model.train()
+
+    def loss_fn(tokens, targets):
+        logits = model(input_ids=tokens, use_cache=False).logits
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+    impl = {"attn": model.config._attn_implementation, "experts": model.config._experts_implementation}
+    return model, loss_fn, cfg.vocab_size, impl
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=["llama-small", "gpt-oss-small"], default="llama-small")
+    ap.add_argument("--experts", default="eager", help="gpt-oss-small: transformers' experts_implementation")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
@@ -188,26 +220,38 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    c = dict(vocab=256, hidden=512, layers=4, heads=8, kv_heads=4, intermediate=1376,
-             context=256, rope_theta=10000.0, norm_eps=1e-5)
-    model = Llama(c)
+    if args.model == "gpt-oss-small":
+        model, loss_fn, vocab, impl = gpt_oss_small(args.experts)
+    else:
+        model, impl = Llama(LLAMA_SMALL), {}
+        loss_fn, vocab = model, LLAMA_SMALL["vocab"]
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
-    tokens = torch.randint(0, c["vocab"], (args.batch, args.seq))
-    targets = torch.randint(0, c["vocab"], (args.batch, args.seq))
+    tokens = torch.randint(0, vocab, (args.batch, args.seq))
+    targets = torch.randint(0, vocab, (args.batch, args.seq))
+
+    phases = {"fwd_ms": [], "bwd_ms": [], "adamw_ms": []}  # per step; CPU torch runs synchronously
 
     def step():
         opt.zero_grad(set_to_none=False)
-        loss = model(tokens, targets)
+        t0 = time.perf_counter()
+        loss = loss_fn(tokens, targets)
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         opt.step()
+        t3 = time.perf_counter()
+        for k, a, b in (("fwd_ms", t0, t1), ("bwd_ms", t1, t2), ("adamw_ms", t2, t3)):
+            phases[k].append(1e3 * (b - a))
         return loss.item()
 
     for _ in range(args.warmup):
         step()
+    for v in phases.values():
+        v.clear()
     runs, cpu_runs = [], []
     for _ in range(args.runs):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -216,10 +260,12 @@ def main():
         runs.append(args.steps / (time.perf_counter() - t0))
         cpu_runs.append(args.steps / (time.process_time() - c0))
     nparams = sum(p.numel() for p in model.parameters())
-    print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "batch": args.batch, "seq": args.seq, "params": nparams,
+    print(json.dumps({"peer": "pytorch", "model": args.model, "torch": torch.__version__,
+                      "threads": torch.get_num_threads(), "batch": args.batch, "seq": args.seq,
+                      "params": nparams, "implementation": impl,
                       "steps_per_s_median": statistics.median(runs), "runs": runs,
-                      "steps_per_cpu_s_median": statistics.median(cpu_runs), "last_loss": loss}))
+                      "steps_per_cpu_s_median": statistics.median(cpu_runs), "last_loss": loss,
+                      "phases_ms_median": {k: statistics.median(v) for k, v in phases.items()}}))
 
 
 if __name__ == "__main__":
