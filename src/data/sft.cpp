@@ -16,9 +16,9 @@ using json = nlohmann::json;
 
 const char* fields_hint(SftFormat f) {
   if (f == SftFormat::kChat)
-    return "each line is an object {\"messages\": [{\"role\": \"system\" | \"user\" | "
-           "\"assistant\", \"content\": string, optionally \"thinking\": string}, ...]} (JSONL); "
-           "docs/finetune.md";
+    return "each line is an object {\"messages\": [{\"role\": \"system\" | \"developer\" | "
+           "\"user\" | \"assistant\", \"content\": string, optionally \"thinking\": string}, "
+           "...]} (JSONL); docs/finetune.md";
   return f == SftFormat::kAlpaca
              ? "each Alpaca example is an object with string fields \"instruction\", \"output\" "
                "and optionally \"input\" (a JSON array of them, or one per line: JSONL); "

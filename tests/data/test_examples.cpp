@@ -99,8 +99,8 @@ TEST(TrainingExamples, EveryReaderRefusesTheSameBadInputs) {
        {"", "", "",
         R"({"messages": [{"role": "user", "content": "u"}, {"role": "tool", "content": "t"}]})", "",
         R"({"prompt": )" + u + R"(, "chosen": [{"role": "robot", "content": "c"}], "rejected": )" + a + "}"},
-       {"", "", "", "messages[1]: field 'role' is 'tool', not system, user or assistant", "",
-        "chosen[0]: field 'role' is 'robot', not system, user or assistant"}},
+       {"", "", "", "messages[1]: field 'role' is 'tool', not system, developer, user or assistant", "",
+        "chosen[0]: field 'role' is 'robot', not system, developer, user or assistant"}},
   };
   const fs::path d = zt::testing::temp_dir() / "training-examples";
   fs::create_directories(d);
