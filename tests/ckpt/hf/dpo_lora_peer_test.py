@@ -89,7 +89,7 @@ def load_adapters(torch, folder):
 
 
 def main():
-    zt, _, work, torch, c = peer_start(__doc__, "safetensors", "peft", "datasets", "trl")
+    zt, _, work, torch, c = peer_start(__doc__, "h5py", "safetensors", "peft", "datasets", "trl")
     import peft
     import trl
     print(f"trl {trl.__version__}, peft {peft.__version__}", flush=True)

@@ -31,7 +31,7 @@ from hf_common import CausalLMPeer, perturb_biases_and_norms, run_zt, with_confi
 
 
 def main():
-    p = CausalLMPeer(__doc__, t=16, new=60)
+    p = CausalLMPeer(__doc__, t=16, new=60, peers=("safetensors",))
     from transformers import GptOssConfig, GptOssForCausalLM
     c, torch = p.c, p.torch
 
