@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "gradcheck.hpp"
+#include "gradcheck_expect.hpp"
 #include "zt/kernels/cpu.hpp"
 
 namespace zt::kernels::cpu {
@@ -17,15 +17,10 @@ using testing::ErrStats;
 using testing::randn;
 using Vec = std::vector<double>;
 
-constexpr double kH = 1e-3;
-constexpr double kFloor = 1e-6;
-constexpr double kTol = 1e-6;
-
-void expect_ok(const ErrStats& s, const std::string& what) {
-  s.print(what);
-  EXPECT_LT(s.max_rel, kTol) << what;
-  EXPECT_GT(s.n, 0) << what;
-}
+using testing::expect_ok;
+using testing::kFloor;
+using testing::kH;
+using testing::kTol;
 
 TEST(GemmaGradcheck, RmsnormOffset) {
   const int64_t N = 3, C = 8;

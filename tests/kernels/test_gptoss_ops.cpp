@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gradcheck.hpp"
+#include "gradcheck_expect.hpp"
 #include "zt/kernels/cpu.hpp"
 #include "zt/kernels/moe.hpp"
 
@@ -20,16 +20,11 @@ using testing::ErrStats;
 using testing::randn;
 using Vec = std::vector<double>;
 
-constexpr double kH = 1e-3;
-constexpr double kFloor = 1e-6;
-constexpr double kTol = 1e-6;
+using testing::expect_ok;
+using testing::kFloor;
+using testing::kH;
+using testing::kTol;
 constexpr double kLimit = 1.5, kAlpha = 1.702;
-
-void expect_ok(const ErrStats& s, const std::string& what) {
-  s.print(what);
-  EXPECT_LT(s.max_rel, kTol) << what;
-  EXPECT_GT(s.n, 0) << what;
-}
 
 // Values within 0.02 of a clamp bound moved off it (the stencil must not cross a kink).
 void off_kinks(Vec& v) {

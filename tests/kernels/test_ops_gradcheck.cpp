@@ -8,7 +8,7 @@
 
 #include <limits>
 
-#include "gradcheck.hpp"
+#include "gradcheck_expect.hpp"
 #include "zt/kernels/cpu.hpp"
 
 namespace zt::kernels::cpu {
@@ -20,15 +20,10 @@ using testing::ErrStats;
 using testing::randn;
 using Vec = std::vector<double>;
 
-constexpr double kH = 1e-3;
-constexpr double kFloor = 1e-6;
-constexpr double kTol = 1e-6;
-
-void expect_ok(const ErrStats& s, const std::string& what) {
-  s.print(what);
-  EXPECT_LT(s.max_rel, kTol) << what;
-  EXPECT_GT(s.n, 0) << what;
-}
+using testing::expect_ok;
+using testing::kFloor;
+using testing::kH;
+using testing::kTol;
 
 TEST(KernelGradcheck, Embedding) {
   const int64_t N = 6, V = 5, C = 4;

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "gradcheck.hpp"
+#include "gradcheck_expect.hpp"
 #include "zt/kernels/cpu.hpp"
 
 namespace zt::kernels::cpu {
@@ -20,13 +20,10 @@ using testing::ErrStats;
 using testing::randn;
 using Vec = std::vector<double>;
 
-constexpr double kH = 1e-3, kFloor = 1e-6, kTol = 1e-6;
-
-void expect_ok(const ErrStats& s, const std::string& what) {
-  s.print(what);
-  EXPECT_LT(s.max_rel, kTol) << what;
-  EXPECT_GT(s.n, 0) << what;
-}
+using testing::expect_ok;
+using testing::kFloor;
+using testing::kH;
+using testing::kTol;
 
 // gpt-oss's rope_scaling (yarn, factor 32): attention factor 0.1 ln 32 + 1 in the tables.
 RopeScaling gpt_oss_yarn() {
