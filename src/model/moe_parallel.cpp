@@ -15,7 +15,7 @@
 
 namespace zt::model {
 
-void check_expert_parallel_block(const Config& cfg, int parts, bool gpu) {
+void check_expert_parallel_block(const Config& cfg, int parts) {
   if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
       cfg.expert_width() != cfg.intermediate)
     throw InputError(strf("moe.expert_parallel = %d with model family '%s': expert parallelism "
@@ -23,13 +23,6 @@ void check_expert_parallel_block(const Config& cfg, int parts, bool gpu) {
                           "renormalised top-k, no shared expert)",
                           parts, cfg.family.c_str()),
                      "set moe.expert_parallel = 1 for this model (ZeRO still shards its experts)");
-  if (gpu && (cfg.router_bias() || cfg.expert_bias() || cfg.topk_softmax() || cfg.swiglu_limit > 0))
-    throw InputError(strf("moe.expert_parallel = %d with model family '%s' on train.device = cuda: "
-                          "the GPU model's expert parallelism has Mixtral's block only (no router "
-                          "or expert biases, no top-k softmax, no clamped SwiGLU)",
-                          parts, cfg.family.c_str()),
-                     "set train.device = cpu (the host model has gpt-oss's block under expert "
-                     "parallelism), or moe.expert_parallel = 1");
 }
 
 void refuse_expert_parallel_lora(int parts) {

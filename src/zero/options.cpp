@@ -121,7 +121,7 @@ void EngineOptions::validate_experts(int world_size, int64_t experts) const {
 void EngineOptions::validate_experts(int world_size, const model::Config& cfg) const {
   validate_experts(world_size, cfg.moe() ? cfg.experts : 0);
   if (expert_parallel <= 1) return;
-  model::check_expert_parallel_block(cfg, expert_parallel, device == Device::kCuda);
+  model::check_expert_parallel_block(cfg, expert_parallel);
 }
 
 int EngineOptions::effective_hpz(int world_size, int ranks_per_node) const {

@@ -2,7 +2,7 @@
 // Models for the GPU model tests (test helper): the model families at tiny widths. Their
 // parameters' norm weights and biases are drawn off their init (ones, zeros) by
 // model_fixtures.hpp's draw_off_init, so the families' pieces (docs/model.md) carry signal; tiny
-// Mixtral, Qwen2-MoE and Qwen3-MoE configs.
+// Mixtral, Qwen2-MoE, Qwen3-MoE and gpt-oss configs.
 #include <string>
 
 #include "model/model_fixtures.hpp"
@@ -60,6 +60,23 @@ inline model::Config tiny_qwen_moe(const std::string& family, int64_t experts, i
   if (!q3) c.shared_expert_intermediate = 40;
   c.router_aux_loss = true;
   c.router_aux_loss_coef = 0.02;
+  return c;
+}
+
+// gpt_oss at the tiny widths: q/k/v/o biases, sinks, layers s f (window 5), yarn (factor 4
+// over 16), the router's bias and the softmax over the top k of E logits, the experts 32
+// wide with biases and the clamped SwiGLU (limit 0.4: with the biases drawn off their init,
+// draw_off_init with sd 0.1 and zeros_scale 3, gate and up values clamp).
+inline model::Config tiny_gpt_oss(int64_t experts, int64_t per_token) {
+  model::Config c = tiny_family("gpt_oss", 0, true);
+  c.layer_types = "sf";
+  c.sliding_window = 5;
+  c.rope_theta = 150000.0;
+  c.rope_scaling = {.type = "yarn", .factor = 4.0, .original_context = 16, .truncate = false};
+  c.intermediate = 32;
+  c.experts = experts;
+  c.experts_per_token = per_token;
+  c.swiglu_limit = 0.4;
   return c;
 }
 

@@ -35,19 +35,6 @@ Config tiny_gemma(bool tied) {
   return c;
 }
 
-Config tiny_gpt_oss(int64_t experts, int64_t per_token) {
-  Config c = tiny_family("gpt_oss", 0, true);
-  c.layer_types = "sf";
-  c.sliding_window = 5;
-  c.rope_theta = 150000.0;
-  c.rope_scaling = {.type = "yarn", .factor = 4.0, .original_context = 16, .truncate = false};
-  c.intermediate = 32;
-  c.experts = experts;
-  c.experts_per_token = per_token;
-  c.swiglu_limit = 0.4;
-  return c;
-}
-
 TEST_F(DeviceModelTest, Gemma3TextFp32) {
   const Config cfg = tiny_gemma(false);
   check_model<double, float, float>(cfg, 2, 40, 1e-5, 1e-5, "gemma3_text fp32", true);

@@ -1,14 +1,20 @@
 // Expert parallelism on the GPU model (DeviceModel::set_expert_group, src/model/cuda/
 // device_moe_ep.cpp) against the GPU model without it (the single-rank MoE block, itself
-// held to the CPU model by test_device_model.cpp), fp32, tiny Mixtral (E 4, k 2, the
-// load-balancing loss in the loss). Every rank builds the same global problem: P ranks x
-// (B, T) tokens, one parameter set. The reference, on every rank, is the whole model run
-// once per rank's tokens; the expert-parallel model holds only this rank's E/P experts
-// (ParamLayout::expert_slice) and runs its own tokens, collectively over the group. Then
+// held to the CPU model by test_device_model.cpp and test_device_gemma_gptoss.cpp), fp32,
+// on both blocks it has: tiny Mixtral (E 4, k 2, the load-balancing loss in the loss) and
+// tiny gpt_oss (E 4, k 2: the router's bias and softmax over the top k, the experts' biases
+// and clamped SwiGLU; model_params.hpp). The norm weights and every bias are drawn off
+// their init (draw_off_init), so the experts' biases carry signal. Every rank builds the
+// same global problem: P ranks x (B, T) tokens, one parameter set. The reference, on
+// every rank, is the whole model run once per rank's tokens; the expert-parallel model
+// holds only this rank's E/P experts (ParamLayout::expert_slice) and runs its own tokens,
+// collectively over the group. Then
 //   - loss, forward-only loss and router statistics (tokens per expert exactly, rows, aux):
 //     those of the reference pass on this rank's tokens;
-//   - the dense gradients (attention, norms, router, embedding, head): that pass's;
-//   - this rank's experts' gradients: the sum of every rank's pass (the group's tokens),
+//   - the dense gradients (attention, norms, router and its bias, embedding, head): that
+//     pass's;
+//   - this rank's experts' gradients, their biases' too: the sum of every rank's pass (the
+//     group's tokens),
 //   each within 1e-5 (max |got - ref| / max |ref| per buffer), with and without recompute;
 //   and bf16-mixed on the model (k = E: no top-k flips) within bf16's 1e-2.
 // Groups: MPI (host memory: the exchanges staged through pinned buffers; 2 ranks may share
@@ -18,6 +24,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,21 +52,21 @@ using zt::testing::world_size;
 constexpr double kTol = 1e-5;
 constexpr int64_t kB = 2, kT = 16;  // each rank's batch
 
-// Unit u of the whole layout `full` cut to the expert slice `mine` holds (block units:
-// the dense part, then this slice's rows of gate_up [E, 2I, C] and down [E, C, I]).
+// Unit u of the whole layout `full` cut to the expert slice `mine` holds: each of its
+// tensors is elements [global_begin, global_begin + numel) of the whole tensor of that
+// name (the experts' weights and biases: this slice's; the rest whole).
 std::vector<float> slice_unit(const ParamLayout& full, const ParamLayout& mine, int u,
                               std::span<const float> whole) {
-  if (full.dense_numel(u) == full.unit(u).numel) return {whole.begin(), whole.end()};
-  const Config& c = full.config();
-  const model::BlockOffsets& o = full.block_offsets();
-  const int64_t L = c.experts / mine.expert_parts(), first = mine.first_expert();
-  const int64_t gu = 2 * c.intermediate * c.hidden, dn = c.hidden * c.intermediate;  // per expert
-  std::vector<float> s(whole.begin(), whole.begin() + o.experts_gate_up);
-  s.insert(s.end(), whole.begin() + o.experts_gate_up + first * gu,
-           whole.begin() + o.experts_gate_up + (first + L) * gu);
-  s.insert(s.end(), whole.begin() + o.experts_down + first * dn,
-           whole.begin() + o.experts_down + (first + L) * dn);
-  EXPECT_EQ(static_cast<int64_t>(s.size()), mine.unit(u).numel) << "unit " << u;
+  std::vector<float> s(static_cast<size_t>(mine.unit(u).numel));
+  int64_t filled = 0;
+  for (const model::TensorInfo& t : mine.tensors()) {
+    if (t.unit != u) continue;
+    const model::TensorInfo& w = full.find(t.name);
+    EXPECT_EQ(w.numel, t.global_rows > 0 ? t.numel * mine.expert_parts() : t.numel) << t.name;
+    std::copy_n(whole.begin() + w.offset + t.global_begin, t.numel, s.begin() + t.offset);
+    filled += t.numel;
+  }
+  EXPECT_EQ(filled, mine.unit(u).numel) << "unit " << u;
   return s;
 }
 
@@ -84,18 +91,19 @@ class DeviceExpertParallel : public ::testing::Test {
     if (stream_) ZT_CUDA_CHECK(cudaStreamDestroy(stream_));
   }
 
-  // The comparison above over `group` (its size P, this process's rank in it), with
-  // weights and activations T (fp32, or bf16-mixed: bf16 with fp32 gradients), k experts
-  // per token, tolerances tol (loss, aux) and grad_tol.
+  // The comparison above of model cfg over `group` (its size P, this process's rank in
+  // it), with weights and activations T (fp32, or bf16-mixed: bf16 with fp32 gradients),
+  // tolerances tol (loss, aux) and grad_tol.
   template <class T>
-  void check(comm::Comm& group, bool recompute, const std::string& tag, int64_t k = 2,
+  void check(const Config& cfg, comm::Comm& group, bool recompute, const std::string& tag,
              double tol = kTol, double grad_tol = kTol) {
     const int P = group.size(), me = group.rank();
-    const Config cfg = tiny_mixtral(4, k);
     ASSERT_EQ(cfg.experts % P, 0) << "the group must divide the experts";
     const ParamLayout full(cfg), mine = ParamLayout::expert_slice(cfg, P, me);
     model::Parameters<float> init(full);
     init.init({.seed = seed_});
+    std::mt19937_64 off(seed_ + 2);
+    draw_off_init(init, full, off, 0.1, 3.0);  // norms 1 + N(0, 0.1), biases N(0, 0.3)
     // Every rank's tokens (the same on every process).
     std::mt19937_64 rng(seed_ + 1);
     const int64_t N = kB * kT;
@@ -181,19 +189,28 @@ class DeviceExpertParallel : public ::testing::Test {
 
 TEST_F(DeviceExpertParallel, MpiGroupFp32) {
   auto group = comm::make_mpi_comm(MPI_COMM_WORLD);
-  check<float>(*group, false, "mpi");
+  check<float>(tiny_mixtral(4, 2), *group, false, "mpi");
 }
 
 TEST_F(DeviceExpertParallel, MpiGroupFp32Recompute) {
   auto group = comm::make_mpi_comm(MPI_COMM_WORLD);
-  check<float>(*group, true, "mpi recompute");
+  check<float>(tiny_mixtral(4, 2), *group, true, "mpi recompute");
+}
+
+// gpt-oss's block: the router's bias and top-k softmax before the exchange, the experts'
+// biases (and their gradients) and clamped SwiGLU on the experts' ranks.
+TEST_F(DeviceExpertParallel, MpiGroupGptOssFp32) {
+  auto group = comm::make_mpi_comm(MPI_COMM_WORLD);
+  check<float>(tiny_gpt_oss(4, 2), *group, false, "mpi gpt_oss");
+  check<float>(tiny_gpt_oss(4, 2), *group, true, "mpi gpt_oss recompute");
 }
 
 // bf16-mixed on the model (the engine still refuses it: validate_experts), with k = E so
 // no rounding can flip a top-k choice; bf16's tolerances (cuda_test_util.hpp).
 TEST_F(DeviceExpertParallel, MpiGroupBf16MixedAllExperts) {
   auto group = comm::make_mpi_comm(MPI_COMM_WORLD);
-  check<bf16_t>(*group, false, "mpi bf16-mixed", 4, kTolBF16, kTolBF16);
+  check<bf16_t>(tiny_mixtral(4, 4), *group, false, "mpi bf16-mixed", kTolBF16, kTolBF16);
+  check<bf16_t>(tiny_gpt_oss(4, 4), *group, false, "mpi gpt_oss bf16-mixed", kTolBF16, kTolBF16);
 }
 
 TEST_F(DeviceExpertParallel, NcclGroupFp32) {
@@ -201,8 +218,10 @@ TEST_F(DeviceExpertParallel, NcclGroupFp32) {
     GTEST_SKIP() << world_size() << " ranks but " << device_count() << " GPUs (NCCL: one each)";
   auto group = comm::make_nccl_comm(MPI_COMM_WORLD);
   group->set_timeout(std::chrono::seconds(60));
-  check<float>(*group, false, "nccl");
-  check<float>(*group, true, "nccl recompute");
+  for (const Config& cfg : {tiny_mixtral(4, 2), tiny_gpt_oss(4, 2)}) {
+    check<float>(cfg, *group, false, "nccl " + cfg.family);
+    check<float>(cfg, *group, true, "nccl recompute " + cfg.family);
+  }
 }
 
 // A model on the whole layout cannot join a group of 2 (nor a dense model any group).

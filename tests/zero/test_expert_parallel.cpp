@@ -127,25 +127,11 @@ TEST(ExpertParallelInput, RefusedWithBothNumbers) {
 }
 
 // The model's block, by the same rule `zt estimate` applies (EngineOptions::validate_experts
-// with the model): Mixtral's passes, and gpt-oss's on the host model (the GPU model refuses
-// it by name); Qwen's expert width, top-k without renormalisation, a dense layer or the
-// shared expert are refused by name.
+// with the model), on the host model and the GPU model alike: Mixtral's and gpt-oss's pass;
+// Qwen's expert width, top-k without renormalisation, a dense layer or the shared expert
+// are refused by name.
 TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
-  EngineOptions o;
-  o.expert_parallel = 2;
   const model::Config mixtral = reduced_mixtral();
-  EXPECT_NO_THROW(o.validate_experts(4, mixtral));
-  EXPECT_NO_THROW(o.validate_experts(4, reduced_gpt_oss()));
-  o.device = EngineOptions::Device::kCuda;
-  EXPECT_NO_THROW(o.validate_experts(4, mixtral));
-  try {
-    o.validate_experts(4, reduced_gpt_oss());
-    ADD_FAILURE() << "gpt-oss accepted on the GPU model";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("the GPU model's expert parallelism has Mixtral's block only"),
-              std::string::npos) << e.what();
-  }
-  o.device = EngineOptions::Device::kHost;
   std::vector<model::Config> qwen(4, mixtral);
   for (model::Config& c : qwen) c.family = "qwen3_moe";
   qwen[0].moe_intermediate = mixtral.intermediate / 2;
@@ -153,14 +139,22 @@ TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
   qwen[2].mlp_only_layers = {0};
   qwen[3].family = "qwen2_moe";
   qwen[3].shared_expert_intermediate = 8;
-  for (const model::Config& c : qwen) {
-    c.validate();
-    try {
-      o.validate_experts(4, c);
-      ADD_FAILURE() << "accepted";
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("expert parallelism has Mixtral's and gpt-oss's blocks only"),
-                std::string::npos) << e.what();
+  EngineOptions o;
+  o.expert_parallel = 2;
+  for (const EngineOptions::Device d : {EngineOptions::Device::kHost, EngineOptions::Device::kCuda}) {
+    o.device = d;
+    SCOPED_TRACE(d == EngineOptions::Device::kCuda ? "train.device = cuda" : "train.device = cpu");
+    EXPECT_NO_THROW(o.validate_experts(4, mixtral));
+    EXPECT_NO_THROW(o.validate_experts(4, reduced_gpt_oss()));
+    for (const model::Config& c : qwen) {
+      c.validate();
+      try {
+        o.validate_experts(4, c);
+        ADD_FAILURE() << "accepted";
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("expert parallelism has Mixtral's and gpt-oss's blocks only"),
+                  std::string::npos) << e.what();
+      }
     }
   }
   o.expert_parallel = 1;  // off: every block

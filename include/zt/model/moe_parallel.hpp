@@ -27,12 +27,12 @@
 
 namespace zt::model {
 
-// Expert parallelism's rules, in one place, for the engine's options and both models:
-// the blocks it has are Mixtral's (every layer routed, renormalised top-k, experts of the
-// MLP's width, no shared expert) and, on the host model only (gpu = false), gpt-oss's
-// (router bias, softmax over the top k, experts' biases, clamped SwiGLU); it takes no
-// LoRA adapters. zt::InputError naming moe.expert_parallel = parts and what to do.
-void check_expert_parallel_block(const Config& cfg, int parts, bool gpu = false);
+// Expert parallelism's rules, in one place, for the engine's options and both models (the
+// host's and the GPU's): the blocks it has are Mixtral's (every layer routed, renormalised
+// top-k, experts of the MLP's width, no shared expert) and gpt-oss's (the same, with the
+// router's bias, the softmax over the top k, the experts' biases and the clamped SwiGLU);
+// it takes no LoRA adapters. zt::InputError naming moe.expert_parallel = parts and what to do.
+void check_expert_parallel_block(const Config& cfg, int parts);
 [[noreturn]] void refuse_expert_parallel_lora(int parts);
 
 // The local plan of an expert rank (the GPU block's, src/model/cuda/device_moe_ep.cpp):

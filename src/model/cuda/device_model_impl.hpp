@@ -424,11 +424,14 @@ struct DeviceModel<T, G>::Impl {
                               detail::DeviceBlockActs<T>& a, int64_t N);
   // ---- expert parallelism (device_moe_ep.cpp), inside moe_forward / moe_backward ----
   // After the plan (a.offsets over the E experts): the rows to the experts' ranks, this
-  // rank's experts on what it received, the outputs back and combined into delta [N, C].
-  void ep_experts_forward(const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // rank's experts on what it received (block offsets o; gpt-oss's extras: expert_extras),
+  // the outputs back and combined into delta [N, C].
+  void ep_experts_forward(const T* p, const BlockOffsets& o, detail::DeviceBlockActs<T>& a,
+                          int64_t N);
   // dres [N, C] -> dxn [N, C] written (the experts' part), moe_dw [S] written; this rank's
-  // experts' gradients (over the group's rows) into unit u's.
-  void ep_experts_backward(int u, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // experts' gradients, their biases' too (over the group's rows), into unit u's.
+  void ep_experts_backward(int u, const T* p, const BlockOffsets& o,
+                           detail::DeviceBlockActs<T>& a, int64_t N);
   // rows of `width` T from send (out_rows[q] to rank q, in rank order) into recv (in_rows[q]
   // from rank q), device buffers; ordered on the stream.
   void ep_exchange(const T* send, const std::vector<size_t>& out_rows, T* recv,

@@ -16,7 +16,8 @@
 // Device ties: the lower expert first (zt/kernels/cuda/moe.hpp); the CPU model breaks
 // exact ties as torch's CPU topk does. Under expert parallelism (set_expert_group) the
 // router, the plan and the statistics are these; the experts' part runs over the group
-// (device_moe_ep.cpp; Mixtral's block only).
+// (device_moe_ep.cpp; Mixtral's and gpt-oss's blocks, the latter's experts with the same
+// expert_extras, over the rank's slice of their biases).
 //
 // Qwen's and gpt-oss's blocks differ from Mixtral's by a small table, read from the config
 // where they apply, not by a copy of the block:
@@ -108,7 +109,7 @@ void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlock
                            stream);
   }
   // Expert parallelism: the experts live on the group's ranks (device_moe_ep.cpp).
-  if (expert_group) return ep_experts_forward(p, a, N);
+  if (expert_group) return ep_experts_forward(p, o, a, N);
   // delta [N, C] = sum_j rw[n, j] expert_{ridx[n, j]}(xn2[n]); xp, mg, mu, mh, my kept
   kc::moe_experts_forward<T>(gemm, delta.data(), a.experts(), a.xn2.data(),
                              p + o.experts_gate_up, p + o.experts_down, plan, a.rw.data(), N, C,
@@ -167,7 +168,7 @@ void DeviceModel<T, G>::Impl::moe_backward(int l, int u, const T* p,
   // accumulated (nullptr: frozen); a.mg, a.mu overwritten with their gradients.
   // (expert parallelism: through the experts' ranks, device_moe_ep.cpp)
   if (expert_group)
-    ep_experts_backward(u, p, a, N);
+    ep_experts_backward(u, p, o, a, N);
   else
     kc::moe_experts_backward<T, G>(gemm, dxn.data(), base_grad(u, o.experts_gate_up),
                                    base_grad(u, o.experts_down), moe_dw.data(), dres.data(),

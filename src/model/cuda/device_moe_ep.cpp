@@ -23,6 +23,11 @@
 // in device_moe.cpp. Recompute re-runs the forward's exchanges: every rank of the group
 // recomputes the same layers in the same order.
 //
+// gpt-oss's block: its router's bias and top-k softmax run before the exchange, on every
+// rank for its own tokens (device_moe.cpp, as without a group); its experts' biases (the
+// slice's [L, 2I] and [L, C]) and clamped SwiGLU run on the rank holding the experts, by
+// the same kernels and table (expert_extras), and so do their biases' gradients.
+//
 // The exchanges: a group on device memory (NCCL) moves the device buffers directly,
 // ordered on the stream (Comm::order_after at set_expert_group, Request::order_before);
 // a group on host memory (MPI) goes through pinned buffers (one polled wait for the copy
@@ -84,7 +89,7 @@ void DeviceModel<T, G>::Impl::set_expert_group(comm::Comm* group) {
                                            layout.expert_parts()).c_str()
                                     : "no experts"),
                      "build the model on ParamLayout::expert_slice(cfg, group size, group rank)");
-  check_expert_parallel_block(cfg, P, /*gpu=*/true);
+  check_expert_parallel_block(cfg, P);
   if (lora.bound()) refuse_expert_parallel_lora(P);
   group->order_after(stream);  // a device group's exchanges wait for the rows they move
   expert_group = group;
@@ -162,11 +167,10 @@ std::vector<int64_t> DeviceModel<T, G>::Impl::ep_exchange_counts(const std::vect
 }
 
 template <class T, class G>
-void DeviceModel<T, G>::Impl::ep_experts_forward(const T* p, detail::DeviceBlockActs<T>& a,
-                                                 int64_t N) {
-  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
+void DeviceModel<T, G>::Impl::ep_experts_forward(const T* p, const BlockOffsets& o,
+                                                 detail::DeviceBlockActs<T>& a, int64_t N) {
+  const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
   const int64_t P = expert_group->size(), L = E / P, S = N * K;
-  const BlockOffsets& o = layout.block_offsets();
   // The counts: the plan's rows of each expert, in (rank, local expert) order.
   std::vector<int64_t> send(static_cast<size_t>(E));  // [P, L]
   for (int64_t e = 0; e < E; ++e)
@@ -201,11 +205,12 @@ void DeviceModel<T, G>::Impl::ep_experts_forward(const T* p, detail::DeviceBlock
   // Dispatch: xs [S, C] (ep_send) = xn2 rows in dispatch order -> xr [R, C] (ep_recv).
   kc::moe_gather<T>(ep_send.data(), a.xn2.data(), a.perm.data(), S, C, K, stream);
   ep_exchange(ep_send.data(), out_rows, ep_recv.data(), in_rows, C);
-  // This rank's experts: yr [R, C] (ep_send) = expert(xr), weight 1; xp, mg, mu, mh, my kept.
+  // This rank's experts: yr [R, C] (ep_send) = expert(xr), weight 1; xp, mg, mu, mh, my kept
+  // (gpt-oss: their biases, the slice's [L, 2I] and [L, C], and the clamped SwiGLU).
   if (R > 0)
     kc::moe_experts_forward<T>(gemm, ep_send.data(), a.experts(), ep_recv.data(),
                                p + o.experts_gate_up, p + o.experts_down, a.local_plan(),
-                               /*w=*/nullptr, R, C, I, L, 1, stream);
+                               /*w=*/nullptr, R, C, I, L, 1, stream, expert_extras(p, o));
   // Back: ys [S, C] (a.eys) in dispatch order; delta [N, C] = sum_j rw[n, j] ys[pos[n k + j]].
   ep_exchange(ep_send.data(), in_rows, a.eys.data(), out_rows, C);
   kc::moe_combine<T>(delta.data(), a.eys.data(), a.pos.data(), a.rw.data(), N, C, K,
@@ -214,11 +219,10 @@ void DeviceModel<T, G>::Impl::ep_experts_forward(const T* p, detail::DeviceBlock
 }
 
 template <class T, class G>
-void DeviceModel<T, G>::Impl::ep_experts_backward(int u, const T* p,
+void DeviceModel<T, G>::Impl::ep_experts_backward(int u, const T* p, const BlockOffsets& o,
                                                   detail::DeviceBlockActs<T>& a, int64_t N) {
-  const int64_t C = cfg.hidden, I = cfg.intermediate, E = cfg.experts, K = cfg.experts_per_token;
+  const int64_t C = cfg.hidden, I = cfg.expert_width(), E = cfg.experts, K = cfg.experts_per_token;
   const int64_t P = expert_group->size(), L = E / P, S = N * K;
-  const BlockOffsets& o = layout.block_offsets();
   if (static_cast<int64_t>(a.eoffsets.size()) != L + 1 ||
       static_cast<int64_t>(a.ecounts.size()) != E)
     throw std::logic_error("DeviceModel: an expert-parallel backward without its forward's plan");
@@ -235,14 +239,16 @@ void DeviceModel<T, G>::Impl::ep_experts_backward(int u, const T* p,
   kc::moe_weight_backward<T>(moe_dw.data(), ep_send.data(), dres.data(), a.eys.data(),
                              a.pos.data(), a.rw.data(), S, C, K, stream);
   // -> dyr [R, C] (ep_recv); this rank's experts: dxr [R, C] (ep_send) written, their
-  // weights' gradients accumulated (over the rows of every rank of the group).
+  // weights' (and biases') gradients accumulated (over the rows of every rank of the group).
   ep_exchange(ep_send.data(), out_rows, ep_recv.data(), in_rows, C);
   if (R > 0)
     kc::moe_experts_backward<T, G>(gemm, ep_send.data(), base_grad(u, o.experts_gate_up),
                                    base_grad(u, o.experts_down), ep_dw.data(), ep_recv.data(),
                                    a.experts(), p + o.experts_gate_up, p + o.experts_down,
                                    a.local_plan(), /*w=*/nullptr, moe_rows.data(),
-                                   moe_dh.data(), R, C, I, L, 1, /*accumulate_dx=*/false, stream);
+                                   moe_dh.data(), R, C, I, L, 1, /*accumulate_dx=*/false, stream,
+                                   expert_extras(p, o), bias_grad(u, o.experts_gate_up_bias),
+                                   bias_grad(u, o.experts_down_bias));
   // Back: dxs [S, C] (ep_recv) in dispatch order; dxn [N, C] = sum_j dxs[pos[n k + j]].
   ep_exchange(ep_send.data(), in_rows, ep_recv.data(), out_rows, C);
   kc::moe_combine<T>(dxn.data(), ep_recv.data(), a.pos.data(), nullptr, N, C, K,
@@ -257,10 +263,10 @@ void DeviceModel<T, G>::Impl::ep_experts_backward(int u, const T* p,
                                                      const std::vector<size_t>&, int64_t);     \
   template std::vector<int64_t> DeviceModel<T, G>::Impl::ep_exchange_counts(                   \
       const std::vector<int64_t>&);                                                            \
-  template void DeviceModel<T, G>::Impl::ep_experts_forward(const T*,                          \
-                                                            detail::DeviceBlockActs<T>&, int64_t); \
+  template void DeviceModel<T, G>::Impl::ep_experts_forward(                                   \
+      const T*, const BlockOffsets&, detail::DeviceBlockActs<T>&, int64_t);                     \
   template void DeviceModel<T, G>::Impl::ep_experts_backward(                                  \
-      int, const T*, detail::DeviceBlockActs<T>&, int64_t);
+      int, const T*, const BlockOffsets&, detail::DeviceBlockActs<T>&, int64_t);
 ZT_DEVICE_MOE_EP_INSTANTIATE(float, float)
 ZT_DEVICE_MOE_EP_INSTANTIATE(kc::bf16_t, float)
 ZT_DEVICE_MOE_EP_INSTANTIATE(kc::bf16_t, kc::bf16_t)
