@@ -282,9 +282,9 @@ do_run() {
 all_lines=(launcher cpu_train kernels nccl_comm check_nccl health speed A C D E L Q G P M attention)
 second_lines=(B D2 D3 D4 dead_rank stuck_waits)
 declare -A expect_s=([launcher]=5 [cpu_train]=5 [kernels]=120 [nccl_comm]=10 [check_nccl]=20 [health]=12 [speed]=60
-  [A]=10 [C]=10 [D]=30 [E]=20 [L]=30 [Q]=20 [G]=20 [P]=25 [M]=45 [attention]=10 [B]=20 [D2]=30 [D3]=15 [D4]=40 [dead_rank]=5 [stuck_waits]=40)
+  [A]=10 [C]=10 [D]=30 [E]=20 [L]=30 [Q]=20 [G]=30 [P]=25 [M]=45 [attention]=10 [B]=20 [D2]=30 [D3]=15 [D4]=40 [dead_rank]=5 [stuck_waits]=40)
 declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=45 [A]=40 [B]=60 [C]=40 [D]=60
-  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [G]=60 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60 [stuck_waits]=100)
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [G]=90 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60 [stuck_waits]=100)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
 result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
@@ -644,9 +644,11 @@ line_Q() {
 # layers s f s f with window 16 and the sliding layers' own RoPE base) and as gpt_oss
 # (attention biases and sinks, layers s f s f, yarn 4 over 32, the biased router's softmax
 # over the top 2 of 4 logits, experts with biases and the clamped SwiGLU), 10 steps, stage
-# 0, GPU vs CPU.
+# 0, GPU vs CPU; and gpt_oss with moe.expert_parallel = 2 at 2 ranks on one GPU
+# (comm.backend = mpi, train.share_gpu, stage 1) vs the CPU run of EP 1.
 line_G() {
-  local rc=0
+  local w rc=0
+  w=$(wrk)
   local gm=(--set model.family=gemma3_text --set model.layer_types=sfsf --set model.sliding_window=16
             --set model.rope_theta=1000000 --set model.rope_local_theta=10000
             --set model.query_pre_attn_scalar=48 --set model.final_logit_softcap=2)
@@ -657,6 +659,13 @@ line_G() {
   if ! have_gpu && ! dry; then no_gpu G g_gemma_gpu --set train.device=cuda --set zero.stage=0 "${gm[@]}"; return; fi
   twin "G gemma3_text, stage 0, 1 rank" g_gemma 1e-5 --set zero.stage=0 "${gm[@]}" || rc=1
   twin "G gpt_oss, stage 0, 1 rank" g_gptoss 1e-4 --set zero.stage=0 "${go[@]}" || rc=1
+  if train g_gptoss_ep2_gpu 2 --set train.device=cuda --set train.share_gpu=true --set comm.backend=mpi \
+       --set zero.stage=1 --set moe.expert_parallel=2 "${go[@]}"; then
+    compare "G gpt_oss, expert_parallel 2, stage 1, 2 ranks on one GPU, MPI" "$w/g_gptoss_ep2_gpu.jsonl" \
+      "$w/g_gptoss_cpu.jsonl" 1e-4 || rc=1
+  else
+    failed G g_gptoss_ep2_gpu; rc=1
+  fi
   return "$rc"
 }
 

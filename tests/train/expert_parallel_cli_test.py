@@ -17,7 +17,9 @@ With --gpu (label gpu; exit 77, SKIPPED:, with fewer than 2 GPUs visible): the G
 (train.device = cuda, fp32), expert_parallel = 2 vs 1 at 2 ranks, every step's loss and
 gradient norm within 1e-5 relative (the experts' GEMMs see other row groupings): over
 NCCL at stages 1 and 3, and over MPI (the device space's staged collectives; the expert
-exchanges staged through pinned buffers) at stage 1.
+exchanges staged through pinned buffers) at stage 1; and the same model as gpt_oss (router
+bias, softmax over the top 2, experts with biases, SwiGLU clamped at 0.1, which clamps
+values at this init) over NCCL and MPI at stage 1.
 """
 import argparse
 import json
@@ -31,6 +33,9 @@ from hf_common import require  # noqa: E402  (a missing peer: skip, or fail in C
 
 TOL = 1e-6
 GPU_TOL = 1e-5  # the GPU model: the experts' GEMMs over other row groupings
+# The base model as gpt_oss (its block's pieces; alternating sliding and full layers).
+GPT_OSS = ["--set", "model.family=gpt_oss", "--set", "model.attention_bias=true", "--set",
+           "model.layer_types=sf", "--set", "model.sliding_window=8", "--set", "model.swiglu_limit=0.1"]
 
 
 def main():
@@ -143,11 +148,14 @@ def gpu_runs(train, compare, results):
         print(f"SKIPPED: {n} GPU(s) visible; the GPU expert-parallel runs need 2 (one per rank)")
         return 77
     cuda = ["--set", "train.device=cuda", "--set", "train.precision=fp32"]
-    for backend, stage in (("nccl", 1), ("nccl", 3), ("mpi", 1)):
-        at = cuda + ["--set", f"comm.backend={backend}", "--set", f"zero.stage={stage}"]
-        ep2 = train(f"gpu-{backend}-s{stage}-ep2", 2, at + ["--set", "moe.expert_parallel=2"])
-        ep1 = train(f"gpu-{backend}-s{stage}-ep1", 2, at + ["--set", "moe.expert_parallel=1"])
-        compare(ep2, ep1, f"GPU, {backend}, stage {stage}: EP 2 vs EP 1 at 2 ranks", tol=GPU_TOL)
+    for family, model, backend, stage in (("mixtral", [], "nccl", 1), ("mixtral", [], "nccl", 3),
+                                          ("mixtral", [], "mpi", 1), ("gpt_oss", GPT_OSS, "nccl", 1),
+                                          ("gpt_oss", GPT_OSS, "mpi", 1)):
+        at = cuda + model + ["--set", f"comm.backend={backend}", "--set", f"zero.stage={stage}"]
+        name = f"gpu-{family}-{backend}-s{stage}"
+        ep2 = train(f"{name}-ep2", 2, at + ["--set", "moe.expert_parallel=2"])
+        ep1 = train(f"{name}-ep1", 2, at + ["--set", "moe.expert_parallel=1"])
+        compare(ep2, ep1, f"GPU {family}, {backend}, stage {stage}: EP 2 vs EP 1 at 2 ranks", tol=GPU_TOL)
     fails = results.count(False)
     print("PASS" if fails == 0 else f"FAIL ({fails})")
     return 0 if fails == 0 else 1
