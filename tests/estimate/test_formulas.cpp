@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <string>
 #include <vector>
 
 #include "zt/core/error.hpp"
@@ -74,6 +75,33 @@ TEST(Formulas, Llama7bCpuEngineIsFp32) {
   const Row r3 = estimate_row(s, 3, 1, Offload::kNone, Offload::kNone);
   expect_rel(static_cast<double>(r3.model_states()), 16 * kPsi7b / 4, "stage 3");
   s.zero.precision = "bf16-mixed";  // the CPU engine trains fp32 only
+  EXPECT_THROW(estimate_row(s, 0, 1, Offload::kNone, Offload::kNone), InputError);
+}
+
+// Expert parallelism's model states per rank (docs/zero.md): the dense parameters Psi_d
+// whole and 1/N of the experts' Psi_e, their biases included (gpt-oss-20b, 2 x 8 ranks,
+// N = 8, stages 0 and 3 over the D = 2 ranks of a position), from the whole layout's
+// tensors; the GPU rows are refused by name (they do not count the device's exchange
+// buffers).
+TEST(Formulas, ExpertParallelStatesCountTheExpertSliceWithItsBiases) {
+  zt::estimate::Setup s = llama7b(8, 2);
+  s.model = model::Config::preset("gpt-oss-20b");
+  s.device = Device::kCpu;
+  s.zero.expert_parallel = 8;
+  double dense = 0, experts = 0, biases = 0;
+  const model::ParamLayout whole(s.model);
+  for (const model::TensorInfo& t : whole.tensors()) {
+    const bool expert = t.name.find("mlp.experts.") != std::string::npos;
+    (expert ? experts : dense) += static_cast<double>(t.numel);
+    if (expert && t.name.find("_bias") != std::string::npos) biases += static_cast<double>(t.numel);
+  }
+  EXPECT_EQ(biases, 24.0 * 32 * (2 * 2880 + 2880)) << "gpt-oss-20b's expert biases";
+  const double per_rank = dense + experts / 8;
+  expect_rel(static_cast<double>(estimate_row(s, 0, 1, Offload::kNone, Offload::kNone).model_states()),
+             16 * per_rank, "stage 0");
+  expect_rel(static_cast<double>(estimate_row(s, 3, 1, Offload::kNone, Offload::kNone).model_states()),
+             16 * per_rank / 2, "stage 3");
+  s.device = Device::kGpu;
   EXPECT_THROW(estimate_row(s, 0, 1, Offload::kNone, Offload::kNone), InputError);
 }
 
