@@ -356,7 +356,7 @@ def train_qwen3_5(out, train_path):
     with open(train_path, encoding="utf-8") as f:
         text = f.read()
     base.train_from_iterator([text] + marked * 20, trainers.BpeTrainer(
-        vocab_size=1200, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        vocab_size=1100, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     model = json.loads(base.to_str())["model"]
     vocab = {t: k for k, (t, _) in enumerate(sorted(model["vocab"].items(), key=lambda kv: kv[1]))}
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
