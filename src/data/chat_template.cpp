@@ -442,8 +442,8 @@ std::vector<ChatPiece> render_chat(const ChatTemplate& t, const std::vector<Chat
 
 const ChatTemplate& chat_template_for(const std::string& name, const TextTokenizer& tokenizer) {
   const TokenizerInfo& info = tokenizer.info();
-  const ChatTemplate& t =
-      chat_template_named(name, info.chat_template, "the tokenizer_config.json of tokenizer '" + info.name + "'");
+  const std::string where = "the " + info.chat_template_file + " of tokenizer '" + info.name + "'";
+  const ChatTemplate& t = chat_template_named(name, info.chat_template, where);
   const ChatTokens tokens = chat_tokens_of(info);
   std::vector<std::string> specials(t.specials.begin(), t.specials.end());
   if (t.needs_bos && !tokens.bos.empty()) specials.push_back(tokens.bos);

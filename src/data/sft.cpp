@@ -125,7 +125,7 @@ std::vector<Encoded> encode_chats(std::vector<SftExample>& examples, const TextT
     out[i] = {std::move(c.ids), std::move(c.mask)};
   });
   log::info(strf("chat template %s (%s)", chat_template_name(t),
-                 template_name == "auto" ? "recognised in tokenizer_config.json" : "--chat-template"));
+                 template_name == "auto" ? "recognised in the model's template" : "--chat-template"));
   return out;
 }
 

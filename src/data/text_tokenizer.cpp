@@ -240,6 +240,7 @@ std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path) {
   const fs::path jinja = file.parent_path() / "chat_template.jinja";
   if (fs::exists(jinja, ec)) {
     t->info_mut().chat_template = read_regular_file(jinja.string(), "chat template", kPathHint, false);
+    t->info_mut().chat_template_file = "chat_template.jinja";
     files.push_back(jinja.string());
   }
   // The hash covers each file's name and bytes, so an edited vocabulary gets a new hash.

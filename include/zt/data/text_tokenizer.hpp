@@ -37,6 +37,7 @@ struct TokenizerInfo {
   std::string bos_token, eos_token;  // their text, as tokenizer_config.json names them ("" unnamed)
   std::string chat_template;         // chat_template.jinja beside, else tokenizer_config.json's
                                      // "chat_template" ("" when none)
+  std::string chat_template_file = "tokenizer_config.json";  // where chat_template is read, for messages
 };
 
 class TextTokenizer {

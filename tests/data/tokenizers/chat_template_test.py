@@ -489,6 +489,15 @@ def main():
               f"--chat-template auto with an {label}: exit 2 naming {needles} (exit {p.returncode})")
         if p.returncode != 2:
             print(p.stdout[-1500:])
+    # an unrecognised chat_template.jinja: the message names that file, not tokenizer_config.json
+    qvariant = os.path.join(work, "chat-qwen3.5-variant")
+    shutil.copytree(os.path.join(work, "chat-qwen3.5"), qvariant)
+    with open(os.path.join(qvariant, "chat_template.jinja"), "w") as f:
+        f.write("{{ messages }}")
+    p = zt_run("convert", "sft-to-tokens", "--tokenizer", qvariant, "--format", "chat", "--seq-len", "64", data,
+               os.path.join(work, "refused.h5"))
+    check(p.returncode == 2 and "chat_template.jinja" in p.stdout and "--chat-template" in p.stdout,
+          f"an unrecognised chat_template.jinja: exit 2 naming the file (exit {p.returncode})")
     p = zt_run("convert", "sft-to-tokens", "--tokenizer", folder, "--format", "chat", "--chat-template", "jinja",
                "--seq-len", "64", data, os.path.join(work, "refused.h5"))
     check(p.returncode == 2 and "--chat-template" in p.stdout and "llama3" in p.stdout,
