@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const zt::data::ChatTokens tokens{"<s>", "</s>", true};
   for (const zt::data::SftExample& e : examples) {
     if (chat && e.messages.empty()) std::abort();
-    for (const char* name : {"llama2", "llama3", "chatml", "alpaca", "gemma3", "gpt-oss"}) {
+    for (const char* name : {"llama2", "llama3", "chatml", "alpaca", "gemma3", "gpt-oss", "qwen3.5"}) {
       try {
         std::string text;  // the pieces are the whole text, and only they
         for (const zt::data::ChatPiece& p : zt::data::render_chat(zt::data::chat_template(name), e.messages,

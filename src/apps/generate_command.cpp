@@ -61,6 +61,7 @@ struct GenerateArgs {
   std::string tokenizer;                // --tokenizer PATH
   bool chat = false;                    // --chat
   std::string chat_template = "auto";   // --chat-template
+  bool no_thinking = false;             // --no-thinking (enable_thinking=False)
 };
 
 // The tokenizer of the run: --tokenizer, else a Hugging Face folder's own, else the one
@@ -157,7 +158,8 @@ int run_generate(const GenerateArgs& a) {
     if (a.chat) {  // as apply_chat_template(add_generation_prompt=True): the template adds specials
       const data::ChatTemplate& t = data::chat_template_for(a.chat_template, *tok);
       chat_name = data::chat_template_name(t);
-      const data::ChatTokens ct = data::chat_tokens_of(info);
+      data::ChatTokens ct = data::chat_tokens_of(info);
+      ct.enable_thinking = !a.no_thinking;
       std::string text;
       for (const data::ChatPiece& p : data::render_chat(t, {{"user", a.prompt}}, ct, true, "--prompt"))
         text += p.text;
@@ -310,6 +312,9 @@ Run add_generate_command(CLI::App& app) {
                   "with --chat: auto (default: from tokenizer_config.json's chat_template) or " +
                       data::chat_template_names())
       ->option_text("NAME");
+  cmd->add_flag("--no-thinking", a->no_thinking,
+                "with --chat: the template's enable_thinking=False (qwen3.5: an empty think block, "
+                "a reply without reasoning)");
   cmd->add_option("--prompt-ids", a->prompt_ids_text, "prompt token ids, e.g. 1,2,3")
       ->check(int_list_in(0, kMaxId));
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most (default 100)")
@@ -336,6 +341,7 @@ Run add_generate_command(CLI::App& app) {
   return [a, cmd]() -> int {
     const std::string greedy = "--temperature 0 is greedy (the most likely token); give a temperature above 0 to sample";
     warn_inert_options(*cmd, {{"--chat-template", !a->chat, "it applies with --chat; add --chat, or leave it out"},
+                              {"--no-thinking", !a->chat, "it applies with --chat; add --chat, or leave it out"},
                               {"--top-k", a->temperature == 0, greedy},
                               {"--top-p", a->temperature == 0, greedy},
                               {"--seed", a->temperature == 0, greedy}});

@@ -32,14 +32,15 @@ struct ChatTemplate {
   std::vector<const char*> specials;   // texts the template writes that must be one token each
   bool developer = false;              // writes a first "developer" message (as a system one)
   bool thinking = false;               // writes an assistant's "thinking"
+  bool reasoning = false;              // writes an assistant's "reasoning_content"
 };
 
 namespace {
 
 constexpr const char* kHint =
     "messages are {\"role\": \"system\" (first only) | \"user\" | \"assistant\", \"content\": "
-    "string} (gpt-oss: also \"developer\" first, and an assistant's \"thinking\"); docs/finetune.md "
-    "(chat data)";
+    "string} (gpt-oss: also \"developer\" first, and an assistant's \"thinking\"; qwen3.5: an assistant's "
+    "\"reasoning_content\"); docs/finetune.md (chat data)";
 
 // Python's str.isspace() for one code point.
 bool python_space(uint32_t c) {
@@ -67,6 +68,9 @@ void check_roles(const ChatTemplate& t, const std::vector<ChatMessage>& m, const
     if (m[i].thinking && (r != "assistant" || !t.thinking))
       refuse(where, at + ": field 'thinking' is written only by the gpt-oss template, in an assistant "
                          "message; the " + std::string(t.name) + " template would drop it");
+    if (m[i].reasoning_content && (r != "assistant" || !t.reasoning))
+      refuse(where, at + ": field 'reasoning_content' is written only by the qwen3.5 template, in an "
+                         "assistant message; the " + std::string(t.name) + " template would drop it");
   }
 }
 
@@ -258,6 +262,71 @@ void render_gpt_oss(const std::vector<ChatMessage>& m, const ChatTokens&, bool g
   if (gen) push(out, "<|start|>assistant", false);
 }
 
+// Python's s.lstrip("\n") / s.rstrip("\n").
+std::string lstrip_newlines(const std::string& s) {
+  return s.substr(std::min(s.find_first_not_of('\n'), s.size()));
+}
+std::string rstrip_newlines(const std::string& s) {
+  const size_t last = s.find_last_not_of('\n');
+  return last == std::string::npos ? std::string() : s.substr(0, last + 1);
+}
+
+// Qwen3.5 (Qwen/Qwen3.5-*'s chat_template.jinja, its tool-free branches): ChatML with each
+// content trimmed and no default system turn. An assistant turn after the last user query
+// (a user message that is not a <tool_response> block) is "<think>\n{reasoning}\n</think>
+// \n\n{content}", the reasoning from "reasoning_content" or else split out of a content
+// holding "</think>" as the template splits it; earlier assistant turns are their content
+// alone (their reasoning dropped, as the template drops it; a warning says so). The
+// generation prompt opens a <think> block (enable_thinking) or writes an empty one. Trained:
+// all the turn writes after "<|im_start|>assistant\n", think block included.
+void render_qwen3_5(const std::vector<ChatMessage>& m, const ChatTokens& t, bool gen, const std::string& where,
+                    std::vector<ChatPiece>& out) {
+  size_t last_query = m.size();
+  for (size_t i = m.size(); i-- > 0 && last_query == m.size();) {
+    const std::string c = python_strip(m[i].content);
+    if (m[i].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>")))
+      last_query = i;
+  }
+  if (last_query == m.size())
+    refuse(where, "the qwen3.5 template needs a user message that is not a <tool_response> block "
+                  "(apply_chat_template raises 'No user query found in messages.')");
+  for (size_t i = 0; i < m.size(); ++i) {
+    std::string content = python_strip(m[i].content);
+    if (m[i].role != "assistant") {
+      push(out, "<|im_start|>" + m[i].role + "\n" + content + "<|im_end|>\n", false);
+      continue;
+    }
+    std::string reasoning;
+    if (m[i].reasoning_content) {
+      reasoning = *m[i].reasoning_content;
+    } else if (const size_t close = content.find("</think>"); close != std::string::npos) {
+      reasoning = rstrip_newlines(content.substr(0, close));
+      if (const size_t open = reasoning.rfind("<think>"); open != std::string::npos)
+        reasoning = reasoning.substr(open + std::strlen("<think>"));
+      reasoning = lstrip_newlines(reasoning);
+      content = lstrip_newlines(content.substr(content.rfind("</think>") + std::strlen("</think>")));
+    }
+    reasoning = python_strip(reasoning);
+    push(out, "<|im_start|>assistant\n", false);
+    if (i > last_query) {
+      push(out, "<think>\n" + reasoning + "\n</think>\n\n" + content + "<|im_end|>", true);
+    } else {
+      if (!reasoning.empty()) {
+        static std::atomic<bool> warned{false};
+        if (!warned.exchange(true))
+          log::warn(where + ": the qwen3.5 template writes an assistant's reasoning only after the last user "
+                    "message; message " + std::to_string(i) + "'s is not rendered (as apply_chat_template "
+                    "renders it; further such warnings are not shown)");
+      }
+      push(out, content + "<|im_end|>", true);
+    }
+    push(out, "\n", false);
+  }
+  if (gen)
+    push(out, std::string("<|im_start|>assistant\n") + (t.enable_thinking ? "<think>\n" : "<think>\n\n</think>\n\n"),
+         false);
+}
+
 const std::vector<ChatTemplate>& table() {
   static const std::vector<ChatTemplate> t{
       {"llama2", "Llama 2 chat", {"[INST]", "[/INST]", "<<SYS>>"}, {}, true, true, nullptr, render_llama2},
@@ -268,6 +337,15 @@ const std::vector<ChatTemplate>& table() {
       // v0.1/v0.2 forms (" [/INST]") and Tekken's ("[INST]" + ...) render otherwise.
       {"mistral", "Mistral 7B instruct v0.3", {"[INST] ", "[/INST]", "system_message", "loop.last"},
        {" [/INST]", "[INST]\"", "[INST]'"}, true, true, nullptr, render_mistral},
+      // Before chatml (whose variants hold "tools"): the texts of its generation prompt are
+      // markers (Qwen3's and Qwen3-VL's open no <think> block there); Qwen3.6's
+      // preserve_thinking renders otherwise.
+      {"qwen3.5", "Qwen3.5",
+       {"<|im_start|>", "<|im_end|>", "render_content", "ns.last_query_index", "reasoning_content",
+        "enable_thinking is defined and enable_thinking is false", "'<think>\\n\\n</think>\\n\\n'",
+        "{{- '<think>\\n' }}"},
+       {"preserve_thinking"}, false, false, "<|im_end|>", render_qwen3_5,
+       {"<|im_start|>", "<|im_end|>", "<think>", "</think>"}, false, false, true},
       // Before chatml: Qwen's template is ChatML plus its default system turn.
       {"qwen", "Qwen2.5 instruct", {"<|im_start|>", "<|im_end|>", "You are Qwen, created by Alibaba Cloud."},
        {}, false, false, "<|im_end|>", render_qwen, {"<|im_start|>", "<|im_end|>"}},
@@ -354,6 +432,9 @@ std::vector<ChatPiece> render_chat(const ChatTemplate& t, const std::vector<Chat
     throw InputError(strf("%s: the %s template needs the tokenizer's %s text", where.c_str(), t.name,
                           t.needs_bos && tokens.bos.empty() ? "bos_token" : "eos_token"),
                      "set bos_token and eos_token in the tokenizer_config.json beside the tokenizer");
+  if (!tokens.enable_thinking && !t.reasoning)
+    throw InputError(strf("%s: the %s template has no enable_thinking switch (qwen3.5's has)", where.c_str(), t.name),
+                     "leave out --no-thinking, or give a template with thinking turns");
   std::vector<ChatPiece> out;
   t.render(messages, tokens, add_generation_prompt, where, out);
   return out;
@@ -361,8 +442,8 @@ std::vector<ChatPiece> render_chat(const ChatTemplate& t, const std::vector<Chat
 
 const ChatTemplate& chat_template_for(const std::string& name, const TextTokenizer& tokenizer) {
   const TokenizerInfo& info = tokenizer.info();
-  const ChatTemplate& t =
-      chat_template_named(name, info.chat_template, "the tokenizer_config.json of tokenizer '" + info.name + "'");
+  const std::string where = "the " + info.chat_template_file + " of tokenizer '" + info.name + "'";
+  const ChatTemplate& t = chat_template_named(name, info.chat_template, where);
   const ChatTokens tokens = chat_tokens_of(info);
   std::vector<std::string> specials(t.specials.begin(), t.specials.end());
   if (t.needs_bos && !tokens.bos.empty()) specials.push_back(tokens.bos);

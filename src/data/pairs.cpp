@@ -146,7 +146,7 @@ TokenFile pairs_to_tokens(const std::vector<std::string>& paths, const TextToken
   });
   if (tmpl)
     log::info(strf("chat template %s (%s)", chat_template_name(*tmpl),
-                   o.chat_template == "auto" ? "recognised in tokenizer_config.json" : "--chat-template"));
+                   o.chat_template == "auto" ? "recognised in the model's template" : "--chat-template"));
 
   TokenFile out;
   out.vocab_size = info.vocab_size;

@@ -17,7 +17,8 @@ using json = nlohmann::json;
 const char* fields_hint(SftFormat f) {
   if (f == SftFormat::kChat)
     return "each line is an object {\"messages\": [{\"role\": \"system\" | \"developer\" | "
-           "\"user\" | \"assistant\", \"content\": string, optionally \"thinking\": string}, "
+           "\"user\" | \"assistant\", \"content\": string, optionally \"thinking\" (gpt-oss) or "
+           "\"reasoning_content\" (qwen3.5): string}, "
            "...]} (JSONL); docs/finetune.md";
   return f == SftFormat::kAlpaca
              ? "each Alpaca example is an object with string fields \"instruction\", \"output\" "
@@ -124,13 +125,14 @@ std::vector<Encoded> encode_chats(std::vector<SftExample>& examples, const TextT
     out[i] = {std::move(c.ids), std::move(c.mask)};
   });
   log::info(strf("chat template %s (%s)", chat_template_name(t),
-                 template_name == "auto" ? "recognised in tokenizer_config.json" : "--chat-template"));
+                 template_name == "auto" ? "recognised in the model's template" : "--chat-template"));
   return out;
 }
 
 }  // namespace
 
-// {KEY: [{"role", "content", "thinking"?}, ...]}: a non-empty list of known roles.
+// {KEY: [{"role", "content", "thinking"?, "reasoning_content"?}, ...]}: a non-empty list of
+// known roles.
 std::vector<ChatMessage> chat_messages_of(const json& obj, const char* key, const std::string& where,
                                           const std::string& hint) {
   const auto it = obj.find(key);
@@ -151,11 +153,13 @@ std::vector<ChatMessage> chat_messages_of(const json& obj, const char* key, cons
         throw InputError(at + ": field '" + f + "' is " + describe_json(*v) + ", not a string", hint);
       return v->get<std::string>();
     };
-    ChatMessage msg{str("role"), str("content"), std::nullopt};
+    ChatMessage msg{str("role"), str("content"), std::nullopt, std::nullopt};
     if (msg.role != "system" && msg.role != "developer" && msg.role != "user" && msg.role != "assistant")
       throw InputError(at + ": field 'role' is '" + msg.role + "', not system, developer, user or assistant",
                        hint);
     if (m.contains("thinking") && !m.at("thinking").is_null()) msg.thinking = str("thinking");
+    if (m.contains("reasoning_content") && !m.at("reasoning_content").is_null())
+      msg.reasoning_content = str("reasoning_content");
     out.push_back(std::move(msg));
   }
   return out;

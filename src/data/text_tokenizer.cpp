@@ -177,7 +177,8 @@ std::vector<std::string> tokenizer_files(const std::string& path) {
   std::error_code ec;
   const fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
   std::vector<std::string> out;
-  for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
+  for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
+                           "chat_template.jinja"})
     if (fs::is_regular_file(folder / name, ec)) out.push_back((folder / name).string());
   return out;
 }
@@ -234,6 +235,14 @@ std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path) {
   }
   std::unique_ptr<TextTokenizer> t = is_json ? tokenizer_from_json(main_text, config, file.string())
                                              : tokenizer_from_sentencepiece(main_text, config, file.string());
+  // chat_template.jinja (how transformers 5 saves a template) wins over tokenizer_config.json's
+  // "chat_template", as in transformers; it is not hashed (the ids do not depend on it).
+  const fs::path jinja = file.parent_path() / "chat_template.jinja";
+  if (fs::exists(jinja, ec)) {
+    t->info_mut().chat_template = read_regular_file(jinja.string(), "chat template", kPathHint, false);
+    t->info_mut().chat_template_file = "chat_template.jinja";
+    files.push_back(jinja.string());
+  }
   // The hash covers each file's name and bytes, so an edited vocabulary gets a new hash.
   std::string hashed;
   hashed += name + '\n' + main_text;

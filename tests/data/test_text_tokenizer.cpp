@@ -289,7 +289,7 @@ TEST(ChatTemplate, RecognisedByMarkersRefusedOtherwise) {
   EXPECT_STREQ(chat_template_name(chat_template_auto("### Instruction:\n{x}\n\n### Response:\n", "t")), "alpaca");
   expect_input_error([] { chat_template_auto("", "cfg.json"); }, {"--chat-template", "cfg.json", "llama3"});
   expect_input_error([] { chat_template_auto("{{ messages }}", "cfg.json"); },
-                     {"--chat-template", "llama2, llama3, mistral, qwen, chatml, alpaca"});
+                     {"--chat-template", "llama2, llama3, mistral, qwen3.5, qwen, chatml, alpaca"});
   expect_input_error(
       [] { chat_template_auto("<|start_header_id|><|end_header_id|><|eot_id|> Cutting Knowledge Date", "c"); },
       {"llama3", "Cutting Knowledge"});

@@ -19,6 +19,11 @@
 //           the system or developer message as "# Instructions", <|start|>{role}<|message|>,
 //           the assistant on the final channel, ending <|return|> when last, its
 //           "thinking" on the analysis channel in the last turn only
+//   qwen3.5 Qwen3.5: ChatML without a default system turn, contents trimmed; each assistant
+//           turn after the last user message as <think>\n{reasoning}\n</think>\n\n{content}
+//           (its "reasoning_content", or the <think> block its content holds), earlier ones
+//           without it; the generation prompt opens <think> (enable_thinking) or writes an
+//           empty one (enable_thinking false)
 // Each renders exactly what Hugging Face's apply_chat_template gives with that family's
 // official template string (llama2 and llama3 strip the content as the templates'
 // `.strip()` / `| trim` do, with Python's whitespace).
@@ -36,6 +41,7 @@ struct ChatMessage {
   std::string role;  // "system", "developer" (gpt-oss), "user" or "assistant"
   std::string content;
   std::optional<std::string> thinking;  // an assistant's reasoning ("thinking"; gpt-oss)
+  std::optional<std::string> reasoning_content;  // an assistant's reasoning ("reasoning_content"; qwen3.5)
 };
 
 // A stretch of the rendered text; `trained` stretches are what the model writes in an
@@ -50,6 +56,7 @@ struct ChatTokens {
   std::string bos;        // the tokenizer's bos_token / eos_token text ("" when unknown)
   std::string eos;
   bool add_bos = false;   // the tokenizer adds BOS to a text (alpaca's prompt starts with it)
+  bool enable_thinking = true;  // the templates' enable_thinking (qwen3.5's generation prompt)
 };
 
 struct ChatTemplate;  // one entry of the table (chat_template.cpp)
@@ -76,8 +83,8 @@ std::string chat_template_names();  // "llama2, llama3, mistral, qwen, chatml, a
 // The conversation rendered, in pieces (their concatenation is the text). With
 // add_generation_prompt the opening of an assistant turn follows (for generation).
 // zt::InputError naming `where` for a conversation the template cannot render (roles out
-// of order, a system message not first, a developer message or "thinking" the template
-// does not write, empty, a token the template needs unknown).
+// of order, a system message not first, a developer message, "thinking" or
+// "reasoning_content" the template does not write, empty, a token the template needs unknown).
 std::vector<ChatPiece> render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages,
                                    const ChatTokens& tokens, bool add_generation_prompt,
                                    const std::string& where);

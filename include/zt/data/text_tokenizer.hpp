@@ -35,7 +35,9 @@ struct TokenizerInfo {
   std::vector<uint32_t> prefix;    // ids before a document's tokens (BOS when added)
   std::vector<uint32_t> suffix;    // ids after them (EOS when added)
   std::string bos_token, eos_token;  // their text, as tokenizer_config.json names them ("" unnamed)
-  std::string chat_template;         // tokenizer_config.json's "chat_template" ("" when none)
+  std::string chat_template;         // chat_template.jinja beside, else tokenizer_config.json's
+                                     // "chat_template" ("" when none)
+  std::string chat_template_file = "tokenizer_config.json";  // where chat_template is read, for messages
 };
 
 class TextTokenizer {
@@ -69,7 +71,7 @@ std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path);
 
 // The files of a Hugging Face tokenizer in PATH's folder (PATH: a folder, or a file in
 // it), those present, in this order: tokenizer.json, tokenizer.model,
-// tokenizer_config.json, special_tokens_map.json.
+// tokenizer_config.json, special_tokens_map.json, chat_template.jinja.
 std::vector<std::string> tokenizer_files(const std::string& path);
 
 // Checks that load_tokenizer(path) has `hash` (what a token file or checkpoint recorded):

@@ -18,14 +18,21 @@ string into tokenizer_config.json:
   gemma3  Gemma 3 instruct's template on the Gemma 3 form (262,145 tokens, byte fallback)
   gpt-oss gpt-oss's harmony template (tools branches left out; today's date) on the
           o200k_harmony form, with developer messages and thinking (its own conversations)
+  qwen3.5 Qwen3.5's template (vision and tool branches shortened) in chat_template.jinja
+          (tokenizer_config.json holding ChatML's: the file wins, as in transformers) on the
+          Qwen3.5 form made by transformers' Qwen3_5Tokenizer, with reasoning_content, <think>
+          blocks in contents, reasoning before the last user query (dropped), a
+          <tool_response> user turn; the same ids with enable_thinking=False
 For every conversation the token ids zt writes (one example per row, --no-pack) equal
 transformers' `apply_chat_template(messages, tokenize=True)`, and the loss mask is 1
 exactly on the tokens that overlap an assistant turn's text and its end token (located in
 transformers' rendered text, mapped to tokens by the fast tokenizer's offsets), except an
 example's first token (gpt-oss: all the turn writes after "<|start|>assistant", channel
-tags and the last turn's thinking included). `--chat-template auto` recognises each
-template; an unknown one, variants (Llama 3.1's, Mistral v0.2's, Unsloth's gpt-oss), a
-developer message or thinking where the template writes none, and malformed lines are
+tags and the last turn's thinking included; qwen3.5: all after "<|im_start|>assistant\n",
+the think block included). `--chat-template auto` recognises each
+template; an unknown one, Qwen3's, variants (Llama 3.1's, Mistral v0.2's, Unsloth's
+gpt-oss, Qwen3.6's preserve_thinking), a developer message, thinking or reasoning_content
+where the template writes none, a Qwen3.5 conversation without a user query, and malformed lines are
 exit 2 naming the option or file:line and the field.
 Exit 77 (CTest skip) without tokenizers, transformers (with jinja2) or h5py.
 """
@@ -138,6 +145,103 @@ GPT_OSS = (
     "{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content + \"<|end|>\" }}{%- endif %}"
     "{%- elif message.role == 'user' -%}{{- \"<|start|>user<|message|>\" + message.content + \"<|end|>\" }}"
     "{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}\n<|start|>assistant\n{%- endif -%}")
+# Qwen3.5's template (Qwen/Qwen3.5-*'s chat_template.jinja as its users quote it: the
+# render_content macro, the last user query, think blocks after it, a generation prompt that
+# opens <think>; the vision items, tools, tool calls and tool messages shortened: zt's
+# conversations carry none, so those branches are never taken).
+QWEN3_5 = r"""{%- macro render_content(content, do_vision_count, is_system_content=false) %}
+    {%- if content is string %}
+        {{- content }}
+    {%- elif content is none or content is undefined %}
+        {{- '' }}
+    {%- else %}
+        {{- raise_exception('Unexpected content type.') }}
+    {%- endif %}
+{%- endmacro %}
+{%- if not messages %}
+    {{- raise_exception('No messages provided.') }}
+{%- endif %}
+{%- if tools and tools is iterable and tools is not mapping %}
+    {{- '<|im_start|>system\n# Tools<|im_end|>\n' }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {%- set content = render_content(messages[0].content, false, true)|trim %}
+        {{- '<|im_start|>system\n' + content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" %}
+        {%- set content = render_content(message.content, false)|trim %}
+        {%- if not(content.startswith('<tool_response>') and content.endswith('</tool_response>')) %}
+            {%- set ns.multi_step_tool = false %}
+            {%- set ns.last_query_index = index %}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if ns.multi_step_tool %}
+    {{- raise_exception('No user query found in messages.') }}
+{%- endif %}
+{%- for message in messages %}
+    {%- set content = render_content(message.content, true)|trim %}
+    {%- if message.role == "system" %}
+        {%- if not loop.first %}
+            {{- raise_exception('System message must be at the beginning.') }}
+        {%- endif %}
+    {%- elif message.role == "user" %}
+        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in content %}
+                {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+                {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- set reasoning_content = reasoning_content|trim %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content + '\n</think>\n\n' + content }}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- else %}
+        {{- raise_exception('Unexpected message role.') }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- else %}
+        {{- '<think>\n' }}
+    {%- endif %}
+{%- endif %}"""
+# Qwen3.6's keeps earlier turns' reasoning with preserve_thinking: a variant zt refuses.
+QWEN3_6_LIKE = QWEN3_5.replace("{%- if loop.index0 > ns.last_query_index %}",
+                               "{%- if (preserve_thinking is defined and preserve_thinking is true) or "
+                               "(loop.index0 > ns.last_query_index) %}")
+# Qwen3's template (no <think> opened by the generation prompt; a think block only in the
+# last turns that have reasoning): not Qwen3.5's, not recognised.
+QWEN3_LIKE = QWEN3_5.replace("{%- else %}\n        {{- '<think>\\n' }}\n", "")
+# Conversations Qwen3.5's template renders its own way: reasoning_content, a <think> block in
+# the content, reasoning in turns before the last user query (dropped), assistant turns in a
+# row, a <tool_response> user turn (not a query), contents to trim.
+QWEN3_5_CONVERSATIONS = [
+    [{"role": "user", "content": "2 + 2?"},
+     {"role": "assistant", "reasoning_content": "\nSimple sum: 4.\n", "content": "4"}],
+    [{"role": "system", "content": "  Be brief.\n"}, {"role": "user", "content": "Hi"},
+     {"role": "assistant", "content": "<think>\nA greeting… 😀\n</think>\n\nHello!"},
+     {"role": "user", "content": " Bye \n"}, {"role": "assistant", "content": "\n<think>r</think>\n\nBye.  "}],
+    [{"role": "user", "content": "q"}, {"role": "assistant", "reasoning_content": "dropped", "content": "a1"},
+     {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"},
+     {"role": "assistant", "reasoning_content": "", "content": "a3 <think> not closed"}],
+    [{"role": "user", "content": "Look it up."}, {"role": "assistant", "content": "Calling."},
+     {"role": "user", "content": "<tool_response>\n42\n</tool_response>"}, {"role": "assistant", "content": "42."}],
+]
 # Unsloth's gpt-oss template ends the last final message with <|end|>: a variant zt refuses.
 GPT_OSS_UNSLOTH_LIKE = GPT_OSS.replace("{%- if messages[0].role", "{%- if developer_instructions is defined %}"
                                        "{%- endif %}{%- if messages[0].role")
@@ -162,6 +266,9 @@ LLAMA31_LIKE = LLAMA3.replace("{% set loop_messages", "{{- 'Cutting Knowledge Da
 CASES = [
     ("gemma3", "gemma3", GEMMA3, [], "<end_of_turn>"),
     ("gpt-oss", "o200k_harmony", GPT_OSS, [], "<|return|>"),
+    # Qwen3.5's form (transformers' Qwen3_5Tokenizer), its template in chat_template.jinja as
+    # transformers 5 saves it
+    ("qwen3.5", "qwen3_5", QWEN3_5, [], "<|im_end|>"),
     ("llama2", "tinyllama", LLAMA2, [], "</s>"),
     ("llama3", "llama3", LLAMA3, ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], "<|eot_id|>"),
     ("chatml", "gpt2", CHATML, ["<|im_start|>", "<|im_end|>"], "<|im_end|>"),
@@ -216,6 +323,12 @@ def assistant_spans(text, conv, name, end):
             piece = " " + m["content"].strip() + end
         elif name in ("llama3", "gemma3"):
             piece = m["content"].strip() + end
+        elif name == "qwen3.5":  # all after "<|im_start|>assistant\n", think block included
+            k = text.index("<|im_start|>assistant\n", at) + len("<|im_start|>assistant\n")
+            e = text.index(end, k) + len(end)
+            spans.append((k, e))
+            at = e
+            continue
         elif name == "gpt-oss":  # all after "<|start|>assistant": channel tags, thinking when last
             last = m is conv[-1]
             piece = "<|channel|>final<|message|>" + m["content"] + (end if last else "<|end|>")
@@ -238,7 +351,12 @@ def make_case(work, name, base, template, add, transformers, tokenizers):
         tok.save(os.path.join(folder, "tokenizer.json"))
     cfg_path = os.path.join(folder, "tokenizer_config.json")
     cfg = json.load(open(cfg_path))
-    cfg["chat_template"] = template
+    if name == "qwen3.5":  # transformers 5's file, which wins over tokenizer_config.json's
+        cfg["chat_template"] = CHATML
+        with open(os.path.join(folder, "chat_template.jinja"), "w", encoding="utf-8") as f:
+            f.write(template)
+    else:
+        cfg["chat_template"] = template
     # transformers 5 rebuilds a LlamaTokenizer(Fast) pipeline (Metaspace, prepend_scheme
     # "first": no '▁' after a special token) instead of the tokenizer.json as written, which
     # `tokenizers`, transformers 4 and zt follow; the generic class reads the file as is.
@@ -273,8 +391,11 @@ def main():
         folder = make_case(work, name, base, template, add, transformers, tokenizers)
         hf = transformers.AutoTokenizer.from_pretrained(folder)
         seq_len = 400
-        convs = CONVERSATIONS + (GPT_OSS_CONVERSATIONS if name == "gpt-oss" else [])
-        case_data = write_jsonl(os.path.join(work, f"chat-{name}.jsonl"), convs) if name == "gpt-oss" else data
+        extra = {"gpt-oss": GPT_OSS_CONVERSATIONS, "qwen3.5": QWEN3_5_CONVERSATIONS}.get(name, [])
+        convs = CONVERSATIONS + extra
+        case_data = write_jsonl(os.path.join(work, f"chat-{name}.jsonl"), convs) if extra else data
+        if name == "qwen3.5":
+            check(type(hf).__name__ == "Qwen3_5Tokenizer", f"qwen3.5: AutoTokenizer is {type(hf).__name__}")
         for choice in ("auto", name if name == "gpt-oss" else name.split("-")[0]):
             out = os.path.join(work, f"chat-{name}-{choice}.h5")
             p = zt_run("convert", "sft-to-tokens", "--tokenizer", folder, "--format", "chat", "--chat-template",
@@ -296,6 +417,9 @@ def main():
                 text = hf.apply_chat_template(conv, tokenize=False)
                 enc = hf(text, add_special_tokens=False, return_offsets_mapping=True)
                 check(enc["input_ids"] == want, f"{name}: conversation {i}: HF's ids are its text encoded whole")
+                if name == "qwen3.5":  # enable_thinking changes only the generation prompt
+                    off = hf.apply_chat_template(conv, tokenize=True, enable_thinking=False)["input_ids"]
+                    check(off == want, f"{name}: conversation {i}: the same ids with enable_thinking=False")
                 want_mask = [0] * len(want)
                 for s, e in assistant_spans(text, conv, name, end):
                     for t, (a, b) in enumerate(enc["offset_mapping"]):
@@ -350,6 +474,8 @@ def main():
                                  ("Mistral v0.2-like variant", MISTRAL_V02_LIKE, ["--chat-template", "' [/INST]'"]),
                                  ("Unsloth-like gpt-oss variant", GPT_OSS_UNSLOTH_LIKE,
                                   ["--chat-template", "developer_instructions"]),
+                                 ("Qwen3.6-like variant", QWEN3_6_LIKE, ["--chat-template", "preserve_thinking"]),
+                                 ("Qwen3-like template", QWEN3_LIKE, ["--chat-template", "qwen3.5"]),
                                  ("unknown template", "{{ messages }}", ["--chat-template", "llama2", "chatml"]),
                                  ("no template", None, ["--chat-template", "no chat_template"])):
         if tmpl is None:
@@ -363,6 +489,15 @@ def main():
               f"--chat-template auto with an {label}: exit 2 naming {needles} (exit {p.returncode})")
         if p.returncode != 2:
             print(p.stdout[-1500:])
+    # an unrecognised chat_template.jinja: the message names that file, not tokenizer_config.json
+    qvariant = os.path.join(work, "chat-qwen3.5-variant")
+    shutil.copytree(os.path.join(work, "chat-qwen3.5"), qvariant)
+    with open(os.path.join(qvariant, "chat_template.jinja"), "w") as f:
+        f.write("{{ messages }}")
+    p = zt_run("convert", "sft-to-tokens", "--tokenizer", qvariant, "--format", "chat", "--seq-len", "64", data,
+               os.path.join(work, "refused.h5"))
+    check(p.returncode == 2 and "chat_template.jinja" in p.stdout and "--chat-template" in p.stdout,
+          f"an unrecognised chat_template.jinja: exit 2 naming the file (exit {p.returncode})")
     p = zt_run("convert", "sft-to-tokens", "--tokenizer", folder, "--format", "chat", "--chat-template", "jinja",
                "--seq-len", "64", data, os.path.join(work, "refused.h5"))
     check(p.returncode == 2 and "--chat-template" in p.stdout and "llama3" in p.stdout,
@@ -380,6 +515,14 @@ def main():
             ("thinking where llama3 writes none", {"messages": [{"role": "user", "content": "u"},
                                                                 {"role": "assistant", "content": "x", "thinking": "t"}]},
              ["message 1", "'thinking'", "gpt-oss"]),
+            ("reasoning_content where llama3 writes none",
+             {"messages": [{"role": "user", "content": "u"},
+                           {"role": "assistant", "content": "x", "reasoning_content": "r"}]},
+             ["message 1", "'reasoning_content'", "qwen3.5"]),
+            ("no user query but a <tool_response> (qwen3.5)",
+             {"messages": [{"role": "user", "content": " <tool_response>42</tool_response>\n"},
+                           {"role": "assistant", "content": "x"}]},
+             ["No user query found in messages."]),
             ("a developer message where llama3 writes none", {"messages": [{"role": "developer", "content": "d"},
                                                                            {"role": "user", "content": "u"},
                                                                            {"role": "assistant", "content": "x"}]},
@@ -395,8 +538,10 @@ def main():
         bad = os.path.join(work, "bad.jsonl")
         with open(bad, "w") as f:
             f.write(good + "\n\n" + json.dumps(line) + "\n")
+        if os.path.exists(os.path.join(work, "refused.h5")):  # written where a refusal failed
+            os.remove(os.path.join(work, "refused.h5"))
         use = os.path.join(work, "chat-llama2" if "llama2" in label else "chat-gpt-oss" if "gpt-oss" in label
-                           else "chat-llama3")
+                           else "chat-qwen3.5" if "qwen3.5" in label else "chat-llama3")
         p = zt_run("convert", "sft-to-tokens", "--tokenizer", use, "--format", "chat", "--seq-len", "64", bad,
                    os.path.join(work, "refused.h5"))
         check(p.returncode == 2 and f"{bad}:3" in p.stdout and all(n in p.stdout for n in needles),

@@ -16,7 +16,9 @@ transformers.
    the exported folder (the folder's tokenizer) == transformers' generate(do_sample=False)
    + tokenizer.decode(skip_special_tokens=True), ids and text; with --chat, the prompt is
    apply_chat_template([user], add_generation_prompt=True) and generation stops at
-   <|eot_id|> as transformers does with that eos_token_id.
+   <|eot_id|> as transformers does with that eos_token_id. With the Qwen3.5 form and template
+   (chat_template.jinja) the --chat prompt equals apply_chat_template's with enable_thinking
+   True and False (--no-thinking); --no-thinking with Llama 3's template is exit 2.
 5. Refusals (exit 2): a tokenizer file edited after training (h5-to-hf and generate name
    the checkpoint and both hashes), a tokenizer folder gone; `--tokenizer PATH` naming a
    copy of the same files exports.
@@ -28,7 +30,7 @@ import shutil
 import subprocess
 import sys
 
-from chat_template_test import LLAMA3, ZT_ENV, make_tokenizers  # also puts tests/ckpt/hf on the path
+from chat_template_test import LLAMA3, QWEN3_5, ZT_ENV, make_tokenizers  # also puts tests/ckpt/hf on the path
 from hf_common import Checker, require, torch_peers
 
 NEW = 24
@@ -162,6 +164,28 @@ def main():
           f"--chat: greedy ids and text == transformers' with eos_token_id [EOS, <|eot_id|>] ({len(new)} tokens)")
     if z is not None and (z["ids"] != new or z["text"] != text):
         print(f"    zt {z['ids']} {z['text']!r}\n    hf {new} {text!r}")
+
+    # --chat with Qwen3.5's template (chat_template.jinja; the qwen3_5 form's ids fit the model):
+    # the generation prompt opens a think block, or with --no-thinking writes an empty one
+    qdir = os.path.join(work, "qwen3_5")
+    with open(os.path.join(qdir, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write(QWEN3_5)
+    hfq = transformers.AutoTokenizer.from_pretrained(qdir)
+    for thinking, extra in ((True, []), (False, ["--no-thinking"])):
+        want_ids = hfq.apply_chat_template(conv, add_generation_prompt=True, tokenize=True,
+                                           enable_thinking=thinking)["input_ids"]
+        p = zt_run("generate", "--weights", ck, "--tokenizer", qdir, "--chat", "--prompt", PROMPTS[1], *extra,
+                   "--max-new-tokens", "1", "--temperature", "0", "--threads", "1", "--json")
+        line = [x for x in p.stdout.splitlines() if x.startswith("{")]
+        z = json.loads(line[-1]) if p.returncode == 0 and line else {}
+        check(z.get("prompt_ids") == want_ids and z.get("chat_template") == "qwen3.5",
+              f"--chat{' --no-thinking' if extra else ''}, qwen3.5: prompt ids == apply_chat_template("
+              f"add_generation_prompt=True, enable_thinking={thinking}) ({len(want_ids)} ids; exit {p.returncode})")
+        if z.get("prompt_ids") != want_ids:
+            print(p.stdout[-1500:])
+    p = zt_run("generate", "--weights", ck, "--chat", "--no-thinking", "--prompt", "x", "--max-new-tokens", "1")
+    check(p.returncode == 2 and "enable_thinking" in p.stdout and "llama3" in p.stdout,
+          f"--no-thinking with Llama 3's template: exit 2 naming the template (exit {p.returncode})")
 
     # 4. refusals, and --tokenizer naming the files
     copy = os.path.join(work, "tok-copy")

@@ -33,6 +33,13 @@ OUTDIR/<name>/ gets tokenizer.json or tokenizer.model plus tokenizer_config.json
              no BOS; openai/gpt-oss-*'s 21 specials at 199998-200018 (<|startoftext|>,
              <|endoftext|>, <|return|> 200002, <|constrain|>, <|channel|>, <|start|>, <|end|>,
              <|message|>, <|call|> 200012, <|endofprompt|> 200018, the reserved ones between)
+  qwen3_5    Qwen3.5's form, made by transformers' own Qwen3_5Tokenizer from a small trained
+             vocabulary and saved by it: NFC, Split(Qwen3.5's regex: letters with their marks
+             [\p{L}\p{M}]+, single digits) + ByteLevel, no BOS; Qwen3's added tokens after the
+             vocabulary in their order (<|endoftext|>, <|im_start|>, <|im_end|>, ..., <tool_call>,
+             </tool_call>, ..., <think>, </think>; <think> and </think> not special);
+             config.json model_type qwen3_5 (how transformers picks the class for a Qwen3.5
+             folder); skipped, with a message, without transformers
   spm_bpe    SentencePiece BPE tokenizer.model with byte_fallback (Llama 2's kind)
   spm_unigram SentencePiece unigram tokenizer.model
 OUTDIR/corpus.bin: the parity corpus (bytes, one case per line; some lines invalid UTF-8),
@@ -41,12 +48,26 @@ OUTDIR/train.txt: the training text.
 import json
 import os
 import sys
+import unicodedata
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 # Qwen2's (Qwen/Qwen2.5-7B's tokenizer.json): Llama 3's with single digits (\p{N}).
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen3.5's (transformers' models/qwen3_5/tokenization_qwen3_5.py): Qwen2's with letters and
+# their combining marks together ([\p{L}\p{M}]+) and marks kept out of the punctuation run.
+QWEN3_5_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen3's added tokens after its vocabulary (151643-151668 there), in order; special unless
+# listed in QWEN_PLAIN.
+QWEN_ADDED = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+              "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+              "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
+              "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
+              "<tool_response>", "</tool_response>", "<think>", "</think>"]
+QWEN_PLAIN = {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+              "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
 # tiktoken's o200k_base / o200k_harmony pattern (tiktoken_ext/openai_public.py).
 O200K_REGEX = "|".join([
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
@@ -89,6 +110,11 @@ CASES = [
     "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>"
     "<|start|>assistant<|channel|>final<|message|>Done ✅<|return|><|startoftext|><|endoftext|>"
     "<|endofprompt|><|reserved_200000|><|reserved_200017|> IT'S I'm WE'LL don'T HTTPServer/x\r\n/\n",
+    # Qwen3.5: ChatML and think tags, marks after letters (Devanagari, Thai, Hebrew points,
+    # Arabic harakat, Vietnamese and stacked Latin marks NFC cannot compose), digit runs
+    "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nहिन्दी ไทย שָׁלוֹם مَرْحَبًا Tiếng Việt "
+    "q\u0307\u0323x\u0301\u0302 ǹ 2026-12-07 123456789<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    "x = 42  # ✓<tool_call>\n{\"a\": 1}\n</tool_call><|im_end|><|endoftext|><|vision_start|><|image_pad|>",
     "Titlecase ǅemal ǈubljana ᾈ; marks नमस्ते क्षि é; modifiers ʰa ˢup; HELLOworld XMLHttpRequest's URL https://x.org/a//b/",
     "unicode space runs: a\u3000\u3000b\u00a0\u00a0c\u2003\u2003\u2003d \u3000\u3000 e\u2028f\u0085\u0085g",
     "<s>at the start and at the end</s>",
@@ -311,6 +337,38 @@ def train_gemma3_harmony(out, train_path):
                  tokenizer_class="PreTrainedTokenizerFast")
 
 
+def train_qwen3_5(out, train_path):
+    """qwen3_5: the vocabulary trained on Qwen3.5's split, then the tokenizer built and saved by
+    transformers' Qwen3_5Tokenizer (its normalizer, pre-tokenizer and decoder, not ours)."""
+    try:
+        from transformers.models.qwen3_5.tokenization_qwen3_5 import Qwen3_5Tokenizer
+    except ImportError as e:
+        print(f"make_tokenizers: qwen3_5 not made: {e} (transformers 5.24 makes it)")
+        return
+    from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+    base = Tokenizer(models.BPE())
+    base.normalizer = normalizers.NFC()
+    base.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN3_5_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    # the training text and the cases with marks after letters, so that merges join them
+    marked = [c for c in CASES if isinstance(c, str) and any(unicodedata.category(ch)[0] == "M" for ch in c)]
+    with open(train_path, encoding="utf-8") as f:
+        text = f.read()
+    base.train_from_iterator([text] + marked * 20, trainers.BpeTrainer(
+        vocab_size=1100, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    model = json.loads(base.to_str())["model"]
+    vocab = {t: k for k, (t, _) in enumerate(sorted(model["vocab"].items(), key=lambda kv: kv[1]))}
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    tok = Qwen3_5Tokenizer(vocab=vocab, merges=merges)
+    tok.add_tokens([AddedToken(t, normalized=False, special=t not in QWEN_PLAIN) for t in QWEN_ADDED])
+    assert tok.convert_tokens_to_ids("</think>") == len(vocab) + len(QWEN_ADDED) - 1
+    d = os.path.join(out, "qwen3_5")
+    tok.save_pretrained(d)
+    with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+        json.dump({"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"]}, f, indent=1)
+
+
 def train_spm(out, train_path):
     import sentencepiece as spm
     for name, kind in (("spm_bpe", "bpe"), ("spm_unigram", "unigram")):
@@ -347,6 +405,7 @@ def main():
         f.write(b"\n".join(case_bytes()))
     train_hf(out, train_path)
     train_gemma3_harmony(out, train_path)
+    train_qwen3_5(out, train_path)
     train_spm(out, train_path)
     return 0
 

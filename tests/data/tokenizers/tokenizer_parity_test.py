@@ -3,8 +3,9 @@
 
   tokenizer_parity_test.py ZT_TOKENIZE ZT WORKDIR [SHIPPED_CORPUS]
 
-1. make_tokenizers.py trains nine small tokenizers in WORKDIR (byte-level BPE as GPT-2,
-   as Llama 3 (its regex, 256 specials), as Qwen2 (NFC, its regex) and as gpt-oss's
+1. make_tokenizers.py trains ten small tokenizers in WORKDIR (byte-level BPE as GPT-2,
+   as Llama 3 (its regex, 256 specials), as Qwen2 (NFC, its regex), as Qwen3.5 (made and
+   saved by transformers' Qwen3_5Tokenizer: NFC, letters with their marks) and as gpt-oss's
    o200k_harmony (tiktoken's o200k regex, the harmony specials at 199998-200018),
    SentencePiece-style BPE in tokenizer.json as TinyLlama, with Metaspace and as Gemma 3
    (262,145 tokens, byte fallback), SentencePiece BPE and unigram tokenizer.model) and
@@ -16,6 +17,10 @@
    it); sentencepiece gets the bytes. Byte-level tokenizers round-trip valid UTF-8 exactly.
    BOS/EOS: zt's prefix + ids + suffix == transformers-style add_special_tokens=True ids
    (the template, or tokenizer_config.json's add_bos_token/add_eos_token).
+   qwen3_5 also: AutoTokenizer picks Qwen3_5Tokenizer for the folder (config.json's
+   model_type qwen3_5; also where tokenizer_config.json names Qwen2's class, as Qwen3.5's
+   hub folders do) and its ids equal zt's; Qwen2's regex on the same vocabulary gives other
+   ids on some case (the corpus tells the two forms apart).
 3. `zt convert text-to-tokens --tokenizer DIR A.txt B.txt OUT.h5`: the tokens (h5py) are
    prefix + ids(A) + suffix + EOS, then B's; attributes name the tokenizer, its vocab and
    hash; `zt train` with model.vocab other than the file's vocab exits 2 naming both.
@@ -30,7 +35,7 @@ test's WORKDIR (data.hf.tokenizer_parity_unigram, FIXTURES_REQUIRED):
 it skips when Python's sentencepiece is not of libsentencepiece's series (0.1.x and 0.2.x
 break unigram ties differently); scripts/install-deps.sh --hf-peers installs a match.
 Exit 77 (CTest skip; a failure where CI requires its peers, ZT_REQUIRE_PEERS=1) without
-tokenizers, sentencepiece or h5py.
+tokenizers, sentencepiece, transformers or h5py.
 """
 import json
 import os
@@ -39,6 +44,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_tokenizers  # noqa: E402
 
 
 def unigram_ids(zt_tokenize, work):
@@ -66,6 +73,32 @@ def unigram_ids(zt_tokenize, work):
     return 1 if bad else 0
 
 
+def check_qwen3_5(folder, texts, zc, tok, transformers, tokenizers, check):
+    """transformers' own class on the folder as it loads a Qwen3.5 checkpoint's, and the
+    corpus's power to tell Qwen3.5's split from Qwen2's."""
+    cfg_path = os.path.join(folder, "tokenizer_config.json")
+    cfg = json.load(open(cfg_path))
+    for declared in (cfg.get("tokenizer_class"), "Qwen2TokenizerFast"):
+        cfg["tokenizer_class"] = declared
+        json.dump(cfg, open(cfg_path, "w"), indent=1)
+        hf = transformers.AutoTokenizer.from_pretrained(folder)
+        hf_ids = [hf(t, add_special_tokens=False)["input_ids"] for t in texts]
+        bad = [i for i in range(len(texts)) if zc[i]["ids"] != hf_ids[i]]
+        check(type(hf).__name__ == "Qwen3_5Tokenizer" and not bad,
+              f"qwen3_5: AutoTokenizer (tokenizer_class {declared}, model_type qwen3_5) is {type(hf).__name__}; "
+              f"its ids of {len(texts)} cases equal zt's ({len(bad)} differ)")
+    j = json.load(open(os.path.join(folder, "tokenizer.json")))
+    split = j["pre_tokenizer"]["pretokenizers"][0]
+    check(split["pattern"]["Regex"] == make_tokenizers.QWEN3_5_REGEX,
+          "qwen3_5: tokenizer.json holds the regex of transformers' Qwen3_5Tokenizer")
+    split["pattern"]["Regex"] = make_tokenizers.QWEN2_REGEX
+    qwen2 = tokenizers.Tokenizer.from_str(json.dumps(j))
+    differ = [i for i, t in enumerate(texts) if qwen2.encode(t, add_special_tokens=False).ids
+              != tok.encode(t, add_special_tokens=False).ids]
+    check(len(differ) > 0, f"qwen3_5: Qwen2's regex on the same vocabulary changes the ids of {len(differ)} cases "
+                           "(the corpus tells the two splits apart)")
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--unigram-ids":
         return unigram_ids(sys.argv[2], sys.argv[3])
@@ -76,7 +109,7 @@ def main():
     shipped = sys.argv[4] if len(sys.argv) == 5 else None
     sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
     from hf_common import require  # a missing module: skip, or fail in CI
-    h5py, np, spm, tokenizers = require("h5py", "numpy", "sentencepiece", "tokenizers")
+    h5py, np, spm, tokenizers, transformers = require("h5py", "numpy", "sentencepiece", "tokenizers", "transformers")
     lib = os.environ.get("ZT_LIBSENTENCEPIECE_VERSION", "")
     print(f"tokenizers {tokenizers.__version__}, sentencepiece {spm.__version__} "
           f"(zt links libsentencepiece {lib or '?'}); spm_unigram's ids: data.hf.tokenizer_parity_unigram",
@@ -96,7 +129,8 @@ def main():
         if not ok:
             failures.append(what)
 
-    names = ["gpt2", "llama3", "qwen2", "tinyllama", "metaspace", "gemma3", "o200k_harmony", "spm_bpe", "spm_unigram"]
+    names = ["gpt2", "llama3", "qwen2", "qwen3_5", "tinyllama", "metaspace", "gemma3", "o200k_harmony", "spm_bpe",
+             "spm_unigram"]
     info = {}
     for name in names:
         folder = os.path.join(work, name)
@@ -141,13 +175,15 @@ def main():
         for i in bad[:3]:
             print(f"  case {i}\n    zt     {bytes.fromhex(zc[i]['decoded_hex'])[:80]!r}\n    python {py_dec[i][:80]!r}")
         check(not bad, f"{name}: decodes equal Python's ({len(bad)} differ)")
-        if name in ("gpt2", "llama3", "qwen2"):
-            # valid UTF-8 without special-token text (decode skips special tokens); qwen2's NFC
+        if name == "qwen3_5":
+            check_qwen3_5(folder, texts, zc, tok, transformers, tokenizers, check)
+        if name in ("gpt2", "llama3", "qwen2", "qwen3_5"):
+            # valid UTF-8 without special-token text (decode skips special tokens); Qwen's NFC
             # normalizer: the texts already in NFC
             import unicodedata
             valid = [i for i, c in enumerate(cases) if c.decode("utf-8", errors="replace").encode() == c
-                     and b"<|" not in c
-                     and (name != "qwen2" or unicodedata.normalize("NFC", c.decode()) == c.decode())]
+                     and b"<|" not in c and b"think>" not in c and b"tool_call>" not in c
+                     and (not name.startswith("qwen") or unicodedata.normalize("NFC", c.decode()) == c.decode())]
             rt = [i for i in valid if bytes.fromhex(zc[i]["decoded_hex"]) != cases[i]]
             check(not rt, f"{name}: decode(encode(text)) == text on {len(valid)} valid UTF-8 cases")
         check((z["info"]["prefix"], z["info"]["suffix"]) == (specials[0], specials[1]),
