@@ -72,10 +72,12 @@ struct Config {
   bool local_rope(int64_t l) const { return rope_local_theta > 0 && sliding(l); }
   // Gemma's attention and head (the other families leave them 0): scores scaled by
   // query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (0: head_dim); the final logits
-  // soft-capped as cap tanh(logits / cap) (0: none). Gemma 2's attn_logit_softcapping is
-  // refused at import: the attention kernels do not cap scores yet.
+  // soft-capped as cap tanh(logits / cap) (0: none); the attention's scaled scores z
+  // soft-capped as cap tanh(z / cap) before the mask and softmax (Gemma 2's
+  // attn_logit_softcapping; 0: none).
   double query_pre_attn_scalar = 0.0;
   double final_logit_softcap = 0.0;
+  double attn_logit_softcap = 0.0;
   // gpt-oss's experts (family row expert_bias): h = (clamp(up, -limit, limit) + 1) * g
   // sigmoid(alpha g) with g = min(gate, limit) (transformers' GptOssExperts); 0: SwiGLU.
   double swiglu_limit = 0.0;
