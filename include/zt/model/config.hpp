@@ -141,7 +141,7 @@ struct Config {
   static constexpr int64_t kMaxDeviceExperts = 1 << 10;
   // The largest head dim of the GPU model's attention (the largest of
   // kernels::cuda::attention_head_dims; the GPU model refuses the others by name).
-  static constexpr int64_t kMaxDeviceHeadDim = 128;
+  static constexpr int64_t kMaxDeviceHeadDim = 256;
   static std::vector<std::string> preset_names();
 
   // Throws zt::InputError naming the first bad field ("model.hidden", "model.heads", ...)
@@ -164,7 +164,8 @@ struct Config {
   // check_block = false: only the sizes (zt estimate reports device_model_gap() instead).
   void validate_for_device(bool check_block = true) const;
   // What the GPU model lacks to run this config ("" when it runs it): every family's block
-  // runs; a head dim above kMaxDeviceHeadDim has no CUDA attention kernel (Gemma 3 1b's 256).
+  // runs; a head dim above kMaxDeviceHeadDim (256, Gemma 3 1b-12b's) has no CUDA attention
+  // kernel (the GPU model names the head dims between that it lacks).
   std::string device_model_gap() const;
 
   // The architecture pieces of the family (family table, config.cpp):
