@@ -644,7 +644,8 @@ line_Q() {
 # layers s f s f with window 16 and the sliding layers' own RoPE base) and as gpt_oss
 # (attention biases and sinks, layers s f s f, yarn 4 over 32, the biased router's softmax
 # over the top 2 of 4 logits, experts with biases and the clamped SwiGLU), 10 steps, stage
-# 0, GPU vs CPU; and gpt_oss with moe.expert_parallel = 2 at 2 ranks on one GPU
+# 0, GPU vs CPU; gemma3_text again with Gemma 3 1b's head dim 256 and the attention
+# soft-cap 5; and gpt_oss with moe.expert_parallel = 2 at 2 ranks on one GPU
 # (comm.backend = mpi, train.share_gpu, stage 1) vs the CPU run of EP 1.
 line_G() {
   local w rc=0
@@ -658,6 +659,8 @@ line_G() {
             --set model.experts=4 --set model.experts_per_token=2 --set model.swiglu_limit=7)
   if ! have_gpu && ! dry; then no_gpu G g_gemma_gpu --set train.device=cuda --set zero.stage=0 "${gm[@]}"; return; fi
   twin "G gemma3_text, stage 0, 1 rank" g_gemma 1e-5 --set zero.stage=0 "${gm[@]}" || rc=1
+  twin "G gemma3_text head dim 256, attention soft-cap 5, stage 0, 1 rank" g_gemma256 1e-5 \
+    --set zero.stage=0 "${gm[@]}" --set model.head_dim=256 --set model.attn_logit_softcap=5 || rc=1
   twin "G gpt_oss, stage 0, 1 rank" g_gptoss 1e-4 --set zero.stage=0 "${go[@]}" || rc=1
   if train g_gptoss_ep2_gpu 2 --set train.device=cuda --set train.share_gpu=true --set comm.backend=mpi \
        --set zero.stage=1 --set moe.expert_parallel=2 "${go[@]}"; then

@@ -6,6 +6,7 @@
 #include "hf_json.hpp"
 #include "zt/core/error.hpp"
 #include "zt/core/json.hpp"
+#include "zt/core/log.hpp"
 
 namespace zt::ckpt {
 
@@ -160,10 +161,14 @@ void read_layer_schedule(const json& j, const std::string& where, model::Config&
     bad(where, "query_pre_attn_scalar", "is " + describe_json(j.at("query_pre_attn_scalar")) +
                                             "; it must be > 0");
   m.final_logit_softcap = get_double(j, "final_logit_softcapping", where, 0.0);
+  // transformers 5.24's Gemma3Attention never passes the cap to its attention (Gemma 2's
+  // does): the model transformers runs has none, and zt's import of the key would cap.
   if (get_double(j, "attn_logit_softcapping", where, 0.0) != 0.0)
-    bad(where, "attn_logit_softcapping", "is " + describe_json(j.at("attn_logit_softcapping")) +
-                                             "; zt's attention does not soft-cap scores (Gemma "
-                                             "2's); Gemma 3 sets it null");
+    bad(where, "attn_logit_softcapping",
+        "is " + describe_json(j.at("attn_logit_softcapping")) +
+            "; transformers' Gemma3ForCausalLM does not apply it (Gemma 3 sets it null), so zt "
+            "would run another model than transformers does: set it null (transformers' logits "
+            "do not change)");
 }
 
 static void write_layer_types(const model::Config& cfg, json& j) {
@@ -191,7 +196,7 @@ void write_layer_schedule(const model::Config& cfg, json& j) {
   j["query_pre_attn_scalar"] = q == std::floor(q) && q < 9e15 ? json(static_cast<int64_t>(q)) : json(q);
   j["final_logit_softcapping"] =
       cfg.final_logit_softcap > 0 ? json(cfg.final_logit_softcap) : json(nullptr);
-  j["attn_logit_softcapping"] = nullptr;
+  j["attn_logit_softcapping"] = nullptr;  // check_schedule_exportable: no cap
   j["use_bidirectional_attention"] = false;
 }
 
@@ -235,6 +240,12 @@ void write_window(const model::Config& cfg, const model::Family& fam, json& j) {
 }
 
 void check_schedule_exportable(const model::Config& cfg, const model::Family& fam) {
+  if (cfg.attn_logit_softcap > 0)
+    throw InputError("a model with model.attn_logit_softcap = " + strf("%g", cfg.attn_logit_softcap) +
+                         " has no Hugging Face form zt writes: transformers' Gemma3ForCausalLM "
+                         "ignores attn_logit_softcapping",
+                     "keep the checkpoint in zt's format (zt generate, zt train), or train "
+                     "without the cap (model.attn_logit_softcap = 0) to export.");
   if (fam.window == model::Family::kLayerTypes) {
     if (fam.rope_per_type && cfg.rope_local_theta == 0 && cfg.rope_scaling.type != "default")
       throw InputError("a " + cfg.family + " model whose sliding layers share a scaled RoPE has no "

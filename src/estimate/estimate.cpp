@@ -7,6 +7,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
+#include "zt/kernels/attention.hpp"
 #include "zt/kernels/nf4.hpp"
 #include "zt/model/device_workspace.hpp"
 #include "zt/model/layout.hpp"
@@ -147,7 +148,7 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   // (one beside the shared block for eval and recompute, and one per layer without)
   if (ep) e += to_u64(recompute ? 1 : c.layers + 1) * expert_parallel_layer(c, N, expert_parallel);
   // backward scratch: dres, dxn [N, C]; datt, dq [N, H*D]; dk, dv [N, G*D]; dh, dgate,
-  // dup [N, I]; attention backward scratch T*T per thread
+  // dup [N, I]; the attention backward's scratch (kernels::cpu::attention_backward_scratch)
   // (with experts instead of dh, dgate, dup: router logits and their gradient [N, E], dw
   // [N, k], the aux gradient [E], and the recomputed sum [N, C])
   e += to_u64(2 * N * C + 2 * N * HD + 2 * N * GD);
@@ -158,7 +159,7 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
                         (c.router_aux_loss ? c.experts : 0) + (recompute ? N * C : 0) +
                         3 * N * width + (c.shared_expert() ? N * C + N : 0))
                : to_u64(3 * N * I);
-  e += to_u64(T * T * std::max(threads, 0));
+  e += to_u64(kernels::cpu::attention_backward_scratch(T, std::max(threads, 0)));
   return e * static_cast<u64>(elem_bytes);
 }
 

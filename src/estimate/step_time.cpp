@@ -71,7 +71,7 @@ class Builder {
 
 bool cudnn_attention_expected(const model::Config& cfg) {
   const int64_t D = cfg.head_dim();
-  return D % 8 == 0 && D <= 128;
+  return D % 8 == 0 && D <= 128 && !cfg.attention_sinks() && cfg.attn_logit_softcap <= 0;
 }
 
 StepTime step_time(const model::Config& cfg, int64_t B, int64_t T_in, bool recompute,

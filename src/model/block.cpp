@@ -44,7 +44,7 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   cpu::rope_forward(a.k.data(), cos, sin, B, T, G, D, pos);
   scale_by(a.q.data(), N * H * D, cfg.query_scale());
   cpu::attention_forward(a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), B, T,
-                       H, G, D, pos, cfg.window(l), at(p, o.sinks));
+                       H, G, D, pos, cfg.window(l), at(p, o.sinks), cfg.attn_logit_softcap);
   attn_out(l, p, a, x_in, N);
   mlp_forward(l, p, x_out, a, N);
 }
@@ -121,7 +121,7 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
   cpu::rope_forward(kc + past * GD, cos, sin, 1, n, G, D);
   scale_by(a.q.data(), n * H * D, cfg.query_scale());
   cpu::attention_decode(a.att.data(), decode_scores.data(), a.q.data(), kc, vc, n, past, H, G, D,
-                      cfg.window(l), at(p, o.sinks));
+                      cfg.window(l), at(p, o.sinks), cfg.attn_logit_softcap);
   attn_out(l, p, a, x_in, n);
   mlp_forward(l, p, x_out, a, n);
 }
@@ -157,7 +157,8 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
   if (dsink) dsink_.resize(static_cast<size_t>(H));
   cpu::attention_backward(dq.data(), dk.data(), dv.data(), attn_scratch.data(), datt.data(),
                         a.q.data(), a.k.data(), a.v.data(), a.probs.data(), B, T, H, G, D,
-                        /*accumulate=*/false, dsink ? dsink_.data() : nullptr);
+                        /*accumulate=*/false, dsink ? dsink_.data() : nullptr,
+                        cfg.attn_logit_softcap);
   for (int64_t h = 0; dsink && h < H; ++h) dsink[h] += dsink_[static_cast<size_t>(h)];
   scale_by(dq.data(), N * H * D, cfg.query_scale());
   const auto [cos, sin] = rope_of(l);

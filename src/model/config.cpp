@@ -446,6 +446,8 @@ void Config::validate_schedule() const {
                "scores are scaled by query_pre_attn_scalar^-0.5 (Gemma 3 1B: 256); 0: head_dim.");
   non_negative(final_logit_softcap, "final_logit_softcap",
                "logits are capped as cap tanh(logits / cap) (Gemma 2: 30); 0: none.");
+  non_negative(attn_logit_softcap, "attn_logit_softcap",
+               "attention scores are capped as cap tanh(score / cap) (Gemma 2: 50); 0: none.");
 }
 
 std::string Config::device_model_gap() const {

@@ -203,6 +203,12 @@ const ConfigField kFields[] = {
     {.key = "final_logit_softcap", .attr = "final_logit_softcap", .hf = "final_logit_softcapping", .hf_form = F::kHfSchedule,
      .ref = ZT_FIELD(final_logit_softcap), .min = 0, .max = 1e12,
      .help = "override: logits capped as cap tanh(logits / cap) (Gemma 2: 30; 0: none)"},
+    // No config.json key: transformers 5.24's Gemma3Attention ignores attn_logit_softcapping
+    // (hf_schedule.cpp refuses it on import, and a capped model on export).
+    {.key = "attn_logit_softcap", .attr = "attn_logit_softcap",
+     .ref = ZT_FIELD(attn_logit_softcap), .min = 0, .max = 1e12,
+     .help = "override: attention scores capped as cap tanh(score / cap) before the softmax "
+             "(Gemma 2: 50; 0: none)"},
     {.key = "mlp_only_layers", .attr = "mlp_only_layers", .hf = "mlp_only_layers", .hf_form = F::kHfMoe,
      .ref = ZT_FIELD(mlp_only_layers), .resume = F::kLayers,
      .help = "override: layers with the dense MLP among the experts' ones, comma-separated "

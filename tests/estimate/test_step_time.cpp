@@ -87,6 +87,12 @@ TEST(StepTime, AttentionPathMatters) {
   const auto cfg = model::Config::preset("open-llama-3b");
   EXPECT_FALSE(cudnn_attention_expected(cfg));
   EXPECT_TRUE(cudnn_attention_expected(model::Config::preset("tinyllama-1.1b")));
+  // zt's kernel too for sinks (gpt-oss), the attention soft-cap and head dim 256 (Gemma 3)
+  EXPECT_FALSE(cudnn_attention_expected(model::Config::preset("gpt-oss-20b")));
+  EXPECT_FALSE(cudnn_attention_expected(model::Config::preset("gemma-3-1b")));
+  auto capped = model::Config::preset("tinyllama-1.1b");
+  capped.attn_logit_softcap = 50;
+  EXPECT_FALSE(cudnn_attention_expected(capped));
   const GpuSpec h100 = find_gpu(load_shipped_gpus(), "h100-sxm");
   const StepTime zt = step_time(cfg, 1, 2048, false, h100, false);
   const StepTime cu = step_time(cfg, 1, 2048, false, h100, true);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""zt's RoPE scaling, partial rotary and attention sinks (rope_attention_tool, float64)
-against transformers:
+"""zt's RoPE scaling, partial rotary, attention sinks and attention logit soft-capping
+(rope_attention_tool, float64) against transformers:
 
 - yarn: ROPE_INIT_FUNCTIONS["yarn"]'s inverse frequencies and attention factor for
   gpt-oss's rope_scaling (factor 32, beta_fast 32, beta_slow 1, original context 4096,
@@ -12,7 +12,10 @@ against transformers:
   applied as PhiAttention does (rotate_half on the first rotary dims, the rest passed
   through), and gpt-oss's yarn rotary embedding (cos and sin times the attention factor)
   applied with its apply_rotary_pos_emb, on random vectors at positions 0..47;
-- sinks: gpt-oss's eager_attention_forward (sinks, sliding window 3 and full causal, GQA).
+- sinks: gpt-oss's eager_attention_forward (sinks, sliding window 3 and full causal, GQA);
+- soft-cap: Gemma 2's eager_attention_forward with softcap (attn_logit_softcapping) 3 and
+  a sliding window, scores scaled by query_pre_attn_scalar^-0.5; a cap of 4.5 moves
+  transformers' output by more than the bound (the check can fail).
 
 Bounds: inverse frequencies within 2e-6 relative (transformers computes them in float32:
 theta ** (2i / d), its reciprocal and the ramp blend, a few float32 ulps of 6e-8 each; zt
@@ -37,6 +40,7 @@ if len(sys.argv) != 3:
 tool, work = sys.argv[1], sys.argv[2]
 np, torch, transformers = require("numpy", "torch", "transformers")
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
+from transformers.models.gemma2 import modeling_gemma2 as g2  # noqa: E402
 from transformers.models.gpt_oss import modeling_gpt_oss as go  # noqa: E402
 from transformers.models.phi import modeling_phi as phi  # noqa: E402
 
@@ -131,25 +135,55 @@ def check_partial(name, head_dim, partial):
     close("rotated, rest passed through", y, theirs.numpy(), 2e-5)
 
 
+class Module(torch.nn.Module):
+    """The attention module transformers' eager_attention_forward reads (GQA, eval)."""
+    def __init__(self, H, G):
+        super().__init__()
+        self.num_key_value_groups = H // G
+        self.training = False
+
+
+def causal_mask(T, window):
+    i = torch.arange(T)
+    allowed = (i[None, :] <= i[:, None]) & ((window <= 0) | (i[None, :] > i[:, None] - window))
+    return torch.zeros(T, T).masked_fill(~allowed, float("-inf"))[None, None]
+
+
+def as_zt(t):
+    return t.transpose(1, 2).double().numpy()  # [B, T, heads, D]
+
+
 def check_sinks(name, B, T, H, G, D, window):
     print("%s: B %d T %d H %d G %d D %d window %d" % (name, B, T, H, G, D, window))
     q, k, v = torch.randn(B, H, T, D), torch.randn(B, G, T, D), torch.randn(B, G, T, D)
     sinks = torch.randn(H) * 2
-
-    class Module(torch.nn.Module):
-        num_key_value_groups = H // G
-        training = False
-
-    mod = Module()
+    mod = Module(H, G)
     mod.sinks = sinks
-    i = torch.arange(T)
-    allowed = (i[None, :] <= i[:, None]) & ((window <= 0) | (i[None, :] > i[:, None] - window))
-    mask = torch.zeros(T, T).masked_fill(~allowed, float("-inf"))[None, None]
-    theirs, _ = go.eager_attention_forward(mod, q, k, v, mask, D ** -0.5)  # [B, T, H, D]
-    as_zt = lambda t: t.transpose(1, 2).double().numpy()  # [B, T, heads, D]
-    ours = run("attention", [B, T, H, G, D, window], as_zt(q), as_zt(k), as_zt(v),
+    theirs, _ = go.eager_attention_forward(mod, q, k, v, causal_mask(T, window), D ** -0.5)
+    ours = run("attention", [B, T, H, G, D, window, 0, 1], as_zt(q), as_zt(k), as_zt(v),
                sinks.double().numpy())
     close("out (eager_attention_forward)", ours.reshape(B, T, H, D), theirs.numpy(), 1e-5)
+
+
+def check_softcap(name, B, T, H, G, D, window, cap, scalar):
+    """Gemma 2's eager attention: scores q k^T scalar^-0.5, capped, masked, softmax. zt's
+    kernel scales by D^-0.5: q is handed to it times sqrt(D / scalar), as zt's model does."""
+    print("%s: B %d T %d H %d G %d D %d window %d cap %g" % (name, B, T, H, G, D, window, cap))
+    q, k, v = torch.randn(B, H, T, D) * 2, torch.randn(B, G, T, D), torch.randn(B, G, T, D)
+    mask, mod = causal_mask(T, window), Module(H, G)
+    theirs, _ = g2.eager_attention_forward(mod, q, k, v, mask, scaling=scalar ** -0.5,
+                                           softcap=cap)
+    ours = run("attention", [B, T, H, G, D, window, cap, 0], as_zt(q) * (D / scalar) ** 0.5,
+               as_zt(k), as_zt(v))
+    close("out (gemma2 eager_attention_forward)", ours.reshape(B, T, H, D), theirs.numpy(), 1e-5)
+    other, _ = g2.eager_attention_forward(mod, q, k, v, mask, scaling=scalar ** -0.5,
+                                          softcap=1.5 * cap)
+    moved = float((other - theirs).abs().max())
+    ok = moved > 1e-3
+    print("  %-34s moves transformers' output by %.3e %s" % ("cap x 1.5", moved,
+                                                             "ok" if ok else "FAIL"))
+    if not ok:
+        failures.append(name + ": cap x 1.5 does not move the output")
 
 
 gpt_oss = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -167,6 +201,8 @@ check_partial("partial rotary 0.4", 80, 0.4)
 check_sinks("gpt-oss sinks, full causal", 2, 19, 4, 2, 16, 0)
 check_sinks("gpt-oss sinks, sliding window 3", 2, 19, 4, 2, 16, 3)
 check_sinks("gpt-oss sinks, MQA window 7", 1, 23, 3, 1, 8, 7)
+check_softcap("Gemma 2 soft-cap 3, full causal", 2, 19, 4, 2, 16, 0, 3.0, 24.0)
+check_softcap("Gemma 2 soft-cap 3, sliding window 5", 2, 19, 4, 2, 16, 5, 3.0, 24.0)
 
 if failures:
     print("FAIL: " + ", ".join(failures))

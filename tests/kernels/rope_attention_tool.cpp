@@ -4,8 +4,9 @@
 //                  original_max_position_embeddings, truncate (0/1), mscale, mscale_all_dim,
 //                  attention_factor, T, nh, D, then x [T, nh, D] (positions 0 .. T-1)
 //              OUT rope_attention_factor, rope_inv_freq [rd/2], y [T, nh, D]
-//   attention: IN  B, T, H, G, D, window, then q [B, T, H, D], k, v [B, T, G, D], sink [H]
-//              OUT out [B, T, H, D] (attention_forward with the sinks)
+//   attention: IN  B, T, H, G, D, window, softcap, sinks (0/1), then q [B, T, H, D],
+//                  k, v [B, T, G, D], and sink [H] when sinks is 1
+//              OUT out [B, T, H, D] (attention_forward with the soft-cap and the sinks)
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -59,14 +60,14 @@ void rope(std::ifstream& in, std::ofstream& out) {
 }
 
 void attention(std::ifstream& in, std::ofstream& out) {
-  const auto h = take(in, 6);
+  const auto h = take(in, 8);
   const int64_t B = whole(h[0]), T = whole(h[1]), H = whole(h[2]), G = whole(h[3]),
                 D = whole(h[4]), window = whole(h[5]);
   const auto q = take(in, B * T * H * D), kk = take(in, B * T * G * D), v = take(in, B * T * G * D);
-  const auto sink = take(in, H);
+  const auto sink = h[7] != 0 ? take(in, H) : std::vector<double>();
   std::vector<double> o(q.size()), probs(static_cast<size_t>(B * H * T * T));
   k::cpu::attention_forward(o.data(), probs.data(), q.data(), kk.data(), v.data(), B, T, H, G, D,
-                            nullptr, window, sink.data());
+                            nullptr, window, sink.empty() ? nullptr : sink.data(), h[6]);
   put(out, o);
 }
 

@@ -1,5 +1,5 @@
-// Partial rotary RoPE, yarn's attention factor in the tables, and attention sinks
-// (gpt-oss): finite-difference gradient checks in double (five-point, h = 1e-3, relative
+// Partial rotary RoPE, yarn's attention factor in the tables, attention sinks (gpt-oss)
+// and attention logit soft-capping (Gemma 2's): finite-difference gradient checks in double (five-point, h = 1e-3, relative
 // error bound 1e-6 as test_ops_gradcheck.cpp), the sinks' gradient included; the sink
 // forward against a direct softmax with the sink column; the decode path against the
 // forward. transformers' values: rope_attention_peer_test.py.
@@ -71,9 +71,11 @@ TEST(RopePartial, GradcheckAndPassThrough) {
 }
 
 // Direct softmax with the sink column: out[b, t, h] = sum_s p_s v_s, the sink's weight
-// dropped, keys lo..t with lo from the window.
+// dropped, keys lo..t with lo from the window; with cap > 0 each scaled score z becomes
+// cap tanh(z / cap) first (transformers' eager attention of Gemma 2 / 3).
 Vec direct_sink_attention(const Vec& q, const Vec& k, const Vec& v, const Vec& sink, int64_t B,
-                          int64_t T, int64_t H, int64_t G, int64_t D, int64_t w) {
+                          int64_t T, int64_t H, int64_t G, int64_t D, int64_t w,
+                          double cap = 0) {
   Vec out(q.size(), 0.0);
   const double scale = 1 / std::sqrt(static_cast<double>(D));
   for (int64_t b = 0; b < B; ++b)
@@ -86,7 +88,8 @@ Vec direct_sink_attention(const Vec& q, const Vec& k, const Vec& v, const Vec& s
           double d = 0;
           for (int64_t i = 0; i < D; ++i)
             d += q[((b * T + t) * H + h) * D + i] * k[((b * T + s) * G + g) * D + i];
-          den += (e[s - lo] = std::exp(d * scale));
+          const double z = cap > 0 ? cap * std::tanh(d * scale / cap) : d * scale;
+          den += (e[s - lo] = std::exp(z));
         }
         for (int64_t s = lo; s <= t; ++s)
           for (int64_t i = 0; i < D; ++i)
@@ -148,6 +151,58 @@ TEST(AttentionSink, ForwardDecodeAndGradcheck) {
         attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), R.data(), q.data(),
                            k.data(), v.data(), probs.data(), B, T, H, G, D, true, acc.data());
         for (int64_t h = 0; h < H; ++h) EXPECT_NEAR(acc[h], 1.0 + ds[h], 1e-14) << tag;
+      }
+}
+
+// Attention logit soft-capping, with and without sinks, windows and packed positions:
+// forward against the direct capped softmax, decode against the forward, dq, dk, dv,
+// dsink against finite differences. Scores reach several times the cap (q scaled by 2),
+// so the cap bends them; a different cap moves the output.
+TEST(AttentionSoftcap, ForwardDecodeAndGradcheck) {
+  const int64_t B = 2, T = 7, D = 4, H = 4, G = 2;
+  const double cap = 1.0;
+  const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 0, 1, /**/ 0, 1, 0, 1, 2, 3, 4};
+  for (const bool with_sink : {false, true})
+    for (const int64_t w : {int64_t{0}, int64_t{3}})
+      for (const int32_t* p : {static_cast<const int32_t*>(nullptr), pos.data()}) {
+        const std::string tag = std::string("softcap") + (with_sink ? " sink" : "") +
+                                " window " + std::to_string(w) + (p ? " packed" : "");
+        auto q = randn(B * T * H * D, 71, 2.0), k = randn(B * T * G * D, 72);
+        auto v = randn(B * T * G * D, 73), R = randn(B * T * H * D, 74);
+        auto sink = randn(H, 75, 1.5);
+        const double* sk = with_sink ? sink.data() : nullptr;
+        const auto run = [&](double c) {
+          Vec out(q.size()), probs(B * H * T * T);
+          attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(), B, T, H, G,
+                            D, p, w, sk, c);
+          return std::pair{out, probs};
+        };
+        auto f = [&] { return dot(run(cap).first, R); };
+        const auto [out, probs] = run(cap);
+        EXPECT_GT(max_abs_diff(out, run(1.2 * cap).first), 1e-3) << tag;
+        if (!p) {
+          const Vec none(H, -INFINITY);
+          EXPECT_LT(max_abs_diff(out, direct_sink_attention(q, k, v, with_sink ? sink : none, B,
+                                                            T, H, G, D, w, cap)),
+                    1e-13)
+              << tag;
+          Vec dec(T * H * D), scores(H * T);  // batch 0, 3 positions, then one at a time
+          attention_decode(dec.data(), scores.data(), q.data(), k.data(), v.data(), 3, 0, H, G,
+                           D, w, sk, cap);
+          for (int64_t t = 3; t < T; ++t)
+            attention_decode(dec.data() + t * H * D, scores.data(), q.data() + t * H * D,
+                             k.data(), v.data(), 1, t, H, G, D, w, sk, cap);
+          EXPECT_LT(max_abs_diff(dec, Vec(out.begin(), out.begin() + T * H * D)), 1e-13) << tag;
+        }
+        Vec dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0), ds(H, 7.0);
+        Vec scratch(attention_backward_scratch(T, omp_get_max_threads()));
+        attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), R.data(), q.data(),
+                           k.data(), v.data(), probs.data(), B, T, H, G, D, false,
+                           with_sink ? ds.data() : nullptr, cap);
+        expect_ok(check_all(f, q, dq, kH, kFloor), tag + " dq");
+        expect_ok(check_all(f, k, dk, kH, kFloor), tag + " dk");
+        expect_ok(check_all(f, v, dv, kH, kFloor), tag + " dv");
+        if (with_sink) expect_ok(check_all(f, sink, ds, kH, kFloor), tag + " dsink");
       }
 }
 

@@ -54,7 +54,7 @@ class AttentionTest : public GpuTest {
     auto dout = poisoned<T>(B * Tn * H * D);
     auto dlse = poisoned<float>(B * H * Tn);
     fwd(dout.data(), dlse.data(), dq_in.data(), dk_in.data(), dv_in.data(), B, Tn, H, G, D,
-        nullptr, nullptr, 0, nullptr);
+        nullptr, nullptr, 0, nullptr, 0.0);
 
     Vec out(B * Tn * H * D), probs(B * H * Tn * Tn);
     cpu::attention_forward<double>(out.data(), probs.data(), q.data(), k.data(), v.data(), B, Tn,
@@ -70,7 +70,7 @@ class AttentionTest : public GpuTest {
     auto delta = poisoned<float>(B * H * Tn);
     bwd(ddq.data(), ddk.data(), ddv.data(), delta.data(), dR.data(), dout.data(), dq_in.data(),
         dk_in.data(), dv_in.data(), dlse.data(), B, Tn, H, G, D, accumulate, nullptr, nullptr, 0, nullptr,
-        nullptr);
+        nullptr, 0.0);
     Vec rdq = accumulate ? dq0 : Vec(q.size(), 0.0);
     Vec rdk = accumulate ? dk0 : Vec(k.size(), 0.0);
     Vec rdv = accumulate ? dv0 : Vec(v.size(), 0.0);
@@ -281,11 +281,11 @@ TEST_F(AttentionTest, TimingReportTinyllamaShape) {
     for (int rep = 0; rep < 3; ++rep) {  // the first builds plans / warms up; the last counts
       ZT_CUDA_CHECK(cudaEventRecord(t0));
       fwd(out.data(), lse.data(), dq_in.data(), dk_in.data(), dv_in.data(), B, Tn, H, G, D,
-          nullptr, nullptr, 0, nullptr);
+          nullptr, nullptr, 0, nullptr, 0.0);
       ZT_CUDA_CHECK(cudaEventRecord(t1));
       bwd(dq.data(), dk.data(), dv.data(), delta.data(), dout.data(), out.data(), dq_in.data(),
           dk_in.data(), dv_in.data(), lse.data(), B, Tn, H, G, D, false, nullptr, nullptr, 0, nullptr,
-          nullptr);
+          nullptr, 0.0);
       ZT_CUDA_CHECK(cudaEventRecord(t2));
       ZT_CUDA_CHECK(cudaEventSynchronize(t2));
       ZT_CUDA_CHECK(cudaEventElapsedTime(&fwd_ms, t0, t1));
@@ -309,6 +309,9 @@ TEST(AttentionShapes, UnsupportedHeadDimIsAnInputError) {
   EXPECT_TRUE(attention_head_dim_supported(112));
   EXPECT_TRUE(attention_head_dim_supported(128));
   EXPECT_TRUE(attention_head_dim_supported(100));  // open-llama-3b
+  EXPECT_TRUE(attention_head_dim_supported(256));  // gemma-3-1b, 4b, 12b
+  EXPECT_FALSE(attention_head_dim_supported(192));
+  EXPECT_FALSE(attention_head_dim_supported(512));
   try {
     attention_forward<float>(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 2, 1, 40);
     FAIL() << "no error";

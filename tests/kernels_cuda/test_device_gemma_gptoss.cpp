@@ -44,6 +44,23 @@ TEST_F(DeviceModelTest, Gemma3TextFp32) {
                                     true);
 }
 
+// Gemma 3 1b-12b's head dim 256 (zt's kernel, 16-row tiles) and the attention soft-cap
+// (model.attn_logit_softcap): loss, logits and every gradient against Model<double>.
+TEST_F(DeviceModelTest, Gemma3HeadDim256AndAttentionSoftcap) {
+  Config cfg = tiny_gemma(false);
+  cfg.head_dim_ = 256;
+  check_model<double, float, float>(cfg, 2, 40, 1e-5, 1e-5, "gemma3_text D 256 fp32", true);
+  cfg.attn_logit_softcap = 0.5;
+  check_model<double, float, float>(cfg, 2, 40, 1e-5, 1e-5, "gemma3_text D 256 softcap fp32",
+                                    true, true);
+  Config small = tiny_gemma(true);
+  small.attn_logit_softcap = 0.5;
+  check_model<double, float, float>(small, 2, 40, 1e-5, 1e-5, "gemma3_text softcap tied fp32",
+                                    true);
+  check_model<double, bf16_t, float>(small, 2, 40, 1e-2, 5e-2,
+                                     "gemma3_text softcap bf16-mixed", true);
+}
+
 TEST_F(DeviceModelTest, GptOssFp32) {
   const Config cfg = tiny_gpt_oss(4, 2);
   check_model<double, float, float>(cfg, 2, 40, 1e-5, 1e-5, "gpt_oss fp32", true);

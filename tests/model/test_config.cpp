@@ -123,19 +123,22 @@ TEST(Config, Llama3InverseFrequenciesEqualTransformers) {
   }
 }
 
-// The GPU model runs gpt_oss and gemma3_text blocks; a head dim its attention lacks (Gemma 3
-// 1b's 256) is refused by name (train.device = cpu runs it); zt estimate sizes it
-// (validate_for_device(false)) and names the gap.
+// The GPU model runs gpt_oss and gemma3_text blocks, Gemma 3 1b-12b's head dim 256
+// included; a head dim its attention lacks (512) is refused by name (train.device = cpu
+// runs it); zt estimate sizes it (validate_for_device(false)) and names the gap.
 TEST(Config, DeviceModelGapNamesTheHeadDim) {
   EXPECT_EQ(Config::preset("gpt-oss-20b").device_model_gap(), "");
   EXPECT_NO_THROW(Config::preset("gpt-oss-20b").validate_for_device());
   EXPECT_EQ(Config::preset("llama-3.2-1b").device_model_gap(), "");
   Config g = Config::preset("gemma-3-1b");
+  EXPECT_EQ(g.device_model_gap(), "");
+  EXPECT_NO_THROW(g.validate_for_device());
+  g.head_dim_ = 512;
   try {
     g.validate_for_device();
-    ADD_FAILURE() << "head dim 256 accepted on the GPU";
+    ADD_FAILURE() << "head dim 512 accepted on the GPU";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("head dim 256"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head dim 512"), std::string::npos) << e.what();
     EXPECT_NE(e.hint().find("train.device = cpu"), std::string::npos);
   }
   EXPECT_NO_THROW(g.validate_for_device(false));

@@ -61,6 +61,15 @@ TEST(Decode, GptOssMatchesFullForwardInDouble) {
   check_decode<double>(longer(testing::small_gpt_oss(/*tied=*/true)), 16, 5, 1e-12);
 }
 
+// Gemma 3 with the attention soft-cap: the cap in the cached attention (and the window, the
+// RoPE per layer type) as in the full forward.
+TEST(Decode, AttentionSoftcapMatchesFullForwardInDouble) {
+  Config c = longer(testing::small_gemma());
+  c.attn_logit_softcap = 0.5;
+  check_decode<double>(c, 16, 1, 1e-12);
+  check_decode<double>(c, 16, 5, 1e-12);
+}
+
 TEST(Decode, MatchesFullForwardInFloatOnTheTinyPreset) {
   Config cfg = Config::preset("tiny");
   ASSERT_LT(cfg.kv_heads, cfg.heads);  // grouped-query attention is exercised

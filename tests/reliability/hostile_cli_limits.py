@@ -32,6 +32,7 @@ KEY_LIMITS = {
     'model.rope_local_theta': ('float', 0, 1000000000000, False),
     'model.query_pre_attn_scalar': ('float', 0, 1000000000000, False),
     'model.final_logit_softcap': ('float', 0, 1000000000000, False),
+    'model.attn_logit_softcap': ('float', 0, 1000000000000, False),
     'model.norm_eps': ('float', 0, 1, True),
     'model.sliding_window': ('int', 0, 16777216, False),
     'model.experts': ('int', 0, 4096, False),

@@ -61,7 +61,8 @@ StepTime step_time(const model::Config& cfg, int64_t B, int64_t T, bool recomput
                    const GpuSpec& gpu, bool cudnn_attention, const Efficiency& eff = {});
 
 // Whether zt takes cuDNN's fused attention for this model in bf16 (head_dim % 8 == 0 and
-// <= 128, the rule of zt::kernels::cuda::attention_path when cuDNN loads).
+// <= 128, no sinks and no attention soft-cap: the rule of zt::kernels::cuda::attention_path
+// and its launchers when cuDNN loads).
 bool cudnn_attention_expected(const model::Config& cfg);
 
 }  // namespace zt::estimate

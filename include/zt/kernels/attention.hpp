@@ -17,6 +17,10 @@
 // so each row of P sums to 1 - p_sink(t) < 1. Backward: dz_ts = P_ts (dP_ts - d_t) with
 // d_t = sum_s P_ts dP_ts = dO_t . O_t (the sink's dP is 0), and
 //   dsink_h = -sum_(b, t) p_sink(b, h, t) d_t,  p_sink = 1 - sum_s P_ts.
+// Attention logit soft-capping (Gemma 2's attn_logit_softcapping; transformers' eager
+// attention of gemma2/gemma3): with cap > 0 the scaled scores z = s q_t . k_s are replaced
+// by cap tanh(z / cap) before the mask and the softmax (the sink logit is not capped).
+// Backward: dz picks up the factor 1 - tanh^2(z / cap), z recomputed from q and k.
 // Parallel over batch x kv-head groups with OpenMP; Eigen GEMMs inside.
 #include <cstdint>
 
@@ -29,10 +33,11 @@ namespace zt::kernels::cpu {
 //   pos   [B, Tn] with 0 <= pos[t] <= t, or nullptr (plain causal)
 //   window  sliding window (>= 1), or 0 (none)
 //   sink  [H] per-head sink logits, or nullptr (none)
+//   softcap  the scores' soft-cap (> 0), or 0 (none)
 template <class T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos = nullptr,
-                       int64_t window = 0, const T* sink = nullptr);
+                       int64_t window = 0, const T* sink = nullptr, double softcap = 0.0);
 
 // Elements of scratch needed by attention_backward with `threads` OpenMP threads.
 int64_t attention_backward_scratch(int64_t Tn, int threads);
@@ -43,10 +48,12 @@ int64_t attention_backward_scratch(int64_t Tn, int threads);
 //   dout  [B, Tn, H, D], q [B, Tn, H, D], k, v [B, Tn, G, D], probs [B, H, Tn, Tn]
 //   dsink [H] (accumulated; WRITTEN when !accumulate), or nullptr: the sinks' gradient
 //         (the forward ran with sinks; p_sink is read from probs). dq, dk, dv need no sink.
+//   softcap  the forward's soft-cap, or 0
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q, const T* k,
                         const T* v, const T* probs, int64_t B, int64_t Tn, int64_t H, int64_t G,
-                        int64_t D, bool accumulate = true, T* dsink = nullptr);
+                        int64_t D, bool accumulate = true, T* dsink = nullptr,
+                        double softcap = 0.0);
 
 // Attention of n new positions of one sequence over its key/value cache (incremental
 // decoding): query t, at position past + t, attends keys 0..past + t, or with a sliding
@@ -57,9 +64,10 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
 //   q       [n, H, D]         (after RoPE at positions past .. past + n - 1)
 //   k, v    [past + n, G, D]  (the cache, new positions included; k after RoPE)
 //   sink    [H] sink logits, or nullptr (as attention_forward)
+//   softcap the scores' soft-cap, or 0 (as attention_forward)
 template <class T>
 void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, int64_t n,
                       int64_t past, int64_t H, int64_t G, int64_t D, int64_t window = 0,
-                      const T* sink = nullptr);
+                      const T* sink = nullptr, double softcap = 0.0);
 
 }  // namespace zt::kernels::cpu

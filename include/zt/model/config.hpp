@@ -72,10 +72,12 @@ struct Config {
   bool local_rope(int64_t l) const { return rope_local_theta > 0 && sliding(l); }
   // Gemma's attention and head (the other families leave them 0): scores scaled by
   // query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (0: head_dim); the final logits
-  // soft-capped as cap tanh(logits / cap) (0: none). Gemma 2's attn_logit_softcapping is
-  // refused at import: the attention kernels do not cap scores yet.
+  // soft-capped as cap tanh(logits / cap) (0: none); the attention's scaled scores z
+  // soft-capped as cap tanh(z / cap) before the mask and softmax (Gemma 2's
+  // attn_logit_softcapping; 0: none).
   double query_pre_attn_scalar = 0.0;
   double final_logit_softcap = 0.0;
+  double attn_logit_softcap = 0.0;
   // gpt-oss's experts (family row expert_bias): h = (clamp(up, -limit, limit) + 1) * g
   // sigmoid(alpha g) with g = min(gate, limit) (transformers' GptOssExperts); 0: SwiGLU.
   double swiglu_limit = 0.0;
@@ -139,7 +141,7 @@ struct Config {
   static constexpr int64_t kMaxDeviceExperts = 1 << 10;
   // The largest head dim of the GPU model's attention (the largest of
   // kernels::cuda::attention_head_dims; the GPU model refuses the others by name).
-  static constexpr int64_t kMaxDeviceHeadDim = 128;
+  static constexpr int64_t kMaxDeviceHeadDim = 256;
   static std::vector<std::string> preset_names();
 
   // Throws zt::InputError naming the first bad field ("model.hidden", "model.heads", ...)
@@ -162,7 +164,8 @@ struct Config {
   // check_block = false: only the sizes (zt estimate reports device_model_gap() instead).
   void validate_for_device(bool check_block = true) const;
   // What the GPU model lacks to run this config ("" when it runs it): every family's block
-  // runs; a head dim above kMaxDeviceHeadDim has no CUDA attention kernel (Gemma 3 1b's 256).
+  // runs; a head dim above kMaxDeviceHeadDim (256, Gemma 3 1b-12b's) has no CUDA attention
+  // kernel (the GPU model names the head dims between that it lacks).
   std::string device_model_gap() const;
 
   // The architecture pieces of the family (family table, config.cpp):

@@ -16,11 +16,13 @@
 namespace zt::kernels::cpu {
 
 namespace {
-// In place: the softmax of the scaled scores r, with the sink logit (when sink) as one more
-// column that is dropped after the normalization.
+// In place: the softmax of the scaled scores r, soft-capped as cap tanh(r / cap) when
+// cap > 0, with the sink logit (when sink; not capped) as one more column that is dropped
+// after the normalization.
 template <class A, class T>
-void softmax_row(A&& r, T scale, const T* sink) {
+void softmax_row(A&& r, T scale, const T* sink, T cap) {
   r *= scale;
+  if (cap > 0) r = cap * (r / cap).tanh();
   T mx = r.maxCoeff();
   if (sink) mx = std::max(mx, *sink);
   r = (r - mx).exp();
@@ -32,10 +34,11 @@ void softmax_row(A&& r, T scale, const T* sink) {
 template <class T>
 void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, const int32_t* pos,
-                       int64_t window, const T* sink) {
+                       int64_t window, const T* sink, double softcap) {
   // out [B, Tn, H, D], probs [B, H, Tn, Tn], q [B, Tn, H, D], k, v [B, Tn, G, D], pos [B, Tn]
   const int64_t per_group = H / G;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+  const T cap = static_cast<T>(softcap);
 #pragma omp parallel for schedule(static)
   for (int64_t bg = 0; bg < B * G; ++bg) {
     const int64_t b = bg / G;
@@ -57,7 +60,7 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int
         if (window > 0) lo = std::max(lo, t - window + 1);
         std::fill(row, row + lo, T(0));
         // the causal part, lo <= s <= t
-        softmax_row(detail::arr(row + lo, t + 1 - lo), scale, sink ? sink + h : nullptr);
+        softmax_row(detail::arr(row + lo, t + 1 - lo), scale, sink ? sink + h : nullptr, cap);
         std::fill(row + t + 1, row + Tn, T(0));
       }
       O.noalias() = P.template triangularView<Eigen::Lower>() * V;
@@ -66,25 +69,27 @@ void attention_forward(T* out, T* probs, const T* q, const T* k, const T* v, int
 }
 
 int64_t attention_backward_scratch(int64_t Tn, int threads) {
-  return Tn * Tn * static_cast<int64_t>(threads);
+  return (Tn + 1) * Tn * static_cast<int64_t>(threads);  // dS [Tn, Tn] and a score row [Tn]
 }
 
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q, const T* k,
                         const T* v, const T* probs, int64_t B, int64_t Tn, int64_t H, int64_t G,
-                        int64_t D, bool accumulate, T* dsink) {
-  // dq [B, Tn, H, D] (+= or =), dk, dv [B, Tn, G, D] (+= or =), scratch [threads, Tn, Tn],
+                        int64_t D, bool accumulate, T* dsink, double softcap) {
+  // dq [B, Tn, H, D] (+= or =), dk, dv [B, Tn, G, D] (+= or =), scratch [threads, Tn + 1, Tn],
   // dout [B, Tn, H, D], q [B, Tn, H, D], k, v [B, Tn, G, D], probs [B, H, Tn, Tn],
   // dsink [H] (+= or =)
   const int64_t per_group = H / G;
   // per (b, h): -sum_t p_sink d_t, summed over b after the parallel loop (no shared writes)
   std::vector<T> dsink_bh(dsink ? static_cast<size_t>(B * H) : 0, T(0));  // [B, H]
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+  const T cap = static_cast<T>(softcap);
 #pragma omp parallel for schedule(static)
   for (int64_t bg = 0; bg < B * G; ++bg) {
     const int64_t b = bg / G;
     const int64_t g = bg % G;
-    T* ds = scratch + static_cast<int64_t>(omp_get_thread_num()) * Tn * Tn;  // [Tn, Tn]
+    T* ds = scratch + static_cast<int64_t>(omp_get_thread_num()) * (Tn + 1) * Tn;  // [Tn, Tn]
+    T* zrow = ds + Tn * Tn;  // [Tn] one row of scaled scores (soft-cap only)
     auto dS = detail::mat(ds, Tn, Tn);
     const auto K = detail::mat(k + b * Tn * G * D + g * D, Tn, D, G * D);  // [Tn, D]
     const auto V = detail::mat(v + b * Tn * G * D + g * D, Tn, D, G * D);  // [Tn, D]
@@ -106,12 +111,19 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
       }
       // dP = dO V^T (lower triangle only), then the softmax backward in place:
       // dS[t, s] = scale * P[t, s] * (dP[t, s] - sum_s' P[t, s'] dP[t, s'])
+      // times, with the soft-cap, its derivative 1 - tanh^2(z / cap) at the scaled score
+      // z = scale q_t . k_s (recomputed here: the forward keeps only P)
       dS.template triangularView<Eigen::Lower>() = dO * V.transpose();
       for (int64_t t = 0; t < Tn; ++t) {
         auto dp = detail::arr(ds + t * Tn, t + 1);  // [t + 1] dP, then dS
         const auto pr = detail::arr(p + t * Tn, t + 1);
         const T d = (pr * dp).sum();
         dp = scale * pr * (dp - d);
+        if (cap > 0) {
+          auto z = detail::mat(zrow, t + 1, 1);
+          z.noalias() = K.topRows(t + 1) * Q.row(t).transpose();
+          dp *= T(1) - (detail::arr(zrow, t + 1) * (scale / cap)).tanh().square();
+        }
         if (dsink) dsink_bh[static_cast<size_t>(b * H + h)] -= (T(1) - pr.sum()) * d;
       }
       // dQ += dS K ; dK += dS^T Q   (dS is lower triangular; its upper part is stale)
@@ -138,7 +150,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
 template <class T>
 void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, int64_t n,
                       int64_t past, int64_t H, int64_t G, int64_t D, int64_t window,
-                      const T* sink) {
+                      const T* sink, double softcap) {
   // out [n, H, D], scratch [H, past + n], q [n, H, D], k, v [past + n, G, D]
   const int64_t per_group = H / G, len = past + n;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -154,7 +166,8 @@ void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, in
       const auto qt = detail::mat(q + (t * H + h) * D, 1, D);  // [1, D]
       auto r = detail::mat(scratch + h * len, 1, seen);        // [1, seen]
       r.noalias() = qt * K.middleRows(lo, seen).transpose();
-      softmax_row(detail::arr(scratch + h * len, seen), scale, sink ? sink + h : nullptr);
+      softmax_row(detail::arr(scratch + h * len, seen), scale, sink ? sink + h : nullptr,
+                  static_cast<T>(softcap));
       auto o = detail::mat(out + (t * H + h) * D, 1, D);       // [1, D]
       o.noalias() = r * V.middleRows(lo, seen);
     }
@@ -163,23 +176,23 @@ void attention_decode(T* out, T* scratch, const T* q, const T* k, const T* v, in
 
 template void attention_decode<float>(float*, float*, const float*, const float*, const float*,
                                       int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                      const float*);
+                                      const float*, double);
 template void attention_decode<double>(double*, double*, const double*, const double*,
                                        const double*, int64_t, int64_t, int64_t, int64_t,
-                                       int64_t, int64_t, const double*);
+                                       int64_t, int64_t, const double*, double);
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
                                        int64_t, int64_t, int64_t, int64_t, int64_t,
-                                       const int32_t*, int64_t, const float*);
+                                       const int32_t*, int64_t, const float*, double);
 template void attention_forward<double>(double*, double*, const double*, const double*,
                                         const double*, int64_t, int64_t, int64_t, int64_t,
-                                        int64_t, const int32_t*, int64_t, const double*);
+                                        int64_t, const int32_t*, int64_t, const double*, double);
 template void attention_backward<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         int64_t, int64_t, int64_t, int64_t, int64_t, bool,
-                                        float*);
+                                        float*, double);
 template void attention_backward<double>(double*, double*, double*, double*, const double*,
                                          const double*, const double*, const double*,
                                          const double*, int64_t, int64_t, int64_t, int64_t,
-                                         int64_t, bool, double*);
+                                         int64_t, bool, double*, double);
 
 }  // namespace zt::kernels::cpu

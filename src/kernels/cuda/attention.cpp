@@ -14,7 +14,7 @@ namespace zt::kernels::cuda {
 
 namespace {
 // Keep equal to detail::dispatch_head_dim (attention_common.cuh).
-const std::vector<int64_t> kHeadDims = {16, 32, 48, 64, 80, 96, 100, 112, 128};
+const std::vector<int64_t> kHeadDims = {16, 32, 48, 64, 80, 96, 100, 112, 128, 256};
 
 // ZT_ATTENTION=zt forces zt's kernel; unset, "" or "auto" lets the shape decide.
 bool forced_zt() {
@@ -107,15 +107,16 @@ AttentionPath attention_path(bool bf16, int64_t B, int64_t Tn, int64_t H, int64_
 template <class T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream,
-                       const int32_t* pos, int64_t window, const T* sink) {
+                       const int32_t* pos, int64_t window, const T* sink, double softcap) {
   if constexpr (std::is_same_v<T, bf16_t>) {
-    const bool cudnn = !sink && B > 0 && Tn > 0 &&
+    // cuDNN's fused SDPA takes neither sinks nor a soft-cap: those run on zt's kernel.
+    const bool cudnn = !sink && softcap <= 0 && B > 0 && Tn > 0 &&
                        attention_path(true, B, Tn, H, G, D, window) == AttentionPath::kCudnn;
     if (cudnn && !packed_on_zt(pos) &&
         detail::cudnn_attention_forward(out, lse, q, k, v, B, Tn, H, G, D, window, stream))
       return;
   }
-  attention_forward_zt<T>(out, lse, q, k, v, B, Tn, H, G, D, stream, pos, window, sink);
+  attention_forward_zt<T>(out, lse, q, k, v, B, Tn, H, G, D, stream, pos, window, sink, softcap);
 }
 
 template <class T>
@@ -123,33 +124,33 @@ void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const 
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate,
                         cudaStream_t stream, const int32_t* pos, int64_t window,
-                        const T* sink, float* dsink) {
+                        const T* sink, float* dsink, double softcap) {
   if constexpr (std::is_same_v<T, bf16_t>) {
-    if (!pos && !sink && !accumulate && B > 0 && Tn > 0 &&
+    if (!pos && !sink && softcap <= 0 && !accumulate && B > 0 && Tn > 0 &&
         attention_path(true, B, Tn, H, G, D, window) == AttentionPath::kCudnn &&
         detail::cudnn_attention_backward(dq, dk, dv, dout, out, q, k, v, lse, B, Tn, H, G, D,
                                          window, stream))
       return;
   }
   attention_backward_zt<T>(dq, dk, dv, delta, dout, out, q, k, v, lse, B, Tn, H, G, D,
-                           accumulate, stream, pos, window, sink, dsink);
+                           accumulate, stream, pos, window, sink, dsink, softcap);
 }
 
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*,
                                        int64_t, int64_t, int64_t, int64_t, int64_t,
-                                       cudaStream_t, const int32_t*, int64_t, const float*);
+                                       cudaStream_t, const int32_t*, int64_t, const float*, double);
 template void attention_forward<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                         const bf16_t*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                        cudaStream_t, const int32_t*, int64_t, const bf16_t*);
+                                        cudaStream_t, const int32_t*, int64_t, const bf16_t*, double);
 template void attention_backward<float>(float*, float*, float*, float*, const float*,
                                         const float*, const float*, const float*, const float*,
                                         const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                                         bool, cudaStream_t, const int32_t*, int64_t,
-                                        const float*, float*);
+                                        const float*, float*, double);
 template void attention_backward<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
                                          const bf16_t*, const bf16_t*, const bf16_t*,
                                          const bf16_t*, const float*, int64_t, int64_t, int64_t,
                                          int64_t, int64_t, bool, cudaStream_t, const int32_t*,
-                                         int64_t, const bf16_t*, float*);
+                                         int64_t, const bf16_t*, float*, double);
 
 }  // namespace zt::kernels::cuda

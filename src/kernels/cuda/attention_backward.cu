@@ -3,6 +3,8 @@
 //   P[t, s] = exp(scale q_t . k_s - lse_t)                    (s <= t)
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  delta_t = dO_t . O_t
 //   dQ = scale dS K,  dK = scale dS^T Q
+// With a soft-cap the scores are cap tanh(z / cap), z = scale q_t . k_s: P is recomputed
+// from them and dS picks up the factor 1 - tanh^2(z / cap).
 // With sinks the forward's lse includes the sink, so P is right as recomputed and
 //   dsink_h = -sum_(b, t) exp(sink_h - lse[b, h, t]) delta[b, h, t]
 // (one block per head, a fixed summation order: deterministic).
@@ -74,7 +76,8 @@ template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_dkdv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                           const float* lse, const float* delta, int Tn, int H, int G,
-                          float scale, bool accumulate, const int32_t* pos, int window) {
+                          float scale, bool accumulate, const int32_t* pos, int window,
+                          float cap, float inv_cap) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC;
   constexpr int TPR = kAttnThreads / BC;
@@ -138,8 +141,10 @@ __global__ void __launch_bounds__(kAttnThreads)
         }
         const bool valid = t < Tn && sk <= t && sk >= lo_s[r] &&  // lo_t <= sk <= t < Tn
                            (window <= 0 || sk > t - window);
-        const float p = valid ? expf(sdot * scale - lse_s[r]) : 0.0f;
-        ds[j] = p * (pdot - delta_s[r]);
+        float dcap;
+        const float z = detail::softcap_score(sdot * scale, cap, inv_cap, &dcap);
+        const float p = valid ? expf(z - lse_s[r]) : 0.0f;
+        ds[j] = p * (pdot - delta_s[r]) * dcap;
         Ts[c * (BR + 1) + r] = p;
       }
       __syncthreads();  // P^T complete
@@ -177,7 +182,8 @@ template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_dq_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v,
                         const float* lse, const float* delta, int Tn, int H, int G, float scale,
-                        bool accumulate, const int32_t* pos, int window) {
+                        bool accumulate, const int32_t* pos, int window, float cap,
+                        float inv_cap) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC, TPR = Tile::TPR;
   constexpr int SC = BC / TPR;
@@ -228,8 +234,10 @@ __global__ void __launch_bounds__(kAttnThreads)
         pdot += dOs[r * (D + 1) + d] * Vs[c * (D + 1) + d];
       }
       const bool valid = tq < Tn && s <= tq && s >= lo && (window <= 0 || s > tq - window);
-      const float p = valid ? expf(sdot * scale - lse_r) : 0.0f;
-      dSs[r * (BC + 1) + c] = p * (pdot - delta_r);
+      float dcap;
+      const float z = detail::softcap_score(sdot * scale, cap, inv_cap, &dcap);
+      const float p = valid ? expf(z - lse_r) : 0.0f;
+      dSs[r * (BC + 1) + c] = p * (pdot - delta_r) * dcap;
     }
     __syncthreads();
     for (int c = 0; c < BC; ++c) {
@@ -253,7 +261,7 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate,
                         cudaStream_t stream, const int32_t* pos, int64_t window,
-                        const T* sink, float* dsink) {
+                        const T* sink, float* dsink, double softcap) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
   detail::dispatch_head_dim(D, [&](auto dim) {
@@ -263,6 +271,8 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
     const int Ti = static_cast<int>(Tn), Hi = static_cast<int>(H), Gi = static_cast<int>(G);
     const float scale = static_cast<float>(1.0 / std::sqrt(double(kD)));
     const int win = static_cast<int>(std::min(window, Tn));
+    const float cap = static_cast<float>(softcap);
+    const float inv_cap = softcap > 0 ? static_cast<float>(1.0 / softcap) : 0.0f;
 
     const int64_t rows = B * Tn * H;
     attention_delta_kernel<T><<<detail::grid_for(rows, kAttnThreads / 32), kAttnThreads, 0,
@@ -276,21 +286,21 @@ void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, con
       ZT_CUDA_LAUNCH_CHECK("attention_dsink_kernel");
     }
 
-    const size_t smem_kv =
-        sizeof(float) * (2 * BC * (kD + 1) + 2 * BR * (kD + 1) + BC * (BR + 1) + 3 * BR);
+    const size_t smem_kv = Tile::kDkDvSmem;
     auto kv_kernel = attention_dkdv_kernel<T, kD>;
     detail::allow_shared(kv_kernel, smem_kv);
     const dim3 kv_grid(static_cast<unsigned>((Tn + BC - 1) / BC), static_cast<unsigned>(B * G));
     kv_kernel<<<kv_grid, kAttnThreads, smem_kv, stream>>>(dk, dv, dout, q, k, v, lse, delta, Ti,
-                                                          Hi, Gi, scale, accumulate, pos, win);
+                                                          Hi, Gi, scale, accumulate, pos, win,
+                                                          cap, inv_cap);
     ZT_CUDA_LAUNCH_CHECK("attention_dkdv_kernel");
 
-    const size_t smem_q = sizeof(float) * (2 * BR * (kD + 1) + 2 * BC * (kD + 1) + BR * (BC + 1));
+    const size_t smem_q = Tile::kDqSmem;
     auto q_kernel = attention_dq_kernel<T, kD>;
     detail::allow_shared(q_kernel, smem_q);
     const dim3 q_grid(static_cast<unsigned>((Tn + BR - 1) / BR), static_cast<unsigned>(B * H));
     q_kernel<<<q_grid, kAttnThreads, smem_q, stream>>>(dq, dout, q, k, v, lse, delta, Ti, Hi, Gi,
-                                                       scale, accumulate, pos, win);
+                                                       scale, accumulate, pos, win, cap, inv_cap);
     ZT_CUDA_LAUNCH_CHECK("attention_dq_kernel");
   });
 }
@@ -299,11 +309,11 @@ template void attention_backward_zt<float>(float*, float*, float*, float*, const
                                         const float*, const float*, const float*, const float*,
                                         const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                                         bool, cudaStream_t, const int32_t*, int64_t,
-                                        const float*, float*);
+                                        const float*, float*, double);
 template void attention_backward_zt<bf16_t>(bf16_t*, bf16_t*, bf16_t*, float*, const bf16_t*,
                                          const bf16_t*, const bf16_t*, const bf16_t*,
                                          const bf16_t*, const float*, int64_t, int64_t, int64_t,
                                          int64_t, int64_t, bool, cudaStream_t, const int32_t*,
-                                         int64_t, const bf16_t*, float*);
+                                         int64_t, const bf16_t*, float*, double);
 
 }  // namespace zt::kernels::cuda

@@ -15,19 +15,42 @@ namespace zt::kernels::cuda::detail {
 
 inline constexpr int kAttnThreads = 256;
 
-// Query rows per tile (BR) and keys per tile (BC): 64 for head dims up to 100, 32 above
-// (112, 128). Shared memory of the largest kernel (dK/dV): 4 * (4 * BR * (D + 1) + BR *
-// (BR + 1)) bytes, 120 KB at D = 100 (64-row tiles; 100 is not a multiple of the 8 threads
-// a 32-row tile gives each row), 62 KB at D = 112 and 83 KB at D = 128; within sm_80's
-// 163 KB.
+// Query rows per tile (BR) and keys per tile (BC): 64 for head dims up to 100, 32 up to
+// 128, 16 above (256: Gemma 3 1b-12b). Shared memory of each kernel below (the dK/dV
+// kernel is the largest): 4 * (4 * BR * (D + 1) + BR * (BR + 1) + 3 * BR) bytes, 118 KB at
+// D = 100 (64-row tiles; 100 is not a multiple of the 8 threads a 32-row tile gives each
+// row), 61 KB at D = 112, 69 KB at D = 128, 65.5 KB at D = 256 (16-row tiles: a 32-row tile
+// would take 133 KB, past the 99 KB of sm_86 / sm_89). Checked below against sm_80's
+// 163 KB (the static_assert) and named when a launch fails (allow_shared).
 template <int D>
 struct AttnTile {
-  static constexpr int BR = D > 100 ? 32 : 64;
+  static constexpr int BR = D > 128 ? 16 : D > 100 ? 32 : 64;
   static constexpr int BC = BR;
   static constexpr int TPR = kAttnThreads / BR;  // threads sharing one tile row
   static_assert(32 % TPR == 0, "a tile row's threads must sit in one warp");
   static_assert(D % TPR == 0 && BC % TPR == 0, "columns split evenly over a row's threads");
+  // Dynamic shared memory (bytes) of the forward, dK/dV and dQ kernels.
+  static constexpr size_t kForwardSmem =
+      sizeof(float) * ((BR + 2 * BC) * (D + 1) + BR * (BC + 1));
+  static constexpr size_t kDkDvSmem =
+      sizeof(float) * (2 * BC * (D + 1) + 2 * BR * (D + 1) + BC * (BR + 1) + 3 * BR);
+  static constexpr size_t kDqSmem =
+      sizeof(float) * (2 * BR * (D + 1) + 2 * BC * (D + 1) + BR * (BC + 1));
+  static_assert(kForwardSmem <= 163 * 1024 && kDkDvSmem <= 163 * 1024 && kDqSmem <= 163 * 1024,
+                "an attention kernel's shared memory must fit sm_80's 163 KB per block");
 };
+
+// Attention logit soft-capping in the kernels: the scaled score z becomes cap tanh(z / cap)
+// (inv_cap = 1 / cap; cap 0: none); *dcap gets its derivative 1 - tanh^2(z / cap).
+__device__ __forceinline__ float softcap_score(float z, float cap, float inv_cap, float* dcap) {
+  if (cap <= 0.0f) {
+    *dcap = 1.0f;
+    return z;
+  }
+  const float t = tanhf(z * inv_cap);
+  *dcap = 1.0f - t * t;
+  return cap * t;
+}
 
 // dst [rows][D + 1] <- rows t0 .. t0 + rows - 1 of one head (zeros past Tn).
 // base points at position 0 of this (batch, head); consecutive positions are `stride`
@@ -78,13 +101,14 @@ void dispatch_head_dim(int64_t D, F&& f) {
     case 100: f(std::integral_constant<int, 100>{}); return;  // OpenLLaMA-3B
     case 112: f(std::integral_constant<int, 112>{}); return;
     case 128: f(std::integral_constant<int, 128>{}); return;
+    case 256: f(std::integral_constant<int, 256>{}); return;  // Gemma 3 1b, 4b, 12b
     default: break;
   }
   throw InputError(strf("attention head dim %lld is not supported by the CUDA kernels",
                         static_cast<long long>(D)),
                    "zt's CUDA attention is compiled for head dims 16, 32, 48, 64, 80, 96, 100, "
-                   "112 and 128 (hidden / heads); choose heads so that hidden / heads is one "
-                   "of them.");
+                   "112, 128 and 256 (hidden / heads); choose heads so that hidden / heads is "
+                   "one of them.");
 }
 
 // Checks shapes the launchers rely on (grid limits, H % G).

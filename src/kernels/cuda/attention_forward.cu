@@ -4,7 +4,8 @@
 // Writes out and each row's log-sum-exp m + log(l) for the backward. With positions
 // (packed examples) a query sees only keys from its example's first token on. With sinks
 // (gpt-oss) each row's running max and sum start at the sink's logit and exp(0) = 1: the
-// sink joins the softmax (and the lse) and adds no value.
+// sink joins the softmax (and the lse) and adds no value. With a soft-cap each scaled score
+// z becomes cap tanh(z / cap) before the mask and softmax (the sink is not capped).
 #include <algorithm>
 #include <cmath>
 
@@ -23,7 +24,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, int Tn,
                              int H, int G, float scale, const int32_t* pos, int window,
-                             const T* sink) {
+                             const T* sink, float cap, float inv_cap) {
   using Tile = AttnTile<D>;
   constexpr int BR = Tile::BR, BC = Tile::BC, TPR = Tile::TPR;
   constexpr int SC = BC / TPR;  // scores per thread per key tile
@@ -75,7 +76,8 @@ __global__ void __launch_bounds__(kAttnThreads)
       for (int d = 0; d < D; ++d) acc += Qs[r * (D + 1) + d] * Ks[c * (D + 1) + d];
       // lo <= s <= tq < Tn, and tq - window < s with a sliding window
       const bool valid = tq < Tn && s <= tq && s >= lo && (window <= 0 || s > tq - window);
-      sc[j] = valid ? acc * scale : -INFINITY;
+      float dcap;
+      sc[j] = valid ? detail::softcap_score(acc * scale, cap, inv_cap, &dcap) : -INFINITY;
       mx = fmaxf(mx, sc[j]);
     }
     mx = detail::row_max<TPR>(mx);
@@ -116,14 +118,13 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <class T>
 void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D, cudaStream_t stream,
-                       const int32_t* pos, int64_t window, const T* sink) {
+                       const int32_t* pos, int64_t window, const T* sink, double softcap) {
   if (B == 0 || Tn == 0) return;
   detail::check_attention_shape(B, Tn, H, G);
   detail::dispatch_head_dim(D, [&](auto dim) {
     constexpr int kD = decltype(dim)::value;
     using Tile = AttnTile<kD>;
-    const size_t smem =
-        sizeof(float) * ((Tile::BR + 2 * Tile::BC) * (kD + 1) + Tile::BR * (Tile::BC + 1));
+    const size_t smem = Tile::kForwardSmem;
     auto kernel = attention_forward_kernel<T, kD>;
     detail::allow_shared(kernel, smem);
     const dim3 grid(static_cast<unsigned>((Tn + Tile::BR - 1) / Tile::BR),
@@ -132,7 +133,9 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
                                                  static_cast<int>(H), static_cast<int>(G),
                                                  static_cast<float>(1.0 / std::sqrt(double(kD))),
                                                  pos, static_cast<int>(std::min(window, Tn)),
-                                                 sink);
+                                                 sink, static_cast<float>(softcap),
+                                                 softcap > 0 ? static_cast<float>(1.0 / softcap)
+                                                             : 0.0f);
     ZT_CUDA_LAUNCH_CHECK("attention_forward_kernel");
   });
 }
@@ -140,10 +143,10 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
 template void attention_forward_zt<float>(float*, float*, const float*, const float*,
                                           const float*, int64_t, int64_t, int64_t, int64_t,
                                           int64_t, cudaStream_t, const int32_t*, int64_t,
-                                          const float*);
+                                          const float*, double);
 template void attention_forward_zt<bf16_t>(bf16_t*, float*, const bf16_t*, const bf16_t*,
                                            const bf16_t*, int64_t, int64_t, int64_t, int64_t,
                                            int64_t, cudaStream_t, const int32_t*, int64_t,
-                                          const bf16_t*);
+                                           const bf16_t*, double);
 
 }  // namespace zt::kernels::cuda

@@ -59,7 +59,8 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
   kc::rope_forward<T>(a.k.data(), cos, sin, B, Tn, Gk, D, stream, pos_d);
   scale_by(a.q.data(), N * H * D, cfg.query_scale());
   kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, Tn, H,
-                           Gk, D, stream, pos_d, cfg.window(l), at(p, o.sinks));
+                           Gk, D, stream, pos_d, cfg.window(l), at(p, o.sinks),
+                           cfg.attn_logit_softcap);
   // x_mid = x_in + o_proj(att) (sandwich: + norm(o_proj(att)), o_proj's output kept)
   proj_forward(l, LoraTarget::kO, sandwich ? a.o_out.data() : delta.data(), a.att.data(), p + o.o,
                N, H * D, C, at(p, o.o_bias));
@@ -134,7 +135,8 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
   kc::attention_backward<T>(dq.data(), dk.data(), dv.data(), attn_delta.data(), datt.data(),
                             a.att.data(), a.q.data(), a.k.data(), a.v.data(), a.lse.data(), B, Tn,
                             H, Gk, D, /*accumulate=*/false, stream, pos_d, cfg.window(l),
-                            at(p, o.sinks), gsink ? dsink_f.data() : nullptr);
+                            at(p, o.sinks), gsink ? dsink_f.data() : nullptr,
+                            cfg.attn_logit_softcap);
   if (gsink) {
     kc::convert<float, T>(dsink_t.data(), dsink_f.data(), H, stream);
     kc::bias_backward<T, G>(gsink, dsink_t.data(), 1, H, stream);  // gsink += the one row

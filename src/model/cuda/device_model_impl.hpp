@@ -252,8 +252,8 @@ struct DeviceModel<T, G>::Impl {
                             static_cast<long long>(D), static_cast<long long>(cfg.hidden),
                             static_cast<long long>(cfg.heads)),
                        "zt's CUDA attention supports head dims 16, 32, 48, 64, 80, 96, 100, "
-                       "112 and 128 (cuDNN's fused attention, where it loads, takes the bf16 ones that "
-                       "are multiples of 8).");
+                       "112, 128 and 256 (cuDNN's fused attention, where it loads, takes the bf16 "
+                       "ones that are multiples of 8 up to 128).");
     log::info("attention on the GPU: " +
               kc::attention_backend_summary(std::is_same_v<T, kc::bf16_t>, D));
     upload_rope(rope_cos, rope_sin, cfg.rope_theta, cfg.rope_scaling);

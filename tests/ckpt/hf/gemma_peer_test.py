@@ -18,6 +18,11 @@ norms, which would hide them; near 0 the tied model's continuation repeats one t
   - sensitivity: the window +-1, the sliding layers' theta, the full layers' theta,
     query_pre_attn_scalar, the final soft-cap and the norm offset (every norm weight + 1)
     each move transformers' logits by more than 10 x the tolerance
+  - attn_logit_softcapping: transformers 5.24's Gemma3ForCausalLM ignores it (its attention
+    gets no softcap, eager included): a copy with attn_logit_softcapping 3.0 gives
+    transformers' eager logits bit-equal to the copy without it, so zt refuses the key
+    (below) rather than cap; the soft-cap kernel itself is checked against Gemma 2's
+    eager attention in tests/kernels/rope_attention_peer_test.py
   - bad input: a layer_types of the wrong length, an unknown layer type, linear_attention,
     attn_logit_softcapping set, a scaled sliding-layer RoPE: exit 2 naming config.json,
     the field and what is wrong, nothing written
@@ -346,6 +351,16 @@ def main():
               with_config(folder, f"{folder}-q16", query_pre_attn_scalar=16))
         moved("final_logit_softcapping " + ("null" if cap else "2.0"),
               with_config(folder, f"{folder}-cap", final_logit_softcapping=None if cap else 2.0))
+        eager = {}
+        for tag, d in (("null", folder), ("3.0", with_config(folder, f"{folder}-attn-cap",
+                                                             attn_logit_softcapping=3.0))):
+            m = Gemma3ForCausalLM.from_pretrained(d, dtype=torch.float32,
+                                                  attn_implementation="eager").eval()
+            with torch.no_grad():
+                eager[tag] = m(p.ids).logits
+        d = (eager["3.0"] - eager["null"]).abs().max().item()
+        c.check(d == 0.0, f"{name}: transformers' Gemma3 (eager) ignores attn_logit_softcapping "
+                          f"3.0: its logits move by {d:.3e} (zt refuses the key on import)")
         m = Gemma3ForCausalLM.from_pretrained(folder, dtype=torch.float32)
         norms(m, shift=1.0)
         m.save_pretrained(f"{folder}-norm+1")
@@ -377,7 +392,7 @@ def main():
             ("linear", dict(layer_types=short + ["linear_attention"]), "layer_types",
              "Qwen3.5's linear attention"),
             ("attn-softcap", dict(attn_logit_softcapping=50.0), "attn_logit_softcapping",
-             "does not soft-cap"),
+             "does not apply it"),
             ("sliding-scaled", dict(rope_parameters={
                 "full_attention": {"rope_type": "default", "rope_theta": 1e6},
                 sliding: {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}),

@@ -21,7 +21,8 @@
 namespace zt::kernels::cuda {
 
 // Head dimensions zt's kernel is compiled for (every preset's and the common HF Llamas':
-// 16, 32, 48, 64, 80, 96, 100, 112, 128). Others throw zt::InputError from the launchers.
+// 16, 32, 48, 64, 80, 96, 100, 112, 128, and Gemma 3's 256). Others throw zt::InputError
+// from the launchers.
 const std::vector<int64_t>& attention_head_dims();
 bool attention_head_dim_supported(int64_t D);
 
@@ -58,18 +59,22 @@ bool cudnn_attention_available();
 //   sink [H] T, device, or nullptr: attention sinks (gpt-oss), a logit per query head that
 //       joins each row's softmax and takes no value, as the CPU kernel; lse includes it.
 //       Always zt's kernel.
+//   softcap: attention logit soft-capping (Gemma 2's), cap > 0: the scaled scores z become
+//       cap tanh(z / cap) before the mask and softmax (the sink is not capped), as the CPU
+//       kernel; lse is over the capped scores. 0: none. Always zt's kernel (cuDNN's fused
+//       SDPA does not cap).
 // Runs on attention_path(...). All pointers 16-byte aligned for the cuDNN path.
 template <class T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                        int64_t Tn, int64_t H, int64_t G, int64_t D,
                        cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
-                       int64_t window = 0, const T* sink = nullptr);
+                       int64_t window = 0, const T* sink = nullptr, double softcap = 0.0);
 // zt's own kernel, whatever attention_path says (the tests' GPU reference).
 template <class T>
 void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v, int64_t B,
                           int64_t Tn, int64_t H, int64_t G, int64_t D,
                           cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
-                          int64_t window = 0, const T* sink = nullptr);
+                          int64_t window = 0, const T* sink = nullptr, double softcap = 0.0);
 
 // dq [B, Tn, H, D], dk, dv [B, Tn, G, D] T: accumulated (WRITTEN when !accumulate).
 // delta [B, H, Tn] float: scratch, written here (rowsum(dout * out)).
@@ -81,19 +86,21 @@ void attention_forward_zt(T* out, float* lse, const T* q, const T* k, const T* v
 // sink: the forward's sinks (zt's kernel); dsink [H] float, device, or nullptr: their
 // gradient -sum_(b, t) exp(sink_h - lse) delta (accumulated; WRITTEN when !accumulate),
 // one block per head in a fixed order (deterministic). dq, dk, dv need only lse.
+// softcap: the forward's (zt's kernel): dS picks up 1 - tanh^2(z / cap), z recomputed.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                         const T* q, const T* k, const T* v, const float* lse, int64_t B,
                         int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate = true,
                         cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
-                        int64_t window = 0, const T* sink = nullptr, float* dsink = nullptr);
+                        int64_t window = 0, const T* sink = nullptr, float* dsink = nullptr,
+                        double softcap = 0.0);
 template <class T>
 void attention_backward_zt(T* dq, T* dk, T* dv, float* delta, const T* dout, const T* out,
                            const T* q, const T* k, const T* v, const float* lse, int64_t B,
                            int64_t Tn, int64_t H, int64_t G, int64_t D, bool accumulate = true,
                            cudaStream_t stream = nullptr, const int32_t* pos = nullptr,
                            int64_t window = 0, const T* sink = nullptr,
-                           float* dsink = nullptr);
+                           float* dsink = nullptr, double softcap = 0.0);
 
 namespace detail {
 // The cuDNN path itself (attention_cudnn.cpp; bf16 only). Each returns false, after one
