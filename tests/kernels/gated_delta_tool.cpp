@@ -9,8 +9,8 @@
 //         OUT  y [B, T, C]
 //   decay: IN  N, Hv, then a [N, Hv], A_log, dt_bias [Hv]   OUT g [N, Hv]
 //   norm:  IN  N, D, eps, then x, z [N, D], w [D]           OUT y [N, D]
-//   time:  IN  as rule, then repeats   OUT the best seconds of one chunked forward + backward
-//              (chunked forward, then backward) over the repeats
+//   time:  IN  as rule, then repeats   OUT the best seconds, over the repeats, of the chunked
+//              forward then its backward, in float (the inputs rounded to float)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -82,16 +82,27 @@ void rule(std::ifstream& in, std::ofstream& out) {
   for (const Vec& d : grads) put(out, d);
 }
 
+// The chunked forward and backward in float (the precision a model trains the rule in).
 void time(std::ifstream& in, std::ofstream& out) {
   const Rule r(in);
   const int64_t repeats = whole(take(in, 1)[0]);
+  using F = std::vector<float>;
+  const auto f = [](const Vec& x) { return F(x.begin(), x.end()); };
+  const F q = f(r.q), kk = f(r.kk), v = f(r.v), g = f(r.g), beta = f(r.beta), s0 = f(r.state0),
+          dout = f(r.dout), ds1 = f(r.dstate1);
+  const float* st0 = r.has_state0 ? s0.data() : nullptr;
+  F o(v.size()), s1(ds1.size()), dq(q.size()), dk(kk.size()), dv(v.size()), dg(g.size()),
+      db(beta.size()), ds0(s0.size());
   double best = 1e300;
-  Vec o, s1;
-  std::vector<Vec> grads;
   for (int64_t i = 0; i < repeats; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    r.chunked(o, s1, grads);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    k::gated_delta_chunked_forward(r.s, q.data(), kk.data(), v.data(), g.data(), beta.data(), st0,
+                                   o.data(), s1.data());
+    k::gated_delta_backward(r.s, q.data(), kk.data(), v.data(), g.data(), beta.data(), st0,
+                            dout.data(), ds1.data(), dq.data(), dk.data(), dv.data(), dg.data(),
+                            db.data(), r.has_state0 ? ds0.data() : nullptr);
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, dt.count());
   }
   put(out, {best});
 }

@@ -55,6 +55,7 @@ void gated_delta_chunked_forward(const DeltaShape& s, const T* q, const T* k, co
   // out [B, T, Hv, Dv], state1 [B, Hv, Dk, Dv] or null
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bh = 0; bh < s.B * s.Hv; ++bh) {
+    const detail::FlushSubnormals flush;
     const int64_t b = bh / s.Hv, h = bh % s.Hv;
     const auto head = detail::delta_head(s, b, h, q, k, v, g, beta);
     detail::RowMat<T> S = detail::delta_state0(s, b, h, state0);  // [Dk, Dv]
@@ -82,6 +83,7 @@ void gated_delta_recurrent_forward(const DeltaShape& s, const T* q, const T* k, 
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.Dk)));
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bh = 0; bh < s.B * s.Hv; ++bh) {
+    const detail::FlushSubnormals flush;
     const int64_t b = bh / s.Hv, h = bh % s.Hv;
     const auto d = detail::delta_head(s, b, h, q, k, v, g, beta);
     detail::RowMat<T> S = detail::delta_state0(s, b, h, state0);  // [Dk, Dv]

@@ -124,6 +124,7 @@ void gated_delta_backward(const DeltaShape& s, const T* q, const T* k, const T* 
   std::vector<T> dqh(static_cast<size_t>(s.B * s.T * s.Hv * s.Dk)), dkh(dqh.size());
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bh = 0; bh < s.B * s.Hv; ++bh) {
+    const detail::FlushSubnormals flush;
     const int64_t b = bh / s.Hv, h = bh % s.Hv;
     const auto head = detail::delta_head(s, b, h, q, k, v, g, beta);
     detail::DeltaChunk<T> c;
