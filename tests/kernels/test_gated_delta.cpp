@@ -4,6 +4,7 @@
 // conv1d + SiLU, the decay and the gated RMSNorm; float against double.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -68,6 +69,65 @@ TEST(GatedDelta, ChunkedEqualsRecurrent) {
         EXPECT_LT(es, 1e-12) << name(s, with_state);
       }
     }
+  }
+}
+
+// Rows t0 .. t0 + n - 1 of each example of a [B, T, row] buffer: [B, n, row].
+Vec rows(const Vec& x, int64_t B, int64_t T, int64_t row, int64_t t0, int64_t n) {
+  Vec out;
+  for (int64_t b = 0; b < B; ++b)
+    out.insert(out.end(), x.begin() + (b * T + t0) * row, x.begin() + (b * T + t0 + n) * row);
+  return out;
+}
+
+// Generation: the chunked form over a prompt, then the recurrent form one token at a time
+// with the state updated in place (state1 = state0), and the conv with its past (the last
+// K - 1 inputs): equal to the chunked form and the conv over the whole sequence.
+TEST(GatedDelta, PrefillThenDecodeInPlace) {
+  const DeltaShape s{.B = 2, .T = 75, .Hk = 1, .Hv = 2, .Dk = 8, .Dv = 6, .chunk = 16};
+  const int64_t P = 69, HD = s.Hv * s.Dv;
+  RuleInputs in(s, 71);
+  Vec whole(in.n_out()), state(in.n_state());
+  gated_delta_chunked_forward<double>(s, in.q.data(), in.k.data(), in.v.data(), in.g.data(),
+                              in.beta.data(), in.state0.data(), whole.data(), nullptr);
+  DeltaShape sp = s;
+  sp.T = P;
+  const int64_t QK = s.Hk * s.Dk;
+  // tokens t0 .. t0 + n - 1 of every input
+  const auto part = [&](int64_t t0, int64_t n) {
+    return std::vector<Vec>{rows(in.q, s.B, s.T, QK, t0, n), rows(in.k, s.B, s.T, QK, t0, n),
+                            rows(in.v, s.B, s.T, HD, t0, n), rows(in.g, s.B, s.T, s.Hv, t0, n),
+                            rows(in.beta, s.B, s.T, s.Hv, t0, n)};
+  };
+  const auto pre = part(0, P);
+  Vec out(static_cast<size_t>(s.B * P * HD));
+  gated_delta_chunked_forward(sp, pre[0].data(), pre[1].data(), pre[2].data(), pre[3].data(),
+                              pre[4].data(), in.state0.data(), out.data(), state.data());
+  double err = rel_to_max(out, rows(whole, s.B, s.T, HD, 0, P));
+  for (int64_t t = P; t < s.T; ++t) {
+    DeltaShape s1 = s;
+    s1.T = 1;
+    const auto x = part(t, 1);
+    Vec o(static_cast<size_t>(s.B * HD));
+    gated_delta_recurrent_forward(s1, x[0].data(), x[1].data(), x[2].data(), x[3].data(),
+                                  x[4].data(), state.data(), o.data(), state.data());
+    err = std::max(err, rel_to_max(o, rows(whole, s.B, s.T, HD, t, 1)));
+  }
+  EXPECT_LT(err, 1e-12) << "rule: decode after prefill";
+  const int64_t B = 2, T = 9, C = 5, K = 4, Pc = 5;
+  const Vec x = randn(B * T * C, 72), w = randn(C * K, 73);
+  Vec y(x.size());
+  causal_conv1d_silu_forward<double>(B, T, C, K, x.data(), w.data(), nullptr, y.data());
+  for (int64_t t = Pc; t < T; ++t) {
+    Vec past(B * C * (K - 1));  // [B, C, K - 1] the inputs t - K + 1 .. t - 1, oldest first
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t j = 0; j < K - 1; ++j)
+          past[(b * C + c) * (K - 1) + j] = x[(b * T + t - (K - 1) + j) * C + c];
+    const Vec xt = rows(x, B, T, C, t, 1);
+    Vec yt(xt.size());
+    causal_conv1d_silu_forward(B, int64_t{1}, C, K, xt.data(), w.data(), past.data(), yt.data());
+    EXPECT_LT(rel_to_max(yt, rows(y, B, T, C, t, 1)), 1e-14) << "conv: token " << t;
   }
 }
 

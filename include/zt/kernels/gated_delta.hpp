@@ -26,6 +26,7 @@ struct DeltaShape {
 //   q, k [B, T, Hk, Dk] (as projected: normalised inside), v [B, T, Hv, Dv],
 //   g, beta [B, T, Hv], state0 [B, Hv, Dk, Dv] or null (zeros),
 //   out [B, T, Hv, Dv] (written), state1 [B, Hv, Dk, Dv] or null (the final state, written)
+//   (state1 may be state0: the state is then updated in place, as a decode step does)
 template <class T>
 void gated_delta_chunked_forward(const DeltaShape& s, const T* q, const T* k, const T* v,
                                  const T* g, const T* beta, const T* state0, T* out, T* state1);
