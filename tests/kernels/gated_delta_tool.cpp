@@ -113,8 +113,8 @@ void conv(std::ifstream& in, std::ofstream& out) {
   const auto x = take(in, B * T * C), w = take(in, C * K);
   const auto past = h[4] != 0 ? take(in, B * C * (K - 1)) : Vec();
   Vec y(x.size());
-  k::causal_conv1d_silu_forward(B, T, C, K, x.data(), w.data(), past.empty() ? nullptr : past.data(),
-                                y.data());
+  const double* p = past.empty() ? nullptr : past.data();
+  k::causal_conv1d_silu_forward(B, T, C, K, x.data(), w.data(), p, y.data());
   put(out, y);
 }
 

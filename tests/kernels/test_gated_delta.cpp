@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gradcheck_expect.hpp"
+#include "zt/core/error.hpp"
 #include "zt/kernels/gated_delta.hpp"
 
 namespace zt::kernels::cpu {
@@ -89,7 +90,7 @@ TEST(GatedDelta, PrefillThenDecodeInPlace) {
   RuleInputs in(s, 71);
   Vec whole(in.n_out()), state(in.n_state());
   gated_delta_chunked_forward<double>(s, in.q.data(), in.k.data(), in.v.data(), in.g.data(),
-                              in.beta.data(), in.state0.data(), whole.data(), nullptr);
+                                      in.beta.data(), in.state0.data(), whole.data(), nullptr);
   DeltaShape sp = s;
   sp.T = P;
   const int64_t QK = s.Hk * s.Dk;
@@ -129,6 +130,48 @@ TEST(GatedDelta, PrefillThenDecodeInPlace) {
     causal_conv1d_silu_forward(B, int64_t{1}, C, K, xt.data(), w.data(), past.data(), yt.data());
     EXPECT_LT(rel_to_max(yt, rows(y, B, T, C, t, 1)), 1e-14) << "conv: token " << t;
   }
+}
+
+// A shape the kernels cannot compute is refused with an error naming it, before any work.
+TEST(GatedDelta, RefusesBadShapes) {
+  const DeltaShape ok{.B = 1, .T = 3, .Hk = 2, .Hv = 4, .Dk = 2, .Dv = 2, .chunk = 2};
+  RuleInputs in(ok, 81);
+  Vec o(in.n_out()), d(in.q.size()), dv(in.v.size()), dh(in.g.size()), dh2(in.g.size());
+  const auto run = [&](const DeltaShape& s) {
+    gated_delta_chunked_forward<double>(s, in.q.data(), in.k.data(), in.v.data(),
+                                        in.g.data(), in.beta.data(), nullptr, o.data(), nullptr);
+  };
+  const auto run_rec = [&](const DeltaShape& s) {
+    gated_delta_recurrent_forward<double>(s, in.q.data(), in.k.data(), in.v.data(),
+                                          in.g.data(), in.beta.data(), nullptr, o.data(),
+                                          nullptr);
+  };
+  const auto run_bwd = [&](const DeltaShape& s) {
+    Vec dk(d.size());
+    gated_delta_backward<double>(s, in.q.data(), in.k.data(), in.v.data(), in.g.data(),
+                                 in.beta.data(), nullptr, o.data(), nullptr, d.data(), dk.data(),
+                                 dv.data(), dh.data(), dh2.data(), nullptr);
+  };
+  std::vector<DeltaShape> bad(4, ok);
+  bad[0].Hv = 3;  // not a multiple of Hk
+  bad[1].Hk = 0;
+  bad[2].chunk = 0;
+  bad[3].Dk = 0;
+  for (const DeltaShape& s : bad) {
+    EXPECT_THROW(run(s), zt::Error);
+    EXPECT_THROW(run_rec(s), zt::Error);
+    EXPECT_THROW(run_bwd(s), zt::Error);
+  }
+  Vec x(6), w(2), y(6), dx(6);
+  const auto conv = [&] {
+    causal_conv1d_silu_forward<double>(1, 3, 2, 0, x.data(), w.data(), nullptr, y.data());
+  };
+  const auto conv_bwd = [&] {
+    causal_conv1d_silu_backward<double>(1, 3, 2, 0, x.data(), w.data(), nullptr, y.data(),
+                                        dx.data(), w.data());
+  };
+  EXPECT_THROW(conv(), zt::Error);     // kernel size 0
+  EXPECT_THROW(conv_bwd(), zt::Error);
 }
 
 // Every coordinate of q, k, v, g, beta, state0 of the loss <R, out> + <R1, state1>, with a
@@ -232,18 +275,18 @@ TEST(GatedDelta, FloatTracksDouble) {
   Vec o(in.n_out()), dq(in.q.size()), dk(in.k.size()), dv(in.v.size()), dg(in.g.size()),
       db(in.beta.size());
   gated_delta_chunked_forward<double>(s, in.q.data(), in.k.data(), in.v.data(), in.g.data(),
-                              in.beta.data(), in.state0.data(), o.data(), nullptr);
-  gated_delta_backward<double>(s, in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
-                       in.state0.data(), R.data(), nullptr, dq.data(), dk.data(), dv.data(),
-                       dg.data(), db.data(), nullptr);
+                                      in.beta.data(), in.state0.data(), o.data(), nullptr);
+  gated_delta_backward<double>(s, in.q.data(), in.k.data(), in.v.data(), in.g.data(),
+                               in.beta.data(), in.state0.data(), R.data(), nullptr, dq.data(),
+                               dk.data(), dv.data(), dg.data(), db.data(), nullptr);
   const F q = f(in.q), k = f(in.k), v = f(in.v), g = f(in.g), b = f(in.beta), s0 = f(in.state0),
           Rf = f(R);
   F of(o.size()), dqf(dq.size()), dkf(dk.size()), dvf(dv.size()), dgf(dg.size()), dbf(db.size());
-  gated_delta_chunked_forward<float>(s, q.data(), k.data(), v.data(), g.data(), b.data(), s0.data(),
-                              of.data(), nullptr);
-  gated_delta_backward<float>(s, q.data(), k.data(), v.data(), g.data(), b.data(), s0.data(), Rf.data(),
-                       nullptr, dqf.data(), dkf.data(), dvf.data(),
-                       dgf.data(), dbf.data(), nullptr);
+  gated_delta_chunked_forward<float>(s, q.data(), k.data(), v.data(), g.data(), b.data(),
+                                     s0.data(), of.data(), nullptr);
+  gated_delta_backward<float>(s, q.data(), k.data(), v.data(), g.data(), b.data(), s0.data(),
+                              Rf.data(), nullptr, dqf.data(), dkf.data(), dvf.data(), dgf.data(),
+                              dbf.data(), nullptr);
   EXPECT_LT(rel_to_max(of, o), 1e-5);
   EXPECT_LT(rel_to_max(dqf, dq), 1e-4);
   EXPECT_LT(rel_to_max(dkf, dk), 1e-4);

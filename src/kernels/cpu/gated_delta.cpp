@@ -9,11 +9,24 @@
 
 #include "eigen_maps.hpp"
 #include "gated_delta_chunk.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
 #include "zt/kernels/gated_delta.hpp"
 
 namespace zt::kernels::cpu {
 
 namespace detail {
+
+void check_delta_shape(const DeltaShape& s, const char* kernel) {
+  ZT_CHECK(s.B >= 0 && s.T >= 0 && s.Hk > 0 && s.Hv > 0 && s.Hv % s.Hk == 0 && s.Dk > 0 &&
+               s.Dv > 0 && s.chunk > 0,
+           strf("%s: B %lld, T %lld, Hk %lld, Hv %lld, Dk %lld, Dv %lld, chunk %lld", kernel,
+                static_cast<long long>(s.B), static_cast<long long>(s.T),
+                static_cast<long long>(s.Hk), static_cast<long long>(s.Hv),
+                static_cast<long long>(s.Dk), static_cast<long long>(s.Dv),
+                static_cast<long long>(s.chunk)),
+           "heads, head dims and the chunk must be positive and Hv a multiple of Hk");
+}
 
 template <class T>
 DeltaHead<T> delta_head(const DeltaShape& s, int64_t b, int64_t h, const T* q, const T* k,
@@ -53,6 +66,7 @@ void gated_delta_chunked_forward(const DeltaShape& s, const T* q, const T* k, co
                                  T* state1) {
   // q, k [B, T, Hk, Dk], v [B, T, Hv, Dv], g, beta [B, T, Hv], state0 [B, Hv, Dk, Dv] or null,
   // out [B, T, Hv, Dv], state1 [B, Hv, Dk, Dv] or null
+  detail::check_delta_shape(s, "gated_delta_chunked_forward");
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bh = 0; bh < s.B * s.Hv; ++bh) {
     const detail::FlushSubnormals flush;
@@ -80,6 +94,7 @@ void gated_delta_recurrent_forward(const DeltaShape& s, const T* q, const T* k, 
                                    const T* g, const T* beta, const T* state0, T* out,
                                    T* state1) {
   // the same buffers as the chunked form
+  detail::check_delta_shape(s, "gated_delta_recurrent_forward");
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.Dk)));
 #pragma omp parallel for schedule(dynamic)
   for (int64_t bh = 0; bh < s.B * s.Hv; ++bh) {

@@ -118,6 +118,7 @@ template <class T>
 void gated_delta_backward(const DeltaShape& s, const T* q, const T* k, const T* v, const T* g,
                           const T* beta, const T* state0, const T* dout, const T* dstate1,
                           T* dq, T* dk, T* dv, T* dg, T* dbeta, T* dstate0) {
+  detail::check_delta_shape(s, "gated_delta_backward");
   const int64_t nC = (s.T + s.chunk - 1) / s.chunk, DD = s.Dk * s.Dv;
   std::vector<T> starts(static_cast<size_t>(s.B * s.Hv * nC * DD));  // [B, Hv, nC, Dk, Dv]
   // dq, dk of each value head, before the sum over the heads of a key head: [B, T, Hv, Dk]

@@ -37,6 +37,9 @@ struct DeltaHead {
   int64_t sq, sv, sg;
 };
 
+// The rule's shape preconditions (ZT_CHECK: a caller's bug, not the user's input).
+void check_delta_shape(const DeltaShape& s, const char* kernel);
+
 // The views of (b, h) in the rule's buffers, and its starting state (state0's block or zeros).
 template <class T>
 DeltaHead<T> delta_head(const DeltaShape& s, int64_t b, int64_t h, const T* q, const T* k,

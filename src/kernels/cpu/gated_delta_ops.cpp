@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "eigen_maps.hpp"
+#include "zt/core/error.hpp"
+#include "zt/core/log.hpp"
 #include "zt/kernels/gated_delta.hpp"
 
 namespace zt::kernels::cpu {
@@ -52,10 +54,20 @@ void conv_taps(int64_t B, int64_t Tn, int64_t C, int64_t K, const T* w, const Ro
   }
 }
 
+// The conv's shape preconditions (ZT_CHECK: a caller's bug, not the user's input).
+void check_conv_shape(int64_t B, int64_t Tn, int64_t C, int64_t K) {
+  ZT_CHECK(B >= 0 && Tn >= 0 && C > 0 && K > 0,
+           strf("causal_conv1d_silu: B %lld, T %lld, channels %lld, kernel %lld",
+                static_cast<long long>(B), static_cast<long long>(Tn),
+                static_cast<long long>(C), static_cast<long long>(K)),
+           "channels and the kernel size must be positive");
+}
+
 // pre [B, T, C] = the conv before the SiLU: sum over j of w[c, j] x[t - (K - 1) + j, c].
 template <class T>
 void conv_pre(int64_t B, int64_t Tn, int64_t C, int64_t K, const T* x, const T* w,
               const T* past, T* pre) {
+  check_conv_shape(B, Tn, C, K);
   std::vector<T> rows(past ? static_cast<size_t>(B * (K - 1) * C) : 0);  // [B, K - 1, C] past
   for (int64_t b = 0; b < B && past; ++b)
     for (int64_t i = 0; i < K - 1; ++i)
@@ -84,6 +96,7 @@ template <class T>
 void causal_conv1d_silu_backward(int64_t B, int64_t Tn, int64_t C, int64_t K, const T* x,
                                  const T* w, const T* past, const T* dy, T* dx, T* dw) {
   // dy, dx [B, T, C]; dw [C, K] accumulated
+  check_conv_shape(B, Tn, C, K);
   std::vector<T> dpre(static_cast<size_t>(B * Tn * C));  // [B, T, C] the gradient before SiLU
   conv_pre(B, Tn, C, K, x, w, past, dpre.data());
   for (int64_t i = 0; i < B * Tn * C; ++i) {
