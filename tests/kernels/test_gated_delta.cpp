@@ -3,6 +3,7 @@
 // boundaries; finite differences of every coordinate of the chunked form's backward, the
 // conv1d + SiLU, the decay and the gated RMSNorm; float against double.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -293,6 +294,29 @@ TEST(GatedDelta, FloatTracksDouble) {
   EXPECT_LT(rel_to_max(dvf, dv), 1e-4);
   EXPECT_LT(rel_to_max(dgf, dg), 1e-4);
   EXPECT_LT(rel_to_max(dbf, db), 1e-4);
+}
+
+// The same bits at 1 and 3 threads: each (example, value head) is one thread's work and dq,
+// dk are summed over value heads in head order.
+TEST(GatedDelta, SameBitsAnyThreadCount) {
+  const DeltaShape s{.B = 2, .T = 70, .Hk = 2, .Hv = 4, .Dk = 8, .Dv = 4, .chunk = 16};
+  RuleInputs in(s, 91);
+  const Vec R = randn(in.n_out(), 92), R1 = randn(in.n_state(), 93);
+  const auto run = [&](int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<Vec> r{Vec(in.n_out()), Vec(in.q.size()), Vec(in.k.size()), Vec(in.v.size()),
+                       Vec(in.g.size()), Vec(in.beta.size()), Vec(in.n_state())};
+    gated_delta_chunked_forward(s, in.q.data(), in.k.data(), in.v.data(), in.g.data(),
+                                in.beta.data(), in.state0.data(), r[0].data(),
+                                static_cast<double*>(nullptr));
+    gated_delta_backward(s, in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                         in.state0.data(), R.data(), R1.data(), r[1].data(), r[2].data(),
+                         r[3].data(), r[4].data(), r[5].data(), r[6].data());
+    omp_set_num_threads(before);
+    return r;
+  };
+  EXPECT_EQ(run(1), run(3));
 }
 
 }  // namespace
