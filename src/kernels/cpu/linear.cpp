@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "addressable.hpp"
 #include "eigen_maps.hpp"
 
 namespace zt::kernels::cpu {
@@ -37,6 +38,9 @@ bool split(int64_t N, int64_t in, int64_t out) {
 
 template <class T>
 void linear_forward(T* y, const T* x, const T* W, int64_t N, int64_t in, int64_t out) {
+  detail::expect_elements(y, N * out, "linear_forward", "y");
+  detail::expect_elements(x, N * in, "linear_forward", "x");
+  detail::expect_elements(W, out * in, "linear_forward", "W");
   auto Y = detail::mat(y, N, out);          // [N, out]
   const auto X = detail::mat(x, N, in);     // [N, in]
   const auto Wm = detail::mat(W, out, in);  // [out, in]
@@ -56,6 +60,15 @@ void linear_forward(T* y, const T* x, const T* W, int64_t N, int64_t in, int64_t
 template <class T>
 void linear_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int64_t N, int64_t in,
                      int64_t out, bool accumulate_dx) {
+  detail::expect_elements(dy, N * out, "linear_backward", "dy");
+  if (dx) {
+    detail::expect_elements(dx, N * in, "linear_backward", "dx");
+    detail::expect_elements(W, out * in, "linear_backward", "W");
+  }
+  if (dW) {
+    detail::expect_elements(dW, out * in, "linear_backward", "dW");
+    detail::expect_elements(x, N * in, "linear_backward", "x");
+  }
   const auto dY = detail::mat(dy, N, out);  // [N, out]
   const bool par = split(N, in, out);
   if (dx) {
@@ -103,6 +116,8 @@ void linear_backward(T* dx, T* dW, const T* dy, const T* x, const T* W, int64_t 
 
 template <class T>
 void bias_forward(T* y, const T* b, int64_t N, int64_t out) {
+  detail::expect_elements(y, N * out, "bias_forward", "y");
+  detail::expect_elements(b, out, "bias_forward", "b");
   const auto bias = detail::mat(b, 1, out);  // [1, out]
 #pragma omp parallel for schedule(static) if (N * out >= detail::kParallelMin)
   for (int64_t n = 0; n < N; ++n) detail::mat(y + n * out, 1, out) += bias;
@@ -110,6 +125,8 @@ void bias_forward(T* y, const T* b, int64_t N, int64_t out) {
 
 template <class T>
 void bias_backward(T* db, const T* dy, int64_t N, int64_t out) {
+  detail::expect_elements(db, out, "bias_backward", "db");
+  detail::expect_elements(dy, N * out, "bias_backward", "dy");
   // Parallel over columns: each db[c] is summed over rows in row order.
 #pragma omp parallel for schedule(static) if (N * out >= detail::kParallelMin)
   for (int64_t c0 = 0; c0 < out; c0 += 64) {
