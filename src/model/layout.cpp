@@ -102,8 +102,10 @@ void ParamLayout::build() {
     const auto bias = [&](const char* proj, int64_t n) {
       return add_tensor(tensors_, u, ui, p + "self_attn." + proj + ".bias", {n}, InitKind::kZeros);
     };
-    o.q = maybe(kQ, u, ui, p + "self_attn.q_proj.weight", {HD, C}, InitKind::kNormal);
-    if (qkv_bias) o.q_bias = bias("q_proj", HD);
+    // q_proj: [H D, C], or with the output gate [H 2D, C], each head's query then its gate.
+    const int64_t QD = cfg_.q_proj_dim();
+    o.q = maybe(kQ, u, ui, p + "self_attn.q_proj.weight", {QD, C}, InitKind::kNormal);
+    if (qkv_bias) o.q_bias = bias("q_proj", QD);
     o.k = maybe(kK, u, ui, p + "self_attn.k_proj.weight", {GD, C}, InitKind::kNormal);
     if (qkv_bias) o.k_bias = bias("k_proj", GD);
     o.v = maybe(kV, u, ui, p + "self_attn.v_proj.weight", {GD, C}, InitKind::kNormal);

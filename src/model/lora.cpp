@@ -146,7 +146,7 @@ static void check_lora_moe(const Config& m, const LoraConfig& l) {
 void lora_target_dims(const Config& m, LoraTarget t, int64_t& in, int64_t& out) {
   const int64_t C = m.hidden, HD = m.heads * m.head_dim(), GD = m.kv_dim(), I = m.intermediate;
   switch (t) {
-    case LoraTarget::kQ: in = C, out = HD; return;
+    case LoraTarget::kQ: in = C, out = m.q_proj_dim(); return;  // with the output gate's rows
     case LoraTarget::kK: case LoraTarget::kV: in = C, out = GD; return;
     case LoraTarget::kO: in = HD, out = C; return;
     case LoraTarget::kGate: case LoraTarget::kUp: in = C, out = I; return;

@@ -58,6 +58,10 @@ void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) 
     dxn.ensure(N * C);
     datt.ensure(N * HD);
     dq.ensure(N * HD);
+    if (cfg.output_gate()) {
+      dogate.ensure(N * HD);
+      dqg.ensure(N * 2 * HD);
+    }
     dk.ensure(N * GD);
     dv.ensure(N * GD);
     // The dense MLP's (every layer without experts) and the shared expert's scratch.
@@ -385,7 +389,8 @@ size_t Model<R>::Impl::workspace_bytes() const {
   size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + shared.bytes() + xf.bytes() +
              rstd_f.bytes() + logits.bytes() + capped.bytes() + local_cos.bytes() +
              local_sin.bytes() + dres.bytes() + dxn.bytes() + datt.bytes() +
-             dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() + dgate.bytes() + dup.bytes() +
+             dq.bytes() + dogate.bytes() + dqg.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
+             dgate.bytes() + dup.bytes() +
              attn_scratch.bytes() + decode_scores.bytes() + lora.workspace_bytes() +
              router_logits.bytes() + moe_out.bytes() + dlogits_r.bytes() + dw_r.bytes() +
              aux_dprob.bytes() + dshared.bytes() + dshared_gate.bytes();

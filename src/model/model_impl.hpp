@@ -37,6 +37,9 @@ struct BlockActs {
   Buffer<R> v;      // [N, G*D]
   Buffer<R> probs;  // [B, H, T, T] attention softmax
   Buffer<R> att;    // [N, H*D]    attention output, before o_proj
+  // The output gate (Config::output_gate(), Qwen3.5): q_proj's output [N, H, 2D], the gate
+  // half [N, H*D], and att * sigmoid(gate) [N, H*D] (o_proj's input).
+  Buffer<R> qg, ogate, att_g;
   Buffer<R> x_mid;  // [N, C]      x_in + o_proj(att)
   Buffer<R> xn2;    // [N, C]      post_attention_layernorm(x_mid)
   Buffer<R> rstd2;  // [N]
@@ -67,6 +70,11 @@ struct BlockActs {
     rstd1.ensure(N);
     q.ensure(N * HD);
     k.ensure(N * GD);
+    if (c.output_gate()) {
+      qg.ensure(N * 2 * HD);
+      ogate.ensure(N * HD);
+      att_g.ensure(N * HD);
+    }
     if (c.qk_norm()) {
       qr.ensure(N * HD);
       kr.ensure(N * GD);
@@ -120,7 +128,8 @@ struct BlockActs {
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + qr.bytes() + kr.bytes() +
-           rstd_q.bytes() + rstd_k.bytes() + v.bytes() + probs.bytes() +
+           rstd_q.bytes() + rstd_k.bytes() + v.bytes() + probs.bytes() + qg.bytes() +
+           ogate.bytes() + att_g.bytes() +
            att.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() +
            up.bytes() + h.bytes() + rprobs.bytes() + ridx.bytes() + rw.bytes() + mgu.bytes() +
            mh.bytes() + my.bytes() + sgate.bytes() + sup.bytes() + sh.bytes() + sy.bytes() +
@@ -151,6 +160,7 @@ struct Model<R>::Impl {
   Buffer<R> dxn;                    // [N, C] gradient of a norm output
   Buffer<R> datt;                   // [N, H*D]
   Buffer<R> dq;                     // [N, H*D]
+  Buffer<R> dogate, dqg;            // [N, H*D], [N, H*2D]: the output gate's (output_gate())
   Buffer<R> dk, dv;                 // [N, G*D]
   Buffer<R> dh, dgate, dup;         // [N, I] (or [N, S]: the shared expert's, when wider)
   Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
@@ -195,22 +205,21 @@ struct Model<R>::Impl {
   void ensure_rope(int64_t n) {
     if (n <= rope_positions) return;
     n = std::min(cfg.context, std::max(n, 2 * rope_positions));
-    const int64_t half = cfg.head_dim() / 2;
+    const int64_t rd = cfg.rotary_dim(), half = rd / 2;  // partial RoPE: rd < head_dim
     rope_cos.ensure(n * half);
     rope_sin.ensure(n * half);
-    cpu::rope_table(rope_cos.data(), rope_sin.data(), n, cfg.head_dim(), cfg.rope_theta,
-                  cfg.rope_scaling);
+    cpu::rope_table(rope_cos.data(), rope_sin.data(), n, rd, cfg.rope_theta, cfg.rope_scaling);
     if (cfg.rope_local_theta > 0) {
       local_cos.ensure(n * half);
       local_sin.ensure(n * half);
-      cpu::rope_table(local_cos.data(), local_sin.data(), n, cfg.head_dim(), cfg.rope_local_theta);
+      cpu::rope_table(local_cos.data(), local_sin.data(), n, rd, cfg.rope_local_theta);
     }
     rope_positions = n;
   }
   // Layer l's RoPE tables (cos, sin) from position `from` on: its type's (the schedule).
   std::pair<const R*, const R*> rope_of(int l, int64_t from = 0) const {
     const bool local = cfg.local_rope(l);
-    const int64_t off = from * (cfg.head_dim() / 2);
+    const int64_t off = from * (cfg.rotary_dim() / 2);
     return {(local ? local_cos : rope_cos).data() + off, (local ? local_sin : rope_sin).data() + off};
   }
   // x [n] *= s, skipped when s == 1 (query_pre_attn_scalar, the embedding scale).
@@ -297,6 +306,7 @@ struct Model<R>::Impl {
   // A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr).
   void mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
   void attn_out(int l, const R* p, BlockActs<R>& a, const R* x_in, int64_t N);
+  void q_forward(int l, R* q, const R* p, BlockActs<R>& a, int64_t N);
   // Block l over n new positions of one sequence (past before them in the cache): their
   // keys and values go into the cache, their queries attend the whole cache.
   void block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t n, int64_t past,

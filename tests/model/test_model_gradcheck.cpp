@@ -124,6 +124,14 @@ TEST(ModelGradcheck, GemmaEveryCoordinate) {
   gradcheck(testing::small_gemma(true), 2, 5, 0.3, 0, true,
             "model small gemma3 tied recompute (all coords)");
 }
+// Qwen3.5's full-attention layers (small_qwen35): the output gate, partial RoPE, (1 + w)
+// q/k norms; untied, and tied with recompute over packed examples.
+TEST(ModelGradcheck, Qwen35GatedAttentionEveryCoordinate) {
+  gradcheck(testing::small_qwen35(), 2, 5, 0.3, 0, false, "model small qwen3_5 (all coords)");
+  const std::vector<int32_t> pos = {0, 1, 2, 0, 1, /**/ 0, 1, 2, 3, 4};
+  gradcheck(testing::small_qwen35(true), 2, 5, 0.3, 0, true,
+            "model small qwen3_5 tied packed recompute (all coords)", pos);
+}
 // gpt-oss's block (small_gpt_oss): the sinks, yarn, attention biases, the router's bias and
 // top-k softmax, the experts' biases and the clamped SwiGLU; untied, and tied with recompute.
 TEST(ModelGradcheck, GptOssEveryCoordinate) {

@@ -25,6 +25,14 @@ struct Config {
   bool tied_embeddings = false; // lm_head shares model.embed_tokens.weight
   double rope_theta = 10000.0;  // RoPE base
   kernels::RopeScaling rope_scaling;  // RoPE frequency scaling (default: none)
+  // Partial RoPE (transformers' partial_rotary_factor; Qwen3.5: 0.25): the first
+  // rotary_dim() = int(head_dim * factor) dims of each head rotate, the rest pass.
+  double partial_rotary_factor = 1.0;
+  // Qwen3.5's multimodal RoPE (rope_parameters' mrope_section, mrope_interleaved): which
+  // frequencies take the height and width positions of image tokens. zt reads text, whose
+  // three positions are equal, so the rotation is the plain RoPE's; kept for export.
+  std::vector<int64_t> mrope_section;
+  bool mrope_interleaved = false;
   double norm_eps = 1e-5;       // RMSNorm epsilon
   // HF's attention_bias: biases on q/k/v and o (llama, qwen3); qwen2 has q/k/v biases
   // always and no o bias, so it keeps this false. See qkv_bias(), o_bias().
@@ -177,6 +185,7 @@ struct Config {
   bool qkv_bias() const;
   bool o_bias() const;
   bool qk_norm() const;
+  bool output_gate() const;  // q_proj emits [query | gate] per head (Qwen3.5; family row)
   // Gemma's block (family row): the RMSNorm weight offset (1: (1 + w); 0: w), the sandwich
   // (post-attention and post-feed-forward norms), the tanh-GELU GeGLU MLP instead of
   // SwiGLU, the embeddings multiplied by sqrt(hidden).
@@ -199,6 +208,11 @@ struct Config {
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : hidden / heads; }  // D
   int64_t q_dim() const { return heads * head_dim(); }   // H*D (== hidden unless head_dim_ is set)
+  int64_t q_proj_dim() const { return output_gate() ? 2 * q_dim() : q_dim(); }  // q_proj's rows
+  // The rotated dims of a head (transformers' int(head_dim * partial_rotary_factor)).
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor);
+  }
   int64_t kv_dim() const { return kv_heads * head_dim(); }
 
   // Parameter counts (elements). num_params() = every trainable element, counted once
