@@ -44,14 +44,14 @@ void gated_delta_backward(const DeltaShape& s, const T* q, const T* k, const T* 
                           T* dq, T* dk, T* dv, T* dg, T* dbeta, T* dstate0);
 
 // Causal depthwise conv1d of kernel K over each channel, then SiLU:
-//   x [B, T, C], w [C, K] (transformers' conv1d.weight [C, 1, K]),
-//   past [B, C, K - 1] (the inputs before x, oldest first) or null (zeros), y [B, T, C]
+//   x [B, Tn, C], w [C, K] (transformers' conv1d.weight [C, 1, K]),
+//   past [B, C, K - 1] (the inputs before x, oldest first) or null (zeros), y [B, Tn, C]
 template <class T>
-void causal_conv1d_silu_forward(int64_t B, int64_t T, int64_t C, int64_t K, const T* x,
+void causal_conv1d_silu_forward(int64_t B, int64_t Tn, int64_t C, int64_t K, const T* x,
                                 const T* w, const T* past, T* y);
-//   dy [B, T, C]; dx [B, T, C] WRITTEN, dw [C, K] ACCUMULATED
+//   dy [B, Tn, C]; dx [B, Tn, C] WRITTEN, dw [C, K] ACCUMULATED
 template <class T>
-void causal_conv1d_silu_backward(int64_t B, int64_t T, int64_t C, int64_t K, const T* x,
+void causal_conv1d_silu_backward(int64_t B, int64_t Tn, int64_t C, int64_t K, const T* x,
                                  const T* w, const T* past, const T* dy, T* dx, T* dw);
 
 // The log decay: a [N, Hv] (N = B * T), A_log, dt_bias [Hv], g [N, Hv] written.
