@@ -114,11 +114,6 @@ static void read_layer_types(const json& j, const std::string& where, model::Con
     for (int64_t i = 0; i < m.layers; ++i)
       types += (i + 1) % pattern != 0 ? (fam.hybrid ? 'l' : 's') : 'f';
   }
-  if (fam.hybrid && types.find('l') != std::string::npos)
-    bad(where, present(j, "layer_types") ? "layer_types" : "full_attention_interval",
-        "makes layer " + std::to_string(types.find('l')) + " linear_attention (Gated DeltaNet), "
-        "which zt's model does not run yet; only qwen3_5_text models whose layers are all "
-        "full_attention import");
   m.layer_types = types;
   if (types.find('s') != std::string::npos) {
     const int64_t w = get_int(j, "sliding_window", where, d.sliding_window);

@@ -73,6 +73,10 @@ void Model<R>::Impl::block_forward(int l, const R* x_in, R* x_out, BlockActs<R>&
   const BlockOffsets& o = layout.block_offsets(l);
   const bool qk_norm = cfg.qk_norm();
   const double off = cfg.norm_offset(), eps = cfg.norm_eps;
+  if (cfg.linear(l)) {  // Qwen3.5's Gated DeltaNet instead of the attention
+    linear_mixer_forward(l, p, a, x_in, B, T);
+    return mlp_forward(l, p, x_out, a, N);
+  }
   // attention half
   cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, eps, off);
   R* q = qk_norm ? a.qr.data() : a.q.data();  // projections before the q/k norm
@@ -197,6 +201,7 @@ void Model<R>::Impl::block_backward(int l, const R* x_in, BlockActs<R>& a, int64
   }
   cpu::rmsnorm_backward(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(), p + o.post_norm,
                       a.rstd2.data(), N, C, true, off);  // dres += (the residual branch)
+  if (cfg.linear(l)) return linear_mixer_backward(l, u, p, a, x_in, B, T);
   // attention half: x_mid = x_in + o_proj(att) (sandwich: + norm(o_proj(att)))
   if (sandwich)
     cpu::rmsnorm_backward(dxn.data(), g(o.attn_out_norm), dres.data(), a.o_out.data(),

@@ -425,6 +425,7 @@ void Config::validate_schedule() const {
                        "give one schedule: layer_types (any pattern) or first_sliding_layer.");
     for (size_t i = 0; i < layer_types.size(); ++i) {
       const char t = layer_types[i];
+      if (t == 'l' && model::family(family).hybrid) continue;  // validate_linear()
       if (t == 'l')
         throw InputError(strf("model.layer_types: layer %zu is linear_attention (Qwen3.5's), "
                               "which zt does not implement",
@@ -433,6 +434,7 @@ void Config::validate_schedule() const {
       if (t != 's' && t != 'f')
         throw InputError(strf("model.layer_types: layer %zu is '%c'", i, t), hint);
     }
+    validate_linear();
     if (layer_types.find('s') != std::string::npos && sliding_window <= 0)
       throw InputError("model.layer_types names sliding layers while model.sliding_window is 0",
                        "set model.sliding_window (Gemma 3: 512), or make every layer f.");
@@ -530,11 +532,14 @@ void Config::validate_rope_scaling() const {
 int64_t Config::num_embedding_params() const { return vocab * hidden; }
 
 int64_t Config::num_block_params(int64_t l) const {
-  const int64_t attn = hidden * q_proj_dim() /*q (and its gate)*/ + 2 * hidden * kv_dim() /*k, v*/ +
-                       q_dim() * hidden /*o*/;
-  const int64_t bias = (qkv_bias() ? q_proj_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
+  const bool lin = linear(l);  // a Gated DeltaNet mixer instead of the attention
+  const int64_t attn = lin ? num_linear_mixer_params()
+                           : hidden * q_proj_dim() /*q (and its gate)*/ +
+                                 2 * hidden * kv_dim() /*k, v*/ + q_dim() * hidden /*o*/;
+  const int64_t bias =
+      lin ? 0 : (qkv_bias() ? q_proj_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
   const int64_t norms = (sandwich_norms() ? 4 : 2) * hidden +
-                        (qk_norm() ? 2 * head_dim() : 0) +  // + q/k norms
+                        (qk_norm() && !lin ? 2 * head_dim() : 0) +  // + q/k norms
                         (attention_sinks() ? heads : 0);    // + the sinks [H]
   if (!moe_layer(l)) return attn + bias + 3 * hidden * intermediate /*gate, up, down*/ + norms;
   const int64_t shared = shared_expert() ? 3 * hidden * shared_expert_intermediate + hidden : 0;

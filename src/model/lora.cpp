@@ -163,6 +163,11 @@ LoraConfig resolve_lora(const config::Config& c, const Config& model) {
   l.method = method == "lora"    ? FinetuneMethod::kLora
              : method == "qlora" ? FinetuneMethod::kQlora
                                  : FinetuneMethod::kFull;
+  if (l.method != FinetuneMethod::kFull && model.linear_layers())
+    throw InputError("finetune.method = " + method + " on a " + model.family + " model with Gated "
+                     "DeltaNet (linear_attention) layers: zt's adapters do not target their "
+                     "projections (in_proj_qkv, in_proj_z, out_proj) yet",
+                     "fine-tune it in full (finetune.method = full).");
   l.rank = c.get_int("lora.rank");
   l.alpha = c.get_float("lora.alpha");
   l.dropout = c.get_float("lora.dropout");

@@ -31,7 +31,7 @@ constexpr double kTol = 1e-6;
 // positions: empty, or [B, T] (packed examples); masked: targets set to -1 (empty: two).
 void gradcheck(const Config& cfg, int64_t B, int64_t T, double std, int per_tensor,
                bool recompute, const std::string& tag, const std::vector<int32_t>& positions = {},
-               const std::vector<int>& masked = {}) {
+               const std::vector<int>& masked = {}, double h = kH) {
   ParamLayout layout(cfg);
   Parameters<double> P(layout);
   testing::init_general(P, layout, std, 7);
@@ -74,7 +74,7 @@ void gradcheck(const Config& cfg, int64_t B, int64_t T, double std, int per_tens
     for (int64_t i : idx) {
       const size_t at = static_cast<size_t>(t.offset + i);
       crossed = false;
-      const double numeric = testing::central_diff5(f, &p[at], kH);
+      const double numeric = testing::central_diff5(f, &p[at], h);
       ++checked;
       if (crossed) {
         ++left_out;
@@ -131,6 +131,16 @@ TEST(ModelGradcheck, Qwen35GatedAttentionEveryCoordinate) {
   const std::vector<int32_t> pos = {0, 1, 2, 0, 1, /**/ 0, 1, 2, 3, 4};
   gradcheck(testing::small_qwen35(true), 2, 5, 0.3, 0, true,
             "model small qwen3_5 tied packed recompute (all coords)", pos);
+}
+// Qwen3.5's Gated DeltaNet layer (small_qwen35_hybrid: a linear layer, then a full one):
+// in_proj_qkv, z, b, a, the conv, A_log, dt_bias, the gated norm, out_proj; untied, and
+// tied with recompute. Step 2e-4: q and k are L2-normalised over 4 dims, whose high
+// derivatives make the stencil's h^4 error 3e-5 at h = 1e-3 (4e-8 at 2e-4, measured).
+TEST(ModelGradcheck, Qwen35GatedDeltaNetEveryCoordinate) {
+  gradcheck(testing::small_qwen35_hybrid(), 2, 5, 0.3, 0, false,
+            "model small qwen3_5 hybrid (all coords)", {}, {}, 2e-4);
+  gradcheck(testing::small_qwen35_hybrid(true), 2, 5, 0.3, 0, true,
+            "model small qwen3_5 hybrid tied recompute (all coords)", {}, {}, 2e-4);
 }
 // gpt-oss's block (small_gpt_oss): the sinks, yarn, attention biases, the router's bias and
 // top-k softmax, the experts' biases and the clamped SwiGLU; untied, and tied with recompute.

@@ -67,6 +67,25 @@ struct Config {
   // slide when sliding_window > 0 (Qwen's max_window_layers; 0: every layer, Mistral's).
   std::string layer_types;
   int64_t first_sliding_layer = 0;
+  // Qwen3.5's Gated DeltaNet layers (layer_types 'l', family row `hybrid`; docs/model.md):
+  // key and value heads and head dims, the causal conv1d's kernel (transformers'
+  // linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
+  // linear_value_head_dim, linear_conv_kernel_dim).
+  int64_t linear_key_heads = 16, linear_value_heads = 32;
+  int64_t linear_key_dim = 128, linear_value_dim = 128;
+  int64_t linear_conv_kernel = 4;
+  bool linear(int64_t l) const {
+    return !layer_types.empty() && layer_types[static_cast<size_t>(l)] == 'l';
+  }
+  bool linear_layers() const { return layer_types.find('l') != std::string::npos; }
+  // The conv's channels [q | k | v]: 2 Hk Dk + Hv Dv.
+  int64_t linear_conv_dim() const {
+    return 2 * linear_key_heads * linear_key_dim + linear_value_heads * linear_value_dim;
+  }
+  // A Gated DeltaNet mixer's parameters (in_proj_qkv, z, b, a, conv1d, A_log, dt_bias,
+  // norm, out_proj); validate_linear(): its sizes (config_linear.cpp).
+  int64_t num_linear_mixer_params() const;
+  void validate_linear() const;
   // The RoPE of the sliding layers: base rope_local_theta without scaling (Gemma 3's
   // rope_local_base_freq); 0: the full layers' RoPE (rope_theta, rope_scaling).
   double rope_local_theta = 0.0;
