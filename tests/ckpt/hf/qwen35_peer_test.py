@@ -4,9 +4,8 @@ by transformers' own classes, imported by zt.
 
   qwen35_peer_test.py ZT ZT_LOGITS WORKDIR
 
-Each case: 3 layers, every one full_attention (the Gated DeltaNet layers are refused by
-name until zt runs them), head_dim 16, the output gate (q_proj emits each head's query and
-gate), q/k norms and every norm in the (1 + w) form (weights drawn N(0, 0.5): transformers
+Each case: 3 layers, every one full_attention, head_dim 16, the output gate (q_proj emits
+each head's query and gate), q/k norms and every norm in the (1 + w) form (weights drawn N(0, 0.5): transformers
 zero-initialises them), partial RoPE (0.5 of the head: 8 of 16 dims), and the multimodal
 RoPE's sections (mrope_section, mrope_interleaved) as the published checkpoints set them.
 Then (CausalLMPeer, as gemma_peer_test.py):
@@ -19,9 +18,17 @@ Then (CausalLMPeer, as gemma_peer_test.py):
   - sensitivity: the output gate removed (sigmoid(gate) -> 1), partial RoPE at 1.0, every
     norm weight + 1, the q/k norms' weights + 1: each moves transformers' logits by more
     than 10 x the tolerance
-  - bad input: a linear_attention layer, layer_types absent (full_attention_interval 4:
-    linear layers), a partial_rotary_factor giving an odd rotated size, an mrope_section of
-    2 values: exit 2 naming config.json and the field, nothing written
+  - bad input: a partial_rotary_factor giving an odd rotated size, an mrope_section of 2
+    values, a Qwen3_5ForConditionalGeneration folder (model_type qwen3_5: not imported
+    yet), and on the hybrid: value heads the key heads do not divide, a conv kernel of 0,
+    an unknown layer type, a missing A_log: exit 2 naming config.json and the field (or
+    the tensor), nothing written
+Then the hybrid (Gated DeltaNet layers 0, 2, 3 and a full layer 1; 2 key heads, 4 value
+heads, conv kernel 4) on 150 tokens (over two chunks of 64, not a multiple): logits of
+every prefix and loss within the same rule (the float64 reference runs transformers'
+float32 casts as float64), greedy continuation, the export, and sensitivity to the conv
+kernel shifted by one, A_log + 0.1, the output gate removed and partial RoPE at 1.0;
+`zt generate` refused by name (no recurrent state in the cache yet).
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import os
@@ -94,7 +101,7 @@ def hybrid(p, base):
     """Gated DeltaNet layers among full ones, 150 tokens (over two chunks of 64, not a
     multiple): logits of every prefix, loss and greedy continuation against transformers;
     sensitivity of transformers' logits to the conv kernel shifted by one, A_log perturbed,
-    the output gate and partial RoPE; `zt generate` refused by name."""
+    the output gate and partial RoPE; the export; `zt generate` refused by name."""
     from safetensors.torch import load_file, save_file
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
     c, torch = p.c, p.torch
@@ -164,6 +171,12 @@ def hybrid(p, base):
     rp = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}
     moved("partial_rotary_factor 1.0",
           fp32_logits(torch, with_config(folder, f"{folder}-rope1", rope_parameters=rp), ids))
+    # The export reloads in transformers with the same logits (24 tokens, 40 new) and
+    # re-imports.
+    p.exported(name, folder, h5, p.hf_run(folder), p.zt_run(h5), ARCH,
+               ("layer_types", "linear_num_key_heads", "linear_num_value_heads",
+                "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+                "rope_parameters"))
     rc, out = run_zt(p.zt, "generate", "--weights", folder, "--prompt-ids", "1,2,3",
                      "--temperature", "0", "--max-new-tokens", "4")
     c.check(rc == 2 and "Gated DeltaNet" in out and "recurrent state" in out,
@@ -233,7 +246,8 @@ def main():
     bad_configs = [
         (folder, "odd-rotary", dict(rope_parameters=odd), "partial_rotary_factor", "even"),
         (folder, "mrope-2", dict(rope_parameters=dict(mrope, mrope_section=[2, 2])),
-         "rope_parameters.mrope_section", "3 counts")]
+         "rope_parameters.mrope_section", "3 counts"),
+        (folder, "multimodal", dict(model_type="qwen3_5"), "model_type", "Qwen3_5ForCausalLM")]
     if hyb:
         kinds = ["linear_attention", "mamba", "full_attention", "linear_attention"]
         bad_configs += [
