@@ -89,13 +89,14 @@ bool get_bool(const json& j, const std::string& key, const std::string& where, b
 // (`name`), read into `scaling` (and its rope_theta into *theta when present).
 void read_rope_dict(const json& d, const std::string& name, const std::string& where,
                     int64_t context, const json& top, kernels::RopeScaling* scaling,
-                    std::optional<double>* theta) {
+                    std::optional<double>* theta, model::Config* shares) {
   if (!d.is_object()) bad(where, name, "is " + describe_json(d) + ", not an object");
   for (const auto& [key, v] : d.items()) {
     static const char* known[] = {"rope_type", "type", "rope_theta", "factor", "low_freq_factor",
                                   "high_freq_factor", "original_max_position_embeddings",
                                   "partial_rotary_factor", "beta_fast", "beta_slow", "truncate",
-                                  "mscale", "mscale_all_dim", "attention_factor"};
+                                  "mscale", "mscale_all_dim", "attention_factor",
+                                  "mrope_section", "mrope_interleaved"};
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
       bad(where, name + "." + key,
           v.is_object() ? "is a per-layer-type RoPE setting; zt has one RoPE for every layer"
@@ -110,9 +111,29 @@ void read_rope_dict(const json& d, const std::string& name, const std::string& w
     }
   if (d.contains("rope_theta") && !d.at("rope_theta").is_null())
     *theta = get_double(d, "rope_theta", where, 0.0);
-  if (get_double(d, "partial_rotary_factor", where, 1.0) != 1.0)
-    bad(where, name + ".partial_rotary_factor", "is " + describe_json(d.at("partial_rotary_factor")) +
-                                                    ", not 1; zt rotates the whole head");
+  if (shares) {
+    shares->partial_rotary_factor =
+        get_double(d, "partial_rotary_factor", where, shares->partial_rotary_factor);
+    if (present(d, "mrope_section")) {
+      const json& ms = d.at("mrope_section");
+      if (!ms.is_array() || ms.size() != 3)
+        bad(where, name + ".mrope_section", "is " + describe_json(ms) + ", not 3 counts");
+      shares->mrope_section.clear();
+      for (size_t i = 0; i < 3; ++i) {
+        if (!ms[i].is_number_integer() || ms[i].get<int64_t>() < 0)
+          bad(where, name + ".mrope_section", "is " + describe_json(ms) + ", not 3 counts >= 0");
+        shares->mrope_section.push_back(ms[i].get<int64_t>());
+      }
+    }
+    shares->mrope_interleaved = get_bool(d, "mrope_interleaved", where, false);
+  } else {
+    if (get_double(d, "partial_rotary_factor", where, 1.0) != 1.0)
+      bad(where, name + ".partial_rotary_factor", "is " + describe_json(d.at("partial_rotary_factor")) +
+                                                      ", not 1; zt rotates the whole head");
+    for (const char* key : {"mrope_section", "mrope_interleaved"})
+      if (present(d, key))
+        bad(where, name + "." + key, "is a multimodal RoPE setting (Qwen3.5's); this family has none");
+  }
   const auto need = [&](const char* key) {
     if (!d.contains(key) || d.at(key).is_null())
       bad(where, name + "." + key, "is missing (rope_type \"" + type + "\" needs it)");
@@ -355,15 +376,19 @@ void write_plain(const model::Config& cfg, const Family& fam, json& j) {
 // transformers 5's rope_parameters (rope_theta and rope_type inside). Both present: they
 // must agree.
 void read_rope(const json& j, const std::string& where, model::Config& m) {
+  // Qwen3.5's partial RoPE: rope_parameters' factor, else the top-level key, else 0.25.
+  const model::Family& fam = model::family(m.family);
+  model::Config* shares = fam.hybrid ? &m : nullptr;
+  if (shares) m.partial_rotary_factor = get_double(j, "partial_rotary_factor", where, fam.hf.partial_rotary);
   std::optional<double> top_theta;
   if (present(j, "rope_theta")) top_theta = get_double(j, "rope_theta", where, 0.0);
   kernels::RopeScaling v4, v5;
   std::optional<double> v4_theta, v5_theta;
   if (present(j, "rope_scaling"))
-    read_rope_dict(j.at("rope_scaling"), "rope_scaling", where, m.context, j, &v4, &v4_theta);
+    read_rope_dict(j.at("rope_scaling"), "rope_scaling", where, m.context, j, &v4, &v4_theta, shares);
   if (present(j, "rope_parameters")) {
     read_rope_dict(j.at("rope_parameters"), "rope_parameters", where, m.context, j, &v5,
-                   &v5_theta);
+                   &v5_theta, shares);
     if (present(j, "rope_scaling") && !(v4 == v5))
       bad(where, "rope_scaling", "(" + rope_scaling_text(v4) + ") disagrees with rope_parameters (" +
                                      rope_scaling_text(v5) + ")");
@@ -423,7 +448,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
           "is set; zt imports unquantized weights (float32, bfloat16, float16) and gpt-oss's "
           "MXFP4 experts only");
   }
-  if (j.contains("partial_rotary_factor") && get_double(j, "partial_rotary_factor", where, 1.0) != 1.0)
+  if (!fam->hybrid && j.contains("partial_rotary_factor") &&
+      get_double(j, "partial_rotary_factor", where, 1.0) != 1.0)
     bad(where, "partial_rotary_factor", "is " + describe_json(j.at("partial_rotary_factor")) +
                                             ", not 1; zt rotates the whole head");
 
@@ -493,6 +519,11 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   json params = rope_dict(r);
   const json scaling = r.type == "default" ? json(nullptr) : params;
   params["rope_theta"] = cfg.rope_theta;
+  if (fam->hybrid) {  // Qwen3.5's partial and multimodal RoPE
+    params["partial_rotary_factor"] = cfg.partial_rotary_factor;
+    if (!cfg.mrope_section.empty()) params["mrope_section"] = cfg.mrope_section;
+    if (cfg.mrope_interleaved) params["mrope_interleaved"] = true;
+  }
   j["rope_parameters"] = params;
   j["rope_theta"] = cfg.rope_theta;
   j["rope_scaling"] = scaling;

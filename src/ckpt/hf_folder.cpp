@@ -141,6 +141,13 @@ json parse_config(const std::string& text, const std::string& where) {
 std::optional<std::string> multimodal_text_config(const std::string& config_text,
                                                   const std::string& where) {
   const json j = parse_config(config_text, where);
+  if (j.is_object() && (j.value("model_type", json()) == "qwen3_5" ||
+                        j.value("model_type", json()) == "qwen3_5_moe"))
+    throw InputError("config '" + where + "': 'model_type' is " + describe_json(j.at("model_type")) +
+                         " (Qwen3_5ForConditionalGeneration: the text model beside a vision "
+                         "tower); zt imports Qwen3.5's text model alone for now",
+                     "save the text model as Qwen3_5ForCausalLM (model_type qwen3_5_text) and "
+                     "import that folder.");
   if (!j.is_object() || !j.contains("model_type") || j.at("model_type") != "gemma3")
     return std::nullopt;
   if (!j.contains("text_config") || !j.at("text_config").is_object())

@@ -27,10 +27,12 @@ int64_t get_int(const json& j, const std::string& key, const std::string& where,
 double get_double(const json& j, const std::string& key, const std::string& where, double fallback);
 bool get_bool(const json& j, const std::string& key, const std::string& where, bool fallback);
 // One RoPE dictionary (rope_scaling, rope_parameters or one layer type's) into *scaling,
-// its rope_theta into *theta when present.
+// its rope_theta into *theta when present; its partial_rotary_factor and multimodal
+// sections (mrope_section, mrope_interleaved) into *shares when given (Qwen3.5's), else
+// refused unless 1 / absent.
 void read_rope_dict(const json& d, const std::string& name, const std::string& where,
                     int64_t context, const json& top, kernels::RopeScaling* scaling,
-                    std::optional<double>* theta);
+                    std::optional<double>* theta, model::Config* shares = nullptr);
 // The RoPE dictionary of a scaling (rope_type default when none), without rope_theta.
 json rope_dict(const kernels::RopeScaling& r);
 std::string hint();

@@ -7,6 +7,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/json.hpp"
 #include "zt/core/log.hpp"
+#include "zt/model/family.hpp"
 
 namespace zt::ckpt {
 
@@ -14,15 +15,22 @@ using namespace hfj;
 
 namespace {
 
-// transformers' layer type names <-> the letters of model::Config::layer_types.
-char type_letter(const json& t, const std::string& where) {
-  if (t == "sliding_attention") return 's';
+// transformers' layer type names <-> the letters of model::Config::layer_types; a hybrid
+// family (Qwen3.5) has linear_attention and full_attention layers, the others sliding and
+// full ones.
+char type_letter(const json& t, const std::string& where, bool hybrid) {
   if (t == "full_attention") return 'f';
+  if (t == (hybrid ? "linear_attention" : "sliding_attention")) return hybrid ? 'l' : 's';
   if (t == "linear_attention")
-    bad(where, "layer_types", "holds \"linear_attention\" (Qwen3.5's linear attention), which zt "
-                              "does not implement");
-  bad(where, "layer_types", "holds " + describe_json(t) +
-                                "; zt knows \"full_attention\" and \"sliding_attention\"");
+    bad(where, "layer_types", "holds \"linear_attention\" (Qwen3.5's linear attention, Gated "
+                              "DeltaNet), which only the qwen3_5_text family has");
+  bad(where, "layer_types", "holds " + describe_json(t) + "; zt knows \"full_attention\" and " +
+                                (hybrid ? "\"linear_attention\"" : "\"sliding_attention\"") +
+                                " in this family");
+}
+
+const char* type_name(char letter) {
+  return letter == 'l' ? "linear_attention" : letter == 's' ? "sliding_attention" : "full_attention";
 }
 
 // Qwen's sliding window, as transformers 5's Qwen2Config/Qwen3Config: sliding_window counts
@@ -88,20 +96,24 @@ void read_qwen_window(const json& j, const std::string& where, model::Config& m)
 }  // namespace
 
 static void read_layer_types(const json& j, const std::string& where, model::Config& m) {
-  const model::Family::Defaults& d = hf_defaults(m.family);
+  const model::Family& fam = model::family(m.family);
+  const model::Family::Defaults& d = fam.hf;
   std::string types;
   if (present(j, "layer_types")) {
     const json& lt = j.at("layer_types");
     if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
       bad(where, "layer_types", "is " + describe_json(lt) + ", not a list of num_hidden_layers (" +
                                     std::to_string(m.layers) + ") names");
-    for (const json& t : lt) types += type_letter(t, where);
-  } else {  // transformers 4's form: every pattern-th layer full, from layer pattern - 1
-    const char* key = present(j, "sliding_window_pattern") ? "sliding_window_pattern"
-                                                           : "_sliding_window_pattern";
+    for (const json& t : lt) types += type_letter(t, where, fam.hybrid);
+  } else {  // every pattern-th layer full, from layer pattern - 1: transformers 4's Gemma
+    // 3 (sliding_window_pattern), Qwen3.5 (full_attention_interval, the others linear)
+    const char* key = fam.hybrid                             ? "full_attention_interval"
+                      : present(j, "sliding_window_pattern") ? "sliding_window_pattern"
+                                                             : "_sliding_window_pattern";
     const int64_t pattern = get_int(j, key, where, d.sliding_pattern);
     if (pattern < 1) bad(where, key, "is " + std::to_string(pattern) + "; it must be >= 1");
-    for (int64_t i = 0; i < m.layers; ++i) types += (i + 1) % pattern != 0 ? 's' : 'f';
+    for (int64_t i = 0; i < m.layers; ++i)
+      types += (i + 1) % pattern != 0 ? (fam.hybrid ? 'l' : 's') : 'f';
   }
   m.layer_types = types;
   if (types.find('s') != std::string::npos) {
@@ -174,9 +186,11 @@ void read_layer_schedule(const json& j, const std::string& where, model::Config&
 static void write_layer_types(const model::Config& cfg, json& j) {
   json types = json::array();
   for (int64_t i = 0; i < cfg.layers; ++i)
-    types.push_back(cfg.sliding(i) ? "sliding_attention" : "full_attention");
+    types.push_back(cfg.layer_types.empty() ? type_name(cfg.sliding(i) ? 's' : 'f')
+                                            : type_name(cfg.layer_types[static_cast<size_t>(i)]));
   j["layer_types"] = types;
-  j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
+  if (!model::family(cfg.family).hybrid)
+    j["sliding_window"] = cfg.sliding_window > 0 ? json(cfg.sliding_window) : json(nullptr);
 }
 
 void write_layer_schedule(const model::Config& cfg, json& j) {

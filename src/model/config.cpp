@@ -69,6 +69,7 @@ bool Config::qkv_bias() const {
 }
 bool Config::o_bias() const { return row_of(*this).bias == Family::kFromFlag && attention_bias; }
 bool Config::qk_norm() const { return row_of(*this).qk_norm; }
+bool Config::output_gate() const { return row_of(*this).output_gate; }
 double Config::norm_offset() const { return row_of(*this).norm_offset; }
 bool Config::sandwich_norms() const { return row_of(*this).sandwich; }
 bool Config::gelu_mlp() const { return row_of(*this).gelu_mlp; }
@@ -308,14 +309,14 @@ void Config::validate() const {
   const std::string what = "the parameter count of model " + name;
   const auto mul = [&](int64_t a, int64_t b) { return mul_checked(a, b, what, hint); };
   const auto add = [&](int64_t a, int64_t b) { return add_checked(a, b, what, hint); };
-  mul(heads, head_dim());  // q_dim()
+  mul(2, mul(heads, head_dim()));  // q_proj_dim()
   const int64_t kv = mul(kv_heads, head_dim());
   const int64_t width = std::max(intermediate, moe_intermediate);
   const int64_t mlp = add(mul(std::max<int64_t>(experts, 1), add(mul(3, mul(hidden, width)), hidden)),
                           mul(3, mul(hidden, add(shared_expert_intermediate, 1))));
   const int64_t block = add(
-      add(add(mul(2, mul(hidden, q_dim())), mul(2, mul(hidden, kv))), add(mlp, mul(4, hidden))),
-      add(mul(2, add(q_dim(), kv)), mul(2, head_dim())));  // a bound on biases and q/k norms
+      add(add(mul(3, mul(hidden, q_dim())), mul(2, mul(hidden, kv))), add(mlp, mul(4, hidden))),
+      add(mul(3, add(q_dim(), kv)), mul(2, head_dim())));  // a bound on biases and q/k norms
   const int64_t embedding = mul(vocab, hidden);
   const int64_t total =
       add(add(embedding, mul(layers, block)), add(hidden, tied_embeddings ? 0 : embedding));
@@ -424,6 +425,7 @@ void Config::validate_schedule() const {
                        "give one schedule: layer_types (any pattern) or first_sliding_layer.");
     for (size_t i = 0; i < layer_types.size(); ++i) {
       const char t = layer_types[i];
+      if (t == 'l' && model::family(family).hybrid) continue;  // validate_linear()
       if (t == 'l')
         throw InputError(strf("model.layer_types: layer %zu is linear_attention (Qwen3.5's), "
                               "which zt does not implement",
@@ -432,6 +434,7 @@ void Config::validate_schedule() const {
       if (t != 's' && t != 'f')
         throw InputError(strf("model.layer_types: layer %zu is '%c'", i, t), hint);
     }
+    validate_linear();
     if (layer_types.find('s') != std::string::npos && sliding_window <= 0)
       throw InputError("model.layer_types names sliding layers while model.sliding_window is 0",
                        "set model.sliding_window (Gemma 3: 512), or make every layer f.");
@@ -453,6 +456,9 @@ void Config::validate_schedule() const {
 std::string Config::device_model_gap() const {
   // Every family's block runs on the GPU model (Gemma's and gpt-oss's included); zt's CUDA
   // attention takes head dims up to kMaxDeviceHeadDim (kernels::cuda::attention_head_dims).
+  if (output_gate()) return "the attention's output gate (Qwen3.5's q_proj [query | gate])";
+  if (rotary_dim() != head_dim())
+    return strf("partial RoPE (model.partial_rotary_factor = %g)", partial_rotary_factor);
   if (head_dim() > kMaxDeviceHeadDim)
     return strf("an attention kernel for head dim %lld (zt's CUDA attention takes head dims up "
                 "to %lld)",
@@ -485,6 +491,18 @@ void Config::validate_rope_scaling() const {
       throw InputError(strf("model.rope_scaling.%s = %g: must be a finite number > 0", field, v),
                        hint);
   };
+  if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1) || rotary_dim() < 2 ||
+      rotary_dim() % 2 != 0)
+    throw InputError(strf("model.partial_rotary_factor = %g gives %lld rotated dims of head_dim "
+                          "%lld: it must be in (0, 1] and rotate an even number >= 2",
+                          partial_rotary_factor, static_cast<long long>(rotary_dim()),
+                          static_cast<long long>(head_dim())),
+                     "RoPE rotates pairs; Qwen3.5 uses 0.25 of head_dim 256 (64 dims); 1: all.");
+  if (!mrope_section.empty() &&
+      (mrope_section.size() != 3 || *std::min_element(mrope_section.begin(), mrope_section.end()) < 0))
+    throw InputError(strf("model.mrope_section holds %zu values: it takes 3 counts >= 0 (time, "
+                          "height, width)", mrope_section.size()),
+                     "Qwen3.5 uses 11,11,10; empty: no multimodal RoPE.");
   if (s.type == "default") return;
   if (s.type != "linear" && s.type != "llama3" && s.type != "yarn")
     throw InputError("model.rope_scaling type '" + s.type + "' is not one zt implements", hint);
@@ -516,11 +534,14 @@ void Config::validate_rope_scaling() const {
 int64_t Config::num_embedding_params() const { return vocab * hidden; }
 
 int64_t Config::num_block_params(int64_t l) const {
-  const int64_t attn = hidden * q_dim() /*q*/ + 2 * hidden * kv_dim() /*k, v*/ +
-                       q_dim() * hidden /*o*/;
-  const int64_t bias = (qkv_bias() ? q_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
+  const bool lin = linear(l);  // a Gated DeltaNet mixer instead of the attention
+  const int64_t attn = lin ? num_linear_mixer_params()
+                           : hidden * q_proj_dim() /*q (and its gate)*/ +
+                                 2 * hidden * kv_dim() /*k, v*/ + q_dim() * hidden /*o*/;
+  const int64_t bias =
+      lin ? 0 : (qkv_bias() ? q_proj_dim() + 2 * kv_dim() : 0) + (o_bias() ? hidden : 0);
   const int64_t norms = (sandwich_norms() ? 4 : 2) * hidden +
-                        (qk_norm() ? 2 * head_dim() : 0) +  // + q/k norms
+                        (qk_norm() && !lin ? 2 * head_dim() : 0) +  // + q/k norms
                         (attention_sinks() ? heads : 0);    // + the sinks [H]
   if (!moe_layer(l)) return attn + bias + 3 * hidden * intermediate /*gate, up, down*/ + norms;
   const int64_t shared = shared_expert() ? 3 * hidden * shared_expert_intermediate + hidden : 0;

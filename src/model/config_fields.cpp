@@ -40,6 +40,13 @@ const char* no_yarn(const Config& c) {
 const char* no_clamp(const Config& c) {
   return c.swiglu_limit > 0 ? nullptr : "set model.swiglu_limit (gpt_oss)";
 }
+const char* no_linear(const Config& c) {
+  return c.linear_layers() ? nullptr
+                           : "no layer is linear_attention: set model.family = qwen3_5_text and "
+                             "an l in model.layer_types";
+}
+// The key of a Gated DeltaNet size in config.json: Qwen3.5's families only.
+const char* linear_key(const Family& f, const char* key) { return f.hybrid ? key : nullptr; }
 const char* no_window(const Config& c) {
   return c.sliding_window == 0 ? "set model.sliding_window" : nullptr;
 }
@@ -133,6 +140,18 @@ const ConfigField kFields[] = {
      .hf = "rope_scaling.attention_factor", .hf_form = F::kHfRope, .ref = ZT_FIELD(rope_scaling.attention_factor),
      .save = F::kWithRope, .min = 0, .max = 1e6,
      .help = "override: yarn attention_factor (0: from the factor)", .inert = no_yarn},
+    {.key = "partial_rotary_factor", .attr = "partial_rotary_factor",
+     .hf = "rope_parameters.partial_rotary_factor", .hf_form = F::kHfRope,
+     .ref = ZT_FIELD(partial_rotary_factor), .min = 0, .max = 1, .min_exclusive = true,
+     .help = "override: the rotated share of each head (Qwen3.5: 0.25; 1: the whole head)"},
+    {.key = "mrope_section", .attr = "mrope_section", .hf = "rope_parameters.mrope_section",
+     .hf_form = F::kHfRope, .ref = ZT_FIELD(mrope_section),
+     .help = "override: Qwen3.5's multimodal RoPE sections (11,11,10); text rotates as plain "
+             "RoPE, kept for export"},
+    {.key = "mrope_interleaved", .attr = "mrope_interleaved",
+     .hf = "rope_parameters.mrope_interleaved", .hf_form = F::kHfRope,
+     .ref = ZT_FIELD(mrope_interleaved),
+     .help = "override: Qwen3.5's interleaved multimodal RoPE; kept for export"},
     {.key = "swiglu_limit", .attr = "swiglu_limit", .hf = "swiglu_limit", .hf_form = F::kHfMoe,
      .ref = ZT_FIELD(swiglu_limit), .min = 0, .max = 1e6,
      .help = "override: gpt-oss's expert clamp (7; 0: plain SwiGLU)"},
@@ -193,6 +212,31 @@ const ConfigField kFields[] = {
     {.key = "layer_types", .attr = "layer_types", .hf = "layer_types", .hf_form = F::kHfWindow, .ref = ZT_FIELD(layer_types),
      .help = "override: the attention schedule, one letter per layer: s sliding (model."
              "sliding_window), f full, e.g. sssssf (Gemma 3); empty: model.first_sliding_layer"},
+    {.key = "linear_key_heads", .attr = "linear_key_heads", .hf = "linear_num_key_heads",
+     .hf_form = F::kHfFamily, .hf_absent = [](const Family&, const Config&) { return 16.0; },
+     .hf_key = [](const Family& f) { return linear_key(f, "linear_num_key_heads"); },
+     .ref = ZT_FIELD(linear_key_heads), .resume = F::kShape, .min = 1, .max = Config::kMaxHeads,
+     .help = "override: Gated DeltaNet key heads (Qwen3.5: 16)", .inert = no_linear},
+    {.key = "linear_value_heads", .attr = "linear_value_heads", .hf = "linear_num_value_heads",
+     .hf_form = F::kHfFamily, .hf_absent = [](const Family&, const Config&) { return 32.0; },
+     .hf_key = [](const Family& f) { return linear_key(f, "linear_num_value_heads"); },
+     .ref = ZT_FIELD(linear_value_heads), .resume = F::kShape, .min = 1, .max = Config::kMaxHeads,
+     .help = "override: Gated DeltaNet value heads (Qwen3.5: 32)", .inert = no_linear},
+    {.key = "linear_key_dim", .attr = "linear_key_dim", .hf = "linear_key_head_dim",
+     .hf_form = F::kHfFamily, .hf_absent = [](const Family&, const Config&) { return 128.0; },
+     .hf_key = [](const Family& f) { return linear_key(f, "linear_key_head_dim"); },
+     .ref = ZT_FIELD(linear_key_dim), .resume = F::kShape, .min = 1, .max = Config::kMaxHidden,
+     .help = "override: Gated DeltaNet key head dim (Qwen3.5: 128)", .inert = no_linear},
+    {.key = "linear_value_dim", .attr = "linear_value_dim", .hf = "linear_value_head_dim",
+     .hf_form = F::kHfFamily, .hf_absent = [](const Family&, const Config&) { return 128.0; },
+     .hf_key = [](const Family& f) { return linear_key(f, "linear_value_head_dim"); },
+     .ref = ZT_FIELD(linear_value_dim), .resume = F::kShape, .min = 1, .max = Config::kMaxHidden,
+     .help = "override: Gated DeltaNet value head dim (Qwen3.5: 128)", .inert = no_linear},
+    {.key = "linear_conv_kernel", .attr = "linear_conv_kernel", .hf = "linear_conv_kernel_dim",
+     .hf_form = F::kHfFamily, .hf_absent = [](const Family&, const Config&) { return 4.0; },
+     .hf_key = [](const Family& f) { return linear_key(f, "linear_conv_kernel_dim"); },
+     .ref = ZT_FIELD(linear_conv_kernel), .resume = F::kShape, .min = 1, .max = 1024,
+     .help = "override: Gated DeltaNet causal conv1d kernel (Qwen3.5: 4)", .inert = no_linear},
     {.key = "rope_local_theta", .attr = "rope_local_theta", .hf = "rope_local_base_freq", .hf_form = F::kHfSchedule,
      .ref = ZT_FIELD(rope_local_theta), .min = 0, .max = 1e12,
      .help = "override: RoPE base of the sliding layers, unscaled (Gemma 3: 10000; 0: the full "

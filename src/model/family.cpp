@@ -58,6 +58,13 @@ const Family kFamilies[] = {
      .hf = {.kv_heads = 8, .context = 131072, .rope_theta = 150000.0, .norm_eps = 1e-5,
             .head_dim = 64, .attention_bias = true, .sliding_window = 128, .sliding_pattern = 2,
             .experts = 128, .experts_per_token = 4}},
+    // Qwen3.5's text model: (1 + w) norms, q/k norms, the attention's output gate, partial
+    // RoPE; layer_types mixes Gated DeltaNet (linear_attention) and full layers.
+    {.model_type = "qwen3_5_text", .architecture = "Qwen3_5ForCausalLM", .bias = F::kFromFlag,
+     .qk_norm = true, .output_gate = true, .norm_offset = 1.0, .bias_key = "attention_bias",
+     .window = F::kLayerTypes, .hybrid = true,
+     .hf = {.kv_heads = 4, .context = 32768, .head_dim = 256, .partial_rotary = 0.25,
+            .sliding_pattern = 4}},
 };
 
 }  // namespace

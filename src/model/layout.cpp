@@ -102,8 +102,28 @@ void ParamLayout::build() {
     const auto bias = [&](const char* proj, int64_t n) {
       return add_tensor(tensors_, u, ui, p + "self_attn." + proj + ".bias", {n}, InitKind::kZeros);
     };
-    o.q = maybe(kQ, u, ui, p + "self_attn.q_proj.weight", {HD, C}, InitKind::kNormal);
-    if (qkv_bias) o.q_bias = bias("q_proj", HD);
+    if (cfg_.linear(l)) {  // Qwen3.5's Gated DeltaNet mixer, transformers' names and shapes
+      const std::string la = p + "linear_attn.";
+      const int64_t Cc = cfg_.linear_conv_dim(), Hv = cfg_.linear_value_heads;
+      const int64_t VD = Hv * cfg_.linear_value_dim;
+      const auto add = [&](const char* name, std::vector<int64_t> shape, InitKind init) {
+        return add_tensor(tensors_, u, ui, la + name, std::move(shape), init);
+      };
+      o.q = o.k = o.v = o.o = -1;
+      o.lin_qkv = add("in_proj_qkv.weight", {Cc, C}, InitKind::kNormal);
+      o.lin_z = add("in_proj_z.weight", {VD, C}, InitKind::kNormal);
+      o.lin_b = add("in_proj_b.weight", {Hv, C}, InitKind::kNormal);
+      o.lin_a = add("in_proj_a.weight", {Hv, C}, InitKind::kNormal);
+      o.lin_conv = add("conv1d.weight", {Cc, 1, cfg_.linear_conv_kernel}, InitKind::kNormal);
+      o.lin_dt_bias = add("dt_bias", {Hv}, InitKind::kOnes);
+      o.lin_A_log = add("A_log", {Hv}, InitKind::kZeros);  // A = 1
+      o.lin_norm = add("norm.weight", {cfg_.linear_value_dim}, InitKind::kOnes);  // w, not 1 + w
+      o.lin_out = add("out_proj.weight", {C, VD}, InitKind::kNormalScaled);
+    } else {
+    // q_proj: [H D, C], or with the output gate [H 2D, C], each head's query then its gate.
+    const int64_t QD = cfg_.q_proj_dim();
+    o.q = maybe(kQ, u, ui, p + "self_attn.q_proj.weight", {QD, C}, InitKind::kNormal);
+    if (qkv_bias) o.q_bias = bias("q_proj", QD);
     o.k = maybe(kK, u, ui, p + "self_attn.k_proj.weight", {GD, C}, InitKind::kNormal);
     if (qkv_bias) o.k_bias = bias("k_proj", GD);
     o.v = maybe(kV, u, ui, p + "self_attn.v_proj.weight", {GD, C}, InitKind::kNormal);
@@ -115,6 +135,7 @@ void ParamLayout::build() {
     if (qk_norm) {
       o.q_norm = add_tensor(tensors_, u, ui, p + "self_attn.q_norm.weight", {D}, norm_init);
       o.k_norm = add_tensor(tensors_, u, ui, p + "self_attn.k_norm.weight", {D}, norm_init);
+    }
     }
     // The sandwich (Gemma): post_attention_layernorm norms the attention's output and
     // pre_feedforward_layernorm is the MLP's input norm (Llama's post_attention_layernorm).

@@ -146,7 +146,7 @@ static void check_lora_moe(const Config& m, const LoraConfig& l) {
 void lora_target_dims(const Config& m, LoraTarget t, int64_t& in, int64_t& out) {
   const int64_t C = m.hidden, HD = m.heads * m.head_dim(), GD = m.kv_dim(), I = m.intermediate;
   switch (t) {
-    case LoraTarget::kQ: in = C, out = HD; return;
+    case LoraTarget::kQ: in = C, out = m.q_proj_dim(); return;  // with the output gate's rows
     case LoraTarget::kK: case LoraTarget::kV: in = C, out = GD; return;
     case LoraTarget::kO: in = HD, out = C; return;
     case LoraTarget::kGate: case LoraTarget::kUp: in = C, out = I; return;
@@ -163,6 +163,11 @@ LoraConfig resolve_lora(const config::Config& c, const Config& model) {
   l.method = method == "lora"    ? FinetuneMethod::kLora
              : method == "qlora" ? FinetuneMethod::kQlora
                                  : FinetuneMethod::kFull;
+  if (l.method != FinetuneMethod::kFull && model.linear_layers())
+    throw InputError("finetune.method = " + method + " on a " + model.family + " model with Gated "
+                     "DeltaNet (linear_attention) layers: zt's adapters do not target their "
+                     "projections (in_proj_qkv, in_proj_z, out_proj) yet",
+                     "fine-tune it in full (finetune.method = full).");
   l.rank = c.get_int("lora.rank");
   l.alpha = c.get_float("lora.alpha");
   l.dropout = c.get_float("lora.dropout");

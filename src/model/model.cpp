@@ -58,6 +58,11 @@ void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) 
     dxn.ensure(N * C);
     datt.ensure(N * HD);
     dq.ensure(N * HD);
+    if (cfg.linear_layers()) dlin.ensure(cfg, N);
+    if (cfg.output_gate()) {
+      dogate.ensure(N * HD);
+      dqg.ensure(N * 2 * HD);
+    }
     dk.ensure(N * GD);
     dv.ensure(N * GD);
     // The dense MLP's (every layer without experts) and the shared expert's scratch.
@@ -341,6 +346,11 @@ void Model<R>::Impl::decode(std::span<const int32_t> tokens, KvCache<R>& cache, 
   const int64_t n = static_cast<int64_t>(tokens.size()), past = cache.length;
   const int64_t GD = cfg.kv_dim();
   if (n <= 0) throw InputError("decode: no tokens", "pass at least one new token.");
+  if (cfg.linear_layers())
+    throw InputError("decoding a " + cfg.family + " model with Gated DeltaNet (linear_attention) "
+                     "layers: zt's generation cache holds no conv and recurrent state for them yet",
+                     "score or train it with zt (zt train, eval); generate with transformers "
+                     "for now.");
   if (cache.capacity > cfg.context || past < 0 ||
       static_cast<int64_t>(cache.k.size()) != cfg.layers * cache.capacity * GD ||
       cache.v.size() != cache.k.size()) {
@@ -385,7 +395,8 @@ size_t Model<R>::Impl::workspace_bytes() const {
   size_t b = rope_cos.bytes() + rope_sin.bytes() + xs.bytes() + shared.bytes() + xf.bytes() +
              rstd_f.bytes() + logits.bytes() + capped.bytes() + local_cos.bytes() +
              local_sin.bytes() + dres.bytes() + dxn.bytes() + datt.bytes() +
-             dq.bytes() + dk.bytes() + dv.bytes() + dh.bytes() + dgate.bytes() + dup.bytes() +
+             dq.bytes() + dogate.bytes() + dqg.bytes() + dk.bytes() + dv.bytes() + dh.bytes() +
+             dgate.bytes() + dup.bytes() + dlin.bytes() +
              attn_scratch.bytes() + decode_scores.bytes() + lora.workspace_bytes() +
              router_logits.bytes() + moe_out.bytes() + dlogits_r.bytes() + dw_r.bytes() +
              aux_dprob.bytes() + dshared.bytes() + dshared_gate.bytes();

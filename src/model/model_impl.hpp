@@ -23,9 +23,37 @@ namespace zt::model {
 namespace cpu = zt::kernels::cpu;  // (k is the keys buffer)
 using detail::Buffer;
 
+// A Gated DeltaNet mixer's activations (Config::linear(l); linear_block.cpp), and, in the
+// backward scratch, their gradients. Shapes: Cc = 2 Hk Dk + Hv Dv, VD = Hv Dv.
+template <class R>
+struct LinearActs {
+  Buffer<R> qkv_pre, qkv;  // [N, Cc]   in_proj_qkv(xn1); silu(conv1d(.))
+  Buffer<R> q, k;          // [N, Hk*Dk] the conv's q and k channels
+  Buffer<R> v;             // [N, VD]
+  Buffer<R> z;             // [N, VD]   in_proj_z(xn1)
+  Buffer<R> a, beta, g;    // [N, Hv]   in_proj_a(xn1); sigmoid(in_proj_b(xn1)); the log decay
+  Buffer<R> out, y;        // [N, VD]   the rule's output; the gated norm's
+  Buffer<R> rstd;          // [N*Hv]
+  void ensure(const model::Config& c, int64_t N) {
+    const int64_t Cc = c.linear_conv_dim(), KD = c.linear_key_heads * c.linear_key_dim;
+    const int64_t Hv = c.linear_value_heads, VD = Hv * c.linear_value_dim;
+    for (Buffer<R>* b : {&qkv_pre, &qkv}) b->ensure(N * Cc);
+    for (Buffer<R>* b : {&q, &k}) b->ensure(N * KD);
+    for (Buffer<R>* b : {&v, &z, &out, &y}) b->ensure(N * VD);
+    for (Buffer<R>* b : {&a, &beta, &g, &rstd}) b->ensure(N * Hv);
+  }
+  size_t bytes() const {
+    size_t n = 0;
+    for (const Buffer<R>* b : {&qkv_pre, &qkv, &q, &k, &v, &z, &a, &beta, &g, &out, &y, &rstd})
+      n += b->bytes();
+    return n;
+  }
+};
+
 // One block's activations, kept from its forward for its backward.
 template <class R>
 struct BlockActs {
+  LinearActs<R> lin;  // a Gated DeltaNet layer's (Config::linear_layers())
   Buffer<R> xn1;    // [N, C]      input_layernorm(x_in)
   Buffer<R> rstd1;  // [N]
   Buffer<R> q;      // [N, H*D]    after RoPE
@@ -37,6 +65,9 @@ struct BlockActs {
   Buffer<R> v;      // [N, G*D]
   Buffer<R> probs;  // [B, H, T, T] attention softmax
   Buffer<R> att;    // [N, H*D]    attention output, before o_proj
+  // The output gate (Config::output_gate(), Qwen3.5): q_proj's output [N, H, 2D], the gate
+  // half [N, H*D], and att * sigmoid(gate) [N, H*D] (o_proj's input).
+  Buffer<R> qg, ogate, att_g;
   Buffer<R> x_mid;  // [N, C]      x_in + o_proj(att)
   Buffer<R> xn2;    // [N, C]      post_attention_layernorm(x_mid)
   Buffer<R> rstd2;  // [N]
@@ -63,10 +94,16 @@ struct BlockActs {
   // whose layers keep their own (ExpertParallelMoe).
   void ensure(const Config& c, int64_t N, int64_t BHTT, bool routed = true) {
     const int64_t HD = c.q_dim(), GD = c.kv_dim();
+    if (c.linear_layers()) lin.ensure(c, N);
     xn1.ensure(N * c.hidden);
     rstd1.ensure(N);
     q.ensure(N * HD);
     k.ensure(N * GD);
+    if (c.output_gate()) {
+      qg.ensure(N * 2 * HD);
+      ogate.ensure(N * HD);
+      att_g.ensure(N * HD);
+    }
     if (c.qk_norm()) {
       qr.ensure(N * HD);
       kr.ensure(N * GD);
@@ -119,8 +156,9 @@ struct BlockActs {
     my = Buffer<R>();
   }
   size_t bytes() const {
-    return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + qr.bytes() + kr.bytes() +
-           rstd_q.bytes() + rstd_k.bytes() + v.bytes() + probs.bytes() +
+    return lin.bytes() + xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + qr.bytes() + kr.bytes() +
+           rstd_q.bytes() + rstd_k.bytes() + v.bytes() + probs.bytes() + qg.bytes() +
+           ogate.bytes() + att_g.bytes() +
            att.bytes() + x_mid.bytes() + xn2.bytes() + rstd2.bytes() + gate.bytes() +
            up.bytes() + h.bytes() + rprobs.bytes() + ridx.bytes() + rw.bytes() + mgu.bytes() +
            mh.bytes() + my.bytes() + sgate.bytes() + sup.bytes() + sh.bytes() + sy.bytes() +
@@ -151,6 +189,8 @@ struct Model<R>::Impl {
   Buffer<R> dxn;                    // [N, C] gradient of a norm output
   Buffer<R> datt;                   // [N, H*D]
   Buffer<R> dq;                     // [N, H*D]
+  Buffer<R> dogate, dqg;            // [N, H*D], [N, H*2D]: the output gate's (output_gate())
+  LinearActs<R> dlin;               // a Gated DeltaNet mixer's gradients (linear_block.cpp)
   Buffer<R> dk, dv;                 // [N, G*D]
   Buffer<R> dh, dgate, dup;         // [N, I] (or [N, S]: the shared expert's, when wider)
   Buffer<R> attn_scratch;           // attention_backward_scratch(T, threads)
@@ -195,22 +235,21 @@ struct Model<R>::Impl {
   void ensure_rope(int64_t n) {
     if (n <= rope_positions) return;
     n = std::min(cfg.context, std::max(n, 2 * rope_positions));
-    const int64_t half = cfg.head_dim() / 2;
+    const int64_t rd = cfg.rotary_dim(), half = rd / 2;  // partial RoPE: rd < head_dim
     rope_cos.ensure(n * half);
     rope_sin.ensure(n * half);
-    cpu::rope_table(rope_cos.data(), rope_sin.data(), n, cfg.head_dim(), cfg.rope_theta,
-                  cfg.rope_scaling);
+    cpu::rope_table(rope_cos.data(), rope_sin.data(), n, rd, cfg.rope_theta, cfg.rope_scaling);
     if (cfg.rope_local_theta > 0) {
       local_cos.ensure(n * half);
       local_sin.ensure(n * half);
-      cpu::rope_table(local_cos.data(), local_sin.data(), n, cfg.head_dim(), cfg.rope_local_theta);
+      cpu::rope_table(local_cos.data(), local_sin.data(), n, rd, cfg.rope_local_theta);
     }
     rope_positions = n;
   }
   // Layer l's RoPE tables (cos, sin) from position `from` on: its type's (the schedule).
   std::pair<const R*, const R*> rope_of(int l, int64_t from = 0) const {
     const bool local = cfg.local_rope(l);
-    const int64_t off = from * (cfg.head_dim() / 2);
+    const int64_t off = from * (cfg.rotary_dim() / 2);
     return {(local ? local_cos : rope_cos).data() + off, (local ? local_sin : rope_sin).data() + off};
   }
   // x [n] *= s, skipped when s == 1 (query_pre_attn_scalar, the embedding scale).
@@ -297,6 +336,13 @@ struct Model<R>::Impl {
   // A block's MLP half: a.x_mid [N, C] -> x_out [N, C] (skipped when x_out == nullptr).
   void mlp_forward(int l, const R* p, R* x_out, BlockActs<R>& a, int64_t N);
   void attn_out(int l, const R* p, BlockActs<R>& a, const R* x_in, int64_t N);
+  void q_forward(int l, R* q, const R* p, BlockActs<R>& a, int64_t N);
+  // A Gated DeltaNet layer's mixer (linear_block.cpp): x_in -> a.x_mid; its backward from
+  // dres (dL/dx_mid) into dres (dL/dx_in added).
+  void linear_mixer_forward(int l, const R* p, BlockActs<R>& a, const R* x_in, int64_t B,
+                            int64_t T);
+  void linear_mixer_backward(int l, int u, const R* p, BlockActs<R>& a, const R* x_in,
+                             int64_t B, int64_t T);
   // Block l over n new positions of one sequence (past before them in the cache): their
   // keys and values go into the cache, their queries attend the whole cache.
   void block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t n, int64_t past,

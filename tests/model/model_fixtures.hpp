@@ -51,6 +51,30 @@ inline model::Config small_gemma(bool tied = false) {
   c.final_logit_softcap = 1.5;
   return c;
 }
+// The small config as Qwen3.5's full-attention layers (qwen3_5_text): the output gate
+// (q_proj [H 2D, C]), (1 + w) norms and q/k norms, head_dim 8 with partial RoPE 0.5 (4 of
+// 8 dims rotate), attention biases.
+inline model::Config small_qwen35(bool tied = false) {
+  model::Config c = small_config(tied);
+  c.family = "qwen3_5_text";
+  c.head_dim_ = 8;
+  c.partial_rotary_factor = 0.5;
+  c.attention_bias = true;
+  c.layer_types = "ff";
+  return c;
+}
+// small_qwen35 as a hybrid: layer 0 a Gated DeltaNet layer (1 key head of 4, 2 value heads
+// of 3, conv kernel 3), layer 1 full attention.
+inline model::Config small_qwen35_hybrid(bool tied = false) {
+  model::Config c = small_qwen35(tied);
+  c.layer_types = "lf";
+  c.linear_key_heads = 1;
+  c.linear_value_heads = 2;
+  c.linear_key_dim = 4;
+  c.linear_value_dim = 3;
+  c.linear_conv_kernel = 3;
+  return c;
+}
 // The small config as gpt-oss: attention biases and sinks, a sliding layer (window 2)
 // then a full one, yarn RoPE (factor 4 over an original context of 3), the router with its
 // bias (top 2 of 4, softmax over the chosen logits), the experts (width 6) with biases and

@@ -136,6 +136,24 @@ TEST(ModelGradcheck, AttentionSoftcapEveryCoordinate) {
   gradcheck(c, 2, 5, 0.3, 0, true, "model small gemma3 attn softcap recompute (all coords)", {},
             {}, 2.5e-4);
 }
+// Qwen3.5's full-attention layers (small_qwen35): the output gate, partial RoPE, (1 + w)
+// q/k norms; untied, and tied with recompute over packed examples.
+TEST(ModelGradcheck, Qwen35GatedAttentionEveryCoordinate) {
+  gradcheck(testing::small_qwen35(), 2, 5, 0.3, 0, false, "model small qwen3_5 (all coords)");
+  const std::vector<int32_t> pos = {0, 1, 2, 0, 1, /**/ 0, 1, 2, 3, 4};
+  gradcheck(testing::small_qwen35(true), 2, 5, 0.3, 0, true,
+            "model small qwen3_5 tied packed recompute (all coords)", pos);
+}
+// Qwen3.5's Gated DeltaNet layer (small_qwen35_hybrid: a linear layer, then a full one):
+// in_proj_qkv, z, b, a, the conv, A_log, dt_bias, the gated norm, out_proj; untied, and
+// tied with recompute. Step 2e-4: q and k are L2-normalised over 4 dims, whose high
+// derivatives make the stencil's h^4 error 3e-5 at h = 1e-3 (4e-8 at 2e-4, measured).
+TEST(ModelGradcheck, Qwen35GatedDeltaNetEveryCoordinate) {
+  gradcheck(testing::small_qwen35_hybrid(), 2, 5, 0.3, 0, false,
+            "model small qwen3_5 hybrid (all coords)", {}, {}, 2e-4);
+  gradcheck(testing::small_qwen35_hybrid(true), 2, 5, 0.3, 0, true,
+            "model small qwen3_5 hybrid tied recompute (all coords)", {}, {}, 2e-4);
+}
 // gpt-oss's block (small_gpt_oss): the sinks, yarn, attention biases, the router's bias and
 // top-k softmax, the experts' biases and the clamped SwiGLU; untied, and tied with recompute.
 TEST(ModelGradcheck, GptOssEveryCoordinate) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every engine feature on the gemma3_text and gpt_oss families (issue 55 item 9).
+"""Every engine feature on the gemma3_text, gpt_oss and qwen3_5_text families (issues 55, 56).
 
   family_engine_test.py ZT WORKDIR MPIEXEC...   (MPIEXEC ends in the rank count 2)
 
@@ -20,7 +20,10 @@ step-2 checkpoint resumed at 1 rank (steps 3-4 equal the 2-rank run's), expert
 parallelism 2 (gpt_oss: equal to stage 0 at 1 rank, and its step-2 checkpoint resumed at 1
 rank without expert parallelism; gemma3_text, without experts: refused). Then `zt generate --temperature 0` of each family's final checkpoint
 equals its Hugging Face export's, token for token (transformers' own greedy against
-zt's is tests/ckpt/hf/gemma_peer_test.py and gptoss_peer_test.py).
+zt's is tests/ckpt/hf/gemma_peer_test.py and gptoss_peer_test.py). qwen3_5_text: Gated
+DeltaNet layers 0, 1, 3 and a full layer 2 (output gate, partial RoPE 0.25); LoRA, QLoRA,
+expert parallelism and `zt generate` are refused by name. ZT_FAMILY_ENGINE_ONLY=<family>
+runs one family.
 """
 import json
 import os
@@ -43,7 +46,13 @@ FAMILIES = {
                     attention_bias="true", sliding_window=4, rope_type="yarn", rope_factor=4,
                     rope_original_context=8, rope_beta_fast=32, rope_beta_slow=1, rope_truncate="false",
                     rope_theta=150000, swiglu_limit=1.5, tied_embeddings="false"),
+    "qwen3_5_text": dict(family="qwen3_5_text", vocab=257, hidden=64, layers=4, layer_types="llfl", heads=4,
+                         kv_heads=2, head_dim=16, intermediate=96, context=64, partial_rotary_factor=0.25,
+                         linear_key_heads=2, linear_value_heads=4, linear_key_dim=16, linear_value_dim=8,
+                         linear_conv_kernel=4, attention_bias="false", tied_embeddings="false"),
 }
+# What zt refuses on a family, by name (the generate section checks it too).
+LINEAR = ["Gated DeltaNet"]
 ALL7 = "lora.targets=q,k,v,o,gate,up,down"
 EXPERTS = "lora.targets=q,v,experts.gate_up,experts.down"
 DPO = ["finetune.objective=dpo", "data.path={work}/pairs.h5"]
@@ -81,7 +90,9 @@ CASES = [
     ("orpo_stage2_np2", BOTH, 2, ["zero.stage=2"] + ORPO, "orpo"),
     ("ep2", ("gpt_oss",), 2, ["moe.expert_parallel=2", "ckpt.every=2"], "stage0"),
     ("resume_ep2_np1", ("gpt_oss",), 1, ["zero.stage=0", "ckpt.resume={dir}/ep2/step-2.h5"], "ep2"),
-    ("ep2", ("gemma3_text",), 2, ["moe.expert_parallel=2"], ["moe.expert_parallel"]),
+    ("ep2", ("gemma3_text", "qwen3_5_text"), 2, ["moe.expert_parallel=2"], ["moe.expert_parallel"]),
+    ("lora", ("qwen3_5_text",), 1, ["finetune.method=lora", "lora.targets=q,v"], LINEAR + ["finetune.method = full"]),
+    ("qlora", ("qwen3_5_text",), 1, ["finetune.method=qlora", "lora.targets=q,v"], LINEAR),
 ]
 FINETUNE = ("finetune.", "data.path=")
 
@@ -119,7 +130,10 @@ def main():
         print(out[-2000:])
         return 1
 
+    only = os.environ.get("ZT_FAMILY_ENGINE_ONLY")  # one family (a quicker local run)
     for fam, model in FAMILIES.items():
+        if only and fam != only:
+            continue
         d = os.path.join(work, fam)
         os.makedirs(d)
         steps = {}
@@ -170,6 +184,12 @@ def main():
         hf = os.path.join(d, "hf")
         rc, out = run([zt, "convert", "h5-to-hf", "--dtype", "f32", ck, hf])
         check(rc == 0, f"{fam}: h5-to-hf of the stage-0 checkpoint (exit {rc})")
+        if "l" in model.get("layer_types", ""):  # Gated DeltaNet layers: generate refused
+            rc, out = run([zt, "generate", "--weights", ck, "--prompt-ids", "1,40,41", "--temperature", "0",
+                           "--max-new-tokens", "4"])
+            check(rc == 2 and all(w in out for w in LINEAR + ["recurrent state"]),
+                  f"{fam}: zt generate refused by name (exit {rc})")
+            continue
         ids = []
         for src in (ck, hf):
             rc, out = run([zt, "generate", "--weights", src, "--prompt-ids", "1,40,41,42,43,44,45,46",

@@ -36,8 +36,8 @@ constexpr size_t members() {
 // Config's members: the list has a row for each, rope_scaling's five parts each a row.
 // When a member is added to Config, add its row to src/model/config_fields.cpp, its
 // sample below, and count it here.
-static_assert(members<Config>() == 33);
-constexpr size_t kRows = 33 - 1 + 11;
+static_assert(members<Config>() == 41);
+constexpr size_t kRows = 41 - 1 + 11;
 
 Config tiny(const char* family = "llama") {
   Config c = Config::preset("tiny");
@@ -64,6 +64,19 @@ Config tiny(const char* family = "llama") {
     c.rope_local_theta = 1e4;
     c.query_pre_attn_scalar = 32;
   }
+  if (f == "qwen3_5_text") c.layer_types = "ffff";  // as config.json writes it back
+  return c;
+}
+
+// tiny as a Qwen3.5 hybrid: Gated DeltaNet layers 0, 1 and 3 (2 key heads, 2 value heads
+// of 16, conv kernel 4).
+Config hybrid() {
+  Config c = tiny("qwen3_5_text");
+  c.layer_types = "llfl";
+  c.linear_key_heads = 2;
+  c.linear_value_heads = 2;
+  c.linear_key_dim = 16;
+  c.linear_value_dim = 16;
   return c;
 }
 
@@ -127,6 +140,14 @@ std::vector<Sample> samples() {
       {"rope_mscale_all_dim", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.mscale_all_dim = 1; }},
       {"rope_attention_factor", tiny("gpt_oss"),
        [](Config& c) { c.rope_scaling.attention_factor = 1.5; }},
+      {"partial_rotary_factor", tiny("qwen3_5_text"), [](Config& c) { c.partial_rotary_factor = 0.25; }},
+      {"mrope_section", tiny("qwen3_5_text"), [](Config& c) { c.mrope_section = {3, 3, 2}; }},
+      {"mrope_interleaved", tiny("qwen3_5_text"), [](Config& c) { c.mrope_interleaved = true; }},
+      {"linear_key_heads", hybrid(), [](Config& c) { c.linear_key_heads = 1; }},
+      {"linear_value_heads", hybrid(), [](Config& c) { c.linear_value_heads = 4; }},
+      {"linear_key_dim", hybrid(), [](Config& c) { c.linear_key_dim = 24; }},
+      {"linear_value_dim", hybrid(), [](Config& c) { c.linear_value_dim = 20; }},
+      {"linear_conv_kernel", hybrid(), [](Config& c) { c.linear_conv_kernel = 3; }},
       {"swiglu_limit", tiny("gpt_oss"), [](Config& c) { c.swiglu_limit = 5; }},
       {"swiglu_alpha", tiny("gpt_oss"), [](Config& c) { c.swiglu_alpha = 1.5; }},
   };

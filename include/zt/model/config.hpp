@@ -25,6 +25,14 @@ struct Config {
   bool tied_embeddings = false; // lm_head shares model.embed_tokens.weight
   double rope_theta = 10000.0;  // RoPE base
   kernels::RopeScaling rope_scaling;  // RoPE frequency scaling (default: none)
+  // Partial RoPE (transformers' partial_rotary_factor; Qwen3.5: 0.25): the first
+  // rotary_dim() = int(head_dim * factor) dims of each head rotate, the rest pass.
+  double partial_rotary_factor = 1.0;
+  // Qwen3.5's multimodal RoPE (rope_parameters' mrope_section, mrope_interleaved): which
+  // frequencies take the height and width positions of image tokens. zt reads text, whose
+  // three positions are equal, so the rotation is the plain RoPE's; kept for export.
+  std::vector<int64_t> mrope_section;
+  bool mrope_interleaved = false;
   double norm_eps = 1e-5;       // RMSNorm epsilon
   // HF's attention_bias: biases on q/k/v and o (llama, qwen3); qwen2 has q/k/v biases
   // always and no o bias, so it keeps this false. See qkv_bias(), o_bias().
@@ -59,6 +67,25 @@ struct Config {
   // slide when sliding_window > 0 (Qwen's max_window_layers; 0: every layer, Mistral's).
   std::string layer_types;
   int64_t first_sliding_layer = 0;
+  // Qwen3.5's Gated DeltaNet layers (layer_types 'l', family row `hybrid`; docs/model.md):
+  // key and value heads and head dims, the causal conv1d's kernel (transformers'
+  // linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
+  // linear_value_head_dim, linear_conv_kernel_dim).
+  int64_t linear_key_heads = 16, linear_value_heads = 32;
+  int64_t linear_key_dim = 128, linear_value_dim = 128;
+  int64_t linear_conv_kernel = 4;
+  bool linear(int64_t l) const {
+    return !layer_types.empty() && layer_types[static_cast<size_t>(l)] == 'l';
+  }
+  bool linear_layers() const { return layer_types.find('l') != std::string::npos; }
+  // The conv's channels [q | k | v]: 2 Hk Dk + Hv Dv.
+  int64_t linear_conv_dim() const {
+    return 2 * linear_key_heads * linear_key_dim + linear_value_heads * linear_value_dim;
+  }
+  // A Gated DeltaNet mixer's parameters (in_proj_qkv, z, b, a, conv1d, A_log, dt_bias,
+  // norm, out_proj); validate_linear(): its sizes (config_linear.cpp).
+  int64_t num_linear_mixer_params() const;
+  void validate_linear() const;
   // The RoPE of the sliding layers: base rope_local_theta without scaling (Gemma 3's
   // rope_local_base_freq); 0: the full layers' RoPE (rope_theta, rope_scaling).
   double rope_local_theta = 0.0;
@@ -180,6 +207,7 @@ struct Config {
   bool qkv_bias() const;
   bool o_bias() const;
   bool qk_norm() const;
+  bool output_gate() const;  // q_proj emits [query | gate] per head (Qwen3.5; family row)
   // Gemma's block (family row): the RMSNorm weight offset (1: (1 + w); 0: w), the sandwich
   // (post-attention and post-feed-forward norms), the tanh-GELU GeGLU MLP instead of
   // SwiGLU, the embeddings multiplied by sqrt(hidden).
@@ -202,6 +230,11 @@ struct Config {
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : hidden / heads; }  // D
   int64_t q_dim() const { return heads * head_dim(); }   // H*D (== hidden unless head_dim_ is set)
+  int64_t q_proj_dim() const { return output_gate() ? 2 * q_dim() : q_dim(); }  // q_proj's rows
+  // The rotated dims of a head (transformers' int(head_dim * partial_rotary_factor)).
+  int64_t rotary_dim() const {
+    return static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor);
+  }
   int64_t kv_dim() const { return kv_heads * head_dim(); }
 
   // Parameter counts (elements). num_params() = every trainable element, counted once

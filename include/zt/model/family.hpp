@@ -22,6 +22,9 @@ struct Family {
   // Why attention_bias = true is refused (kQkvOnly, kNone).
   const char* no_bias_flag = "";
   bool qk_norm = false;  // per-head RMSNorm of q and k before RoPE
+  // Qwen3.5's output gate: q_proj emits [query | gate] per head (2 D rows each), and the
+  // attention's output is multiplied by sigmoid(gate) before o_proj.
+  bool output_gate = false;
   // The MLP: kDense the SwiGLU; kMixtral the experts (Mixtral's config.json keys and
   // tensor names: block_sparse_moe.experts.E.w1/w3/w2); kQwen the experts with Qwen's
   // fields (moe_intermediate, norm_topk_prob, decoder_sparse_step, mlp_only_layers) and
@@ -54,6 +57,10 @@ struct Family {
   // kLayerTypes layer_types (any pattern; absent: sliding_window_pattern, transformers 4's
   // Gemma 3), sliding_window, rope_local_base_freq (hf_schedule.cpp).
   enum Window : uint8_t { kNoWindow, kMistral, kQwenLayers, kQwenAll, kLayerTypes } window = kNoWindow;
+  // kLayerTypes: the schedule mixes linear_attention and full_attention layers (Qwen3.5);
+  // without layer_types every full_attention_interval-th layer is full (Defaults's
+  // sliding_pattern), the others linear.
+  bool hybrid = false;
   // kLayerTypes: a RoPE per layer type and Gemma's scalars (hf_schedule.cpp); false: one
   // RoPE (rope_parameters / rope_scaling) for every layer (gpt-oss).
   bool rope_per_type = false;
@@ -73,6 +80,7 @@ struct Family {
     double rope_theta = 10000.0;
     double norm_eps = 1e-6;           // rms_norm_eps
     std::optional<int64_t> head_dim;  // nullopt: hidden_size / num_attention_heads
+    double partial_rotary = 1.0;      // partial_rotary_factor (read only where hybrid)
     bool attention_bias = false;      // bias_key's
     int64_t sliding_window = 0;       // key absent: mistral; qwen with use_sliding_window
     int64_t sliding_pattern = 6;      // kLayerTypes without layer_types: every n-th layer full

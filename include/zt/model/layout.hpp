@@ -121,6 +121,9 @@ struct BlockOffsets {
   int64_t router_bias = -1, experts_gate_up_bias = -1, experts_down_bias = -1, sinks = -1;
   // qwen2_moe's shared expert (Config::shared_expert()) and its gate [1, C].
   int64_t shared_gate = -1, shared_up = -1, shared_down = -1, shared_expert_gate = -1;
+  // A Gated DeltaNet layer (Config::linear(l); q, k, v, o are -1 then): linear_attn.*.
+  int64_t lin_qkv = -1, lin_z = -1, lin_b = -1, lin_a = -1, lin_conv = -1, lin_dt_bias = -1,
+          lin_A_log = -1, lin_norm = -1, lin_out = -1;
 };
 
 class ParamLayout {

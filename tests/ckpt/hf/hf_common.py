@@ -257,6 +257,10 @@ def rope_f64(self, x, position_ids, layer_type=None):
     cfg = self.config
     dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     params = cfg.rope_parameters[layer_type] if layer_type else cfg.rope_parameters
+    dim = int(dim * params.get("partial_rotary_factor", 1.0))  # Qwen3.5's partial RoPE
+    if position_ids.ndim == 3:  # Qwen3.5's multimodal RoPE: text positions are its 3 rows'
+        assert all(torch.equal(position_ids[0], r) for r in position_ids)
+        position_ids = position_ids[0]
     inv = rope_inv_freq_f64(torch, params, dim)
     freqs = position_ids[..., None].double() * inv
     # gpt-oss's rotary returns the D/2 angles (its _apply_rotary_emb halves the head).
@@ -270,7 +274,7 @@ def rmsnorm_f64(self, x):
     cast to float32."""
     import torch
     variance = x.pow(2).mean(-1, keepdim=True)
-    if type(self).__name__.startswith("Gemma"):
+    if type(self).__name__.startswith(("Gemma", "Qwen3_5")):  # (1 + w): Gemma, Qwen3.5
         return (1.0 + self.weight) * (x * torch.rsqrt(variance + self.eps))
     return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
 

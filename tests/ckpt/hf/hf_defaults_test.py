@@ -53,6 +53,11 @@ def reference(c, mt):
          "rope_type": c.rope_parameters.get("rope_type", "default"),
          "rms_norm_eps": c.rms_norm_eps, "tie_word_embeddings": c.tie_word_embeddings,
          "head_dim": getattr(c, "head_dim", None) or c.hidden_size // heads}
+    if mt.startswith("qwen3_5"):  # Qwen3.5's partial RoPE (0.25 when absent)
+        r["partial_rotary_factor"] = c.rope_parameters.get("partial_rotary_factor", 1.0)
+        for key in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                    "linear_value_head_dim", "linear_conv_kernel_dim"):
+            r[key] = getattr(c, key)
     if mt == "qwen2_moe":
         r["attention_bias"] = c.qkv_bias
     elif hasattr(c, "attention_bias") and mt not in ("mistral", "mixtral", "qwen2"):
@@ -148,6 +153,8 @@ def main():
         if "use_sliding_window" in cls().to_dict():
             variants["sliding"] = cls(**small, use_sliding_window=True, sliding_window=64,
                                       max_window_layers=2).to_dict()
+        if "linear_conv_kernel_dim" in cls().to_dict():  # Qwen3.5: every layer full
+            variants["full"] = cls(**small, layer_types=["full_attention"] * 4).to_dict()
         for vname, base in variants.items():
             base = {k: v for k, v in base.items() if v is not None or k == "sliding_window"}
             compare(f"{mt}/{vname}/whole", base, [])

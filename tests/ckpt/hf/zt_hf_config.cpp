@@ -35,10 +35,18 @@ int main(int argc, char** argv) {
                         {"attention_bias", m.attention_bias},
                         {"sliding_window", m.sliding_window},
                         {"router_aux_loss_coef", m.router_aux_loss_coef},
-                        {"output_router_logits", m.router_aux_loss}};
+                        {"output_router_logits", m.router_aux_loss},
+                        {"partial_rotary_factor", m.partial_rotary_factor},
+                        {"linear_num_key_heads", m.linear_key_heads},
+                        {"linear_num_value_heads", m.linear_value_heads},
+                        {"linear_key_head_dim", m.linear_key_dim},
+                        {"linear_value_head_dim", m.linear_value_dim},
+                        {"linear_conv_kernel_dim", m.linear_conv_kernel}};
     nlohmann::json types = nlohmann::json::array();
-    for (int64_t i = 0; i < m.layers; ++i)
-      types.push_back(m.window(i) > 0 ? "sliding_attention" : "full_attention");
+    for (int64_t i = 0; i < m.layers; ++i) {
+      const bool linear = !m.layer_types.empty() && m.layer_types[static_cast<size_t>(i)] == 'l';
+      types.push_back(linear ? "linear_attention" : m.window(i) > 0 ? "sliding_attention" : "full_attention");
+    }
     j["layer_types"] = types;
     if (m.experts > 0) {
       j["num_experts"] = m.experts;

@@ -62,9 +62,10 @@ int main(int argc, char** argv) {
       logits.push_back(row);
     }
     out["logits"] = std::move(logits);
+    // Gated DeltaNet layers: decode refuses them (no recurrent state in the cache yet).
     zt::model::KvCache<float> cache(cfg, T);
     nlohmann::json kv_logits = nlohmann::json::array();
-    for (int64_t i = 0; i < T; ++i) {
+    for (int64_t i = 0; i < T && !cfg.linear_layers(); ++i) {
       model.decode(std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1), cache, row);
       kv_logits.push_back(row);
     }

@@ -1,0 +1,123 @@
+// Qwen3.5's Gated DeltaNet mixer on CPU (a linear_attention layer of the schedule), as
+// transformers' Qwen3_5GatedDeltaNet: input_layernorm, in_proj_qkv -> causal depthwise
+// conv1d + SiLU -> q | k | v; in_proj_z, in_proj_b (beta = sigmoid), in_proj_a (the decay
+// g from A_log and dt_bias); the gated delta rule (chunked, zt/kernels/gated_delta.hpp);
+// the gated RMSNorm with z; out_proj; residual. Its backward goes through the kernels'
+// backward (the rule's recomputes its chunk states). block.cpp calls these for the layers
+// Config::linear(l) names; the MLP half is the block's.
+#include "model_impl.hpp"
+#include "zt/kernels/gated_delta.hpp"
+#include "zt/kernels/linear.hpp"
+
+namespace zt::model {
+
+namespace {
+
+// The conv's rows [N, Cc] <-> q, k [N, KD] and v [N, VD] (Cc = 2 KD + VD).
+template <class R>
+void split_qkv(const R* qkv, R* q, R* k, R* v, int64_t N, int64_t KD, int64_t VD) {
+  const int64_t Cc = 2 * KD + VD;
+  for (int64_t n = 0; n < N; ++n) {
+    std::copy_n(qkv + n * Cc, KD, q + n * KD);
+    std::copy_n(qkv + n * Cc + KD, KD, k + n * KD);
+    std::copy_n(qkv + n * Cc + 2 * KD, VD, v + n * VD);
+  }
+}
+template <class R>
+void join_qkv(const R* q, const R* k, const R* v, R* qkv, int64_t N, int64_t KD, int64_t VD) {
+  const int64_t Cc = 2 * KD + VD;
+  for (int64_t n = 0; n < N; ++n) {
+    std::copy_n(q + n * KD, KD, qkv + n * Cc);
+    std::copy_n(k + n * KD, KD, qkv + n * Cc + KD);
+    std::copy_n(v + n * VD, VD, qkv + n * Cc + 2 * KD);
+  }
+}
+
+kernels::cpu::DeltaShape delta_shape(const Config& c, int64_t B, int64_t T) {
+  return {.B = B, .T = T, .Hk = c.linear_key_heads, .Hv = c.linear_value_heads,
+          .Dk = c.linear_key_dim, .Dv = c.linear_value_dim, .chunk = 64};
+}
+
+}  // namespace
+
+template <class R>
+void Model<R>::Impl::linear_mixer_forward(int l, const R* p, BlockActs<R>& a, const R* x_in,
+                                          int64_t B, int64_t T) {
+  if (pos)
+    throw InputError("packed examples (per-token positions) on a Gated DeltaNet layer: its "
+                     "recurrent state does not restart at example boundaries yet",
+                     "train Qwen3.5 models with one example per row (data.pack = false).");
+  const int64_t N = B * T, C = cfg.hidden, Cc = cfg.linear_conv_dim();
+  const int64_t Hv = cfg.linear_value_heads, Dv = cfg.linear_value_dim;
+  const int64_t KD = cfg.linear_key_heads * cfg.linear_key_dim, VD = Hv * Dv;
+  const BlockOffsets& o = layout.block_offsets(l);
+  LinearActs<R>& L = a.lin;
+  cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps,
+                       cfg.norm_offset());
+  cpu::linear_forward(L.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N, C, Cc);
+  cpu::causal_conv1d_silu_forward(B, T, Cc, cfg.linear_conv_kernel, L.qkv_pre.data(),
+                                  p + o.lin_conv, static_cast<const R*>(nullptr), L.qkv.data());
+  split_qkv(L.qkv.data(), L.q.data(), L.k.data(), L.v.data(), N, KD, VD);
+  cpu::linear_forward(L.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
+  cpu::linear_forward(L.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
+  for (int64_t i = 0; i < N * Hv; ++i)
+    L.beta.data()[i] = static_cast<R>(1.0 / (1.0 + std::exp(-static_cast<double>(L.beta.data()[i]))));
+  cpu::linear_forward(L.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
+  cpu::delta_decay_forward(N, Hv, L.a.data(), p + o.lin_A_log, p + o.lin_dt_bias, L.g.data());
+  cpu::gated_delta_chunked_forward(delta_shape(cfg, B, T), L.q.data(), L.k.data(), L.v.data(),
+                                   L.g.data(), L.beta.data(), static_cast<const R*>(nullptr),
+                                   L.out.data(), static_cast<R*>(nullptr));
+  cpu::gated_rmsnorm_forward(N * Hv, Dv, L.out.data(), L.z.data(), p + o.lin_norm, cfg.norm_eps,
+                             L.y.data(), L.rstd.data());
+  cpu::linear_forward(a.x_mid.data(), L.y.data(), p + o.lin_out, N, VD, C);
+  cpu::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
+}
+
+template <class R>
+void Model<R>::Impl::linear_mixer_backward(int l, int u, const R* p, BlockActs<R>& a,
+                                           const R* x_in, int64_t B, int64_t T) {
+  const int64_t N = B * T, C = cfg.hidden, Cc = cfg.linear_conv_dim();
+  const int64_t Hv = cfg.linear_value_heads, Dv = cfg.linear_value_dim;
+  const int64_t KD = cfg.linear_key_heads * cfg.linear_key_dim, VD = Hv * Dv;
+  const BlockOffsets& o = layout.block_offsets(l);
+  const auto g = [&](int64_t off) { return base_grad_or_null(u, off); };
+  LinearActs<R>& L = a.lin;
+  LinearActs<R>& D = dlin;  // the same buffers' gradients
+  // x_mid = x_in + y Wout^T: dres is dL/dx_mid
+  cpu::linear_backward(D.y.data(), g(o.lin_out), dres.data(), L.y.data(), p + o.lin_out, N, VD, C,
+                       /*accumulate_dx=*/false);
+  cpu::gated_rmsnorm_backward(N * Hv, Dv, L.out.data(), L.z.data(), p + o.lin_norm, L.rstd.data(),
+                              D.y.data(), D.out.data(), D.z.data(), g(o.lin_norm));
+  cpu::gated_delta_backward(delta_shape(cfg, B, T), L.q.data(), L.k.data(), L.v.data(),
+                            L.g.data(), L.beta.data(), static_cast<const R*>(nullptr),
+                            D.out.data(), static_cast<const R*>(nullptr), D.q.data(), D.k.data(),
+                            D.v.data(), D.g.data(), D.beta.data(), static_cast<R*>(nullptr));
+  for (int64_t i = 0; i < N * Hv; ++i) {  // beta = sigmoid(b): d b
+    const R s = L.beta.data()[i];
+    D.beta.data()[i] *= s * (R(1) - s);
+  }
+  cpu::delta_decay_backward(N, Hv, L.a.data(), p + o.lin_A_log, p + o.lin_dt_bias, D.g.data(),
+                            D.a.data(), g(o.lin_A_log), g(o.lin_dt_bias));
+  join_qkv(D.q.data(), D.k.data(), D.v.data(), D.qkv.data(), N, KD, VD);
+  cpu::causal_conv1d_silu_backward(B, T, Cc, cfg.linear_conv_kernel, L.qkv_pre.data(),
+                                   p + o.lin_conv, static_cast<const R*>(nullptr), D.qkv.data(),
+                                   D.qkv_pre.data(), g(o.lin_conv));
+  cpu::linear_backward(dxn.data(), g(o.lin_qkv), D.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N,
+                       C, Cc, /*accumulate_dx=*/false);
+  cpu::linear_backward(dxn.data(), g(o.lin_z), D.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
+  cpu::linear_backward(dxn.data(), g(o.lin_b), D.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
+  cpu::linear_backward(dxn.data(), g(o.lin_a), D.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
+  cpu::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
+                        a.rstd1.data(), N, C, true, cfg.norm_offset());  // dres += (the branch)
+}
+
+#define ZT_LINEAR_INSTANTIATE(R)                                                                \
+  template void Model<R>::Impl::linear_mixer_forward(int, const R*, BlockActs<R>&, const R*,    \
+                                                     int64_t, int64_t);                         \
+  template void Model<R>::Impl::linear_mixer_backward(int, int, const R*, BlockActs<R>&,        \
+                                                      const R*, int64_t, int64_t);
+ZT_LINEAR_INSTANTIATE(float)
+ZT_LINEAR_INSTANTIATE(double)
+#undef ZT_LINEAR_INSTANTIATE
+
+}  // namespace zt::model
