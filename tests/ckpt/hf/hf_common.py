@@ -138,8 +138,9 @@ def hf_f64_logits(torch, folder, ids):
     hc = AutoConfig.from_pretrained(folder)
     moe = ({"experts_implementation": "eager"}
            if hasattr(hc, "num_local_experts") or hasattr(hc, "num_experts") else {})
-    # gpt-oss has no SDPA path (its sinks): eager, whose softmax keeps the dtype too.
-    attn = "eager" if hc.model_type == "gpt_oss" else "sdpa"
+    # gpt-oss and Gemma 2 have no SDPA path (sinks, the attention soft-cap): eager, whose
+    # softmax keeps the dtype too.
+    attn = "eager" if hc.model_type in ("gpt_oss", "gemma2") else "sdpa"
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation=attn,
                                                  **moe)
     model.eval()

@@ -35,7 +35,10 @@ int main(int argc, char** argv) {
                         {"attention_bias", m.attention_bias},
                         {"sliding_window", m.sliding_window},
                         {"router_aux_loss_coef", m.router_aux_loss_coef},
-                        {"output_router_logits", m.router_aux_loss}};
+                        {"output_router_logits", m.router_aux_loss},
+                        {"query_pre_attn_scalar", m.query_pre_attn_scalar},
+                        {"final_logit_softcapping", m.final_logit_softcap},
+                        {"attn_logit_softcapping", m.attn_logit_softcap}};
     nlohmann::json types = nlohmann::json::array();
     for (int64_t i = 0; i < m.layers; ++i)
       types.push_back(m.window(i) > 0 ? "sliding_attention" : "full_attention");
