@@ -460,9 +460,10 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where)
   read_plain(j, where, *fam, m);  // the sizes first: the pieces below read them
   read_window(j, where, *fam, m);
   if (fam->rope_per_type)
-    read_layer_schedule(j, where, m);  // RoPE per layer type, Gemma's scalars
+    read_layer_schedule(j, where, m);  // RoPE per layer type
   else
     read_rope(j, where, m);
+  if (fam->gemma_scalars) read_gemma_scalars(j, where, *fam, m);
   if (fam->moe != Family::kDense) read_moe(j, where, fam->moe, m);
   try {
     m.validate();
@@ -532,6 +533,7 @@ std::string hf_config_json(const model::Config& cfg, const std::string& torch_dt
   write_window(cfg, *fam, j);
   if (fam->moe != Family::kDense) write_moe(cfg, fam->moe, j);
   if (fam->rope_per_type) write_layer_schedule(cfg, j);
+  if (fam->gemma_scalars) write_gemma_scalars(cfg, *fam, j);
   j["attention_dropout"] = 0.0;
   j["torch_dtype"] = torch_dtype;
   j["initializer_range"] = 0.02;

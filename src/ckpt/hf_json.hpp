@@ -42,16 +42,22 @@ std::string hint();
 // Families with transformers' layer_types (Family::kLayerTypes, Gemma 3; hf_schedule.cpp):
 // layer_types (absent: sliding_window_pattern), sliding_window, the RoPE per layer type
 // (transformers 5's rope_parameters.{sliding_attention, full_attention}, or transformers
-// 4's rope_theta, rope_scaling and rope_local_base_freq), query_pre_attn_scalar, the
-// soft-caps, hidden_activation. Read into m (its sizes already read), written into j.
+// 4's rope_theta, rope_scaling and rope_local_base_freq). Read into m (its sizes already
+// read), written into j.
 // read/write_window: the sliding-window keys of every Family::Window kind (Mistral's, Qwen's
 // use_sliding_window, max_window_layers and layer_types, kLayerTypes' layer_types);
-// read/write_layer_schedule: the rest, for a family with a RoPE per type (Gemma 3).
+// read/write_layer_schedule: the RoPE per type (Family::rope_per_type, Gemma 3).
 void read_window(const json& j, const std::string& where, const model::Family& fam,
                  model::Config& m);
 void write_window(const model::Config& cfg, const model::Family& fam, json& j);
 void read_layer_schedule(const json& j, const std::string& where, model::Config& m);
 void write_layer_schedule(const model::Config& cfg, json& j);
+// Gemma's scalars (Family::gemma_scalars): query_pre_attn_scalar, the soft-caps (absent:
+// the family's default; null: none; attn_logit_softcapping refused set without
+// Family::attn_softcap), hidden_activation, use_bidirectional_attention.
+void read_gemma_scalars(const json& j, const std::string& where, const model::Family& fam,
+                        model::Config& m);
+void write_gemma_scalars(const model::Config& cfg, const model::Family& fam, json& j);
 // Refuses (InputError) a schedule or a Gemma scalar the family's config.json cannot hold.
 void check_schedule_exportable(const model::Config& cfg, const model::Family& fam);
 

@@ -105,12 +105,15 @@ static void read_layer_types(const json& j, const std::string& where, model::Con
       bad(where, "layer_types", "is " + describe_json(lt) + ", not a list of num_hidden_layers (" +
                                     std::to_string(m.layers) + ") names");
     for (const json& t : lt) types += type_letter(t, where, fam.hybrid);
-  } else {  // every pattern-th layer full, from layer pattern - 1: transformers 4's Gemma
-    // 3 (sliding_window_pattern), Qwen3.5 (full_attention_interval, the others linear)
+  } else {  // every pattern-th layer full, from layer pattern - 1: Qwen3.5
+    // (full_attention_interval, the others linear) and transformers 4's Gemma 3
+    // (sliding_window_pattern); the other families' classes ignore Gemma's keys and take
+    // their own pattern.
     const char* key = fam.hybrid                             ? "full_attention_interval"
                       : present(j, "sliding_window_pattern") ? "sliding_window_pattern"
                                                              : "_sliding_window_pattern";
-    const int64_t pattern = get_int(j, key, where, d.sliding_pattern);
+    const int64_t pattern = fam.hybrid || fam.rope_per_type ? get_int(j, key, where, d.sliding_pattern)
+                                                            : d.sliding_pattern;
     if (pattern < 1) bad(where, key, "is " + std::to_string(pattern) + "; it must be >= 1");
     for (int64_t i = 0; i < m.layers; ++i)
       types += (i + 1) % pattern != 0 ? (fam.hybrid ? 'l' : 's') : 'f';
@@ -127,11 +130,6 @@ static void read_layer_types(const json& j, const std::string& where, model::Con
 
 void read_layer_schedule(const json& j, const std::string& where, model::Config& m) {
   const model::Family::Defaults& d = hf_defaults(m.family);
-  if (get_bool(j, "use_bidirectional_attention", where, false))
-    bad(where, "use_bidirectional_attention", "is true; zt's attention is causal");
-  if (j.contains("hidden_activation") && j.at("hidden_activation") != "gelu_pytorch_tanh")
-    bad(where, "hidden_activation", "is " + describe_json(j.at("hidden_activation")) +
-                                        "; zt's Gemma MLP is GeGLU with \"gelu_pytorch_tanh\"");
   // The RoPE per layer type: transformers 5's rope_parameters.{full,sliding}_attention,
   // else transformers 4's rope_theta + rope_scaling (full) and rope_local_base_freq.
   std::optional<double> full_theta, local_theta;
@@ -168,19 +166,41 @@ void read_layer_schedule(const json& j, const std::string& where, model::Config&
   m.rope_scaling = full;
   m.rope_theta = full_theta.value_or(d.rope_theta);
   m.rope_local_theta = local_theta.value_or(10000.0);  // Gemma3TextConfig's default_theta
+}
+
+// A soft-cap key: absent, the family's default; null, none (0); else a number > 0
+// (transformers divides by it).
+static double read_cap(const json& j, const char* key, const std::string& where, double absent) {
+  if (!j.contains(key)) return absent;
+  const double cap = get_double(j, key, where, 0.0);
+  if (!j.at(key).is_null() && !(cap > 0))
+    bad(where, key, "is " + describe_json(j.at(key)) + "; it must be > 0, or null for no cap");
+  return cap;
+}
+
+void read_gemma_scalars(const json& j, const std::string& where, const model::Family& fam,
+                        model::Config& m) {
+  if (get_bool(j, "use_bidirectional_attention", where, false))
+    bad(where, "use_bidirectional_attention", "is true; zt's attention is causal");
+  if (j.contains("hidden_activation") && j.at("hidden_activation") != "gelu_pytorch_tanh")
+    bad(where, "hidden_activation", "is " + describe_json(j.at("hidden_activation")) +
+                                        "; zt's Gemma MLP is GeGLU with \"gelu_pytorch_tanh\"");
   m.query_pre_attn_scalar = get_double(j, "query_pre_attn_scalar", where, 256.0);
   if (!(m.query_pre_attn_scalar > 0))
     bad(where, "query_pre_attn_scalar", "is " + describe_json(j.at("query_pre_attn_scalar")) +
                                             "; it must be > 0");
-  m.final_logit_softcap = get_double(j, "final_logit_softcapping", where, 0.0);
+  m.final_logit_softcap = read_cap(j, "final_logit_softcapping", where, fam.hf.final_logit_softcap);
+  if (fam.attn_softcap) {
+    m.attn_logit_softcap = read_cap(j, "attn_logit_softcapping", where, fam.hf.attn_logit_softcap);
+    return;
+  }
   // transformers 5.24's Gemma3Attention never passes the cap to its attention (Gemma 2's
   // does): the model transformers runs has none, and zt's import of the key would cap.
   if (get_double(j, "attn_logit_softcapping", where, 0.0) != 0.0)
     bad(where, "attn_logit_softcapping",
-        "is " + describe_json(j.at("attn_logit_softcapping")) +
-            "; transformers' Gemma3ForCausalLM does not apply it (Gemma 3 sets it null), so zt "
-            "would run another model than transformers does: set it null (transformers' logits "
-            "do not change)");
+        "is " + describe_json(j.at("attn_logit_softcapping")) + "; transformers' " +
+            fam.architecture + " does not apply it (set it null: transformers' logits do not "
+            "change), so zt would run another model than transformers does");
 }
 
 static void write_layer_types(const model::Config& cfg, json& j) {
@@ -202,15 +222,19 @@ void write_layer_schedule(const model::Config& cfg, json& j) {
   local["rope_theta"] = cfg.rope_local_theta > 0 ? cfg.rope_local_theta : cfg.rope_theta;
   j["rope_parameters"] = {{"full_attention", full}, {"sliding_attention", local}};
   j["rope_local_base_freq"] = local["rope_theta"];
+}
+
+void write_gemma_scalars(const model::Config& cfg, const model::Family& fam, json& j) {
   j.erase("hidden_act");
   j["hidden_activation"] = "gelu_pytorch_tanh";
   // An integer where it is one (transformers 5's Gemma3TextConfig requires an int).
   const double q = cfg.query_pre_attn_scalar > 0 ? cfg.query_pre_attn_scalar
                                                  : static_cast<double>(cfg.head_dim());
   j["query_pre_attn_scalar"] = q == std::floor(q) && q < 9e15 ? json(static_cast<int64_t>(q)) : json(q);
-  j["final_logit_softcapping"] =
-      cfg.final_logit_softcap > 0 ? json(cfg.final_logit_softcap) : json(nullptr);
-  j["attn_logit_softcapping"] = nullptr;  // check_schedule_exportable: no cap
+  const auto cap = [](double c) { return c > 0 ? json(c) : json(nullptr); };
+  j["final_logit_softcapping"] = cap(cfg.final_logit_softcap);
+  // Without fam.attn_softcap, check_schedule_exportable refused a capped model.
+  j["attn_logit_softcapping"] = cap(fam.attn_softcap ? cfg.attn_logit_softcap : 0.0);
   j["use_bidirectional_attention"] = false;
 }
 
@@ -254,28 +278,34 @@ void write_window(const model::Config& cfg, const model::Family& fam, json& j) {
 }
 
 void check_schedule_exportable(const model::Config& cfg, const model::Family& fam) {
-  if (cfg.attn_logit_softcap > 0)
+  if (cfg.attn_logit_softcap > 0 && fam.gemma_scalars && !fam.attn_softcap)
     throw InputError("a model with model.attn_logit_softcap = " + strf("%g", cfg.attn_logit_softcap) +
-                         " has no Hugging Face form zt writes: transformers' Gemma3ForCausalLM "
-                         "ignores attn_logit_softcapping",
-                     "keep the checkpoint in zt's format (zt generate, zt train), or train "
-                     "without the cap (model.attn_logit_softcap = 0) to export.");
-  if (fam.window == model::Family::kLayerTypes) {
-    if (fam.rope_per_type && cfg.rope_local_theta == 0 && cfg.rope_scaling.type != "default")
-      throw InputError("a " + cfg.family + " model whose sliding layers share a scaled RoPE has no "
-                       "transformers 4 form (rope_local_base_freq is unscaled)",
-                       "set model.rope_local_theta (Gemma 3: 10000).");
-    return;
-  }
-  const auto refuse = [&](bool set, const char* what) {
+                         " has no Hugging Face form zt writes as " + cfg.family +
+                         ": transformers' " + fam.architecture + " ignores attn_logit_softcapping",
+                     "keep the checkpoint in zt's format (zt generate, zt train), set "
+                     "model.family = gemma2 (Gemma 2 applies the cap), or train without it "
+                     "(model.attn_logit_softcap = 0) to export.");
+  if (fam.rope_per_type && cfg.rope_local_theta == 0 && cfg.rope_scaling.type != "default")
+    throw InputError("a " + cfg.family + " model whose sliding layers share a scaled RoPE has no "
+                     "transformers 4 form (rope_local_base_freq is unscaled)",
+                     "set model.rope_local_theta (Gemma 3: 10000).");
+  // Each field the family's config.json has no key for (one rule for every family).
+  const auto refuse = [&](bool set, const char* what, const char* where) {
     if (set)
       throw InputError("a " + cfg.family + " model with " + what + " has no Hugging Face form",
-                       "zt writes it for families with layer_types (model.family = gemma3_text).");
+                       std::string("zt writes it for ") + where + ".");
   };
-  refuse(!cfg.layer_types.empty() && fam.window != model::Family::kQwenLayers, "model.layer_types");
-  refuse(cfg.rope_local_theta > 0, "model.rope_local_theta");
-  refuse(cfg.query_pre_attn_scalar > 0, "model.query_pre_attn_scalar");
-  refuse(cfg.final_logit_softcap > 0, "model.final_logit_softcap");
+  refuse(!cfg.layer_types.empty() && fam.window != model::Family::kQwenLayers &&
+             fam.window != model::Family::kLayerTypes,
+         "model.layer_types", "families with layer_types (model.family = gemma3_text, gemma2)");
+  refuse(cfg.rope_local_theta > 0 && !fam.rope_per_type, "model.rope_local_theta",
+         "families with a RoPE per layer type (model.family = gemma3_text)");
+  refuse(cfg.query_pre_attn_scalar > 0 && !fam.gemma_scalars, "model.query_pre_attn_scalar",
+         "Gemma's families (model.family = gemma3_text, gemma2)");
+  refuse(cfg.final_logit_softcap > 0 && !fam.gemma_scalars, "model.final_logit_softcap",
+         "Gemma's families (model.family = gemma3_text, gemma2)");
+  refuse(cfg.attn_logit_softcap > 0 && !fam.attn_softcap, "model.attn_logit_softcap",
+         "Gemma 2 (model.family = gemma2)");
 }
 
 }  // namespace zt::ckpt

@@ -46,8 +46,8 @@ std::vector<std::string> Config::preset_names() {
           "llama-13b",    "llama-3.1-8b",   "llama-3.1-70b", "llama-3.2-1b",
           "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b",
           "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b", "gemma-3-1b",
-          "gemma-3-4b",   "gemma-3-12b",    "gemma-3-27b",    "gpt-oss-20b",
-          "gpt-oss-120b"};
+          "gemma-3-4b",   "gemma-3-12b",    "gemma-3-27b",    "gemma-2-2b",
+          "gpt-oss-20b",  "gpt-oss-120b"};
 }
 
 namespace {
@@ -204,6 +204,20 @@ Config Config::preset(std::string_view name) {
     c.sliding_window = g.window;
     for (int64_t l = 0; l < c.layers; ++l) c.layer_types += (l + 1) % 6 != 0 ? 's' : 'f';
     c.query_pre_attn_scalar = g.scalar;
+    return c;
+  }
+  // google/gemma-2-2b's config.json (gemma2): head_dim 256, tied, sliding (4096) and full
+  // layers alternating from a sliding one, one RoPE (10000), both soft-caps.
+  if (name == "gemma-2-2b") {
+    Config c = make("gemma-2-2b", 256000, 2304, 26, 8, 4, 9216, 8192, 1e-6);
+    c.family = "gemma2";
+    c.head_dim_ = 256;
+    c.tied_embeddings = true;
+    c.sliding_window = 4096;
+    for (int64_t l = 0; l < c.layers; ++l) c.layer_types += l % 2 == 0 ? 's' : 'f';
+    c.query_pre_attn_scalar = 256;
+    c.attn_logit_softcap = 50.0;
+    c.final_logit_softcap = 30.0;
     return c;
   }
   // openai/gpt-oss-20b and -120b's config.json (gpt_oss): head_dim 64, sliding (128) and

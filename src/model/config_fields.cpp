@@ -13,9 +13,6 @@ namespace {
 using F = ConfigField;
 constexpr double kInt32Max = 2147483647.0;
 
-// config.json's value for an absent key: transformers' default of the family's class.
-double hf_false(const Family&, const Config&) { return 0; }
-
 const char* no_experts(const Config& c) {
   return c.moe() ? nullptr
                  : "the model has no experts (model.experts = 0): set model.family = mixtral, "
@@ -84,7 +81,7 @@ const ConfigField kFields[] = {
      .save = F::kAlways, .min = 1, .max = Config::kMaxContext,
      .help = "override: longest sequence (RoPE table)"},
     {.key = "tied_embeddings", .attr = "tied_embeddings", .hf = "tie_word_embeddings", .hf_form = F::kHfPlain,
-     .hf_absent = hf_false,
+     .hf_absent = [](const Family& f, const Config&) { return double(f.hf.tied_embeddings); },
      .ref = ZT_FIELD(tied_embeddings), .save = F::kAlways, .resume = F::kShape,
      .help = "override: lm_head shares the embedding"},
     {.key = "head_dim", .attr = "head_dim", .hf = "head_dim", .hf_form = F::kHfPlain,
@@ -247,9 +244,10 @@ const ConfigField kFields[] = {
     {.key = "final_logit_softcap", .attr = "final_logit_softcap", .hf = "final_logit_softcapping", .hf_form = F::kHfSchedule,
      .ref = ZT_FIELD(final_logit_softcap), .min = 0, .max = 1e12,
      .help = "override: logits capped as cap tanh(logits / cap) (Gemma 2: 30; 0: none)"},
-    // No config.json key: transformers 5.24's Gemma3Attention ignores attn_logit_softcapping
-    // (hf_schedule.cpp refuses it on import, and a capped model on export).
-    {.key = "attn_logit_softcap", .attr = "attn_logit_softcap",
+    // Gemma 2's key (Family::attn_softcap); transformers 5.24's Gemma3Attention ignores it
+    // (hf_schedule.cpp refuses it set in gemma3_text, and a capped model on its export).
+    {.key = "attn_logit_softcap", .attr = "attn_logit_softcap", .hf = "attn_logit_softcapping",
+     .hf_form = F::kHfSchedule,
      .ref = ZT_FIELD(attn_logit_softcap), .min = 0, .max = 1e12,
      .help = "override: attention scores capped as cap tanh(score / cap) before the softmax "
              "(Gemma 2: 50; 0: none)"},

@@ -48,8 +48,18 @@ const Family kFamilies[] = {
     {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .bias = F::kFromFlag,
      .qk_norm = true, .norm_offset = 1.0, .sandwich = true, .gelu_mlp = true,
      .embed_scale = true, .bias_key = "attention_bias", .window = F::kLayerTypes,
-     .rope_per_type = true, .hf = {.kv_heads = 4, .context = 131072, .rope_theta = 1e6, .head_dim = 256,
-            .sliding_window = 4096}},
+     .rope_per_type = true, .gemma_scalars = true,
+     .hf = {.kv_heads = 4, .context = 131072, .rope_theta = 1e6, .head_dim = 256,
+            .tied_embeddings = true, .sliding_window = 4096}},
+    // Gemma 2: Gemma 3's block without q/k norms, one RoPE for every layer, sliding and full
+    // layers alternating, the attention and final soft-caps.
+    {.model_type = "gemma2", .architecture = "Gemma2ForCausalLM", .bias = F::kFromFlag,
+     .norm_offset = 1.0, .sandwich = true, .gelu_mlp = true, .embed_scale = true,
+     .bias_key = "attention_bias", .window = F::kLayerTypes, .gemma_scalars = true,
+     .attn_softcap = true,
+     .hf = {.kv_heads = 4, .context = 8192, .head_dim = 256, .tied_embeddings = true,
+            .sliding_window = 4096,
+            .sliding_pattern = 2, .final_logit_softcap = 30.0, .attn_logit_softcap = 50.0}},
     // gpt-oss: attention biases and sinks, alternating sliding/full layers, yarn RoPE, the
     // experts with biases and the clamped SwiGLU.
     {.model_type = "gpt_oss", .architecture = "GptOssForCausalLM", .bias = F::kFromFlag,

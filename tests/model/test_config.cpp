@@ -44,6 +44,8 @@ TEST(Config, PublishedParameterCounts) {
   EXPECT_EQ(Config::preset("gemma-3-4b").num_params(), 3'880'263'168);
   EXPECT_EQ(Config::preset("gemma-3-12b").num_params(), 11'766'034'176);
   EXPECT_EQ(Config::preset("gemma-3-27b").num_params(), 27'009'346'304);
+  // transformers 5.24's Gemma2ForCausalLM of gemma-2-2b's config (Gemma2Config()) on meta.
+  EXPECT_EQ(Config::preset("gemma-2-2b").num_params(), 2'614'341'888);
   // transformers 5.24's GptOssForCausalLM of openai/gpt-oss-20b's and -120b's config.json
   // on the meta device (active: less (E - 4) experts of each layer, weights and biases).
   EXPECT_EQ(Config::preset("gpt-oss-20b").num_params(), 20'914'757'184);

@@ -58,10 +58,10 @@ Config tiny(const char* family = "llama") {
     c.swiglu_limit = 7.0;
     c.rope_scaling = {.type = "yarn", .factor = 32.0, .original_context = 64};
   }
-  if (f == "gemma3_text") {  // as config.json writes it back
-    c.layer_types = "sssf";
+  if (f == "gemma3_text" || f == "gemma2") {  // as config.json writes it back
+    c.layer_types = f == "gemma2" ? "sfsf" : "sssf";
     c.sliding_window = 16;
-    c.rope_local_theta = 1e4;
+    if (f == "gemma3_text") c.rope_local_theta = 1e4;
     c.query_pre_attn_scalar = 32;
   }
   if (f == "qwen3_5_text") c.layer_types = "ffff";  // as config.json writes it back
@@ -132,7 +132,7 @@ std::vector<Sample> samples() {
       {"rope_local_theta", tiny("gemma3_text"), [](Config& c) { c.rope_local_theta = 500; }},
       {"query_pre_attn_scalar", tiny("gemma3_text"), [](Config& c) { c.query_pre_attn_scalar = 24; }},
       {"final_logit_softcap", tiny("gemma3_text"), [](Config& c) { c.final_logit_softcap = 30; }},
-      {"attn_logit_softcap", tiny("gemma3_text"), [](Config& c) { c.attn_logit_softcap = 50; }},
+      {"attn_logit_softcap", tiny("gemma2"), [](Config& c) { c.attn_logit_softcap = 50; }},
       {"rope_beta_fast", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.beta_fast = 16; }},
       {"rope_beta_slow", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.beta_slow = 2; }},
       {"rope_truncate", tiny("gpt_oss"), [](Config& c) { c.rope_scaling.truncate = false; }},
@@ -227,26 +227,55 @@ TEST(ConfigFields, EveryFieldWithAHfKeyRoundTripsThroughConfigJson) {
   }
 }
 
-// model.attn_logit_softcap has no config.json form: transformers 5.24's Gemma3ForCausalLM
-// ignores attn_logit_softcapping, so the export of a capped model and the import of a set
-// key are refused by name (exit 2), not written or read as another model.
-TEST(ConfigFields, AttentionSoftcapHasNoConfigJsonForm) {
-  Config c = tiny("gemma3_text");
-  const std::string plain = zt::ckpt::hf_config_json(c, "float32");
-  EXPECT_NE(plain.find("\"attn_logit_softcapping\": null"), std::string::npos) << plain;
-  c.attn_logit_softcap = 3.0;
-  try {
-    zt::ckpt::hf_config_json(c, "float32");
-    ADD_FAILURE() << "a capped model exported";
-  } catch (const zt::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("model.attn_logit_softcap = 3"), std::string::npos)
-        << e.what();
-  }
-  nlohmann::json j = nlohmann::json::parse(plain);
+// Gemma's fields in every family: config.json holds each where the family's row says
+// (rope_per_type, gemma_scalars, attn_softcap), and the export of any other family refuses
+// it by name rather than write a config.json without it (transformers would run another
+// model). transformers 5.24's Gemma3ForCausalLM ignores attn_logit_softcapping: gemma3_text
+// refuses the key set on import too.
+TEST(ConfigFields, GemmaFieldsExportWhereTheFamilyHoldsThemOnly) {
+  struct Field {
+    const char* name;
+    void (*set)(Config&);
+    bool (*held)(const zt::model::Family&);
+  };
+  const Field fields[] = {
+      {"model.rope_local_theta", [](Config& c) { c.rope_local_theta = 500; },
+       [](const zt::model::Family& f) { return f.rope_per_type; }},
+      {"model.query_pre_attn_scalar", [](Config& c) { c.query_pre_attn_scalar = 24; },
+       [](const zt::model::Family& f) { return f.gemma_scalars; }},
+      {"model.final_logit_softcap", [](Config& c) { c.final_logit_softcap = 7; },
+       [](const zt::model::Family& f) { return f.gemma_scalars; }},
+      {"model.attn_logit_softcap", [](Config& c) { c.attn_logit_softcap = 3; },
+       [](const zt::model::Family& f) { return f.attn_softcap; }}};
+  int held = 0;
+  for (const std::string& fam : zt::model::family_names())
+    for (const Field& field : fields) {
+      Config c = tiny(fam.c_str());
+      field.set(c);
+      ASSERT_NO_THROW(c.validate()) << fam << " " << field.name;
+      if (field.held(zt::model::family(fam))) {
+        ++held;
+        const Config back =
+            zt::ckpt::parse_hf_config(zt::ckpt::hf_config_json(c, "float32"), "c.json").model;
+        EXPECT_EQ(values(back, [](const ConfigField& f) { return f.hf == nullptr; }),
+                  values(c, [](const ConfigField& f) { return f.hf == nullptr; }))
+            << fam << " " << field.name;
+        continue;
+      }
+      try {
+        zt::ckpt::hf_config_json(c, "float32");
+        ADD_FAILURE() << fam << ": a model with " << field.name << " exported";
+      } catch (const zt::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(field.name), std::string::npos) << e.what();
+      }
+    }
+  EXPECT_EQ(held, 3 + 3);  // gemma3_text: all but the attention cap; gemma2: all but the local RoPE
+  nlohmann::json j = nlohmann::json::parse(zt::ckpt::hf_config_json(tiny("gemma3_text"), "float32"));
+  EXPECT_TRUE(j.at("attn_logit_softcapping").is_null()) << j.dump();
   j["attn_logit_softcapping"] = 3.0;
   try {
     zt::ckpt::parse_hf_config(j.dump(), "c.json");
-    ADD_FAILURE() << "attn_logit_softcapping 3.0 imported";
+    ADD_FAILURE() << "attn_logit_softcapping 3.0 imported as gemma3_text";
   } catch (const zt::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("'attn_logit_softcapping'"), std::string::npos)
         << e.what();

@@ -145,6 +145,9 @@ struct Config {
   //                   3840 / 48 / 16 / 8 / 15360, 5376 / 62 / 32 / 16 / 21504 (head_dim 128,
   //                   scalar 168); vocab 262208, window 1024, full layers linear x8:
   //                   3,880,263,168 / 11,766,034,176 / 27,009,346,304
+  //   gemma-2-2b      google/gemma-2-2b (gemma2): 2304 / 26 / 8 / 4 / 9216 / 256000 / 8192,
+  //                   head_dim 256, tied, sliding (4096) and full alternating, soft-caps 50
+  //                   (attention) and 30 (logits): 2,614,341,888
   //   gpt-oss-20b     openai/gpt-oss-20b (gpt_oss): 2880 / 24 / 64 / 8 / 2880 / 201088 /
   //                   131072, head_dim 64, sliding 128 and full alternating, yarn (32 over
   //                   4096), 32 experts with biases, 4 per token, swiglu_limit 7, attention

@@ -61,9 +61,15 @@ struct Family {
   // without layer_types every full_attention_interval-th layer is full (Defaults's
   // sliding_pattern), the others linear.
   bool hybrid = false;
-  // kLayerTypes: a RoPE per layer type and Gemma's scalars (hf_schedule.cpp); false: one
-  // RoPE (rope_parameters / rope_scaling) for every layer (gpt-oss).
+  // kLayerTypes: a RoPE per layer type (hf_schedule.cpp; Gemma 3); false: one RoPE
+  // (rope_parameters / rope_scaling) for every layer (Gemma 2, gpt-oss).
   bool rope_per_type = false;
+  // config.json holds Gemma's scalars (hf_schedule.cpp): query_pre_attn_scalar,
+  // final_logit_softcapping, hidden_activation, use_bidirectional_attention.
+  bool gemma_scalars = false;
+  // config.json's attn_logit_softcapping caps the attention scores (Gemma 2). false in a
+  // family with gemma_scalars: transformers ignores the key (Gemma 3), zt refuses it set.
+  bool attn_softcap = false;
   // kQwenLayers without layer_types: every other layer below max_window_layers slides,
   // from layer 0 (transformers 5's Qwen2MoeConfig), instead of the layers from it on.
   bool window_alternates = false;
@@ -82,8 +88,11 @@ struct Family {
     std::optional<int64_t> head_dim;  // nullopt: hidden_size / num_attention_heads
     double partial_rotary = 1.0;      // partial_rotary_factor (read only where hybrid)
     bool attention_bias = false;      // bias_key's
+    bool tied_embeddings = false;     // tie_word_embeddings
     int64_t sliding_window = 0;       // key absent: mistral; qwen with use_sliding_window
     int64_t sliding_pattern = 6;      // kLayerTypes without layer_types: every n-th layer full
+    double final_logit_softcap = 0;   // gemma_scalars: final_logit_softcapping (0: null)
+    double attn_logit_softcap = 0;    // attn_softcap: attn_logit_softcapping (0: null)
     int64_t max_window_layers = 0;    // kQwenLayers
     int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0,
             shared_expert_intermediate = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Gemma 3 (gemma3_text) against transformers: tiny random Gemma3ForCausalLM models made by
-transformers' own classes, imported by zt.
+"""Gemma 3 (gemma3_text) and Gemma 2 (gemma2) against transformers: tiny random models made
+by transformers' own classes, imported by zt.
 
   gemma_peer_test.py ZT ZT_LOGITS WORKDIR
 
@@ -44,6 +44,16 @@ projector beside the same text model, tied and untied, float32 and bfloat16):
   - two exports differing in one vision tensor only carry different export ids
   - bad input: a gemma3 config.json without text_config, a folder without one vision
     tensor: exit 2 naming the file and the field or tensor, nothing written
+Then Gemma 2 (gemma2: Gemma2ForCausalLM, no q/k norms, one RoPE, alternating sliding and
+full layers, both soft-caps, attention 3.0 and final 5.0 so that they bind), tied with
+transformers' default schedule and untied with a layer_types of its own:
+  - logits, KV-cache logits, loss, continuation past the window and `zt generate` as above
+  - the export reloads in transformers with every tensor bit-identical and the same
+    logits, loss and continuation, and zt re-imports it
+  - transformers 4's form (rope_theta, no rope_parameters, no layer_types) imports alike
+  - sensitivity: the attention cap 2.0 and null, the final cap null, the window +-1,
+    rope_theta and query_pre_attn_scalar each move transformers' logits by > 10 x tol
+  - bad input: a soft-cap of 0: exit 2 naming config.json and the key, nothing written
 Exit 77 (CTest skip) without torch/transformers/peft (scripts/install-deps.sh --hf-peers).
 """
 import json
@@ -297,6 +307,80 @@ def multimodal(p, prepare):
                 f"bad input ({tag}): exit {rc} naming {', '.join(says)}; nothing written")
 
 
+def v4_form(p, name, folder, z, v4):
+    """transformers 4's config.json `v4` of the model in `folder` imports to zt's logits z."""
+    old = with_config(folder, f"{folder}-v4")
+    json.dump(v4, open(os.path.join(old, "config.json"), "w"), indent=2)
+    rc, _ = run_zt(p.zt, "convert", "hf-to-h5", old, old + ".h5")
+    p.c.check(rc == 0 and p.zt_run(old + ".h5")["logits"] == z["logits"],
+              f"{name}: transformers 4's config form imports to the same logits (exit {rc})")
+
+
+def gemma2(p, norms):
+    """Gemma 2's checks (the docstring's third part)."""
+    from safetensors.torch import load_file
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+    c, torch = p.c, p.torch
+    for name, types, tied in (("g2-alt-tied", None, True),
+                              ("g2-types-untied", ["full_attention", "sliding_attention",
+                                                   "sliding_attention", "full_attention"], False)):
+        cfg = Gemma2Config(vocab_size=96, hidden_size=64, intermediate_size=96,
+                           num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                           head_dim=16, max_position_embeddings=128, sliding_window=4,
+                           query_pre_attn_scalar=24, layer_types=types, attn_logit_softcapping=3.0,
+                           final_logit_softcapping=5.0, tie_word_embeddings=tied,
+                           rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                           initializer_range=0.3, bos_token_id=2, eos_token_id=None,
+                           pad_token_id=0)
+        def prep(model):
+            norms(model)
+            with torch.no_grad():  # N(0, 0.3): the tied head's continuation repeats one token
+                model.get_input_embeddings().weight.normal_(0.0, 0.1)
+        got = p.imported(name, Gemma2ForCausalLM, cfg,
+                         dict(model_type="gemma2", attn_logit_softcapping=3.0,
+                              final_logit_softcapping=5.0), prepare=prep)
+        if got is None:
+            continue
+        folder, h5, hf, z, tol = got
+        hl = hf[0]
+        for tag, change in (("attn_logit_softcapping 2.0", dict(attn_logit_softcapping=2.0)),
+                            ("attn_logit_softcapping null", dict(attn_logit_softcapping=None)),
+                            ("final_logit_softcapping null", dict(final_logit_softcapping=None)),
+                            ("sliding_window 3", dict(sliding_window=3)),
+                            ("sliding_window 5", dict(sliding_window=5)),
+                            ("rope_theta 500", dict(rope_parameters={"rope_type": "default",
+                                                                     "rope_theta": 500.0})),
+                            ("query_pre_attn_scalar 16", dict(query_pre_attn_scalar=16))):
+            ol, _, _ = p.hf_run(with_config(folder, f"{folder}-{tag.replace(' ', '-')}", **change))
+            d = (ol - hl).abs().max().item()
+            c.check(d > 10 * tol, f"{name}: sensitivity: {tag} moves the logits by {d:.3e} > "
+                                  f"10 x tol")
+        cj = json.load(open(os.path.join(folder, "config.json")))
+        v4 = {k: v for k, v in cj.items() if k not in ("rope_parameters", "layer_types")}
+        v4["rope_theta"] = cj["rope_parameters"]["rope_theta"]
+        if types is not None:
+            v4["layer_types"] = types
+        v4_form(p, name, folder, z, v4)
+        out = p.exported(name, folder, h5, hf, z, "Gemma2ForCausalLM",
+                         ("sliding_window", "layer_types", "rope_parameters",
+                          "query_pre_attn_scalar", "final_logit_softcapping",
+                          "attn_logit_softcapping", "tie_word_embeddings"))
+        if out:
+            ma, mb = (Gemma2ForCausalLM.from_pretrained(d).state_dict() for d in (folder, out))
+            a, b = (load_file(os.path.join(d, "model.safetensors")) for d in (folder, out))
+            c.check(sorted(ma) == sorted(mb) and all(torch.equal(ma[k], mb[k]) for k in ma) and
+                    sorted(a) == sorted(b),
+                    f"{name}: transformers loads the export with every tensor bit-identical "
+                    f"({len(ma)}), the same {len(a)} tensor names")
+    folder = os.path.join(p.work, "g2-alt-tied")
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        bad = with_config(folder, f"{folder}-bad-{key}", **{key: 0.0})
+        rc, out = run_zt(p.zt, "convert", "hf-to-h5", bad, bad + ".h5")
+        c.check(rc == 2 and "config.json" in out and f"'{key}'" in out and "> 0" in out
+                and not os.path.exists(bad + ".h5"),
+                f"bad input ({key} 0): exit {rc} naming config.json and {key}; nothing written")
+
+
 def main():
     p = CausalLMPeer(__doc__, t=16, new=60, peers=("peft",))
     from transformers import Gemma3TextConfig, Gemma3ForCausalLM
@@ -374,11 +458,7 @@ def main():
             v4["sliding_window_pattern"] = 6
         else:
             v4["layer_types"] = types
-        old = with_config(folder, f"{folder}-v4")
-        json.dump(v4, open(os.path.join(old, "config.json"), "w"), indent=2)
-        rc, out = run_zt(p.zt, "convert", "hf-to-h5", old, old + ".h5")
-        c.check(rc == 0 and p.zt_run(old + ".h5")["logits"] == z["logits"],
-                f"{name}: transformers 4's config form imports to the same logits (exit {rc})")
+        v4_form(p, name, folder, z, v4)
         p.exported(name, folder, h5, hf, z, "Gemma3ForCausalLM",
                    ("sliding_window", "layer_types", "rope_parameters", "query_pre_attn_scalar",
                     "final_logit_softcapping", "tie_word_embeddings"))
@@ -403,6 +483,7 @@ def main():
                 and not os.path.exists(bad + ".h5"),
                 f"bad input ({tag}): exit {rc} naming config.json, {field} and {says}; nothing "
                 f"written")
+    gemma2(p, norms)
     multimodal(p, norms)
     c.finish()
 

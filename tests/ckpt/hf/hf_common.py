@@ -126,6 +126,30 @@ def hf_llama_run(torch, folder, ids, new):
     return out.logits[0].double(), float(out.loss), gen[0, ids.shape[1]:].tolist()
 
 
+def eager_in_dtype():
+    """The name of an attention registered with transformers: its eager attention (scores,
+    Gemma 2's soft-cap, the mask, softmax) with the softmax in the inputs' dtype, where
+    transformers' eager takes it in float32 (for Gemma 2, which has no SDPA path)."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+    from transformers.models.llama.modeling_llama import repeat_kv
+
+    def attend(module, query, key, value, attention_mask, scaling=None, softcap=None, **_):
+        key = repeat_kv(key, module.num_key_value_groups)
+        value = repeat_kv(value, module.num_key_value_groups)
+        w = torch.matmul(query, key.transpose(2, 3)) * scaling
+        if softcap is not None:
+            w = torch.tanh(w / softcap) * softcap
+        if attention_mask is not None:
+            w = w + attention_mask
+        w = torch.softmax(w, dim=-1)
+        return torch.matmul(w, value).transpose(1, 2).contiguous(), w
+    AttentionInterface.register("eager_in_dtype", attend)
+    AttentionMaskInterface.register("eager_in_dtype", eager_mask)
+    return "eager_in_dtype"
+
+
 def hf_f64_logits(torch, folder, ids):
     """transformers' logits [T, V] of the folder's model in float64, with the steps it keeps
     in float32 whatever the dtype (RoPE's frequencies and angles, RMSNorm) taken in float64
@@ -138,8 +162,9 @@ def hf_f64_logits(torch, folder, ids):
     hc = AutoConfig.from_pretrained(folder)
     moe = ({"experts_implementation": "eager"}
            if hasattr(hc, "num_local_experts") or hasattr(hc, "num_experts") else {})
-    # gpt-oss has no SDPA path (its sinks): eager, whose softmax keeps the dtype too.
-    attn = "eager" if hc.model_type == "gpt_oss" else "sdpa"
+    # gpt-oss has no SDPA path (its sinks): eager, whose softmax keeps the dtype too; nor has
+    # Gemma 2 (the attention soft-cap): its eager with the softmax in the dtype.
+    attn = {"gpt_oss": "eager", "gemma2": eager_in_dtype()}.get(hc.model_type, "sdpa")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation=attn,
                                                  **moe)
     model.eval()

@@ -31,7 +31,8 @@ OPTIONAL = ["num_key_value_heads", "max_position_embeddings", "rope", "rms_norm_
             "use_sliding_window", "max_window_layers", "layer_types", "num_local_experts",
             "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
             "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers",
-            "router_aux_loss_coef", "output_router_logits"]
+            "router_aux_loss_coef", "output_router_logits", "query_pre_attn_scalar",
+            "final_logit_softcapping", "attn_logit_softcapping"]
 
 
 def without(d, field):
@@ -75,6 +76,10 @@ def reference(c, mt):
     r["layer_types"] = types
     if "sliding_attention" in types:
         r["sliding_window"] = window
+    if hasattr(c, "final_logit_softcapping"):  # Gemma's scalars (null: no cap, 0 in zt)
+        r["query_pre_attn_scalar"] = c.query_pre_attn_scalar
+        r["final_logit_softcapping"] = c.final_logit_softcapping or 0.0
+        r["attn_logit_softcapping"] = c.attn_logit_softcapping or 0.0
     if hasattr(c, "num_experts_per_tok"):
         r["num_experts"] = c.num_local_experts if mt == "mixtral" else c.num_experts
         r["num_experts_per_tok"] = c.num_experts_per_tok

@@ -41,7 +41,10 @@ int main(int argc, char** argv) {
                         {"linear_num_value_heads", m.linear_value_heads},
                         {"linear_key_head_dim", m.linear_key_dim},
                         {"linear_value_head_dim", m.linear_value_dim},
-                        {"linear_conv_kernel_dim", m.linear_conv_kernel}};
+                        {"linear_conv_kernel_dim", m.linear_conv_kernel},
+                        {"query_pre_attn_scalar", m.query_pre_attn_scalar},
+                        {"final_logit_softcapping", m.final_logit_softcap},
+                        {"attn_logit_softcapping", m.attn_logit_softcap}};
     nlohmann::json types = nlohmann::json::array();
     for (int64_t i = 0; i < m.layers; ++i) {
       const bool linear = !m.layer_types.empty() && m.layer_types[static_cast<size_t>(i)] == 'l';

@@ -11,6 +11,8 @@ with save_pretrained (vocab 256, so the shipped byte corpus trains it):
   qwen3-tied       Qwen3Config, head_dim 24 != hidden/heads 16, q/k norms, attention_bias
   gemma3-tied      Gemma3TextConfig, a sliding (window 4) and a full layer, linear-scaled
                    RoPE on the full one, query_pre_attn_scalar 24, final soft-cap 8
+  gemma2-untied    Gemma2Config, sliding and full layers (window 4), attention
+                   soft-cap 3 and final soft-cap 5, query_pre_attn_scalar 24, lm_head adapted
   gptoss-untied    GptOssConfig, alternating layers (window 4), yarn over an original
                    context of 8, 4 experts (2 per token) with biases, clamped SwiGLU (limit
                    1.5), sinks and biases N(0, 0.3); adapters on q, k, v, o and both expert
@@ -54,8 +56,8 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "ckpt", "hf"))
-from hf_common import (f64_forwards, h5_model_keys, import_hf, peer_start, perturb_biases_and_norms,  # noqa: E402
-                       require, run_zt, train_tiny)
+from hf_common import (eager_in_dtype, f64_forwards, h5_model_keys, import_hf, peer_start,  # noqa: E402
+                       perturb_biases_and_norms, require, run_zt, train_tiny)
 
 TOL64 = 1e-9   # float64 on both sides
 TOL32 = 1e-4   # float32 on both sides, relative to each tensor's max |gradient|
@@ -91,6 +93,10 @@ def cases(transformers):
                                            final_logit_softcapping=8.0, tie_word_embeddings=True,
                                            rope_scaling={"rope_type": "linear", "factor": 2.0}),
          t.Gemma3ForCausalLM, ALL7, 4, 8.0),
+        ("gemma2-untied", t.Gemma2Config(**common, head_dim=16, sliding_window=4, query_pre_attn_scalar=24,
+                                         attn_logit_softcapping=3.0, final_logit_softcapping=5.0,
+                                         tie_word_embeddings=False),
+         t.Gemma2ForCausalLM, ALL7 + ",lm_head", 4, 8.0),
         ("gptoss-untied", t.GptOssConfig(**{**common, "intermediate_size": 64}, head_dim=16, sliding_window=4,
                                          num_local_experts=4, num_experts_per_tok=2, swiglu_limit=1.5,
                                          rope_parameters=dict(YARN), tie_word_embeddings=False),
@@ -100,9 +106,12 @@ def cases(transformers):
 
 def load_kwargs(cfg):
     """from_pretrained's attention and experts for a family: gpt-oss has no SDPA path (its
-    sinks) and its grouped_mm experts take no float64; eager for both."""
+    sinks) and its grouped_mm experts take no float64, eager for both; Gemma 2 has no SDPA
+    path (the attention soft-cap): its eager with the softmax in the dtype."""
     if cfg.model_type == "gpt_oss":
         return {"attn_implementation": "eager", "experts_implementation": "eager"}
+    if cfg.model_type == "gemma2":
+        return {"attn_implementation": eager_in_dtype()}
     return {"attn_implementation": "sdpa"}
 
 
