@@ -47,6 +47,27 @@ void Model<R>::Impl::linear_mixer_forward(int l, const R* p, BlockActs<R>& a, co
     throw InputError("packed examples (per-token positions) on a Gated DeltaNet layer: its "
                      "recurrent state does not restart at example boundaries yet",
                      "train Qwen3.5 models with one example per row (data.pack = false).");
+  linear_mixer_run(l, p, a, x_in, B, T, nullptr, nullptr);
+}
+
+template <class R>
+void Model<R>::Impl::linear_mixer_decode(int l, const R* p, BlockActs<R>& a, const R* x_in,
+                                         int64_t n, int64_t s, KvCache<R>& cache) {
+  const int64_t Cc = cfg.linear_conv_dim(), K1 = cfg.linear_conv_kernel - 1;
+  R* past = cache.conv.data() + s * Cc * K1;  // [Cc, K - 1]
+  R* state = cache.state.data() +
+             s * cfg.linear_value_heads * cfg.linear_key_dim * cfg.linear_value_dim;
+  linear_mixer_run(l, p, a, x_in, 1, n, past, state);
+  // The conv's last K - 1 inputs: of (past, the n new rows), in place (reads run ahead).
+  const R* x = a.lin.qkv_pre.data();  // [n, Cc]
+  for (int64_t c = 0; c < Cc; ++c)
+    for (int64_t i = 0; i < K1; ++i)
+      past[c * K1 + i] = n + i < K1 ? past[c * K1 + n + i] : x[(n + i - K1) * Cc + c];
+}
+
+template <class R>
+void Model<R>::Impl::linear_mixer_run(int l, const R* p, BlockActs<R>& a, const R* x_in,
+                                      int64_t B, int64_t T, const R* past, R* state) {
   const int64_t N = B * T, C = cfg.hidden, Cc = cfg.linear_conv_dim();
   const int64_t Hv = cfg.linear_value_heads, Dv = cfg.linear_value_dim;
   const int64_t KD = cfg.linear_key_heads * cfg.linear_key_dim, VD = Hv * Dv;
@@ -56,7 +77,7 @@ void Model<R>::Impl::linear_mixer_forward(int l, const R* p, BlockActs<R>& a, co
                        cfg.norm_offset());
   cpu::linear_forward(L.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N, C, Cc);
   cpu::causal_conv1d_silu_forward(B, T, Cc, cfg.linear_conv_kernel, L.qkv_pre.data(),
-                                  p + o.lin_conv, static_cast<const R*>(nullptr), L.qkv.data());
+                                  p + o.lin_conv, past, L.qkv.data());
   split_qkv(L.qkv.data(), L.q.data(), L.k.data(), L.v.data(), N, KD, VD);
   cpu::linear_forward(L.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
   cpu::linear_forward(L.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
@@ -64,9 +85,10 @@ void Model<R>::Impl::linear_mixer_forward(int l, const R* p, BlockActs<R>& a, co
     L.beta.data()[i] = static_cast<R>(1.0 / (1.0 + std::exp(-static_cast<double>(L.beta.data()[i]))));
   cpu::linear_forward(L.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
   cpu::delta_decay_forward(N, Hv, L.a.data(), p + o.lin_A_log, p + o.lin_dt_bias, L.g.data());
-  cpu::gated_delta_chunked_forward(delta_shape(cfg, B, T), L.q.data(), L.k.data(), L.v.data(),
-                                   L.g.data(), L.beta.data(), static_cast<const R*>(nullptr),
-                                   L.out.data(), static_cast<R*>(nullptr));
+  const auto rule = T == 1 && state ? cpu::gated_delta_recurrent_forward<R>
+                                     : cpu::gated_delta_chunked_forward<R>;  // decode: prefill
+  rule(delta_shape(cfg, B, T), L.q.data(), L.k.data(), L.v.data(), L.g.data(), L.beta.data(),
+       state, L.out.data(), state);
   cpu::gated_rmsnorm_forward(N * Hv, Dv, L.out.data(), L.z.data(), p + o.lin_norm, cfg.norm_eps,
                              L.y.data(), L.rstd.data());
   cpu::linear_forward(a.x_mid.data(), L.y.data(), p + o.lin_out, N, VD, C);
@@ -115,7 +137,9 @@ void Model<R>::Impl::linear_mixer_backward(int l, int u, const R* p, BlockActs<R
   template void Model<R>::Impl::linear_mixer_forward(int, const R*, BlockActs<R>&, const R*,    \
                                                      int64_t, int64_t);                         \
   template void Model<R>::Impl::linear_mixer_backward(int, int, const R*, BlockActs<R>&,        \
-                                                      const R*, int64_t, int64_t);
+                                                      const R*, int64_t, int64_t);           \
+  template void Model<R>::Impl::linear_mixer_decode(int, const R*, BlockActs<R>&, const R*,     \
+                                                    int64_t, int64_t, KvCache<R>&);
 ZT_LINEAR_INSTANTIATE(float)
 ZT_LINEAR_INSTANTIATE(double)
 #undef ZT_LINEAR_INSTANTIATE
