@@ -106,7 +106,8 @@ void check_generation_memory(const model::Config& cfg, int64_t capacity, int64_t
   constexpr double f = sizeof(float);
   const double n = static_cast<double>(std::min<int64_t>(capacity, train::kPrefillChunk));
   const double cap = static_cast<double>(capacity);
-  const double cache = 2.0 * f * static_cast<double>(cfg.layers * cfg.kv_dim()) * cap;
+  // the keys and values, and the Gated DeltaNet blocks' conv inputs and recurrent state
+  const double cache = static_cast<double>(model::KvCache<float>::bytes(cfg, capacity));
   const double rope = f * std::min(static_cast<double>(cfg.context), 2.0 * cap) *
                       static_cast<double>(cfg.head_dim());
   const double C = static_cast<double>(cfg.hidden), I = static_cast<double>(cfg.intermediate);
@@ -117,10 +118,11 @@ void check_generation_memory(const model::Config& cfg, int64_t capacity, int64_t
   require_memory(need,
                  strf("generating %lld new tokens after a %lld-token prompt", static_cast<long long>(new_tokens),
                       static_cast<long long>(prompt)),
-                 strf("a key/value cache of %lld positions x %lld layers x %lld key/value dims, %.0f bytes, "
+                 strf("a key/value cache of %lld positions x %lld layers x %lld key/value dims, %.0f bytes%s, "
                       "RoPE tables and the prefill's scratch",
                       static_cast<long long>(capacity), static_cast<long long>(cfg.layers),
-                      static_cast<long long>(cfg.kv_dim()), cache),
+                      static_cast<long long>(cfg.kv_dim()), cache,
+                      cfg.linear_layers() ? " (the Gated DeltaNet layers: their conv inputs and state)" : ""),
                  "generate fewer tokens (--max-new-tokens), give a shorter prompt, or bound the tokens "
                  "the model sees with --window N");
 }

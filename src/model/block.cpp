@@ -155,8 +155,13 @@ void Model<R>::Impl::block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& 
   const int64_t GD = G * D;
   const R* p = params[static_cast<size_t>(layout.block_unit(l))];
   const BlockOffsets& o = layout.block_offsets(l);
-  R* kc = cache.k.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
-  R* vc = cache.v.data() + static_cast<int64_t>(l) * cache.capacity * GD;  // [capacity, G*D]
+  const int64_t slot = cache.slot[static_cast<size_t>(l)];  // among the blocks of its kind
+  if (cfg.linear(l)) {  // Gated DeltaNet: the cache's conv inputs and recurrent state
+    linear_mixer_decode(l, p, a, x_in, n, slot, cache);
+    return mlp_forward(l, p, x_out, a, n);
+  }
+  R* kc = cache.k.data() + slot * cache.capacity * GD;  // [capacity, G*D]
+  R* vc = cache.v.data() + slot * cache.capacity * GD;  // [capacity, G*D]
   const double off = cfg.norm_offset(), eps = cfg.norm_eps;
   cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, n, C, eps, off);
   q_forward(l, a.q.data(), p, a, n);

@@ -213,6 +213,18 @@ bool has_context(const int32_t* targets, int64_t n) {
   return std::any_of(targets, targets + n, is_context_target);
 }
 
+// The elements of a KvCache per block kind: k (and v) per position over the attention
+// blocks; conv and state over the Gated DeltaNet blocks.
+struct CacheSizes {
+  int64_t kv_per_position = 0, conv = 0, state = 0;
+};
+CacheSizes cache_sizes(const Config& cfg) {
+  int64_t ll = 0;
+  for (int64_t l = 0; l < cfg.layers; ++l) ll += cfg.linear(l) ? 1 : 0;
+  return {.kv_per_position = (cfg.layers - ll) * cfg.kv_dim(),
+          .conv = ll * cfg.linear_conv_dim() * (cfg.linear_conv_kernel - 1),
+          .state = ll * cfg.linear_value_heads * cfg.linear_key_dim * cfg.linear_value_dim};
+}
 }  // namespace
 
 template <class R>
@@ -344,16 +356,13 @@ void Model<R>::Impl::head_last(int64_t n, std::span<R> out) {
 template <class R>
 void Model<R>::Impl::decode(std::span<const int32_t> tokens, KvCache<R>& cache, std::span<R> out) {
   const int64_t n = static_cast<int64_t>(tokens.size()), past = cache.length;
-  const int64_t GD = cfg.kv_dim();
   if (n <= 0) throw InputError("decode: no tokens", "pass at least one new token.");
-  if (cfg.linear_layers())
-    throw InputError("decoding a " + cfg.family + " model with Gated DeltaNet (linear_attention) "
-                     "layers: zt's generation cache holds no conv and recurrent state for them yet",
-                     "score or train it with zt (zt train, eval); generate with transformers "
-                     "for now.");
+  const CacheSizes size = cache_sizes(cfg);
   if (cache.capacity > cfg.context || past < 0 ||
-      static_cast<int64_t>(cache.k.size()) != cfg.layers * cache.capacity * GD ||
-      cache.v.size() != cache.k.size()) {
+      cache.slot.size() != static_cast<size_t>(cfg.layers) ||
+      static_cast<int64_t>(cache.k.size()) != size.kv_per_position * cache.capacity ||
+      cache.v.size() != cache.k.size() || static_cast<int64_t>(cache.conv.size()) != size.conv ||
+      static_cast<int64_t>(cache.state.size()) != size.state) {
     throw InputError(strf("decode: the cache (capacity %lld, length %lld) is not one of this "
                           "model (%lld layers, context %lld)",
                           static_cast<long long>(cache.capacity), static_cast<long long>(past),
@@ -371,6 +380,10 @@ void Model<R>::Impl::decode(std::span<const int32_t> tokens, KvCache<R>& cache, 
     throw InputError(strf("decode: output holds %zu values, the vocabulary has %lld",
                           out.size(), static_cast<long long>(cfg.vocab)),
                      "pass a span of config().vocab elements.");
+  }
+  if (past == 0) {  // a new sequence: the Gated DeltaNet blocks start from zeros
+    std::fill(cache.conv.begin(), cache.conv.end(), R(0));
+    std::fill(cache.state.begin(), cache.state.end(), R(0));
   }
   ensure(1, n, false, false);
   ensure_rope(past + n);
@@ -526,9 +539,18 @@ KvCache<R>::KvCache(const Config& cfg, int64_t cap) : capacity(cap) {
                           static_cast<long long>(cap), static_cast<long long>(cfg.context)),
                      "the cache holds 1 .. model.context positions.");
   }
-  const auto n = static_cast<size_t>(cfg.layers * cap * cfg.kv_dim());
-  k.assign(n, R(0));
-  v.assign(n, R(0));
+  for (int64_t l = 0, la = 0, ll = 0; l < cfg.layers; ++l) slot.push_back(cfg.linear(l) ? ll++ : la++);
+  const CacheSizes n = cache_sizes(cfg);
+  k.assign(static_cast<size_t>(n.kv_per_position * cap), R(0));
+  v.assign(k.size(), R(0));
+  conv.assign(static_cast<size_t>(n.conv), R(0));
+  state.assign(static_cast<size_t>(n.state), R(0));
+}
+
+template <class R>
+size_t KvCache<R>::bytes(const Config& cfg, int64_t cap) {
+  const CacheSizes n = cache_sizes(cfg);
+  return sizeof(R) * static_cast<size_t>(2 * n.kv_per_position * cap + n.conv + n.state);
 }
 
 template <class R>

@@ -343,6 +343,14 @@ struct Model<R>::Impl {
                             int64_t T);
   void linear_mixer_backward(int l, int u, const R* p, BlockActs<R>& a, const R* x_in,
                              int64_t B, int64_t T);
+  // Its decode over n new tokens of one sequence: from and into the cache's conv inputs
+  // and state of slot s (the chunked rule for n > 1, the recurrent one for n == 1).
+  void linear_mixer_decode(int l, const R* p, BlockActs<R>& a, const R* x_in, int64_t n,
+                           int64_t s, KvCache<R>& cache);
+  // The mixer's forward over B rows of T tokens from the conv inputs `past` [B, Cc, K - 1]
+  // and the state [B, Hv, Dk, Dv] (null: zeros; the state updated in place when given).
+  void linear_mixer_run(int l, const R* p, BlockActs<R>& a, const R* x_in, int64_t B,
+                        int64_t T, const R* past, R* state);
   // Block l over n new positions of one sequence (past before them in the cache): their
   // keys and values go into the cache, their queries attend the whole cache.
   void block_decode(int l, const R* x_in, R* x_out, BlockActs<R>& a, int64_t n, int64_t past,

@@ -70,6 +70,59 @@ TEST(Decode, AttentionSoftcapMatchesFullForwardInDouble) {
   check_decode<double>(c, 16, 5, 1e-12);
 }
 
+// Qwen3.5's hybrid (Gated DeltaNet blocks 0 and 2, full attention 1): the cache's conv
+// inputs and recurrent state. Prefills of 1, 70 (past one chunk of 64) and 150 tokens (the
+// chunked rule from the cache's state), then one token at a time (the recurrent rule) to
+// 150: each token's logits equal the full forward's (chunked from zeros) in double.
+Config hybrid() {
+  Config c = testing::small_qwen35_hybrid();
+  c.layers = 3;
+  c.layer_types = "lfl";
+  c.context = 160;
+  return c;
+}
+
+TEST(Decode, GatedDeltaNetHybridMatchesFullForwardInDouble) {
+  for (const int64_t prefill : {1, 70, 150}) check_decode<double>(hybrid(), 150, prefill, 1e-12);
+  check_decode<double>(hybrid(), 20, 4, 1e-12);
+}
+
+// A cleared cache (length 0, as generate's window restart does) starts the Gated DeltaNet
+// blocks from zeros again: the same tokens give the same logits.
+TEST(Decode, GatedDeltaNetClearedCacheRestarts) {
+  const Config cfg = hybrid();
+  Parameters<double> p(ParamLayout{cfg});
+  testing::init_general(p, ParamLayout{cfg}, 0.3, 7);
+  Model<double> m(cfg, 1, 8);
+  p.bind(m);
+  const std::vector<int32_t> tokens = testing::random_tokens(8, cfg.vocab, 5);
+  KvCache<double> cache(cfg, 8);
+  std::vector<double> first(static_cast<size_t>(cfg.vocab)), again(first.size());
+  m.decode(tokens, cache, first);
+  cache.length = 0;
+  m.decode(tokens, cache, again);
+  EXPECT_EQ(first, again);
+}
+
+// The generation memory preflight counts KvCache::bytes: what the cache allocates, the
+// keys and values of the attention blocks only and each Gated DeltaNet block's conv
+// inputs [Cc, K - 1] and state [Hv, Dk, Dv], whatever the capacity.
+TEST(Decode, CacheBytesCountTheGatedDeltaNetState) {
+  const Config cfg = hybrid();
+  for (const int64_t cap : {1, 37}) {
+    const KvCache<float> cache(cfg, cap);
+    const size_t held = sizeof(float) * (cache.k.size() + cache.v.size() + cache.conv.size() +
+                                         cache.state.size());
+    EXPECT_EQ(KvCache<float>::bytes(cfg, cap), held);
+    const int64_t Cc = 2 * 1 * 4 + 2 * 3;  // q, k (1 key head of 4), v (2 value heads of 3)
+    const int64_t want = 2 * 1 * cap * cfg.kv_dim() + 2 * (Cc * (3 - 1) + 2 * 4 * 3);
+    EXPECT_EQ(KvCache<float>::bytes(cfg, cap), sizeof(float) * static_cast<size_t>(want));
+  }
+  const Config dense = testing::small_config();
+  EXPECT_EQ(KvCache<double>::bytes(dense, 5),
+            sizeof(double) * static_cast<size_t>(2 * dense.layers * 5 * dense.kv_dim()));
+}
+
 TEST(Decode, MatchesFullForwardInFloatOnTheTinyPreset) {
   Config cfg = Config::preset("tiny");
   ASSERT_LT(cfg.kv_heads, cfg.heads);  // grouped-query attention is exercised

@@ -154,6 +154,15 @@ TEST(ModelGradcheck, Qwen35GatedDeltaNetEveryCoordinate) {
   gradcheck(testing::small_qwen35_hybrid(true), 2, 5, 0.3, 0, true,
             "model small qwen3_5 hybrid tied recompute (all coords)", {}, {}, 2e-4);
 }
+// Packed examples on it (3 + 3 + 1 and 2 + 5 tokens): the conv and the rule restart at
+// each example's first token, forward and backward (recompute included).
+TEST(ModelGradcheck, Qwen35GatedDeltaNetPackedEveryCoordinate) {
+  const std::vector<int32_t> pos = {0, 1, 2, 0, 1, 2, 0, /**/ 0, 1, 0, 1, 2, 3, 4};
+  gradcheck(testing::small_qwen35_hybrid(), 2, 7, 0.3, 0, false,
+            "model small qwen3_5 hybrid packed+masked (all coords)", pos, {0, 1, 3, 5, 6}, 2e-4);
+  gradcheck(testing::small_qwen35_hybrid(true), 2, 7, 0.3, 0, true,
+            "model small qwen3_5 hybrid tied packed recompute (all coords)", pos, {}, 2e-4);
+}
 // gpt-oss's block (small_gpt_oss): the sinks, yarn, attention biases, the router's bias and
 // top-k softmax, the experts' biases and the clamped SwiGLU; untied, and tied with recompute.
 TEST(ModelGradcheck, GptOssEveryCoordinate) {
@@ -203,20 +212,21 @@ TEST(ModelGradcheck, SmallPackedMaskedRecomputeEveryCoordinate) {
 // A packed row equals its examples run alone: the sum of the per-target losses and the
 // gradient of that sum are those of three separate forward/backward calls (positions
 // restart and no token attends across an example boundary). Double precision.
-// The small config in double with weights drawn at std 0.3 (seed 5), bound to a model.
+// The small config (or c) in double with weights drawn at std 0.3 (seed 5), bound to a model.
 struct SmallModel {
   Config cfg = testing::small_config();
   ParamLayout layout{cfg};
   Parameters<double> P{layout};
   Model<double> m{cfg};
-  SmallModel() {
+  explicit SmallModel(const Config& c = testing::small_config())
+      : cfg(c), layout(c), P(layout), m(c) {
     testing::init_general(P, layout, 0.3, 5);
     P.bind(m);
   }
 };
 
-TEST(ModelPacked, PackedRowEqualsExamplesRunAlone) {
-  SmallModel sm;
+void packed_equals_alone(const Config& config) {
+  SmallModel sm(config);
   const Config& cfg = sm.cfg;
   Parameters<double>& P = sm.P;
   Model<double>& m = sm.m;
@@ -263,6 +273,13 @@ TEST(ModelPacked, PackedRowEqualsExamplesRunAlone) {
   EXPECT_GT(std::fabs(plain - alone), 1e-6);
   std::printf("packed %.15f, alone %.15f, plain causal %.15f; max |grad diff| %.2e\n", packed,
               alone, plain, worst);
+}
+
+TEST(ModelPacked, PackedRowEqualsExamplesRunAlone) { packed_equals_alone(testing::small_config()); }
+// Qwen3.5's hybrid: the Gated DeltaNet layer's conv and recurrent state restart at each
+// example (its kernels run one example at a time).
+TEST(ModelPacked, GatedDeltaNetPackedRowEqualsExamplesRunAlone) {
+  packed_equals_alone(testing::small_qwen35_hybrid());
 }
 
 TEST(ModelPacked, BadPositionsAreRefused) {

@@ -63,14 +63,21 @@ constexpr int32_t context_target(int32_t token) { return -2 - token; }
 constexpr bool is_context_target(int32_t t) { return t <= -2; }
 constexpr int32_t context_token(int32_t t) { return is_context_target(t) ? -2 - t : -1; }
 
-// The keys (after RoPE) and values of one sequence's past positions, per block: the
-// state of incremental decoding (Model::decode). Holds L * capacity * G * D of each.
+// The state of incremental decoding of one sequence (Model::decode), per block: the keys
+// (after RoPE) and values of its past positions for an attention block; for a Gated
+// DeltaNet block (Config::linear(l)) the conv's last K - 1 inputs per channel and the
+// rule's recurrent state (a fixed size, whatever the length).
 template <class Real>
 struct KvCache {
   KvCache(const Config& cfg, int64_t capacity);  // capacity in 1 .. cfg.context
+  // The bytes such a cache holds (what the generation memory preflight counts).
+  static size_t bytes(const Config& cfg, int64_t capacity);
   int64_t capacity = 0;    // positions it can hold
   int64_t length = 0;      // positions held (0 .. capacity); clear by setting 0
-  std::vector<Real> k, v;  // [L, capacity, G * D]
+  std::vector<Real> k, v;  // [La, capacity, G * D], La attention blocks
+  std::vector<Real> conv;  // [Ll, Cc, K - 1], Ll Gated DeltaNet blocks (oldest input first)
+  std::vector<Real> state; // [Ll, Hv, Dk, Dv]
+  std::vector<int64_t> slot;  // [L] block l's index among the blocks of its kind
 };
 
 // The routers of a mixture-of-experts model over its last forward (every block's,
@@ -160,6 +167,8 @@ class Model {
   // the cache and writes the logits of the last of them into out ([vocab]). The first
   // call with the whole prompt (prefill), then one token per call. Same unit uses (and
   // hooks) as logits_last; equal to logits_last over the whole sequence up to rounding.
+  // A Gated DeltaNet block runs the chunked rule over several tokens (a prefill) and the
+  // recurrent one over one; length 0 starts its conv and state from zeros.
   void decode(std::span<const int32_t> tokens, KvCache<Real>& cache, std::span<Real> out);
 
   // Bytes held by the activation workspace now.

@@ -26,11 +26,15 @@ Then (CausalLMPeer, as gemma_peer_test.py):
 Then the hybrid (Gated DeltaNet layers 0, 2, 3 and a full layer 1; 2 key heads, 4 value
 heads, conv kernel 4) on 150 tokens (over two chunks of 64, not a multiple): logits of
 every prefix and loss within the same rule (the float64 reference runs transformers'
-float32 casts as float64), greedy continuation, the export, and sensitivity to the conv
-kernel shifted by one, A_log + 0.1, the output gate removed and partial RoPE at 1.0;
-`zt generate` refused by name (no recurrent state in the cache yet).
+float32 casts as float64), the export, and sensitivity to the conv kernel shifted by one,
+A_log + 0.1, the output gate removed and partial RoPE at 1.0; the cache's logits (the
+recurrent rule from the first token) within the same rule; the greedy continuation of 60
+tokens equal to transformers' generate (with its own cache) three ways: zt recomputing each
+step, zt's cache (the prompt prefilled by the chunked rule, then the recurrent one) and
+`zt generate`.
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
+import json
 import os
 import sys
 
@@ -99,9 +103,10 @@ def f64_logits(p, folder, ids):
 
 def hybrid(p, base):
     """Gated DeltaNet layers among full ones, 150 tokens (over two chunks of 64, not a
-    multiple): logits of every prefix, loss and greedy continuation against transformers;
-    sensitivity of transformers' logits to the conv kernel shifted by one, A_log perturbed,
-    the output gate and partial RoPE; the export; `zt generate` refused by name."""
+    multiple): logits of every prefix, cached logits, loss and greedy continuation (also
+    through zt's cache and `zt generate`) against transformers; sensitivity of
+    transformers' logits to the conv kernel shifted by one, A_log perturbed, the output gate
+    and partial RoPE; the export."""
     from safetensors.torch import load_file, save_file
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
     c, torch = p.c, p.torch
@@ -134,8 +139,8 @@ def hybrid(p, base):
     if rc != 0:
         print(out[-2000:])
         return None
-    new = 20
-    hl, hloss, hgen = hf_llama_run(torch, folder, ids, new)
+    new = 60
+    hl, hloss, hgen = hf_llama_run(torch, folder, ids, new)  # its generate, with its own cache
     z = zt_logits_json(c, p.zt_logits, h5, tokens, new)
     zl = torch.tensor(z["logits"], dtype=torch.float64)
     tol = p.tol * max(1.0, zl.abs().max().item())
@@ -153,6 +158,15 @@ def hybrid(p, base):
     c.check(abs(z["loss"] - hloss) <= p.tol, f"{name}: |loss zt - transformers| <= {p.tol}")
     c.check(z["greedy"] == hgen and len(set(hgen)) >= 3,
             f"{name}: greedy continuation of {new} tokens equal (zt recomputes each step)")
+    # The cache: one token at a time from the first (the recurrent rule, the conv's past),
+    # and the 150-token prompt prefilled (the chunked rule into the state), then decoded.
+    kl = torch.tensor(z["kv_logits"], dtype=torch.float64)
+    dkv = (kl - hl).abs().max().item() if kl.shape == hl.shape else float("inf")
+    c.check(dkv <= bound, f"{name}: cached (recurrent) logits over 150 positions: max |zt - "
+                          f"transformers| = {dkv:.3e} <= {bound:.3e}")
+    c.check(z["kv_greedy"] == hgen,
+            f"{name}: greedy {new} tokens through zt's cache (prefill, then recurrent) == "
+            f"transformers' generate")
 
     def moved(tag, logits):
         dm = (logits - hl).abs().max().item()
@@ -177,10 +191,15 @@ def hybrid(p, base):
                ("layer_types", "linear_num_key_heads", "linear_num_value_heads",
                 "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
                 "rope_parameters"))
-    rc, out = run_zt(p.zt, "generate", "--weights", folder, "--prompt-ids", "1,2,3",
-                     "--temperature", "0", "--max-new-tokens", "4")
-    c.check(rc == 2 and "Gated DeltaNet" in out and "recurrent state" in out,
-            f"{name}: `zt generate` refused by name (exit {rc}): the cache holds no recurrent state")
+    rc, out = run_zt(p.zt, "generate", "--weights", folder, "--prompt-ids",
+                     ",".join(map(str, tokens)), "--temperature", "0", "--max-new-tokens",
+                     str(new), "--json")
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    got = json.loads(lines[0])["ids"] if rc == 0 and lines else None
+    c.check(got == hgen, f"{name}: `zt generate` of {new} greedy tokens after the 150-token "
+                         f"prompt == transformers' generate (exit {rc})")
+    if got != hgen:
+        print(out[-2000:])
     return folder
 
 

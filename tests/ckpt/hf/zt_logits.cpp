@@ -7,7 +7,7 @@
 //     NEW     how many tokens to generate greedily after TOKENS
 //
 // Prints {"vocab": V, "logits": [[V floats] x T], "kv_logits": (same), "loss": x,
-//         "greedy": [NEW ids], "argmax": [NEW ids]}:
+//         "greedy": [NEW ids], "argmax": [NEW ids], "kv_greedy": [NEW ids]}:
 //   logits[i]  the logits of position i given t0..ti (Model::logits_last on each prefix)
 //   kv_logits  the same from Model::decode with a key/value cache: t0 alone, then one
 //              token at a time (the path of `zt generate`)
@@ -17,6 +17,8 @@
 //              load-balancing loss, and "tokens_per_expert")
 //   greedy     zt::train::generate (zt's sampler) at a temperature so small that it picks
 //              the argmax; checked here against the argmax of each step's logits.
+//   kv_greedy  the same through the cache (train::kv_decoder: the prompt prefilled, then
+//              one token at a time), as `zt generate` runs
 // Exit 0 on success, 1 with a message on stderr otherwise.
 #include <cstdio>
 #include <cstdlib>
@@ -62,10 +64,9 @@ int main(int argc, char** argv) {
       logits.push_back(row);
     }
     out["logits"] = std::move(logits);
-    // Gated DeltaNet layers: decode refuses them (no recurrent state in the cache yet).
     zt::model::KvCache<float> cache(cfg, T);
     nlohmann::json kv_logits = nlohmann::json::array();
-    for (int64_t i = 0; i < T && !cfg.linear_layers(); ++i) {
+    for (int64_t i = 0; i < T; ++i) {
       model.decode(std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1), cache, row);
       kv_logits.push_back(row);
     }
@@ -104,6 +105,10 @@ int main(int argc, char** argv) {
       seq.push_back(best);
     }
     out["greedy"] = greedy;
+    // `zt generate`'s path: the prompt prefilled into a cache (Gated DeltaNet: the chunked
+    // rule), then one token at a time (the recurrent rule).
+    zt::model::KvCache<float> gen_cache(cfg, T + n_new);
+    out["kv_greedy"] = zt::train::generate(zt::train::kv_decoder(model, gen_cache), tokens, opt).tokens;
     out["argmax"] = std::vector<int32_t>(seq.begin() + T, seq.end());
     std::printf("%s\n", out.dump().c_str());
     return 0;
