@@ -275,7 +275,8 @@ void read_moe(const json& j, const std::string& where, Family::Moe kind, model::
     m.experts_per_token = size("num_experts_per_tok", model::Config::kMaxExperts, d.experts_per_token);
     m.moe_intermediate = size("moe_intermediate_size", model::Config::kMaxIntermediate,
                               d.moe_intermediate);
-    m.norm_topk_prob = get_bool(j, "norm_topk_prob", where, false);
+    const bool every = model::family(m.family).moe_every_layer;  // Config::validate_experts
+    m.norm_topk_prob = get_bool(j, "norm_topk_prob", where, every);
     m.decoder_sparse_step = size("decoder_sparse_step", model::Config::kMaxLayers, 1);
     if (model::family(m.family).shared_expert)
       m.shared_expert_intermediate = size("shared_expert_intermediate_size",
@@ -291,6 +292,7 @@ void read_moe(const json& j, const std::string& where, Family::Moe kind, model::
         m.mlp_only_layers.push_back(v.get<int64_t>());
       }
     }
+    if (every) m.intermediate = m.moe_intermediate;
   }
   m.router_aux_loss_coef = get_double(j, "router_aux_loss_coef", where, 0.001);
   m.router_aux_loss = get_bool(j, "output_router_logits", where, false);
@@ -315,9 +317,11 @@ void write_moe(const model::Config& cfg, Family::Moe kind, json& j) {
     return;
   }
   j["moe_intermediate_size"] = cfg.expert_width();
-  j["norm_topk_prob"] = cfg.norm_topk_prob;
-  j["decoder_sparse_step"] = cfg.decoder_sparse_step;
-  j["mlp_only_layers"] = cfg.mlp_only_layers;
+  if (!model::family(cfg.family).moe_every_layer) {
+    j["norm_topk_prob"] = cfg.norm_topk_prob;
+    j["decoder_sparse_step"] = cfg.decoder_sparse_step;
+    j["mlp_only_layers"] = cfg.mlp_only_layers;
+  }
   if (cfg.shared_expert()) j["shared_expert_intermediate_size"] = cfg.shared_expert_intermediate;
 }
 

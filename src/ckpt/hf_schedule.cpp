@@ -23,7 +23,7 @@ char type_letter(const json& t, const std::string& where, bool hybrid) {
   if (t == (hybrid ? "linear_attention" : "sliding_attention")) return hybrid ? 'l' : 's';
   if (t == "linear_attention")
     bad(where, "layer_types", "holds \"linear_attention\" (Qwen3.5's linear attention, Gated "
-                              "DeltaNet), which only the qwen3_5_text family has");
+                              "DeltaNet), which only the qwen3_5_text and qwen3_5_moe_text families have");
   bad(where, "layer_types", "holds " + describe_json(t) + "; zt knows \"full_attention\" and " +
                                 (hybrid ? "\"linear_attention\"" : "\"sliding_attention\"") +
                                 " in this family");

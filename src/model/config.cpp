@@ -371,6 +371,18 @@ void Config::validate_experts() const {
                 "qwen2_moe and qwen3_moe");
   refuse_unless(qwen_moe || mlp_only_layers.empty(), "model.mlp_only_layers (not empty)",
                 "qwen2_moe and qwen3_moe");
+  if (row.moe_every_layer && (!norm_topk_prob || decoder_sparse_step != 1 ||
+                              !mlp_only_layers.empty() || expert_width() != intermediate))
+    throw InputError(strf("model.family = %s routes every layer and renormalises the top-k "
+                          "weights: model.norm_topk_prob = %s, decoder_sparse_step = %lld, "
+                          "mlp_only_layers (%zu layers), intermediate = %lld vs the experts' %lld",
+                          family.c_str(), norm_topk_prob ? "true" : "false",
+                          static_cast<long long>(decoder_sparse_step), mlp_only_layers.size(),
+                          static_cast<long long>(intermediate),
+                          static_cast<long long>(expert_width())),
+                     "its block (Qwen3-Next's) has no dense layers: leave norm_topk_prob true, "
+                     "decoder_sparse_step 1, mlp_only_layers empty and model.intermediate equal "
+                     "to model.moe_intermediate (or moe_intermediate 0).");
   if (row.shared_expert && shared_expert_intermediate <= 0)
     throw InputError(strf("model.shared_expert_intermediate = %lld with model.family = %s: must "
                           "be >= 1",

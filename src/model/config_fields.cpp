@@ -72,7 +72,9 @@ const ConfigField kFields[] = {
      .ref = ZT_FIELD(kv_heads),
      .save = F::kAlways, .resume = F::kShape, .min = 1, .max = Config::kMaxHeads,
      .help = "override: key/value heads (GQA)"},
-    {.key = "intermediate", .attr = "intermediate", .hf = "intermediate_size", .hf_form = F::kHfPlain,
+    // Routed in every layer (qwen3_5_moe_text): no intermediate_size; the experts' width.
+    {.key = "intermediate", .attr = "intermediate", .hf = "intermediate_size", .hf_form = F::kHfFamily,
+     .hf_key = [](const Family& f) { return f.moe_every_layer ? nullptr : "intermediate_size"; },
      .ref = ZT_FIELD(intermediate), .save = F::kAlways, .resume = F::kShape, .min = 1,
      .max = Config::kMaxIntermediate, .help = "override: SwiGLU inner width"},
     {.key = "context", .attr = "context", .hf = "max_position_embeddings", .hf_form = F::kHfPlain,

@@ -12,7 +12,8 @@ void Config::validate_linear() const {
   if (!model::family(family).hybrid)
     throw InputError("model.layer_types holds 'l' (linear_attention) with model.family = " +
                          this->family,
-                     "Gated DeltaNet layers are Qwen3.5's: set model.family = qwen3_5_text, or "
+                     "Gated DeltaNet layers are Qwen3.5's: set model.family = qwen3_5_text (or "
+                     "qwen3_5_moe_text), or "
                      "make every layer f or s.");
   const auto positive = [](int64_t v, const char* field, int64_t max) {
     if (v < 1 || v > max)

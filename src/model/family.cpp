@@ -75,6 +75,15 @@ const Family kFamilies[] = {
      .window = F::kLayerTypes, .hybrid = true,
      .hf = {.kv_heads = 4, .context = 32768, .head_dim = 256, .partial_rotary = 0.25,
             .sliding_pattern = 4}},
+    // Qwen3.5's MoE text model: qwen3_5_text's layers with Qwen3-Next's experts and the
+    // shared expert with its sigmoid gate (Qwen3_5MoeSparseMoeBlock).
+    {.model_type = "qwen3_5_moe_text", .architecture = "Qwen3_5MoeForCausalLM",
+     .bias = F::kFromFlag, .qk_norm = true, .output_gate = true, .moe = F::kQwen,
+     .shared_expert = true, .moe_every_layer = true, .norm_offset = 1.0,
+     .bias_key = "attention_bias", .window = F::kLayerTypes, .hybrid = true,
+     .hf = {.kv_heads = 2, .context = 32768, .head_dim = 256, .partial_rotary = 0.25,
+            .sliding_pattern = 4, .experts = 256, .experts_per_token = 8, .moe_intermediate = 512,
+            .shared_expert_intermediate = 512}},
 };
 
 }  // namespace

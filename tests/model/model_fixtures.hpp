@@ -150,6 +150,16 @@ inline model::Config small_qwen2_moe(bool tied = false, bool aux = true) {
   c.attention_bias = true;  // HF's qkv_bias
   return c;
 }
+// small_qwen35_hybrid as qwen3_5_moe_text (layers l, f): 4 experts of width 5, top 2
+// renormalised, the shared expert of width 7 and its gate in both layers; the aux loss.
+inline model::Config small_qwen35_moe(bool tied = false) {
+  model::Config c = small_qwen35_hybrid(tied);
+  c = as_qwen_moe(c, "qwen3_5_moe_text", true, 5, 7, {});
+  c.layers = 2;
+  c.intermediate = 5;
+  c.norm_topk_prob = true;
+  return c;
+}
 
 // cfg.validate() throws zt::InputError whose message names `field`.
 inline void expect_invalid(const model::Config& cfg, const std::string& field) {

@@ -163,6 +163,15 @@ TEST(ModelGradcheck, Qwen35GatedDeltaNetPackedEveryCoordinate) {
   gradcheck(testing::small_qwen35_hybrid(true), 2, 7, 0.3, 0, true,
             "model small qwen3_5 hybrid tied packed recompute (all coords)", pos, {}, 2e-4);
 }
+// qwen3_5_moe (small_qwen35_moe): a Gated DeltaNet and a full layer, each with the routed
+// experts (top 2 of 4 renormalised), the shared expert and its sigmoid gate, the aux loss;
+// untied, and tied with recompute.
+TEST(ModelGradcheck, Qwen35MoeEveryCoordinate) {
+  gradcheck(testing::small_qwen35_moe(), 2, 5, 0.3, 0, false,
+            "model small qwen3_5_moe (all coords)", {}, {}, 2e-4);
+  gradcheck(testing::small_qwen35_moe(true), 2, 5, 0.3, 0, true,
+            "model small qwen3_5_moe tied recompute (all coords)", {}, {}, 2e-4);
+}
 // gpt-oss's block (small_gpt_oss): the sinks, yarn, attention biases, the router's bias and
 // top-k softmax, the experts' biases and the clamped SwiGLU; untied, and tied with recompute.
 TEST(ModelGradcheck, GptOssEveryCoordinate) {

@@ -90,5 +90,22 @@ TEST(QwenMoe, RoutedRowsAndRecomputeBitwise) {
     });
 }
 
+// qwen3_5_moe_text routes every layer with the top-k renormalised: each key that would
+// make a dense layer or drop the renormalisation is refused by name (Config::validate).
+TEST(QwenMoe, Qwen35MoeEveryLayerRouted) {
+  EXPECT_NO_THROW(testing::small_qwen35_moe().validate());
+  const std::pair<const char*, void (*)(Config&)> bad[] = {
+      {"norm_topk_prob = false", [](Config& c) { c.norm_topk_prob = false; }},
+      {"decoder_sparse_step = 2", [](Config& c) { c.decoder_sparse_step = 2; }},
+      {"mlp_only_layers (1 layers)", [](Config& c) { c.mlp_only_layers = {0}; }},
+      {"intermediate = 9 vs the experts' 5", [](Config& c) { c.intermediate = 9; }},
+  };
+  for (const auto& [field, change] : bad) {
+    Config c = testing::small_qwen35_moe();
+    change(c);
+    testing::expect_invalid(c, field);
+  }
+}
+
 }  // namespace
 }  // namespace zt::model

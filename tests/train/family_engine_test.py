@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every engine feature on the gemma3_text, gpt_oss and qwen3_5_text families (issues 55, 56).
+"""Every engine feature on the gemma3_text, gpt_oss, qwen3_5_text and qwen3_5_moe_text families (issues 55, 56).
 
   family_engine_test.py ZT WORKDIR MPIEXEC...   (MPIEXEC ends in the rank count 2)
 
@@ -22,7 +22,9 @@ rank without expert parallelism; gemma3_text, without experts: refused). Then `z
 equals its Hugging Face export's, token for token (transformers' own greedy against
 zt's is tests/ckpt/hf/gemma_peer_test.py and gptoss_peer_test.py). qwen3_5_text: Gated
 DeltaNet layers 0, 1, 3 and a full layer 2 (output gate, partial RoPE 0.25); LoRA, QLoRA
-and expert parallelism are refused by name. ZT_FAMILY_ENGINE_ONLY=<family>
+and expert parallelism are refused by name. qwen3_5_moe_text: a Gated DeltaNet layer and a
+full layer, each with 4 experts (2 per token) and the shared expert; the same refusals
+(expert parallelism: the shared expert). ZT_FAMILY_ENGINE_ONLY=<family>
 runs one family.
 """
 import json
@@ -50,6 +52,12 @@ FAMILIES = {
                          kv_heads=2, head_dim=16, intermediate=96, context=64, partial_rotary_factor=0.25,
                          linear_key_heads=2, linear_value_heads=4, linear_key_dim=16, linear_value_dim=8,
                          linear_conv_kernel=4, attention_bias="false", tied_embeddings="false"),
+    "qwen3_5_moe_text": dict(family="qwen3_5_moe_text", vocab=257, hidden=64, layers=2, layer_types="lf",
+                             heads=4, kv_heads=2, head_dim=16, intermediate=32, moe_intermediate=32,
+                             shared_expert_intermediate=48, experts=4, experts_per_token=2, context=64,
+                             partial_rotary_factor=0.25, linear_key_heads=2, linear_value_heads=4,
+                             linear_key_dim=16, linear_value_dim=8, linear_conv_kernel=4,
+                             attention_bias="false", tied_embeddings="false"),
 }
 # What zt refuses on a family, by name.
 LINEAR = ["Gated DeltaNet"]
@@ -90,9 +98,9 @@ CASES = [
     ("orpo_stage2_np2", BOTH, 2, ["zero.stage=2"] + ORPO, "orpo"),
     ("ep2", ("gpt_oss",), 2, ["moe.expert_parallel=2", "ckpt.every=2"], "stage0"),
     ("resume_ep2_np1", ("gpt_oss",), 1, ["zero.stage=0", "ckpt.resume={dir}/ep2/step-2.h5"], "ep2"),
-    ("ep2", ("gemma3_text", "qwen3_5_text"), 2, ["moe.expert_parallel=2"], ["moe.expert_parallel"]),
-    ("lora", ("qwen3_5_text",), 1, ["finetune.method=lora", "lora.targets=q,v"], LINEAR + ["finetune.method = full"]),
-    ("qlora", ("qwen3_5_text",), 1, ["finetune.method=qlora", "lora.targets=q,v"], LINEAR),
+    ("ep2", ("gemma3_text", "qwen3_5_text", "qwen3_5_moe_text"), 2, ["moe.expert_parallel=2"], ["moe.expert_parallel"]),
+    ("lora", ("qwen3_5_text", "qwen3_5_moe_text"), 1, ["finetune.method=lora", "lora.targets=q,v"], LINEAR + ["finetune.method = full"]),
+    ("qlora", ("qwen3_5_text", "qwen3_5_moe_text"), 1, ["finetune.method=qlora", "lora.targets=q,v"], LINEAR),
 ]
 FINETUNE = ("finetune.", "data.path=")
 

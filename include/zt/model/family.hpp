@@ -33,6 +33,11 @@ struct Family {
   // [E, C, 2I] interleaved, down_proj [E, I, C], their biases: hf_names.cpp).
   enum Moe : uint8_t { kDense, kMixtral, kQwen, kGptOss } moe = kDense;
   bool shared_expert = false;  // the MoE MLP has Qwen2-MoE's shared expert
+  // kQwen as Qwen3-Next's block (qwen3_5_moe_text): every layer routed, the top-k weights
+  // always renormalised; config.json has no intermediate_size, norm_topk_prob,
+  // decoder_sparse_step or mlp_only_layers. Its files name the experts as Qwen2-MoE's (what
+  // transformers 5.24's save_pretrained writes; the fused form is read as well).
+  bool moe_every_layer = false;
   // gpt-oss's MoE: the router has a bias, the k weights are a softmax over the k chosen
   // logits, the experts have biases (gate_up [E, 2I], down [E, C]) and the clamped SwiGLU
   // (Config::swiglu_limit, swiglu_alpha).

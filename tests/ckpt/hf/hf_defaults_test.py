@@ -48,7 +48,8 @@ def reference(c, mt):
     r = {"vocab_size": c.vocab_size, "hidden_size": c.hidden_size,
          "num_hidden_layers": c.num_hidden_layers, "num_attention_heads": heads,
          "num_key_value_heads": c.num_key_value_heads if c.num_key_value_heads is not None else heads,
-         "intermediate_size": c.intermediate_size,
+         # qwen3_5_moe_text has none (every layer routed): the experts' width.
+         "intermediate_size": getattr(c, "intermediate_size", None) or c.moe_intermediate_size,
          "max_position_embeddings": c.max_position_embeddings,
          "rope_theta": c.rope_parameters["rope_theta"],
          "rope_type": c.rope_parameters.get("rope_type", "default"),
@@ -87,10 +88,11 @@ def reference(c, mt):
         r["output_router_logits"] = c.output_router_logits
         if mt != "mixtral":
             r["moe_intermediate_size"] = c.moe_intermediate_size
-            r["norm_topk_prob"] = c.norm_topk_prob
-            r["decoder_sparse_step"] = c.decoder_sparse_step
-            r["mlp_only_layers"] = list(c.mlp_only_layers)
-        if mt == "qwen2_moe":
+            # Absent from qwen3_5_moe_text's config: renormalised, every layer routed.
+            r["norm_topk_prob"] = getattr(c, "norm_topk_prob", True)
+            r["decoder_sparse_step"] = getattr(c, "decoder_sparse_step", 1)
+            r["mlp_only_layers"] = list(getattr(c, "mlp_only_layers", []))
+        if mt in ("qwen2_moe", "qwen3_5_moe_text"):
             r["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size
     return r
 
@@ -150,10 +152,12 @@ def main():
         c.check(not diff, f"{tag}: zt equals transformers" + (f" (zt, transformers): {diff}" if diff else ""))
 
     # 32 heads: every family's default num_key_value_heads (4 .. 32) divides it.
-    small = {"hidden_size": 1024, "num_attention_heads": 32, "num_hidden_layers": 4,
+    SMALL = {"hidden_size": 1024, "num_attention_heads": 32, "num_hidden_layers": 4,
              "intermediate_size": 512, "vocab_size": 128}
     for mt in families:
         cls = CONFIG_MAPPING[mt]
+        required = [k for k in REQUIRED if k in cls().to_dict()]  # qwen3_5_moe_text: no intermediate_size
+        small = {k: v for k, v in SMALL.items() if k in required}
         variants = {"default": cls().to_dict(), "small": cls(**small).to_dict()}
         if "use_sliding_window" in cls().to_dict():
             variants["sliding"] = cls(**small, use_sliding_window=True, sliding_window=64,
@@ -167,10 +171,10 @@ def main():
                 if field in base or (field == "rope" and "rope_parameters" in base):
                     compare(f"{mt}/{vname}/no {field}", without(base, field),
                             ["rope_theta"] if field == "rope" else [field])
-            minimal = {k: v for k, v in base.items() if k in REQUIRED or k == "model_type"}
+            minimal = {k: v for k, v in base.items() if k in required or k == "model_type"}
             compare(f"{mt}/{vname}/every optional field absent", minimal,
                     [k for k in base if k not in minimal])
-        for field in REQUIRED:
+        for field in required:
             _, p = run(without(cls(**small).to_dict(), field))
             c.check(p.returncode == 2 and field in p.stderr and "missing" in p.stderr,
                     f"{mt}: no {field}: refused by name: {p.stderr.strip()[:200]}")

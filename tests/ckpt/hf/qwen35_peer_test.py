@@ -32,6 +32,10 @@ recurrent rule from the first token) within the same rule; the greedy continuati
 tokens equal to transformers' generate (with its own cache) three ways: zt recomputing each
 step, zt's cache (the prompt prefilled by the chunked rule, then the recurrent one) and
 `zt generate`.
+Then the same on a hybrid qwen3_5_moe (Qwen3_5MoeForCausalLM, model_type qwen3_5_moe_text;
+layers l, f, l, f; 4 experts, top 2 renormalised, the shared expert and its sigmoid gate;
+per-expert tensors as transformers saves them), with one more sensitivity:
+the shared expert's gate removed (sigmoid -> 1).
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import json
@@ -60,9 +64,10 @@ class ModuleTorch:
     float64 (the casts inside its Gated DeltaNet functions and gated norm, for the float64
     reference)."""
 
-    def __init__(self, torch, **names):
-        from transformers.models.qwen3_5 import modeling_qwen3_5 as mod
-        self.mod, self.torch, self.names = mod, torch, names
+    def __init__(self, torch, mod=None, attr="torch", **names):
+        from transformers.models.qwen3_5 import modeling_qwen3_5
+        self.mod, self.torch, self.names = mod or modeling_qwen3_5, torch, names
+        self.attr = attr  # the module's name for `torch` (F: torch.nn.functional)
 
     def __getattr__(self, name):
         if name in self.names:
@@ -70,51 +75,64 @@ class ModuleTorch:
         return getattr(self.torch, name)
 
     def __enter__(self):
-        self.mod.torch = self
+        setattr(self.mod, self.attr, self)
         return self
 
     def __exit__(self, *exc):
-        self.mod.torch = self.torch
+        setattr(self.mod, self.attr, self.torch)
 
 
 def fp32_logits(torch, folder, ids):
     """transformers' float32 logits [T, V] (float64 tensor) of the folder's model."""
-    from transformers import Qwen3_5ForCausalLM
-    model = Qwen3_5ForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     model.eval()
     with torch.no_grad():
         return model(ids).logits[0].double()
 
 
-def f64_logits(p, folder, ids):
+def f64_logits(p, folder, ids, mod=None):
     """transformers' logits in float64: the model in float64, RoPE and RMSNorm in float64
     (hf_common.f64_forwards), the float32 casts of its Gated DeltaNet functions and gated
     norm as float64 (ModuleTorch); the decay's `.float()` stays float32."""
     import types
-    from transformers import Qwen3_5ForCausalLM
+    from transformers import AutoModelForCausalLM
     torch = p.torch
-    model = Qwen3_5ForCausalLM.from_pretrained(folder, dtype=torch.float64)
+    # MoE experts: the default grouped_mm takes no float64; the eager loop does.
+    eager = {"experts_implementation": "eager"} if mod else {}
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, **eager)
     model.eval()
     for mod, fwd in f64_forwards(model):
         mod.forward = types.MethodType(fwd, mod)
-    with torch.no_grad(), ModuleTorch(torch, float32=torch.float64):
+    with torch.no_grad(), ModuleTorch(torch, mod, float32=torch.float64):
         return model(ids).logits[0].double()
 
 
-def hybrid(p, base):
+def hybrid(p, base, moe=False):
     """Gated DeltaNet layers among full ones, 150 tokens (over two chunks of 64, not a
     multiple): logits of every prefix, cached logits, loss and greedy continuation (also
     through zt's cache and `zt generate`) against transformers; sensitivity of
     transformers' logits to the conv kernel shifted by one, A_log perturbed, the output gate
-    and partial RoPE; the export."""
+    and partial RoPE; the export. moe: the
+    qwen3_5_moe model (layers l, f, l, f; 4 experts, top 2, the shared expert), and the
+    shared expert's gate removed as one more sensitivity."""
     from safetensors.torch import load_file, save_file
-    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    import transformers
+    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe
     c, torch = p.c, p.torch
+    mod = modeling_qwen3_5_moe if moe else None
+    Model = transformers.Qwen3_5MoeForCausalLM if moe else transformers.Qwen3_5ForCausalLM
+    Config = transformers.Qwen3_5MoeTextConfig if moe else transformers.Qwen3_5TextConfig
     gen = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, 96, (150,), generator=gen).tolist()
     ids = torch.tensor([tokens])
     types = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
-    cfg = Qwen3_5TextConfig(**dict(base, num_hidden_layers=4, layer_types=types,
+    if moe:
+        types[3] = "full_attention"
+        base = {k: v for k, v in base.items() if k != "intermediate_size"}  # not in its config
+        base.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+                    shared_expert_intermediate_size=40)
+    cfg = Config(**dict(base, num_hidden_layers=4, layer_types=types,
                                    max_position_embeddings=256, linear_num_key_heads=2,
                                    linear_num_value_heads=4, linear_key_head_dim=8,
                                    linear_value_head_dim=12, linear_conv_kernel_dim=4,
@@ -122,7 +140,7 @@ def hybrid(p, base):
                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                              "partial_rotary_factor": 0.5})
     torch.manual_seed(3)
-    model = Qwen3_5ForCausalLM(cfg).to(torch.float32)
+    model = Model(cfg).to(torch.float32)
     norms(model)
     with torch.no_grad():
         for name, w in model.named_parameters():
@@ -130,7 +148,7 @@ def hybrid(p, base):
                 w.normal_(0.0, 0.5)
             elif name.endswith("linear_attn.norm.weight"):  # the gated norm: w, not 1 + w
                 w.copy_(1.0 + 0.3 * torch.randn_like(w))
-    name = "qwen35-hybrid"
+    name = "qwen35moe-hybrid" if moe else "qwen35-hybrid"
     folder = os.path.join(p.work, name)
     model.save_pretrained(folder)
     h5 = folder + ".h5"
@@ -145,7 +163,7 @@ def hybrid(p, base):
     zl = torch.tensor(z["logits"], dtype=torch.float64)
     tol = p.tol * max(1.0, zl.abs().max().item())
     d = (zl - hl).abs().max().item()
-    exact = f64_logits(p, folder, ids)
+    exact = f64_logits(p, folder, ids, mod)
     d64, h64 = (zl - exact).abs().max().item(), (hl - exact).abs().max().item()
     print(f"      {name}: max |zt - hf| {d:.3e} (max |logit| {zl.abs().max().item():.2f}); "
           f"against float64: zt {d64:.3e}, transformers fp32 {h64:.3e}; loss zt "
@@ -180,15 +198,20 @@ def hybrid(p, base):
         other = with_config(folder, f"{folder}-{key}")
         save_file(alt, os.path.join(other, "model.safetensors"), metadata={"format": "pt"})
         moved(tag, fp32_logits(torch, other, ids))
-    with ModuleTorch(torch, sigmoid=torch.ones_like):
+    with ModuleTorch(torch, mod, sigmoid=torch.ones_like):
         moved("the output gate removed", fp32_logits(torch, folder, ids))
+    if moe:
+        with ModuleTorch(torch.nn.functional, mod, "F", sigmoid=torch.ones_like):
+            moved("the shared expert's gate removed", fp32_logits(torch, folder, ids))
     rp = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}
     moved("partial_rotary_factor 1.0",
           fp32_logits(torch, with_config(folder, f"{folder}-rope1", rope_parameters=rp), ids))
     # The export reloads in transformers with the same logits (24 tokens, 40 new) and
     # re-imports.
-    p.exported(name, folder, h5, p.hf_run(folder), p.zt_run(h5), ARCH,
-               ("layer_types", "linear_num_key_heads", "linear_num_value_heads",
+    moe_keys = ("num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                "shared_expert_intermediate_size") if moe else ()
+    p.exported(name, folder, h5, p.hf_run(folder), p.zt_run(h5), Model.__name__, moe_keys + (
+               "layer_types", "linear_num_key_heads", "linear_num_value_heads",
                 "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
                 "rope_parameters"))
     rc, out = run_zt(p.zt, "generate", "--weights", folder, "--prompt-ids",
@@ -259,6 +282,7 @@ def main():
         p.exported(name, folder, h5, hf, z, ARCH,
                    ("layer_types", "rope_parameters", "head_dim", "tie_word_embeddings"))
     hyb = hybrid(p, base)
+    hybrid(p, base, moe=True)
     # Bad input: exit 2 naming the file and the field (or tensor), nothing written.
     folder = os.path.join(p.work, cases[0][0])
     odd = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.3125}
