@@ -54,22 +54,23 @@ void Model<R>::Impl::linear_mixer_forward(int l, const R* p, BlockActs<R>& a, co
   LinearActs<R>& L = a.lin;
   cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps,
                        cfg.norm_offset());
-  cpu::linear_forward(L.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N, C, Cc);
+  using LT = LoraTarget;  // proj_forward adds the layer's adapters (LoRA / QLoRA)
+  proj_forward(l, LT::kInQkv, L.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N, C, Cc);
   cpu::causal_conv1d_silu_forward(B, T, Cc, cfg.linear_conv_kernel, L.qkv_pre.data(),
                                   p + o.lin_conv, static_cast<const R*>(nullptr), L.qkv.data());
   split_qkv(L.qkv.data(), L.q.data(), L.k.data(), L.v.data(), N, KD, VD);
-  cpu::linear_forward(L.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
-  cpu::linear_forward(L.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
+  proj_forward(l, LT::kInZ, L.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
+  proj_forward(l, LT::kInB, L.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
   for (int64_t i = 0; i < N * Hv; ++i)
     L.beta.data()[i] = static_cast<R>(1.0 / (1.0 + std::exp(-static_cast<double>(L.beta.data()[i]))));
-  cpu::linear_forward(L.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
+  proj_forward(l, LT::kInA, L.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
   cpu::delta_decay_forward(N, Hv, L.a.data(), p + o.lin_A_log, p + o.lin_dt_bias, L.g.data());
   cpu::gated_delta_chunked_forward(delta_shape(cfg, B, T), L.q.data(), L.k.data(), L.v.data(),
                                    L.g.data(), L.beta.data(), static_cast<const R*>(nullptr),
                                    L.out.data(), static_cast<R*>(nullptr));
   cpu::gated_rmsnorm_forward(N * Hv, Dv, L.out.data(), L.z.data(), p + o.lin_norm, cfg.norm_eps,
                              L.y.data(), L.rstd.data());
-  cpu::linear_forward(a.x_mid.data(), L.y.data(), p + o.lin_out, N, VD, C);
+  proj_forward(l, LT::kOutProj, a.x_mid.data(), L.y.data(), p + o.lin_out, N, VD, C);
   cpu::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
 }
 
@@ -84,8 +85,9 @@ void Model<R>::Impl::linear_mixer_backward(int l, int u, const R* p, BlockActs<R
   LinearActs<R>& L = a.lin;
   LinearActs<R>& D = dlin;  // the same buffers' gradients
   // x_mid = x_in + y Wout^T: dres is dL/dx_mid
-  cpu::linear_backward(D.y.data(), g(o.lin_out), dres.data(), L.y.data(), p + o.lin_out, N, VD, C,
-                       /*accumulate_dx=*/false);
+  using LT = LoraTarget;  // proj_backward: the adapters' gradients too; a frozen base gets none
+  proj_backward(l, LT::kOutProj, D.y.data(), g(o.lin_out), dres.data(), L.y.data(), p + o.lin_out,
+                N, VD, C, /*accumulate_dx=*/false);
   cpu::gated_rmsnorm_backward(N * Hv, Dv, L.out.data(), L.z.data(), p + o.lin_norm, L.rstd.data(),
                               D.y.data(), D.out.data(), D.z.data(), g(o.lin_norm));
   cpu::gated_delta_backward(delta_shape(cfg, B, T), L.q.data(), L.k.data(), L.v.data(),
@@ -102,11 +104,11 @@ void Model<R>::Impl::linear_mixer_backward(int l, int u, const R* p, BlockActs<R
   cpu::causal_conv1d_silu_backward(B, T, Cc, cfg.linear_conv_kernel, L.qkv_pre.data(),
                                    p + o.lin_conv, static_cast<const R*>(nullptr), D.qkv.data(),
                                    D.qkv_pre.data(), g(o.lin_conv));
-  cpu::linear_backward(dxn.data(), g(o.lin_qkv), D.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N,
-                       C, Cc, /*accumulate_dx=*/false);
-  cpu::linear_backward(dxn.data(), g(o.lin_z), D.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
-  cpu::linear_backward(dxn.data(), g(o.lin_b), D.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
-  cpu::linear_backward(dxn.data(), g(o.lin_a), D.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
+  proj_backward(l, LT::kInQkv, dxn.data(), g(o.lin_qkv), D.qkv_pre.data(), a.xn1.data(),
+                p + o.lin_qkv, N, C, Cc, /*accumulate_dx=*/false);
+  proj_backward(l, LT::kInZ, dxn.data(), g(o.lin_z), D.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
+  proj_backward(l, LT::kInB, dxn.data(), g(o.lin_b), D.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
+  proj_backward(l, LT::kInA, dxn.data(), g(o.lin_a), D.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
   cpu::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
                         a.rstd1.data(), N, C, true, cfg.norm_offset());  // dres += (the branch)
 }
