@@ -592,10 +592,20 @@ int64_t Config::num_matmul_params() const {
   return tied_embeddings ? num_active_params() : num_active_params() - num_embedding_params();
 }
 
+// 6 N for the weights (forward 2 N, backward 4 N), then per layer three times (forward and
+// backward) its mixing: a full or sliding layer 4 H D T (QK^T and AV over T keys); a Gated
+// DeltaNet layer per value head 2 c (2 Dk + Dv) inside a chunk of c = 64 (K K^T, Q K^T, the
+// attention times V) and 6 Dk Dv against the state (read by q and by k, updated by k v^T),
+// plus 2 K of the conv per conv channel: linear in T.
 double Config::flops_per_token(int64_t seq) const {
   const double N = static_cast<double>(num_matmul_params());
-  return 6.0 * N + 12.0 * static_cast<double>(layers) * static_cast<double>(heads) *
-                       static_cast<double>(head_dim()) * static_cast<double>(seq);
+  const double full = 4.0 * static_cast<double>(heads * head_dim()) * static_cast<double>(seq);
+  const double dk = static_cast<double>(linear_key_dim), dv = static_cast<double>(linear_value_dim);
+  const double lin = static_cast<double>(linear_value_heads) * (2.0 * 64.0 * (2.0 * dk + dv) + 6.0 * dk * dv) +
+                     2.0 * static_cast<double>(linear_conv_kernel * linear_conv_dim());
+  double mix = 0;
+  for (int64_t l = 0; l < layers; ++l) mix += linear(l) ? lin : full;
+  return 6.0 * N + 3.0 * mix;
 }
 
 }  // namespace zt::model

@@ -29,7 +29,9 @@ int64_t add_tensor(std::vector<TensorInfo>& tensors, UnitInfo& unit, int unit_in
 }
 
 // Bits of LoraTarget (lora.hpp, which checks them): q k v o gate up down lm_head = 0..7.
-enum : uint32_t { kQ = 1u, kK = 2u, kV = 4u, kO = 8u, kGate = 16u, kUp = 32u, kDown = 64u, kHead = 128u };
+enum : uint32_t { kQ = 1u, kK = 2u, kV = 4u, kO = 8u, kGate = 16u, kUp = 32u, kDown = 64u, kHead = 128u,
+                  kInQkv = 1u << 10, kInZ = 1u << 11, kInB = 1u << 12, kInA = 1u << 13,
+                  kOutProj = 1u << 14 };
 
 }  // namespace
 
@@ -40,7 +42,7 @@ ParamLayout ParamLayout::without_weights(const Config& cfg, uint32_t targets) {
   p.cfg_ = cfg;
   p.cfg_.validate();
   if (p.cfg_.tied_embeddings) targets &= ~kHead;  // the embedding needs it
-  p.left_out_ = targets & 0xffu;
+  p.left_out_ = targets & (0xffu | kInQkv | kInZ | kInB | kInA | kOutProj);  // not the experts
   p.build();
   return p;
 }
@@ -109,16 +111,19 @@ void ParamLayout::build() {
       const auto add = [&](const char* name, std::vector<int64_t> shape, InitKind init) {
         return add_tensor(tensors_, u, ui, la + name, std::move(shape), init);
       };
+      const auto proj = [&](uint32_t bit, const char* name, std::vector<int64_t> shape, InitKind init) {
+        return maybe(bit, u, ui, la + name, std::move(shape), init);
+      };
       o.q = o.k = o.v = o.o = -1;
-      o.lin_qkv = add("in_proj_qkv.weight", {Cc, C}, InitKind::kNormal);
-      o.lin_z = add("in_proj_z.weight", {VD, C}, InitKind::kNormal);
-      o.lin_b = add("in_proj_b.weight", {Hv, C}, InitKind::kNormal);
-      o.lin_a = add("in_proj_a.weight", {Hv, C}, InitKind::kNormal);
+      o.lin_qkv = proj(kInQkv, "in_proj_qkv.weight", {Cc, C}, InitKind::kNormal);
+      o.lin_z = proj(kInZ, "in_proj_z.weight", {VD, C}, InitKind::kNormal);
+      o.lin_b = proj(kInB, "in_proj_b.weight", {Hv, C}, InitKind::kNormal);
+      o.lin_a = proj(kInA, "in_proj_a.weight", {Hv, C}, InitKind::kNormal);
       o.lin_conv = add("conv1d.weight", {Cc, 1, cfg_.linear_conv_kernel}, InitKind::kNormal);
       o.lin_dt_bias = add("dt_bias", {Hv}, InitKind::kOnes);
       o.lin_A_log = add("A_log", {Hv}, InitKind::kZeros);  // A = 1
       o.lin_norm = add("norm.weight", {cfg_.linear_value_dim}, InitKind::kOnes);  // w, not 1 + w
-      o.lin_out = add("out_proj.weight", {C, VD}, InitKind::kNormalScaled);
+      o.lin_out = proj(kOutProj, "out_proj.weight", {C, VD}, InitKind::kNormalScaled);
     } else {
     // q_proj: [H D, C], or with the output gate [H 2D, C], each head's query then its gate.
     const int64_t QD = cfg_.q_proj_dim();

@@ -87,7 +87,8 @@ void Model<R>::Impl::linear_mixer_run(int l, const R* p, BlockActs<R>& a, const 
   LinearActs<R>& L = a.lin;
   cpu::rmsnorm_forward(a.xn1.data(), a.rstd1.data(), x_in, p + o.input_norm, N, C, cfg.norm_eps,
                        cfg.norm_offset());
-  cpu::linear_forward(L.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N, C, Cc);
+  using LT = LoraTarget;  // proj_forward adds the layer's adapters (LoRA / QLoRA)
+  proj_forward(l, LT::kInQkv, L.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N, C, Cc);
   const int32_t* rows = state ? nullptr : pos;  // decode: one sequence; else packed examples
   for_each_example(rows, B, T, [&](int64_t n0, int64_t n, int64_t rows_of) {
     cpu::causal_conv1d_silu_forward(rows_of, n, Cc, cfg.linear_conv_kernel,
@@ -95,11 +96,11 @@ void Model<R>::Impl::linear_mixer_run(int l, const R* p, BlockActs<R>& a, const 
                                     L.qkv.data() + n0 * Cc);
   });
   split_qkv(L.qkv.data(), L.q.data(), L.k.data(), L.v.data(), N, KD, VD);
-  cpu::linear_forward(L.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
-  cpu::linear_forward(L.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
+  proj_forward(l, LT::kInZ, L.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
+  proj_forward(l, LT::kInB, L.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
   for (int64_t i = 0; i < N * Hv; ++i)
     L.beta.data()[i] = static_cast<R>(1.0 / (1.0 + std::exp(-static_cast<double>(L.beta.data()[i]))));
-  cpu::linear_forward(L.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
+  proj_forward(l, LT::kInA, L.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
   cpu::delta_decay_forward(N, Hv, L.a.data(), p + o.lin_A_log, p + o.lin_dt_bias, L.g.data());
   const auto rule = T == 1 && state ? cpu::gated_delta_recurrent_forward<R>
                                      : cpu::gated_delta_chunked_forward<R>;  // decode: prefill
@@ -110,7 +111,7 @@ void Model<R>::Impl::linear_mixer_run(int l, const R* p, BlockActs<R>& a, const 
   });
   cpu::gated_rmsnorm_forward(N * Hv, Dv, L.out.data(), L.z.data(), p + o.lin_norm, cfg.norm_eps,
                              L.y.data(), L.rstd.data());
-  cpu::linear_forward(a.x_mid.data(), L.y.data(), p + o.lin_out, N, VD, C);
+  proj_forward(l, LT::kOutProj, a.x_mid.data(), L.y.data(), p + o.lin_out, N, VD, C);
   cpu::residual_forward(a.x_mid.data(), x_in, a.x_mid.data(), N * C);
 }
 
@@ -125,8 +126,9 @@ void Model<R>::Impl::linear_mixer_backward(int l, int u, const R* p, BlockActs<R
   LinearActs<R>& L = a.lin;
   LinearActs<R>& D = dlin;  // the same buffers' gradients
   // x_mid = x_in + y Wout^T: dres is dL/dx_mid
-  cpu::linear_backward(D.y.data(), g(o.lin_out), dres.data(), L.y.data(), p + o.lin_out, N, VD, C,
-                       /*accumulate_dx=*/false);
+  using LT = LoraTarget;  // proj_backward: the adapters' gradients too; a frozen base gets none
+  proj_backward(l, LT::kOutProj, D.y.data(), g(o.lin_out), dres.data(), L.y.data(), p + o.lin_out,
+                N, VD, C, /*accumulate_dx=*/false);
   cpu::gated_rmsnorm_backward(N * Hv, Dv, L.out.data(), L.z.data(), p + o.lin_norm, L.rstd.data(),
                               D.y.data(), D.out.data(), D.z.data(), g(o.lin_norm));
   for_each_example(pos, B, T, [&](int64_t n0, int64_t n, int64_t rows_of) {
@@ -151,11 +153,11 @@ void Model<R>::Impl::linear_mixer_backward(int l, int u, const R* p, BlockActs<R
                                      static_cast<const R*>(nullptr), D.qkv.data() + n0 * Cc,
                                      D.qkv_pre.data() + n0 * Cc, g(o.lin_conv));
   });
-  cpu::linear_backward(dxn.data(), g(o.lin_qkv), D.qkv_pre.data(), a.xn1.data(), p + o.lin_qkv, N,
-                       C, Cc, /*accumulate_dx=*/false);
-  cpu::linear_backward(dxn.data(), g(o.lin_z), D.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
-  cpu::linear_backward(dxn.data(), g(o.lin_b), D.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
-  cpu::linear_backward(dxn.data(), g(o.lin_a), D.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
+  proj_backward(l, LT::kInQkv, dxn.data(), g(o.lin_qkv), D.qkv_pre.data(), a.xn1.data(),
+                p + o.lin_qkv, N, C, Cc, /*accumulate_dx=*/false);
+  proj_backward(l, LT::kInZ, dxn.data(), g(o.lin_z), D.z.data(), a.xn1.data(), p + o.lin_z, N, C, VD);
+  proj_backward(l, LT::kInB, dxn.data(), g(o.lin_b), D.beta.data(), a.xn1.data(), p + o.lin_b, N, C, Hv);
+  proj_backward(l, LT::kInA, dxn.data(), g(o.lin_a), D.a.data(), a.xn1.data(), p + o.lin_a, N, C, Hv);
   cpu::rmsnorm_backward(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
                         a.rstd1.data(), N, C, true, cfg.norm_offset());  // dres += (the branch)
 }

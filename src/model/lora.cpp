@@ -18,12 +18,16 @@ namespace zt::model {
 namespace {
 
 constexpr std::array<std::string_view, kNumLoraTargets> kTargetNames = {
-    "q", "k", "v", "o", "gate", "up", "down", "lm_head", "experts.gate_up", "experts.down"};
+    "q", "k", "v", "o", "gate", "up", "down", "lm_head", "experts.gate_up", "experts.down",
+    "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"};
 constexpr std::array<std::string_view, kNumLoraTargets> kModuleNames = {
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head",
-    "experts.gate_up_proj", "experts.down_proj"};
-// A block's targets in packing order (PEFT's: attention, MLP, then the experts).
-constexpr std::array<LoraTarget, 9> kBlockTargets = {
+    "experts.gate_up_proj", "experts.down_proj", "in_proj_qkv", "in_proj_z", "in_proj_b",
+    "in_proj_a", "out_proj"};
+// A block's targets in packing order (PEFT's: attention or the Gated DeltaNet mixer, MLP,
+// then the experts); a layer holds those it has (layer_has_target).
+constexpr std::array<LoraTarget, 14> kBlockTargets = {
+    LoraTarget::kInQkv, LoraTarget::kInZ, LoraTarget::kInB, LoraTarget::kInA, LoraTarget::kOutProj,
     LoraTarget::kQ,    LoraTarget::kK,    LoraTarget::kV,
     LoraTarget::kO,    LoraTarget::kGate, LoraTarget::kUp,
     LoraTarget::kDown, LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown};
@@ -48,7 +52,8 @@ uint32_t parse_targets(std::string_view text) {
       throw InputError(strf("lora.targets = \"%s\": unknown target \"%s\"",
                             std::string(text).c_str(), name.c_str()),
                        "list any of q, k, v, o, gate, up, down, lm_head, experts.gate_up, "
-                       "experts.down, comma-separated (e.g. \"q,v\").");
+                       "experts.down, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, "
+                       "comma-separated (e.g. \"q,v\").");
     }
     bits |= 1u << static_cast<int>(it - kTargetNames.begin());
   }
@@ -65,11 +70,18 @@ std::string module_path(int layer, LoraTarget t, const LoraConfig& l) {
                 t == LoraTarget::kExpertsGateUp && l.has_target(LoraTarget::kExpertsDown)
                     ? ".base_layer" : "");
   const bool attn = t <= LoraTarget::kO;
-  return strf("model.layers.%d.%s.%s", layer, attn ? "self_attn" : "mlp",
+  return strf("model.layers.%d.%s.%s", layer,
+              is_linear_attn_target(t) ? "linear_attn" : attn ? "self_attn" : "mlp",
               std::string(lora_module_name(t)).c_str());
 }
 
 }  // namespace
+
+bool layer_has_target(const Config& m, int l, LoraTarget t) {
+  if (is_linear_attn_target(t)) return m.linear(l);
+  if (t <= LoraTarget::kO) return !m.linear(l);
+  return true;  // the MLP's, the experts' (check_lora_moe) and lm_head
+}
 
 std::string_view lora_target_name(LoraTarget t) { return kTargetNames[static_cast<size_t>(t)]; }
 std::string_view lora_module_name(LoraTarget t) { return kModuleNames[static_cast<size_t>(t)]; }
@@ -102,7 +114,9 @@ void add_finetune_keys(config::Schema& s) {
   }
   s.add_string("lora.targets", "q,v",
                "projections with adapters, comma-separated: any of q, k, v, o, gate, up, down, "
-               "lm_head, and on a mixture-of-experts model experts.gate_up, experts.down");
+               "lm_head, on a mixture-of-experts model experts.gate_up, experts.down, and on "
+               "the Gated DeltaNet layers of Qwen3.5 in_proj_qkv, in_proj_z, in_proj_b, "
+               "in_proj_a, out_proj");
   s.add_bool("lora.rslora", false, "rank-stabilised scale alpha / sqrt(r) instead of alpha / r");
 }
 
@@ -143,6 +157,25 @@ static void check_lora_moe(const Config& m, const LoraConfig& l) {
   }
 }
 
+// The Gated DeltaNet targets need its layers; q, k, v, o need a full-attention layer.
+static void check_lora_linear(const Config& m, const LoraConfig& l) {
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    const auto target = static_cast<LoraTarget>(t);
+    if (!l.has_target(target)) continue;
+    bool any = false;
+    for (int layer = 0; layer < static_cast<int>(m.layers) && !any; ++layer)
+      any = layer_has_target(m, layer, target);
+    if (!any)
+      throw InputError("lora.targets has " + std::string(lora_target_name(target)) + ", which no "
+                           "layer of this " + m.family + " model has",
+                       is_linear_attn_target(target)
+                           ? "in_proj_qkv, in_proj_z, in_proj_b, in_proj_a and out_proj are the "
+                             "Gated DeltaNet layers' (Qwen3.5); target q, k, v, o here."
+                           : "this model's layers are all Gated DeltaNet: target in_proj_qkv, "
+                             "in_proj_z, in_proj_b, in_proj_a, out_proj.");
+  }
+}
+
 void lora_target_dims(const Config& m, LoraTarget t, int64_t& in, int64_t& out) {
   const int64_t C = m.hidden, HD = m.heads * m.head_dim(), GD = m.kv_dim(), I = m.intermediate;
   switch (t) {
@@ -154,6 +187,10 @@ void lora_target_dims(const Config& m, LoraTarget t, int64_t& in, int64_t& out) 
     case LoraTarget::kLmHead: in = C, out = m.vocab; return;
     case LoraTarget::kExpertsGateUp: in = C, out = 2 * m.expert_width(); return;  // one expert's [2I, C]
     case LoraTarget::kExpertsDown: in = m.expert_width(), out = C; return;        // one expert's [C, I]
+    case LoraTarget::kInQkv: in = C, out = m.linear_conv_dim(); return;
+    case LoraTarget::kInZ: in = C, out = m.linear_value_heads * m.linear_value_dim; return;
+    case LoraTarget::kInB: case LoraTarget::kInA: in = C, out = m.linear_value_heads; return;
+    case LoraTarget::kOutProj: in = m.linear_value_heads * m.linear_value_dim, out = C; return;
   }
 }
 
@@ -163,11 +200,6 @@ LoraConfig resolve_lora(const config::Config& c, const Config& model) {
   l.method = method == "lora"    ? FinetuneMethod::kLora
              : method == "qlora" ? FinetuneMethod::kQlora
                                  : FinetuneMethod::kFull;
-  if (l.method != FinetuneMethod::kFull && model.linear_layers())
-    throw InputError("finetune.method = " + method + " on a " + model.family + " model with Gated "
-                     "DeltaNet (linear_attention) layers: zt's adapters do not target their "
-                     "projections (in_proj_qkv, in_proj_z, out_proj) yet",
-                     "fine-tune it in full (finetune.method = full).");
   l.rank = c.get_int("lora.rank");
   l.alpha = c.get_float("lora.alpha");
   l.dropout = c.get_float("lora.dropout");
@@ -189,6 +221,7 @@ LoraConfig resolve_lora(const config::Config& c, const Config& model) {
   l.targets = parse_targets(c.get_string("lora.targets"));
   if (!l.enabled()) return l;
   check_lora_moe(model, l);
+  check_lora_linear(model, l);
   // The rank cannot exceed the smaller side of any targeted W [out, in]: the update
   // B A has rank min(r, in, out) anyway, and PEFT's init assumes r <= in.
   for (int t = 0; t < kNumLoraTargets; ++t) {
@@ -254,7 +287,7 @@ LoraLayout::LoraLayout(const Config& model, const LoraConfig& lora)
   };
   for (int l = 0; l < static_cast<int>(model.layers); ++l)
     for (const LoraTarget t : kBlockTargets)
-      if (lora.has_target(t)) add(l, t);
+      if (lora.has_target(t) && layer_has_target(model, l, t)) add(l, t);
   if (lora.has_target(LoraTarget::kLmHead)) add(0, LoraTarget::kLmHead);
 }
 
@@ -264,7 +297,8 @@ ParamLayout lora_base_layout(const Config& cfg, const LoraConfig& lora) {
 
 // ParamLayout::without_weights takes LoraConfig::targets' bits (layout.cpp names them).
 static_assert(static_cast<int>(LoraTarget::kQ) == 0 && static_cast<int>(LoraTarget::kDown) == 6 &&
-              static_cast<int>(LoraTarget::kLmHead) == 7);
+              static_cast<int>(LoraTarget::kLmHead) == 7 && static_cast<int>(LoraTarget::kInQkv) == 10 &&
+              static_cast<int>(LoraTarget::kOutProj) == 14);
 
 // QLoRA's base units leave out the targeted W: the model reads them from the NF4 base.
 ParamLayout::ParamLayout(const Config& cfg, const LoraConfig& lora)
@@ -324,7 +358,9 @@ TrainableCounts trainable_counts(const Config& model, const LoraConfig& lora) {
     int64_t in = 0, out = 0;
     lora_target_dims(model, target, in, out);
     const int64_t per = lora.rank * (in + out) * (is_expert_target(target) ? model.experts : 1);
-    c.trainable += target == LoraTarget::kLmHead ? per : per * model.layers;
+    int64_t layers = 0;
+    for (int l = 0; l < static_cast<int>(model.layers); ++l) layers += layer_has_target(model, l, target);
+    c.trainable += target == LoraTarget::kLmHead ? per : per * layers;
   }
   c.all = base + c.trainable;
   return c;
@@ -402,7 +438,7 @@ void check_qlora_covers(const ParamLayout& layout, const QloraBase& base) {
     if (((layout.left_out() >> t) & 1u) == 0) continue;
     const auto target = static_cast<LoraTarget>(t);
     for (int l = 0; l < (target == LoraTarget::kLmHead ? 1 : static_cast<int>(layout.config().layers)); ++l)
-      if (!base.find(l, target))
+      if (layer_has_target(layout.config(), l, target) && !base.find(l, target))
         throw std::logic_error("bind_qlora: the model's units leave out W of " +
                                std::string(lora_module_name(target)) +
                                ", which the NF4 base does not hold");

@@ -7,6 +7,7 @@
 
 #include "zt/core/error.hpp"
 #include "zt/model/config.hpp"
+#include "model_fixtures.hpp"
 
 namespace zt::model {
 namespace {
@@ -164,6 +165,19 @@ TEST(Config, FlopsPerTokenPalmConvention) {
   tied.tied_embeddings = true;  // the shared matrix is the head's matmul: counted
   EXPECT_DOUBLE_EQ(tied.flops_per_token(256),
                    6.0 * static_cast<double>(tied.num_params()) + 12.0 * 4 * 4 * 32 * 256);
+}
+
+// Qwen3.5's hybrid: only the full layers carry the 12 H D T term; a Gated DeltaNet layer
+// counts its chunked rule and conv, constant in T (3 x (Hv (2 c (2 Dk + Dv) + 6 Dk Dv) +
+// 2 K Cc), c = 64).
+TEST(Config, FlopsPerTokenGatedDeltaNet) {
+  // layer 0 Gated DeltaNet (Hk 1, Hv 2, Dk 4, Dv 3, K 3: Cc = 2 x 4 + 6 = 14), layer 1 full
+  // (H 2, D 8)
+  const Config c = testing::small_qwen35_hybrid();
+  const double N = static_cast<double>(c.num_matmul_params());
+  const double lin = 3.0 * (2 * (2.0 * 64 * (2 * 4 + 3) + 6.0 * 4 * 3) + 2.0 * 3 * 14);
+  for (const int64_t T : {256, 4096})
+    EXPECT_DOUBLE_EQ(c.flops_per_token(T), 6 * N + lin + 12.0 * 2 * 8 * static_cast<double>(T)) << T;
 }
 
 // Each layer's window: sliding_window from first_sliding_layer on (Qwen's max_window_layers).

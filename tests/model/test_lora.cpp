@@ -170,11 +170,11 @@ TEST(Lora, FreshAdaptersChangeNothing) {
 // 1.6e-7 at 3e-4, 1.9e-9 at 1e-4, measured), while the rounding error stays < 1e-10.
 constexpr double kH = 1e-4;
 void lora_gradcheck(bool tied, double dropout, bool recompute,
-                    const Config& cfg_in = Config{.vocab = 0}, uint32_t expert_targets = 0) {
+                    const Config& cfg_in = Config{.vocab = 0}, uint32_t extra_targets = 0) {
   const Config cfg = cfg_in.vocab == 0 ? testing::small_config(tied) : cfg_in;
   const std::string tag = cfg.family + " " + std::string(tied ? "tied" : "untied") + " dropout " +
                           std::to_string(dropout) + (recompute ? " recompute" : "") +
-                          (expert_targets ? " experts bits " + std::to_string(expert_targets) : "");
+                          (extra_targets ? " target bits " + std::to_string(extra_targets) : "");
   ParamLayout layout(cfg);
   Parameters<double> P(layout);
   testing::init_general(P, layout, 0.3, 7);
@@ -182,8 +182,8 @@ void lora_gradcheck(bool tied, double dropout, bool recompute,
   if (cfg.moe()) {  // the MLP is the experts: experts.gate_up and experts.down for gate/up/down
     for (const LoraTarget t : {LoraTarget::kGate, LoraTarget::kUp, LoraTarget::kDown})
       lc.targets &= ~(1u << static_cast<int>(t));
-    lc.targets |= expert_targets;
   }
+  lc.targets |= extra_targets;
   const LoraLayout ll(cfg, lc);
   const auto n = static_cast<size_t>(ll.numel());
   std::vector<double> lp(n);              // [n] adapters
@@ -263,6 +263,38 @@ TEST(Lora, GradcheckGptOss) {
   const uint32_t dn = 1u << static_cast<int>(LoraTarget::kExpertsDown);
   lora_gradcheck(false, 0.0, false, testing::small_gpt_oss(), gu | dn);
   lora_gradcheck(true, 0.0, true, testing::small_gpt_oss(true), gu | dn);
+}
+// Qwen3.5's hybrid: adapters on the Gated DeltaNet layer's five projections (PEFT's
+// in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj) and on the full layer's q, k, v, o
+// (q with its output gate's rows), over the frozen conv1d, A_log, dt_bias and gated norm.
+constexpr uint32_t kLinearTargets = (1u << static_cast<int>(LoraTarget::kInQkv)) |
+                                    (1u << static_cast<int>(LoraTarget::kInZ)) |
+                                    (1u << static_cast<int>(LoraTarget::kInB)) |
+                                    (1u << static_cast<int>(LoraTarget::kInA)) |
+                                    (1u << static_cast<int>(LoraTarget::kOutProj));
+TEST(Lora, GradcheckQwen35GatedDeltaNet) {
+  lora_gradcheck(false, 0.0, false, testing::small_qwen35_hybrid(), kLinearTargets);
+  lora_gradcheck(true, 0.3, true, testing::small_qwen35_hybrid(true), kLinearTargets);
+  // Each Gated DeltaNet layer holds the five, the full layer q, k, v, o only.
+  LoraConfig l = lora_all(2, 0.0);
+  l.targets |= kLinearTargets;
+  const LoraLayout ll(testing::small_qwen35_hybrid(), l);
+  for (int t = 0; t < kNumLoraTargets; ++t) {
+    const auto target = static_cast<LoraTarget>(t);
+    if (!l.has_target(target) || target == LoraTarget::kLmHead) continue;
+    EXPECT_EQ(ll.find(0, target) != nullptr, target >= LoraTarget::kInQkv || target >= LoraTarget::kGate) << t;
+    EXPECT_EQ(ll.find(1, target) != nullptr, target < LoraTarget::kInQkv) << t;
+  }
+  EXPECT_EQ(ll.find(0, LoraTarget::kInQkv)->name, "model.layers.0.linear_attn.in_proj_qkv");
+  EXPECT_EQ(trainable_counts(testing::small_qwen35_hybrid(), l).trainable, ll.numel());
+  // A Gated DeltaNet target on a model without such layers is refused by name; the hybrid
+  // takes LoRA and QLoRA.
+  const std::vector<std::string> lin = {"finetune.method=lora", "lora.targets=q,in_proj_z", "lora.rank=2"};
+  EXPECT_NE(resolve_error(lin, testing::small_qwen35()).find("lora.targets has in_proj_z"),
+            std::string::npos);
+  EXPECT_EQ(resolve_error(lin, testing::small_qwen35_hybrid()), "");
+  EXPECT_EQ(resolve_error({"finetune.method=qlora", "lora.targets=in_proj_qkv,out_proj,q,v", "lora.rank=2"},
+                          testing::small_qwen35_hybrid()), "");
 }
 TEST(Lora, GradcheckDropoutRecompute) {
   lora_gradcheck(false, 0.3, false);

@@ -21,10 +21,11 @@ parallelism 2 (gpt_oss: equal to stage 0 at 1 rank, and its step-2 checkpoint re
 rank without expert parallelism; gemma3_text, without experts: refused). Then `zt generate --temperature 0` of each family's final checkpoint
 equals its Hugging Face export's, token for token (transformers' own greedy against
 zt's is tests/ckpt/hf/gemma_peer_test.py and gptoss_peer_test.py). qwen3_5_text: Gated
-DeltaNet layers 0, 1, 3 and a full layer 2 (output gate, partial RoPE 0.25); LoRA, QLoRA
-and expert parallelism are refused by name. qwen3_5_moe_text: a Gated DeltaNet layer and a
-full layer, each with 4 experts (2 per token) and the shared expert; the same refusals
-(expert parallelism: the shared expert). ZT_FAMILY_ENGINE_ONLY=<family>
+DeltaNet layers 0, 1, 3 and a full layer 2 (output gate, partial RoPE 0.25); LoRA and QLoRA
+on the Gated DeltaNet projections and the full layer's q, k, v, o at stage 3; expert
+parallelism is refused by name. qwen3_5_moe_text: a Gated DeltaNet layer and a full layer,
+each with 4 experts (2 per token) and the shared expert; the same cases (expert
+parallelism: refused, the shared expert). ZT_FAMILY_ENGINE_ONLY=<family>
 runs one family.
 """
 import json
@@ -63,6 +64,8 @@ FAMILIES = {
 LINEAR = ["Gated DeltaNet"]
 ALL7 = "lora.targets=q,k,v,o,gate,up,down"
 EXPERTS = "lora.targets=q,v,experts.gate_up,experts.down"
+GDN = "lora.targets=q,k,v,o,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj,gate,up,down"
+GDN_RANK = "lora.rank=4"  # <= in_proj_b and in_proj_a's 4 rows (linear_value_heads)
 DPO = ["finetune.objective=dpo", "data.path={work}/pairs.h5"]
 ORPO = ["finetune.objective=orpo", "data.path={work}/pairs.h5"]
 # (name, families, ranks, keys, reference case, or the words of the refusal). "{base}" is
@@ -99,8 +102,10 @@ CASES = [
     ("ep2", ("gpt_oss",), 2, ["moe.expert_parallel=2", "ckpt.every=2"], "stage0"),
     ("resume_ep2_np1", ("gpt_oss",), 1, ["zero.stage=0", "ckpt.resume={dir}/ep2/step-2.h5"], "ep2"),
     ("ep2", ("gemma3_text", "qwen3_5_text", "qwen3_5_moe_text"), 2, ["moe.expert_parallel=2"], ["moe.expert_parallel"]),
-    ("lora", ("qwen3_5_text", "qwen3_5_moe_text"), 1, ["finetune.method=lora", "lora.targets=q,v"], LINEAR + ["finetune.method = full"]),
-    ("qlora", ("qwen3_5_text", "qwen3_5_moe_text"), 1, ["finetune.method=qlora", "lora.targets=q,v"], LINEAR),
+    ("lora", ("qwen3_5_text", "qwen3_5_moe_text"), 1, ["finetune.method=lora", GDN, GDN_RANK], None),
+    ("lora_stage3_np2", ("qwen3_5_text", "qwen3_5_moe_text"), 2, S3 + ["finetune.method=lora", GDN, GDN_RANK], "lora"),
+    ("qlora", ("qwen3_5_text", "qwen3_5_moe_text"), 1, ["finetune.method=qlora", GDN, GDN_RANK], None),
+    ("qlora_stage3_np2", ("qwen3_5_text", "qwen3_5_moe_text"), 2, S3 + ["finetune.method=qlora", GDN, GDN_RANK], "qlora"),
 ]
 FINETUNE = ("finetune.", "data.path=")
 

@@ -50,7 +50,7 @@ void gated_delta_backward(const DeltaShape& s, const T* q, const T* k, const T* 
 template <class T>
 void causal_conv1d_silu_forward(int64_t B, int64_t Tn, int64_t C, int64_t K, const T* x,
                                 const T* w, const T* past, T* y);
-//   dy [B, Tn, C]; dx [B, Tn, C] WRITTEN, dw [C, K] ACCUMULATED
+//   dy [B, Tn, C]; dx [B, Tn, C] WRITTEN, dw [C, K] ACCUMULATED (null: frozen, none)
 template <class T>
 void causal_conv1d_silu_backward(int64_t B, int64_t Tn, int64_t C, int64_t K, const T* x,
                                  const T* w, const T* past, const T* dy, T* dx, T* dw);
@@ -59,7 +59,7 @@ void causal_conv1d_silu_backward(int64_t B, int64_t Tn, int64_t C, int64_t K, co
 template <class T>
 void delta_decay_forward(int64_t N, int64_t Hv, const T* a, const T* A_log, const T* dt_bias,
                          T* g);
-//   dg [N, Hv]; da [N, Hv] WRITTEN, dA_log, ddt_bias [Hv] ACCUMULATED
+//   dg [N, Hv]; da [N, Hv] WRITTEN, dA_log, ddt_bias [Hv] ACCUMULATED (each null: none)
 template <class T>
 void delta_decay_backward(int64_t N, int64_t Hv, const T* a, const T* A_log, const T* dt_bias,
                           const T* dg, T* da, T* dA_log, T* ddt_bias);
@@ -68,7 +68,7 @@ void delta_decay_backward(int64_t N, int64_t Hv, const T* a, const T* A_log, con
 template <class T>
 void gated_rmsnorm_forward(int64_t N, int64_t D, const T* x, const T* z, const T* w,
                            double eps, T* y, T* rstd);
-//   dy [N, D]; dx, dz [N, D] WRITTEN, dw [D] ACCUMULATED
+//   dy [N, D]; dx, dz [N, D] WRITTEN, dw [D] ACCUMULATED (null: frozen, none)
 template <class T>
 void gated_rmsnorm_backward(int64_t N, int64_t D, const T* x, const T* z, const T* w,
                             const T* rstd, const T* dy, T* dx, T* dz, T* dw);

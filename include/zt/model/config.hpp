@@ -261,7 +261,9 @@ struct Config {
   // input-embedding lookup table; the LM head counts), as the formula is usually applied
   // (e.g. torchtitan subtracts the nn.Embedding table from the parameter count), L layers, H heads, Q head_dim,
   // T = seq (the attention term counts the full T x T score matrix, not the causal half).
-  // 6N = 2N forward + 4N backward. Norms/elementwise work is not counted.
+  // 6N = 2N forward + 4N backward. Norms/elementwise work is not counted. A Gated DeltaNet
+  // layer (Qwen3.5's linear_attention) has no T x T term: it counts its chunked rule and
+  // conv instead, constant in T (config.cpp).
   double flops_per_token(int64_t seq) const;
 };
 

@@ -45,11 +45,13 @@ namespace zt::model {
 enum class FinetuneMethod : uint8_t { kFull, kLora, kQlora };
 
 // The projections an adapter can target (the experts' after lm_head, so the bits of the
-// eight projections keep their values).
-enum class LoraTarget : uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown, kLmHead, kExpertsGateUp, kExpertsDown };
-inline constexpr int kNumLoraTargets = 10;
-// "q", "k", "v", "o", "gate", "up", "down", "lm_head", "experts.gate_up", "experts.down"
-// (the lora.targets names).
+// eight projections keep their values; then the Gated DeltaNet mixer's five, Qwen3.5's
+// linear_attention layers).
+enum class LoraTarget : uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown, kLmHead, kExpertsGateUp, kExpertsDown,
+                                  kInQkv, kInZ, kInB, kInA, kOutProj };
+inline constexpr int kNumLoraTargets = 15;
+// "q", "k", "v", "o", "gate", "up", "down", "lm_head", "experts.gate_up", "experts.down",
+// "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj" (the lora.targets names).
 std::string_view lora_target_name(LoraTarget t);
 // The name PEFT matches: "q_proj", ..., "down_proj", "lm_head" (target_modules), and
 // "experts.gate_up_proj", "experts.down_proj" (target_parameters).
@@ -60,6 +62,10 @@ inline constexpr uint32_t kProjectionTargets = (1u << (static_cast<int>(LoraTarg
 inline bool is_expert_target(LoraTarget t) {
   return t == LoraTarget::kExpertsGateUp || t == LoraTarget::kExpertsDown;
 }
+// in_proj_qkv .. out_proj: a projection of a Gated DeltaNet (linear_attention) layer only.
+inline bool is_linear_attn_target(LoraTarget t) { return t >= LoraTarget::kInQkv; }
+// Whether layer l of the model has the projection t (lm_head: every model).
+bool layer_has_target(const Config& m, int l, LoraTarget t);
 
 struct LoraConfig {
   FinetuneMethod method = FinetuneMethod::kFull;

@@ -109,6 +109,7 @@ void causal_conv1d_silu_backward(int64_t B, int64_t Tn, int64_t C, int64_t K, co
     return dst < Tn ? dpre.data() + (b * Tn + dst) * C : nullptr;
   };
   conv_taps(B, Tn, C, K, w, row, dx);
+  if (!dw) return;  // a frozen weight (LoRA)
   // dw[c, j] += sum over b, t of dpre[b, t, c] x[b, t - (K - 1) + j, c]
 #pragma omp parallel for schedule(static) if (B * Tn * C * K >= detail::kParallelMin)
   for (int64_t c = 0; c < C; ++c) {
@@ -145,8 +146,8 @@ void delta_decay_backward(int64_t N, int64_t Hv, const T* a, const T* A_log, con
       sdt += du;
       sA += d * (-ea * softplus(u));  // d g / d A_log = g
     }
-    dA_log[h] += sA;
-    ddt_bias[h] += sdt;
+    if (dA_log) dA_log[h] += sA;  // (null: frozen, LoRA)
+    if (ddt_bias) ddt_bias[h] += sdt;
   }
 }
 
@@ -180,6 +181,7 @@ void gated_rmsnorm_backward(int64_t N, int64_t D, const T* x, const T* z, const 
     detail::arr(dx + n * D, D) = r * (dn - xh * ((dn * xh).sum() / static_cast<T>(D)));
     detail::arr(dz + n * D, D) = dyr * W * xh * sg * (T(1) + zr * (T(1) - sg));
   }
+  if (!dw) return;  // a frozen weight (LoRA)
   for (int64_t n = 0; n < N; ++n) {
     const auto zr = detail::arr(z + n * D, D);
     detail::arr(dw, D) += detail::arr(dy + n * D, D) * detail::arr(x + n * D, D) * rstd[n] *

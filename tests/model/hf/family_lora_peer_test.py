@@ -17,6 +17,10 @@ with save_pretrained (vocab 256, so the shipped byte corpus trains it):
                    context of 8, 4 experts (2 per token) with biases, clamped SwiGLU (limit
                    1.5), sinks and biases N(0, 0.3); adapters on q, k, v, o and both expert
                    stacks (PEFT's target_parameters), the sinks frozen (PEFT's counts)
+  qwen35-untied    Qwen3_5TextConfig, a Gated DeltaNet layer then a full one (output gate,
+                   partial RoPE 0.25); adapters on the Gated DeltaNet projections
+                   (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj), q, k, v, o and
+                   the MLP; conv1d, A_log, dt_bias and the gated norm frozen (PEFT's counts)
 `zt convert hf-to-h5` imports it, then:
 1. One LoRA step's gradients against PEFT: get_peft_model with the family's module names
    (q_proj ... down_proj, and lm_head in three cases), every lora_A / lora_B set to
@@ -44,9 +48,10 @@ with save_pretrained (vocab 256, so the shipped byte corpus trains it):
    use_rslora, target_modules, target_parameters), and zt (ZT_LORA_LOGITS) reading that
    re-saved adapter_model.safetensors gives PEFT's float64 logits within 1e-9 (the round
    trip zt -> PEFT -> zt); the trained adapters move the logits (> 1e-3).
-Exit 77 (CTest skip) without torch, transformers, peft or h5py (scripts/install-deps.sh
+ZT_FAMILY_LORA_ONLY=<name> runs one case. Exit 77 (CTest skip) without torch, transformers, peft or h5py (scripts/install-deps.sh
 --hf-peers); ZT_REQUIRE_PEERS=1 fails instead.
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -63,7 +68,9 @@ TOL64 = 1e-9   # float64 on both sides
 TOL32 = 1e-4   # float32 on both sides, relative to each tensor's max |gradient|
 T = 24
 MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
-           "up": "up_proj", "down": "down_proj", "lm_head": "lm_head"}
+           "up": "up_proj", "down": "down_proj", "lm_head": "lm_head",
+           **{n: n for n in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj")}}
+GDN5 = "in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj"
 ALL7 = "q,k,v,o,gate,up,down"
 PARAMS = {"experts.gate_up": "experts.gate_up_proj", "experts.down": "experts.down_proj"}  # PEFT's target_parameters
 EXPERTS = "experts.gate_up,experts.down"
@@ -101,7 +108,34 @@ def cases(transformers):
                                          num_local_experts=4, num_experts_per_tok=2, swiglu_limit=1.5,
                                          rope_parameters=dict(YARN), tie_word_embeddings=False),
          t.GptOssForCausalLM, "q,k,v,o," + EXPERTS, 4, 8.0),
+        ("qwen35-untied", t.Qwen3_5TextConfig(**common, head_dim=16, tie_word_embeddings=False,
+                                              layer_types=["linear_attention", "full_attention"],
+                                              linear_num_key_heads=2, linear_num_value_heads=4,
+                                              linear_key_head_dim=8, linear_value_head_dim=12,
+                                              linear_conv_kernel_dim=4),
+         t.Qwen3_5ForCausalLM, ALL7 + "," + GDN5, 4, 8.0),
     ]
+
+
+class Qwen35F64:
+    """transformers' Qwen3.5 in float64 throughout: the float32 casts of its Gated DeltaNet
+    functions and gated norm as float64 (qwen35_peer_test.ModuleTorch), and the decay's
+    `.float()` (A_log, in_proj_a's output) a no-op on float64 tensors while open."""
+
+    def __init__(self, torch):
+        from qwen35_peer_test import ModuleTorch
+        self.torch, self.module = torch, ModuleTorch(torch, float32=torch.float64)
+        self.float = torch.Tensor.float
+
+    def __enter__(self):
+        plain = self.float
+        f64 = self.torch.float64
+        self.torch.Tensor.float = lambda t, *a, **k: t if t.dtype == f64 else plain(t, *a, **k)
+        self.module.__enter__()
+
+    def __exit__(self, *exc):
+        self.module.__exit__(*exc)
+        self.torch.Tensor.float = self.float
 
 
 def load_kwargs(cfg):
@@ -161,13 +195,16 @@ def peft_pass(torch, pm, ids, dtype, backward=True):
         if dtype == "f64":
             mod.forward = types.MethodType(fwd, mod)
     pm.zero_grad(set_to_none=True)
+    qwen35 = dtype == "f64" and pm.config.model_type.startswith("qwen3_5")
+    ctx = Qwen35F64(torch) if qwen35 else contextlib.nullcontext()
     try:
-        logits = pm(ids).logits[0]
-        # transformers' own loss casts the logits to float32: the cross-entropy is taken here
-        # in the logits' dtype.
-        loss = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:])
-        if backward:
-            loss.backward()
+        with ctx:
+            logits = pm(ids).logits[0]
+            # transformers' own loss casts the logits to float32: the cross-entropy is taken
+            # here in the logits' dtype.
+            loss = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:])
+            if backward:
+                loss.backward()
     finally:
         for mod, _ in patched:
             if "forward" in mod.__dict__:
@@ -429,7 +466,10 @@ def main():
     print(f"peft {peft.__version__}", flush=True)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 256, (T,), generator=gen).tolist()
+    only = os.environ.get("ZT_FAMILY_LORA_ONLY")  # one case by name (e.g. qwen35-untied)
     for name, cfg, model_cls, targets, rank, alpha in cases(transformers):
+        if only and name != only:
+            continue
         torch.manual_seed(1)
         model = model_cls(cfg).to(torch.float32)
         prepare(torch, model)
