@@ -19,8 +19,7 @@ Then (CausalLMPeer, as gemma_peer_test.py):
     norm weight + 1, the q/k norms' weights + 1: each moves transformers' logits by more
     than 10 x the tolerance
   - bad input: a partial_rotary_factor giving an odd rotated size, an mrope_section of 2
-    values, a Qwen3_5ForConditionalGeneration folder (model_type qwen3_5: not imported
-    yet), and on the hybrid: value heads the key heads do not divide, a conv kernel of 0,
+    values, model_type qwen3_5 without a text_config, and on the hybrid: value heads the key heads do not divide, a conv kernel of 0,
     an unknown layer type, a missing A_log: exit 2 naming config.json and the field (or
     the tensor), nothing written
 Then the hybrid (Gated DeltaNet layers 0, 2, 3 and a full layer 1; 2 key heads, 4 value
@@ -29,6 +28,7 @@ every prefix and loss within the same rule (the float64 reference runs transform
 float32 casts as float64), greedy continuation, the export, and sensitivity to the conv
 kernel shifted by one, A_log + 0.1, the output gate removed and partial RoPE at 1.0;
 `zt generate` refused by name (no recurrent state in the cache yet).
+Then a Qwen3_5ForConditionalGeneration folder of the hybrid (qwen35_multimodal.py).
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import os
@@ -37,6 +37,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (CausalLMPeer, f64_forwards, hf_llama_run, run_zt,  # noqa: E402
                        with_config, zt_logits_json)
+from qwen35_multimodal import multimodal  # noqa: E402
 
 ARCH = "Qwen3_5ForCausalLM"
 
@@ -82,19 +83,30 @@ def fp32_logits(torch, folder, ids):
         return model(ids).logits[0].double()
 
 
-def f64_logits(p, folder, ids):
-    """transformers' logits in float64: the model in float64, RoPE and RMSNorm in float64
-    (hf_common.f64_forwards), the float32 casts of its Gated DeltaNet functions and gated
-    norm as float64 (ModuleTorch); the decay's `.float()` stays float32."""
+def f64_logits(p, folder, ids, cls=None):
+    """transformers' logits in float64: the model (cls, else Qwen3_5ForCausalLM) in float64,
+    RoPE and RMSNorm in float64 (hf_common.f64_forwards), the float32 casts of its Gated
+    DeltaNet functions and gated norm as float64 (ModuleTorch); the decay's `.float()`
+    stays float32."""
     import types
     from transformers import Qwen3_5ForCausalLM
     torch = p.torch
-    model = Qwen3_5ForCausalLM.from_pretrained(folder, dtype=torch.float64)
+    model = (cls or Qwen3_5ForCausalLM).from_pretrained(folder, dtype=torch.float64)
     model.eval()
     for mod, fwd in f64_forwards(model):
         mod.forward = types.MethodType(fwd, mod)
     with torch.no_grad(), ModuleTorch(torch, float32=torch.float64):
-        return model(ids).logits[0].double()
+        return model(input_ids=ids).logits[0].double()
+
+
+def hybrid_text(base):
+    """The hybrid's text config: Gated DeltaNet layers 0, 2, 3 and a full layer 1."""
+    types = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
+    return dict(base, num_hidden_layers=4, layer_types=types, max_position_embeddings=256,
+                linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                linear_value_head_dim=12, linear_conv_kernel_dim=4, initializer_range=0.2,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                 "partial_rotary_factor": 0.5})
 
 
 def hybrid(p, base):
@@ -108,14 +120,7 @@ def hybrid(p, base):
     gen = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, 96, (150,), generator=gen).tolist()
     ids = torch.tensor([tokens])
-    types = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
-    cfg = Qwen3_5TextConfig(**dict(base, num_hidden_layers=4, layer_types=types,
-                                   max_position_embeddings=256, linear_num_key_heads=2,
-                                   linear_num_value_heads=4, linear_key_head_dim=8,
-                                   linear_value_head_dim=12, linear_conv_kernel_dim=4,
-                                   initializer_range=0.2),
-                            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                             "partial_rotary_factor": 0.5})
+    cfg = Qwen3_5TextConfig(**hybrid_text(base))
     torch.manual_seed(3)
     model = Qwen3_5ForCausalLM(cfg).to(torch.float32)
     norms(model)
@@ -240,6 +245,7 @@ def main():
         p.exported(name, folder, h5, hf, z, ARCH,
                    ("layer_types", "rope_parameters", "head_dim", "tie_word_embeddings"))
     hyb = hybrid(p, base)
+    multimodal(p, hybrid_text(base), lambda folder, cls: f64_logits(p, folder, p.ids, cls))
     # Bad input: exit 2 naming the file and the field (or tensor), nothing written.
     folder = os.path.join(p.work, cases[0][0])
     odd = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.3125}
@@ -247,7 +253,7 @@ def main():
         (folder, "odd-rotary", dict(rope_parameters=odd), "partial_rotary_factor", "even"),
         (folder, "mrope-2", dict(rope_parameters=dict(mrope, mrope_section=[2, 2])),
          "rope_parameters.mrope_section", "3 counts"),
-        (folder, "multimodal", dict(model_type="qwen3_5"), "model_type", "Qwen3_5ForCausalLM")]
+        (folder, "multimodal", dict(model_type="qwen3_5"), "'text_config'", "missing")]
     if hyb:
         kinds = ["linear_attention", "mamba", "full_attention", "linear_attention"]
         bad_configs += [
