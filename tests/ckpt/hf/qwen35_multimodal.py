@@ -11,6 +11,8 @@ layer 1; a 2-block vision tower), plus an mtp.* tensor as the published checkpoi
   - a full fine-tune: one step, then a resume with the source file moved away; each
     checkpoint exports as Qwen3_5ForConditionalGeneration with the vision tower
     bit-identical, the text weights trained, and the export's text logits zt's
+  - the PEFT adapter names: one LoRA step on a full-attention-only folder of the class;
+    PEFT loads the --adapter folder onto the class exactly
   - bad input: a vision tensor missing, no text_config, a qwen3_5_moe folder: exit 2 naming
     the file and the field (or tensor); nothing written
 """
@@ -18,10 +20,12 @@ import json
 import os
 import re
 
-from hf_common import run_zt, with_config, zt_logits_json
+from hf_common import peft_multimodal, run_zt, with_config, zt_logits_json
 
 ARCH = "Qwen3_5ForConditionalGeneration"
 MTP = "mtp.fc.weight"
+VISION = dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64,
+              patch_size=4, temporal_patch_size=2, spatial_merge_size=2, num_position_embeddings=16)
 
 
 def text_logits(p, folder):
@@ -114,10 +118,7 @@ def multimodal(p, text, f64):
     from safetensors.torch import load_file, save_file
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
     c, torch = p.c, p.torch
-    vision = dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2,
-                  out_hidden_size=64, patch_size=4, temporal_patch_size=2, spatial_merge_size=2,
-                  num_position_embeddings=16)
-    cfg = Qwen3_5Config(text_config=dict(text, vocab_size=264), vision_config=vision)
+    cfg = Qwen3_5Config(text_config=dict(text, vocab_size=264), vision_config=VISION)
     torch.manual_seed(4)
     model = Qwen3_5ForConditionalGeneration(cfg).to(torch.float32)
     with torch.no_grad():
@@ -190,6 +191,7 @@ def multimodal(p, text, f64):
             if rc == 0:
                 kept(p, folder, exp, f"{name}-full step {step}", trained=True)
                 same_logits(p, f"{name}-full step {step}: the export's text model", exp, ck, f64)
+    adapters(p, text, folder + "-tokens.h5")
     # Bad input: exit 2 naming the file and the field or tensor; nothing written.
     gone = "model.visual.blocks.1.mlp.linear_fc1.weight"
     missing = with_config(folder, folder + "-bad-vision")
@@ -206,3 +208,35 @@ def multimodal(p, text, f64):
         rc, out = run_zt(p.zt, "convert", "hf-to-h5", d, d + ".h5")
         c.check(rc == 2 and all(x in out for x in says) and not os.path.exists(d + ".h5"),
                 f"{name}: bad input ({tag}): exit {rc} naming {', '.join(says)}; nothing written")
+
+
+def adapters(p, text, tokens):
+    """A LoRA step (q, v) on a Qwen3_5ForConditionalGeneration of full-attention layers only
+    (LoRA is refused on Gated DeltaNet layers): the --adapter folder loads in PEFT onto the
+    class under its names (model.language_model.*), exactly, nothing on the vision tower."""
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+    c, torch = p.c, p.torch
+    full = dict(text, vocab_size=264, num_hidden_layers=2, layer_types=["full_attention"] * 2)
+    torch.manual_seed(5)
+    folder = os.path.join(p.work, "qwen35-mm-lora")
+    Qwen3_5ForConditionalGeneration(Qwen3_5Config(text_config=full, vision_config=VISION)) \
+        .save_pretrained(folder)
+    rc1, _ = run_zt(p.zt, "convert", "hf-to-h5", folder, folder + ".h5")
+    os.replace(tokens, folder + "-tokens.h5")
+    first = (f"ckpt.init_from={folder}.h5", "finetune.method=lora", "lora.targets=q,v",
+             "train.steps=1", f"ckpt.dir={folder}-run")
+    rc2, out = run_train(p, folder, [], *first)
+    model_keys = re.findall(r"--set (model\.[a-z_]+=\S+)", out) if rc2 == 2 else []
+    if model_keys:
+        rc2, out = run_train(p, folder, model_keys + ["model.layer_types=ff"], *first)
+    ad = folder + "-peft"
+    rc3, out3 = run_zt(p.zt, "convert", "h5-to-hf", os.path.join(folder + "-run", "step-1.h5"),
+                       ad, "--adapter") if rc2 == 0 else (1, "")
+    c.check((rc1, rc2, rc3) == (0, 0, 0) and ARCH in out3,
+            f"qwen35-mm-lora: import, one LoRA step, --adapter export naming {ARCH} "
+            f"(exits {rc1} {rc2} {rc3})")
+    if rc3 != 0:
+        print((out + out3)[-2000:])
+        return
+    base = Qwen3_5ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
+    peft_multimodal(c, torch, "qwen35-mm-lora", base, ad, 8)

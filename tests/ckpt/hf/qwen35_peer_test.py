@@ -201,7 +201,7 @@ def refused(p, bad, tag, where, field, says):
 
 
 def main():
-    p = CausalLMPeer(__doc__, 24, 40)
+    p = CausalLMPeer(__doc__, 24, 40, peers=("peft",))
     c, torch = p.c, p.torch
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
     full = ["full_attention"] * 3
