@@ -217,9 +217,9 @@ int h5_to_peft(const ConvertArgs& a) {
               "that base's weights, which no file holds");
   else
     log::info("the base model folder: zt convert h5-to-hf " + r.base_path + " BASE_HF" +
-              (r.multimodal ? " (Gemma3ForConditionalGeneration: the adapters' names and "
-                              "target_modules are that class's text model)"
-                            : ""));
+              (!r.multimodal.empty() ? " (" + r.multimodal + ": the adapters' names and "
+                                  "target_modules are that class's text model)"
+                                : std::string()));
   return 0;
 }
 

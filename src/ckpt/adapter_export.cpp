@@ -52,21 +52,21 @@ const json& field(const json& j, const char* key, Ok ok, const char* type, const
   return v;
 }
 
-// Whether the adapters' base is a multimodal import (its file carries /hf_carried). A base
-// that cannot be read is taken as text-only, with a warning.
-bool multimodal_base(const AdapterCheckpoint& ac) {
-  if (ac.base_path.empty()) return false;
+// The multimodal class of the adapters' base (its file carries /hf_carried), "" for a
+// text-only base. A base that cannot be read is taken as text-only, with a warning.
+std::string multimodal_base(const AdapterCheckpoint& ac) {
+  if (ac.base_path.empty()) return "";
   std::error_code ec;
   if (!fs::exists(ac.base_path, ec)) {
     log::warn("adapter checkpoint '" + ac.path + "': its base '" + ac.base_path +
               "' is not there, so the adapter folder is written for a text-only base (Llama-style "
-              "module names); for a multimodal gemma3 base, export again with the base at that path");
-    return false;
+              "module names); for a multimodal base, export again with the base at that path");
+    return "";
   }
-  return holds_carried(resolve_checkpoint(ac.base_path, "checkpoint"));
+  return carried_class(resolve_checkpoint(ac.base_path, "checkpoint"));
 }
 
-// PEFT's target_modules for Gemma3ForConditionalGeneration: a regular expression over the
+// PEFT's target_modules for a multimodal class: a regular expression over the
 // text model's modules (PEFT matches it against the whole module name). A list of names
 // would adapt the vision tower's q_proj, k_proj and v_proj too.
 std::string multimodal_targets(const std::vector<std::string>& names) {
@@ -251,11 +251,11 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
   res.multimodal = multimodal_base(ac);
   // adapter_model.safetensors: A then B of each adapter, in the layout's order, F32 (what
   // PEFT's save_pretrained writes for an fp32 model), under PEFT's module names (a
-  // multimodal base's: Gemma3ForConditionalGeneration's).
+  // multimodal base's: its class's, e.g. Gemma3ForConditionalGeneration's).
   std::vector<StTensorSpec> specs;
   // Experts' adapters (PEFT's ParamWrapper) are A [E*r, in], B [out, r*E].
   for (const model::LoraAdapterInfo& a : layout.adapters()) {
-    const std::string m = "base_model.model." + (res.multimodal ? multimodal_module(a.name) : a.name);
+    const std::string m = "base_model.model." + (!res.multimodal.empty() ? multimodal_module(a.name) : a.name);
     specs.push_back({m + ".lora_A.weight", StDType::kF32, {a.experts * r, a.in}});
     specs.push_back({m + ".lora_B.weight", StDType::kF32, {a.out, r * a.experts}});
   }
@@ -285,7 +285,7 @@ PeftExportResult export_peft(const std::string& adapters, const std::string& out
   }
   std::sort(names.begin(), names.end());
   std::sort(params.begin(), params.end());
-  const json modules = res.multimodal ? json(multimodal_targets(names)) : json(names);
+  const json modules = !res.multimodal.empty() ? json(multimodal_targets(names)) : json(names);
   const json cfg = {{"peft_type", "LORA"},
                     {"task_type", "CAUSAL_LM"},
                     {"r", r},

@@ -114,6 +114,9 @@ std::string keys_to_match(const model::Config& saved, const model::Config& run) 
   std::string flags;
   for (const ConfigField& f : model::config_fields()) {
     if (!differs(f, saved, run)) continue;
+    // A derived size (head_dim, the experts' width) set alike in both differs through the
+    // fields it follows, which are listed; setting it would be refused on some families.
+    if (f.shape && model::field_text(f, saved) == model::field_text(f, run)) continue;
     const std::string v = f.shape ? std::to_string(f.shape(saved)) : model::field_text(f, saved);
     flags += strf(" --set model.%s=%s", f.key, v.empty() ? "''" : v.c_str());
   }

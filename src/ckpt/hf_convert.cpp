@@ -235,7 +235,7 @@ HfExportResult export_hf(const std::string& checkpoint, const std::string& outdi
   const HfCarried* carried = weights.carried.get();
   const size_t ncarried = carried ? carried->tensors.size() : 0;
   if (carried)
-    for (HfPiece& p : pieces) p.name = multimodal_name(p.name);
+    for (HfPiece& p : pieces) p.name = multimodal_name(*carried, p.name);
   std::vector<std::vector<int>> shards;  // piece indices of each shard
   uint64_t shard_bytes = 0, total = 0;
   for (size_t i = 0; i < pieces.size() + ncarried; ++i) {

@@ -88,39 +88,35 @@ std::map<std::string, Located> locate_tensors(const std::string& hfdir,
 namespace {
 
 constexpr const char* kMultimodalHint =
-    "a gemma3 folder (Gemma3ForConditionalGeneration) holds its text model in text_config and "
-    "language_model.*, beside vision_tower.* and multi_modal_projector.*, as transformers' "
-    "save_pretrained writes it; is the folder complete?";
+    "a multimodal folder (Gemma3ForConditionalGeneration, Qwen3_5ForConditionalGeneration) "
+    "holds its text model in config.json's text_config and its tensors beside the vision "
+    "tower's, as transformers' save_pretrained writes it; is the folder complete?";
 constexpr const char* kCarriedHint =
     "the weights file's /hf_carried group holds a multimodal folder's vision tower; convert "
     "the folder again (zt convert hf-to-h5)";
 
-// The file's name with transformers' run-time "model." before the vision tower and the
-// projector taken off (both forms are transformers').
-std::string vision_name(const std::string& name) {
-  for (const char* p : {"model.vision_tower.", "model.multi_modal_projector."})
-    if (name.starts_with(p)) return name.substr(std::string_view("model.").size());
-  return name;
+using Names = std::vector<std::string>;
+
+// vision_config's integer `key`, `fallback` when it is absent (or not an integer).
+int64_t int_or(const json& vc, const char* key, int64_t fallback) {
+  return vc.is_object() && vc.contains(key) && vc.at(key).is_number_integer()
+             ? vc.at(key).get<int64_t>()
+             : fallback;
 }
 
-// zt's name of a text tensor, "" for any other.
-std::string text_name(const std::string& name) {
-  for (const std::string_view p : {"language_model.model.", "model.language_model."})
-    if (name.starts_with(p)) return std::string("model.").append(name, p.size());
-  if (name == "language_model.lm_head.weight" || name == "lm_head.weight") return "lm_head.weight";
-  return "";
-}
-
-// The tensors vision_config implies (SigLIP's names), under the folder's prefix.
-std::vector<std::string> vision_names(const json& vc, const std::string& prefix) {
-  const int64_t layers = vc.is_object() && vc.contains("num_hidden_layers") &&
-                                 vc.at("num_hidden_layers").is_number_integer()
-                             ? vc.at("num_hidden_layers").get<int64_t>()
-                             : 12;  // SiglipVisionConfig's default
-  std::vector<std::string> n = {"embeddings.patch_embedding.weight",
-                                "embeddings.patch_embedding.bias",
-                                "embeddings.position_embedding.weight", "post_layernorm.weight",
-                                "post_layernorm.bias"};
+// SigLIP's tensors (Gemma 3's vision tower and projector) that vision_config implies, in
+// the file's names without transformers' run-time "model." (both forms are transformers').
+Names siglip_names(const json& vc, const std::set<std::string>& carried) {
+  std::set<std::string> have;
+  for (const std::string& n : carried)
+    have.insert(n.starts_with("model.") ? n.substr(std::string_view("model.").size()) : n);
+  bool vision_model = false;
+  for (const std::string& n : have) vision_model = vision_model || n.starts_with("vision_tower.vision_model.");
+  const std::string prefix = vision_model ? "vision_tower.vision_model." : "vision_tower.";
+  const int64_t layers = int_or(vc, "num_hidden_layers", 12);  // SiglipVisionConfig's default
+  Names n = {"embeddings.patch_embedding.weight", "embeddings.patch_embedding.bias",
+             "embeddings.position_embedding.weight", "post_layernorm.weight",
+             "post_layernorm.bias"};
   for (int64_t l = 0; l < layers; ++l)
     for (const char* t : {"layer_norm1", "layer_norm2", "mlp.fc1", "mlp.fc2", "self_attn.q_proj",
                           "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj"})
@@ -129,11 +125,86 @@ std::vector<std::string> vision_names(const json& vc, const std::string& prefix)
   for (std::string& s : n) s = prefix + s;
   n.push_back("multi_modal_projector.mm_input_projection_weight");
   n.push_back("multi_modal_projector.mm_soft_emb_norm.weight");
-  return n;
+  Names missing;
+  for (const std::string& s : n)
+    if (!have.count(s)) missing.push_back(s);
+  return missing;
+}
+
+// Qwen3.5's vision tower (model.visual.*) that vision_config implies.
+Names qwen35_vision_names(const json& vc, const std::set<std::string>& carried) {
+  const int64_t depth = int_or(vc, "depth", 27);  // Qwen3_5VisionConfig's default
+  Names n = {"patch_embed.proj.weight", "patch_embed.proj.bias", "pos_embed.weight"};
+  for (int64_t l = 0; l < depth; ++l)
+    for (const char* t : {"norm1", "norm2", "attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"})
+      for (const char* wb : {"weight", "bias"})
+        n.push_back("blocks." + std::to_string(l) + "." + t + "." + wb);
+  for (const char* t : {"merger.norm", "merger.linear_fc1", "merger.linear_fc2"})
+    for (const char* wb : {"weight", "bias"}) n.push_back(std::string(t) + "." + wb);
+  Names missing;
+  for (std::string& s : n)
+    if (!carried.count("model.visual." + s)) missing.push_back("model.visual." + s);
+  return missing;
+}
+
+// A multimodal class zt imports the text model of, the rest carried: one row each.
+struct MultimodalForm {
+  std::string_view model_type;    // config.json's
+  std::string_view text_type;     // text_config's
+  std::string_view architecture;  // transformers' class
+  Names text_prefixes;            // the file's prefixes of zt's model.X (as read)
+  Names head_names;               // the file's names of lm_head.weight (as read)
+  Names carried_prefixes;         // the tensors carried through unchanged
+  std::string_view export_prefix; // the export's name of zt's model.X is export_prefix + X
+  std::string_view export_head;   // and of lm_head.weight
+  Names (*missing)(const json& vision_config, const std::set<std::string>& carried);
+};
+
+// Gemma 3 writes language_model.model.* (transformers' run-time names model.language_model.*
+// read too); Qwen3.5 writes model.language_model.*, lm_head.weight and model.visual.*, and the
+// published checkpoints add the multi-token prediction head mtp.* (transformers ignores it).
+const std::vector<MultimodalForm>& multimodal_forms() {
+  static const std::vector<MultimodalForm> forms = {
+      {"gemma3", "gemma3_text", "Gemma3ForConditionalGeneration",
+       {"language_model.model.", "model.language_model."},
+       {"language_model.lm_head.weight", "lm_head.weight"},
+       {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+        "model.multi_modal_projector."},
+       "language_model.model.", "language_model.lm_head.weight", siglip_names},
+      {"qwen3_5", "qwen3_5_text", "Qwen3_5ForConditionalGeneration",
+       {"model.language_model."}, {"lm_head.weight"}, {"model.visual.", "mtp."},
+       "model.language_model.", "lm_head.weight", qwen35_vision_names},
+  };
+  return forms;
+}
+
+const MultimodalForm* find_form(const json& j) {
+  if (!j.is_object() || !j.contains("model_type")) return nullptr;
+  for (const MultimodalForm& f : multimodal_forms())
+    if (j.at("model_type") == f.model_type) return &f;
+  return nullptr;
 }
 
 json parse_config(const std::string& text, const std::string& where) {
   return parse_json_strict(text, "config '" + where + "'", kMultimodalHint);
+}
+
+// The row of a carried part (its config.json's model_type).
+const MultimodalForm& form_of(const HfCarried& carried, const std::string& where) {
+  const MultimodalForm* f = find_form(parse_config(carried.config_json, where));
+  if (!f)
+    throw InputError(where + ": the carried config.json is no multimodal model zt knows",
+                     kCarriedHint);
+  return *f;
+}
+
+// zt's name of a text tensor, "" for any other.
+std::string text_name(const MultimodalForm& f, const std::string& name) {
+  for (const std::string& p : f.text_prefixes)
+    if (name.starts_with(p)) return std::string("model.").append(name, p.size());
+  for (const std::string& h : f.head_names)
+    if (name == h) return "lm_head.weight";
+  return "";
 }
 
 }  // namespace
@@ -141,26 +212,26 @@ json parse_config(const std::string& text, const std::string& where) {
 std::optional<std::string> multimodal_text_config(const std::string& config_text,
                                                   const std::string& where) {
   const json j = parse_config(config_text, where);
-  if (j.is_object() && (j.value("model_type", json()) == "qwen3_5" ||
-                        j.value("model_type", json()) == "qwen3_5_moe"))
-    throw InputError("config '" + where + "': 'model_type' is " + describe_json(j.at("model_type")) +
-                         " (Qwen3_5ForConditionalGeneration: the text model beside a vision "
-                         "tower); zt imports Qwen3.5's text model alone for now",
-                     "save the text model as Qwen3_5ForCausalLM (model_type qwen3_5_text) and "
-                     "import that folder.");
-  if (!j.is_object() || !j.contains("model_type") || j.at("model_type") != "gemma3")
-    return std::nullopt;
+  if (j.is_object() && j.value("model_type", json()) == "qwen3_5_moe")
+    throw InputError("config '" + where + "': 'model_type' is \"qwen3_5_moe\" "
+                         "(Qwen3_5MoeForConditionalGeneration: the MoE text model beside a "
+                         "vision tower); zt does not import Qwen3.5's MoE models yet",
+                     "zt imports the dense Qwen3.5 (model_type qwen3_5 or qwen3_5_text)");
+  const MultimodalForm* f = find_form(j);
+  if (!f) return std::nullopt;
+  const std::string type(f->model_type), text_type(f->text_type);
   if (!j.contains("text_config") || !j.at("text_config").is_object())
     throw InputError("config '" + where + "': 'text_config' is " +
                          (j.contains("text_config") ? describe_json(j.at("text_config"))
                                                     : std::string("missing")) +
-                         "; a gemma3 model's text model is configured there",
+                         "; a " + type + " model's text model is configured there",
                      kMultimodalHint);
   json t = j.at("text_config");
-  if (!t.contains("model_type")) t["model_type"] = "gemma3_text";
-  if (t.at("model_type") != "gemma3_text")
+  if (!t.contains("model_type")) t["model_type"] = text_type;
+  if (t.at("model_type") != text_type)
     throw InputError("config '" + where + "': 'text_config.model_type' is " +
-                         describe_json(t.at("model_type")) + "; a gemma3 text model is gemma3_text",
+                         describe_json(t.at("model_type")) + "; a " + type +
+                         " text model is " + text_type,
                      kMultimodalHint);
   // The top level's tie_word_embeddings is the model's (transformers writes both).
   if (j.contains("tie_word_embeddings")) t["tie_word_embeddings"] = j.at("tie_word_embeddings");
@@ -174,41 +245,40 @@ std::shared_ptr<const HfCarried> split_multimodal(std::map<std::string, Located>
   auto carried = std::make_shared<HfCarried>();
   carried->config_json = config_text;
   const json j = parse_config(config_text, hfdir + "/config.json");
+  const MultimodalForm& f = *find_form(j);
   std::map<std::string, Located> text;
-  std::set<std::string> vision;
-  bool vision_model = false;
+  std::set<std::string> names;
   for (const auto& [name, loc] : *found) {
-    const std::string t = text_name(name);
+    const std::string t = text_name(f, name);
     if (!t.empty()) {
       text[t] = loc;
       continue;
     }
-    const std::string v = vision_name(name);
-    if (!v.starts_with("vision_tower.") && !v.starts_with("multi_modal_projector.")) {
+    bool carry = false;
+    for (const std::string& p : f.carried_prefixes) carry = carry || name.starts_with(p);
+    if (!carry) {
       text[name] = loc;  // neither: check_tensors names it
       continue;
     }
-    vision.insert(v);
-    vision_model = vision_model || v.starts_with("vision_tower.vision_model.");
+    names.insert(name);
     CarriedTensor c{name, loc.tensor.dtype, loc.tensor.shape, {}};
     read_safetensors_bytes(loc.file, read_safetensors_header(loc.file), loc.tensor, c.bytes,
                            /*any_dtype=*/true);
     carried->tensors.push_back(std::move(c));
   }
   const json vc = j.contains("vision_config") ? j.at("vision_config") : json();
-  for (const std::string& n :
-       vision_names(vc, vision_model ? "vision_tower.vision_model." : "vision_tower."))
-    if (!vision.count(n))
-      throw InputError("tensor '" + n + "' is missing from '" + hfdir + "': '" + hfdir +
-                           "/config.json' ('vision_config') implies it",
-                       kMultimodalHint);
+  for (const std::string& n : f.missing(vc, names))
+    throw InputError("tensor '" + n + "' is missing from '" + hfdir + "': '" + hfdir +
+                         "/config.json' ('vision_config') implies it",
+                     kMultimodalHint);
   *found = std::move(text);
   return carried;
 }
 
-std::string multimodal_name(const std::string& zt_name) {
-  if (zt_name == "lm_head.weight") return "language_model.lm_head.weight";
-  return "language_model." + zt_name;  // model.X -> language_model.model.X
+std::string multimodal_name(const HfCarried& carried, const std::string& zt_name) {
+  const MultimodalForm& f = form_of(carried, "group /hf_carried");
+  if (zt_name == "lm_head.weight") return std::string(f.export_head);
+  return std::string(f.export_prefix).append(zt_name, std::string_view("model.").size());
 }
 
 std::string multimodal_module(const std::string& zt_module) {
@@ -271,10 +341,15 @@ h5::Handle open_for_carried(const std::string& h5_path) {
 }
 }  // namespace
 
-bool holds_carried(const std::string& h5_path) {
+std::string carried_class(const std::string& h5_path) {
   h5::QuietErrors quiet;
   const h5::Handle f = open_for_carried(h5_path);
-  return h5::link_exists(f.get(), "hf_carried", h5_path, kCarriedHint);
+  if (!h5::link_exists(f.get(), "hf_carried", h5_path, kCarriedHint)) return "";
+  const h5::Handle g = h5::open_group(f.get(), "hf_carried", h5_path, kCarriedHint);
+  const std::string where = "checkpoint '" + h5_path + "': group /hf_carried";
+  HfCarried c;
+  c.config_json = h5::read_string_attr(g.get(), "config_json", h5_path, where, kCarriedHint);
+  return std::string(form_of(c, where).architecture);
 }
 
 std::shared_ptr<const HfCarried> read_carried(const std::string& h5_path) {

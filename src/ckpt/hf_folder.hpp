@@ -3,7 +3,10 @@
 // multimodal folder's split. A gemma3 folder (Gemma3ForConditionalGeneration) is a text
 // model (config.json's text_config, tensors language_model.model.* as transformers writes
 // them, or model.language_model.* as it names them at run time) beside a vision tower and
-// a projector. zt trains the text model; the rest, and the folder's config.json, are
+// a projector; a qwen3_5 folder (Qwen3_5ForConditionalGeneration) a text model
+// (model.language_model.*, lm_head.weight) beside model.visual.* (and the published
+// checkpoints' mtp.*). One row per class (hf_folder.cpp: multimodal_forms). zt trains the
+// text model; the rest, and the folder's config.json, are
 // carried through the weights file (and a full fine-tune's checkpoints) unchanged and
 // written back by the export, so the export loads as the same class with the same vision
 // weights, bit for bit.
@@ -50,9 +53,9 @@ struct HfCarried {
   std::vector<CarriedTensor> tensors;
 };
 
-// config.json's text model: text_config's text (model_type gemma3_text) when config.json is
-// a multimodal model_type; nullopt otherwise. A gemma3 without a text_config object is a
-// zt::InputError naming the file and the field.
+// config.json's text model: text_config's text (gemma3_text, qwen3_5_text) when config.json
+// is a multimodal model_type (gemma3, qwen3_5); nullopt otherwise. One without a text_config
+// object is a zt::InputError naming the file and the field; qwen3_5_moe is refused by name.
 std::optional<std::string> multimodal_text_config(const std::string& config_text,
                                                   const std::string& where);
 
@@ -64,9 +67,10 @@ std::shared_ptr<const HfCarried> split_multimodal(std::map<std::string, Located>
                                                   const std::string& config_text,
                                                   const std::string& hfdir);
 
-// The export's names: a text tensor's file name in the multimodal folder.
-std::string multimodal_name(const std::string& zt_name);
-// A text module's name in Gemma3ForConditionalGeneration at run time (PEFT's names:
+// The export's names: a text tensor's file name in the multimodal folder `carried` came from.
+std::string multimodal_name(const HfCarried& carried, const std::string& zt_name);
+// A text module's name in Gemma3ForConditionalGeneration and Qwen3_5ForConditionalGeneration
+// at run time (PEFT's names:
 // model.layers.N.X -> model.language_model.layers.N.X; lm_head stays).
 std::string multimodal_module(const std::string& zt_module);
 // The export's config.json: the carried one with text_config replaced by `text_json` (zt's
@@ -78,7 +82,8 @@ std::string multimodal_config(const HfCarried& carried, const std::string& text_
 // back (nullptr when the file has none).
 void write_carried(const std::string& h5_path, const HfCarried& carried);
 std::shared_ptr<const HfCarried> read_carried(const std::string& h5_path);
-// Whether the weights file has a /hf_carried group (nothing else is read).
-bool holds_carried(const std::string& h5_path);
+// The multimodal class of the weights file's /hf_carried group (Gemma3ForConditionalGeneration,
+// ...), "" when it has none (only config.json is read).
+std::string carried_class(const std::string& h5_path);
 
 }  // namespace zt::ckpt

@@ -365,3 +365,25 @@ TEST(ConfigFields, EveryConfigJsonKeyIsReadAndWritten) {
     }
   }
 }
+
+// The hint of a refused resume lists what differs, but not a derived size (the row's
+// `shape`: head_dim, the experts' width) whose setting is the same in both: it follows from
+// the listed fields, and setting it is refused on some families (moe_intermediate on a
+// dense one). Every family's checkpoint, with another intermediate, in a tiny llama run.
+TEST(ConfigFields, ResumeHintNamesNoDerivedSize) {
+  for (const std::string& family : Config::family_names()) {
+    Config saved = tiny(family.c_str());
+    saved.intermediate = 96;
+    const Config run = Config::preset("tiny");
+    try {
+      zt::ckpt::check_same_shape(saved, run, "f.h5");
+      ADD_FAILURE() << family << ": the resume is not refused";
+    } catch (const zt::InputError& e) {
+      for (const ConfigField& f : zt::model::config_fields()) {
+        if (!f.shape || zt::model::field_text(f, saved) != zt::model::field_text(f, run)) continue;
+        EXPECT_EQ(e.hint().find(std::string("--set model.") + f.key + "="), std::string::npos)
+            << family << ": " << e.hint();
+      }
+    }
+  }
+}

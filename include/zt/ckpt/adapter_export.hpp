@@ -66,8 +66,8 @@ struct PeftExportResult {
   int64_t tensors = 0;
   uint64_t tensor_bytes = 0;
   std::string base_path;           // the base the adapters belong to ("" for a random base)
-  bool multimodal = false;         // the base is a multimodal gemma3 import (PEFT's names for
-                                   // Gemma3ForConditionalGeneration)
+  std::string multimodal;          // the base's multimodal class (PEFT's names are its text
+                                   // model's: Gemma3ForConditionalGeneration, ...); "" if none
 };
 PeftExportResult export_peft(const std::string& adapters, const std::string& outdir);
 

@@ -61,7 +61,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import CausalLMPeer, run_zt, with_config, zt_logits_json  # noqa: E402
+from hf_common import (CausalLMPeer, peft_multimodal, run_zt, with_config,  # noqa: E402
+                       zt_logits_json)
 
 
 def vision_kept(p, src, out, tag):
@@ -104,7 +105,6 @@ def same_logits(p, tag, hl, ckpt):
 def trained(p, vision):
     """One LoRA step and one full step (then a resume) from an imported gemma3 folder
     (vocab 264: byte tokens); every export keeps the vision tower."""
-    from safetensors import safe_open
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig
     c, torch, work = p.c, p.torch, p.work
     text = Gemma3TextConfig(vocab_size=264, hidden_size=64, intermediate_size=96,
@@ -150,7 +150,6 @@ def trained(p, vision):
     # The adapters as a PEFT folder on the multimodal base: PEFT's names for
     # Gemma3ForConditionalGeneration, no adapter on the vision tower, and PEFT's logits
     # (base + adapters, unmerged) equal zt's of the merged model.
-    import peft
     ad = folder + "-peft"
     rc5, _ = run_zt(p.zt, "convert", "h5-to-hf", step1, ad, "--adapter")
     rc6, _ = run_zt(p.zt, "convert", "hf-to-h5", merged, merged + ".h5")
@@ -159,17 +158,7 @@ def trained(p, vision):
         return
     base = Gemma3ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
     hl_base = text_logits(p, base)
-    pm = peft.PeftModel.from_pretrained(base, ad)
-    with safe_open(os.path.join(ad, "adapter_model.safetensors"), "pt") as f:
-        keys = sorted(f.keys())
-        saved = {k: f.get_tensor(k) for k in keys}
-    held = peft.get_peft_model_state_dict(pm)
-    c.check(sorted(held) == keys and len(keys) == 24 and
-            all(".language_model.layers." in k for k in keys) and
-            all(torch.equal(held[k], saved[k]) for k in keys),
-            f"mm-lora: PEFT loads the {len(keys)} adapter tensors onto "
-            f"Gemma3ForConditionalGeneration under its names (model.language_model.*), "
-            f"exactly, and adapts nothing else (PEFT holds {len(held)})")
+    pm = peft_multimodal(c, torch, "mm-lora", base, ad, 24)
     hl = text_logits(p, pm)
     tol = same_logits(p, "mm-lora PEFT on the multimodal base", hl, merged + ".h5")
     d = (hl - hl_base).abs().max().item()

@@ -482,6 +482,26 @@ def check_fused(c, torch, zt, model_class, src, fused, zt_run):
                 "fused: the same logits as the per-expert files")
 
 
+def peft_multimodal(c, torch, tag, base, ad, n):
+    """PEFT loads the --adapter folder `ad` onto the multimodal model `base` (a
+    *ForConditionalGeneration): its n tensors under the class's names
+    (model.language_model.*), exactly, and nothing else adapted. Returns the PeftModel."""
+    import peft
+    from safetensors import safe_open
+    pm = peft.PeftModel.from_pretrained(base, ad)
+    with safe_open(os.path.join(ad, "adapter_model.safetensors"), "pt") as f:
+        keys = sorted(f.keys())
+        saved = {k: f.get_tensor(k) for k in keys}
+    held = peft.get_peft_model_state_dict(pm)
+    c.check(sorted(held) == keys and len(keys) == n and
+            all(".language_model.layers." in k for k in keys) and
+            all(torch.equal(held[k], saved[k]) for k in keys),
+            f"{tag}: PEFT loads the {len(keys)} adapter tensors onto {type(base).__name__} under "
+            f"its names (model.language_model.*), exactly, and adapts nothing else (PEFT holds "
+            f"{len(held)})")
+    return pm
+
+
 def with_config(src, dst, **changes):
     """A copy of model folder src at dst with config.json's keys changed (None: null)."""
     import shutil

@@ -19,8 +19,7 @@ Then (CausalLMPeer, as gemma_peer_test.py):
     norm weight + 1, the q/k norms' weights + 1: each moves transformers' logits by more
     than 10 x the tolerance
   - bad input: a partial_rotary_factor giving an odd rotated size, an mrope_section of 2
-    values, a Qwen3_5ForConditionalGeneration folder (model_type qwen3_5: not imported
-    yet), and on the hybrid: value heads the key heads do not divide, a conv kernel of 0,
+    values, model_type qwen3_5 without a text_config, and on the hybrid: value heads the key heads do not divide, a conv kernel of 0,
     an unknown layer type, a missing A_log: exit 2 naming config.json and the field (or
     the tensor), nothing written
 Then the hybrid (Gated DeltaNet layers 0, 2, 3 and a full layer 1; 2 key heads, 4 value
@@ -36,6 +35,7 @@ Then the same on a hybrid qwen3_5_moe (Qwen3_5MoeForCausalLM, model_type qwen3_5
 layers l, f, l, f; 4 experts, top 2 renormalised, the shared expert and its sigmoid gate;
 per-expert tensors as transformers saves them), with one more sensitivity:
 the shared expert's gate removed (sigmoid -> 1).
+Then a Qwen3_5ForConditionalGeneration folder of the hybrid (qwen35_multimodal.py).
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import json
@@ -45,6 +45,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_common import (CausalLMPeer, f64_forwards, hf_llama_run, run_zt,  # noqa: E402
                        with_config, zt_logits_json)
+from qwen35_multimodal import multimodal  # noqa: E402
 
 ARCH = "Qwen3_5ForCausalLM"
 
@@ -91,21 +92,32 @@ def fp32_logits(torch, folder, ids):
         return model(ids).logits[0].double()
 
 
-def f64_logits(p, folder, ids, mod=None):
-    """transformers' logits in float64: the model in float64, RoPE and RMSNorm in float64
-    (hf_common.f64_forwards), the float32 casts of its Gated DeltaNet functions and gated
-    norm as float64 (ModuleTorch); the decay's `.float()` stays float32."""
+def f64_logits(p, folder, ids, mod=None, cls=None):
+    """transformers' logits in float64: the model (cls, else the folder's causal LM class)
+    in float64, RoPE and RMSNorm in float64 (hf_common.f64_forwards), the float32 casts of
+    its Gated DeltaNet functions and gated norm as float64 (ModuleTorch over mod, else
+    Qwen3.5's module); the decay's `.float()` stays float32."""
     import types
     from transformers import AutoModelForCausalLM
     torch = p.torch
     # MoE experts: the default grouped_mm takes no float64; the eager loop does.
     eager = {"experts_implementation": "eager"} if mod else {}
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, **eager)
+    model = (cls or AutoModelForCausalLM).from_pretrained(folder, dtype=torch.float64, **eager)
     model.eval()
-    for mod, fwd in f64_forwards(model):
-        mod.forward = types.MethodType(fwd, mod)
+    for m, fwd in f64_forwards(model):
+        m.forward = types.MethodType(fwd, m)
     with torch.no_grad(), ModuleTorch(torch, mod, float32=torch.float64):
-        return model(ids).logits[0].double()
+        return model(input_ids=ids).logits[0].double()
+
+
+def hybrid_text(base):
+    """The hybrid's text config: Gated DeltaNet layers 0, 2, 3 and a full layer 1."""
+    types = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
+    return dict(base, num_hidden_layers=4, layer_types=types, max_position_embeddings=256,
+                linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                linear_value_head_dim=12, linear_conv_kernel_dim=4, initializer_range=0.2,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                 "partial_rotary_factor": 0.5})
 
 
 def hybrid(p, base, moe=False):
@@ -126,19 +138,13 @@ def hybrid(p, base, moe=False):
     gen = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, 96, (150,), generator=gen).tolist()
     ids = torch.tensor([tokens])
-    types = ["linear_attention", "full_attention", "linear_attention", "linear_attention"]
+    text = hybrid_text(base)
     if moe:
-        types[3] = "full_attention"
-        base = {k: v for k, v in base.items() if k != "intermediate_size"}  # not in its config
-        base.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+        text["layer_types"] = text["layer_types"][:3] + ["full_attention"]
+        text.pop("intermediate_size", None)  # not in its config
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
                     shared_expert_intermediate_size=40)
-    cfg = Config(**dict(base, num_hidden_layers=4, layer_types=types,
-                                   max_position_embeddings=256, linear_num_key_heads=2,
-                                   linear_num_value_heads=4, linear_key_head_dim=8,
-                                   linear_value_head_dim=12, linear_conv_kernel_dim=4,
-                                   initializer_range=0.2),
-                            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                             "partial_rotary_factor": 0.5})
+    cfg = Config(**text)
     torch.manual_seed(3)
     model = Model(cfg).to(torch.float32)
     norms(model)
@@ -238,7 +244,7 @@ def refused(p, bad, tag, where, field, says):
 
 
 def main():
-    p = CausalLMPeer(__doc__, 24, 40)
+    p = CausalLMPeer(__doc__, 24, 40, peers=("peft",))
     c, torch = p.c, p.torch
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
     full = ["full_attention"] * 3
@@ -283,6 +289,7 @@ def main():
                    ("layer_types", "rope_parameters", "head_dim", "tie_word_embeddings"))
     hyb = hybrid(p, base)
     hybrid(p, base, moe=True)
+    multimodal(p, hybrid_text(base), lambda folder, cls: f64_logits(p, folder, p.ids, cls=cls))
     # Bad input: exit 2 naming the file and the field (or tensor), nothing written.
     folder = os.path.join(p.work, cases[0][0])
     odd = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.3125}
@@ -290,7 +297,7 @@ def main():
         (folder, "odd-rotary", dict(rope_parameters=odd), "partial_rotary_factor", "even"),
         (folder, "mrope-2", dict(rope_parameters=dict(mrope, mrope_section=[2, 2])),
          "rope_parameters.mrope_section", "3 counts"),
-        (folder, "multimodal", dict(model_type="qwen3_5"), "model_type", "Qwen3_5ForCausalLM")]
+        (folder, "multimodal", dict(model_type="qwen3_5"), "'text_config'", "missing")]
     if hyb:
         kinds = ["linear_attention", "mamba", "full_attention", "linear_attention"]
         bad_configs += [
