@@ -223,7 +223,7 @@ TEST(Config, LayerTypesSchedule) {
   };
   refused("sfs", "3 letters for 4 layers");
   refused("sfxf", "layer 2 is 'x'");
-  refused("sfls", "linear_attention (Qwen3.5's)");
+  refused("sfls", "layer 2 is linear_attention (a Gated DeltaNet layer) in model.family");
   Config both = s;
   both.first_sliding_layer = 1;
   EXPECT_THROW(both.validate(), zt::InputError);
