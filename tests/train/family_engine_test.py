@@ -65,6 +65,7 @@ LINEAR = ["Gated DeltaNet"]
 ALL7 = "lora.targets=q,k,v,o,gate,up,down"
 EXPERTS = "lora.targets=q,v,experts.gate_up,experts.down"
 GDN = "lora.targets=q,k,v,o,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj,gate,up,down"
+GDN_MOE = "lora.targets=q,k,v,o,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj"  # the MLP: experts
 GDN_RANK = "lora.rank=4"  # <= in_proj_b and in_proj_a's 4 rows (linear_value_heads)
 DPO = ["finetune.objective=dpo", "data.path={work}/pairs.h5"]
 ORPO = ["finetune.objective=orpo", "data.path={work}/pairs.h5"]
@@ -102,10 +103,14 @@ CASES = [
     ("ep2", ("gpt_oss",), 2, ["moe.expert_parallel=2", "ckpt.every=2"], "stage0"),
     ("resume_ep2_np1", ("gpt_oss",), 1, ["zero.stage=0", "ckpt.resume={dir}/ep2/step-2.h5"], "ep2"),
     ("ep2", ("gemma3_text", "qwen3_5_text", "qwen3_5_moe_text"), 2, ["moe.expert_parallel=2"], ["moe.expert_parallel"]),
-    ("lora", ("qwen3_5_text", "qwen3_5_moe_text"), 1, ["finetune.method=lora", GDN, GDN_RANK], None),
-    ("lora_stage3_np2", ("qwen3_5_text", "qwen3_5_moe_text"), 2, S3 + ["finetune.method=lora", GDN, GDN_RANK], "lora"),
-    ("qlora", ("qwen3_5_text", "qwen3_5_moe_text"), 1, ["finetune.method=qlora", GDN, GDN_RANK], None),
-    ("qlora_stage3_np2", ("qwen3_5_text", "qwen3_5_moe_text"), 2, S3 + ["finetune.method=qlora", GDN, GDN_RANK], "qlora"),
+    ("lora", ("qwen3_5_text",), 1, ["finetune.method=lora", GDN, GDN_RANK], None),
+    ("lora", ("qwen3_5_moe_text",), 1, ["finetune.method=lora", GDN_MOE, GDN_RANK], None),
+    ("lora_stage3_np2", ("qwen3_5_text",), 2, S3 + ["finetune.method=lora", GDN, GDN_RANK], "lora"),
+    ("lora_stage3_np2", ("qwen3_5_moe_text",), 2, S3 + ["finetune.method=lora", GDN_MOE, GDN_RANK], "lora"),
+    ("qlora", ("qwen3_5_text",), 1, ["finetune.method=qlora", GDN, GDN_RANK], None),
+    ("qlora", ("qwen3_5_moe_text",), 1, ["finetune.method=qlora", GDN_MOE, GDN_RANK], None),
+    ("qlora_stage3_np2", ("qwen3_5_text",), 2, S3 + ["finetune.method=qlora", GDN, GDN_RANK], "qlora"),
+    ("qlora_stage3_np2", ("qwen3_5_moe_text",), 2, S3 + ["finetune.method=qlora", GDN_MOE, GDN_RANK], "qlora"),
 ]
 FINETUNE = ("finetune.", "data.path=")
 

@@ -65,6 +65,13 @@ Config tiny(const char* family = "llama") {
     c.query_pre_attn_scalar = 32;
   }
   if (f == "qwen3_5_text") c.layer_types = "ffff";  // as config.json writes it back
+  if (f == "qwen3_5_moe_text") {  // every layer routed, intermediate = the experts' width
+    c.layer_types = "ffff";
+    c.experts = 4;
+    c.experts_per_token = 2;
+    c.moe_intermediate = c.intermediate = 48;
+    c.shared_expert_intermediate = 40;
+  }
   return c;
 }
 
