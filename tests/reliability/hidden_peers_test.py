@@ -45,7 +45,7 @@ OPTIONAL = {
     "ckpt.hf.hf_roundtrip.f32-f16": {"torch", "transformers"},  # the bf16 / transformers groups'
     "ckpt.hf.hf_roundtrip.bf16": {"transformers"},
     "kernels.nf4_peer": {"torch", "bitsandbytes"},        # the bitsandbytes half's
-    "data.hf.tokenizer_parity_unigram": {"h5py", "numpy", "tokenizers"},  # --unigram-ids: sentencepiece
+    "data.hf.tokenizer_parity_unigram": {"h5py", "numpy", "tokenizers", "transformers"},  # --unigram-ids: sentencepiece
 }
 PEER_NAMES = set(PEERS) | {n for n in pinned_versions() if re.fullmatch(r"[a-z0-9_]+", n)}
 IMPLIES = {"torch_peers": ("torch", "transformers"), "peer_start": ("torch", "transformers"),
