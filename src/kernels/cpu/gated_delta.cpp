@@ -73,7 +73,7 @@ void gated_delta_chunked_forward(const DeltaShape& s, const T* q, const T* k, co
     const int64_t b = bh / s.Hv, h = bh % s.Hv;
     const auto head = detail::delta_head(s, b, h, q, k, v, g, beta);
     detail::RowMat<T> S = detail::delta_state0(s, b, h, state0);  // [Dk, Dv]
-    detail::RowMat<T> QS;                                          // [L, Dv]
+    detail::RowMat<T> QS, Ot;  // [L, Dv]; Ot: the chunk's output, then copied out
     detail::DeltaChunk<T> c;
     for (int64_t t0 = 0; t0 < s.T; t0 += s.chunk) {
       const int64_t L = std::min(s.chunk, s.T - t0);
@@ -81,8 +81,11 @@ void gated_delta_chunked_forward(const DeltaShape& s, const T* q, const T* k, co
       c.correct(S);
       auto O = detail::mat(out + ((b * s.T + t0) * s.Hv + h) * s.Dv, L, s.Dv, s.Hv * s.Dv);
       QS.noalias() = c.Q * S;
-      O = c.E.matrix().asDiagonal() * QS;
-      O.noalias() += c.P * c.Vn;
+      // Products land in an aligned local, then copy: Eigen's vectorised evaluation into a
+      // caller's buffer depends on its address (peeling), and so would the last bits.
+      Ot = c.E.matrix().asDiagonal() * QS;
+      Ot.noalias() += c.P * c.Vn;
+      O = Ot;
       c.advance(S);
     }
     if (state1) detail::mat(state1 + bh * s.Dk * s.Dv, s.Dk, s.Dv) = S;
@@ -103,7 +106,7 @@ void gated_delta_recurrent_forward(const DeltaShape& s, const T* q, const T* k, 
     const auto d = detail::delta_head(s, b, h, q, k, v, g, beta);
     detail::RowMat<T> S = detail::delta_state0(s, b, h, state0);  // [Dk, Dv]
     Eigen::Matrix<T, Eigen::Dynamic, 1> qt(s.Dk), kt(s.Dk);      // [Dk]
-    Eigen::Matrix<T, 1, Eigen::Dynamic> delta(s.Dv);              // [Dv]
+    Eigen::Matrix<T, 1, Eigen::Dynamic> delta(s.Dv), ot(s.Dv);    // [Dv]
     for (int64_t t = 0; t < s.T; ++t) {
       const auto qr = detail::arr(d.q + t * d.sq, s.Dk);  // [Dk]
       const auto kr = detail::arr(d.k + t * d.sq, s.Dk);  // [Dk]
@@ -116,8 +119,8 @@ void gated_delta_recurrent_forward(const DeltaShape& s, const T* q, const T* k, 
       delta.noalias() = vt - kt.transpose() * S;
       delta *= d.beta[t * d.sg];
       S.noalias() += kt * delta;
-      detail::arr(out + ((b * s.T + t) * s.Hv + h) * s.Dv, s.Dv) =
-          (qt.transpose() * S).transpose().array();
+      ot.noalias() = qt.transpose() * S;  // aligned local, then copied (as above)
+      detail::arr(out + ((b * s.T + t) * s.Hv + h) * s.Dv, s.Dv) = ot.transpose().array();
     }
     if (state1) detail::mat(state1 + bh * s.Dk * s.Dv, s.Dk, s.Dv) = S;
   }
