@@ -60,19 +60,36 @@ template RowMat<double> delta_state0(const DeltaShape&, int64_t, int64_t, const 
 
 }  // namespace detail
 
+namespace {
+
+// fn(b, h, head, S) for every (example b, value head h), each pair on one thread: S [Dk, Dv]
+// starts as state0's slice (or zeros) and, when state1 is given, ends there (state1 may be
+// state0: each pair reads and writes only its own slice).
+template <class T, class Fn>
+void for_each_head(const DeltaShape& s, const char* kernel, const T* q, const T* k, const T* v,
+                   const T* g, const T* beta, const T* state0, T* state1, const Fn& fn) {
+  detail::check_delta_shape(s, kernel);
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t bh = 0; bh < s.B * s.Hv; ++bh) {
+    const detail::FlushSubnormals flush;
+    const int64_t b = bh / s.Hv, h = bh % s.Hv;
+    detail::RowMat<T> S = detail::delta_state0(s, b, h, state0);  // [Dk, Dv]
+    fn(b, h, detail::delta_head(s, b, h, q, k, v, g, beta), S);
+    if (state1) detail::mat(state1 + bh * s.Dk * s.Dv, s.Dk, s.Dv) = S;
+  }
+}
+
+}  // namespace
+
 template <class T>
 void gated_delta_chunked_forward(const DeltaShape& s, const T* q, const T* k, const T* v,
                                  const T* g, const T* beta, const T* state0, T* out,
                                  T* state1) {
   // q, k [B, T, Hk, Dk], v [B, T, Hv, Dv], g, beta [B, T, Hv], state0 [B, Hv, Dk, Dv] or null,
   // out [B, T, Hv, Dv], state1 [B, Hv, Dk, Dv] or null
-  detail::check_delta_shape(s, "gated_delta_chunked_forward");
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t bh = 0; bh < s.B * s.Hv; ++bh) {
-    const detail::FlushSubnormals flush;
-    const int64_t b = bh / s.Hv, h = bh % s.Hv;
-    const auto head = detail::delta_head(s, b, h, q, k, v, g, beta);
-    detail::RowMat<T> S = detail::delta_state0(s, b, h, state0);  // [Dk, Dv]
+  for_each_head(s, "gated_delta_chunked_forward", q, k, v, g, beta, state0, state1,
+                [&](int64_t b, int64_t h, const detail::DeltaHead<T>& head,
+                    detail::RowMat<T>& S) {
     detail::RowMat<T> QS, Ot;  // [L, Dv]; Ot: the chunk's output, then copied out
     detail::DeltaChunk<T> c;
     for (int64_t t0 = 0; t0 < s.T; t0 += s.chunk) {
@@ -88,8 +105,7 @@ void gated_delta_chunked_forward(const DeltaShape& s, const T* q, const T* k, co
       O = Ot;
       c.advance(S);
     }
-    if (state1) detail::mat(state1 + bh * s.Dk * s.Dv, s.Dk, s.Dv) = S;
-  }
+  });
 }
 
 template <class T>
@@ -97,16 +113,11 @@ void gated_delta_recurrent_forward(const DeltaShape& s, const T* q, const T* k, 
                                    const T* g, const T* beta, const T* state0, T* out,
                                    T* state1) {
   // the same buffers as the chunked form
-  detail::check_delta_shape(s, "gated_delta_recurrent_forward");
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.Dk)));
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t bh = 0; bh < s.B * s.Hv; ++bh) {
-    const detail::FlushSubnormals flush;
-    const int64_t b = bh / s.Hv, h = bh % s.Hv;
-    const auto d = detail::delta_head(s, b, h, q, k, v, g, beta);
-    detail::RowMat<T> S = detail::delta_state0(s, b, h, state0);  // [Dk, Dv]
-    Eigen::Matrix<T, Eigen::Dynamic, 1> qt(s.Dk), kt(s.Dk);      // [Dk]
-    Eigen::Matrix<T, 1, Eigen::Dynamic> delta(s.Dv), ot(s.Dv);    // [Dv]
+  for_each_head(s, "gated_delta_recurrent_forward", q, k, v, g, beta, state0, state1,
+                [&](int64_t b, int64_t h, const detail::DeltaHead<T>& d, detail::RowMat<T>& S) {
+    Eigen::Matrix<T, Eigen::Dynamic, 1> qt(s.Dk), kt(s.Dk);    // [Dk]
+    Eigen::Matrix<T, 1, Eigen::Dynamic> delta(s.Dv), ot(s.Dv);  // [Dv]
     for (int64_t t = 0; t < s.T; ++t) {
       const auto qr = detail::arr(d.q + t * d.sq, s.Dk);  // [Dk]
       const auto kr = detail::arr(d.k + t * d.sq, s.Dk);  // [Dk]
@@ -122,8 +133,7 @@ void gated_delta_recurrent_forward(const DeltaShape& s, const T* q, const T* k, 
       ot.noalias() = qt.transpose() * S;  // aligned local, then copied (as above)
       detail::arr(out + ((b * s.T + t) * s.Hv + h) * s.Dv, s.Dv) = ot.transpose().array();
     }
-    if (state1) detail::mat(state1 + bh * s.Dk * s.Dv, s.Dk, s.Dv) = S;
-  }
+  });
 }
 
 #define ZT_GATED_DELTA_FWD(T)                                                                 \
