@@ -1,14 +1,15 @@
 // Memory estimates per ZeRO stage / hpZ / offload choice (see estimate.hpp and
 // docs/estimate.md). The engine's buffers come from the plan it allocates from
-// (zt/zero/plan.hpp); the activations mirror the model's workspace (src/model/model.cpp).
+// (zt/zero/plan.hpp); the activations are the model's workspace, from the sizes it
+// allocates from (zt/model/cpu_workspace.hpp, zt/model/device_workspace.hpp).
 #include "zt/estimate/estimate.hpp"
 
 #include <algorithm>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
-#include "zt/kernels/attention.hpp"
 #include "zt/kernels/nf4.hpp"
+#include "zt/model/cpu_workspace.hpp"
 #include "zt/model/device_workspace.hpp"
 #include "zt/model/layout.hpp"
 #include "zt/model/lora.hpp"
@@ -44,26 +45,6 @@ Precision precision_of(const Setup& s) {
   throw InputError("train.precision = " + name + ": the ZeRO engine does not build it",
                    "set train.precision = bf16-mixed (bf16 weights, fp32 master weights, "
                    "gradients and moments) or fp32");
-}
-
-// Elements of one transformer block's saved activations (BlockActs in model.cpp); routed
-// false: without the routed experts' rows (expert parallelism keeps them per layer).
-u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT, bool routed = true) {
-  const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
-  const int64_t qk_norm = c.qk_norm() ? N * (HD + GD + c.heads + c.kv_heads) : 0;  // qr kr rstd_q rstd_k
-  // The MLP's: gate, up, h [N, I]; with experts rprobs [N, E], ridx, rw [N, k] and each
-  // routed row's gu [2I], h [I], y [C] (model_impl.hpp; I the expert width), the shared
-  // expert's gate, up, h [N, S], y [N, C] and gate [N], and the dense layers' three too
-  // when some layers are dense.
-  const int64_t K = c.experts_per_token, S = c.shared_expert_intermediate;
-  const int64_t dense = 3 * N * c.intermediate;
-  const int64_t routed_rows = routed ? N * c.experts + 2 * N * K + N * K * (3 * c.expert_width() + c.hidden) : 0;
-  const int64_t mlp = c.moe() ? routed_rows +
-                                    (c.shared_expert() ? 3 * N * S + N * c.hidden + N : 0) +
-                                    (c.dense_layers() ? dense : 0)
-                              : dense;
-  return to_u64(N * c.hidden + N + N * HD + 2 * N * GD + BHTT + N * HD + 2 * N * c.hidden + N +
-                mlp + qk_norm);
 }
 
 // LoRA's scratch in the CPU model's workspace (src/model/lora_apply.cpp, each buffer
@@ -134,33 +115,30 @@ u64 expert_parallel_layer(const model::Config& c, int64_t N, int p) {
 uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool recompute,
                           int elem_bytes, int threads, int expert_parallel) {
   const int64_t T = std::min(T_in, c.context);
-  const int64_t N = B * T, C = c.hidden, V = c.vocab, I = c.intermediate;
-  const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
-  const int64_t BHTT = B * c.heads * T * T;
+  const int64_t N = B * T, C = c.hidden, V = c.vocab;
+  const u64 elem = static_cast<u64>(elem_bytes);
+  const bool ep = expert_parallel > 1 && c.moe();
+  // The blocks, as the model sizes them (zt/model/cpu_workspace.hpp): the shared one (eval
+  // and recompute: every kind of layer the model has) and, without recompute, each layer's
+  // own (its kind's buffers only: a Gated DeltaNet layer's grow linearly with T).
+  u64 b = model::CpuBlockSizes::of(c, B, T, -1, !ep).bytes(elem);
+  for (int64_t l = 0; !recompute && l < c.layers; ++l)
+    b += model::CpuBlockSizes::of(c, B, T, l, !ep).bytes(elem);
   u64 e = 0;
-  e += to_u64(2 * T * (c.head_dim() / 2));          // RoPE cos, sin: [T, D/2] each (grown to T)
+  const int64_t tables = c.rope_local_theta > 0 ? 4 : 2;  // cos, sin (and the sliding layers')
+  e += to_u64(tables * T * (c.rotary_dim() / 2));     // RoPE: [T, rotary_dim/2] each (grown to T)
   e += to_u64((c.layers + 1) * N * C);               // residual stream [L+1, N, C]
   e += to_u64(N * C + N);                            // final norm output + rstd
   e += to_u64(N * V);                                // logits / dlogits [N, V]
-  const bool ep = expert_parallel > 1 && c.moe();
-  e += block_acts(c, N, BHTT, !ep);                  // shared: eval and recompute
-  if (!recompute) e += to_u64(c.layers) * block_acts(c, N, BHTT, !ep);  // saved [L]
   // (one beside the shared block for eval and recompute, and one per layer without)
   if (ep) e += to_u64(recompute ? 1 : c.layers + 1) * expert_parallel_layer(c, N, expert_parallel);
-  // backward scratch: dres, dxn [N, C]; datt, dq [N, H*D]; dk, dv [N, G*D]; dh, dgate,
-  // dup [N, I]; the attention backward's scratch (kernels::cpu::attention_backward_scratch)
-  // (with experts instead of dh, dgate, dup: router logits and their gradient [N, E], dw
-  // [N, k], the aux gradient [E], and the recomputed sum [N, C])
-  e += to_u64(2 * N * C + 2 * N * HD + 2 * N * GD);
-  // (and with experts dh, dgate, dup [N, max(I of dense layers, S of the shared expert)],
-  // the shared expert's dy [N, C] and gate gradient [N])
-  const int64_t width = std::max(c.dense_layers() ? I : 0, c.shared_expert_intermediate);
-  e += c.moe() ? to_u64(2 * N * c.experts + N * c.experts_per_token +
-                        (c.router_aux_loss ? c.experts : 0) + (recompute ? N * C : 0) +
-                        3 * N * width + (c.shared_expert() ? N * C + N : 0))
-               : to_u64(3 * N * I);
-  e += to_u64(kernels::cpu::attention_backward_scratch(T, std::max(threads, 0)));
-  return e * static_cast<u64>(elem_bytes);
+  // The backward's scratch (model::CpuScratchSizes) and, with experts, the router logits
+  // and their gradient [N, E], dw [N, k], the aux gradient [E] and the recomputed sum [N, C].
+  e += to_u64(model::CpuScratchSizes::of(c, B, T, std::max(threads, 0)).elements());
+  if (c.moe())
+    e += to_u64(2 * N * c.experts + N * c.experts_per_token + (c.router_aux_loss ? c.experts : 0) +
+                (recompute ? N * C : 0));
+  return b + e * elem;
 }
 
 Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, Offload params) {

@@ -36,47 +36,36 @@ void Model<R>::Impl::check_shape(std::span<const int32_t> tokens,
   }
 }
 
-// Grows the workspace for B x T (no-op once the largest shape has been seen).
+// Grows the workspace for B x T (no-op once the largest shape has been seen). The sizes
+// come from zt/model/cpu_workspace.hpp (the estimate's too): a block kept for the backward
+// holds what its layer's kind uses, the shared block every kind the model has.
 template <class R>
 void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) {
-  const int64_t N = B * T, C = cfg.hidden, V = cfg.vocab, I = cfg.intermediate;
-  const int64_t HD = cfg.heads * cfg.head_dim(), GD = cfg.kv_dim();
-  const int64_t BHTT = B * cfg.heads * T * T;
+  const int64_t N = B * T, C = cfg.hidden, V = cfg.vocab;
   ensure_rope(T);
   xs.ensure((cfg.layers + 1) * N * C);
   xf.ensure(N * C);
   rstd_f.ensure(N);
   logits.ensure(N * V);
   const bool routed = ep.empty();  // expert parallelism: its layers keep the routed rows
-  if (!backward || !keep_all) shared.ensure(cfg, N, BHTT, routed);
+  if (!backward || !keep_all) shared.ensure(CpuBlockSizes::of(cfg, B, T, -1, routed));
   if (backward && keep_all) {
     saved.resize(static_cast<size_t>(cfg.layers));
-    for (auto& a : saved) a.ensure(cfg, N, BHTT, routed);
+    for (int l = 0; l < static_cast<int>(cfg.layers); ++l)
+      saved[static_cast<size_t>(l)].ensure(CpuBlockSizes::of(cfg, B, T, l, routed));
   }
   if (backward) {
-    dres.ensure(N * C);
-    dxn.ensure(N * C);
-    datt.ensure(N * HD);
-    dq.ensure(N * HD);
-    if (cfg.linear_layers()) dlin.ensure(cfg, N);
-    if (cfg.output_gate()) {
-      dogate.ensure(N * HD);
-      dqg.ensure(N * 2 * HD);
-    }
-    dk.ensure(N * GD);
-    dv.ensure(N * GD);
-    // The dense MLP's (every layer without experts) and the shared expert's scratch.
-    const int64_t width = std::max(cfg.dense_layers() ? I : 0, cfg.shared_expert_intermediate);
-    if (width > 0) {
-      dh.ensure(N * width);
-      dgate.ensure(N * width);
-      dup.ensure(N * width);
-    }
-    if (cfg.shared_expert()) {
-      dshared.ensure(N * C);
-      dshared_gate.ensure(N);
-    }
-    attn_scratch.ensure(cpu::attention_backward_scratch(T, omp_get_max_threads()));
+    const CpuScratchSizes z = CpuScratchSizes::of(cfg, B, T, omp_get_max_threads());
+    for (Buffer<R>* b : {&dres, &dxn}) b->ensure(z.rows_c);
+    for (Buffer<R>* b : {&datt, &dq}) b->ensure(z.hd);
+    for (Buffer<R>* b : {&dk, &dv}) b->ensure(z.gd);
+    for (Buffer<R>* b : {&dh, &dgate, &dup}) b->ensure(z.width);
+    dogate.ensure(z.dogate);
+    dqg.ensure(z.dqg);
+    dlin.ensure(z.dlin);
+    dshared.ensure(z.dshared);
+    dshared_gate.ensure(z.dshared_gate);
+    attn_scratch.ensure(z.attn);
   }
 }
 

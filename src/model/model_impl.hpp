@@ -15,6 +15,7 @@
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
 #include "zt/kernels/cpu.hpp"
+#include "zt/model/cpu_workspace.hpp"
 #include "zt/model/model.hpp"
 #include "zt/model/moe_parallel.hpp"
 
@@ -34,13 +35,11 @@ struct LinearActs {
   Buffer<R> a, beta, g;    // [N, Hv]   in_proj_a(xn1); sigmoid(in_proj_b(xn1)); the log decay
   Buffer<R> out, y;        // [N, VD]   the rule's output; the gated norm's
   Buffer<R> rstd;          // [N*Hv]
-  void ensure(const model::Config& c, int64_t N) {
-    const int64_t Cc = c.linear_conv_dim(), KD = c.linear_key_heads * c.linear_key_dim;
-    const int64_t Hv = c.linear_value_heads, VD = Hv * c.linear_value_dim;
-    for (Buffer<R>* b : {&qkv_pre, &qkv}) b->ensure(N * Cc);
-    for (Buffer<R>* b : {&q, &k}) b->ensure(N * KD);
-    for (Buffer<R>* b : {&v, &z, &out, &y}) b->ensure(N * VD);
-    for (Buffer<R>* b : {&a, &beta, &g, &rstd}) b->ensure(N * Hv);
+  void ensure(const LinearActSizes& s) {  // (cpu_workspace.hpp: the sizes' one formula)
+    for (Buffer<R>* b : {&qkv_pre, &qkv}) b->ensure(s.conv);
+    for (Buffer<R>* b : {&q, &k}) b->ensure(s.key);
+    for (Buffer<R>* b : {&v, &z, &out, &y}) b->ensure(s.value);
+    for (Buffer<R>* b : {&a, &beta, &g, &rstd}) b->ensure(s.head);
   }
   size_t bytes() const {
     size_t n = 0;
@@ -53,7 +52,7 @@ struct LinearActs {
 // One block's activations, kept from its forward for its backward.
 template <class R>
 struct BlockActs {
-  LinearActs<R> lin;  // a Gated DeltaNet layer's (Config::linear_layers())
+  LinearActs<R> lin;  // a Gated DeltaNet layer's (Config::linear(l))
   Buffer<R> xn1;    // [N, C]      input_layernorm(x_in)
   Buffer<R> rstd1;  // [N]
   Buffer<R> q;      // [N, H*D]    after RoPE
@@ -63,7 +62,7 @@ struct BlockActs {
   Buffer<R> rstd_q; // [N*H]       (qk_norm only)
   Buffer<R> rstd_k; // [N*G]       (qk_norm only)
   Buffer<R> v;      // [N, G*D]
-  Buffer<R> probs;  // [B, H, T, T] attention softmax
+  Buffer<R> probs;  // [B, H, T, T] attention softmax (an attention layer's only)
   Buffer<R> att;    // [N, H*D]    attention output, before o_proj
   // The output gate (Config::output_gate(), Qwen3.5): q_proj's output [N, H, 2D], the gate
   // half [N, H*D], and att * sigmoid(gate) [N, H*D] (o_proj's input).
@@ -90,61 +89,22 @@ struct BlockActs {
   Buffer<R> sy;              // [N, C]   its output before the gate
   Buffer<R> sg;              // [N]      sigmoid(shared_expert_gate(xn2))
 
-  // routed: the routed experts' buffers (rprobs .. my); false under expert parallelism,
-  // whose layers keep their own (ExpertParallelMoe).
-  void ensure(const Config& c, int64_t N, int64_t BHTT, bool routed = true) {
-    const int64_t HD = c.q_dim(), GD = c.kv_dim();
-    if (c.linear_layers()) lin.ensure(c, N);
-    xn1.ensure(N * c.hidden);
-    rstd1.ensure(N);
-    q.ensure(N * HD);
-    k.ensure(N * GD);
-    if (c.output_gate()) {
-      qg.ensure(N * 2 * HD);
-      ogate.ensure(N * HD);
-      att_g.ensure(N * HD);
-    }
-    if (c.qk_norm()) {
-      qr.ensure(N * HD);
-      kr.ensure(N * GD);
-      rstd_q.ensure(N * c.heads);
-      rstd_k.ensure(N * c.kv_heads);
-    }
-    v.ensure(N * GD);
-    probs.ensure(BHTT);
-    att.ensure(N * HD);
-    x_mid.ensure(N * c.hidden);
-    xn2.ensure(N * c.hidden);
-    rstd2.ensure(N);
-    if (c.sandwich_norms()) {
-      o_out.ensure(N * c.hidden);
-      down_out.ensure(N * c.hidden);
-      rstd_o.ensure(N);
-      rstd_m.ensure(N);
-    }
-    if (c.moe()) {
-      const int64_t E = c.experts, K = c.experts_per_token, IE = c.expert_width();
-      if (routed) {
-        rprobs.ensure(N * E);
-        ridx.ensure(N * K);
-        rw.ensure(N * K);
-        mgu.ensure(N * K * 2 * IE);
-        mh.ensure(N * K * IE);
-        my.ensure(N * K * c.hidden);
-      }
-      if (c.shared_expert()) {
-        const int64_t S = c.shared_expert_intermediate;
-        sgate.ensure(N * S);
-        sup.ensure(N * S);
-        sh.ensure(N * S);
-        sy.ensure(N * c.hidden);
-        sg.ensure(N);
-      }
-      if (!c.dense_layers()) return;  // else the dense layers' below too
-    }
-    gate.ensure(N * c.intermediate);
-    up.ensure(N * c.intermediate);
-    h.ensure(N * c.intermediate);
+  // Grows each buffer to its size in z (CpuBlockSizes::of: the layer's kind, or every kind
+  // the model has for the shared block; a size of 0 leaves the buffer as it is).
+  void ensure(const CpuBlockSizes& z) {
+    lin.ensure(z.lin);
+    const std::pair<Buffer<R>*, int64_t> sized[] = {
+        {&xn1, z.xn1},       {&rstd1, z.rstd1},   {&x_mid, z.x_mid},   {&xn2, z.xn2},
+        {&rstd2, z.rstd2},   {&q, z.q},           {&k, z.k},           {&v, z.v},
+        {&probs, z.probs},   {&att, z.att},       {&qr, z.qr},         {&kr, z.kr},
+        {&rstd_q, z.rstd_q}, {&rstd_k, z.rstd_k}, {&qg, z.qg},         {&ogate, z.ogate},
+        {&att_g, z.att_g},   {&o_out, z.o_out},   {&rstd_o, z.rstd_o}, {&gate, z.gate},
+        {&up, z.up},         {&h, z.h},           {&down_out, z.down_out}, {&rstd_m, z.rstd_m},
+        {&rprobs, z.rprobs}, {&rw, z.rw},         {&mgu, z.mgu},       {&mh, z.mh},
+        {&my, z.my},         {&sgate, z.sgate},   {&sup, z.sup},       {&sh, z.sh},
+        {&sy, z.sy},         {&sg, z.sg}};
+    for (const auto& [buf, n] : sized) buf->ensure(n);
+    ridx.ensure(z.ridx);
   }
   // Frees the routed experts' buffers (set_expert_group: the layers keep their own).
   void drop_routed() {

@@ -19,6 +19,7 @@
 #include "zt/core/log.hpp"
 #include "zt/ckpt/config.hpp"
 #include "zt/model/config_fields.hpp"
+#include "zt/model/cpu_workspace.hpp"
 #include "zt/offload/config.hpp"
 #include "zt/zero/config.hpp"
 
@@ -239,8 +240,8 @@ TrainConfig resolve(const config::Config& c, int world) {
 
   // The products the run forms from these sizes must fit in 64 bits, with bytes (8 per
   // element at most): tokens per step and per run (tokens_seen), and per micro-batch the
-  // logits (tokens x vocab), the attention scores (tokens x seq_len x heads) and the MLP
-  // (tokens x intermediate).
+  // logits (tokens x vocab), the attention scores (tokens x seq_len x heads), the MLP
+  // (tokens x intermediate) and the Gated DeltaNet layers' buffers.
   {
     const char* hint = "lower train.micro_batch, train.global_batch or train.seq_len";
     const auto mul = [&](int64_t a, int64_t b, const char* what) {
@@ -258,6 +259,10 @@ TrainConfig resolve(const config::Config& c, int world) {
     mul(mul(tokens, std::max(t.model.intermediate, t.model.hidden),
             "the MLP activations of one micro-batch (tokens x model.intermediate)"),
         8 * 4, "the activations of one block of one micro-batch, as bytes");
+    if (t.model.linear_layers())  // a Gated DeltaNet layer's buffers (model::LinearActSizes)
+      mul(mul(tokens, model::LinearActSizes::of(t.model, 1).elements(),
+              "the Gated DeltaNet activations of one micro-batch (tokens x their widths)"),
+          8, "the Gated DeltaNet activations of one micro-batch, as bytes");
     if (t.model.moe())  // each token's k routed rows keep [2I + I + C]
       mul(mul(mul(tokens, t.model.experts_per_token, "the routed rows of one micro-batch"),
               3 * t.model.expert_width() + t.model.hidden,
