@@ -12,6 +12,7 @@
 #include "zt/model/device_workspace.hpp"
 #include "zt/model/layout.hpp"
 #include "zt/model/lora.hpp"
+#include "zt/model/model.hpp"
 #include "zt/zero/plan.hpp"
 
 namespace zt::estimate {
@@ -46,11 +47,26 @@ Precision precision_of(const Setup& s) {
                    "gradients and moments) or fp32");
 }
 
-// Elements of one transformer block's saved activations (BlockActs in model.cpp); routed
-// false: without the routed experts' rows (expert parallelism keeps them per layer).
-u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT, bool routed = true) {
+// Elements of a Gated DeltaNet mixer's activations (LinearActs in model_impl.hpp), and of
+// their gradients' scratch: the conv's rows [N, Cc] twice, q, k [N, Hk Dk], v, z, the rule's
+// and the norm's outputs [N, Hv Dv], a, beta, g and the norm's rstd [N, Hv]; no T x T term.
+u64 linear_acts(const model::Config& c, int64_t N) {
+  const int64_t KD = c.linear_key_heads * c.linear_key_dim, Hv = c.linear_value_heads;
+  return to_u64(2 * N * c.linear_conv_dim() + 2 * N * KD + 4 * N * Hv * c.linear_value_dim +
+                4 * N * Hv);
+}
+
+// Elements of one transformer block's saved activations (BlockActs in model_impl.hpp) for
+// the token mixers it serves: the attention's (q, k, v, the [B, H, T, T] probabilities, the
+// output, the output gate's, q/k norms', the sandwich's) and / or a Gated DeltaNet layer's;
+// routed false: without the routed experts' rows (expert parallelism keeps them per layer).
+u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT, bool routed, bool attention,
+               bool linear) {
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
   const int64_t qk_norm = c.qk_norm() ? N * (HD + GD + c.heads + c.kv_heads) : 0;  // qr kr rstd_q rstd_k
+  const int64_t gate = c.output_gate() ? 4 * N * HD : 0;                 // qg [N, 2HD], ogate, att_g
+  const int64_t sandwich = c.sandwich_norms() ? 2 * N * c.hidden + 2 * N : 0;  // o_out down_out rstd_o rstd_m
+  const int64_t att = attention ? N * HD + 2 * N * GD + BHTT + N * HD + qk_norm + gate + sandwich : 0;
   // The MLP's: gate, up, h [N, I]; with experts rprobs [N, E], ridx, rw [N, k] and each
   // routed row's gu [2I], h [I], y [C] (model_impl.hpp; I the expert width), the shared
   // expert's gate, up, h [N, S], y [N, C] and gate [N], and the dense layers' three too
@@ -62,8 +78,9 @@ u64 block_acts(const model::Config& c, int64_t N, int64_t BHTT, bool routed = tr
                                     (c.shared_expert() ? 3 * N * S + N * c.hidden + N : 0) +
                                     (c.dense_layers() ? dense : 0)
                               : dense;
-  return to_u64(N * c.hidden + N + N * HD + 2 * N * GD + BHTT + N * HD + 2 * N * c.hidden + N +
-                mlp + qk_norm);
+  // xn1, rstd1; x_mid, xn2, rstd2
+  return to_u64(N * c.hidden + N + att + 2 * N * c.hidden + N + mlp) +
+         (linear && c.linear_layers() ? linear_acts(c, N) : 0);
 }
 
 // LoRA's scratch in the CPU model's workspace (src/model/lora_apply.cpp, each buffer
@@ -138,13 +155,17 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   const int64_t HD = c.heads * c.head_dim(), GD = c.kv_dim();
   const int64_t BHTT = B * c.heads * T * T;
   u64 e = 0;
-  e += to_u64(2 * T * (c.head_dim() / 2));          // RoPE cos, sin: [T, D/2] each (grown to T)
+  // RoPE cos, sin: [T, rotary_dim / 2] each (grown to T), the sliding layers' own too
+  e += to_u64((c.rope_local_theta > 0 ? 4 : 2) * T * (c.rotary_dim() / 2));
   e += to_u64((c.layers + 1) * N * C);               // residual stream [L+1, N, C]
   e += to_u64(N * C + N);                            // final norm output + rstd
   e += to_u64(N * V);                                // logits / dlogits [N, V]
+  if (c.final_logit_softcap > 0) e += to_u64(N * V);  // the capped logits (Gemma)
   const bool ep = expert_parallel > 1 && c.moe();
-  e += block_acts(c, N, BHTT, !ep);                  // shared: eval and recompute
-  if (!recompute) e += to_u64(c.layers) * block_acts(c, N, BHTT, !ep);  // saved [L]
+  // shared (eval and recompute): every mixer the model has; saved [L]: each layer's own
+  e += block_acts(c, N, BHTT, !ep, c.attention_layers(), true);
+  for (int64_t l = 0; !recompute && l < c.layers; ++l)
+    e += block_acts(c, N, BHTT, !ep, !c.linear(l), c.linear(l));
   // (one beside the shared block for eval and recompute, and one per layer without)
   if (ep) e += to_u64(recompute ? 1 : c.layers + 1) * expert_parallel_layer(c, N, expert_parallel);
   // backward scratch: dres, dxn [N, C]; datt, dq [N, H*D]; dk, dv [N, G*D]; dh, dgate,
@@ -152,6 +173,9 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   // (with experts instead of dh, dgate, dup: router logits and their gradient [N, E], dw
   // [N, k], the aux gradient [E], and the recomputed sum [N, C])
   e += to_u64(2 * N * C + 2 * N * HD + 2 * N * GD);
+  // (the output gate's dogate [N, H*D] and dqg [N, 2 H*D]; a Gated DeltaNet mixer's
+  // gradients, the size of its activations)
+  e += to_u64(c.output_gate() ? 3 * N * HD : 0) + (c.linear_layers() ? linear_acts(c, N) : 0);
   // (and with experts dh, dgate, dup [N, max(I of dense layers, S of the shared expert)],
   // the shared expert's dy [N, C] and gate gradient [N])
   const int64_t width = std::max(c.dense_layers() ? I : 0, c.shared_expert_intermediate);
@@ -305,6 +329,17 @@ Fit check_fit(const Row& r, const Setup& s, uint64_t device_bytes, uint64_t host
     f.host = ranks * r.host_bytes <= host_bytes;
   }
   return f;
+}
+
+GenerationBytes generation_bytes(const model::Config& c, int64_t capacity, int64_t chunk) {
+  const int64_t n = std::min(capacity, chunk), C = c.hidden;
+  const u64 rope = 4 * to_u64((c.rope_local_theta > 0 ? 2 : 1) *
+                              std::min(c.context, 2 * capacity) * c.rotary_dim());
+  // the residual stream [L+1, n, C], the head's [n, C] and logits [n, V], one block of every
+  // mixer the model has (the attention's [H, n, n] scores), the decode scores [H, capacity]
+  const u64 scratch = to_u64((c.layers + 1) * n * C + 2 * n * C + n * c.vocab + c.heads * capacity) +
+                      block_acts(c, n, c.heads * n * n, true, c.attention_layers(), true);
+  return {model::KvCache<float>::bytes(c, capacity), rope + 4 * scratch};
 }
 
 }  // namespace zt::estimate

@@ -48,10 +48,11 @@ void Model<R>::Impl::ensure(int64_t B, int64_t T, bool backward, bool keep_all) 
   rstd_f.ensure(N);
   logits.ensure(N * V);
   const bool routed = ep.empty();  // expert parallelism: its layers keep the routed rows
-  if (!backward || !keep_all) shared.ensure(cfg, N, BHTT, routed);
+  if (!backward || !keep_all) shared.ensure(cfg, N, BHTT, routed, Mixers::of_model(cfg));
   if (backward && keep_all) {
     saved.resize(static_cast<size_t>(cfg.layers));
-    for (auto& a : saved) a.ensure(cfg, N, BHTT, routed);
+    for (int64_t l = 0; l < cfg.layers; ++l)
+      saved[static_cast<size_t>(l)].ensure(cfg, N, BHTT, routed, Mixers::of_layer(cfg, l));
   }
   if (backward) {
     dres.ensure(N * C);

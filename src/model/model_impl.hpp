@@ -23,6 +23,14 @@ namespace zt::model {
 namespace cpu = zt::kernels::cpu;  // (k is the keys buffer)
 using detail::Buffer;
 
+// The token mixers one block's activations serve: layer l's own (Gated DeltaNet or
+// attention), or every kind the model has (the shared block: eval, recompute, decode).
+struct Mixers {
+  bool attention = true, linear = false;
+  static Mixers of_layer(const Config& c, int64_t l) { return {!c.linear(l), c.linear(l)}; }
+  static Mixers of_model(const Config& c) { return {c.attention_layers(), c.linear_layers()}; }
+};
+
 // A Gated DeltaNet mixer's activations (Config::linear(l); linear_block.cpp), and, in the
 // backward scratch, their gradients. Shapes: Cc = 2 Hk Dk + Hv Dv, VD = Hv Dv.
 template <class R>
@@ -91,12 +99,21 @@ struct BlockActs {
   Buffer<R> sg;              // [N]      sigmoid(shared_expert_gate(xn2))
 
   // routed: the routed experts' buffers (rprobs .. my); false under expert parallelism,
-  // whose layers keep their own (ExpertParallelMoe).
-  void ensure(const Config& c, int64_t N, int64_t BHTT, bool routed = true) {
-    const int64_t HD = c.q_dim(), GD = c.kv_dim();
-    if (c.linear_layers()) lin.ensure(c, N);
+  // whose layers keep their own (ExpertParallelMoe). mixer: the token mixers it serves (a
+  // Gated DeltaNet layer's saved block holds no attention buffers, [B, H, T, T] included;
+  // the attention layers' none of `lin`).
+  void ensure(const Config& c, int64_t N, int64_t BHTT, bool routed, Mixers mixer) {
+    if (mixer.linear) lin.ensure(c, N);
     xn1.ensure(N * c.hidden);
     rstd1.ensure(N);
+    if (mixer.attention) ensure_attention(c, N, BHTT);
+    x_mid.ensure(N * c.hidden);
+    xn2.ensure(N * c.hidden);
+    rstd2.ensure(N);
+    ensure_mlp(c, N, routed);
+  }
+  void ensure_attention(const Config& c, int64_t N, int64_t BHTT) {
+    const int64_t HD = c.q_dim(), GD = c.kv_dim();
     q.ensure(N * HD);
     k.ensure(N * GD);
     if (c.output_gate()) {
@@ -113,15 +130,14 @@ struct BlockActs {
     v.ensure(N * GD);
     probs.ensure(BHTT);
     att.ensure(N * HD);
-    x_mid.ensure(N * c.hidden);
-    xn2.ensure(N * c.hidden);
-    rstd2.ensure(N);
     if (c.sandwich_norms()) {
       o_out.ensure(N * c.hidden);
       down_out.ensure(N * c.hidden);
       rstd_o.ensure(N);
       rstd_m.ensure(N);
     }
+  }
+  void ensure_mlp(const Config& c, int64_t N, bool routed) {
     if (c.moe()) {
       const int64_t E = c.experts, K = c.experts_per_token, IE = c.expert_width();
       if (routed) {

@@ -78,6 +78,10 @@ struct Config {
     return !layer_types.empty() && layer_types[static_cast<size_t>(l)] == 'l';
   }
   bool linear_layers() const { return layer_types.find('l') != std::string::npos; }
+  // Some layer attends (sliding or full; every layer when layer_types is empty).
+  bool attention_layers() const {
+    return layer_types.empty() || layer_types.find_first_not_of('l') != std::string::npos;
+  }
   // The conv's channels [q | k | v]: 2 Hk Dk + Hv Dv.
   int64_t linear_conv_dim() const {
     return 2 * linear_key_heads * linear_key_dim + linear_value_heads * linear_value_dim;
