@@ -3,15 +3,19 @@
 # projection; gpt-oss: attention only, as the GPU model takes no adapters on the experts)
 # and full fine-tuning (bf16-mixed), one node of 8 H100 80 GB, micro batch 1,
 # recompute on, seq 4096 and 32768. Prints every table, then a summary: per case the first
-# row that fits (fewest stages and offloads) and its GiB per GPU.
+# row that fits (fewest stages and offloads) and its GiB per GPU. PRESETS picks others
+# (Qwen3.5: LoRA on the attention, the Gated DeltaNet projections and the dense MLP).
 #   bench/estimate-2026-models.sh [ZT] > bench/results/estimate-2026-models.md
+#   PRESETS="qwen3.5-0.8b ..." bench/estimate-2026-models.sh [ZT] > bench/results/estimate-qwen35.md
 set -euo pipefail
 zt=${1:-build-ci/src/apps/zt}
-presets="gemma-3-1b gemma-3-4b gemma-3-12b gemma-3-27b gpt-oss-20b gpt-oss-120b"
+presets=${PRESETS:-"gemma-3-1b gemma-3-4b gemma-3-12b gemma-3-27b gpt-oss-20b gpt-oss-120b"}
 args=(--gpu h100-sxm --gpus-per-node 8 --nodes 1 --set train.micro_batch=1 --set train.recompute=true)
 case_args() {  # preset method seq
   local targets=q,k,v,o,gate,up,down
   [[ $1 == gpt-oss* ]] && targets=q,k,v,o
+  [[ $1 == qwen3.[56]-* ]] && targets=q,k,v,o,in_proj_qkv,in_proj_z,out_proj,gate,up,down
+  [[ $1 == qwen3.[56]-*-a3b ]] && targets=q,k,v,o,in_proj_qkv,in_proj_z,out_proj
   if [[ $2 == lora ]]; then
     echo "--set finetune.method=lora --set train.precision=bf16-true --set lora.targets=$targets --set train.seq_len=$3"
   else

@@ -20,6 +20,7 @@
 #include "zt/estimate/gpus.hpp"
 #include "zt/estimate/step_time.hpp"
 #include "zt/train/config.hpp"
+#include "zt/train/generate.hpp"
 #include "zt/zero/config.hpp"
 
 namespace zt::apps {
@@ -60,6 +61,12 @@ BinaryUnit table_unit(uint64_t largest) {
 }
 std::string in(uint64_t b, BinaryUnit u) { return strf("%.2f", in_unit(b, u)); }
 std::string gib(uint64_t b) { return in(b, BinaryUnit::kGiB); }
+
+// `zt generate`'s memory for one sequence of train.seq_len positions (its preflight's count).
+estimate::GenerationBytes generation_of(const estimate::Setup& s) {
+  return estimate::generation_bytes(s.model, std::min(s.seq_len, s.model.context),
+                                    static_cast<int64_t>(train::kPrefillChunk));
+}
 
 std::string config_name(const Row& r) {
   std::string s = strf("%d", r.stage);
@@ -245,6 +252,9 @@ int run(const Args& a) {
     }
     if (!r.gpu_gap.empty()) j["gpu_model_lacks"] = r.gpu_gap;
     j["rows"] = list;
+    const estimate::GenerationBytes g = generation_of(s);
+    j["generation"] = {{"positions", std::min(s.seq_len, s.model.context)}, {"cache", g.cache},
+                       {"workspace", g.workspace}};
     if (const auto t = predicted_step(r)) j["step"] = step_json(*t);
     std::printf("%s\n", json_dump(j, 2).c_str());
     return 0;
@@ -265,6 +275,15 @@ int run(const Args& a) {
                 static_cast<long long>(s.model.num_active_params()),
                 static_cast<double>(s.model.num_active_params()) / 1e9,
                 static_cast<double>(s.model.num_params()) / 1e9);
+  const estimate::GenerationBytes g = generation_of(s);
+  std::printf("zt generate (fp32, one sequence of %lld positions): cache %s GiB (%s), workspace "
+              "%s GiB\n",
+              static_cast<long long>(std::min(s.seq_len, s.model.context)), gib(g.cache).c_str(),
+              s.model.linear_layers()
+                  ? "keys and values of the attention layers; each Gated DeltaNet layer's conv "
+                    "inputs and recurrent state, whatever the length"
+                  : "keys and values",
+              gib(g.workspace).c_str());
   if (s.zero.expert_parallel > 1)
     std::printf("Expert parallelism: %d ranks per expert group (%lld experts per rank), ZeRO "
                 "over the %d ranks of each group position; activations at balanced routing\n",

@@ -33,6 +33,7 @@
 #include "zt/core/units.hpp"
 #include "zt/data/chat_template.hpp"
 #include "zt/data/text_tokenizer.hpp"
+#include "zt/estimate/estimate.hpp"
 #include "zt/model/model.hpp"
 #include "zt/train/config.hpp"
 #include "zt/train/generate.hpp"
@@ -98,31 +99,24 @@ std::string bytes_text(std::span<const int32_t> ids) {
   return s;
 }
 
-// Before the cache is allocated: what the run will allocate (the cache, RoPE tables, one
-// prefill chunk's scratch) against memory_room() (MemAvailable, a cgroup's memory.max, the
-// room under ulimit -v); more is exit 2 with the bytes, not the OOM killer or a bad_alloc.
+// Before the cache is allocated: what the run will allocate (estimate::generation_bytes:
+// the cache, RoPE tables, one prefill chunk's scratch) against memory_room() (MemAvailable,
+// a cgroup's memory.max, the room under ulimit -v); more is exit 2 with the bytes, not the
+// OOM killer or a bad_alloc.
 void check_generation_memory(const model::Config& cfg, int64_t capacity, int64_t prompt,
                              int64_t new_tokens) {
-  constexpr double f = sizeof(float);
-  const double n = static_cast<double>(std::min<int64_t>(capacity, train::kPrefillChunk));
-  const double cap = static_cast<double>(capacity);
-  // the keys and values, and the Gated DeltaNet blocks' conv inputs and recurrent state
-  const double cache = static_cast<double>(model::KvCache<float>::bytes(cfg, capacity));
-  const double rope = f * std::min(static_cast<double>(cfg.context), 2.0 * cap) *
-                      static_cast<double>(cfg.head_dim());
-  const double C = static_cast<double>(cfg.hidden), I = static_cast<double>(cfg.intermediate);
-  const double H = static_cast<double>(cfg.heads);
-  const double scratch = f * ((static_cast<double>(cfg.layers) + 1) * n * C + n * (8 * C + 4 * I) +
-                              H * n * n + n * static_cast<double>(cfg.vocab) + H * cap);
-  const double need = cache + rope + scratch;
-  require_memory(need,
+  const estimate::GenerationBytes b =
+      estimate::generation_bytes(cfg, capacity, static_cast<int64_t>(train::kPrefillChunk));
+  int64_t attention = 0;
+  for (int64_t l = 0; l < cfg.layers; ++l) attention += cfg.linear(l) ? 0 : 1;
+  require_memory(static_cast<double>(b.total()),
                  strf("generating %lld new tokens after a %lld-token prompt", static_cast<long long>(new_tokens),
                       static_cast<long long>(prompt)),
-                 strf("a key/value cache of %lld positions x %lld layers x %lld key/value dims, %.0f bytes%s, "
+                 strf("a key/value cache of %lld positions x %lld attention layers x %lld key/value dims, %llu bytes%s, "
                       "RoPE tables and the prefill's scratch",
-                      static_cast<long long>(capacity), static_cast<long long>(cfg.layers),
-                      static_cast<long long>(cfg.kv_dim()), cache,
-                      cfg.linear_layers() ? " (the Gated DeltaNet layers: their conv inputs and state)" : ""),
+                      static_cast<long long>(capacity), static_cast<long long>(attention),
+                      static_cast<long long>(cfg.kv_dim()), static_cast<unsigned long long>(b.cache),
+                      cfg.linear_layers() ? " with the Gated DeltaNet layers' conv inputs and recurrent state" : ""),
                  "generate fewer tokens (--max-new-tokens), give a shorter prompt, or bound the tokens "
                  "the model sees with --window N");
 }

@@ -13,6 +13,7 @@
 #include "zt/model/device_workspace.hpp"
 #include "zt/model/layout.hpp"
 #include "zt/model/lora.hpp"
+#include "zt/model/model.hpp"
 #include "zt/zero/plan.hpp"
 
 namespace zt::estimate {
@@ -130,6 +131,7 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   e += to_u64((c.layers + 1) * N * C);               // residual stream [L+1, N, C]
   e += to_u64(N * C + N);                            // final norm output + rstd
   e += to_u64(N * V);                                // logits / dlogits [N, V]
+  if (c.final_logit_softcap > 0) e += to_u64(N * V);  // the capped logits (Gemma)
   // (one beside the shared block for eval and recompute, and one per layer without)
   if (ep) e += to_u64(recompute ? 1 : c.layers + 1) * expert_parallel_layer(c, N, expert_parallel);
   // The backward's scratch (model::CpuScratchSizes) and, with experts, the router logits
@@ -283,6 +285,18 @@ Fit check_fit(const Row& r, const Setup& s, uint64_t device_bytes, uint64_t host
     f.host = ranks * r.host_bytes <= host_bytes;
   }
   return f;
+}
+
+GenerationBytes generation_bytes(const model::Config& c, int64_t capacity, int64_t chunk) {
+  const int64_t n = std::min(capacity, chunk), C = c.hidden;
+  const u64 rope = 4 * to_u64((c.rope_local_theta > 0 ? 2 : 1) *
+                              std::min(c.context, 2 * capacity) * c.rotary_dim());
+  // the residual stream [L+1, n, C], the head's [n, C] and logits [n, V], one block of every
+  // mixer the model has (the attention's [H, n, n] scores), the decode scores [H, capacity]
+  const u64 scratch =
+      4 * to_u64((c.layers + 1) * n * C + 2 * n * C + n * c.vocab + c.heads * capacity) +
+      model::CpuBlockSizes::of(c, 1, n).bytes(4);
+  return {model::KvCache<float>::bytes(c, capacity), rope + scratch};
 }
 
 }  // namespace zt::estimate

@@ -47,7 +47,8 @@ std::vector<std::string> Config::preset_names() {
           "llama-3.2-3b", "mistral-7b",     "qwen2.5-7b",     "qwen3-8b",
           "mixtral-8x7b", "qwen3-30b-a3b",  "qwen1.5-moe-a2.7b", "gemma-3-1b",
           "gemma-3-4b",   "gemma-3-12b",    "gemma-3-27b",    "gemma-2-2b",
-          "gpt-oss-20b",  "gpt-oss-120b"};
+          "gpt-oss-20b",  "gpt-oss-120b",   "qwen3.5-0.8b",   "qwen3.5-4b",
+          "qwen3.5-9b",   "qwen3.5-27b",    "qwen3.5-35b-a3b", "qwen3.6-35b-a3b"};
 }
 
 namespace {
@@ -235,6 +236,41 @@ Config Config::preset(std::string_view name) {
     c.sliding_window = 128;
     for (int64_t l = 0; l < c.layers; ++l) c.layer_types += l % 2 == 0 ? 's' : 'f';
     c.swiglu_limit = 7.0;
+    return c;
+  }
+  // Qwen/Qwen3.5-*'s text_config (qwen3_5_text; 35b-a3b qwen3_5_moe_text, as Qwen3.6-35B-A3B;
+  // sources in config.hpp): 3 Gated DeltaNet layers to 1 full, head_dim 256, 16 key heads
+  // of 128, value heads of 128, conv 4, RoPE 1e7 on a quarter of each head (mrope 11, 11,
+  // 10 interleaved), vocab 248320, context 262144; experts: 256 of 512, 8 per token, shared 512.
+  struct Qwen35 {
+    const char* name;
+    int64_t hidden, layers, heads, kv_heads, inter, value_heads;
+    bool tied, moe;
+  };
+  static constexpr Qwen35 kQwen35[] = {
+      {"qwen3.5-0.8b", 1024, 24, 8, 2, 3584, 16, true, false},
+      {"qwen3.5-4b", 2560, 32, 16, 4, 9216, 32, true, false},
+      {"qwen3.5-9b", 4096, 32, 16, 4, 12288, 32, false, false},
+      {"qwen3.5-27b", 5120, 64, 24, 4, 17408, 48, false, false},
+      {"qwen3.5-35b-a3b", 2048, 40, 16, 2, 512, 32, false, true},
+      {"qwen3.6-35b-a3b", 2048, 40, 16, 2, 512, 32, false, true}};
+  for (const Qwen35& q : kQwen35) {
+    if (name != q.name) continue;
+    Config c = make(q.name, 248320, q.hidden, q.layers, q.heads, q.kv_heads, q.inter, 262144, 1e-6);
+    c.family = "qwen3_5_text";
+    if (q.moe) c = moe(c, "qwen3_5_moe_text", 256, 8, 512);
+    if (q.moe) c.shared_expert_intermediate = 512;
+    c.head_dim_ = 256;
+    c.tied_embeddings = q.tied;
+    c.rope_theta = 1e7;
+    c.partial_rotary_factor = 0.25;
+    c.mrope_section = {11, 11, 10};
+    c.mrope_interleaved = true;
+    for (int64_t l = 0; l < c.layers; ++l) c.layer_types += (l + 1) % 4 != 0 ? 'l' : 'f';
+    c.linear_key_heads = 16;
+    c.linear_value_heads = q.value_heads;
+    c.linear_key_dim = c.linear_value_dim = 128;
+    c.linear_conv_kernel = 4;
     return c;
   }
   std::string known;

@@ -214,9 +214,16 @@ TEST(Formulas, ActivationsMatchTheModelWorkspace) {
   dense.layers = 2;
   dense.context = 32;
   const model::Config qwen = zt::testing::as_qwen_moe(dense, "qwen2_moe", true, 96, 640, {1});
+  // Qwen3.5 (issue 56): the Gated DeltaNet layers keep no [B, H, T, T] scores, the full
+  // ones no DeltaNet buffers; the output gate's buffers; Gemma's sandwich norms.
+  model::Config hybrid = zt::testing::small_qwen35_hybrid();
+  hybrid.layer_types = "llfl";
+  hybrid.layers = 4;
+  model::Config moe = zt::testing::small_qwen35_moe(), gemma = zt::testing::small_gemma();
+  for (model::Config* c : {&hybrid, &moe, &gemma}) c->context = 32;
   const int64_t B = 3, T = 24;
   std::vector<int32_t> tok(static_cast<size_t>(B * T), 1), tgt(static_cast<size_t>(B * T), 2);
-  for (const model::Config& c : {dense, qwen})
+  for (const model::Config& c : {dense, qwen, hybrid, moe, gemma})
   for (bool recompute : {true, false}) {
     model::Model<float> m(c, B, T);
     model::Parameters<float> p(m.layout());
@@ -226,6 +233,40 @@ TEST(Formulas, ActivationsMatchTheModelWorkspace) {
     EXPECT_EQ(activation_bytes(c, B, T, recompute, 4, omp_get_max_threads()), m.workspace_bytes())
         << c.family << " recompute " << recompute;
   }
+}
+
+// `zt generate`'s preflight (generation_bytes): its cache is what KvCache allocates (keys
+// and values of the attention layers; each Gated DeltaNet layer's conv inputs and state),
+// and its workspace bounds the model's after prefilling the whole capacity in chunks.
+TEST(Formulas, GenerationBytesAreTheCacheAllocated) {
+  model::Config hybrid = zt::testing::small_qwen35_hybrid();
+  hybrid.layer_types = "llfl";
+  hybrid.layers = 4;
+  hybrid.context = 64;
+  for (const model::Config& c : {hybrid, model::Config::preset("tiny")})
+    for (const int64_t cap : {1, 40}) {
+      const int64_t chunk = 16;
+      const GenerationBytes g = generation_bytes(c, cap, chunk);
+      const model::KvCache<float> cache(c, cap);
+      EXPECT_EQ(g.cache, sizeof(float) * (cache.k.size() + cache.v.size() + cache.conv.size() +
+                                          cache.state.size()))
+          << c.family << " capacity " << cap;
+      model::Model<float> m(c, 0, 0);
+      model::Parameters<float> p(m.layout());
+      p.init(model::InitOptions{});
+      p.bind(m);
+      model::KvCache<float> run(c, cap);
+      std::vector<float> logits(static_cast<size_t>(c.vocab));
+      for (int64_t at = 0; at < cap; at += chunk) {
+        const std::vector<int32_t> tokens(static_cast<size_t>(std::min(chunk, cap - at)), 1);
+        m.decode(tokens, run, logits);
+      }
+      EXPECT_GE(g.workspace, m.workspace_bytes()) << c.family << " capacity " << cap;
+    }
+  // A hybrid's cache holds keys and values for its one attention layer, not four.
+  model::Config full = hybrid;
+  full.layer_types = "ffff";
+  EXPECT_LT(generation_bytes(hybrid, 40, 16).cache, generation_bytes(full, 40, 16).cache);
 }
 
 }  // namespace

@@ -75,6 +75,16 @@ TEST(Config, PublishedParameterCounts) {
   EXPECT_EQ(q3.head_dim(), 128);
   EXPECT_EQ(q3.q_dim(), 4096);
   EXPECT_EQ(q25.head_dim(), 128);
+  // Qwen3.5 / Qwen3.6: transformers 5.24's Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM of
+  // the published text_config on the meta device (model.hf.preset_counts recomputes them).
+  const std::pair<const char*, int64_t> qwen35[] = {
+      {"qwen3.5-0.8b", 752'393'024},       {"qwen3.5-4b", 4'205'751'296},
+      {"qwen3.5-9b", 8'953'803'264},       {"qwen3.5-27b", 26'895'998'464},
+      {"qwen3.5-35b-a3b", 34'660'610'688}, {"qwen3.6-35b-a3b", 34'660'610'688}};
+  for (const auto& [name, count] : qwen35) EXPECT_EQ(Config::preset(name).num_params(), count) << name;
+  std::string lllf;  // 48 Gated DeltaNet layers + 16 full, every fourth full
+  for (int i = 0; i < 16; ++i) lllf += "lllf";
+  EXPECT_EQ(Config::preset("qwen3.5-27b").layer_types, lllf);
   const Config tiny = Config::preset("tiny");
   EXPECT_EQ(tiny.num_params(), 1'049'728);  // ~1M
   EXPECT_EQ(tiny.vocab, 256);

@@ -9,8 +9,8 @@
 #     [heads, T, T] fp32 scores (2 x 4 x 20000^2 = 3.2 GB, before this fix); the prefill
 #     runs in chunks (train::kPrefillChunk).
 #  3. --max-new-tokens 3000000: refused before allocating, exit 2, naming the bytes of the
-#     cache computed here (2 x 4 bytes x layers x key/value dims x (prompt + new tokens))
-#     and the limit.
+#     cache computed here (2 x 4 bytes x attention layers x key/value dims x (prompt + new
+#     tokens)) and the limit.
 # Usage: generate_memory_test.sh ZT_BINARY
 set -uo pipefail
 zt="$1"
@@ -54,7 +54,7 @@ rc=$?
 echo "generate_memory (3000000 tokens): exit $rc"
 [[ $rc -eq 2 ]] || fail "exit $rc, expected 2"
 cache=$((2 * 4 * 1 * 64 * (2 + 3000000)))
-grep -q "ERROR: generating 3000000 new tokens after a 2-token prompt needs about [0-9]* bytes (.*a key/value cache of 3000002 positions x 1 layers x 64 key/value dims, $cache bytes.*ulimit -v" "$log" ||
+grep -q "ERROR: generating 3000000 new tokens after a 2-token prompt needs about [0-9]* bytes (.*a key/value cache of 3000002 positions x 1 attention layers x 64 key/value dims, $cache bytes.*ulimit -v" "$log" ||
   fail "no refusal naming the cache ($cache bytes) and the limit"
 grep -q "HINT: generate fewer tokens (--max-new-tokens)" "$log" || fail "no hint"
 grep -m1 "needs about" "$log"

@@ -125,4 +125,18 @@ struct Fit {
 };
 Fit check_fit(const Row& row, const Setup& setup, uint64_t device_bytes, uint64_t host_bytes);
 
+// `zt generate`'s memory (the fp32 CPU model, one sequence of `capacity` positions, the
+// prompt prefilled `chunk` positions at a time): what its preflight counts before
+// allocating. cache: model::KvCache::bytes, the keys and values of the attention layers
+// only and each Gated DeltaNet layer's conv inputs [Cc, K - 1] and recurrent state
+// [Hv, Dk, Dv], whatever the length; workspace: the RoPE tables and one chunk's scratch (a
+// bound of the model's workspace: the residual stream, one block of each mixer the model
+// has, the logits, the decode scores).
+struct GenerationBytes {
+  uint64_t cache = 0;
+  uint64_t workspace = 0;
+  uint64_t total() const { return cache + workspace; }
+};
+GenerationBytes generation_bytes(const model::Config& cfg, int64_t capacity, int64_t chunk);
+
 }  // namespace zt::estimate

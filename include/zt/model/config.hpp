@@ -78,6 +78,10 @@ struct Config {
     return !layer_types.empty() && layer_types[static_cast<size_t>(l)] == 'l';
   }
   bool linear_layers() const { return layer_types.find('l') != std::string::npos; }
+  // Some layer attends (sliding or full; every layer when layer_types is empty).
+  bool attention_layers() const {
+    return layer_types.empty() || layer_types.find_first_not_of('l') != std::string::npos;
+  }
   // The conv's channels [q | k | v]: 2 Hk Dk + Hv Dv.
   int64_t linear_conv_dim() const {
     return 2 * linear_key_heads * linear_key_dim + linear_value_heads * linear_value_dim;
@@ -155,6 +159,26 @@ struct Config {
   //                   the input embedding, OpenAI's count)
   //   gpt-oss-120b    openai/gpt-oss-120b: as 20b with 36 layers and 128 experts:
   //                   116,829,156,672 (5,711,982,912 active; 5.13B OpenAI's)
+  //   qwen3.5-*       Qwen/Qwen3.5-*'s text_config (qwen3_5_text): vocab 248320, context
+  //                   262144, head_dim 256, 3 Gated DeltaNet layers to 1 full, 16 linear key
+  //                   heads, linear dims 128, conv 4, rope_theta 1e7, partial RoPE 0.25, mrope
+  //                   11/11/10 interleaved; hidden / layers / heads / KV / intermediate /
+  //                   linear value heads, the text model's count (no vision tower, no MTP):
+  //     qwen3.5-0.8b  1024 / 24 / 8 / 2 / 3584 / 16, tied: 752,393,024
+  //     qwen3.5-4b    2560 / 32 / 16 / 4 / 9216 / 32, tied: 4,205,751,296
+  //     qwen3.5-9b    4096 / 32 / 16 / 4 / 12288 / 32: 8,953,803,264
+  //     qwen3.5-27b   5120 / 64 / 24 / 4 / 17408 / 48: 26,895,998,464
+  //     qwen3.5-35b-a3b  (qwen3_5_moe_text) 2048 / 40 / 16 / 2 / - / 32, 256 experts of 512,
+  //                   8 per token, shared expert 512: 34,660,610,688 (3,454,988,928 active);
+  //     qwen3.6-35b-a3b  Qwen/Qwen3.6-35B-A3B: the same text model
+  //                   Where the shapes come from (fetched 2026-12-07; two sources each): the
+  //                   Megatron model scripts of THUDM/slime and radixark/miles
+  //                   (scripts/models/qwen3.5-{0.8B,4B,9B,27B,35B-A3B}.sh: hidden, layers,
+  //                   heads, KV heads, intermediate, vocab, tying; qwen36-35B-A3B.sh: "the same
+  //                   topology" as 3.5), and copies of the config.json text_config in public
+  //                   code (0.8B: 16 / 16 linear heads; 4B: 16 / 32; 9B: 16 / 32; 27B: 16 / 48;
+  //                   35B-A3B: 16 / 32 in the Megatron scripts). Qwen3.5-2B is left out: no
+  //                   copy of its config.json was found.
   // Throws zt::InputError for an unknown name (the message lists the known ones).
   static Config preset(std::string_view name);
 

@@ -12,13 +12,6 @@
 
 namespace zt::model {
 
-// Whether some layer attends (full or sliding), i.e. is not a Gated DeltaNet layer.
-inline bool attention_layers(const Config& c) {
-  for (int64_t l = 0; l < c.layers; ++l)
-    if (!c.linear(l)) return true;
-  return false;
-}
-
 // A Gated DeltaNet mixer's activations for N rows (LinearActs; the backward's gradients of
 // them have the same sizes). Cc = 2 Hk Dk + Hv Dv, KD = Hk Dk, VD = Hv Dv:
 //   conv  [N, Cc]  qkv_pre, qkv      in_proj_qkv's output; silu(conv1d(.))
@@ -62,7 +55,7 @@ struct CpuBlockSizes {
                           bool routed = true) {
     const int64_t N = B * T, C = c.hidden, HD = c.q_dim(), GD = c.kv_dim();
     const bool linear = layer < 0 ? c.linear_layers() : c.linear(layer);
-    const bool attention = layer < 0 ? attention_layers(c) : !c.linear(layer);
+    const bool attention = layer < 0 ? c.attention_layers() : !c.linear(layer);
     const bool moe = layer < 0 ? c.moe() : c.moe_layer(layer);
     const bool dense = layer < 0 ? !c.moe() || c.dense_layers() : !c.moe_layer(layer);
     CpuBlockSizes z;
@@ -135,7 +128,7 @@ struct CpuScratchSizes {
     const int64_t N = B * T;
     CpuScratchSizes z;
     z.rows_c = N * c.hidden;
-    if (attention_layers(c)) {
+    if (c.attention_layers()) {
       z.hd = N * c.q_dim();
       z.gd = N * c.kv_dim();
       if (c.output_gate()) {
