@@ -1,6 +1,7 @@
 // Parameter layout: units, Hugging Face names, shapes and offsets.
 #include "zt/model/layout.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "zt/core/error.hpp"
@@ -63,13 +64,17 @@ ParamLayout ParamLayout::expert_slice(const Config& cfg, int parts, int index) {
   return p;
 }
 
-int64_t ParamLayout::dense_numel(int u) const {
+ParamLayout::ElementRange ParamLayout::expert_range(int u) const {
   const UnitInfo& info = unit(u);
-  if (info.kind != UnitKind::kBlock) return info.numel;
-  // The experts close Mixtral's block unit (expert parallelism refuses the shared expert,
-  // which would follow them).
+  if (info.kind != UnitKind::kBlock) return {};
   const BlockOffsets& b = block_offsets(info.layer);
-  return b.experts_gate_up >= 0 ? b.experts_gate_up : info.numel;
+  if (b.experts_gate_up < 0) return {};
+  // build() adds the experts' tensors one after another: gate_up, down, gpt-oss's biases.
+  const int64_t last = std::max({b.experts_down, b.experts_gate_up_bias, b.experts_down_bias});
+  for (int t = info.first_tensor; t < info.first_tensor + info.num_tensors; ++t)
+    if (tensors_[static_cast<size_t>(t)].offset == last)
+      return {b.experts_gate_up, last + tensors_[static_cast<size_t>(t)].numel};
+  throw std::logic_error(strf("ParamLayout::expert_range(%d): no tensor at the experts' last offset", u));
 }
 
 void ParamLayout::build() {
