@@ -145,8 +145,10 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   const bool ep = expert_parallel > 1 && c.moe();
   e += block_acts(c, N, BHTT, !ep);                  // shared: eval and recompute
   if (!recompute) e += to_u64(c.layers) * block_acts(c, N, BHTT, !ep);  // saved [L]
-  // (one beside the shared block for eval and recompute, and one per layer without)
-  if (ep) e += to_u64(recompute ? 1 : c.layers + 1) * expert_parallel_layer(c, N, expert_parallel);
+  // (one beside the shared block for eval and recompute, and one per routed layer without:
+  // a dense layer's never grows)
+  if (ep)
+    e += to_u64(recompute ? 1 : c.moe_layer_count() + 1) * expert_parallel_layer(c, N, expert_parallel);
   // backward scratch: dres, dxn [N, C]; datt, dq [N, H*D]; dk, dv [N, G*D]; dh, dgate,
   // dup [N, I]; the attention backward's scratch (kernels::cpu::attention_backward_scratch)
   // (with experts instead of dh, dgate, dup: router logits and their gradient [N, E], dw
