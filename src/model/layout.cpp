@@ -2,6 +2,7 @@
 #include "zt/model/layout.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "zt/core/error.hpp"
@@ -225,9 +226,13 @@ const BlockOffsets& ParamLayout::block_offsets(int layer) const {
 }
 
 const BlockOffsets& ParamLayout::block_offsets() const {
-  if (cfg_.dense_layers() && cfg_.moe())
-    throw std::logic_error("ParamLayout::block_offsets(): the blocks of model " + cfg_.name +
-                           " differ (dense layers among MoE ones); use block_offsets(layer)");
+  // (BlockOffsets is int64_t fields only: equal bytes, equal offsets)
+  static_assert(sizeof(BlockOffsets) % sizeof(int64_t) == 0, "BlockOffsets holds int64_t only");
+  for (const BlockOffsets& b : blocks_)
+    if (std::memcmp(&b, &blocks_.front(), sizeof(BlockOffsets)) != 0)
+      throw std::logic_error("ParamLayout::block_offsets(): the blocks of model " + cfg_.name +
+                             " differ (dense layers among MoE ones, linear among attention "
+                             "ones); use block_offsets(layer)");
   return block_offsets(0);
 }
 
