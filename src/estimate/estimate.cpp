@@ -132,8 +132,10 @@ uint64_t activation_bytes(const model::Config& c, int64_t B, int64_t T_in, bool 
   e += to_u64(N * C + N);                            // final norm output + rstd
   e += to_u64(N * V);                                // logits / dlogits [N, V]
   if (c.final_logit_softcap > 0) e += to_u64(N * V);  // the capped logits (Gemma)
-  // (one beside the shared block for eval and recompute, and one per layer without)
-  if (ep) e += to_u64(recompute ? 1 : c.layers + 1) * expert_parallel_layer(c, N, expert_parallel);
+  // (one beside the shared block for eval and recompute, and one per routed layer without:
+  // a dense layer's never grows)
+  if (ep)
+    e += to_u64(recompute ? 1 : c.moe_layer_count() + 1) * expert_parallel_layer(c, N, expert_parallel);
   // The backward's scratch (model::CpuScratchSizes) and, with experts, the router logits
   // and their gradient [N, E], dw [N, k], the aux gradient [E] and the recomputed sum [N, C].
   e += to_u64(model::CpuScratchSizes::of(c, B, T, std::max(threads, 0)).elements());

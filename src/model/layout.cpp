@@ -1,6 +1,8 @@
 // Parameter layout: units, Hugging Face names, shapes and offsets.
 #include "zt/model/layout.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "zt/core/error.hpp"
@@ -63,13 +65,17 @@ ParamLayout ParamLayout::expert_slice(const Config& cfg, int parts, int index) {
   return p;
 }
 
-int64_t ParamLayout::dense_numel(int u) const {
+ParamLayout::ElementRange ParamLayout::expert_range(int u) const {
   const UnitInfo& info = unit(u);
-  if (info.kind != UnitKind::kBlock) return info.numel;
-  // The experts close Mixtral's block unit (expert parallelism refuses the shared expert,
-  // which would follow them).
+  if (info.kind != UnitKind::kBlock) return {};
   const BlockOffsets& b = block_offsets(info.layer);
-  return b.experts_gate_up >= 0 ? b.experts_gate_up : info.numel;
+  if (b.experts_gate_up < 0) return {};
+  // build() adds the experts' tensors one after another: gate_up, down, gpt-oss's biases.
+  const int64_t last = std::max({b.experts_down, b.experts_gate_up_bias, b.experts_down_bias});
+  for (int t = info.first_tensor; t < info.first_tensor + info.num_tensors; ++t)
+    if (tensors_[static_cast<size_t>(t)].offset == last)
+      return {b.experts_gate_up, last + tensors_[static_cast<size_t>(t)].numel};
+  throw std::logic_error(strf("ParamLayout::expert_range(%d): no tensor at the experts' last offset", u));
 }
 
 void ParamLayout::build() {
@@ -220,9 +226,13 @@ const BlockOffsets& ParamLayout::block_offsets(int layer) const {
 }
 
 const BlockOffsets& ParamLayout::block_offsets() const {
-  if (cfg_.dense_layers() && cfg_.moe())
-    throw std::logic_error("ParamLayout::block_offsets(): the blocks of model " + cfg_.name +
-                           " differ (dense layers among MoE ones); use block_offsets(layer)");
+  // (BlockOffsets is int64_t fields only: equal bytes, equal offsets)
+  static_assert(sizeof(BlockOffsets) % sizeof(int64_t) == 0, "BlockOffsets holds int64_t only");
+  for (const BlockOffsets& b : blocks_)
+    if (std::memcmp(&b, &blocks_.front(), sizeof(BlockOffsets)) != 0)
+      throw std::logic_error("ParamLayout::block_offsets(): the blocks of model " + cfg_.name +
+                             " differ (dense layers among MoE ones, linear among attention "
+                             "ones); use block_offsets(layer)");
   return block_offsets(0);
 }
 

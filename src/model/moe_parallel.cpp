@@ -16,13 +16,11 @@
 namespace zt::model {
 
 void check_expert_parallel_block(const Config& cfg, int parts) {
-  if (cfg.dense_layers() || cfg.shared_expert() || !cfg.norm_topk_prob ||
-      cfg.expert_width() != cfg.intermediate)
-    throw InputError(strf("moe.expert_parallel = %d with model family '%s': expert parallelism "
-                          "has Mixtral's and gpt-oss's blocks only (every layer routed, "
-                          "renormalised top-k, no shared expert)",
+  if (!cfg.moe() || cfg.moe_layer_count() == 0)
+    throw InputError(strf("moe.expert_parallel = %d with model family '%s': the model has no "
+                          "routed experts to split",
                           parts, cfg.family.c_str()),
-                     "set moe.expert_parallel = 1 for this model (ZeRO still shards its experts)");
+                     "set moe.expert_parallel = 1 for this model");
 }
 
 void refuse_expert_parallel_lora(int parts) {

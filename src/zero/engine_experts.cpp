@@ -5,8 +5,9 @@
 // position, on units whose expert tensors are that position's slice. So
 //   - an expert's gradient is summed over its group's tokens by the layer's backward and
 //     over the D groups by ZeRO's reduction: every token of the world, once;
-//   - a dense parameter (attention, norms, router, embedding, head) is replicated over
-//     the group: ZeRO sums it over D ranks, reduce_dense_grads over the N of the group;
+//   - a dense parameter (attention, norms, router, embedding, head, the dense layers'
+//     MLP, qwen2_moe's shared expert and its gate) is replicated over the group: ZeRO
+//     sums it over D ranks, reduce_dense_grads over the N of the group;
 //   - every rank's gradient enters pre-divided by D x N (micro_step), so both are means
 //     over the world, as with N = 1.
 // Every rank of a group holds the same dense elements after the same update, so they
@@ -52,14 +53,26 @@ void ExpertSpace::sum_on_host(double* sums, size_t count) {
 
 namespace {
 
-// The owned gradient elements of unit u split at `dense`: [lo, mid) dense, [mid, hi)
-// experts, in unit coordinates (lo = the owned slice's first element).
-struct OwnedSplit {
-  int64_t lo, mid, hi;
+// Elements [lo, hi) of unit u (unit coordinates: its owned slice, or the whole unit)
+// around its experts: [lo, eb) and [ee, hi) replicated (dense), [eb, ee) this rank's
+// experts. The dense part may sit on both sides (qwen2_moe's shared expert follows the
+// experts); the pieces are empty where they do not meet [lo, hi).
+struct Split {
+  int64_t lo, eb, ee, hi;
+  // f(first element relative to lo, count) for each non-empty dense piece.
+  template <class F>
+  void dense(F&& f) const {
+    if (eb > lo) f(0, eb - lo);
+    if (hi > ee) f(ee - lo, hi - ee);
+  }
 };
-OwnedSplit owned_split(const UnitPartition& p, int64_t dense) {
-  const int64_t lo = std::min(p.begin, p.numel), hi = std::min(p.begin + p.owned, p.numel);
-  return {lo, std::clamp(dense, lo, hi), hi};
+Split split(int64_t lo, int64_t hi, model::ParamLayout::ElementRange experts) {
+  return {lo, std::clamp(experts.begin, lo, hi), std::clamp(experts.end, lo, hi), hi};
+}
+// The owned elements of a unit partition (owned_grads(u) and owned_params(u) start at lo
+// whenever a piece is non-empty).
+Split owned_split(const UnitPartition& p, model::ParamLayout::ElementRange experts) {
+  return split(std::min(p.begin, p.numel), std::min(p.begin + p.owned, p.numel), experts);
 }
 
 }  // namespace
@@ -68,19 +81,15 @@ void ExpertSpace::reduce_dense_grads(const EngineContext& c, const model::ParamL
                                      Update& update) {
   for (int u = 0; u < c.part.num_units(); ++u) {
     if (!update.trainable(u)) continue;
-    const int64_t dense = layout.dense_numel(u);
-    float* g = nullptr;
-    size_t count = 0;
-    if (c.opt.stage == 0) {  // AdamW updates the whole unit on every rank
-      g = update.full_grads(u);
-      count = static_cast<size_t>(dense);
-    } else {  // (owned_grads(u) is at s.lo whenever count > 0)
-      const OwnedSplit s = owned_split(c.part.unit(u), dense);
-      g = update.owned_grads(u);
-      count = static_cast<size_t>(s.mid - s.lo);
-    }
-    // (the same counts on every rank of a group: they share the partition)
-    if (count > 0) on_space_->all_reduce(g, g, count, DType::kF32, comm::ReduceOp::kSum);
+    const model::ParamLayout::ElementRange experts = layout.expert_range(u);
+    // Stage 0: AdamW updates the whole unit on every rank; else this rank's owned slice.
+    const Split s = c.opt.stage == 0 ? split(0, c.part.unit(u).numel, experts)
+                                     : owned_split(c.part.unit(u), experts);
+    float* g = c.opt.stage == 0 ? update.full_grads(u) : update.owned_grads(u);
+    // (the same pieces on every rank of a group: they share the partition)
+    s.dense([&](int64_t at, int64_t n) {
+      on_space_->all_reduce(g + at, g + at, static_cast<size_t>(n), DType::kF32, comm::ReduceOp::kSum);
+    });
   }
 }
 
@@ -90,12 +99,12 @@ void ExpertSpace::step_sums(const EngineContext& c, const model::ParamLayout& la
   for (int part_kind = 0; part_kind < 2; ++part_kind) {
     for (int u = 0; u < c.part.num_units(); ++u) {
       if (!update.trainable(u)) continue;
-      const OwnedSplit s = owned_split(c.part.unit(u), layout.dense_numel(u));
-      const float* g = update.owned_grads(u);  // (at s.lo whenever a count is > 0)
+      const Split s = owned_split(c.part.unit(u), layout.expert_range(u));
+      const float* g = update.owned_grads(u);
       if (part_kind == 0)
-        c.mem.sum_squares_add(g, static_cast<size_t>(s.mid - s.lo));
-      else
-        c.mem.sum_squares_add(g + (s.mid - s.lo), static_cast<size_t>(s.hi - s.mid));
+        s.dense([&](int64_t at, int64_t n) { c.mem.sum_squares_add(g + at, static_cast<size_t>(n)); });
+      else if (s.ee > s.eb)
+        c.mem.sum_squares_add(g + (s.eb - s.lo), static_cast<size_t>(s.ee - s.eb));
     }
     sq[part_kind] = c.mem.sum_squares_take();
   }
@@ -108,21 +117,24 @@ void ExpertSpace::share_dense_after_load(const EngineContext& c, const model::Pa
                                          Update& update,
                                          const std::function<float*(int)>& owned_params) {
   for (int u = 0; u < c.part.num_units(); ++u) {
-    const OwnedSplit s = owned_split(c.part.unit(u), layout.dense_numel(u));
-    const size_t count = static_cast<size_t>(s.mid - s.lo);
-    if (count == 0) continue;  // (the same on every rank of a group: they share the partition)
-    on_space_->broadcast(owned_params(u), count, DType::kF32, 0);
-    if (!update.trainable(u)) continue;
-    on_space_->broadcast(update.owned_m(u), count, DType::kF32, 0);
-    on_space_->broadcast(update.owned_v(u), count, DType::kF32, 0);
+    const Split s = owned_split(c.part.unit(u), layout.expert_range(u));
+    // (the same pieces on every rank of a group: they share the partition)
+    s.dense([&](int64_t at, int64_t n) {
+      const size_t count = static_cast<size_t>(n);
+      on_space_->broadcast(owned_params(u) + at, count, DType::kF32, 0);
+      if (!update.trainable(u)) return;
+      on_space_->broadcast(update.owned_m(u) + at, count, DType::kF32, 0);
+      on_space_->broadcast(update.owned_v(u) + at, count, DType::kF32, 0);
+    });
   }
 }
 
 void ExpertSpace::unit_to_host(const model::ParamLayout& layout, int u, std::span<float> dst,
                                const std::function<void(std::span<float>)>& mine_of) {
   const model::UnitInfo& info = layout.unit(u);
-  const int64_t numel = info.numel, dense = layout.dense_numel(u);
-  const int64_t whole = dense + parts_ * (numel - dense);
+  const model::ParamLayout::ElementRange experts = layout.expert_range(u);
+  const int64_t numel = info.numel, slice = experts.end - experts.begin;
+  const int64_t whole = numel + (parts_ - 1) * slice;
   if (static_cast<int64_t>(dst.size()) != whole)
     throw InputError(strf("gather_full_params: unit %d holds %zu elements, the whole unit %lld "
                           "(expert parallelism %d)",
@@ -131,14 +143,16 @@ void ExpertSpace::unit_to_host(const model::ParamLayout& layout, int u, std::spa
                      "the engine's model().layout() (this rank's experts)");
   std::vector<float> mine(static_cast<size_t>(numel));  // this rank's unit
   mine_of(mine);
-  std::copy_n(mine.begin(), dense, dst.begin());
+  // The dense elements before and after the experts, where they sit in the whole unit.
+  std::copy_n(mine.begin(), experts.begin, dst.begin());
+  std::copy(mine.begin() + experts.end, mine.end(), dst.begin() + experts.begin + parts_ * slice);
   // Every expert tensor (weights, and gpt-oss's biases), each whole in the whole unit's
   // order. Rank e of the group holds experts [e E/N, (e+1) E/N): rank order is expert order.
   comm::Comm& host = experts_on_host();  // (mine and dst: host memory)
-  int64_t at = dense;
+  int64_t at = experts.begin;
   for (int t = info.first_tensor; t < info.first_tensor + info.num_tensors; ++t) {
     const model::TensorInfo& ti = layout.tensors()[static_cast<size_t>(t)];
-    if (ti.offset < dense) continue;
+    if (ti.offset < experts.begin || ti.offset >= experts.end) continue;
     host.all_gather(mine.data() + ti.offset, dst.data() + at, static_cast<size_t>(ti.numel),
                     DType::kF32);
     at += parts_ * ti.numel;

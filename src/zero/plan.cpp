@@ -120,20 +120,25 @@ BufferPlan plan_buffers(const std::vector<PlanUnit>& units, const EngineOptions&
 
 BufferPlan plan_model(const model::Config& cfg, int n, int hpz, const EngineOptions& opt,
                       const PlanSpace& space) {
-  // Every block is the same unit: partition the model cut to at most 2 blocks and count
-  // the other blocks with the first, so the plan does not grow with model.layers.
-  model::Config cut = cfg;
-  cut.layers = std::min<int64_t>(cfg.layers, 2);
-  if (!cut.layer_types.empty()) cut.layer_types.resize(static_cast<size_t>(cut.layers));
+  // The blocks of one size (dense or routed, linear or full attention) are one unit
+  // counted that many times, so the plan does not grow with model.layers.
   const int ep = std::max(1, opt.expert_parallel);
   // QLoRA's base units leave out the targeted W (held as NF4 only).
   const model::ParamLayout layout =
-      ep > 1 ? model::ParamLayout::expert_slice(cut, ep, 0) : model::lora_base_layout(cut, opt.lora);
+      ep > 1 ? model::ParamLayout::expert_slice(cfg, ep, 0) : model::lora_base_layout(cfg, opt.lora);
   const int align = partition_align(opt);
   const Partition part(layout, n, 0, align, hpz, 0);
-  std::vector<PlanUnit> units;
-  for (int u = 0; u < part.num_units(); ++u)  // units: embedding, blocks..., head
-    units.push_back({part.unit(u), !opt.lora.enabled(), false, u == 1 ? 1 + cfg.layers - cut.layers : 1});
+  std::vector<PlanUnit> units;  // embedding, a block of each size..., head
+  for (int u = 0; u < part.num_units(); ++u) {
+    const UnitPartition& p = part.unit(u);
+    const bool block = layout.unit(u).kind == model::UnitKind::kBlock;
+    const auto same = std::find_if(units.begin() + std::min<size_t>(units.size(), 1), units.end(),
+                                   [&](const PlanUnit& q) { return block && q.part.numel == p.numel; });
+    if (same != units.end())
+      ++same->count;
+    else
+      units.push_back({p, !opt.lora.enabled(), false, 1});
+  }
   if (opt.lora.enabled()) {  // the adapters' unit (of the whole model), partitioned as any
     UnitPartition a;
     a.numel = model::LoraLayout(cfg, opt.lora).numel();

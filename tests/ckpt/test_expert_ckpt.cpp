@@ -6,8 +6,11 @@
 // reader). The EP = 2 file then loads at 1 rank (EP = 1, stage 0) and at 4 ranks (EP = 4,
 // stage 2): the loaded parameters are bitwise the file's (serial reader), and steps 4-6
 // on the same global batches give the losses and gradient norms of the EP = 2 run
-// continuing without a save, within fp32 rounding. The same for the reduced gpt-oss (its
-// experts' biases [E, 2I] and [E, C] whole in the file, as the weights).
+// continuing without a save, within fp32 rounding; the EP = 1 file loads at 4 ranks
+// (EP = 2, stage 1) bitwise and steps 4-6 match the EP = 1 run continuing. The same for
+// the reduced gpt-oss (its experts' biases [E, 2I] and [E, C] whole in the file, as the
+// weights) and the reduced Qwen2-MoE (the shared expert after the experts in its unit, a
+// dense layer: units of two sizes).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <omp.h>
@@ -94,7 +97,7 @@ void any_world_size_any_expert_parallel(const model::Config& cfg) {
   const std::string dir_ep = fresh_dir(cfg.name + "_ckpt_ep2"), dir_one = fresh_dir(cfg.name + "_ckpt_ep1");
   const std::string file = dir_ep + "/step-3.h5";
 
-  Steps straight;  // EP = 2 at 2 ranks: steps 1-3, save, steps 4-6
+  Steps straight, straight_one;  // EP = 2 (and EP = 1) at 2 ranks: steps 1-3, save, steps 4-6
   if (two_mpi != MPI_COMM_NULL) {
     std::unique_ptr<comm::Comm> two = comm::make_mpi_comm(two_mpi);
     {
@@ -103,16 +106,19 @@ void any_world_size_any_expert_parallel(const model::Config& cfg) {
       ckpt::save(e, two_mpi, dir_ep, state_at(3), 2, 7);
       straight = train(e, cfg, *two, 3, 3);
     }
-    {  // the same run without expert parallelism, for the file's figures
+    {  // the same run without expert parallelism, for the file's figures, then on
       zero::Engine e = make_engine(cfg, *two, 3, 1);
       train(e, cfg, *two, 0, 3);
       ckpt::save(e, two_mpi, dir_one, state_at(3), 2, 7);
+      straight_one = train(e, cfg, *two, 3, 3);
     }
     MPI_Comm_free(&two_mpi);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   bcast(straight.losses, 3);
   bcast(straight.norms, 3);
+  bcast(straight_one.losses, 3);
+  bcast(straight_one.norms, 3);
 
   const ckpt::FullCheckpoint saved = ckpt::read_full(file);  // verifies every checksum
   if (rank == 0) {  // the same format and tensors as the EP = 1 run's file
@@ -156,18 +162,42 @@ void any_world_size_any_expert_parallel(const model::Config& cfg) {
   EXPECT_LT(l4, kTol);
   EXPECT_LT(n1, 10 * kTol);
   EXPECT_LT(n4, 10 * kTol);
+
+  // The other way: the EP = 1 file at EP = 2 on 4 ranks (stage 1), against EP = 1 continuing.
+  const std::string file_one = dir_one + "/step-3.h5";
+  zero::Engine e2 = make_engine(cfg, *world, 1, 2);
+  EXPECT_EQ(ckpt::load(e2, MPI_COMM_WORLD, file_one).step, 3);
+  EXPECT_TRUE(equals_file(e2, cfg, ckpt::read_full(file_one)))
+      << "EP=2 at 4 ranks: the loaded parameters differ from the EP=1 file";
+  const Steps two = train(e2, cfg, *world, 3, 3);
+  const double l2 = max_rel_diff(two.losses, straight_one.losses);
+  const double n2 = max_rel_diff(two.norms, straight_one.norms);
+  if (rank == 0)
+    std::printf("[ep ckpt] %s: steps 4-6 after loading the EP=1 file at EP=2 on 4 ranks, vs EP=1 "
+                "continuing: loss %.2e norm %.2e\n", cfg.name.c_str(), l2, n2);
+  EXPECT_LT(l2, kTol);
+  EXPECT_LT(n2, 10 * kTol);
 }
 
-TEST(ExpertCheckpoint, AnyWorldSizeAnyExpertParallel) {
+// One row per MoE family: Mixtral; gpt-oss (its experts' biases); Qwen2-MoE (the shared
+// expert, replicated after the experts in its unit; a dense layer).
+struct CkptFamily {
+  const char* name;
+  model::Config (*config)();
+};
+class ExpertCheckpoint : public ::testing::TestWithParam<CkptFamily> {};
+
+TEST_P(ExpertCheckpoint, AnyWorldSizeAnyExpertParallel) {
   if (zt::testing::world_size() != 4) GTEST_SKIP() << "saves at 2 ranks, loads at 1 and 4 in one job";
   omp_set_num_threads(1);
-  any_world_size_any_expert_parallel(zero::testing::reduced_mixtral());
+  any_world_size_any_expert_parallel(GetParam().config());
 }
 
-TEST(ExpertCheckpoint, GptOssAnyWorldSizeAnyExpertParallel) {
-  if (zt::testing::world_size() != 4) GTEST_SKIP() << "saves at 2 ranks, loads at 1 and 4 in one job";
-  omp_set_num_threads(1);
-  any_world_size_any_expert_parallel(zero::testing::reduced_gpt_oss());
-}
+INSTANTIATE_TEST_SUITE_P(
+    Families, ExpertCheckpoint,
+    ::testing::Values(CkptFamily{"mixtral", [] { return zero::testing::reduced_mixtral(); }},
+                      CkptFamily{"gpt_oss", [] { return zero::testing::reduced_gpt_oss(); }},
+                      CkptFamily{"qwen2_moe", [] { return zero::testing::reduced_qwen2_moe(); }}),
+    [](const ::testing::TestParamInfo<CkptFamily>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -28,6 +28,8 @@ namespace {
 
 using zero::testing::reduced_config;
 using zero::testing::reduced_mixtral;
+using zero::testing::reduced_qwen2_moe;
+using zero::testing::reduced_qwen3_moe;
 using zt::testing::world_rank;
 using zt::testing::world_size;
 
@@ -177,13 +179,16 @@ TEST(Measured, LoraAndQloraWithOffload) {
   if (world_rank() == 0) ::rmdir(dir.c_str());
 }
 
-// Mixtral, with and without expert parallelism (moe.expert_parallel = 2 and 4 where the
-// world divides: the expert slices' model states to the byte, the routed rows counted
-// at balanced routing within the 10%: measured 0.990-0.995 with recompute, 1.05-1.08
-// without, where the estimate also counts eval's layer, which one step does not use).
-TEST(Measured, MixtralWithAndWithoutExpertParallelism) {
+// Mixtral, Qwen2-MoE (the shared expert, a dense layer) and Qwen3-MoE (experts narrower
+// than the MLP, a dense layer), with and without expert parallelism (moe.expert_parallel
+// = 2 and 4 where the world divides: the expert slices' model states to the byte, the
+// routed rows counted at balanced routing within the 10%: measured 0.990-0.995 with
+// recompute, 1.05-1.08 without, where the estimate also counts eval's layer, which one
+// step does not use).
+TEST(Measured, MoeWithAndWithoutExpertParallelism) {
+  for (const model::Config& cfg : {reduced_mixtral(), reduced_qwen2_moe(), reduced_qwen3_moe()})
   for (bool recompute : {false, true}) {
-    const Case k{reduced_mixtral(), 2, 32, recompute};
+    const Case k{cfg, 2, 32, recompute};
     for (int ep : {1, 2, 4}) {
       if (world_size() % ep != 0) continue;
       zero::EngineOptions o;

@@ -1,9 +1,10 @@
 // Expert parallelism on the GPU model (DeviceModel::set_expert_group, src/model/cuda/
 // device_moe_ep.cpp) against the GPU model without it (the single-rank MoE block, itself
 // held to the CPU model by test_device_model.cpp and test_device_gemma_gptoss.cpp), fp32,
-// on both blocks it has: tiny Mixtral (E 4, k 2, the load-balancing loss in the loss) and
-// tiny gpt_oss (E 4, k 2: the router's bias and softmax over the top k, the experts' biases
-// and clamped SwiGLU; model_params.hpp). The norm weights and every bias are drawn off
+// on tiny Mixtral (E 4, k 2, the load-balancing loss in the loss), tiny gpt_oss (E 4, k 2:
+// the router's bias and softmax over the top k, the experts' biases and clamped SwiGLU)
+// and tiny qwen2_moe / qwen3_moe (experts narrower than the MLP, top-k not renormalised, a
+// dense layer, qwen2_moe's shared expert; model_params.hpp). The norm weights and every bias are drawn off
 // their init (draw_off_init), so the experts' biases carry signal. Every rank builds the
 // same global problem: P ranks x (B, T) tokens, one parameter set. The reference, on
 // every rank, is the whole model run once per rank's tokens; the expert-parallel model
@@ -11,8 +12,8 @@
 // collectively over the group. Then
 //   - loss, forward-only loss and router statistics (tokens per expert exactly, rows, aux):
 //     those of the reference pass on this rank's tokens;
-//   - the dense gradients (attention, norms, router and its bias, embedding, head): that
-//     pass's;
+//   - the dense gradients (attention, norms, router and its bias, embedding, head, dense
+//     layers, the shared expert): that pass's;
 //   - this rank's experts' gradients, their biases' too: the sum of every rank's pass (the
 //     group's tokens),
 //   each within 1e-5 (max |got - ref| / max |ref| per buffer), with and without recompute;
@@ -170,15 +171,23 @@ class DeviceExpertParallel : public ::testing::Test {
     EXPECT_EQ(ep.router_stats().tokens, ref_eval_router.tokens) << tag << " forward-only tokens";
     for (int u = 0; u < mine.num_units(); ++u) {
       // dense: this rank's pass; experts: the group's (the sum), cut to this slice
-      const int64_t dense = full.dense_numel(u);
+      // (the experts [b, x) of the unit; the shared expert follows them, dense)
+      const ParamLayout::ElementRange r = mine.expert_range(u);
       const Vec got = to_host(ep_g[u]);
       std::vector<float> s32(sum_grads[u].begin(), sum_grads[u].end());
       const std::vector<float> e = slice_unit(full, mine, u, s32);
-      expect_close(Vec(got.begin(), got.begin() + dense),
-                   Vec(mine_grads[u].begin(), mine_grads[u].begin() + dense), grad_tol,
+      const std::vector<float> m32(mine_grads[u].begin(), mine_grads[u].end());  // (fp32 values)
+      const std::vector<float> d = slice_unit(full, mine, u, m32);
+      const auto piece = [](const auto& v, int64_t a, int64_t b) {
+        return Vec(v.begin() + a, v.begin() + b);
+      };
+      const int64_t n = mine.unit(u).numel;
+      expect_close(piece(got, 0, r.begin), piece(d, 0, r.begin), grad_tol,
                    tag + " dense grad " + mine.unit(u).name);
-      if (dense < mine.unit(u).numel)
-        expect_close(Vec(got.begin() + dense, got.end()), Vec(e.begin() + dense, e.end()), grad_tol,
+      expect_close(piece(got, r.end, n), piece(d, r.end, n), grad_tol,
+                   tag + " dense grad after the experts " + mine.unit(u).name);
+      if (r.end > r.begin)
+        expect_close(piece(got, r.begin, r.end), piece(e, r.begin, r.end), grad_tol,
                      tag + " expert grad " + mine.unit(u).name);
     }
   }
@@ -203,6 +212,16 @@ TEST_F(DeviceExpertParallel, MpiGroupGptOssFp32) {
   auto group = comm::make_mpi_comm(MPI_COMM_WORLD);
   check<float>(tiny_gpt_oss(4, 2), *group, false, "mpi gpt_oss");
   check<float>(tiny_gpt_oss(4, 2), *group, true, "mpi gpt_oss recompute");
+}
+
+// Qwen's blocks: the experts' own width, the top-k not renormalised, a dense layer (no
+// exchange), qwen2_moe's shared expert and its gate on every rank for its own tokens.
+TEST_F(DeviceExpertParallel, MpiGroupQwenMoeFp32) {
+  auto group = comm::make_mpi_comm(MPI_COMM_WORLD);
+  for (const char* family : {"qwen2_moe", "qwen3_moe"}) {
+    check<float>(tiny_qwen_moe(family, 4, 2, 0), *group, false, std::string("mpi ") + family);
+    check<float>(tiny_qwen_moe(family, 4, 2, 1), *group, true, std::string("mpi recompute ") + family);
+  }
 }
 
 // bf16-mixed on the model (the engine still refuses it: validate_experts), with k = E so

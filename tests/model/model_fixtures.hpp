@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "zt/core/error.hpp"
@@ -63,17 +65,20 @@ inline model::Config small_qwen35(bool tied = false) {
   c.layer_types = "ff";
   return c;
 }
+// `c` with layer 0 a Gated DeltaNet layer (key heads of key_dim, value heads of value_dim,
+// the conv's kernel), layer 1 full attention.
+inline model::Config as_hybrid(model::Config c, int64_t key_heads, int64_t key_dim,
+                               int64_t value_heads, int64_t value_dim, int64_t kernel) {
+  c.layer_types = "lf";
+  std::tie(c.linear_key_heads, c.linear_key_dim) = std::pair(key_heads, key_dim);
+  std::tie(c.linear_value_heads, c.linear_value_dim) = std::pair(value_heads, value_dim);
+  c.linear_conv_kernel = kernel;
+  return c;
+}
 // small_qwen35 as a hybrid: layer 0 a Gated DeltaNet layer (1 key head of 4, 2 value heads
 // of 3, conv kernel 3), layer 1 full attention.
 inline model::Config small_qwen35_hybrid(bool tied = false) {
-  model::Config c = small_qwen35(tied);
-  c.layer_types = "lf";
-  c.linear_key_heads = 1;
-  c.linear_value_heads = 2;
-  c.linear_key_dim = 4;
-  c.linear_value_dim = 3;
-  c.linear_conv_kernel = 3;
-  return c;
+  return as_hybrid(small_qwen35(tied), 1, 4, 2, 3, 3);
 }
 // The small config as gpt-oss: attention biases and sinks, a sliding layer (window 2)
 // then a full one, yarn RoPE (factor 4 over an original context of 3), the router with its

@@ -72,6 +72,15 @@ TEST(QwenMoe, LayoutOfDenseLayersAndSharedExpert) {
   EXPECT_EQ(layout.block_offsets(1).gate, -1);
   EXPECT_GE(layout.block_offsets(1).shared_expert_gate, 0);
   EXPECT_THROW(layout.block_offsets(), std::logic_error);  // the blocks differ
+  EXPECT_THROW(ParamLayout(testing::small_qwen35_moe()).block_offsets(), std::logic_error);  // l, f
+  // The experts' elements (expert parallelism's slice): none in the dense layer; in a MoE
+  // layer from gate_up_proj to the shared expert, which follows them.
+  EXPECT_EQ(layout.expert_range(layout.block_unit(0)).end, 0);
+  const BlockOffsets& o1 = layout.block_offsets(1);
+  const ParamLayout::ElementRange r1 = layout.expert_range(layout.block_unit(1));
+  EXPECT_EQ(r1.begin, o1.experts_gate_up);
+  EXPECT_EQ(r1.end, o1.shared_gate);
+  EXPECT_EQ(r1.end - r1.begin, 4 * 3 * 5 * 8);  // E x (2 I_e + I_e) x C
   Config step = testing::small_qwen3_moe();
   step.mlp_only_layers.clear();
   step.decoder_sparse_step = 2;

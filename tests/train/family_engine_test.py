@@ -17,15 +17,16 @@ The cases: ZeRO stages 0-3 at 2 ranks, hpZ (4 ranks, simulated nodes of 2), CPU 
 of the optimizer (stage 2) and of the parameters (stage 3), LoRA and QLoRA at stage 3,
 LoRA on gpt-oss's experts, DPO at stage 3 and ORPO at stage 2, the stage-3 2-rank run's
 step-2 checkpoint resumed at 1 rank (steps 3-4 equal the 2-rank run's), expert
-parallelism 2 (gpt_oss: equal to stage 0 at 1 rank, and its step-2 checkpoint resumed at 1
-rank without expert parallelism; gemma3_text, without experts: refused). Then `zt generate --temperature 0` of each family's final checkpoint
+parallelism 2 (gpt_oss and qwen3_5_moe_text: equal to stage 0 at 1 rank, and its step-2
+checkpoint resumed at 1 rank without expert parallelism; gemma3_text and qwen3_5_text,
+without experts: refused). Then `zt generate --temperature 0` of each family's final checkpoint
 equals its Hugging Face export's, token for token (transformers' own greedy against
 zt's is tests/ckpt/hf/gemma_peer_test.py and gptoss_peer_test.py). qwen3_5_text: Gated
 DeltaNet layers 0, 1, 3 and a full layer 2 (output gate, partial RoPE 0.25); LoRA and QLoRA
 on the Gated DeltaNet projections and the full layer's q, k, v, o at stage 3; expert
 parallelism is refused by name. qwen3_5_moe_text: a Gated DeltaNet layer and a full layer,
-each with 4 experts (2 per token) and the shared expert; the same cases (expert
-parallelism: refused, the shared expert). ZT_FAMILY_ENGINE_ONLY=<family>
+each with 4 experts (2 per token) and the shared expert; the same cases, and expert
+parallelism 2 (the shared expert on every rank). ZT_FAMILY_ENGINE_ONLY=<family>
 runs one family.
 """
 import json
@@ -100,9 +101,9 @@ CASES = [
     ("dpo_stage3_np2", BOTH, 2, S3 + DPO, "dpo"),
     ("orpo", BOTH, 1, ORPO, None),
     ("orpo_stage2_np2", BOTH, 2, ["zero.stage=2"] + ORPO, "orpo"),
-    ("ep2", ("gpt_oss",), 2, ["moe.expert_parallel=2", "ckpt.every=2"], "stage0"),
-    ("resume_ep2_np1", ("gpt_oss",), 1, ["zero.stage=0", "ckpt.resume={dir}/ep2/step-2.h5"], "ep2"),
-    ("ep2", ("gemma3_text", "qwen3_5_text", "qwen3_5_moe_text"), 2, ["moe.expert_parallel=2"], ["moe.expert_parallel"]),
+    ("ep2", ("gpt_oss", "qwen3_5_moe_text"), 2, ["moe.expert_parallel=2", "ckpt.every=2"], "stage0"),
+    ("resume_ep2_np1", ("gpt_oss", "qwen3_5_moe_text"), 1, ["zero.stage=0", "ckpt.resume={dir}/ep2/step-2.h5"], "ep2"),
+    ("ep2", ("gemma3_text", "qwen3_5_text"), 2, ["moe.expert_parallel=2"], ["moe.expert_parallel"]),
     ("lora", ("qwen3_5_text",), 1, ["finetune.method=lora", GDN, GDN_RANK], None),
     ("lora", ("qwen3_5_moe_text",), 1, ["finetune.method=lora", GDN_MOE, GDN_RANK], None),
     ("lora_stage3_np2", ("qwen3_5_text",), 2, S3 + ["finetune.method=lora", GDN, GDN_RANK], "lora"),

@@ -1,11 +1,14 @@
 // Expert parallelism (moe.expert_parallel = N; docs/zero.md "Expert parallelism") trains
-// like N = 1: the reduced Mixtral at stages 0-3 and the reduced gpt-oss (router bias, top-k
-// softmax, experts' biases, clamped SwiGLU) at stages 0 and 3, N = 2 at 2 and 4 ranks and
-// N = 4 at 4 ranks (ZeRO over world / N), with and without the load-balancing loss in the
-// loss and with accumulation, against the engine at the same stage with N = 1 on the same ranks
-// and batches: every step's loss and gradient norm, and every parameter after the run
-// (the experts gathered over the expert group). Bad values of the key are refused before
-// anything is split, naming both numbers.
+// like N = 1, for every MoE family, one row each (EpFamily): the reduced Mixtral at
+// stages 0-3, the reduced gpt-oss (router bias, top-k softmax, experts' biases, clamped
+// SwiGLU) at stages 0, 2 and 3, and Qwen's blocks at stages 0-3: Qwen2-MoE (shared expert
+// and its gate, a dense layer, top-k not renormalised), Qwen3-MoE (experts narrower than
+// the MLP, a dense layer) and Qwen3.5-MoE (a Gated DeltaNet layer and a full one, shared
+// expert). N = 2 at 2 and 4 ranks and N = 4 at 4 ranks (ZeRO over world / N), with and
+// without the load-balancing loss in the loss and with accumulation, against the engine
+// at the same stage with N = 1 on the same ranks and batches: every step's loss and
+// gradient norm, and every parameter after the run (the experts gathered over the expert
+// group). Bad values of the key are refused before anything is split, naming both numbers.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,22 +16,40 @@
 
 #include "zero_fixtures.hpp"
 #include "zt/core/error.hpp"
+#include "zt/model/moe_parallel.hpp"
 
 namespace zt::zero::testing {
 namespace {
 
-constexpr double kTol = 1e-5;  // relative, fp32 (the experts' sums run in another order)
+// Relative, fp32 (the experts' sums run in another order): the losses within 1e-6; the
+// gradient norms and parameters within kTol (AdamW's m / sqrt(v) turns the rounding of a
+// small gradient into a visible step: after 6 steps the largest element's difference is
+// up to some 1e-5 of its unit's largest value, the L2 some 1e-6).
+constexpr double kLossTol = 1e-6;
+constexpr double kTol = 1e-5;
+
+// The MoE families, one row each: the block's parts that expert parallelism must keep.
+struct EpFamily {
+  const char* name;
+  model::Config (*config)(bool aux);
+};
+const EpFamily kMixtral{"mixtral", [](bool aux) { return reduced_mixtral(false, aux); }};
+const EpFamily kGptOss{"gpt_oss", reduced_gpt_oss};          // router/expert biases, clamped SwiGLU
+const EpFamily kQwen2Moe{"qwen2_moe", reduced_qwen2_moe};    // shared expert, a dense layer
+const EpFamily kQwen3Moe{"qwen3_moe", reduced_qwen3_moe};    // expert width, a dense layer
+const EpFamily kQwen35Moe{"qwen3_5_moe", reduced_qwen35_moe};  // linear + full layers, shared expert
 
 struct EpCase {
   int ep;
   int stage;
   int accum;
   bool aux;
-  bool gpt_oss = false;
+  const EpFamily* family = &kMixtral;
 };
 
 std::string ep_name(const EpCase& c) {
-  return std::string(c.gpt_oss ? "gpt_oss_" : "") + "ep" + std::to_string(c.ep) + "_stage" + std::to_string(c.stage) + "_accum" +
+  return std::string(c.family == &kMixtral ? "" : std::string(c.family->name) + "_") + "ep" +
+         std::to_string(c.ep) + "_stage" + std::to_string(c.stage) + "_accum" +
          std::to_string(c.accum) + (c.aux ? "_aux" : "");
 }
 
@@ -52,7 +73,7 @@ TEST_P(ExpertParallel, MatchesExpertParallelOne) {
   const int n = world_size();
   if (n % c.ep != 0)
     GTEST_SKIP() << "moe.expert_parallel = " << c.ep << " needs a multiple of " << c.ep << " ranks";
-  const model::Config cfg = c.gpt_oss ? reduced_gpt_oss(c.aux) : reduced_mixtral(false, c.aux);
+  const model::Config cfg = c.family->config(c.aux);
   Hyper h;
   h.accum = c.accum;
   h.steps = 6;
@@ -60,11 +81,11 @@ TEST_P(ExpertParallel, MatchesExpertParallelOne) {
   const EngineRun got = run(cfg, h, c.stage, c.ep);
   const RunDiff d = run_diff(got, ref.losses, ref.norms, ref.params);
   if (world_rank() == 0)
-    std::printf("[ ep ] np %d %-22s vs ep1: max rel diff loss %.2e norm %.2e params %.2e "
+    std::printf("[ ep ] np %d %-30s vs ep1: max rel diff loss %.2e norm %.2e params %.2e "
                 "(L2 %.2e) (loss %.4f -> %.4f)\n",
                 n, ep_name(c).c_str(), d.loss, d.norm, d.params, d.params_l2, got.losses.front(),
                 got.losses.back());
-  EXPECT_LT(d.loss, kTol);
+  EXPECT_LT(d.loss, kLossTol);
   EXPECT_LT(d.norm, 10 * kTol);
   EXPECT_LT(d.params_l2, kTol);
   EXPECT_LT(d.params, 10 * kTol);
@@ -82,9 +103,14 @@ std::vector<EpCase> cases() {
   for (int ep : {2, 4}) {
     v.push_back({ep, 3, 2, true});
     v.push_back({ep, 1, 2, true});
-    for (int stage : {0, 3}) v.push_back({ep, stage, 1, false, true});
-    v.push_back({ep, 2, 2, true, true});
+    for (int stage : {0, 3}) v.push_back({ep, stage, 1, false, &kGptOss});
+    v.push_back({ep, 2, 2, true, &kGptOss});
   }
+  // Qwen's blocks at every stage: stages 2-3 with the load-balancing loss, stage 2 with
+  // accumulation.
+  for (const EpFamily* f : {&kQwen2Moe, &kQwen3Moe, &kQwen35Moe})
+    for (int ep : {2, 4})
+      for (int stage = 0; stage <= 3; ++stage) v.push_back({ep, stage, stage == 2 ? 2 : 1, stage >= 2, f});
   return v;
 }
 
@@ -127,10 +153,10 @@ TEST(ExpertParallelInput, RefusedWithBothNumbers) {
 }
 
 // The model's block, by the same rule `zt estimate` applies (EngineOptions::validate_experts
-// with the model), on the host model and the GPU model alike: Mixtral's and gpt-oss's pass;
-// Qwen's expert width, top-k without renormalisation, a dense layer or the shared expert
-// are refused by name.
-TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
+// with the model), on the host model and the GPU model alike: every MoE block zt has is
+// taken (Qwen's expert width, top-k without renormalisation, dense layers, the shared
+// expert, Qwen3.5's linear layers); a model without experts is refused by name.
+TEST(ExpertParallelInput, TakesEveryMoeBlock) {
   const model::Config mixtral = reduced_mixtral();
   std::vector<model::Config> qwen(4, mixtral);
   for (model::Config& c : qwen) c.family = "qwen3_moe";
@@ -139,26 +165,28 @@ TEST(ExpertParallelInput, RefusesBlocksOtherThanMixtrals) {
   qwen[2].mlp_only_layers = {0};
   qwen[3].family = "qwen2_moe";
   qwen[3].shared_expert_intermediate = 8;
+  for (const model::Config& c : {reduced_gpt_oss(), reduced_qwen2_moe(), reduced_qwen3_moe(),
+                                 reduced_qwen35_moe()})
+    qwen.push_back(c);
   EngineOptions o;
   o.expert_parallel = 2;
   for (const EngineOptions::Device d : {EngineOptions::Device::kHost, EngineOptions::Device::kCuda}) {
     o.device = d;
     SCOPED_TRACE(d == EngineOptions::Device::kCuda ? "train.device = cuda" : "train.device = cpu");
     EXPECT_NO_THROW(o.validate_experts(4, mixtral));
-    EXPECT_NO_THROW(o.validate_experts(4, reduced_gpt_oss()));
     for (const model::Config& c : qwen) {
       c.validate();
-      try {
-        o.validate_experts(4, c);
-        ADD_FAILURE() << "accepted";
-      } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("expert parallelism has Mixtral's and gpt-oss's blocks only"),
-                  std::string::npos) << e.what();
-      }
+      EXPECT_NO_THROW(o.validate_experts(4, c)) << c.family;
     }
   }
-  o.expert_parallel = 1;  // off: every block
-  EXPECT_NO_THROW(o.validate_experts(4, qwen[3]));
+  try {
+    model::check_expert_parallel_block(reduced_config(), 2);
+    ADD_FAILURE() << "a model without experts accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("moe.expert_parallel = 2 with model family 'llama': the "
+                                         "model has no routed experts"),
+              std::string::npos) << e.what();
+  }
 }
 
 // The engine refuses a bad value on every rank alike (a collective would hang otherwise).

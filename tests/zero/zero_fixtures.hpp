@@ -69,6 +69,34 @@ inline model::Config reduced_qwen2_moe(bool aux = false) {
   return c;
 }
 
+// The reduced shape as a Qwen3-MoE, 3 layers: q/k norms, layer 1 dense (mlp_only_layers),
+// 4 experts of width 48 (the dense MLP 160), 2 per token, not renormalised, no shared expert.
+inline model::Config reduced_qwen3_moe(bool aux = false) {
+  model::Config c = zt::testing::as_qwen_moe(reduced_config(), "qwen3_moe", aux, 48, 0, {1});
+  c.name = aux ? "tiny-reduced-qwen3-moe-aux" : "tiny-reduced-qwen3-moe";
+  c.router_aux_loss_coef = 0.02;
+  return c;
+}
+
+// The reduced shape as Qwen3.5-MoE (qwen3_5_moe_text): a Gated DeltaNet layer (2 key heads
+// and 4 value heads of 16, conv kernel 4) then a full-attention one (the output gate, q/k
+// norms, head_dim 16, partial RoPE 0.5); both routed: 4 experts of width 48, top 2
+// renormalised, the shared expert (64) and its gate.
+inline model::Config reduced_qwen35_moe(bool aux = false) {
+  model::Config c = reduced_config();
+  c.family = "qwen3_5_text";
+  c.head_dim_ = 16;
+  c.partial_rotary_factor = 0.5;
+  c = zt::testing::as_qwen_moe(zt::testing::as_hybrid(c, 2, 16, 4, 16, 4), "qwen3_5_moe_text",
+                               aux, 48, 64, {});
+  c.layers = 2;
+  c.intermediate = 48;
+  c.norm_topk_prob = true;
+  c.router_aux_loss_coef = 0.02;
+  c.name = aux ? "tiny-reduced-qwen35-moe-aux" : "tiny-reduced-qwen35-moe";
+  return c;
+}
+
 // Sequence g of the data: tokens [T], targets [T] (the next tokens). A fixed pseudo-
 // random walk over a small alphabet, so there is something to learn.
 inline void fill_sequence(int64_t g, int64_t T, int64_t vocab, int32_t* tokens, int32_t* targets) {

@@ -144,10 +144,15 @@ class ParamLayout {
   static ParamLayout expert_slice(const Config& cfg, int parts, int index);
   int expert_parts() const { return expert_parts_; }  // 1 unless expert_slice
   int64_t first_expert() const { return first_expert_; }
-  // The elements of a block unit before its experts (the replicated part under expert
-  // parallelism: norms, attention, router): BlockOffsets::experts_gate_up with experts,
-  // else the whole unit.
-  int64_t dense_numel(int u) const;
+  // The elements [begin, end) of unit u that are its routed experts' tensors (gate_up,
+  // down, and gpt-oss's biases; this rank's slice under expert_slice); empty ({0, 0}) for
+  // units without experts (embedding, head, dense layers). The rest of the unit is
+  // replicated over an expert group: norms, attention, router, and qwen2_moe's shared
+  // expert, which follows the experts.
+  struct ElementRange {
+    int64_t begin = 0, end = 0;
+  };
+  ElementRange expert_range(int u) const;
 
   const Config& config() const { return cfg_; }
   int num_units() const { return static_cast<int>(units_.size()); }

@@ -10,6 +10,7 @@
 //   router  [E, C]        every rank (the router is data parallel, like attention)
 //   gate_up [E/P, 2I, C]  its own experts only (layout as kernels/moe.hpp)
 //   down    [E/P, C, I]
+// The expert width I is Config::expert_width() (Qwen's moe_intermediate_size).
 // gpt-oss's block adds the router's bias [E] (every rank), the experts' biases
 // [E/P, 2I] and [E/P, C] (its own experts, as the weights) and the clamped SwiGLU
 // (kernels::cpu::ExpertExtras over the local experts), with the k weights a softmax over
@@ -28,10 +29,13 @@
 namespace zt::model {
 
 // Expert parallelism's rules, in one place, for the engine's options and both models (the
-// host's and the GPU's): the blocks it has are Mixtral's (every layer routed, renormalised
-// top-k, experts of the MLP's width, no shared expert) and gpt-oss's (the same, with the
-// router's bias, the softmax over the top k, the experts' biases and the clamped SwiGLU);
-// it takes no LoRA adapters. zt::InputError naming moe.expert_parallel = parts and what to do.
+// host's and the GPU's). Every MoE block zt has is taken: Mixtral's, gpt-oss's (the
+// router's bias, the softmax over the top k, the experts' biases and the clamped SwiGLU),
+// Qwen2-MoE's, Qwen3-MoE's and Qwen3.5-MoE's (the experts' own width, top-k weights with or
+// without renormalisation, dense layers among routed ones, which run as dense blocks with
+// no exchange, and the shared expert with its sigmoid gate, computed on every rank for
+// its own tokens: replicated like attention). Refused: a model without routed experts,
+// and LoRA adapters. zt::InputError naming moe.expert_parallel = parts and what to do.
 void check_expert_parallel_block(const Config& cfg, int parts);
 [[noreturn]] void refuse_expert_parallel_lora(int parts);
 
@@ -49,7 +53,7 @@ struct LocalExpertPlan {
 LocalExpertPlan local_expert_plan(std::span<const int64_t> counts, int64_t P, int64_t L);
 
 // The k weights (kernels::cpu::moe_route): Mixtral's renormalised top-k by default;
-// gpt-oss's topk_softmax.
+// Qwen's norm_topk_prob = false (renormalise false); gpt-oss's topk_softmax.
 struct ExpertRouting {
   bool renormalise = true;
   bool topk_softmax = false;

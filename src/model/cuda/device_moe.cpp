@@ -16,8 +16,9 @@
 // Device ties: the lower expert first (zt/kernels/cuda/moe.hpp); the CPU model breaks
 // exact ties as torch's CPU topk does. Under expert parallelism (set_expert_group) the
 // router, the plan and the statistics are these; the experts' part runs over the group
-// (device_moe_ep.cpp; Mixtral's and gpt-oss's blocks, the latter's experts with the same
-// expert_extras, over the rank's slice of their biases).
+// (device_moe_ep.cpp; every block: gpt-oss's experts with the same expert_extras over the
+// rank's slice of their biases, Qwen's expert width and weights; the shared expert and the
+// dense layers stay on each rank, no exchange).
 //
 // Qwen's and gpt-oss's blocks differ from Mixtral's by a small table, read from the config
 // where they apply, not by a copy of the block:
@@ -108,12 +109,15 @@ void DeviceModel<T, G>::Impl::moe_forward(int l, const T* p, detail::DeviceBlock
     kc::moe_aux_accumulate(router_sums.data(), router_sums.data() + E, a.rprobs.data(), plan, N, E,
                            stream);
   }
-  // Expert parallelism: the experts live on the group's ranks (device_moe_ep.cpp).
-  if (expert_group) return ep_experts_forward(p, o, a, N);
-  // delta [N, C] = sum_j rw[n, j] expert_{ridx[n, j]}(xn2[n]); xp, mg, mu, mh, my kept
-  kc::moe_experts_forward<T>(gemm, delta.data(), a.experts(), a.xn2.data(),
-                             p + o.experts_gate_up, p + o.experts_down, plan, a.rw.data(), N, C,
-                             I, E, K, stream, expert_extras(p, o));
+  // delta [N, C] = sum_j rw[n, j] expert_{ridx[n, j]}(xn2[n]); xp, mg, mu, mh, my kept.
+  // Expert parallelism: the experts live on the group's ranks (device_moe_ep.cpp); the
+  // shared expert is replicated and runs here on this rank's tokens either way.
+  if (expert_group)
+    ep_experts_forward(p, o, a, N);
+  else
+    kc::moe_experts_forward<T>(gemm, delta.data(), a.experts(), a.xn2.data(),
+                               p + o.experts_gate_up, p + o.experts_down, plan, a.rw.data(), N,
+                               C, I, E, K, stream, expert_extras(p, o));
   if (cfg.shared_expert()) shared_expert_forward(p, o, a, N);
 }
 

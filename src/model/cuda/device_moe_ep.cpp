@@ -27,6 +27,10 @@
 // rank for its own tokens (device_moe.cpp, as without a group); its experts' biases (the
 // slice's [L, 2I] and [L, C]) and clamped SwiGLU run on the rank holding the experts, by
 // the same kernels and table (expert_extras), and so do their biases' gradients.
+// Qwen's blocks: the experts' width is expert_width() here as without a group; the top-k
+// weights (renormalised or not) are the router's, applied in the combine; the shared
+// expert and its gate run after the combine on every rank for its own tokens
+// (device_moe.cpp), and the dense layers (mlp_only_layers) never reach the exchange.
 //
 // The exchanges: a group on device memory (NCCL) moves the device buffers directly,
 // ordered on the stream (Comm::order_after at set_expert_group, Request::order_before);
