@@ -13,6 +13,7 @@
 #include "zt/kernels/cuda/cross_entropy.hpp"
 #include "zt/kernels/cuda/dropout.hpp"
 #include "zt/kernels/cuda/embedding.hpp"
+#include "zt/kernels/cuda/gated_delta.hpp"
 #include "zt/kernels/cuda/gemm.hpp"
 #include "zt/kernels/cuda/grad_norm.hpp"
 #include "zt/kernels/cuda/head_rmsnorm.hpp"
