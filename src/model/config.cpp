@@ -439,11 +439,10 @@ void Config::validate_experts() const {
 
 
 std::string Config::device_model_gap() const {
-  // Every family's block runs on the GPU model (Gemma's and gpt-oss's included); zt's CUDA
-  // attention takes head dims up to kMaxDeviceHeadDim (kernels::cuda::attention_head_dims).
-  if (output_gate()) return "the attention's output gate (Qwen3.5's q_proj [query | gate])";
-  if (rotary_dim() != head_dim())
-    return strf("partial RoPE (model.partial_rotary_factor = %g)", partial_rotary_factor);
+  // Every family's block runs on the GPU model (Gemma's and gpt-oss's included, Qwen3.5's
+  // full-attention layers with their output gate and partial RoPE); zt's CUDA attention
+  // takes head dims up to kMaxDeviceHeadDim (kernels::cuda::attention_head_dims).
+  if (linear_layers()) return "the Gated DeltaNet layers (Qwen3.5's linear_attention)";
   if (head_dim() > kMaxDeviceHeadDim)
     return strf("an attention kernel for head dim %lld (zt's CUDA attention takes head dims up "
                 "to %lld)",

@@ -149,6 +149,17 @@ TEST(Config, DeviceModelGapNamesTheHeadDim) {
   EXPECT_EQ(g.device_model_gap(), "");
 }
 
+// Qwen3.5's full-attention layers (output gate, partial RoPE, q/k norms) run on the GPU
+// model; its Gated DeltaNet layers are refused by name until the GPU model has them.
+TEST(Config, DeviceModelGapOfQwen35) {
+  Config c = testing::small_qwen35();  // layers f, f
+  EXPECT_EQ(c.device_model_gap(), "");
+  EXPECT_NO_THROW(c.validate_for_device());
+  c = testing::small_qwen35_hybrid();  // layers l, f
+  EXPECT_NE(c.device_model_gap().find("Gated DeltaNet"), std::string::npos)
+      << c.device_model_gap();
+}
+
 TEST(Config, TiedEmbeddingsCountOnce) {
   Config c = Config::preset("tiny");
   const int64_t untied = c.num_params();

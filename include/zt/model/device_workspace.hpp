@@ -48,6 +48,9 @@ struct DeviceBlockSizes {
   // output norms, T o_out [N,C] (o_proj's output) and down_out [N,C], and their 1/rms, f32
   // rstd_o [N], rstd_m [N].
   size_t o_out = 0, down_out = 0, rstd_o = 0, rstd_m = 0;
+  // Qwen3.5's output gate (Config::output_gate): the gate half of q_proj's output, T [N,HD]
+  // (the attention's output times its sigmoid is o_proj's input, remade in the backward).
+  size_t ogate = 0;
 
   static DeviceBlockSizes of(const Config& c, int64_t N, int64_t layer = -1) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
@@ -66,6 +69,7 @@ struct DeviceBlockSizes {
       z.o_out = z.down_out = n * C;
       z.rstd_o = z.rstd_m = n;
     }
+    if (c.output_gate()) z.ogate = n * HD;
     if (layer < 0 ? c.moe() : c.moe_layer(layer)) {
       const size_t E = static_cast<size_t>(c.experts), I = static_cast<size_t>(c.expert_width());
       const size_t S = n * static_cast<size_t>(c.experts_per_token);
@@ -82,7 +86,7 @@ struct DeviceBlockSizes {
   }
   uint64_t bytes(size_t elem) const {
     return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h + qr + kr + xp + mg + mu +
-                   mh + my + sy + o_out + down_out) +
+                   mh + my + sy + o_out + down_out + ogate) +
            sizeof(float) *
                (rstd1 + lse + rstd2 + rstd_q + rstd_k + rprobs + rw + sg + rstd_o + rstd_m) +
            sizeof(int32_t) * (ridx + perm + pos);
@@ -136,7 +140,7 @@ struct DeviceWorkspaceSizes {
   // Row chunks of the q/k norm's weight gradient (kernels::cuda::kHeadNormChunks;
   // device_model.cpp static_asserts they are equal).
   static constexpr size_t kHeadNormChunks = 64;
-  size_t rope;                  // f32 [context, D/2], each of cos and sin
+  size_t rope;                  // f32 [context, R/2], each of cos and sin (R = rotary_dim)
   size_t xs;                    // T [L+1, N, C]
   size_t rows_c;                // T [N, C]: each of delta, xf, dres, dxn
   size_t logits;                // T [N, V]
@@ -147,15 +151,18 @@ struct DeviceWorkspaceSizes {
   DeviceBlockSizes block;       // the block the layers share (every kind of MLP the model has)
   DeviceMoeSizes moe;           // the mixture of experts' buffers (none without experts)
   // The model families' extras (0 where the family has none):
-  size_t rope_local = 0;  // f32 [context, D/2], each of cos and sin: the sliding layers' own
+  size_t rope_local = 0;  // f32 [context, R/2], each of cos and sin: the sliding layers' own
                           // RoPE (Config::rope_local_theta, Gemma 3)
   size_t capped = 0;      // T [N, V]: the soft-capped logits, for the cap's backward
                           // (Config::final_logit_softcap)
   size_t sinks = 0;       // [H] f32 and [H] T: d sinks of one block (attention_sinks)
+  size_t qgate = 0;       // T [N, 2 H D]: q_proj's output [query | gate], then o_proj's
+                          // input att * sigmoid(gate); in the backward that input again, then
+                          // q_proj's gradient (Config::output_gate, Qwen3.5)
 
   static DeviceWorkspaceSizes of(const Config& c, int64_t N) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
-    DeviceWorkspaceSizes z{static_cast<size_t>(c.context * (c.head_dim() / 2)),
+    DeviceWorkspaceSizes z{static_cast<size_t>(c.context * (c.rotary_dim() / 2)),
             static_cast<size_t>(c.layers + 1) * n * C,
             n * C,
             n * static_cast<size_t>(c.vocab),
@@ -170,6 +177,7 @@ struct DeviceWorkspaceSizes {
     if (c.rope_local_theta > 0) z.rope_local = z.rope;
     if (c.final_logit_softcap > 0) z.capped = z.logits;
     if (c.attention_sinks()) z.sinks = static_cast<size_t>(c.heads);
+    if (c.output_gate()) z.qgate = 2 * z.hd;
     return z;
   }
 
@@ -178,7 +186,7 @@ struct DeviceWorkspaceSizes {
   // N, l): a dense layer among MoE ones keeps no routed rows, a MoE layer no dense MLP).
   uint64_t bytes(const Config& c, size_t elem, bool recompute) const {
     uint64_t b = 2 * sizeof(float) * (rope + rope_local) + kTotalsBytes;
-    b += elem * (xs + 4 * rows_c + logits + capped + 2 * hd + 2 * gd + 3 * ni);
+    b += elem * (xs + 4 * rows_c + logits + capped + 2 * hd + 2 * gd + 3 * ni + qgate);
     b += (sizeof(float) + elem) * sinks;
     b += 2 * sizeof(float) * rows + 4 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
     b += sizeof(float) * norm_partial;

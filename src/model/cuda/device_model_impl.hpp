@@ -81,6 +81,8 @@ struct DeviceBlockActs {
   kc::DeviceBuffer<T> down_out;    // [N, C]   down_proj's output
   kc::DeviceBuffer<float> rstd_o;  // [N]
   kc::DeviceBuffer<float> rstd_m;  // [N]
+  // Qwen3.5's output gate (Config::output_gate; empty otherwise)
+  kc::DeviceBuffer<T> ogate;       // [N, H*D]  the gate half of q_proj's output
   std::vector<int64_t> offsets;    // host [E + 1]: the plan's expert ranges (rows of expert e)
   // Expert parallelism (device_moe_ep.cpp; empty without an expert group of P ranks, L = E/P
   // local experts): this rank's experts ran on the R rows the group sent it, so xp, mg, mu,
@@ -129,6 +131,7 @@ struct DeviceBlockActs {
     down_out = kc::DeviceBuffer<T>(z.down_out);
     rstd_o = kc::DeviceBuffer<float>(z.rstd_o);
     rstd_m = kc::DeviceBuffer<float>(z.rstd_m);
+    ogate = kc::DeviceBuffer<T>(z.ogate);
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
@@ -137,7 +140,7 @@ struct DeviceBlockActs {
            ridx.bytes() + rw.bytes() + perm.bytes() + pos.bytes() + xp.bytes() + mg.bytes() +
            mu.bytes() + mh.bytes() + my.bytes() + sy.bytes() + sg.bytes() + eperm.bytes() +
            epos.bytes() + eys.bytes() + o_out.bytes() + down_out.bytes() + rstd_o.bytes() +
-           rstd_m.bytes();
+           rstd_m.bytes() + ogate.bytes();
   }
   // The experts' saved activations (moe_experts_forward's MoeActs).
   kc::MoeActs<T> experts() { return {xp.data(), mg.data(), mu.data(), mh.data(), my.data()}; }
@@ -176,8 +179,8 @@ struct DeviceModel<T, G>::Impl {
   UnitHooks hooks;
 
   int64_t capacity = 0;                            // rows N the workspace holds
-  kc::DeviceBuffer<float> rope_cos, rope_sin;      // [context, D/2]
-  kc::DeviceBuffer<float> local_cos, local_sin;    // [context, D/2] rope_local_theta's (Gemma 3)
+  kc::DeviceBuffer<float> rope_cos, rope_sin;      // [context, R/2] (R = Config::rotary_dim)
+  kc::DeviceBuffer<float> local_cos, local_sin;    // [context, R/2] rope_local_theta's (Gemma 3)
   kc::DeviceBuffer<T> xs;                          // [L+1, N, C] block inputs + final hidden state
   std::vector<detail::DeviceBlockActs<T>> shared;  // [1]: forward-only use and recompute
   std::vector<detail::DeviceBlockActs<T>>
@@ -208,6 +211,8 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<T> dh, dgate, dup;  // [N, W] (device_swiglu_width: dense MLP, shared expert)
   kc::DeviceBuffer<float> attn_delta;  // [B, H, T]
   kc::DeviceBuffer<float> norm_partial;  // [kHeadNormChunks * D] the q/k norm's dw partials
+  kc::DeviceBuffer<T> qgate;  // [N, 2 H D] output gate: q_proj's [query | gate] (and gradient),
+                              // o_proj's input att * sigmoid(gate) (DeviceWorkspaceSizes)
   // Mixture of experts (device_moe.cpp; empty without experts), sizes DeviceMoeSizes:
   kc::DeviceBuffer<T> rlogits;          // [N, E]  router logits, then their gradient
   kc::DeviceBuffer<T> moe_rows;         // [S, C]  experts' backward scratch (permuted dy, dx),
@@ -261,12 +266,14 @@ struct DeviceModel<T, G>::Impl {
       upload_rope(local_cos, local_sin, cfg.rope_local_theta, kernels::RopeScaling{});
   }
 
-  // The tables [context, D/2] of one RoPE (base theta, scaling s), built on the host.
+  // The tables [context, R/2] of one RoPE (base theta, scaling s), built on the host; R =
+  // Config::rotary_dim (partial RoPE: the first R dims of a head rotate). Qwen3.5's
+  // multimodal RoPE over text (three equal positions) is this plain RoPE, as on the CPU.
   void upload_rope(kc::DeviceBuffer<float>& cos, kc::DeviceBuffer<float>& sin, double theta,
                    const kernels::RopeScaling& s) {
-    std::vector<float> cs(DeviceWorkspaceSizes::of(cfg, 0).rope);  // [context, D/2]
+    std::vector<float> cs(DeviceWorkspaceSizes::of(cfg, 0).rope);  // [context, R/2]
     std::vector<float> sn(cs.size());
-    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, cfg.head_dim(), theta, s);
+    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, cfg.rotary_dim(), theta, s);
     cos = kc::DeviceBuffer<float>(cs.size());
     sin = kc::DeviceBuffer<float>(sn.size());
     cos.upload(cs);
@@ -283,6 +290,15 @@ struct DeviceModel<T, G>::Impl {
     if (!cfg.embed_scale()) return 1.0f;
     const float f = std::sqrt(static_cast<float>(cfg.hidden));
     return std::is_same_v<T, kc::bf16_t> ? static_cast<float>(zt::bf16(f)) : f;
+  }
+  // rows of `width` elements from src (a row every spitch elements) to dst (every dpitch):
+  // the output gate's halves of q_proj's rows [query | gate].
+  void copy_rows(T* dst, int64_t dpitch, const T* src, int64_t spitch, int64_t width,
+                 int64_t rows) {
+    ZT_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dpitch) * sizeof(T), src,
+                                    static_cast<size_t>(spitch) * sizeof(T),
+                                    static_cast<size_t>(width) * sizeof(T),
+                                    static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream));
   }
   // x [n] *= s, skipped when s == 1 (query_pre_attn_scalar, the embedding scale).
   void scale_by(T* x, int64_t n, double s) {
@@ -328,6 +344,7 @@ struct DeviceModel<T, G>::Impl {
     dsink_f = kc::DeviceBuffer<float>(z.sinks);
     dsink_t = kc::DeviceBuffer<T>(z.sinks);
     norm_partial = kc::DeviceBuffer<float>(z.norm_partial);
+    qgate = kc::DeviceBuffer<T>(z.qgate);
     moe_ensure(z.moe);
     lora.ensure(N);
     capacity = N;
@@ -401,6 +418,11 @@ struct DeviceModel<T, G>::Impl {
   // projection in `delta` (the recompute in the backward needs nothing after h).
   void block_forward(int l, const T* base, const T* pending, detail::DeviceBlockActs<T>& a,
                      int64_t B, int64_t Tn, bool with_down);
+  // Layer l's q projection of a.xn1 into q [N, H*D]; with the output gate (Qwen3.5)
+  // q_proj's [N, H, 2D] lands in qgate, its query halves go to q, its gate halves to a.ogate.
+  void q_forward(int l, T* q, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // o_proj's input: a.att, or with the output gate a.att * sigmoid(a.ogate) in qgate.
+  const T* attn_o_input(detail::DeviceBlockActs<T>& a, int64_t N);
   // ---- the mixture-of-experts MLP (device_moe.cpp) ----
   // The MoE buffers of DeviceMoeSizes z (called by ensure; pinned host memory once).
   void moe_ensure(const DeviceMoeSizes& z);

@@ -19,6 +19,7 @@
 #include "zt/kernels/cuda/head_rmsnorm.hpp"
 #include "zt/kernels/cuda/moe.hpp"
 #include "zt/kernels/cuda/nf4.hpp"
+#include "zt/kernels/cuda/output_gate.hpp"
 #include "zt/kernels/cuda/precision.hpp"
 #include "zt/kernels/cuda/quantize.hpp"
 #include "zt/kernels/cuda/rmsnorm.hpp"
