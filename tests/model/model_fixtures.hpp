@@ -63,17 +63,23 @@ inline model::Config small_qwen35(bool tied = false) {
   c.layer_types = "ff";
   return c;
 }
+// The Gated DeltaNet layers' sizes of c: key heads hk of dk, value heads hv of dv, conv
+// kernel k.
+inline model::Config with_linear_sizes(model::Config c, int64_t hk, int64_t hv, int64_t dk,
+                                       int64_t dv, int64_t k) {
+  c.linear_key_heads = hk;
+  c.linear_value_heads = hv;
+  c.linear_key_dim = dk;
+  c.linear_value_dim = dv;
+  c.linear_conv_kernel = k;
+  return c;
+}
 // small_qwen35 as a hybrid: layer 0 a Gated DeltaNet layer (1 key head of 4, 2 value heads
 // of 3, conv kernel 3), layer 1 full attention.
 inline model::Config small_qwen35_hybrid(bool tied = false) {
   model::Config c = small_qwen35(tied);
   c.layer_types = "lf";
-  c.linear_key_heads = 1;
-  c.linear_value_heads = 2;
-  c.linear_key_dim = 4;
-  c.linear_value_dim = 3;
-  c.linear_conv_kernel = 3;
-  return c;
+  return with_linear_sizes(c, 1, 2, 4, 3, 3);
 }
 // The small config as gpt-oss: attention biases and sinks, a sliding layer (window 2)
 // then a full one, yarn RoPE (factor 4 over an original context of 3), the router with its

@@ -35,14 +35,43 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
                                             detail::DeviceBlockActs<T>& a, int64_t B, int64_t Tn,
                                             bool with_down) {
   const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
-  const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
   const T* p = params[static_cast<size_t>(layout.block_unit(l))];
   const BlockOffsets& o = layout.block_offsets(l);  // (dense layers among MoE ones differ)
-  const bool qk_norm = cfg.qk_norm(), sandwich = cfg.sandwich_norms();
+  const bool sandwich = cfg.sandwich_norms();
   const double eps = cfg.norm_eps, off = cfg.norm_offset();
   T* x_in = x_at(l, N);
   kc::residual_rmsnorm_forward<T>(a.xn1.data(), a.rstd1.data(), x_in, base, pending,
                                   p + o.input_norm, N, C, eps, stream, off);
+  if (cfg.linear(l))  // Qwen3.5's Gated DeltaNet instead of the attention (device_linear.cpp)
+    linear_forward(l, p, a, B, Tn);
+  else
+    attn_forward(l, p, a, B, Tn);
+  kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in, delta.data(),
+                                  p + o.post_norm, N, C, eps, stream, off);
+  if (cfg.moe_layer(l)) return moe_forward(l, p, a, N);  // (the recompute needs its y: all of it)
+  proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
+  proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
+  if (cfg.gelu_mlp())
+    kc::geglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
+  else
+    kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
+  if (!with_down && !sandwich) return;
+  proj_forward(l, LoraTarget::kDown, sandwich ? a.down_out.data() : delta.data(), a.h.data(),
+               p + o.down, N, I, C);
+  if (sandwich)  // delta = norm(down(h)), the pending add
+    kc::residual_rmsnorm_forward<T>(delta.data(), a.rstd_m.data(), nullptr, a.down_out.data(),
+                                    nullptr, p + o.mlp_out_norm, N, C, eps, stream, off);
+}
+
+// The attention half: a.xn1 -> delta = o_proj(att) (sandwich: its norm).
+template <class T, class G>
+void DeviceModel<T, G>::Impl::attn_forward(int l, const T* p, detail::DeviceBlockActs<T>& a,
+                                           int64_t B, int64_t Tn) {
+  const int64_t N = B * Tn, C = cfg.hidden;
+  const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
+  const BlockOffsets& o = layout.block_offsets(l);
+  const bool qk_norm = cfg.qk_norm(), sandwich = cfg.sandwich_norms();
+  const double eps = cfg.norm_eps, off = cfg.norm_offset();
   T* q = qk_norm ? a.qr.data() : a.q.data();  // [N, H*D] the projection before the q norm
   T* k = qk_norm ? a.kr.data() : a.k.data();  // [N, G*D]
   q_forward(l, q, p, a, N);
@@ -63,28 +92,13 @@ void DeviceModel<T, G>::Impl::block_forward(int l, const T* base, const T* pendi
   kc::attention_forward<T>(a.att.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), B, Tn, H,
                            Gk, D, stream, pos_d, cfg.window(l), at(p, o.sinks),
                            cfg.attn_logit_softcap);
-  // x_mid = x_in + o_proj(att) (sandwich: + norm(o_proj(att)), o_proj's output kept;
-  // Qwen3.5: o_proj(att * sigmoid(gate)))
+  // delta = o_proj(att), x_mid = x_in + delta (sandwich: delta = norm(o_proj(att)), o_proj's
+  // output kept; Qwen3.5: o_proj(att * sigmoid(gate)))
   proj_forward(l, LoraTarget::kO, sandwich ? a.o_out.data() : delta.data(), attn_o_input(a, N),
                p + o.o, N, H * D, C, at(p, o.o_bias));
   if (sandwich)
     kc::residual_rmsnorm_forward<T>(delta.data(), a.rstd_o.data(), nullptr, a.o_out.data(),
                                     nullptr, p + o.attn_out_norm, N, C, eps, stream, off);
-  kc::residual_rmsnorm_forward<T>(a.xn2.data(), a.rstd2.data(), a.x_mid.data(), x_in, delta.data(),
-                                  p + o.post_norm, N, C, eps, stream, off);
-  if (cfg.moe_layer(l)) return moe_forward(l, p, a, N);  // (the recompute needs its y: all of it)
-  proj_forward(l, LoraTarget::kGate, a.gate.data(), a.xn2.data(), p + o.gate, N, C, I);
-  proj_forward(l, LoraTarget::kUp, a.up.data(), a.xn2.data(), p + o.up, N, C, I);
-  if (cfg.gelu_mlp())
-    kc::geglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
-  else
-    kc::swiglu_forward<T>(a.h.data(), a.gate.data(), a.up.data(), N * I, stream);
-  if (!with_down && !sandwich) return;
-  proj_forward(l, LoraTarget::kDown, sandwich ? a.down_out.data() : delta.data(), a.h.data(),
-               p + o.down, N, I, C);
-  if (sandwich)  // delta = norm(down(h)), the pending add
-    kc::residual_rmsnorm_forward<T>(delta.data(), a.rstd_m.data(), nullptr, a.down_out.data(),
-                                    nullptr, p + o.mlp_out_norm, N, C, eps, stream, off);
 }
 
 // Block l backward: dres [N, C] holds dL/dx_{l+1} on entry and dL/dx_l on exit.
@@ -92,7 +106,6 @@ template <class T, class G>
 void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& a, int64_t B,
                                              int64_t Tn) {
   const int64_t N = B * Tn, C = cfg.hidden, I = cfg.intermediate;
-  const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
   const int u = layout.block_unit(l);
   const T* p = params[static_cast<size_t>(u)];
   // nullptr: frozen (LoRA) or absent (a bias or norm the family does not have)
@@ -126,6 +139,25 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
   kc::rmsnorm_backward<T, G>(dres.data(), g(o.post_norm), dxn.data(), a.x_mid.data(),
                              p + o.post_norm, a.rstd2.data(), N, C, /*accumulate_dx=*/true, stream,
                              off);
+  if (cfg.linear(l))  // dres -> dxn: dL/d a.xn1
+    linear_backward(l, u, p, a, B, Tn);
+  else
+    attn_backward(l, u, p, a, B, Tn);
+  kc::rmsnorm_backward<T, G>(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
+                             a.rstd1.data(), N, C, /*accumulate_dx=*/true, stream, off);
+}
+
+// The attention half's backward: dres (dL/d x_mid) -> dxn written (dL/d a.xn1).
+template <class T, class G>
+void DeviceModel<T, G>::Impl::attn_backward(int l, int u, const T* p,
+                                            detail::DeviceBlockActs<T>& a, int64_t B,
+                                            int64_t Tn) {
+  const int64_t N = B * Tn, C = cfg.hidden;
+  const int64_t H = cfg.heads, Gk = cfg.kv_heads, D = cfg.head_dim();
+  const auto g = [&](int64_t off) { return off < 0 ? nullptr : base_grad(u, off); };
+  const BlockOffsets& o = layout.block_offsets(l);
+  const double off = cfg.norm_offset();
+  const bool sandwich = cfg.sandwich_norms();
   // attention half: x_mid = x_in + o_proj(att) (+ o bias; sandwich: its norm in between)
   if (sandwich)  // dxn = d o_proj(att) (its reader, the norm above, has run: stream order)
     kc::rmsnorm_backward<T, G>(dxn.data(), g(o.attn_out_norm), dres.data(), a.o_out.data(),
@@ -173,8 +205,6 @@ void DeviceModel<T, G>::Impl::block_backward(int l, detail::DeviceBlockActs<T>& 
                 a.xn1.data(), p + o.k, N, C, Gk * D, /*accumulate_dx=*/true, g(o.k_bias));
   proj_backward(l, LoraTarget::kV, dxn.data(), g(o.v), dv.data(), a.xn1.data(), p + o.v, N, C,
                 Gk * D, /*accumulate_dx=*/true, g(o.v_bias));
-  kc::rmsnorm_backward<T, G>(dres.data(), g(o.input_norm), dxn.data(), x_in, p + o.input_norm,
-                             a.rstd1.data(), N, C, /*accumulate_dx=*/true, stream, off);
 }
 
 template <class T, class G>
@@ -202,6 +232,10 @@ const T* DeviceModel<T, G>::Impl::attn_o_input(detail::DeviceBlockActs<T>& a, in
 #define ZT_DEVICE_BLOCK_INSTANTIATE(T, G)                                                          \
   template void DeviceModel<T, G>::Impl::block_forward(                                            \
       int, const T*, const T*, detail::DeviceBlockActs<T>&, int64_t, int64_t, bool);               \
+  template void DeviceModel<T, G>::Impl::attn_forward(int, const T*, detail::DeviceBlockActs<T>&,  \
+                                                      int64_t, int64_t);                           \
+  template void DeviceModel<T, G>::Impl::attn_backward(                                            \
+      int, int, const T*, detail::DeviceBlockActs<T>&, int64_t, int64_t);                          \
   template void DeviceModel<T, G>::Impl::q_forward(int, T*, const T*, detail::DeviceBlockActs<T>&, \
                                                    int64_t);                                       \
   template const T* DeviceModel<T, G>::Impl::attn_o_input(detail::DeviceBlockActs<T>&, int64_t);   \
