@@ -684,7 +684,7 @@ line_H() {
            --set model.linear_key_heads=2 --set model.linear_value_heads=4 --set model.linear_key_dim=32
            --set model.linear_value_dim=32 --set model.linear_conv_kernel=4 --set train.seq_len=150)
   local qm=(--set model.family=qwen3_5_moe_text --set model.experts=4 --set model.experts_per_token=2
-            --set model.moe_intermediate=64 --set model.shared_expert_intermediate=64
+            --set model.intermediate=64 --set model.moe_intermediate=64 --set model.shared_expert_intermediate=64
             --set model.norm_topk_prob=true --set model.router_aux_loss=true)
   if ! have_gpu && ! dry; then no_gpu H h_qwen35_gpu --set train.device=cuda --set zero.stage=0 "${q[@]}"; return; fi
   twin "H qwen3_5_text, stage 0, 1 rank" h_qwen35 1e-4 --set zero.stage=0 "${q[@]}" || rc=1

@@ -101,7 +101,7 @@ inline model::Config tiny_qwen35_moe(int64_t experts, int64_t per_token) {
   c.family = "qwen3_5_moe_text";
   c.experts = experts;
   c.experts_per_token = per_token;
-  c.moe_intermediate = 48;
+  c.intermediate = c.moe_intermediate = 48;  // (the family has no dense MLP: equal widths)
   c.shared_expert_intermediate = 40;
   c.norm_topk_prob = true;
   c.router_aux_loss = true;
