@@ -84,22 +84,17 @@ __global__ void conv_dx_kernel(T* dx, T* dpast, const T* dy, const T* x, const T
   }
 }
 
-// partial[k, c * K + j] = the sum over the rows n = b * Tn + t of chunk k (blockIdx.y) of
-// dpre(b, t, c) in(b, t - (K - 1) + j, c).
+// Term (n, c * K + j) of dw: dpre(b, t, c) in(b, t - (K - 1) + j, c), n = b * Tn + t.
 template <class T>
-__global__ void conv_dw_partial_kernel(float* partial, const T* dy, const T* x, const T* w,
-                                       const T* past, int64_t B, int64_t Tn, int64_t C,
-                                       int64_t K, int64_t chunk) {
-  const int64_t cj = detail::column_of_block(), k = blockIdx.y, rows = B * Tn;
-  const int64_t end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
-  const int64_t c = cj / K, j = cj % K;
-  const float s = detail::column_sum(cj, C * K, k * chunk, end, [&](int64_t n) {
-    const int64_t b = n / Tn, t = n % Tn;
+struct ConvDwTerm {
+  const T *dy, *x, *w, *past;
+  int64_t Tn, C, K;
+  __device__ float operator()(int64_t n, int64_t cj) const {
+    const int64_t b = n / Tn, t = n % Tn, c = cj / K, j = cj % K;
     return conv_dpre(dy, x, w, past, Tn, C, K, b, t, c) *
            conv_in(x, past, Tn, C, K, b, t - (K - 1) + j, c);
-  });
-  if (threadIdx.y == 0 && cj < C * K) partial[k * C * K + cj] = s;
-}
+  }
+};
 
 // One thread per (b, c): its K - 1 entries in increasing order, each read (Tn entries ahead
 // in [past | x]) before it is written, so past_out may equal past.
@@ -117,8 +112,20 @@ __global__ void conv_update_past_kernel(T* past_out, const T* past, const T* x, 
   }
 }
 
-// ---- parameter gradients: dst0[c] (c < n0), dst1[c - n0] (c >= n0) += sum_k partial[k, c]
+// ---- parameter gradients ----------------------------------------------------------------
+// partial[k, c] = the sum over the rows n of chunk k (blockIdx.y) of term(n, c), c < ncols
+// (detail::column_sum's fixed order).
+template <class Term>
+__global__ void column_partial_kernel(float* partial, Term term, int64_t ncols, int64_t rows,
+                                      int64_t chunk) {
+  const int64_t c = detail::column_of_block(), k = blockIdx.y;
+  const int64_t end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
+  const float s = detail::column_sum(c, ncols, k * chunk, end,
+                                     [&](int64_t n) { return term(n, c); });
+  if (threadIdx.y == 0 && c < ncols) partial[k * ncols + c] = s;
+}
 
+// dst0[c] (c < n0), dst1[c - n0] (c >= n0; each nullptr: none) += sum_k partial[k, c], k in order.
 template <class G>
 __global__ void partials_final_kernel(G* dst0, G* dst1, const float* partial, int64_t n0,
                                       int64_t n) {
@@ -131,18 +138,21 @@ __global__ void partials_final_kernel(G* dst0, G* dst1, const float* partial, in
   *dst = detail::from_f32<G>(detail::to_f32(*dst) + s);
 }
 
-template <class G>
-void partials_final(G* dst0, G* dst1, const float* partial, int64_t n0, int64_t n,
-                    cudaStream_t stream) {
-  partials_final_kernel<G><<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(
-      dst0, dst1, partial, n0, n);
-  ZT_CUDA_LAUNCH_CHECK("partials_final_kernel");
-}
-
-void need_partial(const float* partial, const char* kernel, const std::string& size) {
+// The parameters' gradients dst0 [n0], dst1 [ncols - n0] += the sums over rows of term.
+template <class G, class Term>
+void param_grads(G* dst0, G* dst1, int64_t n0, const Term& term, int64_t ncols, int64_t rows,
+                 float* partial, const char* kernel, const char* size, cudaStream_t stream) {
   if (!partial)
     throw Error(std::string(kernel) + ": no scratch for the parameters' gradients",
-                "pass partial [" + size + "] floats");
+                std::string("pass partial [") + size + "] floats");
+  const dim3 grid(detail::column_blocks(ncols), kDeltaPartials);
+  const int64_t chunk = (rows + kDeltaPartials - 1) / kDeltaPartials;  // rows per partial
+  column_partial_kernel<Term><<<grid, detail::kColumnBlock, 0, stream>>>(partial, term, ncols,
+                                                                          rows, chunk);
+  ZT_CUDA_LAUNCH_CHECK("column_partial_kernel");
+  partials_final_kernel<G><<<detail::grid_for(ncols, kThreads), kThreads, 0, stream>>>(
+      dst0, dst1, partial, n0, ncols);
+  ZT_CUDA_LAUNCH_CHECK("partials_final_kernel");
 }
 
 void check_conv(int64_t B, int64_t Tn, int64_t C, int64_t K) {
@@ -185,22 +195,20 @@ __global__ void gates_backward_kernel(T* da, T* db, const float* dg, const float
   }
 }
 
-// partial[k, c]: c < Hv the sum of dg g (d g / d A_log = g), c >= Hv the sum of d g / d u
-// (dt_bias's gradient), over the rows of chunk k.
+// Term (n, c) of the parameters: c < Hv dg g (d g / d A_log = g), c >= Hv d g / d u
+// (dt_bias's gradient), u = a + dt_bias.
 template <class T>
-__global__ void gates_dparam_partial_kernel(float* partial, const float* dg, const T* a,
-                                            const T* A_log, const T* dt_bias, int64_t N,
-                                            int64_t Hv, int64_t chunk) {
-  const int64_t c = detail::column_of_block(), k = blockIdx.y;
-  const int64_t end = (k + 1) * chunk < N ? (k + 1) * chunk : N;
-  const int64_t h = c < Hv ? c : c - Hv;
-  const float s = detail::column_sum(c, 2 * Hv, k * chunk, end, [&](int64_t n) {
+struct GatesTerm {
+  const float* dg;
+  const T *a, *A_log, *dt_bias;
+  int64_t Hv;
+  __device__ float operator()(int64_t n, int64_t c) const {
+    const int64_t h = c < Hv ? c : c - Hv;
     const float u = detail::to_f32(a[n * Hv + h]) + detail::to_f32(dt_bias[h]);
     const float ea = expf(detail::to_f32(A_log[h])), d = dg[n * Hv + h];
     return c < Hv ? d * (-ea * softplusf(u)) : -ea * softplus_gradf(u) * d;
-  });
-  if (threadIdx.y == 0 && c < 2 * Hv) partial[k * 2 * Hv + c] = s;
-}
+  }
+};
 
 // ---- the gated RMSNorm ----------------------------------------------------------------------
 
@@ -209,17 +217,10 @@ template <class T>
 __global__ void gated_norm_forward_kernel(T* y, float* rstd, const T* x, const T* z,
                                           const T* w, int64_t rows, int64_t D, float eps) {
   const int lane = threadIdx.x % 32;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarps;
-  for (int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; n < rows;
-       n += step) {
+  detail::for_each_warp_row(rows, kWarps, [&](int64_t n) {
     const T* xr = x + n * D;  // [D]
     const T* zr = z + n * D;  // [D]
-    float ss = 0.0f;
-    for (int64_t c = lane; c < D; c += 32) {
-      const float v = detail::to_f32(xr[c]);
-      ss += v * v;
-    }
-    ss = detail::warp_sum(ss);
+    const float ss = detail::warp_sum_squares(xr, D);
     const float r = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
     if (rstd && lane == 0) rstd[n] = r;
     for (int64_t c = lane; c < D; c += 32) {
@@ -227,7 +228,7 @@ __global__ void gated_norm_forward_kernel(T* y, float* rstd, const T* x, const T
       y[n * D + c] = detail::from_f32<T>(detail::to_f32(w[c]) * detail::to_f32(xr[c]) * r *
                                          zv * sigmoidf(zv));
     }
-  }
+  });
 }
 
 // dn = dy w silu(z), dx = r (dn - xh mean(dn xh)), dz = dy w xh silu'(z).
@@ -235,9 +236,7 @@ template <class T>
 __global__ void gated_norm_dx_kernel(T* dx, T* dz, const T* dy, const T* x, const T* z,
                                      const T* w, const float* rstd, int64_t rows, int64_t D) {
   const int lane = threadIdx.x % 32;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarps;
-  for (int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; n < rows;
-       n += step) {
+  detail::for_each_warp_row(rows, kWarps, [&](int64_t n) {
     const int64_t o = n * D;
     const float r = rstd[n];
     float dot = 0.0f;
@@ -253,30 +252,27 @@ __global__ void gated_norm_dx_kernel(T* dx, T* dz, const T* dy, const T* x, cons
       if (dx) dx[o + c] = detail::from_f32<T>(r * (dyw * zv * sg - xh * dot));
       if (dz) dz[o + c] = detail::from_f32<T>(dyw * xh * sg * (1.0f + zv * (1.0f - sg)));
     }
-  }
+  });
 }
 
+// Term (n, c) of the norm's weight: dy x rstd silu(z).
 template <class T>
-__global__ void gated_norm_dw_partial_kernel(float* partial, const T* dy, const T* x,
-                                             const T* z, const float* rstd, int64_t rows,
-                                             int64_t D, int64_t chunk) {
-  const int64_t c = detail::column_of_block(), k = blockIdx.y;
-  const int64_t end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
-  const float s = detail::column_sum(c, D, k * chunk, end, [&](int64_t n) {
+struct NormDwTerm {
+  const T *dy, *x, *z;
+  const float* rstd;
+  int64_t D;
+  __device__ float operator()(int64_t n, int64_t c) const {
     const float zv = detail::to_f32(z[n * D + c]);
     return detail::to_f32(dy[n * D + c]) * detail::to_f32(x[n * D + c]) * rstd[n] * zv *
            sigmoidf(zv);
-  });
-  if (threadIdx.y == 0 && c < D) partial[k * D + c] = s;
-}
+  }
+};
 
 void check_norm(int64_t D) {
   if (D < 1 || D > kDeltaMaxNormDim)
     throw Error("gated_rmsnorm: rows of " + std::to_string(D) + " elements",
                 "the gated norm kernels take head dims 1 .. " + std::to_string(kDeltaMaxNormDim));
 }
-
-int64_t rows_per_partial(int64_t rows) { return (rows + kDeltaPartials - 1) / kDeltaPartials; }
 
 }  // namespace
 
@@ -302,12 +298,8 @@ void causal_conv1d_silu_backward(T* dx, G* dw, T* dpast, const T* dy, const T* x
     ZT_CUDA_LAUNCH_CHECK("conv_dx_kernel");
   }
   if (!dw || Tn == 0) return;
-  need_partial(partial, "causal_conv1d_silu_backward", "kDeltaPartials * C * K");
-  const dim3 grid(detail::column_blocks(C * K), kDeltaPartials);
-  conv_dw_partial_kernel<T><<<grid, detail::kColumnBlock, 0, stream>>>(
-      partial, dy, x, w, past, B, Tn, C, K, rows_per_partial(B * Tn));
-  ZT_CUDA_LAUNCH_CHECK("conv_dw_partial_kernel");
-  partials_final<G>(dw, nullptr, partial, C * K, C * K, stream);
+  param_grads(dw, static_cast<G*>(nullptr), C * K, ConvDwTerm<T>{dy, x, w, past, Tn, C, K}, C * K,
+              B * Tn, partial, "causal_conv1d_silu_backward", "kDeltaPartials * C * K", stream);
 }
 
 template <class T>
@@ -341,12 +333,8 @@ void delta_gates_backward(T* da, T* db, G* dA_log, G* ddt_bias, const float* dg,
     ZT_CUDA_LAUNCH_CHECK("gates_backward_kernel");
   }
   if (!dA_log && !ddt_bias) return;
-  need_partial(partial, "delta_gates_backward", "kDeltaPartials * 2 * Hv");
-  const dim3 grid(detail::column_blocks(2 * Hv), kDeltaPartials);
-  gates_dparam_partial_kernel<T><<<grid, detail::kColumnBlock, 0, stream>>>(
-      partial, dg, a, A_log, dt_bias, N, Hv, rows_per_partial(N));
-  ZT_CUDA_LAUNCH_CHECK("gates_dparam_partial_kernel");
-  partials_final<G>(dA_log, ddt_bias, partial, Hv, 2 * Hv, stream);
+  param_grads(dA_log, ddt_bias, Hv, GatesTerm<T>{dg, a, A_log, dt_bias, Hv}, 2 * Hv, N, partial,
+              "delta_gates_backward", "kDeltaPartials * 2 * Hv", stream);
 }
 
 template <class T>
@@ -371,12 +359,8 @@ void gated_rmsnorm_backward(T* dx, T* dz, G* dw, const T* dy, const T* x, const 
     ZT_CUDA_LAUNCH_CHECK("gated_norm_dx_kernel");
   }
   if (!dw) return;
-  need_partial(partial, "gated_rmsnorm_backward", "kDeltaPartials * D");
-  const dim3 grid(detail::column_blocks(D), kDeltaPartials);
-  gated_norm_dw_partial_kernel<T><<<grid, detail::kColumnBlock, 0, stream>>>(
-      partial, dy, x, z, rstd, rows, D, rows_per_partial(rows));
-  ZT_CUDA_LAUNCH_CHECK("gated_norm_dw_partial_kernel");
-  partials_final<G>(dw, nullptr, partial, D, D, stream);
+  param_grads(dw, static_cast<G*>(nullptr), D, NormDwTerm<T>{dy, x, z, rstd, D}, D, rows, partial,
+              "gated_rmsnorm_backward", "kDeltaPartials * D", stream);
 }
 
 #define ZT_DELTA_OPS_T(T)                                                                      \
