@@ -184,6 +184,19 @@ void check_delta_cuda(const DeltaShape& s, const char* kernel) {
                            " tokens (transformers' chunk_size)");
 }
 
+void allow_smem(const void* kernel, size_t bytes, const char* name) {
+  int dev = 0, optin = 0;
+  ZT_CUDA_CHECK(cudaGetDevice(&dev));
+  ZT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (bytes > static_cast<size_t>(optin))
+    throw Error(std::string(name) + ": " + std::to_string(bytes) +
+                    " bytes of shared memory per block, the device allows " +
+                    std::to_string(optin),
+                "the GPU rule needs an sm_80 or newer device (163 KB per block)");
+  ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(bytes)));
+}
+
 }  // namespace detail
 
 template <class T>
@@ -194,18 +207,10 @@ void gated_delta_chunked_forward(T* out, float* state1, float* starts, const Del
   if (s.B == 0) return;
   const int64_t n = s.Dv < kSlice ? s.Dv : kSlice;
   const size_t bytes = static_cast<size_t>(forward_smem_floats(s.Dk, n)) * sizeof(float);
-  int dev = 0, optin = 0;
-  ZT_CUDA_CHECK(cudaGetDevice(&dev));
-  ZT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  if (bytes > static_cast<size_t>(optin))
-    throw Error("gated_delta_chunked_forward: " + std::to_string(bytes) +
-                    " bytes of shared memory per block, the device allows " +
-                    std::to_string(optin),
-                "the GPU rule needs an sm_80 or newer device (163 KB per block)");
-  ZT_CUDA_CHECK(cudaFuncSetAttribute(delta_chunked_forward_kernel<T>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>(s.B * s.Hv), static_cast<unsigned>((s.Dv + kSlice - 1) / kSlice));
+  detail::allow_smem(reinterpret_cast<const void*>(delta_chunked_forward_kernel<T>), bytes,
+                     "gated_delta_chunked_forward");
+  const dim3 grid(static_cast<unsigned>(s.B * s.Hv),
+                  static_cast<unsigned>((s.Dv + kSlice - 1) / kSlice));
   delta_chunked_forward_kernel<T><<<grid, detail::kDeltaThreads, bytes, stream>>>(
       out, state1, starts, s, q, k, v, g, beta, state0);
   ZT_CUDA_LAUNCH_CHECK("delta_chunked_forward_kernel");

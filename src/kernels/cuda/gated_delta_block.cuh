@@ -26,6 +26,9 @@ inline constexpr float kDeltaL2Eps = 1e-6f;   // transformers' l2norm eps
 
 // The GPU rule's shape preconditions (zt::Error naming the sizes: a caller's bug).
 void check_delta_cuda(const DeltaShape& s, const char* kernel);
+// Lets `kernel` take `bytes` of dynamic shared memory (an Error naming `name` where the
+// device allows less per block).
+void allow_smem(const void* kernel, size_t bytes, const char* name);
 
 // out(i, j, acc) for each (i, j) of [M, N], acc = sum over k < K of a(i, k) b(k, j) in k order,
 // a(i, k) = A[i lda + k] (TA: A[k lda + i]), b(k, j) = B[k ldb + j] (TB: B[j ldb + k]).
