@@ -187,10 +187,13 @@ struct DeviceMoeSizes {
 //   hv       T [N,Hv] x2   d in_proj_a's and d in_proj_b's outputs (in the forward, b's output)
 //   gates    f32 [N,Hv] x2 d g, d beta
 //   partial  f32 [kDeltaPartials * max(Cc K, 2 Hv, Dv)] the parameter gradients' row chunks
-//   rule     f32 [Q Hv Dk Dv] the rule's backward scratch (device_linear.cpp checks it
-//            against kernels::cuda::gated_delta_backward_scratch)
+//   rule     f32 [2 N Hv Dk + min(Q Hv, 132) (3 Dk Dv + 384 (Dk + Dv))] the rule's backward
+//            scratch with the chunk starts kept: d q and d k per value head, and a workspace
+//            per block of at most 132 (one per sequence and value head; Q >= B bounds them);
+//            device_linear.cpp checks it against kernels::cuda::gated_delta_backward_scratch
 struct DeviceLinearSizes {
   static constexpr size_t kPartials = 64;  // kernels::cuda::kDeltaPartials (static_asserted)
+  static constexpr size_t kRuleBlocks = 132;  // the rule's backward's most blocks
   size_t rows = 0, vd = 0, kd = 0, hv = 0, gates = 0, partial = 0, rule = 0;
 
   static DeviceLinearSizes of(const Config& c, int64_t N, int64_t Q) {
@@ -201,8 +204,10 @@ struct DeviceLinearSizes {
     const size_t Dv = static_cast<size_t>(c.linear_value_dim);
     const size_t K = static_cast<size_t>(c.linear_conv_kernel);
     const size_t KD = static_cast<size_t>(c.linear_key_heads) * Dk;
+    const size_t blocks = std::min(static_cast<size_t>(Q) * Hv, kRuleBlocks);
     return {n * Cc, n * Hv * Dv, n * KD, n * Hv, n * Hv,
-            kPartials * std::max({Cc * K, 2 * Hv, Dv}), static_cast<size_t>(Q) * Hv * Dk * Dv};
+            kPartials * std::max({Cc * K, 2 * Hv, Dv}),
+            2 * n * Hv * Dk + blocks * (3 * Dk * Dv + 6 * 64 * (Dk + Dv))};
   }
   uint64_t bytes(size_t elem) const {
     return elem * (2 * rows + 3 * vd + 2 * kd + 2 * hv) + sizeof(float) * (2 * gates + partial + rule);
