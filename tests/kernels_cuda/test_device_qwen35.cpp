@@ -18,10 +18,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "device_model_check.hpp"
 #include "model_params.hpp"
+#include "zt/kernels/cuda/gated_delta.hpp"
 #include "zt/kernels/cuda/output_gate.hpp"
+#include "zt/model/device_workspace.hpp"
 
 namespace zt::kernels::cuda::testing {
 namespace {
@@ -91,6 +94,39 @@ TEST_F(DeviceModelTest, Qwen35OutputGateKernel) {
   };
   check(static_cast<float*>(nullptr));
   check(static_cast<bf16_t*>(nullptr));
+}
+
+// The workspace formula zt estimate shares (zt/model/device_workspace.hpp), without a GPU:
+// a Gated DeltaNet layer keeps none of the attention's buffers and an attention layer none
+// of its; the shared block holds both; the rule's backward scratch the model allocates is
+// what the kernels ask for (gated_delta_backward_scratch with the chunk starts kept) for
+// one and many sequences, short and long, few and many value heads.
+TEST(DeviceQwen35Workspace, FormulaHoldsEachMixerAndTheRuleScratch) {
+  const Config c = tiny_qwen35(false);
+  const int64_t N = 300, Q = model::delta_chunk_rows(2, 150);
+  EXPECT_EQ(Q, 6);
+  const model::DeviceBlockSizes lin = model::DeviceBlockSizes::of(c, N, 0, Q);
+  const model::DeviceBlockSizes full = model::DeviceBlockSizes::of(c, N, 3, Q);
+  const model::DeviceBlockSizes shared = model::DeviceBlockSizes::of(c, N, -1, Q);
+  EXPECT_EQ(lin.q + lin.k + lin.v + lin.att + lin.lse + lin.qr + lin.ogate, 0u);
+  EXPECT_EQ(lin.lstarts, static_cast<size_t>(Q * 4 * 16 * 16));
+  EXPECT_EQ(full.lqkv + full.lq + full.lstarts, 0u);
+  EXPECT_EQ(full.ogate, static_cast<size_t>(N * 64));
+  EXPECT_EQ(shared.q, full.q);
+  EXPECT_EQ(shared.lstarts, lin.lstarts);
+  for (const auto& [B, T, Hv] :
+       {std::tuple{2, 150, 4}, {1, 64, 4}, {40, 100, 32}, {1, 4096, 32}}) {
+    Config d = c;
+    d.linear_value_heads = Hv;
+    d.linear_key_heads = Hv / 2;
+    d.linear_key_dim = d.linear_value_dim = 128;
+    const kernels::cuda::DeltaShape s{.B = B, .T = T, .Hk = Hv / 2, .Hv = Hv, .Dk = 128,
+                                      .Dv = 128, .chunk = kernels::cuda::kDeltaChunk};
+    const model::DeviceLinearSizes z =
+        model::DeviceLinearSizes::of(d, B * T, model::delta_chunk_rows(B, T));
+    EXPECT_GE(static_cast<int64_t>(z.rule), gated_delta_backward_scratch(s, false))
+        << "B " << B << " T " << T << " Hv " << Hv;
+  }
 }
 
 // Packed rows (several examples a row) are refused by name on the GPU model with Gated
