@@ -277,14 +277,14 @@ do_run() {
 # docs/gpu-verification.md gives the expected times.
 # The first call runs all_lines; their expected times on an H100 (expect_s, as
 # docs/gpu-verification.md states them) fit the budget, and `plan` checks that. The rest
-# (second_lines) is a second call: ZT_KIT_LINES="B D2 D3 D4 dead_rank stuck_waits". A line the budget
+# (second_lines) is a second call: ZT_KIT_LINES="B D2 D3 D4 H dead_rank stuck_waits". A line the budget
 # leaves out is NOT RUN, and the run fails: nothing unjudged reads as passed.
 all_lines=(launcher cpu_train kernels nccl_comm check_nccl health speed A C D E L Q G P M attention)
-second_lines=(B D2 D3 D4 dead_rank stuck_waits)
+second_lines=(B D2 D3 D4 H dead_rank stuck_waits)
 declare -A expect_s=([launcher]=5 [cpu_train]=5 [kernels]=120 [nccl_comm]=10 [check_nccl]=20 [health]=12 [speed]=60
-  [A]=10 [C]=10 [D]=30 [E]=20 [L]=30 [Q]=20 [G]=30 [P]=25 [M]=45 [attention]=10 [B]=20 [D2]=30 [D3]=15 [D4]=40 [dead_rank]=5 [stuck_waits]=40)
+  [A]=10 [C]=10 [D]=30 [E]=20 [L]=30 [Q]=20 [G]=30 [P]=25 [M]=45 [attention]=10 [B]=20 [D2]=30 [D3]=15 [D4]=40 [H]=25 [dead_rank]=5 [stuck_waits]=40)
 declare -A limit_s=([launcher]=40 [cpu_train]=40 [kernels]=150 [nccl_comm]=40 [check_nccl]=60 [health]=45 [A]=40 [B]=60 [C]=40 [D]=60
-  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [G]=90 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60 [stuck_waits]=100)
+  [D2]=60 [D3]=40 [D4]=80 [E]=60 [L]=60 [Q]=60 [G]=90 [H]=90 [P]=60 [M]=120 [attention]=40 [speed]=120 [dead_rank]=60 [stuck_waits]=100)
 
 wrk() { echo "${ZT_KIT_WORK:-${TMPDIR:-/tmp}/zt-kit-work}"; }
 result() { echo "$1 $2: $3"; }  # STATUS LINE FIGURES
@@ -669,6 +669,26 @@ line_G() {
   else
     failed G g_gptoss_ep2_gpu; rc=1
   fi
+  return "$rc"
+}
+
+# Qwen3.5's hybrids (issue 56): tiny as qwen3_5_text (layers l l l f: three Gated DeltaNet
+# layers with 2 key heads and 4 value heads of 32 and conv kernel 4, then full attention
+# with the output gate, q/k norms and partial RoPE 0.25) on rows of 150 tokens (two chunks
+# of 64 and a partial one), and as qwen3_5_moe_text (the same layers, 4 experts of width 64,
+# top 2 renormalised, the shared expert and its gate, the aux loss in the loss), 10 steps,
+# stage 0, GPU vs CPU.
+line_H() {
+  local rc=0
+  local q=(--set model.family=qwen3_5_text --set model.layer_types=lllf --set model.partial_rotary_factor=0.25
+           --set model.linear_key_heads=2 --set model.linear_value_heads=4 --set model.linear_key_dim=32
+           --set model.linear_value_dim=32 --set model.linear_conv_kernel=4 --set train.seq_len=150)
+  local qm=(--set model.family=qwen3_5_moe_text --set model.experts=4 --set model.experts_per_token=2
+            --set model.intermediate=64 --set model.moe_intermediate=64 --set model.shared_expert_intermediate=64
+            --set model.norm_topk_prob=true --set model.router_aux_loss=true)
+  if ! have_gpu && ! dry; then no_gpu H h_qwen35_gpu --set train.device=cuda --set zero.stage=0 "${q[@]}"; return; fi
+  twin "H qwen3_5_text, stage 0, 1 rank" h_qwen35 1e-4 --set zero.stage=0 "${q[@]}" || rc=1
+  twin "H qwen3_5_moe_text, stage 0, 1 rank" h_qwen35_moe 1e-4 --set zero.stage=0 "${q[@]}" "${qm[@]}" || rc=1
   return "$rc"
 }
 

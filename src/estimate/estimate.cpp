@@ -228,12 +228,15 @@ Row estimate_row(const Setup& s, int stage, int hpz_request, Offload optimizer, 
     const int64_t N = s.micro_batch * std::min(s.seq_len, s.model.context);
     if (lora.enabled()) {  // + the adapters' workspace (and QLoRA's one dequantised W)
       const bool qlora = lora.method == model::FinetuneMethod::kQlora;
-      r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false, lora, qlora);
+      r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false, lora, qlora,
+                                                          s.micro_batch);
       r.activation_recompute_bytes =
-          model::device_workspace_bytes(s.model, N, p.activation, true, lora, qlora);
+          model::device_workspace_bytes(s.model, N, p.activation, true, lora, qlora, s.micro_batch);
     } else {
-      r.activation_bytes = model::device_workspace_bytes(s.model, N, p.activation, false);
-      r.activation_recompute_bytes = model::device_workspace_bytes(s.model, N, p.activation, true);
+      r.activation_bytes =
+          model::device_workspace_bytes(s.model, N, p.activation, false, s.micro_batch);
+      r.activation_recompute_bytes =
+          model::device_workspace_bytes(s.model, N, p.activation, true, s.micro_batch);
     }
     r.library_bytes = model::DeviceLibraryWorkspaces::of(s.model, N, p.activation).bytes();
   }

@@ -475,11 +475,20 @@ void Config::validate_experts() const {
 
 
 std::string Config::device_model_gap() const {
-  // Every family's block runs on the GPU model (Gemma's and gpt-oss's included); zt's CUDA
-  // attention takes head dims up to kMaxDeviceHeadDim (kernels::cuda::attention_head_dims).
-  if (output_gate()) return "the attention's output gate (Qwen3.5's q_proj [query | gate])";
-  if (rotary_dim() != head_dim())
-    return strf("partial RoPE (model.partial_rotary_factor = %g)", partial_rotary_factor);
+  // Every family's block runs on the GPU model (Gemma's and gpt-oss's included, Qwen3.5's
+  // full-attention layers with their output gate and partial RoPE and its Gated DeltaNet
+  // layers); zt's CUDA attention takes head dims up to kMaxDeviceHeadDim
+  // (kernels::cuda::attention_head_dims), its Gated DeltaNet kernels the sizes below.
+  if (linear_layers() &&
+      std::max(linear_key_dim, linear_value_dim) > kMaxDeviceDeltaDim)
+    return strf("a Gated DeltaNet kernel for key/value head dims %lld/%lld (zt's CUDA kernels "
+                "take up to %lld)",
+                static_cast<long long>(linear_key_dim), static_cast<long long>(linear_value_dim),
+                static_cast<long long>(kMaxDeviceDeltaDim));
+  if (linear_layers() && linear_conv_kernel > kMaxDeviceConvKernel)
+    return strf("a Gated DeltaNet conv1d kernel of %lld (zt's CUDA kernels take up to %lld)",
+                static_cast<long long>(linear_conv_kernel),
+                static_cast<long long>(kMaxDeviceConvKernel));
   if (head_dim() > kMaxDeviceHeadDim)
     return strf("an attention kernel for head dim %lld (zt's CUDA attention takes head dims up "
                 "to %lld)",

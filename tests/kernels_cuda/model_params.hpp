@@ -2,7 +2,7 @@
 // Models for the GPU model tests (test helper): the model families at tiny widths. Their
 // parameters' norm weights and biases are drawn off their init (ones, zeros) by
 // model_fixtures.hpp's draw_off_init, so the families' pieces (docs/model.md) carry signal; tiny
-// Mixtral, Qwen2-MoE, Qwen3-MoE and gpt-oss configs.
+// Mixtral, Qwen2-MoE, Qwen3-MoE, gpt-oss and Qwen3.5 configs.
 #include <string>
 
 #include "model/model_fixtures.hpp"
@@ -77,6 +77,34 @@ inline model::Config tiny_gpt_oss(int64_t experts, int64_t per_token) {
   c.experts = experts;
   c.experts_per_token = per_token;
   c.swiglu_limit = 0.4;
+  return c;
+}
+
+// qwen3_5_text at the tiny widths (4 heads of 16), layers l l l f: three Gated DeltaNet
+// layers (2 key heads and 4 value heads of 16, conv kernel 4), then full attention with
+// the output gate, q/k norms and partial RoPE 0.25 (4 of 16 dims rotate); context 256.
+inline model::Config tiny_qwen35(bool tied) {
+  model::Config c = zt::testing::as_hybrid(tiny_family("qwen3_5_text", 16, false), 2, 16, 4, 16, 4);
+  c.layers = 4;
+  c.layer_types = "lllf";
+  c.context = 256;
+  c.partial_rotary_factor = 0.25;
+  c.tied_embeddings = tied;
+  return c;
+}
+
+// tiny_qwen35 as qwen3_5_moe_text: E experts of width 48, k per token renormalised, the
+// shared expert (40 wide) and its sigmoid gate in every layer, the aux loss in the loss.
+inline model::Config tiny_qwen35_moe(int64_t experts, int64_t per_token) {
+  model::Config c = tiny_qwen35(false);
+  c.family = "qwen3_5_moe_text";
+  c.experts = experts;
+  c.experts_per_token = per_token;
+  c.intermediate = c.moe_intermediate = 48;  // (the family has no dense MLP: equal widths)
+  c.shared_expert_intermediate = 40;
+  c.norm_topk_prob = true;
+  c.router_aux_loss = true;
+  c.router_aux_loss_coef = 0.02;
   return c;
 }
 

@@ -5,7 +5,8 @@
 // (lm_head included) and a subset, dropout 0 and > 0 (the same masks: one counter-based
 // rule, zt/kernels/dropout.hpp), recompute off and on; the base's gradient buffers not
 // written (no dW GEMM, norm or embedding gradient with adapters bound). QLoRA: the NF4
-// dequantisation is the CPU's bit for bit, so the tolerance is the GEMMs'.
+// dequantisation is the CPU's bit for bit, so the tolerance is the GEMMs'. Qwen3.5's
+// Gated DeltaNet projections and output-gated q as targets (tiny_qwen35).
 // Tolerances, as the DeviceModel tests': fp32 loss 1e-5, gradients 1e-4 (per adapter,
 // relative to its largest value); bf16-mixed against the fp32 CPU model on the same
 // bf16-rounded values, loss 1e-2, gradients 5e-2 (all adapters as one buffer).
@@ -68,9 +69,11 @@ struct LoraCase {
   bool unit_grads = true;  // bind sentinel gradient buffers to the units (else nullptr)
   int64_t rank = 8;
   bool mixtral = false;  // tiny_mixtral(4, 2): a MoE base (targets: attention's and lm_head)
+  bool qwen35 = false;   // tiny_qwen35: Gated DeltaNet layers l l l, then a full one
 
   std::string tag() const {
     return std::string(qlora ? "qlora" : "lora") + (mixtral ? " mixtral" : "") +
+           (qwen35 ? " qwen3_5_text" : "") +
            (tied ? " tied" : " untied") +
            (targets == kAllTargets ? " all targets" : " a subset of targets") + " dropout " +
            std::to_string(dropout).substr(0, 4) + (recompute ? " recompute" : "") + " rank " +
@@ -84,7 +87,9 @@ class DeviceLoraTest : public GpuTest {
   // to TP first).
   template <class TP, class TG>
   void check(const LoraCase& c, double loss_tol, double grad_tol, bool per_adapter) {
-    Config cfg = c.mixtral ? tiny_mixtral(4, 2) : Config::preset("tiny");
+    Config cfg = c.mixtral ? tiny_mixtral(4, 2)
+                 : c.qwen35 ? tiny_qwen35(c.tied)
+                            : Config::preset("tiny");
     cfg.tied_embeddings = c.tied;
     const ParamLayout layout(cfg);
     const int64_t B = 2, Tn = 32, N = B * Tn;
@@ -197,6 +202,20 @@ TEST_F(DeviceLoraTest, MixtralBaseAttentionTargetsFp32) {
   check<float, float>({.targets = attn, .mixtral = true}, 1e-5, 1e-4, true);
   check<float, float>({.targets = attn, .dropout = 0.1, .recompute = true, .qlora = true,
                        .mixtral = true},
+                      1e-5, 1e-4, true);
+}
+
+// Qwen3.5 (tiny_qwen35): adapters on the Gated DeltaNet layers' in_proj_qkv, in_proj_z,
+// in_proj_b, in_proj_a and out_proj, the full layer's q (its output gate's rows too), k,
+// v, o, the MLPs and lm_head; the frozen conv1d, A_log, dt_bias and gated norm get no
+// gradient (sentinel); LoRA, then QLoRA with dropout and recompute.
+TEST_F(DeviceLoraTest, Qwen35AllTargetsFp32) {
+  const uint32_t all = kAllTargets | targets_of({LoraTarget::kInQkv, LoraTarget::kInZ,
+                                                 LoraTarget::kInB, LoraTarget::kInA,
+                                                 LoraTarget::kOutProj});
+  check<float, float>({.targets = all, .qwen35 = true}, 1e-5, 1e-4, true);
+  check<float, float>({.targets = all, .dropout = 0.1, .recompute = true, .qlora = true,
+                       .qwen35 = true},
                       1e-5, 1e-4, true);
 }
 

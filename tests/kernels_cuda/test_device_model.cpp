@@ -205,9 +205,9 @@ void workspace_is_the_formula(DeviceModelTest& t, size_t elem, const Config& cfg
     gpu.bind_unit(u, dp.back().data(), dg.back().data());
   }
   gpu.loss_and_grad(data.tokens, data.targets, B, Tn, /*recompute=*/true);
-  EXPECT_EQ(gpu.workspace_bytes(), model::device_workspace_bytes(cfg, B * Tn, elem, true));
+  EXPECT_EQ(gpu.workspace_bytes(), model::device_workspace_bytes(cfg, B * Tn, elem, true, B));
   gpu.loss_and_grad(data.tokens, data.targets, B, Tn, /*recompute=*/false);
-  EXPECT_EQ(gpu.workspace_bytes(), model::device_workspace_bytes(cfg, B * Tn, elem, false));
+  EXPECT_EQ(gpu.workspace_bytes(), model::device_workspace_bytes(cfg, B * Tn, elem, false, B));
 }
 
 TEST_F(DeviceModelTest, WorkspaceIsTheEstimateFormula) {
@@ -236,6 +236,10 @@ TEST_F(DeviceModelTest, WorkspaceIsTheEstimateFormula) {
   oss.experts_per_token = 2;
   oss.swiglu_limit = 7.0;
   workspace_is_the_formula<float>(*this, 4, oss);
+  // qwen3_5_text / qwen3_5_moe_text: the output gate's buffers, the Gated DeltaNet layers'
+  // own (no attention buffers there) and their scratch (DeviceLinearSizes), 2 chunk rows
+  workspace_is_the_formula<float>(*this, 4, tiny_qwen35(false));
+  workspace_is_the_formula<bf16_t>(*this, 2, tiny_qwen35_moe(4, 2));
 }
 
 // The unit hooks fire in the CPU model's order (the ZeRO engine relies on it), for

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The device scripts dry-run (issue 35 item 6): every line of tests/train/engine_on_device.sh
-# run (A B C D D2 D3 D4 E L Q P M, scripts/gpu-kit.sh's definitions) with the device replaced by
+# run (A B C D D2 D3 D4 E L Q H P M, scripts/gpu-kit.sh's definitions) with the device replaced by
 # the CPU, and tests/kernels_cuda/run_on_device.sh's test stage, on BUILD's binaries; a
 # shell error in either fails here instead of costing device time.
 # usage: device_scripts_dry.sh BUILD
@@ -16,7 +16,7 @@ OUT=$out/engine ZT_GPU_BUILD=$build ZT_KIT_DEVICE=cpu ZT_KIT_SLOW=4 ZT_KIT_BUDGE
 rc=$?
 cat "$out/engine.txt"
 [ "$rc" -eq 0 ] || { echo "FAIL: engine_on_device.sh run exited $rc"; fail=1; }
-for l in A B C D D2 D3 D4 E L Q P M; do
+for l in A B C D D2 D3 D4 E L Q H P M; do
   grep -q "^PASS ${l}[ :]" "$out/engine.txt" || { echo "FAIL: line $l did not PASS"; fail=1; }
 done
 grep -q '^FAIL' "$out/engine.txt" && fail=1

@@ -52,21 +52,21 @@ done
 grep -q '^FAIL\|^NOT RUN' "$out/stdout" && bad "a line FAILed or was not run"
 grep -qE '^summary: [0-9]+ PASS, 0 FAIL, [0-9]+ SKIP, 0 NOT RUN$' "$out/stdout" || bad "no summary line counting the lines"
 # the second call's lines (ZT_KIT_LINES), as docs/gpu-verification.md gives them
-ZT_KIT_DIR=$kit OUT=$out/second ZT_KIT_LINES='B D2 D3 D4 dead_rank' "$bare" 'mkdir -p $OUT && scripts/gpu-kit.sh run' >"$out/second.txt" 2>&1 ||
+ZT_KIT_DIR=$kit OUT=$out/second ZT_KIT_LINES='B D2 D3 D4 H dead_rank' "$bare" 'mkdir -p $OUT && scripts/gpu-kit.sh run' >"$out/second.txt" 2>&1 ||
   bad "the second call exited $?"
-for l in B D2 D3 D4; do grep -q "^SKIP $l: no GPU visible" "$out/second.txt" || bad "GPU line $l did not SKIP"; done
+for l in B D2 D3 D4 H; do grep -q "^SKIP $l: no GPU visible" "$out/second.txt" || bad "GPU line $l did not SKIP"; done
 grep -q '^SKIP dead_rank: needs 2 GPUs' "$out/second.txt" || bad "dead_rank did not SKIP for want of 2 GPUs"
 [ -s "$out/summary.txt" ] && [ -s "$out/run.log" ] && [ -s "$out/logs.tar.gz" ] || bad "summary.txt, run.log, logs.tar.gz not all in \$OUT"
 
 # 2. the dry run: the engine lines with the device replaced by the CPU
 t0=$SECONDS
-ZT_KIT_DIR=$kit ZT_KIT_DEVICE=cpu ZT_KIT_LINES='A B C D D2 D3 D4 E L Q P M dead_rank' ZT_KIT_BUDGET=1200 ZT_KIT_SLOW=4 \
+ZT_KIT_DIR=$kit ZT_KIT_DEVICE=cpu ZT_KIT_LINES='A B C D D2 D3 D4 E L Q H P M dead_rank' ZT_KIT_BUDGET=1200 ZT_KIT_SLOW=4 \
   OUT=$out/dry-out "$bare" 'scripts/gpu-kit.sh run' >"$out/dry" 2>&1
 rc=$?
 grep -E '^(PASS|FAIL|SKIP|REFUSED)|^  \(' "$out/dry"
 echo "dry run (device replaced by the CPU): exit $rc in $((SECONDS - t0)) s"
 [ "$rc" -eq 0 ] || bad "the dry run exited $rc"
-for l in A B C D D2 D3 D4 E L Q P M dead_rank; do
+for l in A B C D D2 D3 D4 E L Q H P M dead_rank; do
   grep -q "^PASS ${l}[ :]" "$out/dry" || bad "dry line $l did not PASS"
 done
 grep -q '^FAIL' "$out/dry" && bad "a dry line FAILed"

@@ -159,6 +159,25 @@ TEST(Config, DeviceModelGapNamesTheHeadDim) {
   EXPECT_EQ(g.device_model_gap(), "");
 }
 
+// Qwen3.5's full-attention layers (output gate, partial RoPE, q/k norms) and its Gated
+// DeltaNet layers run on the GPU model; a Gated DeltaNet head dim or conv kernel its
+// kernels lack is refused by name.
+TEST(Config, DeviceModelGapOfQwen35) {
+  Config c = testing::small_qwen35();  // layers f, f
+  EXPECT_EQ(c.device_model_gap(), "");
+  EXPECT_NO_THROW(c.validate_for_device());
+  c = testing::small_qwen35_hybrid();  // layers l, f
+  EXPECT_EQ(c.device_model_gap(), "");
+  EXPECT_NO_THROW(c.validate_for_device());
+  c.linear_value_dim = 256;
+  EXPECT_NE(c.device_model_gap().find("key/value head dims 4/256"), std::string::npos)
+      << c.device_model_gap();
+  c.linear_value_dim = 3;
+  c.linear_conv_kernel = 9;
+  EXPECT_NE(c.device_model_gap().find("conv1d kernel of 9"), std::string::npos)
+      << c.device_model_gap();
+}
+
 TEST(Config, TiedEmbeddingsCountOnce) {
   Config c = Config::preset("tiny");
   const int64_t untied = c.num_params();

@@ -30,6 +30,9 @@
 #      1e-4 of a CPU run of all 20 steps
 #   L  LoRA and QLoRA (issue 22; all 8 targets, dropout 0.1), fp32, stage 3 over NCCL: the
 #      GPU model's adapters behind the engine's adapters' unit, within 1e-5 of the CPU's
+#   H  Qwen3.5's hybrids (issue 56): tiny qwen3_5_text (Gated DeltaNet layers l l l, then a
+#      full one with the output gate and partial RoPE) and qwen3_5_moe_text on rows of 150
+#      tokens, stage 0: within 1e-4 of the CPU's
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 stage=${1:-run}
@@ -47,7 +50,7 @@ do_run() {
   [ -x "$build/src/apps/zt" ] || { echo "no $build/src/apps/zt: run '$0 build' first" >&2; return 2; }
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1
   git log -1 --format='commit %h %s' 2>/dev/null || true
-  ZT_KIT_ZT=$(cd "$build" && pwd)/src/apps/zt ZT_KIT_WORK=$logs scripts/gpu-kit.sh lines A B C D D2 D3 D4 E L Q P M
+  ZT_KIT_ZT=$(cd "$build" && pwd)/src/apps/zt ZT_KIT_WORK=$logs scripts/gpu-kit.sh lines A B C D D2 D3 D4 E L Q H P M
   local rc=$?
   for f in "$logs"/*_gpu.log; do  # the banner of each GPU run, for the record
     [ -f "$f" ] && echo "$(basename "$f" .log): $(grep -m1 -o 'device cuda.*' "$f" || tail -2 "$f" | tr '\n' ' ')"

@@ -196,6 +196,11 @@ struct Config {
   // The largest head dim of the GPU model's attention (the largest of
   // kernels::cuda::attention_head_dims; the GPU model refuses the others by name).
   static constexpr int64_t kMaxDeviceHeadDim = 256;
+  // The GPU model's Gated DeltaNet kernels: key and value head dims up to
+  // kMaxDeviceDeltaDim (Qwen3.5's: 128), conv kernels up to kMaxDeviceConvKernel (Qwen3.5's:
+  // 4) (kernels::cuda::kDeltaMaxDim, kDeltaMaxConvK; static_asserted in device_linear.cpp).
+  static constexpr int64_t kMaxDeviceDeltaDim = 128;
+  static constexpr int64_t kMaxDeviceConvKernel = 8;
   static std::vector<std::string> preset_names();
 
   // Throws zt::InputError naming the first bad field ("model.hidden", "model.heads", ...)
@@ -218,8 +223,10 @@ struct Config {
   // check_block = false: only the sizes (zt estimate reports device_model_gap() instead).
   void validate_for_device(bool check_block = true) const;
   // What the GPU model lacks to run this config ("" when it runs it): every family's block
-  // runs; a head dim above kMaxDeviceHeadDim (256, Gemma 3 1b-12b's) has no CUDA attention
-  // kernel (the GPU model names the head dims between that it lacks).
+  // runs (Qwen3.5's Gated DeltaNet layers too); a head dim above kMaxDeviceHeadDim (256,
+  // Gemma 3 1b-12b's) has no CUDA attention kernel (the GPU model names the head dims
+  // between that it lacks), a Gated DeltaNet head dim above kMaxDeviceDeltaDim or conv
+  // kernel above kMaxDeviceConvKernel no Gated DeltaNet kernel.
   std::string device_model_gap() const;
 
   // The architecture pieces of the family (family table, config.cpp):

@@ -23,11 +23,33 @@ inline size_t device_swiglu_width(const Config& c, int64_t l = -1) {
   return static_cast<size_t>(std::max<int64_t>(dense ? c.intermediate : 0, shared));
 }
 
+// The Gated DeltaNet rule's chunk (kernels::cuda::kDeltaChunk; device_linear.cpp
+// static_asserts they are equal) and its chunk rows: B sequences of T tokens hold
+// B ceil(T / 64) chunks, each with a start state [Hv, Dk, Dv] kept for the backward.
+inline constexpr int64_t kDeltaChunkTokens = 64;
+inline int64_t delta_chunk_rows(int64_t B, int64_t T) {
+  return B * ((T + kDeltaChunkTokens - 1) / kDeltaChunkTokens);
+}
+
+// Whether layer l (l < 0: any layer) is an attention layer / a Gated DeltaNet layer.
+inline bool device_attention_layer(const Config& c, int64_t l) {
+  if (l >= 0) return !c.linear(l);
+  for (int64_t i = 0; i < c.layers; ++i)
+    if (!c.linear(i)) return true;
+  return false;
+}
+inline bool device_linear_layer(const Config& c, int64_t l) {
+  return l >= 0 ? c.linear(l) : c.linear_layers();
+}
+
 // One block's activations kept from its forward for its backward (DeviceBlockActs).
 // "T": the compute dtype (bf16 or fp32); "f32": fp32 whatever the compute dtype.
 // layer >= 0: that layer's own (the blocks kept without recompute); layer < 0: every kind
-// of MLP the model has (the block the layers share: eval, recompute). Mixtral's layers and
-// Llama's are all alike; qwen2_moe / qwen3_moe may mix dense layers among MoE ones.
+// of MLP and mixer the model has (the block the layers share: eval, recompute). Mixtral's
+// layers and Llama's are all alike; qwen2_moe / qwen3_moe may mix dense layers among MoE
+// ones, Qwen3.5 Gated DeltaNet layers among attention ones (an attention layer keeps no
+// Gated DeltaNet buffers, a Gated DeltaNet layer none of the attention's). Q: the rule's
+// chunk rows (delta_chunk_rows; < 0: one sequence of N tokens).
 struct DeviceBlockSizes {
   size_t xn1, q, k, v, att, x_mid, xn2, gate, up, h;  // T: [N,C] [N,HD] [N,GD] x2 [N,HD] [N,C] x2 [N,W] x3
   size_t rstd1, lse, rstd2;                           // f32: [N] [N*H] [N]
@@ -48,14 +70,39 @@ struct DeviceBlockSizes {
   // output norms, T o_out [N,C] (o_proj's output) and down_out [N,C], and their 1/rms, f32
   // rstd_o [N], rstd_m [N].
   size_t o_out = 0, down_out = 0, rstd_o = 0, rstd_m = 0;
+  // Qwen3.5's output gate (Config::output_gate): the gate half of q_proj's output, T [N,HD]
+  // (the attention's output times its sigmoid is o_proj's input, remade in the backward).
+  size_t ogate = 0;
+  // Qwen3.5's Gated DeltaNet mixer (device_linear.cpp; Cc = 2 Hk Dk + Hv Dv conv channels,
+  // KD = Hk Dk, VD = Hv Dv, Q chunk rows):
+  //   T lqkv [N,Cc] in_proj_qkv's output (the conv's input); lq, lk [N,KD], lv [N,VD] the
+  //   conv's q | k | v; lz [N,VD] in_proj_z's; la [N,Hv] in_proj_a's; lout [N,VD] the
+  //   rule's output; ly [N,VD] the gated norm's (out_proj's input)
+  //   f32 lg, lbeta [N,Hv] the log decay and beta; lrstd [N*Hv] the gated norm's 1/rms;
+  //   lstarts [Q*Hv*Dk*Dv] the state at each chunk's start
+  size_t lqkv = 0, lq = 0, lk = 0, lv = 0, lz = 0, la = 0, lout = 0, ly = 0;
+  size_t lg = 0, lbeta = 0, lrstd = 0, lstarts = 0;
 
-  static DeviceBlockSizes of(const Config& c, int64_t N, int64_t layer = -1) {
+  static DeviceBlockSizes of(const Config& c, int64_t N, int64_t layer = -1, int64_t Q = -1) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
     const size_t W = n * device_swiglu_width(c, layer);
-    const size_t HD = static_cast<size_t>(c.heads * c.head_dim());
-    const size_t GD = static_cast<size_t>(c.kv_dim());
+    const bool attn = device_attention_layer(c, layer);
+    const size_t HD = attn ? static_cast<size_t>(c.heads * c.head_dim()) : 0;
+    const size_t GD = attn ? static_cast<size_t>(c.kv_dim()) : 0;
     DeviceBlockSizes z{n * C, n * HD, n * GD, n * GD, n * HD, n * C, n * C, W, W, W,
-                       n,     n * static_cast<size_t>(c.heads), n};
+                       n,     attn ? n * static_cast<size_t>(c.heads) : 0, n};
+    if (device_linear_layer(c, layer)) {
+      const size_t Hv = static_cast<size_t>(c.linear_value_heads);
+      const size_t KD = static_cast<size_t>(c.linear_key_heads * c.linear_key_dim);
+      const size_t VD = Hv * static_cast<size_t>(c.linear_value_dim);
+      const size_t chunks = static_cast<size_t>(Q < 0 ? delta_chunk_rows(1, N) : Q);
+      z.lqkv = n * static_cast<size_t>(c.linear_conv_dim());
+      z.lq = z.lk = n * KD;
+      z.lv = z.lz = z.lout = z.ly = n * VD;
+      z.la = z.lg = z.lbeta = z.lrstd = n * Hv;
+      z.lstarts = chunks * Hv * static_cast<size_t>(c.linear_key_dim * c.linear_value_dim);
+    }
+    if (!attn) return with_mlp(z, c, n, layer);  // (Gemma's sandwich has no such layers)
     if (c.qk_norm()) {
       z.qr = n * HD;
       z.kr = n * GD;
@@ -66,6 +113,12 @@ struct DeviceBlockSizes {
       z.o_out = z.down_out = n * C;
       z.rstd_o = z.rstd_m = n;
     }
+    if (c.output_gate()) z.ogate = n * HD;
+    return with_mlp(z, c, n, layer);
+  }
+  // The MLP's share: the mixture of experts' (a MoE layer), the dense MLP's is W above.
+  static DeviceBlockSizes with_mlp(DeviceBlockSizes z, const Config& c, size_t n, int64_t layer) {
+    const size_t C = static_cast<size_t>(c.hidden);
     if (layer < 0 ? c.moe() : c.moe_layer(layer)) {
       const size_t E = static_cast<size_t>(c.experts), I = static_cast<size_t>(c.expert_width());
       const size_t S = n * static_cast<size_t>(c.experts_per_token);
@@ -82,9 +135,10 @@ struct DeviceBlockSizes {
   }
   uint64_t bytes(size_t elem) const {
     return elem * (xn1 + q + k + v + att + x_mid + xn2 + gate + up + h + qr + kr + xp + mg + mu +
-                   mh + my + sy + o_out + down_out) +
-           sizeof(float) *
-               (rstd1 + lse + rstd2 + rstd_q + rstd_k + rprobs + rw + sg + rstd_o + rstd_m) +
+                   mh + my + sy + o_out + down_out + ogate + lqkv + lq + lk + lv + lz + la +
+                   lout + ly) +
+           sizeof(float) * (rstd1 + lse + rstd2 + rstd_q + rstd_k + rprobs + rw + sg + rstd_o +
+                            rstd_m + lg + lbeta + lrstd + lstarts) +
            sizeof(int32_t) * (ridx + perm + pos);
   }
 };
@@ -125,6 +179,41 @@ struct DeviceMoeSizes {
   }
 };
 
+// The Gated DeltaNet layers' shared scratch (device_linear.cpp; none without them), Cc, KD,
+// VD as in DeviceBlockSizes, Q chunk rows:
+//   rows     T [N,Cc] x2   the conv's output (then d q | d k | d v joined), the conv's d input
+//   vd       T [N,VD] x3   d out_proj's input (then the rule's d v), the rule's d output, d z
+//   kd       T [N,KD] x2   the rule's d q, d k
+//   hv       T [N,Hv] x2   d in_proj_a's and d in_proj_b's outputs (in the forward, b's output)
+//   gates    f32 [N,Hv] x2 d g, d beta
+//   partial  f32 [kDeltaPartials * max(Cc K, 2 Hv, Dv)] the parameter gradients' row chunks
+//   rule     f32 [2 N Hv Dk + min(Q Hv, 132) (3 Dk Dv + 384 (Dk + Dv))] the rule's backward
+//            scratch with the chunk starts kept: d q and d k per value head, and a workspace
+//            per block of at most 132 (one per sequence and value head; Q >= B bounds them);
+//            device_linear.cpp checks it against kernels::cuda::gated_delta_backward_scratch
+struct DeviceLinearSizes {
+  static constexpr size_t kPartials = 64;  // kernels::cuda::kDeltaPartials (static_asserted)
+  static constexpr size_t kRuleBlocks = 132;  // the rule's backward's most blocks
+  size_t rows = 0, vd = 0, kd = 0, hv = 0, gates = 0, partial = 0, rule = 0;
+
+  static DeviceLinearSizes of(const Config& c, int64_t N, int64_t Q) {
+    if (!c.linear_layers()) return {};
+    const size_t n = static_cast<size_t>(N), Hv = static_cast<size_t>(c.linear_value_heads);
+    const size_t Cc = static_cast<size_t>(c.linear_conv_dim());
+    const size_t Dk = static_cast<size_t>(c.linear_key_dim);
+    const size_t Dv = static_cast<size_t>(c.linear_value_dim);
+    const size_t K = static_cast<size_t>(c.linear_conv_kernel);
+    const size_t KD = static_cast<size_t>(c.linear_key_heads) * Dk;
+    const size_t blocks = std::min(static_cast<size_t>(Q) * Hv, kRuleBlocks);
+    return {n * Cc, n * Hv * Dv, n * KD, n * Hv, n * Hv,
+            kPartials * std::max({Cc * K, 2 * Hv, Dv}),
+            2 * n * Hv * Dk + blocks * (3 * Dk * Dv + 6 * 64 * (Dk + Dv))};
+  }
+  uint64_t bytes(size_t elem) const {
+    return elem * (2 * rows + 3 * vd + 2 * kd + 2 * hv) + sizeof(float) * (2 * gates + partial + rule);
+  }
+};
+
 // Every other buffer of the workspace for N rows (DeviceModel::Impl::ensure), the RoPE
 // tables and the cross-entropy totals.
 struct DeviceWorkspaceSizes {
@@ -136,7 +225,7 @@ struct DeviceWorkspaceSizes {
   // Row chunks of the q/k norm's weight gradient (kernels::cuda::kHeadNormChunks;
   // device_model.cpp static_asserts they are equal).
   static constexpr size_t kHeadNormChunks = 64;
-  size_t rope;                  // f32 [context, D/2], each of cos and sin
+  size_t rope;                  // f32 [context, R/2], each of cos and sin (R = rotary_dim)
   size_t xs;                    // T [L+1, N, C]
   size_t rows_c;                // T [N, C]: each of delta, xf, dres, dxn
   size_t logits;                // T [N, V]
@@ -146,16 +235,24 @@ struct DeviceWorkspaceSizes {
   size_t norm_partial;          // f32 [kHeadNormChunks * D]: the q/k norm's dw partials (qk_norm)
   DeviceBlockSizes block;       // the block the layers share (every kind of MLP the model has)
   DeviceMoeSizes moe;           // the mixture of experts' buffers (none without experts)
+  DeviceLinearSizes linear;     // the Gated DeltaNet layers' scratch (none without them)
+  int64_t chunk_rows = 0;       // Q: the rule's chunk rows (delta_chunk_rows)
   // The model families' extras (0 where the family has none):
-  size_t rope_local = 0;  // f32 [context, D/2], each of cos and sin: the sliding layers' own
+  size_t rope_local = 0;  // f32 [context, R/2], each of cos and sin: the sliding layers' own
                           // RoPE (Config::rope_local_theta, Gemma 3)
   size_t capped = 0;      // T [N, V]: the soft-capped logits, for the cap's backward
                           // (Config::final_logit_softcap)
   size_t sinks = 0;       // [H] f32 and [H] T: d sinks of one block (attention_sinks)
+  size_t qgate = 0;       // T [N, 2 H D]: q_proj's output [query | gate], then o_proj's
+                          // input att * sigmoid(gate); in the backward that input again, then
+                          // q_proj's gradient (Config::output_gate, Qwen3.5)
 
-  static DeviceWorkspaceSizes of(const Config& c, int64_t N) {
+  // Q: the Gated DeltaNet rule's chunk rows, delta_chunk_rows(B, T) of the batch (< 0: one
+  // sequence of N tokens).
+  static DeviceWorkspaceSizes of(const Config& c, int64_t N, int64_t Q = -1) {
     const size_t n = static_cast<size_t>(N), C = static_cast<size_t>(c.hidden);
-    DeviceWorkspaceSizes z{static_cast<size_t>(c.context * (c.head_dim() / 2)),
+    if (Q < 0) Q = delta_chunk_rows(1, N);
+    DeviceWorkspaceSizes z{static_cast<size_t>(c.context * (c.rotary_dim() / 2)),
             static_cast<size_t>(c.layers + 1) * n * C,
             n * C,
             n * static_cast<size_t>(c.vocab),
@@ -165,11 +262,14 @@ struct DeviceWorkspaceSizes {
             n,
             n * static_cast<size_t>(c.heads),
             c.qk_norm() ? kHeadNormChunks * static_cast<size_t>(c.head_dim()) : 0,
-            DeviceBlockSizes::of(c, N),
-            DeviceMoeSizes::of(c, N)};
+            DeviceBlockSizes::of(c, N, -1, Q),
+            DeviceMoeSizes::of(c, N),
+            DeviceLinearSizes::of(c, N, Q),
+            Q};
     if (c.rope_local_theta > 0) z.rope_local = z.rope;
     if (c.final_logit_softcap > 0) z.capped = z.logits;
     if (c.attention_sinks()) z.sinks = static_cast<size_t>(c.heads);
+    if (c.output_gate()) z.qgate = 2 * z.hd;
     return z;
   }
 
@@ -178,15 +278,16 @@ struct DeviceWorkspaceSizes {
   // N, l): a dense layer among MoE ones keeps no routed rows, a MoE layer no dense MLP).
   uint64_t bytes(const Config& c, size_t elem, bool recompute) const {
     uint64_t b = 2 * sizeof(float) * (rope + rope_local) + kTotalsBytes;
-    b += elem * (xs + 4 * rows_c + logits + capped + 2 * hd + 2 * gd + 3 * ni);
+    b += elem * (xs + 4 * rows_c + logits + capped + 2 * hd + 2 * gd + 3 * ni + qgate);
     b += (sizeof(float) + elem) * sinks;
     b += 2 * sizeof(float) * rows + 4 * sizeof(int32_t) * rows + sizeof(float) * heads_rows;
     b += sizeof(float) * norm_partial;
     b += moe.bytes(elem);
+    b += linear.bytes(elem);
     b += block.bytes(elem);
     if (!recompute)  // rows == N
       for (int64_t l = 0; l < c.layers; ++l)
-        b += DeviceBlockSizes::of(c, static_cast<int64_t>(rows), l).bytes(elem);
+        b += DeviceBlockSizes::of(c, static_cast<int64_t>(rows), l, chunk_rows).bytes(elem);
     return b;
   }
 };
@@ -217,9 +318,10 @@ struct DeviceLoraSizes {
   uint64_t bytes(size_t elem) const { return elem * (xd + u + du + w); }
 };
 
-// DeviceModel::workspace_bytes() after a training micro-step of N rows.
-inline uint64_t device_workspace_bytes(const Config& c, int64_t N, size_t elem, bool recompute) {
-  return DeviceWorkspaceSizes::of(c, N).bytes(c, elem, recompute);
+// DeviceModel::workspace_bytes() after a training micro-step of N rows in B sequences.
+inline uint64_t device_workspace_bytes(const Config& c, int64_t N, size_t elem, bool recompute,
+                                       int64_t B = 1) {
+  return DeviceWorkspaceSizes::of(c, N, delta_chunk_rows(B, N / B)).bytes(c, elem, recompute);
 }
 
 // The libraries' device scratch beside the model's buffers (not in workspace_bytes, which
@@ -248,8 +350,8 @@ struct DeviceLibraryWorkspaces {
 // The same with LoRA adapters bound (lora.enabled()); qlora: an NF4 base bound too. The
 // NF4 base itself (QloraBase::bytes() on the device) is storage, not workspace.
 inline uint64_t device_workspace_bytes(const Config& c, int64_t N, size_t elem, bool recompute,
-                                       const LoraConfig& lora, bool qlora) {
-  return device_workspace_bytes(c, N, elem, recompute) +
+                                       const LoraConfig& lora, bool qlora, int64_t B = 1) {
+  return device_workspace_bytes(c, N, elem, recompute, B) +
          DeviceLoraSizes::of(c, lora, N, qlora).bytes(elem);
 }
 

@@ -109,6 +109,27 @@ __device__ __forceinline__ V warp_sum(V v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// The rows of a warp-per-row kernel (blocks of `warps` warps, grid-stride): f(n) for each
+// row n of [0, rows) this thread's warp owns.
+template <class F>
+__device__ __forceinline__ void for_each_warp_row(int64_t rows, int warps, F&& f) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * warps;
+  for (int64_t n = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / 32; n < rows;
+       n += step)
+    f(n);
+}
+
+// The sum of squares of row[0, D) over the 32 lanes of a warp (lane l reads l, l + 32, ...,
+// a fixed order); every lane gets it.
+template <class T>
+__device__ __forceinline__ float warp_sum_squares(const T* row, int64_t D) {
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x % 32; c < D; c += 32) {
+    const float v = to_f32(row[c]);
+    ss += v * v;
+  }
+  return warp_sum(ss);
+}
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -20,22 +20,15 @@ __global__ void head_rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const
                                             int64_t rows, int64_t D, float eps,
                                             float offset) {
   const int lane = threadIdx.x % 32;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarps;
-  for (int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; n < rows;
-       n += step) {
+  detail::for_each_warp_row(rows, kWarps, [&](int64_t n) {
     const T* xr = x + n * D;  // [D]
     T* yr = y + n * D;        // [D] (may alias xr: each lane reads its elements first)
-    float ss = 0.0f;
-    for (int64_t c = lane; c < D; c += 32) {
-      const float a = detail::to_f32(xr[c]);
-      ss += a * a;
-    }
-    ss = detail::warp_sum(ss);
+    const float ss = detail::warp_sum_squares(xr, D);
     const float r = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
     if (rstd && lane == 0) rstd[n] = r;
     for (int64_t c = lane; c < D; c += 32)
       yr[c] = detail::from_f32<T>(detail::to_f32(xr[c]) * r * (offset + detail::to_f32(w[c])));
-  }
+  });
 }
 
 // dx = r (dy w' - x r m), m = r sum(dy w' x) / D, w' = offset + w: the RMSNorm kernel's
@@ -45,9 +38,7 @@ __global__ void head_rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T
                                        const float* rstd, int64_t rows, int64_t D,
                                        float offset) {
   const int lane = threadIdx.x % 32;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarps;
-  for (int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; n < rows;
-       n += step) {
+  detail::for_each_warp_row(rows, kWarps, [&](int64_t n) {
     const T* xr = x + n * D;      // [D]
     const T* dyr = dout + n * D;  // [D]
     T* dxr = dx + n * D;          // [D]
@@ -61,7 +52,7 @@ __global__ void head_rmsnorm_dx_kernel(T* dx, const T* dout, const T* x, const T
       const float g = detail::to_f32(dyr[c]) * (offset + detail::to_f32(w[c]));
       dxr[c] = detail::from_f32<T>(r * (g - detail::to_f32(xr[c]) * r * m));
     }
-  }
+  });
 }
 
 // partial[k, c] = the sum over the rows of chunk k (blockIdx.y) of dout[n, c] * x[n, c] *

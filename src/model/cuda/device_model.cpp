@@ -44,7 +44,13 @@ void DeviceModel<T, G>::Impl::upload_batch(std::span<const int32_t> tokens,
   }
   has_context = std::any_of(targets.begin(), targets.end(), is_context_target);
   check_positions(positions, B, Tn);
-  ensure(N);
+  if (!positions.empty() && cfg.linear_layers())
+    throw InputError(
+        "packed rows (several examples in a row) with Qwen3.5's Gated DeltaNet layers on the GPU "
+        "model: its conv and rule run over whole rows",
+        "convert the data with `zt convert --no-pack` (one example a row), or train on the CPU "
+        "(train.device = cpu), whose model runs them one example at a time.");
+  ensure(N, delta_chunk_rows(B, Tn));
   // Through the pinned stage: a copy from pageable memory would first wait for the stream,
   // which may wait on a collective (zt/comm/host_stage.hpp).
   const size_t bytes = static_cast<size_t>(N) * sizeof(int32_t);
@@ -111,7 +117,7 @@ double DeviceModel<T, G>::Impl::loss_and_grad(std::span<const int32_t> tokens,
                                               int64_t Tn, bool recompute, double grad_scale,
                                               std::span<const int32_t> positions) {
   upload_batch(tokens, targets, B, Tn, positions);
-  if (!recompute) ensure_all_acts(B * Tn);
+  if (!recompute) ensure_all_acts(B * Tn, delta_chunk_rows(B, Tn));
   const int64_t N = B * Tn, C = cfg.hidden, V = cfg.vocab;
   const int hu = layout.head_unit();
   if (!hooks.before_use && !lora.bound()) {  // fail before any work (hooks may bind lazily)
@@ -219,7 +225,10 @@ DeviceModel<T, G>::DeviceModel(const ParamLayout& layout, int64_t max_batch, int
   const Config& cfg = layout.config();
   ZT_CHECK(layout.adapter_unit() < 0, "DeviceModel built on a layout with the adapters' unit",
            "build it on the base units (lora_base_layout); bind_lora binds the adapters.");
-  if (max_batch > 0 && max_seq > 0) impl_->ensure(max_batch * std::min(max_seq, cfg.context));
+  if (max_batch > 0 && max_seq > 0) {
+    const int64_t seq = std::min(max_seq, cfg.context);
+    impl_->ensure(max_batch * seq, delta_chunk_rows(max_batch, seq));
+  }
 }
 
 template <class T, class G>

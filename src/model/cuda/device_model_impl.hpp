@@ -4,7 +4,8 @@
 // loss totals), the bound unit spans and hooks, and the small helpers every pass uses
 // (unit use/done, the projections with their biases and LoRA adapters). The passes are
 // defined in: device_block.cpp (one decoder block, attention and MLP, forward and
-// backward), device_moe.cpp (the mixture-of-experts MLP) and device_moe_ep.cpp (its
+// backward), device_linear.cpp (Qwen3.5's Gated DeltaNet mixer instead of the attention),
+// device_moe.cpp (the mixture-of-experts MLP) and device_moe_ep.cpp (its
 // expert-parallel exchanges), device_model.cpp (embedding, the stack of blocks, head and
 // loss, and the public DeviceModel), device_objective.cpp (the preference objectives'
 // per-row log-probs and their backward at the head), device_trainable.cpp (the
@@ -81,6 +82,18 @@ struct DeviceBlockActs {
   kc::DeviceBuffer<T> down_out;    // [N, C]   down_proj's output
   kc::DeviceBuffer<float> rstd_o;  // [N]
   kc::DeviceBuffer<float> rstd_m;  // [N]
+  // Qwen3.5's output gate (Config::output_gate; empty otherwise)
+  kc::DeviceBuffer<T> ogate;       // [N, H*D]  the gate half of q_proj's output
+  // Qwen3.5's Gated DeltaNet mixer (a Config::linear layer; empty otherwise): Cc conv
+  // channels [q | k | v], KD = Hk Dk, VD = Hv Dv, Q chunk rows (DeviceBlockSizes).
+  kc::DeviceBuffer<T> lqkv;         // [N, Cc]  in_proj_qkv's output, the conv's input
+  kc::DeviceBuffer<T> lq, lk, lv;   // [N, KD] [N, KD] [N, VD] the conv's output, split
+  kc::DeviceBuffer<T> lz;           // [N, VD]  in_proj_z's output
+  kc::DeviceBuffer<T> la;           // [N, Hv]  in_proj_a's output
+  kc::DeviceBuffer<T> lout, ly;     // [N, VD]  the rule's output; the gated norm's
+  kc::DeviceBuffer<float> lg, lbeta;  // [N, Hv] the log decay; sigmoid(in_proj_b's output)
+  kc::DeviceBuffer<float> lrstd;      // [N*Hv]  the gated norm's 1/rms
+  kc::DeviceBuffer<float> lstarts;    // [Q, Hv, Dk, Dv] the rule's state at each chunk start
   std::vector<int64_t> offsets;    // host [E + 1]: the plan's expert ranges (rows of expert e)
   // Expert parallelism (device_moe_ep.cpp; empty without an expert group of P ranks, L = E/P
   // local experts): this rank's experts ran on the R rows the group sent it, so xp, mg, mu,
@@ -94,8 +107,8 @@ struct DeviceBlockActs {
 
   // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses:
   // layer l's own, or (layer < 0) the block every layer shares.
-  DeviceBlockActs(const Config& c, int64_t N, int64_t layer = -1) {
-    const DeviceBlockSizes z = DeviceBlockSizes::of(c, N, layer);
+  DeviceBlockActs(const Config& c, int64_t N, int64_t layer = -1, int64_t Q = -1) {
+    const DeviceBlockSizes z = DeviceBlockSizes::of(c, N, layer, Q);
     xn1 = kc::DeviceBuffer<T>(z.xn1);
     rstd1 = kc::DeviceBuffer<float>(z.rstd1);
     q = kc::DeviceBuffer<T>(z.q);
@@ -129,6 +142,19 @@ struct DeviceBlockActs {
     down_out = kc::DeviceBuffer<T>(z.down_out);
     rstd_o = kc::DeviceBuffer<float>(z.rstd_o);
     rstd_m = kc::DeviceBuffer<float>(z.rstd_m);
+    ogate = kc::DeviceBuffer<T>(z.ogate);
+    lqkv = kc::DeviceBuffer<T>(z.lqkv);
+    lq = kc::DeviceBuffer<T>(z.lq);
+    lk = kc::DeviceBuffer<T>(z.lk);
+    lv = kc::DeviceBuffer<T>(z.lv);
+    lz = kc::DeviceBuffer<T>(z.lz);
+    la = kc::DeviceBuffer<T>(z.la);
+    lout = kc::DeviceBuffer<T>(z.lout);
+    ly = kc::DeviceBuffer<T>(z.ly);
+    lg = kc::DeviceBuffer<float>(z.lg);
+    lbeta = kc::DeviceBuffer<float>(z.lbeta);
+    lrstd = kc::DeviceBuffer<float>(z.lrstd);
+    lstarts = kc::DeviceBuffer<float>(z.lstarts);
   }
   size_t bytes() const {
     return xn1.bytes() + rstd1.bytes() + q.bytes() + k.bytes() + v.bytes() + att.bytes() +
@@ -137,7 +163,9 @@ struct DeviceBlockActs {
            ridx.bytes() + rw.bytes() + perm.bytes() + pos.bytes() + xp.bytes() + mg.bytes() +
            mu.bytes() + mh.bytes() + my.bytes() + sy.bytes() + sg.bytes() + eperm.bytes() +
            epos.bytes() + eys.bytes() + o_out.bytes() + down_out.bytes() + rstd_o.bytes() +
-           rstd_m.bytes();
+           rstd_m.bytes() + ogate.bytes() + lqkv.bytes() + lq.bytes() + lk.bytes() + lv.bytes() +
+           lz.bytes() + la.bytes() + lout.bytes() + ly.bytes() + lg.bytes() + lbeta.bytes() +
+           lrstd.bytes() + lstarts.bytes();
   }
   // The experts' saved activations (moe_experts_forward's MoeActs).
   kc::MoeActs<T> experts() { return {xp.data(), mg.data(), mu.data(), mh.data(), my.data()}; }
@@ -176,13 +204,15 @@ struct DeviceModel<T, G>::Impl {
   UnitHooks hooks;
 
   int64_t capacity = 0;                            // rows N the workspace holds
-  kc::DeviceBuffer<float> rope_cos, rope_sin;      // [context, D/2]
-  kc::DeviceBuffer<float> local_cos, local_sin;    // [context, D/2] rope_local_theta's (Gemma 3)
+  int64_t chunk_capacity = 0;                      // the Gated DeltaNet rule's chunk rows Q
+  kc::DeviceBuffer<float> rope_cos, rope_sin;      // [context, R/2] (R = Config::rotary_dim)
+  kc::DeviceBuffer<float> local_cos, local_sin;    // [context, R/2] rope_local_theta's (Gemma 3)
   kc::DeviceBuffer<T> xs;                          // [L+1, N, C] block inputs + final hidden state
   std::vector<detail::DeviceBlockActs<T>> shared;  // [1]: forward-only use and recompute
   std::vector<detail::DeviceBlockActs<T>>
       acts;                          // [L]: a step without recompute keeps every block's
   int64_t acts_rows = 0;             // rows the per-block activations hold
+  int64_t acts_chunks = 0;           // chunk rows they hold (Gated DeltaNet layers)
   kc::DeviceBuffer<T> delta;         // [N, C] o_proj or down_proj output, pending add
   kc::DeviceBuffer<T> xf;            // [N, C] final norm output
   kc::DeviceBuffer<float> rstd_f;    // [N]
@@ -208,6 +238,16 @@ struct DeviceModel<T, G>::Impl {
   kc::DeviceBuffer<T> dh, dgate, dup;  // [N, W] (device_swiglu_width: dense MLP, shared expert)
   kc::DeviceBuffer<float> attn_delta;  // [B, H, T]
   kc::DeviceBuffer<float> norm_partial;  // [kHeadNormChunks * D] the q/k norm's dw partials
+  // The Gated DeltaNet layers' scratch (device_linear.cpp; DeviceLinearSizes)
+  kc::DeviceBuffer<T> lin_rows, lin_drows;      // [N, Cc] conv output / d q|k|v; d conv input
+  kc::DeviceBuffer<T> lin_dy, lin_dout, lin_dz;  // [N, VD] d out_proj input (then d v), d out, d z
+  kc::DeviceBuffer<T> lin_dq, lin_dk;            // [N, KD]
+  kc::DeviceBuffer<T> lin_da, lin_db;            // [N, Hv] (lin_db: b's output in the forward)
+  kc::DeviceBuffer<float> lin_dg, lin_dbeta;     // [N, Hv]
+  kc::DeviceBuffer<float> lin_partial;           // the parameter gradients' row chunks
+  kc::DeviceBuffer<float> lin_scratch;           // the rule's backward scratch
+  kc::DeviceBuffer<T> qgate;  // [N, 2 H D] output gate: q_proj's [query | gate] (and gradient),
+                              // o_proj's input att * sigmoid(gate) (DeviceWorkspaceSizes)
   // Mixture of experts (device_moe.cpp; empty without experts), sizes DeviceMoeSizes:
   kc::DeviceBuffer<T> rlogits;          // [N, E]  router logits, then their gradient
   kc::DeviceBuffer<T> moe_rows;         // [S, C]  experts' backward scratch (permuted dy, dx),
@@ -261,12 +301,14 @@ struct DeviceModel<T, G>::Impl {
       upload_rope(local_cos, local_sin, cfg.rope_local_theta, kernels::RopeScaling{});
   }
 
-  // The tables [context, D/2] of one RoPE (base theta, scaling s), built on the host.
+  // The tables [context, R/2] of one RoPE (base theta, scaling s), built on the host; R =
+  // Config::rotary_dim (partial RoPE: the first R dims of a head rotate). Qwen3.5's
+  // multimodal RoPE over text (three equal positions) is this plain RoPE, as on the CPU.
   void upload_rope(kc::DeviceBuffer<float>& cos, kc::DeviceBuffer<float>& sin, double theta,
                    const kernels::RopeScaling& s) {
-    std::vector<float> cs(DeviceWorkspaceSizes::of(cfg, 0).rope);  // [context, D/2]
+    std::vector<float> cs(DeviceWorkspaceSizes::of(cfg, 0).rope);  // [context, R/2]
     std::vector<float> sn(cs.size());
-    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, cfg.head_dim(), theta, s);
+    kernels::cpu::rope_table<float>(cs.data(), sn.data(), cfg.context, cfg.rotary_dim(), theta, s);
     cos = kc::DeviceBuffer<float>(cs.size());
     sin = kc::DeviceBuffer<float>(sn.size());
     cos.upload(cs);
@@ -284,26 +326,42 @@ struct DeviceModel<T, G>::Impl {
     const float f = std::sqrt(static_cast<float>(cfg.hidden));
     return std::is_same_v<T, kc::bf16_t> ? static_cast<float>(zt::bf16(f)) : f;
   }
+  // rows of `width` elements from src (a row every spitch elements) to dst (every dpitch):
+  // the output gate's halves of q_proj's rows [query | gate].
+  void copy_rows(T* dst, int64_t dpitch, const T* src, int64_t spitch, int64_t width,
+                 int64_t rows) {
+    ZT_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dpitch) * sizeof(T), src,
+                                    static_cast<size_t>(spitch) * sizeof(T),
+                                    static_cast<size_t>(width) * sizeof(T),
+                                    static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream));
+  }
   // x [n] *= s, skipped when s == 1 (query_pre_attn_scalar, the embedding scale).
   void scale_by(T* x, int64_t n, double s) {
     if (s != 1.0) kc::scale_inplace<T>(x, n, static_cast<float>(s), stream);
   }
 
-  // Per-block activations for N rows (allocated by the first step without recompute).
-  void ensure_all_acts(int64_t N) {
-    if (N <= acts_rows) return;
+  // Per-block activations for N rows in Q chunk rows (delta_chunk_rows; allocated by the
+  // first step without recompute).
+  void ensure_all_acts(int64_t N, int64_t Q) {
+    if (N <= acts_rows && Q <= acts_chunks) return;
+    N = std::max(N, acts_rows);
+    Q = std::max(Q, acts_chunks);
     acts.clear();
-    for (int64_t l = 0; l < cfg.layers; ++l) acts.emplace_back(cfg, N, l);  // each its own MLP
+    for (int64_t l = 0; l < cfg.layers; ++l) acts.emplace_back(cfg, N, l, Q);  // each its own
     acts_rows = N;
+    acts_chunks = Q;
   }
 
-  // Grows the workspace to N rows (no-op once the largest shape has been seen).
-  void ensure(int64_t N) {
-    if (N <= capacity) return;
+  // Grows the workspace to N rows and Q chunk rows (no-op once the largest shape has been
+  // seen).
+  void ensure(int64_t N, int64_t Q) {
+    if (N <= capacity && Q <= chunk_capacity) return;
+    N = std::max(N, capacity);
+    Q = std::max(Q, chunk_capacity);
     // Sizes from the shared formula (zt/model/device_workspace.hpp), which zt estimate uses.
-    const DeviceWorkspaceSizes z = DeviceWorkspaceSizes::of(cfg, N);
+    const DeviceWorkspaceSizes z = DeviceWorkspaceSizes::of(cfg, N, Q);
     shared.clear();
-    shared.emplace_back(cfg, N);
+    shared.emplace_back(cfg, N, -1, Q);
     xs = kc::DeviceBuffer<T>(z.xs);
     delta = kc::DeviceBuffer<T>(z.rows_c);
     xf = kc::DeviceBuffer<T>(z.rows_c);
@@ -328,9 +386,12 @@ struct DeviceModel<T, G>::Impl {
     dsink_f = kc::DeviceBuffer<float>(z.sinks);
     dsink_t = kc::DeviceBuffer<T>(z.sinks);
     norm_partial = kc::DeviceBuffer<float>(z.norm_partial);
+    qgate = kc::DeviceBuffer<T>(z.qgate);
     moe_ensure(z.moe);
+    linear_ensure(z.linear);
     lora.ensure(N);
     capacity = N;
+    chunk_capacity = Q;
   }
 
   void use(int u) {
@@ -401,6 +462,22 @@ struct DeviceModel<T, G>::Impl {
   // projection in `delta` (the recompute in the backward needs nothing after h).
   void block_forward(int l, const T* base, const T* pending, detail::DeviceBlockActs<T>& a,
                      int64_t B, int64_t Tn, bool with_down);
+  // The attention half of block l (device_block.cpp): a.xn1 -> delta = o_proj(att) (Gemma:
+  // its norm), the activations into a; its backward dres -> dxn written (dL/d a.xn1).
+  void attn_forward(int l, const T* p, detail::DeviceBlockActs<T>& a, int64_t B, int64_t Tn);
+  void attn_backward(int l, int u, const T* p, detail::DeviceBlockActs<T>& a, int64_t B,
+                     int64_t Tn);
+  // ---- Qwen3.5's Gated DeltaNet mixer (device_linear.cpp), a Config::linear layer's
+  // instead of the attention: the same contract as attn_forward / attn_backward.
+  void linear_ensure(const DeviceLinearSizes& z);
+  void linear_forward(int l, const T* p, detail::DeviceBlockActs<T>& a, int64_t B, int64_t Tn);
+  void linear_backward(int l, int u, const T* p, detail::DeviceBlockActs<T>& a, int64_t B,
+                       int64_t Tn);
+  // Layer l's q projection of a.xn1 into q [N, H*D]; with the output gate (Qwen3.5)
+  // q_proj's [N, H, 2D] lands in qgate, its query halves go to q, its gate halves to a.ogate.
+  void q_forward(int l, T* q, const T* p, detail::DeviceBlockActs<T>& a, int64_t N);
+  // o_proj's input: a.att, or with the output gate a.att * sigmoid(a.ogate) in qgate.
+  const T* attn_o_input(detail::DeviceBlockActs<T>& a, int64_t N);
   // ---- the mixture-of-experts MLP (device_moe.cpp) ----
   // The MoE buffers of DeviceMoeSizes z (called by ensure; pinned host memory once).
   void moe_ensure(const DeviceMoeSizes& z);
@@ -495,7 +572,10 @@ struct DeviceModel<T, G>::Impl {
                rlogits.bytes() + moe_rows.bytes() + moe_dh.bytes() + moe_dw.bytes() +
                aux_dprob.bytes() + router_sums.bytes() + plan_scratch.bytes() +
                ep_send.bytes() + ep_recv.bytes() + ep_dw.bytes() + ep_counts.bytes() +
-               lora.workspace_bytes();
+               qgate.bytes() + lin_rows.bytes() + lin_drows.bytes() + lin_dy.bytes() +
+               lin_dout.bytes() + lin_dz.bytes() + lin_dq.bytes() + lin_dk.bytes() +
+               lin_da.bytes() + lin_db.bytes() + lin_dg.bytes() + lin_dbeta.bytes() +
+               lin_partial.bytes() + lin_scratch.bytes() + lora.workspace_bytes();
     for (const auto& a : shared) b += a.bytes();
     for (const auto& a : acts) b += a.bytes();
     return b;
