@@ -4,6 +4,7 @@
 //                                                SentencePiece one; one document per input
 //   sft-to-tokens --tokenizer PATH --format FMT --seq-len N IN... OUT.h5
 //   pairs-to-tokens --tokenizer PATH --seq-len N IN... OUT.h5
+//   kto-to-tokens --tokenizer PATH --seq-len N [--kl-batch B] IN... OUT.h5
 //                                                instruction data (alpaca, prompt-response,
 //                                                chat + --chat-template): prompt masked, packed rows
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
@@ -29,6 +30,7 @@
 #include "zt/core/outputs.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
+#include "zt/data/kto.hpp"
 #include "zt/data/pairs.hpp"
 #include "zt/data/sft.hpp"
 #include "zt/data/text.hpp"
@@ -43,6 +45,8 @@ struct ConvertArgs {
   std::vector<std::string> sft_files;   // sft-to-tokens: inputs..., output
   std::string sft_format, too_long = "truncate", chat_template = "auto";
   std::vector<std::string> pair_files;  // pairs-to-tokens: inputs..., output
+  std::vector<std::string> kto_files;   // kto-to-tokens: inputs..., output
+  size_t kl_batch = 8;                  // kto-to-tokens --kl-batch
   std::string truncation = "keep_start";
   size_t seq_len = 0;
   bool no_pack = false;
@@ -159,6 +163,30 @@ int pairs_to_tokens(const ConvertArgs& a) {
                  output.c_str(), s.written, s.pairs, s.truncated, f.row_len, a.truncation.c_str(),
                  s.dropped_prompt, s.dropped_empty, s.prefix_differs, 2 * s.written, f.row_len,
                  s.target_tokens, f.tokenizer.c_str(), f.tokenizer_hash.c_str()));
+  return 0;
+}
+
+int kto_to_tokens(const ConvertArgs& a) {
+  const auto [inputs, output] = inputs_output(
+      a.kto_files, a.tokenizer, "kto-to-tokens", "zt convert kto-to-tokens --tokenizer DIR --seq-len 512 IN.jsonl OUT.h5");
+  const auto lock = lock_output(output, "output token file");
+  require_new_output(output, "output token file", inputs, a.force);
+  data::KtoOptions o;
+  o.seq_len = a.seq_len;
+  o.kl_batch = a.kl_batch;
+  o.chat_template = a.chat_template;
+  data::KtoStats s;
+  const data::TokenFile f = data::convert_kto_to_tokens(inputs, output, a.tokenizer, o, &s);
+  log::info(strf("wrote %s: %zu of %zu examples (%zu desirable, %zu undesirable; %zu truncated to max_length %u, "
+                 "%zu dropped whose prompt fills max_length; %zu whose prompt ids are not a prefix of the "
+                 "whole sequence's), %zu rows of %u tokens (completion, mismatched completion in blocks of "
+                 "%zu), %zu target tokens, tokenizer \"%s\" (hash %s)",
+                 output.c_str(), s.written, s.examples, s.desirable, s.written - s.desirable, s.truncated,
+                 f.row_len, s.dropped_prompt, s.prefix_differs, 2 * s.written, f.row_len, a.kl_batch,
+                 s.target_tokens, f.tokenizer.c_str(), f.tokenizer_hash.c_str()));
+  if (s.desirable == 0 || s.desirable == s.written)
+    log::warn(strf("%s: every example is %s: KTO then learns from one side only", output.c_str(),
+                   s.desirable == 0 ? "undesirable" : "desirable"));
   return 0;
 }
 
@@ -380,6 +408,28 @@ Run add_convert_command(CLI::App& app) {
                         data::chat_template_names())
       ->option_text("NAME");
 
+  CLI::App* kto = convert->add_subcommand(
+      "kto-to-tokens",
+      "Unpaired labelled completions (JSONL of {prompt, completion, label: true | false}: "
+      "strings, or lists of chat messages) -> an HDF5 token file for KTO (finetune.objective = "
+      "kto): each example two rows of --seq-len + 1 tokens, prompt + completion then prompt + "
+      "the mismatched completion of TRL's KL estimate, tokenized as TRL's KTOTrainer "
+      "(docs/finetune.md \"KTO\").");
+  kto->add_option("files", a->kto_files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
+  tokenizer_option(kto)->required()->option_text("PATH REQUIRED");
+  kto->add_option("--seq-len", a->seq_len,
+                  "train.seq_len of the run: rows hold seq_len + 1 tokens (TRL's max_length)")
+      ->check(int_in(1, int64_t{1} << 24))
+      ->required();
+  kto->add_option("--kl-batch", a->kl_batch,
+                  "the mismatched completions rotate by one within blocks of this many examples "
+                  "(TRL's per_device_train_batch_size; default 8)")
+      ->check(int_in(2, int64_t{1} << 30));
+  kto->add_option("--chat-template", a->chat_template,
+                  "conversational examples: the model's template, auto (default) or " +
+                      data::chat_template_names())
+      ->option_text("NAME");
+
   CLI::App* export_cmd = convert->add_subcommand(
       "h5-to-hf",
       "zt checkpoint -> Hugging Face folder: config.json (LlamaForCausalLM or MistralForCausalLM, by its family) and "
@@ -434,6 +484,7 @@ Run add_convert_command(CLI::App& app) {
       return sft_to_tokens(*a);
     }
     if (pairs->parsed()) return pairs_to_tokens(*a);
+    if (kto->parsed()) return kto_to_tokens(*a);
     if (export_cmd->parsed()) return h5_to_hf(*a);
     if (import_cmd->parsed()) return hf_to_h5(*a);
     return static_cast<int>(ExitCode::kBadInput);
