@@ -37,6 +37,11 @@ Split split_tail_rows(size_t num_tokens, size_t row_len, double eval_fraction, s
   return s;
 }
 
+Split split_of(const TokenFile& f, double eval_fraction) {
+  if (f.loss_mask.empty()) return split_tail(f.tokens.size(), eval_fraction);
+  return split_tail_rows(f.tokens.size(), f.row_len, eval_fraction, f.pairs || !f.labels.empty() ? 2 : 1);
+}
+
 uint64_t permute(uint64_t index, uint64_t n, uint64_t key) {
   ZT_CHECK(index < n && n <= (1ull << 62), strf("permute(%llu, %llu)",
                                                 static_cast<unsigned long long>(index),
