@@ -359,6 +359,20 @@ Run add_convert_command(CLI::App& app) {
         ->option_text("PATH");
   };
   tokenizer_option(t2t);
+  // What the preference converters (pairs-to-tokens, kto-to-tokens) share: FILES, a
+  // required --tokenizer, --seq-len, --chat-template.
+  auto preference_options = [&tokenizer_option](CLI::App* cmd, std::vector<std::string>& files, ConvertArgs& args) {
+    cmd->add_option("files", files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
+    tokenizer_option(cmd)->required()->option_text("PATH REQUIRED");
+    cmd->add_option("--seq-len", args.seq_len,
+                    "train.seq_len of the run: rows hold seq_len + 1 tokens (TRL's max_length)")
+        ->check(int_in(1, int64_t{1} << 24))
+        ->required();
+    cmd->add_option("--chat-template", args.chat_template,
+                    "conversational examples: the model's template, auto (default) or " +
+                        data::chat_template_names())
+        ->option_text("NAME");
+  };
 
   CLI::App* sft = convert->add_subcommand(
       "sft-to-tokens",
@@ -393,20 +407,11 @@ Run add_convert_command(CLI::App& app) {
       "messages) -> an HDF5 token file for DPO / ORPO (finetune.objective): each pair two rows "
       "of --seq-len + 1 tokens, prompt + chosen then prompt + rejected, tokenized as TRL's "
       "DPOTrainer, the completions the targets of /loss_mask (docs/finetune.md).");
-  pairs->add_option("files", a->pair_files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
-  tokenizer_option(pairs)->required()->option_text("PATH REQUIRED");
-  pairs->add_option("--seq-len", a->seq_len,
-                    "train.seq_len of the run: rows hold seq_len + 1 tokens (TRL's max_length)")
-      ->check(int_in(1, int64_t{1} << 24))
-      ->required();
+  preference_options(pairs, a->pair_files, *a);
   pairs->add_option("--truncation", a->truncation,
                     "a sequence longer than a row: keep_start (default; a pair whose prompt fills "
                     "the row is dropped) or keep_end, TRL's truncation_mode")
       ->check(CLI::IsMember({"keep_start", "keep_end"}));
-  pairs->add_option("--chat-template", a->chat_template,
-                    "conversational pairs: the model's template, auto (default) or " +
-                        data::chat_template_names())
-      ->option_text("NAME");
 
   CLI::App* kto = convert->add_subcommand(
       "kto-to-tokens",
@@ -415,20 +420,11 @@ Run add_convert_command(CLI::App& app) {
       "kto): each example two rows of --seq-len + 1 tokens, prompt + completion then prompt + "
       "the mismatched completion of TRL's KL estimate, tokenized as TRL's KTOTrainer "
       "(docs/finetune.md \"KTO\").");
-  kto->add_option("files", a->kto_files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
-  tokenizer_option(kto)->required()->option_text("PATH REQUIRED");
-  kto->add_option("--seq-len", a->seq_len,
-                  "train.seq_len of the run: rows hold seq_len + 1 tokens (TRL's max_length)")
-      ->check(int_in(1, int64_t{1} << 24))
-      ->required();
+  preference_options(kto, a->kto_files, *a);
   kto->add_option("--kl-batch", a->kl_batch,
                   "the mismatched completions rotate by one within blocks of this many examples "
                   "(TRL's per_device_train_batch_size; default 8)")
       ->check(int_in(2, int64_t{1} << 30));
-  kto->add_option("--chat-template", a->chat_template,
-                  "conversational examples: the model's template, auto (default) or " +
-                      data::chat_template_names())
-      ->option_text("NAME");
 
   CLI::App* export_cmd = convert->add_subcommand(
       "h5-to-hf",
@@ -471,7 +467,7 @@ Run add_convert_command(CLI::App& app) {
   import_cmd->add_option("hfdir", a->hfdir, "HFDIR (holds config.json)")->required();
   import_cmd->add_option("out", a->out_h5, "OUT.h5")->required();
 
-  for (CLI::App* cmd : {t2t, sft, pairs, export_cmd, import_cmd}) progress_flag(cmd);
+  for (CLI::App* cmd : {t2t, sft, pairs, kto, export_cmd, import_cmd}) progress_flag(cmd);
 
   return [=]() -> int {
     set_progress_interval(a->progress, "--progress");

@@ -140,4 +140,5 @@ OPTION_LIMITS = {
     ('convert sft-to-tokens', '--progress'): ('FLOAT', 0, 86400),
     ('convert kto-to-tokens', '--seq-len'): ('UINT', 1, 16777216),
     ('convert kto-to-tokens', '--kl-batch'): ('UINT', 2, 1073741824),
+    ('convert kto-to-tokens', '--progress'): ('FLOAT', 0, 86400),
 }
