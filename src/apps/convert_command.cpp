@@ -4,6 +4,7 @@
 //                                                SentencePiece one; one document per input
 //   sft-to-tokens --tokenizer PATH --format FMT --seq-len N IN... OUT.h5
 //   pairs-to-tokens --tokenizer PATH --seq-len N IN... OUT.h5
+//   kto-to-tokens --tokenizer PATH --seq-len N [--kl-batch B] IN... OUT.h5
 //                                                instruction data (alpaca, prompt-response,
 //                                                chat + --chat-template): prompt masked, packed rows
 //   h5-to-hf CKPT OUTDIR                         a checkpoint -> Hugging Face safetensors
@@ -29,6 +30,7 @@
 #include "zt/core/outputs.hpp"
 #include "zt/core/progress.hpp"
 #include "zt/core/units.hpp"
+#include "zt/data/kto.hpp"
 #include "zt/data/pairs.hpp"
 #include "zt/data/sft.hpp"
 #include "zt/data/text.hpp"
@@ -43,6 +45,8 @@ struct ConvertArgs {
   std::vector<std::string> sft_files;   // sft-to-tokens: inputs..., output
   std::string sft_format, too_long = "truncate", chat_template = "auto";
   std::vector<std::string> pair_files;  // pairs-to-tokens: inputs..., output
+  std::vector<std::string> kto_files;   // kto-to-tokens: inputs..., output
+  size_t kl_batch = 8;                  // kto-to-tokens --kl-batch
   std::string truncation = "keep_start";
   size_t seq_len = 0;
   bool no_pack = false;
@@ -159,6 +163,30 @@ int pairs_to_tokens(const ConvertArgs& a) {
                  output.c_str(), s.written, s.pairs, s.truncated, f.row_len, a.truncation.c_str(),
                  s.dropped_prompt, s.dropped_empty, s.prefix_differs, 2 * s.written, f.row_len,
                  s.target_tokens, f.tokenizer.c_str(), f.tokenizer_hash.c_str()));
+  return 0;
+}
+
+int kto_to_tokens(const ConvertArgs& a) {
+  const auto [inputs, output] = inputs_output(
+      a.kto_files, a.tokenizer, "kto-to-tokens", "zt convert kto-to-tokens --tokenizer DIR --seq-len 512 IN.jsonl OUT.h5");
+  const auto lock = lock_output(output, "output token file");
+  require_new_output(output, "output token file", inputs, a.force);
+  data::KtoOptions o;
+  o.seq_len = a.seq_len;
+  o.kl_batch = a.kl_batch;
+  o.chat_template = a.chat_template;
+  data::KtoStats s;
+  const data::TokenFile f = data::convert_kto_to_tokens(inputs, output, a.tokenizer, o, &s);
+  log::info(strf("wrote %s: %zu of %zu examples (%zu desirable, %zu undesirable; %zu truncated to max_length %u, "
+                 "%zu dropped whose prompt fills max_length; %zu whose prompt ids are not a prefix of the "
+                 "whole sequence's), %zu rows of %u tokens (completion, mismatched completion in blocks of "
+                 "%zu), %zu target tokens, tokenizer \"%s\" (hash %s)",
+                 output.c_str(), s.written, s.examples, s.desirable, s.written - s.desirable, s.truncated,
+                 f.row_len, s.dropped_prompt, s.prefix_differs, 2 * s.written, f.row_len, a.kl_batch,
+                 s.target_tokens, f.tokenizer.c_str(), f.tokenizer_hash.c_str()));
+  if (s.desirable == 0 || s.desirable == s.written)
+    log::warn(strf("%s: every example is %s: KTO then learns from one side only", output.c_str(),
+                   s.desirable == 0 ? "undesirable" : "desirable"));
   return 0;
 }
 
@@ -331,6 +359,20 @@ Run add_convert_command(CLI::App& app) {
         ->option_text("PATH");
   };
   tokenizer_option(t2t);
+  // What the preference converters (pairs-to-tokens, kto-to-tokens) share: FILES, a
+  // required --tokenizer, --seq-len, --chat-template.
+  auto preference_options = [&tokenizer_option](CLI::App* cmd, std::vector<std::string>& files, ConvertArgs& args) {
+    cmd->add_option("files", files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
+    tokenizer_option(cmd)->required()->option_text("PATH REQUIRED");
+    cmd->add_option("--seq-len", args.seq_len,
+                    "train.seq_len of the run: rows hold seq_len + 1 tokens (TRL's max_length)")
+        ->check(int_in(1, int64_t{1} << 24))
+        ->required();
+    cmd->add_option("--chat-template", args.chat_template,
+                    "conversational examples: the model's template, auto (default) or " +
+                        data::chat_template_names())
+        ->option_text("NAME");
+  };
 
   CLI::App* sft = convert->add_subcommand(
       "sft-to-tokens",
@@ -365,20 +407,24 @@ Run add_convert_command(CLI::App& app) {
       "messages) -> an HDF5 token file for DPO / ORPO (finetune.objective): each pair two rows "
       "of --seq-len + 1 tokens, prompt + chosen then prompt + rejected, tokenized as TRL's "
       "DPOTrainer, the completions the targets of /loss_mask (docs/finetune.md).");
-  pairs->add_option("files", a->pair_files, "IN.jsonl [IN2.jsonl ...] OUT.h5")->required();
-  tokenizer_option(pairs)->required()->option_text("PATH REQUIRED");
-  pairs->add_option("--seq-len", a->seq_len,
-                    "train.seq_len of the run: rows hold seq_len + 1 tokens (TRL's max_length)")
-      ->check(int_in(1, int64_t{1} << 24))
-      ->required();
+  preference_options(pairs, a->pair_files, *a);
   pairs->add_option("--truncation", a->truncation,
                     "a sequence longer than a row: keep_start (default; a pair whose prompt fills "
                     "the row is dropped) or keep_end, TRL's truncation_mode")
       ->check(CLI::IsMember({"keep_start", "keep_end"}));
-  pairs->add_option("--chat-template", a->chat_template,
-                    "conversational pairs: the model's template, auto (default) or " +
-                        data::chat_template_names())
-      ->option_text("NAME");
+
+  CLI::App* kto = convert->add_subcommand(
+      "kto-to-tokens",
+      "Unpaired labelled completions (JSONL of {prompt, completion, label: true | false}: "
+      "strings, or lists of chat messages) -> an HDF5 token file for KTO (finetune.objective = "
+      "kto): each example two rows of --seq-len + 1 tokens, prompt + completion then prompt + "
+      "the mismatched completion of TRL's KL estimate, tokenized as TRL's KTOTrainer "
+      "(docs/finetune.md \"KTO\").");
+  preference_options(kto, a->kto_files, *a);
+  kto->add_option("--kl-batch", a->kl_batch,
+                  "the mismatched completions rotate by one within blocks of this many examples "
+                  "(TRL's per_device_train_batch_size; default 8)")
+      ->check(int_in(2, int64_t{1} << 30));
 
   CLI::App* export_cmd = convert->add_subcommand(
       "h5-to-hf",
@@ -421,7 +467,7 @@ Run add_convert_command(CLI::App& app) {
   import_cmd->add_option("hfdir", a->hfdir, "HFDIR (holds config.json)")->required();
   import_cmd->add_option("out", a->out_h5, "OUT.h5")->required();
 
-  for (CLI::App* cmd : {t2t, sft, pairs, export_cmd, import_cmd}) progress_flag(cmd);
+  for (CLI::App* cmd : {t2t, sft, pairs, kto, export_cmd, import_cmd}) progress_flag(cmd);
 
   return [=]() -> int {
     set_progress_interval(a->progress, "--progress");
@@ -434,6 +480,7 @@ Run add_convert_command(CLI::App& app) {
       return sft_to_tokens(*a);
     }
     if (pairs->parsed()) return pairs_to_tokens(*a);
+    if (kto->parsed()) return kto_to_tokens(*a);
     if (export_cmd->parsed()) return h5_to_hf(*a);
     if (import_cmd->parsed()) return hf_to_h5(*a);
     return static_cast<int>(ExitCode::kBadInput);

@@ -117,7 +117,7 @@ runtime::Settings data_identity(const data::TokenFile& t) {
 void log_banner(const train::TrainConfig& tc, const runtime::Topology& topo,
                 const data::TokenFile& tokens, int threads, bool measured,
                 const std::string& device_line) {
-  const data::Split split = data::split_tail(tokens.tokens.size(), tc.eval_fraction);
+  const data::Split split = data::split_of(tokens, tc.eval_fraction);
   log::info(strf("zt train: model %s (%lld parameters), %d rank%s x %d thread%s",
                  tc.model.name.c_str(), static_cast<long long>(tc.model.num_params()),
                  topo.world_size, topo.world_size == 1 ? "" : "s", threads,

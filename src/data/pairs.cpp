@@ -59,15 +59,6 @@ PreferencePair pair_of(const json& obj, const std::string& where) {
   return p;
 }
 
-size_t common_prefix(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
-  return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
-}
-
-// One pair's ids as TRL's tokenize_fn: the prompt's and the two whole sequences'.
-struct PairIds {
-  std::vector<uint32_t> prompt, chosen, rejected;
-};
-
 std::vector<uint32_t> encode_rendered(const TextTokenizer& tok, const std::vector<ChatPiece>& pieces) {
   return encode_chat(tok, pieces).ids;
 }
@@ -91,113 +82,130 @@ std::vector<PreferencePair> read_preference_pairs(const std::string& path) {
   return out;
 }
 
-TokenFile pairs_to_tokens(const std::vector<std::string>& paths, const TextTokenizer& tokenizer,
-                          const PairOptions& o, PairStats* stats) {
-  if (paths.empty()) throw InputError("no preference data files given", "name at least one IN.jsonl");
-  if (o.seq_len == 0) throw InputError("--seq-len must be at least 1", "give train.seq_len of the run");
+std::vector<std::vector<std::vector<uint32_t>>> encode_prompt_completions(const TextTokenizer& tokenizer,
+                                                                          std::vector<PromptCompletions>& ex,
+                                                                          const std::string& chat_template) {
   const TokenizerInfo& info = tokenizer.info();
-  if (!info.eos || info.eos_token.empty())
-    throw InputError("tokenizer '" + info.name + "' has no EOS token, which ends each completion",
-                     "set eos_token in the tokenizer_config.json beside the tokenizer");
-  const uint32_t eos = *info.eos;
-  std::vector<PreferencePair> pairs;
-  for (const std::string& path : paths)
-    for (PreferencePair& p : read_preference_pairs(path)) pairs.push_back(std::move(p));
-  PairStats st;
-  st.pairs = pairs.size();
-
   // Render conversations first (errors name FILE:LINE), then encode on all threads.
-  const bool any_chat = std::any_of(pairs.begin(), pairs.end(), [](const PreferencePair& p) { return p.chat; });
+  const bool any_chat = std::any_of(ex.begin(), ex.end(), [](const PromptCompletions& p) { return p.chat; });
   const ChatTemplate* tmpl = nullptr;
   ChatTokens chat_tokens;
   if (any_chat) {
     if (info.kind == "sentencepiece")
-      throw InputError("tokenizer '" + info.name + "': conversational pairs need a tokenizer.json",
+      throw InputError("tokenizer '" + info.name + "': conversational examples need a tokenizer.json",
                        "give the model folder's tokenizer.json with --tokenizer");
-    tmpl = &chat_template_for(o.chat_template, tokenizer);
+    tmpl = &chat_template_for(chat_template, tokenizer);
     chat_tokens = chat_tokens_of(info);
   }
-  std::vector<std::array<std::vector<ChatPiece>, 3>> rendered(pairs.size());
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    PreferencePair& p = pairs[i];
+  std::vector<std::vector<std::vector<ChatPiece>>> rendered(ex.size());
+  for (size_t i = 0; i < ex.size(); ++i) {
+    PromptCompletions& p = ex[i];
     if (!p.chat) {  // TRL: EOS text appended to plain completions unless they end with it
-      for (std::string* c : {&p.chosen, &p.rejected})
-        if (!c->ends_with(info.eos_token)) *c += info.eos_token;
+      for (std::string& c : p.completions)
+        if (!c.ends_with(info.eos_token)) c += info.eos_token;
       continue;
     }
-    auto with = [&](const std::vector<ChatMessage>& tail) {
+    rendered[i].push_back(render_chat(*tmpl, p.prompt_m, chat_tokens, true, p.where));
+    for (const std::vector<ChatMessage>& tail : p.completions_m) {
       std::vector<ChatMessage> m = p.prompt_m;
       m.insert(m.end(), tail.begin(), tail.end());
-      return render_chat(*tmpl, m, chat_tokens, false, p.where);
-    };
-    rendered[i] = {render_chat(*tmpl, p.prompt_m, chat_tokens, true, p.where), with(p.chosen_m),
-                   with(p.rejected_m)};
+      rendered[i].push_back(render_chat(*tmpl, m, chat_tokens, false, p.where));
+    }
   }
-  std::vector<PairIds> ids(pairs.size());
-  for_each_parallel(pairs.size(), 0, [&](size_t i) {
-    const PreferencePair& p = pairs[i];
+  std::vector<std::vector<std::vector<uint32_t>>> ids(ex.size());
+  for_each_parallel(ex.size(), 0, [&](size_t i) {
+    const PromptCompletions& p = ex[i];
     if (p.chat) {
-      ids[i] = {encode_rendered(tokenizer, rendered[i][0]), encode_rendered(tokenizer, rendered[i][1]),
-                encode_rendered(tokenizer, rendered[i][2])};
+      for (const std::vector<ChatPiece>& r : rendered[i]) ids[i].push_back(encode_rendered(tokenizer, r));
     } else {
-      ids[i] = {tokenizer.encode_with_specials(p.prompt), tokenizer.encode_with_specials(p.prompt + p.chosen),
-                tokenizer.encode_with_specials(p.prompt + p.rejected)};
+      ids[i].push_back(tokenizer.encode_with_specials(p.prompt));
+      for (const std::string& c : p.completions) ids[i].push_back(tokenizer.encode_with_specials(p.prompt + c));
     }
   });
   if (tmpl)
     log::info(strf("chat template %s (%s)", chat_template_name(*tmpl),
-                   o.chat_template == "auto" ? "recognised in the model's template" : "--chat-template"));
+                   chat_template == "auto" ? "recognised in the model's template" : "--chat-template"));
+  return ids;
+}
 
+TokenRow token_row(std::vector<uint32_t> seq, size_t prompt_len, size_t row, Truncation truncation) {
+  TokenRow r;
+  r.mask.assign(seq.size(), 1);
+  std::fill_n(r.mask.begin(), std::min(prompt_len, seq.size()), uint8_t{0});
+  if (seq.size() > row) {
+    r.cut = true;
+    const size_t from = truncation == Truncation::kKeepStart ? 0 : seq.size() - row;
+    seq.assign(seq.begin() + static_cast<std::ptrdiff_t>(from), seq.begin() + static_cast<std::ptrdiff_t>(from + row));
+    r.mask.assign(r.mask.begin() + static_cast<std::ptrdiff_t>(from),
+                  r.mask.begin() + static_cast<std::ptrdiff_t>(from + row));
+  }
+  if (!r.mask.empty()) r.mask[0] = 0;  // a row's first token is never a target
+  for (const uint8_t m : r.mask) r.targets += m;
+  r.ids = std::move(seq);
+  return r;
+}
+
+void append_row(TokenFile& out, const TokenRow& r, uint32_t eos) {
+  const size_t row = out.row_len;
+  out.doc_starts.push_back(out.tokens.size());
+  out.tokens.insert(out.tokens.end(), r.ids.begin(), r.ids.end());
+  out.tokens.insert(out.tokens.end(), row - r.ids.size(), eos);
+  out.loss_mask.insert(out.loss_mask.end(), r.mask.begin(), r.mask.end());
+  out.loss_mask.insert(out.loss_mask.end(), row - r.ids.size(), 0);
+}
+
+TokenFile rows_file(const TextTokenizer& tokenizer, size_t seq_len) {
+  if (seq_len == 0) throw InputError("--seq-len must be at least 1", "give train.seq_len of the run");
+  const TokenizerInfo& info = tokenizer.info();
+  if (!info.eos || info.eos_token.empty())
+    throw InputError("tokenizer '" + info.name + "' has no EOS token, which ends each completion",
+                     "set eos_token in the tokenizer_config.json beside the tokenizer");
   TokenFile out;
   out.vocab_size = info.vocab_size;
   out.tokenizer = info.name;
   out.tokenizer_hash = info.hash;
   out.tokenizer_path = info.path;
-  const size_t row = o.seq_len + 1;  // TRL's max_length
-  out.row_len = static_cast<uint32_t>(row);
+  out.row_len = static_cast<uint32_t>(seq_len + 1);  // TRL's max_length
+  return out;
+}
+
+size_t common_prefix(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
+
+TokenFile pairs_to_tokens(const std::vector<std::string>& paths, const TextTokenizer& tokenizer,
+                          const PairOptions& o, PairStats* stats) {
+  if (paths.empty()) throw InputError("no preference data files given", "name at least one IN.jsonl");
+  TokenFile out = rows_file(tokenizer, o.seq_len);
+  const uint32_t eos = *tokenizer.info().eos;
+  std::vector<PromptCompletions> pairs;
+  for (const std::string& path : paths)
+    for (PreferencePair& p : read_preference_pairs(path))
+      pairs.push_back({p.chat, std::move(p.prompt), {std::move(p.chosen), std::move(p.rejected)},
+                       std::move(p.prompt_m), {std::move(p.chosen_m), std::move(p.rejected_m)}, p.where});
+  PairStats st;
+  st.pairs = pairs.size();
+  const std::vector<std::vector<std::vector<uint32_t>>> ids =
+      encode_prompt_completions(tokenizer, pairs, o.chat_template);
+  const size_t row = out.row_len;
   out.pairs = true;
-  for (const PairIds& x : ids) {
-    const size_t prompt_len =
-        std::min(common_prefix(x.prompt, x.chosen), common_prefix(x.prompt, x.rejected));
-    if (prompt_len < x.prompt.size()) ++st.prefix_differs;
+  for (const std::vector<std::vector<uint32_t>>& x : ids) {
+    const size_t prompt_len = std::min(common_prefix(x[0], x[1]), common_prefix(x[0], x[2]));
+    if (prompt_len < x[0].size()) ++st.prefix_differs;
     if (o.truncation == Truncation::kKeepStart && prompt_len >= row) {
       ++st.dropped_prompt;
       continue;
     }
-    bool cut = false;
-    std::array<std::vector<uint8_t>, 2> masks;
-    std::array<std::vector<uint32_t>, 2> seqs = {x.chosen, x.rejected};
-    size_t targets[2] = {0, 0};
-    for (int s = 0; s < 2; ++s) {
-      std::vector<uint32_t>& seq = seqs[static_cast<size_t>(s)];
-      std::vector<uint8_t>& mask = masks[static_cast<size_t>(s)];
-      mask.assign(seq.size(), 1);
-      std::fill_n(mask.begin(), std::min(prompt_len, seq.size()), uint8_t{0});
-      if (seq.size() > row) {
-        cut = true;
-        const size_t from = o.truncation == Truncation::kKeepStart ? 0 : seq.size() - row;
-        seq.assign(seq.begin() + static_cast<std::ptrdiff_t>(from),
-                   seq.begin() + static_cast<std::ptrdiff_t>(from + row));
-        mask.assign(mask.begin() + static_cast<std::ptrdiff_t>(from),
-                    mask.begin() + static_cast<std::ptrdiff_t>(from + row));
-      }
-      if (!mask.empty()) mask[0] = 0;  // a row's first token is never a target
-      for (const uint8_t m : mask) targets[s] += m;
-    }
-    if (targets[0] == 0 || targets[1] == 0) {
+    const TokenRow rows[2] = {token_row(x[1], prompt_len, row, o.truncation),
+                              token_row(x[2], prompt_len, row, o.truncation)};
+    if (rows[0].targets == 0 || rows[1].targets == 0) {
       ++st.dropped_empty;
       continue;
     }
-    st.truncated += cut ? 1 : 0;
-    for (int s = 0; s < 2; ++s) {
-      out.doc_starts.push_back(out.tokens.size());
-      const std::vector<uint32_t>& seq = seqs[static_cast<size_t>(s)];
-      out.tokens.insert(out.tokens.end(), seq.begin(), seq.end());
-      out.tokens.insert(out.tokens.end(), row - seq.size(), eos);
-      out.loss_mask.insert(out.loss_mask.end(), masks[static_cast<size_t>(s)].begin(),
-                           masks[static_cast<size_t>(s)].end());
-      out.loss_mask.insert(out.loss_mask.end(), row - seq.size(), 0);
-      st.target_tokens += targets[s];
+    st.truncated += rows[0].cut || rows[1].cut ? 1 : 0;
+    for (const TokenRow& r : rows) {
+      append_row(out, r, eos);
+      st.target_tokens += r.targets;
     }
     ++st.written;
   }

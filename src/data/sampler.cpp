@@ -25,16 +25,21 @@ Split split_tail(size_t num_tokens, double eval_fraction) {
   return s;
 }
 
-Split split_tail_rows(size_t num_tokens, size_t row_len, double eval_fraction) {
-  ZT_CHECK(eval_fraction >= 0.0 && eval_fraction < 1.0 && row_len > 0 && num_tokens % row_len == 0,
+Split split_tail_rows(size_t num_tokens, size_t row_len, double eval_fraction, size_t group) {
+  ZT_CHECK(eval_fraction >= 0.0 && eval_fraction < 1.0 && row_len > 0 && group > 0 && num_tokens % row_len == 0,
            strf("eval_fraction %g, %zu tokens in rows of %zu", eval_fraction, num_tokens, row_len),
            "data.eval_fraction is the share of rows held out at the end of the file");
   const size_t rows = num_tokens / row_len;
-  const size_t eval = static_cast<size_t>(eval_fraction * static_cast<double>(rows)) * row_len;
+  const size_t eval = static_cast<size_t>(eval_fraction * static_cast<double>(rows)) / group * group * row_len;
   Split s;
   s.train = {0, num_tokens - eval};
   s.eval = {num_tokens - eval, num_tokens};
   return s;
+}
+
+Split split_of(const TokenFile& f, double eval_fraction) {
+  if (f.loss_mask.empty()) return split_tail(f.tokens.size(), eval_fraction);
+  return split_tail_rows(f.tokens.size(), f.row_len, eval_fraction, f.pairs || !f.labels.empty() ? 2 : 1);
 }
 
 uint64_t permute(uint64_t index, uint64_t n, uint64_t key) {

@@ -72,6 +72,16 @@ void validate(const TokenFile& f, const std::string& where) {
     throw InputError(strf("token file '%s' says it holds preference pairs but %s", where.c_str(),
                           f.loss_mask.empty() ? "has no /loss_mask" : "holds an odd number of rows"),
                      "re-create it with `zt convert pairs-to-tokens`; docs/data.md describes the layout");
+  if (!f.labels.empty() &&
+      (f.pairs || f.loss_mask.empty() || f.tokens.size() / f.row_len != 2 * f.labels.size() ||
+       std::any_of(f.labels.begin(), f.labels.end(), [](uint8_t l) { return l > 1; })))
+    throw InputError(strf("token file '%s' says it holds KTO rows (/labels) but %s", where.c_str(),
+                          f.pairs ? "also says it holds pairs"
+                          : f.loss_mask.empty() ? "has no /loss_mask"
+                          : f.tokens.size() / f.row_len != 2 * f.labels.size()
+                              ? "its rows are not two per label"
+                              : "a label is neither 0 nor 1"),
+                     "re-create it with `zt convert kto-to-tokens`; docs/data.md describes the layout");
   if (!f.doc_starts.empty()) {
     if (f.doc_starts[0] != 0)
       throw InputError("token file '" + where + "': doc_starts[0] must be 0", kReconvertHint);
@@ -138,6 +148,7 @@ void write_hdf5(const std::string& tmp, const TokenFile& f) {
     write_vector(file.get(), "loss_mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, f.loss_mask, tmp);
   if (f.row_len != 0) h5::write_u32_attr(file.get(), "row_len", f.row_len, tmp, kAttrHint);
   if (f.pairs) h5::write_u32_attr(file.get(), "pairs", 1, tmp, kAttrHint);
+  if (!f.labels.empty()) write_vector(file.get(), "labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, f.labels, tmp);
   if (!f.tokenizer_hash.empty())
     h5::write_string_attr(file.get(), "tokenizer_hash", f.tokenizer_hash,
                           h5::StringLayout::kVariable, tmp, kAttrHint);
@@ -230,6 +241,8 @@ TokenFile read_token_file(const std::string& path) {
     read_vector(file.get(), "doc_starts", H5T_NATIVE_UINT64, f.doc_starts, path, checked);
   if (ZT_H5_CHECK(H5Lexists(file.get(), "loss_mask", H5P_DEFAULT), path, kReconvertHint) > 0)
     read_vector(file.get(), "loss_mask", H5T_NATIVE_UINT8, f.loss_mask, path, checked);
+  if (ZT_H5_CHECK(H5Lexists(file.get(), "labels", H5P_DEFAULT), path, kReconvertHint) > 0)
+    read_vector(file.get(), "labels", H5T_NATIVE_UINT8, f.labels, path, checked);
   f.vocab_size = h5::read_u32_attr(file.get(), "vocab_size", path, where, kReconvertHint);
   f.tokenizer = h5::read_string_attr(file.get(), "tokenizer", path, where, kReconvertHint);
   if (h5::has_attr(file.get(), "row_len", path, kReconvertHint))

@@ -84,6 +84,20 @@ std::string offload_phases(const zero::OffloadTimes& o) {
 namespace {
 // TRL's names and means of the pair metrics (prefix "" or "eval_").
 void add_pairs(nlohmann::json& j, const PairMetrics& p, const std::string& prefix) {
+  if (p.unpaired) {  // KTO: each label's means where it has rows, as TRL logs them
+    if (p.chosen > 0) {
+      j[prefix + "rewards/chosen"] = p.rewards_chosen / p.chosen;
+      j[prefix + "logps/chosen"] = p.logps_chosen / p.chosen;
+    }
+    if (p.rejected > 0) {
+      j[prefix + "rewards/rejected"] = p.rewards_rejected / p.rejected;
+      j[prefix + "logps/rejected"] = p.logps_rejected / p.rejected;
+    }
+    if (p.chosen > 0 && p.rejected > 0)
+      j[prefix + "rewards/margins"] = p.rewards_chosen / p.chosen - p.rewards_rejected / p.rejected;
+    j[prefix + "kl"] = p.kl / (p.pairs > 0 ? p.pairs : 1);
+    return;
+  }
   const double n = p.pairs > 0 ? p.pairs : 1;
   j[prefix + "rewards/chosen"] = p.rewards_chosen / n;
   j[prefix + "rewards/rejected"] = p.rewards_rejected / n;
@@ -93,6 +107,11 @@ void add_pairs(nlohmann::json& j, const PairMetrics& p, const std::string& prefi
   j[prefix + "logps/rejected"] = p.logps_rejected / n;
 }
 std::string pairs_text(const PairMetrics& p, const char* prefix) {
+  if (p.unpaired)
+    return strf(" | %skl %.4f | %srewards/chosen %.4f rejected %.4f | %slogps/chosen %.3f rejected %.3f", prefix,
+                p.kl / std::max(p.pairs, 1.0), prefix, p.rewards_chosen / std::max(p.chosen, 1.0),
+                p.rewards_rejected / std::max(p.rejected, 1.0), prefix, p.logps_chosen / std::max(p.chosen, 1.0),
+                p.logps_rejected / std::max(p.rejected, 1.0));
   const double n = p.pairs > 0 ? p.pairs : 1;
   return strf(" | %srewards/chosen %.4f rejected %.4f accuracies %.3f margins %.4f | %slogps/chosen "
               "%.3f rejected %.3f",
@@ -121,7 +140,11 @@ std::string step_line(const StepRecord& r, int64_t steps, bool verbose) {
              static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
              r.grad_norm, r.skipped ? " skip" : r.clip_coef < 1.0 ? " clip" : "",
              r.tokens_per_s, 100.0 * r.mfu, r.step_time_s);
-    if (r.pairs) {  // the preference objectives' two essentials (TRL's names in the JSON)
+    if (r.pairs && r.pairs->unpaired) {  // KTO: the KL estimate and the rewards' margin
+      const PairMetrics& p = *r.pairs;
+      line += strf(" | kl %.4f margin %.4f", p.kl / std::max(p.pairs, 1.0),
+                   p.rewards_chosen / std::max(p.chosen, 1.0) - p.rewards_rejected / std::max(p.rejected, 1.0));
+    } else if (r.pairs) {  // the preference objectives' two essentials (TRL's names in the JSON)
       const double n = r.pairs->pairs > 0 ? r.pairs->pairs : 1;
       line += strf(" | acc %.3f margin %.4f", r.pairs->accuracies / n, r.pairs->margins / n);
     }

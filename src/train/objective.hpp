@@ -90,7 +90,7 @@ struct ObjectiveSpec {
   const char* name;                         // finetune.objective
   const char* key_group;                    // its own keys' prefix ("dpo."), nullptr none
   void (*add_keys)(config::Schema&);        // adds them; nullptr none
-  bool text, instruction, pairs;            // the data it trains on (DataKind)
+  bool text, instruction, pairs, unpaired;  // the data it trains on (DataKind)
   const char* data_hint;                    // what to do with other data
   void (*check)(const TrainConfig&);        // configuration checks; nullptr none
   std::unique_ptr<TrainObjective> (*make)(const ObjectiveContext&);

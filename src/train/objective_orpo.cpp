@@ -111,7 +111,7 @@ class OrpoObjective final : public PairObjective {
 }  // namespace
 
 const ObjectiveSpec& orpo_objective() {
-  static const ObjectiveSpec spec{"orpo", "orpo.", add_orpo_keys, false, false, true, kPairsHint, check_pairs,
+  static const ObjectiveSpec spec{"orpo", "orpo.", add_orpo_keys, false, false, true, false, kPairsHint, check_pairs,
                                   make_as<OrpoObjective>};
   return spec;
 }

@@ -3,6 +3,7 @@
 #include "objective_pairs.hpp"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "zt/core/error.hpp"
 #include "zt/core/log.hpp"
@@ -19,6 +20,9 @@ void add_pair(PairMetrics& m, double rc, double rr, double lc, double lr) {
   m.pairs += 1;
 }
 
+static_assert(offsetof(PairMetrics, kl) - offsetof(PairMetrics, rewards_chosen) ==
+              (PairMetrics::kSums - 1) * sizeof(double));
+
 PairMetrics& PairMetrics::operator+=(const PairMetrics& o) {
   rewards_chosen += o.rewards_chosen;
   rewards_rejected += o.rewards_rejected;
@@ -28,6 +32,10 @@ PairMetrics& PairMetrics::operator+=(const PairMetrics& o) {
   logps_rejected += o.logps_rejected;
   value += o.value;
   pairs += o.pairs;
+  chosen += o.chosen;
+  rejected += o.rejected;
+  kl += o.kl;
+  unpaired = unpaired || o.unpaired;
   return *this;
 }
 
@@ -139,7 +147,7 @@ void PairObjective::end_step(zero::StepStats& stats) {
   comm_.all_reduce(&loss, &loss, 1, DType::kF64, comm::ReduceOp::kAvg);
   stats.loss = loss;
   PairMetrics& m = step_metrics_;
-  comm_.all_reduce(&m.rewards_chosen, &m.rewards_chosen, 8, DType::kF64, comm::ReduceOp::kSum);
+  comm_.all_reduce(&m.rewards_chosen, &m.rewards_chosen, PairMetrics::kSums, DType::kF64, comm::ReduceOp::kSum);
   pairs_ = m;
 }
 
@@ -166,7 +174,7 @@ std::optional<double> PairObjective::evaluate(const std::function<bool()>& stop)
       row_value(m)(logp, count, dlogp);
     }
   }
-  comm_.all_reduce(&m.rewards_chosen, &m.rewards_chosen, 8, DType::kF64, comm::ReduceOp::kSum);
+  comm_.all_reduce(&m.rewards_chosen, &m.rewards_chosen, PairMetrics::kSums, DType::kF64, comm::ReduceOp::kSum);
   eval_pairs_ = m;
   return m.pairs > 0 ? m.value / m.pairs : 0.0;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "objective.hpp"
+#include "preference_reference.hpp"
 #include "zt/train/preference.hpp"
 
 namespace zt::train {
@@ -94,6 +95,26 @@ class PairObjective : public TrainObjective {
 
   PairMetrics step_metrics_, pairs_, eval_pairs_;  // in progress, the last step's and evaluation's
   double loss_ = 0;
+};
+
+// A pair objective against reference log-probs of every row of the file (DPO, KTO):
+// computed once before the first step (the base with the adapters off, or the weights
+// before the first step of a full fine-tune) and kept beside the checkpoints
+// (preference_reference.hpp).
+class ReferencePairObjective : public PairObjective {
+ public:
+  explicit ReferencePairObjective(const ObjectiveContext& ctx) : PairObjective(ctx) {}
+  bool reference(const ReferenceContext& r) override;
+
+ protected:
+  // The reference log-probs of the micro-batch's rows (rows_).
+  std::span<const double> batch_reference();
+
+  std::vector<double> ref_;  // [rows of the file]
+
+ private:
+  void store_reference(const std::string& path, const ReferenceIdentity& id);
+  std::vector<double> batch_ref_;
 };
 
 }  // namespace zt::train

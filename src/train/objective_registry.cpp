@@ -10,7 +10,7 @@ namespace zt::train {
 
 // Each objective's file defines its entry, `const ObjectiveSpec& NAME_objective()`.
 // Registering one is one X(NAME) here.
-#define ZT_OBJECTIVES(X) X(sft) X(dpo) X(orpo)
+#define ZT_OBJECTIVES(X) X(sft) X(dpo) X(orpo) X(kto)
 
 #define ZT_DECLARE(name) const ObjectiveSpec& name##_objective();
 ZT_OBJECTIVES(ZT_DECLARE)
@@ -59,7 +59,8 @@ std::unique_ptr<TrainObjective> make_objective(const ObjectiveContext& ctx) {
 void add_objective_keys(config::Schema& s) {
   auto& k = s.add_string("finetune.objective", "sft",
                          "sft (cross-entropy of the targets), dpo or orpo (preference pairs from `zt "
-                         "convert pairs-to-tokens`); docs/finetune.md \"DPO and ORPO\"");
+                         "convert pairs-to-tokens`; docs/finetune.md \"DPO and ORPO\"), kto (labelled "
+                         "completions from `zt convert kto-to-tokens`; docs/finetune.md \"KTO\")");
   for (const ObjectiveSpec* o : registry()) k.choices.push_back(o->name);
   for (const ObjectiveSpec* o : registry())
     if (o->add_keys) o->add_keys(s);
@@ -90,18 +91,26 @@ std::vector<ObjectiveKeyGroup> objective_key_groups(const std::string& chosen) {
 }
 
 DataKind data_kind(const data::TokenFile& f) {
+  if (!f.labels.empty()) return DataKind::kUnpaired;
   return f.pairs ? DataKind::kPairs : f.loss_mask.empty() ? DataKind::kText : DataKind::kInstruction;
 }
 
 const char* data_kind_name(DataKind k) {
-  return k == DataKind::kPairs ? "preference pairs" : k == DataKind::kText ? "text" : "instruction data";
+  return k == DataKind::kPairs      ? "preference pairs"
+         : k == DataKind::kUnpaired ? "KTO rows (labelled completions)"
+         : k == DataKind::kText     ? "text"
+                                    : "instruction data";
 }
 
 void check_objective_data(const std::string& objective, const data::TokenFile& f,
                           const std::string& data_path) {
   const ObjectiveSpec& a = objective_spec(objective);
   const DataKind k = data_kind(f);
-  if (k == DataKind::kText ? a.text : k == DataKind::kInstruction ? a.instruction : a.pairs) return;
+  if (k == DataKind::kText ? a.text
+      : k == DataKind::kInstruction ? a.instruction
+      : k == DataKind::kPairs ? a.pairs
+                              : a.unpaired)
+    return;
   throw InputError(strf("finetune.objective = %s does not train on %s; dataset '%s' holds %s",
                         a.name, data_kind_name(k), data_path.c_str(), data_kind_name(k)),
                    a.data_hint);

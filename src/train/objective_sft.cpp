@@ -181,7 +181,7 @@ std::optional<double> SftObjective::evaluate(const std::function<bool()>& stop) 
 
 const ObjectiveSpec& sft_objective() {
   static const ObjectiveSpec spec{
-      "sft", nullptr, nullptr, true, true, false,
+      "sft", nullptr, nullptr, true, true, false, false,
       "a pair file trains with finetune.objective = dpo or orpo; for SFT on the chosen completions "
       "make instruction data: `zt convert sft-to-tokens` over prompt/response lines",
       nullptr, make_as<SftObjective>};

@@ -49,9 +49,7 @@ data::Split split_checked(const TrainConfig& cfg, const data::TokenFile& data) {
                      strf("set train.seq_len = %u, or convert the data again with `zt convert "
                           "sft-to-tokens --seq-len %lld`",
                           data.row_len - 1, static_cast<long long>(cfg.seq_len)));
-  const data::Split split =
-      rows ? data::split_tail_rows(data.tokens.size(), data.row_len, cfg.eval_fraction)
-           : data::split_tail(data.tokens.size(), cfg.eval_fraction);
+  const data::Split split = data::split_of(data, cfg.eval_fraction);
   if (static_cast<int64_t>(data.vocab_size) > cfg.model.vocab)
     throw InputError(strf("dataset '%s' (tokenizer \"%s\", vocab_size %u) has more tokens than "
                           "the model's vocabulary (model.vocab %lld)",

@@ -148,6 +148,12 @@ TEST(Sampler, RowsAreWholeRowsOncePerEpoch) {
   const size_t seq = 31, row = seq + 1, rows = 40, global = 8;
   const Split sp = split_tail_rows(rows * row, row, 0.1);
   EXPECT_EQ(sp.eval.size(), 4 * row);  // floor(0.1 x 40) rows
+  // Two-row groups (pairs, KTO examples) are never split: floor(0.1 x 150) = 15 rows hold
+  // out 14, the train range ends on a group's end.
+  const Split pairs = split_tail_rows(150 * row, row, 0.1, 2);
+  EXPECT_EQ(pairs.eval.size(), 14 * row);
+  EXPECT_EQ(pairs.train.size() % (2 * row), 0u);
+  EXPECT_EQ(split_tail_rows(150 * row, row, 0.1).eval.size(), 15 * row);
   EXPECT_EQ(sp.train.end, sp.eval.begin);
   const Sampler s = Sampler::rows(sp.train, seq, global, 3);
   EXPECT_EQ(s.windows(), 36u);

@@ -16,6 +16,8 @@
 #include "zt/model/lora.hpp"
 #include "zt/model/model.hpp"
 
+#include "../kernels/gradcheck.hpp"
+
 namespace zt::testing {
 
 // max |a - b| over max(max |b|, 1): logits compared across orders of summation.
@@ -211,6 +213,23 @@ void init_general(model::Parameters<R>& P, const model::ParamLayout& layout, dou
   P.init(opt);
   std::mt19937_64 rng(seed + 1);
   draw_off_init(P, layout, rng, 0.1, std);
+}
+
+// Every coordinate of P's model: its gradient (P.grads, after loss_and_grad) against
+// five-point central differences of f() (gradcheck.hpp) with step h; the error figures.
+template <class F>
+ErrStats every_coordinate(const model::ParamLayout& layout, model::Parameters<double>& P, F&& f, double h,
+                          double floor) {
+  ErrStats all;
+  for (const auto& t : layout.tensors()) {
+    auto p = P.params(t.unit);
+    auto g = P.grads(t.unit);
+    for (int64_t i = 0; i < t.numel; ++i) {
+      const size_t at = static_cast<size_t>(t.offset + i);
+      all.add(g[at], central_diff5(f, &p[at], h), floor);
+    }
+  }
+  return all;
 }
 
 // Resolves the lora.* keys set by `sets` against `model`; returns the InputError's text and

@@ -341,15 +341,7 @@ TEST(ModelGradcheck, RowObjectiveWithContextTargetsEveryCoordinate) {
     return value(lp, d);
   };
   EXPECT_NEAR(v, f(), 1e-12);
-  testing::ErrStats all;
-  for (const auto& t : layout.tensors()) {
-    auto p = P.params(t.unit);
-    auto g = P.grads(t.unit);
-    for (int64_t i = 0; i < t.numel; ++i) {
-      const size_t at = static_cast<size_t>(t.offset + i);
-      all.add(g[at], testing::central_diff5(f, &p[at], kH), kFloor);
-    }
-  }
+  const testing::ErrStats all = testing::every_coordinate(layout, P, f, kH, kFloor);
   all.print("row objective with context targets (all coords)");
   EXPECT_LT(all.max_rel, kTol);
 }

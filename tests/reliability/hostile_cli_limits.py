@@ -91,6 +91,9 @@ KEY_LIMITS = {
     'dpo.beta': ('float', 0, 1000, True),
     'dpo.label_smoothing': ('float', 0, 0.5, False),
     'orpo.lambda': ('float', 0, 1000, True),
+    'kto.beta': ('float', 0, 1000, True),
+    'kto.desirable_weight': ('float', 0, 1000, True),
+    'kto.undesirable_weight': ('float', 0, 1000, True),
 }
 
 OPTION_LIMITS = {
@@ -135,4 +138,7 @@ OPTION_LIMITS = {
     ('convert h5-to-hf', '--progress'): ('FLOAT', 0, 86400),
     ('convert sft-to-tokens', '--seq-len'): ('UINT', 1, 16777216),
     ('convert sft-to-tokens', '--progress'): ('FLOAT', 0, 86400),
+    ('convert kto-to-tokens', '--seq-len'): ('UINT', 1, 16777216),
+    ('convert kto-to-tokens', '--kl-batch'): ('UINT', 2, 1073741824),
+    ('convert kto-to-tokens', '--progress'): ('FLOAT', 0, 86400),
 }

@@ -10,7 +10,7 @@ The table is generated, not hand-copied:
     as `zt train`, then the memory model) and once as a wrong TOML type through
     `zt estimate --config FILE`;
   - every option of every subcommand (check, train, estimate, generate, convert
-    text-to-tokens, hf-to-h5, h5-to-hf, report), from its `--help`, with hostile values;
+    text-to-tokens, sft-to-tokens, kto-to-tokens, hf-to-h5, h5-to-hf, report), from its `--help`, with hostile values;
   - every path argument and path key (`--config`, `--report`, `--baseline`, `data.path`,
     `ckpt.dir`, `log.metrics`, the convert inputs and outputs, `zt report`'s files and
     `--out`, ...) set to a directory,
@@ -308,10 +308,13 @@ def main():
             "hf-to-h5": [os.path.join(work, "adir"), os.path.join(work, "opt.h5")],
             "h5-to-hf": [tokens, os.path.join(work, "opt-hf")]}
     subs.append(("convert", "sft-to-tokens"))
+    subs.append(("convert", "kto-to-tokens"))
     subs.append(("report",))
     tail["report"] = [setup_metrics]
     tail["sft-to-tokens"] = ["--tokenizer", os.path.join(work, "adir"), os.path.join(work, "in.txt"),
                              os.path.join(work, "sft.h5")]
+    tail["kto-to-tokens"] = ["--tokenizer", os.path.join(work, "adir"), os.path.join(work, "in.txt"),
+                             os.path.join(work, "kto.h5")]
     n_options = n_numeric = 0
     undeclared = []
     for sub in subs:

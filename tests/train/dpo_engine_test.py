@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Full-weights DPO everywhere the engine goes (issue 40), at 2 ranks.
+"""Full-weights DPO (or KTO) everywhere the engine goes (issues 40, 60), at 2 ranks.
 
-  dpo_engine_test.py ZT WORKDIR MPIEXEC...
+  dpo_engine_test.py [--objective kto] ZT WORKDIR MPIEXEC...
+
+With --objective kto the pairs are unpaired as TRL's unpair_preference_dataset (each pair
+two examples: prompt + chosen labelled true, prompt + rejected false; `zt convert
+kto-to-tokens --kl-batch 8`), trained with finetune.objective = kto (its KL estimate over
+each step's global batch, one more forward pass); the rest is the same.
 
 The first 48 pairs of the shipped data/preferences-small.jsonl (byte tokenizer, seq_len 63;
 each run first computes the reference log-probs of every row of its file), the tiny preset,
@@ -32,10 +37,14 @@ PAIRS = 48
 
 
 def main():
-    if len(sys.argv) < 4:
+    argv = sys.argv[1:]
+    objective = "dpo"
+    if argv[:1] == ["--objective"]:
+        objective, argv = argv[1], argv[2:]
+    if len(argv) < 3 or objective not in ("dpo", "kto"):
         print(__doc__)
         return 2
-    zt, work, mpiexec = sys.argv[1], sys.argv[2], sys.argv[3:]
+    zt, work, mpiexec = argv[0], argv[1], argv[2:]
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.normpath(os.path.join(here, "..", ".."))
     shutil.rmtree(work, ignore_errors=True)
@@ -67,14 +76,28 @@ def main():
         lines = f.readlines()[:PAIRS]
     with open(os.path.join(work, "prefs.jsonl"), "w") as f:
         f.writelines(lines)
-    rc, out = run([zt, "convert", "pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", "prefs.jsonl", "prefs.h5"])
-    check(rc == 0 and f"{PAIRS} of {PAIRS} pairs" in out, f"pairs-to-tokens prefs (exit {rc})")
     with open(os.path.join(work, "other.jsonl"), "w") as f:
         f.writelines(lines[::-1])  # the same pairs in another order: other rows
-    run([zt, "convert", "pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", "other.jsonl", "other.h5"])
+
+    def convert(name):
+        """pairs-to-tokens NAME.jsonl, or (kto) its pairs unpaired and kto-to-tokens; (exit, output)."""
+        if objective == "dpo":
+            return run([zt, "convert", "pairs-to-tokens", "--tokenizer", tok, "--seq-len", "63", f"{name}.jsonl",
+                        f"{name}.h5"])
+        with open(os.path.join(work, f"{name}.jsonl")) as f, open(os.path.join(work, f"{name}-kto.jsonl"), "w") as o:
+            for p in map(json.loads, f):
+                for side, label in (("chosen", True), ("rejected", False)):
+                    o.write(json.dumps({"prompt": p["prompt"], "completion": p[side], "label": label}) + "\n")
+        return run([zt, "convert", "kto-to-tokens", "--tokenizer", tok, "--seq-len", "63", "--kl-batch", "8",
+                    f"{name}-kto.jsonl", f"{name}.h5"])
+
+    rc, out = convert("prefs")
+    want = f"{PAIRS} of {PAIRS} pairs" if objective == "dpo" else f"{2 * PAIRS} of {2 * PAIRS} examples"
+    check(rc == 0 and want in out, f"{objective}: prefs converted (exit {rc})")
+    convert("other")
 
     base = ["train", "--set", "model.preset=tiny", "--set", "model.vocab=257", "--set", "data.path=prefs.h5",
-            "--set", "finetune.objective=dpo", "--set", "train.seq_len=63", "--set", "train.micro_batch=4",
+            "--set", f"finetune.objective={objective}", "--set", "train.seq_len=63", "--set", "train.micro_batch=4",
             "--set", "train.global_batch=16", "--set", "data.eval_fraction=0", "--set", "eval.every=0",
             "--set", "sample.tokens=0", "--set", "train.lr=3e-3", "--set", "train.warmup=0",
             "--set", "train.peak_tflops=1", "--set", "train.threads=1"]

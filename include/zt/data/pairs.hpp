@@ -71,6 +71,39 @@ struct PairStats {
 TokenFile pairs_to_tokens(const std::vector<std::string>& paths, const TextTokenizer& tokenizer,
                           const PairOptions& options, PairStats* stats = nullptr);
 
+// What the preference converters (pairs, KTO rows: zt/data/kto.hpp) share.
+// One prompt and its completions (plain text, or chat messages), "FILE:LINE" in `where`.
+struct PromptCompletions {
+  bool chat = false;
+  std::string prompt;
+  std::vector<std::string> completions;
+  std::vector<ChatMessage> prompt_m;
+  std::vector<std::vector<ChatMessage>> completions_m;
+  std::string where;
+};
+// Each example's ids as TRL 1.16's tokenize_fn makes them: [prompt, prompt + completion 1,
+// ...] (plain completions get the EOS text appended unless they end with it; chat ones are
+// rendered with the template `chat_template`, auto or a name, the prompt with the
+// generation prompt).
+std::vector<std::vector<std::vector<uint32_t>>> encode_prompt_completions(const TextTokenizer& tokenizer,
+                                                                          std::vector<PromptCompletions>& examples,
+                                                                          const std::string& chat_template);
+// How many leading ids a and b share (where the completion begins).
+size_t common_prefix(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b);
+// One row: the sequence cut to `row` tokens (truncation), its mask (0 for the first
+// prompt_len tokens and the row's first token), its targets.
+struct TokenRow {
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> mask;
+  size_t targets = 0;
+  bool cut = false;
+};
+TokenRow token_row(std::vector<uint32_t> seq, size_t prompt_len, size_t row, Truncation truncation);
+// An empty token file of rows of seq_len + 1 for the tokenizer (zt::InputError for
+// seq_len 0 or a tokenizer without EOS), and one row appended to it, padded with EOS.
+TokenFile rows_file(const TextTokenizer& tokenizer, size_t seq_len);
+void append_row(TokenFile& out, const TokenRow& r, uint32_t eos);
+
 // `zt convert pairs-to-tokens`: load_tokenizer + pairs_to_tokens + write_token_file.
 TokenFile convert_pairs_to_tokens(const std::vector<std::string>& inputs, const std::string& output,
                                   const std::string& tokenizer, const PairOptions& options,

@@ -32,6 +32,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "zt/data/token_file.hpp"
+
 namespace zt::data {
 
 struct Range {
@@ -49,8 +51,13 @@ struct Split {
 // eval_fraction in [0, 1) (zt::Error otherwise); 0 gives an empty eval range.
 Split split_tail(size_t num_tokens, double eval_fraction);
 
-// The same over rows of row_len tokens: the tail is floor(eval_fraction * rows) rows.
-Split split_tail_rows(size_t num_tokens, size_t row_len, double eval_fraction);
+// The same over rows of row_len tokens: the tail is floor(eval_fraction * rows) rows,
+// rounded down to whole groups of `group` rows (2: the pairs of a pair file, the examples
+// of a KTO file), so that no group is split between the two ranges.
+Split split_tail_rows(size_t num_tokens, size_t row_len, double eval_fraction, size_t group = 1);
+// The split of a token file: split_tail for text, split_tail_rows for rows (groups of 2
+// for pair and KTO files). The one rule the trainer and the run's banner use.
+Split split_of(const TokenFile& file, double eval_fraction);
 
 // A pseudo-random permutation of [0, n), keyed: the bijection the sampler uses.
 // Pure function; O(1) expected per call.

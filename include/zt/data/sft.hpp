@@ -64,11 +64,11 @@ std::vector<SftExample> read_sft_examples(const std::string& path, SftFormat for
 std::vector<ChatMessage> chat_messages_of(const nlohmann::json& obj, const char* key,
                                           const std::string& where, const std::string& hint);
 // The one rule every training example passes, checked by every reader of them
-// (read_sft_examples in each format, read_preference_pairs in both forms) so the error
-// names where = "FILE:LINE" (docs/finetune.md "What every example needs"): a prompt to
+// (read_sft_examples in each format, read_preference_pairs and read_kto_examples in both
+// forms) so the error names where = "FILE:LINE" (docs/finetune.md "What every example needs"): a prompt to
 // learn from and a completion to learn. The prompt holds text (a character other than
 // white space): the prompt field (`instruction`, `prompt`), or in chat form a user turn.
-// The completion: the field (`output`, `response`, `chosen`, `rejected`; it may be empty:
+// The completion: the field (`output`, `response`, `chosen`, `rejected`, `completion`; it may be empty:
 // its EOS is the target, as LitGPT and TRL train it), or in chat form an assistant turn
 // (its content may be empty: the turn's end token is the target; only assistant turns
 // are learned, so a conversation of system turns alone, or with no assistant turn, has

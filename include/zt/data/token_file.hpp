@@ -21,6 +21,10 @@
 //     each example's start
 //   preference pairs (`zt convert pairs-to-tokens`, zt/data/pairs.hpp) add to those:
 //     pairs (uint32) = 1: one sequence a row, pair k in rows 2k (chosen), 2k + 1 (rejected)
+//   KTO rows (`zt convert kto-to-tokens`, zt/data/kto.hpp) add to instruction data:
+//   /labels       1-D uint8 [rows / 2]: example k's label (1 desirable, 0 undesirable); its
+//                 rows are 2k (prompt + completion) and 2k + 1 (prompt + the mismatched
+//                 completion of TRL's KL estimate)
 //
 // Document boundaries are a dataset, not an attribute, because HDF5 attributes are
 // limited to 64 KiB. Files are written atomically: to PATH.tmp, flushed, fsynced, then
@@ -42,6 +46,7 @@ struct TokenFile {
   std::vector<uint8_t> loss_mask;    // [num_tokens] or empty (not instruction data)
   uint32_t row_len = 0;              // rows of instruction data; 0: one stream
   bool pairs = false;                // preference pairs: rows 2k chosen, 2k + 1 rejected
+  std::vector<uint8_t> labels;       // KTO rows: one per example (rows 2k, 2k + 1); else empty
 };
 
 struct WriteOptions {

@@ -44,12 +44,12 @@ struct ObjectiveKeyGroup {
 std::vector<ObjectiveKeyGroup> objective_key_groups(const std::string& chosen);
 
 // What a token file says it holds (token_file.hpp): text, instruction data (a /loss_mask)
-// or preference pairs (pairs = 1).
-enum class DataKind { kText, kInstruction, kPairs };
+// preference pairs (pairs = 1) or KTO rows (/labels).
+enum class DataKind { kText, kInstruction, kPairs, kUnpaired };
 DataKind data_kind(const data::TokenFile& f);
 const char* data_kind_name(DataKind k);
 // The data each objective trains on is in its registry entry: sft text and instruction
-// data, dpo and orpo preference pairs. Anything else is zt::InputError naming
+// data, dpo and orpo preference pairs, kto KTO rows. Anything else is zt::InputError naming
 // finetune.objective, the file (`data_path`) and what it holds, with the converter or
 // objective that fits.
 void check_objective_data(const std::string& objective, const data::TokenFile& f,

@@ -1,5 +1,5 @@
 #pragma once
-// Preference objectives (docs/finetune.md "DPO and ORPO"): finetune.objective = dpo | orpo
+// Preference objectives (docs/finetune.md "DPO and ORPO", "KTO"): finetune.objective = dpo | orpo
 // over a pair file (zt convert pairs-to-tokens: rows 2p chosen, 2p + 1 rejected). The
 // model computes each row's summed completion log-prob logp and backpropagates
 // d value / d logp (model::RowObjective); dpo_value (objective_dpo.cpp) and orpo_value
@@ -31,13 +31,38 @@ struct PreferenceConfig {
 PreferenceConfig dpo_config(const ObjectiveConfig& o);   // finetune.objective = dpo
 PreferenceConfig orpo_config(const ObjectiveConfig& o);  // finetune.objective = orpo
 
-// Sums over pairs of TRL's metrics (divide by pairs for the means).
+// Sums over pairs of TRL's metrics (divide by pairs for the means). KTO (unpaired): pairs
+// counts examples, the rewards and log-probs are sums over the desirable (chosen) and
+// undesirable (rejected) rows, divided by those counts; kl is the KL estimate x examples.
 struct PairMetrics {
   double rewards_chosen = 0, rewards_rejected = 0, accuracies = 0, margins = 0;
   double logps_chosen = 0, logps_rejected = 0, value = 0;
   double pairs = 0;
+  double chosen = 0, rejected = 0, kl = 0;
+  static constexpr size_t kSums = 11;  // the doubles above, from rewards_chosen: summed over ranks
+  bool unpaired = false;               // KTO's metrics
   PairMetrics& operator+=(const PairMetrics& o);
 };
+
+// finetune.objective = kto (docs/finetune.md "KTO"), as TRL 1.16's KTOTrainer (loss_type
+// kto): over examples e of label y_e (rows 2e: prompt + completion, 2e + 1: prompt + a
+// mismatched completion), with r_e = logp_2e - ref_2e and the KL estimate z (the mean of
+// logp - ref over the mismatched rows of the step's global batch, clamped at 0, a
+// constant of the gradient):
+//   loss_e = desirable_weight (1 - sigmoid(beta (r_e - z)))      y_e desirable
+//          = undesirable_weight (1 - sigmoid(beta (z - r_e)))    y_e undesirable
+// averaged over examples; rewards = beta r_e per label; kl = z.
+struct KtoConfig {
+  double beta = 0.1;                // kto.beta
+  double desirable_weight = 1.0;    // kto.desirable_weight
+  double undesirable_weight = 1.0;  // kto.undesirable_weight
+};
+KtoConfig kto_config(const ObjectiveConfig& o);
+// logp, count, ref, dlogp: [2E] rows; labels [E] (1 desirable). Returns mean_e loss_e,
+// writes dlogp (0 on the mismatched rows) and adds the metrics (kl: z x E).
+double kto_value(const KtoConfig& cfg, std::span<const double> logp, std::span<const int64_t> count,
+                 std::span<const double> ref, std::span<const uint8_t> labels, double kl, std::span<double> dlogp,
+                 PairMetrics& metrics);
 
 // The objectives over rows of pairs (logp, count, dlogp: [2P]): each returns mean_p loss_p,
 // writes dlogp and adds the metrics. DPO: ref [2P], the reference's log-probs. ORPO: + the

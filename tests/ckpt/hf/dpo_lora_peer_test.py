@@ -88,6 +88,26 @@ def load_adapters(torch, folder):
     return load_file(os.path.join(folder, "adapter_model.safetensors"))
 
 
+def check_adapters(c, torch, tag, after, end_dir, init_dir, tol):
+    """TRL + PEFT's trained adapters `after` against zt's exported ones (end_dir): every
+    element within tol of the largest, and moved from the initial ones (init_dir) by far more."""
+    zt_end, zt_init = load_adapters(torch, end_dir), load_adapters(torch, init_dir)
+    worst, scale, moved, matched = 0.0, 0.0, 0.0, 0
+    for name, t in after.items():
+        key = name.replace(".default", "")
+        if key not in zt_end:
+            continue
+        matched += 1
+        worst = max(worst, (zt_end[key] - t).abs().max().item())
+        scale = max(scale, t.abs().max().item())
+        moved = max(moved, (zt_end[key] - zt_init[key]).abs().max().item())
+    c.check(matched == len(after) == len(zt_end) and matched > 0,
+            f"{tag}: {matched} adapter tensors matched by name (PEFT {len(after)}, zt {len(zt_end)})")
+    c.check(worst <= tol * scale and moved > 100 * tol * scale,
+            f"{tag}: adapters after step 2: max |zt - TRL| {worst:.3e} <= {tol} x {scale:.3f}; "
+            f"moved {moved:.3e} from the initial ones")
+
+
 def main():
     zt, _, work, torch, c = peer_start(__doc__, "h5py", "safetensors", "peft", "datasets", "trl")
     import peft
@@ -125,21 +145,7 @@ def main():
                     f"TRL + PEFT {loss:.9f}, {norm:.9f}: rel {dl:.2e}, {dn:.2e} (<= {TOL})")
         if not os.path.isdir(end_dir):
             continue
-        zt_end, zt_init = load_adapters(torch, end_dir), load_adapters(torch, init_dir)
-        worst, scale, moved, matched = 0.0, 0.0, 0.0, 0
-        for name, t in after.items():
-            key = name.replace(".default", "")
-            if key not in zt_end:
-                continue
-            matched += 1
-            worst = max(worst, (zt_end[key] - t).abs().max().item())
-            scale = max(scale, t.abs().max().item())
-            moved = max(moved, (zt_end[key] - zt_init[key]).abs().max().item())
-        c.check(matched == len(after) == len(zt_end) and matched > 0,
-                f"{objective}: {matched} adapter tensors matched by name (PEFT {len(after)}, zt {len(zt_end)})")
-        c.check(worst <= TOL * scale and moved > 100 * TOL * scale,
-                f"{objective}: adapters after step 2: max |zt - TRL| {worst:.3e} <= {TOL} x {scale:.3f}; "
-                f"moved {moved:.3e} from the initial ones")
+        check_adapters(c, torch, objective, after, end_dir, init_dir, TOL)
     c.finish()
 
 

@@ -186,20 +186,24 @@ VARIANTS = (("sigmoid", [], dict(loss_type=["sigmoid"])),
              dict(loss_type=["sigmoid", "robust"], loss_weights=[2 * (1 - LS), -(1 - 2 * LS)], label_smoothing=LS)))
 
 
-def adamw_steps(torch, trainer, model, lr, eps):
+def adamw_steps(torch, trainer, model, lr, eps, rows=len(PAIRS), metrics=()):
     """2 steps of torch's AdamW (betas 0.9/0.95, no weight decay) on the trainable weights,
-    each on TRL's whole collated batch of PAIRS through trainer.compute_loss. Returns
-    [(loss, gradient norm)] per step."""
-    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(len(PAIRS))])
+    each on TRL's whole collated batch of the first `rows` examples (PAIRS) through
+    trainer.compute_loss. Returns [(loss, gradient norm)] per step, with `metrics` (names TRL
+    logs): [(loss, gradient norm, {name: the step's value})]."""
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(rows)])
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, betas=(0.9, 0.95),
                             eps=eps, weight_decay=0.0)
     model.train()
     steps = []
     for _ in range(2):
         opt.zero_grad()
+        if metrics:
+            trainer._metrics["train"].clear()
         loss = trainer.compute_loss(model, batch)
         loss.backward()
-        steps.append((float(loss.detach()), grad_norm(torch, model)))
+        step = (float(loss.detach()), grad_norm(torch, model))
+        steps.append(step + ({k: trainer._metrics["train"][k][-1] for k in metrics},) if metrics else step)
         opt.step()
     return steps
 
@@ -220,12 +224,24 @@ def trl_two_steps(torch, hf, tok, work, name, loss):
     return steps, {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
+def check_weights(c, name, exported, before, after):
+    """Every weight of zt's export `exported` (safetensors) against TRL's `after`: within
+    TOL2 of the largest change from `before`."""
+    from safetensors.torch import load_file
+    got = load_file(exported)
+    worst, scale = 0.0, 0.0
+    for n, t in after.items():
+        scale = max(scale, (t - before[n]).abs().max().item())
+        worst = max(worst, (got[n] - t).abs().max().item()) if n in got else float("inf")
+    c.check(worst <= TOL2 * scale, f"{name}: every weight after step 2: max |zt - TRL| {worst:.3e} "
+            f"<= {TOL2} x the largest change {scale:.3e}")
+
+
 def two_steps(c, torch, zt, work, ckpt, hf, tok, variants=VARIANTS, model=TINY, tag=""):
     """Each of `variants` (VARIANTS' rows): zt's 2 full-weight steps on the model of the
     `model` keys (step-2.h5 exported fp32) against trl_two_steps: both steps' loss and
     gradient norm within TOL relative, and every weight's change after step 2 within TOL2 of
     the largest change."""
-    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
     before = {n: p.detach().clone() for n, p in AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32).named_parameters()}
     for name, keys, loss in variants:
@@ -245,13 +261,7 @@ def two_steps(c, torch, zt, work, ckpt, hf, tok, variants=VARIANTS, model=TINY, 
                     f"{z['grad_norm']:.9f} vs TRL {rl:.9f}, {rn:.9f}: rel {dl:.2e}, {dn:.2e} (<= {TOL})")
         moved = abs(ref[1][0] - ref[0][0]) / abs(ref[0][0])
         c.check(moved > 100 * TOL, f"{name}: step 2's loss moved {moved:.2e} (relative) from step 1's")
-        got = load_file(os.path.join(out, "model.safetensors"))
-        worst, scale = 0.0, 0.0
-        for n, t in after.items():
-            scale = max(scale, (t - before[n]).abs().max().item())
-            worst = max(worst, (got[n] - t).abs().max().item()) if n in got else float("inf")
-        c.check(worst <= TOL2 * scale, f"{name}: every weight after step 2: max |zt - TRL| {worst:.3e} "
-                f"<= {TOL2} x the largest change {scale:.3e}")
+        check_weights(c, name, os.path.join(out, "model.safetensors"), before, after)
 
 
 def gemma_two_steps(c, torch, zt, work, tok):
