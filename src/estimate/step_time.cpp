@@ -14,7 +14,7 @@ namespace {
 constexpr double kAct = 2;     // bf16 activations, weights, gradients (bytes per element)
 constexpr double kF32 = 4;     // fp32 statistics, master weights, moments
 
-enum class Kind { kGemm, kAttentionFwd, kAttentionBwd, kMemory };
+enum class Kind { kGemm, kAttentionFwd, kAttentionBwd, kCudaCore, kMemory };
 
 class Builder {
  public:
@@ -40,6 +40,7 @@ class Builder {
         rate = cudnn_ ? peak * eff_.attention_bwd
                       : peak * eff_.cuda_core_ratio * eff_.attention_cuda_core;
         break;
+      case Kind::kCudaCore: rate = peak * eff_.cuda_core_ratio * eff_.attention_cuda_core; break;
       case Kind::kMemory: break;
     }
     const double t_compute = rate > 0 ? k.flops / rate : 0;
@@ -67,6 +68,41 @@ class Builder {
   std::vector<KernelTime> rows_;
 };
 
+// A Gated DeltaNet layer's kernels (Qwen3.5; zt's CUDA kernels, on the CUDA cores): the
+// projections in_proj_qkv, z, b, a [C -> Cc + VD + 2 Hv] and out_proj [VD -> C], the
+// conv1d + SiLU over Cc channels (kernel K), the chunked rule (per value head and token
+// 2 c (2 Dk + Dv) inside a chunk of c = 64 and 6 Dk Dv against the state, as
+// Config::flops_per_token; its backward recomputes each chunk: twice the forward) and the
+// gated norm over VD. Cc = 2 Hk Dk + Hv Dv, VD = Hv Dv.
+void delta_rows(Builder& k, const model::Config& c, double N, int64_t count, bool backward) {
+  const double C = static_cast<double>(c.hidden), Cc = static_cast<double>(c.linear_conv_dim());
+  const double Hv = static_cast<double>(c.linear_value_heads);
+  const double dk = static_cast<double>(c.linear_key_dim), dv = static_cast<double>(c.linear_value_dim);
+  const double KD = static_cast<double>(c.linear_key_heads) * dk, VD = Hv * dv;
+  const double K = static_cast<double>(c.linear_conv_kernel);
+  const double rule = N * Hv * (2.0 * 64.0 * (2.0 * dk + dv) + 6.0 * dk * dv);
+  const double rule_bytes = kAct * N * (2 * KD + 2 * VD) + kF32 * 2 * N * Hv;  // q k v out; g beta
+  const char* dir = backward ? " bwd" : " fwd";
+  const double f = backward ? 2 : 1;  // a backward reads and writes about twice the forward
+  auto mixer = [&] {  // the conv, the rule and the norm (one direction)
+    k.add(std::string("conv1d+silu") + dir, Kind::kMemory, count, f * (2 * K + 4) * N * Cc,
+          f * kAct * 2 * N * Cc);
+    k.add(std::string("gated delta rule") + dir + " (zt kernel)", Kind::kCudaCore, count,
+          f * rule, f * rule_bytes);
+    k.add(std::string("gated norm") + dir, Kind::kMemory, count, f * 6 * N * VD,
+          f * kAct * 3 * N * VD);
+  };
+  if (!backward) {
+    k.gemm("delta in_proj", count, N, C, Cc + VD + 2 * Hv, false);
+    mixer();
+    k.gemm("delta out_proj", count, N, VD, C, false);
+  } else {
+    k.gemm("delta out_proj", count, N, VD, C, true);
+    mixer();
+    k.gemm("delta in_proj", count, N, C, Cc + VD + 2 * Hv, true);
+  }
+}
+
 }  // namespace
 
 bool cudnn_attention_expected(const model::Config& cfg) {
@@ -87,21 +123,28 @@ StepTime step_time(const model::Config& cfg, int64_t B, int64_t T_in, bool recom
   const double HD = H * D, GD = static_cast<double>(cfg.kv_dim());
   const double I = static_cast<double>(cfg.intermediate), V = static_cast<double>(cfg.vocab);
   const int64_t L = cfg.layers;
+  int64_t Ld = 0;  // Gated DeltaNet layers (Qwen3.5); the other La attend
+  for (int64_t l = 0; l < L; ++l) Ld += cfg.linear(l) ? 1 : 0;
+  const int64_t La = L - Ld;
+  const double QP = static_cast<double>(cfg.q_proj_dim());  // q_proj's rows (with the output gate)
   const std::string att = cudnn_attention ? " (cudnn)" : " (zt kernel)";
 
   Builder k(gpu, eff, cudnn_attention);
   // The blocks' forward (twice per layer with recompute: once in the forward, once before
   // the block's backward).
-  const int64_t fwd_count = recompute ? 2 * L : L;
+  const int64_t fwd_count = recompute ? 2 * L : L, att_fwd = recompute ? 2 * La : La;
   const double norm_fwd_bytes = kAct * 4 * N * C + kF32 * N;  // x, residual -> sum, y; rstd
   k.add("rmsnorm+residual fwd", Kind::kMemory, 2 * fwd_count, 4 * N * C, norm_fwd_bytes);
-  k.gemm("qkv_proj", fwd_count, N, C, HD + 2 * GD, false);
-  k.add("rope fwd", Kind::kMemory, fwd_count, 3 * N * (HD + GD),
-        kAct * 2 * N * (HD + GD) + kF32 * t * D);
-  // causal: half of the T x T scores, QK^T and PV each 2 B H T^2 D / 2
-  k.add("attention fwd" + att, Kind::kAttentionFwd, fwd_count, 2 * b * H * t * t * D,
-        kAct * (2 * N * HD + 2 * N * GD) + kF32 * b * H * t);
-  k.gemm("o_proj", fwd_count, N, HD, C, false);
+  if (La > 0) {
+    k.gemm("qkv_proj", att_fwd, N, C, QP + 2 * GD, false);
+    k.add("rope fwd", Kind::kMemory, att_fwd, 3 * N * (HD + GD),
+          kAct * 2 * N * (HD + GD) + kF32 * t * D);
+    // causal: half of the T x T scores, QK^T and PV each 2 B H T^2 D / 2
+    k.add("attention fwd" + att, Kind::kAttentionFwd, att_fwd, 2 * b * H * t * t * D,
+          kAct * (2 * N * HD + 2 * N * GD) + kF32 * b * H * t);
+    k.gemm("o_proj", att_fwd, N, HD, C, false);
+  }
+  if (Ld > 0) delta_rows(k, cfg, N, recompute ? 2 * Ld : Ld, false);
   k.gemm("gate_up_proj", fwd_count, N, C, 2 * I, false);
   k.add("swiglu fwd", Kind::kMemory, fwd_count, 4 * N * I, kAct * 3 * N * I);
   k.gemm("down_proj", fwd_count, N, I, C, false);
@@ -118,13 +161,16 @@ StepTime step_time(const model::Config& cfg, int64_t B, int64_t T_in, bool recom
   k.add("swiglu bwd", Kind::kMemory, L, 10 * N * I, kAct * 5 * N * I);
   k.gemm("gate_up_proj", L, N, C, 2 * I, true);
   k.add("rmsnorm bwd", Kind::kMemory, 2 * L, 6 * N * C, norm_bwd_bytes);
-  k.gemm("o_proj", L, N, HD, C, true);
-  // FA2 backward: 5 T x T products (S, dP recomputed; dV, dQ, dK) against the forward's 2
-  k.add("attention bwd" + att, Kind::kAttentionBwd, L, 5 * b * H * t * t * D,
-        kAct * (4 * N * HD + 4 * N * GD) + kF32 * 2 * b * H * t);
-  k.add("rope bwd", Kind::kMemory, L, 3 * N * (HD + GD),
-        kAct * 2 * N * (HD + GD) + kF32 * t * D);
-  k.gemm("qkv_proj", L, N, C, HD + 2 * GD, true);
+  if (La > 0) {
+    k.gemm("o_proj", La, N, HD, C, true);
+    // FA2 backward: 5 T x T products (S, dP recomputed; dV, dQ, dK) against the forward's 2
+    k.add("attention bwd" + att, Kind::kAttentionBwd, La, 5 * b * H * t * t * D,
+          kAct * (4 * N * HD + 4 * N * GD) + kF32 * 2 * b * H * t);
+    k.add("rope bwd", Kind::kMemory, La, 3 * N * (HD + GD),
+          kAct * 2 * N * (HD + GD) + kF32 * t * D);
+    k.gemm("qkv_proj", La, N, C, QP + 2 * GD, true);
+  }
+  if (Ld > 0) delta_rows(k, cfg, N, Ld, true);
   // optimizer: fp32 master p, m, v read and written, bf16 grad read, bf16 copy written
   const double P = static_cast<double>(cfg.num_params());
   k.add("adamw (per optimizer step)", Kind::kMemory, 1, 12 * P,
