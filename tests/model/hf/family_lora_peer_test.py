@@ -39,7 +39,7 @@ with save_pretrained (vocab 256, so the shipped byte corpus trains it):
    Then one full-weight AdamW step (full_step): zt's loss, gradient norm and every weight
    after the step against transformers' model and torch.optim.AdamW on one batch.
 2. Training on the CPU from the imported base (`zt train` with ckpt.init_from, the
-   checkpoint's model.* keys): full fine-tuning, LoRA and QLoRA (not on experts), 6 steps each on the shipped
+   checkpoint's model.* keys): full fine-tuning (20 steps), LoRA and QLoRA (not on experts; 6 steps) on the shipped
    corpus: each run exits 0 and its last step's loss is below its first.
 3. The LoRA run's adapter checkpoint exported with `zt convert h5-to-hf --adapter`:
    PeftModel.from_pretrained on transformers' model of the family loads it, holds exactly
@@ -317,13 +317,14 @@ def training(c, zt, work, name, h5, keys, targets, rank, alpha, methods=("full",
         if method != "full":
             extra += [f"finetune.method={method}", f"lora.targets={targets}", f"lora.rank={rank}",
                       f"lora.alpha={alpha}"]
-        rc, out = train_tiny(zt, work, ck, 6, extra)
-        c.check(rc == 0, f"{tag}, 6 steps (exit {rc})")
+        steps = 20 if method == "full" else 6
+        rc, out = train_tiny(zt, work, ck, steps, extra)
+        c.check(rc == 0, f"{tag}, {steps} steps (exit {rc})")
         if rc != 0:
             print(out[-3000:])
             continue
         losses = metrics_losses(metrics)
-        c.check(len(losses) == 6 and losses[-1] < losses[0],
+        c.check(len(losses) == steps and losses[-1] < losses[0],
                 f"{tag}: the loss falls ({' '.join(f'{x:.3f}' for x in losses)})")
         if method == "lora":
             lora_dir = ck
