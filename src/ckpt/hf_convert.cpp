@@ -356,7 +356,7 @@ namespace {
 // dtype; nothing unknown is.
 void check_tensors(const model::ParamLayout& layout, const std::vector<HfPiece>& pieces,
                    const std::map<std::string, Located>& found, const fs::path& dir,
-                   const std::string& hfdir) {
+                   const std::string& hfdir, const HfCarried* carried) {
   std::set<std::string> names;
   for (const HfPiece& t : pieces) {
     names.insert(t.name);
@@ -372,16 +372,17 @@ void check_tensors(const model::ParamLayout& layout, const std::vector<HfPiece>&
       continue;
     }
     if (it == found.end())
-      throw InputError("tensor '" + t.name + "' is missing from '" + hfdir + "'",
+      throw InputError("tensor '" + (carried ? multimodal_name(*carried, t.name) : t.name) +
+                           "' is missing from '" + hfdir + "'",
                        "config.json describes a model with this tensor; is the folder complete?");
     const StTensor& st = it->second.tensor;
     if (st.shape != t.shape)
-      throw InputError("tensor '" + t.name + "' in '" + it->second.file + "' has shape " +
+      throw InputError("tensor '" + st.name + "' in '" + it->second.file + "' has shape " +
                            shape_str(st.shape) + ", but '" + (dir / kConfigFile).string() +
                            "' implies " + shape_str(t.shape),
                        "the config and the weights come from different models");
     if (st.dtype != StDType::kF32 && st.dtype != StDType::kBF16 && st.dtype != StDType::kF16)
-      throw InputError("tensor '" + t.name + "' in '" + it->second.file + "' has dtype " +
+      throw InputError("tensor '" + st.name + "' in '" + it->second.file + "' has dtype " +
                            st_dtype_name(st.dtype) + "; zt imports F32, BF16 and F16 weights",
                        "convert the model to a floating-point dtype first");
   }
@@ -389,7 +390,7 @@ void check_tensors(const model::ParamLayout& layout, const std::vector<HfPiece>&
     if (names.count(name)) continue;
     if (name.size() > 21 && name.ends_with(".rotary_emb.inv_freq")) continue;  // derived from rope_theta
     if (name == "lm_head.weight" && layout.config().tied_embeddings) continue;  // checked equal on read
-    throw InputError("tensor '" + name + "' in '" + loc.file + "' is not part of zt's " +
+    throw InputError("tensor '" + loc.tensor.name + "' in '" + loc.file + "' is not part of zt's " +
                          layout.config().family + " model",
                      "config.json's model_type and attention_bias decide which biases and norms "
                      "the model has (docs/model.md, family table); do config and weights match?");
@@ -431,7 +432,8 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
     if (nonfinite != buf.end())
       throw InputError(strf("tensor '%s' in '%s' (model folder '%s') holds a non-finite value "
                             "(%g at element %lld)",
-                            t.name.c_str(), loc.file.c_str(), dir.string().c_str(),
+                            (mxfp4 ? t.name : loc.tensor.name).c_str(), loc.file.c_str(),
+                            dir.string().c_str(),
                             static_cast<double>(*nonfinite),
                             static_cast<long long>(nonfinite - buf.begin())),
                        "the model's weights are damaged (NaN or infinity); download or export "
@@ -444,16 +446,18 @@ std::vector<std::vector<float>> read_units(const model::ParamLayout& layout,
   const std::string embed = "model.embed_tokens.weight";
   if (layout.config().tied_embeddings && found.count("lm_head.weight")) {
     const Located& loc = found.at("lm_head.weight");
+    const std::string& head = loc.tensor.name;  // the file's names
+    const std::string& emb = found.at(embed).tensor.name;
     if (loc.tensor.shape != layout.find(embed).shape)
-      throw InputError("tied model: 'lm_head.weight' in '" + loc.file + "' has shape " +
-                           shape_str(loc.tensor.shape) + ", unlike '" + embed + "'",
+      throw InputError("tied model: '" + head + "' in '" + loc.file + "' has shape " +
+                           shape_str(loc.tensor.shape) + ", unlike '" + emb + "'",
                        "with tie_word_embeddings the head is the embedding");
     read_safetensors_tensor(loc.file, header_of(loc.file), loc.tensor, buf);
     const std::vector<float>& e = units[model::ParamLayout::kEmbeddingUnit];
     if (std::memcmp(buf.data(), e.data(), buf.size() * sizeof(float)) != 0)
       throw InputError("'" + (dir / kConfigFile).string() +
-                           "' says tie_word_embeddings, but 'lm_head.weight' in '" + loc.file +
-                           "' differs from '" + embed + "'",
+                           "' says tie_word_embeddings, but '" + head + "' in '" + loc.file +
+                           "' differs from '" + emb + "'",
                        "set tie_word_embeddings to false in config.json if the head is its own "
                        "matrix");
   }
@@ -504,7 +508,7 @@ Weights read_hf_weights(const std::string& hfdir, HfImportResult* info) {
   for (const model::TensorInfo& t : layout.tensors())
     if (t.name.ends_with("mlp.experts.gate_up_proj")) fused = found.count(t.name) > 0;
   const std::vector<HfPiece> pieces = hf_pieces(layout, fused);
-  check_tensors(layout, pieces, found, dir, hfdir);
+  check_tensors(layout, pieces, found, dir, hfdir, w.carried.get());
   std::map<StDType, int64_t> dtype_elems;
   // Progress over the safetensors bytes read.
   uint64_t source_bytes = 0;

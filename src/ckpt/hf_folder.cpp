@@ -88,7 +88,8 @@ std::map<std::string, Located> locate_tensors(const std::string& hfdir,
 namespace {
 
 constexpr const char* kMultimodalHint =
-    "a multimodal folder (Gemma3ForConditionalGeneration, Qwen3_5ForConditionalGeneration) "
+    "a multimodal folder (Gemma3ForConditionalGeneration, Qwen3_5ForConditionalGeneration, "
+    "Qwen3_5MoeForConditionalGeneration) "
     "holds its text model in config.json's text_config and its tensors beside the vision "
     "tower's, as transformers' save_pretrained writes it; is the folder complete?";
 constexpr const char* kCarriedHint =
@@ -160,9 +161,19 @@ struct MultimodalForm {
   Names (*missing)(const json& vision_config, const std::set<std::string>& carried);
 };
 
+// Qwen3.5's folder, dense or MoE (the same vision tower and names; the text model's
+// experts are the text family's tensors): model.language_model.*, lm_head.weight and
+// model.visual.*, and the published checkpoints add the multi-token prediction head mtp.*
+// (transformers ignores it).
+MultimodalForm qwen35_form(std::string_view model_type, std::string_view text_type,
+                           std::string_view architecture) {
+  return {model_type, text_type, architecture, {"model.language_model."}, {"lm_head.weight"},
+          {"model.visual.", "mtp."}, "model.language_model.", "lm_head.weight",
+          qwen35_vision_names};
+}
+
 // Gemma 3 writes language_model.model.* (transformers' run-time names model.language_model.*
-// read too); Qwen3.5 writes model.language_model.*, lm_head.weight and model.visual.*, and the
-// published checkpoints add the multi-token prediction head mtp.* (transformers ignores it).
+// read too).
 const std::vector<MultimodalForm>& multimodal_forms() {
   static const std::vector<MultimodalForm> forms = {
       {"gemma3", "gemma3_text", "Gemma3ForConditionalGeneration",
@@ -171,9 +182,8 @@ const std::vector<MultimodalForm>& multimodal_forms() {
        {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
         "model.multi_modal_projector."},
        "language_model.model.", "language_model.lm_head.weight", siglip_names},
-      {"qwen3_5", "qwen3_5_text", "Qwen3_5ForConditionalGeneration",
-       {"model.language_model."}, {"lm_head.weight"}, {"model.visual.", "mtp."},
-       "model.language_model.", "lm_head.weight", qwen35_vision_names},
+      qwen35_form("qwen3_5", "qwen3_5_text", "Qwen3_5ForConditionalGeneration"),
+      qwen35_form("qwen3_5_moe", "qwen3_5_moe_text", "Qwen3_5MoeForConditionalGeneration"),
   };
   return forms;
 }
@@ -198,6 +208,13 @@ const MultimodalForm& form_of(const HfCarried& carried, const std::string& where
   return *f;
 }
 
+// "a*, b*" of names {a, b} and tail "*".
+std::string listed(const Names& names, const char* tail) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n + tail;
+  return s;
+}
+
 // zt's name of a text tensor, "" for any other.
 std::string text_name(const MultimodalForm& f, const std::string& name) {
   for (const std::string& p : f.text_prefixes)
@@ -212,11 +229,6 @@ std::string text_name(const MultimodalForm& f, const std::string& name) {
 std::optional<std::string> multimodal_text_config(const std::string& config_text,
                                                   const std::string& where) {
   const json j = parse_config(config_text, where);
-  if (j.is_object() && j.value("model_type", json()) == "qwen3_5_moe")
-    throw InputError("config '" + where + "': 'model_type' is \"qwen3_5_moe\" "
-                         "(Qwen3_5MoeForConditionalGeneration: the MoE text model beside a "
-                         "vision tower); zt does not import Qwen3.5's MoE models yet",
-                     "zt imports the dense Qwen3.5 (model_type qwen3_5 or qwen3_5_text)");
   const MultimodalForm* f = find_form(j);
   if (!f) return std::nullopt;
   const std::string type(f->model_type), text_type(f->text_type);
@@ -256,10 +268,14 @@ std::shared_ptr<const HfCarried> split_multimodal(std::map<std::string, Located>
     }
     bool carry = false;
     for (const std::string& p : f.carried_prefixes) carry = carry || name.starts_with(p);
-    if (!carry) {
-      text[name] = loc;  // neither: check_tensors names it
-      continue;
-    }
+    if (!carry)
+      throw InputError("tensor '" + name + "' in '" + loc.file + "' is neither the text model's (" +
+                           listed(f.text_prefixes, "*") + ", " + listed(f.head_names, "") +
+                           ") nor a part zt carries through unchanged (" +
+                           listed(f.carried_prefixes, "*") + ")",
+                       "zt imports " + std::string(f.architecture) + " folders as transformers' "
+                       "save_pretrained writes them; remove the tensor, or load the folder in "
+                       "transformers and save it again");
     names.insert(name);
     CarriedTensor c{name, loc.tensor.dtype, loc.tensor.shape, {}};
     read_safetensors_bytes(loc.file, read_safetensors_header(loc.file), loc.tensor, c.bytes,

@@ -1,20 +1,24 @@
-"""Qwen3_5ForConditionalGeneration folders (qwen35_peer_test.py's last part): a tiny one made
-by transformers' own class (the hybrid text model: Gated DeltaNet layers 0, 2, 3, a full
-layer 1; a 2-block vision tower), plus an mtp.* tensor as the published checkpoints hold:
+"""Qwen3.5's multimodal folders (qwen35_peer_test.py's last part), one row each:
+Qwen3_5ForConditionalGeneration (the hybrid text model: Gated DeltaNet layers 0, 2, 3, a full
+layer 1) and Qwen3_5MoeForConditionalGeneration (qwen3_5_moe: layers l, f, l, f; 4 experts,
+top 2, the shared expert). Each a tiny one made by transformers' own class with a 2-block
+vision tower, plus an mtp.* tensor as the published checkpoints hold:
   - zt imports its text model: its logits equal, bit for bit, zt's of the same text model
-    saved by transformers as Qwen3_5ForCausalLM (whose transformers logits equal the class's
+    saved by transformers as the row's causal LM (whose transformers logits equal the class's
     on input_ids alone); against transformers' float64 logits within max(1e-5 x max|logit|,
     2 x transformers' own fp32 error); the loss within 1e-5
-  - the export loads in transformers as Qwen3_5ForConditionalGeneration with transformers'
-    tensor names, every vision tensor and the mtp tensor bit-identical, every text weight
-    equal; config.json keeps vision_config and the image tokens; zt re-imports it
+  - the export loads in transformers as the class with transformers' tensor names, every
+    tensor bit-identical (the vision and mtp tensors, and the text weights), and the same
+    config (transformers' config objects of the two folders equal); zt re-imports it
+  - bad input: a vision tensor missing, no text_config, a tensor neither the text model's
+    nor carried (model.audio_tower.*), and on the MoE row an expert's tensor missing: exit 2
+    naming the file and the field (or tensor); nothing written
+The dense row also (kept small on the MoE row, which shares the code):
   - a full fine-tune: one step, then a resume with the source file moved away; each
     checkpoint exports as Qwen3_5ForConditionalGeneration with the vision tower
     bit-identical, the text weights trained, and the export's text logits zt's
   - the PEFT adapter names: one LoRA step on a full-attention-only folder of the class;
     PEFT loads the --adapter folder onto the class exactly
-  - bad input: a vision tensor missing, no text_config, a qwen3_5_moe folder: exit 2 naming
-    the file and the field (or tensor); nothing written
 """
 import json
 import os
@@ -22,31 +26,47 @@ import re
 
 from hf_common import peft_multimodal, run_zt, with_config, zt_logits_json
 
-ARCH = "Qwen3_5ForConditionalGeneration"
+ARCH = "Qwen3_5ForConditionalGeneration"  # the dense row's (adapters)
 MTP = "mtp.fc.weight"
 VISION = dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64,
               patch_size=4, temporal_patch_size=2, spatial_merge_size=2, num_position_embeddings=16)
 
 
-def text_logits(p, folder):
+class Row:
+    """A multimodal class's transformers classes: `cls` (the folder's), `config` (its
+    config), `causal` and `text_config` (its text model alone), `mod` (its modeling module,
+    None for Qwen3.5's: f64_logits's ModuleTorch)."""
+
+    def __init__(self, moe):
+        import transformers
+        from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe
+        kind = "Qwen3_5Moe" if moe else "Qwen3_5"
+        self.name = "qwen35moe-mm" if moe else "qwen35-mm"
+        self.arch = kind + "ForConditionalGeneration"
+        self.cls = getattr(transformers, self.arch)
+        self.config = getattr(transformers, kind + "Config")
+        self.causal = getattr(transformers, kind + "ForCausalLM")
+        self.text_config = getattr(transformers, kind + "TextConfig")
+        self.mod, self.moe = (modeling_qwen3_5_moe if moe else None), moe
+
+
+def text_logits(p, row, folder):
     """transformers' logits [T, V] (float64) and loss of the folder's class on input_ids alone."""
-    from transformers import Qwen3_5ForConditionalGeneration
-    model = Qwen3_5ForConditionalGeneration.from_pretrained(folder, dtype=p.torch.float32)
+    model = row.cls.from_pretrained(folder, dtype=p.torch.float32)
     model.eval()
     with p.torch.no_grad():
         out = model(input_ids=p.ids, labels=p.ids)
     return out.logits[0].double(), float(out.loss)
 
 
-def same_logits(p, tag, folder, ckpt, f64):
+def same_logits(p, row, tag, folder, ckpt, f64):
     """transformers' text logits of `folder` against zt's on `ckpt`: zt's as close to
     float64 (f64) as the issue's rule allows (max(1e-5 x max|logit|, 2 x transformers' own
     fp32 error)), the loss within 1e-5; prints max |zt - transformers|. Returns zt's answer."""
-    from transformers import Qwen3_5ForConditionalGeneration
-    hl, hloss = text_logits(p, folder)
+    hl, hloss = text_logits(p, row, folder)
     z = zt_logits_json(p.c, p.zt_logits, ckpt, p.tokens, 1)
     zl = p.torch.tensor(z["logits"], dtype=p.torch.float64)
-    exact = f64(folder, Qwen3_5ForConditionalGeneration)
+    exact = f64(folder, row.cls, row.mod)
     h64 = (hl - exact).abs().max().item()
     bound = max(p.tol * max(1.0, zl.abs().max().item()), 2 * h64)
     d = (zl - hl).abs().max().item() if zl.shape == hl.shape else float("inf")
@@ -59,38 +79,35 @@ def same_logits(p, tag, folder, ckpt, f64):
     return z
 
 
-def as_causal_lm(p, folder, text):
-    """The folder's text model saved by transformers as Qwen3_5ForCausalLM (folder-text);
+def as_causal_lm(p, row, folder, text):
+    """The folder's text model saved by transformers as the row's causal LM (folder-text);
     checks that transformers' logits of the two classes are equal."""
-    from transformers import (Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,
-                              Qwen3_5TextConfig)
     torch = p.torch
-    mm = Qwen3_5ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32)
-    lm = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**text)).to(torch.float32)
+    mm = row.cls.from_pretrained(folder, dtype=torch.float32)
+    lm = row.causal(row.text_config(**text)).to(torch.float32)
     pre = "model.language_model."
     sd = {("model." + k[len(pre):] if k.startswith(pre) else k): v
           for k, v in mm.state_dict().items() if k.startswith(pre) or k == "lm_head.weight"}
     lm.load_state_dict(sd)
     out = folder + "-text"
     lm.save_pretrained(out)
-    a, b = text_logits(p, folder)[0], None
+    a, b = text_logits(p, row, folder)[0], None
     with torch.no_grad():
         b = lm.eval()(p.ids).logits[0].double()
-    p.c.check(torch.equal(a, b), "transformers: Qwen3_5ForConditionalGeneration's text logits "
-                                 "equal Qwen3_5ForCausalLM's on the same text weights")
+    p.c.check(torch.equal(a, b), f"transformers: {row.arch}'s text logits equal "
+                                 f"{row.causal.__name__}'s on the same text weights")
     return out
 
 
-def kept(p, src, out, tag, trained):
+def kept(p, row, src, out, tag, trained):
     """The export `out` loads as the class with `src`'s names, its vision and mtp tensors
     bit-identical, and its text weights equal to src's (or, `trained`, moved)."""
     from safetensors.torch import load_file
-    from transformers import Qwen3_5ForConditionalGeneration
     torch = p.torch
     a = load_file(os.path.join(src, "model.safetensors"))
     b = load_file(os.path.join(out, "model.safetensors"))
     arch = json.load(open(os.path.join(out, "config.json"))).get("architectures")
-    loaded = Qwen3_5ForConditionalGeneration.from_pretrained(out) if arch == [ARCH] else None
+    loaded = row.cls.from_pretrained(out) if arch == [row.arch] else None
     vis = [k for k in a if k.startswith(("model.visual.", "mtp."))]
     text = [k for k in a if k not in vis]
     q = "model.language_model.layers.0.linear_attn.in_proj_qkv.weight"
@@ -98,9 +115,9 @@ def kept(p, src, out, tag, trained):
     p.c.check(loaded is not None and sorted(a) == sorted(b) and len(vis) > 20 and MTP in vis and
               all(torch.equal(a[k], b[k]) for k in vis) and
               (not torch.equal(a[q], b[q]) if trained else same_text),
-              f"{tag}: the export loads as {ARCH} with the folder's {len(a)} tensor names, its "
-              f"{len(vis)} vision and mtp tensors bit-identical, the text weights "
-              f"{'trained' if trained else 'equal'} (architectures {arch})")
+              f"{tag}: the export loads as {row.arch} with the folder's {len(a)} tensor names, "
+              f"its {len(vis)} vision and mtp tensors bit-identical, the text weights "
+              f"{'trained' if trained else 'bit-identical'} (architectures {arch})")
 
 
 def run_train(p, folder, model, *keys):
@@ -112,22 +129,22 @@ def run_train(p, folder, model, *keys):
     return run_zt(p.zt, "train", *[a for kv in base + model + list(keys) for a in ("--set", kv)])
 
 
-def multimodal(p, text, f64):
-    """The checks of this module's docstring; `text`: the text model's config keys; f64(folder,
-    cls): transformers' float64 logits of the folder's model as class cls."""
+def multimodal(p, text, f64, moe=False):
+    """The checks of this module's docstring on one row; `text`: the text model's config keys
+    (moe: qwen3_5_moe_text's); f64(folder, cls, mod): transformers' float64 logits of the
+    folder's model as class cls (its modeling module mod)."""
     from safetensors.torch import load_file, save_file
-    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
-    c, torch = p.c, p.torch
-    cfg = Qwen3_5Config(text_config=dict(text, vocab_size=264), vision_config=VISION)
+    c, torch, row = p.c, p.torch, Row(moe)
+    text = dict(text, vocab_size=264)
     torch.manual_seed(4)
-    model = Qwen3_5ForConditionalGeneration(cfg).to(torch.float32)
+    model = row.cls(row.config(text_config=text, vision_config=VISION)).to(torch.float32)
     with torch.no_grad():
         for name, w in model.named_parameters():
             if name.startswith("model.language_model.") and "norm" in name:
                 w.copy_((1.0 if "linear_attn.norm" in name else 0.0) + 0.3 * torch.randn_like(w))
             elif name.endswith(("A_log", "dt_bias")):
                 w.normal_(0.0, 0.5)
-    name = "qwen35-mm"
+    name = row.name
     folder = os.path.join(p.work, name)
     model.save_pretrained(folder)
     w = load_file(os.path.join(folder, "model.safetensors"))
@@ -135,34 +152,42 @@ def multimodal(p, text, f64):
     save_file(w, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     h5 = folder + ".h5"
     rc, out = run_zt(p.zt, "convert", "hf-to-h5", folder, h5)
-    c.check(rc == 0, f"{name}: zt convert hf-to-h5 of a {ARCH} folder (exit {rc})")
+    c.check(rc == 0, f"{name}: zt convert hf-to-h5 of a {row.arch} folder (exit {rc})")
     if rc != 0:
         print(out[-2000:])
         return
-    z = same_logits(p, f"{name}: the text model", folder, h5, f64)
-    text_folder = as_causal_lm(p, folder, dict(text, vocab_size=264))
+    z = same_logits(p, row, f"{name}: the text model", folder, h5, f64)
+    text_folder = as_causal_lm(p, row, folder, text)
     rc, _ = run_zt(p.zt, "convert", "hf-to-h5", text_folder, text_folder + ".h5")
     zt_text = zt_logits_json(c, p.zt_logits, text_folder + ".h5", p.tokens, 1) if rc == 0 else {}
     c.check(zt_text.get("logits") == z["logits"],
             f"{name}: zt's logits of the folder equal, bit for bit, zt's of its text model saved "
-            f"as Qwen3_5ForCausalLM (exit {rc})")
+            f"as {row.causal.__name__} (exit {rc})")
     out = folder + "-export"
     rc, _ = run_zt(p.zt, "convert", "h5-to-hf", h5, out, "--dtype", "f32")
     c.check(rc == 0, f"{name}: zt convert h5-to-hf (exit {rc})")
     if rc != 0:
         return
-    kept(p, folder, out, name, trained=False)
-    ja, jb = (json.load(open(os.path.join(f, "config.json"))) for f in (folder, out))
-    c.check(all(ja.get(k) == jb.get(k) for k in ("vision_config", "image_token_id", "model_type")) and
-            all(jb["text_config"].get(k) == v for k, v in ja["text_config"].items()
-                if k not in ("dtype", "torch_dtype", "initializer_range")),
-            f"{name}: the export's config.json keeps vision_config, the image tokens and every "
-            f"text_config value")
+    kept(p, row, folder, out, name, trained=False)
+    cfgs = [row.config.from_pretrained(f).to_dict() for f in (folder, out)]
+    for d in cfgs:
+        d.pop("_name_or_path", None)
+    c.check(cfgs[0] == cfgs[1], f"{name}: transformers' {row.config.__name__} of the export "
+                                f"equals the folder's (every field, vision_config included)")
     rc, _ = run_zt(p.zt, "convert", "hf-to-h5", out, out + ".h5")
     zb = zt_logits_json(c, p.zt_logits, out + ".h5", p.tokens, 1) if rc == 0 else None
     c.check(rc == 0 and zb["logits"] == z["logits"],
             f"{name}: zt re-imports its export with the same logits (exit {rc})")
-    # A full fine-tune: the checkpoints carry the vision tower; the source moved before the resume.
+    if not moe:
+        fine_tune(p, row, folder, f64)
+        adapters(p, text, folder + "-tokens.h5")
+    refusals(p, row, folder, w)
+
+
+def fine_tune(p, row, folder, f64):
+    """A full fine-tune: the checkpoints carry the vision tower; the source moved before the
+    resume."""
+    c, name, h5 = p.c, row.name, folder + ".h5"
     with open(folder + ".txt", "w") as f:
         f.write("".join(chr(32 + (7 * i) % 95) for i in range(33)))
     run_zt(p.zt, "convert", "text-to-tokens", "--force", folder + ".txt", folder + "-tokens.h5")
@@ -189,25 +214,44 @@ def multimodal(p, text, f64):
             rc, _ = run_zt(p.zt, "convert", "h5-to-hf", ck, exp, "--dtype", "f32")
             c.check(rc == 0, f"{name}-full step {step}: zt convert h5-to-hf (exit {rc})")
             if rc == 0:
-                kept(p, folder, exp, f"{name}-full step {step}", trained=True)
-                same_logits(p, f"{name}-full step {step}: the export's text model", exp, ck, f64)
-    adapters(p, text, folder + "-tokens.h5")
-    # Bad input: exit 2 naming the file and the field or tensor; nothing written.
+                kept(p, row, folder, exp, f"{name}-full step {step}", trained=True)
+                same_logits(p, row, f"{name}-full step {step}: the export's text model", exp, ck, f64)
+
+
+def refusals(p, row, folder, w):
+    """Bad input: exit 2 naming the file and the field or tensor; nothing written. `w`: the
+    folder's tensors."""
+    from safetensors.torch import save_file
+    torch = p.torch
+
+    def without(tag, drop=(), add=None):
+        d = with_config(folder, f"{folder}-bad-{tag}")
+        t = {k: v for k, v in w.items() if k not in drop}
+        t.update(add or {})
+        save_file(t, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+        return d
     gone = "model.visual.blocks.1.mlp.linear_fc1.weight"
-    missing = with_config(folder, folder + "-bad-vision")
-    save_file({k: v for k, v in w.items() if k != gone},
-              os.path.join(missing, "model.safetensors"), metadata={"format": "pt"})
+    stray = "model.audio_tower.proj.weight"
     no_text = with_config(folder, folder + "-bad-no-text")
+    ja = json.load(open(os.path.join(folder, "config.json")))
     json.dump({k: v for k, v in ja.items() if k != "text_config"},
               open(os.path.join(no_text, "config.json"), "w"))
-    moe = with_config(folder, folder + "-bad-moe", model_type="qwen3_5_moe")
-    for tag, d, says in (("a vision tensor missing", missing,
-                          (f"'{gone}'", "config.json", "'vision_config'")),
-                         ("no text_config", no_text, ("config.json", "'text_config'")),
-                         ("qwen3_5_moe", moe, ("config.json", "'model_type'", "qwen3_5_moe"))):
+    cases = [("a vision tensor missing", without("vision", drop=[gone]),
+              (f"'{gone}'", "config.json", "'vision_config'")),
+             ("no text_config", no_text, ("config.json", "'text_config'")),
+             ("a tensor neither text nor carried", without("stray", add={stray: torch.zeros(2, 2)}),
+              (f"'{stray}'", "model.safetensors", "model.visual.*", "mtp.*"))]
+    if row.moe:
+        expert = "model.language_model.layers.2.mlp.experts.3.up_proj.weight"
+        d = without("expert", drop=[expert])
+        cases.append(("an expert's tensor missing", d, (f"'{expert}'", f"'{d}'")))
+    for tag, d, says in cases:
         rc, out = run_zt(p.zt, "convert", "hf-to-h5", d, d + ".h5")
-        c.check(rc == 2 and all(x in out for x in says) and not os.path.exists(d + ".h5"),
-                f"{name}: bad input ({tag}): exit {rc} naming {', '.join(says)}; nothing written")
+        p.c.check(rc == 2 and all(x in out for x in says) and not os.path.exists(d + ".h5"),
+                  f"{row.name}: bad input ({tag}): exit {rc} naming {', '.join(says)}; nothing "
+                  f"written")
+        if rc != 2:
+            print(out[-1500:])
 
 
 def adapters(p, text, tokens):

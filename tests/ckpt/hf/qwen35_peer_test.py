@@ -35,7 +35,8 @@ Then the same on a hybrid qwen3_5_moe (Qwen3_5MoeForCausalLM, model_type qwen3_5
 layers l, f, l, f; 4 experts, top 2 renormalised, the shared expert and its sigmoid gate;
 per-expert tensors as transformers saves them), with one more sensitivity:
 the shared expert's gate removed (sigmoid -> 1).
-Then a Qwen3_5ForConditionalGeneration folder of the hybrid (qwen35_multimodal.py).
+Then a Qwen3_5ForConditionalGeneration folder of the hybrid and a
+Qwen3_5MoeForConditionalGeneration folder of the qwen3_5_moe one (qwen35_multimodal.py).
 Exit 77 (CTest skip) without torch/transformers (scripts/install-deps.sh --hf-peers).
 """
 import json
@@ -120,6 +121,16 @@ def hybrid_text(base):
                                  "partial_rotary_factor": 0.5})
 
 
+def moe_text(text):
+    """qwen3_5_moe_text's config of the hybrid's text model: layers l, f, l, f; 4 experts,
+    top 2, the shared expert."""
+    text = dict(text, layer_types=text["layer_types"][:3] + ["full_attention"],
+                num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+                shared_expert_intermediate_size=40)
+    text.pop("intermediate_size", None)  # not in its config
+    return text
+
+
 def hybrid(p, base, moe=False):
     """Gated DeltaNet layers among full ones, 150 tokens (over two chunks of 64, not a
     multiple): logits of every prefix, cached logits, loss and greedy continuation (also
@@ -138,12 +149,7 @@ def hybrid(p, base, moe=False):
     gen = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, 96, (150,), generator=gen).tolist()
     ids = torch.tensor([tokens])
-    text = hybrid_text(base)
-    if moe:
-        text["layer_types"] = text["layer_types"][:3] + ["full_attention"]
-        text.pop("intermediate_size", None)  # not in its config
-        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
-                    shared_expert_intermediate_size=40)
+    text = moe_text(hybrid_text(base)) if moe else hybrid_text(base)
     cfg = Config(**text)
     torch.manual_seed(3)
     model = Model(cfg).to(torch.float32)
@@ -289,7 +295,9 @@ def main():
                    ("layer_types", "rope_parameters", "head_dim", "tie_word_embeddings"))
     hyb = hybrid(p, base)
     hybrid(p, base, moe=True)
-    multimodal(p, hybrid_text(base), lambda folder, cls: f64_logits(p, folder, p.ids, cls=cls))
+    for moe in (False, True):
+        multimodal(p, moe_text(hybrid_text(base)) if moe else hybrid_text(base),
+                   lambda folder, cls, mod: f64_logits(p, folder, p.ids, mod, cls), moe)
     # Bad input: exit 2 naming the file and the field (or tensor), nothing written.
     folder = os.path.join(p.work, cases[0][0])
     odd = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.3125}
