@@ -68,6 +68,25 @@ void ops() {
   V dxr(x.size()), dwr(C * K, 0.0);
   cpu::causal_conv1d_silu_backward<double>(B, Tn, C, K, x.data(), w.data(), past.data(), dy.data(), dxr.data(), dwr.data());
   check(dx, dxr, 1e-5, "conv dx"); check(dw, dwr, 1e-5, "conv dw");
+  // dpast: the CPU conv over [past | x] without a past (dy 0 on the past); the past update
+  const int64_t Tc = P + Tn;
+  V xc(B * Tc * C), dyc(B * Tc * C, 0.0), dxc(B * Tc * C), dwc(C * K, 0.0), dpr(past.size()), pur(past.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < Tc; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        xc[(b * Tc + t) * C + c] = t < P ? past[(b * C + c) * P + t] : x[(b * Tn + t - P) * C + c];
+        if (t >= P) dyc[(b * Tc + t) * C + c] = dy[(b * Tn + t - P) * C + c];
+      }
+  cpu::causal_conv1d_silu_backward<double>(B, Tc, C, K, xc.data(), w.data(), nullptr, dyc.data(), dxc.data(), dwc.data());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < P; ++i) {
+        dpr[(b * C + c) * P + i] = dxc[(b * Tc + i) * C + c];
+        pur[(b * C + c) * P + i] = xc[(b * Tc + Tn + i) * C + c];
+      }
+  check(dp, dpr, 1e-5, "conv dpast");
+  cuda::causal_conv1d_update_past<float>(pf.data(), pf.data(), xf.data(), B, Tn, C, K);
+  check(pf, pur, 1e-12, "conv past update (in place)");
   const int64_t N = 320, Hv = 6;
   V a = randn(N * Hv, 2), bb = randn(N * Hv, 2), Al = randn(Hv, .7), dt = randn(Hv, .7), dg = randn(N * Hv), dbe = randn(N * Hv);
   a[0] = 30;
