@@ -70,6 +70,9 @@ void add_kto_keys(config::Schema& s) {
   }
 }
 
+// TRL's KL estimate: the mean of logp - ref over the mismatched rows, clamped at 0.
+double kl_estimate(double sum, double rows) { return std::max(sum / rows, 0.0); }
+
 class KtoObjective final : public ReferencePairObjective {
  public:
   explicit KtoObjective(const ObjectiveContext& ctx)
@@ -91,7 +94,7 @@ class KtoObjective final : public ReferencePairObjective {
       sum[1] += static_cast<double>(B_ / 2);
     }
     comm_.all_reduce(sum, sum, 2, DType::kF64, comm::ReduceOp::kSum);
-    kl_ = std::max(sum[0] / sum[1], 0.0);
+    kl_ = kl_estimate(sum[0], sum[1]);
     return true;
   }
 
@@ -107,7 +110,7 @@ class KtoObjective final : public ReferencePairObjective {
     if (eval_) {  // held out: the estimate of the evaluation micro-batch's own mismatched rows
       double sum = 0;
       for (size_t i = 1; i < logp.size(); i += 2) sum += logp[i] - ref[i];
-      kl = std::max(sum / static_cast<double>(logp.size() / 2), 0.0);
+      kl = kl_estimate(sum, static_cast<double>(logp.size() / 2));
     }
     return kto_value(kto_, logp, count, ref, labels_, kl, dlogp, m);
   }
